@@ -1,0 +1,104 @@
+"""The normalized trajectory record every loader produces and every later stage consumes.
+
+A `Trajectory` separates what the judge may see (`steps`) from what it must never see
+(`reward`, `label`, `hidden`): the renderer reads `steps` and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+StepKind = Literal["user", "assistant", "tool_call", "tool_result", "final_answer"]
+STEP_KINDS: tuple[str, ...] = ("user", "assistant", "tool_call", "tool_result", "final_answer")
+
+DEFAULT_LABEL_THRESHOLD = 0.0
+
+
+class TrajectoryFormatError(ValueError):
+    """A record that cannot become a trajectory; the message names the file and record."""
+
+    def __init__(self, file: str, record: int | str | None, problem: str):
+        self.file = str(file)
+        self.record = record
+        self.problem = problem
+        where = f"{self.file}" if record is None else f"{self.file}, record {record}"
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a trajectory came from: the file and the record's index within it."""
+
+    file: str
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.file}#{self.index}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One observable event of an episode.
+
+    kind:
+      - "user": a user (or user-simulator) turn, or an environment observation delivered as a user turn.
+      - "assistant": free text the agent said.
+      - "tool_call": the agent invoked `tool_name` with `arguments`.
+      - "tool_result": what the tool returned; `is_error` marks a failed call.
+      - "final_answer": the agent's closing message or submitted answer.
+    """
+
+    kind: StepKind
+    content: str = ""
+    tool_name: str | None = None
+    arguments: Any = None
+    call_id: str | None = None
+    is_error: bool = False
+
+    def __post_init__(self):
+        if self.kind not in STEP_KINDS:
+            raise ValueError(f"unknown step kind {self.kind!r}; expected one of {STEP_KINDS}")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A normalized agent episode.
+
+    `steps` is the only observable part. `reward`, `label` and `hidden` (gold actions, reward info,
+    the user simulator's instruction, ...) exist for evaluation and must never reach the judge.
+    """
+
+    id: str
+    task_id: str
+    domain: str
+    agent: str
+    steps: tuple[Step, ...]
+    reward: float
+    label: int
+    source: Source
+    trial: int | None = None
+    hidden: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.label not in (0, 1):
+            raise ValueError(f"{self.source}: label must be 0 or 1, got {self.label!r}")
+        if not self.steps:
+            raise ValueError(f"{self.source}: trajectory has no steps")
+
+    @property
+    def n_tool_calls(self) -> int:
+        return sum(step.kind == "tool_call" for step in self.steps)
+
+    @property
+    def n_tool_errors(self) -> int:
+        return sum(step.kind == "tool_result" and step.is_error for step in self.steps)
+
+    @property
+    def n_user_turns(self) -> int:
+        return sum(step.kind == "user" for step in self.steps)
+
+
+def label_from_reward(reward: float, threshold: float = DEFAULT_LABEL_THRESHOLD) -> int:
+    """Binary label of a reward: 1 when ``reward > threshold`` (default: any positive reward)."""
+    return int(float(reward) > threshold)
