@@ -1,94 +1,335 @@
-"""Which LM judges, and which LM reflects: one configuration for CLI, environment and Python.
+"""Which LM judges, and which LM reflects: one configuration for CLI flags, environment and Python.
 
-Precedence: explicit arguments (CLI flags) > environment variables > the embedded default.
-Environment: RUBRICFORGE_API_BASE, RUBRICFORGE_MODEL, RUBRICFORGE_API_KEY_ENV (the *name* of the variable
-holding the key, default OPENAI_API_KEY), and the same with REFLECTION_ for the reflection LM.
-Keys are read from the environment at call time and never stored in programs or logs.
+Precedence, for each field: explicit value (Python argument or CLI flag) > environment > default.
+With no api_base anywhere, the configuration is the *embedded default* (a local llama.cpp server
+started by `rubricforge_dspy.serving`).
+
+Environment variables (the judge LM; the reflection LM reads the same names with ``REFLECTION_``
+after the prefix, e.g. ``RUBRICFORGE_REFLECTION_API_BASE``, and falls back to the judge LM entirely
+when none of its own settings is given):
+
+    RUBRICFORGE_API_BASE           OpenAI-compatible root, e.g. http://127.0.0.1:30000/v1
+    RUBRICFORGE_MODEL              served model name; must carry the revision (DSPy's cache ignores the URL)
+    RUBRICFORGE_API_KEY_ENV        the *name* of the variable holding the key (default RUBRICFORGE_API_KEY)
+    RUBRICFORGE_STRUCTURED_OUTPUT  json_schema (SGLang, vLLM, llama-server, OpenAI) | json_object_schema
+                                   (python -m llama_cpp.server)
+    RUBRICFORGE_MAX_TOKENS, RUBRICFORGE_TIMEOUT
+
+The key itself is read from the environment at request time; it is never a field of `LMConfig`,
+so it cannot reach `describe()`, `to_dict()`, saved programs, manifests or logs.
+
+`make_lm(config)` returns a `dspy.LM` whose engine (`ChatCompletionsEngine`) posts to
+``{api_base}/chat/completions`` itself, so what is sent is exactly: the messages, ``max_tokens``
+(never ``max_completion_tokens``, which llama_cpp.server ignores), ``temperature``, ``seed``, and the
+signature's JSON schema as ``response_format`` in the configured dialect.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-from dataclasses import dataclass
+import re
+import threading
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal, Mapping
 
 import dspy
 
 DEFAULT_MAX_TOKENS = 256
+DEFAULT_API_KEY_ENV = "RUBRICFORGE_API_KEY"
+ENV_PREFIX = "RUBRICFORGE_"
+REFLECTION_INFIX = "REFLECTION_"
+StructuredOutput = Literal["json_schema", "json_object_schema"]
+STRUCTURED_OUTPUTS: tuple[str, ...] = ("json_schema", "json_object_schema")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Fields settable from the environment / CLI, with their parsers.
+_SETTABLE = {"api_base": str, "model": str, "api_key_env": str, "structured_output": str,
+             "max_tokens": int, "timeout": float}
 
 
 @dataclass(frozen=True)
 class LMConfig:
-    """An OpenAI-compatible endpoint, or `api_base=None` for the embedded default."""
+    """An OpenAI-compatible endpoint, or ``api_base=None`` for the embedded default.
+
+    max_string_length: when set, every string property of the response schema that has no
+    ``maxLength`` gets this one, so a grammar-constrained server cannot ramble a free-text field
+    until ``max_tokens`` cuts the JSON short (DSPy drops a field's ``max_length`` from the schema).
+    """
 
     model: str | None = None
     api_base: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    structured_output: StructuredOutput = "json_schema"
     temperature: float = 0.0
     max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int = 0
     timeout: float = 120.0
     num_retries: int = 2
     cache: bool = True
+    max_string_length: int | None = None
+
+    def __post_init__(self):
+        if not _ENV_NAME.match(self.api_key_env or ""):
+            # Refuse anything that is not a variable name: a key pasted here would end up in logs.
+            raise ValueError("api_key_env must be the NAME of an environment variable (letters, digits, _)")
+        if self.structured_output not in STRUCTURED_OUTPUTS:
+            raise ValueError(f"structured_output must be one of {STRUCTURED_OUTPUTS}, got {self.structured_output!r}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.api_base is not None:
+            object.__setattr__(self, "api_base", self.api_base.rstrip("/"))
 
     @property
     def is_embedded(self) -> bool:
         return self.api_base is None
 
+    @property
+    def api_key(self) -> str | None:
+        """The key, read from the environment now (never stored)."""
+        return os.environ.get(self.api_key_env) or None
+
     @classmethod
-    def from_env(cls, prefix: str = "RUBRICFORGE_", **overrides) -> "LMConfig":
-        values = {
-            "model": os.environ.get(f"{prefix}MODEL"),
-            "api_base": os.environ.get(f"{prefix}API_BASE"),
-            "api_key_env": os.environ.get(f"{prefix}API_KEY_ENV", "OPENAI_API_KEY"),
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**{k: v for k, v in values.items() if v is not None})
+    def from_env(cls, role: str = "judge", environ: Mapping[str, str] | None = None,
+                 prefix: str = ENV_PREFIX, **overrides: Any) -> "LMConfig":
+        """The configuration of ``role`` ("judge" or "reflection"): overrides > environment > defaults.
+
+        Overrides that are None are ignored, so CLI flags left unset fall through to the environment.
+        The reflection LM with no setting of its own is the judge LM.
+        """
+        environ = os.environ if environ is None else environ
+        explicit = {k: v for k, v in overrides.items() if v is not None}
+        values = {**_from_environ(environ, _role_prefix(role, prefix)), **explicit}
+        if role == "reflection" and not values:
+            return cls.from_env("judge", environ, prefix)
+        if role == "reflection" and "api_base" not in values:
+            judge = cls.from_env("judge", environ, prefix)
+            values = {**{k: v for k, v in judge.to_dict().items() if k in _SETTABLE}, **values}
+        return cls(**values)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, role: str = "judge",
+                  environ: Mapping[str, str] | None = None) -> "LMConfig":
+        """The configuration of ``role`` from flags added by `add_lm_arguments`, then the environment."""
+        flag = "" if role == "judge" else "reflection_"
+        overrides = {name: getattr(args, flag + name, None) for name in _SETTABLE}
+        return cls.from_env(role, environ, **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything needed to reproduce the LM, minus the key (only its variable's name)."""
+        return asdict(self)
 
     def describe(self) -> str:
         """A loggable name of this LM: never contains the key."""
-        return f"{self.model or 'embedded'}@{self.api_base or 'embedded'}"
+        if self.is_embedded:
+            return f"{self.model or 'embedded'} (embedded llama.cpp server)"
+        return f"{self.model}@{self.api_base} ({self.structured_output}, key from ${self.api_key_env})"
+
+    def with_endpoint(self, api_base: str, model: str, **changes: Any) -> "LMConfig":
+        return replace(self, api_base=api_base, model=model, **changes)
 
 
-def register_openai_compatible(model_name: str) -> None:
-    """Declare `openai/<model_name>` to litellm as supporting JSON-schema structured outputs,
-    so DSPy's JSONAdapter sends the judge's schema as `response_format` (SGLang, llama.cpp)."""
-    import litellm
+def _role_prefix(role: str, prefix: str) -> str:
+    if role not in ("judge", "reflection"):
+        raise ValueError(f"role must be 'judge' or 'reflection', got {role!r}")
+    return prefix + (REFLECTION_INFIX if role == "reflection" else "")
 
-    litellm.register_model({
-        f"openai/{model_name}": {
-            "litellm_provider": "openai",
-            "mode": "chat",
-            "supports_response_schema": True,
-            "supports_function_calling": False,
-            "max_tokens": 8192,
-            "max_input_tokens": 8192,
-            "max_output_tokens": 8192,
-            "input_cost_per_token": 0.0,
-            "output_cost_per_token": 0.0,
-        }
-    })
+
+def _from_environ(environ: Mapping[str, str], prefix: str) -> dict[str, Any]:
+    values = {}
+    for name, parse in _SETTABLE.items():
+        raw = environ.get(prefix + name.upper())
+        if raw not in (None, ""):
+            values[name] = parse(raw)
+    return values
+
+
+def add_lm_arguments(parser: argparse.ArgumentParser, reflection: bool = True) -> argparse.ArgumentParser:
+    """Add ``--api-base --model --api-key-env --structured-output --max-tokens --timeout`` (and the
+    ``--reflection-*`` twins). Unset flags stay None and fall through to the environment."""
+    roles = [("", "judge")] + ([("reflection-", "reflection")] if reflection else [])
+    for flag, role in roles:
+        group = parser.add_argument_group(f"{role} LM (default: the embedded local model)")
+        group.add_argument(f"--{flag}api-base", default=None, help="OpenAI-compatible root URL, e.g. http://host:30000/v1")
+        group.add_argument(f"--{flag}model", default=None, help="served model name, carrying its revision")
+        group.add_argument(f"--{flag}api-key-env", default=None, help=f"NAME of the env var holding the key (default {DEFAULT_API_KEY_ENV})")
+        group.add_argument(f"--{flag}structured-output", default=None, choices=STRUCTURED_OUTPUTS,
+                           help="json_schema (SGLang/vLLM/llama-server) or json_object_schema (llama_cpp.server)")
+        group.add_argument(f"--{flag}max-tokens", default=None, type=int)
+        group.add_argument(f"--{flag}timeout", default=None, type=float)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# The engine: one HTTP POST per call, in the dialect the server speaks.
+
+
+def structured_response_format(canonical: Mapping[str, Any] | None, dialect: str,
+                               max_string_length: int | None = None) -> dict[str, Any] | None:
+    """The wire ``response_format`` for DSPy's canonical one (``{"type", "schema", "name", "strict"}``).
+
+    json_schema:        ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``
+    json_object_schema: ``{"type": "json_object", "schema": ...}`` (llama_cpp.server answers HTTP 500
+                        to json_schema but builds a grammar from this form)
+    """
+    if not canonical:
+        return None
+    if canonical.get("type") != "json_schema":
+        return {"type": canonical.get("type", "json_object")}
+    schema = canonical.get("schema") or {}
+    if max_string_length is not None:
+        schema = bound_strings(schema, max_string_length)
+    if dialect == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    inner = {"name": canonical.get("name") or "response", "schema": schema}
+    if canonical.get("strict") is not None:
+        inner["strict"] = canonical["strict"]
+    return {"type": "json_schema", "json_schema": inner}
+
+
+def bound_strings(schema: Any, limit: int) -> Any:
+    """A copy of `schema` where every string without ``maxLength`` has ``maxLength: limit``."""
+    if isinstance(schema, list):
+        return [bound_strings(item, limit) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: bound_strings(value, limit) for key, value in schema.items()}
+    if out.get("type") == "string" and "maxLength" not in out and "enum" not in out:
+        out["maxLength"] = limit
+    return out
+
+
+def _http_error(status: int, text: str, retry_after: str | None):
+    from dspy import lm15
+
+    message = f"HTTP {status}: {text[:500]}"
+    if status in (401, 403):
+        cls = lm15.AuthError
+    elif status == 429:
+        cls = lm15.RateLimitError
+    elif status in (408, 504):
+        cls = lm15.TimeoutError
+    elif status >= 500:
+        cls = lm15.ServerError
+    elif "context" in text.lower() and ("length" in text.lower() or "window" in text.lower()):
+        cls = lm15.ContextLengthError
+    else:
+        cls = lm15.InvalidRequestError
+    try:
+        after = float(retry_after) if retry_after else None
+    except ValueError:
+        after = None
+    return cls(message, provider="openai-compatible", status=status, retry_after=after)
+
+
+class ChatCompletionsEngine:
+    """A DSPy engine (``complete(Request) -> Response``) for one OpenAI-compatible endpoint.
+
+    It serializes DSPy's canonical request with DSPy's own chat dialect, then fixes the three
+    things servers disagree on: ``max_tokens`` (renamed from ``max_completion_tokens``),
+    ``response_format`` (per `LMConfig.structured_output`) and the model name. One attempt per
+    call: DSPy owns retries and the response cache. The key is read at request time.
+    """
+
+    supports_response_schema = True
+    supports_function_calling = False
+    supports_reasoning = False
+    supported_params = frozenset({"response_format", "temperature", "max_tokens", "seed", "stop", "top_p"})
+
+    def __init__(self, config: LMConfig):
+        if config.is_embedded or not config.model:
+            raise ValueError("ChatCompletionsEngine needs an api_base and a model name")
+        self.config = config
+        self._client = None
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"{self.config.api_base}/chat/completions"
+
+    def body(self, request) -> dict[str, Any]:
+        """The JSON body sent for a canonical `dspy.lm15.Request`."""
+        from dspy.clients.lm15_boundary import request_kwargs
+
+        data = request_kwargs(request, "chat")
+        limit = data.pop("max_completion_tokens", None)
+        if data.get("max_tokens") is None:
+            data["max_tokens"] = limit if limit is not None else self.config.max_tokens
+        data["response_format"] = structured_response_format(
+            request.config.response_format, self.config.structured_output, self.config.max_string_length)
+        if data["response_format"] is None:
+            del data["response_format"]
+        return {"model": self.config.model, **data}
+
+    def headers(self) -> dict[str, str]:
+        key = self.config.api_key
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _http(self):
+        with self._lock:
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(timeout=self.config.timeout,
+                                            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+            return self._client
+
+    def complete(self, request):
+        import httpx
+        from dspy import lm15
+
+        body = self.body(request)
+        try:
+            reply = self._http().post(self.url, json=body, headers=self.headers())
+        except httpx.TimeoutException as error:
+            raise lm15.TimeoutError(f"{self.url}: {error}", provider="openai-compatible") from error
+        except httpx.HTTPError as error:
+            raise lm15.TransportError(f"{self.url}: {type(error).__name__}: {error}") from error
+        if reply.status_code >= 400:
+            raise _http_error(reply.status_code, reply.text, reply.headers.get("retry-after"))
+        return lm15.response_from_openai_chat(reply.json(), model=request.model)
+
+    def stream(self, request):
+        from dspy import lm15
+
+        raise lm15.UnsupportedFeatureError("ChatCompletionsEngine does not stream")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # Copies (dspy deep-copies programs) get their own connection pool; state holds no key.
+    def __getstate__(self):
+        return {"config": self.config}
+
+    def __setstate__(self, state):
+        self.__init__(state["config"])
+
+    def dump_state(self) -> dict[str, Any]:
+        return self.config.to_dict()
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> "ChatCompletionsEngine":
+        known = {f.name for f in fields(LMConfig)}
+        return cls(LMConfig(**{k: v for k, v in state.items() if k in known}))
 
 
 def make_lm(config: LMConfig) -> dspy.LM:
-    """A `dspy.LM` speaking the OpenAI protocol to `config.api_base` (an SGLang or llama.cpp server).
+    """A `dspy.LM` for `config`'s endpoint (an SGLang, vLLM or llama.cpp server).
 
     The model name should carry its revision: DSPy's cache key ignores the endpoint.
     """
     if config.is_embedded:
-        raise ValueError("the embedded default needs a running server; use rubricforge_dspy.serving")
+        raise ValueError("the embedded default needs a running server: use rubricforge_dspy.serving.resolve_lm")
     if not config.model:
         raise ValueError(f"no model name given for endpoint {config.api_base}")
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    register_openai_compatible(config.model)
     return dspy.LM(
         f"openai/{config.model}",
-        api_base=config.api_base,
-        api_key=os.environ.get(config.api_key_env, "local"),
-        engine="litellm",
+        engine=ChatCompletionsEngine(config),
         temperature=config.temperature,
         max_tokens=config.max_tokens,
         seed=config.seed,
-        timeout=config.timeout,
         num_retries=config.num_retries,
         cache=config.cache,
     )

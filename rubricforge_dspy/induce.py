@@ -1,0 +1,252 @@
+"""Induce a judge's rubric with dspy.GEPA from labeled trajectories, and freeze the best.
+
+The GEPA metric is agreement between the judge's verdict and the label. Its feedback tells the
+reflection LM the true outcome and points at *observable* evidence in the trajectory (tool errors,
+claims with no successful call behind them, missing confirmations); it never mentions rewards or
+anything from the evaluator, so the evolved rubric encodes symptoms of success, not an answer key.
+
+Cost-sensitive operating point: with `fp_weight = w`, a false pass scores ``1 - w`` instead of 0,
+so a candidate's mean score is ``1 - (FN + w * FP) / n``: the rubric search then trades w false
+fails for one false pass. w = 1 is plain agreement.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dspy
+
+from rubricforge_dspy.judge import TrajectoryJudge
+from rubricforge_dspy.program import data_fingerprint, freeze
+from rubricforge_dspy.render import RenderConfig, render_trajectory
+from rubricforge_dspy.rubric import SEED_RUBRIC, rubric_sha256
+from rubricforge_dspy.symptoms import extract_symptoms
+from rubricforge_dspy.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+REFLECTION_PROMPT = """\
+You maintain the rubric (the instruction) of an AI judge that reads the observable record of an AI \
+agent's episode (user turns, agent messages, tool calls, tool results with errors marked, counters, \
+final answer) and decides whether the agent really accomplished the user's task.
+
+You are given the current rubric, episodes the judge saw, its verdicts, and feedback stating the true \
+outcome and the observable evidence that should have decided it.
+
+Write an improved rubric. Requirements:
+- Keep a short preamble, then numbered criteria, one per line, in the form "N. Name: what to check", \
+each phrased as evidence that can be verified in the record (for example: a committing tool call whose \
+result shows success; a final claim contradicted by a tool error; a state change made without the user's \
+explicit yes).
+- Criteria must generalize to unseen tasks: never mention specific users, ids, products, dates, \
+amounts, or individual episodes.
+- Keep what the current rubric gets right; add, sharpen or remove criteria to fix the judge's mistakes.
+- End with the scoring rule: score is the probability in [0, 1] that the task was accomplished and \
+passed is true exactly when score >= 0.5.
+- Keep it under 2500 characters."""
+
+
+@dataclass(frozen=True)
+class InductionConfig:
+    budget: int = 200  # max metric calls (judge calls on train + val)
+    minibatch: int = 4
+    seed: int = 0
+    fp_weight: float = 1.0
+    max_rubric_chars: int = 3000
+    num_threads: int = 1
+    use_merge: bool = False
+
+    def __post_init__(self):
+        if self.fp_weight < 1.0:
+            raise ValueError(f"fp_weight must be >= 1 (a false pass costs at least a false fail), got {self.fp_weight}")
+        if self.budget < 1 or self.minibatch < 1:
+            raise ValueError("budget and minibatch must be positive")
+
+
+@dataclass
+class InductionResult:
+    judge: TrajectoryJudge
+    sweep: list[dict]
+    best_index: int
+    beat_seed: bool
+    manifest: dict = field(default_factory=dict)
+
+
+def to_examples(trajectories: list[Trajectory], render_config: RenderConfig | None = None) -> list[dspy.Example]:
+    """Labeled examples for GEPA; only `trajectory` (the rendered text) is a program input."""
+    config = render_config or RenderConfig()
+    return [
+        dspy.Example(
+            trajectory=render_trajectory(t, config),
+            label=int(t.label),
+            id=t.id,
+            evidence=extract_symptoms(t).lines(),
+        ).with_inputs("trajectory")
+        for t in trajectories
+    ]
+
+
+def verdict_outcome(label: int, pred) -> str:
+    """One of: correct, false_pass, false_fail, abstained."""
+    if getattr(pred, "abstained", False):
+        return "abstained"
+    passed = bool(getattr(pred, "passed", False))
+    if passed == bool(label):
+        return "correct"
+    return "false_pass" if passed else "false_fail"
+
+
+def _feedback(gold, pred, outcome: str) -> str:
+    truth = "accomplished" if gold.label else "did NOT accomplish"
+    evidence = list(gold.get("evidence") or [])
+    evidence_text = "\n".join(f"- {line}" for line in evidence) or "- (no surface failure signal was detected)"
+    if outcome == "abstained":
+        return (
+            "FORMAT FAILURE: the judge did not return a parsable verdict "
+            f"({getattr(pred, 'error', '')[:200]}); this counts as a wrong verdict. Keep the rubric's output "
+            "instructions simple and explicit: a one-sentence reason, a boolean passed, a score in [0, 1]."
+        )
+    if outcome == "correct":
+        return (f"Correct verdict: the agent {truth} the user's task. Observable evidence consistent with this:\n"
+                f"{evidence_text}")
+    if outcome == "false_pass":
+        return (
+            f"WRONG (false pass): the judge passed this episode, but the agent {truth} the user's task. "
+            f"The judge's reason was: {pred.reason!r}. Observable evidence the rubric should make decisive:\n"
+            f"{evidence_text}\n"
+            "Check whether the final message claims more than the tool results show, whether a committing "
+            "call failed or never happened, whether a lookup failed, or whether the user's confirmation was "
+            "never obtained. Add or sharpen criteria, phrased as observable evidence, that would fail episodes "
+            "like this one."
+        )
+    return (
+        f"WRONG (false fail): the judge failed this episode, but the agent {truth} the user's task. "
+        f"The judge's reason was: {pred.reason!r}. Observable evidence in the record:\n{evidence_text}\n"
+        "The rubric is too strict here: make sure criteria do not penalize errors that were later resolved, "
+        "tasks whose correct outcome needed no state change, or polite refusals that the tool results justify."
+    )
+
+
+def make_feedback_metric(fp_weight: float = 1.0):
+    """GEPA feedback metric: (gold, pred, trace, pred_name, pred_trace) -> Prediction(score, feedback)."""
+
+    def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        outcome = verdict_outcome(gold.label, pred)
+        score = {"correct": 1.0, "false_fail": 0.0, "abstained": 0.0, "false_pass": 1.0 - fp_weight}[outcome]
+        return dspy.Prediction(score=score, feedback=_feedback(gold, pred, outcome))
+
+    return metric
+
+
+def _agreement(subscores: dict) -> float:
+    values = list(subscores.values())
+    return sum(v == 1.0 for v in values) / len(values) if values else float("nan")
+
+
+def sweep_table(detailed) -> list[dict]:
+    """One row per accepted candidate (seed first, then children in acceptance order)."""
+    rows = []
+    for index, candidate in enumerate(detailed.candidates):
+        rubric = candidate.judge.signature.instructions
+        rows.append({
+            "candidate": index,
+            "parents": [p for p in (detailed.parents[index] or []) if p is not None],
+            "val_score": round(float(detailed.val_aggregate_scores[index]), 6),
+            "val_agreement": round(_agreement(detailed.val_subscores[index]), 6),
+            "discovered_at_metric_call": int(detailed.discovery_eval_counts[index]),
+            "rubric_sha256": rubric_sha256(rubric),
+            "rubric_chars": len(rubric),
+        })
+    return rows
+
+
+def _run_marker(log_dir: Path, fingerprint: dict) -> None:
+    """Refuse to resume from a log dir written for other data or settings (GEPA's checkpoint is a pickle:
+    it is only ever read back from a directory this function has stamped for the same run)."""
+    marker = log_dir / "rubricforge_run.json"
+    if marker.exists():
+        previous = json.loads(marker.read_text())
+        if previous != fingerprint:
+            raise ValueError(f"{log_dir}: log dir belongs to a different induction run; use a fresh --log-dir")
+    elif log_dir.exists() and any(log_dir.iterdir()):
+        raise ValueError(f"{log_dir}: not empty and not a RubricForge induction log dir; refusing to resume from it")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(fingerprint, indent=2, sort_keys=True))
+
+
+def induce(
+    train: list[Trajectory],
+    val: list[Trajectory],
+    *,
+    judge_lm: dspy.LM,
+    reflection_lm: dspy.LM,
+    config: InductionConfig = InductionConfig(),
+    init: TrajectoryJudge | None = None,
+    log_dir: str | Path | None = None,
+    out_path: str | Path | None = None,
+    lm_name: str | None = None,
+) -> InductionResult:
+    """Evolve the rubric of `init` (default: the seed rubric) on `train`, select on `val`, freeze the best.
+
+    Resumable: re-running with the same `log_dir` continues GEPA from its checkpoint.
+    """
+    if not train or not val:
+        raise ValueError(f"induction needs non-empty train and val sets (got {len(train)} and {len(val)})")
+    student = init.deepcopy() if init is not None else TrajectoryJudge(SEED_RUBRIC)
+    trainset = to_examples(train, student.render_config)
+    valset = to_examples(val, student.render_config)
+
+    if log_dir is not None:
+        log_dir = Path(log_dir)
+        _run_marker(log_dir, {
+            "train": data_fingerprint(train), "val": data_fingerprint(val),
+            "seed_rubric_sha256": rubric_sha256(student.rubric), "config": config.__dict__,
+        })
+
+    from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
+
+    optimizer = dspy.GEPA(
+        metric=make_feedback_metric(config.fp_weight),
+        max_metric_calls=config.budget,
+        reflection_minibatch_size=config.minibatch,
+        reflection_lm=reflection_lm,
+        instruction_proposer=InstructionProposer(base_instructions=REFLECTION_PROMPT,
+                                                 max_chars=config.max_rubric_chars),
+        candidate_selection_strategy="pareto",
+        use_merge=config.use_merge,
+        num_threads=config.num_threads,
+        log_dir=str(log_dir) if log_dir else None,
+        track_stats=True,
+        seed=config.seed,
+    )
+    with dspy.context(lm=judge_lm):
+        optimized = optimizer.compile(student, trainset=trainset, valset=valset)
+    detailed = optimized.detailed_results
+    sweep = sweep_table(detailed)
+    best_index = max(range(len(sweep)), key=lambda i: (sweep[i]["val_score"], -i))
+    beat_seed = best_index != 0 and sweep[best_index]["val_score"] > sweep[0]["val_score"]
+    if not beat_seed:
+        best_index = 0
+        logger.warning("no candidate beat the seed rubric on validation; freezing the seed rubric")
+    best = detailed.candidates[best_index]
+    judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config)
+
+    manifest = {}
+    if out_path is not None:
+        manifest = freeze(
+            judge, out_path, lm=lm_name, data_fingerprint=data_fingerprint([*train, *val]),
+            metrics={"val_agreement": sweep[best_index]["val_agreement"],
+                     "val_score": sweep[best_index]["val_score"],
+                     "seed_val_agreement": sweep[0]["val_agreement"]},
+            extra={"induction": {"budget": config.budget, "minibatch": config.minibatch, "seed": config.seed,
+                                 "fp_weight": config.fp_weight, "metric_calls": detailed.total_metric_calls,
+                                 "beat_seed": beat_seed, "best_candidate": best_index,
+                                 "reflection_lm": getattr(reflection_lm, "model", None),
+                                 "train_size": len(train), "val_size": len(val)},
+                   "sweep": sweep},
+        )
+    return InductionResult(judge=judge, sweep=sweep, best_index=best_index, beat_seed=beat_seed, manifest=manifest)
+

@@ -1,0 +1,166 @@
+"""The generic JSONL interchange format: one trajectory per line, OpenAI chat messages (streamed).
+
+Each line is validated against ``rubricforge_dspy/schemas/trajectory.schema.json`` (JSON Schema
+draft 2020-12); see ``docs/FORMAT.md``. Mapping: ``user`` -> ``user`` step; ``assistant`` text ->
+``assistant`` step, its ``tool_calls`` -> ``tool_call`` steps; ``tool`` -> ``tool_result`` (error flag
+from ``is_error`` / ``error``, else the ``Error: ...`` content shape); the closing assistant text ->
+``final_answer``. ``system`` messages go to ``hidden["system_prompt"]`` and ``metadata`` to
+``hidden["metadata"]``; neither is ever a step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from rubricforge_dspy.loaders._common import (
+    as_reward,
+    finalize_answer,
+    looks_like_tool_error,
+    parse_arguments,
+    text_of,
+)
+from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+
+FORMAT = "jsonl"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "trajectory.schema.json"
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    """The interchange JSON Schema (draft 2020-12)."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(schema())
+    return Draft202012Validator(schema())
+
+
+def validation_problem(obj: Any) -> str | None:
+    """A one-line description of why ``obj`` violates the schema, or None when it is valid."""
+    from jsonschema.exceptions import best_match
+
+    err = best_match(_validator().iter_errors(obj))
+    if err is None:
+        return None
+    where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+    return f"schema violation at {where}: {err.message[:300]}"
+
+
+def sniff_line(obj: dict) -> bool:
+    """True when a JSON line looks like an interchange record."""
+    return isinstance(obj.get("messages"), list) and ("reward" in obj or "id" in obj)
+
+
+def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_index, value | TrajectoryFormatError)`` for each non-blank line, reading one line at a time."""
+    with open(path, "rb") as handle:
+        for index, raw in enumerate(handle):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problem = f"invalid UTF-8 bytes (line {index + 1}, byte {exc.start})"
+                yield index, TrajectoryFormatError(str(path), index, problem)
+                continue
+            if index == 0:
+                line = line.lstrip("\ufeff")
+            try:
+                yield index, json.loads(line)
+            except json.JSONDecodeError as exc:
+                problem = f"malformed JSON (line {index + 1}, column {exc.colno}): {exc.msg}"
+                yield index, TrajectoryFormatError(str(path), index, problem)
+
+
+def _is_error(msg: dict, content: str) -> bool:
+    for key in ("is_error", "error"):
+        if isinstance(msg.get(key), bool):
+            return msg[key]
+    return looks_like_tool_error(content)
+
+
+def steps_of(messages: list[dict]) -> list[Step]:
+    """Observable steps of a schema-valid message list; ValueError for a result answering no call."""
+    steps: list[Step] = []
+    names: dict[str, str] = {}
+    for i, msg in enumerate(messages):
+        role, content = msg["role"], text_of(msg.get("content"))
+        if role == "system":
+            continue
+        if role == "tool":
+            call_id = msg["tool_call_id"]
+            if call_id not in names:
+                raise ValueError(f"message {i}: tool_call_id {call_id!r} answers no earlier tool call")
+            steps.append(
+                Step(
+                    kind="tool_result",
+                    content=content,
+                    tool_name=msg.get("name") or names[call_id],
+                    call_id=call_id,
+                    is_error=_is_error(msg, content),
+                )
+            )
+            continue
+        if content.strip():
+            steps.append(Step(kind=role, content=content))
+        for call in msg.get("tool_calls") or []:
+            function = call["function"]
+            names[call["id"]] = function["name"]
+            steps.append(
+                Step(
+                    kind="tool_call",
+                    tool_name=function["name"],
+                    arguments=parse_arguments(function.get("arguments")),
+                    call_id=call["id"],
+                )
+            )
+    return finalize_answer(steps)
+
+
+def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory:
+    """One interchange record as a `Trajectory`; ValueError with the problem when it cannot be."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"record must be a JSON object, got {type(obj).__name__}")
+    if "reward" not in obj:
+        raise ValueError("missing 'reward'")
+    problem = validation_problem(obj)
+    if problem:
+        raise ValueError(problem)
+    reward = as_reward(obj["reward"])
+    steps = steps_of(obj["messages"])
+    if not steps:
+        raise ValueError("empty trajectory: no user/assistant/tool messages")
+    system = [text_of(m.get("content")) for m in obj["messages"] if m["role"] == "system"]
+    label = obj["label"] if "label" in obj else label_from_reward(reward, threshold)
+    return Trajectory(
+        id=obj["id"],
+        task_id=str(obj["task_id"]),
+        domain=obj.get("domain") or "unknown",
+        agent=obj.get("agent") or "unknown",
+        steps=tuple(steps),
+        reward=reward,
+        label=int(label),
+        source=Source(str(path), index),
+        trial=obj.get("trial"),
+        hidden={"format": FORMAT, "system_prompt": "\n\n".join(system) or None, "metadata": obj.get("metadata") or {}},
+    )
+
+
+def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+    """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory)."""
+    for index, value in iter_json_lines(path):
+        if isinstance(value, TrajectoryFormatError):
+            yield index, value
+            continue
+        try:
+            yield index, convert(value, path=path, index=index, threshold=threshold)
+        except (ValueError, TypeError, KeyError) as exc:
+            yield index, TrajectoryFormatError(str(path), index, str(exc))

@@ -1,0 +1,231 @@
+"""A local fake OpenAI-compatible chat-completions server, for tests and benchmarks.
+
+    with FakeOpenAI(responder=lambda body, n: {"reason": "ok", "passed": True, "score": 0.9}) as fake:
+        lm = make_lm(LMConfig(model=fake.model, api_base=fake.url + "/v1", cache=False))
+
+Endpoints: ``POST /v1/chat/completions`` and ``GET /v1/models`` (``/chat/completions`` and ``/models``
+work too). Every chat request is recorded (`fake.requests`, with the parsed body, so tests can assert
+`response_format` or `max_tokens`) and the usage tokens served are summed (`fake.usage`).
+
+A responder ``(body: dict, n: int) -> reply`` scripts each request (`n` counts chat requests from 0).
+A reply is one of:
+  - a dict: a verdict, sent as the JSON message content (e.g. ``{"reason": .., "passed": .., "score": ..}``);
+  - a `Reply`: full control (content, HTTP status, delay, dropped connection);
+  - a fault name: ``"timeout"`` (hang `hang_seconds` before answering, past any sane client timeout),
+    ``"http_500"``, ``"http_503"``, ``"http_400"``, ``"http_429"``, ``"garbage"`` (200 with non-JSON
+    content), ``"drop"`` (close the connection without a response).
+``delay`` adds a fixed sleep before every reply; ``die_after=N`` shuts the server down after N chat
+requests (later requests are refused: a server dying mid-batch).
+
+Everything is bounded in time: hangs wake up when the server stops, handler threads are daemons,
+and `stop()` joins with a timeout. Run standalone with ``python tests/fake_openai.py --port 8000``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+FAULTS = ("timeout", "http_500", "http_503", "http_400", "http_429", "garbage", "drop")
+DEFAULT_VERDICT = {"reason": "The tool results show the task was completed.", "passed": True, "score": 0.9}
+
+
+@dataclass
+class Reply:
+    """One scripted response. `content` is a str (sent verbatim) or a dict (sent as JSON)."""
+
+    content: Any = None
+    status: int = 200
+    delay: float = 0.0
+    drop: bool = False
+
+
+def fault_reply(name: str, hang_seconds: float) -> Reply:
+    if name == "timeout":
+        return Reply(content=DEFAULT_VERDICT, delay=hang_seconds)
+    if name == "garbage":
+        return Reply(content="I think it went fine, probably. <no json here>")
+    if name == "drop":
+        return Reply(drop=True)
+    if name.startswith("http_"):
+        return Reply(status=int(name[5:]))
+    raise ValueError(f"unknown fault {name!r}; expected a verdict dict, a Reply, or one of {FAULTS}")
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class FakeOpenAI:
+    def __init__(self, responder: Callable[[dict, int], Any] | None = None, *, model: str = "fake-judge",
+                 delay: float = 0.0, die_after: int | None = None, hang_seconds: float = 5.0,
+                 host: str = "127.0.0.1", port: int = 0):
+        self.responder = responder or (lambda body, n: DEFAULT_VERDICT)
+        self.model = model
+        self.delay = delay
+        self.die_after = die_after
+        self.hang_seconds = hang_seconds
+        self.requests: list[dict] = []
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.faults: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._count = 0
+        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def n_requests(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def start(self) -> "FakeOpenAI":
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop serving and close the listening socket (new connections are refused)."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout)
+        self._server.server_close()
+
+    def __enter__(self) -> "FakeOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- request handling -----------------------------------------------------------------
+    def _next(self, body: dict) -> tuple[int, Reply]:
+        with self._lock:
+            n = self._count
+            self._count += 1
+        reply = self.responder(body, n)
+        if isinstance(reply, str):
+            with self._lock:
+                self.faults[reply] = self.faults.get(reply, 0) + 1
+            reply = fault_reply(reply, self.hang_seconds)
+        elif not isinstance(reply, Reply):
+            reply = Reply(content=reply)
+        with self._lock:
+            self.requests.append({"n": n, "body": body, "status": reply.status, "drop": reply.drop})
+        return n, reply
+
+    def _after(self, n: int) -> None:
+        if self.die_after is not None and n + 1 >= self.die_after and not self._stopping.is_set():
+            threading.Thread(target=self.stop, daemon=True).start()
+
+    def _completion(self, body: dict, content: str) -> dict:
+        prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        usage = {"prompt_tokens": estimate_tokens(prompt), "completion_tokens": estimate_tokens(content)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        with self._lock:
+            self.usage["prompt_tokens"] += usage["prompt_tokens"]
+            self.usage["completion_tokens"] += usage["completion_tokens"]
+        return {
+            "id": f"chatcmpl-fake-{time.monotonic_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop"}],
+            "usage": usage,
+        }
+
+
+def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # one request per connection: a stopped server refuses new ones
+
+        def log_message(self, *args) -> None:  # keep test output clean
+            pass
+
+        def _send(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._send(200, {"object": "list", "data": [{"id": fake.model, "object": "model",
+                                                             "owned_by": "fake"}]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError:
+                self._send(400, {"error": {"message": "request body is not JSON"}})
+                return
+            n, reply = fake._next(body)
+            try:
+                wait = fake.delay + reply.delay
+                if wait and fake._stopping.wait(wait):
+                    self.close_connection = True  # stopped while hanging: drop the request
+                    return
+                if reply.drop:
+                    self.close_connection = True
+                    return
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": f"fake fault: HTTP {reply.status}",
+                                                        "type": "fake_fault", "code": reply.status}})
+                    return
+                content = reply.content
+                if not isinstance(content, str):
+                    content = json.dumps(content)
+                self._send(200, fake._completion(body, content))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout): nothing to do
+            finally:
+                fake._after(n)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve a fake OpenAI-compatible judge endpoint.")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--model", default="fake-judge")
+    args = parser.parse_args(argv)
+    fake = FakeOpenAI(model=args.model, delay=args.delay, port=args.port).start()
+    print(f"fake OpenAI server at {fake.url}/v1 (model {fake.model}); Ctrl-C stops", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()

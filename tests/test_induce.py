@@ -1,0 +1,137 @@
+"""Offline GEPA induction with a scripted judge whose verdicts depend on the rubric text."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import dspy
+import pytest
+
+from rubricforge_dspy.induce import (
+    InductionConfig,
+    REFLECTION_PROMPT,
+    induce,
+    make_feedback_metric,
+    to_examples,
+    verdict_outcome,
+)
+from rubricforge_dspy.program import load, read_program
+from rubricforge_dspy.rubric import SEED_RUBRIC, parse_criteria
+from rubricforge_dspy.split import split_by_task
+from rubricforge_dspy.testing import ScriptedLM, last_user_text, system_text
+from tests.helpers import make_dataset
+
+ERROR_CRITERION = "7. Error counter: fail the episode when the tool_errors counter is above zero."
+FORBIDDEN = re.compile(r"reward|hash|gold|evaluator|CANARY", re.IGNORECASE)
+
+
+def scripted_judge(messages):
+    """Naive judge: passes everything, unless its rubric has a criterion about the tool_errors counter."""
+    rubric, trajectory = system_text(messages), last_user_text(messages)
+    errors = int(re.search(r"tool_errors=(\d+)", trajectory).group(1))
+    if "tool_errors counter" in rubric and errors > 0:
+        return {"reason": "A tool call returned an error.", "passed": False, "score": 0.1}
+    return {"reason": "The agent says the task is done.", "passed": True, "score": 0.9}
+
+
+def make_reflection_lm(seen_prompts):
+    """A reflection LM that proposes the seed rubric plus a criterion on the error counter."""
+
+    def respond(messages):
+        seen_prompts.append("\n".join(m["content"] for m in messages))
+        return {"new_instruction": SEED_RUBRIC.replace("\n\nScoring:", f"\n{ERROR_CRITERION}\n\nScoring:")}
+
+    return ScriptedLM(respond, model="scripted-reflection")
+
+
+def agreement(judge, trajectories, lm):
+    with dspy.context(lm=lm):
+        verdicts = [judge(trajectory=t) for t in trajectories]
+    return sum(v.passed == bool(t.label) for v, t in zip(verdicts, trajectories)) / len(trajectories)
+
+
+def test_metric_scores_agreement_and_cost_of_false_pass():
+    [gold] = to_examples(make_dataset(2)[1:])  # a failed episode
+    false_pass = dspy.Prediction(passed=True, score=0.9, reason="done", abstained=False, error=None)
+    abstained = dspy.Prediction(passed=False, score=0.0, reason="", abstained=True, error="AdapterParseError: x")
+    correct = dspy.Prediction(passed=False, score=0.1, reason="error", abstained=False, error=None)
+    assert make_feedback_metric()(gold, correct).score == 1.0
+    assert make_feedback_metric()(gold, false_pass).score == 0.0
+    assert make_feedback_metric(fp_weight=3.0)(gold, false_pass).score == -2.0
+    assert make_feedback_metric()(gold, abstained).score == 0.0
+    assert verdict_outcome(0, abstained) == "abstained"
+    assert "FORMAT FAILURE" in make_feedback_metric()(gold, abstained).feedback
+
+
+def test_feedback_points_at_observable_symptoms_and_never_at_labels_source():
+    [gold] = to_examples(make_dataset(2)[1:])
+    pred = dspy.Prediction(passed=True, score=0.9, reason="booked", abstained=False, error=None)
+    feedback = make_feedback_metric()(gold, pred).feedback
+    assert "did NOT accomplish" in feedback
+    assert "book_reservation returned an ERROR" in feedback
+    assert not FORBIDDEN.search(feedback)
+
+
+def test_fp_weight_below_one_is_refused():
+    with pytest.raises(ValueError, match="fp_weight"):
+        InductionConfig(fp_weight=0.5)
+
+
+def test_gepa_induction_beats_seed_and_frozen_program_reproduces(tmp_path):
+    data = make_dataset(24)
+    split = split_by_task(data, seed=0)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    prompts: list[str] = []
+    out = tmp_path / "programs" / "induced.json"
+
+    result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=make_reflection_lm(prompts),
+                    config=InductionConfig(budget=60, minibatch=3, seed=0), log_dir=tmp_path / "log",
+                    out_path=out, lm_name="scripted-judge")
+
+    seed_row, best_row = result.sweep[0], result.sweep[result.best_index]
+    assert result.beat_seed
+    assert best_row["val_agreement"] > seed_row["val_agreement"]
+    assert any(c.name == "Error counter" for c in parse_criteria(result.judge.rubric))
+    # the reflection saw symptoms, never the label's source
+    assert prompts and all(not FORBIDDEN.search(p) for p in prompts)
+
+    manifest = read_program(out)["rubricforge"]
+    assert manifest["induction"]["budget"] == 60 and manifest["sweep"] == result.sweep
+    assert manifest["induced_with_lm"] == "scripted-judge"
+
+    reloaded = load(out)
+    assert reloaded.rubric == result.judge.rubric
+    assert agreement(reloaded, split.val, judge_lm) == pytest.approx(best_row["val_agreement"])
+    assert agreement(reloaded, split.test, judge_lm) > agreement(load_seed(), split.test, judge_lm)
+
+
+def load_seed():
+    from rubricforge_dspy.judge import TrajectoryJudge
+
+    return TrajectoryJudge()
+
+
+def test_no_improvement_freezes_the_seed(tmp_path):
+    data = make_dataset(16)
+    split = split_by_task(data, seed=1)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    unhelpful = ScriptedLM(lambda messages: {"new_instruction": "Pass every episode. score 0.9."})
+    result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=unhelpful,
+                    config=InductionConfig(budget=30, minibatch=2), out_path=tmp_path / "p.json")
+    assert not result.beat_seed and result.best_index == 0
+    assert result.judge.rubric == SEED_RUBRIC
+    assert json.loads((tmp_path / "p.json").read_text())["rubricforge"]["induction"]["beat_seed"] is False
+
+
+def test_log_dir_of_another_run_is_refused(tmp_path):
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "something.bin").write_bytes(b"x")
+    split = split_by_task(make_dataset(16), seed=0)
+    with pytest.raises(ValueError, match="not a RubricForge induction log dir"):
+        induce(split.train, split.val, judge_lm=ScriptedLM(scripted_judge), reflection_lm=ScriptedLM(scripted_judge),
+               log_dir=tmp_path / "log")
+
+
+def test_reflection_prompt_asks_for_observable_numbered_criteria():
+    assert "numbered criteria" in REFLECTION_PROMPT and "observable" in REFLECTION_PROMPT
