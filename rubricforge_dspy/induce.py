@@ -163,6 +163,24 @@ def sweep_table(detailed) -> list[dict]:
     return rows
 
 
+def validation_metrics(judge: TrajectoryJudge, val: list[Trajectory], judge_lm) -> dict:
+    """Agreement, false-pass rate and abstentions of `judge` on `val`, recorded at freeze time
+    (the Goodhart audit compares later false-pass rates against these)."""
+    from rubricforge_dspy.metrics import accuracy, false_pass_rate
+
+    with dspy.context(lm=judge_lm):
+        verdicts = [judge(trajectory=t) for t in val]
+    y_true = [t.label for t in val]
+    y_pred = [int(v.passed and not v.abstained) for v in verdicts]
+    negatives = len(y_true) - sum(y_true)
+    return {
+        "val_agreement": round(accuracy(y_true, y_pred), 6),
+        "false_pass_rate": round(false_pass_rate(y_true, y_pred), 6) if negatives else None,
+        "val_abstained": sum(bool(v.abstained) for v in verdicts),
+        "val_size": len(val),
+    }
+
+
 def _run_marker(log_dir: Path, fingerprint: dict) -> None:
     """Refuse to resume from a log dir written for other data or settings (GEPA's checkpoint is a pickle:
     it is only ever read back from a directory this function has stamped for the same run)."""
@@ -238,9 +256,9 @@ def induce(
     if out_path is not None:
         manifest = freeze(
             judge, out_path, lm=lm_name, data_fingerprint=data_fingerprint([*train, *val]),
-            metrics={"val_agreement": sweep[best_index]["val_agreement"],
-                     "val_score": sweep[best_index]["val_score"],
-                     "seed_val_agreement": sweep[0]["val_agreement"]},
+            metrics={"val_score": sweep[best_index]["val_score"],
+                     "seed_val_agreement": sweep[0]["val_agreement"],
+                     **validation_metrics(judge, val, judge_lm)},
             extra={"induction": {"budget": config.budget, "minibatch": config.minibatch, "seed": config.seed,
                                  "fp_weight": config.fp_weight, "metric_calls": detailed.total_metric_calls,
                                  "beat_seed": beat_seed, "best_candidate": best_index,

@@ -37,6 +37,7 @@ import dspy
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_API_KEY_ENV = "RUBRICFORGE_API_KEY"
+REFLECTION_DEFAULTS = {"max_tokens": 4096}
 ENV_PREFIX = "RUBRICFORGE_"
 REFLECTION_INFIX = "REFLECTION_"
 StructuredOutput = Literal["json_schema", "json_object_schema"]
@@ -94,17 +95,19 @@ class LMConfig:
         """The configuration of ``role`` ("judge" or "reflection"): overrides > environment > defaults.
 
         Overrides that are None are ignored, so CLI flags left unset fall through to the environment.
-        The reflection LM with no setting of its own is the judge LM.
+        A reflection LM without its own api_base uses the judge's endpoint (embedded included), with
+        the reflection defaults (a longer ``max_tokens``: it writes whole rubrics).
         """
         environ = os.environ if environ is None else environ
         explicit = {k: v for k, v in overrides.items() if v is not None}
-        values = {**_from_environ(environ, _role_prefix(role, prefix)), **explicit}
-        if role == "reflection" and not values:
-            return cls.from_env("judge", environ, prefix)
-        if role == "reflection" and "api_base" not in values:
-            judge = cls.from_env("judge", environ, prefix)
-            values = {**{k: v for k, v in judge.to_dict().items() if k in _SETTABLE}, **values}
-        return cls(**values)
+        own = {**_from_environ(environ, _role_prefix(role, prefix)), **explicit}
+        if role == "judge":
+            return cls(**own)
+        base = {}
+        if "api_base" not in own:
+            judge = cls.from_env("judge", environ, prefix).to_dict()
+            base = {k: v for k, v in judge.items() if k in _SETTABLE}
+        return cls(**{**base, **REFLECTION_DEFAULTS, **own})
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, role: str = "judge",

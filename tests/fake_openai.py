@@ -56,6 +56,13 @@ def fault_reply(name: str, hang_seconds: float) -> Reply:
     raise ValueError(f"unknown fault {name!r}; expected a verdict dict, a Reply, or one of {FAULTS}")
 
 
+def user_text(body: dict) -> str:
+    """The content of the last user message of a chat request (where DSPy puts the trajectory)."""
+    users = [m.get("content") for m in body.get("messages", []) if m.get("role") == "user"]
+    last = users[-1] if users else ""
+    return last if isinstance(last, str) else json.dumps(last)
+
+
 def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 

@@ -1,0 +1,232 @@
+"""`rubricforge`: the command line.
+
+    rubricforge demo                       induce + evaluate on bundled tau-bench data (embedded LM)
+    rubricforge judge --data D --out P     judge a trajectory file (resumable, cached)
+    rubricforge induce --data D --out programs/NAME.json
+    rubricforge report --predictions artifacts/RUN/ --out artifacts/RUN/report.md
+    rubricforge stats --data D [--json]    counts of a file
+    rubricforge render --data D --index I  exactly what the judge sees
+    rubricforge serve --engine sglang --model M
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+from rubricforge_dspy.trajectory import TrajectoryFormatError
+
+FORMATS = ("auto", "tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, nargs="+", help="trajectory file(s) or directory")
+    parser.add_argument("--format", default="auto", choices=FORMATS)
+    parser.add_argument("--label-threshold", type=float, default=0.0, help="label = reward > threshold")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="skip (and count) malformed records instead of stopping at the first one")
+
+
+def _load(args):
+    from rubricforge_dspy.loaders import load_trajectories
+
+    trajectories, report = load_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
+                                             on_error="skip" if args.skip_bad else "raise")
+    for file, record, problem in report.skipped:
+        print(f"skipped: {file}, record {record}: {problem}", file=sys.stderr)
+    return trajectories, report
+
+
+@contextlib.contextmanager
+def lm_from_args(args, role: str = "judge"):
+    """Yield (dspy.LM, name) for `role`, starting the embedded server when no endpoint is configured."""
+    from rubricforge_dspy.lm import LMConfig
+    from rubricforge_dspy.serving import open_lm
+
+    config = LMConfig.from_args(args, role)
+    with open_lm(config) as (lm, resolved):
+        yield lm, resolved.describe()
+
+
+def cmd_stats(args) -> int:
+    trajectories, report = _load(args)
+    stats = {
+        "trajectories": len(trajectories),
+        "positives": sum(t.label for t in trajectories),
+        "tasks": len({(t.domain, t.task_id) for t in trajectories}),
+        "domains": sorted({t.domain for t in trajectories}),
+        "agents": sorted({t.agent for t in trajectories}),
+        "skipped": len(report.skipped),
+        "mean_reward": round(sum(t.reward for t in trajectories) / len(trajectories), 4) if trajectories else None,
+        "tool_errors": sum(t.n_tool_errors for t in trajectories),
+    }
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        for key, value in stats.items():
+            print(f"{key:>13}: {', '.join(value) if isinstance(value, list) else value}")
+    return 0
+
+
+def cmd_render(args) -> int:
+    from rubricforge_dspy.render import RenderConfig, render_trajectory
+
+    trajectories, _ = _load(args)
+    config = RenderConfig(max_tokens=args.max_tokens)
+    if args.all:
+        chosen = list(enumerate(trajectories))
+    else:
+        if not 0 <= args.index < len(trajectories):
+            print(f"error: --index {args.index} out of range (0..{len(trajectories) - 1})", file=sys.stderr)
+            return 2
+        chosen = [(args.index, trajectories[args.index])]
+    for i, t in chosen:
+        if args.all:
+            print(f"===== {i}: {t.id} =====")
+        print(render_trajectory(t, config))
+    return 0
+
+
+def cmd_judge(args) -> int:
+    from rubricforge_dspy.batch import run_judge_file
+
+    with lm_from_args(args) as (lm, name):
+        print(f"judge LM: {name}", file=sys.stderr)
+        summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm,
+                                 concurrency=args.concurrency, on_error="skip" if args.skip_bad else "raise",
+                                 format=args.format, label_threshold=args.label_threshold,
+                                 cache=False if args.no_cache else True)
+    print(summary.format(), file=sys.stderr)
+    return 0
+
+
+def cmd_induce(args) -> int:
+    from rubricforge_dspy.induce import InductionConfig, induce
+    from rubricforge_dspy.program import load
+    from rubricforge_dspy.split import split_by_task
+
+    trajectories, _ = _load(args)
+    split = split_by_task(trajectories, seed=args.seed)
+    for name, part in split.summary().items():
+        print(f"{name:>5}: {part}", file=sys.stderr)
+    init = load(args.init) if args.init else None
+    config = InductionConfig(budget=args.budget, minibatch=args.minibatch, seed=args.seed, fp_weight=args.fp_weight)
+    with lm_from_args(args) as (judge_lm, judge_name), lm_from_args(args, "reflection") as (reflection_lm, _):
+        result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
+                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=judge_name)
+    for row in result.sweep:
+        marker = " <- best" if row["candidate"] == result.best_index else ""
+        print(f"candidate {row['candidate']:>2}  val agreement {row['val_agreement']:.3f}  "
+              f"score {row['val_score']:.3f}  at call {row['discovered_at_metric_call']}{marker}")
+    if not result.beat_seed:
+        print("no candidate beat the seed rubric on validation; the frozen rubric is the seed", file=sys.stderr)
+    print(f"frozen: {args.out}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from rubricforge_dspy.report import report_main
+
+    path = report_main(args.predictions, args.out)
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from rubricforge_dspy.demo import run_demo
+
+    return run_demo(args)
+
+
+def cmd_serve(args) -> int:
+    from rubricforge_dspy.serving import serve_main
+
+    return serve_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rubricforge_dspy.lm import add_lm_arguments
+
+    parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("stats", help="counts of a trajectory file")
+    _add_data_arguments(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("render", help="print exactly what the judge receives")
+    _add_data_arguments(p)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--index", type=int, default=0)
+    group.add_argument("--all", action="store_true")
+    p.add_argument("--max-tokens", type=int, default=1800)
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("judge", help="judge a file of trajectories into a JSONL of verdicts")
+    _add_data_arguments(p)
+    p.add_argument("--program", default=None, help="frozen program (default: the seed rubric)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--no-cache", action="store_true")
+    add_lm_arguments(p, reflection=False)
+    p.set_defaults(func=cmd_judge)
+
+    p = sub.add_parser("induce", help="evolve a rubric with GEPA and freeze the best")
+    _add_data_arguments(p)
+    p.add_argument("--out", required=True, help="frozen program path, e.g. programs/NAME.json")
+    p.add_argument("--init", default=None, help="start from this frozen program (recompile on new labels)")
+    p.add_argument("--budget", type=int, default=200, help="max judge calls (metric calls)")
+    p.add_argument("--minibatch", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fp-weight", type=float, default=1.0, help="cost of a false pass relative to a false fail")
+    p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
+    add_lm_arguments(p)
+    p.set_defaults(func=cmd_induce)
+
+    p = sub.add_parser("report", help="render the report of a persisted run")
+    p.add_argument("--predictions", required=True, help="run directory (holding predictions/)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("demo", help="the main job: induce and evaluate on bundled tau-bench data")
+    p.add_argument("--out", default="artifacts/demo")
+    p.add_argument("--program", default=None, help="where to freeze (default: OUT/induced.json)")
+    p.add_argument("--tasks", type=int, default=None, help="number of tasks sampled (default: small)")
+    p.add_argument("--budget", type=int, default=None)
+    add_lm_arguments(p)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("serve", help="launch an SGLang (GPU) or embedded llama.cpp server")
+    p.add_argument("--engine", choices=("sglang", "embedded"), default="embedded")
+    p.add_argument("--model", default=None, help="HF id or path (sglang)")
+    p.add_argument("--revision", default=None)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=None)
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--dry-run", action="store_true", help="print the launch command only")
+    p.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (TrajectoryFormatError, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Load agent trajectories from the supported result formats into `Trajectory` records.
+
+Formats (see each module): ``tau_bench`` (tau-bench v1 results, tool-calling and act/react),
+``tau2`` (tau2-bench simulations), ``webshop_react`` (ReAct WebShop episodes, JSONL), ``adapt``
+(ADaPT WebShop dumps) and ``jsonl`` (the generic interchange format, docs/FORMAT.md).
+
+Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatError(file, record,
+problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
+is dropped silently. JSONL inputs are streamed line by line.
+
+Trajectory ids (unique and stable for a given file layout):
+
+* tau_bench: ``{file_stem}:{task_id}:{trial}``
+* tau2: ``{submission_dir}/{file_stem}:{task_id}:{trial}``
+* webshop_react: ``{file_stem}:{session}``; adapt: ``{file_stem}:{fixed_i}``
+* jsonl: the record's own ``id``
+
+A ``#{record_index}`` suffix is added when a file repeats the same key, and an id seen twice in one
+load is an error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
+from rubricforge_dspy.loaders._common import first_json_lines, read_prefix
+from rubricforge_dspy.trajectory import DEFAULT_LABEL_THRESHOLD, Trajectory, TrajectoryFormatError
+
+__all__ = [
+    "FORMATS",
+    "LoadReport",
+    "detect_format",
+    "iter_trajectories",
+    "load_trajectories",
+    "TrajectoryFormatError",
+]
+
+FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
+_READERS = {
+    "tau_bench": tau_bench.read,
+    "tau2": tau2.read,
+    "webshop_react": webshop.read,
+    "adapt": adapt.read,
+    "jsonl": jsonl.read,
+}
+_CANDIDATE_SUFFIXES = (".json", ".jsonl")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass
+class LoadReport:
+    """What a load did: how many trajectories were loaded, which records were skipped and why.
+
+    ``skipped`` holds ``(file, record_index, problem)``; ``record_index`` is None for a problem with
+    the whole file. ``ignored_files`` lists ``(file, reason)`` for files of a scanned directory that
+    are not of a known format (or not of the requested one).
+    """
+
+    loaded: int = 0
+    skipped: list[tuple[str, int | str | None, str]] = field(default_factory=list)
+    ignored_files: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped)
+
+    def summary(self) -> str:
+        text = f"loaded {self.loaded} trajectories, skipped {len(self.skipped)} records"
+        if self.ignored_files:
+            text += f", ignored {len(self.ignored_files)} files"
+        return text
+
+
+def detect_format(path: PathLike) -> str:
+    """The format of a file, sniffed from its content (the name is only a tie-breaker).
+
+    Raises `TrajectoryFormatError` naming the file when the content matches no known format.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TrajectoryFormatError(str(path), None, "not a file")
+    prefix = read_prefix(path)
+    head = prefix.lstrip("\ufeff \t\r\n")
+    if head.startswith("["):
+        if tau_bench.sniff(head):
+            return "tau_bench"
+    elif head.startswith("{"):
+        for obj in first_json_lines(path, limit=5):  # JSON Lines: each line is a whole object
+            if jsonl.sniff_line(obj):
+                return "jsonl"
+            if webshop.sniff_line(obj):
+                return "webshop_react"
+        if tau2.sniff(head):
+            return "tau2"
+        if adapt.sniff(head):
+            return "adapt"
+    if path.suffix == ".jsonl" and not head:
+        return "jsonl"  # an empty interchange file
+    raise TrajectoryFormatError(str(path), None, f"unknown trajectory format (expected one of {FORMATS})")
+
+
+def _check_options(format: str, on_error: str) -> None:
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; expected 'auto' or one of {FORMATS}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+
+
+def _files(paths: Iterable[PathLike], format: str, report: LoadReport) -> Iterator[tuple[Path, str]]:
+    """``(file, format)`` for every input: explicit files as given, directories scanned (sorted)."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(p for p in path.rglob("*") if p.is_file()):
+                if any(part.startswith(".") for part in child.relative_to(path).parts):
+                    continue
+                if child.suffix not in _CANDIDATE_SUFFIXES:
+                    report.ignored_files.append((str(child), "not a .json/.jsonl file"))
+                    continue
+                try:
+                    found = detect_format(child)
+                except TrajectoryFormatError as exc:
+                    report.ignored_files.append((str(child), exc.problem))
+                    continue
+                if format not in ("auto", found):
+                    report.ignored_files.append((str(child), f"format {found!r}, not the requested {format!r}"))
+                    continue
+                yield child, found
+        elif path.exists():
+            yield path, detect_format(path) if format == "auto" else format
+        else:
+            raise TrajectoryFormatError(str(path), None, "no such file or directory")
+
+
+def iter_trajectories(
+    path: PathLike | Iterable[PathLike],
+    format: str = "auto",
+    label_threshold: float = DEFAULT_LABEL_THRESHOLD,
+    on_error: str = "raise",
+    report: LoadReport | None = None,
+) -> Iterator[Trajectory]:
+    """Yield the trajectories of a file, a directory (all known-format files, sorted) or a list of those.
+
+    ``label = 1`` when ``reward > label_threshold``. ``on_error="raise"`` raises
+    `TrajectoryFormatError(file, record_index, problem)` at the first bad record; ``"skip"`` skips it
+    and records it in ``report`` (pass a `LoadReport` to read it afterwards). JSONL files are read
+    one line at a time.
+    """
+    _check_options(format, on_error)
+    report = report if report is not None else LoadReport()
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    seen_ids: set[str] = set()
+
+    def fail(exc: TrajectoryFormatError) -> None:
+        if on_error == "raise":
+            raise exc
+        report.skipped.append((exc.file, exc.record, exc.problem))
+
+    for file, fmt in _files(paths, format, report):
+        try:
+            for index, result in _READERS[fmt](file, label_threshold):
+                if isinstance(result, TrajectoryFormatError):
+                    fail(result)
+                elif result.id in seen_ids:
+                    fail(TrajectoryFormatError(str(file), index, f"duplicate trajectory id {result.id!r}"))
+                else:
+                    seen_ids.add(result.id)
+                    report.loaded += 1
+                    yield result
+        except OSError as exc:
+            fail(TrajectoryFormatError(str(file), None, f"cannot read file: {exc}"))
+
+
+def load_trajectories(
+    path_or_paths: PathLike | Iterable[PathLike],
+    format: str = "auto",
+    label_threshold: float = DEFAULT_LABEL_THRESHOLD,
+    on_error: str = "raise",
+) -> tuple[list[Trajectory], LoadReport]:
+    """All trajectories of the given file(s)/directory(ies), and the `LoadReport` of the load."""
+    report = LoadReport()
+    trajectories = list(iter_trajectories(path_or_paths, format, label_threshold, on_error, report))
+    return trajectories, report

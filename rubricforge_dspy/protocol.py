@@ -1,0 +1,133 @@
+"""The evaluation protocol, end to end: split -> induce -> freeze -> judge the test split with every
+judge -> per-criterion ablation -> persisted predictions -> report.
+
+Everything the report shows is recomputed from the files this writes (see `rubricforge_dspy.report`
+for the run-directory contract), so a run can be re-rendered, audited, or compared later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import dspy
+import orjson
+
+from rubricforge_dspy.baselines import Majority, fewshot_judge, geval_judge, heuristic, oracle
+from rubricforge_dspy.batch import judge_stream
+from rubricforge_dspy.induce import InductionConfig, induce
+from rubricforge_dspy.judge import TrajectoryJudge
+from rubricforge_dspy.render import RenderConfig
+from rubricforge_dspy.rubric import parse_criteria, without_criterion
+from rubricforge_dspy.split import DEFAULT_FRACTIONS, split_by_task
+from rubricforge_dspy.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+INDUCED = "induced"
+JUDGES = ("oracle", INDUCED, "geval", "fewshot", "heuristic", "majority")
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    budget: int = 200
+    minibatch: int = 4
+    seed: int = 0
+    fp_weight: float = 1.0
+    fewshot_k: int = 4
+    fractions: tuple[float, float, float] = DEFAULT_FRACTIONS
+    ablation: bool = True
+    concurrency: int = 1
+    render: RenderConfig = field(default_factory=RenderConfig)
+    demo_max_tokens: int | None = None  # FewShot demos rendered with a smaller budget (small models)
+    max_rubric_chars: int = 3000
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "criterion"
+
+
+def write_direct(path: Path, trajectories: list[Trajectory], judge_fn, name: str) -> None:
+    """Persist a non-LLM judge's verdicts in the batch judge's line schema."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as out:
+        for t in trajectories:
+            v = judge_fn(t)
+            out.write(orjson.dumps({
+                "id": t.id, "task_id": t.task_id, "domain": t.domain, "agent": t.agent, "n_steps": len(t.steps),
+                "passed": bool(v.passed), "score": float(v.score), "reason": v.reason, "abstained": False,
+                "error": None, "error_kind": None, "cached": False, "attempts": 0, "label": t.label,
+                "reward": t.reward, "program_sha256": None, "model": name,
+            }) + b"\n")
+
+
+def _judge_llm(judge: TrajectoryJudge, trajectories, path: Path, lm, config: ProtocolConfig, cache_dir: Path):
+    summary = judge_stream(judge, trajectories, path, concurrency=config.concurrency, lm=lm,
+                           cache=cache_dir, progress=True)
+    logger.info("%s: %s", path.name, summary.format())
+    return summary.to_dict()
+
+
+def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
+                 judge_lm_name: str, reflection_lm_name: str, program_path, dataset: str,
+                 config: ProtocolConfig = ProtocolConfig(), notes: str = "") -> Path:
+    """Run the whole protocol on `trajectories`; returns the run directory holding report.md."""
+    from rubricforge_dspy.report import write_report
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    split = split_by_task(trajectories, config.fractions, config.seed)
+    logger.info("split: %s", split.summary())
+    cache_dir = out_dir / "cache"
+
+    induction = induce(
+        split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm,
+        config=InductionConfig(budget=config.budget, minibatch=config.minibatch, seed=config.seed,
+                               fp_weight=config.fp_weight, max_rubric_chars=config.max_rubric_chars),
+        init=TrajectoryJudge(render_config=config.render), log_dir=out_dir / "gepa", out_path=program_path,
+        lm_name=judge_lm_name,
+    )
+
+    predictions = out_dir / "predictions"
+    test = split.test
+    write_direct(predictions / "oracle.jsonl", test, oracle, "oracle")
+    write_direct(predictions / "heuristic.jsonl", test, heuristic, "heuristic")
+    write_direct(predictions / "majority.jsonl", test, Majority(split.train), "majority")
+    batches = {
+        INDUCED: _judge_llm(induction.judge, test, predictions / f"{INDUCED}.jsonl", judge_lm, config, cache_dir),
+        "geval": _judge_llm(geval_judge(config.render), test, predictions / "geval.jsonl", judge_lm, config,
+                            cache_dir),
+        "fewshot": _judge_llm(fewshot_judge(split.train, config.fewshot_k, config.seed, config.render,
+                                            config.demo_max_tokens),
+                              test, predictions / "fewshot.jsonl", judge_lm, config, cache_dir),
+    }
+
+    criteria = parse_criteria(induction.judge.rubric)
+    if config.ablation and criteria:
+        ablation_dir = out_dir / "ablation"
+        ablation_dir.mkdir(exist_ok=True)
+        (ablation_dir / "criteria.json").write_text(json.dumps(
+            [{"number": c.number, "name": c.name} for c in criteria], indent=2))
+        for criterion in criteria:
+            reduced = TrajectoryJudge(without_criterion(induction.judge.rubric, criterion.number),
+                                      render_config=config.render)
+            _judge_llm(reduced, test, ablation_dir / f"{criterion.number}_{_slug(criterion.name)}.jsonl",
+                       judge_lm, config, cache_dir)
+
+    run = {
+        "lm": judge_lm_name, "reflection_lm": reflection_lm_name, "dataset": dataset,
+        "split": split.summary(), "induced": INDUCED, "judges": list(JUDGES),
+        "graded": any(0.0 < t.reward < 1.0 for t in trajectories),
+        "rubric": induction.judge.rubric, "beat_seed": induction.beat_seed,
+        "sweep": induction.sweep, "program": str(program_path),
+        "config": {**asdict(config), "render": asdict(config.render)},
+        "batches": batches, "wall_time_s": round(time.time() - started, 1), "notes": notes,
+    }
+    (out_dir / "run.json").write_text(json.dumps(run, indent=2, default=str))
+    write_report(out_dir, out_dir / "report.md")
+    return out_dir
