@@ -25,6 +25,7 @@ abstention is kept, and counts as a fail.
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import random
 import re
@@ -43,6 +44,8 @@ from rubricforge_dspy.cache import VerdictCache, open_cache, text_sha256
 from rubricforge_dspy.render import render_trajectory
 from rubricforge_dspy.rubric import rubric_sha256
 from rubricforge_dspy.trajectory import Trajectory, TrajectoryFormatError
+
+logger = logging.getLogger(__name__)
 
 ERROR_KINDS = ("timeout", "connection", "http_5xx", "http_4xx", "parse", "other")
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "http_5xx"})
@@ -240,14 +243,34 @@ def program_hash(judge) -> str | None:
     return manifest.get("rubric_sha256")
 
 
-def _batch_judge(judge, lm, overrides: dict):
-    """A copy of `judge` bound to a copy of `lm` with `overrides` (timeout, cache, num_retries);
-    the caller's judge and LM are left untouched."""
+def batch_lm(lm, timeout: float | None = None, **overrides):
+    """A copy of `lm` with `overrides` (e.g. ``cache``, ``num_retries``) and a per-call `timeout`.
+
+    Where the timeout goes: an LM with a custom engine that saves its settings (like
+    `rubricforge_dspy.lm.ChatCompletionsEngine`, whose state has ``timeout``) gets a new engine;
+    an LM on DSPy's own engines gets ``timeout=``; an engine that cannot take one keeps its own
+    (logged). The caller's LM is never modified."""
+    if not isinstance(lm, dspy.BaseLM):
+        return lm
+    if timeout is not None:
+        engine = getattr(lm, "_engine_spec", "auto")
+        if isinstance(engine, str):
+            overrides["timeout"] = timeout
+        elif hasattr(engine, "dump_state") and hasattr(type(engine), "load_state") \
+                and "timeout" in (state := engine.dump_state()) and isinstance(lm, dspy.LM):
+            overrides["engine"] = type(engine).load_state({**state, "timeout": timeout})
+        else:
+            logger.warning("%s: its engine takes no per-call timeout; keeping the engine's own",
+                           getattr(lm, "model", lm))
+    return lm.copy(**overrides) if overrides else lm
+
+
+def _batch_judge(judge, lm, timeout: float | None, overrides: dict):
+    """A copy of `judge` bound to `batch_lm(lm, timeout, **overrides)`; the caller's judge and LM
+    are left untouched."""
     if lm is None or not _predictors(judge):
         return judge, lm
-    if isinstance(lm, dspy.BaseLM):
-        overrides = {k: v for k, v in overrides.items() if k != "timeout" or v is not None}
-        lm = lm.copy(**overrides) if overrides else lm
+    lm = batch_lm(lm, timeout, **overrides)
     judge = judge.deepcopy() if hasattr(judge, "deepcopy") else judge
     judge.set_lm(lm)
     return judge, lm
@@ -375,15 +398,15 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
     owns_cache = verdict_cache is not None and not isinstance(cache, VerdictCache)
 
     base_lm = resolve_lm(judge, lm)
-    overrides = {"timeout": timeout, "num_retries": 0}
+    overrides = {"num_retries": 0}
     if dspy_cache is None and verdict_cache is not None:
         dspy_cache = False
     if dspy_cache is not None:
         overrides["cache"] = dspy_cache
-    batch_judge, batch_lm = _batch_judge(judge, base_lm, overrides)
+    batch_judge, the_lm = _batch_judge(judge, base_lm, timeout, overrides)
     program = program_hash(judge)
-    model = getattr(batch_lm, "model", None)
-    if batch_lm is None and _predictors(judge):
+    model = getattr(the_lm, "model", None)
+    if the_lm is None and _predictors(judge):
         raise ValueError("no LM to judge with: pass lm=..., call judge.set_lm(...), or dspy.configure(lm=...)")
 
     done = read_done(out_path)

@@ -45,7 +45,7 @@ STRUCTURED_OUTPUTS: tuple[str, ...] = ("json_schema", "json_object_schema")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Fields settable from the environment / CLI, with their parsers.
 _SETTABLE = {"api_base": str, "model": str, "api_key_env": str, "structured_output": str,
-             "max_tokens": int, "timeout": float}
+             "max_tokens": int, "timeout": float, "max_string_length": int}
 
 
 @dataclass(frozen=True)

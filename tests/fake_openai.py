@@ -127,7 +127,10 @@ class FakeOpenAI:
         with self._lock:
             n = self._count
             self._count += 1
-        reply = self.responder(body, n)
+        if self.die_after is not None and n >= self.die_after:
+            reply = Reply(drop=True)  # dead: racing requests get no answer either
+        else:
+            reply = self.responder(body, n)
         if isinstance(reply, str):
             with self._lock:
                 self.faults[reply] = self.faults.get(reply, 0) + 1

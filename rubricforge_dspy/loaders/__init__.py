@@ -78,7 +78,7 @@ class LoadReport:
 
 
 def detect_format(path: PathLike) -> str:
-    """The format of a file, sniffed from its content (the name is only a tie-breaker).
+    """The format of a file, sniffed from its content (the name only matters for an empty ``.jsonl``).
 
     Raises `TrajectoryFormatError` naming the file when the content matches no known format.
     """

@@ -236,3 +236,42 @@ def first_json_lines(path: Path, limit: int = 20) -> list[dict]:
             if isinstance(value, dict):
                 found.append(value)
     return found
+
+
+class CallTracker:
+    """Pairs tool results with tool calls and keeps call ids unique within one trajectory.
+
+    Some runs reuse a provider call id inside one episode (tau-bench's official gpt-4o airline file
+    does, 73 times); a reused id gets a ``#2``, ``#3``... suffix. A result answers the oldest still
+    open call with its id, or, when it carries no id (AgentVerify forks), the oldest open call.
+    """
+
+    def __init__(self) -> None:
+        self._open: list[tuple[str | None, str, str]] = []  # (raw id, unique id, tool name)
+        self._uses: dict[str, int] = {}
+        self._last: dict[str, tuple[str, str]] = {}
+        self._n = 0
+
+    def call(self, raw_id: str | None, name: str) -> str:
+        """Register a call; returns its unique id."""
+        base = raw_id or f"call_{self._n}"
+        self._n += 1
+        self._uses[base] = self._uses.get(base, 0) + 1
+        unique = base if self._uses[base] == 1 else f"{base}#{self._uses[base]}"
+        self._open.append((raw_id, unique, name))
+        if raw_id:
+            self._last[raw_id] = (unique, name)
+        return unique
+
+    def knows(self, raw_id: str | None) -> bool:
+        return bool(raw_id) and raw_id in self._last
+
+    def result(self, raw_id: str | None) -> tuple[str | None, str | None]:
+        """``(unique call id, tool name)`` answered by a result carrying ``raw_id`` (None if unknown)."""
+        for i, (rid, unique, name) in enumerate(self._open):
+            if not raw_id or rid == raw_id:
+                del self._open[i]
+                return unique, name
+        if raw_id and raw_id in self._last:
+            return self._last[raw_id]
+        return raw_id, None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.loaders._common import (
+    CallTracker,
     as_reward,
     finalize_answer,
     looks_like_tool_error,
@@ -60,7 +61,7 @@ def sniff_line(obj: dict) -> bool:
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_index, value | TrajectoryFormatError)`` for each non-blank line, reading one line at a time."""
+    """Yield ``(line_index, value | TrajectoryFormatError)`` per non-blank line, reading one line at a time."""
     with open(path, "rb") as handle:
         for index, raw in enumerate(handle):
             if not raw.strip():
@@ -90,20 +91,21 @@ def _is_error(msg: dict, content: str) -> bool:
 def steps_of(messages: list[dict]) -> list[Step]:
     """Observable steps of a schema-valid message list; ValueError for a result answering no call."""
     steps: list[Step] = []
-    names: dict[str, str] = {}
+    calls = CallTracker()
     for i, msg in enumerate(messages):
         role, content = msg["role"], text_of(msg.get("content"))
         if role == "system":
             continue
         if role == "tool":
-            call_id = msg["tool_call_id"]
-            if call_id not in names:
-                raise ValueError(f"message {i}: tool_call_id {call_id!r} answers no earlier tool call")
+            raw_id = msg["tool_call_id"]
+            if not calls.knows(raw_id):
+                raise ValueError(f"message {i}: tool_call_id {raw_id!r} answers no earlier tool call")
+            call_id, name = calls.result(raw_id)
             steps.append(
                 Step(
                     kind="tool_result",
                     content=content,
-                    tool_name=msg.get("name") or names[call_id],
+                    tool_name=msg.get("name") or name,
                     call_id=call_id,
                     is_error=_is_error(msg, content),
                 )
@@ -113,13 +115,12 @@ def steps_of(messages: list[dict]) -> list[Step]:
             steps.append(Step(kind=role, content=content))
         for call in msg.get("tool_calls") or []:
             function = call["function"]
-            names[call["id"]] = function["name"]
             steps.append(
                 Step(
                     kind="tool_call",
                     tool_name=function["name"],
                     arguments=parse_arguments(function.get("arguments")),
-                    call_id=call["id"],
+                    call_id=calls.call(call["id"], function["name"]),
                 )
             )
     return finalize_answer(steps)
@@ -150,7 +151,11 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
         label=int(label),
         source=Source(str(path), index),
         trial=obj.get("trial"),
-        hidden={"format": FORMAT, "system_prompt": "\n\n".join(system) or None, "metadata": obj.get("metadata") or {}},
+        hidden={
+            "format": FORMAT,
+            "system_prompt": "\n\n".join(system) or None,
+            "metadata": obj.get("metadata") or {},
+        },
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.loaders._common import (
+    CallTracker,
     Malformed,
     as_reward,
     error,
@@ -69,40 +70,34 @@ def _call_parts(call: dict) -> tuple[str, Any, str | None]:
 def steps_of(messages: list[dict]) -> list[Step]:
     """Observable steps of a tau2 message list (roles already validated)."""
     steps: list[Step] = []
-    names: dict[str, str] = {}
-    n_calls = 0
+    calls = CallTracker()
     for msg in messages:
         role, content = msg["role"], text_of(msg.get("content"))
         if role == "system":
             continue
         if role == "tool":
-            call_id = msg.get("id") or msg.get("tool_call_id")
+            call_id, name = calls.result(msg.get("id") or msg.get("tool_call_id"))
             flag = msg.get("error")
             is_error = bool(flag) if isinstance(flag, bool) else looks_like_tool_error(content)
             steps.append(
-                Step(
-                    kind="tool_result",
-                    content=content,
-                    tool_name=names.get(call_id or "") or msg.get("name"),
-                    call_id=call_id,
-                    is_error=is_error,
-                )
+                Step(kind="tool_result", content=content, tool_name=name or msg.get("name"), call_id=call_id,
+                     is_error=is_error)
             )
             continue
         if content.strip():
             steps.append(Step(kind="user" if role == "user" else "assistant", content=content))
         for call in msg.get("tool_calls") or []:
-            name, arguments, call_id = _call_parts(call)
-            call_id = call_id or f"call_{n_calls}"
-            n_calls += 1
-            names[call_id] = name
+            name, arguments, raw_id = _call_parts(call)
             # tau2 lets the user simulator call tools too (telecom); keep who called it visible.
             tool_name = name if role == "assistant" else f"user:{name}"
+            call_id = calls.call(raw_id, tool_name)
             steps.append(Step(kind="tool_call", tool_name=tool_name, arguments=arguments, call_id=call_id))
     return finalize_answer(steps)
 
 
-def convert(sim: Any, *, path: Path, index: int, doc: dict, tasks: dict[str, Any], threshold: float, suffix: str) -> Trajectory:
+def convert(
+    sim: Any, *, path: Path, index: int, doc: dict, tasks: dict[str, Any], threshold: float, suffix: str
+) -> Trajectory:
     """One simulation as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(sim, dict):
         raise ValueError(f"simulation must be a JSON object, got {type(sim).__name__}")
@@ -200,7 +195,9 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
         key = (str(sim.get("task_id")), str(sim.get("trial"))) if isinstance(sim, dict) else ("", "")
         suffix = key[1] if keys[key] == 1 else f"{key[1]}#{index}"
         try:
-            yield index, convert(sim, path=path, index=index, doc=doc, tasks=tasks, threshold=threshold, suffix=suffix)
+            yield index, convert(
+                sim, path=path, index=index, doc=doc, tasks=tasks, threshold=threshold, suffix=suffix
+            )
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             yield index, error(path, index, str(exc))
     if failure is not None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.loaders._common import (
+    CallTracker,
     Malformed,
     as_reward,
     error,
@@ -45,7 +46,9 @@ ROLES = ("system", "user", "assistant", "tool")
 RESPOND = "respond"
 API_OUTPUT = "API output:"
 STRATEGIES = ("tool-calling", "few-shot", "assertions-agent", "react", "act")
-_RUN_NAME = re.compile(r"^(?P<prefix>.+?)-(?P<temperature>\d+(?:\.\d+)?)_range_(?P<range>-?\d+--?\d+)(?P<rest>.*)$")
+_RUN_NAME = re.compile(
+    r"^(?P<prefix>.+?)-(?P<temperature>\d+(?:\.\d+)?)_range_(?P<range>-?\d+--?\d+)(?P<rest>.*)$"
+)
 
 AIRLINE_TOOLS = {
     "book_reservation", "cancel_reservation", "get_reservation_details", "search_direct_flight",
@@ -125,9 +128,14 @@ def infer_domain(path: Path, records: list[Any]) -> str:
     return "unknown"
 
 
-def _is_text_mode(traj: list[dict]) -> bool:
-    """act/react runs: no tool messages or tool_calls, actions written as ``Action: {...}`` in text."""
-    if any(m.get("role") == "tool" or m.get("tool_calls") for m in traj):
+def _is_text_mode(traj: list[dict], strategy: str | None) -> bool:
+    """act/react runs: no tool messages or tool_calls, actions written as ``Action: {...}`` in text.
+
+    The strategy in the file name decides when known; otherwise the messages do.
+    """
+    if strategy in ("act", "react"):
+        return True
+    if strategy is not None or any(m.get("role") == "tool" or m.get("tool_calls") for m in traj):
         return False
     return any(
         m.get("role") == "user" and text_of(m.get("content")).startswith(API_OUTPUT) for m in traj
@@ -190,9 +198,7 @@ def _text_mode_steps(traj: list[dict]) -> list[Step]:
 
 def _tool_calling_steps(traj: list[dict]) -> list[Step]:
     steps: list[Step] = []
-    names: dict[str, str] = {}
-    queue: list[tuple[str, str]] = []  # calls without a matching result yet, in order
-    n_calls = 0
+    calls = CallTracker()
     for msg in traj:
         role, content = msg["role"], text_of(msg.get("content"))
         if role == "user":
@@ -202,36 +208,32 @@ def _tool_calling_steps(traj: list[dict]) -> list[Step]:
                 steps.append(Step(kind="assistant", content=content))
             for call in msg.get("tool_calls") or []:
                 function = call.get("function") or {}
-                call_id = call.get("id") or f"call_{n_calls}"
-                n_calls += 1
                 name = str(function.get("name"))
-                names[call_id] = name
-                queue.append((call_id, name))
                 steps.append(
                     Step(
                         kind="tool_call",
                         tool_name=name,
                         arguments=parse_arguments(function.get("arguments")),
-                        call_id=call_id,
+                        call_id=calls.call(call.get("id"), name),
                     )
                 )
         elif role == "tool":
-            call_id = msg.get("tool_call_id")
-            if call_id and call_id in names:
-                queue = [q for q in queue if q[0] != call_id]
-            elif queue:  # results without ids (AgentVerify forks) answer the oldest open call
-                call_id = queue.pop(0)[0]
-            name = msg.get("name") or names.get(call_id or "")
+            call_id, name = calls.result(msg.get("tool_call_id"))
             steps.append(
                 Step(
                     kind="tool_result",
                     content=content,
-                    tool_name=name,
+                    tool_name=msg.get("name") or name,
                     call_id=call_id,
                     is_error=looks_like_tool_error(content),
                 )
             )
     return steps
+
+
+def _gt_data_hash(reward_info: dict) -> Any:
+    inner = reward_info.get("info")
+    return inner.get("gt_data_hash") if isinstance(inner, dict) else None
 
 
 def _hidden(record: dict, system_prompt: str | None, run: dict[str, Any], mode: str) -> dict[str, Any]:
@@ -247,7 +249,7 @@ def _hidden(record: dict, system_prompt: str | None, run: dict[str, Any], mode: 
         "gold_actions": task.get("actions"),
         "gold_outputs": task.get("outputs"),
         "reward_info": reward_info or None,
-        "gt_data_hash": (reward_info.get("info") or {}).get("gt_data_hash") if reward_info else None,
+        "gt_data_hash": _gt_data_hash(reward_info),
         "user_cost": info.get("user_cost"),
         "run": dict(run, mode=mode),
     }
@@ -280,7 +282,7 @@ def convert(
             raise ValueError(f"message {i} has unknown role {msg.get('role')!r}; expected one of {ROLES}")
     system = [text_of(m.get("content")) for m in traj if m["role"] == "system"]
     body = [m for m in traj if m["role"] != "system"]
-    text_mode = _is_text_mode(body)
+    text_mode = _is_text_mode(body, run.get("strategy"))
     steps = _text_mode_steps(body) if text_mode else _tool_calling_steps(body)
     if not steps:
         info = record.get("info") if isinstance(record.get("info"), dict) else {}
