@@ -41,15 +41,26 @@ def _load(args):
     return trajectories, report
 
 
-@contextlib.contextmanager
-def lm_from_args(args, role: str = "judge"):
-    """Yield (dspy.LM, name) for `role`, starting the embedded server when no endpoint is configured."""
-    from rubricforge_dspy.lm import LMConfig
-    from rubricforge_dspy.serving import open_lm
+def lm_name(lm) -> str:
+    """The LM's loggable name: its model string (which carries the revision), never its key."""
+    base = getattr(lm, "kwargs", {}).get("api_base") or getattr(lm, "api_base", None)
+    return f"{lm.model}" + (f" @ {base}" if base and "127.0.0.1" not in str(base) else "")
 
-    config = LMConfig.from_args(args, role)
-    with open_lm(config) as (lm, resolved):
-        yield lm, resolved.describe()
+
+@contextlib.contextmanager
+def lm_from_args(args, reflection: bool = False):
+    """Yield the judge `dspy.LM` (and the reflection LM when `reflection`), starting the embedded
+    llama.cpp server when no endpoint is configured; judge and reflection share one embedded server."""
+    from rubricforge_dspy.lm import LMConfig
+    from rubricforge_dspy.serving import resolve_lm, resolve_lms
+
+    judge_config = LMConfig.from_args(args, "judge")
+    if not reflection:
+        with resolve_lm(judge_config) as lm:
+            yield lm
+        return
+    with resolve_lms(judge_config, LMConfig.from_args(args, "reflection")) as lms:
+        yield lms
 
 
 def cmd_stats(args) -> int:
@@ -94,8 +105,8 @@ def cmd_render(args) -> int:
 def cmd_judge(args) -> int:
     from rubricforge_dspy.batch import run_judge_file
 
-    with lm_from_args(args) as (lm, name):
-        print(f"judge LM: {name}", file=sys.stderr)
+    with lm_from_args(args) as lm:
+        print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
         summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm,
                                  concurrency=args.concurrency, on_error="skip" if args.skip_bad else "raise",
                                  format=args.format, label_threshold=args.label_threshold,
@@ -115,9 +126,9 @@ def cmd_induce(args) -> int:
         print(f"{name:>5}: {part}", file=sys.stderr)
     init = load(args.init) if args.init else None
     config = InductionConfig(budget=args.budget, minibatch=args.minibatch, seed=args.seed, fp_weight=args.fp_weight)
-    with lm_from_args(args) as (judge_lm, judge_name), lm_from_args(args, "reflection") as (reflection_lm, _):
+    with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
-                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=judge_name)
+                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
     for row in result.sweep:
         marker = " <- best" if row["candidate"] == result.best_index else ""
         print(f"candidate {row['candidate']:>2}  val agreement {row['val_agreement']:.3f}  "

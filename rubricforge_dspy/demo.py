@@ -41,7 +41,7 @@ def sample_by_task(trajectories, n_tasks: int, seed: int = 0):
 
 
 def run_demo(args) -> int:
-    from rubricforge_dspy.cli import lm_from_args
+    from rubricforge_dspy.cli import lm_from_args, lm_name
     from rubricforge_dspy.loaders import load_trajectories
 
     embedded = getattr(args, "api_base", None) is None
@@ -59,7 +59,8 @@ def run_demo(args) -> int:
     config = ProtocolConfig(budget=budget, minibatch=2 if embedded else 4, render=render,
                             demo_max_tokens=250 if embedded else None,
                             max_rubric_chars=2500)
-    with lm_from_args(args) as (judge_lm, judge_name), lm_from_args(args, "reflection") as (reflection_lm, ref_name):
+    with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
+        judge_name, ref_name = lm_name(judge_lm), lm_name(reflection_lm)
         print(f"judge LM: {judge_name}\nreflection LM: {ref_name}\n"
               f"data: {DEMO_DATA.name}, {len(sample)} tasks x 1 trial, GEPA budget {budget}", file=sys.stderr)
         run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, judge_lm_name=judge_name,

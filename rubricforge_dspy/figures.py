@@ -2,9 +2,10 @@
 
 Deterministic output: figures are built with the object-oriented API (no pyplot state, no backend
 switch), under matplotlib's default style whatever the user's matplotlibrc says, at a fixed size
-and dpi, with jitter from a fixed seed, and saved as PNG without the ``Software`` metadata entry
-(Agg writes no timestamp), so re-rendering a run gives byte-identical files on the same
-matplotlib / freetype build.
+and dpi with fixed margins (no layout engine, which would also cost most of the drawing time),
+with jitter from a fixed seed, and saved as PNG without the ``Software`` metadata entry (Agg
+writes no timestamp), so re-rendering a run gives byte-identical files on the same matplotlib /
+freetype build.
 
 Figures (``FIGURES``):
 
@@ -57,7 +58,8 @@ def plot_over_credit(report: dict) -> Figure:
     lo = np.array([_nan(r["false_pass_ci_low"]) for r in rows])
     hi = np.array([_nan(r["false_pass_ci_high"]) for r in rows])
     err = np.nan_to_num(np.vstack([fpr - lo, hi - fpr]), nan=0.0).clip(min=0.0)
-    fig = Figure(figsize=(7.0, 4.0), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(7.0, 4.0), dpi=DPI)
+    fig.subplots_adjust(left=0.10, right=0.98, bottom=0.15, top=0.91)
     ax = fig.subplots()
     x = np.arange(len(rows))
     colors = [_INDUCED_COLOR if r.get("induced") else _OTHER_COLOR for r in rows]
@@ -75,7 +77,9 @@ def plot_over_credit(report: dict) -> Figure:
 
 def plot_confusion(report: dict) -> Figure:
     rows = report["main"]
-    fig = Figure(figsize=(7.0, 0.5 * len(rows) + 1.6), dpi=DPI, layout="constrained")
+    height = 0.5 * len(rows) + 1.6
+    fig = Figure(figsize=(7.0, height), dpi=DPI)
+    fig.subplots_adjust(left=0.17, right=0.97, bottom=0.6 / height, top=1.0 - 0.5 / height)
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     left = np.zeros(len(rows))
@@ -101,7 +105,9 @@ def _grid(n: int) -> tuple[int, int]:
 def plot_calibration(run: "Run", report: dict) -> Figure:
     judges = list(run.judges)
     nrows, ncols = _grid(len(judges))
-    fig = Figure(figsize=(3.0 * ncols, 2.7 * nrows), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(3.0 * ncols, 2.7 * nrows), dpi=DPI)
+    fig.subplots_adjust(left=0.22 / ncols, right=0.98, bottom=0.5 / (2.7 * nrows), top=1.0 - 0.6 / (2.7 * nrows),
+                        wspace=0.35, hspace=0.55)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     reward, label = run.items.reward, run.items.label
     jitter = np.random.default_rng(0).uniform(-0.18, 0.18, size=len(label))
@@ -141,7 +147,8 @@ def plot_sweep(report: dict) -> Figure | None:
     x = np.array([p[1] for p in pts], dtype=float)
     y = np.array([p[2] for p in pts], dtype=float)
     order = np.argsort(x, kind="stable")
-    fig = Figure(figsize=(7.0, 4.0), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(7.0, 4.0), dpi=DPI)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.13, top=0.92)
     ax = fig.subplots()
     ax.scatter(x, y, s=22, color=_OTHER_COLOR, zorder=2, label="candidate")
     ax.step(x[order], np.maximum.accumulate(y[order]), where="post", color=_INDUCED_COLOR, lw=1.2,

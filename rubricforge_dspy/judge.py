@@ -91,6 +91,12 @@ class TrajectoryJudge(dspy.Module):
         except Exception as error:  # noqa: BLE001 - any failure is a recorded fail, by contract
             return abstention(error)
 
+    def as_metric(self, **options):
+        """This judge as a DSPy metric (GEPA, MIPROv2, BootstrapFewShot); see `rubricforge_dspy.proxy.as_metric`."""
+        from rubricforge_dspy.proxy import as_metric
+
+        return as_metric(self, **options)
+
     def save(self, path, save_program: bool = False, modules_to_serialize=None):
         from rubricforge_dspy.program import save_judge
 

@@ -54,7 +54,7 @@ __all__ = [
 
 UNATTRIBUTED = "unattributed"
 FINISH_TOOL = "finish"
-REACT_ERROR_PREFIX = "Execution error in "  # dspy/predict/react.py wraps tool exceptions so
+REACT_ERROR_PREFIX = "Execution error in "  # how dspy/predict/react.py reports a tool that raised
 NON_ANSWER_KEYS = ("trajectory", "reasoning")
 SOURCE_FILE = "<dspy prediction>"
 
@@ -384,8 +384,8 @@ class JudgeMetric:
         trajectory = self.to_trajectory(gold, pred, trace)
         verdict = self.verdict(self.render(trajectory))
         score = self.score_of(verdict)
-        wants_feedback = self.feedback if self.feedback is not None else (pred_name is not None or pred_trace is not None)
-        if wants_feedback:
+        gepa_call = pred_name is not None or pred_trace is not None
+        if self.feedback or (self.feedback is None and gepa_call):
             return dspy.Prediction(score=score, feedback=self.feedback_of(verdict))
         if trace is not None:
             return bool(verdict["passed"] and not verdict["abstained"])

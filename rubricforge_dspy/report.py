@@ -1015,9 +1015,10 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
         graded = "mae" in f
         header = ["removed criterion", "false-pass rate", "Δ false-pass", "accuracy", "Δ accuracy", "κ", "Δ κ"]
         header += ["MAE", "Δ MAE"] if graded else []
-        header += ["abstained", f"McNemar vs full b/c", "p", "mark"]
+        header += ["abstained", "McNemar vs full b/c", "p", "mark"]
         rows = [["(none: full induced judge)", _num(f["false_pass_rate"]), "—", _num(f["accuracy"]), "—",
-                 _num(f["kappa"]), "—", *([_num(f["mae"]), "—"] if graded else []), f["abstained"], "—", "—", "—"]]
+                 _num(f["kappa"]), "—", *([_num(f["mae"]), "—"] if graded else []), f["abstained"],
+                 "—", "—", "—"]]
         for r in ab["rows"]:
             mc = r["mcnemar"]
             rows.append([f"{r['number']}. {r['name']}", _num(r["false_pass_rate"]),
@@ -1066,7 +1067,8 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
                 f"false fail(s). Criterion attribution: {dg['attribution_source']}.", ""]
         if dg["by_criterion"]:
             out += _table(["attributed criterion", "disagreements", f"{induced} right", f"{induced} wrong"],
-                          [[e["criterion"], e["n"], e["induced_right"], e["induced_wrong"]] for e in dg["by_criterion"]])
+                          [[e["criterion"], e["n"], e["induced_right"], e["induced_wrong"]]
+                           for e in dg["by_criterion"]])
             out.append("")
             labels = {k: v.format(i=induced, b=base) for k, v in _CATEGORIES}
             truth_col = "truth (reward)" if meta["graded"] else "truth"
@@ -1121,10 +1123,13 @@ def write_report(run_dir: str | Path, out_path: str | Path, figures: bool = True
     out_path.parent.mkdir(parents=True, exist_ok=True)
     links: dict[str, str] = {}
     if figures:
-        from rubricforge_dspy.figures import write_figures
-
-        written = write_figures(run, report, out_path.parent / FIGURES_DIR)
-        links = {name: f"{FIGURES_DIR}/{path.name}" for name, path in written.items()}
+        try:
+            from rubricforge_dspy.figures import write_figures
+        except ImportError as error:  # matplotlib is the optional `plots` extra
+            report["warnings"].append(f"figures skipped: {error} (install rubricforge-dspy[plots])")
+        else:
+            written = write_figures(run, report, out_path.parent / FIGURES_DIR)
+            links = {name: f"{FIGURES_DIR}/{path.name}" for name, path in written.items()}
     out_path.write_text(render_markdown(report, links), encoding="utf-8")
     out_path.with_suffix(".json").write_text(
         json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -115,3 +115,14 @@ def test_cli_scripted_with_a_frozen_program(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "true success: 0.5 -> 0.9" in out and "Goodhart audit" in out
     assert (tmp_path / "out" / "summary.json").is_file()
+
+
+def test_crashing_agent_is_recorded_and_the_audit_skipped(tmp_path):
+    from rubricforge_dspy.testing import ScriptedLM
+
+    broken_agent = ScriptedLM(lambda messages: "not a JSON object", model="broken-agent")
+    summary = run_example(broken_agent, scripted_judge_lm(), out_dir=tmp_path, max_demos=1, max_iters=2)
+    assert all(e["error"] and e["success"] is False for e in summary["after"]["episodes"])
+    assert summary["after"]["true_success_rate"] == 0.0 and summary["audit"] is None
+    assert "skipped" in summary["audit_text"] and summary["optimizer"]["demos"] == {
+        "react.react": 0, "react.extract.predict": 0}

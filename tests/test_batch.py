@@ -357,3 +357,10 @@ def test_fake_server_models_endpoint_and_records():
             answer = json.load(reply)
     assert json.loads(answer["choices"][0]["message"]["content"])["passed"] is True
     assert fake.requests[0]["body"]["max_tokens"] == 9 and fake.usage["prompt_tokens"] >= 1
+
+
+def test_classify_error_prefers_the_exception_class():
+    assert classify_error("LMInvalidRequestError: [m] HTTP 400: unknown parameter 'timeout'") == "http_4xx"
+    assert classify_error("LMTransportError: [m] http://x/v1/chat/completions: ConnectError: refused") == "connection"
+    assert classify_error("LMTimeoutError: [m] HTTP 504: gateway") == "timeout"
+    assert classify_error(TimeoutError("slow")) == "timeout"

@@ -20,7 +20,7 @@ from rubricforge_dspy.batch import judge_stream
 from rubricforge_dspy.judge import TrajectoryJudge
 from tests.fake_openai import FakeOpenAI, Reply, user_text
 from tests.helpers import make_dataset
-from tests.test_batch import assert_one_line_per_id, by_text, fake_lm, read_lines
+from tests.test_batch import assert_one_line_per_id, by_text, fake_lm
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"backoff": 0.01, "max_backoff": 0.05, "progress": False}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace

@@ -198,10 +198,11 @@ def test_main_table_matches_metrics(binary_run):
         assert (r["kappa"] is None) if math.isnan(kappa) else r["kappa"] == pytest.approx(kappa)
         assert r["false_fail_count"] == M.false_fail_count(y, p)
         assert r["predicted_positive_rate"] == pytest.approx(p.mean())
+        # The report's shared resamples are the ones metrics.bootstrap_ci draws: identical intervals.
         ci = M.accuracy_ci(y, p, seed=0)
-        assert (r["accuracy_ci_low"], r["accuracy_ci_high"]) == pytest.approx(tuple(ci))
+        assert (r["accuracy_ci_low"], r["accuracy_ci_high"]) == tuple(ci)
         fci = M.bootstrap_ci(M.false_pass_rate, y, p, seed=0)
-        assert (r["false_pass_ci_low"], r["false_pass_ci_high"]) == pytest.approx(tuple(fci))
+        assert (r["false_pass_ci_low"], r["false_pass_ci_high"]) == tuple(fci)
         if judge == "induced":
             assert r["mcnemar"] is None
         else:
@@ -220,6 +221,23 @@ def test_main_table_matches_metrics(binary_run):
     # AUC of the oracle is perfect, majority (constant score) is at chance.
     assert main["oracle"]["auc"] == pytest.approx(1.0)
     assert main["majority"]["auc"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("chunk, block", [(1 << 20, 1 << 23), (1000, 3000)])
+def test_resampled_sums_equal_gathered_resamples(monkeypatch, chunk, block):
+    """The multiplicity-matrix bootstrap equals indexing the items with metrics' resample matrix,
+    also when the index matrix is drawn in blocks and multiplied in chunks."""
+    from rubricforge_dspy import report as R
+
+    monkeypatch.setattr(R, "_SUM_CHUNK", chunk)
+    monkeypatch.setattr(M, "_MAX_INDEX_BLOCK", block)
+    rng = np.random.default_rng(5)
+    cols = np.column_stack([rng.random(57), (rng.random(57) < 0.3).astype(float)])
+    got = R._resampled_sums(cols, 700, seed=3)
+    idx = np.concatenate(list(M._index_blocks(57, 700, np.random.default_rng(3))))
+    assert got.shape == (700, 2)
+    np.testing.assert_allclose(got, cols[idx].sum(axis=1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got[:, 1], cols[idx, 1].sum(axis=1))
 
 
 def test_abstentions_counted_and_scored_as_fail(binary_run):
@@ -592,3 +610,21 @@ def test_report_main_accepts_run_or_predictions_dir(tmp_path):
     b = report_main(root / "predictions", tmp_path / "b" / "report.md")
     assert a.read_text() == b.read_text()
     assert a.read_text().startswith("# Judge report: synthetic")
+
+
+def test_single_class_run_renders_na_without_raising(tmp_path):
+    """Every item passed: false-pass rates and AUC are undefined -> n/a cells and report warnings."""
+    root = build_run(tmp_path / "RUN", n=30, sweep=False)
+    for path in [*(root / "predictions").glob("*.jsonl"), *(root / "ablation").glob("*.jsonl")]:
+        _rewrite(path, lambda lines: [dict(x, label=1, reward=1.0) for x in lines])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # undefined statistics become report warnings, not Python warnings
+        report = compute_report(load_run(root), n_resamples=500)
+    md = render_markdown(report)
+    assert all(r["false_pass_rate"] is None and r["auc"] is None for r in report["main"])
+    assert _row(md, "geval").split("|")[2].strip() == "n/a [n/a]"
+    assert any("no failed trajectories" in w for w in report["warnings"])
+    assert "## Warnings" in md
+    assert report["stratification"]["rows"][0]["n_failed"] == 0

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import re
 import sys
 from dataclasses import replace
@@ -46,7 +45,7 @@ from rubricforge_dspy.testing import ScriptedLM, last_user_text, system_text
 from rubricforge_dspy.trajectory import Trajectory
 
 DEFAULT_OUT = Path("artifacts/agent_example")
-logger = logging.getLogger(__name__)
+NO_AUDIT = "Goodhart audit skipped: the optimized agent produced no trajectory (every episode crashed)"
 
 # --------------------------------------------------------------------------------------------
 # Scripted LMs (offline)
@@ -236,6 +235,16 @@ def _phase(agent: ShopAgent, tasks: list[Task], metric, phase: str) -> tuple[dic
     return summary, trajectories
 
 
+def _labeling_round_trip(trajectories: list[Trajectory], path: Path) -> Path:
+    """`sample_for_labeling` -> labels filled in -> the file `load_labeled` reads. Here the "labeler"
+    is the true success check (each trajectory's label)."""
+    sample_for_labeling(trajectories, k=len(trajectories), seed=0, path=path)
+    truth = {t.id: t.label for t in trajectories}
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    path.write_text("".join(json.dumps({**r, "label": truth[r["id"]]}) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
 def _demo_counts(program) -> dict[str, int]:
     return {name: len(predictor.demos) for name, predictor in program.named_predictors()}
 
@@ -271,15 +280,11 @@ def run_example(agent_lm, judge_lm, *, out_dir=DEFAULT_OUT, judge: TrajectoryJud
                         "n": len(y_true)})
         baseline_note = f"measured on the unoptimized agent; frozen to {out_dir / 'judge.json'}"
 
-    # The labeling round trip: here the "labeler" is the true success check.
-    sample_path = sample_for_labeling(after_trajectories, k=len(after_trajectories), seed=0,
-                                      path=out_dir / "audit_sample.jsonl")
-    truth = {t.id: t.label for t in after_trajectories}
-    records = [json.loads(line) for line in sample_path.read_text(encoding="utf-8").splitlines()]
-    sample_path.write_text("".join(json.dumps({**r, "label": truth[r["id"]]}) + "\n" for r in records),
-                           encoding="utf-8")
-    report = audit(judge, load_labeled(sample_path), baseline_false_pass_rate=baseline_false_pass_rate,
-                   threshold=threshold, lm=judge_lm)
+    report, sample_path = None, None
+    if after_trajectories:
+        sample_path = _labeling_round_trip(after_trajectories, out_dir / "audit_sample.jsonl")
+        report = audit(judge, load_labeled(sample_path), baseline_false_pass_rate=baseline_false_pass_rate,
+                       threshold=threshold, lm=judge_lm)
 
     summary = {
         "mode": mode,
@@ -293,10 +298,10 @@ def run_example(agent_lm, judge_lm, *, out_dir=DEFAULT_OUT, judge: TrajectoryJud
                    "cache_hits": metric.memo.hits, "abstentions": metric.abstentions},
         "before": before,
         "after": after,
-        "baseline": {"source": report.baseline_source, "note": baseline_note},
-        "audit": report.to_dict(),
-        "audit_text": report.format(),
-        "files": {"summary": str(out_dir / "summary.json"), "audit_sample": str(sample_path),
+        "baseline": {"source": report.baseline_source if report else None, "note": baseline_note},
+        "audit": report.to_dict() if report else None,
+        "audit_text": report.format() if report else NO_AUDIT,
+        "files": {"summary": str(out_dir / "summary.json"), "audit_sample": str(sample_path) if sample_path else None,
                   "judge_program": str(out_dir / "judge.json") if baseline_note else None},
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")

@@ -20,6 +20,8 @@ Reply = Callable[[dict[str, Any]], "str | tuple[int, dict[str, Any]]"]
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms Nagle/delayed-ACK stall between headers and body
+    wbufsize = -1  # headers and body leave in one write, flushed after each request
 
     def log_message(self, format, *args):  # noqa: A002 - silence the default stderr access log
         pass
@@ -118,3 +120,22 @@ class FakeOpenAIServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rubricforge_dspy.serving.fake --port N``: serve until killed (no request log kept),
+    so a benchmark can measure its client's CPU time apart from the server's."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(record=False)
+    server._server = _Server(("127.0.0.1", args.port), _Handler)
+    server._server.owner = server
+    server._server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

