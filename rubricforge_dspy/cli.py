@@ -118,9 +118,11 @@ def cmd_judge(args) -> int:
 def cmd_induce(args) -> int:
     from rubricforge_dspy.induce import InductionConfig, induce
     from rubricforge_dspy.program import load
-    from rubricforge_dspy.split import split_by_task
+    from rubricforge_dspy.split import sample_by_task, split_by_task
 
     trajectories, _ = _load(args)
+    if args.sample_tasks:
+        trajectories = sample_by_task(trajectories, args.sample_tasks, args.seed)
     split = split_by_task(trajectories, seed=args.seed)
     for name, part in split.summary().items():
         print(f"{name:>5}: {part}", file=sys.stderr)
@@ -199,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fp-weight", type=float, default=1.0, help="cost of a false pass relative to a false fail")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
+    p.add_argument("--sample-tasks", type=int, default=None,
+                   help="use one trial of N seeded-random tasks (quick runs on slow LMs)")
     add_lm_arguments(p)
     p.set_defaults(func=cmd_induce)
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from rubricforge_dspy.protocol import ProtocolConfig, run_protocol
 from rubricforge_dspy.render import RenderConfig
+from rubricforge_dspy.split import sample_by_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_DATA = REPO_ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
@@ -28,16 +27,6 @@ freezing, reporting) but it is far too small to be a useful judge: expect near-c
 that barely depend on the rubric, and an induced rubric that rarely beats the seed. Read the false-pass
 column first. For meaningful numbers, point the same command at a real model, e.g.
   rubricforge demo --api-base http://127.0.0.1:30000/v1 --model Qwen2.5-7B-Instruct@main --tasks 50 --budget 200"""
-
-
-def sample_by_task(trajectories, n_tasks: int, seed: int = 0):
-    """One trial of each of `n_tasks` tasks, chosen with a seeded RNG (class balance left to the data)."""
-    first_trial = {}
-    for t in sorted(trajectories, key=lambda t: (t.task_id, t.trial or 0)):
-        first_trial.setdefault(t.task_id, t)
-    tasks = sorted(first_trial)
-    chosen = np.random.default_rng(seed).permutation(len(tasks))[:n_tasks]
-    return [first_trial[tasks[i]] for i in sorted(chosen)]
 
 
 def run_demo(args) -> int:

@@ -30,7 +30,7 @@ import argparse
 import os
 import re
 import threading
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Mapping
 
 import dspy
@@ -126,9 +126,6 @@ class LMConfig:
         if self.is_embedded:
             return f"{self.model or 'embedded'} (embedded llama.cpp server)"
         return f"{self.model}@{self.api_base} ({self.structured_output}, key from ${self.api_key_env})"
-
-    def with_endpoint(self, api_base: str, model: str, **changes: Any) -> "LMConfig":
-        return replace(self, api_base=api_base, model=model, **changes)
 
 
 def _role_prefix(role: str, prefix: str) -> str:

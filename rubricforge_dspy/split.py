@@ -77,3 +77,14 @@ def split_by_task(trajectories: list[Trajectory], fractions=DEFAULT_FRACTIONS, s
     for t in trajectories:
         parts[assignment[(t.domain, t.task_id)]].append(t)
     return Split(**parts)
+
+
+def sample_by_task(trajectories: list[Trajectory], n_tasks: int, seed: int = 0) -> list[Trajectory]:
+    """One trial (the lowest-numbered) of each of `n_tasks` tasks chosen with a seeded RNG: a small,
+    task-diverse sample for quick runs on slow LMs."""
+    first_trial: dict[tuple[str, str], Trajectory] = {}
+    for t in sorted(trajectories, key=lambda t: (t.domain, t.task_id, t.trial or 0, t.id)):
+        first_trial.setdefault((t.domain, t.task_id), t)
+    tasks = sorted(first_trial)
+    chosen = np.random.default_rng(seed).permutation(len(tasks))[:n_tasks]
+    return [first_trial[tasks[i]] for i in sorted(chosen)]

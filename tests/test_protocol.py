@@ -1,0 +1,48 @@
+"""The protocol end to end, offline: split, GEPA induction, baselines, ablation, persisted predictions, report."""
+
+from __future__ import annotations
+
+import json
+
+from rubricforge_dspy.protocol import JUDGES, ProtocolConfig, run_protocol
+from rubricforge_dspy.report import write_report
+from rubricforge_dspy.testing import ScriptedLM
+from tests.helpers import make_dataset
+from tests.test_induce import make_reflection_lm, scripted_judge
+
+
+def test_protocol_writes_every_judge_ablation_and_a_reproducible_report(tmp_path):
+    data = make_dataset(30)
+    run_dir = run_protocol(
+        data, tmp_path / "run", judge_lm=ScriptedLM(scripted_judge, model="scripted-judge"),
+        reflection_lm=make_reflection_lm([]), judge_lm_name="scripted-judge", reflection_lm_name="scripted-reflection",
+        program_path=tmp_path / "programs" / "induced.json", dataset="synthetic",
+        config=ProtocolConfig(budget=60, minibatch=3),
+    )
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["lm"] == "scripted-judge" and run["beat_seed"] is True
+    test_ids = None
+    for judge in JUDGES:
+        lines = [json.loads(x) for x in (run_dir / "predictions" / f"{judge}.jsonl").read_text().splitlines()]
+        ids = sorted(x["id"] for x in lines)
+        assert test_ids is None or ids == test_ids
+        test_ids = ids
+    assert len(test_ids) == run["split"]["test"]["trajectories"]
+    criteria = json.loads((run_dir / "ablation" / "criteria.json").read_text())
+    assert len(criteria) == 7 and len(list((run_dir / "ablation").glob("*.jsonl"))) == 7
+
+    report = json.loads((run_dir / "report.json").read_text())
+    rows = {row["judge"]: row for row in report["main"]}
+    # the scripted judge with the induced error criterion is perfect on this data; the seed passes everything
+    assert rows["induced"]["false_pass_rate"] == 0.0 and rows["induced"]["accuracy"] == 1.0
+    assert rows["geval"]["false_pass_rate"] == 1.0
+    assert rows["oracle"]["accuracy"] == 1.0
+    ablated = {row["name"]: row for row in report["ablation"]["rows"]}
+    # removing the induced criterion brings the seed's blind spot back; removing any other changes nothing
+    assert ablated["Error counter"]["delta_false_pass_rate"] == 1.0
+    assert all(row["delta_accuracy"] == 0.0 for name, row in ablated.items() if name != "Error counter")
+    markdown = (run_dir / "report.md").read_text()
+    assert "scripted-judge" in markdown and "Error counter" in markdown
+
+    write_report(run_dir, tmp_path / "again.md")
+    assert (tmp_path / "again.md").read_text().replace("again", "report") == markdown.replace("again", "report")
