@@ -51,6 +51,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     from rubricforge_dspy.cli import lm_from_args, lm_name
+    from rubricforge_dspy.demo import EMBEDDED_REFLECTION_TOKENS
 
     args = parse_args(argv)
     embedded = args.api_base is None
@@ -62,6 +63,8 @@ def main(argv=None) -> int:
                             max_rubric_chars=2500 if embedded else 3000)
     out = Path(args.out)
     rows = []
+    if embedded and getattr(args, "reflection_max_tokens", None) is None:
+        args.reflection_max_tokens = EMBEDDED_REFLECTION_TOKENS  # a 135M model rambles to the cap otherwise
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         names = lm_name(judge_lm), lm_name(reflection_lm)
         for name in args.datasets:

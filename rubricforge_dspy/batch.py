@@ -257,7 +257,9 @@ def resolve_lm(judge, lm=None):
 
 
 def program_hash(judge) -> str | None:
-    """The judge's rubric sha256 (the frozen program's hash), or None for a judge without a rubric."""
+    """The judge's program hash (rubric sha256, with its demos if any), or None for a judge without a rubric."""
+    if hasattr(judge, "program_sha256"):
+        return judge.program_sha256
     rubric = getattr(judge, "rubric", None)
     if rubric is not None:
         return rubric_sha256(rubric)

@@ -19,6 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_DATA = REPO_ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 EMBEDDED_SIZES = {"tasks": 16, "budget": 12}
 SERVER_SIZES = {"tasks": 50, "budget": 200}
+EMBEDDED_REFLECTION_TOKENS = 800
 
 SMALL_MODEL_NOTE = """\
 How to read these numbers: the judge here is the embedded SmolLM2-135M-Instruct, a 135M-parameter model
@@ -48,6 +49,8 @@ def run_demo(args) -> int:
     config = ProtocolConfig(budget=budget, minibatch=2 if embedded else 4, render=render,
                             demo_max_tokens=250 if embedded else None,
                             max_rubric_chars=2500)
+    if embedded and getattr(args, "reflection_max_tokens", None) is None:
+        args.reflection_max_tokens = EMBEDDED_REFLECTION_TOKENS  # a 135M model rambles to the cap otherwise
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         judge_name, ref_name = lm_name(judge_lm), lm_name(reflection_lm)
         print(f"judge LM: {judge_name}\nreflection LM: {ref_name}\n"

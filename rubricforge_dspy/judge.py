@@ -7,12 +7,13 @@ judge must never pass an agent, and must never stop a batch.
 
 from __future__ import annotations
 
+import json
 import math
 
 import dspy
 
 from rubricforge_dspy.render import RenderConfig, render_trajectory
-from rubricforge_dspy.rubric import SEED_RUBRIC
+from rubricforge_dspy.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.trajectory import Trajectory
 
 REASON_MAX_CHARS = 300
@@ -76,6 +77,15 @@ class TrajectoryJudge(dspy.Module):
     @property
     def rubric(self) -> str:
         return self.judge.signature.instructions
+
+    @property
+    def program_sha256(self) -> str:
+        """Identity of what the LM is sent besides the trajectory: the rubric's sha256, extended with
+        the demonstrations when there are any (a few-shot judge is a different program)."""
+        if not self.judge.demos:
+            return rubric_sha256(self.rubric)
+        demos = json.dumps([dict(d) for d in self.judge.demos], sort_keys=True, default=str)
+        return rubric_sha256(self.rubric + "\n#demos " + demos)
 
     def render(self, trajectory: Trajectory | str) -> str:
         if isinstance(trajectory, Trajectory):

@@ -351,7 +351,7 @@ class JudgeMetric:
         if self.memo is None:
             verdict = compute()
         else:
-            key = (rubric_sha256(self.judge.rubric), _model_name(self.judge_lm()), text_sha256(text))
+            key = (self.judge.program_sha256, _model_name(self.judge_lm()), text_sha256(text))
             verdict = self.memo.get_or_compute(key, compute)
         with self._lock:
             self.verdicts += 1

@@ -61,3 +61,14 @@ def test_judge_call_is_deterministic_single_call():
     judge = TrajectoryJudge()
     first, second = run(judge, lm), run(judge, lm)
     assert (first.passed, first.score) == (second.passed, second.score)
+
+
+def test_program_hash_distinguishes_fewshot_demos_from_the_bare_rubric():
+    from rubricforge_dspy.baselines import fewshot_judge
+    from rubricforge_dspy.rubric import rubric_sha256
+    from tests.helpers import make_dataset
+
+    plain, fewshot = TrajectoryJudge(), fewshot_judge(make_dataset(8), k=4)
+    assert plain.program_sha256 == rubric_sha256(SEED_RUBRIC)
+    assert fewshot.rubric == plain.rubric and fewshot.program_sha256 != plain.program_sha256
+    assert len(fewshot.judge.demos) == 4 and sorted(d.passed for d in fewshot.judge.demos) == [False, False, True, True]
