@@ -41,8 +41,8 @@ def parse_args(argv=None):
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--tasks", type=int, default=None,
                         help="tasks sampled per dataset, one trial each; 0 = all trajectories "
-                             "(default: 16 on the embedded LM, all with a server)")
-    parser.add_argument("--budget", type=int, default=None, help="GEPA metric calls (default 12 embedded, 200 server)")
+                             "(default: 10 on the embedded LM, all with a server)")
+    parser.add_argument("--budget", type=int, default=None, help="GEPA metric calls (default 6 embedded, 200 server)")
     parser.add_argument("--out", default="artifacts/paper")
     parser.add_argument("--no-ablation", action="store_true")
     add_lm_arguments(parser)
@@ -55,8 +55,8 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     embedded = args.api_base is None
-    n_tasks = args.tasks if args.tasks is not None else (16 if embedded else 0)
-    budget = args.budget or (12 if embedded else 200)
+    n_tasks = args.tasks if args.tasks is not None else (10 if embedded else 0)
+    budget = args.budget or (6 if embedded else 200)
     render = RenderConfig(max_tokens=900, max_step_chars=300) if embedded else RenderConfig()
     config = ProtocolConfig(budget=budget, minibatch=2 if embedded else 4, render=render,
                             demo_max_tokens=250 if embedded else None, ablation=not args.no_ablation,

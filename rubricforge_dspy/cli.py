@@ -15,7 +15,9 @@ import argparse
 import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from rubricforge_dspy.trajectory import TrajectoryFormatError
@@ -232,8 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm(signum, frame):
+    # SystemExit unwinds the context managers, so an embedded server this process started is stopped.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

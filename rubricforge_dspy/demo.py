@@ -17,7 +17,7 @@ from rubricforge_dspy.split import sample_by_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_DATA = REPO_ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
-EMBEDDED_SIZES = {"tasks": 16, "budget": 12}
+EMBEDDED_SIZES = {"tasks": 10, "budget": 6}
 SERVER_SIZES = {"tasks": 50, "budget": 200}
 EMBEDDED_REFLECTION_TOKENS = 800
 
