@@ -129,6 +129,13 @@ def cmd_induce(args) -> int:
     for name, part in split.summary().items():
         print(f"{name:>5}: {part}", file=sys.stderr)
     init = load(args.init) if args.init else None
+    if args.render_tokens:
+        from rubricforge_dspy.judge import TrajectoryJudge
+        from rubricforge_dspy.render import RenderConfig
+
+        init = init or TrajectoryJudge()
+        init.render_config = RenderConfig(max_tokens=args.render_tokens,
+                                          max_step_chars=min(init.render_config.max_step_chars, args.render_tokens))
     config = InductionConfig(budget=args.budget, minibatch=args.minibatch, seed=args.seed, fp_weight=args.fp_weight)
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
@@ -203,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fp-weight", type=float, default=1.0, help="cost of a false pass relative to a false fail")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
+    p.add_argument("--render-tokens", type=int, default=None,
+                   help="token budget of each rendered trajectory (default 1800; smaller for small models)")
     p.add_argument("--sample-tasks", type=int, default=None,
                    help="use one trial of N seeded-random tasks (quick runs on slow LMs)")
     add_lm_arguments(p)
