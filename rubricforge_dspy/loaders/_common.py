@@ -131,6 +131,21 @@ def iter_json_object(text: str, pos: int = 0) -> Iterator[tuple[int, str, Any, i
         index += 1
 
 
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+
+
+def check_messages(messages: Any, field: str) -> list[dict]:
+    """`messages` as a list of OpenAI-style chat messages with known roles; ValueError naming the problem."""
+    if not isinstance(messages, list):
+        raise ValueError(f"'{field}' must be a list of messages")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise ValueError(f"message {i} is not an object")
+        if msg.get("role") not in CHAT_ROLES:
+            raise ValueError(f"message {i} has unknown role {msg.get('role')!r}; expected one of {CHAT_ROLES}")
+    return messages
+
+
 def error(path: Path, record: int | str | None, problem: str) -> TrajectoryFormatError:
     return TrajectoryFormatError(str(path), record, problem)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from rubricforge_dspy.loaders._common import (
     CallTracker,
+    check_messages,
     Malformed,
     as_reward,
     error,
@@ -40,7 +41,6 @@ from rubricforge_dspy.loaders._common import (
 from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
 FORMAT = "tau2"
-ROLES = ("system", "user", "assistant", "tool")
 _SUBMISSION_DIR = re.compile(r"^(?P<name>.+?)_\d{4}-\d{2}-\d{2}$")
 
 
@@ -107,14 +107,7 @@ def convert(
     reward = as_reward(reward_info["reward"], "reward_info.reward")
     if "task_id" not in sim:
         raise ValueError("missing 'task_id'")
-    messages = sim.get("messages")
-    if not isinstance(messages, list):
-        raise ValueError("'messages' must be a list")
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict):
-            raise ValueError(f"message {i} is not an object")
-        if msg.get("role") not in ROLES:
-            raise ValueError(f"message {i} has unknown role {msg.get('role')!r}; expected one of {ROLES}")
+    messages = check_messages(sim.get("messages"), "messages")
     steps = steps_of(messages)
     if not steps:
         raise ValueError("empty trajectory: no observable messages")

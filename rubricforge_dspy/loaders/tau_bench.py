@@ -28,6 +28,7 @@ from typing import Any
 
 from rubricforge_dspy.loaders._common import (
     CallTracker,
+    check_messages,
     Malformed,
     as_reward,
     error,
@@ -42,7 +43,6 @@ from rubricforge_dspy.loaders._common import (
 from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
 FORMAT = "tau_bench"
-ROLES = ("system", "user", "assistant", "tool")
 RESPOND = "respond"
 API_OUTPUT = "API output:"
 STRATEGIES = ("tool-calling", "few-shot", "assertions-agent", "react", "act")
@@ -272,14 +272,7 @@ def convert(
     reward = as_reward(record["reward"])
     if "task_id" not in record:
         raise ValueError("missing 'task_id'")
-    traj = record.get("traj")
-    if not isinstance(traj, list):
-        raise ValueError("'traj' must be a list of messages")
-    for i, msg in enumerate(traj):
-        if not isinstance(msg, dict):
-            raise ValueError(f"message {i} is not an object")
-        if msg.get("role") not in ROLES:
-            raise ValueError(f"message {i} has unknown role {msg.get('role')!r}; expected one of {ROLES}")
+    traj = check_messages(record.get("traj"), "traj")
     system = [text_of(m.get("content")) for m in traj if m["role"] == "system"]
     body = [m for m in traj if m["role"] != "system"]
     text_mode = _is_text_mode(body, run.get("strategy"))
