@@ -165,9 +165,33 @@ def cmd_demo(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from rubricforge_dspy.serving import serve_main
+    """Launch a judge server and print its endpoint; Ctrl-C (or SIGTERM) stops it."""
+    import time
 
-    return serve_main(args)
+    from rubricforge_dspy.serving import launch_server, sglang_launch_command, sglang_router_command
+
+    if args.engine == "embedded":
+        from rubricforge_dspy.serving.__main__ import main as embedded_main
+
+        return embedded_main([] if args.port is None else ["--port", str(args.port)])
+    port = args.port or 30000
+    if args.router_workers:
+        cmd = sglang_router_command(args.router_workers, host=args.host, port=port)
+    else:
+        if not args.model:
+            print("error: --model (HF id or path) is required with --engine sglang", file=sys.stderr)
+            return 2
+        cmd = sglang_launch_command(args.model, host=args.host, port=port, tp=args.tp, dp=args.dp,
+                                    revision=args.revision, served_model_name=args.served_model_name)
+    print(" ".join(cmd))
+    if args.dry_run:
+        return 0
+    with launch_server(cmd, f"http://{args.host}:{port}/health", timeout=args.health_timeout) as server:
+        print(f"endpoint: http://{args.host}:{port}/v1  (export RUBRICFORGE_API_BASE=http://{args.host}:{port}/v1)",
+              flush=True)
+        while server.running:
+            time.sleep(1.0)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -238,6 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=None)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--served-model-name", default=None, help="default: <model>@<revision>")
+    p.add_argument("--router-workers", nargs="+", default=None,
+                   help="launch an sglang_router (cache_aware) over these worker URLs instead of a worker")
+    p.add_argument("--health-timeout", type=float, default=900.0)
     p.add_argument("--dry-run", action="store_true", help="print the launch command only")
     p.set_defaults(func=cmd_serve)
     return parser

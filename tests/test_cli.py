@@ -80,3 +80,19 @@ def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
     assert exit_info.value.code == 0 and "usage: rubricforge" in capsys.readouterr().out
+
+
+def test_serve_sglang_dry_run_prints_the_launch_command(capsys):
+    assert main(["serve", "--engine", "sglang", "--model", "Qwen/Qwen2.5-7B-Instruct", "--revision", "a09a3545",
+                 "--tp", "2", "--dry-run"]) == 0
+    cmd = capsys.readouterr().out
+    for flag in ("sglang.launch_server", "--schedule-policy lpm", "--grammar-backend xgrammar", "--tp-size 2",
+                 "--served-model-name Qwen2.5-7B-Instruct@a09a3545", "--host 127.0.0.1", "--random-seed 0"):
+        assert flag in cmd
+
+
+def test_serve_router_dry_run(capsys):
+    assert main(["serve", "--engine", "sglang", "--router-workers", "http://10.0.0.1:30000", "http://10.0.0.2:30000",
+                 "--port", "31000", "--dry-run"]) == 0
+    cmd = capsys.readouterr().out
+    assert "sglang_router.launch_router" in cmd and "--policy cache_aware" in cmd and "10.0.0.2:30000" in cmd
