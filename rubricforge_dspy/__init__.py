@@ -1,22 +1,34 @@
-"""RubricForge-DSPy: induce an LLM judge's rubric for agent trajectories from labeled examples."""
+"""RubricForge-DSPy: induce an LLM judge's rubric for agent trajectories from labeled examples.
 
+Public names are imported lazily, so `rubricforge stats` or `rubricforge report` do not pay for
+importing DSPy.
+"""
+
+import importlib
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rubricforge_dspy.judge import JudgeTrajectory, TrajectoryJudge  # noqa: E402
-from rubricforge_dspy.program import freeze, load  # noqa: E402
-from rubricforge_dspy.rubric import SEED_RUBRIC  # noqa: E402
-from rubricforge_dspy.trajectory import Source, Step, Trajectory  # noqa: E402
-
 __version__ = "0.1.0"
 
-__all__ = ["JudgeTrajectory", "TrajectoryJudge", "SEED_RUBRIC", "Trajectory", "Step", "Source", "load", "freeze",
-           "induce"]
+_EXPORTS = {
+    "JudgeTrajectory": "rubricforge_dspy.judge",
+    "TrajectoryJudge": "rubricforge_dspy.judge",
+    "SEED_RUBRIC": "rubricforge_dspy.rubric",
+    "Trajectory": "rubricforge_dspy.trajectory",
+    "Step": "rubricforge_dspy.trajectory",
+    "Source": "rubricforge_dspy.trajectory",
+    "load": "rubricforge_dspy.program",
+    "freeze": "rubricforge_dspy.program",
+    "induce": "rubricforge_dspy.induction",
+    "load_trajectories": "rubricforge_dspy.loaders",
+    "render_trajectory": "rubricforge_dspy.render",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
-def induce(*args, **kwargs):
-    """See `rubricforge_dspy.induce.induce`."""
-    from rubricforge_dspy.induce import induce as _induce
-
-    return _induce(*args, **kwargs)
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'rubricforge_dspy' has no attribute {name!r}")

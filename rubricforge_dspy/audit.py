@@ -12,7 +12,7 @@ compares:
 No labels yet? `sample_for_labeling` writes a JSONL sample for a person to fill in (``"label": 1`` when
 the agent accomplished the task, ``0`` when it did not); `load_labeled` reads it back.
 
-An abstention counts as a fail verdict, as at freeze time (`rubricforge_dspy.induce.validation_metrics`).
+An abstention counts as a fail verdict, as at freeze time (`rubricforge_dspy.induction.validation_metrics`).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def cmd_judge(args) -> int:
 
 
 def cmd_induce(args) -> int:
-    from rubricforge_dspy.induce import InductionConfig, induce
+    from rubricforge_dspy.induction import InductionConfig, induce
     from rubricforge_dspy.program import load
     from rubricforge_dspy.split import sample_by_task, split_by_task
 

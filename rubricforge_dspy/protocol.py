@@ -19,7 +19,7 @@ import orjson
 
 from rubricforge_dspy.baselines import Majority, fewshot_judge, geval_judge, heuristic, oracle
 from rubricforge_dspy.batch import judge_stream
-from rubricforge_dspy.induce import InductionConfig, induce
+from rubricforge_dspy.induction import InductionConfig, induce
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.render import RenderConfig
 from rubricforge_dspy.rubric import parse_criteria, without_criterion

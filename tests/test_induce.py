@@ -8,7 +8,7 @@ import re
 import dspy
 import pytest
 
-from rubricforge_dspy.induce import (
+from rubricforge_dspy.induction import (
     InductionConfig,
     REFLECTION_PROMPT,
     induce,

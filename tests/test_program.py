@@ -77,3 +77,11 @@ def test_data_fingerprint_depends_on_labels_not_order():
     data = make_dataset(6)
     assert data_fingerprint(data) == data_fingerprint(list(reversed(data)))
     assert data_fingerprint(data) != data_fingerprint(data[:-1])
+
+
+def test_package_level_api_is_the_documented_functions():
+    import rubricforge_dspy.induction  # noqa: F401 - importing the submodule must not shadow the function
+
+    assert callable(rubricforge_dspy.induce) and rubricforge_dspy.induce.__module__ == "rubricforge_dspy.induction"
+    assert rubricforge_dspy.load.__module__ == "rubricforge_dspy.program"
+    assert rubricforge_dspy.TrajectoryJudge is TrajectoryJudge
