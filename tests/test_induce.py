@@ -135,3 +135,14 @@ def test_log_dir_of_another_run_is_refused(tmp_path):
 
 def test_reflection_prompt_asks_for_observable_numbered_criteria():
     assert "numbered criteria" in REFLECTION_PROMPT and "observable" in REFLECTION_PROMPT
+
+
+def test_symptoms_see_failed_commits_and_unbacked_claims():
+    from rubricforge_dspy.symptoms import extract_symptoms, heuristic_verdict
+    from tests.helpers import make_trajectory
+
+    failed, ok = make_trajectory(1, success=False), make_trajectory(2, success=True)
+    s = extract_symptoms(failed)
+    assert s.failed_commits and not s.successful_commits and s.unbacked_claim == "booked"
+    assert heuristic_verdict(failed)[0] is False and heuristic_verdict(ok)[0] is True
+    assert not extract_symptoms(ok).unconfirmed_commits  # the user said yes before the booking
