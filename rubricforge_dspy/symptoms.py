@@ -109,9 +109,9 @@ def extract_symptoms(trajectory: Trajectory) -> Symptoms:
                 (found.failed_commits if step.is_error else found.successful_commits).append((number, tool))
                 last_commit_failed = step.is_error
     final = next((s for s in reversed(steps) if s.kind == "final_answer"), None)
-    talks = any(s.kind in ("assistant", "final_answer") for s in steps)
-    # action-only environments (WebShop) end with an action, not a message: no answer is expected there
-    found.has_final_answer = final is not None or not talks
+    conversational = trajectory.n_user_turns > 1
+    # single-instruction environments (WebShop) end with an action, not a message: no answer is expected
+    found.has_final_answer = final is not None or not conversational
     claim = CLAIM_WORDS.search(final.content) if final else None
     if claim and not found.successful_commits:
         found.unbacked_claim = claim.group(0)
