@@ -146,3 +146,17 @@ def test_symptoms_see_failed_commits_and_unbacked_claims():
     assert s.failed_commits and not s.successful_commits and s.unbacked_claim == "booked"
     assert heuristic_verdict(failed)[0] is False and heuristic_verdict(ok)[0] is True
     assert not extract_symptoms(ok).unconfirmed_commits  # the user said yes before the booking
+
+
+def test_rerun_with_the_same_log_dir_resumes_instead_of_starting_over(tmp_path):
+    split = split_by_task(make_dataset(24), seed=0)
+    config = InductionConfig(budget=40, minibatch=3, seed=0)
+    first_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    first = induce(split.train, split.val, judge_lm=first_lm, reflection_lm=make_reflection_lm([]), config=config,
+                   log_dir=tmp_path / "log")
+    again_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    again = induce(split.train, split.val, judge_lm=again_lm, reflection_lm=make_reflection_lm([]), config=config,
+                   log_dir=tmp_path / "log")
+    assert again.sweep == first.sweep
+    # the resumed run only re-judges the validation set for the freeze-time metrics
+    assert again_lm.calls <= len(split.val) < first_lm.calls
