@@ -39,15 +39,20 @@ SAMPLE = [  # (file under evals/data, how many)
 
 
 def sample_trajectories(total: int = 50):
-    """A deterministic, evenly spaced sample over the bundled files, scaled to `total`."""
-    scale = total / sum(n for _, n in SAMPLE)
+    """A deterministic, evenly spaced sample over the bundled files, `total` in all, split in
+    proportion to SAMPLE (remainders go to the first files)."""
+    weights = [count for _, count in SAMPLE]
+    quotas = [total * w // sum(weights) for w in weights]
+    for i in range(total - sum(quotas)):
+        quotas[i % len(quotas)] += 1
     chosen = []
-    for relative, count in SAMPLE:
+    for (relative, _), k in zip(SAMPLE, quotas):
+        if k == 0:
+            continue
         loaded, _ = load_trajectories(DATA / relative)
-        k = max(1, round(count * scale))
         step = len(loaded) / k
         chosen += [loaded[int(i * step)] for i in range(k)]
-    return chosen[:total]
+    return chosen
 
 
 def machine() -> str:
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         header["lm"] = config.describe()
         result = run(config, trajectories, render)
-    summary = {**header, **result}
+    summary = {**header, **result, "load_avg_at_end": round(os.getloadavg()[0], 1)}
     if args.out:
         args.out.write_text(json.dumps(summary, indent=2))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=2))

@@ -45,7 +45,8 @@ def _load(args):
 
 def lm_name(lm) -> str:
     """The LM's loggable name: its model string (which carries the revision), never its key."""
-    base = getattr(lm, "kwargs", {}).get("api_base") or getattr(lm, "api_base", None)
+    config = getattr(getattr(lm, "engine", None), "config", None)
+    base = getattr(config, "api_base", None)
     return f"{lm.model}" + (f" @ {base}" if base and "127.0.0.1" not in str(base) else "")
 
 

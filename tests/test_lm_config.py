@@ -176,6 +176,7 @@ def test_structured_response_format_shapes():
     bounded = bound_strings(canonical["schema"], 10)
     assert bounded["properties"]["a"]["maxLength"] == 10 and "maxLength" not in bounded["properties"]["b"]
     assert "maxLength" not in canonical["schema"]["properties"]["a"]  # a copy
+    assert structured_response_format(canonical, "json_object_schema", 0)["schema"] == canonical["schema"]
 
 
 # ---------------------------------------------------------------- failures

@@ -87,6 +87,7 @@ def test_embedded_config_uses_llama_cpp_dialect():
     assert config.api_base == "http://127.0.0.1:4321/v1" and config.model == server.model_name
     assert config.structured_output == "json_object_schema" and config.max_string_length == 300
     assert config.max_tokens == 99
+    assert server.lm_config(LMConfig(max_string_length=0)).max_string_length == 0  # 0 turns the bound off
 
 
 def test_missing_weights_say_run_install(monkeypatch):

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import time
 
 from rubricforge_dspy.serving.embedded import CONTEXT_TOKENS, EmbeddedServer
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=CONTEXT_TOKENS)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the server like Ctrl-C
     server = EmbeddedServer(n_ctx=args.n_ctx, n_threads=args.threads, port=args.port)
     with server as config:
         print(f"embedded judge LM: {config.describe()}")

@@ -6,9 +6,14 @@ advertises AMX without enabling it crashes on the first decode (``ldtilecfg`` ge
 fault in ``ggml_backend_amx_mul_mat``, seen on this project's 2-core CPU runner). The model
 parameter ``use_extra_bufts`` turns those kernels off; llama-cpp-python does not expose it, so the
 default model parameters are wrapped. Set RUBRICFORGE_LLAMA_EXTRA_BUFTS=1 to keep them on.
+
+It also exits when the process that started it is gone (``RUBRICFORGE_PARENT_PID``), so a parent
+killed without running its cleanup (SIGKILL, a CI timeout) leaves no orphan server behind.
 """
 
 import os
+import threading
+import time
 
 
 def _disable_extra_buffer_types() -> None:
@@ -26,7 +31,18 @@ def _disable_extra_buffer_types() -> None:
     lib.llama_model_default_params = default_params
 
 
+def _exit_with_parent(parent: int) -> None:
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 if __name__ == "__main__":
+    if os.environ.get("RUBRICFORGE_PARENT_PID", "").isdigit():
+        _exit_with_parent(int(os.environ["RUBRICFORGE_PARENT_PID"]))
     if os.environ.get("RUBRICFORGE_LLAMA_EXTRA_BUFTS", "0") != "1":
         _disable_extra_buffer_types()
     from llama_cpp.server.__main__ import main

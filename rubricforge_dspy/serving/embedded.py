@@ -145,16 +145,18 @@ class EmbeddedServer:
         weights = check_embedded()
         self.port = self.port or free_port()
         cmd = embedded_launch_command(weights, self.port, self.model_name, self.n_ctx, self.seed, self.n_threads)
+        env = {**os.environ, "RUBRICFORGE_PARENT_PID": str(os.getpid())}
         self.server = launch_server(cmd, f"{self.api_base}/models", timeout=self.startup_timeout,
-                                    log_path=self.log_path)
+                                    log_path=self.log_path, env=env)
         self.config = self.lm_config()
         return self.config
 
     def lm_config(self, base: LMConfig | None = None) -> LMConfig:
         """`base`'s generation settings (max_tokens, seed, ...) pointed at this server, in its dialect."""
         base = base or LMConfig()
+        bound = REASON_MAX_CHARS if base.max_string_length is None else base.max_string_length
         return replace(base, api_base=self.api_base, model=self.model_name, structured_output="json_object_schema",
-                       max_string_length=base.max_string_length or REASON_MAX_CHARS)
+                       max_string_length=bound)
 
     def cache_stats(self) -> dict[str, int]:
         return prefix_cache_stats(self.server.log_text()) if self.server else {}
