@@ -92,7 +92,7 @@ def _main_row(report: dict, judge: str) -> dict:
 
 
 def write_summary(path: Path, rows, names) -> None:
-    lines = [f"# Paper protocol summary\n", f"Judge LM: `{names[0]}`; reflection LM: `{names[1]}`.\n",
+    lines = ["# Paper protocol summary\n", f"Judge LM: `{names[0]}`; reflection LM: `{names[1]}`.\n",
              "| dataset | judge | false-pass rate | accuracy | kappa | n |", "|---|---|---|---|---|---|"]
     for name, run_dir, report in rows:
         for judge in ("induced", "geval", "fewshot", "heuristic", "majority", "oracle"):

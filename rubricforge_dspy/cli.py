@@ -18,7 +18,6 @@ import logging
 import signal
 import sys
 import threading
-from pathlib import Path
 
 from rubricforge_dspy.trajectory import TrajectoryFormatError
 

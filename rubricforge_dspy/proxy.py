@@ -44,7 +44,7 @@ import dspy
 from rubricforge_dspy.cache import text_sha256
 from rubricforge_dspy.loaders._common import looks_like_tool_error
 from rubricforge_dspy.render import RenderConfig, render_trajectory
-from rubricforge_dspy.rubric import Criterion, parse_criteria, rubric_sha256
+from rubricforge_dspy.rubric import Criterion, parse_criteria
 from rubricforge_dspy.trajectory import Source, Step, Trajectory
 
 __all__ = [

@@ -1,6 +1,5 @@
 import json
 
-import dspy
 import pytest
 
 import rubricforge_dspy
