@@ -45,6 +45,7 @@ def parse_args(argv=None):
     parser.add_argument("--budget", type=int, default=None, help="GEPA metric calls (default 6 embedded, 200 server)")
     parser.add_argument("--out", default="artifacts/paper")
     parser.add_argument("--no-ablation", action="store_true")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run instead of starting over")
     add_lm_arguments(parser)
     return parser.parse_args(argv)
 
@@ -76,7 +77,8 @@ def main(argv=None) -> int:
             run_dir = run_protocol(trajectories, out / name, judge_lm=judge_lm, reflection_lm=reflection_lm,
                                    judge_lm_name=names[0], reflection_lm_name=names[1],
                                    program_path=out / name / "induced.json",
-                                   dataset=f"{description} ({len(trajectories)} trajectories)", config=config)
+                                   dataset=f"{description} ({len(trajectories)} trajectories)", config=config,
+                                   resume=args.resume)
             report = json.loads((run_dir / "report.json").read_text())
             rows.append((name, run_dir, report))
     write_summary(out / "SUMMARY.md", rows, names)

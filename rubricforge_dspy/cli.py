@@ -251,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--program", default=None, help="where to freeze (default: OUT/induced.json)")
     p.add_argument("--tasks", type=int, default=None, help="number of tasks sampled (default: small)")
     p.add_argument("--budget", type=int, default=None)
+    p.add_argument("--resume", action="store_true", help="continue an interrupted demo instead of starting over")
     add_lm_arguments(p)
     p.set_defaults(func=cmd_demo)
 

@@ -58,6 +58,7 @@ def run_demo(args) -> int:
         run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, judge_lm_name=judge_name,
                                reflection_lm_name=ref_name, program_path=program,
                                dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)", config=config,
+                               resume=args.resume,
                                notes=SMALL_MODEL_NOTE if embedded else "")
     print(f"\nreport: {run_dir / 'report.md'}\nfrozen judge: {program}\n")
     if embedded:

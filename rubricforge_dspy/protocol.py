@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -72,13 +73,32 @@ def _judge_llm(judge: TrajectoryJudge, trajectories, path: Path, lm, config: Pro
     return summary.to_dict()
 
 
+RUN_OUTPUTS = ("predictions", "ablation", "gepa", "cache", "figures", "run.json", "report.md", "report.json")
+
+
+def clear_run(out_dir: Path) -> None:
+    """Remove a previous run's outputs (only the files this module writes), so a run starts over."""
+    for name in RUN_OUTPUTS:
+        path = out_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
                  judge_lm_name: str, reflection_lm_name: str, program_path, dataset: str,
-                 config: ProtocolConfig = ProtocolConfig(), notes: str = "") -> Path:
-    """Run the whole protocol on `trajectories`; returns the run directory holding report.md."""
+                 config: ProtocolConfig = ProtocolConfig(), notes: str = "", resume: bool = False) -> Path:
+    """Run the whole protocol on `trajectories`; returns the run directory holding report.md.
+
+    By default a previous run in `out_dir` is cleared first; `resume=True` keeps it, so verdicts
+    already persisted are not judged again and GEPA continues from its checkpoint.
+    """
     from rubricforge_dspy.report import write_report
 
     out_dir = Path(out_dir)
+    if not resume:
+        clear_run(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     split = split_by_task(trajectories, config.fractions, config.seed)

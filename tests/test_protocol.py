@@ -46,3 +46,21 @@ def test_protocol_writes_every_judge_ablation_and_a_reproducible_report(tmp_path
 
     write_report(run_dir, tmp_path / "again.md")
     assert (tmp_path / "again.md").read_text().replace("again", "report") == markdown.replace("again", "report")
+
+
+def test_a_new_run_starts_over_unless_resumed(tmp_path):
+    data = make_dataset(20)
+
+    def run(resume):
+        lm = ScriptedLM(scripted_judge, model="scripted-judge")
+        run_protocol(data, tmp_path / "run", judge_lm=lm, reflection_lm=make_reflection_lm([]), judge_lm_name="j",
+                     reflection_lm_name="r", program_path=tmp_path / "p.json", dataset="synthetic",
+                     config=ProtocolConfig(budget=20, minibatch=2, ablation=False), resume=resume)
+        return lm.calls
+
+    (tmp_path / "run" / "predictions").mkdir(parents=True)
+    (tmp_path / "run" / "predictions" / "stale.jsonl").write_text("{}\n")
+    first = run(resume=False)
+    assert not (tmp_path / "run" / "predictions" / "stale.jsonl").exists()
+    assert run(resume=False) == first  # starting over judges everything again
+    assert run(resume=True) < first  # resuming skips persisted verdicts
