@@ -32,17 +32,17 @@ from rubricforge_dspy.judge import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.lm import LMConfig, add_lm_arguments, make_lm  # noqa: E402
 from rubricforge_dspy.render import RenderConfig  # noqa: E402
 from rubricforge_dspy.serving import EmbeddedServer, free_port, launch_server  # noqa: E402
-from rubricforge_dspy.serving.fake import FakeOpenAIServer  # noqa: E402
+from rubricforge_dspy.serving.fake import FakeOpenAI  # noqa: E402
 
 
 def capture_bodies(config: LMConfig, judge: TrajectoryJudge, trajectories) -> list[dict]:
     """The exact JSON bodies the judge sends for `trajectories`, recorded by a fake server."""
-    with FakeOpenAIServer() as fake:
+    with FakeOpenAI() as fake:
         lm = make_lm(replace(config, api_base=fake.api_base, cache=False))
         with dspy.context(lm=lm):
             for trajectory in trajectories:
                 judge(trajectory=trajectory)
-        return fake.chat_requests
+        return fake.chat_bodies
 
 
 def judge_pass(lm, judge, trajectories, concurrency: int) -> tuple[float, int]:

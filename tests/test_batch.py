@@ -24,7 +24,7 @@ from rubricforge_dspy.lm import LMConfig, make_lm
 from rubricforge_dspy.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.testing import ScriptedLM, last_user_text
 from rubricforge_dspy.trajectory import Source
-from tests.fake_openai import FakeOpenAI, user_text
+from rubricforge_dspy.serving.fake import FakeOpenAI, user_text
 from tests.helpers import make_dataset, make_trajectory
 
 LINE_FIELDS = {"id", "task_id", "domain", "agent", "n_steps", "passed", "score", "reason", "abstained", "error",

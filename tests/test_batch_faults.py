@@ -18,7 +18,7 @@ import pytest
 
 from rubricforge_dspy.batch import judge_stream
 from rubricforge_dspy.judge import TrajectoryJudge
-from tests.fake_openai import FakeOpenAI, Reply, user_text
+from rubricforge_dspy.serving.fake import FakeOpenAI, Reply, user_text
 from tests.helpers import make_dataset
 from tests.test_batch import assert_one_line_per_id, by_text, fake_lm
 

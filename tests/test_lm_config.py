@@ -19,7 +19,7 @@ from rubricforge_dspy.lm import (
     make_lm,
     structured_response_format,
 )
-from rubricforge_dspy.serving.fake import FakeOpenAIServer
+from rubricforge_dspy.serving.fake import FakeOpenAI, Reply
 
 SECRET = "sk-test-THIS-MUST-NEVER-LEAK-123"
 TRAJECTORY = "COUNTERS: steps=2\nEVENTS:\n[1] USER: Cancel ABC123.\n[2] FINAL ANSWER: Cancelled.\nFINAL ANSWER: Cancelled."
@@ -107,26 +107,26 @@ def test_key_never_in_describe_dumps_or_lm_state(monkeypatch):
 
 
 def test_key_is_sent_only_as_bearer_header(monkeypatch):
-    with FakeOpenAIServer() as server:
+    with FakeOpenAI() as server:
         config = LMConfig(model="m@r", api_base=server.api_base, api_key_env="MY_KEY", num_retries=0)
         judge_once(config)
         monkeypatch.setenv("MY_KEY", SECRET)
         judge_once(config, TRAJECTORY + " again")
-    without, with_key = (r for r in server.requests if r["method"] == "POST")
+    without, with_key = server.requests
     assert "Authorization" not in without["headers"] and "authorization" not in without["headers"]
     header = with_key["headers"].get("Authorization") or with_key["headers"].get("authorization")
     assert header == f"Bearer {SECRET}"
-    assert SECRET not in json.dumps(with_key["json"])
+    assert SECRET not in json.dumps(with_key["body"])
 
 
 # ---------------------------------------------------------------- the wire
 
 
 def test_json_schema_dialect_request():
-    with FakeOpenAIServer() as server:
+    with FakeOpenAI() as server:
         verdict, lm = judge_once(LMConfig(model="qwen2.5-7b-instruct@abc123", api_base=server.api_base))
     assert verdict.abstained is False and verdict.passed is True and verdict.score == pytest.approx(0.9)
-    (body,) = server.chat_requests
+    (body,) = server.chat_bodies
     assert body["model"] == "qwen2.5-7b-instruct@abc123"
     assert body["max_tokens"] == 256 and "max_completion_tokens" not in body
     assert body["temperature"] == 0.0 and body["seed"] == 0
@@ -140,16 +140,16 @@ def test_json_schema_dialect_request():
     roles = [m["role"] for m in body["messages"]]
     assert roles == ["system", "user"]
     assert TRAJECTORY in body["messages"][-1]["content"]
-    assert lm.history[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 80
+    assert lm.history[-1]["usage"]["prompt_tokens"] == server.usage["prompt_tokens"]  # usage is read from the reply
 
 
 def test_json_object_schema_dialect_for_llama_cpp_server():
-    with FakeOpenAIServer() as server:
+    with FakeOpenAI() as server:
         config = LMConfig(model="m@r", api_base=server.api_base, structured_output="json_object_schema",
                           max_string_length=300, max_tokens=100)
         verdict, _ = judge_once(config)
     assert verdict.abstained is False
-    (body,) = server.chat_requests
+    (body,) = server.chat_bodies
     fmt = body["response_format"]
     assert fmt["type"] == "json_object" and "json_schema" not in fmt
     assert fmt["schema"]["properties"]["reason"]["maxLength"] == 300
@@ -158,10 +158,10 @@ def test_json_object_schema_dialect_for_llama_cpp_server():
 
 
 def test_plain_call_sends_no_response_format():
-    with FakeOpenAIServer(reply=lambda body: "hello") as server:
+    with FakeOpenAI(responder=lambda body, n: "hello") as server:
         lm = make_lm(LMConfig(model="m@r", api_base=server.api_base, cache=False, max_tokens=7))
         assert lm("Say hello") == ["hello"]
-    (body,) = server.chat_requests
+    (body,) = server.chat_bodies
     assert "response_format" not in body and body["max_tokens"] == 7
 
 
@@ -183,17 +183,17 @@ def test_structured_response_format_shapes():
 
 
 def test_server_errors_become_abstentions_after_retries():
-    with FakeOpenAIServer(reply=lambda body: (503, {"error": {"message": "overloaded"}})) as server:
+    with FakeOpenAI(responder=lambda body, n: "http_503") as server:
         verdict, _ = judge_once(LMConfig(model="m@r", api_base=server.api_base, num_retries=1))
     assert verdict.abstained is True and verdict.passed is False and "503" in verdict.error
-    assert len(server.chat_requests) == 2  # one retry: DSPy owns retries, the engine makes one attempt
+    assert len(server.chat_bodies) == 2  # one retry: DSPy owns retries, the engine makes one attempt
 
 
 def test_bad_request_is_not_retried():
-    with FakeOpenAIServer(reply=lambda body: (400, {"error": {"message": "bad response_format"}})) as server:
+    with FakeOpenAI(responder=lambda body, n: "http_400") as server:
         verdict, _ = judge_once(LMConfig(model="m@r", api_base=server.api_base, num_retries=2))
     assert verdict.abstained is True and "400" in verdict.error
-    assert len(server.chat_requests) == 1
+    assert len(server.chat_bodies) == 1
 
 
 def test_unreachable_endpoint_is_an_abstention():
@@ -205,7 +205,7 @@ def test_unreachable_endpoint_is_an_abstention():
 
 
 def test_unparsable_output_is_an_abstention():
-    with FakeOpenAIServer(reply=lambda body: '{"reason": "cut off') as server:
+    with FakeOpenAI(responder=lambda body, n: '{"reason": "cut off') as server:
         verdict, _ = judge_once(LMConfig(model="m@r", api_base=server.api_base, num_retries=0))
     assert verdict.abstained is True and verdict.passed is False
 

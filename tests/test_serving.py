@@ -23,7 +23,7 @@ from rubricforge_dspy.serving import (
     wait_for_health,
 )
 from rubricforge_dspy.serving import embedded as embedded_module
-from rubricforge_dspy.serving.fake import FakeOpenAIServer
+from rubricforge_dspy.serving.fake import FakeOpenAI
 
 
 def flag(cmd: list[str], name: str) -> str:
@@ -115,7 +115,7 @@ def test_prefix_cache_stats():
 
 
 def test_wait_for_health_against_a_server():
-    with FakeOpenAIServer() as server:
+    with FakeOpenAI() as server:
         assert wait_for_health(f"{server.api_base}/models", timeout=5) < 5
     with pytest.raises(TimeoutError):
         wait_for_health(f"http://127.0.0.1:{free_port()}/v1/models", timeout=0.6, interval=0.1)

@@ -1,139 +1,274 @@
-"""A zero-latency fake OpenAI-compatible server, for tests and for measuring framework overhead.
+"""The project's one fake OpenAI-compatible chat-completions server, for tests and benchmarks.
 
-`FakeOpenAIServer` listens on 127.0.0.1 (a free port), answers `GET /v1/models` and
-`POST /v1/chat/completions` at once with a fixed judge verdict, and records every request it
-received (path, headers, JSON body) so tests can assert on exactly what went over the wire.
+    with FakeOpenAI(responder=lambda body, n: {"reason": "ok", "passed": True, "score": 0.9}) as fake:
+        lm = make_lm(LMConfig(model=fake.model, api_base=fake.api_base))
+
+It listens on 127.0.0.1 (a free port unless one is given). Endpoints: ``POST /v1/chat/completions``
+and ``GET /v1/models`` (``/chat/completions``, ``/models`` and ``/health`` work too). Every chat request
+is recorded (`fake.requests`: ``n``, ``path``, ``headers``, the parsed ``body``, the reply's status),
+so tests can assert on exactly what went over the wire; `record=False` keeps no log (benchmarks).
+Usage tokens served are summed in `fake.usage`.
+
+A responder ``(body: dict, n: int) -> reply`` scripts each request (`n` counts chat requests from 0).
+A reply is one of:
+  - a dict: a verdict, sent as the JSON message content (e.g. ``{"reason": .., "passed": .., "score": ..}``);
+  - a str that is not a fault name: sent verbatim as the message content;
+  - a `Reply`: full control (content, HTTP status, delay, dropped connection, finish reason);
+  - a fault name (`FAULTS`): ``"timeout"`` (hang `hang_seconds` before answering), ``"http_500"``,
+    ``"http_503"``, ``"http_400"``, ``"http_429"``, ``"garbage"`` (200 with non-JSON content),
+    ``"truncated"`` (200 with a verdict cut mid-JSON and finish reason ``length``, as a server does
+    at ``max_tokens``), ``"drop"`` (close the connection without a response).
+``delay`` adds a fixed sleep before every reply; ``die_after=N`` shuts the server down after N chat
+requests (later requests are refused: a server dying mid-batch).
+
+Everything is bounded in time: hangs wake up when the server stops, handler threads are daemons,
+and `stop()` joins with a timeout. ``keep_alive=False`` (default) answers one request per connection,
+so a stopped server refuses new ones at once; benchmarks use ``keep_alive=True`` (HTTP/1.1).
+Standalone: ``python -m rubricforge_dspy.serving.fake --port 8000``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-DEFAULT_REPLY = '{"reason": "The tool results show the booking succeeded.", "passed": true, "score": 0.9}'
-
-Reply = Callable[[dict[str, Any]], "str | tuple[int, dict[str, Any]]"]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # no 40 ms Nagle/delayed-ACK stall between headers and body
-    wbufsize = -1  # headers and body leave in one write, flushed after each request
-
-    def log_message(self, format, *args):  # noqa: A002 - silence the default stderr access log
-        pass
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):  # noqa: N802 - http.server naming
-        self.server.owner._record("GET", self.path, dict(self.headers), None)
-        if self.path.rstrip("/") in ("/v1/models", "/health"):
-            self._send(200, {"object": "list", "data": [{"id": self.server.owner.model_name, "object": "model"}]})
-        else:
-            self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-    def do_POST(self):  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
-        owner = self.server.owner
-        owner._record("POST", self.path, dict(self.headers), body)
-        if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send(404, {"error": {"message": f"no route {self.path}"}})
-            return
-        answer = owner.reply(body)
-        if isinstance(answer, tuple):
-            self._send(*answer)
-            return
-        self._send(200, {
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
-            "model": body.get("model", owner.model_name),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": answer}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120,
-                      "prompt_tokens_details": {"cached_tokens": 80}},
-        })
+FAULTS = ("timeout", "http_500", "http_503", "http_400", "http_429", "garbage", "truncated", "drop")
+DEFAULT_VERDICT = {"reason": "The tool results show the task was completed.", "passed": True, "score": 0.9}
+TRUNCATED_CONTENT = '{"reason": "The agent called book_reservation and the tool returned an err'
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: "FakeOpenAIServer"
+@dataclass
+class Reply:
+    """One scripted response. `content` is a str (sent verbatim) or a dict (sent as JSON)."""
+
+    content: Any = None
+    status: int = 200
+    delay: float = 0.0
+    drop: bool = False
+    finish_reason: str = "stop"
 
 
-class FakeOpenAIServer:
-    """Context manager: a recording, instantly-answering OpenAI-compatible server.
+def fault_reply(name: str, hang_seconds: float) -> Reply:
+    if name == "timeout":
+        return Reply(content=DEFAULT_VERDICT, delay=hang_seconds)
+    if name == "garbage":
+        return Reply(content="I think it went fine, probably. <no json here>")
+    if name == "truncated":
+        return Reply(content=TRUNCATED_CONTENT, finish_reason="length")
+    if name == "drop":
+        return Reply(drop=True)
+    if name.startswith("http_"):
+        return Reply(status=int(name[5:]))
+    raise ValueError(f"unknown fault {name!r}; expected a verdict dict, a Reply, or one of {FAULTS}")
 
-    `reply(body)` returns the assistant text, or `(status, json)` for an error response.
-    """
 
-    def __init__(self, reply: Reply | None = None, model_name: str = "fake-model", record: bool = True):
-        self.reply = reply or (lambda body: DEFAULT_REPLY)
-        self.model_name = model_name
+def user_text(body: dict) -> str:
+    """The content of the last user message of a chat request (where DSPy puts the trajectory)."""
+    users = [m.get("content") for m in body.get("messages", []) if m.get("role") == "user"]
+    last = users[-1] if users else ""
+    return last if isinstance(last, str) else json.dumps(last)
+
+
+def system_text(body: dict) -> str:
+    """The system message of a chat request (where DSPy puts the rubric)."""
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages", []) if m.get("role") == "system")
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class FakeOpenAI:
+    def __init__(self, responder: Callable[[dict, int], Any] | None = None, *, model: str = "fake-judge",
+                 delay: float = 0.0, die_after: int | None = None, hang_seconds: float = 5.0,
+                 host: str = "127.0.0.1", port: int = 0, record: bool = True, keep_alive: bool = False):
+        self.responder = responder or (lambda body, n: DEFAULT_VERDICT)
+        self.model = model
+        self.delay = delay
+        self.die_after = die_after
+        self.hang_seconds = hang_seconds
         self.record = record
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[dict] = []
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.faults: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._server: _Server | None = None
+        self._stopping = threading.Event()
+        self._count = 0
+        self._server = ThreadingHTTPServer((host, port), _handler_for(self, keep_alive))
+        self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
-    def _record(self, method: str, path: str, headers: dict, body: dict | None) -> None:
-        if self.record:
-            with self._lock:
-                self.requests.append({"method": method, "path": path, "headers": headers, "json": body})
-
+    # -- lifecycle -------------------------------------------------------------------------
     @property
-    def chat_requests(self) -> list[dict[str, Any]]:
-        return [r["json"] for r in self.requests if r["method"] == "POST"]
+    def port(self) -> int:
+        return self._server.server_address[1]
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def api_base(self) -> str:
         return f"{self.url}/v1"
 
-    def start(self) -> "FakeOpenAIServer":
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+    @property
+    def n_requests(self) -> int:
+        with self._lock:
+            return self._count
+
+    @property
+    def chat_bodies(self) -> list[dict]:
+        """The JSON bodies of the chat requests received, in arrival order."""
+        with self._lock:
+            return [r["body"] for r in self.requests]
+
+    def start(self) -> "FakeOpenAI":
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        if self._server is not None:
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop serving and close the listening socket (new connections are refused)."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if self._thread is not None:
             self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+            self._thread.join(timeout)
+        self._server.server_close()
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> "FakeOpenAI":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    # -- request handling -----------------------------------------------------------------
+    def _next(self, path: str, headers: dict, body: dict) -> tuple[int, Reply]:
+        with self._lock:
+            n = self._count
+            self._count += 1
+        if self.die_after is not None and n >= self.die_after:
+            reply = Reply(drop=True)  # dead: racing requests get no answer either
+        else:
+            reply = self.responder(body, n)
+        if isinstance(reply, str) and reply in FAULTS:
+            with self._lock:
+                self.faults[reply] = self.faults.get(reply, 0) + 1
+            reply = fault_reply(reply, self.hang_seconds)
+        elif not isinstance(reply, Reply):
+            reply = Reply(content=reply)
+        if self.record:
+            with self._lock:
+                self.requests.append({"n": n, "path": path, "headers": headers, "body": body,
+                                      "status": reply.status, "drop": reply.drop})
+        return n, reply
+
+    def _after(self, n: int) -> None:
+        if self.die_after is not None and n + 1 >= self.die_after and not self._stopping.is_set():
+            threading.Thread(target=self.stop, daemon=True).start()
+
+    def _completion(self, body: dict, content: str, finish_reason: str) -> dict:
+        prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        usage = {"prompt_tokens": estimate_tokens(prompt), "completion_tokens": estimate_tokens(content)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        with self._lock:
+            self.usage["prompt_tokens"] += usage["prompt_tokens"]
+            self.usage["completion_tokens"] += usage["completion_tokens"]
+        return {
+            "id": f"chatcmpl-fake-{time.monotonic_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish_reason}],
+            "usage": usage,
+        }
+
+
+def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        # HTTP/1.0: one request per connection, so a stopped server refuses new ones at once.
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+        disable_nagle_algorithm = True
+        wbufsize = -1  # headers and body leave in one write
+
+        def log_message(self, *args) -> None:  # keep test output clean
+            pass
+
+        def _send(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") in ("/v1/models", "/models", "/health"):
+                self._send(200, {"object": "list", "data": [{"id": fake.model, "object": "model",
+                                                             "owned_by": "fake"}]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) or b"{}"
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError:
+                self._send(400, {"error": {"message": "request body is not JSON"}})
+                return
+            n, reply = fake._next(self.path, dict(self.headers), body)
+            try:
+                wait = fake.delay + reply.delay
+                if wait and fake._stopping.wait(wait):
+                    self.close_connection = True  # stopped while hanging: drop the request
+                    return
+                if reply.drop:
+                    self.close_connection = True
+                    return
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": f"fake fault: HTTP {reply.status}",
+                                                        "type": "fake_fault", "code": reply.status}})
+                    return
+                content = reply.content
+                if not isinstance(content, str):
+                    content = json.dumps(content)
+                self._send(200, fake._completion(body, content, reply.finish_reason))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout): nothing to do
+            finally:
+                fake._after(n)
+
+    return Handler
+
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rubricforge_dspy.serving.fake --port N``: serve until killed (no request log kept),
-    so a benchmark can measure its client's CPU time apart from the server's."""
+    """Serve a fake judge endpoint until killed (no request log kept), so a benchmark can measure
+    its client's CPU time apart from the server's."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--model", default="fake-judge")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(record=False)
-    server._server = _Server(("127.0.0.1", args.port), _Handler)
-    server._server.owner = server
-    server._server.serve_forever()
+    fake = FakeOpenAI(model=args.model, delay=args.delay, port=args.port, record=False, keep_alive=True).start()
+    print(f"fake OpenAI server at {fake.api_base} (model {fake.model}); Ctrl-C stops", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
     return 0
 
 
