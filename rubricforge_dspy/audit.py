@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import dspy
 
+from rubricforge_dspy.execution import judge_verdict, resolve_lm
 from rubricforge_dspy.metrics import accuracy
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import rubric_sha256
@@ -128,9 +129,8 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
         source = "manifest" if baseline is not None else "none"
 
     with dspy.context(**({"lm": lm} if lm is not None else {})):
-        verdicts = [judge(trajectory=t) for t in labeled]
-        used_lm = lm or next((p.lm for p in judge.predictors() if getattr(p, "lm", None) is not None), None) \
-            or dspy.settings.lm
+        verdicts = [judge_verdict(judge, t).verdict for t in labeled]
+        used_lm = resolve_lm(judge, lm)
     y_true = [int(t.label) for t in labeled]
     y_pred = [int(bool(v.passed) and not v.abstained) for v in verdicts]
     n_failed = y_true.count(0)

@@ -2,33 +2,28 @@
 a verdict cache, and resume after any kill.
 
 `judge_stream` pulls trajectories lazily and keeps at most ``2 * concurrency`` of them in flight.
-Worker threads call the judge; the calling thread alone writes the output (one JSON line per
-trajectory id, in completion order, each line a single unbuffered ``write``), so a SIGKILL at
-any moment leaves complete lines plus at most one partial final line. On start, the existing
-output is read, a partial final line is truncated away, and ids already there are skipped:
-re-running the same command after a kill ends with exactly one line per id.
+Worker threads call the judge through the execution layer (`rubricforge_dspy.execution.judge_verdict`:
+retries of transient errors by exception type, every failure recorded as an abstention); the calling
+thread alone writes the output (one verdict line per trajectory id, `rubricforge_dspy.verdict.verdict_line`,
+in completion order, each line a single unbuffered ``write``), so a SIGKILL at any moment leaves
+complete lines plus at most one partial final line. On start, the existing output is read, a partial
+final line is truncated away, and ids already there are skipped: re-running the same command after a
+kill ends with exactly one line per id.
 
-Output line (one JSON object per trajectory):
-    id, task_id, domain, agent, n_steps,            -- what was judged
-    passed, score, reason, abstained, error,        -- the verdict (abstained => passed is False)
-    error_kind,                                     -- timeout|connection|http_5xx|http_4xx|parse|other|null
-    cached, attempts,                               -- served by the verdict cache; LM calls made
-    label, reward,                                  -- for evaluation only: never shown to the judge
-    program_sha256, model                           -- the judge's rubric sha256 and its LM's model name
+An output file belongs to one job. Beside ``OUT`` the batch keeps ``OUT.job.json``: the judge's
+fingerprint (with its parts) and the data's fingerprint. A run whose judge or data differ is refused
+with a message saying what differs; the same job resumes automatically.
 
-Retries: the judge turns every failure into an abstention; an abstention whose error kind is
-transient (timeout, connection, http_5xx, and HTTP 429) is retried up to `max_retries` times with
-exponential backoff and jitter. Parse errors and other 4xx are not retried. After the last try the
-abstention is kept, and counts as a fail.
+Line schema: ``rubricforge_dspy/schemas/verdict.schema.json``.
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import json
 import logging
 import os
-import random
-import re
 import threading
 import time
 from collections import Counter
@@ -37,72 +32,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import dspy
 import orjson
 
 from rubricforge_dspy.cache import VerdictCache, open_cache, text_sha256
+from rubricforge_dspy.execution import Outcome, RetryPolicy, judge_verdict, one_attempt_lm, resolve_lm
+from rubricforge_dspy.fingerprint import Fingerprint, judge_fingerprint
 from rubricforge_dspy.render import render_trajectory
-from rubricforge_dspy.rubric import rubric_sha256
 from rubricforge_dspy.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.verdict import Verdict, verdict_line
 
 logger = logging.getLogger(__name__)
 
-ERROR_KINDS = ("timeout", "connection", "http_5xx", "http_4xx", "parse", "other")
-RETRYABLE_KINDS = frozenset({"timeout", "connection", "http_5xx"})
 # Measured on ext4: a line write ~0.5 us, an fsync 0.2-4 ms. A SIGKILL loses nothing that was
 # written (the page cache survives the process); fsync only guards against an OS crash, where at
 # most `fsync_every` lines are re-judged on resume. Per-line fsync costs <1% at LM speed but cuts a
 # cache replay from ~5,000 to ~250 lines/s; every 16 lines keeps ~2,700/s.
 DEFAULT_FSYNC_EVERY = 16
-
-_KIND_PATTERNS = (
-    ("timeout", r"timeout|timed out"),
-    ("connection", r"connection error|connectionerror|connecterror|connection refused|connection reset|"
-                   r"connection aborted|server disconnected|remoteprotocolerror|lmtransporterror|"
-                   r"name or service not known|network is unreachable"),
-    ("http_5xx", r"lmservererror|internalservererror|serviceunavailable|badgateway|"
-                 r"\b(http|status|status_code|error code)[ :=]*5\d\d\b"),
-    ("http_4xx", r"lmratelimiterror|ratelimit|lminvalidrequesterror|badrequest|lmautherror|authentication|"
-                 r"permissiondenied|notfounderror|lmbillingerror|contextwindowexceeded|unprocessableentity|"
-                 r"lmunsupportedmodelerror|\b(http|status|status_code|error code)[ :=]*4\d\d\b"),
-    ("parse", r"adapterparseerror|jsondecodeerror|validationerror|not a boolean|not finite|"
-              r"could not convert|cannot be serialized|failed to parse|parse"),
-)
-_RATE_LIMIT = re.compile(r"ratelimit|\b429\b", re.IGNORECASE)
-
-
-# DSPy's normalized LM errors, by the class name the judge records first ("LMServerError: ...").
-_KIND_BY_TYPE = {
-    "LMTimeoutError": "timeout", "TimeoutError": "timeout", "APITimeoutError": "timeout",
-    "LMTransportError": "connection", "APIConnectionError": "connection", "ConnectionError": "connection",
-    "ConnectionRefusedError": "connection", "ConnectionResetError": "connection",
-    "LMRateLimitError": "http_4xx", "LMInvalidRequestError": "http_4xx", "LMAuthError": "http_4xx",
-    "LMBillingError": "http_4xx", "ContextWindowExceededError": "http_4xx", "LMUnsupportedModelError": "http_4xx",
-    "AdapterParseError": "parse", "JSONDecodeError": "parse", "ValidationError": "parse",
-}
-
-
-def classify_error(error: str | BaseException | None) -> str | None:
-    """The kind of an abstention's error: one of `ERROR_KINDS`, or None for no error.
-
-    The judge records errors as ``"<ExceptionClass>: <message>"``; known DSPy/httpx classes decide
-    first, then the message is matched (an LMServerError saying "Connection error" is a connection
-    error; "HTTP 503" is http_5xx; ...)."""
-    if error is None or error == "":
-        return None
-    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    kind = _KIND_BY_TYPE.get(text.split(":", 1)[0].strip().rsplit(".", 1)[-1])
-    if kind is not None:
-        return kind
-    for kind, pattern in _KIND_PATTERNS:
-        if re.search(pattern, text, re.IGNORECASE):
-            return kind
-    return "other"
-
-
-def is_retryable(kind: str | None, error: str | None = None) -> bool:
-    """Transient errors are retried: timeouts, connection errors, HTTP 5xx, and HTTP 429."""
-    return kind in RETRYABLE_KINDS or (kind == "http_4xx" and bool(_RATE_LIMIT.search(error or "")))
+JOB_SUFFIX = ".job.json"
 
 
 class BatchOutputError(ValueError):
@@ -138,7 +84,10 @@ class BatchSummary:
     tokens: dict | None = None
     wall_time: float = 0.0
     program_sha256: str | None = None
+    judge_fingerprint: str | None = None
     model: str | None = None
+    contradictions: int = 0
+    errors: dict = field(default_factory=dict)  # one example error message per abstention kind
 
     @property
     def n_abstained(self) -> int:
@@ -156,7 +105,9 @@ class BatchSummary:
             "resumed": self.resumed, "duplicates": self.duplicates, "skipped": self.skipped,
             "lm_calls": self.lm_calls, "retries": self.retries, "repaired_bytes": self.repaired_bytes,
             "tokens": self.tokens, "wall_time": round(self.wall_time, 3),
-            "throughput": round(self.throughput, 3), "program_sha256": self.program_sha256, "model": self.model,
+            "throughput": round(self.throughput, 3), "program_sha256": self.program_sha256,
+            "judge_fingerprint": self.judge_fingerprint, "model": self.model,
+            "contradictions": self.contradictions, "errors": dict(self.errors),
         }
 
     def format(self) -> str:
@@ -164,13 +115,15 @@ class BatchSummary:
         abstained = f"{self.n_abstained}" + (f" ({kinds})" if kinds else "")
         lines = [
             f"judged {self.judged}: passed {self.passed}, failed {self.judged - self.passed}, "
-            f"abstained {abstained}",
+            f"abstained {abstained}, passed/score contradictions {self.contradictions} (counted as fails)",
             f"cached {self.cached} | resumed {self.resumed} | duplicates {self.duplicates} | "
             f"loader skipped {self.skipped} | LM calls {self.lm_calls} (retries {self.retries})",
         ]
         if self.tokens:
             lines.append(f"tokens: prompt {self.tokens.get('prompt_tokens', 0):,} "
                          f"completion {self.tokens.get('completion_tokens', 0):,}")
+        for kind, error in sorted(self.errors.items()):
+            lines.append(f"  e.g. {kind}: {error[:200]}")
         lines.append(f"{self.wall_time:.1f}s, {self.throughput:.2f} verdicts/s -> {self.out_path}")
         return "\n".join(lines)
 
@@ -207,8 +160,7 @@ class UsageTotals:
 class ResumeState:
     ids: set
     repaired_bytes: int = 0
-    programs: set = field(default_factory=set)
-    models: set = field(default_factory=set)
+    fingerprints: set = field(default_factory=set)
 
 
 def read_done(out_path, repair: bool = True) -> ResumeState:
@@ -232,134 +184,56 @@ def read_done(out_path, repair: bool = True) -> ResumeState:
                     raise BatchOutputError(f"{path}, line {number}: not a verdict line ({error}); "
                                            "refusing to append to it") from error
                 state.ids.add(str(verdict_id))
-                state.programs.add(record.get("program_sha256"))
-                state.models.add(record.get("model"))
+                state.fingerprints.add(record.get("judge_fingerprint"))
             good_end += len(raw)
     if state.repaired_bytes and repair:
         os.truncate(path, good_end)
     return state
 
 
-# -- the judge and its LM --------------------------------------------------------------------------
+# -- the job an output file belongs to ---------------------------------------------------------
 
-def _predictors(judge) -> list:
-    return judge.predictors() if hasattr(judge, "predictors") else []
-
-
-def resolve_lm(judge, lm=None):
-    """The LM the judge will call: `lm`, else its predictors' LM, else `dspy.settings.lm`."""
-    if lm is not None:
-        return lm
-    for predictor in _predictors(judge):
-        if getattr(predictor, "lm", None) is not None:
-            return predictor.lm
-    return dspy.settings.lm
+def job_path(out_path) -> Path:
+    out_path = Path(out_path)
+    return out_path.with_name(out_path.name + JOB_SUFFIX)
 
 
-def program_hash(judge) -> str | None:
-    """The judge's program hash (rubric sha256, with its demos if any), or None for a judge without a rubric."""
-    if hasattr(judge, "program_sha256"):
-        return judge.program_sha256
-    rubric = getattr(judge, "rubric", None)
-    if rubric is not None:
-        return rubric_sha256(rubric)
-    manifest = getattr(judge, "manifest", None) or {}
-    return manifest.get("rubric_sha256")
+def data_fingerprint(paths: Iterable, **settings) -> str:
+    """sha256 over the input files' bytes (directories: every file under them, sorted) and the load
+    `settings` (format, label threshold, ...): which data a verdict file was judged on."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    for root in sorted(Path(p) for p in paths):
+        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
+        for file in files:
+            digest.update(str(file.name).encode() + b"\0")
+            with file.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
 
 
-def batch_lm(lm, timeout: float | None = None, **overrides):
-    """A copy of `lm` with `overrides` (e.g. ``cache``, ``num_retries``) and a per-call `timeout`.
-
-    Where the timeout goes: an LM with a custom engine that saves its settings (like
-    `rubricforge_dspy.lm.ChatCompletionsEngine`, whose state has ``timeout``) gets a new engine;
-    an LM on DSPy's own engines gets ``timeout=``; an engine that cannot take one keeps its own
-    (logged). The caller's LM is never modified."""
-    if not isinstance(lm, dspy.BaseLM):
-        return lm
-    if timeout is not None:
-        engine = getattr(lm, "_engine_spec", "auto")
-        if isinstance(engine, str):
-            overrides["timeout"] = timeout
-        elif hasattr(engine, "dump_state") and hasattr(type(engine), "load_state") \
-                and "timeout" in (state := engine.dump_state()) and isinstance(lm, dspy.LM):
-            overrides["engine"] = type(engine).load_state({**state, "timeout": timeout})
-        else:
-            logger.warning("%s: its engine takes no per-call timeout; keeping the engine's own",
-                           getattr(lm, "model", lm))
-    return lm.copy(**overrides) if overrides else lm
-
-
-def _batch_judge(judge, lm, timeout: float | None, overrides: dict):
-    """A copy of `judge` bound to `batch_lm(lm, timeout, **overrides)`; the caller's judge and LM
-    are left untouched."""
-    if lm is None or not _predictors(judge):
-        return judge, lm
-    lm = batch_lm(lm, timeout, **overrides)
-    judge = judge.deepcopy() if hasattr(judge, "deepcopy") else judge
-    judge.set_lm(lm)
-    return judge, lm
-
-
-def _render(judge, trajectory: Trajectory) -> str:
-    render = getattr(judge, "render", None)
-    return render(trajectory) if render is not None else render_trajectory(trajectory)
-
-
-# -- one verdict -----------------------------------------------------------------------------------
-
-@dataclass
-class _Outcome:
-    passed: bool
-    score: float
-    reason: str
-    abstained: bool
-    error: str | None
-    error_kind: str | None
-    attempts: int
-
-
-def _backoff_delay(base: float, attempt: int, cap: float) -> float:
-    """Exponential backoff with full jitter: uniform in [delay/2, delay], delay = base * 2**attempt."""
-    delay = min(cap, base * (2 ** attempt))
-    return delay * (0.5 + random.random() / 2)
-
-
-def _judge_one(judge, text: str, max_retries: int, backoff: float, max_backoff: float,
-               tracker: UsageTotals, stop: threading.Event) -> _Outcome:
-    attempts = 0
-    # No LM history and no DSPy trace: both would keep every prompt (up to 10,000 of them).
-    with dspy.context(usage_tracker=tracker, disable_history=True, trace=None):
-        while True:
-            attempts += 1
-            try:
-                prediction = judge(trajectory=text)
-                abstained = bool(getattr(prediction, "abstained", False))
-                error = getattr(prediction, "error", None)
-            except Exception as exc:  # noqa: BLE001 - a judge that breaks its contract still must not stop a batch
-                prediction, abstained, error = None, True, f"{type(exc).__name__}: {exc}"
-            kind = classify_error(error) if abstained else None
-            if abstained and kind is None:
-                kind = "other"
-            if (not abstained or attempts > max_retries or not is_retryable(kind, error)
-                    or stop.wait(_backoff_delay(backoff, attempts - 1, max_backoff))):
-                break
-    if abstained:
-        return _Outcome(False, 0.0, "", True, str(error), kind, attempts)
-    return _Outcome(bool(prediction.passed), float(prediction.score), str(prediction.reason or ""),
-                    False, None, None, attempts)
-
-
-def _line(trajectory: Trajectory, outcome: _Outcome, cached: bool, program: str | None,
-          model: str | None) -> dict:
-    return {
-        "id": trajectory.id, "task_id": trajectory.task_id, "domain": trajectory.domain,
-        "agent": trajectory.agent, "n_steps": len(trajectory.steps),
-        "passed": outcome.passed and not outcome.abstained, "score": outcome.score,
-        "reason": outcome.reason, "abstained": outcome.abstained, "error": outcome.error,
-        "error_kind": outcome.error_kind, "cached": cached, "attempts": outcome.attempts,
-        "label": trajectory.label, "reward": trajectory.reward,
-        "program_sha256": program, "model": model,
-    }
+def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines: bool) -> None:
+    """Record (or check) which job `out_path` belongs to; raises `BatchOutputError` on a mismatch."""
+    path = job_path(out_path)
+    if path.exists():
+        job = json.loads(path.read_text())
+        problems = []
+        if job.get("judge_fingerprint") != fingerprint.sha256:
+            changed = Fingerprint(job.get("judge_fingerprint", ""), job.get("judge_parts") or {}).diff(fingerprint)
+            problems.append(f"another judge configuration (changed: {', '.join(changed[:6]) or 'unknown'})")
+        if data is not None and job.get("data_fingerprint") not in (None, data):
+            problems.append("other input data")
+        if problems and has_lines:
+            raise BatchOutputError(
+                f"{out_path}: belongs to another job ({'; '.join(problems)}). Appending would mix verdicts of "
+                f"two jobs in one file. Use a new --out, or delete {out_path} and {path} to start over.")
+        if not problems:
+            return
+    elif has_lines:
+        return  # a file from an older version: its lines are checked one by one (read_done)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"judge_fingerprint": fingerprint.sha256, "data_fingerprint": data,
+                                "judge_parts": fingerprint.parts}, indent=1, sort_keys=True, default=str))
 
 
 # -- the batch -------------------------------------------------------------------------------------
@@ -390,60 +264,73 @@ class _Writer:
             os.close(self._fd)
 
 
+def _render(judge, trajectory: Trajectory) -> str:
+    render = getattr(judge, "render", None)
+    return render(trajectory) if render is not None else render_trajectory(trajectory)
+
+
+def _judge_in_worker(judge, text: str, policy: RetryPolicy, tracker: "UsageTotals", stop: threading.Event) -> Outcome:
+    # No LM history and no DSPy trace: both would keep every prompt (up to 10,000 of them).
+    import dspy
+
+    with dspy.context(usage_tracker=tracker, disable_history=True, trace=None):
+        return judge_verdict(judge, text, policy, stop)
+
+
 def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurrency: int = 4,
                  max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
                  timeout: float | None = None, cache=None, lm=None, progress: bool = True,
                  limit: int | None = None, on_duplicate: str = "raise", fsync_every: int = DEFAULT_FSYNC_EVERY,
-                 dspy_cache: bool | None = None) -> BatchSummary:
+                 data: str | None = None) -> BatchSummary:
     """Judge `trajectories` (any iterable, consumed lazily) into the JSONL `out_path`; resumable.
 
     concurrency: worker threads; at most ``2 * concurrency`` trajectories are held at once.
-    max_retries, backoff, max_backoff: retries of transient abstentions, ``backoff * 2**k`` seconds
-        (with jitter, capped at `max_backoff`).
+    max_retries, backoff, max_backoff: retries of transient errors (`execution.RetryPolicy`).
     timeout: per-call LM timeout in seconds (None keeps the LM's own). The batch owns retries: the
-        batch copy of the LM gets ``num_retries=0`` so each attempt is one bounded request.
-    cache: None/False, True (``.rubricforge_cache/`` next to `out_path`), a directory, or a
-        `VerdictCache`. Cache hits cost no LM call; abstentions are never cached.
+        batch copy of the LM makes one attempt per call, with DSPy's response cache off.
+    cache: None/False (no cache at all), True (``.rubricforge_cache/`` next to `out_path`), a
+        directory, or a `VerdictCache`. Keyed by the judge's fingerprint; abstentions are never cached.
     lm: the LM to judge with (default: the judge's own, else `dspy.settings.lm`).
     limit: consider only the first `limit` distinct input ids (resumed ones included), so re-running
         with the same limit resumes the same slice.
     on_duplicate: "raise" (`DuplicateIdError` naming the file and record) or "skip" (counted).
-    fsync_every: fsync the output every N lines (0: only at the end); each line is written with one
-        unbuffered write, which is all a SIGKILL needs.
-    dspy_cache: DSPy's own response cache for the batch LM; None = off when a verdict cache is used
-        (so the verdict cache is the source of truth), else as the LM is configured.
+    fsync_every: fsync the output every N lines (0: only at the end).
+    data: the input data's fingerprint (`data_fingerprint`), recorded in ``OUT.job.json``; a later run
+        on other data is refused.
     """
     if on_duplicate not in ("raise", "skip"):
         raise ValueError(f"on_duplicate must be 'raise' or 'skip', got {on_duplicate!r}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    policy = RetryPolicy(max_retries, backoff, max_backoff)
     started = time.perf_counter()
     out_path = Path(out_path)
-    use_cache = cache is not None and cache is not False
 
     base_lm = resolve_lm(judge, lm)
-    overrides = {"num_retries": 0}
-    if dspy_cache is None and use_cache:
-        dspy_cache = False
-    if dspy_cache is not None:
-        overrides["cache"] = dspy_cache
-    batch_judge, the_lm = _batch_judge(judge, base_lm, timeout, overrides)
-    program = program_hash(judge)
-    model = getattr(the_lm, "model", None)
-    if the_lm is None and _predictors(judge):
+    predictors = judge.predictors() if hasattr(judge, "predictors") else []
+    if base_lm is None and predictors:
         raise ValueError("no LM to judge with: pass lm=..., call judge.set_lm(...), or dspy.configure(lm=...)")
+    batch_judge, the_lm = judge, base_lm
+    if predictors and base_lm is not None:
+        the_lm = one_attempt_lm(base_lm, timeout)
+        batch_judge = judge.deepcopy()
+        batch_judge.set_lm(the_lm)
+    fingerprint = judge_fingerprint(batch_judge, the_lm)
+    program = getattr(judge, "program_sha256", None)
+    model = getattr(the_lm, "model", None)
 
     done = read_done(out_path)
-    foreign = {p for p in done.programs if p != program} | {m for m in done.models if m != model}
+    claim_output(out_path, fingerprint, data, bool(done.ids))
+    foreign = {f for f in done.fingerprints if f not in (None, fingerprint.sha256)}
     if done.ids and foreign:
         raise BatchOutputError(
-            f"{out_path}: holds verdicts of another program or model ({sorted(map(str, foreign))}); "
-            f"this run is program {program} with model {model}. Use a new output path.")
+            f"{out_path}: holds verdicts of another judge configuration (fingerprints {sorted(foreign)[:3]}); "
+            f"this run is {fingerprint.sha256}. Use a new output path.")
 
     verdict_cache: VerdictCache | None = open_cache(cache, out_path)
     owns_cache = verdict_cache is not None and not isinstance(cache, VerdictCache)
     summary = BatchSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes,
-                           program_sha256=program, model=model)
+                           program_sha256=program, judge_fingerprint=fingerprint.sha256, model=model)
     tracker = UsageTotals()
     stop = threading.Event()
     writer = _Writer(out_path, fsync_every)
@@ -451,15 +338,18 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
     window = 2 * concurrency
     pending: dict = {}
 
-    def record(trajectory: Trajectory, outcome: _Outcome, cached: bool, text_hash: str | None) -> None:
-        writer.write(_line(trajectory, outcome, cached, program, model))
+    def record(trajectory: Trajectory, verdict: Verdict, cached: bool, attempts: int, text_hash: str | None) -> None:
+        writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=attempts,
+                                  judge_fingerprint=fingerprint.sha256, program_sha256=program, model=model))
         summary.judged += 1
-        summary.passed += outcome.passed and not outcome.abstained
+        summary.passed += verdict.passed
         summary.cached += cached
-        if outcome.abstained:
-            summary.abstained[outcome.error_kind or "other"] += 1
+        summary.contradictions += verdict.contradiction
+        if verdict.abstained:
+            summary.abstained[verdict.error_kind] += 1
+            summary.errors.setdefault(verdict.error_kind, verdict.error)
         elif verdict_cache is not None and not cached and text_hash is not None:
-            verdict_cache.put(program or "", model, text_hash, outcome.__dict__)
+            verdict_cache.put(fingerprint.sha256, text_hash, verdict)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(abstained=summary.n_abstained, cached=summary.cached, resumed=summary.resumed,
@@ -471,7 +361,7 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
             outcome = future.result()
             summary.lm_calls += outcome.attempts
             summary.retries += outcome.attempts - 1
-            record(trajectory, outcome, False, text_hash)
+            record(trajectory, outcome.verdict, False, outcome.attempts, text_hash)
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
     interrupted = False
@@ -482,14 +372,12 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
                 continue
             text = _render(batch_judge, trajectory)
             text_hash = text_sha256(text) if verdict_cache is not None else None
-            hit = verdict_cache.get(program or "", model, text_hash) if verdict_cache is not None else None
+            hit = verdict_cache.get(fingerprint.sha256, text_hash) if verdict_cache is not None else None
             if hit is not None:
-                record(trajectory, _Outcome(hit["passed"], hit["score"], hit["reason"], False, None, None, 0),
-                       True, text_hash)
+                record(trajectory, hit, True, 0, text_hash)
                 continue
             context = contextvars.copy_context()
-            future = pool.submit(context.run, _judge_one, batch_judge, text, max_retries, backoff,
-                                 max_backoff, tracker, stop)
+            future = pool.submit(context.run, _judge_in_worker, batch_judge, text, policy, tracker, stop)
             pending[future] = (trajectory, text_hash)
             if len(pending) >= window:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
@@ -549,13 +437,11 @@ def _progress_bar(enabled: bool, total: int | None):
 # -- the Python API behind `rubricforge judge` ----------------------------------------------------
 
 def _load_judge(program):
-    from rubricforge_dspy.judge import TrajectoryJudge
+    from rubricforge_dspy.judge import TrajectoryJudge, load
 
     if program is None:
         return TrajectoryJudge()
     if isinstance(program, (str, os.PathLike)):
-        from rubricforge_dspy.program import load
-
         return load(program)
     return program
 
@@ -584,13 +470,15 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
     from rubricforge_dspy.loaders import LoadReport, iter_trajectories
 
     judge = _load_judge(program)
+    paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
+    data = data_fingerprint(paths, format=format, label_threshold=label_threshold)
     report = LoadReport()
     stream = iter_trajectories(data_path, format=format, label_threshold=label_threshold,
                                on_error=on_error, report=report)
     summary = judge_stream(judge, stream, out_path, concurrency=concurrency, max_retries=max_retries,
                            backoff=backoff, timeout=timeout, cache=cache, lm=_as_lm(lm), progress=progress,
                            limit=limit, on_duplicate=on_duplicate or ("skip" if on_error == "skip" else "raise"),
-                           fsync_every=fsync_every)
+                           fsync_every=fsync_every, data=data)
     skipped = getattr(report, "skipped", 0)
     summary.skipped = len(skipped) if isinstance(skipped, (list, tuple, set)) else int(skipped or 0)
     return summary

@@ -1,19 +1,18 @@
-"""The verdict cache: a repeat judgment of the same text by the same program and model is free.
+"""The verdict cache: a repeat judgment of the same text by the same judge is free.
 
-Key: (program_sha256 = the frozen program's rubric sha256, model name, sha256 of the rendered
-trajectory text). Value: the verdict (`passed`, `score`, `reason`). Stored in one SQLite file
-(stdlib `sqlite3`, never pickles) inside a directory, by default ``<output dir>/.rubricforge_cache/``.
+Key: (the judge's fingerprint, sha256 of the rendered trajectory text). The fingerprint
+(`rubricforge_dspy.fingerprint.judge_fingerprint`) covers the Signature's instructions and field
+texts and types, the demos, the adapter, the LM settings that change an answer (model, endpoint,
+temperature, max_tokens, seed, structured-output dialect, max string length), the render
+configuration and the package versions: change any of them and the cache misses.
 
-Only well-formed verdicts are stored: abstentions (timeouts, server errors, unparsable output) are
-never cached, so a later run asks again. What is *not* in the key: LM sampling settings
-(temperature, max_tokens), the adapter, and demos; change one of those and use another cache
-directory (or none).
+Value: a produced `Verdict` (``passed``, ``score``, ``reason``, ``contradiction``). Abstentions are
+never stored, so a later run asks again. Stored in one SQLite file (stdlib `sqlite3`, never pickles)
+inside a directory, by default ``<output dir>/.rubricforge_cache/``.
 
-Interplay with DSPy's own response cache (``dspy.LM(cache=True)``, keyed by model name and messages,
-ignoring `api_base`): when `judge_stream` is given a verdict cache it turns DSPy's cache off for
-the batch LM, so this cache is the single source of truth and every miss is a real LM call.
-
-The cache is used from one thread (the batch writer); it is not meant to be shared across threads.
+This is the one cache that answers judge calls: the batch LM runs with DSPy's own response cache
+off (its key ignores the endpoint), and `rubricforge_dspy.lm.make_lm` turns it off by default too.
+With ``--no-cache`` nothing answers from a cache. The cache is used from one thread.
 """
 
 from __future__ import annotations
@@ -23,19 +22,21 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rubricforge_dspy.verdict import Verdict
+
 CACHE_DIRNAME = ".rubricforge_cache"
-CACHE_FILENAME = "verdicts.sqlite3"
+CACHE_FILENAME = "verdicts-v2.sqlite3"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (
-    program_sha256 TEXT NOT NULL,
-    model TEXT NOT NULL,
+    judge_fingerprint TEXT NOT NULL,
     text_sha256 TEXT NOT NULL,
     passed INTEGER NOT NULL,
     score REAL NOT NULL,
     reason TEXT NOT NULL,
+    contradiction INTEGER NOT NULL,
     created_at TEXT NOT NULL,
-    PRIMARY KEY (program_sha256, model, text_sha256)
+    PRIMARY KEY (judge_fingerprint, text_sha256)
 )
 """
 
@@ -46,7 +47,7 @@ def text_sha256(text: str) -> str:
 
 
 class VerdictCache:
-    """A directory holding ``verdicts.sqlite3``; created on first use."""
+    """A directory holding the cache's SQLite file; created on first use."""
 
     def __init__(self, directory):
         self.directory = Path(directory)
@@ -60,26 +61,26 @@ class VerdictCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, program_sha256: str, model: str | None, text_hash: str) -> dict | None:
-        """The cached verdict ``{"passed", "score", "reason"}``, or None."""
+    def get(self, fingerprint: str, text_hash: str) -> Verdict | None:
+        """The cached verdict of this judge fingerprint on this text, or None."""
         row = self._db.execute(
-            "SELECT passed, score, reason FROM verdicts WHERE program_sha256=? AND model=? AND text_sha256=?",
-            (program_sha256, model or "", text_hash),
+            "SELECT passed, score, reason, contradiction FROM verdicts WHERE judge_fingerprint=? AND text_sha256=?",
+            (fingerprint, text_hash),
         ).fetchone()
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
-        return {"passed": bool(row[0]), "score": float(row[1]), "reason": row[2]}
+        return Verdict(passed=bool(row[0]), score=float(row[1]), reason=row[2], contradiction=bool(row[3]))
 
-    def put(self, program_sha256: str, model: str | None, text_hash: str, verdict: dict) -> bool:
-        """Store a well-formed verdict; abstentions are refused (returns False)."""
-        if verdict.get("abstained") or verdict.get("error"):
+    def put(self, fingerprint: str, text_hash: str, verdict: Verdict) -> bool:
+        """Store a produced verdict; abstentions are refused (returns False)."""
+        if verdict.abstained:
             return False
         self._db.execute(
             "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (program_sha256, model or "", text_hash, int(bool(verdict["passed"])), float(verdict["score"]),
-             str(verdict.get("reason") or ""), datetime.now(timezone.utc).isoformat(timespec="seconds")),
+            (fingerprint, text_hash, int(verdict.passed), float(verdict.score), verdict.reason,
+             int(verdict.contradiction), datetime.now(timezone.utc).isoformat(timespec="seconds")),
         )
         self._db.commit()
         return True

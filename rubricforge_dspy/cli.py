@@ -12,13 +12,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import signal
 import sys
 import threading
 
+from rubricforge_dspy.lm import lm_name
+from rubricforge_dspy.serving import lm_from_args
 from rubricforge_dspy.trajectory import TrajectoryFormatError
 
 FORMATS = ("auto", "tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
@@ -40,29 +41,6 @@ def _load(args):
     for file, record, problem in report.skipped:
         print(f"skipped: {file}, record {record}: {problem}", file=sys.stderr)
     return trajectories, report
-
-
-def lm_name(lm) -> str:
-    """The LM's loggable name: its model string (which carries the revision), never its key."""
-    config = getattr(getattr(lm, "engine", None), "config", None)
-    base = getattr(config, "api_base", None)
-    return f"{lm.model}" + (f" @ {base}" if base and "127.0.0.1" not in str(base) else "")
-
-
-@contextlib.contextmanager
-def lm_from_args(args, reflection: bool = False):
-    """Yield the judge `dspy.LM` (and the reflection LM when `reflection`), starting the embedded
-    llama.cpp server when no endpoint is configured; judge and reflection share one embedded server."""
-    from rubricforge_dspy.lm import LMConfig
-    from rubricforge_dspy.serving import resolve_lm, resolve_lms
-
-    judge_config = LMConfig.from_args(args, "judge")
-    if not reflection:
-        with resolve_lm(judge_config) as lm:
-            yield lm
-        return
-    with resolve_lms(judge_config, LMConfig.from_args(args, "reflection")) as lms:
-        yield lms
 
 
 def cmd_stats(args) -> int:
@@ -119,7 +97,7 @@ def cmd_judge(args) -> int:
 
 def cmd_induce(args) -> int:
     from rubricforge_dspy.induction import InductionConfig, induce
-    from rubricforge_dspy.program import load
+    from rubricforge_dspy.judge import load
     from rubricforge_dspy.split import sample_by_task, split_by_task
 
     trajectories, _ = _load(args)
@@ -144,6 +122,11 @@ def cmd_induce(args) -> int:
         marker = " <- best" if row["candidate"] == result.best_index else ""
         print(f"candidate {row['candidate']:>2}  val agreement {row['val_agreement']:.3f}  "
               f"score {row['val_score']:.3f}  at call {row['discovered_at_metric_call']}{marker}")
+    if result.rejected:
+        print(f"rejected {len(result.rejected)} candidate rubric(s) that memorized training episodes "
+              f"(e.g. {'; '.join(result.rejected[0]['leaks'][:3])})", file=sys.stderr)
+    if result.lm_errors:
+        print(f"{result.lm_errors} judge call(s) failed with an LM error and scored as failures", file=sys.stderr)
     if not result.beat_seed:
         print("no candidate beat the seed rubric on validation; the frozen rubric is the seed", file=sys.stderr)
     print(f"frozen: {args.out}")
@@ -288,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TrajectoryFormatError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except RuntimeError as error:  # an LM that cannot be reached (JudgeUnavailableError), a server that would not start
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

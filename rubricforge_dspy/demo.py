@@ -31,7 +31,8 @@ column first. For meaningful numbers, point the same command at a real model, e.
 
 
 def run_demo(args) -> int:
-    from rubricforge_dspy.cli import lm_from_args, lm_name
+    from rubricforge_dspy.lm import lm_name
+    from rubricforge_dspy.serving import lm_from_args
     from rubricforge_dspy.loaders import load_trajectories
 
     embedded = getattr(args, "api_base", None) is None

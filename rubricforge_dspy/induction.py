@@ -5,6 +5,18 @@ reflection LM the true outcome and points at *observable* evidence in the trajec
 claims with no successful call behind them, missing confirmations); it never mentions rewards or
 anything from the evaluator, so the evolved rubric encodes symptoms of success, not an answer key.
 
+Strictness. During induction the judge raises on a bad answer, as DSPy modules do: an unparsable,
+repaired or truncated verdict is an `AdapterParseError` that GEPA records as a format failure
+(``add_format_failure_as_feedback=True``) and shows to the reflection LM. LM or network errors are
+counted by a circuit breaker: after `InductionConfig.max_consecutive_lm_errors` consecutive failures
+the run stops at once with `JudgeUnavailableError` naming the endpoint and the cause; no program is
+written, and the log directory keeps GEPA's last checkpoint (taken before the failing iteration), so
+re-running with the same ``--log-dir`` resumes.
+
+Memorization guard. Candidate rubrics that contain identifiers, names, amounts, dates or codes of
+the training episodes (and not of the seed rubric) are rejected before GEPA evaluates them
+(`rubricforge_dspy.memorization`); the count is reported with the sweep.
+
 Cost-sensitive operating point: with `fp_weight = w`, a false pass scores ``1 - w`` instead of 0,
 so a candidate's mean score is ``1 - (FN + w * FP) / n``: the rubric search then trades w false
 fails for one false pass. w = 1 is plain agreement.
@@ -14,12 +26,18 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dspy
+from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
+from dspy.utils.exceptions import AdapterParseError, LMError
 
+from rubricforge_dspy.execution import judge_verdict
 from rubricforge_dspy.judge import TrajectoryJudge
+from rubricforge_dspy.lm import lm_name as describe_lm
+from rubricforge_dspy.memorization import Memorized
 from rubricforge_dspy.program import data_fingerprint, freeze
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import SEED_RUBRIC, rubric_sha256
@@ -58,12 +76,106 @@ class InductionConfig:
     max_rubric_chars: int = 3000
     num_threads: int = 1
     use_merge: bool = False
+    max_consecutive_lm_errors: int = 3
 
     def __post_init__(self):
         if self.fp_weight < 1.0:
             raise ValueError(f"fp_weight must be >= 1 (a false pass costs at least a false fail), got {self.fp_weight}")
         if self.budget < 1 or self.minibatch < 1:
             raise ValueError("budget and minibatch must be positive")
+        if self.max_consecutive_lm_errors < 1:
+            raise ValueError("max_consecutive_lm_errors must be >= 1")
+
+
+class JudgeUnavailableError(RuntimeError):
+    """The judge (or reflection) LM failed too many times in a row: induction stopped, no program written."""
+
+
+class _Abort(BaseException):
+    """Unwinds GEPA's evaluation loops (which catch `Exception`) at once, like KeyboardInterrupt.
+    Raised only by `LMCircuit` and turned into `JudgeUnavailableError` by `induce`."""
+
+
+class LMCircuit:
+    """Counts consecutive LM failures of the judge during induction; trips after `limit` of them.
+
+    Shared by every candidate program GEPA copies (deep copies return the same circuit)."""
+
+    def __init__(self, limit: int, endpoint: str):
+        self.limit = limit
+        self.endpoint = endpoint
+        self.consecutive = 0
+        self.total = 0
+        self.last: BaseException | None = None
+        self.tripped = False
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo):
+        return self
+
+    @property
+    def message(self) -> str:
+        cause = f"{type(self.last).__name__}: {self.last}" if self.last is not None else "unknown"
+        return (f"judge LM {self.endpoint} failed {self.consecutive} consecutive calls; last error: {cause}. "
+                "Check --api-base/--model and that the server is up; re-run with the same --log-dir to resume.")
+
+    def before(self) -> None:
+        if self.tripped:
+            raise _Abort(self.message)
+
+    def failure(self, error: BaseException) -> None:
+        with self._lock:
+            self.consecutive += 1
+            self.total += 1
+            self.last = error
+            if self.consecutive >= self.limit:
+                self.tripped = True
+        if self.tripped:
+            raise _Abort(self.message) from error
+
+    def success(self) -> None:
+        with self._lock:
+            self.consecutive = 0
+
+
+class _CircuitJudge(TrajectoryJudge):
+    """The strict judge with a circuit breaker on LM errors (format failures are answers, not outages)."""
+
+    circuit: LMCircuit | None = None
+
+    def forward(self, trajectory):
+        if self.circuit is None:
+            return super().forward(trajectory)
+        self.circuit.before()
+        try:
+            prediction = super().forward(trajectory)
+        except AdapterParseError:
+            self.circuit.success()
+            raise
+        except Exception as error:
+            self.circuit.failure(error)
+            raise
+        self.circuit.success()
+        return prediction
+
+
+class _GuardedProposer(InstructionProposer):
+    """DSPy's instruction proposer, minus candidates that memorize training episodes."""
+
+    def __init__(self, guard: Memorized, **kwargs):
+        super().__init__(**kwargs)
+        self.guard = guard
+
+    def __call__(self, candidate, reflective_dataset, components_to_update):
+        proposed = super().__call__(candidate, reflective_dataset, components_to_update)
+        kept = {}
+        for name, text in proposed.items():
+            if self.guard.check(text, where=name):
+                kept[name] = text
+            else:
+                logger.warning("rejected a candidate rubric that memorizes training episodes: %s",
+                               "; ".join(self.guard.rejected[-1]["leaks"]))
+        return kept
 
 
 @dataclass
@@ -73,6 +185,8 @@ class InductionResult:
     best_index: int
     beat_seed: bool
     manifest: dict = field(default_factory=dict)
+    rejected: list[dict] = field(default_factory=list)  # candidates rejected by the memorization guard
+    lm_errors: int = 0  # judge calls that failed with an LM error (scored as failures by GEPA)
 
 
 def to_examples(trajectories: list[Trajectory], render_config: RenderConfig | None = None) -> list[dspy.Example]:
@@ -169,7 +283,7 @@ def validation_metrics(judge: TrajectoryJudge, val: list[Trajectory], judge_lm) 
     from rubricforge_dspy.metrics import accuracy, false_pass_rate
 
     with dspy.context(lm=judge_lm):
-        verdicts = [judge(trajectory=t) for t in val]
+        verdicts = [judge_verdict(judge, t).verdict for t in val]
     y_true = [t.label for t in val]
     y_pred = [int(v.passed and not v.abstained) for v in verdicts]
     negatives = len(y_true) - sum(y_true)
@@ -211,11 +325,14 @@ def induce(
 
     Resumable: re-running with the same `log_dir` continues GEPA from its checkpoint.
     """
-    if not train or not val:
-        raise ValueError(f"induction needs non-empty train and val sets (got {len(train)} and {len(val)})")
-    student = init.deepcopy() if init is not None else TrajectoryJudge(SEED_RUBRIC)
+    check_induction_data(train, val, config)
+    seed = init if init is not None else TrajectoryJudge(SEED_RUBRIC)
+    circuit = LMCircuit(config.max_consecutive_lm_errors, describe_lm(judge_lm))
+    student = _CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
+    student.circuit = circuit
     trainset = to_examples(train, student.render_config)
     valset = to_examples(val, student.render_config)
+    guard = Memorized([ex.trajectory for ex in trainset], allowed=[seed.rubric, SEED_RUBRIC, REFLECTION_PROMPT])
 
     if log_dir is not None:
         log_dir = Path(log_dir)
@@ -224,15 +341,14 @@ def induce(
             "seed_rubric_sha256": rubric_sha256(student.rubric), "config": config.__dict__,
         })
 
-    from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
-
     optimizer = dspy.GEPA(
         metric=make_feedback_metric(config.fp_weight),
         max_metric_calls=config.budget,
         reflection_minibatch_size=config.minibatch,
         reflection_lm=reflection_lm,
-        instruction_proposer=InstructionProposer(base_instructions=REFLECTION_PROMPT,
-                                                 max_chars=config.max_rubric_chars),
+        instruction_proposer=_GuardedProposer(guard, base_instructions=REFLECTION_PROMPT,
+                                              max_chars=config.max_rubric_chars),
+        add_format_failure_as_feedback=True,
         candidate_selection_strategy="pareto",
         use_merge=config.use_merge,
         num_threads=config.num_threads,
@@ -240,8 +356,15 @@ def induce(
         track_stats=True,
         seed=config.seed,
     )
-    with dspy.context(lm=judge_lm):
-        optimized = optimizer.compile(student, trainset=trainset, valset=valset)
+    try:
+        with dspy.context(lm=judge_lm):
+            optimized = optimizer.compile(student, trainset=trainset, valset=valset)
+    except _Abort as abort:
+        raise JudgeUnavailableError(str(abort)) from circuit.last
+    except LMError as error:
+        raise JudgeUnavailableError(
+            f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "
+            "Check --reflection-api-base/--reflection-model; re-run with the same --log-dir to resume.") from error
     detailed = optimized.detailed_results
     sweep = sweep_table(detailed)
     best_index = max(range(len(sweep)), key=lambda i: (sweep[i]["val_score"], -i))
@@ -250,7 +373,10 @@ def induce(
         best_index = 0
         logger.warning("no candidate beat the seed rubric on validation; freezing the seed rubric")
     best = detailed.candidates[best_index]
-    judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config)
+    judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config,
+                            adapter=seed.adapter)
+    if guard.rejected:
+        logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
 
     manifest = {}
     if out_path is not None:
@@ -263,8 +389,37 @@ def induce(
                                  "fp_weight": config.fp_weight, "metric_calls": detailed.total_metric_calls,
                                  "beat_seed": beat_seed, "best_candidate": best_index,
                                  "reflection_lm": getattr(reflection_lm, "model", None),
-                                 "train_size": len(train), "val_size": len(val)},
+                                 "train_size": len(train), "val_size": len(val),
+                                 "lm_errors": circuit.total,
+                                 "rejected_memorized": len(guard.rejected),
+                                 "parent_program_sha256": init.program_sha256 if init is not None else None},
                    "sweep": sweep},
         )
-    return InductionResult(judge=judge, sweep=sweep, best_index=best_index, beat_seed=beat_seed, manifest=manifest)
+    return InductionResult(judge=judge, sweep=sweep, best_index=best_index, beat_seed=beat_seed, manifest=manifest,
+                           rejected=list(guard.rejected), lm_errors=circuit.total)
+
+
+MIN_VAL_ITEMS = 10
+
+
+def check_induction_data(train: list[Trajectory], val: list[Trajectory], config: InductionConfig) -> None:
+    """Refuse what cannot work, warn about what barely can, saying what to change."""
+    if not train or not val:
+        raise ValueError(f"induction needs non-empty train and val sets (got {len(train)} and {len(val)}); "
+                         "give more labeled trajectories (several tasks) or a larger --sample-tasks")
+    if config.budget < len(val):
+        raise ValueError(f"--budget {config.budget} is smaller than one validation pass ({len(val)} judge calls): "
+                         f"GEPA would spend it all scoring the seed. Use --budget >= {len(val) + 2 * config.minibatch} "
+                         f"(one validation pass plus a few minibatches); the paper used 200")
+    labels = {int(t.label) for t in [*train, *val]}
+    if len(labels) < 2:
+        raise ValueError(f"every labeled trajectory has label {labels.pop()}: agreement would be perfect without "
+                         "judging anything. Add trajectories of the other outcome, or check --label-threshold")
+    for name, part in (("train", train), ("val", val)):
+        if len({int(t.label) for t in part}) < 2:
+            logger.warning("the %s split has labels of one class only; its feedback cannot teach both outcomes", name)
+    if len(val) < MIN_VAL_ITEMS:
+        logger.warning("the validation split has %d items: a candidate's agreement moves in steps of %.2f, so "
+                       "selection is mostly noise. Label more tasks (>= %d validation items)",
+                       len(val), 1 / len(val), MIN_VAL_ITEMS)
 

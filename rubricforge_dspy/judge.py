@@ -1,22 +1,36 @@
 """The judge: a DSPy Signature whose instruction is the rubric, and the Module that applies it.
 
-One call per trajectory. Any failure to get a well-formed verdict (LM or network error, unparsable
-output, a non-finite score) becomes a *fail* verdict marked `abstained`, with the error kept: a broken
-judge must never pass an agent, and must never stop a batch.
+`TrajectoryJudge` is strict, as DSPy modules are: it returns a produced verdict or raises.
+- An answer that is not strict JSON (DSPy's JSON adapter would repair it with ``json_repair``), or
+  whose fields have the wrong types, raises `VerdictFormatError` (an `AdapterParseError`, so GEPA
+  records it as a format failure and shows it to the reflection LM).
+- An answer cut at ``max_tokens`` (finish reason ``length``) raises `VerdictFormatError` with kind
+  ``truncated``, whatever could be salvaged from it.
+- LM and network errors propagate as DSPy's `LMError`s.
+
+Turning a raised error into a recorded fail verdict (an abstention) is the job of the execution layer,
+`rubricforge_dspy.execution`, used by batch judging, the reward proxy and the audit. Induction uses
+the strict judge directly and lets GEPA decide what an error means.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError
 
+from rubricforge_dspy.lm import TruncatedCompletionError
+from rubricforge_dspy.program import load_judge_state, save_judge
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.trajectory import Trajectory
+from rubricforge_dspy.verdict import REASON_MAX_CHARS, Verdict
 
-REASON_MAX_CHARS = 300
+FORMAT_KINDS = ("parse", "truncated", "invalid")
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 class JudgeTrajectory(dspy.Signature):
@@ -35,35 +49,73 @@ def judge_signature(rubric: str = SEED_RUBRIC) -> type[dspy.Signature]:
     return JudgeTrajectory.with_instructions(rubric)
 
 
-def abstention(error: BaseException | str) -> dspy.Prediction:
-    """The fail verdict recorded when no well-formed verdict could be obtained."""
-    message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return dspy.Prediction(passed=False, score=0.0, reason="", abstained=True, error=message)
+class VerdictFormatError(AdapterParseError):
+    """The LM answered, but not with a verdict: ``kind`` is ``parse`` (not strict JSON), ``truncated``
+    (cut at max_tokens) or ``invalid`` (JSON with a wrong-typed or non-finite field)."""
+
+    def __init__(self, kind: str, signature, lm_response: str, message: str):
+        if kind not in FORMAT_KINDS:
+            raise ValueError(f"kind must be one of {FORMAT_KINDS}, got {kind!r}")
+        self.kind = kind
+        super().__init__(adapter_name="StrictJSONAdapter", signature=signature, lm_response=lm_response or "",
+                         message=message)
 
 
-def _coerce_verdict(prediction) -> dspy.Prediction:
+class StrictJSONAdapter(dspy.JSONAdapter):
+    """DSPy's JSON adapter, minus the repair: the answer must be one JSON object (optionally inside a
+    single ```json fence). Anything `json_repair` would have had to guess at is a parse failure."""
+
+    def parse(self, signature, completion: str):
+        text = (completion or "").strip()
+        fenced = _FENCE.match(text)
+        if fenced:
+            text = fenced.group(1)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise VerdictFormatError("parse", signature, completion,
+                                     f"the answer is not strict JSON ({error.msg} at char {error.pos})") from None
+        if not isinstance(value, dict):
+            raise VerdictFormatError("parse", signature, completion, "the answer is JSON but not an object")
+        missing = [name for name in signature.output_fields if name not in value]
+        if missing:
+            raise VerdictFormatError("parse", signature, completion, f"the answer lacks field(s) {missing}")
+        try:
+            return super().parse(signature, text)
+        except VerdictFormatError:
+            raise
+        except AdapterParseError as error:  # a field of the wrong type (DSPy's own check)
+            raise VerdictFormatError("invalid", signature, completion, error.message or str(error)) from None
+
+
+def verdict_from_fields(prediction, signature=None) -> Verdict:
+    """A produced `Verdict` from the LM's parsed fields; raises `VerdictFormatError` ("invalid") on a
+    non-boolean ``passed`` or a non-finite ``score``. The contradiction rule is `Verdict.from_answer`'s."""
     passed = prediction.passed
-    if isinstance(passed, str):
-        lowered = passed.strip().lower()
-        if lowered not in ("true", "false"):
-            raise ValueError(f"passed is not a boolean: {passed!r}")
-        passed = lowered == "true"
+    if isinstance(passed, str) and passed.strip().lower() in ("true", "false"):
+        passed = passed.strip().lower() == "true"
+    problem = None
     if not isinstance(passed, bool):
-        raise ValueError(f"passed is not a boolean: {passed!r}")
-    score = float(prediction.score)
-    if not math.isfinite(score):
-        raise ValueError(f"score is not finite: {score!r}")
-    reason = " ".join(str(prediction.reason or "").split())[:REASON_MAX_CHARS]
-    return dspy.Prediction(
-        passed=passed, score=min(1.0, max(0.0, score)), reason=reason, abstained=False, error=None
-    )
+        problem = f"passed is not a boolean: {passed!r}"
+    else:
+        try:
+            score = float(prediction.score)
+        except (TypeError, ValueError):
+            score, problem = None, f"score is not a number: {prediction.score!r}"
+        if problem is None and not math.isfinite(score):
+            problem = f"score is not finite: {score!r}"
+    if problem is not None:
+        raise VerdictFormatError("invalid", signature, json.dumps(dict(prediction), default=str), problem)
+    return Verdict.from_answer(passed, score, prediction.reason)
 
 
 class TrajectoryJudge(dspy.Module):
     """Judge agent trajectories against a rubric.
 
     `judge(trajectory=...)` accepts rendered text or a `Trajectory` (rendered with `render_config`)
-    and returns a `dspy.Prediction` with `passed`, `score`, `reason`, `abstained` and `error`.
+    and returns a `dspy.Prediction` with the fields of a produced `Verdict` (``passed``, ``score``,
+    ``reason``, ``contradiction``, ``abstained=False``, ``error=None``), or raises (see the module
+    docstring). For a verdict that is always recorded, use `rubricforge_dspy.execution.judge_verdict`.
     """
 
     def __init__(self, rubric: str = SEED_RUBRIC, render_config: RenderConfig | None = None,
@@ -71,7 +123,7 @@ class TrajectoryJudge(dspy.Module):
         super().__init__()
         self.judge = dspy.Predict(judge_signature(rubric))
         self.render_config = render_config or RenderConfig()
-        self.adapter = adapter or dspy.JSONAdapter()
+        self.adapter = adapter or StrictJSONAdapter()
         self.manifest: dict | None = None
 
     @property
@@ -80,12 +132,20 @@ class TrajectoryJudge(dspy.Module):
 
     @property
     def program_sha256(self) -> str:
-        """Identity of what the LM is sent besides the trajectory: the rubric's sha256, extended with
-        the demonstrations when there are any (a few-shot judge is a different program)."""
+        """Identity of the program (the rubric's sha256, extended with the demonstrations when there
+        are any). The cache key is the wider `fingerprint` (LM settings, adapter, render, versions)."""
         if not self.judge.demos:
             return rubric_sha256(self.rubric)
         demos = json.dumps([dict(d) for d in self.judge.demos], sort_keys=True, default=str)
         return rubric_sha256(self.rubric + "\n#demos " + demos)
+
+    def fingerprint(self, lm=None):
+        """`rubricforge_dspy.fingerprint.judge_fingerprint` of this judge with `lm` (default: its
+        predictor's LM, else the configured one)."""
+        from rubricforge_dspy.execution import resolve_lm
+        from rubricforge_dspy.fingerprint import judge_fingerprint
+
+        return judge_fingerprint(self, resolve_lm(self, lm))
 
     def render(self, trajectory: Trajectory | str) -> str:
         if isinstance(trajectory, Trajectory):
@@ -94,12 +154,15 @@ class TrajectoryJudge(dspy.Module):
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         text = self.render(trajectory)
+        signature = self.judge.signature
         try:
             with dspy.context(adapter=self.adapter):
                 raw = self.judge(trajectory=text)
-            return _coerce_verdict(raw)
-        except Exception as error:  # noqa: BLE001 - any failure is a recorded fail, by contract
-            return abstention(error)
+        except TruncatedCompletionError as error:
+            raise VerdictFormatError(
+                "truncated", signature, error.partial,
+                f"the answer was cut at max_tokens (finish reason 'length'): {error}") from error
+        return dspy.Prediction(**verdict_from_fields(raw, signature).to_dict())
 
     def as_metric(self, **options):
         """This judge as a DSPy metric (GEPA, MIPROv2, BootstrapFewShot); see `rubricforge_dspy.proxy.as_metric`."""
@@ -108,16 +171,22 @@ class TrajectoryJudge(dspy.Module):
         return as_metric(self, **options)
 
     def save(self, path, save_program: bool = False, modules_to_serialize=None):
-        from rubricforge_dspy.program import save_judge
-
         if save_program:
             raise ValueError("TrajectoryJudge saves as JSON only; pickled programs are not supported")
         save_judge(self, path)
 
     def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False):
-        from rubricforge_dspy.program import load_judge_state
-
         if allow_pickle or str(path).endswith(".pkl"):
             raise ValueError(f"{path}: TrajectoryJudge loads JSON programs only, never pickles")
         load_judge_state(self, path)
         return self
+
+
+def load(path, lm=None) -> TrajectoryJudge:
+    """Load a frozen judge, ready to call. `lm` (a `dspy.LM`) is attached if given; otherwise the
+    judge uses whatever LM `dspy.configure` sets. The endpoint is never read from the file."""
+    judge = TrajectoryJudge()
+    judge.load(path)
+    if lm is not None:
+        judge.set_lm(lm)
+    return judge

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Mapping
 
 import dspy
+from dspy.utils.exceptions import LMError
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_API_KEY_ENV = "RUBRICFORGE_API_KEY"
@@ -55,6 +56,9 @@ class LMConfig:
     max_string_length: when set (and not 0), every string property of the response schema that has
     no ``maxLength`` gets this one, so a grammar-constrained server cannot ramble a free-text field
     until ``max_tokens`` cuts the JSON short (DSPy drops a field's ``max_length`` from the schema).
+    cache: DSPy's own response cache, off by default: its key ignores the endpoint, so it could answer
+    for another server. The one cache that answers judge calls is the verdict cache
+    (`rubricforge_dspy.cache`), keyed by the judge's fingerprint.
     """
 
     model: str | None = None
@@ -66,7 +70,7 @@ class LMConfig:
     seed: int = 0
     timeout: float = 120.0
     num_retries: int = 2
-    cache: bool = True
+    cache: bool = False
     max_string_length: int | None = None
 
     def __post_init__(self):
@@ -204,6 +208,39 @@ def bound_strings(schema: Any, limit: int) -> Any:
     return out
 
 
+class TruncatedCompletionError(LMError):
+    """The server stopped the completion at ``max_tokens`` (finish reason ``length``): what came back is
+    a fragment, never an answer. ``partial`` holds the fragment (for diagnostics and GEPA's feedback).
+
+    A subclass of DSPy's `LMError`, so DSPy passes it through unchanged and never retries it."""
+
+    default_code = "truncated"
+
+    def __init__(self, message: str, partial: str = "", model: str | None = None):
+        super().__init__(message, model=model)
+        self.partial = partial
+
+
+def check_finish(response, where: str, model: str | None = None):
+    """Return the lm15 `response`, or raise `TruncatedCompletionError` when it was cut at max_tokens."""
+    if getattr(response, "finish_reason", None) == "length":
+        text = "".join(getattr(part, "text", "") or "" for part in getattr(response.message, "parts", []) or [])
+        raise TruncatedCompletionError(f"{where}: completion cut at max_tokens (finish reason 'length')",
+                                       partial=text, model=model)
+    return response
+
+
+def lm_name(lm) -> str:
+    """A loggable name of `lm`: its model string (which carries the revision) and, when it has one,
+    its endpoint; never its key."""
+    if lm is None:
+        return "(no LM)"
+    config = getattr(getattr(lm, "engine", None), "config", None)
+    base = getattr(config, "api_base", None)
+    name = str(getattr(lm, "model", None) or type(lm).__name__)
+    return f"{name} @ {base}" if base else name
+
+
 def _http_error(status: int, text: str, retry_after: str | None):
     from dspy import lm15
 
@@ -292,7 +329,12 @@ class ChatCompletionsEngine:
             raise lm15.TransportError(f"{self.url}: {type(error).__name__}: {error}") from error
         if reply.status_code >= 400:
             raise _http_error(reply.status_code, reply.text, reply.headers.get("retry-after"))
-        return lm15.response_from_openai_chat(reply.json(), model=request.model)
+        try:
+            payload = reply.json()
+        except ValueError as error:
+            raise lm15.ServerError(f"{self.url}: HTTP {reply.status_code} with a body that is not JSON",
+                                   provider="openai-compatible", status=reply.status_code) from error
+        return check_finish(lm15.response_from_openai_chat(payload, model=request.model), self.url, request.model)
 
     def stream(self, request):
         from dspy import lm15

@@ -121,15 +121,3 @@ def load_judge_state(judge, path) -> None:
 
         judge.render_config = RenderConfig(**manifest["render"])
     judge.manifest = manifest
-
-
-def load(path, lm=None):
-    """Load a frozen judge, ready to call. `lm` (a `dspy.LM`) is attached if given;
-    otherwise the judge uses whatever LM `dspy.configure` sets."""
-    from rubricforge_dspy.judge import TrajectoryJudge
-
-    judge = TrajectoryJudge()
-    judge.load(path)
-    if lm is not None:
-        judge.set_lm(lm)
-    return judge

@@ -26,6 +26,7 @@ from rubricforge_dspy.render import RenderConfig
 from rubricforge_dspy.rubric import parse_criteria, without_criterion
 from rubricforge_dspy.split import DEFAULT_FRACTIONS, split_by_task
 from rubricforge_dspy.trajectory import Trajectory
+from rubricforge_dspy.verdict import Verdict, verdict_line
 
 logger = logging.getLogger(__name__)
 
@@ -53,17 +54,13 @@ def _slug(text: str) -> str:
 
 
 def write_direct(path: Path, trajectories: list[Trajectory], judge_fn, name: str) -> None:
-    """Persist a non-LLM judge's verdicts in the batch judge's line schema."""
+    """Persist a non-LLM judge's verdicts as verdict lines (`rubricforge_dspy.verdict.verdict_line`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as out:
         for t in trajectories:
             v = judge_fn(t)
-            out.write(orjson.dumps({
-                "id": t.id, "task_id": t.task_id, "domain": t.domain, "agent": t.agent, "n_steps": len(t.steps),
-                "passed": bool(v.passed), "score": float(v.score), "reason": v.reason, "abstained": False,
-                "error": None, "error_kind": None, "cached": False, "attempts": 0, "label": t.label,
-                "reward": t.reward, "program_sha256": None, "model": name,
-            }) + b"\n")
+            verdict = Verdict.from_answer(bool(v.passed), float(v.score), v.reason)
+            out.write(orjson.dumps(verdict_line(t, verdict, model=name)) + b"\n")
 
 
 def _judge_llm(judge: TrajectoryJudge, trajectories, path: Path, lm, config: ProtocolConfig, cache_dir: Path):

@@ -18,7 +18,7 @@ Its return value follows DSPy's conventions:
 
 An abstained verdict (the judge could not grade) scores 0 / False, with feedback saying so.
 
-Verdicts are cached in memory, keyed by (rubric sha256, judge LM model name, sha256 of the rendered
+Verdicts are cached in memory, keyed by (the judge's fingerprint, sha256 of the rendered
 text): the same trajectory is judged once per metric, whatever the optimizer re-evaluates. Abstentions
 are never cached. The judge runs with DSPy tracing off, so its own predictor never enters the agent's
 trace (BootstrapFewShot calls the metric inside the agent's trace context).
@@ -27,7 +27,7 @@ Why the trajectory carries ``reward=0.0, label=0``: a `Trajectory` requires both
 fresh agent run is exactly what is unknown here. They are placeholders (``hidden["unlabeled"] = True``):
 the renderer reads only ``steps``, so they never reach the judge.
 
-`TrajectoryJudge.as_metric(**kw)` is `judge_as_metric`; the maintainer wires it in judge.py as
+`TrajectoryJudge.as_metric(**kw)` is `as_metric(judge, **kw)`, bound in judge.py as
 ``def as_metric(self, **kw): return proxy.as_metric(self, **kw)``.
 """
 
@@ -42,13 +42,16 @@ from typing import Any, Callable, Literal
 import dspy
 
 from rubricforge_dspy.cache import text_sha256
+from rubricforge_dspy.execution import RetryPolicy, judge_verdict, resolve_lm
+from rubricforge_dspy.fingerprint import judge_fingerprint
+from rubricforge_dspy.lm import lm_name
 from rubricforge_dspy.loaders._common import looks_like_tool_error
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import Criterion, parse_criteria
 from rubricforge_dspy.trajectory import Source, Step, Trajectory
 
 __all__ = [
-    "JudgeMetric", "VerdictMemo", "as_metric", "judge_as_metric", "trajectory_from_prediction",
+    "JudgeMetric", "VerdictMemo", "as_metric", "trajectory_from_prediction",
     "is_error_observation", "condense_error", "attribute_criterion", "UNATTRIBUTED",
 ]
 
@@ -243,7 +246,9 @@ def attribute_criterion(reason: str, rubric: str) -> Criterion | None:
 
 
 class VerdictMemo:
-    """Thread-safe in-memory verdicts keyed by (rubric sha256, model name, rendered-text sha256).
+    """Thread-safe in-memory verdicts keyed by (judge fingerprint, rendered-text sha256): the same key
+    as the on-disk verdict cache (`rubricforge_dspy.cache`), so a change of rubric, demos, adapter, LM
+    settings or render configuration never reuses a verdict.
 
     Concurrent requests for the same key wait for the first one: one LM call per key. Abstentions are
     returned but not stored, so a later call asks again. Share one memo between metrics to share verdicts.
@@ -260,7 +265,7 @@ class VerdictMemo:
         with self._lock:
             return len(self._data)
 
-    def get_or_compute(self, key: tuple[str, str, str], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def get_or_compute(self, key: tuple[str, str], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         while True:
             with self._lock:
                 if key in self._data:
@@ -288,12 +293,6 @@ class VerdictMemo:
 # The metric
 
 
-def _model_name(lm) -> str:
-    if lm is None:
-        return "(no LM)"
-    return str(getattr(lm, "model", None) or type(lm).__name__)
-
-
 class JudgeMetric:
     """A DSPy metric backed by a `TrajectoryJudge`; build it with `as_metric`.
 
@@ -315,6 +314,7 @@ class JudgeMetric:
         self.render_config = render_config
         self.input_fields = input_fields
         self.use_trace = use_trace
+        self.retry = RetryPolicy()
         self.memo = cache if isinstance(cache, VerdictMemo) else (VerdictMemo() if cache else None)
         self._lock = threading.Lock()
         self.calls = self.verdicts = self.abstentions = self.passes = 0
@@ -331,12 +331,7 @@ class JudgeMetric:
 
     def judge_lm(self):
         """The LM the judge will use: ``lm=``, else the judge's own, else the configured one."""
-        if self.lm is not None:
-            return self.lm
-        for predictor in self.judge.predictors():
-            if getattr(predictor, "lm", None) is not None:
-                return predictor.lm
-        return dspy.settings.lm
+        return resolve_lm(self.judge, self.lm)
 
     # -- verdicts
     def verdict(self, text: str) -> dict[str, Any]:
@@ -344,14 +339,12 @@ class JudgeMetric:
         def compute() -> dict[str, Any]:
             settings = {"trace": None, **({"lm": self.lm} if self.lm is not None else {})}
             with dspy.context(**settings):
-                v = self.judge(trajectory=text)
-            return {"passed": bool(v.passed), "score": float(v.score), "reason": v.reason or "",
-                    "abstained": bool(v.abstained), "error": v.error}
+                return judge_verdict(self.judge, text, self.retry).verdict.to_dict()
 
         if self.memo is None:
             verdict = compute()
         else:
-            key = (self.judge.program_sha256, _model_name(self.judge_lm()), text_sha256(text))
+            key = (judge_fingerprint(self.judge, self.judge_lm()).sha256, text_sha256(text))
             verdict = self.memo.get_or_compute(key, compute)
         with self._lock:
             self.verdicts += 1
@@ -392,7 +385,7 @@ class JudgeMetric:
         return score
 
     def __repr__(self) -> str:
-        return (f"JudgeMetric(mode={self.mode!r}, feedback={self.feedback!r}, lm={_model_name(self.lm)!r}, "
+        return (f"JudgeMetric(mode={self.mode!r}, feedback={self.feedback!r}, lm={lm_name(self.lm) if self.lm is not None else None!r}, "
                 f"cache={'on' if self.memo is not None else 'off'})")
 
 
@@ -414,9 +407,3 @@ def as_metric(judge, mode: Mode = "binary", feedback: bool | None = None, cache:
     """
     return JudgeMetric(judge, mode=mode, feedback=feedback, cache=cache, lm=lm, render_config=render_config,
                        input_fields=input_fields, use_trace=use_trace)
-
-
-def judge_as_metric(self, **kwargs) -> JudgeMetric:
-    """``TrajectoryJudge.as_metric(**kwargs)``: the maintainer binds it in judge.py as
-    ``def as_metric(self, **kw): return proxy.as_metric(self, **kw)``."""
-    return as_metric(self, **kwargs)

@@ -7,29 +7,44 @@ changing the rubric changes the verdicts, as a real judge would.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import dspy
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils.dummies import DummyLM
 
-Responder = Callable[[list[dict[str, Any]]], "dict[str, Any] | str"]
+Responder = Callable[[list[dict[str, Any]]], "dict[str, Any] | str | Cut"]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A scripted answer the server cut at max_tokens: `text` with finish reason ``length``."""
+
+    text: str
 
 
 class _ScriptedEngine(DummyEngine):
     def _complete_messages(self, messages):
         from dspy.lm15 import Message, Response, TextPart, Usage
 
+        from rubricforge_dspy.lm import check_finish
+
         owner = self.owner
         owner.calls += 1
         answer = owner.respond(messages)
+        finish = "length" if isinstance(answer, Cut) else "stop"
+        if isinstance(answer, Cut):
+            answer = answer.text
         text = answer if isinstance(answer, str) else owner._format_answer_fields(answer)
-        return Response(id=None, model=owner.model, message=Message.assistant([TextPart(text)]),
-                        finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
+        response = Response(id=None, model=owner.model, message=Message.assistant([TextPart(text)]),
+                            finish_reason=finish, usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
+        return check_finish(response, "scripted LM", owner.model)
 
 
 class ScriptedLM(DummyLM):
-    """`respond(messages)` returns the output fields as a dict (formatted by `adapter`) or raw text."""
+    """`respond(messages)` returns the output fields as a dict (formatted by `adapter`), raw text, or a
+    `Cut` (an answer truncated at max_tokens, which the engine reports as `TruncatedCompletionError`)."""
 
     def __init__(self, respond: Responder, adapter: dspy.Adapter | None = None, model: str = "scripted"):
         super().__init__([], adapter=adapter or dspy.JSONAdapter())

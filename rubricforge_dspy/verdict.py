@@ -132,3 +132,19 @@ def read_lines(path) -> Iterator[tuple[int, dict]]:
             except json.JSONDecodeError as error:
                 raise VerdictLineError(f"{path}:{number}: not JSON ({error.msg})") from error
             yield number, check_line(record, f"{path}:{number}")
+
+
+def verdict_line(trajectory, verdict: Verdict, *, cached: bool = False, attempts: int = 0,
+                 judge_fingerprint: str | None = None, program_sha256: str | None = None,
+                 model: str | None = None) -> dict[str, Any]:
+    """The verdict line for `trajectory` (a `Trajectory`): what was judged, the verdict, how it was
+    obtained, and the ground truth for evaluation (never shown to the judge)."""
+    label = getattr(trajectory, "label", None)
+    return {
+        "id": trajectory.id, "task_id": trajectory.task_id, "domain": trajectory.domain,
+        "agent": trajectory.agent, "n_steps": len(trajectory.steps),
+        **verdict.to_dict(),
+        "cached": cached, "attempts": attempts,
+        "label": None if label is None else int(label), "reward": getattr(trajectory, "reward", None),
+        "program_sha256": program_sha256, "judge_fingerprint": judge_fingerprint, "model": model,
+    }

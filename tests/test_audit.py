@@ -17,7 +17,8 @@ from rubricforge_dspy.audit import (
     sample_for_labeling,
 )
 from rubricforge_dspy.judge import TrajectoryJudge
-from rubricforge_dspy.program import freeze, load
+from rubricforge_dspy.judge import load
+from rubricforge_dspy.program import freeze
 from rubricforge_dspy.testing import ScriptedLM, last_user_text
 from rubricforge_dspy.trajectory import TrajectoryFormatError
 from tests.helpers import make_dataset

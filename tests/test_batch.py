@@ -12,8 +12,6 @@ from rubricforge_dspy.batch import (
     BatchOutputError,
     BatchSummary,
     DuplicateIdError,
-    classify_error,
-    is_retryable,
     judge_stream,
     read_done,
     run_judge_file,
@@ -28,7 +26,8 @@ from rubricforge_dspy.serving.fake import FakeOpenAI, user_text
 from tests.helpers import make_dataset, make_trajectory
 
 LINE_FIELDS = {"id", "task_id", "domain", "agent", "n_steps", "passed", "score", "reason", "abstained", "error",
-               "error_kind", "cached", "attempts", "label", "reward", "program_sha256", "model"}
+               "error_kind", "contradiction", "cached", "attempts", "label", "reward", "program_sha256",
+               "judge_fingerprint", "model"}
 
 
 def verdict_of(text: str) -> dict:
@@ -128,12 +127,17 @@ def test_truncated_final_line_is_repaired(tmp_path):
 def test_corrupt_middle_line_and_foreign_program_are_refused(tmp_path):
     data = make_dataset(3)
     out = tmp_path / "v.jsonl"
-    judge_stream(TrajectoryJudge(), data[:2], out, lm=scripted_lm(), progress=False)
-    with pytest.raises(BatchOutputError, match="another program or model"):
+    judge_stream(TrajectoryJudge(), data[:2], out, lm=scripted_lm(), progress=False, data="dataset-1")
+    # What the user sees: which part of the judge changed, and what to do.
+    with pytest.raises(BatchOutputError, match=r"belongs to another job .*programs\.0\.signature\.instructions.*new --out"):
         judge_stream(TrajectoryJudge(rubric="Pass everything."), data, out, lm=scripted_lm(), progress=False)
-    with pytest.raises(BatchOutputError, match="another program or model"):
+    with pytest.raises(BatchOutputError, match=r"another judge configuration \(changed: lm\.model\)"):
         judge_stream(TrajectoryJudge(), data, out, lm=ScriptedLM(lambda m: verdict_of(""), model="other"),
                      progress=False)
+    with pytest.raises(BatchOutputError, match="other input data"):
+        judge_stream(TrajectoryJudge(), data, out, lm=scripted_lm(), progress=False, data="another-dataset")
+    # The same job resumes without a word.
+    assert judge_stream(TrajectoryJudge(), data, out, lm=scripted_lm(), progress=False, data="dataset-1").resumed == 2
     out.write_text("not json\n" + out.read_text())
     with pytest.raises(BatchOutputError, match="line 1"):
         judge_stream(TrajectoryJudge(), data, out, lm=scripted_lm(), progress=False)
@@ -167,26 +171,75 @@ def test_cache_hit_makes_no_request_and_abstentions_are_not_cached(tmp_path):
         assert len(cache) == 7
 
 
-def test_cache_key_includes_program_and_model(tmp_path):
-    data = make_dataset(4)
+def _variants():
+    """One judge/LM change per fingerprint part; each must miss the cache."""
+    from dataclasses import replace
+
+    from rubricforge_dspy.render import RenderConfig
+
+    def judge(**kw):
+        return TrajectoryJudge(**kw)
+
+    def with_field_desc():
+        j = judge()
+        j.judge.signature = j.judge.signature.with_updated_fields("reason", desc="Two sentences of evidence.")
+        return j
+
+    def with_demo():
+        j = judge()
+        j.judge.demos = [dspy.Example(trajectory="x", reason="r", passed=True, score=0.9)]
+        return j
+
+    base = dict(temperature=0.0, max_tokens=256, seed=0)
+    return {
+        "instructions": (judge(rubric="Another rubric."), scripted_lm()),
+        "field text": (with_field_desc(), scripted_lm()),
+        "demos": (with_demo(), scripted_lm()),
+        "adapter": (judge(adapter=dspy.JSONAdapter()), scripted_lm()),
+        "model": (judge(), ScriptedLM(lambda m: verdict_of(last_user_text(m)), model="m2")),
+        "temperature": (judge(), scripted_lm().copy(**{**base, "temperature": 0.7})),
+        "max_tokens": (judge(), scripted_lm().copy(**{**base, "max_tokens": 99})),
+        "render": (judge(render_config=replace(RenderConfig(), max_step_chars=123)), scripted_lm()),
+    }
+
+
+def test_every_fingerprint_part_misses_the_cache(tmp_path):
+    data = make_dataset(3)
     with VerdictCache(tmp_path / "c") as cache:
-        judge_stream(TrajectoryJudge(), data, tmp_path / "a.jsonl", lm=scripted_lm(), cache=cache, progress=False)
-        other_rubric = judge_stream(TrajectoryJudge(rubric="Another rubric."), data, tmp_path / "b.jsonl",
-                                    lm=scripted_lm(), cache=cache, progress=False)
-        other_model = judge_stream(TrajectoryJudge(), data, tmp_path / "c.jsonl",
-                                   lm=ScriptedLM(lambda m: verdict_of(last_user_text(m)), model="m2"),
-                                   cache=cache, progress=False)
-        same = judge_stream(TrajectoryJudge(), data, tmp_path / "d.jsonl", lm=scripted_lm(), cache=cache,
+        judge_stream(TrajectoryJudge(), data, tmp_path / "base.jsonl", lm=scripted_lm(), cache=cache, progress=False)
+        for name, (judge, lm) in _variants().items():
+            summary = judge_stream(judge, data, tmp_path / f"{name}.jsonl", lm=lm, cache=cache, progress=False)
+            assert summary.cached == 0 and summary.lm_calls == 3, name
+        same = judge_stream(TrajectoryJudge(), data, tmp_path / "same.jsonl", lm=scripted_lm(), cache=cache,
                             progress=False)
-        text = TrajectoryJudge().render(data[0])
-        assert cache.get(rubric_sha256(SEED_RUBRIC), "scripted-judge", text_sha256(text)) is not None
-    assert (other_rubric.cached, other_model.cached, same.cached) == (0, 0, 4)
+    assert same.cached == 3 and same.lm_calls == 0
+
+
+def test_structured_output_dialect_and_string_bound_change_the_fingerprint():
+    from dataclasses import replace
+
+    base = LMConfig(model="m@r", api_base="http://127.0.0.1:1/v1")
+    fingerprints = {TrajectoryJudge().fingerprint(make_lm(config)).sha256 for config in (
+        base, replace(base, structured_output="json_object_schema"), replace(base, max_string_length=300),
+        replace(base, api_base="http://127.0.0.1:2/v1"), replace(base, seed=1))}
+    assert len(fingerprints) == 5
+    # What does not change an answer does not change the key.
+    assert TrajectoryJudge().fingerprint(make_lm(replace(base, timeout=3, num_retries=0))).sha256 == \
+        TrajectoryJudge().fingerprint(make_lm(base)).sha256
+
+
+def test_package_version_is_part_of_the_fingerprint(monkeypatch):
+    from rubricforge_dspy import fingerprint
+
+    before = TrajectoryJudge().fingerprint(scripted_lm()).sha256
+    monkeypatch.setattr(fingerprint, "_version", lambda package: "9.9.9")
+    assert TrajectoryJudge().fingerprint(scripted_lm()).sha256 != before
 
 
 def test_default_cache_dir_is_next_to_output(tmp_path):
     out = tmp_path / "run" / "v.jsonl"
     judge_stream(TrajectoryJudge(), make_dataset(2), out, lm=scripted_lm(), cache=True, progress=False)
-    assert (tmp_path / "run" / ".rubricforge_cache" / "verdicts.sqlite3").is_file()
+    assert (tmp_path / "run" / ".rubricforge_cache" / "verdicts-v2.sqlite3").is_file()
 
 
 def test_duplicate_ids_raise_naming_the_record_or_are_counted(tmp_path):
@@ -241,28 +294,6 @@ def test_progress_bar_and_summary_format(tmp_path, capsys):
     text = summary.format()
     assert "judged 3" in text and "verdicts/s" in text and summary.throughput > 0
     assert isinstance(summary, BatchSummary) and summary.to_dict()["judged"] == 3
-
-
-def test_classify_error_kinds():
-    cases = {
-        "LMTimeoutError: [m] litellm.Timeout: APITimeoutError - Request timed out.": "timeout",
-        "LMServerError: [m] litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.":
-            "connection",
-        "LMServerError: [m] litellm.InternalServerError: OpenAIException - fake fault: HTTP 500": "http_5xx",
-        "LMServerError: [m] litellm.ServiceUnavailableError: OpenAIException - HTTP 503": "http_5xx",
-        "LMInvalidRequestError: [m] litellm.BadRequestError: OpenAIException - HTTP 400": "http_4xx",
-        "LMRateLimitError: [m] litellm.RateLimitError: RateLimitError: HTTP 429": "http_4xx",
-        "AdapterParseError: LM response cannot be serialized to a JSON object.": "parse",
-        "ValueError: passed is not a boolean: 'maybe'": "parse",
-        "ValueError: could not convert string to float: 'high'": "parse",
-        "RuntimeError: something odd": "other",
-        None: None,
-    }
-    for error, kind in cases.items():
-        assert classify_error(error) == kind, error
-    assert is_retryable("timeout") and is_retryable("connection") and is_retryable("http_5xx")
-    assert not is_retryable("parse") and not is_retryable("http_4xx", "BadRequestError: HTTP 400")
-    assert is_retryable("http_4xx", "LMRateLimitError: RateLimitError: HTTP 429")
 
 
 # -- run_judge_file: the Python API behind `rubricforge judge` ---------------------------------------
@@ -357,10 +388,3 @@ def test_fake_server_models_endpoint_and_records():
             answer = json.load(reply)
     assert json.loads(answer["choices"][0]["message"]["content"])["passed"] is True
     assert fake.requests[0]["body"]["max_tokens"] == 9 and fake.usage["prompt_tokens"] >= 1
-
-
-def test_classify_error_prefers_the_exception_class():
-    assert classify_error("LMInvalidRequestError: [m] HTTP 400: unknown parameter 'timeout'") == "http_4xx"
-    assert classify_error("LMTransportError: [m] http://x/v1/chat/completions: ConnectError: refused") == "connection"
-    assert classify_error("LMTimeoutError: [m] HTTP 504: gateway") == "timeout"
-    assert classify_error(TimeoutError("slow")) == "timeout"

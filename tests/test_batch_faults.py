@@ -81,7 +81,8 @@ def test_transient_500_recovers_on_retry(tmp_path):
 
 @pytest.mark.parametrize("fault, kind, attempts", [
     ("http_500", "http_5xx", 3),
-    ("http_429", "http_4xx", 3),  # rate limits are retried, and counted as 4xx
+    ("http_429", "rate_limit", 3),  # rate limits are retried
+    ("truncated", "truncated", 1),  # an answer cut at max_tokens is an answer: not retried, never a verdict
     ("http_400", "http_4xx", 1),  # other client errors are not retried
     ("garbage", "parse", 1),      # neither are unparsable answers
     ("drop", "connection", 3),
@@ -113,7 +114,9 @@ def test_garbage_that_says_pass_never_passes(tmp_path):
         summary = judge_stream(TrajectoryJudge(), data, tmp_path / "v.jsonl", lm=fake_lm(fake), **FAST)
     lines = assert_one_line_per_id(tmp_path / "v.jsonl", [t.id for t in data])
     assert_consistent(summary, lines)
-    assert summary.passed == 0 and summary.abstained == Counter(parse=4) and summary.lm_calls == 4
+    # Not JSON, a non-boolean passed, a string score, a missing field: none is a verdict.
+    assert summary.passed == 0 and summary.lm_calls == 4
+    assert summary.abstained == Counter(parse=2, invalid=2)
 
 
 def test_server_dying_mid_batch(tmp_path):

@@ -16,7 +16,8 @@ from rubricforge_dspy.induction import (
     to_examples,
     verdict_outcome,
 )
-from rubricforge_dspy.program import load, read_program
+from rubricforge_dspy.judge import load
+from rubricforge_dspy.program import read_program
 from rubricforge_dspy.rubric import SEED_RUBRIC, parse_criteria
 from rubricforge_dspy.split import split_by_task
 from rubricforge_dspy.testing import ScriptedLM, last_user_text, system_text

@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 
 import dspy
+
+from rubricforge_dspy.execution import RetryPolicy, judge_verdict
 import pytest
 
 from rubricforge_dspy.judge import TrajectoryJudge
@@ -26,9 +28,10 @@ TRAJECTORY = "COUNTERS: steps=2\nEVENTS:\n[1] USER: Cancel ABC123.\n[2] FINAL AN
 
 
 def judge_once(config: LMConfig, trajectory: str = TRAJECTORY):
+    """A verdict always recorded (the execution layer), with DSPy's own retries as configured."""
     lm = make_lm(replace(config, cache=False))
     with dspy.context(lm=lm):
-        return TrajectoryJudge()(trajectory=trajectory), lm
+        return judge_verdict(TrajectoryJudge(), trajectory, RetryPolicy(max_retries=0)).verdict, lm
 
 
 # ---------------------------------------------------------------- precedence
@@ -201,7 +204,8 @@ def test_unreachable_endpoint_is_an_abstention():
 
     config = LMConfig(model="m@r", api_base=f"http://127.0.0.1:{free_port()}/v1", num_retries=0, timeout=5)
     verdict, _ = judge_once(config)
-    assert verdict.abstained is True and "Transport" in verdict.error
+    assert verdict.abstained is True and verdict.error_kind == "connection"
+    assert config.api_base in verdict.error  # the message names the endpoint
 
 
 def test_unparsable_output_is_an_abstention():

@@ -20,7 +20,6 @@ from rubricforge_dspy.proxy import (
     attribute_criterion,
     condense_error,
     is_error_observation,
-    judge_as_metric,
     trajectory_from_prediction,
 )
 from rubricforge_dspy.render import RenderConfig, render_trajectory
@@ -254,7 +253,6 @@ def test_render_config_and_memo_type():
     t = metric.to_trajectory(example(), run_react())
     assert metric.render(t) == render_trajectory(t, RenderConfig(max_tokens=64))
     assert isinstance(metric, JudgeMetric) and isinstance(metric.memo, VerdictMemo)
-    assert isinstance(judge_as_metric(TrajectoryJudge(), mode="graded"), JudgeMetric)
 
 
 # ------------------------------------------------------------------ inside an optimizer

@@ -17,6 +17,7 @@ from rubricforge_dspy.serving.embedded import (
     embedded_lm,
     embedded_model_name,
     find_weights,
+    lm_from_args,
     prefix_cache_stats,
     resolve_lm,
     resolve_lms,
@@ -34,6 +35,6 @@ from rubricforge_dspy.serving.sglang import served_name, sglang_launch_command, 
 __all__ = [
     "CONTEXT_TOKENS", "EmbeddedServer", "EmbeddedUnavailable", "ServerProcess", "ServerStartError",
     "check_embedded", "embedded_available", "embedded_launch_command", "embedded_lm", "embedded_model_name",
-    "find_weights", "free_port", "launch_server", "prefix_cache_stats", "probe", "resolve_lm", "resolve_lms",
+    "find_weights", "free_port", "lm_from_args", "launch_server", "prefix_cache_stats", "probe", "resolve_lm", "resolve_lms",
     "served_name", "sglang_launch_command", "sglang_router_command", "wait_for_health",
 ]

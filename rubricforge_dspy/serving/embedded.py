@@ -23,7 +23,7 @@ from typing import Iterator
 
 import dspy
 
-from rubricforge_dspy.judge import REASON_MAX_CHARS
+from rubricforge_dspy.verdict import REASON_MAX_CHARS
 from rubricforge_dspy.lm import LMConfig, make_lm
 from rubricforge_dspy.serving.process import ServerProcess, free_port, launch_server
 
@@ -210,3 +210,17 @@ def resolve_lms(judge: LMConfig, reflection: LMConfig, **server_options) -> Iter
             return make_lm(server.lm_config(config) if config.is_embedded else config)
 
         yield lm_for(judge), lm_for(reflection)
+
+
+@contextmanager
+def lm_from_args(args, reflection: bool = False):
+    """Yield the judge `dspy.LM` (and the reflection LM when `reflection`) configured by the CLI flags
+    of `rubricforge_dspy.lm.add_lm_arguments` and the environment, starting the embedded llama.cpp
+    server when no endpoint is configured; judge and reflection share one embedded server."""
+    judge_config = LMConfig.from_args(args, "judge")
+    if not reflection:
+        with resolve_lm(judge_config) as lm:
+            yield lm
+        return
+    with resolve_lms(judge_config, LMConfig.from_args(args, "reflection")) as lms:
+        yield lms
