@@ -37,6 +37,7 @@ import orjson
 from rubricforge_dspy.cache import VerdictCache, open_cache, text_sha256
 from rubricforge_dspy.execution import Outcome, RetryPolicy, judge_verdict, one_attempt_lm, resolve_lm
 from rubricforge_dspy.fingerprint import Fingerprint, judge_fingerprint
+from rubricforge_dspy.lm import lm_name
 from rubricforge_dspy.render import render_trajectory
 from rubricforge_dspy.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.verdict import Verdict, verdict_line
@@ -49,6 +50,15 @@ logger = logging.getLogger(__name__)
 # cache replay from ~5,000 to ~250 lines/s; every 16 lines keeps ~2,700/s.
 DEFAULT_FSYNC_EVERY = 16
 JOB_SUFFIX = ".job.json"
+
+
+LM_ERROR_KINDS = frozenset({"timeout", "connection", "http_5xx", "rate_limit", "http_4xx", "other"})
+DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
+
+
+class JudgeServerDown(RuntimeError):
+    """Too many consecutive judge calls failed with LM or network errors: the batch stopped (its output
+    stays resumable). The message names the endpoint and the last error."""
 
 
 class BatchOutputError(ValueError):
@@ -87,6 +97,7 @@ class BatchSummary:
     judge_fingerprint: str | None = None
     model: str | None = None
     contradictions: int = 0
+    retried: int = 0  # abstentions for LM errors left by an earlier run, asked again
     errors: dict = field(default_factory=dict)  # one example error message per abstention kind
 
     @property
@@ -107,7 +118,7 @@ class BatchSummary:
             "tokens": self.tokens, "wall_time": round(self.wall_time, 3),
             "throughput": round(self.throughput, 3), "program_sha256": self.program_sha256,
             "judge_fingerprint": self.judge_fingerprint, "model": self.model,
-            "contradictions": self.contradictions, "errors": dict(self.errors),
+            "contradictions": self.contradictions, "retried": self.retried, "errors": dict(self.errors),
         }
 
     def format(self) -> str:
@@ -116,7 +127,8 @@ class BatchSummary:
         lines = [
             f"judged {self.judged}: passed {self.passed}, failed {self.judged - self.passed}, "
             f"abstained {abstained}, passed/score contradictions {self.contradictions} (counted as fails)",
-            f"cached {self.cached} | resumed {self.resumed} | duplicates {self.duplicates} | "
+            f"cached {self.cached} | resumed {self.resumed} (re-asked {self.retried} failed calls) | "
+            f"duplicates {self.duplicates} | "
             f"loader skipped {self.skipped} | LM calls {self.lm_calls} (retries {self.retries})",
         ]
         if self.tokens:
@@ -161,32 +173,48 @@ class ResumeState:
     ids: set
     repaired_bytes: int = 0
     fingerprints: set = field(default_factory=set)
+    retried: int = 0  # abstentions for LM errors found in the file, asked again
 
 
-def read_done(out_path, repair: bool = True) -> ResumeState:
+def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_KINDS) -> ResumeState:
     """Ids already judged in `out_path`. A final line without its newline (a kill mid-write) is
-    truncated away when `repair` is true; any other unreadable line raises `BatchOutputError`."""
+    truncated away when `repair` is true; any other unreadable line raises `BatchOutputError`.
+
+    Abstentions whose error kind is in `retry_kinds` (the server failed to answer: timeouts,
+    connection errors, HTTP errors) are not done: when `repair` is true they are removed from the file
+    (rewritten atomically) so the resumed run asks again, as the cache would. Format failures (parse,
+    truncated, invalid) are answers and stay."""
     path = Path(out_path)
     state = ResumeState(ids=set())
     if not path.exists():
         return state
-    good_end = 0
+    good_end, kept, dropped = 0, [], 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):
                 state.repaired_bytes = len(raw)
                 break
-            if raw.strip():
-                try:
-                    record = orjson.loads(raw)
-                    verdict_id = record["id"]
-                except (orjson.JSONDecodeError, KeyError, TypeError) as error:
-                    raise BatchOutputError(f"{path}, line {number}: not a verdict line ({error}); "
-                                           "refusing to append to it") from error
-                state.ids.add(str(verdict_id))
-                state.fingerprints.add(record.get("judge_fingerprint"))
             good_end += len(raw)
-    if state.repaired_bytes and repair:
+            if not raw.strip():
+                continue
+            try:
+                record = orjson.loads(raw)
+                verdict_id = record["id"]
+            except (orjson.JSONDecodeError, KeyError, TypeError) as error:
+                raise BatchOutputError(f"{path}, line {number}: not a verdict line ({error}); "
+                                       "refusing to append to it") from error
+            if record.get("abstained") and record.get("error_kind") in retry_kinds:
+                dropped += 1
+                continue
+            kept.append(raw)
+            state.ids.add(str(verdict_id))
+            state.fingerprints.add(record.get("judge_fingerprint"))
+    state.retried = dropped
+    if repair and dropped:
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_bytes(b"".join(kept))
+        os.replace(temporary, path)
+    elif state.repaired_bytes and repair:
         os.truncate(path, good_end)
     return state
 
@@ -281,7 +309,8 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
                  max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
                  timeout: float | None = None, cache=None, lm=None, progress: bool = True,
                  limit: int | None = None, on_duplicate: str = "raise", fsync_every: int = DEFAULT_FSYNC_EVERY,
-                 data: str | None = None) -> BatchSummary:
+                 data: str | None = None,
+                 max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> BatchSummary:
     """Judge `trajectories` (any iterable, consumed lazily) into the JSONL `out_path`; resumable.
 
     concurrency: worker threads; at most ``2 * concurrency`` trajectories are held at once.
@@ -297,6 +326,9 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
     fsync_every: fsync the output every N lines (0: only at the end).
     data: the input data's fingerprint (`data_fingerprint`), recorded in ``OUT.job.json``; a later run
         on other data is refused.
+    max_consecutive_lm_errors: stop with `JudgeServerDown` after this many verdicts in a row abstained
+        for an LM or network error (after their retries): a dead server must not turn a whole batch into
+        recorded fails. None never stops. Format failures (parse, truncated, invalid) do not count.
     """
     if on_duplicate not in ("raise", "skip"):
         raise ValueError(f"on_duplicate must be 'raise' or 'skip', got {on_duplicate!r}")
@@ -318,6 +350,7 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
     fingerprint = judge_fingerprint(batch_judge, the_lm)
     program = getattr(judge, "program_sha256", None)
     model = getattr(the_lm, "model", None)
+    lm_label = lm_name(the_lm)
 
     done = read_done(out_path)
     claim_output(out_path, fingerprint, data, bool(done.ids))
@@ -329,7 +362,7 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
 
     verdict_cache: VerdictCache | None = open_cache(cache, out_path)
     owns_cache = verdict_cache is not None and not isinstance(cache, VerdictCache)
-    summary = BatchSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes,
+    summary = BatchSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes, retried=done.retried,
                            program_sha256=program, judge_fingerprint=fingerprint.sha256, model=model)
     tracker = UsageTotals()
     stop = threading.Event()
@@ -337,6 +370,7 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
     bar = _progress_bar(progress, limit)
     window = 2 * concurrency
     pending: dict = {}
+    streak = {"n": 0, "last": None}
 
     def record(trajectory: Trajectory, verdict: Verdict, cached: bool, attempts: int, text_hash: str | None) -> None:
         writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=attempts,
@@ -350,6 +384,11 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
             summary.errors.setdefault(verdict.error_kind, verdict.error)
         elif verdict_cache is not None and not cached and text_hash is not None:
             verdict_cache.put(fingerprint.sha256, text_hash, verdict)
+        if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
+            streak["n"] += 1
+            streak["last"] = verdict.error
+        elif not cached:
+            streak["n"] = 0
         if bar is not None:
             bar.update(1)
             bar.set_postfix(abstained=summary.n_abstained, cached=summary.cached, resumed=summary.resumed,
@@ -362,6 +401,13 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
             summary.lm_calls += outcome.attempts
             summary.retries += outcome.attempts - 1
             record(trajectory, outcome.verdict, False, outcome.attempts, text_hash)
+
+    def check_streak() -> None:
+        if max_consecutive_lm_errors is not None and streak["n"] >= max_consecutive_lm_errors:
+            raise JudgeServerDown(
+                f"judge LM {lm_label} failed {streak['n']} consecutive calls after retries; last error: "
+                f"{streak['last']}. Stopped; {out_path} keeps every verdict so far: fix the server and re-run "
+                "the same command to resume.")
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
     interrupted = False
@@ -382,9 +428,16 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
             if len(pending) >= window:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 collect(finished)
+                check_streak()
         while pending:
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             collect(finished)
+            check_streak()
+    except JudgeServerDown:
+        stop.set()  # in-flight calls stop retrying; the ones that finish are kept
+        interrupted = True
+        collect([f for f in list(pending) if f.done() and not f.cancelled() and f.exception() is None])
+        raise
     except Exception:
         # A bad input record or a duplicate id: finish and keep the verdicts in flight, then raise.
         while pending:
@@ -456,7 +509,8 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
                    concurrency: int = 4, on_error: str = "raise", on_duplicate: str | None = None,
                    format: str = "auto", label_threshold: float = 0.0, cache=True,
                    max_retries: int = 2, backoff: float = 0.5, timeout: float | None = None,
-                   progress: bool = True, fsync_every: int = DEFAULT_FSYNC_EVERY) -> BatchSummary:
+                   progress: bool = True, fsync_every: int = DEFAULT_FSYNC_EVERY,
+                   max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> BatchSummary:
     """Judge the trajectory file `data_path` into `out_path` (resumable); returns the summary.
 
     program: a frozen program path, a judge, or None for the seed judge. lm: a `dspy.LM` or an
@@ -478,7 +532,7 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
     summary = judge_stream(judge, stream, out_path, concurrency=concurrency, max_retries=max_retries,
                            backoff=backoff, timeout=timeout, cache=cache, lm=_as_lm(lm), progress=progress,
                            limit=limit, on_duplicate=on_duplicate or ("skip" if on_error == "skip" else "raise"),
-                           fsync_every=fsync_every, data=data)
+                           fsync_every=fsync_every, data=data, max_consecutive_lm_errors=max_consecutive_lm_errors)
     skipped = getattr(report, "skipped", 0)
     summary.skipped = len(skipped) if isinstance(skipped, (list, tuple, set)) else int(skipped or 0)
     return summary

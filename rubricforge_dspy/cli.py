@@ -83,15 +83,24 @@ def cmd_render(args) -> int:
 
 
 def cmd_judge(args) -> int:
-    from rubricforge_dspy.batch import run_judge_file
+    """Exit 0 when verdicts were produced; 3 when every call of this run failed with an LM or network
+    error (nothing was judged: the output holds only abstentions, which a re-run asks again) or when
+    too many failed in a row (`--max-consecutive-errors`)."""
+    from rubricforge_dspy.batch import LM_ERROR_KINDS, run_judge_file
 
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
         summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm,
                                  concurrency=args.concurrency, on_error="skip" if args.skip_bad else "raise",
                                  format=args.format, label_threshold=args.label_threshold,
-                                 cache=False if args.no_cache else True)
+                                 cache=False if args.no_cache else True,
+                                 max_consecutive_lm_errors=args.max_consecutive_errors or None)
     print(summary.format(), file=sys.stderr)
+    lm_failures = sum(n for kind, n in summary.abstained.items() if kind in LM_ERROR_KINDS)
+    if summary.judged and lm_failures == summary.judged:
+        print(f"error: every judge call failed ({', '.join(sorted(summary.errors))}); no verdict was produced. "
+              f"First error: {next(iter(summary.errors.values()))}", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -204,7 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--no-cache", action="store_true",
+                   help="no verdict cache at all (DSPy's own response cache is always off for judging)")
+    p.add_argument("--max-consecutive-errors", type=int, default=20,
+                   help="stop (exit 3, output resumable) after this many calls in a row fail with LM/network "
+                        "errors; 0 never stops")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_judge)
 

@@ -241,10 +241,10 @@ def lm_name(lm) -> str:
     return f"{name} @ {base}" if base else name
 
 
-def _http_error(status: int, text: str, retry_after: str | None):
+def _http_error(status: int, text: str, retry_after: str | None, url: str = ""):
     from dspy import lm15
 
-    message = f"HTTP {status}: {text[:500]}"
+    message = f"{url}: HTTP {status}: {text[:500]}" if url else f"HTTP {status}: {text[:500]}"
     if status in (401, 403):
         cls = lm15.AuthError
     elif status == 429:
@@ -328,7 +328,7 @@ class ChatCompletionsEngine:
         except httpx.HTTPError as error:
             raise lm15.TransportError(f"{self.url}: {type(error).__name__}: {error}") from error
         if reply.status_code >= 400:
-            raise _http_error(reply.status_code, reply.text, reply.headers.get("retry-after"))
+            raise _http_error(reply.status_code, reply.text, reply.headers.get("retry-after"), self.url)
         try:
             payload = reply.json()
         except ValueError as error:

@@ -70,9 +70,10 @@ def test_judge_with_an_unreachable_server_records_abstained_fails(tmp_path):
     out = tmp_path / "preds.jsonl"
     with FakeOpenAI(lambda body, n: "http_500") as fake:
         assert main(["judge", "--data", str(AIRLINE), "--limit", "2", "--out", str(out), "--no-cache",
-                     "--api-base", fake.url + "/v1", "--model", "fake-judge-r1", "--timeout", "5"]) == 0
+                     "--api-base", fake.url + "/v1", "--model", "fake-judge-r1", "--timeout", "5"]) == 3
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == 2 and all(x["abstained"] and x["passed"] is False for x in lines)
+    assert all(fake.api_base in x["error"] for x in lines)  # the error names the endpoint
 
 
 @pytest.mark.parametrize("command", ["stats", "render", "judge", "induce", "report", "demo", "serve"])
