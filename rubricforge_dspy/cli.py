@@ -246,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="artifacts/demo")
     p.add_argument("--program", default=None, help="where to freeze (default: OUT/induced.json)")
     p.add_argument("--tasks", type=int, default=None, help="number of tasks sampled (default: small)")
+    p.add_argument("--data", default=None,
+                   help="tau-bench results file to sample from (default: the bundled GPT-4o airline sample)")
     p.add_argument("--budget", type=int, default=None)
     p.add_argument("--resume", action="store_true", help="continue an interrupted demo instead of starting over")
     add_lm_arguments(p)

@@ -9,14 +9,15 @@ runs against a real model (use larger --tasks/--budget there).
 from __future__ import annotations
 
 import sys
+from importlib import resources
 from pathlib import Path
 
 from rubricforge_dspy.protocol import ProtocolConfig, run_protocol
 from rubricforge_dspy.render import RenderConfig
 from rubricforge_dspy.split import sample_by_task
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEMO_DATA = REPO_ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
+# Trial 0 of each task of the tau-bench GPT-4o airline run, shipped in the package (see data/README.md).
+DEMO_DATA = Path(str(resources.files("rubricforge_dspy").joinpath("data", "demo-gpt-4o-airline.json")))
 EMBEDDED_SIZES = {"tasks": 10, "budget": 6}
 SERVER_SIZES = {"tasks": 50, "budget": 200}
 EMBEDDED_REFLECTION_TOKENS = 800
@@ -39,10 +40,11 @@ def run_demo(args) -> int:
     sizes = EMBEDDED_SIZES if embedded else SERVER_SIZES
     n_tasks = args.tasks or sizes["tasks"]
     budget = args.budget or sizes["budget"]
-    if not DEMO_DATA.exists():
-        print(f"error: bundled demo data not found at {DEMO_DATA} (run from a clone of the repo)", file=sys.stderr)
+    data = Path(args.data) if getattr(args, "data", None) else DEMO_DATA
+    if not data.exists():
+        print(f"error: demo data not found at {data}; give a tau-bench results file with --data", file=sys.stderr)
         return 2
-    trajectories, _ = load_trajectories(DEMO_DATA)
+    trajectories, _ = load_trajectories(data)
     sample = sample_by_task(trajectories, n_tasks)
     out = Path(args.out)
     program = Path(args.program) if args.program else out / "induced.json"
@@ -55,7 +57,7 @@ def run_demo(args) -> int:
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         judge_name, ref_name = lm_name(judge_lm), lm_name(reflection_lm)
         print(f"judge LM: {judge_name}\nreflection LM: {ref_name}\n"
-              f"data: {DEMO_DATA.name}, {len(sample)} tasks x 1 trial, GEPA budget {budget}", file=sys.stderr)
+              f"data: {data.name}, {len(sample)} tasks x 1 trial, GEPA budget {budget}", file=sys.stderr)
         run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, judge_lm_name=judge_name,
                                reflection_lm_name=ref_name, program_path=program,
                                dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)", config=config,

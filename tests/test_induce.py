@@ -161,3 +161,53 @@ def test_rerun_with_the_same_log_dir_resumes_instead_of_starting_over(tmp_path):
     assert again.sweep == first.sweep
     # the resumed run only re-judges the validation set for the freeze-time metrics
     assert again_lm.calls <= len(split.val) < first_lm.calls
+
+
+def test_candidates_that_memorize_training_episodes_are_rejected_and_counted(tmp_path):
+    """A reflection LM that copies a training episode's flight number into the rubric: the candidate is
+    rejected before GEPA spends calls on it, and the count is reported."""
+    split = split_by_task(make_dataset(24), seed=0)
+    flight = re.search(r"HAT\d{3}", split.train[0].render_text() if hasattr(split.train[0], "render_text")
+                       else to_examples(split.train[:1])[0].trajectory).group(0)
+
+    def copying(messages):
+        return {"new_instruction": SEED_RUBRIC.replace(
+            "\n\nScoring:", f"\n{ERROR_CRITERION}\n8. Flights: fail when flight {flight} was booked.\n\nScoring:")}
+
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=ScriptedLM(copying),
+                    config=InductionConfig(budget=40, minibatch=3, seed=0), out_path=tmp_path / "p.json")
+    assert result.rejected and any(flight in leak for r in result.rejected for leak in r["leaks"])
+    assert not result.beat_seed and flight not in result.judge.rubric
+    manifest = read_program(tmp_path / "p.json")["rubricforge"]
+    assert manifest["induction"]["rejected_memorized"] == len(result.rejected)
+
+
+def test_recompiling_with_init_starts_from_the_parent_and_records_its_hash(tmp_path):
+    """`induce --init parent.json` on new labels: the seed candidate is the parent's rubric, and the new
+    manifest names the parent program."""
+    split = split_by_task(make_dataset(24), seed=0)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    first = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=make_reflection_lm([]),
+                   config=InductionConfig(budget=60, minibatch=3, seed=0), out_path=tmp_path / "parent.json")
+    assert first.beat_seed
+    parent = load(tmp_path / "parent.json")
+    new_split = split_by_task(make_dataset(30), seed=1)
+    unhelpful = ScriptedLM(lambda messages: {"new_instruction": "Pass every episode. score 0.9."})
+    child = induce(new_split.train, new_split.val, judge_lm=judge_lm, reflection_lm=unhelpful, init=parent,
+                   config=InductionConfig(budget=40, minibatch=3, seed=0), out_path=tmp_path / "child.json")
+    assert child.sweep[0]["rubric_sha256"] == parent.manifest["rubric_sha256"]  # the parent is the seed
+    assert child.judge.rubric == parent.rubric  # nothing beat it, so the parent is kept
+    manifest = read_program(tmp_path / "child.json")["rubricforge"]
+    assert manifest["induction"]["parent_program_sha256"] == parent.program_sha256
+
+
+def test_induction_refuses_a_budget_below_one_validation_pass_and_one_class_labels():
+    split = split_by_task(make_dataset(24), seed=0)
+    lm = ScriptedLM(scripted_judge)
+    with pytest.raises(ValueError, match=r"smaller than one validation pass .*Use --budget >="):
+        induce(split.train, split.val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=2))
+    one_class = [t for t in make_dataset(24) if t.label == 1]
+    split = split_by_task(one_class, seed=0)
+    with pytest.raises(ValueError, match="label 1"):
+        induce(split.train, split.val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=40))
