@@ -101,7 +101,7 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from rubricforge_dspy.figures import write_figures
+    from rubricforge_dspy.report.figures import write_figures
     from rubricforge_dspy.report import compute_report, load_run, render_markdown, write_report
     import_s = time.perf_counter() - t0
 

@@ -6,8 +6,15 @@ the judge's false-pass rate on the agent's *new* trajectories rises above the ra
 judge was frozen. The audit re-scores a small set of the agent's trajectories with true labels and
 compares:
 
-    report = audit(judge, labeled)            # baseline: judge.manifest["metrics"]["false_pass_rate"]
+    report = audit(judge, labeled)            # baseline: the program's certificate (else validation)
     print(report.format())                    # a GoodhartWarning was issued if report.drifted
+
+Baseline: the false-pass rate of the manifest's ``certificate`` (measured on labeled data the program
+never trained or selected on: ``false_pass_rate``, ``n_negatives``, ``false_passes``); without one,
+the validation false-pass rate recorded at freeze (``metrics.false_pass_rate``, from the split GEPA
+selected on, so optimistic), with a note. Drift: a one-sided exact binomial test that the rate on the
+new trajectories exceeds the baseline (``scipy.stats.binomtest(false_passes, n_failed, baseline,
+alternative="greater")``), significant at ``alpha``; not a fixed threshold.
 
 No labels yet? `sample_for_labeling` writes a JSONL sample for a person to fill in (``"label": 1`` when
 the agent accomplished the task, ``0`` when it did not); `load_labeled` reads it back.
@@ -26,17 +33,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import dspy
+from scipy import stats
 
 from rubricforge_dspy.execution import judge_verdict, resolve_lm
-from rubricforge_dspy.metrics import accuracy
+from rubricforge_dspy.metrics import accuracy, proportion_ci
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import rubric_sha256
 from rubricforge_dspy.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError
 
 __all__ = ["GoodhartWarning", "AuditReport", "audit", "baseline_from_manifest", "sample_for_labeling",
-           "load_labeled", "DEFAULT_THRESHOLD"]
+           "load_labeled", "drift_p_value", "DEFAULT_ALPHA"]
 
-DEFAULT_THRESHOLD = 0.1
+DEFAULT_ALPHA = 0.05
 FEW_FAILURES = 10
 _FULL = RenderConfig(max_tokens=10**9, max_step_chars=10**9)  # the labeler reads everything
 _LABELS = {1: 1, 0: 0, True: 1, False: 0, "1": 1, "0": 0, "pass": 1, "fail": 0, "passed": 1, "failed": 0}
@@ -54,8 +62,9 @@ class AuditReport:
     accuracy: float
     false_pass_rate: float | None  # None when no labeled trajectory failed
     baseline_false_pass_rate: float | None
-    baseline_source: str  # "argument", "manifest" or "none"
-    threshold: float
+    baseline_source: str  # "argument", "certificate", "validation" or "none"
+    alpha: float
+    p_value: float | None  # one-sided exact binomial test of "rate now > baseline"; None when untestable
     drifted: bool
     false_pass_ids: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -69,22 +78,32 @@ class AuditReport:
             return None
         return self.false_pass_rate - self.baseline_false_pass_rate
 
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """Exact (Clopper-Pearson) 1 - alpha interval of the false-pass rate now."""
+        if self.false_pass_rate is None:
+            return None
+        return proportion_ci(len(self.false_pass_ids), self.n_failed, self.alpha)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta": self.delta}
+        return {**asdict(self), "delta": self.delta, "interval": self.interval}
 
     def format(self) -> str:
         def rate(x):
             return "undefined" if x is None else f"{x:.3f}"
 
-        delta = "" if self.delta is None else f" ({self.delta:+.3f}, threshold +{self.threshold:.3f})"
+        delta = "" if self.delta is None else f" ({self.delta:+.3f})"
+        interval = "" if self.interval is None else " [{:.3f}, {:.3f}]".format(*self.interval)
+        test = ("" if self.p_value is None else
+                f"  one-sided exact binomial test (rate now > at freeze): p = {self.p_value:.4f}, alpha {self.alpha:g}")
         verdict = "DRIFTED: the judge is passing failures it used to catch" if self.drifted else "no drift detected"
         lines = [
             f"Goodhart audit: {verdict}",
             f"  labeled trajectories: {self.n} ({self.n_failed} failed), judge abstained on {self.n_abstained}",
             f"  accuracy: {self.accuracy:.3f}",
-            f"  false-pass rate now: {rate(self.false_pass_rate)}, at freeze: {rate(self.baseline_false_pass_rate)} "
-            f"[{self.baseline_source}]{delta}",
-        ]
+            f"  false-pass rate now: {rate(self.false_pass_rate)}{interval}, at freeze: "
+            f"{rate(self.baseline_false_pass_rate)} [{self.baseline_source}]{delta}",
+        ] + ([test] if test else [])
         if self.false_pass_ids:
             shown = ", ".join(self.false_pass_ids[:10]) + (" ..." if len(self.false_pass_ids) > 10 else "")
             lines.append(f"  false passes: {shown}")
@@ -92,13 +111,32 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def baseline_from_manifest(judge) -> float | None:
-    """``judge.manifest["metrics"]["false_pass_rate"]``, recorded when the program was frozen (or None)."""
+def baseline_from_manifest(judge) -> tuple[float | None, str]:
+    """(baseline false-pass rate, source) from the program's manifest: its certificate's
+    ``false_pass_rate`` (checked against ``false_passes / n_negatives`` when both are given) as
+    ``"certificate"``, else ``metrics.false_pass_rate`` recorded at freeze as ``"validation"``, else
+    ``(None, "none")``."""
     manifest = getattr(judge, "manifest", None) or {}
+    certificate = manifest.get("certificate") or {}
+    value = certificate.get("false_pass_rate")
+    if value is not None and not (isinstance(value, float) and math.isnan(value)):
+        n, k = certificate.get("n_negatives"), certificate.get("false_passes")
+        if isinstance(n, int) and isinstance(k, int) and n > 0 and abs(k / n - float(value)) > 1e-9:
+            raise ValueError(f"the program's certificate is inconsistent: false_pass_rate {value} but "
+                             f"false_passes / n_negatives = {k}/{n}; re-certify the program")
+        return _check_rate("certificate false_pass_rate", value), "certificate"
     value = (manifest.get("metrics") or {}).get("false_pass_rate")
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return float(value)
+        return None, "none"
+    return _check_rate("manifest metrics.false_pass_rate", value), "validation"
+
+
+def drift_p_value(false_passes: int, n_failed: int, baseline: float) -> float:
+    """One-sided exact binomial test of H0 "false-pass rate <= baseline" against "greater":
+    ``P(X >= false_passes)`` for ``X ~ Binomial(n_failed, baseline)`` (``scipy.stats.binomtest``)."""
+    if baseline >= 1.0:
+        return 1.0
+    return float(stats.binomtest(false_passes, n_failed, baseline, alternative="greater").pvalue)
 
 
 def _check_rate(name: str, value) -> float:
@@ -109,24 +147,25 @@ def _check_rate(name: str, value) -> float:
 
 
 def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: float | None = None,
-          threshold: float = DEFAULT_THRESHOLD, lm=None) -> AuditReport:
+          alpha: float = DEFAULT_ALPHA, lm=None) -> AuditReport:
     """Re-score `labeled` with `judge` and compare its false-pass rate with the rate at freeze.
 
-    baseline_false_pass_rate: default the program's manifest (``metrics.false_pass_rate``).
-    threshold: ``drifted`` when the rate rises by more than this (absolute); a `GoodhartWarning` is issued.
+    baseline_false_pass_rate: default the program's certificate, else its validation rate (see
+    `baseline_from_manifest`).
+    alpha: ``drifted`` when the one-sided exact binomial test (`drift_p_value`) rejects "no rise" at
+    this level; a `GoodhartWarning` is issued.
     lm: the judge's LM (run under ``dspy.context(lm=lm)``); default: the judge's own or the configured one.
     """
     labeled = list(labeled)
     if not labeled:
         raise ValueError("the audit needs at least one labeled trajectory")
-    threshold = float(threshold)
-    if threshold < 0:
-        raise ValueError(f"threshold must be >= 0, got {threshold!r}")
+    alpha = float(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     if baseline_false_pass_rate is not None:
         baseline, source = _check_rate("baseline_false_pass_rate", baseline_false_pass_rate), "argument"
     else:
-        baseline = baseline_from_manifest(judge)
-        source = "manifest" if baseline is not None else "none"
+        baseline, source = baseline_from_manifest(judge)
 
     with dspy.context(**({"lm": lm} if lm is not None else {})):
         verdicts = [judge_verdict(judge, t).verdict for t in labeled]
@@ -144,22 +183,28 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
         notes.append(f"only {n_failed} failed trajectories: one false pass moves the rate by {1 / n_failed:.2f}")
     if baseline is None:
         notes.append("no baseline false-pass rate (none given, none in the manifest): drift cannot be judged")
-    drifted = rate is not None and baseline is not None and rate - baseline > threshold
+    elif source == "validation":
+        notes.append("baseline from the validation split induction selected on (optimistic, few items): "
+                     "certify the program on held-out labeled data for a sound baseline")
+    p_value = drift_p_value(len(false_pass_ids), n_failed, baseline) \
+        if rate is not None and baseline is not None else None
+    drifted = p_value is not None and p_value < alpha
     n_abstained = sum(bool(v.abstained) for v in verdicts)
     if n_abstained:
         notes.append(f"{n_abstained} abstentions counted as fail verdicts")
 
     report = AuditReport(
         n=len(labeled), n_failed=n_failed, n_abstained=n_abstained, accuracy=accuracy(y_true, y_pred),
-        false_pass_rate=rate, baseline_false_pass_rate=baseline, baseline_source=source, threshold=threshold,
-        drifted=drifted, false_pass_ids=false_pass_ids, notes=notes,
+        false_pass_rate=rate, baseline_false_pass_rate=baseline, baseline_source=source, alpha=alpha,
+        p_value=p_value, drifted=drifted, false_pass_ids=false_pass_ids, notes=notes,
         rubric_sha256=rubric_sha256(judge.rubric) if hasattr(judge, "rubric") else None,
         judge_lm=str(getattr(used_lm, "model", None) or "") or None,
     )
     if drifted:
         warnings.warn(GoodhartWarning(
             f"Goodhart audit: the judge's false-pass rate rose from {baseline:.3f} at freeze to {rate:.3f} "
-            f"on {n_failed} failed trajectories (more than +{threshold:.3f}); the agent optimizer may be gaming "
+            f"on {n_failed} failed trajectories (one-sided exact binomial test p = {p_value:.4f} < {alpha:g}); "
+            "the agent optimizer may be gaming "
             "the judge: re-induce or re-freeze it on fresh labeled trajectories"), stacklevel=2)
     return report
 

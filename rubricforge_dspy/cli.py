@@ -145,7 +145,7 @@ def cmd_induce(args) -> int:
 def cmd_report(args) -> int:
     from rubricforge_dspy.report import report_main
 
-    path = report_main(args.predictions, args.out)
+    path = report_main(args.predictions, args.out, labels=args.labels)
     print(f"report: {path}")
     return 0
 
@@ -237,8 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_lm_arguments(p)
     p.set_defaults(func=cmd_induce)
 
-    p = sub.add_parser("report", help="render the report of a persisted run")
-    p.add_argument("--predictions", required=True, help="run directory (holding predictions/)")
+    p = sub.add_parser("report", help="render the report of a persisted run or of verdict files")
+    p.add_argument("--predictions", required=True, nargs="+",
+                   help="a run directory (holding predictions/), or verdict files of `rubricforge judge`, "
+                        "one per judge (judge name = file stem); layout: docs/REPORT.md")
+    p.add_argument("--labels", default=None,
+                   help="JSONL of {\"id\", \"label\": 0|1[, \"reward\"]} for verdict files of unlabeled data")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report)
 

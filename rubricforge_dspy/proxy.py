@@ -47,7 +47,7 @@ from rubricforge_dspy.fingerprint import judge_fingerprint
 from rubricforge_dspy.lm import lm_name
 from rubricforge_dspy.loaders._common import looks_like_tool_error
 from rubricforge_dspy.render import RenderConfig, render_trajectory
-from rubricforge_dspy.rubric import Criterion, parse_criteria
+from rubricforge_dspy.criteria import attribute
 from rubricforge_dspy.trajectory import Source, Step, Trajectory
 
 __all__ = [
@@ -202,43 +202,8 @@ def trajectory_from_prediction(example, pred, trace=None, *, input_fields: list[
 # --------------------------------------------------------------------------------------------
 # Criterion attribution
 
-_STOP = {"with", "from", "that", "when", "only", "this", "what", "have", "into", "were", "does", "each", "every"}
-
-
-def _stems(text: str) -> list[str]:
-    return [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 4 and w not in _STOP]
-
-
-def _same_word(a: str, b: str) -> bool:
-    n = min(5, len(a), len(b))
-    return a[:n] == b[:n]
-
-
-def attribute_criterion(reason: str, rubric: str) -> Criterion | None:
-    """The rubric criterion the judge's `reason` refers to, or None.
-
-    In order of strength: the criterion's full name in the reason; an explicit reference to its number
-    ("criterion 3", "#3", "(3)"); else the criterion whose name words (4+ letters, matched on their first
-    five letters, so "error" matches "errors") occur most often. Ties go to the earlier criterion.
-    """
-    criteria = parse_criteria(rubric)
-    lowered = (reason or "").lower()
-    if not criteria or not lowered.strip():
-        return None
-    for criterion in criteria:
-        if not criterion.name.startswith("criterion ") and criterion.name.lower() in lowered:
-            return criterion
-    for criterion in criteria:
-        if re.search(rf"(?:criterion|criteria|#|\()\s*{criterion.number}\b", lowered):
-            return criterion
-    words = _stems(lowered)
-    best, best_hits = None, 0
-    for criterion in criteria:
-        keys = _stems(criterion.name) if not criterion.name.startswith("criterion ") else []
-        hits = sum(any(_same_word(key, word) for word in words) for key in keys)
-        if hits > best_hits:
-            best, best_hits = criterion, hits
-    return best
+# The one attribution algorithm lives in rubricforge_dspy.criteria (shared with the report).
+attribute_criterion = attribute
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Rubrics: the generic seed rubric, and utilities over numbered criteria.
+"""Rubrics: the generic seed rubric and its hash. Criteria live in `rubricforge_dspy.criteria`
+(re-exported here: `Criterion`, `parse_criteria`, `without_criterion`).
 
 A rubric is plain text whose numbered lines ``N. Name: text`` are its criteria. The seed rubric is
 both the starting point of induction and the G-Eval baseline, so it is written to be a competent
@@ -8,8 +9,10 @@ judge on its own: every criterion is phrased as evidence that can be checked in 
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import dataclass
+
+from rubricforge_dspy.criteria import Criterion, parse_criteria, without_criterion
+
+__all__ = ["SEED_RUBRIC", "rubric_sha256", "Criterion", "parse_criteria", "without_criterion"]
 
 SEED_RUBRIC = """\
 You grade one AI agent episode from its observable record: the user's turns, the agent's messages, \
@@ -37,56 +40,6 @@ cut off by a step limit, or with the user still reporting an unresolved problem.
 Scoring: score is your probability in [0, 1] that the task was accomplished. passed is true exactly \
 when score >= 0.5. When the evidence is missing or ambiguous, lean towards fail."""
 
-_CRITERION = re.compile(r"^\s*(\d+)[.)]\s+(?:\*\*)?([^:\n]{1,80}?)(?:\*\*)?:\s*(.+)$")
-
-
-@dataclass(frozen=True)
-class Criterion:
-    number: int
-    name: str
-    text: str
-    line: str
-
 
 def rubric_sha256(rubric: str) -> str:
     return hashlib.sha256(rubric.encode("utf-8")).hexdigest()
-
-
-def parse_criteria(rubric: str) -> list[Criterion]:
-    """The numbered criteria of `rubric`, in order.
-
-    A criterion is a line ``N. Name: text`` (or ``N) Name: text``, optionally with a bold name).
-    A numbered line without a ``Name:`` prefix is a criterion named ``criterion N``.
-    """
-    criteria = []
-    for line in rubric.splitlines():
-        match = _CRITERION.match(line)
-        if match:
-            number, name, text = int(match[1]), match[2].strip(), match[3].strip()
-        else:
-            bare = re.match(r"^\s*(\d+)[.)]\s+(.+)$", line)
-            if not bare:
-                continue
-            number, name, text = int(bare[1]), f"criterion {bare[1]}", bare[2].strip()
-        criteria.append(Criterion(number=number, name=name, text=text, line=line))
-    return criteria
-
-
-def without_criterion(rubric: str, criterion: int | str) -> str:
-    """`rubric` with one criterion's line removed, selected by number or (case-insensitive) name.
-
-    The remaining criteria keep their numbers, so ablation results stay attributable.
-    """
-    criteria = parse_criteria(rubric)
-    matches = [
-        c for c in criteria
-        if (isinstance(criterion, int) and c.number == criterion)
-        or (isinstance(criterion, str) and c.name.lower() == criterion.lower())
-    ]
-    if not matches:
-        known = ", ".join(f"{c.number}. {c.name}" for c in criteria) or "none"
-        raise KeyError(f"no criterion {criterion!r} in rubric (criteria: {known})")
-    target = matches[0].line
-    lines = rubric.splitlines()
-    lines.remove(target)
-    return "\n".join(lines)

@@ -8,7 +8,6 @@ import pytest
 
 from evals.agent_example import env
 from evals.agent_example.run import main, run_example, scripted_agent_lm, scripted_judge_lm, scripted_judge_verdict
-from rubricforge_dspy.audit import GoodhartWarning
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.program import freeze, read_program
 
@@ -71,8 +70,7 @@ def test_scripted_judge_rule():
 
 def test_the_whole_example_offline(tmp_path):
     agent_lm, judge_lm = scripted_agent_lm(), scripted_judge_lm()
-    with pytest.warns(GoodhartWarning):
-        summary = run_example(agent_lm, judge_lm, out_dir=tmp_path, mode="scripted")
+    summary = run_example(agent_lm, judge_lm, out_dir=tmp_path, mode="scripted")
     assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(summary, default=str))
 
     # the optimizer was rewarded by the judge only, and it changed the agent
@@ -91,8 +89,8 @@ def test_the_whole_example_offline(tmp_path):
         assert all(isinstance(e["success"], bool) and e["error"] is None for e in episodes)
     audit = summary["audit"]
     assert {"n", "n_failed", "accuracy", "false_pass_rate", "baseline_false_pass_rate", "drifted",
-            "n_abstained", "threshold"} <= set(audit)
-    assert summary["baseline"]["source"] == "manifest"
+            "n_abstained", "alpha", "p_value"} <= set(audit)
+    assert summary["baseline"]["source"] == "validation"
     assert read_program(tmp_path / "judge.json")["rubricforge"]["metrics"]["false_pass_rate"] == 0.4
     assert len((tmp_path / "audit_sample.jsonl").read_text().splitlines()) == 10
 
@@ -101,7 +99,10 @@ def test_the_whole_example_offline(tmp_path):
     # the old one), so the remaining failures all sit in the judge's blind spot.
     assert (summary["before"]["true_success_rate"], summary["after"]["true_success_rate"]) == (0.5, 0.9)
     assert (summary["before"]["judge_pass_rate"], summary["after"]["judge_pass_rate"]) == (0.7, 1.0)
-    assert audit["drifted"] and audit["false_pass_rate"] == 1.0 and audit["false_pass_ids"] == ["after:replace-1002"]
+    # One failed trajectory, passed: the rate rose from 0.4 to 1.0, but one failure is no evidence of
+    # drift (one-sided exact binomial test, p = P(X >= 1 | n = 1, p = 0.4) = 0.4); the false pass is listed.
+    assert audit["false_pass_rate"] == 1.0 and audit["false_pass_ids"] == ["after:replace-1002"]
+    assert audit["p_value"] == pytest.approx(0.4) and not audit["drifted"]
 
 
 def test_cli_scripted_with_a_frozen_program(tmp_path, capsys):
@@ -109,7 +110,7 @@ def test_cli_scripted_with_a_frozen_program(tmp_path, capsys):
     freeze(TrajectoryJudge(), program, metrics={"false_pass_rate": 0.95})
     summary = main(["--scripted", "--out", str(tmp_path / "out"), "--program", str(program), "--demos", "1"])
     assert summary["mode"] == "scripted" and summary["lms"] == {"agent": "scripted-agent", "judge": "scripted-judge"}
-    assert summary["baseline"]["source"] == "manifest" and summary["audit"]["baseline_false_pass_rate"] == 0.95
+    assert summary["baseline"]["source"] == "validation" and summary["audit"]["baseline_false_pass_rate"] == 0.95
     assert not summary["audit"]["drifted"] and summary["files"]["judge_program"] is None
     assert summary["optimizer"]["max_bootstrapped_demos"] == 1
     out = capsys.readouterr().out

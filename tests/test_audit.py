@@ -7,6 +7,7 @@ import warnings
 
 import dspy
 import pytest
+from scipy import stats
 
 from rubricforge_dspy.audit import (
     AuditReport,
@@ -46,7 +47,7 @@ def test_drift_is_detected_and_warned():
     assert sorted(report.false_pass_ids) == sorted(t.id for t in data if t.label == 0)
     assert report.judge_lm == "gullible" and report.baseline_source == "argument"
     text = report.format()
-    assert "DRIFTED" in text and "false-pass rate now: 1.000, at freeze: 0.100" in text
+    assert "DRIFTED" in text and "false-pass rate now: 1.000 [0.398, 1.000], at freeze: 0.100" in text
 
 
 def test_no_drift_when_the_judge_still_catches_failures():
@@ -57,24 +58,40 @@ def test_no_drift_when_the_judge_still_catches_failures():
     assert "no drift detected" in report.format()
 
 
-def test_threshold_is_a_strict_rise():
-    data = make_dataset(8)
-    # 4 failures, all false passes: 1.0 - 0.75 = 0.25
-    assert audit(TrajectoryJudge(), data, baseline_false_pass_rate=0.75, threshold=0.3, lm=gullible()).drifted is False
-    with pytest.warns(GoodhartWarning):
-        assert audit(TrajectoryJudge(), data, baseline_false_pass_rate=0.75, threshold=0.2, lm=gullible()).drifted
+def test_drift_is_a_one_sided_exact_binomial_test():
+    data = make_dataset(8)  # 4 failures, all false passes
+    # P(X >= 4 | n = 4, p = 0.5) = 0.0625: a rise from 0.5 to 1.0 on 4 failures is not significant at 0.05.
+    report = audit(TrajectoryJudge(), data, baseline_false_pass_rate=0.5, lm=gullible())
+    assert report.p_value == pytest.approx(stats.binom.sf(3, 4, 0.5)) == pytest.approx(0.0625)
+    assert not report.drifted and "p = 0.0625" in report.format()
+    with pytest.warns(GoodhartWarning, match=r"p = 0\.0625 < 0\.1"):
+        assert audit(TrajectoryJudge(), data, baseline_false_pass_rate=0.5, alpha=0.1, lm=gullible()).drifted
+    # The old fixed +0.1 threshold would have flagged 0.8 -> 1.0; four failures cannot show that.
+    assert not audit(TrajectoryJudge(), data, baseline_false_pass_rate=0.8, lm=gullible()).drifted
+    assert report.interval == pytest.approx((stats.beta.ppf(0.025, 4, 1), 1.0))
 
 
-def test_baseline_is_read_from_the_frozen_manifest(tmp_path):
+def test_baseline_is_the_certificate_else_validation(tmp_path):
     judge = TrajectoryJudge()
     freeze(judge, tmp_path / "judge.json", metrics={"false_pass_rate": 0.25, "val_agreement": 0.8})
     loaded = load(tmp_path / "judge.json")
-    assert baseline_from_manifest(loaded) == 0.25
+    assert baseline_from_manifest(loaded) == (0.25, "validation")
     with pytest.warns(GoodhartWarning):
         report = audit(loaded, make_dataset(8), lm=gullible())
-    assert report.baseline_source == "manifest" and report.baseline_false_pass_rate == 0.25 and report.drifted
+    assert report.baseline_source == "validation" and report.baseline_false_pass_rate == 0.25 and report.drifted
+    assert any("validation split" in n and "certify" in n for n in report.notes)
+    # A certificate (held-out labeled data) is the baseline when the manifest has one.
+    loaded.manifest = {**loaded.manifest, "certificate": {"false_pass_rate": 0.9, "n_negatives": 10,
+                                                          "false_passes": 9}}
+    assert baseline_from_manifest(loaded) == (0.9, "certificate")
+    report = audit(loaded, make_dataset(8), lm=gullible())
+    assert report.baseline_source == "certificate" and not report.drifted
+    assert not any("validation split" in n for n in report.notes)
+    loaded.manifest["certificate"]["false_passes"] = 3
+    with pytest.raises(ValueError, match="certificate is inconsistent"):
+        baseline_from_manifest(loaded)
     # an explicit baseline wins over the manifest
-    report = audit(loaded, make_dataset(8), baseline_false_pass_rate=0.95, lm=gullible())
+    report = audit(load(tmp_path / "judge.json"), make_dataset(8), baseline_false_pass_rate=0.95, lm=gullible())
     assert report.baseline_source == "argument" and not report.drifted
 
 
@@ -84,7 +101,7 @@ def test_missing_baseline_or_failures_cannot_drift():
     assert freeze_less.baseline_source == "none" and not freeze_less.drifted and freeze_less.delta is None
     assert any("drift cannot be judged" in n for n in freeze_less.notes)
     judge.manifest = {"metrics": {"false_pass_rate": None}}  # induction found no failed validation episode
-    assert baseline_from_manifest(judge) is None
+    assert baseline_from_manifest(judge) == (None, "none")
     only_passes = [t for t in make_dataset(8) if t.label == 1]
     report = audit(judge, only_passes, baseline_false_pass_rate=0.0, lm=gullible())
     assert report.false_pass_rate is None and not report.drifted and report.n_failed == 0
@@ -103,15 +120,15 @@ def test_bad_audit_arguments():
         audit(TrajectoryJudge(), [], lm=gullible())
     with pytest.raises(ValueError, match="baseline_false_pass_rate"):
         audit(TrajectoryJudge(), make_dataset(2), baseline_false_pass_rate=1.5, lm=gullible())
-    with pytest.raises(ValueError, match="threshold"):
-        audit(TrajectoryJudge(), make_dataset(2), threshold=-0.1, lm=gullible())
+    with pytest.raises(ValueError, match="alpha"):
+        audit(TrajectoryJudge(), make_dataset(2), alpha=0.0, lm=gullible())
 
 
 def test_report_round_trips_to_json():
-    report = audit(TrajectoryJudge(), make_dataset(4), baseline_false_pass_rate=0.5, threshold=0.6, lm=careful())
+    report = audit(TrajectoryJudge(), make_dataset(4), baseline_false_pass_rate=0.5, lm=careful())
     data = json.loads(json.dumps(report.to_dict()))
     assert set(data) >= {"n", "n_failed", "n_abstained", "accuracy", "false_pass_rate", "baseline_false_pass_rate",
-                         "baseline_source", "threshold", "drifted", "delta", "false_pass_ids", "notes"}
+                         "baseline_source", "alpha", "p_value", "drifted", "delta", "interval", "false_pass_ids", "notes"}
     assert isinstance(report, AuditReport) and data["delta"] == -0.5
 
 

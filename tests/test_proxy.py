@@ -280,3 +280,19 @@ def test_metric_plugs_into_bootstrap_fewshot():
     assert metric.passes == 1  # only the division by three passed the judge
     demos = compiled.react.demos
     assert demos and all("three" in d["question"] for d in demos)
+
+
+def test_proxy_and_report_attribute_a_reason_to_the_same_criterion(tmp_path):
+    """One attribution algorithm (rubricforge_dspy.criteria): the reason texts on which the proxy
+    ("full name first") and the report ("criterion N first") used to disagree now get one answer."""
+    from rubricforge_dspy.criteria import attribute_reason, parse_criteria
+
+    criteria = parse_criteria(SEED_RUBRIC)
+    reason = "Criterion 2 fails, and Grounded claims are weak too."
+    assert attribute_criterion(reason, SEED_RUBRIC).number == 2  # the proxy used to say 3
+    assert attribute_reason(reason, criteria).number == 2
+    metric = as_metric(TrajectoryJudge(), lm=judging(lambda t: {"reason": reason, "passed": False, "score": 0.1}))
+    assert "Failed criterion: 2. No unresolved errors" in metric(example(), run_react(), None, "p", None).feedback
+    for text in ("the quantity details are not correct", "errors stayed unresolved; see #3", "(5) was skipped",
+                 "Properly closed? no. Goal fulfilled? no."):
+        assert attribute_criterion(text, SEED_RUBRIC) == attribute_reason(text, criteria)

@@ -35,7 +35,7 @@ from typing import Any
 import dspy
 
 from evals.agent_example.env import TASKS, Episode, ShopAgent, Task, run_episode
-from rubricforge_dspy.audit import (DEFAULT_THRESHOLD, audit, baseline_from_manifest, load_labeled,
+from rubricforge_dspy.audit import (DEFAULT_ALPHA, audit, baseline_from_manifest, load_labeled,
                                     sample_for_labeling)
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.metrics import false_pass_rate
@@ -250,7 +250,7 @@ def _demo_counts(program) -> dict[str, int]:
 
 
 def run_example(agent_lm, judge_lm, *, out_dir=DEFAULT_OUT, judge: TrajectoryJudge | None = None,
-                max_demos: int = 2, max_iters: int = 8, threshold: float = DEFAULT_THRESHOLD,
+                max_demos: int = 2, max_iters: int = 8, alpha: float = DEFAULT_ALPHA,
                 baseline_false_pass_rate: float | None = None, mode: str = "live",
                 lm_names: dict[str, str] | None = None) -> dict[str, Any]:
     """The whole example; returns the summary also written to ``<out_dir>/summary.json``."""
@@ -270,7 +270,7 @@ def run_example(agent_lm, judge_lm, *, out_dir=DEFAULT_OUT, judge: TrajectoryJud
         after, after_trajectories = _phase(optimized, TASKS, metric, "after")
 
     baseline_note = None
-    if baseline_false_pass_rate is None and baseline_from_manifest(judge) is None:
+    if baseline_false_pass_rate is None and baseline_from_manifest(judge)[0] is None:
         # No frozen baseline: measure the judge on the unoptimized agent and freeze it with that rate.
         y_true = [t.label for t in before_trajectories]
         y_pred = [int(bool(r["judge_passed"])) for r in before["episodes"] if r["judge_passed"] is not None]
@@ -284,7 +284,7 @@ def run_example(agent_lm, judge_lm, *, out_dir=DEFAULT_OUT, judge: TrajectoryJud
     if after_trajectories:
         sample_path = _labeling_round_trip(after_trajectories, out_dir / "audit_sample.jsonl")
         report = audit(judge, load_labeled(sample_path), baseline_false_pass_rate=baseline_false_pass_rate,
-                       threshold=threshold, lm=judge_lm)
+                       alpha=alpha, lm=judge_lm)
 
     summary = {
         "mode": mode,
@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--program", type=Path, default=None,
                         help="a frozen judge program (.json); its manifest's false_pass_rate is the audit baseline")
     parser.add_argument("--baseline-fpr", type=float, default=None, help="audit baseline false-pass rate (overrides)")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="audit drift threshold")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="audit drift test level (one-sided exact binomial)")
     parser.add_argument("--demos", type=int, default=2, help="BootstrapFewShot max_bootstrapped_demos")
     parser.add_argument("--max-iters", type=int, default=8, help="ReAct max_iters")
     add_lm_arguments(parser, reflection=False)
@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         judge = load(args.program)
     common = dict(out_dir=args.out, judge=judge, max_demos=args.demos, max_iters=args.max_iters,
-                  threshold=args.threshold, baseline_false_pass_rate=args.baseline_fpr)
+                  alpha=args.alpha, baseline_false_pass_rate=args.baseline_fpr)
     if args.scripted:
         summary = run_example(scripted_agent_lm(), scripted_judge_lm(), mode="scripted",
                               lm_names={"agent": "scripted-agent", "judge": "scripted-judge"}, **common)

@@ -1,4 +1,5 @@
-"""Report figures (matplotlib, Agg), drawn from the numbers of :func:`report.compute_report`.
+"""Report figures (matplotlib, Agg), drawn from the numbers of :func:`compute_report` (and, for the
+score plot, the loaded run).
 
 Deterministic output: figures are built with the object-oriented API (no pyplot state, no backend
 switch), under matplotlib's default style whatever the user's matplotlibrc says, at a fixed size
@@ -9,9 +10,11 @@ freetype build.
 
 Figures (``FIGURES``):
 
-- ``over_credit``: false-pass rate per judge with its bootstrap CI;
+- ``over_credit``: false-pass rate per judge with its exact (Clopper-Pearson) interval;
 - ``confusion``: TP / FP / FN / TN counts per judge, stacked;
-- ``calibration``: score against reward per judge (graded runs) or score by true outcome (binary);
+- ``reliability``: reliability diagram per judge (fraction passed against mean score per bin, with
+  the calibrated score when verdicts carry one) and its ECE;
+- ``scores``: score against reward per judge (graded runs) or score by true outcome (binary);
 - ``sweep``: validation agreement of each induction candidate against the metric call it was found
   at, best candidate marked (only when the run has a sweep).
 """
@@ -28,12 +31,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from rubricforge_dspy.report import Run
+    from rubricforge_dspy.report.run import Run
 
-__all__ = ["FIGURES", "DPI", "plot_over_credit", "plot_confusion", "plot_calibration", "plot_sweep",
+__all__ = ["FIGURES", "DPI", "plot_over_credit", "plot_confusion", "plot_reliability", "plot_scores", "plot_sweep",
            "save_png", "write_figures"]
 
-FIGURES = ("over_credit", "confusion", "calibration", "sweep")
+FIGURES = ("over_credit", "confusion", "reliability", "scores", "sweep")
 DPI = 100
 _INDUCED_COLOR = "#1f77b4"
 _OTHER_COLOR = "#9aa5b1"
@@ -102,7 +105,45 @@ def _grid(n: int) -> tuple[int, int]:
     return int(math.ceil(n / cols)), cols
 
 
-def plot_calibration(run: "Run", report: dict) -> Figure:
+def plot_reliability(report: dict) -> Figure:
+    """Reliability diagram per judge: for each score bin holding items, the fraction that truly passed
+    against the bin's mean score (marker area ~ items); the diagonal is perfect calibration."""
+    cal = report["calibration"]
+    rows = cal["rows"]
+    nrows, ncols = _grid(len(rows))
+    fig = Figure(figsize=(3.0 * ncols, 2.9 * nrows), dpi=DPI)
+    fig.subplots_adjust(left=0.22 / ncols, right=0.98, bottom=0.5 / (2.9 * nrows), top=1.0 - 0.6 / (2.9 * nrows),
+                        wspace=0.35, hspace=0.6)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    n = max(1, report["items"]["n"])
+    for ax, row in zip(axes, rows):
+        ax.plot([0, 1], [0, 1], color="#999999", lw=0.8, ls="--")
+        curves = [("reliability", _INDUCED_COLOR if row.get("induced") else "#555555", "score")]
+        if row.get("reliability_calibrated"):
+            curves.append(("reliability_calibrated", "#2ca02c", "calibrated"))
+        for key, color, name in curves:
+            curve = row[key]
+            pts = [(m, f, c) for m, f, c in zip(curve["mean_score"], curve["fraction_passed"], curve["count"]) if c]
+            xs, ys, cs = (np.array([p[i] for p in pts], dtype=float) for i in range(3))
+            ax.plot(xs, ys, color=color, lw=1.0, marker=None, label=name)
+            ax.scatter(xs, ys, s=8 + 200 * cs / n, color=color, alpha=0.7, linewidths=0)
+        ece = f"ECE {row['ece']:.3f}" if row["ece"] is not None else "ECE n/a"
+        if row.get("ece_calibrated") is not None:
+            ece += f" → {row['ece_calibrated']:.3f}"
+        ax.set_title(f"{row['judge']}: {ece}", fontsize=9)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel("mean score in bin", fontsize=8)
+        ax.set_ylabel("fraction passed", fontsize=8)
+        if len(curves) > 1:
+            ax.legend(fontsize=7, loc="upper left")
+    for ax in axes[len(rows):]:
+        ax.set_visible(False)
+    fig.suptitle(f"Reliability diagram ({cal['n_bins']} {cal['binning']} bins)", fontsize=10)
+    return fig
+
+
+def plot_scores(run: "Run", report: dict) -> Figure:
     judges = list(run.judges)
     nrows, ncols = _grid(len(judges))
     fig = Figure(figsize=(3.0 * ncols, 2.7 * nrows), dpi=DPI)
@@ -183,7 +224,8 @@ def write_figures(run: "Run", report: dict, out_dir: str | Path) -> dict[str, Pa
         builders = {
             "over_credit": lambda: plot_over_credit(report),
             "confusion": lambda: plot_confusion(report),
-            "calibration": lambda: plot_calibration(run, report),
+            "reliability": lambda: plot_reliability(report),
+            "scores": lambda: plot_scores(run, report),
             "sweep": lambda: plot_sweep(report),
         }
         for name in FIGURES:

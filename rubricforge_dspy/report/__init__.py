@@ -1,0 +1,24 @@
+"""The evaluation report: every number recomputed from persisted verdicts.
+
+Input layout (a run directory, or one verdict file per judge): docs/REPORT.md. Modules, by job:
+
+- reading and validating: :mod:`.run` (:func:`load_run`), :mod:`.records`, :mod:`.extras`;
+- computing the tables: :mod:`.tables` (per judge), :mod:`.comparisons` (against the induced
+  judge), :mod:`.compute` (:func:`compute_report`, every number as JSON);
+- writing markdown: :mod:`.markdown`, :mod:`.markdown_comparisons`, :mod:`.cells`;
+- drawing figures: :mod:`.figures` (matplotlib, optional);
+- writing the files: :mod:`.write` (:func:`write_report`, :func:`report_main`).
+
+Statistics come from :mod:`rubricforge_dspy.metrics`, criteria from :mod:`rubricforge_dspy.criteria`.
+"""
+
+from rubricforge_dspy.criteria import attribute_reason
+from rubricforge_dspy.report.comparisons import BASELINE
+from rubricforge_dspy.report.compute import compute_report
+from rubricforge_dspy.report.markdown import render_markdown
+from rubricforge_dspy.report.records import Ablation, Items, Predictions, RunError
+from rubricforge_dspy.report.run import Run, load_run, read_labels
+from rubricforge_dspy.report.write import report_main, write_report
+
+__all__ = ["RunError", "Items", "Predictions", "Ablation", "Run", "load_run", "read_labels", "compute_report",
+           "render_markdown", "write_report", "report_main", "attribute_reason", "BASELINE"]

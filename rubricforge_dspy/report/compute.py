@@ -1,0 +1,70 @@
+"""Every number of the report, as one JSON-safe dict (``report.json``)."""
+
+from __future__ import annotations
+
+import numbers
+
+from rubricforge_dspy import metrics as M
+from rubricforge_dspy.report.comparisons import (
+    BASELINE,
+    REASON_CHARS,
+    ablation_table,
+    disagreements_table,
+    false_pass_gap_table,
+    sweep_table,
+)
+from rubricforge_dspy.report.notes import clean
+from rubricforge_dspy.report.run import Run
+from rubricforge_dspy.report.tables import (
+    calibration_table,
+    clusters_of,
+    contradictions_table,
+    main_table,
+    ranking_table,
+    task_clustered_table,
+)
+
+__all__ = ["compute_report"]
+
+
+def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
+                   n_bins: int = M.DEFAULT_BINS) -> dict:
+    """Every number of the report as a JSON-safe dict (nan -> None); deterministic for fixed inputs."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    if not isinstance(confidence, numbers.Real) or not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"confidence must be in the open interval (0, 1), got {confidence!r}")
+    y = run.items.label
+    notes = list(run.warnings)
+    it = run.items
+    boot = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+    n_passed = int(y.sum())
+    meta = run.meta
+    clusters = clusters_of(run)
+    report = {
+        "meta": {
+            "run": run.run_dir.name, "lm": meta.get("lm"), "reflection_lm": meta.get("reflection_lm"),
+            "dataset": meta.get("dataset"), "split": meta.get("split"), "induced": run.induced,
+            "judges": list(run.judges), "graded": run.graded, "notes": meta.get("notes"),
+            "program": meta.get("program"),
+        },
+        "settings": {**boot, "baseline": BASELINE, "reason_chars": REASON_CHARS, "rate_intervals": "exact",
+                     "bootstrap": "task-clustered" if clusters else "items", "ece_bins": n_bins,
+                     "ece_binning": M.BINNING},
+        "items": {"n": len(it), "n_passed": n_passed, "n_failed": len(it) - n_passed,
+                  "base_pass_rate": n_passed / len(it), "domains": sorted(set(it.domain)),
+                  "agents": sorted(set(it.agent)), "n_tasks": len(set(it.task_id)),
+                  "n_steps_min": int(it.n_steps.min()) if it.n_steps is not None else None,
+                  "n_steps_max": int(it.n_steps.max()) if it.n_steps is not None else None},
+        "main": main_table(run, notes=notes, **boot),
+        "task_clustered": task_clustered_table(run, notes=notes, **boot),
+        "calibration": calibration_table(run, n_bins=n_bins),
+        "contradictions": contradictions_table(run, confidence=confidence),
+        "graded": ranking_table(run, notes=notes, **boot) if run.graded else None,
+        "ablation": ablation_table(run, y, notes),
+        "stratification": false_pass_gap_table(run, notes=notes, **boot),
+        "disagreements": disagreements_table(run, y, notes),
+        "sweep": sweep_table(run),
+    }
+    report["warnings"] = notes
+    return clean(report)

@@ -1,0 +1,172 @@
+"""The report as markdown: one function per section, named after its table; the comparison
+sections are in :mod:`rubricforge_dspy.report.markdown_comparisons`."""
+
+from __future__ import annotations
+
+from rubricforge_dspy.report.cells import ci, cell, figure, judge_name, num, pval, split_table, table
+from rubricforge_dspy.report.markdown_comparisons import (
+    ablation_section,
+    disagreements_section,
+    false_pass_gap_section,
+    sweep_section,
+)
+
+__all__ = ["render_markdown", "HOW_TO_READ"]
+
+HOW_TO_READ = (
+    "**False-pass rate comes first.** It is the share of *failed* trajectories the judge passed "
+    "(FP / (FP + TN)). A judge used to score agents, filter training data or serve as a reward "
+    "over-credits exactly through false passes: each one counts a failure as a success, inflates the "
+    "agent's measured success rate, and rewards behaviour that only looks successful (a confident closing "
+    "message, a claimed booking no tool call shows). A false fail costs less: it under-credits and is "
+    "visible as a lower pass rate. Accuracy and F1 mix the two errors and depend on the base pass rate, so "
+    "a lenient judge can look accurate on a mostly-passing test set; compare the predicted-pass rate with the "
+    "base pass rate to see leniency directly. Abstentions are counted and scored as fail verdicts, so a "
+    "judge cannot lower its false-pass rate by abstaining without paying in false fails. McNemar compares "
+    "each judge's per-item correctness with the induced judge's on the same items (exact binomial test on "
+    "the discordant items; `b` = only the induced judge right, `c` = only this judge right). Marks: "
+    "`***` p < 0.001, `**` p < 0.01, `*` p < 0.05, `ns` otherwise. Rates (false-pass rate, accuracy) carry "
+    "exact Clopper-Pearson intervals, which stay honest on few items; κ, AUC and differences carry "
+    "percentile bootstrap intervals, resampling whole tasks when a task has several trials."
+)
+
+
+def _facts(report: dict) -> list[str]:
+    meta, items, settings = report["meta"], report["items"], report["settings"]
+    conf = int(round(100 * settings["confidence"]))
+    resampled = ("whole tasks (tasks repeat: task-clustered bootstrap)" if settings["bootstrap"] == "task-clustered"
+                 else "items")
+    facts = [
+        f"judge LM `{meta.get('lm') or 'n/a'}`",
+        f"reflection LM `{meta.get('reflection_lm') or 'n/a'}`",
+        f"induced judge `{meta['induced']}`",
+        f"{items['n']} test items on {items['n_tasks']} tasks ({items['n_passed']} passed, {items['n_failed']} "
+        f"failed; base pass rate {num(items['base_pass_rate'])})",
+        "graded rewards" if meta["graded"] else "binary rewards",
+        f"{conf}% intervals: exact Clopper-Pearson for rates; {settings['n_resamples']} bootstrap resamples "
+        f"(seed {settings['seed']}) of {resampled} for the rest",
+    ]
+    out = ["- " + f for f in facts]
+    if meta.get("program"):
+        out.append(f"- frozen program `{meta['program']}`")
+    if meta.get("notes"):
+        out.append(f"- notes: {cell(meta['notes'])}")
+    return out
+
+
+def main_section(report: dict, links: dict[str, str] | None) -> list[str]:
+    items, induced = report["items"], report["meta"]["induced"]
+    conf = int(round(100 * report["settings"]["confidence"]))
+    clustered = report["settings"]["bootstrap"] == "task-clustered"
+    header = ["judge", f"false-pass rate [{conf}% exact CI]", "n", f"accuracy [{conf}% exact CI]", "F1",
+              f"κ [{conf}% CI]", f"AUC [{conf}% CI]", "false fails", "pred. pass rate", "abstained",
+              f"McNemar vs {induced} b/c", "p", "mark"]
+    rows = []
+    for r in report["main"]:
+        mc = r["mcnemar"]
+        rows.append([
+            judge_name(r), f"{num(r['false_pass_rate'])} {ci(r['false_pass_ci_low'], r['false_pass_ci_high'])}",
+            r["n"], f"{num(r['accuracy'])} {ci(r['accuracy_ci_low'], r['accuracy_ci_high'])}", num(r["f1"]),
+            f"{num(r['kappa'])} {ci(r['kappa_ci_low'], r['kappa_ci_high'])}",
+            f"{num(r['auc'])} {ci(r['auc_ci_low'], r['auc_ci_high'])}", r["false_fail_count"],
+            num(r["predicted_positive_rate"]), r["abstained"], f"{mc['b']}/{mc['c']}" if mc else "—",
+            pval(mc["p_value"]) if mc else "—", mc["mark"] if mc else "—",
+        ])
+    out = ["## Main table", "", *table(header, rows), ""]
+    out.append(f"False-pass rate = FP / failed items ({items['n_failed']} failed); false fails = passed items "
+               f"judged fail; predicted pass rate vs base pass rate {num(items['base_pass_rate'])}. AUC ranks the "
+               "judge's score (abstentions score as persisted). κ and AUC intervals: percentile bootstrap over "
+               + ("whole tasks (task-clustered: tasks repeat)." if clustered else "items."))
+    out += figure(links, "over_credit", "False-pass rate per judge with its exact 95% interval")
+    return out + [""]
+
+
+def task_clustered_section(report: dict) -> list[str]:
+    tc = report["task_clustered"]
+    if tc is None:
+        return []
+    conf = int(round(100 * report["settings"]["confidence"]))
+    rows = [[judge_name(r), ci(r["false_pass_ci_low"], r["false_pass_ci_high"]),
+             ci(r["accuracy_ci_low"], r["accuracy_ci_high"])] for r in tc["rows"]]
+    return ["## Task-clustered intervals", "",
+            f"Tasks repeat ({tc['n_items']} items on {tc['n_tasks']} tasks, up to {tc['max_items_per_task']} per "
+            "task), so items are not independent. These intervals resample whole tasks; read them next to the "
+            "exact intervals of the main table, which treat items as independent.", "",
+            *table(["judge", f"false-pass rate [{conf}% task-clustered CI]", f"accuracy [{conf}% task-clustered CI]"],
+                   rows), ""]
+
+
+def error_decomposition_section(report: dict, links: dict[str, str] | None) -> list[str]:
+    header = ["judge", "FP (false pass)", "TP", "FN (false fail)", "TN", "abstained on passed", "abstained on failed"]
+    rows = [[judge_name(r), r["fp"], r["tp"], r["fn"], r["tn"], r["abstained_on_passed"], r["abstained_on_failed"]]
+            for r in report["main"]]
+    out = ["## Error decomposition", "", *table(header, rows), "",
+           "Positive class = passed. Abstentions are already inside FN / TN (they are fail verdicts)."]
+    return out + figure(links, "confusion", "Confusion decomposition per judge") + [""]
+
+
+def calibration_section(report: dict, links: dict[str, str] | None) -> list[str]:
+    cal = report["calibration"]
+    after = any(r["ece_calibrated"] is not None for r in cal["rows"])
+    header = ["judge", "ECE"] + (["ECE after calibration"] if after else [])
+    rows = [[judge_name(r), num(r["ece"]), *([num(r["ece_calibrated"])] if after else [])] for r in cal["rows"]]
+    out = ["## Calibration", "", *table(header, rows), "",
+           f"Expected calibration error of the score against the pass/fail label, {cal['n_bins']} {cal['binning']} "
+           "bins over [0, 1]: the item-weighted mean |fraction passed − mean score| per bin (0 = calibrated)."
+           + (" After calibration: the verdicts' `score_calibrated`." if after else "")]
+    return out + figure(links, "reliability", "Reliability diagram per judge") + [""]
+
+
+def contradictions_section(report: dict) -> list[str]:
+    conf = int(round(100 * report["settings"]["confidence"]))
+    rows = [[judge_name(r), r["n_verdicts"], r["contradictions"],
+             f"{num(r['rate'])} {ci(r['ci_low'], r['ci_high'])}"] for r in report["contradictions"]]
+    return ["## Contradictions", "", *table(["judge", "verdicts produced", "contradictions",
+                                              f"rate [{conf}% exact CI]"], rows), "",
+            "A contradiction is a verdict whose `passed` disagreed with its `score` (e.g. passed with score 0.2); "
+            "it is resolved to a fail. Verdict files without the `contradiction` field count none.", ""]
+
+
+def ranking_section(report: dict, links: dict[str, str] | None) -> list[str]:
+    induced = report["meta"]["induced"]
+    conf = int(round(100 * report["settings"]["confidence"]))
+    out = ["## Ranking vs calibration", ""]
+    if report["graded"] is None:
+        out += ["Not a graded run (rewards are pass/fail): ranking quality is the AUC column of the main table."]
+    else:
+        header = ["judge", "Spearman ρ", "Kendall τ-b", "MAE vs reward", f"ΔMAE vs {induced} [{conf}% CI]", "p", "mark"]
+        rows = []
+        for r in report["graded"]:
+            v = r["vs_induced"]
+            rows.append([judge_name(r), num(r["spearman"]), num(r["kendall"]), num(r["mae"]),
+                         f"{num(v['mean_diff'], signed=True)} {ci(v['ci_low'], v['ci_high'], signed=True)}"
+                         if v else "—", pval(v["p_value"]) if v else "—", v["mark"] if v else "—"])
+        out += table(header, rows)
+        unit = "tasks" if report["settings"]["bootstrap"] == "task-clustered" else "items"
+        out += ["", f"Ranking: Spearman / Kendall of score against reward (higher is better). Calibration: mean "
+                f"|score − reward| (lower is better). ΔMAE = MAE(judge) − MAE({induced}), paired bootstrap over "
+                f"{unit}; positive means the judge is further from the rewards than {induced}."]
+    return out + figure(links, "scores", "Judge score against ground truth") + [""]
+
+
+def render_markdown(report: dict, figure_links: dict[str, str] | None = None) -> str:
+    """The report as markdown. ``figure_links`` maps figure names (see ``figures.FIGURES``) to
+    relative paths; figures are embedded only when given."""
+    meta = report["meta"]
+    out = [f"# Judge report: {meta.get('dataset') or meta['run']}", "", *_facts(report)]
+    out += ["", "## How to read this", "", HOW_TO_READ, ""]
+    if meta.get("split") is not None:
+        out += ["## Split", "", *split_table(meta["split"]), ""]
+    out += main_section(report, figure_links)
+    out += task_clustered_section(report)
+    out += error_decomposition_section(report, figure_links)
+    out += calibration_section(report, figure_links)
+    out += contradictions_section(report)
+    out += ranking_section(report, figure_links)
+    out += ablation_section(report) + [""]
+    out += false_pass_gap_section(report) + [""]
+    out += disagreements_section(report) + [""]
+    out += sweep_section(report, figure_links) + [""]
+    if report["warnings"]:
+        out += ["## Warnings", ""] + [f"- {cell(w)}" for w in report["warnings"]] + [""]
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,255 @@
+"""Reading and validating what the report is computed from: a run directory, or verdict files.
+
+The layout is documented in docs/REPORT.md. In short, :func:`load_run` accepts
+
+- a run directory ``RUN/`` (``run.json`` + ``predictions/<judge>.jsonl`` [+ ``ablation/``,
+  ``attribution.jsonl``]), its ``predictions/`` folder or its ``run.json``;
+- one verdict file (``rubricforge judge --out``) or several, one per judge; the judge's name is
+  the file's stem, and without a ``run.json`` the first file is the judge the others are compared
+  with (``induced``).
+
+Every predictions line is validated against the verdict line schema
+(:func:`rubricforge_dspy.verdict.read_lines`). The report also needs each item's ``label``
+(optional in the schema): a verdict file of unlabeled data is joined with a labels file
+(``labels``: JSONL of ``{"id", "label"[, "reward"]}``). ``task_id``, ``domain``, ``agent`` and
+``n_steps`` may be absent (a user's own predictions cannot know them): ``task_id`` defaults to the
+id, ``domain`` / ``agent`` to ``"unknown"``, and without ``n_steps`` the length strata are skipped;
+each default is stated in the report's warnings. Items are aligned by sorted id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from rubricforge_dspy.report.extras import load_ablations, load_attribution, rubric_from
+from rubricforge_dspy.report.records import (
+    Ablation,
+    Items,
+    Predictions,
+    RunError,
+    id_list,
+    read_json,
+    read_predictions,
+    relative,
+)
+
+__all__ = ["RunError", "Items", "Predictions", "Ablation", "Run", "load_run", "read_labels", "ITEM_DEFAULTS"]
+
+ITEM_DEFAULTS = {"domain": "unknown", "agent": "unknown"}
+_ITEM_FIELDS = ("task_id", "domain", "agent", "n_steps", "label", "reward")
+
+
+@dataclass
+class Run:
+    """A loaded, validated run (see the module docstring)."""
+
+    run_dir: Path
+    meta: dict
+    items: Items
+    judges: tuple[str, ...]
+    induced: str
+    graded: bool
+    predictions: dict[str, Predictions]
+    ablations: tuple[Ablation, ...] = ()
+    attribution: dict[str, Any] | None = None
+    rubric: str | None = None
+    sweep: list[dict] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_labels(path: str | Path) -> dict[str, dict]:
+    """``{id: {"label": 0|1, "reward": float}}`` from a labels JSONL (``{"id", "label"[, "reward"]}``)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise RunError(f"{path}: labels file not found") from None
+    out: dict[str, dict] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise RunError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str) or isinstance(r.get("label"), bool) \
+                or r.get("label") not in (0, 1):
+            raise RunError(f"{path}:{number}: expected {{\"id\": str, \"label\": 0 or 1[, \"reward\": number]}}")
+        reward = r.get("reward", r["label"])
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            raise RunError(f"{path}:{number}: reward must be a finite number (id {r['id']})")
+        if r["id"] in out:
+            raise RunError(f"{path}:{number}: duplicate id {r['id']!r}")
+        out[r["id"]] = {"label": int(r["label"]), "reward": float(reward)}
+    if not out:
+        raise RunError(f"{path}: no labels")
+    return out
+
+
+def _join_labels(path: Path, records: dict[str, dict], labels: dict[str, dict] | None) -> None:
+    """Fill each record's label / reward from ``labels``; refuse a record without a label."""
+    for rid, r in records.items():
+        if labels is not None:
+            if rid not in labels:
+                raise RunError(f"{path}: id {rid!r} has no label in the labels file; label every judged item")
+            r["label"], r["reward"] = labels[rid]["label"], labels[rid]["reward"]
+        elif r.get("label") is None:
+            raise RunError(f"{path}:{r['_line']}: report needs labels: id {rid!r} has no 'label' (0 or 1). "
+                           "Judge labeled data, or join the labels with --labels LABELS.jsonl "
+                           "(one {\"id\": ..., \"label\": 0|1} per line)")
+        if r.get("reward") is None:
+            r["reward"] = float(r["label"])
+
+
+def _items_from(records: dict[str, dict], notes: list[str], source: str) -> Items:
+    ids = tuple(sorted(records))
+    rs = [records[i] for i in ids]
+    for key, default in (("task_id", None), *ITEM_DEFAULTS.items()):
+        missing = sum(key not in r for r in rs)
+        if missing:
+            what = "its id (each item its own task)" if key == "task_id" else repr(default)
+            notes.append(f"{source}: {missing} item(s) without '{key}'; defaulted to {what}")
+    with_steps = [r for r in rs if "n_steps" in r]
+    if 0 < len(with_steps) < len(rs):
+        notes.append(f"{source}: only {len(with_steps)} of {len(rs)} items carry 'n_steps'; length strata skipped")
+    elif not with_steps:
+        notes.append(f"{source}: no 'n_steps'; length strata skipped")
+    return Items(
+        ids=ids,
+        task_id=tuple(r.get("task_id", r["id"]) for r in rs),
+        domain=tuple(r.get("domain", ITEM_DEFAULTS["domain"]) for r in rs),
+        agent=tuple(r.get("agent", ITEM_DEFAULTS["agent"]) for r in rs),
+        n_steps=np.array([r["n_steps"] for r in rs], dtype=np.int64) if len(with_steps) == len(rs) else None,
+        label=np.array([int(r["label"]) for r in rs], dtype=np.int64),
+        reward=np.array([float(r["reward"]) for r in rs], dtype=np.float64),
+    )
+
+
+def align(judge: str, path: Path, records: dict[str, dict], reference: dict[str, dict], ref_path: Path,
+          items: Items) -> Predictions:
+    """One judge's records as :class:`Predictions` aligned to ``items``; refuses other ids or item fields."""
+    missing = sorted(set(reference) - set(records))
+    extra = sorted(set(records) - set(reference))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {len(missing)} id(s) present in {ref_path.name}: {id_list(missing)}")
+        if extra:
+            parts.append(f"{len(extra)} extra id(s) not in {ref_path.name}: {id_list(extra)}")
+        raise RunError(f"{path}: ids do not match {ref_path}; " + "; ".join(parts))
+    rs = [records[i] for i in items.ids]
+    for r in rs:
+        ref = reference[r["id"]]
+        for key in _ITEM_FIELDS:
+            if key not in r or key not in ref:
+                continue
+            a, b = r[key], ref[key]
+            same = (float(a) == float(b)) if key in ("label", "reward") else a == b
+            if not same:
+                raise RunError(f"{path}: id {r['id']!r} has {key}={a!r} but {ref_path.name} has {b!r}; "
+                               "all judges must be scored on the same items")
+    calibrated = [r.get("score_calibrated") for r in rs]
+    return Predictions(
+        judge=judge, path=path,
+        passed=np.array([r["passed"] for r in rs], dtype=bool),
+        score=np.array([float(r["score"]) for r in rs], dtype=np.float64),
+        abstained=np.array([r["abstained"] for r in rs], dtype=bool),
+        contradiction=np.array([bool(r.get("contradiction", False)) for r in rs], dtype=bool),
+        score_calibrated=(np.array(calibrated, dtype=np.float64) if all(c is not None for c in calibrated)
+                          else None),
+        reason=tuple(" ".join(str(r.get("reason") or "").split()) for r in rs),
+        error=tuple(r.get("error") for r in rs),
+    )
+
+
+def _sources(inputs: Sequence[str | Path]) -> tuple[Path, dict, list[tuple[str, Path]], list[str]]:
+    """(root, run.json meta, [(judge, file)], notes) for a run directory or verdict files."""
+    paths = [Path(p) for p in inputs]
+    if not paths:
+        raise RunError("no predictions given: pass a run directory or one verdict file per judge")
+    if len(paths) == 1 and not paths[0].is_file() or (len(paths) == 1 and paths[0].name == "run.json"):
+        run_dir = paths[0].parent if paths[0].name == "run.json" else paths[0]
+        if run_dir.name == "predictions" and not (run_dir / "run.json").exists() \
+                and (run_dir.parent / "run.json").exists():
+            run_dir = run_dir.parent
+        if not run_dir.is_dir():
+            raise RunError(f"{run_dir}: neither a verdict file nor a run directory (see docs/REPORT.md)")
+        return run_dir, *_run_dir_judges(run_dir)
+    for p in paths:
+        if not p.is_file():
+            raise RunError(f"{p}: verdict file not found (pass a run directory alone, or verdict files)")
+    stems = [p.stem for p in paths]
+    if len(set(stems)) != len(stems):
+        raise RunError(f"two verdict files share a judge name (file stem): {', '.join(map(str, paths))}")
+    notes = ["no run.json: judge names are the file stems; " + (
+        f"'{stems[0]}' (the first file) is the judge the others are compared with" if len(stems) > 1
+        else "a single judge")]
+    return paths[0].parent, {}, list(zip(stems, paths)), notes
+
+
+def _run_dir_judges(run_dir: Path) -> tuple[dict, list[tuple[str, Path]], list[str]]:
+    meta_path = run_dir / "run.json"
+    meta = read_json(meta_path) if meta_path.exists() else {}
+    if not isinstance(meta, dict):
+        raise RunError(f"{meta_path}: expected a JSON object")
+    notes = [] if meta_path.exists() else [f"{run_dir}: no run.json; judges are predictions/*.jsonl by name"]
+    pdir = run_dir / "predictions"
+    judges = meta.get("judges")
+    if judges is None:
+        judges = [p.stem for p in sorted(pdir.glob("*.jsonl"))]
+        if not judges:
+            raise RunError(f"{pdir}: no predictions/<judge>.jsonl files and no 'judges' in run.json "
+                           "(see docs/REPORT.md for the run-directory layout)")
+    if not (isinstance(judges, list) and judges and all(isinstance(j, str) and j for j in judges)):
+        raise RunError(f"{meta_path}: 'judges' must be a non-empty list of judge names")
+    if len(set(judges)) != len(judges):
+        raise RunError(f"{meta_path}: 'judges' lists a judge twice: {judges}")
+    absent = [j for j in judges if not (pdir / f"{j}.jsonl").is_file()]
+    if absent:
+        raise RunError(f"{pdir}: missing prediction file(s) " + ", ".join(f"{j}.jsonl" for j in absent)
+                       + " for judges listed in run.json")
+    unlisted = sorted(p.name for p in pdir.glob("*.jsonl") if p.stem not in judges)
+    if unlisted:
+        notes.append(f"predictions/: file(s) not listed in run.json 'judges' ignored: {', '.join(unlisted)}")
+    return meta, [(j, pdir / f"{j}.jsonl") for j in judges], notes
+
+
+def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | None = None) -> Run:
+    """Load and validate a run directory or verdict file(s) (see the module docstring); raises
+    :class:`RunError` naming the file, line and what to do."""
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    root, meta, files, notes = _sources(inputs)
+    judges = [j for j, _ in files]
+    induced = meta.get("induced", "induced" if "induced" in judges or meta else judges[0])
+    if induced not in judges:
+        raise RunError(f"{root / 'run.json'}: induced judge {induced!r} is not in judges {judges}")
+    label_map = read_labels(labels) if labels is not None else None
+    loaded = {}
+    for judge, path in files:
+        records = read_predictions(path)
+        _join_labels(path, records, label_map)
+        loaded[judge] = (path, records)
+    ref_path, reference = loaded[judges[0]]
+    items = _items_from(reference, notes, relative(ref_path, root))
+    predictions = {j: align(j, p, r, reference, ref_path, items) for j, (p, r) in loaded.items()}
+
+    graded = meta.get("graded")
+    if graded is None:
+        graded = bool(np.any((items.reward != 0.0) & (items.reward != 1.0)))
+    elif not isinstance(graded, bool):
+        raise RunError(f"{root / 'run.json'}: 'graded' must be true/false, got {graded!r}")
+    rubric = rubric_from(meta, root, notes)
+    ablations = load_ablations(root, reference, ref_path, items, rubric, notes, align)
+    attribution = load_attribution(root, items, notes)
+    sweep = meta.get("sweep")
+    if sweep is not None and not (isinstance(sweep, list) and all(isinstance(r, dict) for r in sweep)):
+        raise RunError(f"{root / 'run.json'}: 'sweep' must be a list of row objects")
+    return Run(run_dir=root, meta=meta, items=items, judges=tuple(judges), induced=induced, graded=graded,
+               predictions=predictions, ablations=ablations, attribution=attribution, rubric=rubric,
+               sweep=sweep or None, warnings=notes)

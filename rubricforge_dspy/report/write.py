@@ -1,0 +1,46 @@
+"""Writing a report: ``report.md``, ``report.json`` (every number) and ``figures/*.png``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from rubricforge_dspy.report.compute import compute_report
+from rubricforge_dspy.report.markdown import render_markdown
+from rubricforge_dspy.report.run import load_run
+
+__all__ = ["write_report", "report_main", "FIGURES_DIR"]
+
+FIGURES_DIR = "figures"
+
+
+def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Path, figures: bool = True, *,
+                 n_resamples: int = 10_000, seed: int = 0, labels: str | Path | None = None) -> Path:
+    """Load ``run_dir`` (a run directory or verdict file(s), see docs/REPORT.md), write ``out_path``
+    (markdown), ``<stem>.json`` (all numbers) and, with ``figures``, ``figures/*.png`` next to the
+    markdown. Returns ``out_path``."""
+    run = load_run(run_dir, labels=labels)
+    report = compute_report(run, n_resamples=n_resamples, seed=seed)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    links: dict[str, str] = {}
+    if figures:
+        try:
+            from rubricforge_dspy.report.figures import write_figures
+        except ImportError as error:  # matplotlib is the optional `plots` extra
+            report["warnings"].append(f"figures skipped: {error} (install rubricforge-dspy[plots])")
+        else:
+            written = write_figures(run, report, out_path.parent / FIGURES_DIR)
+            links = {name: f"{FIGURES_DIR}/{path.name}" for name, path in written.items()}
+    out_path.write_text(render_markdown(report, links), encoding="utf-8")
+    out_path.with_suffix(".json").write_text(
+        json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out_path
+
+
+def report_main(predictions: str | Path | Sequence[str | Path], out_path: str | Path,
+                labels: str | Path | None = None) -> Path:
+    """CLI entry (``rubricforge report --predictions RUN/ --out RUN/report.md``, or ``--predictions
+    a.jsonl [b.jsonl ...]``): markdown report with figures. Returns the markdown path."""
+    return write_report(predictions, out_path, figures=True, labels=labels)
