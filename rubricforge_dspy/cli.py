@@ -7,6 +7,10 @@
     rubricforge stats --data D [--json]    counts of a file
     rubricforge render --data D --index I  exactly what the judge sees
     rubricforge serve --engine sglang --model M
+    rubricforge certify PROGRAM --data HELD_OUT   measure the judge on labeled data it never saw
+    rubricforge show PROGRAM               rubric summary and certificate
+    rubricforge gate --candidate NEW --baseline OLD --data LABELED   may NEW replace OLD? (exit 0/1)
+    rubricforge label-next --program P --data UNLABELED -k 20 --out FILE.jsonl
 """
 
 from __future__ import annotations
@@ -194,6 +198,77 @@ def cmd_serve(args) -> int:
     return 0
 
 
+# -- certify / show (issue 11) ---------------------------------------------------------------------
+
+def cmd_certify(args) -> int:
+    from rubricforge_dspy.certificate import CertificateError, format_certificate
+    from rubricforge_dspy.certify import certify_program, recheck_program
+
+    trajectories, _ = _load(args)
+    where = ", ".join(args.data)
+    try:
+        with lm_from_args(args) as lm:
+            print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
+            if args.recheck:
+                result = recheck_program(args.program, trajectories, lm=lm, verdicts_out=args.verdicts_out,
+                                         alpha=args.alpha, concurrency=args.concurrency, where=where)
+                print(result.format())
+                return 1 if result.worse else 0
+            certificate = certify_program(args.program, trajectories, lm=lm, out_program=args.out_program,
+                                          verdicts_out=args.verdicts_out, concurrency=args.concurrency,
+                                          confidence=1.0 - args.alpha, seed=args.seed,
+                                          resamples=args.resamples, where=where)
+    except CertificateError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(format_certificate(certificate)))
+    print(f"written to: {args.out_program or args.program}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from rubricforge_dspy.certificate import CERTIFICATE_KEY, format_certificate
+    from rubricforge_dspy.program import MANIFEST_KEY, read_program
+    from rubricforge_dspy.rubric import parse_criteria
+
+    manifest = read_program(args.program).get(MANIFEST_KEY) or {}
+    rubric = manifest.get("rubric") or ""
+    criteria = parse_criteria(rubric)
+    print(f"program: {args.program}")
+    print(f"rubric: sha256 {str(manifest.get('rubric_sha256'))[:12]}, {len(rubric)} chars, "
+          f"{len(criteria)} criteria" + (": " + "; ".join(f"{c.number}. {c.name}" for c in criteria) if criteria else ""))
+    print(f"induced with: {manifest.get('induced_with_lm')} on data {str(manifest.get('data_fingerprint'))[:12]} "
+          f"({manifest.get('created_at')})")
+    if manifest.get("calibration"):
+        cal = manifest["calibration"]
+        print(f"calibration: {cal.get('method')} fit on {cal.get('n')} verdicts")
+    print("\n".join(format_certificate(manifest.get(CERTIFICATE_KEY))))
+    return 0
+
+
+def _add_certify_parsers(sub) -> None:
+    from rubricforge_dspy.lm import add_lm_arguments
+
+    p = sub.add_parser("certify", help="judge held-out labeled data and write a certificate into the program")
+    p.add_argument("program", help="frozen program (.json)")
+    _add_data_arguments(p)
+    p.add_argument("--out-program", default=None, help="write the certified program here (default: in place)")
+    p.add_argument("--recheck", action="store_true",
+                   help="re-judge a labeled canary set; exit 1 when the false-pass rate is significantly "
+                        "higher than certified (one-sided exact binomial test)")
+    p.add_argument("--alpha", type=float, default=0.05, help="test level; intervals are (1 - alpha)")
+    p.add_argument("--verdicts-out", default=None, help="keep the verdict JSONL here (default: a temp file)")
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--resamples", type=int, default=2000, help="task-clustered bootstrap resamples")
+    add_lm_arguments(p, reflection=False)
+    p.set_defaults(func=cmd_certify)
+
+    p = sub.add_parser("show", help="rubric summary and certificate of a frozen program")
+    p.add_argument("program")
+    p.set_defaults(func=cmd_show)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.lm import add_lm_arguments
 
@@ -269,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--health-timeout", type=float, default=900.0)
     p.add_argument("--dry-run", action="store_true", help="print the launch command only")
     p.set_defaults(func=cmd_serve)
+
+    _add_certify_parsers(sub)
     return parser
 
 

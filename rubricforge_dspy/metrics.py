@@ -61,6 +61,9 @@ __all__ = [
     "binary_summary",
     "graded_summary",
     "compare_paired",
+    "proportion_ci",
+    "cluster_bootstrap_ci",
+    "expected_calibration_error",
 ]
 
 
@@ -723,3 +726,97 @@ def compare_paired(y_true: ArrayLike, pred_a: ArrayLike, pred_b: ArrayLike) -> d
         "p_value": res.p_value,
         "mark": significance_mark(res.p_value),
     }
+
+
+# --------------------------------------------------------------------------------------
+# Exact intervals, task-clustered bootstrap, calibration error
+# --------------------------------------------------------------------------------------
+
+
+def proportion_ci(k: int, n: int, alpha: float = 0.05, method: str = "exact") -> ConfidenceInterval:
+    """Two-sided ``1 - alpha`` confidence interval for a binomial proportion ``k / n``.
+
+    ``method="exact"``: Clopper-Pearson (Clopper & Pearson, *Biometrika* 26(4), 1934), the
+    interval that inverts two one-sided exact binomial tests; ``method="wilson"``: Wilson's
+    score interval (Wilson, *JASA* 22(158), 1927). Both delegate to
+    ``scipy.stats.binomtest(k, n).proportion_ci``. Unlike a percentile bootstrap, they are
+    not degenerate at 0/n or n/n: 2 of 2 false passes gives ``[0.158, 1.0]``, not ``[1, 1]``.
+    ``nan`` interval (with an ``UndefinedMetricWarning``) when ``n == 0``.
+    """
+    for name, value in (("k", k), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if k > n:
+        raise ValueError(f"k must be <= n, got k={k}, n={n}")
+    if not isinstance(alpha, numbers.Real) or not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must be in the open interval (0, 1), got {alpha!r}")
+    methods = {"exact": "exact", "clopper-pearson": "exact", "wilson": "wilson"}
+    if method not in methods:
+        raise ValueError(f"method must be one of {sorted(methods)}, got {method!r}")
+    if n == 0:
+        nan = _undefined("proportion_ci is undefined for n == 0; returning nan")
+        return ConfidenceInterval(nan, nan)
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=1.0 - float(alpha), method=methods[method])
+    return ConfidenceInterval(float(ci.low), float(ci.high))
+
+
+def cluster_bootstrap_ci(
+    statistic: Callable[..., Any],
+    clusters: ArrayLike,
+    *arrays: ArrayLike,
+    n_resamples: int = 2_000,
+    confidence: float = 0.95,
+    seed: int | np.random.Generator | None = 0,
+) -> ConfidenceInterval:
+    """Percentile bootstrap interval of ``statistic(*arrays)`` resampling whole clusters.
+
+    When items come in clusters (tau-bench airline runs 4 trials of each task), items of one
+    cluster are not independent and an item bootstrap is too narrow. Each resample draws the
+    ``G`` distinct cluster ids uniformly with replacement (``numpy.random.default_rng(seed)``)
+    and takes every item of each drawn cluster (the cluster bootstrap of Davison & Hinkley,
+    *Bootstrap Methods and their Application*, 1997, sec. 3.8; Field & Welsh, *JRSS B* 69(3),
+    2007). Resamples where the statistic is undefined (nan) are excluded with one warning.
+    With one item per cluster this is the ordinary case bootstrap.
+    """
+    _check_bootstrap_params(n_resamples, confidence)
+    if not arrays:
+        raise ValueError("cluster_bootstrap_ci needs at least one array to resample")
+    groups = _as_1d("clusters", clusters)
+    arrs = tuple(_as_1d(f"arrays[{i}]", a) for i, a in enumerate(arrays))
+    _check_same_length(clusters=groups, **{f"arrays[{i}]": a for i, a in enumerate(arrs)})
+    statistic(*arrs)  # validate once, with the statistic's own errors
+    _, codes = np.unique(groups, return_inverse=True)
+    members = [np.flatnonzero(codes == g) for g in range(codes.max() + 1)]
+    rng = np.random.default_rng(seed)
+    replicates = np.empty(n_resamples, dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for i in range(n_resamples):
+            drawn = rng.integers(0, len(members), size=len(members))
+            idx = np.concatenate([members[g] for g in drawn])
+            replicates[i] = float(statistic(*(a[idx] for a in arrs)))
+    name = getattr(statistic, "__name__", "statistic")
+    return _percentile_interval(replicates, float(confidence), f"cluster_bootstrap_ci({name})")
+
+
+def expected_calibration_error(y_true: ArrayLike, scores: ArrayLike, n_bins: int = 10) -> float:
+    """Expected calibration error of ``scores`` as probabilities that the item passed.
+
+    ``ECE = sum_b (n_b / n) * |mean(y_true in b) - mean(scores in b)|`` over ``n_bins``
+    equal-width bins of ``[0, 1]`` (bin ``b`` holds ``b/n_bins <= s < (b+1)/n_bins``; a score
+    of exactly 1 falls in the last bin); empty bins contribute nothing (Naeini, Cooper &
+    Hauskrecht, "Obtaining well calibrated probabilities using Bayesian binning", AAAI 2015;
+    Guo et al., "On calibration of modern neural networks", ICML 2017).
+    """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    t = _check_binary("y_true", y_true).astype(np.float64)
+    s = _check_scores("scores", scores)
+    _check_same_length(y_true=t, scores=s)
+    bins = np.minimum((s * n_bins).astype(np.int64), n_bins - 1)
+    total = 0.0
+    for b in np.unique(bins):
+        mask = bins == b
+        total += mask.mean() * abs(t[mask].mean() - s[mask].mean())
+    return float(total)
