@@ -246,6 +246,55 @@ def cmd_show(args) -> int:
     return 0
 
 
+# -- gate (issue 11) --------------------------------------------------------------------------------
+
+def cmd_gate(args) -> int:
+    """Exit 0 when the candidate may replace the baseline, 1 when not, 2 on bad input."""
+    import tempfile
+
+    from rubricforge_dspy.gate import gate_programs, gate_verdict_files
+
+    if args.candidate_verdicts or args.baseline_verdicts:
+        if not (args.candidate_verdicts and args.baseline_verdicts) or args.candidate or args.baseline or args.data:
+            print("error: give --candidate-verdicts and --baseline-verdicts together, without "
+                  "--candidate/--baseline/--data", file=sys.stderr)
+            return 2
+        result = gate_verdict_files(args.candidate_verdicts, args.baseline_verdicts, args.margin, args.alpha)
+    else:
+        if not (args.candidate and args.baseline and args.data):
+            print("error: give --candidate, --baseline and --data (or two verdict files)", file=sys.stderr)
+            return 2
+        trajectories, _ = _load(args)
+        with contextlib.ExitStack() as stack:
+            verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
+            lm = stack.enter_context(lm_from_args(args))
+            result = gate_programs(args.candidate, args.baseline, trajectories, lm=lm, verdicts_dir=verdicts_dir,
+                                   margin=args.margin, alpha=args.alpha, concurrency=args.concurrency)
+    print(result.markdown())
+    return 0 if result.may_replace else 1
+
+
+def _add_gate_parser(sub) -> None:
+    from rubricforge_dspy.lm import add_lm_arguments
+
+    p = sub.add_parser("gate", help="may a candidate judge replace the baseline? exit 0 yes, 1 no, 2 bad input")
+    p.add_argument("--candidate", default=None, help="candidate frozen program")
+    p.add_argument("--baseline", default=None, help="baseline frozen program")
+    p.add_argument("--data", nargs="+", default=None, help="labeled trajectories to judge both on")
+    p.add_argument("--format", default="auto", choices=FORMATS)
+    p.add_argument("--label-threshold", type=float, default=0.0)
+    p.add_argument("--skip-bad", action="store_true")
+    p.add_argument("--candidate-verdicts", default=None, help="verdict JSONL of the candidate (instead of --data)")
+    p.add_argument("--baseline-verdicts", default=None, help="verdict JSONL of the baseline, same labeled items")
+    p.add_argument("--margin", type=float, default=0.05,
+                   help="non-inferiority margin on the false-pass rate difference (default 0.05)")
+    p.add_argument("--alpha", type=float, default=0.05, help="level of both tests (default 0.05)")
+    p.add_argument("--verdicts-dir", default=None, help="keep candidate.jsonl and baseline.jsonl here")
+    p.add_argument("--concurrency", type=int, default=4)
+    add_lm_arguments(p, reflection=False)
+    p.set_defaults(func=cmd_gate)
+
+
 def _add_certify_parsers(sub) -> None:
     from rubricforge_dspy.lm import add_lm_arguments
 
@@ -346,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
 
     _add_certify_parsers(sub)
+    _add_gate_parser(sub)
     return parser
 
 
