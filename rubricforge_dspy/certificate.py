@@ -136,9 +136,30 @@ def check_held_out(manifest: Mapping | None, ids: Iterable[str], tasks: Iterable
                 f"(first: {overlap[0]}); remove them (the manifest's data_seen lists them) and certify again")
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _comparable(parts: Mapping) -> dict:
+    """LM fingerprint parts with the port of a loopback ``api_base`` blanked: a server this machine
+    starts (the embedded one) gets a fresh port each time; its model name carries the weights' revision."""
+    from urllib.parse import urlsplit
+
+    parts = dict(parts)
+    base = parts.get("api_base")
+    if isinstance(base, str):
+        split = urlsplit(base)
+        if split.hostname in LOOPBACK_HOSTS:
+            parts["api_base"] = split._replace(netloc=f"{split.hostname}:*").geturl()
+    return parts
+
+
 def check_drift(manifest: Mapping | None, lm, where: str = "program") -> list[str]:
     """Warn `UncertifiedJudgeWarning` when there is no certificate, or when `lm` (else the configured
-    `dspy.settings.lm`) differs from the certified LM; returns the differing fingerprint parts."""
+    `dspy.settings.lm`) differs from the certified LM; returns the differing fingerprint parts.
+
+    A change of port alone on a loopback ``api_base`` (127.0.0.1, localhost) is not a difference:
+    locally started servers get a new port each time. A drift of the weights behind one name is what
+    `rubricforge certify --recheck` on a canary set is for."""
     certificate = (manifest or {}).get(CERTIFICATE_KEY)
     if not certificate:
         warnings.warn(f"{where}: this judge has no certificate: how often it passes failed trajectories was "
@@ -155,8 +176,10 @@ def check_drift(manifest: Mapping | None, lm, where: str = "program") -> list[st
     current = lm_fingerprint(lm)
     if current.sha256 == certified.get("sha256"):
         return []
-    differ = current.diff(Fingerprint(certified.get("sha256", ""), certified.get("parts") or {}))
     parts = certified.get("parts") or {}
+    differ = Fingerprint("", _comparable(current.parts)).diff(Fingerprint("", _comparable(parts)))
+    if not differ:
+        return []
     detail = ", ".join(f"{name}: certified {parts.get(name)!r}, now {current.parts.get(name)!r}" for name in differ)
     warnings.warn(f"{where}: certified with another LM ({detail}); its certificate does not cover this LM. "
                   "Run `rubricforge certify` with this LM, or use the certified one", UncertifiedJudgeWarning,

@@ -295,6 +295,67 @@ def _add_gate_parser(sub) -> None:
     p.set_defaults(func=cmd_gate)
 
 
+# -- label-next (issue 11) --------------------------------------------------------------------------
+
+def cmd_label_next(args) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from rubricforge_dspy.label_next import pick, rank, read_verdicts, write
+
+    if not args.program and not args.verdicts:
+        print("error: give --program (judged now) and/or --verdicts files", file=sys.stderr)
+        return 2
+    trajectories, _ = _load(args)
+    judges = {str(path): read_verdicts(path) for path in args.verdicts or []}
+    ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}
+    if args.program:
+        from rubricforge_dspy.certify import judge_labeled
+        from rubricforge_dspy.program import load
+
+        with contextlib.ExitStack() as stack:
+            out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "v.jsonl")
+            lm = stack.enter_context(lm_from_args(args))
+            records = judge_labeled(load(args.program, lm=lm), trajectories, out, lm=lm,
+                                    concurrency=args.concurrency)
+        judges = {args.program: {r["id"]: r for r in records}, **judges}
+    main_name = next(iter(judges))
+    ids = {t.id for t in trajectories}
+    for name, verdicts in {**judges, **ablations}.items():
+        missing, extra = len(ids - set(verdicts)), len(set(verdicts) - ids)
+        if missing or extra:
+            print(f"note: {name}: {missing} trajectories without a verdict, {extra} verdicts for other ids "
+                  "(ignored)", file=sys.stderr)
+    ranked = rank(trajectories, judges[main_name], judges, ablations)
+    chosen = pick(ranked, args.k)
+    n = write(chosen, args.out, where=main_name)
+    print(f"wrote {n} of {len(trajectories)} trajectories to label (main judge {main_name}) -> {args.out}")
+    for i, c in enumerate(chosen, 1):
+        signals = ", ".join(f"{k} {v:.2f}" for k, v in c.signals.items())
+        print(f"{i:>3}. {c.trajectory.id}  priority {c.priority:.2f} ({signals})")
+    print("fill in label (0/1) and reward, then: rubricforge induce --init PROGRAM --data LABELED...",
+          file=sys.stderr)
+    return 0
+
+
+def _add_label_next_parser(sub) -> None:
+    from rubricforge_dspy.lm import add_lm_arguments
+
+    p = sub.add_parser("label-next", help="rank unlabeled trajectories by how much a label would teach")
+    _add_data_arguments(p)
+    p.add_argument("--program", default=None, help="frozen program whose verdicts lead the ranking (judged now)")
+    p.add_argument("--verdicts", nargs="+", default=None,
+                   help="verdict files of other judges on the same data (their disagreement ranks items up)")
+    p.add_argument("--criterion-verdicts", nargs="+", default=None,
+                   help="verdict files of criterion ablations (rubric minus one criterion), named after it")
+    p.add_argument("-k", type=int, default=20, help="how many to pick (default 20)")
+    p.add_argument("--out", required=True, help="new JSONL file, generic format, label and reward null")
+    p.add_argument("--verdicts-out", default=None, help="keep the program's verdicts here")
+    p.add_argument("--concurrency", type=int, default=4)
+    add_lm_arguments(p, reflection=False)
+    p.set_defaults(func=cmd_label_next)
+
+
 def _add_certify_parsers(sub) -> None:
     from rubricforge_dspy.lm import add_lm_arguments
 
@@ -396,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_certify_parsers(sub)
     _add_gate_parser(sub)
+    _add_label_next_parser(sub)
     return parser
 
 
@@ -412,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (TrajectoryFormatError, FileNotFoundError, ValueError) as error:
+    except (TrajectoryFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

@@ -164,8 +164,30 @@ def test_certify_show_and_recheck_cli_against_the_fake_server(program, tmp_path,
     with FakeOpenAI(responder=lambda body, n: {"reason": "fine", "passed": True, "score": 0.9},
                     model=fake.model) as again:
         flags = ["--api-base", again.api_base, "--model", again.model]
-        with pytest.warns(UncertifiedJudgeWarning, match="api_base"):  # another port: another endpoint
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UncertifiedJudgeWarning)  # a new loopback port is not another LM
             code = main(["certify", str(path), "--recheck", "--data", str(canary), *flags])
     out = capsys.readouterr().out
     assert code == 1 and "SIGNIFICANTLY HIGHER" in out and "(8/8 failed items passed) vs certified 0.500: +0.500" in out
     assert f"p = {0.5 ** 8:.4g}" in out
+
+
+def test_drift_ignores_a_loopback_port_but_not_another_host():
+    from rubricforge_dspy.certificate import check_drift
+    from rubricforge_dspy.lm import LMConfig, make_lm
+
+    def manifest(base):
+        from rubricforge_dspy.fingerprint import lm_fingerprint
+
+        fp = lm_fingerprint(make_lm(LMConfig(model="m@rev1", api_base=base)))
+        return {"certificate": {"lm_fingerprint": {"sha256": fp.sha256, "parts": fp.parts}}}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncertifiedJudgeWarning)
+        assert check_drift(manifest("http://127.0.0.1:4000/v1"), make_lm(LMConfig(model="m@rev1",
+                                                                                   api_base="http://127.0.0.1:5000/v1"))) == []
+    with pytest.warns(UncertifiedJudgeWarning, match="api_base: certified 'http://gpu-a:30000/v1'"):
+        check_drift(manifest("http://gpu-a:30000/v1"), make_lm(LMConfig(model="m@rev1", api_base="http://gpu-b:30000/v1")))
+    with pytest.warns(UncertifiedJudgeWarning, match="max_tokens"):
+        check_drift(manifest("http://gpu-a:30000/v1"),
+                    make_lm(LMConfig(model="m@rev1", api_base="http://gpu-a:30000/v1", max_tokens=64)))
