@@ -14,7 +14,7 @@ from scipy import stats
 from rubricforge_dspy import metrics
 from rubricforge_dspy.certificate import (CertificateError, UncertifiedJudgeWarning, compute_certificate,
                                           recheck)
-from rubricforge_dspy.certify import certify_program, recheck_program
+from rubricforge_dspy.certify import certify_program
 from rubricforge_dspy.cli import main
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.loaders.jsonl import to_record
@@ -78,6 +78,11 @@ def test_statistics_match_independent_references():
 def test_two_false_passes_of_two_get_an_exact_not_a_degenerate_interval():
     low, high = metrics.proportion_ci(2, 2)
     assert high == 1.0 and low == pytest.approx(0.025 ** 0.5, abs=1e-9)  # Clopper-Pearson: (alpha/2)**(1/n)
+    # Wilson by its closed form: (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), k=3, n=10
+    z, p, n = stats.norm.ppf(0.975), 0.3, 10
+    centre, half = p + z * z / (2 * n), z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    wilson = metrics.proportion_ci(3, 10, method="wilson")
+    assert wilson == pytest.approx(((centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)))
 
 
 def test_repeated_trials_widen_the_clustered_interval_like_unrepeated_tasks():
