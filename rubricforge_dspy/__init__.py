@@ -25,6 +25,7 @@ _EXPORTS = {
     "induce": "rubricforge_dspy.induction",
     "load_trajectories": "rubricforge_dspy.loaders",
     "render_trajectory": "rubricforge_dspy.render",
+    "UncertifiedJudgeWarning": "rubricforge_dspy.certificate",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -182,11 +182,18 @@ class TrajectoryJudge(dspy.Module):
         return self
 
 
-def load(path, lm=None) -> TrajectoryJudge:
+def load(path, lm=None, check_certificate: bool = True) -> TrajectoryJudge:
     """Load a frozen judge, ready to call. `lm` (a `dspy.LM`) is attached if given; otherwise the
-    judge uses whatever LM `dspy.configure` sets. The endpoint is never read from the file."""
+    judge uses whatever LM `dspy.configure` sets. The endpoint is never read from the file.
+
+    With `check_certificate`, warns `UncertifiedJudgeWarning` when the program has no certificate
+    or the LM in use is not the one it was certified with (see `certificate.check_drift`)."""
+    from rubricforge_dspy.certificate import check_drift
+
     judge = TrajectoryJudge()
     judge.load(path)
     if lm is not None:
         judge.set_lm(lm)
+    if check_certificate:
+        check_drift(judge.manifest, lm, where=str(path))
     return judge

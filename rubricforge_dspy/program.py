@@ -44,9 +44,17 @@ def data_fingerprint(trajectories: Iterable[Trajectory]) -> str:
     return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 
+def data_ids(trajectories: Iterable[Trajectory]) -> dict:
+    """The ids and tasks a program saw, recorded in its manifest so a certificate can refuse them."""
+    items = list(trajectories)
+    return {"ids": sorted({t.id for t in items}), "tasks": sorted({f"{t.domain}/{t.task_id}" for t in items})}
+
+
 def build_manifest(judge, *, lm: str | None = None, data_fingerprint: str | None = None,
-                   metrics: dict | None = None, extra: dict | None = None) -> dict:
-    """The manifest recorded with a frozen judge."""
+                   metrics: dict | None = None, extra: dict | None = None,
+                   seen: dict | None = None) -> dict:
+    """The manifest recorded with a frozen judge. `seen` (see `data_ids`): the trajectories and tasks
+    the program was trained and selected on."""
     signature = judge.judge.signature
     return {
         "format_version": FORMAT_VERSION,
@@ -61,6 +69,7 @@ def build_manifest(judge, *, lm: str | None = None, data_fingerprint: str | None
         "versions": {"rubricforge_dspy": _version("rubricforge-dspy"), "dspy": _version("dspy")},
         "induced_with_lm": lm,
         "data_fingerprint": data_fingerprint,
+        **({"data_seen": seen} if seen is not None else {}),
         "created_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         "metrics": metrics or {},
         **(extra or {}),
@@ -109,6 +118,25 @@ def read_program(path) -> dict:
         if manifest.get("rubric") != instructions:
             raise ProgramError(f"{path}: manifest rubric text differs from the program's instructions")
     return state
+
+
+def update_manifest(path, fields: dict, out_path=None) -> dict:
+    """Set `fields` in the manifest of the program at `path` (verified first) and write it to
+    `out_path` (default: in place, atomically); the program stays loadable. Returns the manifest."""
+    path = Path(path)
+    state = read_program(path)
+    if state.get(MANIFEST_KEY) is None:
+        raise ProgramError(f"{path}: no RubricForge manifest to update; freeze the program first")
+    state[MANIFEST_KEY] = {**state[MANIFEST_KEY], **fields}
+    target = Path(out_path) if out_path is not None else path
+    if target.suffix != ".json":
+        raise ProgramError(f"{target}: frozen programs are JSON files (.json)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    temporary.replace(target)
+    read_program(target)
+    return state[MANIFEST_KEY]
 
 
 def load_judge_state(judge, path) -> None:

@@ -169,3 +169,42 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
             yield index, convert(value, path=path, index=index, threshold=threshold)
         except (ValueError, TypeError, KeyError) as exc:
             yield index, TrajectoryFormatError(str(path), index, str(exc))
+
+
+def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, metadata: dict | None = None) -> dict:
+    """A trajectory as one line of this format (what `read` reads back to the same steps).
+
+    Only the observable steps are written, plus the agent's system prompt when the loader kept one;
+    `reward` and `label` are the caller's (None writes ``null``: a record to be labeled, which the
+    loader refuses until a number is filled in). Nothing of ``hidden`` besides the system prompt is
+    written: evaluator output must not travel with a file meant for labeling or judging."""
+    messages: list[dict] = []
+    system = trajectory.hidden.get("system_prompt")
+    if system:
+        messages.append({"role": "system", "content": system})
+    last_call: str | None = None
+    for i, step in enumerate(trajectory.steps):
+        if step.kind == "user":
+            messages.append({"role": "user", "content": step.content})
+        elif step.kind in ("assistant", "final_answer"):
+            messages.append({"role": "assistant", "content": step.content})
+        elif step.kind == "tool_call":
+            last_call = step.call_id or f"call_{i}"
+            arguments = step.arguments if isinstance(step.arguments, str) else json.dumps(step.arguments)
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": last_call, "type": "function", "function": {"name": step.tool_name or "unknown",
+                                                                   "arguments": arguments}}]})
+        else:
+            call_id = step.call_id or last_call
+            if call_id is None:
+                raise ValueError(f"{trajectory.source}: step {i} is a tool result answering no tool call")
+            message = {"role": "tool", "tool_call_id": call_id, "content": step.content, "is_error": step.is_error}
+            if step.tool_name:
+                message["name"] = step.tool_name
+            messages.append(message)
+    record = {"id": trajectory.id, "task_id": trajectory.task_id, "trial": trajectory.trial,
+              "domain": trajectory.domain, "agent": trajectory.agent, "messages": messages,
+              "reward": reward, "label": label}
+    if metadata:
+        record["metadata"] = metadata
+    return record
