@@ -128,10 +128,20 @@ def cmd_induce(args) -> int:
         init = init or TrajectoryJudge()
         init.render_config = RenderConfig(max_tokens=args.render_tokens,
                                           max_step_chars=min(init.render_config.max_step_chars, args.render_tokens))
-    config = InductionConfig(budget=args.budget, minibatch=args.minibatch, seed=args.seed, fp_weight=args.fp_weight)
+    config = InductionConfig(budget=args.budget, minibatch=args.minibatch, seed=args.seed, fp_weight=args.fp_weight,
+                             max_false_pass=args.max_false_pass,
+                             calibration=None if args.calibration == "none" else args.calibration)
+    certificate = None
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                         init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
+        if args.certify and len({t.label for t in split.test}) == 2:
+            from rubricforge_dspy.certify import certify_program
+
+            certificate = certify_program(args.out, split.test, lm=judge_lm, where="test split")
+        elif args.certify:
+            print("not certified: the test split is empty or has one class; run `rubricforge certify` on "
+                  "held-out labeled data", file=sys.stderr)
     for row in result.sweep:
         marker = " <- best" if row["candidate"] == result.best_index else ""
         print(f"candidate {row['candidate']:>2}  val agreement {row['val_agreement']:.3f}  "
@@ -143,6 +153,12 @@ def cmd_induce(args) -> int:
         print(f"{result.lm_errors} judge call(s) failed with an LM error and scored as failures", file=sys.stderr)
     if not result.beat_seed:
         print("no candidate beat the seed rubric on validation; the frozen rubric is the seed", file=sys.stderr)
+    if certificate is not None:
+        fp = certificate["false_pass"]
+        low, high = fp["interval"] if isinstance(fp.get("interval"), (list, tuple)) else (None, None)
+        cap = f" (cap {args.max_false_pass})" if args.max_false_pass is not None else ""
+        print(f"certified on the test split: false-pass rate {fp['rate']} [{low}, {high}] on {fp['n']} failed "
+              f"item(s){cap}; see `rubricforge show {args.out}`", file=sys.stderr)
     print(f"frozen: {args.out}")
     return 0
 
@@ -415,6 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minibatch", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fp-weight", type=float, default=1.0, help="cost of a false pass relative to a false fail")
+    p.add_argument("--max-false-pass", type=float, default=None, metavar="ALPHA",
+                   help="cap the validation false-pass rate: pick the best candidate within ALPHA and a pass "
+                        "threshold on the calibrated score that keeps it at most ALPHA")
+    p.add_argument("--calibration", choices=("platt", "isotonic", "none"), default="platt",
+                   help="map raw scores to calibrated probabilities, fit on validation verdicts")
+    p.add_argument("--no-certify", dest="certify", action="store_false",
+                   help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
     p.add_argument("--render-tokens", type=int, default=None,
                    help="token budget of each rendered trajectory (default 1800; smaller for small models)")

@@ -10,6 +10,7 @@ recorded in every verdict line and output file, and what a certificate is bound 
   two servers may serve different weights under one name), temperature, max_tokens, seed,
   structured-output dialect, max string length;
 - the render configuration (what text the judge is shown);
+- the operating point: the calibration map and the pass threshold, when the program has them;
 - the versions of rubricforge-dspy and DSPy (prompt formatting and parsing live there).
 
 Anything else (timeouts, retries, connection pool sizes, the API key) does not change an answer and
@@ -103,6 +104,7 @@ def judge_parts(judge, lm) -> dict:
         "adapter": adapter_parts(getattr(judge, "adapter", None)),
         "lm": lm_settings(lm),
         "render": asdict(render) if is_dataclass(render) else None,
+        "operating_point": judge.operating_point() if hasattr(judge, "operating_point") else None,
         "versions": {"rubricforge_dspy": _version("rubricforge-dspy"), "dspy": _version("dspy")},
     }
 

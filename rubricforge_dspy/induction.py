@@ -38,7 +38,7 @@ from rubricforge_dspy.execution import judge_verdict
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.lm import lm_name as describe_lm
 from rubricforge_dspy.memorization import Memorized
-from rubricforge_dspy.program import data_fingerprint, freeze
+from rubricforge_dspy.program import data_fingerprint, data_ids, freeze
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.symptoms import extract_symptoms
@@ -77,6 +77,8 @@ class InductionConfig:
     num_threads: int = 1
     use_merge: bool = False
     max_consecutive_lm_errors: int = 3
+    max_false_pass: float | None = None  # the false-pass cap (Neyman-Pearson operating point); None: none
+    calibration: str | None = "platt"  # fit on validation verdicts: "platt", "isotonic" or None
 
     def __post_init__(self):
         if self.fp_weight < 1.0:
@@ -85,6 +87,10 @@ class InductionConfig:
             raise ValueError("budget and minibatch must be positive")
         if self.max_consecutive_lm_errors < 1:
             raise ValueError("max_consecutive_lm_errors must be >= 1")
+        if self.max_false_pass is not None and not 0.0 <= self.max_false_pass < 1.0:
+            raise ValueError(f"max_false_pass must be in [0, 1), got {self.max_false_pass}")
+        if self.max_false_pass is not None and self.calibration is None:
+            raise ValueError("max_false_pass chooses a threshold on calibrated scores: keep a calibration method")
 
 
 class JudgeUnavailableError(RuntimeError):
@@ -187,6 +193,7 @@ class InductionResult:
     manifest: dict = field(default_factory=dict)
     rejected: list[dict] = field(default_factory=list)  # candidates rejected by the memorization guard
     lm_errors: int = 0  # judge calls that failed with an LM error (scored as failures by GEPA)
+    notes: list[str] = field(default_factory=list)
 
 
 def to_examples(trajectories: list[Trajectory], render_config: RenderConfig | None = None) -> list[dspy.Example]:
@@ -277,13 +284,10 @@ def sweep_table(detailed) -> list[dict]:
     return rows
 
 
-def validation_metrics(judge: TrajectoryJudge, val: list[Trajectory], judge_lm) -> dict:
-    """Agreement, false-pass rate and abstentions of `judge` on `val`, recorded at freeze time
-    (the Goodhart audit compares later false-pass rates against these)."""
+def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
+    """Agreement, false-pass rate and abstentions of validation `verdicts`, recorded at freeze time."""
     from rubricforge_dspy.metrics import accuracy, false_pass_rate
 
-    with dspy.context(lm=judge_lm):
-        verdicts = [judge_verdict(judge, t).verdict for t in val]
     y_true = [t.label for t in val]
     y_pred = [int(v.passed and not v.abstained) for v in verdicts]
     negatives = len(y_true) - sum(y_true)
@@ -291,8 +295,50 @@ def validation_metrics(judge: TrajectoryJudge, val: list[Trajectory], judge_lm) 
         "val_agreement": round(accuracy(y_true, y_pred), 6),
         "false_pass_rate": round(false_pass_rate(y_true, y_pred), 6) if negatives else None,
         "val_abstained": sum(bool(v.abstained) for v in verdicts),
+        "val_contradictions": sum(bool(v.contradiction) for v in verdicts),
         "val_size": len(val),
     }
+
+
+NOTHING_PASSES = 1.01  # a pass threshold above every calibrated score (JSON has no infinity)
+
+
+def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajectory],
+                        config: InductionConfig) -> dict:
+    """Fit `judge`'s calibration on its validation verdicts (abstentions left out) and, with a false-pass
+    cap, the Neyman-Pearson pass threshold on calibrated scores; sets them on `judge` and returns the
+    manifest fields (``calibration``, ``threshold``) plus notes. Nothing is fit on one class."""
+    from rubricforge_dspy import calibration as cal
+
+    rows = [(v.score, t.label) for v, t in zip(verdicts, val) if not v.abstained]
+    if config.calibration is None or len({label for _, label in rows}) < 2:
+        if config.max_false_pass is not None:
+            raise ValueError("--max-false-pass needs validation verdicts of both classes to choose a threshold")
+        return {"notes": ["no calibration: the validation verdicts hold one class only"] if rows else []}
+    judge.calibration = cal.fit([s for s, _ in rows], [y for _, y in rows], config.calibration)
+    fields = {"calibration": judge.calibration.to_dict(), "notes": []}
+    if config.max_false_pass is not None:
+        threshold = cal.neyman_pearson_threshold(judge.calibration.apply_many([s for s, _ in rows]),
+                                                 [y for _, y in rows], config.max_false_pass)
+        judge.threshold = min(threshold.threshold, NOTHING_PASSES)
+        fields["threshold"] = {**threshold.to_dict(), "pass_threshold": judge.threshold,
+                               "rule": "pass when score_calibrated >= pass_threshold and no contradiction"}
+        if judge.threshold >= NOTHING_PASSES:
+            fields["notes"].append(f"no threshold keeps the validation false-pass rate within "
+                                   f"{config.max_false_pass}: the frozen judge passes nothing")
+    return fields
+
+
+def _candidate_false_pass_rates(detailed, val: list[Trajectory]) -> list[float | None]:
+    """Each candidate's validation false-pass rate from GEPA's per-item scores: a failed item scored
+    below 1 counts as a false pass. Exact when no format failure scored 0; otherwise an upper bound."""
+    labels = [t.label for t in val]
+    negatives = labels.count(0)
+    rates = []
+    for subscores in detailed.val_subscores:
+        fails = sum(1 for i, score in subscores.items() if labels[i] == 0 and score < 1.0)
+        rates.append(fails / negatives if negatives else None)
+    return rates
 
 
 def _run_marker(log_dir: Path, fingerprint: dict) -> None:
@@ -367,36 +413,69 @@ def induce(
             "Check --reflection-api-base/--reflection-model; re-run with the same --log-dir to resume.") from error
     detailed = optimized.detailed_results
     sweep = sweep_table(detailed)
-    best_index = max(range(len(sweep)), key=lambda i: (sweep[i]["val_score"], -i))
-    beat_seed = best_index != 0 and sweep[best_index]["val_score"] > sweep[0]["val_score"]
-    if not beat_seed:
-        best_index = 0
-        logger.warning("no candidate beat the seed rubric on validation; freezing the seed rubric")
+    for row, rate in zip(sweep, _candidate_false_pass_rates(detailed, val)):
+        row["val_false_pass_rate"] = None if rate is None else round(rate, 6)
+    best_index, selection = select_candidate(sweep, config)
+    beat_seed = best_index != 0
     best = detailed.candidates[best_index]
     judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config,
                             adapter=seed.adapter)
     if guard.rejected:
         logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
 
+    with dspy.context(lm=judge_lm):
+        raw = [judge_verdict(judge, t).verdict for t in val]
+    operating = fit_operating_point(judge, raw, val, config)
+    verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
+                if judge.calibration is not None else v for v in raw]
+    notes = [*selection, *operating.pop("notes")]
+    for note in notes:
+        logger.warning(note)
+
     manifest = {}
     if out_path is not None:
         manifest = freeze(
             judge, out_path, lm=lm_name, data_fingerprint=data_fingerprint([*train, *val]),
+            seen=data_ids([*train, *val]),
             metrics={"val_score": sweep[best_index]["val_score"],
                      "seed_val_agreement": sweep[0]["val_agreement"],
-                     **validation_metrics(judge, val, judge_lm)},
+                     **validation_metrics(verdicts, val)},
             extra={"induction": {"budget": config.budget, "minibatch": config.minibatch, "seed": config.seed,
-                                 "fp_weight": config.fp_weight, "metric_calls": detailed.total_metric_calls,
+                                 "fp_weight": config.fp_weight, "max_false_pass": config.max_false_pass,
+                                 "metric_calls": detailed.total_metric_calls,
                                  "beat_seed": beat_seed, "best_candidate": best_index,
                                  "reflection_lm": getattr(reflection_lm, "model", None),
                                  "train_size": len(train), "val_size": len(val),
                                  "lm_errors": circuit.total,
                                  "rejected_memorized": len(guard.rejected),
-                                 "parent_program_sha256": init.program_sha256 if init is not None else None},
-                   "sweep": sweep},
+                                 "parent_program_sha256": init.program_sha256 if init is not None else None,
+                                 "notes": notes},
+                   "sweep": sweep, **operating},
         )
     return InductionResult(judge=judge, sweep=sweep, best_index=best_index, beat_seed=beat_seed, manifest=manifest,
-                           rejected=list(guard.rejected), lm_errors=circuit.total)
+                           rejected=list(guard.rejected), lm_errors=circuit.total, notes=notes)
+
+
+def select_candidate(sweep: list[dict], config: InductionConfig) -> tuple[int, list[str]]:
+    """The frozen candidate and notes. Without a cap: the best validation score (ties to the earlier
+    candidate, so the seed wins a tie); a candidate must beat the seed's score. With
+    ``max_false_pass = a``: the best validation agreement among candidates whose validation false-pass
+    rate is within `a` (the seed included); when none is, the best score, and the threshold enforces the cap."""
+    notes = []
+    if config.max_false_pass is not None:
+        eligible = [i for i, row in enumerate(sweep)
+                    if row["val_false_pass_rate"] is not None and row["val_false_pass_rate"] <= config.max_false_pass]
+        if eligible:
+            best = max(eligible, key=lambda i: (sweep[i]["val_agreement"], -i))
+            return best, notes
+        notes.append(f"no candidate's validation false-pass rate is within {config.max_false_pass}; "
+                     "freezing the best-scoring one, with a pass threshold that enforces the cap")
+    best = max(range(len(sweep)), key=lambda i: (sweep[i]["val_score"], -i))
+    if best != 0 and sweep[best]["val_score"] <= sweep[0]["val_score"]:
+        best = 0
+    if best == 0:
+        notes.append("no candidate beat the seed rubric on validation; freezing the seed rubric")
+    return best, notes
 
 
 MIN_VAL_ITEMS = 10

@@ -125,6 +125,10 @@ class TrajectoryJudge(dspy.Module):
         self.render_config = render_config or RenderConfig()
         self.adapter = adapter or StrictJSONAdapter()
         self.manifest: dict | None = None
+        # The operating point (`rubricforge_dspy.calibration`): a map from raw score to calibrated
+        # probability fit on validation verdicts, and optionally a pass threshold on it (the false-pass cap).
+        self.calibration = None
+        self.threshold: float | None = None
 
     @property
     def rubric(self) -> str:
@@ -162,7 +166,16 @@ class TrajectoryJudge(dspy.Module):
             raise VerdictFormatError(
                 "truncated", signature, error.partial,
                 f"the answer was cut at max_tokens (finish reason 'length'): {error}") from error
-        return dspy.Prediction(**verdict_from_fields(raw, signature).to_dict())
+        verdict = verdict_from_fields(raw, signature)
+        if self.calibration is not None:
+            verdict = verdict.with_operating_point(self.calibration.apply(verdict.score), self.threshold)
+        return dspy.Prediction(**verdict.to_dict())
+
+    def operating_point(self) -> dict | None:
+        """The calibration map and pass threshold as JSON (None when uncalibrated): part of the fingerprint."""
+        if self.calibration is None:
+            return None
+        return {"calibration": self.calibration.to_dict(), "threshold": self.threshold}
 
     def as_metric(self, **options):
         """This judge as a DSPy metric (GEPA, MIPROv2, BootstrapFewShot); see `rubricforge_dspy.proxy.as_metric`."""

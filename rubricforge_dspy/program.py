@@ -148,4 +148,9 @@ def load_judge_state(judge, path) -> None:
         from rubricforge_dspy.render import RenderConfig
 
         judge.render_config = RenderConfig(**manifest["render"])
+    if manifest and manifest.get("calibration"):
+        from rubricforge_dspy.calibration import from_manifest
+
+        judge.calibration = from_manifest(manifest)
+        judge.threshold = (manifest.get("threshold") or {}).get("pass_threshold")
     judge.manifest = manifest

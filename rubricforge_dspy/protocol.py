@@ -47,6 +47,8 @@ class ProtocolConfig:
     render: RenderConfig = field(default_factory=RenderConfig)
     demo_max_tokens: int | None = None  # FewShot demos rendered with a smaller budget (small models)
     max_rubric_chars: int = 3000
+    max_false_pass: float | None = None
+    num_threads: int = 1
 
 
 def _slug(text: str) -> str:
@@ -68,6 +70,24 @@ def _judge_llm(judge: TrajectoryJudge, trajectories, path: Path, lm, config: Pro
                            cache=cache_dir, progress=True)
     logger.info("%s: %s", path.name, summary.format())
     return summary.to_dict()
+
+
+def certify_from_predictions(program_path, path: Path, test: list[Trajectory], judge_lm) -> dict | None:
+    """Write the induced judge's certificate, measured on the test split it never saw (its persisted
+    verdicts: no extra judge call), into the frozen program. None when the test split has one class."""
+    from rubricforge_dspy.certificate import CERTIFICATE_KEY, certificate_for
+    from rubricforge_dspy.program import data_fingerprint, read_program, update_manifest
+    from rubricforge_dspy.verdict import read_lines
+
+    if len({t.label for t in test}) < 2:
+        logger.warning("the test split has one class: the induced judge is not certified")
+        return None
+    records = [record for _, record in read_lines(path)]
+    manifest = read_program(program_path)["rubricforge"]
+    certificate = certificate_for(records, lm=judge_lm, data_fingerprint=data_fingerprint(test),
+                                  rubric_sha256=manifest.get("rubric_sha256"), where="test split")
+    update_manifest(program_path, {CERTIFICATE_KEY: certificate})
+    return certificate
 
 
 RUN_OUTPUTS = ("predictions", "ablation", "gepa", "cache", "figures", "run.json", "report.md", "report.json")
@@ -105,7 +125,8 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
     induction = induce(
         split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm,
         config=InductionConfig(budget=config.budget, minibatch=config.minibatch, seed=config.seed,
-                               fp_weight=config.fp_weight, max_rubric_chars=config.max_rubric_chars),
+                               fp_weight=config.fp_weight, max_rubric_chars=config.max_rubric_chars,
+                               max_false_pass=config.max_false_pass, num_threads=config.num_threads),
         init=TrajectoryJudge(render_config=config.render), log_dir=out_dir / "gepa", out_path=program_path,
         lm_name=judge_lm_name,
     )
@@ -123,6 +144,8 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
                                             config.demo_max_tokens),
                               test, predictions / "fewshot.jsonl", judge_lm, config, cache_dir),
     }
+
+    certify_from_predictions(program_path, predictions / f"{INDUCED}.jsonl", test, judge_lm)
 
     criteria = parse_criteria(induction.judge.rubric)
     if config.ablation and criteria:

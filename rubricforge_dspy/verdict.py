@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -45,6 +45,7 @@ class Verdict:
     error: str | None = None
     error_kind: str | None = None
     contradiction: bool = False
+    score_calibrated: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.score, (int, float)) or not math.isfinite(self.score) or not 0.0 <= self.score <= 1.0:
@@ -73,6 +74,15 @@ class Verdict:
             raise ValueError(f"error kind must be one of {ERROR_KINDS}, got {kind!r}")
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         return cls(passed=False, score=0.0, reason="", abstained=True, error=message or kind, error_kind=kind)
+
+    def with_operating_point(self, score_calibrated: float, threshold: float | None = None) -> "Verdict":
+        """This verdict with its calibrated score and, when the program fixes a pass `threshold` on the
+        calibrated score (the false-pass cap), the decision it implies: pass when
+        ``score_calibrated >= threshold`` and the LM did not contradict itself. Abstentions stay fails."""
+        if self.abstained:
+            return self
+        passed = self.passed if threshold is None else (score_calibrated >= threshold and not self.contradiction)
+        return replace(self, score_calibrated=float(score_calibrated), passed=bool(passed))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

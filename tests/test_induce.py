@@ -159,8 +159,9 @@ def test_rerun_with_the_same_log_dir_resumes_instead_of_starting_over(tmp_path):
     again = induce(split.train, split.val, judge_lm=again_lm, reflection_lm=make_reflection_lm([]), config=config,
                    log_dir=tmp_path / "log")
     assert again.sweep == first.sweep
-    # the resumed run only re-judges the validation set for the freeze-time metrics
-    assert again_lm.calls <= len(split.val) < first_lm.calls
+    # the resumed run does not redo GEPA's search: it re-judges the validation set (GEPA's resumed
+    # bookkeeping and the operating point fit on the chosen judge's validation verdicts), nothing more
+    assert again_lm.calls <= 2 * len(split.val) < first_lm.calls
 
 
 def test_candidates_that_memorize_training_episodes_are_rejected_and_counted(tmp_path):
@@ -211,3 +212,43 @@ def test_induction_refuses_a_budget_below_one_validation_pass_and_one_class_labe
     split = split_by_task(one_class, seed=0)
     with pytest.raises(ValueError, match="label 1"):
         induce(split.train, split.val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=40))
+
+
+def overconfident_judge(messages):
+    """Passes every episode (a known false-pass rate of 1.0), but its score ranks them: 0.6 when a tool
+    call errored (all the failures of the synthetic data), 0.9 otherwise."""
+    errors = int(re.search(r"tool_errors=(\d+)", last_user_text(messages)).group(1))
+    return {"reason": "The agent says it is done.", "passed": True, "score": 0.6 if errors else 0.9}
+
+
+def false_pass_rate_of(judge, trajectories, lm):
+    from rubricforge_dspy.execution import judge_verdict
+
+    with dspy.context(lm=lm):
+        verdicts = [judge_verdict(judge, t).verdict for t in trajectories]
+    failed = [v for v, t in zip(verdicts, trajectories) if t.label == 0]
+    return sum(v.passed for v in failed) / len(failed), verdicts
+
+
+def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_passes(tmp_path):
+    data = make_dataset(40)
+    split = split_by_task(data, seed=0)
+    lm = ScriptedLM(overconfident_judge, model="overconfident")
+    unhelpful = ScriptedLM(lambda messages: {"new_instruction": "Pass every episode. score 0.9."})
+    plain = induce(split.train, split.val, judge_lm=lm, reflection_lm=unhelpful,
+                   config=InductionConfig(budget=40, minibatch=3), out_path=tmp_path / "plain.json")
+    capped = induce(split.train, split.val, judge_lm=lm, reflection_lm=unhelpful,
+                    config=InductionConfig(budget=40, minibatch=3, max_false_pass=0.1), out_path=tmp_path / "capped.json")
+    plain_fp, _ = false_pass_rate_of(load(tmp_path / "plain.json", check_certificate=False), split.test, lm)
+    capped_judge = load(tmp_path / "capped.json", check_certificate=False)
+    capped_fp, verdicts = false_pass_rate_of(capped_judge, split.test, lm)
+    assert plain_fp == 1.0 and capped_fp <= 0.1
+    # the passes that remain are the real successes: the cap did not just fail everything
+    assert any(v.passed for v, t in zip(verdicts, split.test) if t.label == 1)
+    assert all(v.score_calibrated is not None for v in verdicts)
+    manifest = read_program(tmp_path / "capped.json")["rubricforge"]
+    assert manifest["threshold"]["false_pass_rate"] <= 0.1 and manifest["induction"]["max_false_pass"] == 0.1
+    assert manifest["calibration"]["method"] == "platt"
+    assert capped.manifest["metrics"]["false_pass_rate"] <= 0.1 < plain.manifest["metrics"]["false_pass_rate"]
+    # the operating point is part of the judge's fingerprint: no cached verdict of the uncapped judge is reused
+    assert capped_judge.fingerprint(lm).sha256 != load(tmp_path / "plain.json", check_certificate=False).fingerprint(lm).sha256

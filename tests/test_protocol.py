@@ -43,6 +43,14 @@ def test_protocol_writes_every_judge_ablation_and_a_reproducible_report(tmp_path
     assert all(row["delta_accuracy"] == 0.0 for name, row in ablated.items() if name != "Error counter")
     markdown = (run_dir / "report.md").read_text()
     assert "scripted-judge" in markdown and "Error counter" in markdown
+    # the frozen program carries a certificate measured on the test split's persisted verdicts
+    from rubricforge_dspy.program import read_program
+
+    certificate = read_program(tmp_path / "programs" / "induced.json")["rubricforge"]["certificate"]
+    induced = [json.loads(x) for x in (run_dir / "predictions" / "induced.jsonl").read_text().splitlines()]
+    assert certificate["n"] == len(induced) and certificate["false_pass"]["k"] == sum(
+        x["passed"] and x["label"] == 0 for x in induced)
+    assert all(x["score_calibrated"] is not None for x in induced if not x["abstained"])
 
     write_report(run_dir, tmp_path / "again.md")
     assert (tmp_path / "again.md").read_text().replace("again", "report") == markdown.replace("again", "report")
