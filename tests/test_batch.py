@@ -27,7 +27,7 @@ from tests.helpers import make_dataset, make_trajectory
 
 LINE_FIELDS = {"id", "task_id", "domain", "agent", "n_steps", "passed", "score", "reason", "abstained", "error",
                "error_kind", "contradiction", "cached", "attempts", "label", "reward", "program_sha256",
-               "judge_fingerprint", "model"}
+               "judge_fingerprint", "model", "score_calibrated"}
 
 
 def verdict_of(text: str) -> dict:
