@@ -19,8 +19,8 @@ from pathlib import Path
 
 from rubricforge_dspy.lm import add_lm_arguments
 from rubricforge_dspy.loaders import load_trajectories
-from rubricforge_dspy.protocol import ProtocolConfig, run_protocol
-from rubricforge_dspy.render import RenderConfig
+from rubricforge_dspy.presets import add_preset_arguments
+from rubricforge_dspy.protocol import run_protocol
 from rubricforge_dspy.split import sample_by_task
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -43,6 +43,7 @@ def parse_args(argv=None):
                         help="tasks sampled per dataset, one trial each; 0 = all trajectories "
                              "(default: 10 on the embedded LM, all with a server)")
     parser.add_argument("--budget", type=int, default=None, help="GEPA metric calls (default 6 embedded, 200 server)")
+    add_preset_arguments(parser, induction=True)
     parser.add_argument("--out", default="artifacts/paper")
     parser.add_argument("--no-ablation", action="store_true")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run instead of starting over")
@@ -51,17 +52,16 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    from rubricforge_dspy.cli import lm_from_args, lm_name
-    from rubricforge_dspy.demo import EMBEDDED_REFLECTION_TOKENS
+    from rubricforge_dspy.demo import EMBEDDED_REFLECTION_TOKENS, SMALL_MODEL_NOTE, protocol_config
+    from rubricforge_dspy.lm import lm_name
+    from rubricforge_dspy.presets import resolve
+    from rubricforge_dspy.serving import lm_from_args
 
     args = parse_args(argv)
-    embedded = args.api_base is None
-    n_tasks = args.tasks if args.tasks is not None else (10 if embedded else 0)
-    budget = args.budget or (6 if embedded else 200)
-    render = RenderConfig(max_tokens=900, max_step_chars=300) if embedded else RenderConfig()
-    config = ProtocolConfig(budget=budget, minibatch=2 if embedded else 4, render=render,
-                            demo_max_tokens=250 if embedded else None, ablation=not args.no_ablation,
-                            max_rubric_chars=2500 if embedded else 3000)
+    preset = resolve(args)
+    embedded = preset.name == "embedded"
+    n_tasks = args.tasks if args.tasks is not None else (preset.demo_tasks if embedded else 0)
+    config = protocol_config(preset, ablation=not args.no_ablation)
     out = Path(args.out)
     rows = []
     if embedded and getattr(args, "reflection_max_tokens", None) is None:
@@ -78,10 +78,10 @@ def main(argv=None) -> int:
                                    judge_lm_name=names[0], reflection_lm_name=names[1],
                                    program_path=out / name / "induced.json",
                                    dataset=f"{description} ({len(trajectories)} trajectories)", config=config,
-                                   resume=args.resume)
+                                   resume=args.resume, notes=SMALL_MODEL_NOTE if embedded else "")
             report = json.loads((run_dir / "report.json").read_text())
             rows.append((name, run_dir, report))
-    write_summary(out / "SUMMARY.md", rows, names)
+    write_summary(out / "SUMMARY.md", rows, names, SMALL_MODEL_NOTE if embedded else "")
     print(f"summary: {out / 'SUMMARY.md'}")
     return 0
 
@@ -93,8 +93,9 @@ def _main_row(report: dict, judge: str) -> dict:
     return {}
 
 
-def write_summary(path: Path, rows, names) -> None:
-    lines = ["# Paper protocol summary\n", f"Judge LM: `{names[0]}`; reflection LM: `{names[1]}`.\n",
+def write_summary(path: Path, rows, names, note: str = "") -> None:
+    lines = ["# Paper protocol summary\n", *([f"> {line}" for line in note.splitlines()] + [""] if note else []),
+             f"Judge LM: `{names[0]}`; reflection LM: `{names[1]}`.\n",
              "| dataset | judge | false-pass rate | accuracy | kappa | n |", "|---|---|---|---|---|---|"]
     for name, run_dir, report in rows:
         for judge in ("induced", "geval", "fewshot", "heuristic", "majority", "oracle"):

@@ -344,7 +344,7 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
         raise ValueError("no LM to judge with: pass lm=..., call judge.set_lm(...), or dspy.configure(lm=...)")
     batch_judge, the_lm = judge, base_lm
     if predictors and base_lm is not None:
-        the_lm = one_attempt_lm(base_lm, timeout)
+        the_lm = one_attempt_lm(base_lm, timeout, connections=concurrency)
         batch_judge = judge.deepcopy()
         batch_judge.set_lm(the_lm)
     fingerprint = judge_fingerprint(batch_judge, the_lm)
@@ -506,6 +506,7 @@ def _as_lm(lm):
 
 
 def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | None = None, lm=None,
+                   render_config=None,
                    concurrency: int = 4, on_error: str = "raise", on_duplicate: str | None = None,
                    format: str = "auto", label_threshold: float = 0.0, cache=True,
                    max_retries: int = 2, backoff: float = 0.5, timeout: float | None = None,
@@ -513,7 +514,8 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
                    max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> BatchSummary:
     """Judge the trajectory file `data_path` into `out_path` (resumable); returns the summary.
 
-    program: a frozen program path, a judge, or None for the seed judge. lm: a `dspy.LM` or an
+    program: a frozen program path, a judge, or None for the seed judge. render_config: overrides the
+    judge's own (a program's is the one it was induced with). lm: a `dspy.LM` or an
     `LMConfig` (default: the program's LM, else `dspy.settings.lm`). on_error: the loader's policy
     for bad records ("raise" or "skip"; skipped records are counted in `summary.skipped`).
     on_duplicate: defaults to "skip" when on_error is "skip", else "raise". cache: see `judge_stream`
@@ -524,6 +526,8 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
     from rubricforge_dspy.loaders import LoadReport, iter_trajectories
 
     judge = _load_judge(program)
+    if render_config is not None:
+        judge.render_config = render_config
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
     data = data_fingerprint(paths, format=format, label_threshold=label_threshold)
     report = LoadReport()

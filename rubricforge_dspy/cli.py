@@ -93,10 +93,16 @@ def cmd_judge(args) -> int:
     too many failed in a row (`--max-consecutive-errors`)."""
     from rubricforge_dspy.batch import LM_ERROR_KINDS, run_judge_file
 
+    from rubricforge_dspy.presets import resolve
+
+    preset = resolve(args)
+    # A frozen program keeps the render it was induced with unless the flags say otherwise.
+    render = preset.render if (args.program is None or args.render_tokens or args.step_chars) else None
     with lm_from_args(args) as lm:
-        print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
-        summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm,
-                                 concurrency=args.concurrency, on_error="skip" if args.skip_bad else "raise",
+        print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, "
+              f"render {'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
+        summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm, render_config=render,
+                                 concurrency=preset.concurrency, on_error="skip" if args.skip_bad else "raise",
                                  format=args.format, label_threshold=args.label_threshold,
                                  cache=False if args.no_cache else True,
                                  max_consecutive_lm_errors=args.max_consecutive_errors or None)
@@ -120,15 +126,17 @@ def cmd_induce(args) -> int:
     split = split_by_task(trajectories, seed=args.seed)
     for name, part in split.summary().items():
         print(f"{name:>5}: {part}", file=sys.stderr)
-    init = load(args.init) if args.init else None
-    if args.render_tokens:
-        from rubricforge_dspy.judge import TrajectoryJudge
-        from rubricforge_dspy.render import RenderConfig
+    from rubricforge_dspy.judge import TrajectoryJudge
+    from rubricforge_dspy.presets import resolve
 
-        init = init or TrajectoryJudge()
-        init.render_config = RenderConfig(max_tokens=args.render_tokens,
-                                          max_step_chars=min(init.render_config.max_step_chars, args.render_tokens))
-    config = InductionConfig(budget=args.budget, minibatch=args.minibatch, seed=args.seed, fp_weight=args.fp_weight,
+    preset = resolve(args)
+    init = load(args.init, check_certificate=False) if args.init else TrajectoryJudge()
+    if not args.init or args.render_tokens or args.step_chars:
+        init.render_config = preset.render
+    print(f"preset {preset.name}: render {init.render_config.max_tokens} tokens, {preset.num_threads} GEPA "
+          f"threads, budget {preset.budget}", file=sys.stderr)
+    config = InductionConfig(budget=preset.budget, minibatch=args.minibatch or preset.minibatch, seed=args.seed,
+                             fp_weight=args.fp_weight, num_threads=preset.num_threads,
                              max_false_pass=args.max_false_pass,
                              calibration=None if args.calibration == "none" else args.calibration)
     certificate = None
@@ -138,7 +146,8 @@ def cmd_induce(args) -> int:
         if args.certify and len({t.label for t in split.test}) == 2:
             from rubricforge_dspy.certify import certify_program
 
-            certificate = certify_program(args.out, split.test, lm=judge_lm, where="test split")
+            certificate = certify_program(args.out, split.test, lm=judge_lm, where="test split",
+                                          concurrency=preset.concurrency)
         elif args.certify:
             print("not certified: the test split is empty or has one class; run `rubricforge certify` on "
                   "held-out labeled data", file=sys.stderr)
@@ -390,6 +399,7 @@ def _add_certify_parsers(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.lm import add_lm_arguments
+    from rubricforge_dspy.presets import add_preset_arguments
 
     parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -414,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--program", default=None, help="frozen program (default: the seed rubric)")
     p.add_argument("--out", required=True)
     p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--concurrency", type=int, default=4)
+    add_preset_arguments(p)
     p.add_argument("--no-cache", action="store_true",
                    help="no verdict cache at all (DSPy's own response cache is always off for judging)")
     p.add_argument("--max-consecutive-errors", type=int, default=20,
@@ -427,8 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_arguments(p)
     p.add_argument("--out", required=True, help="frozen program path, e.g. programs/NAME.json")
     p.add_argument("--init", default=None, help="start from this frozen program (recompile on new labels)")
-    p.add_argument("--budget", type=int, default=200, help="max judge calls (metric calls)")
-    p.add_argument("--minibatch", type=int, default=4)
+    p.add_argument("--budget", type=int, default=None,
+                   help="max judge calls (metric calls; embedded preset 6, server preset 200)")
+    p.add_argument("--minibatch", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fp-weight", type=float, default=1.0, help="cost of a false pass relative to a false fail")
     p.add_argument("--max-false-pass", type=float, default=None, metavar="ALPHA",
@@ -439,8 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-certify", dest="certify", action="store_false",
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
-    p.add_argument("--render-tokens", type=int, default=None,
-                   help="token budget of each rendered trajectory (default 1800; smaller for small models)")
+    add_preset_arguments(p, induction=True)
     p.add_argument("--sample-tasks", type=int, default=None,
                    help="use one trial of N seeded-random tasks (quick runs on slow LMs)")
     add_lm_arguments(p)
@@ -463,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tau-bench results file to sample from (default: the bundled GPT-4o airline sample)")
     p.add_argument("--budget", type=int, default=None)
     p.add_argument("--resume", action="store_true", help="continue an interrupted demo instead of starting over")
+    add_preset_arguments(p, induction=True)
     add_lm_arguments(p)
     p.set_defaults(func=cmd_demo)
 

@@ -13,13 +13,10 @@ from importlib import resources
 from pathlib import Path
 
 from rubricforge_dspy.protocol import ProtocolConfig, run_protocol
-from rubricforge_dspy.render import RenderConfig
 from rubricforge_dspy.split import sample_by_task
 
 # Trial 0 of each task of the tau-bench GPT-4o airline run, shipped in the package (see data/README.md).
 DEMO_DATA = Path(str(resources.files("rubricforge_dspy").joinpath("data", "demo-gpt-4o-airline.json")))
-EMBEDDED_SIZES = {"tasks": 10, "budget": 6}
-SERVER_SIZES = {"tasks": 50, "budget": 200}
 EMBEDDED_REFLECTION_TOKENS = 800
 
 SMALL_MODEL_NOTE = """\
@@ -32,14 +29,14 @@ column first. For meaningful numbers, point the same command at a real model, e.
 
 
 def run_demo(args) -> int:
-    from rubricforge_dspy.lm import lm_name
-    from rubricforge_dspy.serving import lm_from_args
     from rubricforge_dspy.loaders import load_trajectories
+    from rubricforge_dspy.lm import lm_name
+    from rubricforge_dspy.presets import resolve
+    from rubricforge_dspy.serving import lm_from_args
 
-    embedded = getattr(args, "api_base", None) is None
-    sizes = EMBEDDED_SIZES if embedded else SERVER_SIZES
-    n_tasks = args.tasks or sizes["tasks"]
-    budget = args.budget or sizes["budget"]
+    preset = resolve(args)
+    embedded = preset.name == "embedded"
+    n_tasks = args.tasks or preset.demo_tasks
     data = Path(args.data) if getattr(args, "data", None) else DEMO_DATA
     if not data.exists():
         print(f"error: demo data not found at {data}; give a tau-bench results file with --data", file=sys.stderr)
@@ -48,16 +45,15 @@ def run_demo(args) -> int:
     sample = sample_by_task(trajectories, n_tasks)
     out = Path(args.out)
     program = Path(args.program) if args.program else out / "induced.json"
-    render = RenderConfig(max_tokens=900, max_step_chars=300) if embedded else RenderConfig()
-    config = ProtocolConfig(budget=budget, minibatch=2 if embedded else 4, render=render,
-                            demo_max_tokens=250 if embedded else None,
-                            max_rubric_chars=2500)
+    config = protocol_config(preset)
     if embedded and getattr(args, "reflection_max_tokens", None) is None:
         args.reflection_max_tokens = EMBEDDED_REFLECTION_TOKENS  # a 135M model rambles to the cap otherwise
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         judge_name, ref_name = lm_name(judge_lm), lm_name(reflection_lm)
         print(f"judge LM: {judge_name}\nreflection LM: {ref_name}\n"
-              f"data: {data.name}, {len(sample)} tasks x 1 trial, GEPA budget {budget}", file=sys.stderr)
+              f"data: {data.name}, {len(sample)} tasks x 1 trial; preset {preset.name}: GEPA budget "
+              f"{preset.budget}, concurrency {preset.concurrency}, render {preset.render_tokens} tokens",
+              file=sys.stderr)
         run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, judge_lm_name=judge_name,
                                reflection_lm_name=ref_name, program_path=program,
                                dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)", config=config,
@@ -67,3 +63,10 @@ def run_demo(args) -> int:
     if embedded:
         print(SMALL_MODEL_NOTE)
     return 0
+
+
+def protocol_config(preset, **overrides) -> ProtocolConfig:
+    """The protocol's sizes from a `rubricforge_dspy.presets.Preset`."""
+    return ProtocolConfig(budget=preset.budget, minibatch=preset.minibatch, render=preset.render,
+                          demo_max_tokens=preset.demo_max_tokens, max_rubric_chars=preset.max_rubric_chars,
+                          concurrency=preset.concurrency, num_threads=preset.num_threads, **overrides)

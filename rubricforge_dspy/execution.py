@@ -126,18 +126,31 @@ def resolve_lm(judge, lm=None):
     return dspy.settings.lm
 
 
-def one_attempt_lm(lm, timeout: float | None = None):
+def one_attempt_lm(lm, timeout: float | None = None, connections: int | None = None):
     """A copy of `lm` that makes one attempt per call (retries belong to `judge_verdict`), with DSPy's
     response cache off (the verdict cache is the one cache) and, if given, a per-call `timeout`.
     The caller's LM is never modified; a non-`dspy.BaseLM` is returned as is."""
     if not isinstance(lm, dspy.BaseLM):
         return lm
-    overrides: dict = {"num_retries": 0, "cache": False}
-    if timeout is not None:
-        engine = getattr(lm, "_engine_spec", "auto")
-        if isinstance(engine, str):
+    return sized_lm(lm, connections, timeout, num_retries=0, cache=False)
+
+
+def sized_lm(lm, connections: int | None = None, timeout: float | None = None, **overrides):
+    """A copy of `lm` whose engine's connection pool holds at least `connections` (an engine that saves
+    its settings, like `rubricforge_dspy.lm.ChatCompletionsEngine`) and, if given, a per-call `timeout`."""
+    if not isinstance(lm, dspy.BaseLM):
+        return lm
+    engine = getattr(lm, "_engine_spec", "auto")
+    if isinstance(engine, str):
+        if timeout is not None:
             overrides["timeout"] = timeout
-        elif hasattr(engine, "dump_state") and hasattr(type(engine), "load_state") \
-                and "timeout" in (state := engine.dump_state()):
-            overrides["engine"] = type(engine).load_state({**state, "timeout": timeout})
-    return lm.copy(**overrides)
+    elif hasattr(engine, "dump_state") and hasattr(type(engine), "load_state"):
+        state = engine.dump_state()
+        changes = {}
+        if timeout is not None and "timeout" in state:
+            changes["timeout"] = timeout
+        if connections and "max_connections" in state and state["max_connections"] < connections:
+            changes["max_connections"] = connections
+        if changes:
+            overrides["engine"] = type(engine).load_state({**state, **changes})
+    return lm.copy(**overrides) if overrides else lm

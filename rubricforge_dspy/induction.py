@@ -34,7 +34,7 @@ import dspy
 from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
 from dspy.utils.exceptions import AdapterParseError, LMError
 
-from rubricforge_dspy.execution import judge_verdict
+from rubricforge_dspy.execution import judge_verdict, sized_lm
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.lm import lm_name as describe_lm
 from rubricforge_dspy.memorization import Memorized
@@ -372,6 +372,7 @@ def induce(
     Resumable: re-running with the same `log_dir` continues GEPA from its checkpoint.
     """
     check_induction_data(train, val, config)
+    judge_lm = sized_lm(judge_lm, connections=config.num_threads)
     seed = init if init is not None else TrajectoryJudge(SEED_RUBRIC)
     circuit = LMCircuit(config.max_consecutive_lm_errors, describe_lm(judge_lm))
     student = _CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)

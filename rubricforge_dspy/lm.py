@@ -56,6 +56,8 @@ class LMConfig:
     max_string_length: when set (and not 0), every string property of the response schema that has
     no ``maxLength`` gets this one, so a grammar-constrained server cannot ramble a free-text field
     until ``max_tokens`` cuts the JSON short (DSPy drops a field's ``max_length`` from the schema).
+    max_connections: the HTTP connection pool of the engine; batch judging and induction raise it to
+        their concurrency, so no request waits for a connection.
     cache: DSPy's own response cache, off by default: its key ignores the endpoint, so it could answer
     for another server. The one cache that answers judge calls is the verdict cache
     (`rubricforge_dspy.cache`), keyed by the judge's fingerprint.
@@ -72,6 +74,7 @@ class LMConfig:
     num_retries: int = 2
     cache: bool = False
     max_string_length: int | None = None
+    max_connections: int = 64
 
     def __post_init__(self):
         if not _ENV_NAME.match(self.api_key_env or ""):
@@ -312,8 +315,9 @@ class ChatCompletionsEngine:
             if self._client is None:
                 import httpx
 
+                size = self.config.max_connections
                 self._client = httpx.Client(timeout=self.config.timeout,
-                                            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+                                            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
             return self._client
 
     def complete(self, request):

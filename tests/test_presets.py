@@ -1,0 +1,62 @@
+"""Presets: where the judge runs decides its sizes; every command takes them and the overrides."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rubricforge_dspy.cli import build_parser, main
+from rubricforge_dspy.execution import one_attempt_lm, sized_lm
+from rubricforge_dspy.lm import LMConfig, make_lm
+from rubricforge_dspy.presets import EMBEDDED, SERVER, resolve
+from rubricforge_dspy.serving.fake import FakeOpenAI, user_text
+
+AIRLINE = Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
+
+
+def test_embedded_without_endpoint_server_with_one_and_flags_override(monkeypatch):
+    monkeypatch.delenv("RUBRICFORGE_API_BASE", raising=False)
+    assert resolve(argparse.Namespace(api_base=None)) == EMBEDDED
+    assert resolve(argparse.Namespace(api_base="http://h/v1")) == SERVER
+    monkeypatch.setenv("RUBRICFORGE_API_BASE", "http://h/v1")
+    assert resolve(argparse.Namespace(api_base=None)).name == "server"
+    custom = resolve(argparse.Namespace(api_base=None, preset="server", concurrency=256, render_tokens=16000,
+                                        num_threads=None))
+    assert (custom.concurrency, custom.render_tokens, custom.num_threads) == (256, 16000, SERVER.num_threads)
+    assert SERVER.concurrency >= 32 and SERVER.render_tokens >= 8000 and EMBEDDED.concurrency == 1
+
+
+def test_every_command_takes_concurrency_and_render_tokens():
+    parser = build_parser()
+    for command in (["judge", "--data", "x", "--out", "o"], ["induce", "--data", "x", "--out", "o"], ["demo"]):
+        args = parser.parse_args([*command, "--concurrency", "7", "--render-tokens", "5000"])
+        assert args.concurrency == 7 and args.render_tokens == 5000
+    assert parser.parse_args(["induce", "--data", "x", "--out", "o", "--num-threads", "9"]).num_threads == 9
+    from evals.paper import parse_args
+
+    args = parse_args(["--concurrency", "64", "--render-tokens", "8000", "--num-threads", "32"])
+    assert (args.concurrency, args.render_tokens, args.num_threads) == (64, 8000, 32)
+
+
+def test_the_connection_pool_is_sized_to_the_concurrency():
+    lm = make_lm(LMConfig(model="m", api_base="http://127.0.0.1:9/v1"))
+    assert lm.engine.config.max_connections == 64
+    assert one_attempt_lm(lm, connections=256).engine.config.max_connections == 256
+    assert sized_lm(lm, connections=8).engine.config.max_connections == 64  # never shrinks
+    assert lm.engine.config.max_connections == 64  # the caller's LM is untouched
+
+
+def test_judge_with_the_server_preset_renders_the_whole_episode(tmp_path):
+    out = tmp_path / "v.jsonl"
+    with FakeOpenAI(lambda body, n: {"reason": "ok", "passed": True, "score": 0.9}) as fake:
+        assert main(["judge", "--data", str(AIRLINE), "--limit", "3", "--out", str(out), "--api-base", fake.api_base,
+                     "--model", "m"]) == 0
+        server_texts = [user_text(b) for b in fake.chat_bodies]
+        assert main(["judge", "--data", str(AIRLINE), "--limit", "3", "--out", str(tmp_path / "e.jsonl"),
+                     "--api-base", fake.api_base, "--model", "m", "--preset", "embedded"]) == 0
+        embedded_texts = [user_text(b) for b in fake.chat_bodies[3:]]
+    assert sum(map(len, server_texts)) > sum(map(len, embedded_texts))
+    assert not any("elided" in text for text in server_texts)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 3
