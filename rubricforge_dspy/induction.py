@@ -36,6 +36,7 @@ from dspy.utils.exceptions import AdapterParseError, LMError
 
 from rubricforge_dspy.execution import judge_verdict, sized_lm
 from rubricforge_dspy.judge import TrajectoryJudge
+from rubricforge_dspy.lm import TruncatedCompletionError
 from rubricforge_dspy.lm import lm_name as describe_lm
 from rubricforge_dspy.memorization import Memorized
 from rubricforge_dspy.program import data_fingerprint, data_ids, freeze
@@ -171,9 +172,17 @@ class _GuardedProposer(InstructionProposer):
     def __init__(self, guard: Memorized, **kwargs):
         super().__init__(**kwargs)
         self.guard = guard
+        self.failures: list[str] = []  # reflection answers that were cut or did not parse: no proposal
 
     def __call__(self, candidate, reflective_dataset, components_to_update):
-        proposed = super().__call__(candidate, reflective_dataset, components_to_update)
+        try:
+            proposed = super().__call__(candidate, reflective_dataset, components_to_update)
+        except (TruncatedCompletionError, AdapterParseError) as error:
+            # The reflection LM answered, but not with a rubric (cut at max_tokens, or unparsable): this
+            # iteration proposes nothing. An outage (any other LM error) stops the run instead.
+            self.failures.append(f"{type(error).__name__}: {str(error)[:200]}")
+            logger.warning("reflection answer unusable, no candidate this iteration: %s", self.failures[-1])
+            return {}
         kept = {}
         for name, text in proposed.items():
             if self.guard.check(text, where=name):
@@ -388,13 +397,13 @@ def induce(
             "seed_rubric_sha256": rubric_sha256(student.rubric), "config": config.__dict__,
         })
 
+    proposer = _GuardedProposer(guard, base_instructions=REFLECTION_PROMPT, max_chars=config.max_rubric_chars)
     optimizer = dspy.GEPA(
         metric=make_feedback_metric(config.fp_weight),
         max_metric_calls=config.budget,
         reflection_minibatch_size=config.minibatch,
         reflection_lm=reflection_lm,
-        instruction_proposer=_GuardedProposer(guard, base_instructions=REFLECTION_PROMPT,
-                                              max_chars=config.max_rubric_chars),
+        instruction_proposer=proposer,
         add_format_failure_as_feedback=True,
         candidate_selection_strategy="pareto",
         use_merge=config.use_merge,
@@ -449,6 +458,7 @@ def induce(
                                  "train_size": len(train), "val_size": len(val),
                                  "lm_errors": circuit.total,
                                  "rejected_memorized": len(guard.rejected),
+                                 "reflection_failures": len(proposer.failures),
                                  "parent_program_sha256": init.program_sha256 if init is not None else None,
                                  "notes": notes},
                    "sweep": sweep, **operating},

@@ -252,3 +252,15 @@ def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_pa
     assert capped.manifest["metrics"]["false_pass_rate"] <= 0.1 < plain.manifest["metrics"]["false_pass_rate"]
     # the operating point is part of the judge's fingerprint: no cached verdict of the uncapped judge is reused
     assert capped_judge.fingerprint(lm).sha256 != load(tmp_path / "plain.json", check_certificate=False).fingerprint(lm).sha256
+
+
+def test_a_reflection_answer_cut_at_max_tokens_proposes_nothing_and_the_run_goes_on(tmp_path):
+    """A small reflection LM rambling to its max_tokens: no candidate from that answer, counted; not an outage."""
+    from rubricforge_dspy.testing import Cut
+
+    split = split_by_task(make_dataset(24), seed=0)
+    rambling = ScriptedLM(lambda messages: Cut('{"new_instruction": "You grade the episode and you grade'))
+    result = induce(split.train, split.val, judge_lm=ScriptedLM(scripted_judge), reflection_lm=rambling,
+                    config=InductionConfig(budget=30, minibatch=2), out_path=tmp_path / "p.json")
+    assert result.best_index == 0 and result.judge.rubric == SEED_RUBRIC
+    assert read_program(tmp_path / "p.json")["rubricforge"]["induction"]["reflection_failures"] >= 1

@@ -18,8 +18,9 @@ from pathlib import Path
 import dspy
 import pytest
 
+from rubricforge_dspy.execution import judge_verdict
 from rubricforge_dspy.judge import TrajectoryJudge
-from rubricforge_dspy.lm import LMConfig, make_lm
+from rubricforge_dspy.lm import LMConfig, TruncatedCompletionError, make_lm
 from rubricforge_dspy.render import RenderConfig
 from rubricforge_dspy.serving import (
     EmbeddedServer,
@@ -63,7 +64,7 @@ def test_judges_real_trajectories(embedded, trajectories):
     judge = TrajectoryJudge(render_config=RenderConfig(max_tokens=300))
     lm = make_lm(config)
     with dspy.context(lm=lm):
-        verdicts = [judge(trajectory=t) for t in trajectories]
+        verdicts = [judge_verdict(judge, t).verdict for t in trajectories]
     for verdict in verdicts:
         assert isinstance(verdict.passed, bool)
         assert isinstance(verdict.score, float) and 0.0 <= verdict.score <= 1.0
@@ -75,19 +76,25 @@ def test_judges_real_trajectories(embedded, trajectories):
     assert server.cache_stats()["prefix_hits"] >= 1  # the rubric prefix was reused across calls
 
 
-def test_max_tokens_is_honoured(embedded):
+def test_max_tokens_is_honoured_and_a_cut_answer_is_never_an_answer(embedded):
+    """The real server stops at max_tokens with finish reason `length`; the engine reports it as
+    `TruncatedCompletionError` carrying the fragment, and the judge records a truncated abstention."""
     _, config = embedded
     lm = make_lm(replace(config, max_tokens=8))
-    lm("Write a very long story about a dragon who learns to sail.")
-    assert lm.history[-1]["usage"]["completion_tokens"] <= 8
+    with pytest.raises(TruncatedCompletionError) as cut:
+        lm("Write a very long story about a dragon who learns to sail.")
+    assert 0 < len(cut.value.partial) < 200
+    with dspy.context(lm=make_lm(replace(config, max_tokens=12))):
+        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi\nFINAL ANSWER: (none)").verdict
+    assert verdict.abstained and verdict.error_kind == "truncated" and not verdict.passed
 
 
 def test_json_schema_dialect_is_rejected_by_llama_cpp_server(embedded):
     _, config = embedded
     lm = make_lm(replace(config, structured_output="json_schema", num_retries=0))
     with dspy.context(lm=lm):
-        verdict = TrajectoryJudge()(trajectory="[1] USER: hi\nFINAL ANSWER: (none)")
-    assert verdict.abstained is True and "500" in verdict.error
+        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi\nFINAL ANSWER: (none)").verdict
+    assert verdict.abstained is True and "500" in verdict.error and verdict.error_kind == "http_5xx"
 
 
 def test_launch_server_and_wait_for_health_with_llama_cpp(tmp_path):
@@ -106,7 +113,10 @@ def test_resolve_lm_starts_and_stops_the_embedded_server():
     with resolve_lm(LMConfig(max_tokens=4, cache=False)) as lm:
         api_base = lm.engine.config.api_base
         assert probe(f"{api_base}/models")
-        assert len(lm("Say hi")) == 1
+        try:
+            assert len(lm("Say hi")) == 1
+        except TruncatedCompletionError as cut:  # 4 tokens: the server answered, cut at max_tokens
+            assert cut.value.partial if hasattr(cut, "value") else cut.partial
     assert not probe(f"{api_base}/models")
 
 
