@@ -39,7 +39,7 @@ class Preset:
 
 EMBEDDED = Preset("embedded", render_tokens=900, step_chars=300, concurrency=1, num_threads=1, budget=6,
                   minibatch=2, demo_tasks=10, demo_max_tokens=250, max_rubric_chars=2500)
-SERVER = Preset("server", render_tokens=8000, step_chars=1200, concurrency=64, num_threads=32, budget=200,
+SERVER = Preset("server", render_tokens=8000, step_chars=6000, concurrency=64, num_threads=32, budget=200,
                 minibatch=4, demo_tasks=50, demo_max_tokens=None, max_rubric_chars=3000)
 PRESETS = {p.name: p for p in (EMBEDDED, SERVER)}
 

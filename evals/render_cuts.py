@@ -1,0 +1,63 @@
+"""How many shipped trajectories each preset's render budget cuts (issue: evidence is cut).
+
+    python -m evals.render_cuts [--out evals/results/render_cuts.json]
+
+For every shipped tau-bench file (evals/data/tau_bench_*) and each preset (`rubricforge_dspy.presets`),
+renders every trajectory and counts those whose steps were elided to fit the token budget (the middle of
+the episode, where tool errors sit, replaced by a marker) and those with at least one step clipped to
+the per-step character limit. No LM: seconds. Writes one JSON with the machine and the exact settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from rubricforge_dspy.loaders import load_trajectories
+from rubricforge_dspy.presets import PRESETS
+from rubricforge_dspy.render import estimate_tokens, render_trajectory
+
+DATA = Path(__file__).resolve().parent / "data"
+FILES = sorted(DATA.glob("tau_bench_*/*.json"))
+ELIDED = "elided to fit"
+CLIPPED = " [...] "
+
+
+def measure(path: Path) -> dict:
+    trajectories, _ = load_trajectories(path)
+    row = {"file": str(path.relative_to(DATA.parent.parent)), "trajectories": len(trajectories), "presets": {}}
+    for name, preset in PRESETS.items():
+        texts = [render_trajectory(t, preset.render) for t in trajectories]
+        row["presets"][name] = {
+            "render_tokens": preset.render_tokens, "step_chars": preset.step_chars,
+            "elided": sum(ELIDED in text for text in texts),
+            "clipped_steps": sum(CLIPPED in text for text in texts),
+            "max_estimated_tokens": max(estimate_tokens(text) for text in texts),
+        }
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "render_cuts.json"))
+    args = parser.parse_args(argv)
+    started = time.time()
+    rows = [measure(path) for path in FILES]
+    result = {"command": "python -m evals.render_cuts", "machine": f"{platform.machine()}, {platform.system()}, "
+              f"Python {platform.python_version()}", "lm": "none (rendering only)",
+              "date": time.strftime("%Y-%m-%d", time.gmtime()), "wall_time_s": round(time.time() - started, 2),
+              "files": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    for row in rows:
+        cuts = ", ".join(f"{n}: {p['elided']} elided / {p['clipped_steps']} clipped" for n, p in row["presets"].items())
+        print(f"{row['file']} ({row['trajectories']}): {cuts}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
