@@ -45,7 +45,7 @@ from rubricforge_dspy.cache import text_sha256
 from rubricforge_dspy.execution import RetryPolicy, judge_verdict, resolve_lm
 from rubricforge_dspy.fingerprint import judge_fingerprint
 from rubricforge_dspy.lm import lm_name
-from rubricforge_dspy.loaders._common import looks_like_tool_error
+from rubricforge_dspy.loaders import looks_like_tool_error
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.criteria import attribute
 from rubricforge_dspy.trajectory import Source, Step, Trajectory

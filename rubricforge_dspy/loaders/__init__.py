@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Union
 
 from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
-from rubricforge_dspy.loaders._common import first_json_lines, read_prefix
+from rubricforge_dspy.loaders._common import first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.trajectory import DEFAULT_LABEL_THRESHOLD, Trajectory, TrajectoryFormatError
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "detect_format",
     "iter_trajectories",
     "load_trajectories",
+    "looks_like_tool_error",
     "TrajectoryFormatError",
 ]
 
