@@ -5,7 +5,8 @@
   whose fields have the wrong types, raises `VerdictFormatError` (an `AdapterParseError`, so GEPA
   records it as a format failure and shows it to the reflection LM).
 - An answer cut at ``max_tokens`` (finish reason ``length``) raises `VerdictFormatError` with kind
-  ``truncated``, whatever could be salvaged from it.
+  ``truncated``, whatever could be salvaged from it: raised by the engines `lm.make_lm` builds, and
+  caught from DSPy's truncation warning for any other `dspy.LM` (`lm.watch_truncation`).
 - LM and network errors propagate as DSPy's `LMError`s.
 
 Turning a raised error into a recorded fail verdict (an abstention) is the job of the execution layer,
@@ -22,7 +23,7 @@ import re
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from rubricforge_dspy.lm import TruncatedCompletionError
+from rubricforge_dspy.lm import TruncatedCompletionError, watch_truncation
 from rubricforge_dspy.program import load_judge_state, save_judge
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import SEED_RUBRIC, rubric_sha256
@@ -160,8 +161,11 @@ class TrajectoryJudge(dspy.Module):
         text = self.render(trajectory)
         signature = self.judge.signature
         try:
-            with dspy.context(adapter=self.adapter):
+            with dspy.context(adapter=self.adapter), watch_truncation() as truncated:
                 raw = self.judge(trajectory=text)
+                if truncated():  # an LM whose engine only logs the cut (e.g. a LiteLLM dspy.LM)
+                    raise TruncatedCompletionError("DSPy reported the completion cut at max_tokens "
+                                                   "(finish reason 'length')", partial=json.dumps(dict(raw), default=str))
         except TruncatedCompletionError as error:
             raise VerdictFormatError(
                 "truncated", signature, error.partial,

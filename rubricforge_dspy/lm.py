@@ -27,9 +27,11 @@ signature's JSON schema as ``response_format`` in the configured dialect.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import threading
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Mapping
 
@@ -231,6 +233,39 @@ def check_finish(response, where: str, model: str | None = None):
         raise TruncatedCompletionError(f"{where}: completion cut at max_tokens (finish reason 'length')",
                                        partial=text, model=model)
     return response
+
+
+class _TruncationWarnings(logging.Filter):
+    """Notes, per thread, that DSPy logged its "LM response was truncated" warning (it logs, never raises)."""
+
+    PREFIX = "LM response was truncated"
+
+    def __init__(self):
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith(self.PREFIX):
+            self.local.seen = True
+        return True  # the warning is still logged
+
+
+_TRUNCATIONS = _TruncationWarnings()
+logging.getLogger("dspy.clients.lm").addFilter(_TRUNCATIONS)
+
+
+@contextmanager
+def watch_truncation():
+    """Within the block, `seen()` tells whether DSPy reported a completion cut at ``max_tokens`` in this
+    thread. This is how truncation is caught for any `dspy.LM` (LiteLLM providers included), whose
+    engines only log it; the engines `make_lm` builds raise `TruncatedCompletionError` themselves.
+    It relies on DSPy's warning reaching the ``dspy.clients.lm`` logger, so that logger must not be
+    set above WARNING."""
+    _TRUNCATIONS.local.seen = False
+    try:
+        yield lambda: bool(getattr(_TRUNCATIONS.local, "seen", False))
+    finally:
+        _TRUNCATIONS.local.seen = False
 
 
 def lm_name(lm) -> str:

@@ -202,3 +202,30 @@ def test_judge_against_a_dead_server_stops_and_resumes_what_failed(tmp_path, cap
         assert live.n_requests == 12  # the failed ones were asked again
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 12 and not any(line["abstained"] for line in lines)
+
+
+def test_a_plain_litellm_dspy_lm_cut_at_max_tokens_is_truncated_not_a_verdict():
+    """A user's own `dspy.LM` (LiteLLM, not `make_lm`) only logs DSPy's truncation warning; the strict
+    judge still refuses the answer, even when the cut happened to leave complete JSON."""
+    import dspy
+    import pytest
+
+    from rubricforge_dspy.execution import judge_verdict
+    from rubricforge_dspy.judge import TrajectoryJudge, VerdictFormatError
+    from rubricforge_dspy.serving.fake import FakeOpenAI, Reply
+
+    complete = json.dumps({"reason": "The booking call errored.", "passed": False, "score": 0.1})
+    with FakeOpenAI(lambda body, n: Reply(content=complete, finish_reason="length")) as fake:
+        lm = dspy.LM(f"openai/{fake.model}", api_base=fake.api_base, api_key="x", cache=False,
+                     num_retries=0, max_tokens=64)
+        judge = TrajectoryJudge()
+        judge.set_lm(lm)
+        with pytest.raises(VerdictFormatError) as caught:
+            judge(trajectory="1. user: book it\n2. assistant: booked!")
+        assert caught.value.kind == "truncated"
+        verdict = judge_verdict(judge, "1. user: book it\n2. assistant: booked!").verdict
+        assert verdict.abstained and verdict.error_kind == "truncated" and verdict.passed is False
+    with FakeOpenAI(lambda body, n: Reply(content=complete)) as fake:  # the same answer, not cut: a verdict
+        lm = dspy.LM(f"openai/{fake.model}", api_base=fake.api_base, api_key="x", cache=False, num_retries=0)
+        judge.set_lm(lm)
+        assert judge(trajectory="1. user: book it").passed is False
