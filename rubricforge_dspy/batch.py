@@ -505,13 +505,20 @@ def _as_lm(lm):
     return make_lm(lm) if isinstance(lm, LMConfig) else lm
 
 
+def _watched(stream, callback):
+    for trajectory in stream:
+        callback(trajectory)
+        yield trajectory
+
+
 def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | None = None, lm=None,
                    render_config=None,
                    concurrency: int = 4, on_error: str = "raise", on_duplicate: str | None = None,
-                   format: str = "auto", label_threshold: float = 0.0, cache=True,
+                   format: str = "auto", label_threshold=None, cache=True,
                    max_retries: int = 2, backoff: float = 0.5, timeout: float | None = None,
                    progress: bool = True, fsync_every: int = DEFAULT_FSYNC_EVERY,
-                   max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> BatchSummary:
+                   max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
+                   labels=None, load_report=None, on_trajectory=None) -> BatchSummary:
     """Judge the trajectory file `data_path` into `out_path` (resumable); returns the summary.
 
     program: a frozen program path, a judge, or None for the seed judge. render_config: overrides the
@@ -519,7 +526,11 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
     `LMConfig` (default: the program's LM, else `dspy.settings.lm`). on_error: the loader's policy
     for bad records ("raise" or "skip"; skipped records are counted in `summary.skipped`).
     on_duplicate: defaults to "skip" when on_error is "skip", else "raise". cache: see `judge_stream`
-    (default: ``.rubricforge_cache/`` next to `out_path`).
+    (default: ``.rubricforge_cache/`` next to `out_path`). label_threshold: None = each format's own
+    rule. labels: a label file path or a `labels.LabelJoin` joined onto the stream (call its
+    ``finish()`` afterwards for the join report). load_report: a `LoadReport` to fill (the skipped
+    records with their reasons). on_trajectory: called with each trajectory read (e.g. a
+    `label_checks.LabelTally`'s ``add``).
     """
     if data_path is None or out_path is None:
         raise ValueError("run_judge_file needs data_path and out_path")
@@ -528,11 +539,19 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
     judge = _load_judge(program)
     if render_config is not None:
         judge.render_config = render_config
+    from rubricforge_dspy.labels import LabelJoin
+
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
-    data = data_fingerprint(paths, format=format, label_threshold=label_threshold)
-    report = LoadReport()
+    join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
+    data = data_fingerprint(paths + ([join.file.path] if join is not None else []), format=format,
+                            label_threshold=None if label_threshold is None else str(label_threshold))
+    report = load_report if load_report is not None else LoadReport()
     stream = iter_trajectories(data_path, format=format, label_threshold=label_threshold,
                                on_error=on_error, report=report)
+    if join is not None:
+        stream = (join.apply(t) for t in stream)
+    if on_trajectory is not None:
+        stream = _watched(stream, on_trajectory)
     summary = judge_stream(judge, stream, out_path, concurrency=concurrency, max_retries=max_retries,
                            backoff=backoff, timeout=timeout, cache=cache, lm=_as_lm(lm), progress=progress,
                            limit=limit, on_duplicate=on_duplicate or ("skip" if on_error == "skip" else "raise"),

@@ -11,6 +11,10 @@
     rubricforge show PROGRAM               rubric summary and certificate
     rubricforge gate --candidate NEW --baseline OLD --data LABELED   may NEW replace OLD? (exit 0/1)
     rubricforge label-next --program P --data UNLABELED -k 20 --out FILE.jsonl
+    rubricforge convert --data IN [--labels L] --out OUT.jsonl   any input as the generic JSONL
+
+Every command that reads trajectories takes --labels FILE (CSV, JSONL or SWE-bench results.json,
+joined by id) and --label-threshold (default: each format's own rule); see docs/FORMAT.md.
 """
 
 from __future__ import annotations
@@ -23,55 +27,62 @@ import signal
 import sys
 import threading
 
+from rubricforge_dspy.data_options import add_data_arguments, add_label_arguments, load_data
 from rubricforge_dspy.lm import lm_name
+from rubricforge_dspy.loaders import FORMATS as _LOADER_FORMATS
 from rubricforge_dspy.serving import lm_from_args
 from rubricforge_dspy.trajectory import TrajectoryFormatError
 
-FORMATS = ("auto", "tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
+FORMATS = ("auto", *_LOADER_FORMATS)
 
 
-def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, nargs="+", help="trajectory file(s) or directory")
-    parser.add_argument("--format", default="auto", choices=FORMATS)
-    parser.add_argument("--label-threshold", type=float, default=0.0, help="label = reward > threshold")
-    parser.add_argument("--skip-bad", action="store_true",
-                        help="skip (and count) malformed records instead of stopping at the first one")
+def _add_data_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    add_data_arguments(parser, FORMATS, required=required)
 
 
-def _load(args):
-    from rubricforge_dspy.loaders import load_trajectories
-
-    trajectories, report = load_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
-                                             on_error="skip" if args.skip_bad else "raise")
-    for file, record, problem in report.skipped:
-        print(f"skipped: {file}, record {record}: {problem}", file=sys.stderr)
-    return trajectories, report
+def _load(args, need_labels: bool = False, warn: bool = True):
+    data = load_data(args, need_labels=need_labels, warn=warn)
+    return data.trajectories, data.report
 
 
 def cmd_stats(args) -> int:
-    trajectories, report = _load(args)
+    data = load_data(args)
+    trajectories, report = data.trajectories, data.report
+    labeled = [t for t in trajectories if not t.hidden.get("unlabeled")]
     stats = {
         "trajectories": len(trajectories),
-        "positives": sum(t.label for t in trajectories),
+        "unlabeled": len(trajectories) - len(labeled),
+        "positives": sum(t.label for t in labeled),
         "tasks": len({(t.domain, t.task_id) for t in trajectories}),
         "domains": sorted({t.domain for t in trajectories}),
         "agents": sorted({t.agent for t in trajectories}),
         "skipped": len(report.skipped),
-        "mean_reward": round(sum(t.reward for t in trajectories) / len(trajectories), 4) if trajectories else None,
+        "mean_reward": round(sum(t.reward for t in labeled) / len(labeled), 4) if labeled else None,
         "tool_errors": sum(t.n_tool_errors for t in trajectories),
+        "label_rules": ", ".join(f"{fmt}: {rule}" for fmt, rule in report.label_rules.items()),
     }
     if args.json:
-        print(json.dumps(stats, indent=2))
+        print(json.dumps({**stats, "label_rules": dict(report.label_rules), "warnings": data.tally.warnings(),
+                          "labels": data.to_dict()}, indent=2))
     else:
         for key, value in stats.items():
             print(f"{key:>13}: {', '.join(value) if isinstance(value, list) else value}")
     return 0
 
 
+def cmd_convert(args) -> int:
+    from rubricforge_dspy.convert import convert_trajectories
+
+    data = load_data(args)
+    n = convert_trajectories(data.trajectories, args.out)
+    print(f"wrote {n} trajectories ({data.tally.labeled} labeled, {data.tally.unlabeled} unlabeled) -> {args.out}")
+    return 0
+
+
 def cmd_render(args) -> int:
     from rubricforge_dspy.render import RenderConfig, render_trajectory
 
-    trajectories, _ = _load(args)
+    trajectories, _ = _load(args, warn=False)
     config = RenderConfig(max_tokens=args.max_tokens)
     if args.all:
         chosen = list(enumerate(trajectories))
@@ -92,8 +103,14 @@ def cmd_judge(args) -> int:
     error (nothing was judged: the output holds only abstentions, which a re-run asks again) or when
     too many failed in a row (`--max-consecutive-errors`)."""
     from rubricforge_dspy.batch import LM_ERROR_KINDS, run_judge_file
-
+    from rubricforge_dspy.data_options import print_label_warnings, print_load_problems
+    from rubricforge_dspy.label_checks import LabelTally
+    from rubricforge_dspy.labels import LabelJoin
+    from rubricforge_dspy.loaders import LoadReport
     from rubricforge_dspy.presets import resolve
+
+    report, tally = LoadReport(), LabelTally()
+    join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
 
     preset = resolve(args)
     # A frozen program keeps the render it was induced with unless the flags say otherwise.
@@ -105,7 +122,10 @@ def cmd_judge(args) -> int:
                                  concurrency=preset.concurrency, on_error="skip" if args.skip_bad else "raise",
                                  format=args.format, label_threshold=args.label_threshold,
                                  cache=False if args.no_cache else True,
-                                 max_consecutive_lm_errors=args.max_consecutive_errors or None)
+                                 max_consecutive_lm_errors=args.max_consecutive_errors or None,
+                                 labels=join, load_report=report, on_trajectory=tally.add)
+    print_load_problems(report, join.finish() if join else None)
+    print_label_warnings(tally)
     print(summary.format(), file=sys.stderr)
     lm_failures = sum(n for kind, n in summary.abstained.items() if kind in LM_ERROR_KINDS)
     if summary.judged and lm_failures == summary.judged:
@@ -120,7 +140,7 @@ def cmd_induce(args) -> int:
     from rubricforge_dspy.judge import load
     from rubricforge_dspy.split import sample_by_task, split_by_task
 
-    trajectories, _ = _load(args)
+    trajectories, _ = _load(args, need_labels=True)
     if args.sample_tasks:
         trajectories = sample_by_task(trajectories, args.sample_tasks, args.seed)
     split = split_by_task(trajectories, seed=args.seed)
@@ -175,7 +195,7 @@ def cmd_induce(args) -> int:
 def cmd_report(args) -> int:
     from rubricforge_dspy.report import report_main
 
-    path = report_main(args.predictions, args.out, labels=args.labels)
+    path = report_main(args.predictions, args.out, labels=args.labels, label_threshold=args.label_threshold)
     print(f"report: {path}")
     return 0
 
@@ -222,7 +242,7 @@ def cmd_certify(args) -> int:
     from rubricforge_dspy.certificate import CertificateError, format_certificate
     from rubricforge_dspy.certify import certify_program, recheck_program
 
-    trajectories, _ = _load(args)
+    trajectories, _ = _load(args, need_labels=True)
     where = ", ".join(args.data)
     try:
         with lm_from_args(args) as lm:
@@ -282,7 +302,7 @@ def cmd_gate(args) -> int:
         if not (args.candidate and args.baseline and args.data):
             print("error: give --candidate, --baseline and --data (or two verdict files)", file=sys.stderr)
             return 2
-        trajectories, _ = _load(args)
+        trajectories, _ = _load(args, need_labels=True)
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
             lm = stack.enter_context(lm_from_args(args))
@@ -298,10 +318,7 @@ def _add_gate_parser(sub) -> None:
     p = sub.add_parser("gate", help="may a candidate judge replace the baseline? exit 0 yes, 1 no, 2 bad input")
     p.add_argument("--candidate", default=None, help="candidate frozen program")
     p.add_argument("--baseline", default=None, help="baseline frozen program")
-    p.add_argument("--data", nargs="+", default=None, help="labeled trajectories to judge both on")
-    p.add_argument("--format", default="auto", choices=FORMATS)
-    p.add_argument("--label-threshold", type=float, default=0.0)
-    p.add_argument("--skip-bad", action="store_true")
+    _add_data_arguments(p, required=False)  # --data: labeled trajectories to judge both on
     p.add_argument("--candidate-verdicts", default=None, help="verdict JSONL of the candidate (instead of --data)")
     p.add_argument("--baseline-verdicts", default=None, help="verdict JSONL of the baseline, same labeled items")
     p.add_argument("--margin", type=float, default=0.05,
@@ -411,6 +428,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
 
+    p = sub.add_parser("convert", help="write any supported input as the generic JSONL (docs/FORMAT.md)")
+    _add_data_arguments(p)
+    p.add_argument("--out", required=True, help="new .jsonl file (never overwritten)")
+    p.set_defaults(func=cmd_convert)
+
     p = sub.add_parser("render", help="print exactly what the judge receives")
     _add_data_arguments(p)
     group = p.add_mutually_exclusive_group()
@@ -460,8 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--predictions", required=True, nargs="+",
                    help="a run directory (holding predictions/), or verdict files of `rubricforge judge`, "
                         "one per judge (judge name = file stem); layout: docs/REPORT.md")
-    p.add_argument("--labels", default=None,
-                   help="JSONL of {\"id\", \"label\": 0|1[, \"reward\"]} for verdict files of unlabeled data")
+    add_label_arguments(p)  # --labels for verdict files of unlabeled data (a reward is labeled by > 0 unless T)
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report)
 
@@ -471,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=int, default=None, help="number of tasks sampled (default: small)")
     p.add_argument("--data", default=None,
                    help="tau-bench results file to sample from (default: the bundled GPT-4o airline sample)")
+    add_label_arguments(p)
     p.add_argument("--budget", type=int, default=None)
     p.add_argument("--resume", action="store_true", help="continue an interrupted demo instead of starting over")
     add_preset_arguments(p, induction=True)

@@ -41,7 +41,16 @@ def run_demo(args) -> int:
     if not data.exists():
         print(f"error: demo data not found at {data}; give a tau-bench results file with --data", file=sys.stderr)
         return 2
-    trajectories, _ = load_trajectories(data)
+    trajectories, report = load_trajectories(data, label_threshold=getattr(args, "label_threshold", None))
+    if getattr(args, "labels", None):
+        from rubricforge_dspy.labels import join_labels
+
+        trajectories, joined = join_labels(trajectories, args.labels, getattr(args, "label_threshold", None))
+        print(joined.summary(), file=sys.stderr)
+    unlabeled = [t.id for t in trajectories if t.hidden.get("unlabeled")]
+    if unlabeled:
+        print(f"WARNING: {len(unlabeled)} unlabeled trajectories left out (e.g. {unlabeled[0]})", file=sys.stderr)
+        trajectories = [t for t in trajectories if not t.hidden.get("unlabeled")]
     sample = sample_by_task(trajectories, n_tasks)
     out = Path(args.out)
     program = Path(args.program) if args.program else out / "induced.json"

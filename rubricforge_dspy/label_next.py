@@ -18,12 +18,10 @@ labels over tasks, the first pass takes at most one trajectory per task, then fi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping, Sequence
 
-from rubricforge_dspy.loaders.jsonl import to_record
+from rubricforge_dspy.loaders.jsonl import to_record, write_records
 from rubricforge_dspy.trajectory import Trajectory
 from rubricforge_dspy.verdict import PASS_THRESHOLD, read_lines
 
@@ -103,16 +101,13 @@ def read_verdicts(path) -> dict[str, dict]:
 
 
 def write(chosen: Sequence[Candidate], out_path, where: str) -> int:
-    """Write the chosen trajectories for labeling; refuses to overwrite an existing file."""
-    out_path = Path(out_path)
-    if out_path.exists():
-        raise FileExistsError(f"{out_path} exists; label-next writes a new file (choose another --out)")
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with out_path.open("w", encoding="utf-8") as handle:
+    """Write the chosen trajectories for labeling (generic JSONL, label and reward null); refuses to
+    overwrite an existing file."""
+    def records():
         for rank_, c in enumerate(chosen, 1):
             metadata = {"label_next": {"rank": rank_, "priority": c.priority, **c.signals,
                                        "split_criteria": list(c.split_criteria), "votes": c.votes,
                                        "from": where}}
-            handle.write(json.dumps(to_record(c.trajectory, reward=None, label=None, metadata=metadata),
-                                    ensure_ascii=False) + "\n")
-    return len(chosen)
+            yield to_record(c.trajectory, reward=None, label=None, metadata=metadata)
+
+    return write_records(records(), out_path)

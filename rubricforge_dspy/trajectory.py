@@ -6,13 +6,16 @@ A `Trajectory` separates what the judge may see (`steps`) from what it must neve
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 StepKind = Literal["user", "assistant", "tool_call", "tool_result", "final_answer"]
 STEP_KINDS: tuple[str, ...] = ("user", "assistant", "tool_call", "tool_result", "final_answer")
 
 DEFAULT_LABEL_THRESHOLD = 0.0
+REWARD_TOLERANCE = 1e-6  # tau-bench's and tau2's own success check: reward within 1e-6 of 1
 
 
 class TrajectoryFormatError(ValueError):
@@ -99,6 +102,51 @@ class Trajectory:
         return sum(step.kind == "user" for step in self.steps)
 
 
-def label_from_reward(reward: float, threshold: float = DEFAULT_LABEL_THRESHOLD) -> int:
-    """Binary label of a reward: 1 when ``reward > threshold`` (default: any positive reward)."""
-    return int(float(reward) > threshold)
+@dataclass(frozen=True)
+class LabelRule:
+    """How a reward becomes a binary label: ``reward > threshold`` or, inclusive, ``reward >= threshold``.
+
+    Inclusive comparisons allow `REWARD_TOLERANCE` (``reward >= 1`` accepts 0.9999995), as the
+    benchmarks' own success checks do. Each loader states its default rule (``LABEL_RULE``); the
+    CLI's ``--label-threshold`` overrides it (see `parse_label_rule`)."""
+
+    threshold: float
+    inclusive: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.threshold, bool) or not math.isfinite(float(self.threshold)):
+            raise ValueError(f"label threshold must be a finite number, got {self.threshold!r}")
+
+    def label(self, reward: float) -> int:
+        reward = float(reward)
+        if self.inclusive:
+            return int(reward >= self.threshold - REWARD_TOLERANCE)
+        return int(reward > self.threshold)
+
+    def __str__(self) -> str:
+        return f"reward {'>=' if self.inclusive else '>'} {self.threshold:g}"
+
+
+ANY_POSITIVE_REWARD = LabelRule(DEFAULT_LABEL_THRESHOLD)  # the generic default: reward > 0
+FULL_REWARD = LabelRule(1.0, inclusive=True)  # success = reward 1 (tau-bench, tau2, WebShop papers)
+_RULE = re.compile(r"^\s*(?:reward\s*)?(>=|>)?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+
+
+def parse_label_rule(text: Union[str, float, "LabelRule"]) -> LabelRule:
+    """A `LabelRule` from ``0.5`` / ``"0.5"`` / ``">0.5"`` (reward > 0.5) or ``">=1"`` (reward >= 1)."""
+    if isinstance(text, LabelRule):
+        return text
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return LabelRule(float(text))
+    match = _RULE.match(str(text))
+    if not match:
+        raise ValueError(f"label threshold {text!r}: expected a number T (label = reward > T), '>T' or '>=T'")
+    return LabelRule(float(match[2]), inclusive=match[1] == ">=")
+
+
+def label_from_reward(reward: float, threshold: Union[float, LabelRule, None] = DEFAULT_LABEL_THRESHOLD) -> int:
+    """Binary label of a reward: a number T means ``reward > T`` (default: any positive reward); a
+    `LabelRule` is applied as stated."""
+    if threshold is None:
+        threshold = DEFAULT_LABEL_THRESHOLD
+    return parse_label_rule(threshold).label(reward)

@@ -22,18 +22,21 @@ load is an error.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Union
 
 from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.loaders._common import first_json_lines, looks_like_tool_error, read_prefix
-from rubricforge_dspy.trajectory import DEFAULT_LABEL_THRESHOLD, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
+                                        parse_label_rule)
 
 __all__ = [
     "FORMATS",
     "LoadReport",
+    "default_label_rule",
     "detect_format",
     "iter_trajectories",
     "load_trajectories",
@@ -66,6 +69,7 @@ class LoadReport:
     loaded: int = 0
     skipped: list[tuple[str, int | str | None, str]] = field(default_factory=list)
     ignored_files: list[tuple[str, str]] = field(default_factory=list)
+    label_rules: dict[str, str] = field(default_factory=dict)  # format -> the label rule applied to its rewards
 
     @property
     def n_skipped(self) -> int:
@@ -91,6 +95,8 @@ def detect_format(path: PathLike) -> str:
     if head.startswith("["):
         if tau_bench.sniff(head):
             return "tau_bench"
+        if jsonl.sniff_array(head):
+            return "jsonl"  # a JSON array of generic records
     elif head.startswith("{"):
         for obj in first_json_lines(path, limit=5):  # JSON Lines: each line is a whole object
             if jsonl.sniff_line(obj):
@@ -103,7 +109,18 @@ def detect_format(path: PathLike) -> str:
             return "adapt"
     if path.suffix == ".jsonl" and not head:
         return "jsonl"  # an empty interchange file
-    raise TrajectoryFormatError(str(path), None, f"unknown trajectory format (expected one of {FORMATS})")
+    hint = ""
+    if head.startswith("["):
+        hint = ("; a JSON array is read as tau-bench results (records with 'traj') or as generic records "
+                "(objects with 'id', 'task_id', 'messages', 'reward': docs/FORMAT.md)")
+    raise TrajectoryFormatError(str(path), None, f"unknown trajectory format (expected one of {FORMATS}){hint}")
+
+
+def default_label_rule(format: str) -> LabelRule:
+    """The label rule a format's loader states (``LABEL_RULE`` of its module); the generic
+    ``reward > 0`` for a loader that states none."""
+    module = sys.modules.get(getattr(_READERS.get(format), "__module__", ""))
+    return getattr(module, "LABEL_RULE", ANY_POSITIVE_REWARD)
 
 
 def _check_options(format: str, on_error: str) -> None:
@@ -113,8 +130,9 @@ def _check_options(format: str, on_error: str) -> None:
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
 
 
-def _files(paths: Iterable[PathLike], format: str, report: LoadReport) -> Iterator[tuple[Path, str]]:
-    """``(file, format)`` for every input: explicit files as given, directories scanned (sorted)."""
+def _files(paths: Iterable[PathLike], format: str, report: LoadReport) -> Iterator[tuple[Path, str | TrajectoryFormatError]]:
+    """``(file, format)`` for every input: explicit files as given, directories scanned (sorted); a file
+    that cannot be read comes with the error instead of its format."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -129,6 +147,9 @@ def _files(paths: Iterable[PathLike], format: str, report: LoadReport) -> Iterat
                 except TrajectoryFormatError as exc:
                     report.ignored_files.append((str(child), exc.problem))
                     continue
+                except OSError as exc:  # permission denied, vanished...: a data file we could not even sniff
+                    yield child, TrajectoryFormatError(str(child), None, f"cannot read file: {exc}")
+                    continue
                 if format not in ("auto", found):
                     report.ignored_files.append((str(child), f"format {found!r}, not the requested {format!r}"))
                     continue
@@ -142,13 +163,16 @@ def _files(paths: Iterable[PathLike], format: str, report: LoadReport) -> Iterat
 def iter_trajectories(
     path: PathLike | Iterable[PathLike],
     format: str = "auto",
-    label_threshold: float = DEFAULT_LABEL_THRESHOLD,
+    label_threshold: float | str | LabelRule | None = None,
     on_error: str = "raise",
     report: LoadReport | None = None,
 ) -> Iterator[Trajectory]:
     """Yield the trajectories of a file, a directory (all known-format files, sorted) or a list of those.
 
-    ``label = 1`` when ``reward > label_threshold``. ``on_error="raise"`` raises
+    Labels: ``label_threshold=None`` applies each format's own rule (`default_label_rule`: reward 1
+    for tau-bench, tau2, WebShop and ADaPT; reward > 0 for the generic JSONL); a number T means
+    ``reward > T``, ``">=T"`` means ``reward >= T`` (`parse_label_rule`). The rule applied is stored in
+    ``hidden["label_rule"]`` and in ``report.label_rules``. ``on_error="raise"`` raises
     `TrajectoryFormatError(file, record_index, problem)` at the first bad record; ``"skip"`` skips it
     and records it in ``report`` (pass a `LoadReport` to read it afterwards). JSONL files are read
     one line at a time.
@@ -163,9 +187,15 @@ def iter_trajectories(
             raise exc
         report.skipped.append((exc.file, exc.record, exc.problem))
 
+    explicit = None if label_threshold is None else parse_label_rule(label_threshold)
     for file, fmt in _files(paths, format, report):
+        if isinstance(fmt, TrajectoryFormatError):
+            fail(fmt)
+            continue
+        rule = explicit or default_label_rule(fmt)
+        report.label_rules.setdefault(fmt, str(rule))
         try:
-            for index, result in _READERS[fmt](file, label_threshold):
+            for index, result in _READERS[fmt](file, rule):
                 if isinstance(result, TrajectoryFormatError):
                     fail(result)
                 elif result.id in seen_ids:
@@ -173,7 +203,7 @@ def iter_trajectories(
                 else:
                     seen_ids.add(result.id)
                     report.loaded += 1
-                    yield result
+                    yield replace(result, hidden={**result.hidden, "label_rule": str(rule)})
         except OSError as exc:
             fail(TrajectoryFormatError(str(file), None, f"cannot read file: {exc}"))
 
@@ -181,7 +211,7 @@ def iter_trajectories(
 def load_trajectories(
     path_or_paths: PathLike | Iterable[PathLike],
     format: str = "auto",
-    label_threshold: float = DEFAULT_LABEL_THRESHOLD,
+    label_threshold: float | str | LabelRule | None = None,
     on_error: str = "raise",
 ) -> tuple[list[Trajectory], LoadReport]:
     """All trajectories of the given file(s)/directory(ies), and the `LoadReport` of the load."""

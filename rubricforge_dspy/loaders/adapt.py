@@ -22,9 +22,11 @@ from rubricforge_dspy.loaders._common import (
     read_text,
 )
 from rubricforge_dspy.loaders.webshop import parse_action
-from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
 FORMAT = "adapt"
+# ADaPT's own ``success`` is ``score == 1`` (44 of 100 in the shipped dump; its ``overall.success_rate``).
+LABEL_RULE = FULL_REWARD
 DOMAIN = "webshop"
 METADATA_KEYS = ("overall",)
 

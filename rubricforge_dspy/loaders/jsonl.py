@@ -6,27 +6,37 @@ draft 2020-12); see ``docs/FORMAT.md``. Mapping: ``user`` -> ``user`` step; ``as
 from ``is_error`` / ``error``, else the ``Error: ...`` content shape); the closing assistant text ->
 ``final_answer``. ``system`` messages go to ``hidden["system_prompt"]`` and ``metadata`` to
 ``hidden["metadata"]``; neither is ever a step.
+
+``"reward": null`` (and no ``label``) marks an unlabeled episode (``hidden["unlabeled"]``, placeholder
+reward 0 / label 0 that no metric reads): judge it, or join labels with ``--labels``. A file holding one
+JSON array of such records (``[{...}, {...}]``) is read as well (it is parsed whole, not streamed).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.loaders._common import (
     CallTracker,
+    Malformed,
     as_reward,
     finalize_answer,
+    has_bad_bytes,
+    iter_json_array,
     looks_like_tool_error,
     parse_arguments,
+    read_text,
     text_of,
 )
-from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
 FORMAT = "jsonl"
+# The generic format: an explicit ``label`` wins; else any positive reward (warned about when graded).
+LABEL_RULE = ANY_POSITIVE_REWARD
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "trajectory.schema.json"
 
 
@@ -58,6 +68,15 @@ def validation_problem(obj: Any) -> str | None:
 def sniff_line(obj: dict) -> bool:
     """True when a JSON line looks like an interchange record."""
     return isinstance(obj.get("messages"), list) and ("reward" in obj or "id" in obj)
+
+
+def sniff_array(head: str) -> bool:
+    """True when a file prefix is a JSON array whose first element looks like an interchange record."""
+    try:
+        first = next(iter_json_array(head), None)
+    except Malformed:
+        return False
+    return first is not None and isinstance(first[1], dict) and sniff_line(first[1])
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -131,16 +150,19 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
     if not isinstance(obj, dict):
         raise ValueError(f"record must be a JSON object, got {type(obj).__name__}")
     if "reward" not in obj:
-        raise ValueError("missing 'reward'")
+        raise ValueError("missing 'reward' (a number; null for an unlabeled episode)")
     problem = validation_problem(obj)
     if problem:
         raise ValueError(problem)
-    reward = as_reward(obj["reward"])
+    given = obj.get("label")
+    unlabeled = obj["reward"] is None and given is None
+    reward = as_reward(float(given) if obj["reward"] is None and given is not None else obj["reward"]) \
+        if not unlabeled else 0.0
     steps = steps_of(obj["messages"])
     if not steps:
         raise ValueError("empty trajectory: no user/assistant/tool messages")
     system = [text_of(m.get("content")) for m in obj["messages"] if m["role"] == "system"]
-    label = obj["label"] if "label" in obj else label_from_reward(reward, threshold)
+    label = 0 if unlabeled else given if given is not None else label_from_reward(reward, threshold)
     return Trajectory(
         id=obj["id"],
         task_id=str(obj["task_id"]),
@@ -155,13 +177,16 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
             "format": FORMAT,
             "system_prompt": "\n\n".join(system) or None,
             "metadata": obj.get("metadata") or {},
+            "unlabeled": unlabeled,
+            "label_source": "record" if given is not None else None,
         },
     )
 
 
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
-    """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory)."""
-    for index, value in iter_json_lines(path):
+    """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory); a
+    file that is one JSON array of records yields ``(element_index, ...)``."""
+    for index, value in _records(path):
         if isinstance(value, TrajectoryFormatError):
             yield index, value
             continue
@@ -169,6 +194,25 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
             yield index, convert(value, path=path, index=index, threshold=threshold)
         except (ValueError, TypeError, KeyError) as exc:
             yield index, TrajectoryFormatError(str(path), index, str(exc))
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    with open(path, "rb") as handle:
+        head = handle.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    if not head.startswith("["):
+        yield from iter_json_lines(path)
+        return
+    text, bad_bytes = read_text(path)
+    index = -1
+    try:
+        for index, value in iter_json_array(text.lstrip("\ufeff")):
+            if bad_bytes and has_bad_bytes(value):
+                yield index, TrajectoryFormatError(str(path), index, "invalid UTF-8 bytes in record")
+            else:
+                yield index, value
+    except Malformed as exc:
+        yield exc.index if exc.index is not None else index + 1, TrajectoryFormatError(
+            str(path), exc.index, f"{exc.problem}; the rest of the JSON array is unreadable")
 
 
 def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, metadata: dict | None = None) -> dict:
@@ -208,3 +252,26 @@ def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, 
     if metadata:
         record["metadata"] = metadata
     return record
+
+
+def write_records(records: Iterable[dict], out_path) -> int:
+    """Write interchange records, one per line, to a NEW file; returns how many were written.
+
+    The one writer of this format (``rubricforge convert`` and ``label-next`` use it). Refuses to
+    overwrite; writes to ``OUT.partial`` and renames it at the end, so an interrupted run leaves no
+    half file under the real name."""
+    out_path = Path(out_path)
+    if out_path.exists():
+        raise FileExistsError(f"{out_path} exists; nothing is overwritten (choose another --out)")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_path.with_name(out_path.name + ".partial")
+    n = 0
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                n += 1
+        partial.replace(out_path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return n

@@ -38,9 +38,11 @@ from rubricforge_dspy.loaders._common import (
     redact,
     text_of,
 )
-from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
 FORMAT = "tau2"
+# tau2's own success check (pass^k): reward 1 (within 1e-6).
+LABEL_RULE = FULL_REWARD
 _SUBMISSION_DIR = re.compile(r"^(?P<name>.+?)_\d{4}-\d{2}-\d{2}$")
 
 

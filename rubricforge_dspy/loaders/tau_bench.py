@@ -40,9 +40,11 @@ from rubricforge_dspy.loaders._common import (
     read_text,
     text_of,
 )
-from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
 FORMAT = "tau_bench"
+# tau-bench's own success check (pass^k): reward 1 (within 1e-6); its rewards are 0 or 1.
+LABEL_RULE = FULL_REWARD
 RESPOND = "respond"
 API_OUTPUT = "API output:"
 STRATEGIES = ("tool-calling", "few-shot", "assertions-agent", "react", "act")

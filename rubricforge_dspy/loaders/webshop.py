@@ -23,9 +23,11 @@ from typing import Any
 
 from rubricforge_dspy.loaders._common import as_reward
 from rubricforge_dspy.loaders.jsonl import iter_json_lines
-from rubricforge_dspy.trajectory import Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
 FORMAT = "webshop_react"
+# The WebShop paper's success rate counts reward 1 only; rewards are graded in [0, 1].
+LABEL_RULE = FULL_REWARD
 DOMAIN = "webshop"
 AGENT = "react-text-davinci-002"
 INVALID = "Invalid action!"

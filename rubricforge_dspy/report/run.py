@@ -19,14 +19,15 @@ each default is stated in the report's warnings. Items are aligned by sorted id.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from rubricforge_dspy.trajectory import ANY_POSITIVE_REWARD, parse_label_rule
+
+from rubricforge_dspy.labels import LabelFileError, read_label_file
 from rubricforge_dspy.report.extras import load_ablations, load_attribution, rubric_from
 from rubricforge_dspy.report.records import (
     Ablation,
@@ -63,30 +64,20 @@ class Run:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_labels(path: str | Path) -> dict[str, dict]:
-    """``{id: {"label": 0|1, "reward": float}}`` from a labels JSONL (``{"id", "label"[, "reward"]}``)."""
-    path = Path(path)
+def read_labels(path: str | Path, label_threshold=None) -> dict[str, dict]:
+    """``{id: {"label": 0|1, "reward": float}}`` from a label file read by
+    `rubricforge_dspy.labels.read_label_file` (CSV, JSONL or SWE-bench results; docs/FORMAT.md). A
+    reward without a label is labeled by ``label_threshold`` (a number T: reward > T, ``">=T"``),
+    default reward > 0; a label without a reward takes the label as reward."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise RunError(f"{path}: labels file not found") from None
+        file = read_label_file(path)
+    except LabelFileError as error:
+        raise RunError(str(error)) from None
+    rule = ANY_POSITIVE_REWARD if label_threshold is None else parse_label_rule(label_threshold)
     out: dict[str, dict] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise RunError(f"{path}:{number}: not JSON ({error.msg})") from None
-        if not isinstance(r, dict) or not isinstance(r.get("id"), str) or isinstance(r.get("label"), bool) \
-                or r.get("label") not in (0, 1):
-            raise RunError(f"{path}:{number}: expected {{\"id\": str, \"label\": 0 or 1[, \"reward\": number]}}")
-        reward = r.get("reward", r["label"])
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-            raise RunError(f"{path}:{number}: reward must be a finite number (id {r['id']})")
-        if r["id"] in out:
-            raise RunError(f"{path}:{number}: duplicate id {r['id']!r}")
-        out[r["id"]] = {"label": int(r["label"]), "reward": float(reward)}
+    for rid, entry in file.entries.items():
+        label, reward = entry.resolve(rule)
+        out[rid] = {"label": label, "reward": float(label) if reward is None else reward}
     if not out:
         raise RunError(f"{path}: no labels")
     return out
@@ -220,7 +211,8 @@ def _run_dir_judges(run_dir: Path) -> tuple[dict, list[tuple[str, Path]], list[s
     return meta, [(j, pdir / f"{j}.jsonl") for j in judges], notes
 
 
-def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | None = None) -> Run:
+def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | None = None,
+             label_threshold=None) -> Run:
     """Load and validate a run directory or verdict file(s) (see the module docstring); raises
     :class:`RunError` naming the file, line and what to do."""
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
@@ -229,12 +221,17 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
     induced = meta.get("induced", "induced" if "induced" in judges or meta else judges[0])
     if induced not in judges:
         raise RunError(f"{root / 'run.json'}: induced judge {induced!r} is not in judges {judges}")
-    label_map = read_labels(labels) if labels is not None else None
+    label_map = read_labels(labels, label_threshold) if labels is not None else None
     loaded = {}
     for judge, path in files:
         records = read_predictions(path)
         _join_labels(path, records, label_map)
         loaded[judge] = (path, records)
+    if label_map is not None:
+        unused = sorted(set(label_map) - set().union(*(set(r) for _, r in loaded.values())))
+        if unused:
+            notes.append(f"labels {labels}: {len(unused)} label id(s) match no verdict (e.g. "
+                         f"{', '.join(unused[:3])}); not used")
     ref_path, reference = loaded[judges[0]]
     items = _items_from(reference, notes, relative(ref_path, root))
     predictions = {j: align(j, p, r, reference, ref_path, items) for j, (p, r) in loaded.items()}

@@ -16,11 +16,12 @@ FIGURES_DIR = "figures"
 
 
 def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Path, figures: bool = True, *,
-                 n_resamples: int = 10_000, seed: int = 0, labels: str | Path | None = None) -> Path:
+                 n_resamples: int = 10_000, seed: int = 0, labels: str | Path | None = None,
+                 label_threshold=None) -> Path:
     """Load ``run_dir`` (a run directory or verdict file(s), see docs/REPORT.md), write ``out_path``
     (markdown), ``<stem>.json`` (all numbers) and, with ``figures``, ``figures/*.png`` next to the
     markdown. Returns ``out_path``."""
-    run = load_run(run_dir, labels=labels)
+    run = load_run(run_dir, labels=labels, label_threshold=label_threshold)
     report = compute_report(run, n_resamples=n_resamples, seed=seed)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,7 +41,7 @@ def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Pat
 
 
 def report_main(predictions: str | Path | Sequence[str | Path], out_path: str | Path,
-                labels: str | Path | None = None) -> Path:
+                labels: str | Path | None = None, label_threshold=None) -> Path:
     """CLI entry (``rubricforge report --predictions RUN/ --out RUN/report.md``, or ``--predictions
     a.jsonl [b.jsonl ...]``): markdown report with figures. Returns the markdown path."""
-    return write_report(predictions, out_path, figures=True, labels=labels)
+    return write_report(predictions, out_path, figures=True, labels=labels, label_threshold=label_threshold)
