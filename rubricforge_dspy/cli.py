@@ -368,8 +368,8 @@ def cmd_label_next(args) -> int:
     for i, c in enumerate(chosen, 1):
         signals = ", ".join(f"{k} {v:.2f}" for k, v in c.signals.items())
         print(f"{i:>3}. {c.trajectory.id}  priority {c.priority:.2f} ({signals})")
-    print("fill in label (0/1) and reward, then: rubricforge induce --init PROGRAM --data LABELED...",
-          file=sys.stderr)
+    print("fill in label (0/1) and reward (or write a CSV id,label), then: rubricforge induce --init PROGRAM "
+          "--data LABELED... [--labels CSV]", file=sys.stderr)
     return 0
 
 

@@ -69,9 +69,17 @@ def test_label_next_cli_writes_a_file_ready_to_label(tmp_path, capsys):
     assert [r["id"] for r in lines] == ["synthetic:t4:0", "synthetic:t5:0", "synthetic:t3:0"]
     assert all(r["label"] is None and r["reward"] is None for r in lines)
     assert lines[0]["metadata"]["label_next"]["rank"] == 1
-    # Unfilled, the loader refuses it; filled in, it loads and renders exactly as the source did.
-    with pytest.raises(ValueError, match="reward"):
-        load_trajectories([str(out)])
+    # Unfilled, it loads as unlabeled (judge it, or join labels by id); filled in, it loads and renders
+    # exactly as the source did.
+    unfilled, _ = load_trajectories([str(out)])
+    assert all(t.hidden["unlabeled"] for t in unfilled)
+    from rubricforge_dspy.labels import join_labels
+
+    csv = tmp_path / "labels.csv"
+    csv.write_text("id,label\nsynthetic:t4:0,1\nsynthetic:t5:0,0\n")
+    joined, report = join_labels(unfilled, csv)
+    assert [(t.label, t.hidden["unlabeled"]) for t in joined] == [(1, False), (0, False), (0, True)]
+    assert report.without_label == ["synthetic:t3:0"] and report.matched == 2
     filled = tmp_path / "labeled.jsonl"
     filled.write_text("".join(json.dumps({**r, "label": 1, "reward": 1.0}) + "\n" for r in lines))
     back, _ = load_trajectories([str(filled)])

@@ -108,7 +108,9 @@ def test_every_shared_file_of_each_format_matches_sources_md(fmt, shared_table):
         assert report.loaded == n
         assert len(report.skipped) == CRASHED.get(rel, 0), (rel, report.skipped[:3])
         assert n + len(report.skipped) == row["n"], rel
-        assert positives == row["positives"], rel
+        assert positives == row["perfect"], rel  # each loader's own rule: success = reward 1
+        at_zero = list(iter_trajectories(path, format=fmt, on_error="skip", label_threshold=0.0))
+        assert sum(t.label for t in at_zero) == row["positives"], rel
         if report.skipped:  # crashed runs: reward 0, no messages; their tasks still count in SOURCES.md
             assert all(problem.startswith("empty trajectory") and "crashed" in problem
                        for _, _, problem in report.skipped)
@@ -181,11 +183,14 @@ def test_tau_bench_tool_errors_are_flagged(shared_load):
 def test_tau2_error_flags_and_metadata(shared_load):
     trajectories, _ = shared_load
     tau2 = [t for t in trajectories if t.hidden["format"] == "tau2"]
-    assert {t.agent for t in tau2} == {"button-claude-opus-4-6_distyl-ai", "claude-sonnet-4-5_aide-platform",
-                                       "gpt-oss-120b_openai", "toolorchestra_nvidia"}
+    # submission directory + the run's agent model (info.agent_info.llm)
+    assert {t.agent for t in tau2} == {"button-claude-opus-4-6_distyl-ai/claude-opus-4-6",
+                                       "claude-sonnet-4-5_aide-platform/claude-sonnet-4-5",
+                                       "gpt-oss-120b_openai/openai/gpt-oss-120b",
+                                       "toolorchestra_nvidia/gpt-4.1-mini-2025-04-14"}
     errors = defaultdict(int)
     for t in tau2:
-        errors[t.agent] += t.n_tool_errors
+        errors[t.agent.split("/")[0]] += t.n_tool_errors
         assert t.hidden["reward_info"]["reward"] == t.reward
         assert t.hidden["system_prompt"] and "policy" in t.hidden["system_prompt"][:200].lower()
         assert t.hidden["evaluation_criteria"] is not None
@@ -239,8 +244,10 @@ def test_bundled_file_counts(rel):
     fmt, n, positives, tasks, perfect, domain, agent = BUNDLED_EXPECTED[rel]
     path = BUNDLED / rel
     assert detect_format(path) == fmt
-    trajectories, report = load_trajectories(path)  # on_error="raise": bundled files are clean
+    trajectories, report = load_trajectories(path, label_threshold=0.0)  # on_error="raise": bundled files are clean
     assert _stats(trajectories) == (n, positives, tasks)
+    default, _ = load_trajectories(path)  # the loader's own rule: success = reward 1
+    assert sum(t.label for t in default) == perfect
     assert report.loaded == n and not report.skipped
     assert {t.domain for t in trajectories} == {domain} and {t.agent for t in trajectories} == {agent}
     strict, _ = load_trajectories(path, label_threshold=0.999)

@@ -9,9 +9,10 @@ Hidden only: the agent policy (``info.environment_info.policy`` -> ``system_prom
 definition (user scenario, evaluation criteria), ``reward_info``, ``termination_reason``, run info
 (agent/user LLMs, with credentials redacted), timings and costs.
 
-Agent name: the leaderboard submission directory without its date
-(``toolorchestra_nvidia_2025-12-02`` -> ``toolorchestra_nvidia``), else ``<llm>/<implementation>``
-from ``info.agent_info``. Domain: ``info.environment_info.domain_name``.
+Agent name: the leaderboard submission directory without its date and the run's agent model
+(``toolorchestra_nvidia_2025-12-02`` + ``info.agent_info.llm`` -> ``toolorchestra_nvidia/gpt-4.1-mini-...``,
+so runs of different models under one submission stay apart), else ``<llm>/<implementation>`` from
+``info.agent_info``. Domain: ``info.environment_info.domain_name``.
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ def sniff(prefix: str) -> bool:
 
 
 def agent_name(path: Path, info: dict) -> str:
-    match = _SUBMISSION_DIR.match(path.parent.name)
-    if match:
-        return match["name"]
+    """``<submission>/<llm>`` (runs by different models under one submission stay apart), else
+    ``<llm>/<implementation>`` from ``info.agent_info``, else the file stem."""
     agent_info = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
     llm, impl = agent_info.get("llm"), agent_info.get("implementation")
+    match = _SUBMISSION_DIR.match(path.parent.name)
+    if match:
+        return f"{match['name']}/{llm}" if llm else match["name"]
     return "/".join(str(x) for x in (llm, impl) if x) or path.stem
 
 

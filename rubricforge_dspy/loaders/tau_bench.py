@@ -282,7 +282,8 @@ def convert(
     if not steps:
         info = record.get("info") if isinstance(record.get("info"), dict) else {}
         crash = f" (the run crashed: {str(info['error'])[:160]!r})" if info.get("error") else ""
-        raise ValueError(f"empty trajectory: no observable messages{crash}")
+        raise ValueError(f"empty trajectory: no observable messages{crash}; a crashed run has nothing to judge: "
+                         "skip and count such records with --skip-bad (on_error='skip')")
     steps = finalize_answer(steps)
     trial = record.get("trial")
     trial = trial if isinstance(trial, int) and not isinstance(trial, bool) else None
