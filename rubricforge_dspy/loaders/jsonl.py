@@ -108,9 +108,13 @@ def _is_error(msg: dict, content: str) -> bool:
 
 
 def steps_of(messages: list[dict]) -> list[Step]:
-    """Observable steps of a schema-valid message list; ValueError for a result answering no call."""
+    """Observable steps of a schema-valid message list; ValueError for a result answering no call.
+
+    The closing assistant text becomes the ``final_answer``, unless some assistant message carries
+    ``"final_answer": true|false``: then exactly the messages marked true are final answers."""
     steps: list[Step] = []
     calls = CallTracker()
+    explicit = False  # an assistant message says whether it is the final answer: no inference then
     for i, msg in enumerate(messages):
         role, content = msg["role"], text_of(msg.get("content"))
         if role == "system":
@@ -131,7 +135,9 @@ def steps_of(messages: list[dict]) -> list[Step]:
             )
             continue
         if content.strip():
-            steps.append(Step(kind=role, content=content))
+            final = msg.get("final_answer") if role == "assistant" else None
+            explicit = explicit or isinstance(final, bool)
+            steps.append(Step(kind="final_answer" if final is True else role, content=content))
         for call in msg.get("tool_calls") or []:
             function = call["function"]
             steps.append(
@@ -142,7 +148,7 @@ def steps_of(messages: list[dict]) -> list[Step]:
                     call_id=calls.call(call["id"], function["name"]),
                 )
             )
-    return finalize_answer(steps)
+    return steps if explicit else finalize_answer(steps)
 
 
 def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory:
@@ -227,14 +233,19 @@ def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, 
     if system:
         messages.append({"role": "system", "content": system})
     last_call: str | None = None
+    # Mark final answers only when reading the messages back would infer them differently.
+    mark = finalize_answer([Step(kind="assistant" if s.kind == "final_answer" else s.kind) for s in trajectory.steps]) \
+        != [Step(kind=s.kind) for s in trajectory.steps]
     for i, step in enumerate(trajectory.steps):
         if step.kind == "user":
             messages.append({"role": "user", "content": step.content})
         elif step.kind in ("assistant", "final_answer"):
             messages.append({"role": "assistant", "content": step.content})
+            if mark:
+                messages[-1]["final_answer"] = step.kind == "final_answer"
         elif step.kind == "tool_call":
             last_call = step.call_id or f"call_{i}"
-            arguments = step.arguments if isinstance(step.arguments, str) else json.dumps(step.arguments)
+            arguments = json.dumps(step.arguments, ensure_ascii=False)  # a string argument stays a string
             messages.append({"role": "assistant", "content": None, "tool_calls": [
                 {"id": last_call, "type": "function", "function": {"name": step.tool_name or "unknown",
                                                                    "arguments": arguments}}]})
