@@ -25,12 +25,12 @@ from rubricforge_dspy.split import sample_by_task
 
 DATA = Path(__file__).resolve().parent / "data"
 DATASETS = {
-    # name: (file, label threshold, description)
-    "airline": (DATA / "tau_bench_official" / "gpt-4o-airline.json", 0.0, "tau-bench airline, GPT-4o (official run)"),
+    # name: (file, label threshold (None: the loader's own rule, here reward 1 for all three), description)
+    "airline": (DATA / "tau_bench_official" / "gpt-4o-airline.json", None, "tau-bench airline, GPT-4o (official run)"),
     "retail": (DATA / "tau_bench_grok" / "tool-calling-grok-4-fast-reasoning-0.0_range_0--1_user-grok-4-fast-reasoning"
-               "-llm_1129144541.json", 0.0, "tau-bench retail, grok-4-fast-reasoning"),
+               "-llm_1129144541.json", None, "tau-bench retail, grok-4-fast-reasoning"),
     # WebShop rewards are graded; success is a full reward (the paper's success rate), ranking uses the grade.
-    "webshop": (DATA / "react_webshop" / "react_webshop_davinci002_500.jsonl", 0.999,
+    "webshop": (DATA / "react_webshop" / "react_webshop_davinci002_500.jsonl", None,
                 "WebShop, ReAct text-davinci-002 (graded reward; label = reward 1.0)"),
 }
 
