@@ -357,7 +357,7 @@ def test_tau2_bad_records(tmp_path):
     assert "reward" in problems[1] and "unknown role 'operator'" in problems[2] and "empty" in problems[3]
     traj = good[0]
     assert traj.n_tool_errors == 1 and traj.steps[-1].kind == "final_answer"
-    assert traj.agent == "mysub" and traj.domain == "airline" and traj.id == "mysub_2025-01-01/x:1:0"
+    assert traj.agent == "mysub/m" and traj.domain == "airline" and traj.id == "mysub_2025-01-01/x:1:0"
     assert traj.hidden["instruction"] == "be the user" and traj.hidden["system_prompt"] == "# Airline Agent Policy"
     assert traj.hidden["user_info"]["llm_args"]["api_key"] == "<redacted>"
     assert "sk-SECRET" not in json.dumps(traj.hidden)

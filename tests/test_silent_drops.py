@@ -68,6 +68,8 @@ def test_unreadable_file_in_a_directory_scan_is_reported(tmp_path, monkeypatch, 
     monkeypatch.setattr(builtins, "open", guarded)
     with pytest.raises(TrajectoryFormatError, match="b.jsonl: cannot read file: .*Permission denied"):
         load_trajectories(tmp_path)
+    with pytest.raises(TrajectoryFormatError, match="cannot read file"):  # named explicitly: same error
+        load_trajectories(locked)
     trajectories, report = load_trajectories(tmp_path, on_error="skip")
     assert [t.source.file for t in trajectories] == [str(good)]
     assert report.skipped == [(str(locked), None, f"cannot read file: [Errno 13] Permission denied: '{locked}'")]

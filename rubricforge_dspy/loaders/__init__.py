@@ -130,7 +130,8 @@ def _check_options(format: str, on_error: str) -> None:
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
 
 
-def _files(paths: Iterable[PathLike], format: str, report: LoadReport) -> Iterator[tuple[Path, str | TrajectoryFormatError]]:
+def _files(paths: Iterable[PathLike], format: str,
+           report: LoadReport) -> Iterator[tuple[Path, str | TrajectoryFormatError]]:
     """``(file, format)`` for every input: explicit files as given, directories scanned (sorted); a file
     that cannot be read comes with the error instead of its format."""
     for raw in paths:
@@ -155,7 +156,10 @@ def _files(paths: Iterable[PathLike], format: str, report: LoadReport) -> Iterat
                     continue
                 yield child, found
         elif path.exists():
-            yield path, detect_format(path) if format == "auto" else format
+            try:
+                yield path, detect_format(path) if format == "auto" else format
+            except OSError as exc:
+                yield path, TrajectoryFormatError(str(path), None, f"cannot read file: {exc}")
         else:
             raise TrajectoryFormatError(str(path), None, "no such file or directory")
 
