@@ -24,6 +24,7 @@ _EXPORTS = {
     "freeze": "rubricforge_dspy.program",
     "induce": "rubricforge_dspy.induction",
     "load_trajectories": "rubricforge_dspy.loaders",
+    "join_labels": "rubricforge_dspy.labels",
     "render_trajectory": "rubricforge_dspy.render",
     "UncertifiedJudgeWarning": "rubricforge_dspy.certificate",
 }

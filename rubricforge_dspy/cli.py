@@ -293,9 +293,10 @@ def cmd_gate(args) -> int:
     from rubricforge_dspy.gate import gate_programs, gate_verdict_files
 
     if args.candidate_verdicts or args.baseline_verdicts:
-        if not (args.candidate_verdicts and args.baseline_verdicts) or args.candidate or args.baseline or args.data:
+        if not (args.candidate_verdicts and args.baseline_verdicts) or args.candidate or args.baseline or args.data \
+                or args.labels:
             print("error: give --candidate-verdicts and --baseline-verdicts together, without "
-                  "--candidate/--baseline/--data", file=sys.stderr)
+                  "--candidate/--baseline/--data/--labels (verdict files carry their labels)", file=sys.stderr)
             return 2
         result = gate_verdict_files(args.candidate_verdicts, args.baseline_verdicts, args.margin, args.alpha)
     else:

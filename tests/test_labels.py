@@ -186,3 +186,34 @@ def test_report_reads_labels_through_the_labels_module(tmp_path):
     csv.write_text("id,reward\na,0.5\nb,0\n")
     assert read_labels(csv) == {"a": {"label": 1, "reward": 0.5}, "b": {"label": 0, "reward": 0.0}}
     assert read_labels(csv, ">=1")["a"]["label"] == 0
+
+
+def test_gate_refuses_labels_with_verdict_files(tmp_path, capsys):
+    a, b, labels = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "l.csv"
+    for path in (a, b):
+        path.write_text("")
+    labels.write_text("id,label\nx,1\n")
+    assert main(["gate", "--candidate-verdicts", str(a), "--baseline-verdicts", str(b), "--labels", str(labels)]) == 2
+    assert "verdict files carry their labels" in capsys.readouterr().err
+
+
+def test_demo_data_takes_labels(tmp_path, monkeypatch):
+    import rubricforge_dspy.demo as demo
+    from argparse import Namespace
+
+    seen = {}
+
+    def fake_protocol(sample, out, **kwargs):
+        seen["labels"] = sorted((t.id, t.label) for t in sample)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(demo, "run_protocol", fake_protocol)
+    data = write_lines(tmp_path / "runs.jsonl", [jsonl_record(i, reward=None) for i in range(3)])
+    labels = tmp_path / "l.csv"
+    labels.write_text("id,label\nrun:t0:0,1\nrun:t1:0,0\n")
+    args = Namespace(data=str(data), labels=str(labels), label_threshold=None, tasks=3, out=str(tmp_path / "o"),
+                     program=None, resume=False, preset="embedded", budget=None, reflection_max_tokens=None,
+                     api_base="http://127.0.0.1:9/v1", model="m", reflection_api_base=None, reflection_model=None)
+    with pytest.raises(SystemExit):
+        demo.run_demo(args)
+    assert seen["labels"] == [("run:t0:0", 1), ("run:t1:0", 0)]  # the unlabeled one left out, said on stderr
