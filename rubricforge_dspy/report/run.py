@@ -84,18 +84,26 @@ def read_labels(path: str | Path, label_threshold=None) -> dict[str, dict]:
 
 
 def _join_labels(path: Path, records: dict[str, dict], labels: dict[str, dict] | None) -> None:
-    """Fill each record's label / reward from ``labels``; refuse a record without a label."""
+    """Fill each record's label / reward from ``labels`` (a record not in it keeps its own label);
+    refuse records left without a label, counting them."""
+    missing = []
     for rid, r in records.items():
-        if labels is not None:
-            if rid not in labels:
-                raise RunError(f"{path}: id {rid!r} has no label in the labels file; label every judged item")
+        if labels is not None and rid in labels:
             r["label"], r["reward"] = labels[rid]["label"], labels[rid]["reward"]
         elif r.get("label") is None:
-            raise RunError(f"{path}:{r['_line']}: report needs labels: id {rid!r} has no 'label' (0 or 1). "
-                           "Judge labeled data, or join the labels with --labels LABELS.jsonl "
-                           "(one {\"id\": ..., \"label\": 0|1} per line)")
+            missing.append(rid)
+            continue
         if r.get("reward") is None:
             r["reward"] = float(r["label"])
+    if not missing:
+        return
+    first = records[missing[0]]
+    if labels is not None:
+        raise RunError(f"{path}: {len(missing)} of {len(records)} judged ids have no label: id {missing[0]!r} has no "
+                       "label in the labels file (nor in the verdict line); label every judged item")
+    raise RunError(f"{path}:{first['_line']}: report needs labels: id {missing[0]!r} has no 'label' (0 or 1); "
+                   f"{len(missing)} of {len(records)} verdicts are unlabeled. Judge labeled data, or join the labels "
+                   "with --labels FILE (CSV id,label / JSONL {\"id\": ..., \"label\": 0|1} / SWE-bench results.json)")
 
 
 def _items_from(records: dict[str, dict], notes: list[str], source: str) -> Items:
