@@ -217,3 +217,16 @@ def test_demo_data_takes_labels(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         demo.run_demo(args)
     assert seen["labels"] == [("run:t0:0", 1), ("run:t1:0", 0)]  # the unlabeled one left out, said on stderr
+
+
+def test_report_joins_a_swebench_results_file_and_notes_unused_ids(tmp_path):
+    from rubricforge_dspy.report import load_run
+    from tests.test_report_inputs import verdict, write
+
+    preds = write(tmp_path / "preds.jsonl", [verdict(i, i < 2, 0.9 if i < 2 else 0.1, None) for i in range(4)])
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"resolved_ids": ["x00", "x02"], "unresolved_ids": ["x01", "x03", "x09"],
+                                   "error_ids": ["x07"]}))
+    run = load_run(preds, labels=results)
+    assert run.items.label.tolist() == [1, 0, 1, 0]
+    assert any("1 label id(s) match no verdict (e.g. x09)" in note for note in run.warnings)
