@@ -28,6 +28,7 @@ from rubricforge_dspy.serving import lm_from_args
 from rubricforge_dspy.trajectory import TrajectoryFormatError
 
 FORMATS = ("auto", "tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
+FORMATS += ("otel", "langfuse")
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,14 +51,16 @@ def _load(args):
 
 def cmd_stats(args) -> int:
     trajectories, report = _load(args)
+    labeled = [t for t in trajectories if not t.hidden.get("unlabeled")]  # traces carry no outcome of their own
     stats = {
         "trajectories": len(trajectories),
-        "positives": sum(t.label for t in trajectories),
+        "unlabeled": len(trajectories) - len(labeled),
+        "positives": sum(t.label for t in labeled),
         "tasks": len({(t.domain, t.task_id) for t in trajectories}),
         "domains": sorted({t.domain for t in trajectories}),
         "agents": sorted({t.agent for t in trajectories}),
         "skipped": len(report.skipped),
-        "mean_reward": round(sum(t.reward for t in trajectories) / len(trajectories), 4) if trajectories else None,
+        "mean_reward": round(sum(t.reward for t in labeled) / len(labeled), 4) if labeled else None,
         "tool_errors": sum(t.n_tool_errors for t in trajectories),
     }
     if args.json:
