@@ -177,6 +177,10 @@ def normalize_messages(value: Any, where: str) -> list[Msg]:
             return normalize_messages(value["messages"], where)
         if isinstance(value.get("contents"), list):  # a Gemini request body
             return _gemini(value["contents"], where)
+        if isinstance(value.get("content"), dict) and isinstance(value["content"].get("parts"), list):
+            return _gemini([value["content"]], where)  # a Gemini / ADK response
+        if isinstance(value.get("candidates"), list):
+            return _gemini([c["content"] for c in value["candidates"] if isinstance(c, dict) and c.get("content")], where)
         if isinstance(value.get("prompt"), str) and len(value) == 1:  # Vercel AI SDK
             return [Msg(role="user", content=value["prompt"])]
         if isinstance(value.get("output"), list) and value.get("object") == "response":
@@ -205,7 +209,17 @@ def normalize_messages(value: Any, where: str) -> list[Msg]:
             _from_parts(role, item["parts"], out)
             continue
         content = item.get("content")
-        if isinstance(content, list):
+        if isinstance(content, list):  # content blocks; Anthropic tool_use / tool_result blocks become calls / results
+            blocks = [p for p in content if isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result")]
+            content = [p for p in content if not (isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result"))]
+            results = [Msg("tool", _text(b.get("content")), tool_call_id=b.get("tool_use_id"),
+                           is_error=bool(b.get("is_error"))) for b in blocks if b["type"] == "tool_result"]
+            item = {**item, "tool_calls": [*(item.get("tool_calls") or []),
+                                           *({"id": b.get("id"), "name": b.get("name"), "arguments": b.get("input")}
+                                             for b in blocks if b["type"] == "tool_use")]}
+            if results and not content and not item["tool_calls"]:
+                out.extend(results)
+                continue
             content = "".join(str(p.get("text", p.get("content", ""))) if isinstance(p, dict) else str(p)
                               for p in content if not (isinstance(p, dict) and p.get("type") in ("reasoning", "image")))
         msg = Msg(role=role, content=_text(content),

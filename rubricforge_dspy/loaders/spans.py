@@ -85,6 +85,15 @@ def _history(llm_spans: list[Span]) -> tuple[list[tuple[float, int, Msg]], list[
 
 def _join_tools(history: list[tuple[float, int, Msg]], tool_spans: list[Span]) -> list[tuple[float, int, Msg]]:
     calls = [[msg, i, False] for _, _, msg in history for i in range(len(msg.tool_calls))]  # [message, index, matched]
+    ids = {msg.tool_calls[i][0] for msg, i, _ in calls}
+    for _, _, msg in history:  # a result whose id no call carries answers the oldest call that has no id (Gemini/ADK)
+        if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in ids):
+            bare = next(((m, i) for m, i, _ in calls if m.tool_calls[i][0] is None), None)
+            if bare is not None:
+                m, i = bare
+                msg.tool_call_id = msg.tool_call_id or f"call_{len(ids)}"
+                m.tool_calls[i] = (msg.tool_call_id, *m.tool_calls[i][1:])
+                ids.add(msg.tool_call_id)
     results = {msg.tool_call_id: msg for _, _, msg in reversed(history) if msg.role == "tool" and msg.tool_call_id}
     seq = len(history)
     for span in tool_spans:
@@ -92,7 +101,8 @@ def _join_tools(history: list[tuple[float, int, Msg]], tool_spans: list[Span]) -
         failed = span.error or (result is not None and looks_like_tool_error(result))
         open_calls = [c for c in calls if not c[2]]
         match = next((c for c in open_calls if cid and c[0].tool_calls[c[1]][0] == cid), None) or next(
-            (c for c in open_calls if c[0].tool_calls[c[1]][1] == name and not (cid and c[0].tool_calls[c[1]][0])), None)
+            (c for c in open_calls if c[0].tool_calls[c[1]][1] == name and not (cid and c[0].tool_calls[c[1]][0])), None) \
+            or next((c for c in open_calls if c[0].tool_calls[c[1]][1] == name), None)  # ids disagree: by name
         if match is None:  # a tool run no LLM message mentions: its own call and result
             cid = cid or span.span_id
             history.append((span.start, seq, Msg("assistant", tool_calls=[(cid, name, args)])))
@@ -111,8 +121,8 @@ def _join_tools(history: list[tuple[float, int, Msg]], tool_spans: list[Span]) -
         if not call_id:  # the call carried no id: give it the span's, so the result pairs with it
             call_id = cid or span.span_id
             msg.tool_calls[i] = (call_id, msg.tool_calls[i][1], msg.tool_calls[i][2])
-        history.append((span.end, seq, Msg("tool", result or "", tool_call_id=call_id, is_error=failed)))
-        seq += 1
+        when = next((t, q) for t, q, m in history if m is msg)  # right after its call, whatever the clocks say
+        history.append((when[0], when[1] + 0.5, Msg("tool", result or "", tool_call_id=call_id, is_error=failed)))
     return history
 
 
