@@ -174,7 +174,12 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
             value = value["spans"]
         yield from enumerate(value if isinstance(value, list) else [value])  # spans or export requests
         return
-    if all(not line.strip() or line.lstrip()[:1] == "{" and line.rstrip()[-1:] == "}" for line in text.splitlines()):
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        one_line = isinstance(json.loads(first), dict)
+    except ValueError:
+        one_line = False
+    if one_line:  # JSON Lines: the first line is a whole object
         yield from iter_json_lines(path)
         return
     decoder, pos, index = json.JSONDecoder(), 0, 0  # ConsoleSpanExporter: indented objects one after another

@@ -120,9 +120,16 @@ def main() -> None:
     t = traces(parser.parse_args().fixtures)
     (HERE / "constructed_otlp.json").write_text(json.dumps(request(t["a"] + t["b"] + t["c"]), indent=1) + "\n")
     lines = [request(t["a"][:2]), request(t["a"][2:] + t["b"]), request(t["c"])]  # a trace split over two lines
-    (HERE / "constructed_otlp.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (HERE / "constructed_otlp.jsonl").write_text(renumber("".join(json.dumps(x) + "\n" for x in lines), "d4e5f6"))
     console = "".join(json.dumps(sdk_span(s), indent=4) + "\n" for s in t["b"] + t["c"])  # ConsoleSpanExporter
-    (HERE / "constructed_console_spans.json").write_text(console)
+    (HERE / "constructed_console_spans.json").write_text(renumber(console, "170817"))
+
+
+def renumber(text: str, new: str) -> str:
+    """Other trace ids per file, so that the directory loads without duplicate ids."""
+    for old, repl in zip(("a1", "b2", "c3"), (new[:2], new[2:4], new[4:])):
+        text = text.replace(old * 16, repl * 16)
+    return text
 
 
 if __name__ == "__main__":

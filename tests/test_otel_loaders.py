@@ -1,0 +1,195 @@
+"""OpenTelemetry (GenAI / OpenInference spans) and Langfuse loaders, on the real and constructed samples
+under evals/data/otel and evals/data/langfuse (see evals/data/SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubricforge_dspy.cli import main
+from rubricforge_dspy.loaders import FORMATS, detect_format, load_trajectories
+from rubricforge_dspy.render import RenderConfig, render_trajectory
+from rubricforge_dspy.serving.fake import FakeOpenAI
+from rubricforge_dspy.trajectory import TrajectoryFormatError
+from rubricforge_dspy.verdict import Verdict, verdict_line
+from tests.trace_poison import CANARY, CANARY_REWARD, poison_trace_file
+
+DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+OTEL, LANGFUSE = DATA / "otel", DATA / "langfuse"
+FULL = RenderConfig(max_tokens=10**7, max_step_chars=10**7)
+
+
+def kinds(t):
+    return [s.kind for s in t.steps]
+
+
+def assert_paired(t):
+    """Every tool result answers the nearest earlier tool call with its call id, and every call is answered."""
+    open_ids = []
+    for step in t.steps:
+        if step.kind == "tool_call":
+            open_ids.append(step.call_id)
+        elif step.kind == "tool_result":
+            assert step.call_id in open_ids, f"{t.id}: result {step.call_id} answers no call"
+            open_ids.remove(step.call_id)
+    assert not open_ids, f"{t.id}: unanswered calls {open_ids}"
+
+
+@pytest.mark.parametrize("path,fmt", [(p, "otel") for p in sorted(OTEL.glob("*.json*"))]
+                         + [(p, "langfuse") for p in sorted(LANGFUSE.glob("*.json"))], ids=lambda x: getattr(x, "name", x))
+def test_every_sample_is_detected_and_selectable_by_name(path, fmt):
+    assert fmt in FORMATS and detect_format(path) == fmt
+    auto, report = load_trajectories(path)
+    named, _ = load_trajectories(path, format=fmt)
+    assert report.n_skipped == 0 and len(auto) == len(named) > 0
+    assert all(t.hidden["unlabeled"] and t.hidden["format"] == fmt for t in auto)
+
+
+def test_any_agent_openai_trace_real():
+    [t], _ = load_trajectories(OTEL / "anyagent_openai_trace.json")
+    assert t.id == "4bedea77bb33b9c5f280371eae21ea97"  # the integer trace id, in hex
+    assert kinds(t) == ["user", "tool_call", "tool_result", "tool_call", "tool_result", "final_answer"]
+    assert [s.tool_name for s in t.steps if s.kind == "tool_call"] == ["get_current_time", "write_file"]
+    assert t.steps[1].arguments == {"timezone": "America/New_York"}
+    assert "2025-09-16T08:43:13" in t.steps[2].content and t.n_tool_errors == 0
+    assert_paired(t)
+    assert "Use the available tools" in t.hidden["system_prompt"]  # the system message is hidden, not a step
+    assert "Use the available tools" not in render_trajectory(t, FULL)
+
+
+def test_langfuse_openai_agents_real_pairs_by_call_id():
+    [t], _ = load_trajectories(LANGFUSE / "openai-agents-2025-09-30.trace.json")
+    assert kinds(t) == ["user", "tool_call", "tool_result", "final_answer"]
+    assert t.steps[1].call_id == t.steps[2].call_id == "call_Kud0j0DxWSmLzv9W5m6qVqXn"
+    assert t.steps[2].content == "The weather in Tokyo is sunny."
+    assert {s["name"] for s in t.hidden["scores"]} == {"toxicity", "hallucination"}  # evaluator scores: hidden
+    assert t.hidden["unlabeled"] and "toxicity" not in render_trajectory(t, FULL)
+
+
+def test_langfuse_pydantic_ai_history_is_not_duplicated():
+    """Each generation repeats the whole conversation; the episode holds each turn once."""
+    [t], _ = load_trajectories(LANGFUSE / "pydantic-ai-tools-2025-12-04.trace.json")
+    users = [s.content for s in t.steps if s.kind == "user"]
+    assert len(users) == len(set(users)) == 3
+    assert t.n_tool_calls == 4 and sum(s.kind == "tool_result" for s in t.steps) == 3
+    results = {s.call_id: s.tool_name for s in t.steps if s.kind == "tool_result"}
+    assert results == {"call_X0OSgjUukT5inyEQvuZQnHrk": "get_pun_suggestion",
+                       "call_WxZcCvSDhGT4RJHlcU01k10x": "get_dad_joke_suggestion",
+                       "call_aRaObiWKKt6GzgDkkUl3bu1Q": "get_one_liner_suggestion"}
+    assert "You are a creative joke writer" in t.hidden["system_prompt"]
+
+
+@pytest.mark.parametrize("name,calls", [("google-adk-2025-08-28.trace.json", 1), ("claude-agent-2025-12-22.trace.json", 2)])
+def test_langfuse_gemini_and_anthropic_blocks_pair(name, calls):
+    [t], _ = load_trajectories(LANGFUSE / name)
+    assert t.n_tool_calls == calls and t.steps[0].kind == "user" and t.steps[-1].kind == "final_answer"
+    assert_paired(t)
+
+
+@pytest.mark.parametrize("name", ["constructed_otlp.json", "constructed_otlp.jsonl"])
+def test_constructed_otlp_three_dialects_and_error_status(name):
+    ts, _ = load_trajectories(OTEL / name)
+    assert len(ts) == 3  # in the .jsonl, trace A's spans are split over two export requests
+    openinference, genai, flattened = ts
+    for t in (openinference, genai):
+        assert kinds(t) == ["user", "assistant", "tool_call", "tool_result", "final_answer"]
+        assert t.steps[2].call_id == t.steps[3].call_id == "1234" and not t.steps[3].is_error
+    assert kinds(flattened) == ["user", "tool_call", "tool_result", "final_answer"]
+    assert flattened.steps[2].is_error and flattened.n_tool_errors == 1  # execute_tool span status ERROR
+    assert flattened.hidden["system_prompt"] == "You are a file assistant."
+    assert flattened.hidden["resource"] == {"service.name": "weather-demo"}
+
+
+def test_console_exporter_concatenated_objects():
+    ts, _ = load_trajectories(OTEL / "constructed_console_spans.json")
+    assert [t.n_tool_errors for t in ts] == [0, 1] and all(t.id.startswith(("17", "08")) for t in ts)
+
+
+def _otlp(spans, schema="https://opentelemetry.io/schemas/1.37.0"):
+    return {"resourceSpans": [{"schemaUrl": schema, "resource": {"attributes": []},
+                               "scopeSpans": [{"spans": spans}]}]}
+
+
+def _span(trace, sid, attrs, parent="", status=None):
+    return {"traceId": trace, "spanId": sid, "parentSpanId": parent, "name": "s", "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2", "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+            "status": status or {}}
+
+
+CHAT = {"gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "hello"}]}])}
+
+
+def test_newer_semconv_schema_fails_naming_file_record_and_what_to_do(tmp_path):
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(_otlp([_span("ab" * 16, "01" * 8, CHAT)], "https://opentelemetry.io/schemas/1.99.0")))
+    with pytest.raises(TrajectoryFormatError) as err:
+        load_trajectories(path, format="otel")
+    assert err.value.file == str(path) and err.value.record == 0
+    assert "1.99" in err.value.problem and "semconv <= 1.38" in err.value.problem
+
+
+def test_unknown_openinference_kind_and_bad_line_are_skipped_and_reported(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    good = _otlp([_span("ab" * 16, "01" * 8, CHAT)])
+    odd = _otlp([_span("cd" * 16, "02" * 8, {"openinference.span.kind": "TELEPORT"})])
+    path.write_text(json.dumps(good) + "\n{not json\n" + json.dumps(odd) + "\n")
+    ts, report = load_trajectories(path, format="otel", on_error="skip")
+    assert [t.id for t in ts] == ["ab" * 16] and kinds(ts[0]) == ["user", "final_answer"]
+    assert [r for _, r, _ in report.skipped] == [1, 2]
+    assert "TELEPORT" in report.skipped[1][2]
+
+
+def test_reward_only_from_a_root_eval_reward_and_label_null_in_verdicts(tmp_path):
+    path = tmp_path / "scored.json"
+    path.write_text(json.dumps(_otlp([_span("ab" * 16, "01" * 8, {**CHAT}),
+                                      {**_span("ab" * 16, "02" * 8, {}), "attributes": [
+                                          {"key": "eval.reward", "value": {"doubleValue": 1.0}}]}])))
+    [t], _ = load_trajectories(path)
+    assert t.reward == 1.0 and t.label == 1 and not t.hidden["unlabeled"]
+    [u], _ = load_trajectories(OTEL / "anyagent_openai_trace.json")
+    line = verdict_line(u, Verdict.from_answer(True, 0.9, "ok"))
+    assert line["label"] is None and line["reward"] is None  # unlabeled: no invented ground truth
+
+
+SAMPLES = sorted(LANGFUSE.glob("*.json")) + sorted(OTEL.glob("*.json*"))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_no_canary_in_hidden_fields_reaches_the_render(path, tmp_path):
+    poisoned = poison_trace_file(path, detect_format(path), tmp_path / path.name)
+    ts, _ = load_trajectories(poisoned)
+    assert ts
+    for t in ts:
+        text = render_trajectory(t, FULL)
+        assert CANARY not in text and "0.73159" not in text, text[text.find(CANARY) - 80:][:200]
+        assert t.reward == pytest.approx(CANARY_REWARD) and not t.hidden["unlabeled"]  # the canary really was read
+
+
+def test_the_canary_would_be_seen_in_an_observable_field(tmp_path):
+    """Control: the same canary in the user's question (an observable field) does reach the render."""
+    text = (LANGFUSE / "openai-agents-2025-09-30.trace.json").read_text()
+    assert "What's the weather in Tokyo?" in text
+    path = tmp_path / "control.json"
+    path.write_text(text.replace("What's the weather in Tokyo?", f"{CANARY} in Tokyo?"))
+    [t], _ = load_trajectories(path)
+    assert CANARY in render_trajectory(t, FULL)
+
+
+def test_cli_stats_render_judge_on_the_samples(tmp_path, capsys):
+    data = [str(OTEL), str(LANGFUSE)]
+    assert main(["stats", "--data", *data, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["trajectories"] == stats["unlabeled"] == 14 and stats["positives"] == 0
+    assert stats["mean_reward"] is None and stats["tool_errors"] == 3 and stats["skipped"] == 0
+    assert main(["render", "--data", str(LANGFUSE / "openai-agents-2025-09-30.trace.json")]) == 0
+    assert "TOOL CALL get_weather" in capsys.readouterr().out
+    out = tmp_path / "preds.jsonl"
+    with FakeOpenAI(lambda body, n: {"reason": "Answered from the tool result.", "passed": True, "score": 0.8}) as fake:
+        assert main(["judge", "--data", *data, "--out", str(out), "--concurrency", "1",
+                     "--api-base", fake.url + "/v1", "--model", "fake-judge-r1"]) == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 14 and all(x["label"] is None and x["passed"] is True for x in lines)
