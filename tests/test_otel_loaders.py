@@ -107,6 +107,19 @@ def test_console_exporter_concatenated_objects():
     assert [t.n_tool_errors for t in ts] == [0, 1] and all(t.id.startswith(("17", "08")) for t in ts)
 
 
+@pytest.mark.parametrize("version", ["v2", "v3"])
+def test_mlflow_trace_json_fits_the_span_mapping(version):
+    [t], _ = load_trajectories(OTEL / f"constructed_mlflow_{version}.json")
+    assert t.id == f"tr-constructed-{version}"  # MLflow's request id, the id users join labels on
+    assert t.hidden["system_prompt"] == "You answer weather questions."
+    if version == "v2":
+        assert kinds(t) == ["user", "tool_call", "tool_result", "final_answer"]
+        assert t.steps[2].is_error and t.steps[1].call_id == t.steps[2].call_id == "call_9"
+    else:  # root AGENT span's output gives the final answer when the LLM spans hold none
+        assert kinds(t) == ["user", "tool_call", "final_answer"]
+        assert t.steps[-1].content == "I could not reach the weather service; please try again."
+
+
 def _otlp(spans, schema="https://opentelemetry.io/schemas/1.37.0"):
     return {"resourceSpans": [{"schemaUrl": schema, "resource": {"attributes": []},
                                "scopeSpans": [{"spans": spans}]}]}
@@ -183,8 +196,11 @@ def test_cli_stats_render_judge_on_the_samples(tmp_path, capsys):
     data = [str(OTEL), str(LANGFUSE)]
     assert main(["stats", "--data", *data, "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["trajectories"] == stats["unlabeled"] == 14 and stats["positives"] == 0
-    assert stats["mean_reward"] is None and stats["tool_errors"] == 3 and stats["skipped"] == 0
+    loaded, _ = load_trajectories(data)
+    assert len(loaded) == 16  # otel/: 1+1+3+3+2+1+1, langfuse/: 4 (evals/data/SOURCES.md)
+    assert stats["trajectories"] == stats["unlabeled"] == len(loaded) and stats["positives"] == 0
+    assert stats["tool_errors"] == sum(t.n_tool_errors for t in loaded) == 4
+    assert stats["mean_reward"] is None and stats["skipped"] == 0
     assert main(["render", "--data", str(LANGFUSE / "openai-agents-2025-09-30.trace.json")]) == 0
     assert "TOOL CALL get_weather" in capsys.readouterr().out
     out = tmp_path / "preds.jsonl"
@@ -192,4 +208,4 @@ def test_cli_stats_render_judge_on_the_samples(tmp_path, capsys):
         assert main(["judge", "--data", *data, "--out", str(out), "--concurrency", "1",
                      "--api-base", fake.url + "/v1", "--model", "fake-judge-r1"]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert len(lines) == 14 and all(x["label"] is None and x["passed"] is True for x in lines)
+    assert len(lines) == len(loaded) and all(x["label"] is None and x["passed"] is True for x in lines)

@@ -89,6 +89,34 @@ def _poison_sdk_spans(spans: list[dict]) -> list[dict]:
     return out
 
 
+def _poison_mlflow(trace: dict) -> dict:
+    info = {**trace["info"], "assessments": [{"name": "correctness", "feedback": {"value": f"{CANARY}.assessment"}}],
+            "tags": {"note": f"{CANARY}.tag"}, "request_metadata": {"api_key": f"{CANARY}.key"}}
+    spans = trace["data"]["spans"]
+    parents = {s.get("parent_id") or s.get("parent_span_id") for s in spans}
+    out = []
+    for s in spans:
+        attrs = {**s["attributes"], "eval.comment": f"{CANARY}.eval", "mlflow.chat.tokenUsage": f"{CANARY}.usage"}
+        if not (s.get("parent_id") or s.get("parent_span_id")):
+            attrs["eval.reward"] = CANARY_REWARD
+        inputs = json.loads(attrs.get("mlflow.spanInputs") or "null")
+        if isinstance(inputs, dict) and isinstance(inputs.get("messages"), list):
+            inputs["messages"] = [{**m, "content": f"{CANARY}.system"} if m.get("role") == "system" else m
+                                  for m in inputs["messages"]]
+            attrs["mlflow.spanInputs"] = json.dumps(inputs)
+        out.append({**s, "attributes": attrs})
+    judge = dict(out[0])
+    judge.update({"name": "judge", "attributes": {**out[0]["attributes"], "mlflow.spanType": json.dumps("EVALUATOR"),
+                                                  "mlflow.spanInputs": json.dumps(f"{CANARY}.judge")}})
+    judge.pop("eval.reward", None)
+    for key in ("span_id",):
+        judge[key] = "ee" * 8
+    if "context" in judge:
+        judge["context"] = {**judge["context"], "span_id": "0x" + "ee" * 8}
+    assert parents  # every trace has a root
+    return {"info": info, "data": {"spans": out + [judge]}}
+
+
 def poison_trace_file(path: Path, fmt: str, target: Path) -> Path:
     """A poisoned copy of a trace file at ``target``, in the same container."""
     text = path.read_text()
@@ -99,7 +127,9 @@ def poison_trace_file(path: Path, fmt: str, target: Path) -> Path:
         data = json.loads(text)
     except ValueError:
         data = None
-    if isinstance(data, dict) and "resourceSpans" in data:
+    if isinstance(data, dict) and "info" in data and "data" in data:  # MLflow
+        target.write_text(json.dumps(_poison_mlflow(data)))
+    elif isinstance(data, dict) and "resourceSpans" in data:
         target.write_text(json.dumps(_poison_otlp(data)))
     elif isinstance(data, dict) and "spans" in data:  # any-agent's AgentTrace
         target.write_text(json.dumps({**data, "spans": _poison_sdk_spans(data["spans"])}))

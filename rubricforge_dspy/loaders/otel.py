@@ -8,7 +8,9 @@ Containers read (sniffed from the content):
 * span lists as the OpenTelemetry SDK writes them (``ReadableSpan.to_json()``: ``{"name", "context":
   {"trace_id", "span_id"}, "parent_id", "attributes": {...}, "events", "status": {"status_code"},
   "resource"}``): a JSON array, one span per line, the ConsoleSpanExporter's concatenated indented
-  objects, or ``{"spans": [...]}`` (any-agent's saved ``AgentTrace``).
+  objects, or ``{"spans": [...]}`` (any-agent's saved ``AgentTrace``);
+* MLflow trace JSON ``{"info", "data": {"spans": [...]}}`` (2.x and 3.x span fields, ``mlflow.*`` attributes;
+  the trajectory id is ``mlflow.traceRequestId``).
 
 One trajectory per trace id (all root spans of a trace together), id = the trace id in hex. The
 span -> step mapping is in ``spans.py``; the attribute dialects and the pinned semconv versions in
@@ -33,7 +35,7 @@ from typing import Any
 from rubricforge_dspy.loaders._common import first_json_lines, redact
 from rubricforge_dspy.loaders.jsonl import iter_json_lines
 from rubricforge_dspy.loaders.otel_attrs import (check_schema_url, hidden_attributes, io_values, llm_messages,
-                                                 span_kind, tool_info)
+                                                 maybe_json, span_kind, tool_info)
 from rubricforge_dspy.loaders.spans import Span, build_trajectory
 from rubricforge_dspy.trajectory import Trajectory, TrajectoryFormatError
 
@@ -119,16 +121,24 @@ def to_span(raw: dict, where: str) -> tuple[str, Span, dict]:
         events = [(e.get("name", ""), e.get("attributes") or {}) for e in raw.get("events") or []]
         resource = (raw.get("resource") or {}).get("attributes") or {}
         check_schema_url((raw.get("resource") or {}).get("schema_url"))
+    elif "trace_id" in raw and "span_id" in raw:  # MLflow 3 trace JSON (OTLP field names in snake case)
+        trace_id, span_id, parent = raw.get("trace_id"), raw.get("span_id"), raw.get("parent_span_id")
+        start, end = raw.get("start_time_unix_nano"), raw.get("end_time_unix_nano")
+        events = [(e.get("name", ""), e.get("attributes") or {}) for e in raw.get("events") or []]
+        resource = {}
     else:
-        raise ValueError(f"{where}: not a span (no traceId and no context.trace_id)")
+        raise ValueError(f"{where}: not a span (no traceId, context.trace_id or trace_id)")
     trace = hex_id(trace_id, 32)
     if not trace:
         raise ValueError(f"{where}: span {raw.get('name')!r} has no trace id")
     attrs = kv_list(raw.get("attributes") or {})
+    if attrs.get("mlflow.traceRequestId"):  # MLflow: the trace's request id is the id users know
+        trace = str(maybe_json(attrs["mlflow.traceRequestId"]))
     name = raw.get("name", "")
     where = f"{where}, span {name!r}"
     kind = span_kind(attrs, name, where)
-    error, message = _is_error(raw.get("status"))
+    error, message = _is_error(raw.get("status") or {"status_code": raw.get("status_code"),
+                                                      "description": raw.get("status_message")})
     span = Span(span_id=hex_id(span_id, 16) or f"{trace}:{name}", parent_id=hex_id(parent, 16), name=name,
                 start=_seconds(start), end=_seconds(end), kind=kind, error=error,
                 model=attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name"),
@@ -140,7 +150,7 @@ def to_span(raw: dict, where: str) -> tuple[str, Span, dict]:
         if found:
             span.inputs, span.outputs = found
     elif kind == "tool":
-        name_, cid, args, result = tool_info(attrs)
+        name_, cid, args, result = tool_info(attrs, name)
         if result is None and error:
             result = f"Error: {message or 'the tool span ended with status ERROR'}"
         span.tool = (name_, cid, args, result)
@@ -170,6 +180,8 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
     except ValueError:
         value = None
     else:
+        if isinstance(value, dict) and isinstance(value.get("data"), dict) and "info" in value:
+            value = value["data"]  # MLflow: {"info": ..., "data": {"spans": [...]}}; info (assessments) unread
         if isinstance(value, dict) and isinstance(value.get("spans"), list):
             value = value["spans"]
         yield from enumerate(value if isinstance(value, list) else [value])  # spans or export requests
@@ -240,7 +252,7 @@ def sniff(head: str, path: Path) -> bool:
     start = head[:4000]
     if '"resourceSpans"' in start:
         return True
-    if '"context"' in start and '"trace_id"' in start and '"span_id"' in start:
+    if '"trace_id"' in start and '"span_id"' in start and ('"context"' in start or '"mlflow.' in start):
         return True
     return any("resourceSpans" in obj or isinstance(obj.get("context"), dict) and "trace_id" in obj["context"]
                for obj in first_json_lines(path, limit=3))

@@ -294,6 +294,9 @@ def llm_messages(attrs: dict, events: list[tuple[str, dict]], where: str) -> tup
         if attrs.get("gen_ai.system_instructions"):
             inputs.insert(0, Msg("system", _text(attrs["gen_ai.system_instructions"])))
         return inputs, _as_output(outputs)
+    if "mlflow.spanInputs" in attrs or "mlflow.spanOutputs" in attrs:
+        return (normalize_messages(maybe_json(attrs.get("mlflow.spanInputs")), f"{where}, mlflow.spanInputs"),
+                _as_output(normalize_messages(maybe_json(attrs.get("mlflow.spanOutputs")), f"{where}, mlflow.spanOutputs")))
     if any(k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in attrs):
         return (_flat_messages(attrs, "llm.input_messages", "oi", where),
                 _as_output(_flat_messages(attrs, "llm.output_messages", "oi", where)))
@@ -325,6 +328,10 @@ def span_kind(attrs: dict, name: str, where: str) -> str:
         oi = str(oi).upper()
         return {"LLM": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent", "EVALUATOR": "evaluator",
                 "GUARDRAIL": "evaluator"}.get(oi, "other")
+    if "mlflow.spanType" in attrs:  # MLflow (values JSON-encoded)
+        kind = str(maybe_json(attrs["mlflow.spanType"])).upper()
+        return {"LLM": "llm", "CHAT_MODEL": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent",
+                "EVALUATOR": "evaluator", "GUARDRAIL": "evaluator"}.get(kind, "other")
     op = attrs.get("gen_ai.operation.name")
     if op == "execute_tool" or "gen_ai.tool.call.id" in attrs and op is None:
         return "tool"
@@ -335,13 +342,15 @@ def span_kind(attrs: dict, name: str, where: str) -> str:
     return "llm" if op is not None or any(k.startswith(("gen_ai.prompt", "llm.input_messages")) for k in attrs) else "other"
 
 
-def tool_info(attrs: dict) -> tuple[str, str | None, Any, str | None]:
+def tool_info(attrs: dict, span_name: str = "unknown") -> tuple[str, str | None, Any, str | None]:
     """``(tool name, call id, arguments, result text)`` of a tool-execution span."""
-    name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or "unknown"
+    name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span_name
     call_id = attrs.get("gen_ai.tool.call.id") or attrs.get("tool_call.id")
-    args = next((attrs[k] for k in ("gen_ai.tool.call.arguments", "gen_ai.tool.args", "input.value", "input")
+    args = next((attrs[k] for k in ("gen_ai.tool.call.arguments", "gen_ai.tool.args", "input.value", "input",
+                                          "mlflow.spanInputs")
                  if k in attrs), None)
-    result = next((attrs[k] for k in ("gen_ai.tool.call.result", "gen_ai.output", "output.value", "output")
+    result = next((attrs[k] for k in ("gen_ai.tool.call.result", "gen_ai.output", "output.value", "output",
+                                            "mlflow.spanOutputs")
                    if k in attrs), None)
     if result is not None and not isinstance(result, str):
         result = json.dumps(result, ensure_ascii=False)
@@ -350,6 +359,8 @@ def tool_info(attrs: dict) -> tuple[str, str | None, Any, str | None]:
 
 def io_values(attrs: dict) -> tuple[str | None, str | None]:
     """An agent/chain span's ``input.value`` / ``output.value`` (text), for traces without LLM messages."""
+    if "mlflow.spanInputs" in attrs or "mlflow.spanOutputs" in attrs:
+        return tuple(None if attrs.get(k) is None else _text(attrs[k]) for k in ("mlflow.spanInputs", "mlflow.spanOutputs"))
     return attrs.get("input.value"), attrs.get("output.value")
 
 

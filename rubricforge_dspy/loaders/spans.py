@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.loaders._common import CallTracker, finalize_answer, looks_like_tool_error
-from rubricforge_dspy.loaders.otel_attrs import Msg
+from rubricforge_dspy.loaders.otel_attrs import Msg, normalize_messages
 from rubricforge_dspy.trajectory import Source, Step, Trajectory, label_from_reward
 
 
@@ -139,11 +139,20 @@ def steps_and_system(spans: list[Span]) -> tuple[list[Step], list[str], str | No
     messages = [m for _, _, m in history]
     roots = [s for s in live if s.kind in ("agent", "other") and (s.value_in or s.value_out)]
     if not any(m.role == "user" for m in messages) and roots and roots[0].value_in:
-        messages.insert(0, Msg("user", roots[0].value_in))
+        messages.insert(0, Msg("user", _last_text(roots[0].value_in, "user")))
     if not any(m.role == "assistant" and m.content.strip() for m in messages) and roots and roots[0].value_out:
-        messages.append(Msg("assistant", roots[0].value_out))
+        messages.append(Msg("assistant", _last_text(roots[0].value_out, "assistant")))
     model = next((s.model for s in live if s.model), None)
     return _to_steps(messages), system, model
+
+
+def _last_text(value: str, role: str) -> str:
+    """An agent span's input/output: the last ``role`` message when it holds chat messages, else as is."""
+    try:
+        texts = [m.content for m in normalize_messages(value, "agent span") if m.role in (role, "user") and m.content]
+    except ValueError:
+        return value
+    return texts[-1] if texts else value
 
 
 def _to_steps(messages: list[Msg]) -> list[Step]:

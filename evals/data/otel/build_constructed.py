@@ -114,6 +114,49 @@ def sdk_span(s: dict) -> dict:
             "resource": {"attributes": {"service.name": "weather-demo"}, "schema_url": ""}}
 
 
+def mlflow_traces() -> list[dict]:
+    """Two MLflow traces as ``mlflow.entities.Trace.to_dict()`` writes them: 2.x spans (``context``,
+    ``status_code``) and 3.x spans (``trace_id``, ``status.code``), attributes JSON-encoded, following
+    https://mlflow.org/docs/latest/genai/tracing/concepts/trace/ (Trace = info + data.spans)."""
+    def enc(value):
+        return json.dumps(value)
+
+    history = [{"role": "system", "content": "You answer weather questions."},
+               {"role": "user", "content": "Is it raining in Oslo?"}]
+    call = {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}
+    first_out = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
+    second_in = history + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                           {"role": "tool", "tool_call_id": "call_9", "content": "Error: weather service timeout"}]
+    second_out = {"choices": [{"index": 0, "message": {"role": "assistant",
+                                                       "content": "I could not reach the weather service; please try again."}}]}
+
+    def v2(sid, parent, name, kind, t, inputs, outputs, status="OK"):
+        return {"name": name, "context": {"span_id": f"0x{sid}", "trace_id": "0x" + "9a" * 16},
+                "parent_id": f"0x{parent}" if parent else None, "start_time": 1_760_000_000_000_000_000 + t,
+                "end_time": 1_760_000_000_000_000_000 + t + 500, "status_code": status, "status_message": "",
+                "attributes": {"mlflow.traceRequestId": enc("tr-constructed-v2"), "mlflow.spanType": enc(kind),
+                               "mlflow.spanInputs": enc(inputs), "mlflow.spanOutputs": enc(outputs)}, "events": []}
+
+    spans2 = [v2("0000000000000001", None, "agent", "AGENT", 0, {"messages": history[1:]}, second_out),
+              v2("0000000000000002", "0000000000000001", "Completions", "CHAT_MODEL", 1000, {"messages": history}, first_out),
+              v2("0000000000000003", "0000000000000001", "get_weather", "TOOL", 2000, {"city": "Oslo"},
+                 "Error: weather service timeout", status="ERROR"),
+              v2("0000000000000004", "0000000000000001", "Completions", "CHAT_MODEL", 3000, {"messages": second_in},
+                 second_out)]
+    trace2 = {"info": {"request_id": "tr-constructed-v2", "experiment_id": "0", "status": "OK",
+                       "request_metadata": {}, "tags": {"mlflow.traceName": "agent"}}, "data": {"spans": spans2}}
+    spans3 = []
+    for s in spans2[:2]:
+        spans3.append({"trace_id": "qqqqqqqqqqqqqqqqqqqqqg==", "span_id": s["context"]["span_id"][2:],
+                       "parent_span_id": s["parent_id"][2:] if s["parent_id"] else None, "name": s["name"],
+                       "start_time_unix_nano": s["start_time"], "end_time_unix_nano": s["end_time"], "events": [],
+                       "status": {"code": "STATUS_CODE_OK", "message": ""},
+                       "attributes": {**s["attributes"], "mlflow.traceRequestId": enc("tr-constructed-v3")}})
+    trace3 = {"info": {"trace_id": "tr-constructed-v3", "state": "OK",
+                       "trace_metadata": {"mlflow.trace_schema.version": "3"}}, "data": {"spans": spans3}}
+    return [trace2, trace3]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fixtures", required=True, type=Path)
@@ -123,6 +166,8 @@ def main() -> None:
     (HERE / "constructed_otlp.jsonl").write_text(renumber("".join(json.dumps(x) + "\n" for x in lines), "d4e5f6"))
     console = "".join(json.dumps(sdk_span(s), indent=4) + "\n" for s in t["b"] + t["c"])  # ConsoleSpanExporter
     (HERE / "constructed_console_spans.json").write_text(renumber(console, "170817"))
+    for name, trace in zip(("constructed_mlflow_v2.json", "constructed_mlflow_v3.json"), mlflow_traces()):
+        (HERE / name).write_text(json.dumps(trace, indent=1) + "\n")
 
 
 def renumber(text: str, new: str) -> str:
