@@ -209,3 +209,9 @@ def test_cli_stats_render_judge_on_the_samples(tmp_path, capsys):
                      "--api-base", fake.url + "/v1", "--model", "fake-judge-r1"]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == len(loaded) and all(x["label"] is None and x["passed"] is True for x in lines)
+
+
+def test_induce_refuses_unlabeled_traces_instead_of_training_on_placeholders(tmp_path, capsys):
+    code = main(["induce", "--data", str(LANGFUSE), "--out", str(tmp_path / "p.json"), "--model", "unused"])
+    assert code == 2 and "have no label" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
