@@ -215,3 +215,62 @@ def test_induce_refuses_unlabeled_traces_instead_of_training_on_placeholders(tmp
     code = main(["induce", "--data", str(LANGFUSE), "--out", str(tmp_path / "p.json"), "--model", "unused"])
     assert code == 2 and "have no label" in capsys.readouterr().err
     assert not (tmp_path / "p.json").exists()
+
+
+def _sdk(trace, sid, attrs, parent=None, events=(), status="UNSET", start="2025-01-01T00:00:00.000001Z"):
+    return {"name": "s", "context": {"trace_id": trace, "span_id": sid}, "parent_id": parent, "start_time": start,
+            "end_time": start, "status": {"status_code": status}, "attributes": attrs,
+            "events": [{"name": n, "attributes": a} for n, a in events]}
+
+
+def test_semconv_event_style_messages_and_a_bare_tool_span_in_a_json_array(tmp_path):
+    """1.27-1.35 span events (gen_ai.*.message, gen_ai.choice); an execute_tool span no message mentions."""
+    trace = "0x" + "12" * 16
+    chat = _sdk(trace, "0x01", {"gen_ai.operation.name": "chat"}, events=[
+        ("gen_ai.system.message", {"content": "be brief"}),
+        ("gen_ai.user.message", {"content": "what is 2+2?"}),
+        ("gen_ai.choice", {"message": json.dumps({"role": "assistant", "content": "4"}), "index": 0})])
+    tool = _sdk(trace, "0x02", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "calc",
+                                "gen_ai.tool.call.arguments": '{"x": "2+2"}', "gen_ai.tool.call.result": "4"},
+                start="2024-12-31T23:59:59Z")
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps([chat, tool]))
+    assert detect_format(path) == "otel"
+    [t], _ = load_trajectories(path)
+    assert t.id == "12" * 16 and t.hidden["system_prompt"] == "be brief"
+    assert [(s.kind, s.content) for s in t.steps] == [
+        ("tool_call", ""), ("tool_result", "4"), ("user", "what is 2+2?"), ("final_answer", "4")]
+    assert t.steps[0].arguments == {"x": "2+2"} and t.steps[0].call_id == t.steps[1].call_id
+
+
+def test_unmappable_gen_ai_messages_fail_naming_the_attribute(tmp_path):
+    path = tmp_path / "odd.jsonl"
+    bad = _sdk("0x" + "34" * 16, "0x01", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": '{"foo": 1}'})
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(TrajectoryFormatError, match=r"odd\.jsonl, record 0: .*gen_ai\.input\.messages.*foo"):
+        load_trajectories(path, format="otel")
+
+
+def test_langfuse_json_lines_and_api_page_shapes(tmp_path):
+    one = json.loads((LANGFUSE / "openai-agents-2025-09-30.trace.json").read_text())
+    two = json.loads((LANGFUSE / "google-adk-2025-08-28.trace.json").read_text())
+    lines = tmp_path / "traces.jsonl"
+    lines.write_text(json.dumps(one) + "\n{broken\n" + json.dumps(two) + "\n")
+    assert detect_format(lines) == "langfuse"
+    ts, report = load_trajectories(lines, on_error="skip")
+    assert len(ts) == 2 and [r for _, r, _ in report.skipped] == [1]
+    page = tmp_path / "page.json"  # the traces API: full traces with inline observations
+    page.write_text(json.dumps({"data": [{**one["trace"], "observations": one["observations"]}], "meta": {"page": 1}}))
+    [t], _ = load_trajectories(page, format="langfuse")
+    assert t.id == ts[0].id and [s.kind for s in t.steps] == [s.kind for s in ts[0].steps]
+
+
+def test_langfuse_error_level_marks_the_tool_result(tmp_path):
+    data = json.loads((LANGFUSE / "openai-agents-2025-09-30.trace.json").read_text())
+    tool = next(o for o in data["observations"] if o["type"] == "TOOL")
+    tool["level"], tool["statusMessage"] = "ERROR", "upstream timeout"
+    path = tmp_path / "err.json"
+    path.write_text(json.dumps(data))
+    [t], _ = load_trajectories(path)
+    [result] = [s for s in t.steps if s.kind == "tool_result"]
+    assert result.is_error and t.n_tool_errors == 1
