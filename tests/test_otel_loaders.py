@@ -81,10 +81,13 @@ def test_langfuse_pydantic_ai_history_is_not_duplicated():
     assert "You are a creative joke writer" in t.hidden["system_prompt"]
 
 
-@pytest.mark.parametrize("name,calls", [("google-adk-2025-08-28.trace.json", 1), ("claude-agent-2025-12-22.trace.json", 2)])
-def test_langfuse_gemini_and_anthropic_blocks_pair(name, calls):
+@pytest.mark.parametrize("name,calls,last", [("google-adk-2025-08-28.trace.json", 1, "final_answer"),  # Gemini parts
+                                             ("claude-agent-2025-12-22.trace.json", 2, "final_answer"),  # tool_use blocks
+                                             ("langgraph-js-2025-10-30.trace.json", 1, "final_answer"),  # role = tool name
+                                             ("vercel-aisdk-2025-11-17.trace.json", 1, "tool_result")])  # toolCallId items
+def test_langfuse_message_dialects_pair_calls_and_results(name, calls, last):
     [t], _ = load_trajectories(LANGFUSE / name)
-    assert t.n_tool_calls == calls and t.steps[0].kind == "user" and t.steps[-1].kind == "final_answer"
+    assert t.n_tool_calls == calls and t.steps[0].kind == "user" and t.steps[-1].kind == last
     assert_paired(t)
 
 
@@ -197,7 +200,7 @@ def test_cli_stats_render_judge_on_the_samples(tmp_path, capsys):
     assert main(["stats", "--data", *data, "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     loaded, _ = load_trajectories(data)
-    assert len(loaded) == 16  # otel/: 1+1+3+3+2+1+1, langfuse/: 4 (evals/data/SOURCES.md)
+    assert len(loaded) == 18  # otel/: 1+1+3+3+2+1+1, langfuse/: 6 (evals/data/SOURCES.md)
     assert stats["trajectories"] == stats["unlabeled"] == len(loaded) and stats["positives"] == 0
     assert stats["tool_errors"] == sum(t.n_tool_errors for t in loaded) == 4
     assert stats["mean_reward"] is None and stats["skipped"] == 0

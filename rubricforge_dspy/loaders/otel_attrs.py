@@ -146,7 +146,7 @@ def _gemini(contents: list, where: str) -> list[Msg]:
     return out
 
 
-def _responses_item(item: dict, where: str, out: list[Msg]) -> bool:
+def _responses_item(item: dict, out: list[Msg]) -> bool:
     """OpenAI Responses API items (function_call, function_call_output, output_text messages)."""
     kind = item.get("type")
     if kind == "function_call":
@@ -175,8 +175,11 @@ def normalize_messages(value: Any, where: str) -> list[Msg]:
     if isinstance(value, dict):
         if isinstance(value.get("messages"), list):  # a request body
             return normalize_messages(value["messages"], where)
-        if isinstance(value.get("contents"), list):  # a Gemini request body
-            return _gemini(value["contents"], where)
+        if isinstance(value.get("contents"), (list, str)):  # a Gemini request body
+            return _gemini(value["contents"] if isinstance(value["contents"], list) else [value["contents"]], where)
+        if isinstance(value.get("args"), list) and set(value) <= {"args", "kwargs"} \
+                and all(isinstance(a, str) for a in value["args"]):  # LlamaIndex complete(prompt)
+            return [Msg(role="user", content=a) for a in value["args"]]
         if isinstance(value.get("content"), dict) and isinstance(value["content"].get("parts"), list):
             return _gemini([value["content"]], where)  # a Gemini / ADK response
         if isinstance(value.get("candidates"), list):
@@ -200,7 +203,19 @@ def normalize_messages(value: Any, where: str) -> list[Msg]:
     for i, item in enumerate(value):
         if not isinstance(item, dict):
             raise ValueError(f"{where}: message {i} is not an object")
-        if _responses_item(item, where, out):
+        if _responses_item(item, out):
+            continue
+        if "toolCallId" in item:  # Vercel AI SDK tool calls / results
+            if "toolName" in item and not any(k in item for k in ("output", "result")):
+                _responses_item({"type": "function_call", "call_id": item["toolCallId"], "name": item["toolName"],
+                                 "arguments": item.get("input", item.get("args"))}, out)
+            else:
+                out.append(Msg("tool", _text(item.get("output", item.get("result"))), tool_call_id=item["toolCallId"]))
+            continue
+        named = next((cid for m in out[::-1] if m.role == "assistant" for cid, n, _ in m.tool_calls
+                      if n == item.get("role")), None) if item.get("role") not in _ROLES else None
+        if named is not None:  # LangChain.js: a tool message whose role is the tool's name
+            out.append(Msg("tool", _text(item.get("content")), tool_call_id=item.get("tool_call_id") or named))
             continue
         if item.get("type") == "message" and "role" not in item:
             item = {**item, "role": "assistant"}

@@ -138,21 +138,26 @@ def steps_and_system(spans: list[Span]) -> tuple[list[Step], list[str], str | No
     history.sort(key=lambda t: (t[0], t[1]))
     messages = [m for _, _, m in history]
     roots = [s for s in live if s.kind in ("agent", "other") and (s.value_in or s.value_out)]
-    if not any(m.role == "user" for m in messages) and roots and roots[0].value_in:
+    if not any(m.role == "user" for m in messages) and roots and _last_text(roots[0].value_in, "user"):
         messages.insert(0, Msg("user", _last_text(roots[0].value_in, "user")))
-    if not any(m.role == "assistant" and m.content.strip() for m in messages) and roots and roots[0].value_out:
+    if not any(m.role == "assistant" and m.content.strip() for m in messages) and roots \
+            and _last_text(roots[0].value_out, "assistant"):
         messages.append(Msg("assistant", _last_text(roots[0].value_out, "assistant")))
     model = next((s.model for s in live if s.model), None)
     return _to_steps(messages), system, model
 
 
-def _last_text(value: str, role: str) -> str:
-    """An agent span's input/output: the last ``role`` message when it holds chat messages, else as is."""
+def _last_text(value: str | None, role: str) -> str:
+    """An agent span's input/output: the last ``role`` message's text when it holds chat messages (``""``
+    when those carry no text, e.g. only tool calls), else the value as is."""
+    if not value:
+        return ""
     try:
-        texts = [m.content for m in normalize_messages(value, "agent span") if m.role in (role, "user") and m.content]
+        msgs = normalize_messages(value, "agent span")
     except ValueError:
         return value
-    return texts[-1] if texts else value
+    texts = [m.content for m in msgs if m.role in (role, "user") and m.content.strip()]
+    return texts[-1] if texts else ""
 
 
 def _to_steps(messages: list[Msg]) -> list[Step]:
