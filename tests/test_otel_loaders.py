@@ -277,3 +277,25 @@ def test_langfuse_error_level_marks_the_tool_result(tmp_path):
     [t], _ = load_trajectories(path)
     [result] = [s for s in t.steps if s.kind == "tool_result"]
     assert result.is_error and t.n_tool_errors == 1
+
+
+def test_json_lines_are_streamed_not_read_whole(tmp_path, monkeypatch):
+    """OTLP JSON Lines and Langfuse JSON Lines are read line by line: reading the whole file would fail here."""
+    otlp = tmp_path / "export.jsonl"
+    otlp.write_bytes((OTEL / "constructed_otlp.jsonl").read_bytes())
+    trace = json.loads((LANGFUSE / "openai-agents-2025-09-30.trace.json").read_text())
+    lines = tmp_path / "traces.jsonl"
+    lines.write_text(json.dumps(trace) + "\n")
+    real_read_text, real_read_bytes = Path.read_text, Path.read_bytes
+
+    def guarded(reader):
+        def read(self, *args, **kwargs):
+            if self.parent == tmp_path and self.suffix == ".jsonl" and reader is real_read_text:
+                raise AssertionError(f"{self.name} read whole")
+            return reader(self, *args, **kwargs)
+        return read
+
+    monkeypatch.setattr(Path, "read_text", guarded(real_read_text))
+    monkeypatch.setattr(Path, "read_bytes", guarded(real_read_bytes))
+    assert len(load_trajectories(otlp, format="otel")[0]) == 3
+    assert len(load_trajectories(lines, format="langfuse")[0]) == 1

@@ -172,8 +172,38 @@ def _otlp_spans(request: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
                 yield trace, span, resource
 
 
+def _spans_of(value: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
+    """The spans of one record: an OTLP export request, an MLflow trace, ``{"spans": [...]}``, a list, a span."""
+    if isinstance(value, dict) and "resourceSpans" in value:
+        yield from _otlp_spans(value, where)
+    elif isinstance(value, dict) and isinstance(value.get("data"), dict) and "info" in value:
+        yield from _spans_of(value["data"].get("spans") or [], where)
+    elif isinstance(value, dict) and isinstance(value.get("spans"), list):
+        yield from _spans_of(value["spans"], where)
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            yield from _spans_of(item, f"{where}[{k}]")
+    else:
+        yield to_span(value, where)
+
+
+def _first_line_is_json(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    return isinstance(json.loads(raw.decode("utf-8-sig", errors="replace")), dict)
+                except ValueError:
+                    return False
+    return False
+
+
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(record index, value | TrajectoryFormatError)``: whole-file JSON, or one value per line / object."""
+    """``(record index, value | TrajectoryFormatError)``: one JSON value per line (streamed), else the
+    whole-file JSON (spans or export requests one record each), else concatenated indented objects."""
+    if _first_line_is_json(path):  # JSON Lines (a one-line JSON file is one record)
+        yield from iter_json_lines(path)
+        return
     text = path.read_text(encoding="utf-8-sig")
     try:
         value = json.loads(text)
@@ -185,14 +215,6 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         if isinstance(value, dict) and isinstance(value.get("spans"), list):
             value = value["spans"]
         yield from enumerate(value if isinstance(value, list) else [value])  # spans or export requests
-        return
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    try:
-        one_line = isinstance(json.loads(first), dict)
-    except ValueError:
-        one_line = False
-    if one_line:  # JSON Lines: the first line is a whole object
-        yield from iter_json_lines(path)
         return
     decoder, pos, index = json.JSONDecoder(), 0, 0  # ConsoleSpanExporter: indented objects one after another
     while pos < len(text):
@@ -218,10 +240,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Traje
             yield index, value
             continue
         try:
-            if isinstance(value, dict) and "resourceSpans" in value:
-                found = list(_otlp_spans(value, f"record {index}"))
-            else:
-                found = [to_span(value, f"record {index}")]
+            found = list(_spans_of(value, f"record {index}"))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             yield index, TrajectoryFormatError(str(path), index, str(exc))
             continue
