@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.loaders._common import first_json_lines, redact
+from rubricforge_dspy.loaders._common import first_json_lines, read_prefix, redact
 from rubricforge_dspy.loaders.jsonl import iter_json_lines
 from rubricforge_dspy.loaders.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.loaders.spans import Span, build_trajectory
@@ -113,9 +113,9 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    head = path.read_bytes()[:1 << 16].lstrip(b"\xef\xbb\xbf \t\r\n")
+    head = read_prefix(path, 1 << 16).lstrip("\ufeff \t\r\n")
     lines = first_json_lines(path, limit=2)
-    if head[:1] == b"{" and lines and ("trace" in lines[0] or "observations" in lines[0]):
+    if head[:1] == "{" and lines and ("trace" in lines[0] or "observations" in lines[0]):
         yield from iter_json_lines(path)  # JSON Lines, one trace per line
         return
     try:
