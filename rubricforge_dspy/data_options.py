@@ -104,8 +104,12 @@ def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedDa
         labeled = [t for t in trajectories if not t.hidden.get("unlabeled")]
         data.left_out = len(trajectories) - len(labeled)
         if not labeled:
-            raise ValueError(f"none of the {len(trajectories)} trajectories has a label; join labels with "
-                             "--labels FILE (CSV id,label / JSONL / SWE-bench results.json)")
+            first = trajectories[0] if trajectories else None
+            raise ValueError(f"all {len(trajectories)} trajectories have no label"
+                             + (f" (first: {first.id} from {first.source.file})" if first else "")
+                             + f"; {getattr(args, 'command', None) or 'this command'} needs labels: join them by id "
+                             "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
+                             "as generic JSONL with a reward per record (docs/FORMAT.md)")
         if data.left_out:
             print(f"WARNING: {data.left_out} unlabeled trajectories left out (no label in the data or the labels "
                   f"file); using the {len(labeled)} labeled ones", file=sys.stderr)

@@ -176,7 +176,7 @@ def test_stats_warns_about_graded_rewards_at_zero(capsys):
 def test_induce_leaves_unlabeled_out_and_refuses_none_labeled(tmp_path, capsys):
     data = unlabeled_file(tmp_path)
     assert main(["induce", "--data", str(data), "--out", str(tmp_path / "p.json")]) == 2
-    assert "none of the 4 trajectories has a label" in capsys.readouterr().err
+    assert "all 4 trajectories have no label" in capsys.readouterr().err
 
 
 def test_report_reads_labels_through_the_labels_module(tmp_path):
