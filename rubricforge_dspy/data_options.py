@@ -61,13 +61,18 @@ class LoadedData:
 def print_load_problems(report, join=None, stream=None) -> None:
     """Each skipped record and ignored file with its reason (the first `SHOWN` of each), then the join."""
     stream = stream or sys.stderr
+    from rubricforge_dspy.loaders import NOT_CANDIDATE as NOT_JSON  # counted, not listed one by one
+
+    not_json = [f for f, p in report.ignored_files if p == NOT_JSON]
     for what, rows in (("skipped", [(f, r, p) for f, r, p in report.skipped]),
-                       ("ignored file", [(f, None, p) for f, p in report.ignored_files])):
+                       ("ignored file", [(f, None, p) for f, p in report.ignored_files if p != NOT_JSON])):
         for file, record, problem in rows[:SHOWN]:
             where = file if record is None else f"{file}, record {record}"
             print(f"{what}: {where}: {problem}", file=stream)
         if len(rows) > SHOWN:
             print(f"{what}: ... and {len(rows) - SHOWN} more", file=stream)
+    if not_json:
+        print(f"ignored {len(not_json)} file(s) that are not .json/.jsonl (e.g. {not_json[0]})", file=stream)
     if report.skipped:
         print(f"{len(report.skipped)} record(s) skipped (--skip-bad)", file=stream)
     if join is not None:

@@ -81,8 +81,11 @@ def test_unreadable_file_in_a_directory_scan_is_reported(tmp_path, monkeypatch, 
 def test_ignored_files_of_a_directory_scan_are_listed(tmp_path, capsys):
     write_lines(tmp_path / "a.jsonl", [jsonl_record(0)])
     (tmp_path / "notes.json").write_bytes(b"\xff\xfe garbage")
+    (tmp_path / "README.md").write_text("about these runs")
     assert main(["stats", "--data", str(tmp_path)]) == 0
-    assert f"ignored file: {tmp_path / 'notes.json'}: unknown trajectory format" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"ignored file: {tmp_path / 'notes.json'}: unknown trajectory format" in err
+    assert f"ignored 1 file(s) that are not .json/.jsonl (e.g. {tmp_path / 'README.md'})" in err
 
 
 def test_a_json_array_of_generic_records_is_read(tmp_path):

@@ -57,6 +57,7 @@ _READERS = {
 }
 _READERS.update({"otel": otel.read, "langfuse": langfuse.read})
 _CANDIDATE_SUFFIXES = (".json", ".jsonl")
+NOT_CANDIDATE = "not a .json/.jsonl file"  # the reason a directory scan gives for files it does not open
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -153,7 +154,7 @@ def _files(paths: Iterable[PathLike], format: str,
                 if any(part.startswith(".") for part in child.relative_to(path).parts):
                     continue
                 if child.suffix not in _CANDIDATE_SUFFIXES:
-                    report.ignored_files.append((str(child), "not a .json/.jsonl file"))
+                    report.ignored_files.append((str(child), NOT_CANDIDATE))
                     continue
                 try:
                     found = detect_format(child)
