@@ -11,6 +11,7 @@
     rubricforge show PROGRAM               rubric summary and certificate
     rubricforge gate --candidate NEW --baseline OLD --data LABELED   may NEW replace OLD? (exit 0/1)
     rubricforge label-next --program P --data UNLABELED -k 20 --out FILE.jsonl
+    rubricforge floor --data LABELED [--json]   the floor every judge must beat (no LM, seconds)
 """
 
 from __future__ import annotations
@@ -495,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_certify_parsers(sub)
     _add_gate_parser(sub)
     _add_label_next_parser(sub)
+    from rubricforge_dspy.floor.command import add_floor_parser
+
+    add_floor_parser(sub, FORMATS)
     return parser
 
 

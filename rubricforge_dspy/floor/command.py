@@ -1,0 +1,134 @@
+"""`rubricforge floor --data LABELED [--labels L.jsonl] [--json]`: the floor by task-grouped
+cross-validation, with the length-only model and the fixed Heuristic beside it. Seconds, no LM: the
+first command to run on new labeled data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from rubricforge_dspy.floor.criterion import FLOOR, LENGTH_ONLY, giveaway_sentence
+from rubricforge_dspy.floor.cv import (DEFAULT_FOLDS, DEFAULT_RESAMPLES, HEURISTIC, cross_validate, floor_report,
+                                       grouped_folds, verdict_lines)
+from rubricforge_dspy.floor.features import FEATURES, LENGTH_FEATURES
+from rubricforge_dspy.floor.model import FloorError, SymptomFloor
+
+__all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "apply_labels", "format_floor_report"]
+
+
+def apply_labels(trajectories: list, labels_path) -> tuple[list, int]:
+    """`trajectories` relabeled from a labels JSONL (``{"id", "label": 0|1[, "reward"]}`` per line, read
+    by `report.read_labels`); every trajectory needs a label. Returns them and the count of labels whose
+    id is not in the data (ignored)."""
+    from rubricforge_dspy.report import read_labels
+
+    labels = read_labels(labels_path)
+    missing = [t.id for t in trajectories if t.id not in labels]
+    if missing:
+        raise FloorError(f"{labels_path}: no label for {len(missing)} trajectory id(s) (first: {missing[0]}); "
+                         "label every trajectory, or leave --labels out to use the data's own labels")
+    relabeled = [dataclasses.replace(t, label=labels[t.id]["label"], reward=labels[t.id]["reward"])
+                 for t in trajectories]
+    return relabeled, len(set(labels) - {t.id for t in trajectories})
+
+
+def load_labeled(args) -> tuple[list, dict]:
+    """The trajectories of ``--data`` (with ``--labels`` joined) and what was dropped, counted."""
+    from rubricforge_dspy.loaders import load_trajectories
+
+    trajectories, report = load_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
+                                             on_error="skip" if args.skip_bad else "raise")
+    for file, record, problem in report.skipped:
+        print(f"skipped: {file}, record {record}: {problem}", file=sys.stderr)
+    dropped = {"skipped_records": len(report.skipped), "labels_not_in_data": 0}
+    if args.labels:
+        trajectories, dropped["labels_not_in_data"] = apply_labels(trajectories, args.labels)
+    return trajectories, dropped
+
+
+def _rate(row: dict, key: str, ci: str | None = None) -> str:
+    ci = ci or key
+    value, low, high = row.get(key), row.get(f"{ci}_ci_low"), row.get(f"{ci}_ci_high")
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
+
+
+def format_floor_report(report: dict, where: str) -> str:
+    level = int(round(100 * report["confidence"]))
+    lines = [f"data: {where}: {report['n']} trajectories on {report['tasks']} tasks, {report['positives']} passed "
+             f"(base pass rate {report['base_pass_rate']:.3f})",
+             f"task-grouped {report['folds']['n']}-fold cross-validation (seed {report['folds']['seed']}); "
+             f"{level}% intervals: exact Clopper-Pearson for the false-pass rate, bootstrap for kappa and AUC", ""]
+    header = f"{'judge':<12} {'kappa':<24} {'false-pass rate (exact)':<26} {'accuracy':<9} {'AUC':<24} {'n':>5}"
+    lines += [header, "-" * len(header)]
+    for row in report["rows"]:
+        accuracy = f"{row['accuracy']:.3f}" if row.get("accuracy") is not None else "n/a"
+        lines.append(f"{row['judge']:<12} {_rate(row, 'kappa'):<24} {_rate(row, 'false_pass_rate', 'false_pass'):<26} "
+                     f"{accuracy:<9} {_rate(row, 'auc'):<24} {row['n']:>5}")
+    length = next(r for r in report["rows"] if r["judge"] == LENGTH_ONLY)
+    lines += ["", giveaway_sentence(length["auc"], length["auc_ci_low"], length["auc_ci_high"]).replace("**", "")]
+    for note in report.get("notes") or []:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def cmd_floor(args) -> int:
+    trajectories, dropped = load_labeled(args)
+    report = floor_report(trajectories, n_splits=args.folds, seed=args.seed, n_resamples=args.resamples)
+    report = {"data": [str(p) for p in args.data], "labels": args.labels,
+              "label_threshold": args.label_threshold, **dropped, **report}
+    if args.verdicts_dir:
+        out = Path(args.verdicts_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        folds = grouped_folds(trajectories, args.folds, args.seed)
+        from rubricforge_dspy.symptoms import heuristic_verdict
+
+        scored = {FLOOR: cross_validate(trajectories, FEATURES, name=FLOOR, folds=folds).scores,
+                  LENGTH_ONLY: cross_validate(trajectories, LENGTH_FEATURES, name=LENGTH_ONLY, folds=folds).scores,
+                  HEURISTIC: [heuristic_verdict(t)[1] for t in trajectories]}
+        for name, scores in scored.items():
+            with (out / f"{name}.jsonl").open("w", encoding="utf-8") as handle:
+                for line in verdict_lines(trajectories, scores, name):
+                    handle.write(json.dumps(line) + "\n")
+        report["verdicts_dir"] = str(out)
+    if args.save_floor:
+        Path(args.save_floor).write_text(SymptomFloor.fit(trajectories).to_json(), encoding="utf-8")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        print(format_floor_report(report, ", ".join(map(str, args.data))))
+        extra = [f"{dropped['skipped_records']} malformed record(s) skipped"] if dropped["skipped_records"] else []
+        if dropped["labels_not_in_data"]:
+            extra.append(f"{dropped['labels_not_in_data']} label(s) for ids not in the data ignored")
+        for line in extra:
+            print(f"note: {line}")
+    return 0
+
+
+def add_floor_parser(sub, formats: tuple[str, ...]) -> None:
+    p = sub.add_parser("floor", help="the floor every judge must beat: symptom and length-only models by "
+                                     "task-grouped cross-validation, and the Heuristic (no LM, seconds)")
+    p.add_argument("--data", required=True, nargs="+", help="labeled trajectory file(s) or directory")
+    p.add_argument("--labels", default=None,
+                   help="JSONL of {\"id\", \"label\": 0|1[, \"reward\"]}: labels to use instead of the data's own")
+    p.add_argument("--format", default="auto", choices=formats)
+    p.add_argument("--label-threshold", type=float, default=0.0, help="label = reward > threshold")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip (and count) malformed records instead of stopping at the first one")
+    p.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help=f"cross-validation folds (default {DEFAULT_FOLDS})")
+    p.add_argument("--seed", type=int, default=0, help="fold shuffling and bootstrap seed")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples for kappa/AUC")
+    p.add_argument("--json", action="store_true", help="print every number as JSON")
+    p.add_argument("--out", default=None, help="also write the JSON here")
+    p.add_argument("--verdicts-dir", default=None,
+                   help="write out-of-fold verdict files floor.jsonl, length_only.jsonl, heuristic.jsonl here "
+                        "(pass them to `rubricforge report` or `gate --floor-verdicts`)")
+    p.add_argument("--save-floor", default=None, help="write the floor fit on all the data here (plain JSON)")
+    p.set_defaults(func=cmd_floor)
