@@ -144,6 +144,12 @@ def cmd_induce(args) -> int:
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                         init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
+        if args.hybrid:
+            from rubricforge_dspy.floor.hybrid import freeze_hybrid
+
+            stack = freeze_hybrid(args.out, split.val, result.val_verdicts, args.max_false_pass)
+            print(f"hybrid: LLM score + {len(stack.model.inputs) - 1} symptom features, fit on {stack.fit['n']} "
+                  f"validation verdicts; passes at p >= {stack.threshold:.3f}", file=sys.stderr)
         if args.certify and len({t.label for t in split.test}) == 2:
             from rubricforge_dspy.certify import certify_program
 
@@ -261,6 +267,12 @@ def cmd_show(args) -> int:
     if manifest.get("calibration"):
         cal = manifest["calibration"]
         print(f"calibration: {cal.get('method')} fit on {cal.get('n')} verdicts")
+    if manifest.get("hybrid"):
+        hybrid = manifest["hybrid"]
+        print(f"hybrid: LLM score + symptom features, fit on {(hybrid.get('fit') or {}).get('n')} validation "
+              f"verdicts; passes at p >= {hybrid.get('threshold')}")
+    if manifest.get("floor"):
+        print(f"symptom floor: fit on {(manifest['floor'].get('trained_on') or {}).get('n')} training trajectories")
     print("\n".join(format_certificate(manifest.get(CERTIFICATE_KEY))))
     return 0
 
@@ -278,17 +290,20 @@ def cmd_gate(args) -> int:
             print("error: give --candidate-verdicts and --baseline-verdicts together, without "
                   "--candidate/--baseline/--data", file=sys.stderr)
             return 2
-        result = gate_verdict_files(args.candidate_verdicts, args.baseline_verdicts, args.margin, args.alpha)
+        result = gate_verdict_files(args.candidate_verdicts, args.baseline_verdicts, args.margin, args.alpha,
+                                    floor_path=args.floor_verdicts, require_beats_floor=args.require_beats_floor)
     else:
-        if not (args.candidate and args.baseline and args.data):
-            print("error: give --candidate, --baseline and --data (or two verdict files)", file=sys.stderr)
+        if not (args.candidate and args.baseline and args.data) or args.floor_verdicts:
+            print("error: give --candidate, --baseline and --data (or two verdict files; --floor-verdicts goes "
+                  "with verdict files)", file=sys.stderr)
             return 2
         trajectories, _ = _load(args)
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
             lm = stack.enter_context(lm_from_args(args))
             result = gate_programs(args.candidate, args.baseline, trajectories, lm=lm, verdicts_dir=verdicts_dir,
-                                   margin=args.margin, alpha=args.alpha, concurrency=args.concurrency)
+                                   margin=args.margin, alpha=args.alpha, concurrency=args.concurrency,
+                                   require_beats_floor=args.require_beats_floor)
     print(result.markdown())
     return 0 if result.may_replace else 1
 
@@ -309,6 +324,11 @@ def _add_gate_parser(sub) -> None:
                    help="non-inferiority margin on the false-pass rate difference (default 0.05)")
     p.add_argument("--alpha", type=float, default=0.05, help="level of both tests (default 0.05)")
     p.add_argument("--verdicts-dir", default=None, help="keep candidate.jsonl and baseline.jsonl here")
+    p.add_argument("--require-beats-floor", action="store_true",
+                   help="also require the candidate to get more items right than the symptom floor")
+    p.add_argument("--floor-verdicts", default=None,
+                   help="with verdict files: the floor's verdict JSONL on the same items "
+                        "(`rubricforge floor --verdicts-dir DIR` writes DIR/floor.jsonl)")
     p.add_argument("--concurrency", type=int, default=4)
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_gate)
@@ -448,6 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "threshold on the calibrated score that keeps it at most ALPHA")
     p.add_argument("--calibration", choices=("platt", "isotonic", "none"), default="platt",
                    help="map raw scores to calibrated probabilities, fit on validation verdicts")
+    p.add_argument("--hybrid", action="store_true",
+                   help="freeze a hybrid judge: the LLM score stacked with the symptom floor's features in one "
+                        "logistic regression fit on validation verdicts (docs/FLOOR.md); load() returns it")
     p.add_argument("--no-certify", dest="certify", action="store_false",
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")

@@ -13,6 +13,7 @@ from rubricforge_dspy.report.comparisons import (
     false_pass_gap_table,
     sweep_table,
 )
+from rubricforge_dspy.report.floor import floor_table
 from rubricforge_dspy.report.notes import clean
 from rubricforge_dspy.report.run import Run
 from rubricforge_dspy.report.tables import (
@@ -66,5 +67,6 @@ def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confid
         "disagreements": disagreements_table(run, y, notes),
         "sweep": sweep_table(run),
     }
+    report["floor"] = floor_table(report["main"], run.induced, notes)
     report["warnings"] = notes
     return clean(report)

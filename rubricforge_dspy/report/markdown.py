@@ -54,6 +54,31 @@ def _facts(report: dict) -> list[str]:
     return out
 
 
+def floor_section(report: dict) -> list[str]:
+    """In words, above the tables: does length give the outcome away; does the induced judge beat the floor."""
+    floor = report.get("floor")
+    if not floor:
+        return []
+    out = ["## The floor", ""]
+    if floor["giveaway_sentence"]:
+        out += [floor["giveaway_sentence"], ""]
+    v = floor["vs_floor"]
+    if v:
+        induced = report["meta"]["induced"]
+        verdict = ("beats" if v["beats_floor"] else "ties with" if v["only_judge_right"] == v["only_floor_right"]
+                   else "does **not** beat")
+        out += [f"The {induced} judge {verdict} the symptom floor (a logistic regression on observable symptom "
+                f"counts, fit on the training split) on these items: κ {num(v['kappa_judge'])} vs "
+                f"{num(v['kappa_floor'])}, false-pass rate {num(v['false_pass_judge'])} vs "
+                f"{num(v['false_pass_floor'])}; {v['only_judge_right']} item(s) only the judge got right, "
+                f"{v['only_floor_right']} only the floor (McNemar p = {pval(v['p_value'])}).", ""]
+    if not (floor["floor"] and floor["length_only"]):
+        out += ["This report has no floor or length-only row, so it cannot say whether the judge beats what "
+                "observable symptoms or episode length already know. `rubricforge floor --data LABELED "
+                "--verdicts-dir DIR` writes their verdicts for the same items.", ""]
+    return out
+
+
 def main_section(report: dict, links: dict[str, str] | None) -> list[str]:
     items, induced = report["items"], report["meta"]["induced"]
     conf = int(round(100 * report["settings"]["confidence"]))
@@ -153,8 +178,9 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
     """The report as markdown. ``figure_links`` maps figure names (see ``figures.FIGURES``) to
     relative paths; figures are embedded only when given."""
     meta = report["meta"]
-    out = [f"# Judge report: {meta.get('dataset') or meta['run']}", "", *_facts(report)]
-    out += ["", "## How to read this", "", HOW_TO_READ, ""]
+    out = [f"# Judge report: {meta.get('dataset') or meta['run']}", "", *_facts(report), ""]
+    out += floor_section(report)
+    out += ["## How to read this", "", HOW_TO_READ, ""]
     if meta.get("split") is not None:
         out += ["## Split", "", *split_table(meta["split"]), ""]
     out += main_section(report, figure_links)
