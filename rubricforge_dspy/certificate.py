@@ -120,7 +120,7 @@ def certificate_for(records: Iterable[Mapping], *, lm, data_fingerprint: str, ru
     extra = {}
     if floor is not None:
         extra["floor"] = floor_margin_of_records(records, floor[0], source=floor[1],
-                                                 alpha=1.0 - options.get("confidence", 0.95))
+                                                 alpha=round(1.0 - options.get("confidence", 0.95), 6))
     return {
         **compute_certificate(records, **options), **extra,
         "data_fingerprint": data_fingerprint,

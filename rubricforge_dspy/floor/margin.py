@@ -66,7 +66,7 @@ def floor_margin(labels, judge_passed, floor_passed, judge_scores=None, floor_sc
     beats = cmp["b"] > cmp["c"]
     return {"source": source, "n": int(len(y)), "negatives": int((y == 0).sum()), "judge": judge, "floor": floor,
             "margin": margin, "mcnemar": {"b": cmp["b"], "c": cmp["c"], "p_value": _value(cmp["p_value"])},
-            "beats_floor": bool(beats), "significant": bool(beats and cmp["p_value"] < alpha), "alpha": alpha}
+            "beats_floor": bool(beats), "significant": bool(beats and cmp["p_value"] < alpha), "alpha": round(alpha, 6)}
 
 
 def floor_margin_of_records(judge_records: Iterable[Mapping], floor_records: Iterable[Mapping], *, source: str,
