@@ -70,7 +70,7 @@ def backfill_run(run_dir: Path, data: Path, threshold: float) -> dict:
     if program.exists() and (predictions / f"{FLOOR}.jsonl").exists():
         add_margin(program, [r for _, r in read_lines(predictions / "induced.jsonl")],
                    [r for _, r in read_lines(predictions / f"{FLOOR}.jsonl")],
-                   "the symptom floor fit on the training split (added by evals/floor_backfill.py)")
+                   "the symptom floor fit on the training split; added by evals/floor_backfill.py")
     return json.loads((run_dir / "report.json").read_text())
 
 
@@ -91,7 +91,7 @@ def backfill_certified_program() -> None:
     trajectories, _ = load_trajectories(folder / "held_out.jsonl")
     floor, source = floor_verdicts(trajectories, (read_program(program).get(MANIFEST_KEY) or {}).get("floor"))
     add_margin(program, [r for _, r in read_lines(folder / "verdicts.jsonl")], floor,
-               source + " (added by evals/floor_backfill.py)")
+               source + "; added by evals/floor_backfill.py")
 
 
 def main() -> int:

@@ -29,8 +29,7 @@ __all__ = ["FloorMarginError", "floor_margin", "floor_margin_of_records", "floor
            "PROGRAM_FLOOR", "CROSS_VALIDATED_FLOOR"]
 
 PROGRAM_FLOOR = "the symptom floor fit on the program's training split"
-CROSS_VALIDATED_FLOOR = ("the symptom floor cross-validated by task on these items (the program holds no floor: "
-                         "it was frozen before floors were recorded)")
+CROSS_VALIDATED_FLOOR = "the symptom floor cross-validated by task on these items; the program holds no floor"
 
 
 class FloorMarginError(ValueError):
