@@ -160,3 +160,35 @@ def test_fitting_the_stack_leaves_abstentions_out(lm):
         verdicts = [judge_verdict(TrajectoryJudge(), t).verdict for t in val]
     verdicts[0] = Verdict.abstention("timeout", "timeout")
     assert fit_stack(verdicts, val).fit["abstained_excluded"] == 1
+
+
+def test_induce_hybrid_cli_freezes_certifies_and_shows_the_hybrid(tmp_path, capsys):
+    from rubricforge_dspy.cli import main
+    from rubricforge_dspy.loaders.jsonl import to_record
+    from rubricforge_dspy.serving.fake import FakeOpenAI, user_text
+    from tests.test_faults_http import is_reflection, reflection_reply
+
+    data = tmp_path / "labeled.jsonl"
+    data.write_text("".join(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n" for t in dataset(48)))
+
+    def responder(body, n):
+        if is_reflection(body):
+            return reflection_reply(body)
+        return llm_blind_to_errors([{"role": "user", "content": user_text(body)}])
+
+    out = tmp_path / "hybrid.json"
+    with FakeOpenAI(responder) as fake:
+        flags = ["--api-base", fake.api_base, "--model", fake.model, "--reflection-api-base", fake.api_base,
+                 "--reflection-model", fake.model]
+        assert main(["induce", "--data", str(data), "--out", str(out), "--hybrid", "--budget", "30",
+                     "--minibatch", "2", *flags]) == 0
+    assert "hybrid: LLM score + 13 symptom features" in capsys.readouterr().err
+    manifest = read_program(out)["rubricforge"]
+    assert manifest["hybrid"]["fit"]["n"] > 0 and manifest["floor"]["trained_on"]["n"] > 0
+    certificate = manifest["certificate"]  # measured with the hybrid on the test split
+    assert certificate["floor"]["source"].startswith("the symptom floor fit on the program's training split")
+    assert certificate["false_pass"]["k"] < certificate["negatives"]
+    assert isinstance(load(out, check_certificate=False), HybridJudge)
+    assert main(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "hybrid: LLM score + symptom features" in shown and "margin over the symptom floor" in shown
