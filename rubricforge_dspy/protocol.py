@@ -18,7 +18,8 @@ from pathlib import Path
 import dspy
 import orjson
 
-from rubricforge_dspy.baselines import Majority, fewshot_judge, geval_judge, heuristic, oracle
+from rubricforge_dspy.baselines import (Majority, fewshot_judge, geval_judge, heuristic, length_only, oracle,
+                                        symptom_floor)
 from rubricforge_dspy.batch import judge_stream
 from rubricforge_dspy.floor.criterion import FLOOR, HYBRID, LENGTH_ONLY
 from rubricforge_dspy.induction import InductionConfig, induce
@@ -76,11 +77,10 @@ def _judge_llm(judge: TrajectoryJudge, trajectories, path: Path, lm, config: Pro
 def write_floor_predictions(out_dir: Path, split, predictions: Path) -> list[str]:
     """The symptom floor and the length-only model, fit on the training split, judge the test split
     (``predictions/floor.jsonl``, ``predictions/length_only.jsonl``; models in ``floor.json``)."""
-    from rubricforge_dspy.floor import FloorError, SymptomFloor
+    from rubricforge_dspy.floor import FloorError
 
-    models = {}
     try:
-        models = {FLOOR: SymptomFloor.fit(split.train), LENGTH_ONLY: SymptomFloor.length_only(split.train)}
+        models = {FLOOR: symptom_floor(split.train), LENGTH_ONLY: length_only(split.train)}
     except FloorError as error:
         logger.warning("no floor rows: %s", error)
         return [f"no floor or length-only rows: {error}"]

@@ -44,7 +44,8 @@ def task_groups(trajectories: Sequence[Trajectory]) -> list[str]:
 def grouped_folds(trajectories: Sequence[Trajectory], n_splits: int = DEFAULT_FOLDS,
                   seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """(train indices, test indices) of each fold; no task is on both sides of any fold (see above).
-    Fewer folds than asked when there are fewer tasks; at least two tasks are needed."""
+    Fewer folds than asked when there are fewer tasks (or items of the larger class); at least two tasks
+    are needed."""
     from sklearn.model_selection import StratifiedGroupKFold
 
     if n_splits < 2:
@@ -53,12 +54,14 @@ def grouped_folds(trajectories: Sequence[Trajectory], n_splits: int = DEFAULT_FO
     n_groups = len(set(groups))
     if n_groups < 2:
         raise FloorError(f"task-grouped cross-validation needs at least 2 tasks, got {n_groups}")
-    k = min(n_splits, n_groups)
     y = np.array([t.label for t in trajectories])
+    # StratifiedGroupKFold needs some class with at least k members; fewer tasks give fewer folds
+    k = min(n_splits, n_groups, int(np.bincount(y, minlength=2).max()))
     splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "the least populated class has fewer members than n_splits"
-        return [(train, test) for train, test in splitter.split(np.zeros(len(y)), y, groups)]
+        folds = [(train, test) for train, test in splitter.split(np.zeros(len(y)), y, groups)]
+    return [(train, test) for train, test in folds if len(test) and len(train)]
 
 
 @dataclass(frozen=True)

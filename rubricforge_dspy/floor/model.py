@@ -110,7 +110,7 @@ def fit_logistic(x: np.ndarray, y: Sequence[int], inputs: Sequence[str]) -> Logi
     if len(y) != len(x) or not len(y):
         raise FloorError(f"need one label per row and at least one row, got {len(x)} rows and {len(y)} labels")
     if len(np.unique(y)) < 2:
-        raise FloorError(f"a floor needs passed and failed trajectories to learn from; all {len(y)} are "
+        raise FloorError(f"fitting needs passed and failed trajectories to learn from; all {len(y)} are "
                          f"{'passed' if y[0] else 'failed'}")
     scaler = StandardScaler().fit(x)
     regression = LogisticRegression(C=SOLVER["C"], solver="lbfgs", class_weight="balanced", max_iter=5000)
