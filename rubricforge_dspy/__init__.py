@@ -26,6 +26,8 @@ _EXPORTS = {
     "load_trajectories": "rubricforge_dspy.loaders",
     "render_trajectory": "rubricforge_dspy.render",
     "UncertifiedJudgeWarning": "rubricforge_dspy.certificate",
+    "SymptomFloor": "rubricforge_dspy.floor",
+    "HybridJudge": "rubricforge_dspy.floor.hybrid",
 }
 
 __all__ = sorted(_EXPORTS)

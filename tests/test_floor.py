@@ -152,3 +152,17 @@ def test_giveaway_rule():
     assert gives_away(0.8, 0.45) is False  # could be chance
     assert gives_away(0.7, 0.6) is False  # below the AUC bar
     assert gives_away(float("nan"), None) is None
+
+
+def test_few_tasks_get_fewer_folds_and_every_item_is_scored_once():
+    data = make_dataset(3)  # 3 tasks, 2 passed
+    folds = grouped_folds(data, n_splits=5)
+    assert 2 <= len(folds) <= 3 and sorted(i for _, test in folds for i in test) == [0, 1, 2]
+    with pytest.raises(FloorError, match="at least 2 tasks"):
+        grouped_folds(make_dataset(1, trials=3))
+
+
+def test_public_names():
+    import rubricforge_dspy
+
+    assert rubricforge_dspy.SymptomFloor is SymptomFloor and rubricforge_dspy.HybridJudge.__name__ == "HybridJudge"
