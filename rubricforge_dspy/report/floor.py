@@ -17,7 +17,7 @@ def floor_table(main: list[dict], induced: str, notes: list[str]) -> dict:
     """What the report says above its tables about the floor (see the module docstring)."""
     rows = {row["judge"]: row for row in main}
     out = {"floor": FLOOR in rows, "length_only": LENGTH_ONLY in rows, "hybrid": HYBRID in rows,
-           "giveaway_rule": GIVEAWAY_RULE, "gives_away": None, "giveaway_sentence": None, "vs_floor": None}
+           "giveaway_rule": GIVEAWAY_RULE, "gives_away": None, "giveaway_sentence": None, "vs_floor": None, "hybrid_row": None}
     if LENGTH_ONLY in rows:
         r = rows[LENGTH_ONLY]
         out["gives_away"] = gives_away(r["auc"], r["auc_ci_low"])
@@ -29,6 +29,10 @@ def floor_table(main: list[dict], induced: str, notes: list[str]) -> dict:
                            "false_pass_judge": j["false_pass_rate"], "false_pass_floor": f["false_pass_rate"],
                            "only_judge_right": mc.get("b"), "only_floor_right": mc.get("c"),
                            "p_value": mc.get("p_value"), "beats_floor": (mc.get("b") or 0) > (mc.get("c") or 0)}
+    if HYBRID in rows and FLOOR in rows and induced in rows:
+        h = rows[HYBRID]
+        out["hybrid_row"] = {"kappa": h["kappa"], "false_pass": h["false_pass_rate"],
+                             "beats_both": bool(h["accuracy"] > max(rows[induced]["accuracy"], rows[FLOOR]["accuracy"]))}
     if not (out["floor"] and out["length_only"]):
         notes.append(NO_FLOOR_NOTE)
     return out

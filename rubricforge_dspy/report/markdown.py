@@ -67,11 +67,18 @@ def floor_section(report: dict) -> list[str]:
         induced = report["meta"]["induced"]
         verdict = ("beats" if v["beats_floor"] else "ties with" if v["only_judge_right"] == v["only_floor_right"]
                    else "does **not** beat")
+        fit = "fit on the training split" if report["meta"].get("split") is not None else "from its verdict file"
         out += [f"The {induced} judge {verdict} the symptom floor (a logistic regression on observable symptom "
-                f"counts, fit on the training split) on these items: κ {num(v['kappa_judge'])} vs "
+                f"counts, {fit}) on these items: κ {num(v['kappa_judge'])} vs "
                 f"{num(v['kappa_floor'])}, false-pass rate {num(v['false_pass_judge'])} vs "
                 f"{num(v['false_pass_floor'])}; {v['only_judge_right']} item(s) only the judge got right, "
                 f"{v['only_floor_right']} only the floor (McNemar p = {pval(v['p_value'])}).", ""]
+    h = floor.get("hybrid_row")
+    if h:
+        out += [f"The hybrid judge (the {induced} judge's score stacked with the floor's features, fit on "
+                f"validation verdicts): κ {num(h['kappa'])}, false-pass rate {num(h['false_pass'])}; it is "
+                + ("more accurate than both its parts here." if h["beats_both"] else
+                   "not more accurate than both its parts here."), ""]
     if not (floor["floor"] and floor["length_only"]):
         out += ["This report has no floor or length-only row, so it cannot say whether the judge beats what "
                 "observable symptoms or episode length already know. `rubricforge floor --data LABELED "
