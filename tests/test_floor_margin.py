@@ -176,3 +176,16 @@ def test_report_says_above_the_tables_when_length_gives_the_outcome_away(tmp_pat
     out = write_report([judge], tmp_path / "alone.md", figures=False, n_resamples=100)
     assert "has no floor or length-only row" in out.read_text()
     assert any("no floor rows" in w for w in json.loads(out.with_suffix(".json").read_text())["warnings"])
+
+
+def test_protocol_says_why_there_is_no_hybrid_row(tmp_path):
+    from rubricforge_dspy.protocol import write_hybrid_predictions
+    from rubricforge_dspy.split import Split
+    from rubricforge_dspy.verdict import Verdict
+
+    passed_only = [t for t in make_dataset(4) if t.label]
+    split = Split(train=make_dataset(6), val=passed_only, test=make_dataset(4))
+    notes = write_hybrid_predictions(tmp_path, split, [Verdict.from_answer(True, 0.9)] * len(passed_only),
+                                     tmp_path / "induced.jsonl", tmp_path / "p.json", None)
+    assert len(notes) == 1 and notes[0].startswith("no hybrid row") and "passed and failed" in notes[0]
+    assert not (tmp_path / "hybrid.jsonl").exists()
