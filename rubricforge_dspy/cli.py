@@ -182,7 +182,7 @@ def cmd_induce(args) -> int:
 def cmd_report(args) -> int:
     from rubricforge_dspy.report import report_main
 
-    path = report_main(args.predictions, args.out, labels=args.labels)
+    path = report_main(args.predictions, args.out, labels=args.labels, floor_data=args.floor_data)
     print(f"report: {path}")
     return 0
 
@@ -486,6 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "one per judge (judge name = file stem); layout: docs/REPORT.md")
     p.add_argument("--labels", default=None,
                    help="JSONL of {\"id\", \"label\": 0|1[, \"reward\"]} for verdict files of unlabeled data")
+    p.add_argument("--floor-data", nargs="+", default=None,
+                   help="with verdict files: the labeled trajectories they judged; adds the floor and length-only "
+                        "rows (task-grouped cross-validation on those items, docs/FLOOR.md)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report)
 

@@ -24,7 +24,7 @@ from tests.test_floor import SHIPPED
 from tests.test_gate import paper_pairing, write_verdicts
 
 
-def write_jsonl(path, trajectories, labels=None):
+def write_jsonl(path, trajectories):
     with path.open("w") as handle:
         for t in trajectories:
             handle.write(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n")
@@ -189,3 +189,23 @@ def test_protocol_says_why_there_is_no_hybrid_row(tmp_path):
                                      tmp_path / "induced.jsonl", tmp_path / "p.json", None)
     assert len(notes) == 1 and notes[0].startswith("no hybrid row") and "passed and failed" in notes[0]
     assert not (tmp_path / "hybrid.jsonl").exists()
+
+
+def test_report_of_verdict_files_gets_floor_rows_from_the_labeled_data(tmp_path, capsys):
+    from rubricforge_dspy.verdict import Verdict, verdict_line
+
+    trajectories = make_dataset(30, trials=2)
+    data = write_jsonl(tmp_path / "d.jsonl", trajectories)
+    verdicts = tmp_path / "mine.jsonl"
+    verdicts.write_text("".join(json.dumps(verdict_line(t, Verdict.from_answer(True, 0.9))) + "\n"
+                                for t in trajectories[:40]))  # a lenient judge on 40 of the items
+    out = tmp_path / "r" / "report.md"
+    assert main(["report", "--predictions", str(verdicts), "--floor-data", data, "--out", str(out)]) == 0
+    report = json.loads(out.with_suffix(".json").read_text())
+    rows = {row["judge"]: row for row in report["main"]}
+    assert set(rows) == {"mine", "floor", "length_only"} and rows["floor"]["n"] == 40
+    assert rows["floor"]["false_pass_rate"] < rows["mine"]["false_pass_rate"] == 1.0
+    assert not any("no floor rows" in w for w in report["warnings"]) and report["floor"]["vs_floor"]["beats_floor"] is False
+    short = write_jsonl(tmp_path / "short.jsonl", trajectories[:10])
+    assert main(["report", "--predictions", str(verdicts), "--floor-data", short, "--out", str(out)]) == 2
+    assert "not in the data" in capsys.readouterr().err

@@ -10,10 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from rubricforge_dspy.floor.criterion import FLOOR, LENGTH_ONLY, giveaway_sentence
-from rubricforge_dspy.floor.cv import (DEFAULT_FOLDS, DEFAULT_RESAMPLES, HEURISTIC, cross_validate, floor_report,
-                                       grouped_folds, verdict_lines)
-from rubricforge_dspy.floor.features import FEATURES, LENGTH_FEATURES
+from rubricforge_dspy.floor.criterion import LENGTH_ONLY, giveaway_sentence
+from rubricforge_dspy.floor.cv import DEFAULT_FOLDS, DEFAULT_RESAMPLES, floor_report, write_cv_verdicts
 from rubricforge_dspy.floor.model import FloorError, SymptomFloor
 
 __all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "apply_labels", "format_floor_report"]
@@ -82,19 +80,8 @@ def cmd_floor(args) -> int:
     report = {"data": [str(p) for p in args.data], "labels": args.labels,
               "label_threshold": args.label_threshold, **dropped, **report}
     if args.verdicts_dir:
-        out = Path(args.verdicts_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        folds = grouped_folds(trajectories, args.folds, args.seed)
-        from rubricforge_dspy.symptoms import heuristic_verdict
-
-        scored = {FLOOR: cross_validate(trajectories, FEATURES, name=FLOOR, folds=folds).scores,
-                  LENGTH_ONLY: cross_validate(trajectories, LENGTH_FEATURES, name=LENGTH_ONLY, folds=folds).scores,
-                  HEURISTIC: [heuristic_verdict(t)[1] for t in trajectories]}
-        for name, scores in scored.items():
-            with (out / f"{name}.jsonl").open("w", encoding="utf-8") as handle:
-                for line in verdict_lines(trajectories, scores, name):
-                    handle.write(json.dumps(line) + "\n")
-        report["verdicts_dir"] = str(out)
+        write_cv_verdicts(trajectories, args.verdicts_dir, n_splits=args.folds, seed=args.seed)
+        report["verdicts_dir"] = str(args.verdicts_dir)
     if args.save_floor:
         Path(args.save_floor).write_text(SymptomFloor.fit(trajectories).to_json(), encoding="utf-8")
     if args.out:

@@ -29,7 +29,7 @@ from rubricforge_dspy.trajectory import Trajectory
 from rubricforge_dspy.verdict import PASS_THRESHOLD, Verdict, verdict_line
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
-           "verdict_lines", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
+           "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
 
 HEURISTIC = "heuristic"
 DEFAULT_FOLDS = 5
@@ -173,3 +173,27 @@ def verdict_lines(trajectories: Sequence[Trajectory], scores: np.ndarray, name: 
     return [verdict_line(t, Verdict.from_answer(float(s) >= PASS_THRESHOLD, float(s),
                                                 f"{name}: out-of-fold p(pass) = {float(s):.3f}"), model=name)
             for t, s in zip(trajectories, scores)]
+
+
+def write_cv_verdicts(trajectories: Sequence[Trajectory], out_dir, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
+                      names: Sequence[str] = (FLOOR, LENGTH_ONLY, HEURISTIC)) -> dict:
+    """Out-of-fold verdict files ``OUT/<name>.jsonl`` of the floor, the length-only model (same folds) and
+    the Heuristic on `trajectories`, for `rubricforge report` and `gate --floor-verdicts`; returns
+    ``{name: path}``."""
+    import json
+    from pathlib import Path
+
+    items = list(trajectories)
+    folds = grouped_folds(items, n_splits, seed)
+    scorers = {FLOOR: lambda: cross_validate(items, FEATURES, name=FLOOR, folds=folds).scores,
+               LENGTH_ONLY: lambda: cross_validate(items, LENGTH_FEATURES, name=LENGTH_ONLY, folds=folds).scores,
+               HEURISTIC: lambda: [heuristic_verdict(t)[1] for t in items]}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name in names:
+        written[name] = out / f"{name}.jsonl"
+        with written[name].open("w", encoding="utf-8") as handle:
+            for line in verdict_lines(items, scorers[name](), name):
+                handle.write(json.dumps(line) + "\n")
+    return written

@@ -8,9 +8,9 @@ from rubricforge_dspy.floor.criterion import FLOOR, GIVEAWAY_RULE, HYBRID, LENGT
 
 __all__ = ["floor_table", "NO_FLOOR_NOTE"]
 
-NO_FLOOR_NOTE = ("no floor rows: the run has no predictions/floor.jsonl and predictions/length_only.jsonl. "
-                 "`rubricforge floor --data LABELED --verdicts-dir DIR` writes them (task-grouped "
-                 "cross-validation) for the same items; pass them with your verdict files")
+NO_FLOOR_NOTE = ("no floor rows: the run has no floor.jsonl and length_only.jsonl verdicts. Add them with "
+                 "`rubricforge report --predictions ... --floor-data LABELED` (the labeled trajectories judged: "
+                 "task-grouped cross-validation on those items)")
 
 
 def floor_table(main: list[dict], induced: str, notes: list[str]) -> dict:

@@ -81,8 +81,8 @@ def floor_section(report: dict) -> list[str]:
                    "not more accurate than both its parts here."), ""]
     if not (floor["floor"] and floor["length_only"]):
         out += ["This report has no floor or length-only row, so it cannot say whether the judge beats what "
-                "observable symptoms or episode length already know. `rubricforge floor --data LABELED "
-                "--verdicts-dir DIR` writes their verdicts for the same items.", ""]
+                "observable symptoms or episode length already know. `rubricforge report --predictions ... "
+                "--floor-data LABELED` adds them (cross-validated by task on the judged items).", ""]
     return out
 
 
