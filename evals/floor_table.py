@@ -3,10 +3,11 @@
     PYTHONPATH=. python -m evals.floor_table                # writes evals/results/floor/*.json, prints the table
     PYTHONPATH=. python -m evals.floor_table --shared PATH  # another copy of shared/data/raw
 
-Datasets: the four files shipped under evals/data/, and every trajectory file under the shared raw-data
+Datasets: the labeled files shipped under evals/data/, and every trajectory file under the shared raw-data
 collection (``../shared/data/raw`` next to the repository, see its SOURCES.md); files byte-identical to a
 shipped one are run once, from the shipped path. Files that are not trajectories (error-class
-annotations, the notebook's printed log) are listed as skipped with the reason. Without the shared
+annotations, the notebook's printed log) and unlabeled trace samples (otel, langfuse) are listed as
+skipped with the reason. Without the shared
 directory only the shipped files run. Graded WebShop rewards run twice: label = reward > 0 and
 label = reward 1.0 (threshold 0.999). Malformed records are skipped and counted (``skipped_records``).
 
@@ -55,9 +56,8 @@ def candidates(shared: Path | None) -> tuple[list[tuple[str, Path, str]], list[d
     for root in [SHIPPED] + ([shared] if shared is not None and shared.is_dir() else []):
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
             if path.suffix not in SUFFIXES:
-                if path.suffix not in (".md",):
-                    skipped.append({"file": shown(path, shared), "reason": "not a trajectory file (the notebook's "
-                                    "printed log; its episodes are the .jsonl next to it)"})
+                if path.suffix == ".txt" and not path.name.startswith("LICENSE"):
+                    skipped.append({"file": shown(path, shared), "reason": "not a trajectory file"})
                 continue
             digest = sha256(path)
             if digest in files:
@@ -70,6 +70,8 @@ def candidates(shared: Path | None) -> tuple[list[tuple[str, Path, str]], list[d
 def run_one(name: str, path: Path, where: str, threshold: float) -> dict:
     started = time.perf_counter()
     trajectories, load = load_trajectories(path, label_threshold=threshold, on_error="skip")
+    if any(t.hidden.get("unlabeled") for t in trajectories):
+        raise ValueError("unlabeled trace format: no outcome to fit a floor on")
     report = floor_report(trajectories)
     return {"dataset": name, "file": where, "sha256": sha256(path), "domains": sorted({t.domain for t in trajectories}),
             "label_threshold": threshold, "skipped_records": len(load.skipped),

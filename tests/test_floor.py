@@ -166,3 +166,13 @@ def test_public_names():
     import rubricforge_dspy
 
     assert rubricforge_dspy.SymptomFloor is SymptomFloor and rubricforge_dspy.HybridJudge.__name__ == "HybridJudge"
+
+
+@pytest.mark.parametrize("folder", ["otel", "langfuse"])
+def test_features_are_defined_for_the_trace_formats(folder):
+    if not (DATA / folder).is_dir():
+        pytest.skip(f"no {folder} samples in this checkout")
+    trajectories, _ = load_trajectories(DATA / folder)
+    x = feature_matrix(trajectories)
+    assert len(trajectories) >= 2 and np.isfinite(x).all()
+    assert (x[:, FEATURES.index("tool_calls")] > 0).any() and (x[:, FEATURES.index("user_turns")] > 0).all()

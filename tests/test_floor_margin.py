@@ -4,6 +4,7 @@ floor, the gate's --require-beats-floor, and the report's floor section."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -209,3 +210,20 @@ def test_report_of_verdict_files_gets_floor_rows_from_the_labeled_data(tmp_path,
     short = write_jsonl(tmp_path / "short.jsonl", trajectories[:10])
     assert main(["report", "--predictions", str(verdicts), "--floor-data", short, "--out", str(out)]) == 2
     assert "not in the data" in capsys.readouterr().err
+
+
+def test_floor_refuses_unlabeled_traces_unless_labels_are_given(tmp_path, capsys):
+    from rubricforge_dspy.loaders import load_trajectories
+
+    traces = Path(__file__).resolve().parents[1] / "evals" / "data" / "langfuse"
+    if not traces.is_dir():
+        pytest.skip("no trace samples in this checkout")
+    trajectories, _ = load_trajectories(traces)
+    assert main(["floor", "--data", str(traces)]) == 2
+    assert "no label" in capsys.readouterr().err
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"id": t.id, "label": i % 2}) + "\n" for i, t in enumerate(trajectories)))
+    code = main(["floor", "--data", str(traces), "--labels", str(labels), "--json", "--folds", "2",
+                 "--resamples", "50"])
+    assert len(trajectories) >= 4 and code == 0
+    assert json.loads(capsys.readouterr().out)["n"] == len(trajectories)

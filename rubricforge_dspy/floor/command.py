@@ -14,7 +14,7 @@ from rubricforge_dspy.floor.criterion import LENGTH_ONLY, giveaway_sentence
 from rubricforge_dspy.floor.cv import DEFAULT_FOLDS, DEFAULT_RESAMPLES, floor_report, write_cv_verdicts
 from rubricforge_dspy.floor.model import FloorError, SymptomFloor
 
-__all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "apply_labels", "format_floor_report"]
+__all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "apply_labels", "refuse_unlabeled", "format_floor_report"]
 
 
 def apply_labels(trajectories: list, labels_path) -> tuple[list, int]:
@@ -44,7 +44,18 @@ def load_labeled(args) -> tuple[list, dict]:
     dropped = {"skipped_records": len(report.skipped), "labels_not_in_data": 0}
     if args.labels:
         trajectories, dropped["labels_not_in_data"] = apply_labels(trajectories, args.labels)
+    else:
+        refuse_unlabeled(trajectories)
     return trajectories, dropped
+
+
+def refuse_unlabeled(trajectories: list) -> None:
+    """Trace formats record no outcome (``hidden["unlabeled"]``): a floor is never fit on placeholder labels."""
+    unlabeled = [t for t in trajectories if t.hidden.get("unlabeled")]
+    if unlabeled:
+        raise FloorError(f"{len(unlabeled)} of {len(trajectories)} trajectories have no label (first: "
+                         f"{unlabeled[0].id} from {unlabeled[0].source.file}); give their labels with --labels "
+                         "LABELS.jsonl (one {\"id\", \"label\": 0|1} per line)")
 
 
 def _rate(row: dict, key: str, ci: str | None = None) -> str:

@@ -40,10 +40,12 @@ def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Pat
     return out_path
 
 
-def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data, out_dir: Path) -> list[Path]:
+def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data, out_dir: Path,
+                        labels: str | Path | None = None) -> list[Path]:
     """The floor's and the length-only model's verdict files for the items of `verdict_files`
     (`floor.cv.write_cv_verdicts`: task-grouped cross-validation on those items of `floor_data`, the
-    labeled trajectories they were judged on), written to `out_dir`."""
+    labeled trajectories they were judged on; or unlabeled ones with `labels` joined), written to `out_dir`."""
+    from rubricforge_dspy.floor.command import apply_labels, refuse_unlabeled
     from rubricforge_dspy.floor.criterion import FLOOR, LENGTH_ONLY
     from rubricforge_dspy.floor.cv import write_cv_verdicts
     from rubricforge_dspy.loaders import load_trajectories
@@ -60,6 +62,10 @@ def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data, out_dir
     if missing:
         raise RunError(f"--floor-data: {len(missing)} judged id(s) are not in the data: {id_list(missing)}; give "
                        "the labeled trajectories the verdicts were made on")
+    if labels is not None:
+        chosen, _ = apply_labels(chosen, labels)
+    else:
+        refuse_unlabeled(chosen)
     return list(write_cv_verdicts(chosen, out_dir, names=(FLOOR, LENGTH_ONLY)).values())
 
 
@@ -71,5 +77,6 @@ def report_main(predictions: str | Path | Sequence[str | Path], out_path: str | 
     report). Returns the markdown path."""
     if floor_data is not None:
         files = [predictions] if isinstance(predictions, (str, Path)) else list(predictions)
-        predictions = [*files, *floor_verdict_files(files, floor_data, Path(out_path).parent / "floor_verdicts")]
+        predictions = [*files, *floor_verdict_files(files, floor_data, Path(out_path).parent / "floor_verdicts",
+                                                    labels)]
     return write_report(predictions, out_path, figures=True, labels=labels)
