@@ -62,7 +62,8 @@ def backfill_run(run_dir: Path, data: Path, threshold: float) -> dict:
         raise SystemExit(f"{run_dir}: the re-derived test split does not match predictions/induced.jsonl; not touched")
     notes = write_floor_predictions(run_dir, split, predictions)
     meta["judges"] = [j for j in JUDGES if (predictions / f"{j}.jsonl").exists()]
-    meta["floor_notes"] = notes
+    meta["floor_notes"] = [*notes, "no hybrid row: this run predates it and did not keep the induced judge's "
+                                    "validation verdicts the hybrid is fit on"]
     meta["floor_backfill"] = {"date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(), "note": NOTE}
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2, default=str))
     write_report(run_dir, run_dir / "report.md")
