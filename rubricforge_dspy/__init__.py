@@ -27,6 +27,8 @@ _EXPORTS = {
     "join_labels": "rubricforge_dspy.labels",
     "render_trajectory": "rubricforge_dspy.render",
     "UncertifiedJudgeWarning": "rubricforge_dspy.certificate",
+    "SymptomFloor": "rubricforge_dspy.floor",
+    "HybridJudge": "rubricforge_dspy.floor.hybrid",
 }
 
 __all__ = sorted(_EXPORTS)

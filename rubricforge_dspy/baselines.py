@@ -5,6 +5,8 @@
 - FewShot: the seed rubric plus k labeled training demonstrations (class-balanced), no evolution.
 - Heuristic: a non-LLM surface rule over observable symptoms (`symptoms.heuristic_verdict`).
 - Majority: the training split's majority class for every item.
+- Floor: the symptom floor, a logistic regression on observable features fit on the training split
+  (`floor.model.SymptomFloor`, docs/FLOOR.md); Length-only: the same on steps and user turns alone.
 
 Non-LLM baselines return the same verdict shape as `TrajectoryJudge` so every judge is persisted
 and scored identically.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dspy
 import numpy as np
 
+from rubricforge_dspy.floor.model import SymptomFloor
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.rubric import SEED_RUBRIC
@@ -44,6 +47,16 @@ class Majority:
 
     def __call__(self, trajectory: Trajectory) -> dspy.Prediction:
         return verdict(self.positive_rate >= 0.5, self.positive_rate, "training majority class")
+
+
+def symptom_floor(train: list[Trajectory]) -> SymptomFloor:
+    """The floor fit on the training split (raises `floor.FloorError` when it holds one class)."""
+    return SymptomFloor.fit(train)
+
+
+def length_only(train: list[Trajectory]) -> SymptomFloor:
+    """The length-only model (steps and user turns) fit on the training split."""
+    return SymptomFloor.length_only(train)
 
 
 def geval_judge(render_config: RenderConfig | None = None) -> TrajectoryJudge:

@@ -29,6 +29,7 @@ from rubricforge_dspy.metrics import expected_calibration_error
 
 CALIBRATION_KEY = "calibration"
 METHODS = ("platt", "isotonic")
+NOTHING_PASSES = 1.01  # a pass threshold above every calibrated score (JSON has no infinity)
 
 
 class CalibrationError(ValueError):

@@ -11,6 +11,8 @@ The certificate is plain JSON in the program's manifest (key ``"certificate"``):
     abstention    {k, rate}               -- verdicts that were abstentions (counted as fails above)
     contradictions {k, rate} | null       -- passed/score contradictions (null: not recorded by the judge)
     confidence, data_fingerprint, lm_fingerprint {sha256, parts}, rubric_sha256, date
+    floor                                 -- the judge's margin over the symptom floor on the same items
+                                             (`rubricforge_dspy.floor.margin`), or absent
 
 Everything is computed from verdict lines (`rubricforge_dspy.verdict`), so a certificate can be
 recomputed from the verdict file it came from. An abstention is a fail verdict with score 0.0.
@@ -107,11 +109,20 @@ def compute_certificate(records: Iterable[Mapping], *, confidence: float = 0.95,
 
 
 def certificate_for(records: Iterable[Mapping], *, lm, data_fingerprint: str, rubric_sha256: str | None,
-                    **options) -> dict:
-    """`compute_certificate` plus what binds it: data fingerprint, LM fingerprint, rubric hash, date."""
+                    floor: tuple[list[Mapping], str] | None = None, **options) -> dict:
+    """`compute_certificate` plus what binds it: data fingerprint, LM fingerprint, rubric hash, date; and,
+    with `floor` (the floor's verdict lines on the same items, and where the floor came from), the
+    judge's margin over it."""
+    from rubricforge_dspy.floor.margin import floor_margin_of_records
+
+    records = [dict(r) for r in records]
     fingerprint = lm_fingerprint(lm)
+    extra = {}
+    if floor is not None:
+        extra["floor"] = floor_margin_of_records(records, floor[0], source=floor[1],
+                                                 alpha=round(1.0 - options.get("confidence", 0.95), 6))
     return {
-        **compute_certificate(records, **options),
+        **compute_certificate(records, **options), **extra,
         "data_fingerprint": data_fingerprint,
         "lm_fingerprint": {"sha256": fingerprint.sha256, "parts": fingerprint.parts},
         "rubric_sha256": rubric_sha256,
@@ -232,6 +243,8 @@ def format_certificate(certificate: Mapping | None) -> list[str]:
     """A few readable lines for `rubricforge show`."""
     if not certificate:
         return ["certificate: none (run `rubricforge certify PROGRAM --data HELD_OUT_LABELED`)"]
+    from rubricforge_dspy.floor.margin import margin_lines
+
     c = certificate
     level = int(round(100 * c.get("confidence", 0.95)))
 
@@ -260,4 +273,5 @@ def format_certificate(certificate: Mapping | None) -> list[str]:
         f"  LM {lm.get('model')} @ {lm.get('api_base')} (temperature {lm.get('temperature')}, max_tokens "
         f"{lm.get('max_tokens')}); LM fingerprint {c['lm_fingerprint']['sha256'][:12]}, data "
         f"{str(c['data_fingerprint'])[:12]}",
+        *("  " + line for line in margin_lines(c.get("floor"))),
     ]

@@ -59,6 +59,22 @@ def _check_labels(trajectories: list[Trajectory], where: str) -> None:
                                "(kappa and AUC are undefined on one class)")
 
 
+def floor_of(trajectories: list[Trajectory], manifest: dict, where: str) -> tuple[list[dict], str] | None:
+    """The symptom floor's verdicts on the certification items (`floor.margin.floor_verdicts`): the
+    program's own floor, else one cross-validated by task on these items; None (with a warning) when
+    neither can be fit."""
+    import warnings
+
+    from rubricforge_dspy.floor import FloorError
+    from rubricforge_dspy.floor.margin import floor_verdicts
+
+    try:
+        return floor_verdicts(trajectories, manifest.get("floor"))
+    except FloorError as error:
+        warnings.warn(f"{where}: no margin over the symptom floor in the certificate: {error}", stacklevel=2)
+        return None
+
+
 def certify_program(program_path, trajectories: list[Trajectory], *, lm, out_program=None, verdicts_out=None,
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
                     resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data") -> dict:
@@ -76,7 +92,8 @@ def certify_program(program_path, trajectories: list[Trajectory], *, lm, out_pro
         records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency)
     certificate = certificate_for(records, lm=lm, data_fingerprint=fingerprint,
                                   rubric_sha256=manifest.get("rubric_sha256"), confidence=confidence,
-                                  seed=seed, resamples=resamples, where=where)
+                                  seed=seed, resamples=resamples, where=where,
+                                  floor=floor_of(trajectories, manifest, where))
     if verdicts_out is not None:
         certificate["verdicts"] = str(verdicts_out)
     update_manifest(program_path, {CERTIFICATE_KEY: certificate}, out_path=out_program)

@@ -12,6 +12,7 @@
     rubricforge gate --candidate NEW --baseline OLD --data LABELED   may NEW replace OLD? (exit 0/1)
     rubricforge label-next --program P --data UNLABELED -k 20 --out FILE.jsonl
     rubricforge convert --data IN [--labels L] --out OUT.jsonl   any input as the generic JSONL
+    rubricforge floor --data LABELED [--json]   the floor every judge must beat (no LM, seconds)
 
 Every command that reads trajectories takes --labels FILE (CSV, JSONL or SWE-bench results.json,
 joined by id) and --label-threshold (default: each format's own rule); see docs/FORMAT.md.
@@ -163,6 +164,12 @@ def cmd_induce(args) -> int:
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                         init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
+        if args.hybrid:
+            from rubricforge_dspy.floor.hybrid import freeze_hybrid
+
+            stack = freeze_hybrid(args.out, split.val, result.val_verdicts, args.max_false_pass)
+            print(f"hybrid: LLM score + {len(stack.model.inputs) - 1} symptom features, fit on {stack.fit['n']} "
+                  f"validation verdicts; passes at p >= {stack.threshold:.3f}", file=sys.stderr)
         if args.certify and len({t.label for t in split.test}) == 2:
             from rubricforge_dspy.certify import certify_program
 
@@ -195,7 +202,8 @@ def cmd_induce(args) -> int:
 def cmd_report(args) -> int:
     from rubricforge_dspy.report import report_main
 
-    path = report_main(args.predictions, args.out, labels=args.labels, label_threshold=args.label_threshold)
+    path = report_main(args.predictions, args.out, labels=args.labels, label_threshold=args.label_threshold,
+                       floor_data=args.floor_data)
     print(f"report: {path}")
     return 0
 
@@ -280,6 +288,12 @@ def cmd_show(args) -> int:
     if manifest.get("calibration"):
         cal = manifest["calibration"]
         print(f"calibration: {cal.get('method')} fit on {cal.get('n')} verdicts")
+    if manifest.get("hybrid"):
+        hybrid = manifest["hybrid"]
+        print(f"hybrid: LLM score + symptom features, fit on {(hybrid.get('fit') or {}).get('n')} validation "
+              f"verdicts; passes at p >= {hybrid.get('threshold')}")
+    if manifest.get("floor"):
+        print(f"symptom floor: fit on {(manifest['floor'].get('trained_on') or {}).get('n')} training trajectories")
     print("\n".join(format_certificate(manifest.get(CERTIFICATE_KEY))))
     return 0
 
@@ -298,17 +312,20 @@ def cmd_gate(args) -> int:
             print("error: give --candidate-verdicts and --baseline-verdicts together, without "
                   "--candidate/--baseline/--data/--labels (verdict files carry their labels)", file=sys.stderr)
             return 2
-        result = gate_verdict_files(args.candidate_verdicts, args.baseline_verdicts, args.margin, args.alpha)
+        result = gate_verdict_files(args.candidate_verdicts, args.baseline_verdicts, args.margin, args.alpha,
+                                    floor_path=args.floor_verdicts, require_beats_floor=args.require_beats_floor)
     else:
-        if not (args.candidate and args.baseline and args.data):
-            print("error: give --candidate, --baseline and --data (or two verdict files)", file=sys.stderr)
+        if not (args.candidate and args.baseline and args.data) or args.floor_verdicts:
+            print("error: give --candidate, --baseline and --data (or two verdict files; --floor-verdicts goes "
+                  "with verdict files)", file=sys.stderr)
             return 2
         trajectories, _ = _load(args, need_labels=True)
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
             lm = stack.enter_context(lm_from_args(args))
             result = gate_programs(args.candidate, args.baseline, trajectories, lm=lm, verdicts_dir=verdicts_dir,
-                                   margin=args.margin, alpha=args.alpha, concurrency=args.concurrency)
+                                   margin=args.margin, alpha=args.alpha, concurrency=args.concurrency,
+                                   require_beats_floor=args.require_beats_floor)
     print(result.markdown())
     return 0 if result.may_replace else 1
 
@@ -326,6 +343,11 @@ def _add_gate_parser(sub) -> None:
                    help="non-inferiority margin on the false-pass rate difference (default 0.05)")
     p.add_argument("--alpha", type=float, default=0.05, help="level of both tests (default 0.05)")
     p.add_argument("--verdicts-dir", default=None, help="keep candidate.jsonl and baseline.jsonl here")
+    p.add_argument("--require-beats-floor", action="store_true",
+                   help="also require the candidate to get more items right than the symptom floor")
+    p.add_argument("--floor-verdicts", default=None,
+                   help="with verdict files: the floor's verdict JSONL on the same items "
+                        "(`rubricforge floor --verdicts-dir DIR` writes DIR/floor.jsonl)")
     p.add_argument("--concurrency", type=int, default=4)
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_gate)
@@ -470,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "threshold on the calibrated score that keeps it at most ALPHA")
     p.add_argument("--calibration", choices=("platt", "isotonic", "none"), default="platt",
                    help="map raw scores to calibrated probabilities, fit on validation verdicts")
+    p.add_argument("--hybrid", action="store_true",
+                   help="freeze a hybrid judge: the LLM score stacked with the symptom floor's features in one "
+                        "logistic regression fit on validation verdicts (docs/FLOOR.md); load() returns it")
     p.add_argument("--no-certify", dest="certify", action="store_false",
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
@@ -484,6 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run directory (holding predictions/), or verdict files of `rubricforge judge`, "
                         "one per judge (judge name = file stem); layout: docs/REPORT.md")
     add_label_arguments(p)  # --labels for verdict files of unlabeled data (a reward is labeled by > 0 unless T)
+    p.add_argument("--floor-data", nargs="+", default=None,
+                   help="with verdict files: the labeled trajectories they judged; adds the floor and length-only "
+                        "rows (task-grouped cross-validation on those items, docs/FLOOR.md)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report)
 
@@ -518,6 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_certify_parsers(sub)
     _add_gate_parser(sub)
     _add_label_next_parser(sub)
+    from rubricforge_dspy.floor.command import add_floor_parser
+
+    add_floor_parser(sub, FORMATS)
     return parser
 
 

@@ -21,6 +21,12 @@ items, and one decision usable as a CI step (`rubricforge gate`: exit 0 yes, 1 n
 Decision: the candidate may replace the baseline when its false-pass rate is shown non-inferior
 (``p < alpha``) and McNemar does not show it significantly less accurate (fewer correct items with
 ``p < alpha``). Abstentions are fail verdicts, as everywhere.
+
+With ``require_beats_floor`` (``--require-beats-floor``) the candidate must also beat the symptom floor
+on the same items (`rubricforge_dspy.floor.margin`): more items right than the floor (McNemar's
+``b > c``; the p-value is reported). The floor is the candidate program's own (fit on its training
+split) when its manifest holds one, else cross-validated by task on the gate's data; with verdict files,
+the floor's verdict file (``rubricforge floor --verdicts-dir``).
 """
 
 from __future__ import annotations
@@ -141,14 +147,21 @@ class GateResult:
     mcnemar_p: float
     false_pass: NonInferiority
     names: tuple[str, str]
+    floor: dict | None = None  # the candidate's margin over the symptom floor (`floor.margin`)
+    require_beats_floor: bool = False
 
     @property
     def less_accurate(self) -> bool:
         return self.mcnemar_c > self.mcnemar_b and self.mcnemar_p < self.false_pass.alpha
 
     @property
+    def beats_floor(self) -> bool | None:
+        return None if self.floor is None else bool(self.floor["beats_floor"])
+
+    @property
     def may_replace(self) -> bool:
-        return self.false_pass.shown and not self.less_accurate
+        floor_ok = not self.require_beats_floor or bool(self.beats_floor)
+        return self.false_pass.shown and not self.less_accurate and floor_ok
 
     def markdown(self) -> str:
         p, fp = self.paired, self.false_pass
@@ -168,6 +181,8 @@ class GateResult:
                            f"(upper bound {fp.upper:+.3f} >= margin)")
         if self.less_accurate:
             reasons.append("it is significantly less accurate (McNemar)")
+        if self.require_beats_floor and not self.beats_floor:
+            reasons.append("it does not beat the symptom floor (no more items right than the floor)")
         lines = [
             f"## Promotion gate: {self.names[0]} (candidate) vs {self.names[1]} (baseline)",
             "",
@@ -183,34 +198,63 @@ class GateResult:
             f"- False passes, non-inferiority (Tango score test, paired; margin {fp.margin:g}, alpha {fp.alpha:g}):"
             f" difference {fp.difference:+.3f} ({fp.b} failed item(s) only the candidate passed, {fp.c} only "
             f"the baseline), one-sided {100 * (1 - fp.alpha):g}% upper bound {fp.upper:+.3f}, p = {fp.p_value:.4g}.",
-            "",
-            decision + (" Because " + "; and ".join(reasons) + "." if reasons else ""),
         ]
+        if self.floor is not None:
+            from rubricforge_dspy.floor.margin import margin_lines
+
+            required = " (required)" if self.require_beats_floor else " (not required)"
+            lines += [f"- Candidate vs symptom floor{required}: " + margin_lines(self.floor)[0].split(": ", 1)[1],
+                      *("  " + line.strip() for line in margin_lines(self.floor)[1:])]
+        lines += ["", decision + (" Because " + "; and ".join(reasons) + "." if reasons else "")]
         return "\n".join(lines)
 
 
 def decide(paired: Paired, margin: float = 0.05, alpha: float = 0.05,
-           names: tuple[str, str] = ("candidate", "baseline")) -> GateResult:
-    """Run both tests and decide (see the module docstring)."""
+           names: tuple[str, str] = ("candidate", "baseline"), floor: dict | None = None,
+           require_beats_floor: bool = False) -> GateResult:
+    """Run both tests and decide (see the module docstring); `floor` is the candidate's margin over the
+    symptom floor (`floor.margin.floor_margin_of_records`), required to be positive with `require_beats_floor`."""
+    if require_beats_floor and floor is None:
+        raise GateInputError("--require-beats-floor needs the floor's verdicts on the same items "
+                             "(--floor-verdicts with verdict files, or --data)")
     correct_c = [int(v) == y for v, y in zip(paired.candidate, paired.labels)]
     correct_b = [int(v) == y for v, y in zip(paired.baseline, paired.labels)]
     b, c, p = mcnemar_exact(correct_c, correct_b)
-    return GateResult(paired, b, c, p, false_pass_noninferiority(paired, margin, alpha), names)
+    return GateResult(paired, b, c, p, false_pass_noninferiority(paired, margin, alpha), names, floor,
+                      require_beats_floor)
 
 
-def gate_verdict_files(candidate_path, baseline_path, margin: float = 0.05, alpha: float = 0.05) -> GateResult:
-    """The gate on two verdict JSONL files judged on the same labeled items."""
+def _floor(candidate: list, floor_records: list | None, source: str, alpha: float) -> dict | None:
+    if floor_records is None:
+        return None
+    from rubricforge_dspy.floor.margin import FloorMarginError, floor_margin_of_records
+
+    try:
+        return floor_margin_of_records(candidate, floor_records, source=source, alpha=alpha)
+    except FloorMarginError as error:
+        raise GateInputError(str(error)) from None
+
+
+def gate_verdict_files(candidate_path, baseline_path, margin: float = 0.05, alpha: float = 0.05, *,
+                       floor_path=None, require_beats_floor: bool = False) -> GateResult:
+    """The gate on two verdict JSONL files judged on the same labeled items (and, with `floor_path`, the
+    symptom floor's verdict file on them: ``rubricforge floor --verdicts-dir DIR`` writes DIR/floor.jsonl)."""
     from rubricforge_dspy.verdict import read_lines
 
     candidate = [record for _, record in read_lines(candidate_path)]
     baseline = [record for _, record in read_lines(baseline_path)]
     paired = pair(candidate, baseline, (str(candidate_path), str(baseline_path)))
-    return decide(paired, margin, alpha, names=(str(candidate_path), str(baseline_path)))
+    floor_records = [record for _, record in read_lines(floor_path)] if floor_path is not None else None
+    floor = _floor(candidate, floor_records, f"the floor verdicts in {floor_path}", alpha)
+    return decide(paired, margin, alpha, names=(str(candidate_path), str(baseline_path)), floor=floor,
+                  require_beats_floor=require_beats_floor)
 
 
 def gate_programs(candidate_program, baseline_program, trajectories, *, lm, verdicts_dir,
-                  margin: float = 0.05, alpha: float = 0.05, concurrency: int = 4) -> GateResult:
-    """Judge `trajectories` with both frozen programs on `lm` (verdicts kept in `verdicts_dir`), then gate."""
+                  margin: float = 0.05, alpha: float = 0.05, concurrency: int = 4,
+                  require_beats_floor: bool = False) -> GateResult:
+    """Judge `trajectories` with both frozen programs on `lm` (verdicts kept in `verdicts_dir`), then gate;
+    the candidate's margin over the symptom floor is always reported (required with `require_beats_floor`)."""
     from pathlib import Path
 
     from rubricforge_dspy.certify import judge_labeled
@@ -224,4 +268,23 @@ def gate_programs(candidate_program, baseline_program, trajectories, *, lm, verd
         records.append(judge_labeled(judge, trajectories, Path(verdicts_dir) / f"{name}.jsonl", lm=lm,
                                      concurrency=concurrency))
     paired = pair(records[0], records[1], (str(candidate_program), str(baseline_program)))
-    return decide(paired, margin, alpha, names=(str(candidate_program), str(baseline_program)))
+    floor = _program_floor(candidate_program, trajectories, records[0], alpha, require_beats_floor)
+    return decide(paired, margin, alpha, names=(str(candidate_program), str(baseline_program)), floor=floor,
+                  require_beats_floor=require_beats_floor)
+
+
+def _program_floor(program, trajectories, candidate: list, alpha: float, required: bool) -> dict | None:
+    """The candidate's margin over the floor (its own, else cross-validated on the gate's data); None when no
+    floor can be fit and none is required."""
+    from rubricforge_dspy.floor import FloorError
+    from rubricforge_dspy.floor.margin import floor_verdicts
+    from rubricforge_dspy.program import MANIFEST_KEY, read_program
+
+    manifest = read_program(program).get(MANIFEST_KEY) or {}
+    try:
+        records, source = floor_verdicts(trajectories, manifest.get("floor"))
+    except FloorError as error:
+        if required:
+            raise GateInputError(f"--require-beats-floor: no floor for these items: {error}") from None
+        return None
+    return _floor(candidate, records, source, alpha)

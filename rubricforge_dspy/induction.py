@@ -34,6 +34,7 @@ import dspy
 from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
 from dspy.utils.exceptions import AdapterParseError, LMError
 
+from rubricforge_dspy.calibration import NOTHING_PASSES
 from rubricforge_dspy.execution import judge_verdict, sized_lm
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.lm import TruncatedCompletionError
@@ -203,6 +204,7 @@ class InductionResult:
     rejected: list[dict] = field(default_factory=list)  # candidates rejected by the memorization guard
     lm_errors: int = 0  # judge calls that failed with an LM error (scored as failures by GEPA)
     notes: list[str] = field(default_factory=list)
+    val_verdicts: list = field(default_factory=list)  # the frozen judge's raw `Verdict`s on val, in order
 
 
 def to_examples(trajectories: list[Trajectory], render_config: RenderConfig | None = None) -> list[dspy.Example]:
@@ -307,9 +309,6 @@ def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
         "val_contradictions": sum(bool(v.contradiction) for v in verdicts),
         "val_size": len(val),
     }
-
-
-NOTHING_PASSES = 1.01  # a pass threshold above every calibrated score (JSON has no infinity)
 
 
 def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajectory],
@@ -439,6 +438,7 @@ def induce(
     verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
                 if judge.calibration is not None else v for v in raw]
     notes = [*selection, *operating.pop("notes")]
+    floor = train_floor(train, notes)
     for note in notes:
         logger.warning(note)
 
@@ -461,10 +461,22 @@ def induce(
                                  "reflection_failures": len(proposer.failures),
                                  "parent_program_sha256": init.program_sha256 if init is not None else None,
                                  "notes": notes},
-                   "sweep": sweep, **operating},
+                   "sweep": sweep, **operating, **({"floor": floor} if floor else {})},
         )
     return InductionResult(judge=judge, sweep=sweep, best_index=best_index, beat_seed=beat_seed, manifest=manifest,
-                           rejected=list(guard.rejected), lm_errors=circuit.total, notes=notes)
+                           rejected=list(guard.rejected), lm_errors=circuit.total, notes=notes, val_verdicts=raw)
+
+
+def train_floor(train: list[Trajectory], notes: list[str]) -> dict | None:
+    """The symptom floor fit on the training split (`rubricforge_dspy.floor`), as the manifest's ``floor``:
+    a certificate measures the judge's margin over it. None (noted) when train holds one class."""
+    from rubricforge_dspy.floor import FloorError, SymptomFloor
+
+    try:
+        return SymptomFloor.fit(train).to_dict()
+    except FloorError as error:
+        notes.append(f"no symptom floor in the manifest: {error}")
+        return None
 
 
 def select_candidate(sweep: list[dict], config: InductionConfig) -> tuple[int, list[str]]:

@@ -152,9 +152,10 @@ class TrajectoryJudge(dspy.Module):
 
         return judge_fingerprint(self, resolve_lm(self, lm))
 
-    def render(self, trajectory: Trajectory | str) -> str:
+    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
+        """The text this judge reads: a `Trajectory` rendered with `config` (default: `render_config`)."""
         if isinstance(trajectory, Trajectory):
-            return render_trajectory(trajectory, self.render_config)
+            return render_trajectory(trajectory, config or self.render_config)
         return trajectory
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
@@ -199,8 +200,9 @@ class TrajectoryJudge(dspy.Module):
         return self
 
 
-def load(path, lm=None, check_certificate: bool = True) -> TrajectoryJudge:
-    """Load a frozen judge, ready to call. `lm` (a `dspy.LM`) is attached if given; otherwise the
+def load(path, lm=None, check_certificate: bool = True):
+    """Load a frozen judge, ready to call: a `TrajectoryJudge`, or a `floor.hybrid.HybridJudge` when the
+    program's manifest holds a hybrid stack. `lm` (a `dspy.LM`) is attached if given; otherwise the
     judge uses whatever LM `dspy.configure` sets. The endpoint is never read from the file.
 
     With `check_certificate`, warns `UncertifiedJudgeWarning` when the program has no certificate
@@ -209,6 +211,10 @@ def load(path, lm=None, check_certificate: bool = True) -> TrajectoryJudge:
 
     judge = TrajectoryJudge()
     judge.load(path)
+    if (judge.manifest or {}).get("hybrid") is not None:
+        from rubricforge_dspy.floor.hybrid import HybridJudge
+
+        judge = HybridJudge.from_judge(judge, str(path))
     if lm is not None:
         judge.set_lm(lm)
     if check_certificate:

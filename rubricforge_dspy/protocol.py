@@ -18,8 +18,10 @@ from pathlib import Path
 import dspy
 import orjson
 
-from rubricforge_dspy.baselines import Majority, fewshot_judge, geval_judge, heuristic, oracle
+from rubricforge_dspy.baselines import (Majority, fewshot_judge, geval_judge, heuristic, length_only, oracle,
+                                        symptom_floor)
 from rubricforge_dspy.batch import judge_stream
+from rubricforge_dspy.floor.criterion import FLOOR, HYBRID, LENGTH_ONLY
 from rubricforge_dspy.induction import InductionConfig, induce
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.render import RenderConfig
@@ -31,7 +33,7 @@ from rubricforge_dspy.verdict import Verdict, verdict_line
 logger = logging.getLogger(__name__)
 
 INDUCED = "induced"
-JUDGES = ("oracle", INDUCED, "geval", "fewshot", "heuristic", "majority")
+JUDGES = ("oracle", INDUCED, HYBRID, "geval", "fewshot", "heuristic", FLOOR, LENGTH_ONLY, "majority")
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,54 @@ def _judge_llm(judge: TrajectoryJudge, trajectories, path: Path, lm, config: Pro
     return summary.to_dict()
 
 
-def certify_from_predictions(program_path, path: Path, test: list[Trajectory], judge_lm) -> dict | None:
+def write_floor_predictions(out_dir: Path, split, predictions: Path) -> list[str]:
+    """The symptom floor and the length-only model, fit on the training split, judge the test split
+    (``predictions/floor.jsonl``, ``predictions/length_only.jsonl``; models in ``floor.json``)."""
+    from rubricforge_dspy.floor import FloorError
+
+    try:
+        models = {FLOOR: symptom_floor(split.train), LENGTH_ONLY: length_only(split.train)}
+    except FloorError as error:
+        logger.warning("no floor rows: %s", error)
+        return [f"no floor or length-only rows: {error}"]
+    for name, model in models.items():
+        write_direct(predictions / f"{name}.jsonl", split.test, model, name)
+    (out_dir / "floor.json").write_text(json.dumps({k: m.to_dict() for k, m in models.items()}, indent=2))
+    return []
+
+
+def write_hybrid_predictions(out_dir: Path, split, val_verdicts, induced_path: Path, program_path,
+                             max_false_pass) -> list[str]:
+    """The hybrid judge (`floor.hybrid`): its stack fit on the induced judge's validation verdicts, its
+    test verdicts computed from the induced judge's persisted test verdicts (no extra LM call); the
+    stack is also frozen into ``<program>.hybrid.json`` next to the program. Notes when it cannot be fit."""
+    from rubricforge_dspy.floor import FloorError, feature_values
+    from rubricforge_dspy.floor.hybrid import HYBRID_KEY, fit_stack
+    from rubricforge_dspy.program import update_manifest
+    from rubricforge_dspy.verdict import read_lines
+
+    try:
+        stack = fit_stack(val_verdicts, split.val, max_false_pass)
+    except (FloorError, ValueError) as error:
+        logger.warning("no hybrid row: %s", error)
+        return [f"no hybrid row: {error}"]
+    records = {record["id"]: record for _, record in read_lines(induced_path)}
+    with (induced_path.parent / f"{HYBRID}.jsonl").open("wb") as out:
+        for t in split.test:
+            verdict = stack.verdict(Verdict.from_dict(records[t.id]), feature_values(t))
+            out.write(orjson.dumps(verdict_line(t, verdict, model=HYBRID)) + b"\n")
+    (out_dir / "hybrid.json").write_text(json.dumps(stack.to_dict(), indent=2))
+    hybrid_program = Path(program_path).with_suffix(".hybrid.json")
+    shutil.copyfile(program_path, hybrid_program)
+    update_manifest(hybrid_program, {HYBRID_KEY: stack.to_dict()})
+    return []
+
+
+def certify_from_predictions(program_path, path: Path, test: list[Trajectory], judge_lm,
+                             floor_path: Path | None = None) -> dict | None:
     """Write the induced judge's certificate, measured on the test split it never saw (its persisted
-    verdicts: no extra judge call), into the frozen program. None when the test split has one class."""
+    verdicts: no extra judge call), into the frozen program, with its margin over the symptom floor's
+    verdicts on the same items (`floor_path`, when written). None when the test split has one class."""
     from rubricforge_dspy.certificate import CERTIFICATE_KEY, certificate_for
     from rubricforge_dspy.program import data_fingerprint, read_program, update_manifest
     from rubricforge_dspy.verdict import read_lines
@@ -84,13 +131,16 @@ def certify_from_predictions(program_path, path: Path, test: list[Trajectory], j
         return None
     records = [record for _, record in read_lines(path)]
     manifest = read_program(program_path)["rubricforge"]
+    floor = ([record for _, record in read_lines(floor_path)], "the symptom floor fit on the training split") \
+        if floor_path is not None and floor_path.exists() else None
     certificate = certificate_for(records, lm=judge_lm, data_fingerprint=data_fingerprint(test),
-                                  rubric_sha256=manifest.get("rubric_sha256"), where="test split")
+                                  rubric_sha256=manifest.get("rubric_sha256"), where="test split", floor=floor)
     update_manifest(program_path, {CERTIFICATE_KEY: certificate})
     return certificate
 
 
-RUN_OUTPUTS = ("predictions", "ablation", "gepa", "cache", "figures", "run.json", "report.md", "report.json")
+RUN_OUTPUTS = ("predictions", "ablation", "gepa", "cache", "figures", "run.json", "report.md", "report.json",
+               "floor.json", "hybrid.json")
 
 
 def clear_run(out_dir: Path) -> None:
@@ -145,7 +195,15 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
                               test, predictions / "fewshot.jsonl", judge_lm, config, cache_dir),
     }
 
-    certify_from_predictions(program_path, predictions / f"{INDUCED}.jsonl", test, judge_lm)
+    floor_notes = write_floor_predictions(out_dir, split, predictions)
+    floor_notes += write_hybrid_predictions(out_dir, split, induction.val_verdicts, predictions / f"{INDUCED}.jsonl",
+                                            program_path, config.max_false_pass)
+    certify_from_predictions(program_path, predictions / f"{INDUCED}.jsonl", test, judge_lm,
+                             floor_path=predictions / f"{FLOOR}.jsonl")
+    hybrid_program = Path(program_path).with_suffix(".hybrid.json")
+    if (predictions / f"{HYBRID}.jsonl").exists():
+        certify_from_predictions(hybrid_program, predictions / f"{HYBRID}.jsonl", test, judge_lm,
+                                 floor_path=predictions / f"{FLOOR}.jsonl")
 
     criteria = parse_criteria(induction.judge.rubric)
     if config.ablation and criteria:
@@ -161,7 +219,9 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
 
     run = {
         "lm": judge_lm_name, "reflection_lm": reflection_lm_name, "dataset": dataset,
-        "split": split.summary(), "induced": INDUCED, "judges": list(JUDGES),
+        "split": split.summary(), "induced": INDUCED,
+        "judges": [j for j in JUDGES if (predictions / f"{j}.jsonl").exists()], "floor_notes": floor_notes,
+        "hybrid_program": str(hybrid_program) if (predictions / f"{HYBRID}.jsonl").exists() else None,
         "graded": any(0.0 < t.reward < 1.0 for t in trajectories),
         "rubric": induction.judge.rubric, "beat_seed": induction.beat_seed,
         "sweep": induction.sweep, "program": str(program_path),

@@ -46,7 +46,7 @@ from rubricforge_dspy.execution import RetryPolicy, judge_verdict, resolve_lm
 from rubricforge_dspy.fingerprint import judge_fingerprint
 from rubricforge_dspy.lm import lm_name
 from rubricforge_dspy.loaders import looks_like_tool_error
-from rubricforge_dspy.render import RenderConfig, render_trajectory
+from rubricforge_dspy.render import RenderConfig
 from rubricforge_dspy.criteria import attribute
 from rubricforge_dspy.trajectory import Source, Step, Trajectory
 
@@ -290,9 +290,7 @@ class JudgeMetric:
                                           input_fields=self.input_fields)
 
     def render(self, trajectory: Trajectory) -> str:
-        if self.render_config is not None:
-            return render_trajectory(trajectory, self.render_config)
-        return self.judge.render(trajectory)
+        return self.judge.render(trajectory, self.render_config)
 
     def judge_lm(self):
         """The LM the judge will use: ``lm=``, else the judge's own, else the configured one."""

@@ -76,7 +76,7 @@ def test_judge_with_an_unreachable_server_records_abstained_fails(tmp_path):
     assert all(fake.api_base in x["error"] for x in lines)  # the error names the endpoint
 
 
-@pytest.mark.parametrize("command", ["stats", "render", "judge", "induce", "report", "demo", "serve"])
+@pytest.mark.parametrize("command", ["stats", "render", "judge", "induce", "report", "demo", "serve", "floor", "gate"])
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])

@@ -52,6 +52,21 @@ def test_protocol_writes_every_judge_ablation_and_a_reproducible_report(tmp_path
         x["passed"] and x["label"] == 0 for x in induced)
     assert all(x["score_calibrated"] is not None for x in induced if not x["abstained"])
 
+    # the floor rows: fit on the training split, judged on the same test items, in the report and the certificate
+    assert {"floor", "length_only", "hybrid"} <= set(rows) and set(run["judges"]) == set(JUDGES)
+    assert rows["floor"]["n"] == rows["induced"]["n"] and rows["floor"]["mcnemar"] is not None
+    assert "## The floor" in markdown and markdown.index("## The floor") < markdown.index("## Main table")
+    assert report["floor"]["gives_away"] is not None
+    assert certificate["floor"]["source"].startswith("the symptom floor fit on the training split")
+    from rubricforge_dspy.floor import SymptomFloor
+    from rubricforge_dspy.judge import load
+
+    models = json.loads((run_dir / "floor.json").read_text())
+    assert SymptomFloor.from_dict(models["floor"]).trained_on["n"] == run["split"]["train"]["trajectories"]
+    hybrid = load(run["hybrid_program"], check_certificate=False)
+    assert hybrid.stack.fit["n"] == run["split"]["val"]["trajectories"]
+    assert read_program(run["hybrid_program"])["rubricforge"]["certificate"]["n"] == len(induced)
+
     write_report(run_dir, tmp_path / "again.md")
     assert (tmp_path / "again.md").read_text().replace("again", "report") == markdown.replace("again", "report")
 

@@ -13,6 +13,7 @@ from rubricforge_dspy.report.comparisons import (
     false_pass_gap_table,
     sweep_table,
 )
+from rubricforge_dspy.report.floor import floor_table
 from rubricforge_dspy.report.notes import clean
 from rubricforge_dspy.report.run import Run
 from rubricforge_dspy.report.tables import (
@@ -66,5 +67,7 @@ def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confid
         "disagreements": disagreements_table(run, y, notes),
         "sweep": sweep_table(run),
     }
+    notes.extend(n for n in (meta.get("floor_notes") or []) if n not in notes)  # e.g. why no hybrid row
+    report["floor"] = floor_table(report["main"], run.induced, notes)
     report["warnings"] = notes
     return clean(report)

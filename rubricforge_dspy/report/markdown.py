@@ -54,6 +54,38 @@ def _facts(report: dict) -> list[str]:
     return out
 
 
+def floor_section(report: dict) -> list[str]:
+    """In words, above the tables: does length give the outcome away; does the induced judge beat the floor."""
+    floor = report.get("floor")
+    if not floor:
+        return []
+    out = ["## The floor", ""]
+    if floor["giveaway_sentence"]:
+        out += [floor["giveaway_sentence"], ""]
+    v = floor["vs_floor"]
+    if v:
+        induced = report["meta"]["induced"]
+        verdict = ("beats" if v["beats_floor"] else "ties with" if v["only_judge_right"] == v["only_floor_right"]
+                   else "does **not** beat")
+        fit = "fit on the training split" if report["meta"].get("split") is not None else "from its verdict file"
+        out += [f"The {induced} judge {verdict} the symptom floor (a logistic regression on observable symptom "
+                f"counts, {fit}) on these items: κ {num(v['kappa_judge'])} vs "
+                f"{num(v['kappa_floor'])}, false-pass rate {num(v['false_pass_judge'])} vs "
+                f"{num(v['false_pass_floor'])}; {v['only_judge_right']} item(s) only the judge got right, "
+                f"{v['only_floor_right']} only the floor (McNemar p = {pval(v['p_value'])}).", ""]
+    h = floor.get("hybrid_row")
+    if h:
+        out += [f"The hybrid judge (the {induced} judge's score stacked with the floor's features, fit on "
+                f"validation verdicts): κ {num(h['kappa'])}, false-pass rate {num(h['false_pass'])}; it is "
+                + ("more accurate than both its parts here." if h["beats_both"] else
+                   "not more accurate than both its parts here."), ""]
+    if not (floor["floor"] and floor["length_only"]):
+        out += ["This report has no floor or length-only row, so it cannot say whether the judge beats what "
+                "observable symptoms or episode length already know. `rubricforge report --predictions ... "
+                "--floor-data LABELED` adds them (cross-validated by task on the judged items).", ""]
+    return out
+
+
 def main_section(report: dict, links: dict[str, str] | None) -> list[str]:
     items, induced = report["items"], report["meta"]["induced"]
     conf = int(round(100 * report["settings"]["confidence"]))
@@ -153,8 +185,9 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
     """The report as markdown. ``figure_links`` maps figure names (see ``figures.FIGURES``) to
     relative paths; figures are embedded only when given."""
     meta = report["meta"]
-    out = [f"# Judge report: {meta.get('dataset') or meta['run']}", "", *_facts(report)]
-    out += ["", "## How to read this", "", HOW_TO_READ, ""]
+    out = [f"# Judge report: {meta.get('dataset') or meta['run']}", "", *_facts(report), ""]
+    out += floor_section(report)
+    out += ["## How to read this", "", HOW_TO_READ, ""]
     if meta.get("split") is not None:
         out += ["## Split", "", *split_table(meta["split"]), ""]
     out += main_section(report, figure_links)

@@ -1,0 +1,52 @@
+"""Names of the floor's judges, and the one rule that says when episode length gives the outcome away.
+
+Judge names (prediction files ``predictions/<name>.jsonl``, rows of the report):
+
+- ``floor``: the symptom floor (`floor.model.SymptomFloor` over every feature);
+- ``length_only``: the same model over the number of steps and user turns alone;
+- ``hybrid``: the LLM judge's score stacked with the floor's features (`floor.hybrid`).
+
+**Length gives the outcome away** when the length-only model's AUC on held-out items is at least
+``GIVEAWAY_AUC`` (0.75) *and* the lower end of its confidence interval is above 0.5 (chance): length
+alone then ranks passed above failed trajectories three times in four, and that is not noise. A judge
+evaluated on such data can look good by tracking length; compare it with the length-only row.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["FLOOR", "LENGTH_ONLY", "HYBRID", "GIVEAWAY_AUC", "GIVEAWAY_RULE", "gives_away", "giveaway_sentence"]
+
+FLOOR = "floor"
+LENGTH_ONLY = "length_only"
+HYBRID = "hybrid"
+GIVEAWAY_AUC = 0.75
+GIVEAWAY_RULE = (f"length-only AUC >= {GIVEAWAY_AUC} on held-out items and the lower end of its interval "
+                 "above 0.5")
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def gives_away(auc, auc_ci_low) -> bool | None:
+    """True when length gives the outcome away (see the module docstring); None when the AUC is undefined."""
+    if not _finite(auc):
+        return None
+    return bool(auc >= GIVEAWAY_AUC and _finite(auc_ci_low) and auc_ci_low > 0.5)
+
+
+def giveaway_sentence(auc, auc_ci_low, auc_ci_high) -> str:
+    """One sentence for a report, saying whether length alone gives the outcome away."""
+    verdict = gives_away(auc, auc_ci_low)
+    if verdict is None:
+        return "Whether episode length gives the outcome away could not be measured (the AUC is undefined)."
+    span = (f" [{auc_ci_low:.3f}, {auc_ci_high:.3f}]" if _finite(auc_ci_low) and _finite(auc_ci_high) else "")
+    if verdict:
+        return (f"**Episode length gives the outcome away here**: the length-only model (steps and user turns "
+                f"alone) reaches AUC {auc:.3f}{span} on held-out items ({GIVEAWAY_RULE}). A judge that "
+                "tracks episode length looks good on this data without reading it; judge every row against "
+                "the length-only row.")
+    return (f"Episode length does not give the outcome away here: the length-only model reaches AUC "
+            f"{auc:.3f}{span} (the rule: {GIVEAWAY_RULE}).")

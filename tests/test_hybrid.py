@@ -1,0 +1,194 @@
+"""The hybrid judge: a scripted LLM that sees one failure type and features that see another; the stack
+fit on validation verdicts beats both parts, freezes into the program JSON, round-trips byte for byte,
+and works through load(), batch judging and as_metric()."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import dspy
+import numpy as np
+import pytest
+
+from rubricforge_dspy.execution import judge_verdict
+from rubricforge_dspy.floor import SymptomFloor
+from rubricforge_dspy.floor.hybrid import HybridJudge, Stack, fit_stack, freeze_hybrid
+from rubricforge_dspy.judge import TrajectoryJudge, load
+from rubricforge_dspy.program import freeze, read_program
+from rubricforge_dspy.testing import ScriptedLM, last_user_text
+from rubricforge_dspy.trajectory import Step
+from rubricforge_dspy.verdict import Verdict
+from tests.helpers import make_trajectory
+
+WRONG = "(booked on the wrong date)"
+
+
+def episode(i: int, kind: str):
+    """ok: a clean booking. error: the booking errored (the symptoms see it; the LLM below does not).
+    wrong: a clean-looking booking of the wrong date (the LLM reads it; every feature equals an ok one)."""
+    t = make_trajectory(i, success=kind != "error", task=f"{kind}{i}")
+    if kind == "wrong":
+        steps = (*t.steps[:-1], Step("final_answer", f"Your flight is booked! {WRONG}"))
+        t = dataclasses.replace(t, steps=steps, label=0, reward=0.0)
+    return t
+
+
+def dataset(n: int, offset: int = 0):
+    kinds = ("ok", "ok", "error", "wrong")
+    return [episode(offset + i, kinds[i % 4]) for i in range(n)]
+
+
+def llm_blind_to_errors(messages):
+    text = last_user_text(messages)
+    if "wrong date" in text:
+        return {"reason": "The agent booked the wrong date.", "passed": False, "score": 0.1}
+    return {"reason": "The agent says the flight is booked.", "passed": True, "score": 0.9}
+
+
+@pytest.fixture
+def lm():
+    return ScriptedLM(llm_blind_to_errors, model="scripted-complementary")
+
+
+def accuracy(verdicts, trajectories) -> float:
+    return float(np.mean([bool(v.passed) == bool(t.label) for v, t in zip(verdicts, trajectories)]))
+
+
+def fitted(lm, tmp_path, max_false_pass=None):
+    train, val = dataset(40), dataset(24, offset=100)
+    llm = TrajectoryJudge()
+    path = tmp_path / "judge.json"
+    freeze(llm, path, lm="scripted-complementary")
+    with dspy.context(lm=lm):
+        val_verdicts = [judge_verdict(llm, t).verdict for t in val]
+    stack = freeze_hybrid(path, val, val_verdicts, max_false_pass)
+    return train, path, stack, llm
+
+
+def test_the_hybrid_beats_both_of_its_parts(lm, tmp_path):
+    train, path, stack, llm = fitted(lm, tmp_path)
+    test = dataset(40, offset=200)
+    floor = SymptomFloor.fit(train)
+    hybrid = load(path, check_certificate=False)
+    assert isinstance(hybrid, HybridJudge)
+    with dspy.context(lm=lm):
+        llm_verdicts = [llm(trajectory=t) for t in test]
+        hybrid_verdicts = [hybrid(trajectory=t) for t in test]
+    floor_verdicts = [floor(t) for t in test]
+    parts = {"llm": accuracy(llm_verdicts, test), "floor": accuracy(floor_verdicts, test)}
+    assert accuracy(hybrid_verdicts, test) > max(parts.values()), parts
+    # each part misses the failure type the other one sees
+    wrong = [i for i, t in enumerate(test) if WRONG in t.steps[-1].content]
+    errored = [i for i, t in enumerate(test) if t.n_tool_errors]
+    assert all(floor_verdicts[i].passed for i in wrong) and all(llm_verdicts[i].passed for i in errored)
+    assert not any(hybrid_verdicts[i].passed for i in wrong + errored)
+
+
+def test_hybrid_program_round_trips_byte_identically(lm, tmp_path):
+    _, path, stack, _ = fitted(lm, tmp_path)
+    loaded = load(path, check_certificate=False)
+    loaded.save(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+    assert load(tmp_path / "again.json", check_certificate=False).stack == stack
+    manifest = read_program(path)["rubricforge"]
+    assert Stack.from_dict(manifest["hybrid"]) == stack and manifest["hybrid"]["fit"]["n"] == 24
+    # the plain LLM judge's file layout is unchanged: TrajectoryJudge().load reads the LLM part only
+    assert TrajectoryJudge().load(path).rubric == loaded.rubric
+
+
+def test_hybrid_through_batch_judging_matches_direct_calls(lm, tmp_path):
+    from rubricforge_dspy.batch import judge_stream
+
+    _, path, _, _ = fitted(lm, tmp_path)
+    hybrid = load(path, check_certificate=False)
+    test = dataset(12, offset=300)
+    judge_stream(hybrid, test, tmp_path / "v.jsonl", lm=lm, cache=tmp_path / "cache", progress=False)
+    lines = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    with dspy.context(lm=lm):
+        direct = {t.id: hybrid(trajectory=t) for t in test}
+    assert {x["id"]: (x["passed"], x["score"]) for x in lines} == {i: (v.passed, v.score) for i, v in direct.items()}
+    assert lines[0]["program_sha256"] == hybrid.program_sha256 != hybrid.llm.program_sha256
+
+
+def test_hybrid_as_metric_reads_the_symptoms_of_an_agent_run(lm, tmp_path):
+    _, path, _, _ = fitted(lm, tmp_path)
+    hybrid = load(path, check_certificate=False)
+    example = dspy.Example(question="Please book flight HAT900 for me.").with_inputs("question")
+
+    def run(observation: str, error: bool):
+        trajectory = {"thought_0": "Book it.", "tool_name_0": "book_reservation",
+                      "tool_args_0": {"flight": "HAT900"}, "observation_0": observation}
+        return dspy.Prediction(trajectory=trajectory, answer="Your flight is booked!")
+
+    failed = run("Error: payment method not found", True)
+    assert hybrid.llm.as_metric(lm=lm)(example, failed) == 1.0  # the LLM part alone is fooled
+    assert hybrid.as_metric(lm=lm)(example, run('{"reservation_id": "R1"}', False)) == 1.0
+    assert hybrid.as_metric(lm=lm)(example, failed) == 0.0
+    assert hybrid.as_metric(lm=lm, render_config=hybrid.render_config)(example, failed) == 0.0
+
+
+def test_a_false_pass_cap_sets_the_hybrid_threshold(lm, tmp_path):
+    _, _, stack, _ = fitted(lm, tmp_path, max_false_pass=0.0)
+    val = dataset(24, offset=100)
+    with dspy.context(lm=lm):
+        verdicts = [judge_verdict(TrajectoryJudge(), t).verdict for t in val]
+    from rubricforge_dspy.floor import feature_values
+
+    passed_failures = [stack.verdict(v, feature_values(t)).passed for v, t in zip(verdicts, val) if not t.label]
+    assert stack.max_false_pass == 0.0 and not any(passed_failures)
+
+
+def test_an_llm_abstention_stays_an_abstention(tmp_path):
+    lm = ScriptedLM(lambda messages: "not a verdict", model="broken")
+    stack = Stack.from_dict(fitted(ScriptedLM(llm_blind_to_errors), tmp_path)[2].to_dict())
+    hybrid = HybridJudge(TrajectoryJudge(), stack)
+    with dspy.context(lm=lm):
+        verdict = judge_verdict(hybrid, episode(1, "ok")).verdict
+    assert verdict.abstained and not verdict.passed and verdict.error_kind == "parse"
+
+
+def test_the_hybrid_refuses_text_without_features():
+    hybrid = HybridJudge(TrajectoryJudge(), None)
+    with pytest.raises(ValueError, match="observable features"):
+        hybrid(trajectory="plain rendered text")
+
+
+def test_fitting_the_stack_leaves_abstentions_out(lm):
+    val = dataset(12)
+    with dspy.context(lm=lm):
+        verdicts = [judge_verdict(TrajectoryJudge(), t).verdict for t in val]
+    verdicts[0] = Verdict.abstention("timeout", "timeout")
+    assert fit_stack(verdicts, val).fit["abstained_excluded"] == 1
+
+
+def test_induce_hybrid_cli_freezes_certifies_and_shows_the_hybrid(tmp_path, capsys):
+    from rubricforge_dspy.cli import main
+    from rubricforge_dspy.loaders.jsonl import to_record
+    from rubricforge_dspy.serving.fake import FakeOpenAI, user_text
+    from tests.test_faults_http import is_reflection, reflection_reply
+
+    data = tmp_path / "labeled.jsonl"
+    data.write_text("".join(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n" for t in dataset(48)))
+
+    def responder(body, n):
+        if is_reflection(body):
+            return reflection_reply(body)
+        return llm_blind_to_errors([{"role": "user", "content": user_text(body)}])
+
+    out = tmp_path / "hybrid.json"
+    with FakeOpenAI(responder) as fake:
+        flags = ["--api-base", fake.api_base, "--model", fake.model, "--reflection-api-base", fake.api_base,
+                 "--reflection-model", fake.model]
+        assert main(["induce", "--data", str(data), "--out", str(out), "--hybrid", "--budget", "30",
+                     "--minibatch", "2", *flags]) == 0
+    assert "hybrid: LLM score + 13 symptom features" in capsys.readouterr().err
+    manifest = read_program(out)["rubricforge"]
+    assert manifest["hybrid"]["fit"]["n"] > 0 and manifest["floor"]["trained_on"]["n"] > 0
+    certificate = manifest["certificate"]  # measured with the hybrid on the test split
+    assert certificate["floor"]["source"].startswith("the symptom floor fit on the program's training split")
+    assert certificate["false_pass"]["k"] < certificate["negatives"]
+    assert isinstance(load(out, check_certificate=False), HybridJudge)
+    assert main(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "hybrid: LLM score + symptom features" in shown and "margin over the symptom floor" in shown
