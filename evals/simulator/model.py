@@ -13,7 +13,9 @@ The model (vLLM-v1 / SGLang mixed-chunk style, see README.md for where the const
   prefilled (the request that completes its prefill emits its first token in that step);
 - a radix-style prefix cache over 16-token pages of the prompt text, LRU over leaves (a prompt's
   earlier pages are kept longer than its later ones), sized to the KV memory the running requests
-  leave free: a prompt sharing its first pages (the rubric) with earlier ones prefills only the rest.
+  leave free. Pages enter the cache as they are prefilled (chunk by chunk, as SGLang caches unfinished
+  requests), and a request's cached prefix is looked up when its prefill starts: a prompt sharing its
+  first pages (the rubric) with one prefilled in an earlier step prefills only the rest.
 """
 
 from __future__ import annotations
@@ -75,6 +77,15 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self.pages)
 
+    def peek(self, keys: Sequence[int]) -> int:
+        """How many leading pages of `keys` are cached (nothing is touched)."""
+        n = 0
+        for key in keys:
+            if key not in self.pages:
+                break
+            n += 1
+        return n
+
     def match(self, keys: Sequence[int]) -> int:
         """How many leading pages of `keys` are cached (those are touched)."""
         n = 0
@@ -112,6 +123,7 @@ class SimRequest:
     prefilled: int = 0
     generated: int = 0
     reserved: int = 0
+    started: bool = False  # prefill began (its cached prefix is then known)
     admitted_at: float | None = None
     first_token_at: float | None = None
     finished_at: float | None = None
@@ -133,9 +145,12 @@ class EngineStats:
     finished: int = 0
     max_running: int = 0
     evicted_pages: int = 0
+    outstanding_s: float = 0.0  # integral of (waiting + running) over busy time
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        data["mean_outstanding"] = round(self.outstanding_s / self.busy_s, 2) if self.busy_s else None
+        data.pop("outstanding_s")
         data["cache_hit_rate"] = round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None
         data["busy_s"] = round(self.busy_s, 6)
         return data
@@ -180,23 +195,30 @@ class Engine:
         model = self.model
         while self.waiting and len(self.running) < model.max_running:
             request = self.waiting[0]
-            cached_pages = self.cache.match(request.keys)
-            cached = min(cached_pages * PAGE_TOKENS, request.prompt_tokens - 1)
+            # The reservation uses the prefix cached now; the match is taken again when the request's
+            # prefill starts (pages prefilled meanwhile by earlier requests count then).
+            cached = min(self.cache.peek(request.keys) * PAGE_TOKENS, request.prompt_tokens - 1)
             need = request.prompt_tokens - cached + request.output_tokens
             if self.running and self.kv_used + need > model.kv_capacity_tokens:
                 break  # wait for memory
             self.waiting.popleft()
-            request.cached_tokens = cached
-            request.prefilled = cached
             request.reserved = need
             request.admitted_at = now
             self.kv_used += need
             self.running.append(request)
-            self.stats.cached_tokens += cached
             self.stats.prompt_tokens += request.prompt_tokens
         self.stats.max_running = max(self.stats.max_running, len(self.running))
         free_pages = (self.model.kv_capacity_tokens - self.kv_used) // PAGE_TOKENS
         self.stats.evicted_pages += self.cache.evict_to(free_pages)
+
+    def _start_prefill(self, request: SimRequest) -> None:
+        cached = min(self.cache.match(request.keys) * PAGE_TOKENS, request.prompt_tokens - 1)
+        request.cached_tokens = request.prefilled = cached
+        reserved = request.prompt_tokens - cached + request.output_tokens
+        self.kv_used += reserved - request.reserved
+        request.reserved = reserved
+        request.started = True
+        self.stats.cached_tokens += cached
 
     def step(self, now: float | None = None) -> tuple[float, list[SimRequest]]:
         """Plan and apply one step starting at `now` (default: the engine's clock). Returns its
@@ -207,11 +229,13 @@ class Engine:
             self.clock = now
             return 0.0, []
         model = self.model
-        decoding = [r for r in self.running if r.prefilled >= r.prompt_tokens]
+        decoding = [r for r in self.running if r.started and r.prefilled >= r.prompt_tokens]
         budget, chunks = model.prefill_chunk, []
         for request in self.running:
             if budget <= 0:
                 break
+            if not request.started:
+                self._start_prefill(request)
             remaining = request.prompt_tokens - request.prefilled
             if remaining > 0:
                 take = min(remaining, budget)
@@ -224,10 +248,10 @@ class Engine:
             request.generated += 1
         for request, take in chunks:
             request.prefilled += take
+            self.cache.insert(request.keys[: request.prefilled // PAGE_TOKENS])  # prefilled pages are cached
             if request.prefilled >= request.prompt_tokens:
                 request.generated += 1  # prefill emits the first token
                 request.first_token_at = end
-                self.cache.insert(request.keys)
         finished = [r for r in self.running if r.generated >= r.output_tokens]
         if finished:
             done = set(map(id, finished))
@@ -238,6 +262,7 @@ class Engine:
         stats = self.stats
         stats.steps += 1
         stats.busy_s += duration
+        stats.outstanding_s += (len(self.waiting) + len(self.running) + len(finished)) * duration
         stats.prefill_tokens += prefill
         stats.decode_tokens += len(decoding) + sum(1 for r, _ in chunks if r.first_token_at == end)
         stats.finished += len(finished)
@@ -280,7 +305,7 @@ class Router:
             worker = loads.index(low)
             self.decisions["least_loaded"] += 1
         else:
-            matches = [self._peek(tree, keys) for tree in self.trees]
+            matches = [tree.peek(keys) for tree in self.trees]
             best = max(range(self.n), key=lambda i: (matches[i], -loads[i]))
             if keys and matches[best] / len(keys) > self.cache_threshold:
                 worker = best
@@ -293,15 +318,6 @@ class Router:
         if self.max_tree_pages is not None:
             tree.evict_to(self.max_tree_pages)
         return worker
-
-    @staticmethod
-    def _peek(tree: PrefixCache, keys: Sequence[int]) -> int:
-        n = 0
-        for key in keys:
-            if key not in tree.pages:
-                break
-            n += 1
-        return n
 
 
 # -- virtual-time runs: the limit and what-if numbers ------------------------------------------------
