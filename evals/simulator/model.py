@@ -277,12 +277,14 @@ class Router:
     policy: when the workers' loads are imbalanced (max - min > `balance_abs` and max > `balance_rel`
     * min) the least loaded one; otherwise the worker whose approximate prefix tree (the pages of the
     prompts routed to it) matches most of the prompt if that share exceeds `cache_threshold`, else the
-    worker with the smallest tree. Each worker's tree is bounded to its KV capacity in pages (LRU)."""
+    worker with the smallest tree. Each worker's tree is bounded to its KV capacity in pages (LRU).
+    Defaults: the SGLang model gateway's / vLLM router's current ones (cache_threshold 0.3,
+    balance_abs_threshold 64, balance_rel_threshold 1.5; see README.md)."""
 
     POLICIES = ("round_robin", "cache_aware")
 
-    def __init__(self, n_workers: int, policy: str = "round_robin", cache_threshold: float = 0.5,
-                 balance_abs: int = 32, balance_rel: float = 1.0001, max_tree_pages: int | None = None):
+    def __init__(self, n_workers: int, policy: str = "round_robin", cache_threshold: float = 0.3,
+                 balance_abs: int = 64, balance_rel: float = 1.5, max_tree_pages: int | None = None):
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, got {policy!r}")
         self.n = n_workers
