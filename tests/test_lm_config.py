@@ -220,4 +220,4 @@ def test_engine_survives_deepcopy_and_pickle():
 
     lm = make_lm(LMConfig(model="m@r", api_base="http://127.0.0.1:9/v1"))
     for clone in (copy.deepcopy(lm.engine), pickle.loads(pickle.dumps(lm.engine))):
-        assert clone.config == lm.engine.config and clone._client is None
+        assert clone.config == lm.engine.config and clone._clients == []
