@@ -3,7 +3,7 @@
     PYTHONPATH=. python -m evals.bench_cluster [--n 2000] [--workers 1 2 4 8] [--http]
 
 The exact request bodies of ``rubricforge judge --preset server`` on the shipped data (repeated to
-`--n` distinct ids) run through the performance model (evals/simulator/model.py) in virtual time:
+`--n` distinct ids, each repeat tagged so that its prompt differs after the rubric) run through the performance model (evals/simulator/model.py) in virtual time:
 - the limit of N workers (every request queued at once), per routing policy: ``round_robin`` and
   ``cache_aware`` (sglang-router's policy: prefix match above a threshold, else the smallest tree,
   shortest queue when loads are imbalanced; the current SGLang gateway defaults: cache_threshold 0.3,
@@ -50,6 +50,22 @@ def with_rubrics(bodies: list[dict], k: int) -> list[dict]:
         at = system["content"].find(marker)
         at = at + len(marker) if at >= 0 else 0
         system["content"] = system["content"][:at] + f" [rubric variant {i % k}]" + system["content"][at:]
+        out.append(body)
+    return out
+
+
+def distinct_copies(bodies: list[dict], n_distinct: int) -> list[dict]:
+    """The bodies with each repeated copy of a trajectory made distinct (a ``[copy K]`` tag at the start of the
+    episode), so that across several workers' caches a repeat is not a free cache hit: real batches hold
+    distinct episodes, which share only the rubric."""
+    out = []
+    for i, body in enumerate(bodies):
+        copy_index = i // n_distinct
+        if copy_index:
+            body = copy.deepcopy(body)
+            user = body["messages"][-1]
+            user["content"] = user["content"].replace("[[ ## trajectory ## ]]\n",
+                                                      f"[[ ## trajectory ## ]]\n[copy {copy_index}] ", 1)
         out.append(body)
     return out
 
@@ -118,7 +134,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     data = work / "trajectories.jsonl"
     dataset = harness.write_repeated(args.n, data)
-    bodies = harness.capture_bodies(data, DEFAULT_MODEL_NAME)
+    bodies = distinct_copies(harness.capture_bodies(data, DEFAULT_MODEL_NAME), dataset["distinct_shipped"])
     workloads = {"one rubric (a judge batch)": prompts_of(bodies),
                  "8 rubrics interleaved": prompts_of(with_rubrics(bodies, 8))}
     results = {}
@@ -133,6 +149,7 @@ def main(argv=None) -> int:
         small = work / "http.jsonl"
         harness.write_repeated(args.http_n, small)
         http = http_check(small, prompts_of(harness.capture_bodies(small, DEFAULT_MODEL_NAME)), model, args.speedup)
+    dataset["copies_made_distinct"] = "each repeat's episode starts with a [copy K] tag (virtual runs only)"
     result = {
         "benchmark": "scaling past one machine (evals/bench_cluster.py)", "lm": harness.LM_LABEL, "simulated": True,
         "note": "virtual time: every throughput is per modelled GPU second, independent of this machine",

@@ -103,12 +103,14 @@ class LMConfig:
 
     @classmethod
     def from_env(cls, role: str = "judge", environ: Mapping[str, str] | None = None,
-                 prefix: str = ENV_PREFIX, **overrides: Any) -> "LMConfig":
+                 prefix: str = ENV_PREFIX, judge_overrides: Mapping[str, Any] | None = None,
+                 **overrides: Any) -> "LMConfig":
         """The configuration of ``role`` ("judge" or "reflection"): overrides > environment > defaults.
 
         Overrides that are None are ignored, so CLI flags left unset fall through to the environment.
         A reflection LM without its own api_base uses the judge's endpoint (embedded included), with
-        the reflection defaults (a longer ``max_tokens``: it writes whole rubrics).
+        the reflection defaults (a longer ``max_tokens``: it writes whole rubrics). `judge_overrides` are
+        the judge's own explicit values (its CLI flags), which that fallback honours too.
         """
         environ = os.environ if environ is None else environ
         explicit = {k: v for k, v in overrides.items() if v is not None}
@@ -117,7 +119,7 @@ class LMConfig:
             return cls(**own)
         base = {}
         if "api_base" not in own:
-            judge = cls.from_env("judge", environ, prefix).to_dict()
+            judge = cls.from_env("judge", environ, prefix, **(judge_overrides or {})).to_dict()
             base = {k: v for k, v in judge.items() if k in _SETTABLE}
         return cls(**{**base, **REFLECTION_DEFAULTS, **own})
 
@@ -127,7 +129,11 @@ class LMConfig:
         """The configuration of ``role`` from flags added by `add_lm_arguments`, then the environment."""
         flag = "" if role == "judge" else "reflection_"
         overrides = {name: getattr(args, flag + name, None) for name in _SETTABLE}
-        return cls.from_env(role, environ, **overrides)
+        if role == "judge":
+            return cls.from_env(role, environ, **overrides)
+        # Without --reflection-api-base the reflection LM is the judge's endpoint, CLI flags included.
+        judge = {name: getattr(args, name, None) for name in _SETTABLE}
+        return cls.from_env(role, environ, judge_overrides=judge, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything needed to reproduce the LM, minus the key (only its variable's name)."""
