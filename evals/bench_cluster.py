@@ -10,8 +10,8 @@ The exact request bodies of ``rubricforge judge --preset server`` on the shipped
   balance_abs_threshold 64, balance_rel_threshold 1.5);
 - the client concurrency that keeps them busy: throughput of a closed loop with C requests in flight,
   for C = 8 ... 2048, and the smallest C reaching 0.90 of the N-worker limit;
-- two workloads: one rubric (a `judge` batch), and 8 rubrics interleaved (e.g. criterion ablations run
-  together), where a prompt goes decides whether its rubric is cached;
+- two workloads: one rubric (a `judge` batch), and 8 rubrics mixed at random (e.g. criterion ablations
+  run together), where a prompt goes decides whether its rubric is cached;
 - cost per 10,000 judgments at the limit, from modelled GPU-hours and stated $/GPU-hour assumptions.
 With `--http`, also a real-time check: the simulator with 2 workers (each policy) and `rubricforge judge`
 at concurrency 128 over HTTP, against the model's prediction for the same setting.
@@ -41,7 +41,11 @@ def prompts_of(bodies: list[dict]) -> list[tuple[str, int]]:
 
 
 def with_rubrics(bodies: list[dict], k: int) -> list[dict]:
-    """The bodies with their instruction varied over `k` rubrics, interleaved (request i gets rubric i % k)."""
+    """The bodies with their instruction varied over `k` rubrics, mixed: request i gets a seeded-random one
+    (not i % k, which round-robin routing over k workers would turn into one rubric per worker)."""
+    import random
+
+    rng = random.Random(0)
     out = []
     marker = "your objective is:"
     for i, body in enumerate(bodies):
@@ -49,7 +53,7 @@ def with_rubrics(bodies: list[dict], k: int) -> list[dict]:
         system = body["messages"][0]
         at = system["content"].find(marker)
         at = at + len(marker) if at >= 0 else 0
-        system["content"] = system["content"][:at] + f" [rubric variant {i % k}]" + system["content"][at:]
+        system["content"] = system["content"][:at] + f" [rubric variant {rng.randrange(k)}]" + system["content"][at:]
         out.append(body)
     return out
 
@@ -136,7 +140,7 @@ def main(argv=None) -> int:
     dataset = harness.write_repeated(args.n, data)
     bodies = distinct_copies(harness.capture_bodies(data, DEFAULT_MODEL_NAME), dataset["distinct_shipped"])
     workloads = {"one rubric (a judge batch)": prompts_of(bodies),
-                 "8 rubrics interleaved": prompts_of(with_rubrics(bodies, 8))}
+                 "8 rubrics mixed at random": prompts_of(with_rubrics(bodies, 8))}
     results = {}
     for name, prompts in workloads.items():
         results[name] = [sweep(prompts, model, n, policy) for n in args.workers

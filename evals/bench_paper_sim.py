@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -22,6 +21,15 @@ from pathlib import Path
 
 from evals.simulator import harness
 from evals.simulator.server import DEFAULT_MODEL_NAME
+
+
+SIMULATED_HEADER = """\
+> **SIMULATED, NOT A RESULT ABOUT ANY REAL JUDGE.** Written by `python -m evals.bench_paper_sim`: the judge and
+> reflection LM were the simulated server of evals/simulator (a keyword caricature of a 7B judge), so these
+> rows only show that `python -m evals.paper --preset server` completes on every dataset. The links point into
+> the run directory, which is not committed. Times and call counts: evals/results/paper_sim.json.
+
+"""
 
 
 def main(argv=None) -> int:
@@ -58,7 +66,8 @@ def main(argv=None) -> int:
     summary = work / "paper" / "SUMMARY.md"
     out = Path(args.out)
     if summary.exists():
-        shutil.copy(summary, out.with_name("paper_sim_SUMMARY.md"))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_name("paper_sim_SUMMARY.md").write_text(SIMULATED_HEADER + summary.read_text())
     counts = server["counts"]
     result = {
         "benchmark": "python -m evals.paper --preset server against the simulator (evals/bench_paper_sim.py)",
