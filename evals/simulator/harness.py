@@ -60,7 +60,6 @@ def load_avg() -> float:
 class SimProcess:
     proc: subprocess.Popen
     api_base: str
-    stats_path: Path
 
     @property
     def url(self) -> str:
@@ -81,7 +80,6 @@ class SimProcess:
 
 def start_simulator(*args: str, timeout: float = 60.0) -> SimProcess:
     """``python -m evals.simulator --port 0 ARGS`` in its own process; waits for its endpoint line."""
-    stats_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"sim-stats-{os.getpid()}-{time.monotonic_ns()}.json"
     proc = subprocess.Popen([sys.executable, "-m", "evals.simulator", "--port", "0", *args],
                             stdout=subprocess.PIPE, text=True, env=env(), cwd=ROOT)
     deadline = time.monotonic() + timeout
@@ -90,7 +88,7 @@ def start_simulator(*args: str, timeout: float = 60.0) -> SimProcess:
         line = proc.stdout.readline()
         match = re.search(r"api_base=(\S+)", line)
         if match:
-            return SimProcess(proc, match[1], stats_path)
+            return SimProcess(proc, match[1])
         if proc.poll() is not None:
             break
     proc.kill()
@@ -98,7 +96,7 @@ def start_simulator(*args: str, timeout: float = 60.0) -> SimProcess:
 
 
 def run_measured(cmd: list[str], timeout: float | None = None) -> dict:
-    """Run `cmd`; returns its exit code, wall time, CPU seconds (user, sys: that process alone), stderr."""
+    """Run `cmd`; returns its exit code, wall time, stdout and stderr (its CPU: wrap the call in `ChildCPU`)."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=ROOT)
     try:
@@ -106,7 +104,6 @@ def run_measured(cmd: list[str], timeout: float | None = None) -> dict:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-    # communicate() reaped it: its rusage reached RUSAGE_CHILDREN; take it from /proc-free accounting
     wall = time.perf_counter() - started
     return {"returncode": proc.returncode, "wall_s": round(wall, 3), "stdout": out, "stderr": err}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 CHARS_PER_TOKEN = 4  # the same estimate the renderer uses; no tokenizer
 PAGE_TOKENS = 16
@@ -403,9 +403,3 @@ def run_all_queued(requests: Iterable[SimRequest], model: GpuModel = GpuModel(),
                    policy: str = "round_robin") -> VirtualRun:
     """The limit: every request queued at t=0, as an ideal client would hold them."""
     return run_closed_loop(requests, model, None, workers, policy)
-
-
-def requests_from_prompts(prompts: Iterable[tuple[str, int]],
-                          factory: Callable[[str, int], SimRequest] = SimRequest.from_prompt) -> list[SimRequest]:
-    """Fresh engine requests for (prompt text, output tokens) pairs (requests are single-use)."""
-    return [factory(prompt, out) for prompt, out in prompts]

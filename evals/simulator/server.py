@@ -23,7 +23,6 @@ and ``die_after`` N requests (later ones have their connection dropped and the s
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -342,7 +341,3 @@ class SimServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def modelled_seconds(real_seconds: float, speedup: float) -> float:
-    return real_seconds * speedup if math.isfinite(real_seconds) else real_seconds
