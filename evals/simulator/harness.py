@@ -70,7 +70,10 @@ class SimProcess:
 
     def stop(self) -> dict:
         """Stop the server; returns its final stats and its CPU seconds (user + sys)."""
-        stats = self.stats()
+        try:
+            stats = self.stats()
+        except httpx.HTTPError as error:  # a server that died (fault injection) no longer listens
+            stats = {"stats_unavailable": f"{type(error).__name__}: {error}"}
         self.proc.send_signal(signal.SIGTERM)
         _, status, usage = os.wait4(self.proc.pid, 0)
         self.proc.returncode = os.waitstatus_to_exitcode(status)
