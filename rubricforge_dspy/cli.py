@@ -28,6 +28,7 @@ from rubricforge_dspy.serving import lm_from_args
 from rubricforge_dspy.trajectory import TrajectoryFormatError
 
 FORMATS = ("auto", "tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
+FORMATS += ("otel", "langfuse")
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,26 +39,33 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip (and count) malformed records instead of stopping at the first one")
 
 
-def _load(args):
+def _load(args, need_labels: bool = False):
     from rubricforge_dspy.loaders import load_trajectories
 
     trajectories, report = load_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
                                              on_error="skip" if args.skip_bad else "raise")
     for file, record, problem in report.skipped:
         print(f"skipped: {file}, record {record}: {problem}", file=sys.stderr)
+    unlabeled = [t for t in trajectories if t.hidden.get("unlabeled")]
+    if need_labels and unlabeled:  # trace formats record no outcome: never train or certify on placeholders
+        raise ValueError(f"{len(unlabeled)} of {len(trajectories)} trajectories have no label (first: {unlabeled[0].id} "
+                         f"from {unlabeled[0].source.file}); {args.func.__name__[4:]} needs labels: join them by id "
+                         f"or write the data as generic JSONL with a reward per record (docs/FORMAT.md)")
     return trajectories, report
 
 
 def cmd_stats(args) -> int:
     trajectories, report = _load(args)
+    labeled = [t for t in trajectories if not t.hidden.get("unlabeled")]  # traces carry no outcome of their own
     stats = {
         "trajectories": len(trajectories),
-        "positives": sum(t.label for t in trajectories),
+        "unlabeled": len(trajectories) - len(labeled),
+        "positives": sum(t.label for t in labeled),
         "tasks": len({(t.domain, t.task_id) for t in trajectories}),
         "domains": sorted({t.domain for t in trajectories}),
         "agents": sorted({t.agent for t in trajectories}),
         "skipped": len(report.skipped),
-        "mean_reward": round(sum(t.reward for t in trajectories) / len(trajectories), 4) if trajectories else None,
+        "mean_reward": round(sum(t.reward for t in labeled) / len(labeled), 4) if labeled else None,
         "tool_errors": sum(t.n_tool_errors for t in trajectories),
     }
     if args.json:
@@ -120,7 +128,7 @@ def cmd_induce(args) -> int:
     from rubricforge_dspy.judge import load
     from rubricforge_dspy.split import sample_by_task, split_by_task
 
-    trajectories, _ = _load(args)
+    trajectories, _ = _load(args, need_labels=True)
     if args.sample_tasks:
         trajectories = sample_by_task(trajectories, args.sample_tasks, args.seed)
     split = split_by_task(trajectories, seed=args.seed)
@@ -222,7 +230,7 @@ def cmd_certify(args) -> int:
     from rubricforge_dspy.certificate import CertificateError, format_certificate
     from rubricforge_dspy.certify import certify_program, recheck_program
 
-    trajectories, _ = _load(args)
+    trajectories, _ = _load(args, need_labels=True)
     where = ", ".join(args.data)
     try:
         with lm_from_args(args) as lm:
@@ -282,7 +290,7 @@ def cmd_gate(args) -> int:
         if not (args.candidate and args.baseline and args.data):
             print("error: give --candidate, --baseline and --data (or two verdict files)", file=sys.stderr)
             return 2
-        trajectories, _ = _load(args)
+        trajectories, _ = _load(args, need_labels=True)
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
             lm = stack.enter_context(lm_from_args(args))

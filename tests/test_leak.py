@@ -16,6 +16,7 @@ import pytest
 
 from rubricforge_dspy.loaders import detect_format, iter_trajectories
 from rubricforge_dspy.render import RenderConfig, render_trajectory
+from tests.trace_poison import TRACE_FORMATS, poison_trace_file
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "evals" / "data"
@@ -86,6 +87,8 @@ def poisoned_copy(path: Path, tmp_path: Path) -> Path:
         lines = [json.dumps(_poison_webshop(json.loads(line))) for line in path.read_text().splitlines() if line.strip()]
         target.write_text("\n".join(lines) + "\n")
         return target
+    if fmt in TRACE_FORMATS:
+        return poison_trace_file(path, fmt, target)
     data = json.loads(path.read_text())
     poison = {"tau_bench": _poison_tau_bench, "tau2": _poison_tau2, "adapt": _poison_adapt}[fmt]
     target.write_text(json.dumps(poison(data)))

@@ -14,6 +14,7 @@ Trajectory ids (unique and stable for a given file layout):
 * tau2: ``{submission_dir}/{file_stem}:{task_id}:{trial}``
 * webshop_react: ``{file_stem}:{session}``; adapt: ``{file_stem}:{fixed_i}``
 * jsonl: the record's own ``id``
+* otel, langfuse: the trace id (one trajectory per trace; see docs/FORMAT.md)
 
 A ``#{record_index}`` suffix is added when a file repeats the same key, and an id seen twice in one
 load is an error.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Union
 
 from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
+from rubricforge_dspy.loaders import langfuse, otel
 from rubricforge_dspy.loaders._common import first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.trajectory import DEFAULT_LABEL_THRESHOLD, Trajectory, TrajectoryFormatError
 
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
+FORMATS += ("otel", "langfuse")
 _READERS = {
     "tau_bench": tau_bench.read,
     "tau2": tau2.read,
@@ -49,6 +52,7 @@ _READERS = {
     "adapt": adapt.read,
     "jsonl": jsonl.read,
 }
+_READERS.update({"otel": otel.read, "langfuse": langfuse.read})
 _CANDIDATE_SUFFIXES = (".json", ".jsonl")
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -91,12 +95,20 @@ def detect_format(path: PathLike) -> str:
     if head.startswith("["):
         if tau_bench.sniff(head):
             return "tau_bench"
+        if langfuse.sniff(head):
+            return "langfuse"
+        if otel.sniff(head, path):
+            return "otel"
     elif head.startswith("{"):
         for obj in first_json_lines(path, limit=5):  # JSON Lines: each line is a whole object
             if jsonl.sniff_line(obj):
                 return "jsonl"
             if webshop.sniff_line(obj):
                 return "webshop_react"
+        if langfuse.sniff(head):
+            return "langfuse"
+        if otel.sniff(head, path):
+            return "otel"
         if tau2.sniff(head):
             return "tau2"
         if adapt.sniff(head):
