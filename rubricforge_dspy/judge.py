@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import lru_cache
+from types import SimpleNamespace
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -62,9 +64,30 @@ class VerdictFormatError(AdapterParseError):
                          message=message)
 
 
+@lru_cache(maxsize=256)
+def _response_format(adapter_type: type, signature, supported: bool, schema_ok: bool, native: bool):
+    """The response format DSPy's JSON adapter plans for `signature` (a pydantic model class it builds with
+    `pydantic.create_model`, ~2 ms of CPU), computed once per signature instead of once per call."""
+    lm = SimpleNamespace(supported_params=frozenset({"response_format"} if supported else ()),
+                         supports_response_schema=schema_ok)
+    kwargs: dict = {}
+    dspy.JSONAdapter._prepare_response_format(adapter_type(use_native_function_calling=native), lm, kwargs,
+                                              signature)
+    return kwargs.get("response_format")
+
+
 class StrictJSONAdapter(dspy.JSONAdapter):
     """DSPy's JSON adapter, minus the repair: the answer must be one JSON object (optionally inside a
-    single ```json fence). Anything `json_repair` would have had to guess at is a parse failure."""
+    single ```json fence). Anything `json_repair` would have had to guess at is a parse failure.
+
+    The structured-output schema of a signature is built once and reused (DSPy builds it on every call)."""
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        planned = _response_format(dspy.JSONAdapter, signature, "response_format" in lm.supported_params,
+                                   bool(getattr(lm, "supports_response_schema", False)),
+                                   self.use_native_function_calling)
+        if planned is not None:
+            lm_kwargs["response_format"] = planned
 
     def parse(self, signature, completion: str):
         text = (completion or "").strip()

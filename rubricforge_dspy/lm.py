@@ -40,6 +40,7 @@ from dspy.utils.exceptions import LMError
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_API_KEY_ENV = "RUBRICFORGE_API_KEY"
+SHARD_CONNECTIONS = 16  # connections per httpx pool shard of one engine
 REFLECTION_DEFAULTS = {"max_tokens": 4096}
 ENV_PREFIX = "RUBRICFORGE_"
 REFLECTION_INFIX = "REFLECTION_"
@@ -58,8 +59,9 @@ class LMConfig:
     max_string_length: when set (and not 0), every string property of the response schema that has
     no ``maxLength`` gets this one, so a grammar-constrained server cannot ramble a free-text field
     until ``max_tokens`` cuts the JSON short (DSPy drops a field's ``max_length`` from the schema).
-    max_connections: the HTTP connection pool of the engine; batch judging and induction raise it to
-        their concurrency, so no request waits for a connection.
+    max_connections: the HTTP connections of the engine (split into pools of at most 16, threads dealt
+        to them in turn); batch judging and induction raise it to their concurrency, so no request waits
+        for a connection.
     cache: DSPy's own response cache, off by default: its key ignores the endpoint, so it could answer
     for another server. The one cache that answers judge calls is the verdict cache
     (`rubricforge_dspy.cache`), keyed by the judge's fingerprint.
@@ -101,12 +103,14 @@ class LMConfig:
 
     @classmethod
     def from_env(cls, role: str = "judge", environ: Mapping[str, str] | None = None,
-                 prefix: str = ENV_PREFIX, **overrides: Any) -> "LMConfig":
+                 prefix: str = ENV_PREFIX, judge_overrides: Mapping[str, Any] | None = None,
+                 **overrides: Any) -> "LMConfig":
         """The configuration of ``role`` ("judge" or "reflection"): overrides > environment > defaults.
 
         Overrides that are None are ignored, so CLI flags left unset fall through to the environment.
         A reflection LM without its own api_base uses the judge's endpoint (embedded included), with
-        the reflection defaults (a longer ``max_tokens``: it writes whole rubrics).
+        the reflection defaults (a longer ``max_tokens``: it writes whole rubrics). `judge_overrides` are
+        the judge's own explicit values (its CLI flags), which that fallback honours too.
         """
         environ = os.environ if environ is None else environ
         explicit = {k: v for k, v in overrides.items() if v is not None}
@@ -115,7 +119,7 @@ class LMConfig:
             return cls(**own)
         base = {}
         if "api_base" not in own:
-            judge = cls.from_env("judge", environ, prefix).to_dict()
+            judge = cls.from_env("judge", environ, prefix, **(judge_overrides or {})).to_dict()
             base = {k: v for k, v in judge.items() if k in _SETTABLE}
         return cls(**{**base, **REFLECTION_DEFAULTS, **own})
 
@@ -125,7 +129,11 @@ class LMConfig:
         """The configuration of ``role`` from flags added by `add_lm_arguments`, then the environment."""
         flag = "" if role == "judge" else "reflection_"
         overrides = {name: getattr(args, flag + name, None) for name in _SETTABLE}
-        return cls.from_env(role, environ, **overrides)
+        if role == "judge":
+            return cls.from_env(role, environ, **overrides)
+        # Without --reflection-api-base the reflection LM is the judge's endpoint, CLI flags included.
+        judge = {name: getattr(args, name, None) for name in _SETTABLE}
+        return cls.from_env(role, environ, judge_overrides=judge, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything needed to reproduce the LM, minus the key (only its variable's name)."""
@@ -320,8 +328,10 @@ class ChatCompletionsEngine:
         if config.is_embedded or not config.model:
             raise ValueError("ChatCompletionsEngine needs an api_base and a model name")
         self.config = config
-        self._client = None
+        self._clients: list = []  # the connection-pool shards, created on first use
+        self._local = threading.local()
         self._lock = threading.Lock()
+        self._threads = 0
 
     @property
     def url(self) -> str:
@@ -346,14 +356,28 @@ class ChatCompletionsEngine:
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def _http(self):
+        """This thread's HTTP client. The `max_connections` connections are split over shards of at most
+        `SHARD_CONNECTIONS`, and threads are dealt to shards in turn: one big httpx pool scans all its
+        connections under one lock on every request and response, which at 64-256 threads cost more
+        client CPU than everything else in a call (evals/RESULTS.md, "Saturating a batching server")."""
+        client = getattr(self._local, "client", None)
+        if client is not None:
+            return client
         with self._lock:
-            if self._client is None:
+            if not self._clients:
                 import httpx
 
-                size = self.config.max_connections
-                self._client = httpx.Client(timeout=self.config.timeout,
-                                            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
-            return self._client
+                total = self.config.max_connections
+                shards = max(1, -(-total // SHARD_CONNECTIONS))
+                for i in range(shards):
+                    size = total // shards + (1 if i < total % shards else 0)
+                    self._clients.append(httpx.Client(
+                        timeout=self.config.timeout,
+                        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size)))
+            client = self._clients[self._threads % len(self._clients)]
+            self._threads += 1
+        self._local.client = client
+        return client
 
     def complete(self, request):
         import httpx
@@ -382,9 +406,10 @@ class ChatCompletionsEngine:
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            clients, self._clients = self._clients, []
+            self._local = threading.local()
+        for client in clients:
+            client.close()
 
     # Copies (dspy deep-copies programs) get their own connection pool; state holds no key.
     def __getstate__(self):

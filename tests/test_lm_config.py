@@ -220,4 +220,22 @@ def test_engine_survives_deepcopy_and_pickle():
 
     lm = make_lm(LMConfig(model="m@r", api_base="http://127.0.0.1:9/v1"))
     for clone in (copy.deepcopy(lm.engine), pickle.loads(pickle.dumps(lm.engine))):
-        assert clone.config == lm.engine.config and clone._client is None
+        assert clone.config == lm.engine.config and clone._clients == []
+
+
+def test_reflection_lm_follows_the_judge_endpoint_given_by_cli_flags():
+    """`rubricforge induce --api-base X --model M` (no --reflection-*) reflects with X/M, not the embedded
+    model (found by the induction-over-HTTP benchmark: it used to read only the environment)."""
+    import argparse
+
+    from rubricforge_dspy.lm import add_lm_arguments
+
+    args = add_lm_arguments(argparse.ArgumentParser()).parse_args(
+        ["--api-base", "http://gpu:30000/v1", "--model", "qwen@rev", "--timeout", "30"])
+    reflection = LMConfig.from_args(args, "reflection", environ={})
+    assert (reflection.api_base, reflection.model, reflection.timeout) == ("http://gpu:30000/v1", "qwen@rev", 30.0)
+    assert reflection.max_tokens == 4096  # the reflection default, not the judge's 256
+    own = add_lm_arguments(argparse.ArgumentParser()).parse_args(
+        ["--api-base", "http://gpu:30000/v1", "--model", "qwen@rev", "--reflection-api-base", "http://big:1/v1",
+         "--reflection-model", "large@rev"])
+    assert LMConfig.from_args(own, "reflection", environ={}).api_base == "http://big:1/v1"

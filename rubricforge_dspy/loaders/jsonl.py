@@ -46,12 +46,26 @@ def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
+def inline_refs(node: Any, defs: dict) -> Any:
+    """`node` with every ``{"$ref": "#/$defs/NAME"}`` replaced by that definition (the interchange schema's
+    definitions are not recursive), and ``$defs`` dropped: jsonschema then validates without resolving
+    references, about twice as fast (every line of a file is validated)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if len(node) == 1 and isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return inline_refs(defs[ref[len("#/$defs/"):]], defs)
+        return {key: inline_refs(value, defs) for key, value in node.items() if key != "$defs"}
+    if isinstance(node, list):
+        return [inline_refs(item, defs) for item in node]
+    return node
+
+
 @lru_cache(maxsize=1)
 def _validator():
     from jsonschema import Draft202012Validator
 
     Draft202012Validator.check_schema(schema())
-    return Draft202012Validator(schema())
+    return Draft202012Validator(inline_refs(schema(), schema().get("$defs", {})))
 
 
 def validation_problem(obj: Any) -> str | None:
