@@ -63,11 +63,11 @@ def fit_text(text: str, max_tokens: int) -> str:
     if cost <= max_tokens:
         return text
     keep = max(0, len(text) * max_tokens // max(cost, 1))
-    for _ in range(40):
+    for _ in range(120):
         cut = _head_tail(text, keep)
         if estimate_tokens(cut) <= max_tokens or keep == 0:
             return cut
-        keep = keep * 4 // 5
+        keep = keep * 19 // 20
     return _head_tail(text, 0)
 
 

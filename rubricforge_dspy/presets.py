@@ -63,6 +63,17 @@ def resolve(args) -> Preset:
     return replace(preset, **overrides)
 
 
+def render_with_overrides(args, preset: Preset, base: RenderConfig | None = None) -> RenderConfig:
+    """The render a command uses: `base` (a frozen program's render) with only the ``--render-tokens`` /
+    ``--step-chars`` given applied, or the preset's render when there is no `base`."""
+    if base is None:
+        return preset.render
+    overrides = {name: value for name, value in (("max_tokens", getattr(args, "render_tokens", None)),
+                                                 ("max_step_chars", getattr(args, "step_chars", None)))
+                 if value is not None}
+    return replace(base, **overrides)
+
+
 def add_preset_arguments(parser, induction: bool = False) -> None:
     """``--preset --concurrency --render-tokens --step-chars`` (and ``--num-threads`` for induction)."""
     group = parser.add_argument_group("sizes (default: the embedded preset without --api-base, else the server preset)")
@@ -73,7 +84,9 @@ def add_preset_arguments(parser, induction: bool = False) -> None:
                        help=f"token budget of each rendered trajectory (embedded {EMBEDDED.render_tokens}, "
                             f"server {SERVER.render_tokens})")
     group.add_argument("--step-chars", type=int, default=None,
-                       help=f"characters kept of one step (embedded {EMBEDDED.step_chars}, server {SERVER.step_chars})")
+                       help=f"characters a long step keeps at least when the render does not fit its token "
+                            f"budget (steps are cut only then; embedded {EMBEDDED.step_chars}, "
+                            f"server {SERVER.step_chars})")
     if induction:
         group.add_argument("--num-threads", type=int, default=None,
                            help=f"GEPA evaluation threads (embedded {EMBEDDED.num_threads}, server {SERVER.num_threads})")

@@ -139,14 +139,15 @@ def _floor(part: _Part, max_chars: int) -> int:
     """Estimated tokens a long body keeps at least: what its first `max_chars` characters cost, plus a marker."""
     if len(part.body) <= max_chars:
         return part.cost
-    return min(part.cost, estimate_tokens(part.body[:max_chars]) + 12)
+    return min(part.cost, estimate_tokens(part.body[:max_chars]) + 16)
 
 
 def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -> list[str]:
     parts = [*steps, footer]
     if sum(p.fixed + p.cost for p in parts) <= budget:
         return [p.text() for p in parts]
-    floors = [_floor(p, max_chars) for p in parts]
+    # a long step's guaranteed share never exceeds a quarter of the budget: first and last steps always fit
+    floors = [min(_floor(p, max_chars), max(1, budget // 4)) for p in parts]
     keep = list(range(len(parts)))
     if sum(p.fixed + f for p, f in zip(parts, floors)) > budget:
         keep, budget = _head_and_tail(steps, floors, budget - footer.fixed - floors[-1])
