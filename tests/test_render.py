@@ -130,3 +130,17 @@ def test_render_never_exceeds_its_budget_on_shipped_data():
     for preset in PRESETS.values():
         for t in trajectories[::10]:
             assert estimate_tokens(render_trajectory(t, preset.render)) <= preset.render_tokens, (preset.name, t.id)
+
+
+def test_render_command_honours_step_chars(capsys):
+    from rubricforge_dspy.cli import main
+
+    data = str(Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json")
+    outputs = {}
+    for chars in (40, 400):
+        assert main(["render", "--data", data, "--index", "3", "--max-tokens", "1200", "--step-chars", str(chars)]) == 0
+        outputs[chars] = capsys.readouterr().out
+    assert outputs[40] != outputs[400]
+    kept = {chars: sum(line.startswith("[") and "elided" not in line for line in text.splitlines())
+            for chars, text in outputs.items()}
+    assert kept[40] > kept[400]  # a smaller guaranteed share keeps more (shorter) steps
