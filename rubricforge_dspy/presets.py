@@ -3,8 +3,9 @@
 - ``embedded``: SmolLM2-135M on llama.cpp, 2 CPU cores, a 2k-token context. Short renders, one request
   in flight (the server runs one at a time), a GEPA budget that finishes in minutes. Plumbing, not a judge.
 - ``server``: a GPU judge behind an OpenAI-compatible server (SGLang, vLLM) that batches requests: a
-  render budget that fits the shipped tau-bench episodes (8k tokens for a 32k-context judge; see
-  evals/RESULTS.md for how many each preset cuts), 64 requests in flight, 32 GEPA evaluation threads,
+  render budget that fits the shipped tau-bench episodes (22k estimated tokens, an upper bound on the
+  real count, for a 32k-context judge; the longest shipped episode estimates at 20.9k and tokenizes to
+  about half that; see evals/RESULTS.md for how many each preset cuts), 64 requests in flight, 32 GEPA evaluation threads,
   and the paper's budget (200 metric calls, minibatch 4).
 
 `preset_for(api_base)` picks ``embedded`` when no endpoint is configured, else ``server``. Every command
@@ -39,7 +40,7 @@ class Preset:
 
 EMBEDDED = Preset("embedded", render_tokens=900, step_chars=300, concurrency=1, num_threads=1, budget=6,
                   minibatch=2, demo_tasks=10, demo_max_tokens=250, max_rubric_chars=2500)
-SERVER = Preset("server", render_tokens=8000, step_chars=6000, concurrency=64, num_threads=32, budget=200,
+SERVER = Preset("server", render_tokens=22000, step_chars=6000, concurrency=64, num_threads=32, budget=200,
                 minibatch=4, demo_tasks=50, demo_max_tokens=None, max_rubric_chars=3000)
 PRESETS = {p.name: p for p in (EMBEDDED, SERVER)}
 

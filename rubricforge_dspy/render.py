@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 
 from rubricforge_dspy.clip import fit, sanitize
 from rubricforge_dspy.tokens import estimate_tokens
@@ -68,11 +69,11 @@ class _Part:
         sep = "\n" if "\n" in body else self.open
         return f"{self.prefix}{sep}{body}{self.close}{self.note}" if body else f"{self.prefix}{self.close}{self.note}"
 
-    @property
+    @cached_property
     def fixed(self) -> int:
         return estimate_tokens(self.prefix + self.close + self.note) + 2  # separator and line break
 
-    @property
+    @cached_property
     def cost(self) -> int:
         return estimate_tokens(self.body)
 

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
-_PIECE = re.compile(r"[A-Za-z]+|[ ]+|[\x00-\x7f]|[^\x00-\x7f]+")
+_LETTERS = re.compile(r"[A-Za-z]+")
+_SPACE_BEFORE_LETTER = re.compile(r" +(?=[A-Za-z])")
+_OTHER_ASCII = re.compile(r"[\x00-\x1f!-@\[-`{-\x7f]")
 _VOWELS = frozenset("aeiouyAEIOUY")
 _CLUSTER = re.compile(r"[^aeiouyAEIOUY]{3,}")
 WORD_LETTERS_PER_TOKEN = 2
@@ -41,19 +44,15 @@ def word_like(run: str) -> bool:
     return vowels * 4 >= len(run) and not _CLUSTER.search(run)
 
 
+@lru_cache(maxsize=1 << 16)
+def _letters_cost(run: str) -> int:
+    return max(1, math.ceil(len(run) / WORD_LETTERS_PER_TOKEN)) if word_like(run) else len(run)
+
+
 def estimate_tokens(text: str) -> int:
     """Conservative token count of `text` (see the module docstring); deterministic, pure Python."""
-    total = 0
-    for match in _PIECE.finditer(text):
-        piece = match.group()
-        first = piece[0]
-        if first.isascii() and first.isalpha():
-            total += max(1, math.ceil(len(piece) / WORD_LETTERS_PER_TOKEN)) if word_like(piece) else len(piece)
-        elif first == " ":
-            after = text[match.end():match.end() + 1]
-            total += len(piece) - 1 + (0 if after.isascii() and after.isalpha() else 1)
-        elif first.isascii():
-            total += 1
-        else:
-            total += len(piece.encode("utf-8", "surrogatepass"))
-    return total
+    letters = sum(_letters_cost(run) for run in _LETTERS.findall(text))
+    spaces = text.count(" ") - len(_SPACE_BEFORE_LETTER.findall(text))
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    non_ascii_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    return letters + spaces + len(_OTHER_ASCII.findall(text)) + non_ascii_bytes
