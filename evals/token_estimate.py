@@ -34,7 +34,7 @@ from rubricforge_dspy.render import RenderConfig, render_trajectory
 from rubricforge_dspy.tokens import estimate_tokens, word_like
 
 ROOT = Path(__file__).resolve().parent
-DATA_ROOTS = [ROOT / "data", ROOT.parent.parent / "shared" / "data" / "raw"]
+DATA_ROOTS = {"evals/data": ROOT / "data", "shared/data/raw": ROOT.parent.parent / "shared" / "data" / "raw"}
 FULL = RenderConfig(max_tokens=10**9, max_step_chars=10**9)
 SAMPLE_PER_SET = 12
 
@@ -131,10 +131,10 @@ def main(argv=None) -> int:
     started = time.time()
     count, name = tokenizer()
     sets: dict[str, list[str]] = {}
-    for root in DATA_ROOTS:
+    for prefix, root in DATA_ROOTS.items():
         if root.is_dir():
             for directory in sorted(p for p in root.iterdir() if p.is_dir()):
-                sets[f"{root.parent.name}/{root.name}/{directory.name}"] = dataset_texts(directory)
+                sets[f"{prefix}/{directory.name}"] = dataset_texts(directory)
     sets["adversarial"] = adversarial_texts()
     results, sample = {}, []
     for label, texts in sets.items():
