@@ -37,6 +37,7 @@ DEFAULT_MAX_TOKENS = 1800
 DEFAULT_MAX_STEP_CHARS = 700
 ELISION = "[... {n} steps elided to fit the token budget ...]"
 CONTROL_NOTE = " [{n} control characters removed]"
+MIN_SHARE = 32  # estimated tokens: less than this of a step is not worth showing once steps are elided
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,8 @@ def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int
 
 def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[list[int], int]:
     """Indices of the steps kept (a head, then the tail) at their floor sizes, and the budget left for
-    them after the elision marker."""
+    them after the elision marker. The oldest tail step may get less than its floor (`floors` is
+    updated) when at least `MIN_SHARE` tokens are left for it."""
     budget -= estimate_tokens(ELISION.format(n=len(steps))) + 1
     costs = [p.fixed + f for p, f in zip(steps, floors)]
     head, used = [], 0
@@ -192,6 +194,9 @@ def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[
     tail, remaining = [], budget - used
     for i in range(len(steps) - 1, len(head) - 1, -1):
         if costs[i] > remaining:
+            if remaining - steps[i].fixed >= MIN_SHARE:  # the leftover still shows a useful part of this step
+                floors[i] = remaining - steps[i].fixed
+                tail.append(i)
             break
         tail.append(i)
         remaining -= costs[i]
