@@ -158,9 +158,10 @@ def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -
     kept = [parts[i] for i in keep]
     shares = _water_fill([p.cost for p in kept], [floors[i] for i in keep], budget - sum(p.fixed for p in kept))
     lines = [p.text(p.body if share >= p.cost else fit(p.body, max(1, share))) for p, share in zip(kept, shares)]
-    gap = next((n for n, (a, b) in enumerate(zip(keep, keep[1:])) if b - a > 1), None)
-    if gap is not None:
-        lines.insert(gap + 1, ELISION.format(n=keep[gap + 1] - keep[gap] - 1))
+    shown = [-1, *keep[:-1], len(steps)]  # the kept steps between sentinels; the footer is not a step
+    for n in range(len(shown) - 2, -1, -1):
+        if shown[n + 1] - shown[n] > 1:
+            lines.insert(n, ELISION.format(n=shown[n + 1] - shown[n] - 1))
     return lines
 
 
