@@ -462,3 +462,12 @@ def test_text_actions_survive_a_round_trip_through_the_format(tmp_path):
     again.write_text(json.dumps({**record, "id": "r2"}) + "\n", encoding="utf-8")
     (u,), _ = load_trajectories(again)
     assert u.steps == t.steps
+
+
+def test_docs_react_example_reads_as_documented(tmp_path):
+    text = DOCS_FORMAT.read_text(encoding="utf-8")
+    block = re.search(r"### Text-only \(ReAct\) agents.*?```\n(.*?)```", text, re.DOTALL).group(1)
+    messages = [json.loads(line) for line in block.splitlines() if line.strip()]
+    (t,), _ = load_trajectories(_jsonl(tmp_path, *messages))
+    assert (t.n_tool_calls, t.n_user_turns, t.n_tool_errors) == (2, 1, 1)
+    assert t.steps[-1].kind == "final_answer" and t.steps[-1].content == messages[-1]["content"]
