@@ -7,7 +7,7 @@ punctuation and every control byte a token of its own, and need several tokens f
 estimate charges each piece of text by its class:
 
 - an ASCII letter run that reads like a word (lowercase or Capitalized, vowels at least every third
-  letter, at least a quarter vowels) costs ``ceil(len / 2)`` (at least 1);
+  letter, at least a quarter vowels) costs ``ceil(len / 2)`` (at least 1), plus 1 for a capital;
 - any other letter run (``ABC123`` codes, ``QQKPZJR``, hex, base64, camelCase) costs 1 per letter;
 - a digit, an ASCII punctuation mark, a newline, a tab or a control byte costs 1;
 - a run of spaces costs one token per space beyond the first, plus one when it is not followed by a
@@ -46,7 +46,10 @@ def word_like(run: str) -> bool:
 
 @lru_cache(maxsize=1 << 16)
 def _letters_cost(run: str) -> int:
-    return max(1, math.ceil(len(run) / WORD_LETTERS_PER_TOKEN)) if word_like(run) else len(run)
+    if not word_like(run):
+        return len(run)
+    capital = int(run[0].isupper())  # a capital often starts a token of its own ("Qy" is two)
+    return capital + max(1 - capital, math.ceil((len(run) - capital) / WORD_LETTERS_PER_TOKEN))
 
 
 def estimate_tokens(text: str) -> int:
