@@ -3,9 +3,10 @@
 - ``embedded``: SmolLM2-135M on llama.cpp, 2 CPU cores, a 2k-token context. Short renders, one request
   in flight (the server runs one at a time), a GEPA budget that finishes in minutes. Plumbing, not a judge.
 - ``server``: a GPU judge behind an OpenAI-compatible server (SGLang, vLLM) that batches requests: a
-  render budget that fits the shipped tau-bench episodes (22k estimated tokens, an upper bound on the
-  real count, for a 32k-context judge; the longest shipped episode estimates at 21.0k, 11.5k
-  SmolLM2 tokens; see evals/RESULTS.md for how many each preset cuts), 64 requests in flight, 32 GEPA evaluation threads,
+  render budget that fits the shipped tau-bench episodes (22k estimated tokens, never fewer
+  than SmolLM2's count on the measured data, for a 32k-context judge; the longest shipped episode
+  estimates at 21.0k, 11.5k SmolLM2 tokens; see evals/RESULTS.md for how many each preset cuts), 64
+  requests in flight, 32 GEPA evaluation threads,
   and the paper's budget (200 metric calls, minibatch 4).
 
 `preset_for(api_base)` picks ``embedded`` when no endpoint is configured, else ``server``. Every command
