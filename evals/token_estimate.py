@@ -13,7 +13,8 @@ The reference is the SmolLM2-135M tokenizer (the embedded judge's: llama-cpp-pyt
   that read like words.
 
 Per set: texts, undercounts (real > estimate), the max / p99 / median of real / estimate, and the
-total real / total estimate (how much budget the caution costs). `--sample` writes the texts with the
+total real / total estimate (how much budget the caution costs); and the same for render version 1's
+characters / 4. `--sample` writes the texts with the
 highest ratio of each set (at most 2,000 characters each) for `tests/test_render.py`.
 """
 
@@ -119,6 +120,10 @@ def measure(texts: list[str], count) -> tuple[dict, list[tuple[float, str]]]:
         "max_ratio": round(ratios[-1], 4), "p99_ratio": round(ratios[int(0.99 * (len(ratios) - 1))], 4),
         "median_ratio": round(ratios[len(ratios) // 2], 4),
         "total_real_over_total_estimate": round(real / max(1, estimate), 4),
+        "characters_over_4": {  # render version 1's estimate, for comparison
+            "undercounts": sum(r > -(-len(t) // 4) for r, _, t in pairs),
+            "max_ratio": round(max(r / max(1, -(-len(t) // 4)) for r, _, t in pairs), 4),
+            "total_real_over_total_estimate": round(real / max(1, sum(-(-len(t) // 4) for t in texts)), 4)},
     }
     return summary, rows
 
