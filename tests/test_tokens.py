@@ -20,7 +20,8 @@ ALPHABETS = [string.ascii_lowercase + " ", string.ascii_letters + string.digits,
 
 
 def _sample() -> list[dict]:
-    return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # split on "\n" only: texts hold U+0085 and U+2028, which splitlines() would also split on
+    return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def _random_texts(n: int = 400, seed: int = 0) -> list[str]:
