@@ -27,6 +27,7 @@ import random
 import string
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from rubricforge_dspy.loaders import load_trajectories
@@ -91,7 +92,7 @@ def adversarial_texts(seed: int = 0) -> list[str]:
                                                                    for _ in range(rng.randint(1, 30))],
                                  "id": f"{rng.getrandbits(128):032x}", "ok": rng.random() < 0.5, "n": None},
                                 indent=rng.choice([None, 2])))
-        texts.append(str(__import__("uuid").UUID(int=rng.getrandbits(128))))
+        texts.append(str(uuid.UUID(int=rng.getrandbits(128))))
     code = Path(__file__).read_text(encoding="utf-8")
     texts += [code, code.replace("    ", "\t"), "\n".join(line.strip() for line in code.splitlines())]
     texts.append("<html><body>" + "".join(f'<div class="row r{i}"><a href="/p/{i}?q={i * 7}">Item {i}</a></div>'
