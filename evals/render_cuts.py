@@ -4,8 +4,10 @@
 
 For every shipped tau-bench file (evals/data/tau_bench_*) and each preset (`rubricforge_dspy.presets`),
 renders every trajectory and counts those whose steps were elided to fit the token budget (the middle of
-the episode, where tool errors sit, replaced by a marker) and those with at least one step clipped to
-the per-step character limit. No LM: seconds. Writes one JSON with the machine and the exact settings.
+the episode, where tool errors sit, replaced by a marker) and those with at least one step cut (its text
+head and tail around ``[... N chars elided ...]``, or its JSON trimmed by structure). Sizes are in the
+conservative estimated tokens of `rubricforge_dspy.tokens` (render version `RENDER_VERSION`). No LM:
+seconds. Writes one JSON with the machine and the exact settings.
 """
 
 from __future__ import annotations
@@ -13,18 +15,19 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import sys
 import time
 from pathlib import Path
 
 from rubricforge_dspy.loaders import load_trajectories
 from rubricforge_dspy.presets import PRESETS
-from rubricforge_dspy.render import estimate_tokens, render_trajectory
+from rubricforge_dspy.render import RENDER_VERSION, estimate_tokens, render_trajectory
 
 DATA = Path(__file__).resolve().parent / "data"
 FILES = sorted(DATA.glob("tau_bench_*/*.json"))
-ELIDED = "elided to fit"
-CLIPPED = " [...] "
+ELIDED = "steps elided to fit"
+CUT = re.compile(r"\[\.\.\. \d+ chars elided \.\.\.\]|\.\.\. \d+ more (?:items|keys)|\.\.\. \d+ chars \.\.\.")
 
 
 def measure(path: Path) -> dict:
@@ -35,7 +38,7 @@ def measure(path: Path) -> dict:
         row["presets"][name] = {
             "render_tokens": preset.render_tokens, "step_chars": preset.step_chars,
             "elided": sum(ELIDED in text for text in texts),
-            "clipped_steps": sum(CLIPPED in text for text in texts),
+            "cut_steps": sum(bool(CUT.search(text)) for text in texts),
             "max_estimated_tokens": max(estimate_tokens(text) for text in texts),
         }
     return row
@@ -48,13 +51,13 @@ def main(argv=None) -> int:
     started = time.time()
     rows = [measure(path) for path in FILES]
     result = {"command": "python -m evals.render_cuts", "machine": f"{platform.machine()}, {platform.system()}, "
-              f"Python {platform.python_version()}", "lm": "none (rendering only)",
+              f"Python {platform.python_version()}", "lm": "none (rendering only)", "render_version": RENDER_VERSION,
               "date": time.strftime("%Y-%m-%d", time.gmtime()), "wall_time_s": round(time.time() - started, 2),
               "files": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     for row in rows:
-        cuts = ", ".join(f"{n}: {p['elided']} elided / {p['clipped_steps']} clipped" for n, p in row["presets"].items())
+        cuts = ", ".join(f"{n}: {p['elided']} elided / {p['cut_steps']} cut" for n, p in row["presets"].items())
         print(f"{row['file']} ({row['trajectories']}): {cuts}", file=sys.stderr)
     return 0
 

@@ -13,6 +13,7 @@ The certificate is plain JSON in the program's manifest (key ``"certificate"``):
     confidence, data_fingerprint, lm_fingerprint {sha256, parts}, rubric_sha256, date
     floor                                 -- the judge's margin over the symptom floor on the same items
                                              (`rubricforge_dspy.floor.margin`), or absent
+    render_version                        -- `render.RENDER_VERSION` of the text the judge read
 
 Everything is computed from verdict lines (`rubricforge_dspy.verdict`), so a certificate can be
 recomputed from the verdict file it came from. An abstention is a fail verdict with score 0.0.
@@ -31,6 +32,7 @@ from scipy import stats
 
 from rubricforge_dspy import metrics
 from rubricforge_dspy.fingerprint import Fingerprint, lm_fingerprint
+from rubricforge_dspy.render import RENDER_VERSION
 
 CERTIFICATE_KEY = "certificate"
 ECE_BINS = 10
@@ -126,6 +128,7 @@ def certificate_for(records: Iterable[Mapping], *, lm, data_fingerprint: str, ru
         "data_fingerprint": data_fingerprint,
         "lm_fingerprint": {"sha256": fingerprint.sha256, "parts": fingerprint.parts},
         "rubric_sha256": rubric_sha256,
+        "render_version": RENDER_VERSION,
         "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
     }
 
@@ -177,25 +180,43 @@ def check_drift(manifest: Mapping | None, lm, where: str = "program") -> list[st
                       "never measured on held-out data; run `rubricforge certify`", UncertifiedJudgeWarning,
                       stacklevel=3)
         return []
+    render_changed = check_render_version(manifest, where)
     if lm is None:
         import dspy
 
         lm = dspy.settings.lm
     if lm is None:
-        return []
+        return render_changed
     certified = certificate.get("lm_fingerprint") or {}
     current = lm_fingerprint(lm)
     if current.sha256 == certified.get("sha256"):
-        return []
+        return render_changed
     parts = certified.get("parts") or {}
     differ = Fingerprint("", _comparable(current.parts)).diff(Fingerprint("", _comparable(parts)))
     if not differ:
-        return []
+        return render_changed
     detail = ", ".join(f"{name}: certified {parts.get(name)!r}, now {current.parts.get(name)!r}" for name in differ)
     warnings.warn(f"{where}: certified with another LM ({detail}); its certificate does not cover this LM. "
                   "Run `rubricforge certify` with this LM, or use the certified one", UncertifiedJudgeWarning,
                   stacklevel=3)
-    return differ
+    return render_changed + differ
+
+
+def check_render_version(manifest: Mapping | None, where: str = "program") -> list[str]:
+    """Warn `UncertifiedJudgeWarning` when a program's certificate was measured on text of another
+    render version than this install's (`render_version` in the certificate; a certificate without one
+    predates render versions: version 1). Returns ``["render.version"]`` then, else []."""
+    certificate = (manifest or {}).get(CERTIFICATE_KEY)
+    if not certificate:
+        return []
+    recorded = certificate.get("render_version", 1)
+    if recorded == RENDER_VERSION:
+        return []
+    warnings.warn(f"{where}: certified on text rendered by render version {recorded}; this install renders "
+                  f"version {RENDER_VERSION} (see rubricforge_dspy/render.py), so the certificate does not "
+                  "cover what the judge now reads. Run `rubricforge certify` again", UncertifiedJudgeWarning,
+                  stacklevel=4)
+    return ["render.version"]
 
 
 @dataclass(frozen=True)

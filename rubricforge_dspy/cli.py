@@ -84,7 +84,7 @@ def cmd_render(args) -> int:
     from rubricforge_dspy.render import RenderConfig, render_trajectory
 
     trajectories, _ = _load(args, warn=False)
-    config = RenderConfig(max_tokens=args.max_tokens)
+    config = RenderConfig(max_tokens=args.max_tokens, max_step_chars=args.step_chars)
     if args.all:
         chosen = list(enumerate(trajectories))
     else:
@@ -114,8 +114,13 @@ def cmd_judge(args) -> int:
     join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
 
     preset = resolve(args)
-    # A frozen program keeps the render it was induced with unless the flags say otherwise.
-    render = preset.render if (args.program is None or args.render_tokens or args.step_chars) else None
+    # A frozen program keeps the render it was induced with, but for the sizes the flags give.
+    render = preset.render if args.program is None else None
+    if args.program is not None and (args.render_tokens is not None or args.step_chars is not None):
+        from rubricforge_dspy.judge import load
+        from rubricforge_dspy.presets import render_with_overrides
+
+        render = render_with_overrides(args, preset, load(args.program, check_certificate=False).render_config)
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, "
               f"render {'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
@@ -151,9 +156,10 @@ def cmd_induce(args) -> int:
     from rubricforge_dspy.presets import resolve
 
     preset = resolve(args)
+    from rubricforge_dspy.presets import render_with_overrides
+
     init = load(args.init, check_certificate=False) if args.init else TrajectoryJudge()
-    if not args.init or args.render_tokens or args.step_chars:
-        init.render_config = preset.render
+    init.render_config = render_with_overrides(args, preset, init.render_config if args.init else None)
     print(f"preset {preset.name}: render {init.render_config.max_tokens} tokens, {preset.num_threads} GEPA "
           f"threads, budget {preset.budget}", file=sys.stderr)
     config = InductionConfig(budget=preset.budget, minibatch=args.minibatch or preset.minibatch, seed=args.seed,
@@ -440,6 +446,7 @@ def _add_certify_parsers(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.lm import add_lm_arguments
     from rubricforge_dspy.presets import add_preset_arguments
+    from rubricforge_dspy.render import DEFAULT_MAX_STEP_CHARS, DEFAULT_MAX_TOKENS
 
     parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -461,7 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--index", type=int, default=0)
     group.add_argument("--all", action="store_true")
-    p.add_argument("--max-tokens", type=int, default=1800)
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                   help="estimated-token budget of the render (the judge's --render-tokens)")
+    p.add_argument("--step-chars", type=int, default=DEFAULT_MAX_STEP_CHARS,
+                   help="characters a long step keeps at least when the render does not fit the budget")
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("judge", help="judge a file of trajectories into a JSONL of verdicts")

@@ -9,7 +9,7 @@ recorded in every verdict line and output file, and what a certificate is bound 
 - the LM settings that change an answer (`lm_fingerprint`): model name, endpoint (``api_base``:
   two servers may serve different weights under one name), temperature, max_tokens, seed,
   structured-output dialect, max string length;
-- the render configuration (what text the judge is shown);
+- the render configuration and the render algorithm's version (what text the judge is shown);
 - the operating point: the calibration map and the pass threshold, when the program has them;
 - the versions of rubricforge-dspy and DSPy (prompt formatting and parsing live there).
 
@@ -103,10 +103,19 @@ def judge_parts(judge, lm) -> dict:
         "programs": programs,
         "adapter": adapter_parts(getattr(judge, "adapter", None)),
         "lm": lm_settings(lm),
-        "render": asdict(render) if is_dataclass(render) else None,
+        "render": _render_parts(render),
         "operating_point": judge.operating_point() if hasattr(judge, "operating_point") else None,
         "versions": {"rubricforge_dspy": _version("rubricforge-dspy"), "dspy": _version("dspy")},
     }
+
+
+def _render_parts(render) -> dict | None:
+    """The render configuration and the render algorithm's version (`render.RENDER_VERSION`)."""
+    if not is_dataclass(render):
+        return None
+    from rubricforge_dspy.render import RENDER_VERSION
+
+    return {**asdict(render), "version": RENDER_VERSION}
 
 
 def judge_fingerprint(judge, lm) -> Fingerprint:

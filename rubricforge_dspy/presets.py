@@ -3,8 +3,10 @@
 - ``embedded``: SmolLM2-135M on llama.cpp, 2 CPU cores, a 2k-token context. Short renders, one request
   in flight (the server runs one at a time), a GEPA budget that finishes in minutes. Plumbing, not a judge.
 - ``server``: a GPU judge behind an OpenAI-compatible server (SGLang, vLLM) that batches requests: a
-  render budget that fits the shipped tau-bench episodes (8k tokens for a 32k-context judge; see
-  evals/RESULTS.md for how many each preset cuts), 64 requests in flight, 32 GEPA evaluation threads,
+  render budget that fits the shipped tau-bench episodes (22k estimated tokens, never fewer
+  than SmolLM2's count on the measured data, for a 32k-context judge; the longest shipped episode
+  estimates at 21.0k, 11.5k SmolLM2 tokens; see evals/RESULTS.md for how many each preset cuts), 64
+  requests in flight, 32 GEPA evaluation threads,
   and the paper's budget (200 metric calls, minibatch 4).
 
 `preset_for(api_base)` picks ``embedded`` when no endpoint is configured, else ``server``. Every command
@@ -39,7 +41,7 @@ class Preset:
 
 EMBEDDED = Preset("embedded", render_tokens=900, step_chars=300, concurrency=1, num_threads=1, budget=6,
                   minibatch=2, demo_tasks=10, demo_max_tokens=250, max_rubric_chars=2500)
-SERVER = Preset("server", render_tokens=8000, step_chars=6000, concurrency=64, num_threads=32, budget=200,
+SERVER = Preset("server", render_tokens=22000, step_chars=6000, concurrency=64, num_threads=32, budget=200,
                 minibatch=4, demo_tasks=50, demo_max_tokens=None, max_rubric_chars=3000)
 PRESETS = {p.name: p for p in (EMBEDDED, SERVER)}
 
@@ -63,6 +65,17 @@ def resolve(args) -> Preset:
     return replace(preset, **overrides)
 
 
+def render_with_overrides(args, preset: Preset, base: RenderConfig | None = None) -> RenderConfig:
+    """The render a command uses: `base` (a frozen program's render) with only the ``--render-tokens`` /
+    ``--step-chars`` given applied, or the preset's render when there is no `base`."""
+    if base is None:
+        return preset.render
+    overrides = {name: value for name, value in (("max_tokens", getattr(args, "render_tokens", None)),
+                                                 ("max_step_chars", getattr(args, "step_chars", None)))
+                 if value is not None}
+    return replace(base, **overrides)
+
+
 def add_preset_arguments(parser, induction: bool = False) -> None:
     """``--preset --concurrency --render-tokens --step-chars`` (and ``--num-threads`` for induction)."""
     group = parser.add_argument_group("sizes (default: the embedded preset without --api-base, else the server preset)")
@@ -73,7 +86,9 @@ def add_preset_arguments(parser, induction: bool = False) -> None:
                        help=f"token budget of each rendered trajectory (embedded {EMBEDDED.render_tokens}, "
                             f"server {SERVER.render_tokens})")
     group.add_argument("--step-chars", type=int, default=None,
-                       help=f"characters kept of one step (embedded {EMBEDDED.step_chars}, server {SERVER.step_chars})")
+                       help=f"characters a long step keeps at least when the render does not fit its token "
+                            f"budget (steps are cut only then; embedded {EMBEDDED.step_chars}, "
+                            f"server {SERVER.step_chars})")
     if induction:
         group.add_argument("--num-threads", type=int, default=None,
                            help=f"GEPA evaluation threads (embedded {EMBEDDED.num_threads}, server {SERVER.num_threads})")

@@ -20,6 +20,7 @@ from typing import Iterable
 
 import orjson
 
+from rubricforge_dspy.render import RENDER_VERSION
 from rubricforge_dspy.rubric import rubric_sha256
 from rubricforge_dspy.trajectory import Trajectory
 
@@ -65,7 +66,8 @@ def build_manifest(judge, *, lm: str | None = None, data_fingerprint: str | None
             "outputs": list(signature.output_fields),
         },
         "render": {"max_tokens": judge.render_config.max_tokens,
-                   "max_step_chars": judge.render_config.max_step_chars},
+                   "max_step_chars": judge.render_config.max_step_chars,
+                   "version": RENDER_VERSION},
         "versions": {"rubricforge_dspy": _version("rubricforge-dspy"), "dspy": _version("dspy")},
         "induced_with_lm": lm,
         "data_fingerprint": data_fingerprint,
@@ -147,7 +149,8 @@ def load_judge_state(judge, path) -> None:
     if manifest and "render" in manifest:
         from rubricforge_dspy.render import RenderConfig
 
-        judge.render_config = RenderConfig(**manifest["render"])
+        render = manifest["render"]
+        judge.render_config = RenderConfig(max_tokens=render["max_tokens"], max_step_chars=render["max_step_chars"])
     if manifest and manifest.get("calibration"):
         from rubricforge_dspy.calibration import from_manifest
 

@@ -45,11 +45,13 @@ class Step:
     """One observable event of an episode.
 
     kind:
-      - "user": a user (or user-simulator) turn, or an environment observation delivered as a user turn.
+      - "user": a user (or user-simulator) turn. (An environment observation is a "tool_result" when the
+        source says so, e.g. the generic JSONL's ``"observation": true``; unmarked, it reads as a user turn.)
       - "assistant": free text the agent said.
       - "tool_call": the agent invoked `tool_name` with `arguments`.
       - "tool_result": what the tool returned; `is_error` marks a failed call.
-      - "final_answer": the agent's closing message or submitted answer.
+      - "final_answer": the agent's closing message or submitted answer: its last text with no tool call
+        or observation after it (`loaders._common.finalize_answer`).
     """
 
     kind: StepKind

@@ -15,6 +15,7 @@ from rubricforge_dspy import metrics
 from rubricforge_dspy.certificate import (CertificateError, UncertifiedJudgeWarning, compute_certificate,
                                           recheck)
 from rubricforge_dspy.certify import certify_program
+from rubricforge_dspy.render import RENDER_VERSION
 from rubricforge_dspy.cli import main
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.loaders.jsonl import to_record
@@ -186,7 +187,8 @@ def test_drift_ignores_a_loopback_port_but_not_another_host():
         from rubricforge_dspy.fingerprint import lm_fingerprint
 
         fp = lm_fingerprint(make_lm(LMConfig(model="m@rev1", api_base=base)))
-        return {"certificate": {"lm_fingerprint": {"sha256": fp.sha256, "parts": fp.parts}}}
+        return {"certificate": {"lm_fingerprint": {"sha256": fp.sha256, "parts": fp.parts},
+                                "render_version": RENDER_VERSION}}
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncertifiedJudgeWarning)
@@ -197,3 +199,32 @@ def test_drift_ignores_a_loopback_port_but_not_another_host():
     with pytest.warns(UncertifiedJudgeWarning, match="max_tokens"):
         check_drift(manifest("http://gpu-a:30000/v1"),
                     make_lm(LMConfig(model="m@rev1", api_base="http://gpu-a:30000/v1", max_tokens=64)))
+
+
+def test_a_certificate_measured_on_another_render_version_warns(tmp_path):
+    """Render version 2 changed what the judge reads; a certificate made on version 1 text (or before
+    versions were recorded) no longer covers it, and loading the program says so."""
+    from rubricforge_dspy.certificate import check_drift
+    from rubricforge_dspy.fingerprint import lm_fingerprint
+    from rubricforge_dspy.lm import LMConfig, make_lm
+
+    lm = make_lm(LMConfig(model="m@rev1", api_base="http://gpu-a:30000/v1"))
+    fp = lm_fingerprint(lm)
+    current = {"certificate": {"lm_fingerprint": {"sha256": fp.sha256, "parts": fp.parts},
+                               "render_version": RENDER_VERSION}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncertifiedJudgeWarning)
+        assert check_drift(current, lm) == []
+    for old in ({**current["certificate"], "render_version": RENDER_VERSION - 1},
+                {k: v for k, v in current["certificate"].items() if k != "render_version"}):
+        with pytest.warns(UncertifiedJudgeWarning, match=f"render version {RENDER_VERSION - 1}; this install "
+                                                         f"renders version {RENDER_VERSION}"):
+            assert check_drift({"certificate": old}, lm) == ["render.version"]
+
+
+def test_new_certificates_record_the_render_version():
+    from rubricforge_dspy.certificate import certificate_for
+
+    records = [{"id": str(i), "task_id": str(i), "label": i % 2, "passed": True, "score": 0.9} for i in range(4)]
+    assert certificate_for(records, lm=None, data_fingerprint="d", rubric_sha256="r",
+                           resamples=50)["render_version"] == RENDER_VERSION

@@ -13,6 +13,7 @@ import pytest
 from rubricforge_dspy.loaders import (
     FORMATS,
     LoadReport,
+    TrajectoryFormatError,
     detect_format,
     iter_trajectories,
     load_trajectories,
@@ -380,3 +381,102 @@ def test_jsonl_streams_in_constant_memory(tmp_path):
     tracemalloc.stop()
     assert count == 1000
     assert peak < 5_000_000, f"peak {peak} bytes while streaming a {big.stat().st_size} byte file"
+
+
+# --- text-only ReAct agents and legacy function calling in the generic JSONL (issue 12) -----------------
+
+def _jsonl(tmp_path, *messages, name="runs.jsonl"):
+    path = tmp_path / name
+    record = {"id": "r1", "task_id": "t1", "reward": 1.0, "messages": list(messages)}
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return path
+
+
+REACT = (
+    {"role": "user", "content": "Find the patient's latest HbA1c and report it."},
+    {"role": "assistant", "content": "Thought: search the observations.", "action": "GET /Observation?code=4548-4"},
+    {"role": "user", "observation": True, "content": '{"entry": [{"value": 6.1}]}'},
+    {"role": "assistant", "content": "Thought: report it.", "action": "FINISH([6.1])"},
+    {"role": "user", "observation": True, "content": "Error: FINISH takes a string", "is_error": True},
+)
+
+
+def test_text_actions_and_observations_render_as_actions_and_results(tmp_path):
+    from rubricforge_dspy.render import render_trajectory
+
+    (t,), _ = load_trajectories(_jsonl(tmp_path, *REACT))
+    assert [s.kind for s in t.steps] == ["user", "assistant", "tool_call", "tool_result",
+                                         "assistant", "tool_call", "tool_result"]
+    assert (t.n_tool_calls, t.n_user_turns, t.n_tool_errors) == (2, 1, 1)
+    assert t.steps[3].call_id == t.steps[2].call_id and t.steps[3].tool_name == "action"
+    text = render_trajectory(t)
+    assert text.startswith("COUNTERS: steps=7 tool_calls=2 tool_errors=1 user_turns=1")
+    assert "TOOL CALL action(GET /Observation?code=4548-4)" in text
+    assert 'TOOL RESULT action: {"entry": [{"value": 6.1}]}' in text
+    # the last assistant message is followed by its action and an observation: it is not a final answer
+    assert text.endswith("FINAL ANSWER: (none)")
+
+
+def test_final_answer_is_the_last_assistant_text_with_no_action_or_observation_after_it(tmp_path):
+    closing = {"role": "assistant", "content": "The latest HbA1c is 6.1%."}
+    thanks = {"role": "user", "content": "Thanks!"}
+    (t,), _ = load_trajectories(_jsonl(tmp_path, *REACT, closing, thanks))
+    assert [s.kind for s in t.steps][-2:] == ["final_answer", "user"]
+    assert t.steps[-2].content == "The latest HbA1c is 6.1%."
+
+
+def test_an_observation_must_follow_an_action(tmp_path):
+    path = _jsonl(tmp_path, {"role": "user", "observation": True, "content": "You are in a kitchen."})
+    with pytest.raises(TrajectoryFormatError, match=r"runs\.jsonl, record 0: message 0: observation answers no "
+                                                    r"earlier action.*plain user message"):
+        load_trajectories(path)
+
+
+def test_action_and_observation_marks_are_checked_by_the_schema(tmp_path):
+    for bad in ({"role": "user", "content": "x", "action": "ls"},
+                {"role": "assistant", "content": "x", "observation": True},
+                {"role": "assistant", "content": "x", "action": ["ls"]}):
+        record = {"id": "r", "task_id": "t", "reward": 0, "messages": [bad]}
+        assert validation_problem(record), bad
+
+
+def test_legacy_function_call_becomes_a_tool_call_and_its_result(tmp_path):
+    from rubricforge_dspy.render import render_trajectory
+
+    messages = (
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+        {"role": "function", "name": "get_weather", "content": "{\"temp_c\": 18}"},
+        {"role": "assistant", "content": "18 degrees C in Paris."},
+    )
+    (t,), _ = load_trajectories(_jsonl(tmp_path, *messages))
+    assert [s.kind for s in t.steps] == ["user", "tool_call", "tool_result", "final_answer"]
+    assert t.steps[1].arguments == {"city": "Paris"} and t.steps[2].call_id == t.steps[1].call_id
+    text = render_trajectory(t)
+    assert 'TOOL CALL get_weather({"city": "Paris"})' in text and 'TOOL RESULT get_weather: {"temp_c": 18}' in text
+    orphan = ({"role": "user", "content": "hi"}, {"role": "function", "name": "f", "content": "1"})
+    with pytest.raises(TrajectoryFormatError, match="function message answers no earlier action"):
+        load_trajectories(_jsonl(tmp_path, *orphan, name="orphan.jsonl"))
+
+
+def test_text_actions_survive_a_round_trip_through_the_format(tmp_path):
+    from rubricforge_dspy.loaders.jsonl import to_record
+
+    (t,), _ = load_trajectories(_jsonl(tmp_path, *REACT))
+    record = to_record(t, reward=1.0, label=1)
+    assert [m.get("action") for m in record["messages"] if m["role"] == "assistant" and "action" in m] == \
+        ["GET /Observation?code=4548-4", "FINISH([6.1])"]
+    again = tmp_path / "again.jsonl"
+    again.write_text(json.dumps({**record, "id": "r2"}) + "\n", encoding="utf-8")
+    (u,), _ = load_trajectories(again)
+    assert u.steps == t.steps
+
+
+def test_docs_react_example_reads_as_documented(tmp_path):
+    text = DOCS_FORMAT.read_text(encoding="utf-8")
+    block = re.search(r"### Text-only \(ReAct\) agents.*?```\n(.*?)```", text, re.DOTALL).group(1)
+    messages = [json.loads(line) for line in block.splitlines() if line.strip()]
+    (t,), _ = load_trajectories(_jsonl(tmp_path, *messages))
+    assert (t.n_tool_calls, t.n_user_turns, t.n_tool_errors) == (2, 1, 1)
+    assert t.steps[-1].kind == "final_answer" and t.steps[-1].content == messages[-1]["content"]

@@ -60,3 +60,23 @@ def test_judge_with_the_server_preset_renders_the_whole_episode(tmp_path):
     assert not any("elided" in text for text in server_texts)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 3
+
+
+def test_step_chars_reaches_every_command_and_keeps_a_programs_other_size():
+    from rubricforge_dspy.presets import render_with_overrides
+    from rubricforge_dspy.render import RenderConfig
+
+    parser = build_parser()
+    for command in (["judge", "--data", "x", "--out", "o"], ["induce", "--data", "x", "--out", "o"], ["demo"],
+                    ["render", "--data", "x"]):
+        assert parser.parse_args([*command, "--step-chars", "123"]).step_chars == 123
+    from evals.paper import parse_args
+
+    assert parse_args(["--step-chars", "123"]).step_chars == 123
+    args = argparse.Namespace(api_base=None, preset="embedded", render_tokens=None, step_chars=123)
+    preset = resolve(args)
+    assert preset.render == RenderConfig(max_tokens=EMBEDDED.render_tokens, max_step_chars=123)
+    program = RenderConfig(max_tokens=5000, max_step_chars=700)
+    assert render_with_overrides(args, preset, program) == RenderConfig(max_tokens=5000, max_step_chars=123)
+    assert render_with_overrides(argparse.Namespace(render_tokens=None, step_chars=None), preset, program) == program
+    assert render_with_overrides(args, preset, None) == preset.render

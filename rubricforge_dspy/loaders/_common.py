@@ -206,13 +206,16 @@ def looks_like_tool_error(content: str) -> bool:
 
 
 def finalize_answer(steps: list[Step]) -> list[Step]:
-    """Turn the agent's last event into a ``final_answer`` when it is plain text (no tool call after it)."""
+    """Turn the agent's last text into a ``final_answer``: the last ``assistant`` step, provided no
+    tool call, text action or observation (``tool_result``) follows it. User turns may follow (a
+    closing "thanks" does not make the answer less final); an episode that ends on an action or an
+    observation has no final answer."""
     for i in range(len(steps) - 1, -1, -1):
         kind = steps[i].kind
         if kind == "assistant":
             steps[i] = Step(kind="final_answer", content=steps[i].content)
             break
-        if kind == "tool_call":
+        if kind in ("tool_call", "tool_result"):
             break
     return steps
 
@@ -277,6 +280,10 @@ class CallTracker:
         if raw_id:
             self._last[raw_id] = (unique, name)
         return unique
+
+    def has_open(self) -> bool:
+        """True while some registered call has had no result yet."""
+        return bool(self._open)
 
     def knows(self, raw_id: str | None) -> bool:
         return bool(raw_id) and raw_id in self._last

@@ -2,9 +2,10 @@
 
 Each line is validated against ``rubricforge_dspy/schemas/trajectory.schema.json`` (JSON Schema
 draft 2020-12); see ``docs/FORMAT.md``. Mapping: ``user`` -> ``user`` step; ``assistant`` text ->
-``assistant`` step, its ``tool_calls`` -> ``tool_call`` steps; ``tool`` -> ``tool_result`` (error flag
-from ``is_error`` / ``error``, else the ``Error: ...`` content shape); the closing assistant text ->
-``final_answer``. ``system`` messages go to ``hidden["system_prompt"]`` and ``metadata`` to
+``assistant`` step, its ``tool_calls`` (or legacy ``function_call``, or text ``action``) -> ``tool_call``
+steps; ``tool`` (or legacy ``function``, or a ``user`` message marked ``"observation": true``) ->
+``tool_result`` (error flag from ``is_error`` / ``error``, else the ``Error: ...`` content shape); the
+closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` messages go to ``hidden["system_prompt"]`` and ``metadata`` to
 ``hidden["metadata"]``; neither is ever a step.
 
 ``"reward": null`` (and no ``label``) marks an unlabeled episode (``hidden["unlabeled"]``, placeholder
@@ -121,47 +122,67 @@ def _is_error(msg: dict, content: str) -> bool:
     return looks_like_tool_error(content)
 
 
+TEXT_ACTION = "action"  # tool name of a text action (``{"role": "assistant", "action": "..."}``)
+
+
 def steps_of(messages: list[dict]) -> list[Step]:
     """Observable steps of a schema-valid message list; ValueError for a result answering no call.
+
+    Besides OpenAI ``tool_calls``/``tool`` messages, two more ways to write actions and results:
+    text-only ReAct agents mark an action with ``"action": "<text>"`` on an assistant message and the
+    environment's answer with ``"observation": true`` on a user message; legacy OpenAI function calling
+    (``function_call: {name, arguments}`` on an assistant message, answered by a ``function`` message)
+    is read as tool calls and results. See docs/FORMAT.md.
 
     The closing assistant text becomes the ``final_answer``, unless some assistant message carries
     ``"final_answer": true|false``: then exactly the messages marked true are final answers."""
     steps: list[Step] = []
     calls = CallTracker()
     explicit = False  # an assistant message says whether it is the final answer: no inference then
+    last_call: tuple[str, str] | None = None  # (call id, tool name) of the latest action
+
+    def answer(i: int, raw_id: str | None, what: str) -> tuple[str | None, str | None]:
+        if raw_id is not None:
+            if not calls.knows(raw_id):
+                raise ValueError(f"message {i}: tool_call_id {raw_id!r} answers no earlier tool call")
+            return calls.result(raw_id)
+        if calls.has_open():
+            return calls.result(None)
+        if last_call is None:
+            raise ValueError(f"message {i}: {what} answers no earlier action; an observation must follow an "
+                             "assistant message with 'action', 'tool_calls' or 'function_call' (write the task "
+                             "or the environment's opening text as a plain user message)")
+        return last_call  # a further observation of the latest action
+
+    def call(raw_id: str | None, name: str, arguments: Any) -> None:
+        nonlocal last_call
+        call_id = calls.call(raw_id, name)
+        last_call = (call_id, name)
+        steps.append(Step(kind="tool_call", tool_name=name, arguments=arguments, call_id=call_id))
+
     for i, msg in enumerate(messages):
         role, content = msg["role"], text_of(msg.get("content"))
         if role == "system":
             continue
-        if role == "tool":
-            raw_id = msg["tool_call_id"]
-            if not calls.knows(raw_id):
-                raise ValueError(f"message {i}: tool_call_id {raw_id!r} answers no earlier tool call")
-            call_id, name = calls.result(raw_id)
-            steps.append(
-                Step(
-                    kind="tool_result",
-                    content=content,
-                    tool_name=msg.get("name") or name,
-                    call_id=call_id,
-                    is_error=_is_error(msg, content),
-                )
-            )
+        if role in ("tool", "function") or (role == "user" and msg.get("observation") is True):
+            raw_id = msg.get("tool_call_id") if role == "tool" else None
+            what = {"tool": "tool message", "function": "function message"}.get(role, "observation")
+            call_id, name = answer(i, raw_id, what)
+            steps.append(Step(kind="tool_result", content=content, tool_name=(msg.get("name") if role != "user" else None) or name,
+                              call_id=call_id, is_error=_is_error(msg, content)))
             continue
         if content.strip():
             final = msg.get("final_answer") if role == "assistant" else None
             explicit = explicit or isinstance(final, bool)
             steps.append(Step(kind="final_answer" if final is True else role, content=content))
-        for call in msg.get("tool_calls") or []:
-            function = call["function"]
-            steps.append(
-                Step(
-                    kind="tool_call",
-                    tool_name=function["name"],
-                    arguments=parse_arguments(function.get("arguments")),
-                    call_id=calls.call(call["id"], function["name"]),
-                )
-            )
+        for tool_call in msg.get("tool_calls") or []:
+            function = tool_call["function"]
+            call(tool_call["id"], function["name"], parse_arguments(function.get("arguments")))
+        if msg.get("function_call"):
+            function = msg["function_call"]
+            call(None, function["name"], parse_arguments(function.get("arguments")))
+        if isinstance(msg.get("action"), str):
+            call(None, TEXT_ACTION, msg["action"])
     return steps if explicit else finalize_answer(steps)
 
 
@@ -250,6 +271,7 @@ def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, 
     # Mark final answers only when reading the messages back would infer them differently.
     mark = finalize_answer([Step(kind="assistant" if s.kind == "final_answer" else s.kind) for s in trajectory.steps]) \
         != [Step(kind=s.kind) for s in trajectory.steps]
+    text_calls: set[str | None] = set()
     for i, step in enumerate(trajectory.steps):
         if step.kind == "user":
             messages.append({"role": "user", "content": step.content})
@@ -257,6 +279,13 @@ def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, 
             messages.append({"role": "assistant", "content": step.content})
             if mark:
                 messages[-1]["final_answer"] = step.kind == "final_answer"
+        elif step.kind == "tool_call" and step.tool_name == TEXT_ACTION and isinstance(step.arguments, str):
+            last_call = step.call_id or f"call_{i}"
+            text_calls.add(last_call)
+            messages.append({"role": "assistant", "content": None, "action": step.arguments})
+        elif step.kind == "tool_result" and (step.call_id or last_call) in text_calls:
+            messages.append({"role": "user", "content": step.content, "observation": True,
+                             "is_error": step.is_error})
         elif step.kind == "tool_call":
             last_call = step.call_id or f"call_{i}"
             arguments = json.dumps(step.arguments, ensure_ascii=False)  # a string argument stays a string
