@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dspy
-from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
-from dspy.utils.exceptions import AdapterParseError, LMError
+from dspy.utils.exceptions import LMError
 
 from rubricforge_dspy.calibration import NOTHING_PASSES
 from rubricforge_dspy.execution import judge_verdict, sized_lm
+from rubricforge_dspy.gepa_guards import CircuitJudge, CircuitOpen, GuardedProposer, JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.judge import TrajectoryJudge
-from rubricforge_dspy.lm import TruncatedCompletionError
 from rubricforge_dspy.lm import lm_name as describe_lm
 from rubricforge_dspy.memorization import Memorized
 from rubricforge_dspy.program import data_fingerprint, data_ids, freeze
@@ -93,105 +91,6 @@ class InductionConfig:
             raise ValueError(f"max_false_pass must be in [0, 1), got {self.max_false_pass}")
         if self.max_false_pass is not None and self.calibration is None:
             raise ValueError("max_false_pass chooses a threshold on calibrated scores: keep a calibration method")
-
-
-class JudgeUnavailableError(RuntimeError):
-    """The judge (or reflection) LM failed too many times in a row: induction stopped, no program written."""
-
-
-class _Abort(BaseException):
-    """Unwinds GEPA's evaluation loops (which catch `Exception`) at once, like KeyboardInterrupt.
-    Raised only by `LMCircuit` and turned into `JudgeUnavailableError` by `induce`."""
-
-
-class LMCircuit:
-    """Counts consecutive LM failures of the judge during induction; trips after `limit` of them.
-
-    Shared by every candidate program GEPA copies (deep copies return the same circuit)."""
-
-    def __init__(self, limit: int, endpoint: str):
-        self.limit = limit
-        self.endpoint = endpoint
-        self.consecutive = 0
-        self.total = 0
-        self.last: BaseException | None = None
-        self.tripped = False
-        self._lock = threading.Lock()
-
-    def __deepcopy__(self, memo):
-        return self
-
-    @property
-    def message(self) -> str:
-        cause = f"{type(self.last).__name__}: {self.last}" if self.last is not None else "unknown"
-        return (f"judge LM {self.endpoint} failed {self.consecutive} consecutive calls; last error: {cause}. "
-                "Check --api-base/--model and that the server is up; re-run with the same --log-dir to resume.")
-
-    def before(self) -> None:
-        if self.tripped:
-            raise _Abort(self.message)
-
-    def failure(self, error: BaseException) -> None:
-        with self._lock:
-            self.consecutive += 1
-            self.total += 1
-            self.last = error
-            if self.consecutive >= self.limit:
-                self.tripped = True
-        if self.tripped:
-            raise _Abort(self.message) from error
-
-    def success(self) -> None:
-        with self._lock:
-            self.consecutive = 0
-
-
-class _CircuitJudge(TrajectoryJudge):
-    """The strict judge with a circuit breaker on LM errors (format failures are answers, not outages)."""
-
-    circuit: LMCircuit | None = None
-
-    def forward(self, trajectory):
-        if self.circuit is None:
-            return super().forward(trajectory)
-        self.circuit.before()
-        try:
-            prediction = super().forward(trajectory)
-        except AdapterParseError:
-            self.circuit.success()
-            raise
-        except Exception as error:
-            self.circuit.failure(error)
-            raise
-        self.circuit.success()
-        return prediction
-
-
-class _GuardedProposer(InstructionProposer):
-    """DSPy's instruction proposer, minus candidates that memorize training episodes."""
-
-    def __init__(self, guard: Memorized, **kwargs):
-        super().__init__(**kwargs)
-        self.guard = guard
-        self.failures: list[str] = []  # reflection answers that were cut or did not parse: no proposal
-
-    def __call__(self, candidate, reflective_dataset, components_to_update):
-        try:
-            proposed = super().__call__(candidate, reflective_dataset, components_to_update)
-        except (TruncatedCompletionError, AdapterParseError) as error:
-            # The reflection LM answered, but not with a rubric (cut at max_tokens, or unparsable): this
-            # iteration proposes nothing. An outage (any other LM error) stops the run instead.
-            self.failures.append(f"{type(error).__name__}: {str(error)[:200]}")
-            logger.warning("reflection answer unusable, no candidate this iteration: %s", self.failures[-1])
-            return {}
-        kept = {}
-        for name, text in proposed.items():
-            if self.guard.check(text, where=name):
-                kept[name] = text
-            else:
-                logger.warning("rejected a candidate rubric that memorizes training episodes: %s",
-                               "; ".join(self.guard.rejected[-1]["leaks"]))
-        return kept
 
 
 @dataclass
@@ -383,7 +282,7 @@ def induce(
     judge_lm = sized_lm(judge_lm, connections=config.num_threads)
     seed = init if init is not None else TrajectoryJudge(SEED_RUBRIC)
     circuit = LMCircuit(config.max_consecutive_lm_errors, describe_lm(judge_lm))
-    student = _CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
+    student = CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
     student.circuit = circuit
     trainset = to_examples(train, student.render_config)
     valset = to_examples(val, student.render_config)
@@ -396,7 +295,7 @@ def induce(
             "seed_rubric_sha256": rubric_sha256(student.rubric), "config": config.__dict__,
         })
 
-    proposer = _GuardedProposer(guard, base_instructions=REFLECTION_PROMPT, max_chars=config.max_rubric_chars)
+    proposer = GuardedProposer(guard, base_instructions=REFLECTION_PROMPT, max_chars=config.max_rubric_chars)
     optimizer = dspy.GEPA(
         metric=make_feedback_metric(config.fp_weight),
         max_metric_calls=config.budget,
@@ -414,7 +313,7 @@ def induce(
     try:
         with dspy.context(lm=judge_lm):
             optimized = optimizer.compile(student, trainset=trainset, valset=valset)
-    except _Abort as abort:
+    except CircuitOpen as abort:
         raise JudgeUnavailableError(str(abort)) from circuit.last
     except LMError as error:
         raise JudgeUnavailableError(
