@@ -215,7 +215,8 @@ def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", 
     online_judge.set_lm(online)
     fingerprint = judge_fingerprint(online_judge, online)  # the same job as online judging
     program, model = getattr(judge, "program_sha256", None), config.model
-    data = data_fingerprint([data_path], format=format,
+    paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
+    data = data_fingerprint(paths, format=format,
                             label_threshold=None if label_threshold is None else str(label_threshold))
     done = read_done(out_path)
     claim_output(out_path, fingerprint, data, bool(done.ids))
