@@ -295,7 +295,7 @@ def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", 
             summary.batch_status = batch.get("status")
             results = _results(client, batch)
             wanted = {tid: cid for cid, tid in state["requests"].items()}
-            failed_whole = summary.batch_status in TERMINAL_FAILURES or summary.batch_status != "completed"
+            failed_whole = summary.batch_status != "completed"  # failed, expired, cancelled (TERMINAL_FAILURES)
             for trajectory in trajectories():
                 custom_id = wanted.get(trajectory.id)
                 if custom_id is None or trajectory.id in done.ids:
