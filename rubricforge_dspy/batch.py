@@ -489,7 +489,8 @@ def _progress_bar(enabled: bool, total: int | None):
 
 # -- the Python API behind `rubricforge judge` ----------------------------------------------------
 
-def _load_judge(program):
+def load_judge(program):
+    """The judge a `program` argument names: a path (loaded), a judge (as is), or None (the seed judge)."""
     from rubricforge_dspy.judge import TrajectoryJudge, load
 
     if program is None:
@@ -536,7 +537,7 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
         raise ValueError("run_judge_file needs data_path and out_path")
     from rubricforge_dspy.loaders import LoadReport, iter_trajectories
 
-    judge = _load_judge(program)
+    judge = load_judge(program)
     if render_config is not None:
         judge.render_config = render_config
     from rubricforge_dspy.labels import LabelJoin

@@ -121,6 +121,8 @@ def cmd_judge(args) -> int:
         from rubricforge_dspy.presets import render_with_overrides
 
         render = render_with_overrides(args, preset, load(args.program, check_certificate=False).render_config)
+    if args.batch_api:
+        return _judge_batch_api(args, preset, render, report)
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, "
               f"render {'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
@@ -138,6 +140,33 @@ def cmd_judge(args) -> int:
         print(f"error: every judge call failed ({', '.join(sorted(summary.errors))}); no verdict was produced. "
               f"First error: {next(iter(summary.errors.values()))}", file=sys.stderr)
         return 3
+    return 0
+
+
+def _judge_batch_api(args, preset, render, report) -> int:
+    """`judge --batch-api`: exit 0 when the batch completed, 3 when it failed/expired/was cancelled."""
+    from rubricforge_dspy.batch import load_judge
+    from rubricforge_dspy.batch_api import BatchJobFailed, run_batch_api
+    from rubricforge_dspy.data_options import print_load_problems
+
+    if args.labels:
+        raise SystemExit("error: --batch-api does not take --labels yet; join labels afterwards")
+    judge = load_judge(args.program)
+    if render is not None:
+        judge.render_config = render
+    with lm_from_args(args) as lm:
+        print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
+        try:
+            summary = run_batch_api(judge, args.data, args.out, lm=lm, format=args.format,
+                                    label_threshold=args.label_threshold,
+                                    on_error="skip" if args.skip_bad else "raise",
+                                    cache=False if args.no_cache else True, limit=args.limit,
+                                    poll_interval=args.poll_interval, load_report=report)
+        except BatchJobFailed as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 3
+    print_load_problems(report, None)
+    print(summary.format(), file=sys.stderr)
     return 0
 
 
@@ -485,6 +514,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-consecutive-errors", type=int, default=20,
                    help="stop (exit 3, output resumable) after this many calls in a row fail with LM/network "
                         "errors; 0 never stops")
+    p.add_argument("--batch-api", action="store_true",
+                   help="judge through the endpoint's OpenAI Batch API (/v1/files + /v1/batches): submit, poll, "
+                        "ingest; re-running after a kill resumes the persisted batch (docs/SERVING.md)")
+    p.add_argument("--poll-interval", type=float, default=2.0,
+                   help="--batch-api: first wait between polls in seconds (doubles up to 60)")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_judge)
 

@@ -310,6 +310,9 @@ def _http_error(status: int, text: str, retry_after: str | None, url: str = ""):
     return cls(message, provider="openai-compatible", status=status, retry_after=after)
 
 
+http_error = _http_error  # the lm15 error for an HTTP status (public: the Batch API replays statuses)
+
+
 class ChatCompletionsEngine:
     """A DSPy engine (``complete(Request) -> Response``) for one OpenAI-compatible endpoint.
 

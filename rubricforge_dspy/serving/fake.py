@@ -21,6 +21,9 @@ A reply is one of:
 ``delay`` adds a fixed sleep before every reply; ``die_after=N`` shuts the server down after N chat
 requests (later requests are refused: a server dying mid-batch).
 
+The OpenAI Batch API (``/v1/files``, ``/v1/batches``) is served by `fake_batches.FakeBatches`
+(`fake.batch_api`; options and faults via ``batch_options``), its lines answered by `reply_for`.
+
 Everything is bounded in time: hangs wake up when the server stops, handler threads are daemons,
 and `stop()` joins with a timeout. ``keep_alive=False`` (default) answers one request per connection,
 so a stopped server refuses new ones at once; benchmarks use ``keep_alive=True`` (HTTP/1.1).
@@ -85,7 +88,10 @@ def estimate_tokens(text: str) -> int:
 class FakeOpenAI:
     def __init__(self, responder: Callable[[dict, int], Any] | None = None, *, model: str = "fake-judge",
                  delay: float = 0.0, die_after: int | None = None, hang_seconds: float = 5.0,
-                 host: str = "127.0.0.1", port: int = 0, record: bool = True, keep_alive: bool = False):
+                 host: str = "127.0.0.1", port: int = 0, record: bool = True, keep_alive: bool = False,
+                 batch_options: dict | None = None):
+        from rubricforge_dspy.serving.fake_batches import FakeBatches
+
         self.responder = responder or (lambda body, n: DEFAULT_VERDICT)
         self.model = model
         self.delay = delay
@@ -101,6 +107,7 @@ class FakeOpenAI:
         self._server = ThreadingHTTPServer((host, port), _handler_for(self, keep_alive))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self.batch_api = FakeBatches(self, **(batch_options or {}))
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -169,6 +176,21 @@ class FakeOpenAI:
                                       "status": reply.status, "drop": reply.drop})
         return n, reply
 
+    def reply_for(self, path: str, body: dict) -> tuple[int, dict]:
+        """(status, JSON body) the chat endpoint answers for `body`, with no delay (a Batch API line);
+        a dropped or hung reply becomes HTTP 500."""
+        n, reply = self._next(path, {}, body)
+        try:
+            if reply.drop:
+                return 500, {"error": {"message": "fake fault: dropped", "type": "fake_fault", "code": 500}}
+            if reply.status != 200:
+                return reply.status, {"error": {"message": f"fake fault: HTTP {reply.status}",
+                                                "type": "fake_fault", "code": reply.status}}
+            content = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+            return 200, self._completion(body, content, reply.finish_reason)
+        finally:
+            self._after(n)
+
     def _after(self, n: int) -> None:
         if self.die_after is not None and n + 1 >= self.die_after and not self._stopping.is_set():
             threading.Thread(target=self.stop, daemon=True).start()
@@ -201,15 +223,25 @@ def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHand
         def log_message(self, *args) -> None:  # keep test output clean
             pass
 
-        def _send(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode("utf-8")
+        def _send(self, status: int, payload) -> None:
+            binary = isinstance(payload, bytes)
+            data = payload if binary else json.dumps(payload).encode("utf-8")
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "application/octet-stream" if binary else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
+        def _batch_route(self, method: str, raw: bytes = b"") -> bool:
+            path = self.path.split("?")[0].rstrip("/")
+            if not any(path.startswith(p) for p in ("/v1/files", "/v1/batches", "/files", "/batches")):
+                return False
+            self._send(*fake.batch_api.handle(method, path, self.headers, raw))
+            return True
+
         def do_GET(self) -> None:  # noqa: N802
+            if self._batch_route("GET"):
+                return
             if self.path.rstrip("/") in ("/v1/models", "/models", "/health"):
                 self._send(200, {"object": "list", "data": [{"id": fake.model, "object": "model",
                                                              "owned_by": "fake"}]})
@@ -219,6 +251,8 @@ def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHand
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) or b"{}"
+            if self._batch_route("POST", raw):
+                return
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
