@@ -197,8 +197,11 @@ def _results(client: BatchClient, batch: dict) -> dict[str, tuple[int, dict] | s
 
 def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", label_threshold=None,
                   on_error: str = "raise", cache=True, poll_interval: float = 2.0, max_poll_interval: float = 60.0,
-                  progress: bool = True, limit: int | None = None, load_report=None) -> BatchApiSummary:
-    """Judge `data_path` into `out_path` through the Batch API of `lm`'s endpoint; resumable (see module)."""
+                  progress: bool = True, limit: int | None = None, load_report=None, labels=None,
+                  on_trajectory=None) -> BatchApiSummary:
+    """Judge `data_path` into `out_path` through the Batch API of `lm`'s endpoint; resumable (see module).
+    labels: a `labels.LabelJoin` joined onto the stream (as `batch.run_judge_file` does); on_trajectory:
+    called with every trajectory read (e.g. a `label_checks.LabelTally`)."""
     from rubricforge_dspy.loaders import iter_trajectories
 
     started = time.perf_counter()
@@ -216,7 +219,7 @@ def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", 
     fingerprint = judge_fingerprint(online_judge, online)  # the same job as online judging
     program, model = getattr(judge, "program_sha256", None), config.model
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
-    data = data_fingerprint(paths, format=format,
+    data = data_fingerprint(paths + ([labels.file.path] if labels is not None else []), format=format,
                             label_threshold=None if label_threshold is None else str(label_threshold))
     done = read_done(out_path)
     claim_output(out_path, fingerprint, data, bool(done.ids))
@@ -234,6 +237,10 @@ def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", 
             if limit is not None and len(seen) >= limit:
                 return
             seen.add(t.id)
+            if labels is not None:
+                t = labels.apply(t)
+            if on_trajectory is not None:
+                on_trajectory(t)
             yield t
 
     def write(handle, trajectory, verdict: Verdict, cached: bool, text: str) -> None:

@@ -122,7 +122,7 @@ def cmd_judge(args) -> int:
 
         render = render_with_overrides(args, preset, load(args.program, check_certificate=False).render_config)
     if args.batch_api:
-        return _judge_batch_api(args, preset, render, report)
+        return _judge_batch_api(args, preset, render, report, join, tally)
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, "
               f"render {'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
@@ -143,14 +143,12 @@ def cmd_judge(args) -> int:
     return 0
 
 
-def _judge_batch_api(args, preset, render, report) -> int:
+def _judge_batch_api(args, preset, render, report, join, tally) -> int:
     """`judge --batch-api`: exit 0 when the batch completed, 3 when it failed/expired/was cancelled."""
     from rubricforge_dspy.batch import load_judge
     from rubricforge_dspy.batch_api import BatchJobFailed, run_batch_api
-    from rubricforge_dspy.data_options import print_load_problems
+    from rubricforge_dspy.data_options import print_label_warnings, print_load_problems
 
-    if args.labels:
-        raise SystemExit("error: --batch-api does not take --labels yet; join labels afterwards")
     judge = load_judge(args.program)
     if render is not None:
         judge.render_config = render
@@ -161,11 +159,13 @@ def _judge_batch_api(args, preset, render, report) -> int:
                                     label_threshold=args.label_threshold,
                                     on_error="skip" if args.skip_bad else "raise",
                                     cache=False if args.no_cache else True, limit=args.limit,
-                                    poll_interval=args.poll_interval, load_report=report)
+                                    poll_interval=args.poll_interval, load_report=report, labels=join,
+                                    on_trajectory=tally.add)
         except BatchJobFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 3
-    print_load_problems(report, None)
+    print_load_problems(report, join.finish() if join else None)
+    print_label_warnings(tally)
     print(summary.format(), file=sys.stderr)
     return 0
 

@@ -138,3 +138,22 @@ def test_resume_after_kill_9_polls_the_same_batch(tmp_path):
         assert fake.batch_api.batches_created == 1 and "resumed" in err
     verdicts = lines(out)
     assert len(verdicts) == N and len({v["id"] for v in verdicts}) == N
+
+
+def test_batch_api_joins_labels_like_online_judging(tmp_path):
+    """User sees: `judge --batch-api --labels FILE` writes the joined labels into the verdict lines and
+    reports the label ids that matched no trajectory, as online `judge --labels` does."""
+    from rubricforge_dspy.loaders import load_trajectories
+
+    ids = [t.id for t in load_trajectories(AIRLINE)[0][:N]]
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,label\n" + "".join(f"{i},{k % 2}\n" for k, i in enumerate(ids)) + "no-such-id,1\n")
+    out = tmp_path / "v.jsonl"
+    with FakeOpenAI(lambda body, n: {"reason": "Booked.", "passed": True, "score": 0.9}) as fake:
+        process = run_cli([*batch_args(fake, out), "--labels", str(labels)])
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    got = {v["id"]: v["label"] for v in lines(out)}
+    assert got == {i: k % 2 for k, i in enumerate(ids)}
+    assert "0 trajectories without a label" in err
+    assert "1 label ids without a trajectory" in err and "no-such-id" in err
