@@ -10,10 +10,12 @@ import sys
 from dataclasses import dataclass, field
 
 from rubricforge_dspy.label_checks import LabelTally
+from rubricforge_dspy.loaders import FORMATS
 from rubricforge_dspy.trajectory import Trajectory, parse_label_rule
 
-__all__ = ["add_data_arguments", "load_data", "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN"]
+__all__ = ["FORMAT_CHOICES", "add_data_arguments", "load_data", "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN"]
 
+FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # what --format accepts
 SHOWN = 20  # problems listed one per line before "... and N more"
 
 
