@@ -10,9 +10,9 @@ complete lines plus at most one partial final line. On start, the existing outpu
 final line is truncated away, and ids already there are skipped: re-running the same command after a
 kill ends with exactly one line per id.
 
-An output file belongs to one job. Beside ``OUT`` the batch keeps ``OUT.job.json``: the judge's
-fingerprint (with its parts) and the data's fingerprint. A run whose judge or data differ is refused
-with a message saying what differs; the same job resumes automatically.
+An output file belongs to one job (`rubricforge_dspy.job`): beside ``OUT`` the batch keeps
+``OUT.job.json`` with the judge's and the input's fingerprints. A run whose judge or data differ is
+refused with a message saying what differs; the same job resumes automatically.
 
 Line schema: ``rubricforge_dspy/schemas/verdict.schema.json``.
 """
@@ -20,8 +20,6 @@ Line schema: ``rubricforge_dspy/schemas/verdict.schema.json``.
 from __future__ import annotations
 
 import contextvars
-import hashlib
-import json
 import logging
 import os
 import threading
@@ -36,7 +34,8 @@ import orjson
 
 from rubricforge_dspy.cache import VerdictCache, open_cache, text_sha256
 from rubricforge_dspy.execution import Outcome, RetryPolicy, judge_verdict, one_attempt_lm, resolve_lm
-from rubricforge_dspy.fingerprint import Fingerprint, judge_fingerprint
+from rubricforge_dspy.fingerprint import judge_fingerprint
+from rubricforge_dspy.job import LM_ERROR_KINDS, BatchOutputError, claim_output, input_fingerprint, read_done
 from rubricforge_dspy.lm import lm_name
 from rubricforge_dspy.render import render_trajectory
 from rubricforge_dspy.trajectory import Trajectory, TrajectoryFormatError
@@ -49,20 +48,14 @@ logger = logging.getLogger(__name__)
 # most `fsync_every` lines are re-judged on resume. Per-line fsync costs <1% at LM speed but cuts a
 # cache replay from ~5,000 to ~250 lines/s; every 16 lines keeps ~2,700/s.
 DEFAULT_FSYNC_EVERY = 16
-JOB_SUFFIX = ".job.json"
 
 
-LM_ERROR_KINDS = frozenset({"timeout", "connection", "http_5xx", "rate_limit", "http_4xx", "other"})
 DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
 
 
 class JudgeServerDown(RuntimeError):
     """Too many consecutive judge calls failed with LM or network errors: the batch stopped (its output
     stays resumable). The message names the endpoint and the last error."""
-
-
-class BatchOutputError(ValueError):
-    """The output file cannot be resumed (not ours, corrupted, or written by another program/model)."""
 
 
 class DuplicateIdError(TrajectoryFormatError):
@@ -164,104 +157,6 @@ class UsageTotals:
         if not self.seen:
             return None
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
-
-
-# -- resume ----------------------------------------------------------------------------------------
-
-@dataclass
-class ResumeState:
-    ids: set
-    repaired_bytes: int = 0
-    fingerprints: set = field(default_factory=set)
-    retried: int = 0  # abstentions for LM errors found in the file, asked again
-
-
-def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_KINDS) -> ResumeState:
-    """Ids already judged in `out_path`. A final line without its newline (a kill mid-write) is
-    truncated away when `repair` is true; any other unreadable line raises `BatchOutputError`.
-
-    Abstentions whose error kind is in `retry_kinds` (the server failed to answer: timeouts,
-    connection errors, HTTP errors) are not done: when `repair` is true they are removed from the file
-    (rewritten atomically) so the resumed run asks again, as the cache would. Format failures (parse,
-    truncated, invalid) are answers and stay."""
-    path = Path(out_path)
-    state = ResumeState(ids=set())
-    if not path.exists():
-        return state
-    good_end, kept, dropped = 0, [], 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if not raw.endswith(b"\n"):
-                state.repaired_bytes = len(raw)
-                break
-            good_end += len(raw)
-            if not raw.strip():
-                continue
-            try:
-                record = orjson.loads(raw)
-                verdict_id = record["id"]
-            except (orjson.JSONDecodeError, KeyError, TypeError) as error:
-                raise BatchOutputError(f"{path}, line {number}: not a verdict line ({error}); "
-                                       "refusing to append to it") from error
-            if record.get("abstained") and record.get("error_kind") in retry_kinds:
-                dropped += 1
-                continue
-            kept.append(raw)
-            state.ids.add(str(verdict_id))
-            state.fingerprints.add(record.get("judge_fingerprint"))
-    state.retried = dropped
-    if repair and dropped:
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_bytes(b"".join(kept))
-        os.replace(temporary, path)
-    elif state.repaired_bytes and repair:
-        os.truncate(path, good_end)
-    return state
-
-
-# -- the job an output file belongs to ---------------------------------------------------------
-
-def job_path(out_path) -> Path:
-    out_path = Path(out_path)
-    return out_path.with_name(out_path.name + JOB_SUFFIX)
-
-
-def data_fingerprint(paths: Iterable, **settings) -> str:
-    """sha256 over the input files' bytes (directories: every file under them, sorted) and the load
-    `settings` (format, label threshold, ...): which data a verdict file was judged on."""
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
-    for root in sorted(Path(p) for p in paths):
-        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
-        for file in files:
-            digest.update(str(file.name).encode() + b"\0")
-            with file.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-    return digest.hexdigest()
-
-
-def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines: bool) -> None:
-    """Record (or check) which job `out_path` belongs to; raises `BatchOutputError` on a mismatch."""
-    path = job_path(out_path)
-    if path.exists():
-        job = json.loads(path.read_text())
-        problems = []
-        if job.get("judge_fingerprint") != fingerprint.sha256:
-            changed = Fingerprint(job.get("judge_fingerprint", ""), job.get("judge_parts") or {}).diff(fingerprint)
-            problems.append(f"another judge configuration (changed: {', '.join(changed[:6]) or 'unknown'})")
-        if data is not None and job.get("data_fingerprint") not in (None, data):
-            problems.append("other input data")
-        if problems and has_lines:
-            raise BatchOutputError(
-                f"{out_path}: belongs to another job ({'; '.join(problems)}). Appending would mix verdicts of "
-                f"two jobs in one file. Use a new --out, or delete {out_path} and {path} to start over.")
-        if not problems:
-            return
-    elif has_lines:
-        return  # a file from an older version: its lines are checked one by one (read_done)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"judge_fingerprint": fingerprint.sha256, "data_fingerprint": data,
-                                "judge_parts": fingerprint.parts}, indent=1, sort_keys=True, default=str))
 
 
 # -- the batch -------------------------------------------------------------------------------------
@@ -544,7 +439,7 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
 
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
     join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
-    data = data_fingerprint(paths + ([join.file.path] if join is not None else []), format=format,
+    data = input_fingerprint(paths + ([join.file.path] if join is not None else []), format=format,
                             label_threshold=None if label_threshold is None else str(label_threshold))
     report = load_report if load_report is not None else LoadReport()
     stream = iter_trajectories(data_path, format=format, label_threshold=label_threshold,

@@ -31,7 +31,8 @@ import httpx
 import tenacity
 from dspy.utils.exceptions import LMError
 
-from rubricforge_dspy.batch import BatchSummary, claim_output, data_fingerprint, read_done
+from rubricforge_dspy.batch import BatchSummary
+from rubricforge_dspy.job import claim_output, input_fingerprint, read_done
 from rubricforge_dspy.cache import VerdictCache, open_cache, text_sha256
 from rubricforge_dspy.execution import RetryPolicy, judge_verdict, one_attempt_lm, resolve_lm
 from rubricforge_dspy.fingerprint import judge_fingerprint
@@ -219,7 +220,7 @@ def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", 
     fingerprint = judge_fingerprint(online_judge, online)  # the same job as online judging
     program, model = getattr(judge, "program_sha256", None), config.model
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
-    data = data_fingerprint(paths + ([labels.file.path] if labels is not None else []), format=format,
+    data = input_fingerprint(paths + ([labels.file.path] if labels is not None else []), format=format,
                             label_threshold=None if label_threshold is None else str(label_threshold))
     done = read_done(out_path)
     claim_output(out_path, fingerprint, data, bool(done.ids))

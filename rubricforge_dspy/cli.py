@@ -101,7 +101,8 @@ def cmd_judge(args) -> int:
     """Exit 0 when verdicts were produced; 3 when every call of this run failed with an LM or network
     error (nothing was judged: the output holds only abstentions, which a re-run asks again) or when
     too many failed in a row (`--max-consecutive-errors`)."""
-    from rubricforge_dspy.batch import LM_ERROR_KINDS, run_judge_file
+    from rubricforge_dspy.batch import run_judge_file
+    from rubricforge_dspy.job import LM_ERROR_KINDS
     from rubricforge_dspy.data_options import print_label_warnings, print_load_problems
     from rubricforge_dspy.label_checks import LabelTally
     from rubricforge_dspy.labels import LabelJoin

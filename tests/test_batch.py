@@ -8,14 +8,8 @@ from collections import Counter
 import dspy
 import pytest
 
-from rubricforge_dspy.batch import (
-    BatchOutputError,
-    BatchSummary,
-    DuplicateIdError,
-    judge_stream,
-    read_done,
-    run_judge_file,
-)
+from rubricforge_dspy.batch import BatchSummary, DuplicateIdError, judge_stream, run_judge_file
+from rubricforge_dspy.job import BatchOutputError, read_done
 from rubricforge_dspy.cache import VerdictCache, text_sha256
 from rubricforge_dspy.judge import TrajectoryJudge
 from rubricforge_dspy.lm import LMConfig, make_lm
