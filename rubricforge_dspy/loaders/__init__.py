@@ -2,7 +2,8 @@
 
 Formats (see each module): ``tau_bench`` (tau-bench v1 results, tool-calling and act/react),
 ``tau2`` (tau2-bench simulations), ``webshop_react`` (ReAct WebShop episodes, JSONL), ``adapt``
-(ADaPT WebShop dumps) and ``jsonl`` (the generic interchange format, docs/FORMAT.md).
+(ADaPT WebShop dumps), ``jsonl`` (the generic interchange format, docs/FORMAT.md), the traces
+``otel`` and ``langfuse``, and the agent logs ``inspect`` (Inspect AI ``.json``/``.eval``) and ``mini_swe``.
 
 Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatError(file, record,
 problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
