@@ -193,3 +193,20 @@ def test_cli_stats_render_and_swebench_labels(tmp_path, capsys):
     assert main(["stats", "--data", str(MINI), "--labels", str(results), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["trajectories"] == 2 and stats["positives"] == 1 and stats["unlabeled"] == 0
+
+
+def test_inspect_attachment_references_are_resolved(tmp_path):
+    log = _inspect_log([{"role": "user", "content": "attachment://abc"},
+                        {"role": "assistant", "content": [{"type": "text", "text": "attachment://def"}]}], {})
+    log["samples"][0]["attachments"] = {"abc": "the long task", "def": "the long answer"}
+    path = tmp_path / "att.json"
+    path.write_text(json.dumps(log))
+    t = _one(path)
+    assert [s.content for s in t.steps] == ["the long task", "the long answer"]
+
+
+def test_a_json_object_mentioning_eval_is_not_an_inspect_log(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"note": "eval samples task", "eval": 1, "samples": []}))
+    with pytest.raises(ValueError, match="unknown trajectory format"):
+        detect_format(path)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,18 @@ from rubricforge_dspy.trajectory import (FULL_REWARD, Source, Step, Trajectory, 
 FORMAT = "inspect"
 LABEL_RULE = FULL_REWARD  # "C" (correct) is 1; a partial "P" (0.5) is not a success by default
 _LETTER_VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # inspect_ai.scorer.value_to_float defaults
+_ATTACHMENT = "attachment://"  # Inspect condenses long/binary content into sample["attachments"][hash]
+
+
+def resolve_attachments(value: Any, attachments: dict) -> Any:
+    """``value`` with every ``attachment://<hash>`` string replaced by the sample's attachment (unknown kept)."""
+    if isinstance(value, str):
+        return attachments.get(value[len(_ATTACHMENT):], value) if value.startswith(_ATTACHMENT) else value
+    if isinstance(value, list):
+        return [resolve_attachments(v, attachments) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_attachments(v, attachments) for k, v in value.items()}
+    return value
 
 
 def score_reward(scores: Any) -> float | None:
@@ -95,7 +108,8 @@ def to_trajectory(sample: dict, header: dict, path: Path, index: int, threshold)
         raise ValueError("a sample must be an object with an 'id'")
     ev = header.get("eval") if isinstance(header.get("eval"), dict) else {}
     epoch = sample.get("epoch", 1)
-    steps, system = _steps(sample.get("messages"))
+    attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
+    steps, system = _steps(resolve_attachments(sample.get("messages"), attachments))
     reward = score_reward(sample.get("scores"))
     unlabeled = reward is None
     output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
@@ -159,5 +173,5 @@ def sniff(head: str, path: Path) -> bool:
             return "header.json" in archive.namelist()
     if not head.startswith("{"):
         return False
-    top = head[:200_000]
-    return '"eval"' in top and '"samples"' in top and '"task"' in top
+    return bool(re.search(r'"eval"\s*:\s*\{', head) and re.search(r'"task"\s*:', head)
+                and re.search(r'"(?:samples|status)"\s*:', head))
