@@ -5,9 +5,11 @@
   file per sample and epoch; samples are read one at a time.
 
 One trajectory per sample and epoch, id ``{file name}/{eval.task}:{sample.id}:{epoch}`` (the file name
-keeps two runs of one task apart: a log directory holds many), task id ``str(sample.id)``, trial = the epoch. Steps come from ``sample["messages"]``: system messages are hidden; user ->
-``user``; assistant -> its text (if any) then one ``tool_call`` per ``tool_calls`` entry; tool ->
-``tool_result`` (``error`` not null -> ``is_error``). The last assistant text becomes the final answer.
+keeps two runs of one task apart: a log directory holds many), task id ``str(sample.id)``, trial = the
+epoch. Steps come from ``sample["messages"]`` (``attachment://`` references resolved from the sample's
+``attachments``): system messages are hidden; user -> ``user``; assistant -> its text (if any) then
+one ``tool_call`` per ``tool_calls`` entry; tool -> ``tool_result`` (``error`` not null -> ``is_error``).
+The last assistant text becomes the final answer.
 
 Reward: the first scorer of ``sample["scores"]``: a number as is; ``"C"`` 1, ``"P"`` 0.5, ``"I"``/``"N"`` 0
 (Inspect's ``value_to_float``); no score or any other value -> ``hidden["unlabeled"]`` (reward 0.0,
@@ -148,7 +150,8 @@ def _samples(path: Path) -> Iterator[tuple[int, Any, dict | TrajectoryFormatErro
         yield None, error(path, None, f"malformed JSON: {exc}"), {}
         return
     if not isinstance(log, dict) or not isinstance(log.get("samples"), list):
-        yield None, error(path, None, "not an Inspect eval log (expected an object with 'eval' and a 'samples' list)"), {}
+        problem = "not an Inspect eval log (expected an object with 'eval' and a 'samples' list)"
+        yield None, error(path, None, problem), {}
         return
     for index, sample in enumerate(log["samples"]):
         yield index, sample, log

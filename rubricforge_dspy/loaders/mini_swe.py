@@ -97,7 +97,8 @@ def read(path: Path, threshold) -> Iterator[tuple[int | str | None, Trajectory |
         return
     stem = path.name[: -len(".traj.json")] if path.name.endswith(".traj.json") else path.stem
     instance = str(info.get("instance_id") or (data.get("instance_id") if isinstance(data, dict) else None) or stem)
-    model = ((info.get("config") or {}).get("model") or {}).get("model_name") if isinstance(info.get("config"), dict) else None
+    config = info.get("config") if isinstance(info.get("config"), dict) else {}
+    model = (config.get("model") or {}).get("model_name") if isinstance(config.get("model"), dict) else None
     yield 0, Trajectory(
         id=instance, task_id=instance, domain="swe", agent=f"mini-swe-agent/{model}" if model else "mini-swe-agent",
         steps=tuple(steps), reward=0.0, label=0, source=Source(str(path), 0),
