@@ -210,3 +210,19 @@ def test_a_json_object_mentioning_eval_is_not_an_inspect_log(tmp_path):
     path.write_text(json.dumps({"note": "eval samples task", "eval": 1, "samples": []}))
     with pytest.raises(ValueError, match="unknown trajectory format"):
         detect_format(path)
+
+
+def test_mini_swe_agent_names_the_model_and_bad_files_are_named(tmp_path):
+    data = {"info": {"config": {"model": {"model_name": "anthropic/claude-x"}}},
+            "messages": [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}],
+            "trajectory_format": "mini-swe-agent-1"}
+    path = tmp_path / "x.traj.json"
+    path.write_text(json.dumps(data))
+    t = _one(path)
+    assert t.agent == "mini-swe-agent/anthropic/claude-x" and t.id == "x"
+    assert [s.kind for s in t.steps] == ["user", "final_answer"]
+    bad = tmp_path / "bad.traj.json"
+    bad.write_text(json.dumps({**data, "messages": [{"role": "narrator", "content": "?"}]}))
+    trajectories, report = load_trajectories(bad, on_error="skip")
+    assert not trajectories and len(report.skipped) == 1
+    assert report.skipped[0][0] == str(bad) and "narrator" in report.skipped[0][2]
