@@ -14,7 +14,10 @@ from rubricforge_dspy.render import render_trajectory
 
 DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
 SHARED_TAU2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "raw" / "tau2_leaderboard"
-INPUTS = sorted(p for p in DATA.glob("*/*.json*"))
+# log_tool_call_error.json (Inspect) holds tool messages that answer no tool call (an upstream fixture excerpt);
+# the generic JSONL rejects such orphan results, so it cannot round-trip (a documented gap, docs/FORMAT.md)
+ORPHAN_TOOL_RESULTS = {"log_tool_call_error.json"}
+INPUTS = sorted(p for p in DATA.glob("*/*.json*") if p.name not in ORPHAN_TOOL_RESULTS)
 
 
 def _same(original, back) -> None:
@@ -46,6 +49,14 @@ def test_convert_round_trip_keeps_steps_ids_labels_and_hidden(path, tmp_path, ca
 
 
 @pytest.mark.skipif(not SHARED_TAU2.is_dir(), reason="shared tau2 data not present")
+@pytest.mark.parametrize("name", sorted(ORPHAN_TOOL_RESULTS))
+def test_convert_of_orphan_tool_results_fails_loudly_on_reading(name, tmp_path, capsys):
+    out = tmp_path / "out.jsonl"
+    assert main(["convert", "--data", str(DATA / "inspect" / name), "--out", str(out)]) == 0
+    with pytest.raises(ValueError, match="answers no earlier tool call"):
+        load_trajectories(out)
+
+
 def test_convert_round_trip_tau2(tmp_path):
     path = next(SHARED_TAU2.rglob("*.json"))
     out = tmp_path / "out.jsonl"

@@ -2,7 +2,8 @@
 
 Formats (see each module): ``tau_bench`` (tau-bench v1 results, tool-calling and act/react),
 ``tau2`` (tau2-bench simulations), ``webshop_react`` (ReAct WebShop episodes, JSONL), ``adapt``
-(ADaPT WebShop dumps) and ``jsonl`` (the generic interchange format, docs/FORMAT.md).
+(ADaPT WebShop dumps), ``jsonl`` (the generic interchange format, docs/FORMAT.md), the traces
+``otel`` and ``langfuse``, and the agent logs ``inspect`` (Inspect AI ``.json``/``.eval``) and ``mini_swe``.
 
 Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatError(file, record,
 problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
@@ -15,6 +16,7 @@ Trajectory ids (unique and stable for a given file layout):
 * webshop_react: ``{file_stem}:{session}``; adapt: ``{file_stem}:{fixed_i}``
 * jsonl: the record's own ``id``
 * otel, langfuse: the trace id (one trajectory per trace; see docs/FORMAT.md)
+* inspect: ``{eval.task}:{sample.id}:{epoch}``; mini_swe: the instance id (else the file stem)
 
 A ``#{record_index}`` suffix is added when a file repeats the same key, and an id seen twice in one
 load is an error.
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Union
 
 from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
-from rubricforge_dspy.loaders import langfuse, otel
+from rubricforge_dspy.loaders import inspect, langfuse, mini_swe, otel
 from rubricforge_dspy.loaders._common import first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
                                         parse_label_rule)
@@ -47,7 +49,7 @@ __all__ = [
 ]
 
 FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
-FORMATS += ("otel", "langfuse")
+FORMATS += ("otel", "langfuse", "inspect", "mini_swe")
 _READERS = {
     "tau_bench": tau_bench.read,
     "tau2": tau2.read,
@@ -55,9 +57,9 @@ _READERS = {
     "adapt": adapt.read,
     "jsonl": jsonl.read,
 }
-_READERS.update({"otel": otel.read, "langfuse": langfuse.read})
-_CANDIDATE_SUFFIXES = (".json", ".jsonl")
-NOT_CANDIDATE = "not a .json/.jsonl file"  # the reason a directory scan gives for files it does not open
+_READERS.update({"otel": otel.read, "langfuse": langfuse.read, "inspect": inspect.read, "mini_swe": mini_swe.read})
+_CANDIDATE_SUFFIXES = (".json", ".jsonl", ".eval")
+NOT_CANDIDATE = "not a .json/.jsonl/.eval file"  # the reason a directory scan gives for files it does not open
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -95,8 +97,14 @@ def detect_format(path: PathLike) -> str:
     path = Path(path)
     if not path.is_file():
         raise TrajectoryFormatError(str(path), None, "not a file")
+    if path.suffix == ".eval":  # an Inspect AI log archive (zip), never text
+        if inspect.sniff("", path):
+            return "inspect"
+        raise TrajectoryFormatError(str(path), None, "a .eval file that is not an Inspect AI log (zip with header.json)")
     prefix = read_prefix(path)
     head = prefix.lstrip("\ufeff \t\r\n")
+    if mini_swe.sniff(head, path):
+        return "mini_swe"
     if head.startswith("["):
         if tau_bench.sniff(head):
             return "tau_bench"
@@ -116,6 +124,8 @@ def detect_format(path: PathLike) -> str:
             return "langfuse"
         if otel.sniff(head, path):
             return "otel"
+        if inspect.sniff(head, path):
+            return "inspect"
         if tau2.sniff(head):
             return "tau2"
         if adapt.sniff(head):
