@@ -15,6 +15,7 @@ Trajectory ids (unique and stable for a given file layout):
 * webshop_react: ``{file_stem}:{session}``; adapt: ``{file_stem}:{fixed_i}``
 * jsonl: the record's own ``id``
 * otel, langfuse: the trace id (one trajectory per trace; see docs/FORMAT.md)
+* swe_agent: the instance id (the ``.traj`` file name); openhands: ``instance_id``, else the file stem
 
 A ``#{record_index}`` suffix is added when a file repeats the same key, and an id seen twice in one
 load is an error.
@@ -31,6 +32,7 @@ from typing import Union
 
 from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.loaders import langfuse, otel
+from rubricforge_dspy.loaders import openhands, swe_agent
 from rubricforge_dspy.loaders._common import first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
                                         parse_label_rule)
@@ -48,6 +50,7 @@ __all__ = [
 
 FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
 FORMATS += ("otel", "langfuse")
+FORMATS += ("swe_agent", "openhands")
 _READERS = {
     "tau_bench": tau_bench.read,
     "tau2": tau2.read,
@@ -56,8 +59,9 @@ _READERS = {
     "jsonl": jsonl.read,
 }
 _READERS.update({"otel": otel.read, "langfuse": langfuse.read})
-_CANDIDATE_SUFFIXES = (".json", ".jsonl")
-NOT_CANDIDATE = "not a .json/.jsonl file"  # the reason a directory scan gives for files it does not open
+_READERS.update({"swe_agent": swe_agent.read, "openhands": openhands.read})
+_CANDIDATE_SUFFIXES = (".json", ".jsonl", ".traj")
+NOT_CANDIDATE = "not a .json/.jsonl/.traj file"  # the reason a directory scan gives for files it does not open
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -104,6 +108,8 @@ def detect_format(path: PathLike) -> str:
             return "langfuse"
         if otel.sniff(head, path):
             return "otel"
+        if openhands.sniff_array(head):
+            return "openhands"
         if jsonl.sniff_array(head):
             return "jsonl"  # a JSON array of generic records
     elif head.startswith("{"):
@@ -112,10 +118,14 @@ def detect_format(path: PathLike) -> str:
                 return "jsonl"
             if webshop.sniff_line(obj):
                 return "webshop_react"
+            if openhands.sniff_line(obj):
+                return "openhands"
         if langfuse.sniff(head):
             return "langfuse"
         if otel.sniff(head, path):
             return "otel"
+        if swe_agent.sniff(head):
+            return "swe_agent"
         if tau2.sniff(head):
             return "tau2"
         if adapt.sniff(head):
