@@ -1,11 +1,12 @@
-"""Plant leak-test canaries in every non-observable field of SWE-agent ``.traj`` and OpenHands files.
+"""Plant leak-test canaries in every non-observable field of SWE-agent ``.traj``, OpenHands and ATIF files.
 
 Observable: the task message, the agent's thoughts, actions (minus bookkeeping arguments) and the
 observations' text. Poisoned: SWE-agent ``info`` (submission, exit_status, model_stats), ``environment``,
 ``replay_config``, system and demonstration messages, the rest of ``history`` and the trajectory
 entries' ``response``/``state``/timings; OpenHands ``test_result`` (with a ``resolved`` flag), ``report``,
 ``metadata``, ``metrics``, ``instance``, ``instruction``, ``error``, the system prompt, recall and
-state-change events, observation ``extras``/summaries, tool-call metadata and bookkeeping arguments.
+state-change events, observation ``extras``/summaries, tool-call metadata and bookkeeping arguments;
+ATIF system steps, ``reasoning_content``, step/final metrics, ``agent.extra``/version and ``notes``.
 These formats read no reward, so the trajectories stay unlabeled (the test checks that instead).
 """
 
@@ -18,7 +19,7 @@ from rubricforge_dspy.loaders.openhands import SKIPPED_ACTIONS, SKIPPED_OBSERVAT
 from rubricforge_dspy.loaders.swe_agent import is_demonstration
 
 CANARY = "CANARY7f3a"
-SWE_FORMATS = ("swe_agent", "openhands")
+SWE_FORMATS = ("swe_agent", "openhands", "atif")
 _OH_BOOKKEEPING = ("impl_source", "confirmation_state", "security_risk", "translated_ipython_code",
                    "kernel_init_code", "blocking", "is_static", "hidden", "is_input", "cwd")
 
@@ -83,11 +84,27 @@ def poison_openhands_record(record: dict) -> dict:
     return {**record, **poisoned, "history": poison_openhands_events(record["history"])}
 
 
+def poison_atif(data: dict) -> dict:
+    steps = []
+    for step in data["steps"]:
+        step = {**step, "metrics": {"cost_usd": f"{CANARY}.metrics"}, "reasoning_content": f"{CANARY}.reasoning",
+                "timestamp": f"{CANARY}.ts", "extra": {"x": f"{CANARY}.extra"}}
+        if step.get("source") == "system":
+            step["message"] = f"{CANARY}.system"
+        steps.append(step)
+    steps.insert(0, {"step_id": 0, "source": "system", "message": f"{CANARY}.system2"})
+    return {**data, "steps": steps, "agent": {**data.get("agent", {}), "extra": {"k": f"{CANARY}.agent_extra"},
+                                               "version": f"{CANARY}.version"},
+            "final_metrics": {"total_cost_usd": f"{CANARY}.final", "reward": 1.0}, "notes": f"{CANARY}.notes"}
+
+
 def poison_swe_file(path: Path, fmt: str, target: Path) -> Path:
     """A poisoned copy of an SWE-agent / OpenHands file at ``target``, in the same container."""
     text = path.read_text()
     if fmt == "swe_agent":
         target.write_text(json.dumps(poison_swe_agent(json.loads(text))))
+    elif fmt == "atif":
+        target.write_text(json.dumps(poison_atif(json.loads(text))))
     elif text.lstrip().startswith("["):
         target.write_text(json.dumps(poison_openhands_events(json.loads(text))))
     else:

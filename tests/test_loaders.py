@@ -275,7 +275,7 @@ def test_bundled_directory_load():
     labeled = [t for t in trajectories if not t.hidden.get("unlabeled")]  # trace samples carry no outcome
     assert len(labeled) == sum(v[1] for v in BUNDLED_EXPECTED.values())
     assert {t.hidden["format"] for t in trajectories if t.hidden.get("unlabeled")} == {"otel", "langfuse", "swe_agent",
-                                                                                       "openhands"}
+                                                                                       "openhands", "atif"}
     assert {Path(f).name for f, _ in report.ignored_files} >= {"SOURCES.md", "LICENSES.md"}
     assert len({t.id for t in trajectories}) == len(trajectories)
     only_webshop, report = load_trajectories(BUNDLED, format="webshop_react")

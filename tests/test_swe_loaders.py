@@ -16,8 +16,9 @@ from tests.swe_poison import CANARY, poison_swe_file
 DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
 SWE = DATA / "swe_agent"
 OH = DATA / "openhands"
+ATIF = DATA / "atif" / "hello-world__abc123" / "agent" / "trajectory.json"
 FULL_VIEW = RenderConfig(max_tokens=10**7, max_step_chars=10**7)
-SAMPLES = sorted(SWE.glob("*.traj")) + sorted(OH.glob("*.json*"))
+SAMPLES = sorted(SWE.glob("*.traj")) + sorted(OH.glob("*.json*")) + [ATIF]
 
 
 def _load_one(path: Path):
@@ -27,17 +28,20 @@ def _load_one(path: Path):
 
 
 def _check_pairing(trajectory) -> None:
-    """Every tool result answers the call just before it (same id and name); no call id repeats."""
+    """Every tool result answers an earlier, not yet answered call (same id and name); no call id repeats."""
     calls = [s for s in trajectory.steps if s.kind == "tool_call"]
     assert len({c.call_id for c in calls}) == len(calls)
-    for prev, step in zip(trajectory.steps, trajectory.steps[1:]):
-        if step.kind == "tool_result" and step.call_id is not None:
-            assert prev.kind == "tool_call" and (prev.call_id, prev.tool_name) == (step.call_id, step.tool_name)
+    open_calls: dict[str, str] = {}
+    for step in trajectory.steps:
+        if step.kind == "tool_call":
+            open_calls[step.call_id] = step.tool_name
+        elif step.kind == "tool_result" and step.call_id is not None:
+            assert open_calls.pop(step.call_id) == step.tool_name
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name[:40])
 def test_samples_are_detected_and_unlabeled(path):
-    expected = "swe_agent" if path.suffix == ".traj" else "openhands"
+    expected = "swe_agent" if path.suffix == ".traj" else "atif" if path == ATIF else "openhands"
     assert detect_format(path) == expected
     auto, _ = load_trajectories(path, format="auto")
     explicit = _load_one(path)
@@ -149,11 +153,12 @@ def test_no_hidden_field_reaches_the_render(path, tmp_path):
         assert CANARY in json.dumps(t.hidden, default=str)  # the canaries were loaded, into hidden
 
 
-@pytest.mark.parametrize("folder", [SWE, OH], ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", [SWE, OH, DATA / "atif"], ids=lambda p: p.name)
 def test_cli_stats_and_render(folder, tmp_path, capsys):
     assert main(["stats", "--data", str(folder), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["trajectories"] == len(list(folder.iterdir())) and stats["unlabeled"] == stats["trajectories"]
+    n_files = sum(1 for p in folder.rglob("*") if p.is_file())
+    assert stats["trajectories"] == n_files and stats["unlabeled"] == stats["trajectories"]
     assert stats["skipped"] == 0
     trajectories, _ = load_trajectories(folder)
     assert main(["render", "--data", str(folder), "--index", "0"]) == 0
@@ -168,3 +173,24 @@ def test_cli_labels_join_swe_bench_results_by_instance_id(tmp_path, capsys):
     stats = json.loads(capsys.readouterr().out)
     assert (stats["trajectories"], stats["unlabeled"], stats["positives"]) == (2, 0, 1)
     assert stats["labels"]["labels_join"]["matched"] == 2
+
+
+def test_atif_pairs_results_by_source_call_id(tmp_path):
+    (t,) = _load_one(ATIF)
+    record = json.loads(ATIF.read_text())
+    assert t.id == record["session_id"] and t.agent == "terminus-2/openai/gpt-4o-mini"
+    kinds = [s.kind for s in t.steps]
+    assert kinds == ["user", "assistant", "tool_call", "tool_result", "assistant", "tool_call", "tool_call",
+                     "tool_result", "tool_result", "final_answer"]
+    results = {s.call_id: s for s in t.steps if s.kind == "tool_result"}
+    assert results["call_2"].is_error and not results["call_3"].is_error and t.n_tool_errors == 1
+    assert t.hidden["system_prompt"].startswith("You are") and t.hidden["agent"]["extra"]["api_key"] == "<redacted>"
+    del record["session_id"]
+    trial = tmp_path / "my-trial" / "agent" / "trajectory.json"
+    trial.parent.mkdir(parents=True)
+    trial.write_text(json.dumps(record))
+    assert _load_one(trial)[0].id == "my-trial"  # Harbor's <trial>/agent/trajectory.json
+    record["steps"][1]["source"] = "robot"
+    trial.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="trajectory.json, record 0: steps\\[1\\]: unknown source 'robot'"):
+        load_trajectories(trial)

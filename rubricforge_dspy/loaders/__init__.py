@@ -15,7 +15,8 @@ Trajectory ids (unique and stable for a given file layout):
 * webshop_react: ``{file_stem}:{session}``; adapt: ``{file_stem}:{fixed_i}``
 * jsonl: the record's own ``id``
 * otel, langfuse: the trace id (one trajectory per trace; see docs/FORMAT.md)
-* swe_agent: the instance id (the ``.traj`` file name); openhands: ``instance_id``, else the file stem
+* swe_agent: the instance id (the ``.traj`` file name); openhands: ``instance_id``, else the file stem;
+  atif: ``session_id``, else the trial directory
 
 A ``#{record_index}`` suffix is added when a file repeats the same key, and an id seen twice in one
 load is an error.
@@ -32,7 +33,7 @@ from typing import Union
 
 from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.loaders import langfuse, otel
-from rubricforge_dspy.loaders import openhands, swe_agent
+from rubricforge_dspy.loaders import atif, openhands, swe_agent
 from rubricforge_dspy.loaders._common import first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
                                         parse_label_rule)
@@ -50,7 +51,7 @@ __all__ = [
 
 FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
 FORMATS += ("otel", "langfuse")
-FORMATS += ("swe_agent", "openhands")
+FORMATS += ("swe_agent", "openhands", "atif")
 _READERS = {
     "tau_bench": tau_bench.read,
     "tau2": tau2.read,
@@ -59,7 +60,7 @@ _READERS = {
     "jsonl": jsonl.read,
 }
 _READERS.update({"otel": otel.read, "langfuse": langfuse.read})
-_READERS.update({"swe_agent": swe_agent.read, "openhands": openhands.read})
+_READERS.update({"swe_agent": swe_agent.read, "openhands": openhands.read, "atif": atif.read})
 _CANDIDATE_SUFFIXES = (".json", ".jsonl", ".traj")
 NOT_CANDIDATE = "not a .json/.jsonl/.traj file"  # the reason a directory scan gives for files it does not open
 
@@ -126,6 +127,8 @@ def detect_format(path: PathLike) -> str:
             return "otel"
         if swe_agent.sniff(head):
             return "swe_agent"
+        if atif.sniff(head):
+            return "atif"
         if tau2.sniff(head):
             return "tau2"
         if adapt.sniff(head):
