@@ -17,6 +17,7 @@ import pytest
 from rubricforge_dspy.loaders import detect_format, iter_trajectories
 from rubricforge_dspy.render import RenderConfig, render_trajectory
 from tests.agent_log_poison import AGENT_LOG_FORMATS, NO_OUTCOME_FORMATS, poison_agent_log
+from tests.swe_poison import SWE_FORMATS, poison_swe_file
 from tests.trace_poison import TRACE_FORMATS, poison_trace_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,6 +93,8 @@ def poisoned_copy(path: Path, tmp_path: Path) -> Path:
         return poison_trace_file(path, fmt, target)
     if fmt in AGENT_LOG_FORMATS:
         return poison_agent_log(path, fmt, target)
+    if fmt in SWE_FORMATS:
+        return poison_swe_file(path, fmt, target)
     data = json.loads(path.read_text())
     poison = {"tau_bench": _poison_tau_bench, "tau2": _poison_tau2, "adapt": _poison_adapt}[fmt]
     target.write_text(json.dumps(poison(data)))
@@ -118,7 +121,9 @@ def assert_no_leak(path: Path, tmp_path: Path) -> int:
         text = render_trajectory(trajectory, FULL_VIEW)
         assert CANARY not in text, f"{path.name} {trajectory.id}: {text[text.index(CANARY) - 80:][:200]}"
         assert str(CANARY_REWARD) not in text and "0.73159" not in text, f"{path.name} {trajectory.id}: reward leaked"
-        if trajectory.hidden["format"] not in NO_OUTCOME_FORMATS:  # a mini-SWE file holds no outcome to read
+        if trajectory.hidden["format"] in SWE_FORMATS:  # these read no outcome: a planted flag must not label
+            assert trajectory.hidden["unlabeled"] and (trajectory.reward, trajectory.label) == (0.0, 0)
+        elif trajectory.hidden["format"] not in NO_OUTCOME_FORMATS:  # a mini-SWE file holds no outcome to read
             assert trajectory.reward == pytest.approx(CANARY_REWARD), "the canary must really be the reward"
         rendered += 1
     assert rendered > 0

@@ -275,8 +275,8 @@ def test_bundled_directory_load():
     # trace and agent-log samples (no outcome, or Inspect scorer labels: tests/test_agent_log_loaders.py) aside
     labeled = [t for t in trajectories if not t.hidden.get("unlabeled") and t.hidden["format"] != "inspect"]
     assert len(labeled) == sum(v[1] for v in BUNDLED_EXPECTED.values())
-    assert {t.hidden["format"] for t in trajectories if t.hidden.get("unlabeled")} == {"otel", "langfuse", "inspect",
-                                                                                         "mini_swe"}
+    assert {t.hidden["format"] for t in trajectories if t.hidden.get("unlabeled")} == {
+        "otel", "langfuse", "inspect", "mini_swe", "swe_agent", "openhands", "atif"}
     assert {Path(f).name for f, _ in report.ignored_files} >= {"SOURCES.md", "LICENSES.md"}
     assert len({t.id for t in trajectories}) == len(trajectories)
     only_webshop, report = load_trajectories(BUNDLED, format="webshop_react")

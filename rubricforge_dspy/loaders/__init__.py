@@ -17,6 +17,8 @@ Trajectory ids (unique and stable for a given file layout):
 * jsonl: the record's own ``id``
 * otel, langfuse: the trace id (one trajectory per trace; see docs/FORMAT.md)
 * inspect: ``{eval.task}:{sample.id}:{epoch}``; mini_swe: the instance id (else the file stem)
+* swe_agent: the instance id (the ``.traj`` file name); openhands: ``instance_id``, else the file stem;
+  atif: ``session_id``, else the trial directory
 
 A ``#{record_index}`` suffix is added when a file repeats the same key, and an id seen twice in one
 load is an error.
@@ -33,6 +35,7 @@ from typing import Union
 
 from rubricforge_dspy.loaders import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.loaders import inspect, langfuse, mini_swe, otel
+from rubricforge_dspy.loaders import atif, openhands, swe_agent
 from rubricforge_dspy.loaders._common import first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
                                         parse_label_rule)
@@ -50,6 +53,7 @@ __all__ = [
 
 FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
 FORMATS += ("otel", "langfuse", "inspect", "mini_swe")
+FORMATS += ("swe_agent", "openhands", "atif")
 _READERS = {
     "tau_bench": tau_bench.read,
     "tau2": tau2.read,
@@ -58,8 +62,9 @@ _READERS = {
     "jsonl": jsonl.read,
 }
 _READERS.update({"otel": otel.read, "langfuse": langfuse.read, "inspect": inspect.read, "mini_swe": mini_swe.read})
-_CANDIDATE_SUFFIXES = (".json", ".jsonl", ".eval")
-NOT_CANDIDATE = "not a .json/.jsonl/.eval file"  # the reason a directory scan gives for files it does not open
+_READERS.update({"swe_agent": swe_agent.read, "openhands": openhands.read, "atif": atif.read})
+_CANDIDATE_SUFFIXES = (".json", ".jsonl", ".eval", ".traj")
+NOT_CANDIDATE = "not a .json/.jsonl/.eval/.traj file"  # the reason a directory scan gives for files it does not open
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -112,6 +117,8 @@ def detect_format(path: PathLike) -> str:
             return "langfuse"
         if otel.sniff(head, path):
             return "otel"
+        if openhands.sniff_array(head):
+            return "openhands"
         if jsonl.sniff_array(head):
             return "jsonl"  # a JSON array of generic records
     elif head.startswith("{"):
@@ -120,12 +127,18 @@ def detect_format(path: PathLike) -> str:
                 return "jsonl"
             if webshop.sniff_line(obj):
                 return "webshop_react"
+            if openhands.sniff_line(obj):
+                return "openhands"
         if langfuse.sniff(head):
             return "langfuse"
         if otel.sniff(head, path):
             return "otel"
         if inspect.sniff(head, path):
             return "inspect"
+        if swe_agent.sniff(head):
+            return "swe_agent"
+        if atif.sniff(head):
+            return "atif"
         if tau2.sniff(head):
             return "tau2"
         if adapt.sniff(head):
