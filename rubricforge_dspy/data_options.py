@@ -74,7 +74,7 @@ def print_load_problems(report, join=None, stream=None) -> None:
         if len(rows) > SHOWN:
             print(f"{what}: ... and {len(rows) - SHOWN} more", file=stream)
     if not_json:
-        print(f"ignored {len(not_json)} file(s) that are not .json/.jsonl/.eval (e.g. {not_json[0]})", file=stream)
+        print(f"ignored {len(not_json)} file(s): {NOT_JSON} (e.g. {not_json[0]})", file=stream)
     if report.skipped:
         print(f"{len(report.skipped)} record(s) skipped (--skip-bad)", file=stream)
     if join is not None:

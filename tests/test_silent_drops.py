@@ -85,7 +85,7 @@ def test_ignored_files_of_a_directory_scan_are_listed(tmp_path, capsys):
     assert main(["stats", "--data", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert f"ignored file: {tmp_path / 'notes.json'}: unknown trajectory format" in err
-    assert f"ignored 1 file(s) that are not .json/.jsonl/.eval (e.g. {tmp_path / 'README.md'})" in err
+    assert f"ignored 1 file(s): not a .json/.jsonl/.eval/.traj file (e.g. {tmp_path / 'README.md'})" in err
 
 
 def test_a_json_array_of_generic_records_is_read(tmp_path):
