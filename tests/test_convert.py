@@ -48,7 +48,6 @@ def test_convert_round_trip_keeps_steps_ids_labels_and_hidden(path, tmp_path, ca
     assert "exists" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not SHARED_TAU2.is_dir(), reason="shared tau2 data not present")
 @pytest.mark.parametrize("name", sorted(ORPHAN_TOOL_RESULTS))
 def test_convert_of_orphan_tool_results_fails_loudly_on_reading(name, tmp_path, capsys):
     out = tmp_path / "out.jsonl"
@@ -57,6 +56,7 @@ def test_convert_of_orphan_tool_results_fails_loudly_on_reading(name, tmp_path, 
         load_trajectories(out)
 
 
+@pytest.mark.skipif(not SHARED_TAU2.is_dir(), reason="shared tau2 data not present")
 def test_convert_round_trip_tau2(tmp_path):
     path = next(SHARED_TAU2.rglob("*.json"))
     out = tmp_path / "out.jsonl"
