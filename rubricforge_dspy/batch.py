@@ -93,6 +93,16 @@ class BatchSummary:
     retried: int = 0  # abstentions for LM errors left by an earlier run, asked again
     errors: dict = field(default_factory=dict)  # one example error message per abstention kind
 
+    def count(self, verdict: Verdict, cached: bool) -> None:
+        """Count one written verdict line (the one tally of online and Batch API judging)."""
+        self.judged += 1
+        self.passed += verdict.passed
+        self.cached += cached
+        self.contradictions += verdict.contradiction
+        if verdict.abstained:
+            self.abstained[verdict.error_kind] += 1
+            self.errors.setdefault(verdict.error_kind, verdict.error)
+
     @property
     def n_abstained(self) -> int:
         return sum(self.abstained.values())
@@ -270,14 +280,8 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
     def record(trajectory: Trajectory, verdict: Verdict, cached: bool, attempts: int, text_hash: str | None) -> None:
         writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=attempts,
                                   judge_fingerprint=fingerprint.sha256, program_sha256=program, model=model))
-        summary.judged += 1
-        summary.passed += verdict.passed
-        summary.cached += cached
-        summary.contradictions += verdict.contradiction
-        if verdict.abstained:
-            summary.abstained[verdict.error_kind] += 1
-            summary.errors.setdefault(verdict.error_kind, verdict.error)
-        elif verdict_cache is not None and not cached and text_hash is not None:
+        summary.count(verdict, cached)
+        if not verdict.abstained and verdict_cache is not None and not cached and text_hash is not None:
             verdict_cache.put(fingerprint.sha256, text_hash, verdict)
         if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
             streak["n"] += 1

@@ -248,14 +248,8 @@ def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", 
         handle.write(json.dumps(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1,
                                              judge_fingerprint=fingerprint.sha256, program_sha256=program,
                                              model=model)) + "\n")
-        summary.judged += 1
-        summary.passed += verdict.passed
-        summary.cached += cached
-        summary.contradictions += verdict.contradiction
-        if verdict.abstained:
-            summary.abstained[verdict.error_kind] += 1
-            summary.errors.setdefault(verdict.error_kind, verdict.error)
-        elif verdict_cache is not None and not cached:
+        summary.count(verdict, cached)
+        if not verdict.abstained and verdict_cache is not None and not cached:
             verdict_cache.put(fingerprint.sha256, text_sha256(text), verdict)
 
     client = BatchClient(config.api_base, config.api_key)

@@ -200,6 +200,20 @@ def parse_arguments(raw: Any) -> Any:
     return raw
 
 
+def convert_each(path: Path, records, convert_one) -> Iterator[tuple[Any, Any]]:
+    """``(index, Trajectory | TrajectoryFormatError)`` for ``(index, value)`` records: a record that is
+    already an error passes through; ``convert_one(value, index)`` failing with a ValueError, TypeError,
+    KeyError or AttributeError becomes an error naming the file and the record."""
+    for index, value in records:
+        if isinstance(value, TrajectoryFormatError):
+            yield index, value
+            continue
+        try:
+            yield index, convert_one(value, index)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            yield index, TrajectoryFormatError(str(path), index, str(exc))
+
+
 def looks_like_tool_error(content: str) -> bool:
     """True for tool outputs that report a failure (``Error: ...``, ``Unknown action ...``)."""
     return bool(_TOOL_ERROR.match(content or ""))

@@ -23,6 +23,7 @@ from typing import Any
 
 from rubricforge_dspy.loaders._common import (
     CallTracker,
+    convert_each,
     Malformed,
     as_reward,
     finalize_answer,
@@ -227,14 +228,8 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
     """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory); a
     file that is one JSON array of records yields ``(element_index, ...)``."""
-    for index, value in _records(path):
-        if isinstance(value, TrajectoryFormatError):
-            yield index, value
-            continue
-        try:
-            yield index, convert(value, path=path, index=index, threshold=threshold)
-        except (ValueError, TypeError, KeyError) as exc:
-            yield index, TrajectoryFormatError(str(path), index, str(exc))
+    yield from convert_each(path, _records(path),
+                            lambda value, index: convert(value, path=path, index=index, threshold=threshold))
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:

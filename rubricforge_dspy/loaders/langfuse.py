@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.loaders._common import first_json_lines, read_prefix, redact
+from rubricforge_dspy.loaders._common import convert_each, first_json_lines, read_prefix, redact
 from rubricforge_dspy.loaders.jsonl import iter_json_lines
 from rubricforge_dspy.loaders.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.loaders.spans import Span, build_trajectory
@@ -130,14 +130,8 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
 
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
     """Yield ``(trace index, Trajectory | TrajectoryFormatError)``, one per exported trace."""
-    for index, value in _records(path):
-        if isinstance(value, TrajectoryFormatError):
-            yield index, value
-            continue
-        try:
-            yield index, convert(value, path=path, index=index, threshold=threshold)
-        except (ValueError, TypeError, KeyError) as exc:
-            yield index, TrajectoryFormatError(str(path), index, str(exc))
+    yield from convert_each(path, _records(path),
+                            lambda value, index: convert(value, path=path, index=index, threshold=threshold))
 
 
 def sniff(head: str) -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.loaders._common import as_reward
+from rubricforge_dspy.loaders._common import as_reward, convert_each
 from rubricforge_dspy.loaders.jsonl import iter_json_lines
 from rubricforge_dspy.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
@@ -142,11 +142,5 @@ def convert(record: Any, *, path: Path, index: int, threshold: float, seen: set[
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
     """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory)."""
     seen: set[str] = set()
-    for index, value in iter_json_lines(path):
-        if isinstance(value, TrajectoryFormatError):
-            yield index, value
-            continue
-        try:
-            yield index, convert(value, path=path, index=index, threshold=threshold, seen=seen)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            yield index, TrajectoryFormatError(str(path), index, str(exc))
+    yield from convert_each(path, iter_json_lines(path), lambda value, index: convert(
+        value, path=path, index=index, threshold=threshold, seen=seen))
