@@ -206,8 +206,7 @@ def test_jsonl_blank_lines_and_error_flags(tmp_path):
     unflagged = jsonl_record(1)
     unflagged["messages"][3]["content"] = "Error: boom"
     path = write_lines(tmp_path / "runs.jsonl", ["", flagged, "   ", unflagged])
-    first = load_trajectories(path)
-    second = first.report
+    first, second = load_trajectories(path)
     assert first.n_tool_errors == 1 and second.n_tool_errors == 1
     assert first.source.index == 1 and second.source.index == 3  # 0-based line index
 

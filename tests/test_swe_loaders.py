@@ -50,7 +50,7 @@ def test_samples_are_detected_and_unlabeled(path):
     assert [t.id for t in auto] == [t.id for t in explicit]
     for t in explicit:
         assert t.hidden["format"] == expected and t.label is None
-        assert (t.reward, t.label) == (0.0, 0)
+        assert (t.reward, t.label) == (None, None)
         assert t.steps[0].kind == "user"
         _check_pairing(t)
 

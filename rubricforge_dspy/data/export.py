@@ -20,7 +20,7 @@ from rubricforge_dspy.core.trajectory import Trajectory
 __all__ = ["HIDDEN_KEY", "record_of", "convert_trajectories"]
 
 HIDDEN_KEY = "hidden"  # metadata key holding the source loader's hidden fields
-_NOT_COPIED = ("system_prompt", "metadata", "unlabeled", "label_rule", "label_source", "label_from_reward")
+_NOT_COPIED = ("system_prompt", "metadata", "label_rule", "label_source", "label_from_reward")
 
 
 def _json_safe(value):
