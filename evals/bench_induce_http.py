@@ -42,7 +42,7 @@ def reload_check(program: Path, dataset: str, api_base: str) -> dict:
     from rubricforge_dspy.data.split import split_by_task
 
     path, threshold = DATASETS[dataset]
-    trajectories, _ = load_trajectories(path, label_threshold=threshold)
+    trajectories = load_trajectories(path, label_threshold=threshold)
     val = split_by_task(trajectories, seed=0).val
     lm = make_lm(LMConfig(model=DEFAULT_MODEL_NAME, api_base=api_base))
     judge = load(program, lm=lm, check_certificate=False)

@@ -54,7 +54,7 @@ def backfill_run(run_dir: Path, data: Path, threshold: float) -> dict:
     meta = json.loads((run_dir / "run.json").read_text())
     n_tasks = sum(part["tasks"] for part in meta["split"].values())
     config = meta["config"]
-    trajectories, _ = load_trajectories(data, label_threshold=threshold)
+    trajectories = load_trajectories(data, label_threshold=threshold)
     split = split_by_task(sample_by_task(trajectories, n_tasks), tuple(config["fractions"]), config["seed"])
     predictions = run_dir / "predictions"
     persisted = sorted(record["id"] for _, record in read_lines(predictions / "induced.jsonl"))
@@ -89,7 +89,7 @@ def add_margin(program: Path, judge_records: list, floor_records: list, source: 
 def backfill_certified_program() -> None:
     program = ROOT / "programs" / "airline-smollm2-135m.json"
     folder = ROOT / "artifacts" / "certify-airline-smollm2"
-    trajectories, _ = load_trajectories(folder / "held_out.jsonl")
+    trajectories = load_trajectories(folder / "held_out.jsonl")
     floor, source = floor_verdicts(trajectories, (read_program(program).get(MANIFEST_KEY) or {}).get("floor"))
     add_margin(program, [r for _, r in read_lines(folder / "verdicts.jsonl")], floor,
                source + "; added by evals/floor_backfill.py")

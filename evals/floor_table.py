@@ -69,8 +69,9 @@ def candidates(shared: Path | None) -> tuple[list[tuple[str, Path, str]], list[d
 
 def run_one(name: str, path: Path, where: str, threshold: float) -> dict:
     started = time.perf_counter()
-    trajectories, load = load_trajectories(path, label_threshold=threshold, on_error="skip")
-    if any(t.hidden.get("unlabeled") for t in trajectories):
+    trajectories = load_trajectories(path, label_threshold=threshold, on_error="skip")
+    load = trajectories.report
+    if any(t.label is None for t in trajectories):
         raise ValueError("unlabeled trace format: no outcome to fit a floor on")
     report = floor_report(trajectories)
     return {"dataset": name, "file": where, "sha256": sha256(path), "domains": sorted({t.domain for t in trajectories}),

@@ -19,10 +19,11 @@ ROOTS = {"evals/data": ROOT / "evals" / "data", "shared/data/raw": ROOT.parent /
 
 
 def measure(path: Path) -> dict | None:
-    new, report = load_trajectories(path, on_error="skip")
+    new = load_trajectories(path, on_error="skip")
+    report = new.report
     if not new:
         return None
-    old, _ = load_trajectories(path, label_threshold=0.0, on_error="skip")
+    old = load_trajectories(path, label_threshold=0.0, on_error="skip")
     return {"n": len(new), "skipped": len(report.skipped), "rule": report.label_rules,
             "positives_loader_rule": sum(t.label for t in new), "positives_reward_gt_0": sum(t.label for t in old),
             "graded_rewards": sum(0.0 < t.reward < 1.0 for t in new)}

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         names = lm_name(judge_lm), lm_name(reflection_lm)
         for name in args.datasets:
             path, threshold, description = DATASETS[name]
-            trajectories, _ = load_trajectories(path, label_threshold=threshold)
+            trajectories = load_trajectories(path, label_threshold=threshold)
             if n_tasks:
                 trajectories = sample_by_task(trajectories, n_tasks)
             print(f"[{name}] {len(trajectories)} trajectories; judge {names[0]}", file=sys.stderr)

@@ -53,7 +53,7 @@ def sample_trajectories(total: int = 50):
     for (relative, _), k in zip(SAMPLE, quotas):
         if k == 0:
             continue
-        loaded, _ = load_trajectories(DATA / relative)
+        loaded = load_trajectories(DATA / relative)
         step = len(loaded) / k
         chosen += [loaded[int(i * step)] for i in range(k)]
     return chosen

@@ -31,7 +31,7 @@ CUT = re.compile(r"\[\.\.\. \d+ chars elided \.\.\.\]|\.\.\. \d+ more (?:items|k
 
 
 def measure(path: Path) -> dict:
-    trajectories, _ = load_trajectories(path)
+    trajectories = load_trajectories(path)
     row = {"file": str(path.relative_to(DATA.parent.parent)), "trajectories": len(trajectories), "presets": {}}
     for name, preset in PRESETS.items():
         texts = [render_trajectory(t, RenderConfig.of(preset)) for t in trajectories]

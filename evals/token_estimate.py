@@ -56,7 +56,7 @@ def tokenizer():
 
 
 def dataset_texts(directory: Path) -> list[str]:
-    trajectories, _ = load_trajectories(directory, on_error="skip")
+    trajectories = load_trajectories(directory, on_error="skip")
     texts = []
     for t in trajectories:
         texts += [render_trajectory(t, RenderConfig.of(preset)) for preset in PRESETS.values()]

@@ -56,7 +56,7 @@ def _load(folder: Path, old: bool):
                 if hasattr(module, "looks_like_tool_error"):
                     stack.enter_context(mock.patch.object(module, "looks_like_tool_error", old_rule))
             stack.enter_context(mock.patch.object(swe_agent, "observation_failed", old_swe_rule))
-        trajectories, _ = load_trajectories(folder)
+        trajectories = load_trajectories(folder)
     return trajectories
 
 

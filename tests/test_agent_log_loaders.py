@@ -25,7 +25,8 @@ SAMPLES = sorted(INSPECT.iterdir()) + sorted(MINI.iterdir())
 
 
 def _one(path, **kw):
-    trajectories, report = load_trajectories(path, format="auto", **kw)
+    trajectories = load_trajectories(path, format="auto", **kw)
+    report = trajectories.report
     assert report.loaded == len(trajectories) == 1 and not report.skipped
     return trajectories[0]
 
@@ -46,7 +47,8 @@ def test_samples_are_detected(path):
 
 
 def test_directory_scan_includes_eval_archives():
-    trajectories, report = load_trajectories(INSPECT)
+    trajectories = load_trajectories(INSPECT)
+    report = trajectories.report
     assert {Path(t.source.file).name for t in trajectories} == {p.name for p in INSPECT.iterdir()}
     assert not report.ignored_files and not report.skipped
 
@@ -56,7 +58,7 @@ def test_inspect_json_sample_scored_correct():
     assert t.id == "log_read_sample.json/popularity:1:1" and t.task_id == "1" and t.trial == 1
     assert [s.kind for s in t.steps] == ["user", "final_answer"]
     assert t.steps[0].content.startswith("Is the following statement") and t.steps[1].content.strip() == "Yes"
-    assert (t.reward, t.label, t.hidden["unlabeled"]) == (1.0, 1, False)
+    assert (t.reward, t.label) == (1.0, 1)
     assert t.hidden["scores"]["match"]["value"] == "C" and t.hidden["target"]
     assert "EXERCISE" in t.hidden["system_prompt"] and "EXERCISE" not in render_trajectory(t, FULL_VIEW)
 
@@ -71,7 +73,7 @@ def test_inspect_eval_archives_match_their_scores():
 
 def test_inspect_tool_errors_are_flagged_and_unlabeled():
     t = _one(INSPECT / "log_tool_call_error.json")
-    assert t.hidden["unlabeled"] and (t.reward, t.label) == (0.0, 0)
+    assert (t.reward, t.label) == (None, None)
     assert [s.kind for s in t.steps] == ["tool_result"] * 11
     assert all(s.is_error and s.tool_name == "bash" for s in t.steps)
     assert [s.call_id for s in t.steps] == [f"bash_{i}" for i in range(1, 12)]
@@ -121,7 +123,8 @@ def test_inspect_bad_sample_is_named_and_counted(tmp_path):
     log["samples"].append({**log["samples"][0], "id": "s2", "messages": [{"role": "user", "content": "ok"}]})
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(log))
-    trajectories, report = load_trajectories(path, on_error="skip")
+    trajectories = load_trajectories(path, on_error="skip")
+    report = trajectories.report
     assert [t.task_id for t in trajectories] == ["s2"]
     assert len(report.skipped) == 1 and report.skipped[0][1] == 0 and "narrator" in report.skipped[0][2]
 
@@ -136,7 +139,7 @@ def test_a_zip_eval_without_header_is_rejected(tmp_path):
 
 def test_mini_swe_github_issue_steps():
     t = _one(MINI / "github_issue.traj.json")
-    assert t.id == t.task_id == "github_issue" and t.hidden["unlabeled"] and (t.reward, t.label) == (0.0, 0)
+    assert t.id == t.task_id == "github_issue" and (t.reward, t.label) == (None, None)
     assert t.steps[0].kind == "user" and t.steps[0].content.startswith("Please solve this issue")
     assert t.n_user_turns == 1
     calls = [s for s in t.steps if s.kind == "tool_call"]
@@ -172,7 +175,8 @@ def test_mini_swe_current_layout_uses_instance_id_and_hides_info(tmp_path):
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
 def test_no_planted_canary_reaches_the_judge(path, tmp_path):
     poisoned = poison_agent_log(path, detect_format(path), tmp_path / path.name)
-    trajectories, report = load_trajectories(poisoned)
+    trajectories = load_trajectories(poisoned)
+    report = trajectories.report
     assert trajectories and not report.skipped
     for t in trajectories:
         text = render_trajectory(t, FULL_VIEW)
@@ -223,6 +227,7 @@ def test_mini_swe_agent_names_the_model_and_bad_files_are_named(tmp_path):
     assert [s.kind for s in t.steps] == ["user", "final_answer"]
     bad = tmp_path / "bad.traj.json"
     bad.write_text(json.dumps({**data, "messages": [{"role": "narrator", "content": "?"}]}))
-    trajectories, report = load_trajectories(bad, on_error="skip")
+    trajectories = load_trajectories(bad, on_error="skip")
+    report = trajectories.report
     assert not trajectories and len(report.skipped) == 1
     assert report.skipped[0][0] == str(bad) and "narrator" in report.skipped[0][2]

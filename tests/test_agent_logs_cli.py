@@ -21,7 +21,7 @@ NOT_CONVERTIBLE = {"log_tool_call_error.json"}
 
 def test_judge_writes_one_verdict_per_trajectory_of_every_agent_log_format(tmp_path):
     data = [str(d) for d in DIRS.values()]
-    loaded, _ = load_trajectories(data)
+    loaded = load_trajectories(data)
     assert {t.hidden["format"] for t in loaded} == set(DIRS)
     out = tmp_path / "v.jsonl"
     with FakeOpenAI(lambda body, n: {"reason": "The tool results back the answer.", "passed": True,
@@ -31,7 +31,7 @@ def test_judge_writes_one_verdict_per_trajectory_of_every_agent_log_format(tmp_p
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert sorted(x["id"] for x in lines) == sorted(t.id for t in loaded)
     assert all(not x["abstained"] for x in lines)
-    labeled = {t.id: t.label for t in loaded if not t.hidden.get("unlabeled")}
+    labeled = {t.id: t.label for t in loaded if t.label is not None}
     assert {x["id"]: x["label"] for x in lines if x["label"] is not None} == labeled
 
 
@@ -42,15 +42,15 @@ def test_convert_round_trips_every_agent_log_sample(tmp_path):
                 continue
             out = tmp_path / f"{name}-{path.parent.name}-{path.name}.jsonl"  # two ATIF runs are both trajectory.json
             assert main(["convert", "--data", str(path), "--out", str(out)]) == 0, path
-            before, _ = load_trajectories(path)
-            after, _ = load_trajectories(out)
+            before = load_trajectories(path)
+            after = load_trajectories(out)
             assert [t.id for t in after] == [t.id for t in before], path
             assert [render_trajectory(t) for t in after] == [render_trajectory(t) for t in before], path
 
 
 def test_report_on_coding_agent_runs_once_a_results_file_labels_them(tmp_path, capsys):
     runs = [str(DIRS["swe_agent"]), str(DIRS["openhands"])]
-    loaded, _ = load_trajectories(runs)
+    loaded = load_trajectories(runs)
     ids = sorted(t.id for t in loaded)
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"resolved": ids[::2], "unresolved": ids[1::2]}))

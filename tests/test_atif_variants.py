@@ -20,7 +20,7 @@ HELLO = DATA / "hello-world__abc123" / "agent" / "trajectory.json"
 
 
 def _one(path: Path):
-    trajectories, _ = load_trajectories(path)
+    trajectories = load_trajectories(path)
     assert len(trajectories) == 1
     return trajectories[0]
 
@@ -53,7 +53,7 @@ def test_real_openagents_claude_code_file_is_read():
     assert t.hidden["system_prompt"] is None  # "Tool result for ..." steps are results, not a system prompt
     text = render_trajectory(t)
     assert "Tool result for" not in text and "permission denied" in text and "(ERROR)" in text
-    assert t.hidden["unlabeled"] and t.hidden["extra"]["success"] is True  # its outcome stays hidden
+    assert t.label is None and t.hidden["extra"]["success"] is True  # its outcome stays hidden
 
 
 def _variant(mutate) -> dict:

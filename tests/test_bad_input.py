@@ -124,7 +124,8 @@ def check(path: Path, bad_index, n_good: int, problem_part: str, fmt: str = "aut
         list(iter_trajectories(path, format=fmt))
     assert_names(info.value, path, bad_index)
     assert problem_part in info.value.problem
-    trajectories, report = load_trajectories(path, format=fmt, on_error="skip")
+    trajectories = load_trajectories(path, format=fmt, on_error="skip")
+    report = trajectories.report
     assert len(trajectories) == n_good == report.loaded
     assert [(f, r) for f, r, _ in report.skipped] == [(str(path), bad_index)]
     assert problem_part in report.skipped[0][2]
@@ -195,8 +196,8 @@ def test_jsonl_labels_threshold_and_override(tmp_path):
     path = write_lines(tmp_path / "runs.jsonl", [
         jsonl_record(0, reward=0.4), jsonl_record(1, reward=0.9), jsonl_record(2, reward=0.0, label=1),
     ])
-    assert [t.label for t in load_trajectories(path)[0]] == [1, 1, 1]
-    assert [t.label for t in load_trajectories(path, label_threshold=0.5)[0]] == [0, 1, 1]
+    assert [t.label for t in load_trajectories(path)] == [1, 1, 1]
+    assert [t.label for t in load_trajectories(path, label_threshold=0.5)] == [0, 1, 1]
 
 
 def test_jsonl_blank_lines_and_error_flags(tmp_path):
@@ -205,7 +206,7 @@ def test_jsonl_blank_lines_and_error_flags(tmp_path):
     unflagged = jsonl_record(1)
     unflagged["messages"][3]["content"] = "Error: boom"
     path = write_lines(tmp_path / "runs.jsonl", ["", flagged, "   ", unflagged])
-    first, second = load_trajectories(path)[0]
+    first, second = load_trajectories(path)
     assert first.n_tool_errors == 1 and second.n_tool_errors == 1
     assert first.source.index == 1 and second.source.index == 3  # 0-based line index
 
@@ -262,7 +263,7 @@ def test_tau_bench_non_utf8_bytes(tmp_path):
 
 def test_tau_bench_duplicate_task_trial_get_index_suffix(tmp_path):
     path = write_json(tmp_path / "run.json", [tau_record(0), tau_record(0)])
-    ids = [t.id for t in load_trajectories(path)[0]]
+    ids = [t.id for t in load_trajectories(path)]
     assert ids == ["run:0:0#0", "run:0:0#1"]
 
 
@@ -274,7 +275,7 @@ def test_tau_bench_reused_call_ids_stay_paired(tmp_path):
              "function": {"name": "calculate", "arguments": "{\"expression\": \"1+1\"}"}}]},
         {"role": "tool", "tool_call_id": "x", "name": "calculate", "content": "2"},
     ]
-    traj = load_trajectories(write_json(tmp_path / "run.json", [record]))[0][0]
+    traj = load_trajectories(write_json(tmp_path / "run.json", [record]))[0]
     pairs = [(s.kind, s.call_id, s.tool_name) for s in traj.steps if s.kind.startswith("tool")]
     assert pairs == [("tool_call", "x", "get_order_details"), ("tool_result", "x", "get_order_details"),
                      ("tool_call", "x#2", "calculate"), ("tool_result", "x#2", "calculate")]
@@ -291,7 +292,7 @@ def test_tau_bench_react_text_actions(tmp_path):
         {"role": "assistant", "content": 'Action:\n{"name": "respond", "arguments": {"content": "Not found."}}'},
         {"role": "user", "content": "Ok bye ###STOP###"},
     ]
-    traj = load_trajectories(write_json(tmp_path / "react-m-0.0_range_0--1_user-u-llm_1.json", [record]))[0][0]
+    traj = load_trajectories(write_json(tmp_path / "react-m-0.0_range_0--1_user-u-llm_1.json", [record]))[0]
     kinds = [s.kind for s in traj.steps]
     assert kinds == ["user", "assistant", "tool_call", "tool_result", "final_answer", "user"]
     assert traj.steps[2].arguments == {"reservation_id": "ABC"} and traj.steps[3].is_error
@@ -335,7 +336,8 @@ def test_adapt_bad_records(tmp_path):
     with pytest.raises(TrajectoryFormatError) as info:
         list(iter_trajectories(path))
     assert_names(info.value, path, 1)
-    good, report = load_trajectories(path, on_error="skip")
+    good = load_trajectories(path, on_error="skip")
+    report = good.report
     assert [t.task_id for t in good] == ["fixed_0"] and good[0].agent == "ADaPT-maxd3/m"
     assert [(r, "score" in p or "empty" in p) for _, r, p in report.skipped] == [(1, True), (2, True)]
 
@@ -351,7 +353,8 @@ def test_tau2_bad_records(tmp_path):
     with pytest.raises(TrajectoryFormatError) as info:
         list(iter_trajectories(path))
     assert_names(info.value, path, 1)
-    good, report = load_trajectories(path, on_error="skip")
+    good = load_trajectories(path, on_error="skip")
+    report = good.report
     assert [t.trial for t in good] == [0]
     problems = {r: p for _, r, p in report.skipped}
     assert "reward" in problems[1] and "unknown role 'operator'" in problems[2] and "empty" in problems[3]
@@ -403,7 +406,8 @@ def test_directory_skips_unknown_files_and_reports_them(tmp_path):
     write_json(tmp_path / "mystery.json", {"hello": "world"})
     (tmp_path / "sub").mkdir()
     write_json(tmp_path / "sub" / "run.json", [tau_record(7)])
-    trajectories, report = load_trajectories([tmp_path])
+    trajectories = load_trajectories([tmp_path])
+    report = trajectories.report
     assert [t.task_id for t in trajectories] == ["t0", "t1", "7"]  # sorted paths
     assert {Path(f).name for f, _ in report.ignored_files} == {"notes.txt", "mystery.json"}
     assert "loaded 3" in report.summary()

@@ -151,7 +151,7 @@ def test_batch_api_joins_labels_like_online_judging(tmp_path):
     reports the label ids that matched no trajectory, as online `judge --labels` does."""
     from rubricforge_dspy.data.formats import load_trajectories
 
-    ids = [t.id for t in load_trajectories(AIRLINE)[0][:N]]
+    ids = [t.id for t in load_trajectories(AIRLINE)[:N]]
     labels = tmp_path / "labels.csv"
     labels.write_text("id,label\n" + "".join(f"{i},{k % 2}\n" for k, i in enumerate(ids)) + "no-such-id,1\n")
     out = tmp_path / "v.jsonl"

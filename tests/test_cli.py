@@ -30,7 +30,7 @@ def test_render_prints_exactly_what_the_judge_sees(capsys, monkeypatch):
 
     monkeypatch.delenv("RUBRICFORGE_API_BASE", raising=False)  # no endpoint: the embedded preset, as judge
     assert main(["render", "--data", str(AIRLINE), "--index", "3"]) == 0
-    trajectories, _ = load_trajectories(AIRLINE)
+    trajectories = load_trajectories(AIRLINE)
     assert capsys.readouterr().out == render_trajectory(trajectories[3], RenderConfig.of(EMBEDDED)) + "\n"
 
 

@@ -36,8 +36,8 @@ def _same(original, back) -> None:
 def test_convert_round_trip_keeps_steps_ids_labels_and_hidden(path, tmp_path, capsys):
     out = tmp_path / "out.jsonl"
     assert main(["convert", "--data", str(path), "--out", str(out)]) == 0
-    original, _ = load_trajectories(path)
-    back, _ = load_trajectories(out)
+    original = load_trajectories(path)
+    back = load_trajectories(out)
     _same(original, back)
     for a, b in zip(original, back):  # the loader's hidden fields travel under metadata["hidden"], never as steps
         kept = b.hidden["metadata"][HIDDEN_KEY]
@@ -63,19 +63,19 @@ def test_convert_round_trip_tau2(tmp_path):
     path = next(SHARED_TAU2.rglob("*.json"))
     out = tmp_path / "out.jsonl"
     assert main(["convert", "--data", str(path), "--out", str(out)]) == 0
-    _same(load_trajectories(path)[0], load_trajectories(out)[0])
+    _same(load_trajectories(path), load_trajectories(out))
 
 
 def test_convert_joins_labels_and_writes_null_for_unlabeled(tmp_path, capsys):
     source = DATA / "tau_bench_official" / "gpt-4o-airline.json"
-    trajectories, _ = load_trajectories(source)
+    trajectories = load_trajectories(source)
     first = trajectories[0]
     labels = tmp_path / "labels.csv"
     labels.write_text(f"id,label\n{first.id},{1 - first.label}\n")
     out = tmp_path / "out.jsonl"
     assert main(["convert", "--data", str(source), "--labels", str(labels), "--out", str(out)]) == 0
     assert "1 of 1 labels joined" in capsys.readouterr().err
-    back, _ = load_trajectories(out)
+    back = load_trajectories(out)
     assert back[0].label == 1 - first.label and [t.label for t in back[1:]] == [t.label for t in trajectories[1:]]
     # unlabeled records stay unlabeled through a round trip
     unlabeled = tmp_path / "u.jsonl"
@@ -85,4 +85,4 @@ def test_convert_joins_labels_and_writes_null_for_unlabeled(tmp_path, capsys):
     assert main(["convert", "--data", str(unlabeled), "--out", str(out2)]) == 0
     line = json.loads(out2.read_text())
     assert line["reward"] is None and line["label"] is None
-    assert load_trajectories(out2)[0][0].hidden["unlabeled"]
+    assert load_trajectories(out2)[0].label is None

@@ -39,7 +39,7 @@ def test_features_of_a_known_episode():
 
 @pytest.mark.parametrize("fmt", sorted(SHIPPED))
 def test_features_are_defined_for_every_shipped_format(fmt):
-    trajectories, _ = load_trajectories(SHIPPED[fmt])
+    trajectories = load_trajectories(SHIPPED[fmt])
     x = feature_matrix(trajectories)
     assert x.shape == (len(trajectories), len(FEATURES)) and np.isfinite(x).all()
     column = dict(zip(FEATURES, x.T))
@@ -50,7 +50,7 @@ def test_features_are_defined_for_every_shipped_format(fmt):
 
 def test_no_evaluator_field_reaches_a_feature():
     """Canaries in reward, label, hidden, id and task: the features stay the same."""
-    for original in [*make_dataset(6), *load_trajectories(SHIPPED["tau_bench"])[0][:5]]:
+    for original in [*make_dataset(6), *load_trajectories(SHIPPED["tau_bench"])[:5]]:
         canary = dataclasses.replace(
             original, id="CANARY-ID", task_id="CANARY-TASK", agent="CANARY", reward=0.123456, label=1 - original.label,
             hidden={"reward_info": {"reward": 1.0, "note": "booked confirmed error ERROR"},
@@ -67,7 +67,7 @@ def test_floor_json_round_trip_is_exact_and_predicts_like_sklearn():
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    trajectories, _ = load_trajectories(SHIPPED["tau_bench"])
+    trajectories = load_trajectories(SHIPPED["tau_bench"])
     floor = SymptomFloor.fit(trajectories)
     text = floor.to_json()
     again = SymptomFloor.from_json(text)
@@ -173,7 +173,7 @@ def test_public_names():
 def test_features_are_defined_for_the_trace_formats(folder):
     if not (DATA / folder).is_dir():
         pytest.skip(bundled_missing(DATA / folder))
-    trajectories, _ = load_trajectories(DATA / folder)
+    trajectories = load_trajectories(DATA / folder)
     x = feature_matrix(trajectories)
     assert len(trajectories) >= 2 and np.isfinite(x).all()
     assert (x[:, FEATURES.index("tool_calls")] > 0).any() and (x[:, FEATURES.index("user_turns")] > 0).all()

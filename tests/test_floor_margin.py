@@ -224,7 +224,7 @@ def test_floor_refuses_unlabeled_traces_unless_labels_are_given(tmp_path, capsys
     traces = Path(__file__).resolve().parents[1] / "evals" / "data" / "langfuse"
     if not traces.is_dir():
         pytest.skip(bundled_missing(traces))
-    trajectories, _ = load_trajectories(traces)
+    trajectories = load_trajectories(traces)
     assert main(["floor", "--data", str(traces)]) == 2
     assert "no label" in capsys.readouterr().err
     labels = tmp_path / "labels.jsonl"

@@ -61,7 +61,7 @@ def trajectories():
     path = DATA / "tau_bench_official" / "gpt-4o-airline.json"
     if not path.exists():
         pytest.skip(bundled_missing(path))
-    loaded, _ = load_trajectories(path)
+    loaded = load_trajectories(path)
     return loaded[:3]
 
 

@@ -71,18 +71,19 @@ def test_label_next_cli_writes_a_file_ready_to_label(tmp_path, capsys):
     assert lines[0]["metadata"]["label_next"]["rank"] == 1
     # Unfilled, it loads as unlabeled (judge it, or join labels by id); filled in, it loads and renders
     # exactly as the source did.
-    unfilled, _ = load_trajectories([str(out)])
-    assert all(t.hidden["unlabeled"] for t in unfilled)
+    unfilled = load_trajectories([str(out)])
+    assert all(t.label is None for t in unfilled)
     from rubricforge_dspy.data.labels import join_labels
 
     csv = tmp_path / "labels.csv"
     csv.write_text("id,label\nsynthetic:t4:0,1\nsynthetic:t5:0,0\n")
-    joined, report = join_labels(unfilled, csv)
-    assert [(t.label, t.hidden["unlabeled"]) for t in joined] == [(1, False), (0, False), (0, True)]
+    joined = join_labels(unfilled, csv)
+    report = joined.report
+    assert [t.label for t in joined] == [1, 0, None]
     assert report.without_label == ["synthetic:t3:0"] and report.matched == 2
     filled = tmp_path / "labeled.jsonl"
     filled.write_text("".join(json.dumps({**r, "label": 1, "reward": 1.0}) + "\n" for r in lines))
-    back, _ = load_trajectories([str(filled)])
+    back = load_trajectories([str(filled)])
     source = {t.id: t for t in data}
     assert [render_trajectory(t) for t in back] == [render_trajectory(source[t.id]) for t in back]
     assert not any("CANARY" in json.dumps(r) for r in lines)  # hidden fields of the source are not copied

@@ -38,14 +38,15 @@ def test_label_rules_parse_and_apply():
 def test_each_loader_states_its_rule_and_webshop_counts_full_rewards_only():
     assert str(default_label_rule("webshop_react")) == "reward >= 1"
     assert str(default_label_rule("jsonl")) == "reward > 0"
-    webshop, report = load_trajectories(WEBSHOP)
+    webshop = load_trajectories(WEBSHOP)
+    report = webshop.report
     rewards = [t.reward for t in webshop]
     assert sum(t.label for t in webshop) == sum(r >= 1.0 for r in rewards)
     assert report.label_rules == {"webshop_react": "reward >= 1"}
     assert {t.hidden["label_rule"] for t in webshop} == {"reward >= 1"}
-    old, _ = load_trajectories(WEBSHOP, label_threshold=0.0)
+    old = load_trajectories(WEBSHOP, label_threshold=0.0)
     assert sum(t.label for t in old) == sum(r > 0 for r in rewards) > sum(t.label for t in webshop)
-    adapt, _ = load_trajectories(ADAPT)  # ADaPT's own 'success' flag is score == 1
+    adapt = load_trajectories(ADAPT)  # ADaPT's own 'success' flag is score == 1
     assert [t.label for t in adapt] == [int(t.hidden["success"]) for t in adapt]
 
 
@@ -98,30 +99,32 @@ def test_bad_label_files_name_file_and_line(tmp_path, name, text, needle):
 # ------------------------------------------------------------------------------- join
 
 def test_join_sets_labels_and_reports_both_unmatched_sides(tmp_path):
-    trajectories, _ = load_trajectories(unlabeled_file(tmp_path))
-    assert all(t.hidden["unlabeled"] for t in trajectories)
+    trajectories = load_trajectories(unlabeled_file(tmp_path))
+    assert all(t.label is None for t in trajectories)
     labels = tmp_path / "l.csv"
     labels.write_text("id,label,reward\nrun:t0:0,1,\nrun:t1:0,,0.5\nnope:1,0,\nnope:2,1,\n")
-    joined, report = join_labels(trajectories, labels)
+    joined = join_labels(trajectories, labels)
+    report = joined.report
     by_id = {t.id: t for t in joined}
     assert (by_id["run:t0:0"].label, by_id["run:t0:0"].reward) == (1, 1.0)  # label only: reward = label
     assert (by_id["run:t1:0"].label, by_id["run:t1:0"].reward) == (1, 0.5)  # jsonl rule: reward > 0
-    assert by_id["run:t2:0"].hidden["unlabeled"] and not by_id["run:t0:0"].hidden["unlabeled"]
+    assert by_id["run:t2:0"].label is None and by_id["run:t0:0"].label is not None
     assert report.without_label == ["run:t2:0", "run:t3:0"] and report.without_trajectory == ["nope:1", "nope:2"]
     assert report.to_dict()["label_ids_without_trajectory"] == 2 and "2 trajectories without a label" in \
         report.summary()
-    strict, _ = join_labels(trajectories, labels, rule=">=1")  # an explicit threshold applies to file rewards
+    strict = join_labels(trajectories, labels, rule=">=1")  # an explicit threshold applies to file rewards
     assert {t.id: t.label for t in strict}["run:t1:0"] == 0
 
 
 def test_label_file_overrides_loader_labels_and_uses_the_loaders_rule(tmp_path):
-    webshop, _ = load_trajectories(WEBSHOP)
+    webshop = load_trajectories(WEBSHOP)
     partial = next(t for t in webshop if 0 < t.reward < 1)
     full = next(t for t in webshop if t.reward >= 1)
     labels = tmp_path / "l.jsonl"
     labels.write_text(json.dumps({"id": partial.id, "reward": 0.9}) + "\n" + json.dumps({"id": full.id, "label": 0})
                       + "\n")
-    joined, report = join_labels(webshop, labels)
+    joined = join_labels(webshop, labels)
+    report = joined.report
     by_id = {t.id: t for t in joined}
     assert by_id[partial.id].label == 0 and by_id[partial.id].reward == 0.9  # WebShop's rule: reward >= 1
     assert by_id[full.id].label == 0 and by_id[full.id].reward == full.reward  # label only: own reward kept
@@ -132,18 +135,18 @@ def test_label_file_overrides_loader_labels_and_uses_the_loaders_rule(tmp_path):
 
 def test_tally_warns_on_one_class_and_graded_rewards_at_zero(tmp_path):
     one_class = LabelTally()
-    for t in load_trajectories(write_lines(tmp_path / "a.jsonl", [jsonl_record(1), jsonl_record(3)]))[0]:
+    for t in load_trajectories(write_lines(tmp_path / "a.jsonl", [jsonl_record(1), jsonl_record(3)])):
         one_class.add(t)
     assert any("have label 1 (pass)" in w for w in one_class.warnings())
     graded = LabelTally()
-    for t in load_trajectories(WEBSHOP, label_threshold=0.0)[0]:
+    for t in load_trajectories(WEBSHOP, label_threshold=0.0):
         graded.add(t)
-    rewards = [t.reward for t in load_trajectories(WEBSHOP)[0]]
+    rewards = [t.reward for t in load_trajectories(WEBSHOP)]
     (warning,) = graded.warnings()
     assert f"{sum(0 < r < 1 for r in rewards)} of 500 rewards labeled by 'reward > 0' are graded" in warning
     assert f"gives {sum(r >= 1 for r in rewards)}" in warning
     default = LabelTally()
-    for t in load_trajectories(WEBSHOP)[0]:
+    for t in load_trajectories(WEBSHOP):
         default.add(t)
     assert default.warnings() == []
 

@@ -121,7 +121,7 @@ def assert_no_leak(path: Path, tmp_path: Path) -> int:
         assert CANARY not in text, f"{path.name} {trajectory.id}: {text[text.index(CANARY) - 80:][:200]}"
         assert str(CANARY_REWARD) not in text and "0.73159" not in text, f"{path.name} {trajectory.id}: reward leaked"
         if trajectory.hidden["format"] in SWE_FORMATS:  # these read no outcome: a planted flag must not label
-            assert trajectory.hidden["unlabeled"] and (trajectory.reward, trajectory.label) == (0.0, 0)
+            assert (trajectory.reward, trajectory.label) == (None, None)
         elif trajectory.hidden["format"] not in NO_OUTCOME_FORMATS:  # a mini-SWE file holds no outcome to read
             assert trajectory.reward == pytest.approx(CANARY_REWARD), "the canary must really be the reward"
         rendered += 1

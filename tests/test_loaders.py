@@ -87,7 +87,8 @@ def shared_table():
 def shared_load():
     if not SHARED.is_dir():
         pytest.skip(shared_missing(SHARED))
-    return load_trajectories(SHARED, on_error="skip")
+    loaded = load_trajectories(SHARED, on_error="skip")
+    return loaded, loaded.report
 
 
 def _raw_task_ids(path: Path, indices) -> set[str]:
@@ -125,7 +126,7 @@ def test_every_shared_file_of_each_format_matches_sources_md(fmt, shared_table):
 def test_graded_threshold_on_shared_files(shared_table):
     graded = ("react_webshop/react_webshop_davinci002_500.jsonl", "adapt/ADaPT_maxd3_webshop_gpt-3.5-turbo.json")
     for rel in graded:
-        trajectories, _ = load_trajectories(SHARED / rel, label_threshold=0.999)
+        trajectories = load_trajectories(SHARED / rel, label_threshold=0.999)
         assert sum(t.label for t in trajectories) == shared_table[rel]["perfect"]
 
 
@@ -141,7 +142,7 @@ def test_directory_load_finds_every_listed_file(shared_table, shared_load):
 
 def test_shared_ids_are_stable(shared_load):
     first, _ = shared_load
-    again, _ = load_trajectories(SHARED / "tau_bench_official", on_error="skip")
+    again = load_trajectories(SHARED / "tau_bench_official", on_error="skip")
     assert [t.id for t in again] == [t.id for t in first if "tau_bench_official" in t.source.file]
     assert again[0].id == "gpt-4o-airline:0:0"
 
@@ -244,13 +245,14 @@ def test_bundled_file_counts(rel):
     fmt, n, positives, tasks, perfect, domain, agent = BUNDLED_EXPECTED[rel]
     path = BUNDLED / rel
     assert detect_format(path) == fmt
-    trajectories, report = load_trajectories(path, label_threshold=0.0)  # on_error="raise": bundled files are clean
+    trajectories = load_trajectories(path, label_threshold=0.0)  # on_error="raise": bundled files are clean
+    report = trajectories.report
     assert _stats(trajectories) == (n, positives, tasks)
-    default, _ = load_trajectories(path)  # the loader's own rule: success = reward 1
+    default = load_trajectories(path)  # the loader's own rule: success = reward 1
     assert sum(t.label for t in default) == perfect
     assert report.loaded == n and not report.skipped
     assert {t.domain for t in trajectories} == {domain} and {t.agent for t in trajectories} == {agent}
-    strict, _ = load_trajectories(path, label_threshold=0.999)
+    strict = load_trajectories(path, label_threshold=0.999)
     assert sum(t.label for t in strict) == perfect
 
 
@@ -270,20 +272,22 @@ def test_bundled_files_are_byte_copies_of_shared():
 
 
 def test_bundled_directory_load():
-    trajectories, report = load_trajectories(BUNDLED)
+    trajectories = load_trajectories(BUNDLED)
+    report = trajectories.report
     # trace and agent-log samples (no outcome, or Inspect scorer labels: tests/test_agent_log_loaders.py) aside
-    labeled = [t for t in trajectories if not t.hidden.get("unlabeled") and t.hidden["format"] != "inspect"]
+    labeled = [t for t in trajectories if t.label is not None and t.hidden["format"] != "inspect"]
     assert len(labeled) == sum(v[1] for v in BUNDLED_EXPECTED.values())
-    assert {t.hidden["format"] for t in trajectories if t.hidden.get("unlabeled")} == {
+    assert {t.hidden["format"] for t in trajectories if t.label is None} == {
         "otel", "langfuse", "inspect", "mini_swe", "swe_agent", "openhands", "atif"}
     assert {Path(f).name for f, _ in report.ignored_files} >= {"SOURCES.md", "LICENSES.md"}
     assert len({t.id for t in trajectories}) == len(trajectories)
-    only_webshop, report = load_trajectories(BUNDLED, format="webshop_react")
+    only_webshop = load_trajectories(BUNDLED, format="webshop_react")
+    report = only_webshop.report
     assert {t.hidden["format"] for t in only_webshop} == {"webshop_react"} and len(only_webshop) == 500
 
 
 def test_bundled_tau_bench_steps():
-    trajectories, _ = load_trajectories(BUNDLED / "tau_bench_official")
+    trajectories = load_trajectories(BUNDLED / "tau_bench_official")
     first = trajectories[0]
     assert first.id == "gpt-4o-airline:0:0" and first.trial == 0 and first.task_id == "0"
     assert first.steps[0].kind == "user"
@@ -304,7 +308,7 @@ def test_bundled_tau_bench_steps():
 
 
 def test_bundled_webshop_has_no_evaluator_output():
-    trajectories, _ = load_trajectories(BUNDLED / "react_webshop")
+    trajectories = load_trajectories(BUNDLED / "react_webshop")
     for t in trajectories:
         assert t.steps[0].kind == "user" and t.steps[0].content == t.hidden["instruction"].strip()
         assert all("Your score" not in s.content for s in t.steps)
@@ -319,7 +323,7 @@ def test_bundled_webshop_has_no_evaluator_output():
 
 
 def test_bundled_adapt_actions_only():
-    trajectories, _ = load_trajectories(BUNDLED / "adapt")
+    trajectories = load_trajectories(BUNDLED / "adapt")
     assert "overall" not in {t.task_id for t in trajectories}
     assert trajectories[0].hidden["file_overall"]["count"] == 100
     for t in trajectories:
@@ -354,7 +358,9 @@ def test_docs_example_loads(tmp_path):
     path = tmp_path / "runs.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert detect_format(path) == "jsonl"
-    (first, second), report = load_trajectories(path)
+    _loaded = load_trajectories(path)
+    (first, second) = _loaded
+    report = _loaded.report
     assert [s.kind for s in first.steps] == ["user", "tool_call", "tool_result", "final_answer"]
     assert first.steps[1].arguments == {"reservation_id": "ABC123"} and first.steps[2].is_error
     assert first.label == 0 and first.hidden["system_prompt"].startswith("You are an airline agent")
@@ -407,7 +413,7 @@ def test_text_actions_and_observations_render_as_actions_and_results(tmp_path):
     from rubricforge_dspy.evidence.render import render_trajectory
     from tests.render_grammar import unquote
 
-    (t,), _ = load_trajectories(_jsonl(tmp_path, *REACT))
+    (t,) = load_trajectories(_jsonl(tmp_path, *REACT))
     assert [s.kind for s in t.steps] == ["user", "assistant", "tool_call", "tool_result",
                                          "assistant", "tool_call", "tool_result"]
     assert (t.n_tool_calls, t.n_user_turns, t.n_tool_errors) == (2, 1, 1)
@@ -423,7 +429,7 @@ def test_text_actions_and_observations_render_as_actions_and_results(tmp_path):
 def test_final_answer_is_the_last_assistant_text_with_no_action_or_observation_after_it(tmp_path):
     closing = {"role": "assistant", "content": "The latest HbA1c is 6.1%."}
     thanks = {"role": "user", "content": "Thanks!"}
-    (t,), _ = load_trajectories(_jsonl(tmp_path, *REACT, closing, thanks))
+    (t,) = load_trajectories(_jsonl(tmp_path, *REACT, closing, thanks))
     assert [s.kind for s in t.steps][-2:] == ["final_answer", "user"]
     assert t.steps[-2].content == "The latest HbA1c is 6.1%."
 
@@ -454,7 +460,7 @@ def test_legacy_function_call_becomes_a_tool_call_and_its_result(tmp_path):
         {"role": "function", "name": "get_weather", "content": "{\"temp_c\": 18}"},
         {"role": "assistant", "content": "18 degrees C in Paris."},
     )
-    (t,), _ = load_trajectories(_jsonl(tmp_path, *messages))
+    (t,) = load_trajectories(_jsonl(tmp_path, *messages))
     assert [s.kind for s in t.steps] == ["user", "tool_call", "tool_result", "final_answer"]
     assert t.steps[1].arguments == {"city": "Paris"} and t.steps[2].call_id == t.steps[1].call_id
     text = unquote(render_trajectory(t))
@@ -467,13 +473,13 @@ def test_legacy_function_call_becomes_a_tool_call_and_its_result(tmp_path):
 def test_text_actions_survive_a_round_trip_through_the_format(tmp_path):
     from rubricforge_dspy.data.formats.jsonl import to_record
 
-    (t,), _ = load_trajectories(_jsonl(tmp_path, *REACT))
+    (t,) = load_trajectories(_jsonl(tmp_path, *REACT))
     record = to_record(t, reward=1.0, label=1)
     assert [m.get("action") for m in record["messages"] if m["role"] == "assistant" and "action" in m] == \
         ["GET /Observation?code=4548-4", "FINISH([6.1])"]
     again = tmp_path / "again.jsonl"
     again.write_text(json.dumps({**record, "id": "r2"}) + "\n", encoding="utf-8")
-    (u,), _ = load_trajectories(again)
+    (u,) = load_trajectories(again)
     assert u.steps == t.steps
 
 
@@ -481,6 +487,6 @@ def test_docs_react_example_reads_as_documented(tmp_path):
     text = DOCS_FORMAT.read_text(encoding="utf-8")
     block = re.search(r"### Text-only \(ReAct\) agents.*?```\n(.*?)```", text, re.DOTALL).group(1)
     messages = [json.loads(line) for line in block.splitlines() if line.strip()]
-    (t,), _ = load_trajectories(_jsonl(tmp_path, *messages))
+    (t,) = load_trajectories(_jsonl(tmp_path, *messages))
     assert (t.n_tool_calls, t.n_user_turns, t.n_tool_errors) == (2, 1, 1)
     assert t.steps[-1].kind == "final_answer" and t.steps[-1].content == messages[-1]["content"]

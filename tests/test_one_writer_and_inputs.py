@@ -267,8 +267,8 @@ def test_convert_of_mini_swe_agent_reads_back_as_generic_jsonl(tmp_path, capsys,
     assert main(["convert", "--data", *inputs, "--out", str(out)]) == 0
     capsys.readouterr()
     assert detect_format(out) == "jsonl"
-    original, _ = load_trajectories(inputs)
-    again, _ = load_trajectories(out)
+    original = load_trajectories(inputs)
+    again = load_trajectories(out)
     assert [t.id for t in again] == [t.id for t in original]
     assert [[(s.kind, s.content) for s in t.steps] for t in again] == \
         [[(s.kind, s.content) for s in t.steps] for t in original]

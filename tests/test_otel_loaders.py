@@ -41,14 +41,15 @@ def assert_paired(t):
                          + [(p, "langfuse") for p in sorted(LANGFUSE.glob("*.json"))], ids=lambda x: getattr(x, "name", x))
 def test_every_sample_is_detected_and_selectable_by_name(path, fmt):
     assert fmt in FORMATS and detect_format(path) == fmt
-    auto, report = load_trajectories(path)
-    named, _ = load_trajectories(path, format=fmt)
+    auto = load_trajectories(path)
+    report = auto.report
+    named = load_trajectories(path, format=fmt)
     assert report.n_skipped == 0 and len(auto) == len(named) > 0
-    assert all(t.hidden["unlabeled"] and t.hidden["format"] == fmt for t in auto)
+    assert all(t.label is None and t.hidden["format"] == fmt for t in auto)
 
 
 def test_any_agent_openai_trace_real():
-    [t], _ = load_trajectories(OTEL / "anyagent_openai_trace.json")
+    [t] = load_trajectories(OTEL / "anyagent_openai_trace.json")
     assert t.id == "4bedea77bb33b9c5f280371eae21ea97"  # the integer trace id, in hex
     assert kinds(t) == ["user", "tool_call", "tool_result", "tool_call", "tool_result", "final_answer"]
     assert [s.tool_name for s in t.steps if s.kind == "tool_call"] == ["get_current_time", "write_file"]
@@ -60,17 +61,17 @@ def test_any_agent_openai_trace_real():
 
 
 def test_langfuse_openai_agents_real_pairs_by_call_id():
-    [t], _ = load_trajectories(LANGFUSE / "openai-agents-2025-09-30.trace.json")
+    [t] = load_trajectories(LANGFUSE / "openai-agents-2025-09-30.trace.json")
     assert kinds(t) == ["user", "tool_call", "tool_result", "final_answer"]
     assert t.steps[1].call_id == t.steps[2].call_id == "call_Kud0j0DxWSmLzv9W5m6qVqXn"
     assert t.steps[2].content == "The weather in Tokyo is sunny."
     assert {s["name"] for s in t.hidden["scores"]} == {"toxicity", "hallucination"}  # evaluator scores: hidden
-    assert t.hidden["unlabeled"] and "toxicity" not in render_trajectory(t, FULL)
+    assert t.label is None and "toxicity" not in render_trajectory(t, FULL)
 
 
 def test_langfuse_pydantic_ai_history_is_not_duplicated():
     """Each generation repeats the whole conversation; the episode holds each turn once."""
-    [t], _ = load_trajectories(LANGFUSE / "pydantic-ai-tools-2025-12-04.trace.json")
+    [t] = load_trajectories(LANGFUSE / "pydantic-ai-tools-2025-12-04.trace.json")
     users = [s.content for s in t.steps if s.kind == "user"]
     assert len(users) == len(set(users)) == 3
     assert t.n_tool_calls == 4 and sum(s.kind == "tool_result" for s in t.steps) == 3
@@ -86,14 +87,14 @@ def test_langfuse_pydantic_ai_history_is_not_duplicated():
                                              ("langgraph-js-2025-10-30.trace.json", 1, "final_answer"),  # role = tool name
                                              ("vercel-aisdk-2025-11-17.trace.json", 1, "tool_result")])  # toolCallId items
 def test_langfuse_message_dialects_pair_calls_and_results(name, calls, last):
-    [t], _ = load_trajectories(LANGFUSE / name)
+    [t] = load_trajectories(LANGFUSE / name)
     assert t.n_tool_calls == calls and t.steps[0].kind == "user" and t.steps[-1].kind == last
     assert_paired(t)
 
 
 @pytest.mark.parametrize("name", ["constructed_otlp.json", "constructed_otlp.jsonl"])
 def test_constructed_otlp_three_dialects_and_error_status(name):
-    ts, _ = load_trajectories(OTEL / name)
+    ts = load_trajectories(OTEL / name)
     assert len(ts) == 3  # in the .jsonl, trace A's spans are split over two export requests
     openinference, genai, flattened = ts
     for t in (openinference, genai):
@@ -106,13 +107,13 @@ def test_constructed_otlp_three_dialects_and_error_status(name):
 
 
 def test_console_exporter_concatenated_objects():
-    ts, _ = load_trajectories(OTEL / "constructed_console_spans.json")
+    ts = load_trajectories(OTEL / "constructed_console_spans.json")
     assert [t.n_tool_errors for t in ts] == [0, 1] and all(t.id.startswith(("17", "08")) for t in ts)
 
 
 @pytest.mark.parametrize("version", ["v2", "v3"])
 def test_mlflow_trace_json_fits_the_span_mapping(version):
-    [t], _ = load_trajectories(OTEL / f"constructed_mlflow_{version}.json")
+    [t] = load_trajectories(OTEL / f"constructed_mlflow_{version}.json")
     assert t.id == f"tr-constructed-{version}"  # MLflow's request id, the id users join labels on
     assert t.hidden["system_prompt"] == "You answer weather questions."
     if version == "v2":
@@ -153,7 +154,8 @@ def test_unknown_openinference_kind_and_bad_line_are_skipped_and_reported(tmp_pa
     good = _otlp([_span("ab" * 16, "01" * 8, CHAT)])
     odd = _otlp([_span("cd" * 16, "02" * 8, {"openinference.span.kind": "TELEPORT"})])
     path.write_text(json.dumps(good) + "\n{not json\n" + json.dumps(odd) + "\n")
-    ts, report = load_trajectories(path, format="otel", on_error="skip")
+    ts = load_trajectories(path, format="otel", on_error="skip")
+    report = ts.report
     assert [t.id for t in ts] == ["ab" * 16] and kinds(ts[0]) == ["user", "final_answer"]
     assert [r for _, r, _ in report.skipped] == [1, 2]
     assert "TELEPORT" in report.skipped[1][2]
@@ -164,9 +166,9 @@ def test_reward_only_from_a_root_eval_reward_and_label_null_in_verdicts(tmp_path
     path.write_text(json.dumps(_otlp([_span("ab" * 16, "01" * 8, {**CHAT}),
                                       {**_span("ab" * 16, "02" * 8, {}), "attributes": [
                                           {"key": "eval.reward", "value": {"doubleValue": 1.0}}]}])))
-    [t], _ = load_trajectories(path)
-    assert t.reward == 1.0 and t.label == 1 and not t.hidden["unlabeled"]
-    [u], _ = load_trajectories(OTEL / "anyagent_openai_trace.json")
+    [t] = load_trajectories(path)
+    assert t.reward == 1.0 and t.label == 1
+    [u] = load_trajectories(OTEL / "anyagent_openai_trace.json")
     line = verdict_line(u, Verdict.from_answer(True, 0.9, "ok"))
     assert line["label"] is None and line["reward"] is None  # unlabeled: no invented ground truth
 
@@ -177,12 +179,12 @@ SAMPLES = sorted(LANGFUSE.glob("*.json")) + sorted(OTEL.glob("*.json*"))
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
 def test_no_canary_in_hidden_fields_reaches_the_render(path, tmp_path):
     poisoned = poison_trace_file(path, detect_format(path), tmp_path / path.name)
-    ts, _ = load_trajectories(poisoned)
+    ts = load_trajectories(poisoned)
     assert ts
     for t in ts:
         text = render_trajectory(t, FULL)
         assert CANARY not in text and "0.73159" not in text, text[text.find(CANARY) - 80:][:200]
-        assert t.reward == pytest.approx(CANARY_REWARD) and not t.hidden["unlabeled"]  # the canary really was read
+        assert t.reward == pytest.approx(CANARY_REWARD) and t.label is not None  # the canary really was read
 
 
 def test_the_canary_would_be_seen_in_an_observable_field(tmp_path):
@@ -191,7 +193,7 @@ def test_the_canary_would_be_seen_in_an_observable_field(tmp_path):
     assert "What's the weather in Tokyo?" in text
     path = tmp_path / "control.json"
     path.write_text(text.replace("What's the weather in Tokyo?", f"{CANARY} in Tokyo?"))
-    [t], _ = load_trajectories(path)
+    [t] = load_trajectories(path)
     assert CANARY in render_trajectory(t, FULL)
 
 
@@ -199,7 +201,7 @@ def test_cli_stats_render_judge_on_the_samples(tmp_path, capsys):
     data = [str(OTEL), str(LANGFUSE)]
     assert main(["stats", "--data", *data, "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    loaded, _ = load_trajectories(data)
+    loaded = load_trajectories(data)
     assert len(loaded) == 18  # otel/: 1+1+3+3+2+1+1, langfuse/: 6 (evals/data/SOURCES.md)
     assert stats["trajectories"] == stats["unlabeled"] == len(loaded) and stats["positives"] == 0
     assert stats["tool_errors"] == sum(t.n_tool_errors for t in loaded) == 4
@@ -239,7 +241,7 @@ def test_semconv_event_style_messages_and_a_bare_tool_span_in_a_json_array(tmp_p
     path = tmp_path / "spans.json"
     path.write_text(json.dumps([chat, tool]))
     assert detect_format(path) == "otel"
-    [t], _ = load_trajectories(path)
+    [t] = load_trajectories(path)
     assert t.id == "12" * 16 and t.hidden["system_prompt"] == "be brief"
     assert [(s.kind, s.content) for s in t.steps] == [
         ("tool_call", ""), ("tool_result", "4"), ("user", "what is 2+2?"), ("final_answer", "4")]
@@ -260,11 +262,12 @@ def test_langfuse_json_lines_and_api_page_shapes(tmp_path):
     lines = tmp_path / "traces.jsonl"
     lines.write_text(json.dumps(one) + "\n{broken\n" + json.dumps(two) + "\n")
     assert detect_format(lines) == "langfuse"
-    ts, report = load_trajectories(lines, on_error="skip")
+    ts = load_trajectories(lines, on_error="skip")
+    report = ts.report
     assert len(ts) == 2 and [r for _, r, _ in report.skipped] == [1]
     page = tmp_path / "page.json"  # the traces API: full traces with inline observations
     page.write_text(json.dumps({"data": [{**one["trace"], "observations": one["observations"]}], "meta": {"page": 1}}))
-    [t], _ = load_trajectories(page, format="langfuse")
+    [t] = load_trajectories(page, format="langfuse")
     assert t.id == ts[0].id and [s.kind for s in t.steps] == [s.kind for s in ts[0].steps]
 
 
@@ -274,7 +277,7 @@ def test_langfuse_error_level_marks_the_tool_result(tmp_path):
     tool["level"], tool["statusMessage"] = "ERROR", "upstream timeout"
     path = tmp_path / "err.json"
     path.write_text(json.dumps(data))
-    [t], _ = load_trajectories(path)
+    [t] = load_trajectories(path)
     [result] = [s for s in t.steps if s.kind == "tool_result"]
     assert result.is_error and t.n_tool_errors == 1
 
@@ -297,5 +300,5 @@ def test_json_lines_are_streamed_not_read_whole(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "read_text", guarded(real_read_text))
     monkeypatch.setattr(Path, "read_bytes", guarded(real_read_bytes))
-    assert len(load_trajectories(otlp, format="otel")[0]) == 3
-    assert len(load_trajectories(lines, format="langfuse")[0]) == 1
+    assert len(load_trajectories(otlp, format="otel")) == 3
+    assert len(load_trajectories(lines, format="langfuse")) == 1

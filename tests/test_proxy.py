@@ -92,7 +92,7 @@ def test_react_prediction_becomes_an_observable_trajectory():
 
 def test_unknown_outcome_uses_placeholders_the_renderer_never_reads():
     t = trajectory_from_prediction(example(), run_react())
-    assert (t.reward, t.label) == (0.0, 0) and t.hidden == {"unlabeled": True}
+    assert (t.reward, t.label) == (None, None) and t.hidden == {}
     assert render_trajectory(t) == render_trajectory(replace(t, reward=1.0, label=1, hidden={"x": "CANARY"}))
     again = trajectory_from_prediction(example(), run_react())
     assert again.id == t.id  # the id is a hash of the steps

@@ -135,7 +135,7 @@ def test_render_never_exceeds_its_budget_on_shipped_data():
     from rubricforge_dspy.core.presets import PRESETS
 
     data = Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
-    trajectories, _ = load_trajectories(data)
+    trajectories = load_trajectories(data)
     for preset in PRESETS.values():
         for t in trajectories[::10]:
             assert estimate_tokens(render_trajectory(t, RenderConfig.of(preset))) <= preset.render_tokens, (preset.name, t.id)

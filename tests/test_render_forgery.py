@@ -34,7 +34,8 @@ INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def corpus():
-    trajectories, report = load_trajectories(CORPUS)
+    trajectories = load_trajectories(CORPUS)
+    report = trajectories.report
     assert not report.skipped and len(trajectories) >= 30
     return trajectories
 

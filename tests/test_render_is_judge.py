@@ -91,7 +91,7 @@ def test_render_prints_what_judge_sends_under_each_preset(tmp_path, capsys, monk
 
 
 def test_the_library_default_renders_what_judge_sends_with_the_server_preset(tmp_path):
-    trajectories, _ = load_trajectories(AIRLINE)
+    trajectories = load_trajectories(AIRLINE)
     with FakeOpenAI() as fake:
         sent = judge_sends(fake, tmp_path / "server.jsonl", "--preset", "server")
     judge = TrajectoryJudge()

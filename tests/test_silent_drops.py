@@ -70,7 +70,8 @@ def test_unreadable_file_in_a_directory_scan_is_reported(tmp_path, monkeypatch, 
         load_trajectories(tmp_path)
     with pytest.raises(TrajectoryFormatError, match="cannot read file"):  # named explicitly: same error
         load_trajectories(locked)
-    trajectories, report = load_trajectories(tmp_path, on_error="skip")
+    trajectories = load_trajectories(tmp_path, on_error="skip")
+    report = trajectories.report
     assert [t.source.file for t in trajectories] == [str(good)]
     assert report.skipped == [(str(locked), None, f"cannot read file: [Errno 13] Permission denied: '{locked}'")]
     assert main(["stats", "--data", str(tmp_path), "--skip-bad", "--json"]) == 0
@@ -91,10 +92,11 @@ def test_ignored_files_of_a_directory_scan_are_listed(tmp_path, capsys):
 def test_a_json_array_of_generic_records_is_read(tmp_path):
     path = write_json(tmp_path / "records.json", [jsonl_record(0), jsonl_record(1)])
     assert detect_format(path) == "jsonl"
-    trajectories, _ = load_trajectories(path)
+    trajectories = load_trajectories(path)
     assert [t.id for t in trajectories] == ["run:t0:0", "run:t1:0"]
     bad = write_json(tmp_path / "bad.json", [jsonl_record(0), {**jsonl_record(1), "messages": "x"}])
-    trajectories, report = load_trajectories(bad, on_error="skip")
+    trajectories = load_trajectories(bad, on_error="skip")
+    report = trajectories.report
     assert len(trajectories) == 1 and report.skipped[0][:2] == (str(bad), 1)
     other = write_json(tmp_path / "other.json", [{"question": "q", "answer": "a"}])
     with pytest.raises(TrajectoryFormatError, match="a JSON array is read as tau-bench results .* generic records"):
@@ -122,5 +124,5 @@ def test_tau2_runs_of_different_models_in_one_submission_keep_their_model(tmp_pa
     sub = tmp_path / "acme-agent_acme_2025-11-01"
     _tau2_file(sub / "a.json", "gpt-4.1")
     _tau2_file(sub / "b.json", "claude-sonnet-4-5")
-    trajectories, _ = load_trajectories(sub)
+    trajectories = load_trajectories(sub)
     assert sorted(t.agent for t in trajectories) == ["acme-agent_acme/claude-sonnet-4-5", "acme-agent_acme/gpt-4.1"]

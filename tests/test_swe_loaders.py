@@ -23,7 +23,8 @@ SAMPLES = sorted(SWE.glob("*.traj")) + sorted(OH.glob("*.json*")) + [ATIF]
 
 
 def _load_one(path: Path):
-    trajectories, report = load_trajectories(path)
+    trajectories = load_trajectories(path)
+    report = trajectories.report
     assert report.loaded == len(trajectories) and not report.skipped
     return trajectories
 
@@ -44,12 +45,12 @@ def _check_pairing(trajectory) -> None:
 def test_samples_are_detected_and_unlabeled(path):
     expected = "swe_agent" if path.suffix == ".traj" else "atif" if path == ATIF else "openhands"
     assert detect_format(path) == expected
-    auto, _ = load_trajectories(path, format="auto")
+    auto = load_trajectories(path, format="auto")
     explicit = _load_one(path)
     assert [t.id for t in auto] == [t.id for t in explicit]
     for t in explicit:
-        assert t.hidden["format"] == expected and t.hidden["unlabeled"] is True
-        assert (t.reward, t.label) == (0.0, 0)
+        assert t.hidden["format"] == expected and t.label is None
+        assert (t.reward, t.label) == (None, None)
         assert t.steps[0].kind == "user"
         _check_pairing(t)
 
@@ -143,7 +144,7 @@ def test_openhands_resolved_flag_is_not_a_label(tmp_path):
     path = tmp_path / "out.jsonl"
     path.write_text(json.dumps(record) + "\n")
     (t,) = _load_one(path)
-    assert t.hidden["unlabeled"] and t.label == 0 and t.hidden["test_result"]["resolved"] is True
+    assert t.label is None and t.hidden["test_result"]["resolved"] is True
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name[:40])
@@ -156,7 +157,7 @@ def test_no_hidden_field_reaches_the_render(path, tmp_path):
     for t in trajectories:
         text = render_trajectory(t, FULL_VIEW)
         assert CANARY not in text, text[text.index(CANARY) - 80:][:200]
-        assert t.hidden["unlabeled"] and t.label == 0  # a planted resolved flag is not read as a label
+        assert t.label is None  # a planted resolved flag is not read as a label
         assert CANARY in json.dumps(t.hidden, default=str)  # the canaries were loaded, into hidden
 
 
@@ -168,7 +169,7 @@ def test_cli_stats_and_render(folder, tmp_path, capsys, monkeypatch):
     n_files = sum(1 for p in folder.rglob("*") if p.is_file())
     assert stats["trajectories"] == n_files and stats["unlabeled"] == stats["trajectories"]
     assert stats["skipped"] == 0
-    trajectories, _ = load_trajectories(folder)
+    trajectories = load_trajectories(folder)
     assert main(["render", "--data", str(folder), "--index", "0"]) == 0
     assert capsys.readouterr().out.startswith(render_trajectory(trajectories[0], RenderConfig.of(EMBEDDED)))
 

@@ -137,7 +137,7 @@ def test_shell_errors_reach_the_evidence_and_the_floor_features(tmp_path):
                 {"role": "assistant", "content": "All tests pass."}]
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"id": "t1", "task_id": "t1", "messages": messages, "reward": 0}) + "\n")
-    (t,) = load_trajectories(path)[0]
+    (t,) = load_trajectories(path)
     results = [s for s in t.steps if s.kind == "tool_result"]
     assert [r.is_error for r in results] == [True, False]
     assert t.n_tool_errors == 1
@@ -155,7 +155,7 @@ def test_inspect_tool_messages_read_their_text_when_no_error_field(tmp_path):
         {"role": "assistant", "content": "Done."}]
     path = tmp_path / "log.json"
     path.write_text(json.dumps(record))
-    (t,) = load_trajectories(path)[0]
+    (t,) = load_trajectories(path)
     assert [s.is_error for s in t.steps if s.kind == "tool_result"] == [True]
 
 

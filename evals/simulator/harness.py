@@ -135,7 +135,7 @@ def shipped_trajectories():
 
     out = []
     for path, threshold in SHIPPED:
-        trajectories, _ = load_trajectories(path, label_threshold=threshold)
+        trajectories = load_trajectories(path, label_threshold=threshold)
         out.extend(trajectories)
     return out
 
@@ -170,7 +170,7 @@ def capture_bodies(data_path: Path, model_name: str, render_tokens: int | None =
     from rubricforge_dspy.evidence.render import RenderConfig
     from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
-    trajectories, _ = load_trajectories(data_path)
+    trajectories = load_trajectories(data_path)
     render = RenderConfig.of(SERVER) if render_tokens is None else RenderConfig(max_tokens=render_tokens,
                                                                                 max_step_chars=SERVER.step_chars)
     judge = TrajectoryJudge(render_config=render)

@@ -13,7 +13,7 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.formats import FORMATS
-from rubricforge_dspy.core.trajectory import Trajectory, parse_label_rule
+from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 
 __all__ = ["FORMAT_CHOICES", "add_data_arguments", "load_data", "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN"]
 
@@ -98,8 +98,9 @@ def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedDa
     from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.data.formats import load_trajectories
 
-    trajectories, report = load_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
-                                             on_error="skip" if args.skip_bad else "raise")
+    trajectories = load_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
+                                     on_error="skip" if args.skip_bad else "raise")
+    report = trajectories.report
     if not trajectories:
         print_load_problems(report)
         require_trajectories(0, args.data, report)  # an empty input is named (exit 2), never 0 trajectories
@@ -115,7 +116,7 @@ def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedDa
     if warn:
         print_label_warnings(data.tally)
     if need_labels:
-        labeled = [t for t in trajectories if not t.hidden.get("unlabeled")]
+        labeled = labeled_only(trajectories)
         data.left_out = len(trajectories) - len(labeled)
         if not labeled:
             first = trajectories[0] if trajectories else None

@@ -49,7 +49,7 @@ def _load(args, need_labels: bool = False, warn: bool = True):
 def cmd_stats(args) -> int:
     data = load_data(args)
     trajectories, report = data.trajectories, data.report
-    labeled = [t for t in trajectories if not t.hidden.get("unlabeled")]
+    labeled = [t for t in trajectories if t.label is not None]
     stats = {
         "trajectories": len(trajectories),
         "unlabeled": len(trajectories) - len(labeled),

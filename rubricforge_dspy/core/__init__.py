@@ -37,8 +37,11 @@ from rubricforge_dspy.core.trajectory import (
     Step,
     Trajectory,
     TrajectoryFormatError,
+    UnlabeledError,
     label_from_reward,
+    labeled_only,
     parse_label_rule,
+    require_labels,
 )
 from rubricforge_dspy.core.verdict import (
     PASS_THRESHOLD,
@@ -53,7 +56,7 @@ from rubricforge_dspy.core.verdict import (
 __all__ = [
     # records
     "Trajectory", "Step", "Source", "STEP_KINDS", "LabelRule", "ANY_POSITIVE_REWARD", "FULL_REWARD",
-    "parse_label_rule", "label_from_reward",
+    "parse_label_rule", "label_from_reward", "labeled_only", "require_labels",
     "Verdict", "VerdictIndex", "PASS_THRESHOLD", "read_verdicts", "check_line", "verdict_line",
     # rubric text and criteria
     "SEED_RUBRIC", "rubric_sha256", "Criterion", "parse_criteria", "attribute_reason", "without_criterion",
@@ -62,5 +65,5 @@ __all__ = [
     "FLOOR", "HYBRID", "LENGTH_ONLY", "Preset", "EMBEDDED", "SERVER", "LIBRARY", "PRESETS", "preset_for",
     # errors
     "RubricForgeError", "InputError", "ServerError", "MissingFileError", "OutputExistsError", "RubricForgeWarning",
-    "TrajectoryFormatError", "VerdictLineError",
+    "TrajectoryFormatError", "UnlabeledError", "VerdictLineError",
 ]

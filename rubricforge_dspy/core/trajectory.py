@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any, Literal, Union
 
 from rubricforge_dspy.core.errors import InputError
@@ -74,6 +75,12 @@ class Trajectory:
 
     `steps` is the only observable part. `reward`, `label` and `hidden` (gold actions, reward info,
     the user simulator's instruction, ...) exist for evaluation and must never reach the judge.
+
+    ``label=None`` is THE unlabeled case (a trace, an agent log or a live run records no outcome; join
+    labels with `join_labels`); its ``reward`` is None too unless the source gave one. Every consumer
+    that counts labels treats None explicitly: it leaves the trajectory out and counts it, or raises an
+    `InputError` naming it when labels are required; an unlabeled run is never counted as a failure.
+    A labeled trajectory has ``label`` 0 or 1 and, when the source gave no reward, ``reward`` None.
     """
 
     id: str
@@ -81,17 +88,22 @@ class Trajectory:
     domain: str
     agent: str
     steps: tuple[Step, ...]
-    reward: float
-    label: int
+    reward: float | None
+    label: int | None
     source: Source
     trial: int | None = None
     hidden: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
-        if self.label not in (0, 1):
-            raise ValueError(f"{self.source}: label must be 0 or 1, got {self.label!r}")
+        if self.label is not None and self.label not in (0, 1):
+            raise ValueError(f"{self.source}: label must be 0, 1 or None (unlabeled), got {self.label!r}")
         if not self.steps:
             raise ValueError(f"{self.source}: trajectory has no steps")
+
+    @property
+    def labeled(self) -> bool:
+        """Whether the trajectory has a label (0 or 1); False for the unlabeled case ``label=None``."""
+        return self.label is not None
 
     @property
     def n_tool_calls(self) -> int:
@@ -104,6 +116,47 @@ class Trajectory:
     @property
     def n_user_turns(self) -> int:
         return sum(step.kind == "user" for step in self.steps)
+
+
+class UnlabeledError(InputError):
+    """Trajectories without a label (``label=None``) given to something that needs labels; the message
+    counts them and names the first one's id, file and record."""
+
+    def __init__(self, unlabeled: "list[Trajectory]", total: int, needed_by: str):
+        self.unlabeled = unlabeled
+        self.total = total
+        first = unlabeled[0]
+        super().__init__(
+            f"{needed_by} needs labels, but {len(unlabeled)} of {total} trajectories have none (label=None; "
+            f"first: {first.id!r}, {first.source.file}, record {first.source.index}); join labels by id "
+            "(--labels FILE / join_labels) or leave the unlabeled ones out (`labeled_only`)")
+
+
+def require_labels(trajectories: Iterable[Trajectory], needed_by: str) -> list[Trajectory]:
+    """The trajectories as a list, all labeled, or `UnlabeledError`.
+
+    Args:
+        trajectories: the trajectories a statistic, split, fit or induction is about to count.
+        needed_by: what needs the labels, for the message (e.g. ``"the floor fit"``).
+
+    Returns:
+        The trajectories, as a list.
+
+    Raises:
+        UnlabeledError: some trajectory has ``label=None`` (the message counts them and names the first
+            one's id, file and record).
+    """
+    items = list(trajectories)
+    unlabeled = [t for t in items if t.label is None]
+    if unlabeled:
+        raise UnlabeledError(unlabeled, len(items), needed_by)
+    return items
+
+
+def labeled_only(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+    """The labeled trajectories (``label`` 0 or 1), in order; callers count what was left out as
+    ``len(all) - len(labeled)`` and say so."""
+    return [t for t in trajectories if t.label is not None]
 
 
 @dataclass(frozen=True)

@@ -206,15 +206,16 @@ def verdict_line(trajectory, verdict: Verdict, *, cached: bool = False, attempts
                  judge_fingerprint: str | None = None, program_sha256: str | None = None,
                  model: str | None = None) -> dict[str, Any]:
     """The verdict line for `trajectory` (a `Trajectory`): what was judged, the verdict, how it was
-    obtained, and the ground truth for evaluation (never shown to the judge)."""
-    unlabeled = bool(getattr(trajectory, "hidden", {}).get("unlabeled"))  # placeholder label/reward: write null
-    label = None if unlabeled else getattr(trajectory, "label", None)
+    obtained, and the ground truth for evaluation (never shown to the judge): ``label`` and ``reward``
+    are null for an unlabeled trajectory (``label=None``)."""
+    label = getattr(trajectory, "label", None)
+    reward = getattr(trajectory, "reward", None)
     return {
         "id": trajectory.id, "task_id": trajectory.task_id, "domain": trajectory.domain,
         "agent": trajectory.agent, "n_steps": len(trajectory.steps),
         **verdict.to_dict(),
         "cached": cached, "attempts": attempts,
         "label": None if label is None else int(label),
-        "reward": None if unlabeled else getattr(trajectory, "reward", None),
+        "reward": None if label is None or reward is None else float(reward),
         "program_sha256": program_sha256, "judge_fingerprint": judge_fingerprint, "model": model,
     }

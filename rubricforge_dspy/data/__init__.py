@@ -1,28 +1,33 @@
 """Data: agent trajectories in, from any supported format, with labels joined and splits made.
 
 In: result files, traces and agent logs (a file, a directory, or a list of them; docs/FORMAT.md), and
-optionally a separate label file. Out: `Trajectory` records (`rubricforge_dspy.core`), a `LoadReport`
-of what was skipped and why, a `LabelJoin`, by-task train/validation/test splits, and the generic
-JSONL export.
+optionally a separate label file. Out: `Trajectory` records (`rubricforge_dspy.core`; ``label=None``
+when unlabeled), a `LoadReport` of what was skipped and why, a `LabelJoin`, ``dspy.Example``s,
+by-task train/validation/test splits, and the generic JSONL export.
 
 Modules:
 
-- :mod:`.formats`: one loader per source format, format detection, `load_trajectories`;
-- :mod:`.labels`: read a label file and join it onto trajectories by id (`join_labels`);
+- :mod:`.formats`: one loader per source format, format detection, `load_trajectories` (a
+  `Trajectories` list with ``.report``);
+- :mod:`.labels`: read a label file and join it onto trajectories by id (`join_labels`, a `Joined` list
+  with ``.report``);
+- :mod:`.examples`: the data as ``dspy.Example``s (`load_examples`, `to_examples`; imports DSPy);
 - :mod:`.label_checks`: loud checks on the labels a command is about to use (`LabelTally`);
 - :mod:`.split`: by-task, class-stratified splits (`split_by_task`; imports numpy);
 - :mod:`.export`: write trajectories as the generic JSONL (`rubricforge convert`).
 
-Names are imported lazily, so loading trajectories does not import numpy.
+Names are imported lazily, so loading trajectories does not import numpy (nor DSPy).
 """
 
 from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
-    "rubricforge_dspy.data.formats": ["load_trajectories", "iter_trajectories", "LoadReport", "detect_format",
+    "rubricforge_dspy.data.formats": ["load_trajectories", "iter_trajectories", "LoadReport", "Trajectories",
+                                      "detect_format",
                                       "default_label_rule", "FORMATS"],
     "rubricforge_dspy.data.labels": ["join_labels", "read_label_file", "LabelFile", "LabelJoin", "JoinReport",
-                                     "LabelFileError"],
+                                     "Joined", "LabelFileError"],
+    "rubricforge_dspy.data.examples": ["load_examples", "to_examples", "Examples", "ExamplesReport"],
     "rubricforge_dspy.data.label_checks": ["LabelTally"],
     "rubricforge_dspy.data.split": ["Split", "split_by_task", "sample_by_task", "DEFAULT_FRACTIONS"],
     "rubricforge_dspy.data.export": ["convert_trajectories", "record_of"],

@@ -20,7 +20,7 @@ from rubricforge_dspy.core.trajectory import Trajectory
 __all__ = ["HIDDEN_KEY", "record_of", "convert_trajectories"]
 
 HIDDEN_KEY = "hidden"  # metadata key holding the source loader's hidden fields
-_NOT_COPIED = ("system_prompt", "metadata", "unlabeled", "label_rule", "label_source", "label_from_reward")
+_NOT_COPIED = ("system_prompt", "metadata", "label_rule", "label_source", "label_from_reward")
 
 
 def _json_safe(value):
@@ -30,13 +30,11 @@ def _json_safe(value):
 def record_of(trajectory: Trajectory) -> dict:
     """One generic record of `trajectory`, labels and hidden fields included (see the module docstring)."""
     hidden = trajectory.hidden
-    unlabeled = bool(hidden.get("unlabeled"))
     if hidden.get("format") == "jsonl":
         metadata = dict(hidden.get("metadata") or {})
     else:
         metadata = {HIDDEN_KEY: _json_safe({k: v for k, v in hidden.items() if k not in _NOT_COPIED})}
-    return to_record(trajectory, reward=None if unlabeled else trajectory.reward,
-                     label=None if unlabeled else trajectory.label, metadata=metadata or None)
+    return to_record(trajectory, reward=trajectory.reward, label=trajectory.label, metadata=metadata or None)
 
 
 def convert_trajectories(trajectories: Iterable[Trajectory], out_path) -> int:

@@ -40,7 +40,7 @@ class LabelTally:
     def add(self, trajectory: Trajectory) -> None:
         self.trajectories += 1
         hidden = trajectory.hidden
-        if hidden.get("unlabeled"):
+        if trajectory.label is None:
             self.unlabeled += 1
             return
         self.positives += trajectory.label
@@ -49,12 +49,13 @@ class LabelTally:
             return  # an explicit label (record or labels file) does not depend on the rule
         rule = hidden.get("label_rule") or ZERO_RULE
         self.rules[rule] += 1
-        graded = 0.0 < trajectory.reward < 1.0
+        reward = float(trajectory.label) if trajectory.reward is None else trajectory.reward
+        graded = 0.0 < reward < 1.0
         self.graded += graded
         if rule == ZERO_RULE:
             self.at_zero += 1
             self.graded_at_zero += graded
-            self.full_reward_at_zero += trajectory.reward >= 1.0
+            self.full_reward_at_zero += reward >= 1.0
 
     def watch(self, trajectories: Iterable[Trajectory]) -> Iterator[Trajectory]:
         for trajectory in trajectories:

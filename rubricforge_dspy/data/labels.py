@@ -41,7 +41,7 @@ from typing import Any, Iterable, Iterator
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, Trajectory, parse_label_rule
 
-__all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "LabelJoin", "read_label_file",
+__all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "read_label_file",
            "join_labels", "SWEBENCH_POSITIVE", "SWEBENCH_NEGATIVE", "SWEBENCH_ERROR", "SWEBENCH_NEUTRAL"]
 
 ID_COLUMNS = ("id", "instance_id")
@@ -281,6 +281,19 @@ class JoinReport:
                              "label_ids_without_trajectory": self.without_trajectory[:LISTED]}}
 
 
+class Joined(list):
+    """The trajectories of a label join: a plain ``list[Trajectory]`` (pass it to a judge or a loop) that
+    also carries the `JoinReport` as ``.report``. Not a tuple: ``joined, report = join_labels(...)`` (the
+    form before this type) no longer works; read ``joined.report``."""
+
+    def __init__(self, items: Iterable[Trajectory], report: JoinReport):
+        super().__init__(items)
+        self.report = report
+
+    def __repr__(self) -> str:
+        return f"Joined({len(self)} trajectories; {self.report.summary()})"
+
+
 class LabelJoin:
     """Join a label file onto a stream of trajectories: `apply` each, then `finish` for the report.
 
@@ -303,12 +316,11 @@ class LabelJoin:
             return trajectory
         rule = self.rule or parse_label_rule(trajectory.hidden.get("label_rule") or ANY_POSITIVE_REWARD)
         label, reward = entry.resolve(rule)
-        unlabeled = bool(trajectory.hidden.get("unlabeled"))
         if reward is None:
-            reward = float(label) if unlabeled else trajectory.reward
+            reward = float(label) if trajectory.reward is None else trajectory.reward
         self.report.matched += 1
-        self.report.changed += int(unlabeled or label != trajectory.label)
-        hidden = {**trajectory.hidden, "unlabeled": False, "label_source": f"{self.file.path}:{entry.line}",
+        self.report.changed += int(label != trajectory.label)  # None -> 0/1 is a change
+        hidden = {**trajectory.hidden, "label_source": f"{self.file.path}:{entry.line}",
                   "label_rule": str(rule), "label_from_reward": entry.label is None}
         return replace(trajectory, label=label, reward=reward, hidden=hidden)
 
@@ -331,8 +343,8 @@ class LabelJoin:
 
 
 def join_labels(trajectories: Iterable[Trajectory], labels: LabelFile | str | Path,
-                rule: LabelRule | str | float | None = None) -> tuple[list[Trajectory], JoinReport]:
-    """All trajectories with the label file joined, and the `JoinReport`.
+                rule: LabelRule | str | float | None = None) -> Joined:
+    """All trajectories with the label file joined, with the `JoinReport`.
 
     Args:
         trajectories: the trajectories to label, matched to the file's entries by id.
@@ -341,13 +353,14 @@ def join_labels(trajectories: Iterable[Trajectory], labels: LabelFile | str | Pa
             trajectory's own (``hidden["label_rule"]``), else reward > 0.
 
     Returns:
-        The trajectories in order (a matched one with the file's label and reward, and its
-        ``hidden["label_source"]``; an unmatched one unchanged), and the `JoinReport` counting and
-        listing trajectories without a label and labels without a trajectory.
+        `Joined`: the trajectories in order (a matched one with the file's label and reward, and its
+        ``hidden["label_source"]``; an unmatched one unchanged, ``label=None`` if it had none), a
+        ``list[Trajectory]`` whose ``.report`` is the `JoinReport` counting and listing trajectories
+        without a label and labels without a trajectory. (Before, a ``(list, report)`` tuple.)
 
     Raises:
         LabelFileError: the label file cannot be read or parsed (the message names the file and line).
     """
     join = LabelJoin(labels, rule)
     joined = [join.apply(t) for t in trajectories]
-    return joined, join.finish()
+    return Joined(joined, join.finish())

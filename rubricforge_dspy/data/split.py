@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 
 DEFAULT_FRACTIONS = (0.50, 0.15, 0.35)
 SPLIT_NAMES = ("train", "val", "test")
@@ -51,9 +51,15 @@ def _allocate(n: int, fractions: tuple[float, float, float]) -> list[int]:
 
 
 def split_by_task(trajectories: list[Trajectory], fractions=DEFAULT_FRACTIONS, seed: int = 0) -> Split:
-    """Split `trajectories` so that each task (domain, task_id) falls in exactly one part."""
+    """Split `trajectories` so that each task (domain, task_id) falls in exactly one part.
+
+    Raises:
+        UnlabeledError: a trajectory has no label (the split is stratified by label).
+        ValueError: `fractions` are not three non-negative numbers summing to 1.
+    """
     if len(fractions) != 3 or any(f < 0 for f in fractions) or not np.isclose(sum(fractions), 1.0):
         raise ValueError(f"fractions must be three non-negative numbers summing to 1, got {fractions}")
+    trajectories = require_labels(trajectories, "a class-stratified split (split_by_task)")
     by_task: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         by_task[(t.domain, t.task_id)].append(t)

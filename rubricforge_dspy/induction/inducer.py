@@ -47,7 +47,7 @@ from rubricforge_dspy.core.presets import LIBRARY
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 
 logger = logging.getLogger(__name__)
 
@@ -485,7 +485,9 @@ MIN_VAL_ITEMS = 10
 
 
 def check_induction_data(train: list[Trajectory], val: list[Trajectory], config: InductionConfig) -> None:
-    """Refuse what cannot work, warn about what barely can, saying what to change."""
+    """Refuse what cannot work (unlabeled trajectories among them too), warn about what barely can,
+    saying what to change."""
+    require_labels([*train, *val], "induction")
     if not train or not val:
         raise InputError(f"induction needs non-empty train and val sets (got {len(train)} and {len(val)}); "
                          "give more labeled trajectories (several tasks) or a larger --sample-tasks")

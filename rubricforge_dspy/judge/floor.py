@@ -33,7 +33,7 @@ import numpy as np
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
 from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, check_names, feature_matrix
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
 
 __all__ = ["FloorError", "LogisticModel", "fit_logistic", "SymptomFloor", "FLOOR_KIND", "FLOOR_VERSION"]
@@ -132,8 +132,9 @@ class SymptomFloor:
     @classmethod
     def fit(cls, trajectories: Iterable[Trajectory], features: Sequence[str] = FEATURES,
             name: str | None = None) -> "SymptomFloor":
-        """Fit on labeled `trajectories` (their labels, and their steps through `feature_matrix`)."""
-        items = list(trajectories)
+        """Fit on labeled `trajectories` (their labels, and their steps through `feature_matrix`); an
+        unlabeled one (``label=None``) raises `UnlabeledError`."""
+        items = require_labels(trajectories, "the floor fit")
         features = check_names(features)
         name = name or (LENGTH_ONLY if features == LENGTH_FEATURES else FLOOR)
         model = fit_logistic(feature_matrix(items, features), [t.label for t in items], features)

@@ -42,7 +42,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES, neyman_pearson_threshold
 from rubricforge_dspy.program.store import build_manifest, save_judge, update_manifest
 from rubricforge_dspy.lm.copies import resolve_lm
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
 
 __all__ = ["HYBRID_KEY", "LLM_INPUT", "HYBRID_INPUTS", "Stack", "fit_stack", "freeze_hybrid", "HybridJudge",
@@ -108,6 +108,7 @@ def fit_stack(llm_verdicts: Sequence[Verdict], trajectories: Sequence[Trajectory
     """Fit the stack on the LLM judge's validation verdicts and the validation trajectories (same order);
     abstentions are left out (counted). With `max_false_pass`, the Neyman-Pearson pass threshold."""
 
+    trajectories = require_labels(trajectories, "the hybrid's stack fit")
     if len(llm_verdicts) != len(trajectories):
         raise FloorError(f"one verdict per trajectory: got {len(llm_verdicts)} verdicts, {len(trajectories)} items")
     rows = [(v, t) for v, t in zip(llm_verdicts, trajectories) if not v.abstained]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import dspy
 
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, labeled_only
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.labels import join_labels
@@ -54,15 +54,17 @@ def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: st
     data = Path(data) if data else DEMO_DATA
     if not data.exists():
         raise FileNotFoundError(f"demo data not found at {data}; give a tau-bench results file with --data")
-    trajectories, report = load_trajectories(data, label_threshold=label_threshold)
+    trajectories = load_trajectories(data, label_threshold=label_threshold)
+    report = trajectories.report
     require_trajectories(len(trajectories), data, report)  # an empty file is named (exit 2)
     if labels:
-        trajectories, joined = join_labels(trajectories, labels, label_threshold)
+        trajectories = join_labels(trajectories, labels, label_threshold)
+        joined = trajectories.report
         print(joined.summary(), file=sys.stderr)
-    unlabeled = [t.id for t in trajectories if t.hidden.get("unlabeled")]
+    unlabeled = [t.id for t in trajectories if t.label is None]
     if unlabeled:
         print(f"WARNING: {len(unlabeled)} unlabeled trajectories left out (e.g. {unlabeled[0]})", file=sys.stderr)
-        trajectories = [t for t in trajectories if not t.hidden.get("unlabeled")]
+        trajectories = labeled_only(trajectories)
     return sample_by_task(trajectories, n_tasks), data
 
 

@@ -22,8 +22,8 @@ __all__ = ["floor_verdict_files", "refuse_unlabeled", "report_main"]
 
 
 def refuse_unlabeled(trajectories: list[Trajectory]) -> None:
-    """Trace formats record no outcome (``hidden["unlabeled"]``): a floor is never fit on placeholder labels."""
-    unlabeled = [t for t in trajectories if t.hidden.get("unlabeled")]
+    """Trace formats record no outcome (``label=None``): a floor is never fit without labels."""
+    unlabeled = [t for t in trajectories if t.label is None]
     if unlabeled:
         raise FloorError(f"{len(unlabeled)} of {len(trajectories)} trajectories have no label (first: "
                          f"{unlabeled[0].id} from {unlabeled[0].source.file}); give their labels with --labels "
@@ -40,7 +40,7 @@ def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data, out_dir
         raise RunError(f"{paths[0]}: --floor-data goes with verdict files; a protocol run directory carries its "
                        "own floor rows (predictions/floor.jsonl)")
     ids = set(read_predictions(paths[0]))
-    trajectories, _ = load_trajectories(floor_data)
+    trajectories = load_trajectories(floor_data)
     chosen = [t for t in trajectories if t.id in ids]
     missing = sorted(ids - {t.id for t in chosen})
     if missing:
@@ -49,7 +49,7 @@ def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data, out_dir
     if labels is not None:
         from rubricforge_dspy.data.labels import join_labels
 
-        chosen, _ = join_labels(chosen, labels)
+        chosen = join_labels(chosen, labels)
     refuse_unlabeled(chosen)
     return list(write_cv_verdicts(chosen, out_dir, names=(FLOOR, LENGTH_ONLY)).values())
 

@@ -33,7 +33,7 @@ import orjson
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.core.rubric import rubric_sha256
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.lm.fingerprint import package_version
 
 FORMAT_VERSION = 1
@@ -74,7 +74,8 @@ def _seal(state: dict) -> dict:
 
 def data_fingerprint(trajectories: Iterable[Trajectory]) -> str:
     """sha256 over the sorted (id, reward, label) triples: which labeled data a program saw."""
-    rows = sorted((t.id, float(t.reward), int(t.label)) for t in trajectories)
+    rows = sorted((t.id, float(t.label if t.reward is None else t.reward), int(t.label))
+                  for t in require_labels(trajectories, "the data fingerprint"))
     return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 

@@ -41,7 +41,8 @@ from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.metrics import accuracy, proportion_ci
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import rubric_sha256
-from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import (STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError,
+                                              require_labels)
 
 __all__ = ["GoodhartWarning", "AuditReport", "audit", "baseline_from_manifest", "sample_for_labeling",
            "load_labeled", "drift_p_value", "DEFAULT_ALPHA"]
@@ -158,7 +159,7 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
     this level; a `GoodhartWarning` is issued.
     lm: the judge's LM (run under ``dspy.context(lm=lm)``); default: the judge's own or the configured one.
     """
-    labeled = list(labeled)
+    labeled = require_labels(labeled, "the audit")
     if not labeled:
         raise InputError("the audit needs at least one labeled trajectory")
     alpha = float(alpha)

@@ -16,7 +16,7 @@ from rubricforge_dspy.trust.certificate import (BOOTSTRAP_RESAMPLES, CERTIFICATE
                                           check_held_out, recheck)
 from rubricforge_dspy.judge.loading import load
 from rubricforge_dspy.program.store import MANIFEST_KEY, data_fingerprint, read_program, update_manifest
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import read_verdicts
 
 
@@ -53,6 +53,7 @@ def judge_labeled(judge, trajectories: list[Trajectory], out_path, *, lm, concur
 def _check_labels(trajectories: list[Trajectory], where: str) -> None:
     if not trajectories:
         raise CertificateError(f"{where}: no trajectories loaded")
+    require_labels(trajectories, f"{where}: a certificate")
     if len({t.label for t in trajectories}) < 2:
         only = "passed" if trajectories[0].label else "failed"
         raise CertificateError(f"{where}: every item {only}; a certificate needs both passed and failed items "

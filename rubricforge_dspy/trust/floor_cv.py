@@ -25,7 +25,7 @@ from rubricforge_dspy.core.judge_names import FLOOR, GIVEAWAY_RULE, LENGTH_ONLY,
 from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 from rubricforge_dspy.evidence.symptoms import heuristic_verdict
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
@@ -50,6 +50,7 @@ def grouped_folds(trajectories: Sequence[Trajectory], n_splits: int = DEFAULT_FO
 
     if n_splits < 2:
         raise FloorError(f"cross-validation needs at least 2 folds, got {n_splits}")
+    trajectories = require_labels(trajectories, "the floor's cross-validation")
     groups = task_groups(trajectories)
     n_groups = len(set(groups))
     if n_groups < 2:
@@ -128,7 +129,7 @@ def floor_report(trajectories: Sequence[Trajectory], *, n_splits: int = DEFAULT_
     (its coefficients say which symptoms carry the signal)."""
     from rubricforge_dspy.report.notes import clean
 
-    items = list(trajectories)
+    items = require_labels(trajectories, "the floor report")
     if not items:
         raise FloorError("no trajectories to fit a floor on")
     y = np.array([t.label for t in items], dtype=np.int64)

@@ -8,8 +8,8 @@ Formats (see each module): ``tau_bench`` (tau-bench v1 results, tool-calling and
 ``swe_agent``, ``openhands`` and ``atif``. ``dspy_prediction`` turns a live DSPy run into a `Trajectory`
 (used by `as_metric`; not a file format). ``_common`` holds the helpers every reader shares.
 
-In: files, directories or lists of them. Out: `Trajectory` records (`rubricforge_dspy.core`) and a
-`LoadReport`.
+In: files, directories or lists of them. Out: `Trajectory` records (`rubricforge_dspy.core`) in a
+`Trajectories` list whose ``.report`` is the `LoadReport`.
 
 Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatError(file, record,
 problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
@@ -50,6 +50,7 @@ from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Tr
 __all__ = [
     "FORMATS",
     "LoadReport",
+    "Trajectories",
     "default_label_rule",
     "detect_format",
     "iter_trajectories",
@@ -99,6 +100,23 @@ class LoadReport:
         if self.ignored_files:
             text += f", ignored {len(self.ignored_files)} files"
         return text
+
+
+class Trajectories(list):
+    """The trajectories of a load: a plain ``list[Trajectory]`` (pass it to a judge, a loop, `len`,
+    slicing) that also carries the `LoadReport` of the load as ``.report``.
+
+    Not a tuple: ``trajectories, report = load_trajectories(...)`` (the form before this type) no longer
+    works; write ``trajectories = load_trajectories(...)`` and read ``trajectories.report``. Slicing,
+    ``+`` and comprehensions give a plain list (the report describes the whole load).
+    """
+
+    def __init__(self, items: Iterable[Trajectory] = (), report: LoadReport | None = None):
+        super().__init__(items)
+        self.report = report if report is not None else LoadReport()
+
+    def __repr__(self) -> str:
+        return f"Trajectories({len(self)} trajectories; {self.report.summary()})"
 
 
 def detect_format(path: PathLike) -> str:
@@ -264,8 +282,8 @@ def load_trajectories(
     format: str = "auto",
     label_threshold: float | str | LabelRule | None = None,
     on_error: str = "raise",
-) -> tuple[list[Trajectory], LoadReport]:
-    """All trajectories of the given file(s)/directory(ies), and the `LoadReport` of the load.
+) -> Trajectories:
+    """All trajectories of the given file(s)/directory(ies), with the `LoadReport` of the load.
 
     Args:
         path_or_paths: a file, a directory (every known-format file in it, sorted) or a list of those.
@@ -275,8 +293,10 @@ def load_trajectories(
         on_error: "raise" at the first bad record, or "skip" it and list it in the report.
 
     Returns:
-        The trajectories (ids unique) and the `LoadReport`: how many were loaded, the records skipped
-        with their reasons, the files ignored, and the label rule applied per format.
+        `Trajectories`: a ``list[Trajectory]`` (ids unique; an unlabeled one has ``label=None``) whose
+        ``.report`` is the `LoadReport`: how many were loaded, the records skipped with their reasons,
+        the files ignored, and the label rule applied per format. (Before, a ``(list, report)`` tuple:
+        tuple-unpacking callers must now read ``.report``.)
 
     Raises:
         TrajectoryFormatError: with ``on_error="raise"``, the first bad record or unreadable file (naming
@@ -285,5 +305,4 @@ def load_trajectories(
         InputError: an unknown `format` or `on_error`.
     """
     report = LoadReport()
-    trajectories = list(iter_trajectories(path_or_paths, format, label_threshold, on_error, report))
-    return trajectories, report
+    return Trajectories(iter_trajectories(path_or_paths, format, label_threshold, on_error, report), report)

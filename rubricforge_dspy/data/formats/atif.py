@@ -23,7 +23,7 @@ Id: ``session_id``, else the file's parent directory name when the file is ``tra
 writes ``<trial>/agent/trajectory.json``), else the file stem. Hidden: ``agent.extra``, ``final_metrics``,
 ``notes``, step ``metrics`` and ``reasoning_content`` are not shown (reasoning is the model's private
 scratchpad in ATIF). An ATIF file holds no outcome (Harbor's verifier writes its reward elsewhere): every
-trajectory is unlabeled; join rewards with ``--labels``.
+trajectory is unlabeled (``label=None``); join rewards with ``--labels``.
 """
 
 from __future__ import annotations
@@ -177,9 +177,9 @@ def to_trajectory(record: Any, path: Path) -> Trajectory:
     name = "/".join(str(x) for x in (agent.get("name"), agent.get("model_name") or agent.get("model")) if x) \
         or "unknown"
     return Trajectory(
-        id=ident, task_id=ident, domain=FORMAT, agent=name, steps=tuple(steps), reward=0.0, label=0,
+        id=ident, task_id=ident, domain=FORMAT, agent=name, steps=tuple(steps), reward=None, label=None,
         source=Source(str(path), 0),
-        hidden={"format": FORMAT, "unlabeled": True, "schema_version": record.get("schema_version"),
+        hidden={"format": FORMAT, "schema_version": record.get("schema_version"),
                 "system_prompt": "\n\n".join(system) or None, "agent": redact(agent),
                 "final_metrics": record.get("final_metrics"), "notes": record.get("notes"),
                 "extra": redact(record.get("extra")),

@@ -4,9 +4,8 @@
 ``trajectory`` dict of thoughts, tool calls and observations, or the program's trace, or its output
 fields) into observable steps; it is what the judge-as-metric (`judge.metric`) renders and judges.
 
-The outcome of a fresh agent run is exactly what is unknown here, so the trajectory is unlabeled:
-``reward=0.0, label=0`` are placeholders (``hidden["unlabeled"] = True``); the renderer reads only
-``steps``, so they never reach the judge.
+The outcome of a fresh agent run is exactly what is unknown here, so the trajectory is unlabeled
+(``label=None, reward=None``); the renderer reads only ``steps``.
 """
 
 from __future__ import annotations
@@ -131,8 +130,8 @@ def trajectory_from_prediction(example, pred, trace=None, *, input_fields: list[
       ``trajectory`` is already complete).
     - final_answer: the output fields (everything but ``trajectory`` and ``reasoning``).
 
-    ``reward=0.0`` and ``label=0`` are placeholders (``hidden["unlabeled"] = True``); the renderer never
-    reads them. The id is a hash of the steps, so identical runs get identical ids.
+    The trajectory is unlabeled (``label=None, reward=None``). The id is a hash of the steps, so
+    identical runs get identical ids.
     """
     if pred is None:
         raise ValueError("no prediction to judge (the program returned None)")
@@ -156,6 +155,6 @@ def trajectory_from_prediction(example, pred, trace=None, *, input_fields: list[
     task_id = example.get("task_id") if hasattr(example, "get") else None
     return Trajectory(
         id=f"proxy:{digest[:16]}", task_id=str(task_id) if task_id is not None else f"proxy:{digest[:16]}",
-        domain=domain, agent=agent, steps=tuple(steps), reward=0.0, label=0,
-        source=Source(SOURCE_FILE, 0), hidden={"unlabeled": True},
+        domain=domain, agent=agent, steps=tuple(steps), reward=None, label=None,
+        source=Source(SOURCE_FILE, 0),
     )

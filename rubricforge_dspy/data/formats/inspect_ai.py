@@ -12,8 +12,8 @@ one ``tool_call`` per ``tool_calls`` entry; tool -> ``tool_result`` (``error`` n
 The last assistant text becomes the final answer.
 
 Reward: the first scorer of ``sample["scores"]``: a number as is; ``"C"`` 1, ``"P"`` 0.5, ``"I"``/``"N"`` 0
-(Inspect's ``value_to_float``); no score or any other value -> ``hidden["unlabeled"]`` (reward 0.0,
-label 0; labels then come from ``--labels``). Hidden: scores, target, metadata, store, the system
+(Inspect's ``value_to_float``); no score or any other value -> unlabeled (``label=None, reward=None``;
+labels then come from ``--labels``). Hidden: scores, target, metadata, store, the system
 prompt, the model usage.
 """
 
@@ -114,17 +114,16 @@ def to_trajectory(sample: dict, header: dict, path: Path, index: int, threshold)
     attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
     steps, system = _steps(resolve_attachments(sample.get("messages"), attachments))
     reward = score_reward(sample.get("scores"))
-    unlabeled = reward is None
     output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
     hidden = {
-        "format": FORMAT, "unlabeled": unlabeled, "scores": sample.get("scores"), "target": sample.get("target"),
+        "format": FORMAT, "scores": sample.get("scores"), "target": sample.get("target"),
         "metadata": sample.get("metadata"), "store": sample.get("store"), "system_prompt": "\n\n".join(system) or None,
         "usage": output.get("usage"), "model_usage": sample.get("model_usage"), "sample_error": sample.get("error"),
     }
     return Trajectory(
         id=f"{path.name}/{ev.get('task') or 'task'}:{sample['id']}:{epoch}", task_id=str(sample["id"]),
         domain=str(ev.get("task") or "unknown"), agent=str(ev.get("model") or "unknown"), steps=tuple(steps),
-        reward=0.0 if unlabeled else reward, label=0 if unlabeled else label_from_reward(reward, threshold),
+        reward=reward, label=None if reward is None else label_from_reward(reward, threshold),
         source=Source(str(path), index), trial=epoch if isinstance(epoch, int) else None, hidden=hidden,
     )
 

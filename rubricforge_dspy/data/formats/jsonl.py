@@ -8,9 +8,8 @@ steps; ``tool`` (or legacy ``function``, or a ``user`` message marked ``"observa
 closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` messages go to ``hidden["system_prompt"]`` and ``metadata`` to
 ``hidden["metadata"]``; neither is ever a step.
 
-``"reward": null`` (and no ``label``) marks an unlabeled episode (``hidden["unlabeled"]``, placeholder
-reward 0 / label 0 that no metric reads): judge it, or join labels with ``--labels``. A file holding one
-JSON array of such records (``[{...}, {...}]``) is read as well (it is parsed whole, not streamed).
+``"reward": null`` (and no ``label``) marks an unlabeled episode (``label=None, reward=None``): judge it,
+or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read as well (it is parsed whole, not streamed).
 """
 
 from __future__ import annotations
@@ -199,13 +198,12 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
         raise ValueError(problem)
     given = obj.get("label")
     unlabeled = obj["reward"] is None and given is None
-    reward = as_reward(float(given) if obj["reward"] is None and given is not None else obj["reward"]) \
-        if not unlabeled else 0.0
+    reward = None if unlabeled else as_reward(float(given) if obj["reward"] is None else obj["reward"])
     steps = steps_of(obj["messages"])
     if not steps:
         raise ValueError("empty trajectory: no user/assistant/tool messages")
     system = [text_of(m.get("content")) for m in obj["messages"] if m["role"] == "system"]
-    label = 0 if unlabeled else given if given is not None else label_from_reward(reward, threshold)
+    label = None if unlabeled else int(given) if given is not None else label_from_reward(reward, threshold)
     return Trajectory(
         id=obj["id"],
         task_id=str(obj["task_id"]),
@@ -213,14 +211,13 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
         agent=obj.get("agent") or "unknown",
         steps=tuple(steps),
         reward=reward,
-        label=int(label),
+        label=label,
         source=Source(str(path), index),
         trial=obj.get("trial"),
         hidden={
             "format": FORMAT,
             "system_prompt": "\n\n".join(system) or None,
             "metadata": obj.get("metadata") or {},
-            "unlabeled": unlabeled,
             "label_source": "record" if given is not None else None,
         },
     )

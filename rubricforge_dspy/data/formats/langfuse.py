@@ -13,7 +13,7 @@ when no generation carries messages (then the trace's own ``input`` / ``output``
 ``GUARDRAIL`` observations and everything under them are hidden. One trajectory per trace, id = the
 trace id. Hidden: ``scores``, ``corrections``, trace ``metadata``, tags, user/session ids, costs.
 Reward: a numeric or boolean score named ``reward`` (case-insensitive), else none
-(``hidden["unlabeled"]``; labels come from ``--labels``).
+(unlabeled, ``label=None``; labels come from ``--labels``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ command are the task (``user``); an assistant message's text before its fenced c
 (``arguments`` = the command); the user message that follows a command is its output
 (``tool_result``, ``is_error`` when ``<returncode>`` is not 0); ``exit`` messages (the submission) are
 hidden. Id: ``info["instance_id"]`` when present, else the file stem without ``.traj``. No outcome is
-in the file: every trajectory is ``hidden["unlabeled"]`` (reward 0.0, label 0); labels come from
+in the file: every trajectory is unlabeled (``label=None, reward=None``); labels come from
 ``--labels`` (e.g. a SWE-bench results file, keyed by instance id). Hidden: info (submission,
 exit_status, model_stats, config), the system prompt, exit messages.
 """
@@ -101,8 +101,8 @@ def read(path: Path, threshold) -> Iterator[tuple[int | str | None, Trajectory |
     model = (config.get("model") or {}).get("model_name") if isinstance(config.get("model"), dict) else None
     yield 0, Trajectory(
         id=instance, task_id=instance, domain="swe", agent=f"mini-swe-agent/{model}" if model else "mini-swe-agent",
-        steps=tuple(steps), reward=0.0, label=0, source=Source(str(path), 0),
-        hidden={"format": FORMAT, "unlabeled": True, "info": redact(info),
+        steps=tuple(steps), reward=None, label=None, source=Source(str(path), 0),
+        hidden={"format": FORMAT, "info": redact(info),
                 "submission": info.get("submission"), "exit_status": info.get("exit_status"),
                 "model_stats": info.get("model_stats"), "system_prompt": "\n\n".join(extra["system"]) or None,
                 "exit_messages": extra["exit"],

@@ -21,7 +21,7 @@ Id: ``instance_id`` when the record has one, else the file stem (``#n`` per line
 file without instance ids). Hidden: ``test_result``, ``metadata`` (API keys redacted), ``metrics``,
 ``instance`` (the benchmark row, which may hold the gold patch), ``error``, ``instruction`` and the
 system prompt. A resolved flag in ``test_result``/``report`` is evaluator output: it stays hidden and
-is NOT used as a label; every trajectory is unlabeled (``hidden["unlabeled"]``). To label, join a
+is NOT used as a label; every trajectory is unlabeled (``label=None``). To label, join a
 SWE-bench ``results.json`` (or report) with ``--labels``: the id is the instance id.
 """
 
@@ -128,9 +128,9 @@ def to_trajectory(record: Any, path: Path, index: int, default_id: str) -> Traje
     agent = "/".join(str(x) for x in (metadata.get("agent_class"), llm.get("model")) if x) or "openhands"
     hidden = {key: redact(extra[key]) for key in _HIDDEN_KEYS if key in extra}
     return Trajectory(
-        id=ident, task_id=ident, domain=FORMAT, agent=agent, steps=tuple(steps), reward=0.0, label=0,
+        id=ident, task_id=ident, domain=FORMAT, agent=agent, steps=tuple(steps), reward=None, label=None,
         source=Source(str(path), index),
-        hidden={"format": FORMAT, "unlabeled": True, "system_prompt": "\n\n".join(system) or None, **hidden},
+        hidden={"format": FORMAT, "system_prompt": "\n\n".join(system) or None, **hidden},
     )
 
 

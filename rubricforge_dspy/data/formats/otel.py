@@ -17,8 +17,8 @@ span -> step mapping is in ``spans.py``; the attribute dialects and the pinned s
 ``otel_attrs.py``. Spans are grouped by trace in memory as compact records, so a JSON Lines file is
 read line by line but its traces are emitted at the end (a trace may span several export requests).
 Resource attributes (API keys redacted), evaluator attributes (``eval.*``, ``gen_ai.evaluation.*``)
-and EVALUATOR/GUARDRAIL spans go to ``hidden``; no reward is read from a trace (``hidden["unlabeled"]``,
-labels come from ``--labels``), except an evaluator attribute named exactly ``eval.reward`` /
+and EVALUATOR/GUARDRAIL spans go to ``hidden``; no reward is read from a trace (unlabeled,
+``label=None``; labels come from ``--labels``), except an evaluator attribute named exactly ``eval.reward`` /
 ``gen_ai.evaluation.score.value`` on the trace's root span.
 """
 

@@ -189,9 +189,9 @@ def build_trajectory(spans: list[Span], *, trace_id: str, path: Path, index: int
     return Trajectory(
         id=trace_id, task_id=trace_id, domain=fmt,
         agent=agent or "/".join(x for x in (names[0] if names else None, model) if x) or "unknown",
-        steps=tuple(steps), reward=0.0 if unlabeled else float(reward),
-        label=0 if unlabeled else label_from_reward(reward, threshold),
+        steps=tuple(steps), reward=None if unlabeled else float(reward),
+        label=None if unlabeled else label_from_reward(reward, threshold),
         source=Source(str(path), index),
-        hidden={"format": fmt, "system_prompt": "\n\n".join(system) or None, "unlabeled": unlabeled,
+        hidden={"format": fmt, "system_prompt": "\n\n".join(system) or None,
                 "evaluations": evaluations, **(hidden or {})},
     )

@@ -17,7 +17,7 @@ Id: the instance id, from the file name ``<instance_id>.traj`` (SWE-bench runs w
 ``<instance_id>/<instance_id>.traj``), so a SWE-bench ``results.json`` joins by id via ``--labels``.
 Hidden: ``info`` (submission, exit_status, model_stats), ``environment``, ``replay_config``, the
 system prompt and the demonstrations. A ``.traj`` holds no outcome: every trajectory is unlabeled
-(``hidden["unlabeled"]``, placeholder reward 0.0 / label 0).
+(``label=None, reward=None``).
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ def to_trajectory(record: Any, path: Path, index: int = 0) -> Trajectory:
     history = record.get("history") or []
     return Trajectory(
         id=ident, task_id=ident, domain=FORMAT, agent=str(model or "swe-agent"), steps=tuple(steps),
-        reward=0.0, label=0, source=Source(str(path), index),
-        hidden={"format": FORMAT, "unlabeled": True, "info": redact(info),
+        reward=None, label=None, source=Source(str(path), index),
+        hidden={"format": FORMAT, "info": redact(info),
                 "environment": redact(record.get("environment")), "replay_config": record.get("replay_config"),
                 "system_prompt": "\n\n".join(text_of(m.get("content")) for m in history
                                              if isinstance(m, dict) and m.get("role") == "system") or None,
