@@ -13,7 +13,7 @@ from rubricforge_dspy.induction.inducer import (
     REFLECTION_PROMPT,
     induce,
     make_feedback_metric,
-    to_examples,
+    rendered_examples,
     verdict_outcome,
 )
 from rubricforge_dspy.judge.loading import load
@@ -53,7 +53,7 @@ def agreement(judge, trajectories, lm):
 
 
 def test_metric_scores_agreement_and_cost_of_false_pass():
-    [gold] = to_examples(make_dataset(2)[1:])  # a failed episode
+    [gold] = rendered_examples(make_dataset(2)[1:])  # a failed episode
     false_pass = dspy.Prediction(passed=True, score=0.9, reason="done", abstained=False, error=None)
     abstained = dspy.Prediction(passed=False, score=0.0, reason="", abstained=True, error="AdapterParseError: x")
     correct = dspy.Prediction(passed=False, score=0.1, reason="error", abstained=False, error=None)
@@ -66,7 +66,7 @@ def test_metric_scores_agreement_and_cost_of_false_pass():
 
 
 def test_feedback_points_at_observable_symptoms_and_never_at_labels_source():
-    [gold] = to_examples(make_dataset(2)[1:])
+    [gold] = rendered_examples(make_dataset(2)[1:])
     pred = dspy.Prediction(passed=True, score=0.9, reason="booked", abstained=False, error=None)
     feedback = make_feedback_metric()(gold, pred).feedback
     assert "did NOT accomplish" in feedback
@@ -169,7 +169,7 @@ def test_candidates_that_memorize_training_episodes_are_rejected_and_counted(tmp
     rejected before GEPA spends calls on it, and the count is reported."""
     split = split_by_task(make_dataset(24), seed=0)
     flight = re.search(r"HAT\d{3}", split.train[0].render_text() if hasattr(split.train[0], "render_text")
-                       else to_examples(split.train[:1])[0].trajectory).group(0)
+                       else rendered_examples(split.train[:1])[0].trajectory).group(0)
 
     def copying(messages):
         return {"new_instruction": SEED_RUBRIC.replace(

@@ -1,333 +1,75 @@
-"""Induce a judge's rubric with dspy.GEPA from labeled trajectories, and freeze the best.
+"""`induce`: the file-writing layer over `RubricInducer.compile`, on lists of labeled `Trajectory` records.
 
-The GEPA metric is agreement between the judge's verdict and the label. Its feedback tells the
-reflection LM the true outcome and points at *observable* evidence in the trajectory (tool errors,
-claims with no successful call behind them, missing confirmations); it never mentions rewards or
-anything from the evaluator, so the evolved rubric encodes symptoms of success, not an answer key.
+    result = induce(train, val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=200),
+                    out_path="programs/p.json")
 
-Strictness. During induction the judge raises on a bad answer, as DSPy modules do: an unparsable,
-repaired or truncated verdict is an `AdapterParseError` that GEPA records as a format failure
-(``add_format_failure_as_feedback=True``) and shows to the reflection LM. LM or network errors are
-counted by a circuit breaker: after `InductionConfig.max_consecutive_lm_errors` consecutive failures
-the run stops at once with `JudgeUnavailableError` naming the endpoint and the cause; no program is
-written, and the log directory keeps GEPA's last checkpoint (taken before the failing iteration), so
-re-running with the same ``--log-dir`` resumes.
-
-Memorization guard. Candidate rubrics that contain identifiers, names, amounts, dates or codes of
-the training episodes (and not of the seed rubric) are rejected before GEPA evaluates them
-(`rubricforge_dspy.induction.memorization`); the count is reported with the sweep.
-
-Cost-sensitive operating point: with `fp_weight = w`, a false pass scores ``1 - w`` instead of 0,
-so a candidate's mean score is ``1 - (FN + w * FP) / n``: the rubric search then trades w false
-fails for one false pass. w = 1 is plain agreement.
+The search (GEPA, its feedback metric, the guards, selection and operating point) is documented in
+`rubricforge_dspy.induction.search`; the DSPy optimizer is `rubricforge_dspy.induction.teleprompter`.
+The names of `search` are re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import dspy
-from dspy.utils.exceptions import LMError
 
-from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
-from rubricforge_dspy.judge.execution import judge_verdict
-from rubricforge_dspy.lm.copies import sized_lm
-from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer
-from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.data.examples import to_examples
+from rubricforge_dspy.induction.search import (  # noqa: F401 - re-exported: the induction API lived here
+    MIN_VAL_ITEMS,
+    REFLECTION_PROMPT,
+    InductionConfig,
+    InductionResult,
+    check_induction_data,
+    fit_operating_point,
+    make_feedback_metric,
+    select_candidate,
+    sweep_table,
+    rendered_examples,
+    validation_metrics,
+    verdict_outcome,
+)
+from rubricforge_dspy.induction.teleprompter import RubricInducer
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.lm.config import lm_name as describe_lm
-from rubricforge_dspy.induction.memorization import Memorized
 from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze
-from rubricforge_dspy.core.presets import LIBRARY
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
-from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 
-logger = logging.getLogger(__name__)
-
-REFLECTION_PROMPT = """\
-You maintain the rubric (the instruction) of an AI judge that reads the observable record of an AI \
-agent's episode (user turns, agent messages, tool calls, tool results with errors marked, counters, \
-final answer) and decides whether the agent really accomplished the user's task.
-
-You are given the current rubric, episodes the judge saw, its verdicts, and feedback stating the true \
-outcome and the observable evidence that should have decided it.
-
-Write an improved rubric. Requirements:
-- Keep a short preamble, then numbered criteria, one per line, in the form "N. Name: what to check", \
-each phrased as evidence that can be verified in the record (for example: a committing tool call whose \
-result shows success; a final claim contradicted by a tool error; a state change made without the user's \
-explicit yes).
-- Criteria must generalize to unseen tasks: never mention specific users, ids, products, dates, \
-amounts, or individual episodes.
-- Keep what the current rubric gets right; add, sharpen or remove criteria to fix the judge's mistakes.
-- End with the scoring rule: score is the probability in [0, 1] that the task was accomplished and \
-passed is true exactly when score >= 0.5.
-- Keep it under 2500 characters."""
+__all__ = ["induce", "freeze_induced", "InductionConfig", "InductionResult", "REFLECTION_PROMPT",
+           "make_feedback_metric", "rendered_examples", "validation_metrics", "verdict_outcome"]
 
 
-@dataclass(frozen=True)
-class InductionConfig:
-    # Sizes: the library's defaults (rubricforge_dspy.core.presets.LIBRARY).
-    budget: int = LIBRARY.budget  # max metric calls (judge calls on train + val)
-    minibatch: int = LIBRARY.minibatch
-    seed: int = 0
-    fp_weight: float = 1.0
-    max_rubric_chars: int = LIBRARY.max_rubric_chars
-    num_threads: int = LIBRARY.num_threads
-    use_merge: bool = False
-    max_consecutive_lm_errors: int = 3
-    max_false_pass: float | None = None  # the false-pass cap (Neyman-Pearson operating point); None: none
-    calibration: str | None = "platt"  # fit on validation verdicts: "platt", "isotonic" or None
+def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str | None = None,
+                   parent_program_sha256: str | None = None) -> dict:
+    """Freeze a judge `RubricInducer.compile` returned at `out_path`, with the induction's manifest
+    (settings, sweep, operating point, validation metrics, the data it saw), from ``judge.detailed_results``.
 
-    def __post_init__(self):
-        if self.fp_weight < 1.0:
-            raise InputError(f"fp_weight must be >= 1 (a false pass costs at least a false fail), got {self.fp_weight}")
-        if self.budget < 1 or self.minibatch < 1:
-            raise InputError("budget and minibatch must be positive")
-        if self.max_consecutive_lm_errors < 1:
-            raise InputError("max_consecutive_lm_errors must be >= 1")
-        if self.max_false_pass is not None and not 0.0 <= self.max_false_pass < 1.0:
-            raise InputError(f"max_false_pass must be in [0, 1), got {self.max_false_pass}")
-        if self.max_false_pass is not None and self.calibration is None:
-            raise InputError("max_false_pass chooses a threshold on calibrated scores: keep a calibration method")
+    Args:
+        judge: the compiled judge (its ``detailed_results`` is an `InductionResult`).
+        out_path: the program file (``.json``).
+        lm_name: the judge LM's name, recorded as ``induced_with_lm``.
+        parent_program_sha256: the program the induction started from, if any.
 
-
-@dataclass
-class InductionResult:
-    judge: TrajectoryJudge
-    sweep: list[dict]
-    best_index: int
-    beat_seed: bool
-    manifest: dict = field(default_factory=dict)
-    rejected: list[dict] = field(default_factory=list)  # candidates rejected by the memorization guard
-    lm_errors: int = 0  # judge calls that failed with an LM error (scored as failures by GEPA)
-    notes: list[str] = field(default_factory=list)
-    val_verdicts: list = field(default_factory=list)  # the frozen judge's raw `Verdict`s on val, in order
-
-
-def to_examples(trajectories: list[Trajectory], render_config: RenderConfig | None = None) -> list[dspy.Example]:
-    """Labeled examples for GEPA; only `trajectory` (the rendered text) is a program input."""
-    config = render_config or RenderConfig()
-    return [
-        dspy.Example(
-            trajectory=render_trajectory(t, config),
-            label=int(t.label),
-            id=t.id,
-            evidence=extract_symptoms(t).lines(),
-        ).with_inputs("trajectory")
-        for t in trajectories
-    ]
-
-
-def verdict_outcome(label: int, pred) -> str:
-    """One of: correct, false_pass, false_fail, abstained."""
-    if getattr(pred, "abstained", False):
-        return "abstained"
-    passed = bool(getattr(pred, "passed", False))
-    if passed == bool(label):
-        return "correct"
-    return "false_pass" if passed else "false_fail"
-
-
-def _feedback(gold, pred, outcome: str) -> str:
-    truth = "accomplished" if gold.label else "did NOT accomplish"
-    evidence = list(gold.get("evidence") or [])
-    evidence_text = "\n".join(f"- {line}" for line in evidence) or "- (no surface failure signal was detected)"
-    if outcome == "abstained":
-        return (
-            "FORMAT FAILURE: the judge did not return a parsable verdict "
-            f"({getattr(pred, 'error', '')[:200]}); this counts as a wrong verdict. Keep the rubric's output "
-            "instructions simple and explicit: a one-sentence reason, a boolean passed, a score in [0, 1]."
-        )
-    if outcome == "correct":
-        return (f"Correct verdict: the agent {truth} the user's task. Observable evidence consistent with this:\n"
-                f"{evidence_text}")
-    if outcome == "false_pass":
-        return (
-            f"WRONG (false pass): the judge passed this episode, but the agent {truth} the user's task. "
-            f"The judge's reason was: {pred.reason!r}. Observable evidence the rubric should make decisive:\n"
-            f"{evidence_text}\n"
-            "Check whether the final message claims more than the tool results show, whether a committing "
-            "call failed or never happened, whether a lookup failed, or whether the user's confirmation was "
-            "never obtained. Add or sharpen criteria, phrased as observable evidence, that would fail episodes "
-            "like this one."
-        )
-    return (
-        f"WRONG (false fail): the judge failed this episode, but the agent {truth} the user's task. "
-        f"The judge's reason was: {pred.reason!r}. Observable evidence in the record:\n{evidence_text}\n"
-        "The rubric is too strict here: make sure criteria do not penalize errors that were later resolved, "
-        "tasks whose correct outcome needed no state change, or polite refusals that the tool results justify."
+    Returns:
+        The manifest written.
+    """
+    details: InductionResult = judge.detailed_results
+    config = details.config
+    best = details.best_index
+    return freeze(
+        judge, out_path, lm=lm_name, data_fingerprint=data_fingerprint([*details.train, *details.val]),
+        seen=data_ids([*details.train, *details.val]),
+        metrics={"val_score": details.sweep[best]["val_score"],
+                 "seed_val_agreement": details.sweep[0]["val_agreement"], **details.val_metrics},
+        extra={"induction": {"budget": config.budget, "minibatch": config.minibatch, "seed": config.seed,
+                             "fp_weight": config.fp_weight, "max_false_pass": config.max_false_pass,
+                             "metric_calls": details.metric_calls, "beat_seed": details.beat_seed,
+                             "best_candidate": best, "reflection_lm": details.reflection_lm,
+                             "train_size": len(details.train), "val_size": len(details.val),
+                             "lm_errors": details.lm_errors, "rejected_memorized": len(details.rejected),
+                             "reflection_failures": details.reflection_failures,
+                             "parent_program_sha256": parent_program_sha256, "notes": details.notes},
+               "sweep": details.sweep, **details.operating_point},
     )
-
-
-def make_feedback_metric(fp_weight: float = 1.0):
-    """GEPA feedback metric: (gold, pred, trace, pred_name, pred_trace) -> Prediction(score, feedback)."""
-
-    def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
-        outcome = verdict_outcome(gold.label, pred)
-        score = {"correct": 1.0, "false_fail": 0.0, "abstained": 0.0, "false_pass": 1.0 - fp_weight}[outcome]
-        return dspy.Prediction(score=score, feedback=_feedback(gold, pred, outcome))
-
-    return metric
-
-
-def _agreement(subscores: dict) -> float:
-    values = list(subscores.values())
-    return sum(v == 1.0 for v in values) / len(values) if values else float("nan")
-
-
-def sweep_table(detailed) -> list[dict]:
-    """One row per accepted candidate (seed first, then children in acceptance order)."""
-    rows = []
-    for index, candidate in enumerate(detailed.candidates):
-        rubric = candidate.judge.signature.instructions
-        rows.append({
-            "candidate": index,
-            "parents": [p for p in (detailed.parents[index] or []) if p is not None],
-            "val_score": round(float(detailed.val_aggregate_scores[index]), 6),
-            "val_agreement": round(_agreement(detailed.val_subscores[index]), 6),
-            "discovered_at_metric_call": int(detailed.discovery_eval_counts[index]),
-            "rubric_sha256": rubric_sha256(rubric),
-            "rubric_chars": len(rubric),
-        })
-    return rows
-
-
-def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
-    """Agreement, false-pass rate and abstentions of validation `verdicts`, recorded at freeze time."""
-    from rubricforge_dspy.metrics import accuracy, false_pass_rate
-
-    y_true = [t.label for t in val]
-    y_pred = [int(v.passed and not v.abstained) for v in verdicts]
-    negatives = len(y_true) - sum(y_true)
-    return {
-        "val_agreement": round(accuracy(y_true, y_pred), 6),
-        "false_pass_rate": round(false_pass_rate(y_true, y_pred), 6) if negatives else None,
-        "val_abstained": sum(bool(v.abstained) for v in verdicts),
-        "val_contradictions": sum(bool(v.contradiction) for v in verdicts),
-        "val_size": len(val),
-    }
-
-
-def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajectory],
-                        config: InductionConfig) -> dict:
-    """Fit `judge`'s calibration on its validation verdicts (abstentions left out) and, with a false-pass
-    cap, the Neyman-Pearson pass threshold on calibrated scores; sets them on `judge` and returns the
-    manifest fields (``calibration``, ``threshold``) plus notes. Nothing is fit on one class."""
-    from rubricforge_dspy.judge import operating_point as cal
-
-    rows = [(v.score, t.label) for v, t in zip(verdicts, val) if not v.abstained]
-    if config.calibration is None or len({label for _, label in rows}) < 2:
-        if config.max_false_pass is not None:
-            raise InputError("--max-false-pass needs validation verdicts of both classes to choose a threshold")
-        return {"notes": ["no calibration: the validation verdicts hold one class only"] if rows else []}
-    judge.calibration = cal.fit([s for s, _ in rows], [y for _, y in rows], config.calibration)
-    fields = {"calibration": judge.calibration.to_dict(), "notes": []}
-    if config.max_false_pass is not None:
-        threshold = cal.neyman_pearson_threshold(judge.calibration.apply_many([s for s, _ in rows]),
-                                                 [y for _, y in rows], config.max_false_pass)
-        judge.threshold = min(threshold.threshold, NOTHING_PASSES)
-        fields["threshold"] = {**threshold.to_dict(), "pass_threshold": judge.threshold,
-                               "rule": "pass when score_calibrated >= pass_threshold and no contradiction"}
-        if judge.threshold >= NOTHING_PASSES:
-            fields["notes"].append(f"no threshold keeps the validation false-pass rate within "
-                                   f"{config.max_false_pass}: the frozen judge passes nothing")
-    return fields
-
-
-def _candidate_false_pass_rates(detailed, val: list[Trajectory]) -> list[float | None]:
-    """Each candidate's validation false-pass rate from GEPA's per-item scores: a failed item scored
-    below 1 counts as a false pass. Exact when no format failure scored 0; otherwise an upper bound."""
-    labels = [t.label for t in val]
-    negatives = labels.count(0)
-    rates = []
-    for subscores in detailed.val_subscores:
-        fails = sum(1 for i, score in subscores.items() if labels[i] == 0 and score < 1.0)
-        rates.append(fails / negatives if negatives else None)
-    return rates
-
-
-RUN_MARKER = "rubricforge_run.json"
-GEPA_STATE = "gepa_state.bin"
-STATE_SHA_KEY = "gepa_state_sha256"
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write_marker(marker: Path, data: dict) -> None:
-    temporary = marker.with_name(marker.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True))
-    temporary.replace(marker)
-
-
-def _run_marker(log_dir: Path, fingerprint: dict) -> None:
-    """Stamp `log_dir` for this run, or refuse it: a log dir written for other data or settings, a
-    non-empty directory that is not an induction log dir, or a GEPA checkpoint (``gepa_state.bin``, a
-    pickle GEPA unpickles on resume) whose sha256 is not the one this run's marker recorded after GEPA's
-    last write. A refused checkpoint is never unpickled."""
-    marker = log_dir / RUN_MARKER
-    state = log_dir / GEPA_STATE
-    recorded = None
-    if marker.exists():
-        try:
-            previous = json.loads(marker.read_text())
-        except (OSError, ValueError) as error:
-            raise InputError(f"{marker}: unreadable induction run marker ({error}); use a fresh --log-dir") from error
-        if not isinstance(previous, dict):
-            raise InputError(f"{marker}: not an induction run marker; use a fresh --log-dir")
-        recorded = previous.pop(STATE_SHA_KEY, None)
-        if previous != fingerprint:
-            raise InputError(f"{log_dir}: log dir belongs to a different induction run; use a fresh --log-dir")
-    elif log_dir.exists() and any(log_dir.iterdir()):
-        raise InputError(f"{log_dir}: not empty and not a RubricForge induction log dir; refusing to resume from it")
-    if state.exists():
-        fresh = (f"GEPA checkpoints are pickles and are only resumed when they match; start fresh with a new "
-                 f"--log-dir, or delete {state} to restart this run from the beginning")
-        if recorded is None:
-            raise InputError(f"{state}: no sha256 of this GEPA checkpoint was recorded by the run that wrote "
-                             f"{marker.name}; refusing to unpickle it. {fresh}")
-        if _file_sha256(state) != recorded:
-            raise InputError(f"{state}: sha256 differs from the one recorded in {marker.name} after GEPA's last "
-                             f"save (the file was changed or replaced); refusing to unpickle it. {fresh}")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    _write_marker(marker, {**fingerprint, **({STATE_SHA_KEY: recorded} if recorded and state.exists() else {})})
-
-
-class StateRecorder:
-    """A GEPA callback recording the sha256 of ``gepa_state.bin`` in the run marker after every save
-    (GEPA saves at the start of each iteration, then ``on_state_saved``; and once at the end, before
-    ``on_optimization_end``), so the next `_run_marker` can verify the checkpoint before GEPA unpickles it."""
-
-    def __init__(self, log_dir: Path):
-        self.log_dir = Path(log_dir)
-
-    def record(self) -> None:
-        state = self.log_dir / GEPA_STATE
-        if not state.exists():
-            return
-        marker = self.log_dir / RUN_MARKER
-        data = json.loads(marker.read_text())
-        data[STATE_SHA_KEY] = _file_sha256(state)
-        _write_marker(marker, data)
-
-    def on_state_saved(self, event) -> None:
-        self.record()
-
-    def on_optimization_end(self, event) -> None:
-        self.record()
 
 
 def induce(
@@ -344,7 +86,8 @@ def induce(
 ) -> InductionResult:
     """Evolve the rubric of `init` (default: the seed rubric) on `train`, select on `val`, freeze the best.
 
-    Resumable: re-running with the same `log_dir` continues GEPA from its checkpoint.
+    `RubricInducer.from_config(config).compile(init, trainset=train, valset=val)` under `judge_lm`, then
+    `freeze_induced`. Resumable: re-running with the same `log_dir` continues GEPA from its checkpoint.
 
     Args:
         train: labeled trajectories GEPA reflects on (minibatches of failures and their symptoms).
@@ -356,154 +99,27 @@ def induce(
         init: the judge to start from (its rubric, render configuration and adapter); default a
             `TrajectoryJudge` with `SEED_RUBRIC`.
         log_dir: GEPA's checkpoint directory, stamped with the data and settings of this run.
-        out_path: when given, the best judge is frozen there (`freeze`) with the induction's manifest.
+        out_path: when given, the best judge is frozen there (`freeze_induced`) with the induction's manifest.
         lm_name: the judge LM's name, recorded in the manifest as ``induced_with_lm``.
 
     Returns:
-        An `InductionResult`: the best judge, the sweep table (one row per candidate), whether it beat
-        the seed, the manifest written (empty without `out_path`), the candidates the memorization guard
-        rejected, the LM error count, notes, and the judge's raw verdicts on `val`.
+        An `InductionResult` (the compiled judge's ``detailed_results``): the best judge, the sweep table,
+        whether it beat the seed, the manifest written (empty without `out_path`), the candidates the
+        memorization guard rejected, the LM error count, notes, and the judge's raw verdicts on `val`.
 
     Raises:
         InputError: the data cannot work (an empty split, one class only, a budget smaller than one
             validation pass), or `log_dir` belongs to another run or is not an induction log dir.
         JudgeUnavailableError: the judge LM failed too many times in a row, or the reflection LM failed.
     """
-    check_induction_data(train, val, config)
-    judge_lm = sized_lm(judge_lm, connections=config.num_threads)
-    seed = init if init is not None else TrajectoryJudge(SEED_RUBRIC)
-    circuit = LMCircuit(config.max_consecutive_lm_errors, describe_lm(judge_lm),
-                        advice="Check --api-base/--model and that the server is up; re-run with the same "
-                               "--log-dir to resume.")
-    student = CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
-    student.circuit = circuit
-    trainset = to_examples(train, student.render_config)
-    valset = to_examples(val, student.render_config)
-    guard = Memorized([ex.trajectory for ex in trainset], allowed=[seed.rubric, SEED_RUBRIC, REFLECTION_PROMPT])
-
-    if log_dir is not None:
-        log_dir = Path(log_dir)
-        _run_marker(log_dir, {
-            "train": data_fingerprint(train), "val": data_fingerprint(val),
-            "seed_rubric_sha256": rubric_sha256(student.rubric), "config": config.__dict__,
-        })
-
-    proposer = GuardedProposer(guard, base_instructions=REFLECTION_PROMPT, max_chars=config.max_rubric_chars)
-    optimizer = dspy.GEPA(
-        metric=make_feedback_metric(config.fp_weight),
-        max_metric_calls=config.budget,
-        reflection_minibatch_size=config.minibatch,
-        reflection_lm=reflection_lm,
-        instruction_proposer=proposer,
-        add_format_failure_as_feedback=True,
-        candidate_selection_strategy="pareto",
-        use_merge=config.use_merge,
-        num_threads=config.num_threads,
-        log_dir=str(log_dir) if log_dir else None,
-        track_stats=True,
-        seed=config.seed,
-        gepa_kwargs={"callbacks": [StateRecorder(log_dir)]} if log_dir else None,
-    )
-    try:
-        with dspy.context(lm=judge_lm):
-            optimized = optimizer.compile(student, trainset=trainset, valset=valset)
-    except CircuitOpen as abort:
-        raise JudgeUnavailableError(str(abort)) from circuit.last
-    except LMError as error:
-        raise JudgeUnavailableError(
-            f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "
-            "Check --reflection-api-base/--reflection-model; re-run with the same --log-dir to resume.") from error
-    detailed = optimized.detailed_results
-    sweep = sweep_table(detailed)
-    for row, rate in zip(sweep, _candidate_false_pass_rates(detailed, val)):
-        row["val_false_pass_rate"] = None if rate is None else round(rate, 6)
-    best_index, selection = select_candidate(sweep, config)
-    beat_seed = best_index != 0
-    best = detailed.candidates[best_index]
-    judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config,
-                            adapter=seed.adapter)
-    if guard.rejected:
-        logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
-
-    with dspy.context(lm=judge_lm):
-        raw = [judge_verdict(judge, t).verdict for t in val]
-    operating = fit_operating_point(judge, raw, val, config)
-    verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
-                if judge.calibration is not None else v for v in raw]
-    notes = [*selection, *operating.pop("notes")]
-    for note in notes:
-        logger.warning(note)
-
-    manifest = {}
+    seed = init if init is not None else TrajectoryJudge()
+    student = TrajectoryJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
+    student.set_lm(judge_lm)
+    inducer = RubricInducer.from_config(config, reflection_lm=reflection_lm, log_dir=log_dir)
+    judge = inducer.compile(student, trainset=to_examples(train), valset=to_examples(val))
+    judge.set_lm(None)  # the caller's judge LM is passed per call, as before
+    result: InductionResult = judge.detailed_results
     if out_path is not None:
-        manifest = freeze(
-            judge, out_path, lm=lm_name, data_fingerprint=data_fingerprint([*train, *val]),
-            seen=data_ids([*train, *val]),
-            metrics={"val_score": sweep[best_index]["val_score"],
-                     "seed_val_agreement": sweep[0]["val_agreement"],
-                     **validation_metrics(verdicts, val)},
-            extra={"induction": {"budget": config.budget, "minibatch": config.minibatch, "seed": config.seed,
-                                 "fp_weight": config.fp_weight, "max_false_pass": config.max_false_pass,
-                                 "metric_calls": detailed.total_metric_calls,
-                                 "beat_seed": beat_seed, "best_candidate": best_index,
-                                 "reflection_lm": getattr(reflection_lm, "model", None),
-                                 "train_size": len(train), "val_size": len(val),
-                                 "lm_errors": circuit.total,
-                                 "rejected_memorized": len(guard.rejected),
-                                 "reflection_failures": len(proposer.failures),
-                                 "parent_program_sha256": init.program_sha256 if init is not None else None,
-                                 "notes": notes},
-                   "sweep": sweep, **operating},
-        )
-    return InductionResult(judge=judge, sweep=sweep, best_index=best_index, beat_seed=beat_seed, manifest=manifest,
-                           rejected=list(guard.rejected), lm_errors=circuit.total, notes=notes, val_verdicts=raw)
-
-
-def select_candidate(sweep: list[dict], config: InductionConfig) -> tuple[int, list[str]]:
-    """The frozen candidate and notes. Without a cap: the best validation score (ties to the earlier
-    candidate, so the seed wins a tie); a candidate must beat the seed's score. With
-    ``max_false_pass = a``: the best validation agreement among candidates whose validation false-pass
-    rate is within `a` (the seed included); when none is, the best score, and the threshold enforces the cap."""
-    notes = []
-    if config.max_false_pass is not None:
-        eligible = [i for i, row in enumerate(sweep)
-                    if row["val_false_pass_rate"] is not None and row["val_false_pass_rate"] <= config.max_false_pass]
-        if eligible:
-            best = max(eligible, key=lambda i: (sweep[i]["val_agreement"], -i))
-            return best, notes
-        notes.append(f"no candidate's validation false-pass rate is within {config.max_false_pass}; "
-                     "freezing the best-scoring one, with a pass threshold that enforces the cap")
-    best = max(range(len(sweep)), key=lambda i: (sweep[i]["val_score"], -i))
-    if best != 0 and sweep[best]["val_score"] <= sweep[0]["val_score"]:
-        best = 0
-    if best == 0:
-        notes.append("no candidate beat the seed rubric on validation; freezing the seed rubric")
-    return best, notes
-
-
-MIN_VAL_ITEMS = 10
-
-
-def check_induction_data(train: list[Trajectory], val: list[Trajectory], config: InductionConfig) -> None:
-    """Refuse what cannot work (unlabeled trajectories among them too), warn about what barely can,
-    saying what to change."""
-    require_labels([*train, *val], "induction")
-    if not train or not val:
-        raise InputError(f"induction needs non-empty train and val sets (got {len(train)} and {len(val)}); "
-                         "give more labeled trajectories (several tasks) or a larger --sample-tasks")
-    if config.budget < len(val):
-        raise InputError(f"--budget {config.budget} is smaller than one validation pass ({len(val)} judge calls): "
-                         f"GEPA would spend it all scoring the seed. Use --budget >= {len(val) + 2 * config.minibatch} "
-                         f"(one validation pass plus a few minibatches); the paper used 200")
-    labels = {int(t.label) for t in [*train, *val]}
-    if len(labels) < 2:
-        raise InputError(f"every labeled trajectory has label {labels.pop()}: agreement would be perfect without "
-                         "judging anything. Add trajectories of the other outcome, or check --label-threshold")
-    for name, part in (("train", train), ("val", val)):
-        if len({int(t.label) for t in part}) < 2:
-            logger.warning("the %s split has labels of one class only; its feedback cannot teach both outcomes", name)
-    if len(val) < MIN_VAL_ITEMS:
-        logger.warning("the validation split has %d items: a candidate's agreement moves in steps of %.2f, so "
-                       "selection is mostly noise. Label more tasks (>= %d validation items)",
-                       len(val), 1 / len(val), MIN_VAL_ITEMS)
-
+        result.manifest = freeze_induced(judge, out_path, lm_name=lm_name,
+                                         parent_program_sha256=init.program_sha256 if init is not None else None)
+    return result

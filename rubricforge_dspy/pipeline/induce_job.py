@@ -2,7 +2,8 @@
 -> (optionally) the hybrid stack -> certify on the test split.
 
 `rubricforge induce` is a thin shell around `run_induce_job`; the evaluation protocol
-(`rubricforge_dspy.pipeline.protocol`) shares its induction step, `induce_and_freeze`.
+(`rubricforge_dspy.pipeline.protocol`) shares its induction step, `induce_and_freeze`, which is
+`RubricInducer.compile` (`rubricforge_dspy.induction.teleprompter`) through `induce`, then the floor.
 
     split = induction_split(trajectories, sample_tasks=20, seed=0)
     result = run_induce_job(split, "programs/p.json", judge_lm=lm, reflection_lm=lm,

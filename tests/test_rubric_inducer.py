@@ -1,0 +1,154 @@
+"""`RubricInducer`: induction as a DSPy Teleprompter over `dspy.Example`s, offline with scripted LMs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import dspy
+import pytest
+
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
+from rubricforge_dspy.data.split import split_by_task
+from rubricforge_dspy.evidence.render import render_trajectory
+from rubricforge_dspy.data import to_examples
+from rubricforge_dspy.induction.inducer import freeze_induced
+from rubricforge_dspy.induction.search import InductionResult
+from rubricforge_dspy.induction.teleprompter import RubricInducer
+from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
+from tests.helpers import make_dataset
+from tests.test_induce import make_reflection_lm, scripted_judge
+
+
+def examples(trajectories, **extra):
+    return [dspy.Example(trajectory=t, label=t.label, reward=t.reward, id=t.id, task_id=t.task_id, **extra)
+            .with_inputs("trajectory") for t in trajectories]
+
+
+def test_compile_is_a_teleprompter_returning_a_judge_with_detailed_results():
+    data = make_dataset(24)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    inducer = RubricInducer(reflection_lm=make_reflection_lm([]), budget=60, minibatch=3, seed=0)
+    assert isinstance(inducer, dspy.teleprompt.Teleprompter)
+    with dspy.context(lm=judge_lm):  # the judge LM is the configured one, as everywhere in DSPy
+        judge = inducer.compile(TrajectoryJudge(), trainset=examples(data))
+    assert isinstance(judge, TrajectoryJudge)
+    details = judge.detailed_results
+    assert isinstance(details, InductionResult)
+    assert details.beat_seed and details.candidates[0] == SEED_RUBRIC
+    assert details.candidates[details.best_index] == judge.rubric
+    assert "above the seed" in details.selection
+    assert any(c.name == "Error counter" for c in parse_criteria(judge.rubric))
+    # no valset: split by task, so no task is both reflected on and selected on
+    train_tasks = {t.task_id for t in details.train}
+    assert details.val and not train_tasks & {t.task_id for t in details.val}
+    assert len(details.train) + len(details.val) == len(data)
+    assert details.operating_point["calibration"]["method"] == "platt"
+    assert details.val_metrics["val_agreement"] == 1.0
+
+
+def test_the_student_lm_is_the_judge_lm_and_the_returned_judge_keeps_it():
+    data = make_dataset(24)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    student = TrajectoryJudge()
+    student.set_lm(judge_lm)
+    judge = RubricInducer(reflection_lm=make_reflection_lm([]), budget=40, minibatch=3).compile(
+        student, trainset=examples(data))
+    assert judge_lm.calls > 0 and judge.judge.lm is judge_lm
+    assert judge(trajectory=data[1]).passed is False  # the error-counter criterion, with the student's LM
+
+
+def test_no_judge_lm_is_refused_before_any_call():
+    reflection = ScriptedLM(lambda m: {"new_instruction": "x"})
+    with dspy.context(lm=None), pytest.raises(InputError, match=r"no judge LM.*set_lm"):
+        RubricInducer(reflection_lm=reflection, budget=40).compile(TrajectoryJudge(), trainset=examples(make_dataset(8)))
+    assert reflection.calls == 0
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda ex: ex.copy(label=None), r"trainset\[3\] \(id synthetic:t3:0\): no label; induction needs a label"),
+    (lambda ex: ex.copy(label=0.5), r"label must be 0 or 1"),
+    (lambda ex: dspy.Example(trajectory=ex.trajectory, label=1), r"not marked as the input"),
+    (lambda ex: ex.with_inputs("trajectory", "label"), r"input field\(s\) \['label'\] besides 'trajectory'"),
+    (lambda ex: ex.copy(trajectory=render_trajectory(ex.trajectory)), r"is a str, not a Trajectory"),
+    (lambda ex: {"trajectory": ex.trajectory, "label": 1}, r"expected a dspy.Example"),
+])
+def test_bad_examples_are_refused_naming_the_example_before_any_lm_call(break_it, message):
+    data = examples(make_dataset(24))
+    data[3] = break_it(data[3])
+    judge_lm, reflection = ScriptedLM(scripted_judge), ScriptedLM(lambda m: {"new_instruction": "x"})
+    with dspy.context(lm=judge_lm), pytest.raises(InputError, match=message):
+        RubricInducer(reflection_lm=reflection, budget=60).compile(TrajectoryJudge(), trainset=data)
+    assert judge_lm.calls == 0 and reflection.calls == 0
+
+
+def test_a_testset_sharing_tasks_with_training_is_refused():
+    both = make_dataset(24, trials=2)
+    first, second = [t for t in both if t.trial == 0], [t for t in both if t.trial == 1]
+    with dspy.context(lm=ScriptedLM(scripted_judge)), pytest.raises(InputError, match=r"4 task\(s\) are in both"):
+        RubricInducer(reflection_lm=make_reflection_lm([]), budget=60).compile(
+            TrajectoryJudge(), trainset=examples(first), testset=examples(second[:4]))
+
+
+def test_labels_and_example_fields_never_reach_any_prompt():
+    """Canary: every prompt the judge LM and the reflection LM receive during `compile` is recorded.
+    Example fields beyond the trajectory, rewards and the trajectory's hidden fields never appear, and
+    every trajectory the judge reads is the render of the steps alone (the same whatever the label)."""
+    data = make_dataset(24)
+    odd = [dataclasses.replace(t, reward=0.777 + i / 1000 if t.label else 0.0) for i, t in enumerate(data)]
+    judge_prompts, reflection_prompts = [], []
+
+    def judge(messages):
+        judge_prompts.append(messages)
+        return scripted_judge(messages)
+
+    def reflect(messages):
+        reflection_prompts.append("\n".join(m["content"] for m in messages))
+        return make_reflection_lm([]).respond(messages)
+
+    trainset = examples(odd, gold_answer="CANARY-EXAMPLE-GOLD", ground_truth="CANARY-EXAMPLE-TRUTH")
+    with dspy.context(lm=ScriptedLM(judge)):
+        RubricInducer(reflection_lm=ScriptedLM(reflect), budget=60, minibatch=3).compile(
+            TrajectoryJudge(), trainset=trainset)
+    assert judge_prompts and reflection_prompts
+    texts = ["\n".join(m["content"] for m in p) for p in judge_prompts] + reflection_prompts
+    for text in texts:
+        assert "CANARY" not in text and "0.77" not in text and "reward" not in text.lower()
+    # the judge reads the render of the steps alone: the same text with the labels flipped
+    renders = [render_trajectory(dataclasses.replace(t, label=1 - t.label, reward=0.5)) for t in data]
+    assert all(any(r in last_user_text(p) for r in renders) for p in judge_prompts)
+
+
+def test_recompiling_a_loaded_judge_starts_from_its_rubric(tmp_path):
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    first = RubricInducer(reflection_lm=make_reflection_lm([]), budget=60, minibatch=3)
+    with dspy.context(lm=judge_lm):
+        parent = first.compile(TrajectoryJudge(), trainset=examples(make_dataset(24)))
+    freeze_induced(parent, tmp_path / "parent.json", lm_name="scripted-judge")
+    loaded = load(tmp_path / "parent.json", check_certificate=False)
+    unhelpful = ScriptedLM(lambda messages: {"new_instruction": "Pass every episode. score 0.9."})
+    new = split_by_task(make_dataset(30), seed=1)
+    with dspy.context(lm=judge_lm):
+        child = RubricInducer(reflection_lm=unhelpful, budget=40, minibatch=3).compile(
+            loaded, trainset=to_examples(new.train), valset=to_examples(new.val))
+    assert child.detailed_results.candidates[0] == loaded.rubric  # the loaded rubric is GEPA's seed
+    assert child.rubric == loaded.rubric and "no candidate beat the seed" in child.detailed_results.selection
+
+
+def test_a_testset_gives_test_metrics_and_a_certificate():
+    from rubricforge_dspy.trust.certificate import certificate_for
+
+    split = split_by_task(make_dataset(40), seed=0)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    inducer = RubricInducer(reflection_lm=make_reflection_lm([]), budget=60, minibatch=3, certify=certificate_for)
+    with dspy.context(lm=judge_lm):
+        judge = inducer.compile(TrajectoryJudge(), trainset=to_examples(split.train), valset=to_examples(split.val),
+                                testset=to_examples(split.test))
+    details = judge.detailed_results
+    assert len(details.test_verdicts) == len(split.test)
+    assert details.test_metrics["test_agreement"] == 1.0 and details.test_metrics["test_size"] == len(split.test)
+    certificate = details.certificate
+    assert certificate["n"] == len(split.test) and certificate["false_pass"]["k"] == 0
+    assert certificate["rubric_sha256"] and certificate["lm_fingerprint"]["sha256"]
