@@ -47,8 +47,8 @@ def reload_check(program: Path, dataset: str, api_base: str) -> dict:
     lm = make_lm(LMConfig(model=DEFAULT_MODEL_NAME, api_base=api_base))
     judge = load(program, lm=lm, check_certificate=False)
     with dspy.context(lm=lm):
-        first = [judge_verdict(judge, t).verdict for t in val]
-        second = [judge_verdict(judge, t).verdict for t in val]
+        first = [judge_verdict(judge, t) for t in val]
+        second = [judge_verdict(judge, t) for t in val]
     recorded = read_program(program)["rubricforge"]["metrics"]
     again = validation_metrics(first, val)
     keys = ("val_agreement", "false_pass_rate", "val_abstained", "val_size")

@@ -63,7 +63,7 @@ def fitted(lm, tmp_path, max_false_pass=None):
     path = tmp_path / "judge.json"
     freeze(llm, path, lm="scripted-complementary")
     with dspy.context(lm=lm):
-        val_verdicts = [judge_verdict(llm, t).verdict for t in val]
+        val_verdicts = [judge_verdict(llm, t) for t in val]
     stack = freeze_hybrid(path, val, val_verdicts, max_false_pass)
     return train, path, stack, llm
 
@@ -134,7 +134,7 @@ def test_a_false_pass_cap_sets_the_hybrid_threshold(lm, tmp_path):
     _, _, stack, _ = fitted(lm, tmp_path, max_false_pass=0.0)
     val = dataset(24, offset=100)
     with dspy.context(lm=lm):
-        verdicts = [judge_verdict(TrajectoryJudge(), t).verdict for t in val]
+        verdicts = [judge_verdict(TrajectoryJudge(), t) for t in val]
     from rubricforge_dspy.evidence.features import feature_values
 
     passed_failures = [stack.verdict(v, feature_values(t)).passed for v, t in zip(verdicts, val) if not t.label]
@@ -146,7 +146,7 @@ def test_an_llm_abstention_stays_an_abstention(tmp_path):
     stack = Stack.from_dict(fitted(ScriptedLM(llm_blind_to_errors), tmp_path)[2].to_dict())
     hybrid = HybridJudge(TrajectoryJudge(), stack)
     with dspy.context(lm=lm):
-        verdict = judge_verdict(hybrid, episode(1, "ok")).verdict
+        verdict = judge_verdict(hybrid, episode(1, "ok"))
     assert verdict.abstained and not verdict.passed and verdict.error_kind == "parse"
 
 
@@ -159,7 +159,7 @@ def test_the_hybrid_refuses_text_without_features():
 def test_fitting_the_stack_leaves_abstentions_out(lm):
     val = dataset(12)
     with dspy.context(lm=lm):
-        verdicts = [judge_verdict(TrajectoryJudge(), t).verdict for t in val]
+        verdicts = [judge_verdict(TrajectoryJudge(), t) for t in val]
     verdicts[0] = Verdict.abstention("timeout", "timeout")
     assert fit_stack(verdicts, val).fit["abstained_excluded"] == 1
 

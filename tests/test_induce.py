@@ -225,7 +225,7 @@ def false_pass_rate_of(judge, trajectories, lm):
     from rubricforge_dspy.judge.execution import judge_verdict
 
     with dspy.context(lm=lm):
-        verdicts = [judge_verdict(judge, t).verdict for t in trajectories]
+        verdicts = [judge_verdict(judge, t) for t in trajectories]
     failed = [v for v, t in zip(verdicts, trajectories) if t.label == 0]
     return sum(v.passed for v in failed) / len(failed), verdicts
 

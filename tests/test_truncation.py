@@ -58,7 +58,7 @@ def assert_truncated(judge, text=TEXT):
     with pytest.raises(VerdictFormatError) as caught:
         judge(trajectory=text)
     assert caught.value.kind == "truncated"
-    verdict = judge_verdict(judge, text).verdict
+    verdict = judge_verdict(judge, text)
     assert verdict.abstained and verdict.error_kind == "truncated" and verdict.passed is False
 
 
@@ -139,7 +139,7 @@ def test_offline_cut_answers_are_refused_per_call_under_concurrency_and_from_dsp
     texts = [f"1. user: item {i} {'CUT-ITEM' if i % 2 else 'WHOLE-ITEM'}" for i in range(48)]
 
     def outcome(text):
-        verdict = judge_verdict(judge, text).verdict
+        verdict = judge_verdict(judge, text)
         return "truncated" if verdict.error_kind == "truncated" else ("verdict" if not verdict.abstained else "?")
 
     expected = ["truncated" if i % 2 else "verdict" for i in range(48)]

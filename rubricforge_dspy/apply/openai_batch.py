@@ -333,7 +333,7 @@ def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, o
                     summary.request_errors += 1
                 else:
                     engine.reply = result
-                    verdict = judge_verdict(batch_judge, text, RetryPolicy(max_retries=0)).verdict
+                    verdict = judge_verdict(batch_judge, text, RetryPolicy(max_retries=0))
                     engine.reply = None
                     summary.request_errors += result[0] != 200
                 summary.lm_calls += 1

@@ -35,7 +35,7 @@ import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.judge.cache import VerdictCache, open_cache, text_sha256
-from rubricforge_dspy.judge.execution import Outcome, RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.apply.job import BatchOutputError, checked_input, claim_output, output_lock, read_done
@@ -202,7 +202,7 @@ def _render(judge, trajectory: Trajectory) -> str:
     return render(trajectory) if render is not None else render_trajectory(trajectory)
 
 
-def _judge_in_worker(judge, text: str, policy: RetryPolicy, tracker: "UsageTotals", stop: threading.Event) -> Outcome:
+def _judge_in_worker(judge, text: str, policy: RetryPolicy, tracker: "UsageTotals", stop: threading.Event) -> Verdict:
     # No LM history and no DSPy trace: both would keep every prompt (up to 10,000 of them).
     import dspy
 
@@ -339,10 +339,10 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
     def collect(futures) -> None:
         for future in futures:
             trajectory, text_hash = pending.pop(future)
-            outcome = future.result()
-            summary.lm_calls += outcome.attempts
-            summary.retries += outcome.attempts - 1
-            record(trajectory, outcome.verdict, False, outcome.attempts, text_hash)
+            verdict = future.result()
+            summary.lm_calls += verdict.attempts
+            summary.retries += verdict.attempts - 1
+            record(trajectory, verdict, False, verdict.attempts, text_hash)
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
     interrupted = False

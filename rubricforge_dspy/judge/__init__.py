@@ -26,7 +26,7 @@ _MODULES = {
     "rubricforge_dspy.judge.module": ["TrajectoryJudge", "JudgeTrajectory", "judge_signature", "StrictJSONAdapter",
                                       "VerdictFormatError", "verdict_from_fields"],
     "rubricforge_dspy.judge.loading": ["load"],
-    "rubricforge_dspy.judge.execution": ["judge_verdict", "as_verdict", "RetryPolicy", "Outcome"],
+    "rubricforge_dspy.judge.execution": ["judge_verdict", "ajudge_verdict", "as_verdict", "RetryPolicy"],
     "rubricforge_dspy.judge.fingerprint": ["judge_fingerprint"],
     "rubricforge_dspy.judge.cache": ["VerdictCache", "open_cache"],
     "rubricforge_dspy.judge.operating_point": ["Calibration", "CalibrationError", "Threshold",

@@ -105,7 +105,7 @@ class JudgeMetric:
         def compute() -> Verdict:
             settings = {"trace": None, **({"lm": self.lm} if self.lm is not None else {})}
             with dspy.context(**settings):
-                return judge_verdict(self.judge, text, self.retry).verdict
+                return judge_verdict(self.judge, text, self.retry)
 
         if self.cache is None:
             verdict = compute().to_dict()
