@@ -16,7 +16,7 @@ from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.judge.hybrid import HybridJudge, Stack, fit_stack, freeze_hybrid
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge as load
 from rubricforge_dspy.program.store import freeze, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.core.trajectory import Step
@@ -150,10 +150,23 @@ def test_an_llm_abstention_stays_an_abstention(tmp_path):
     assert verdict.abstained and not verdict.passed and verdict.error_kind == "parse"
 
 
-def test_the_hybrid_refuses_text_without_features():
-    hybrid = HybridJudge(TrajectoryJudge(), None)
-    with pytest.raises(ValueError, match="observable features"):
+def test_the_hybrid_refuses_text_without_features_and_takes_them_as_a_declared_input(tmp_path):
+    """Bare text is refused with an InputError saying what to pass (never scored as if it had no symptoms);
+    text with features=feature_values(t) gives exactly the verdict of the Trajectory itself."""
+    from rubricforge_dspy.core.errors import InputError
+    from rubricforge_dspy.evidence.features import feature_values
+
+    lm = ScriptedLM(llm_blind_to_errors)
+    hybrid = HybridJudge(TrajectoryJudge(), fitted(lm, tmp_path)[2])
+    with pytest.raises(InputError, match="observable features"), dspy.context(lm=lm):
         hybrid(trajectory="plain rendered text")
+    t = episode(3, "error")
+    with dspy.context(lm=lm):
+        from_trajectory = hybrid(trajectory=t)
+        from_inputs = hybrid(trajectory=hybrid.render(t), features=feature_values(t))
+    assert dict(from_trajectory) == dict(from_inputs)
+    assert from_trajectory.raw == {"passed": True, "score": from_trajectory.raw["score"]}  # the LLM part's answer
+    assert from_trajectory.decision_changed == (from_trajectory.passed != from_trajectory.raw["passed"])
 
 
 def test_fitting_the_stack_leaves_abstentions_out(lm):
