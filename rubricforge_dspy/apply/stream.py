@@ -469,7 +469,7 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
     the input files, the label file, the format and the label threshold.
 
     Args:
-        program: a frozen program path (`load`), a judge, or None for the seed judge.
+        program: a frozen program path (`load_judge`), a judge, or None for the seed judge.
         data_path: a trajectory file or directory, or a list of them.
         out_path: the verdict file (see `judge_stream`).
         limit: see `judge_stream`.

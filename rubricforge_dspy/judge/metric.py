@@ -174,7 +174,7 @@ def as_metric(judge, mode: Mode = "binary", feedback: bool | None = None, cache:
     """A DSPy metric that rewards an agent program with `judge`'s verdicts (see the module docstring).
 
     Args:
-        judge: a `TrajectoryJudge` or `HybridJudge` (e.g. from `load`).
+        judge: any `BaseJudge` (`TrajectoryJudge`, `HybridJudge`, `FloorJudge`; e.g. from `load_judge`).
         mode: ``"binary"`` scores 1.0/0.0 by ``passed``; ``"graded"`` scores ``verdict.score``.
         feedback: None (auto) returns ``dspy.Prediction(score, feedback)`` when called GEPA-style with
             ``pred_name``/``pred_trace``; True always (for GEPA); False never.
