@@ -178,3 +178,15 @@ def test_batch_and_abatch_count_every_failure_and_stop_on_a_dead_server():
             judge.batch(trajectories, num_threads=1, max_consecutive_lm_errors=3)
         with pytest.raises(JudgeUnavailableError):
             asyncio.run(judge.abatch(trajectories, concurrency=1, max_consecutive_lm_errors=3))
+
+
+def test_judge_verdict_keeps_what_the_prediction_says():
+    """The recorded verdict is the Prediction's own (calibrated score, contradiction), with its attempts."""
+    lm = ScriptedLM(lambda messages: {"reason": "Looks done.", "passed": True, "score": 0.4})  # contradicts itself
+    judge = TrajectoryJudge()
+    judge.calibration = Calibration("platt", {"a": 1.0, "b": -1.0}, 10)
+    with dspy.context(lm=lm):
+        prediction = judge(trajectory="[1] USER: hi")
+        verdict = judge_verdict(judge, "[1] USER: hi")
+    assert verdict.contradiction and not verdict.passed and verdict.attempts == 1
+    assert verdict.score_calibrated == pytest.approx(prediction.score_calibrated)

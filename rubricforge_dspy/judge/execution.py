@@ -162,6 +162,7 @@ def as_verdict(prediction) -> Verdict:
     if getattr(prediction, "abstained", False):
         return Verdict.abstention(str(getattr(prediction, "error", "") or "abstained"),
                                   getattr(prediction, "error_kind", None) or "other")
-    if all(hasattr(prediction, name) for name in Verdict.__dataclass_fields__):  # a TrajectoryJudge's own
-        return Verdict.from_dict({name: getattr(prediction, name) for name in Verdict.__dataclass_fields__})
+    said = [name for name in Verdict.__dataclass_fields__ if name != "attempts"]  # what a verdict says
+    if all(hasattr(prediction, name) for name in said):  # a BaseJudge's own Prediction
+        return Verdict.from_dict({name: getattr(prediction, name) for name in said})
     return Verdict.from_answer(bool(prediction.passed), float(prediction.score), getattr(prediction, "reason", ""))
