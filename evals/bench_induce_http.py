@@ -34,7 +34,7 @@ def reload_check(program: Path, dataset: str, api_base: str) -> dict:
 
     from rubricforge_dspy.judge.execution import judge_verdict
     from rubricforge_dspy.induction.inducer import validation_metrics
-    from rubricforge_dspy.judge.loading import load
+    from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.lm.config import LMConfig
     from rubricforge_dspy.lm.engine import make_lm
     from rubricforge_dspy.data.formats import load_trajectories
@@ -45,10 +45,10 @@ def reload_check(program: Path, dataset: str, api_base: str) -> dict:
     trajectories = load_trajectories(path, label_threshold=threshold)
     val = split_by_task(trajectories, seed=0).val
     lm = make_lm(LMConfig(model=DEFAULT_MODEL_NAME, api_base=api_base))
-    judge = load(program, lm=lm, check_certificate=False)
+    judge = load_judge(program, lm=lm, check_certificate=False)
     with dspy.context(lm=lm):
-        first = [judge_verdict(judge, t).verdict for t in val]
-        second = [judge_verdict(judge, t).verdict for t in val]
+        first = [judge_verdict(judge, t) for t in val]
+        second = [judge_verdict(judge, t) for t in val]
     recorded = read_program(program)["rubricforge"]["metrics"]
     again = validation_metrics(first, val)
     keys = ("val_agreement", "false_pass_rate", "val_abstained", "val_size")

@@ -29,7 +29,7 @@ import dspy
 from rubricforge_dspy.data import load_examples, to_examples
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.induction import RubricInducer, freeze_induced
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.rewards import as_reward_function
 from rubricforge_dspy.trust.certificate import certificate_for
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     # 4. save, reload
     program = out / "judge.json"
     freeze_induced(judge, program, lm_name=getattr(judge_lm, "model", None))
-    reloaded = load(program, check_certificate=False)
+    reloaded = load_judge(program, check_certificate=False)
     assert reloaded.rubric == judge.rubric
     print(f"saved and reloaded: {program}")
 

@@ -18,7 +18,7 @@ from rubricforge_dspy.trust.audit import (
     sample_for_labeling,
 )
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
@@ -74,7 +74,7 @@ def test_drift_is_a_one_sided_exact_binomial_test():
 def test_baseline_is_the_certificate_else_validation(tmp_path):
     judge = TrajectoryJudge()
     freeze(judge, tmp_path / "judge.json", metrics={"false_pass_rate": 0.25, "val_agreement": 0.8})
-    loaded = load(tmp_path / "judge.json")
+    loaded = load_judge(tmp_path / "judge.json")
     assert baseline_from_manifest(loaded) == (0.25, "validation")
     with pytest.warns(GoodhartWarning):
         report = audit(loaded, make_dataset(8), lm=gullible())
@@ -91,7 +91,7 @@ def test_baseline_is_the_certificate_else_validation(tmp_path):
     with pytest.raises(ValueError, match="certificate is inconsistent"):
         baseline_from_manifest(loaded)
     # an explicit baseline wins over the manifest
-    report = audit(load(tmp_path / "judge.json"), make_dataset(8), baseline_false_pass_rate=0.95, lm=gullible())
+    report = audit(load_judge(tmp_path / "judge.json"), make_dataset(8), baseline_false_pass_rate=0.95, lm=gullible())
     assert report.baseline_source == "argument" and not report.drifted
 
 

@@ -7,6 +7,7 @@ import json
 import re
 import warnings
 
+import dspy
 import numpy as np
 import pytest
 from scipy import stats
@@ -19,7 +20,7 @@ from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.data.formats.jsonl import to_record
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.helpers import make_dataset
@@ -113,18 +114,41 @@ def test_certify_writes_a_loadable_certificate_and_load_checks_the_lm(program, t
     assert cert["lm_fingerprint"]["parts"]["model"] == "scripted-a"
     manifest = read_program(path)["rubricforge"]  # verifies the rubric hash: still loadable
     assert manifest["certificate"] == cert
+    text = "[1] USER: book HAT001\nFINAL ANSWER: booked"
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncertifiedJudgeWarning)
-        load(path, lm=lm)  # same LM: no warning
+        load_judge(path, lm=lm)(trajectory=text)  # the certified LM: no warning, loaded or run
     other = ScriptedLM(lambda messages: lenient_verdict(last_user_text(messages)), model="scripted-b")
-    with pytest.warns(UncertifiedJudgeWarning, match="model: certified 'scripted-a', now 'scripted-b'"):
-        load(path, lm=other)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncertifiedJudgeWarning)
+        judge = load_judge(path)
+        judge.set_lm(other)  # the DSPy idiom: nothing runs yet, nothing to warn about
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            judge(trajectory=text)
+    drift = [w for w in caught if issubclass(w.category, UncertifiedJudgeWarning)]
+    assert len(drift) == 1 and "model: certified 'scripted-a', now 'scripted-b'" in str(drift[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncertifiedJudgeWarning)
+        judge.set_lm(lm)
+        judge(trajectory=text)  # back on the certified LM: nothing to say
 
 
-def test_an_uncertified_program_warns_on_load(program):
+def test_an_uncertified_program_warns_once_when_it_first_runs_not_on_load(program):
     path, _ = program
-    with pytest.warns(UncertifiedJudgeWarning, match="no certificate"):
-        load(path)
+    lm = ScriptedLM(lambda messages: lenient_verdict(last_user_text(messages)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncertifiedJudgeWarning)
+        judge = load_judge(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with dspy.context(lm=lm):
+            judge(trajectory="[1] USER: hi")
+            judge(trajectory="[1] USER: hi again")
+    assert [str(w.message) for w in caught if issubclass(w.category, UncertifiedJudgeWarning)] == [
+        f"{path}: this judge has no certificate: how often it passes failed trajectories was never measured on "
+        "held-out data; run `rubricforge certify`"]
 
 
 def test_certify_refuses_data_the_program_was_induced_on(program, tmp_path):

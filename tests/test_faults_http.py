@@ -226,7 +226,7 @@ def test_a_plain_litellm_dspy_lm_cut_at_max_tokens_is_truncated_not_a_verdict():
         with pytest.raises(VerdictFormatError) as caught:
             judge(trajectory="1. user: book it\n2. assistant: booked!")
         assert caught.value.kind == "truncated"
-        verdict = judge_verdict(judge, "1. user: book it\n2. assistant: booked!").verdict
+        verdict = judge_verdict(judge, "1. user: book it\n2. assistant: booked!")
         assert verdict.abstained and verdict.error_kind == "truncated" and verdict.passed is False
     with FakeOpenAI(lambda body, n: Reply(content=complete)) as fake:  # the same answer, not cut: a verdict
         lm = dspy.LM(f"openai/{fake.model}", api_base=fake.api_base, api_key="x", cache=False, num_retries=0)

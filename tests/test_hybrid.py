@@ -16,7 +16,7 @@ from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.judge.hybrid import HybridJudge, Stack, fit_stack, freeze_hybrid
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge as load
 from rubricforge_dspy.program.store import freeze, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.core.trajectory import Step
@@ -63,7 +63,7 @@ def fitted(lm, tmp_path, max_false_pass=None):
     path = tmp_path / "judge.json"
     freeze(llm, path, lm="scripted-complementary")
     with dspy.context(lm=lm):
-        val_verdicts = [judge_verdict(llm, t).verdict for t in val]
+        val_verdicts = [judge_verdict(llm, t) for t in val]
     stack = freeze_hybrid(path, val, val_verdicts, max_false_pass)
     return train, path, stack, llm
 
@@ -134,7 +134,7 @@ def test_a_false_pass_cap_sets_the_hybrid_threshold(lm, tmp_path):
     _, _, stack, _ = fitted(lm, tmp_path, max_false_pass=0.0)
     val = dataset(24, offset=100)
     with dspy.context(lm=lm):
-        verdicts = [judge_verdict(TrajectoryJudge(), t).verdict for t in val]
+        verdicts = [judge_verdict(TrajectoryJudge(), t) for t in val]
     from rubricforge_dspy.evidence.features import feature_values
 
     passed_failures = [stack.verdict(v, feature_values(t)).passed for v, t in zip(verdicts, val) if not t.label]
@@ -146,20 +146,33 @@ def test_an_llm_abstention_stays_an_abstention(tmp_path):
     stack = Stack.from_dict(fitted(ScriptedLM(llm_blind_to_errors), tmp_path)[2].to_dict())
     hybrid = HybridJudge(TrajectoryJudge(), stack)
     with dspy.context(lm=lm):
-        verdict = judge_verdict(hybrid, episode(1, "ok")).verdict
+        verdict = judge_verdict(hybrid, episode(1, "ok"))
     assert verdict.abstained and not verdict.passed and verdict.error_kind == "parse"
 
 
-def test_the_hybrid_refuses_text_without_features():
-    hybrid = HybridJudge(TrajectoryJudge(), None)
-    with pytest.raises(ValueError, match="observable features"):
+def test_the_hybrid_refuses_text_without_features_and_takes_them_as_a_declared_input(tmp_path):
+    """Bare text is refused with an InputError saying what to pass (never scored as if it had no symptoms);
+    text with features=feature_values(t) gives exactly the verdict of the Trajectory itself."""
+    from rubricforge_dspy.core.errors import InputError
+    from rubricforge_dspy.evidence.features import feature_values
+
+    lm = ScriptedLM(llm_blind_to_errors)
+    hybrid = HybridJudge(TrajectoryJudge(), fitted(lm, tmp_path)[2])
+    with pytest.raises(InputError, match="observable features"), dspy.context(lm=lm):
         hybrid(trajectory="plain rendered text")
+    t = episode(3, "error")
+    with dspy.context(lm=lm):
+        from_trajectory = hybrid(trajectory=t)
+        from_inputs = hybrid(trajectory=hybrid.render(t), features=feature_values(t))
+    assert dict(from_trajectory) == dict(from_inputs)
+    assert from_trajectory.raw == {"passed": True, "score": from_trajectory.raw["score"]}  # the LLM part's answer
+    assert from_trajectory.decision_changed == (from_trajectory.passed != from_trajectory.raw["passed"])
 
 
 def test_fitting_the_stack_leaves_abstentions_out(lm):
     val = dataset(12)
     with dspy.context(lm=lm):
-        verdicts = [judge_verdict(TrajectoryJudge(), t).verdict for t in val]
+        verdicts = [judge_verdict(TrajectoryJudge(), t) for t in val]
     verdicts[0] = Verdict.abstention("timeout", "timeout")
     assert fit_stack(verdicts, val).fit["abstained_excluded"] == 1
 

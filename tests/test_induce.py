@@ -16,7 +16,7 @@ from rubricforge_dspy.induction.inducer import (
     rendered_examples,
     verdict_outcome,
 )
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
 from rubricforge_dspy.data.split import split_by_task
@@ -101,7 +101,7 @@ def test_gepa_induction_beats_seed_and_frozen_program_reproduces(tmp_path):
     assert manifest["induction"]["budget"] == 60 and manifest["sweep"] == result.sweep
     assert manifest["induced_with_lm"] == "scripted-judge"
 
-    reloaded = load(out)
+    reloaded = load_judge(out)
     assert reloaded.rubric == result.judge.rubric
     assert agreement(reloaded, split.val, judge_lm) == pytest.approx(best_row["val_agreement"])
     assert agreement(reloaded, split.test, judge_lm) > agreement(load_seed(), split.test, judge_lm)
@@ -192,7 +192,7 @@ def test_recompiling_with_init_starts_from_the_parent_and_records_its_hash(tmp_p
     first = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=make_reflection_lm([]),
                    config=InductionConfig(budget=60, minibatch=3, seed=0), out_path=tmp_path / "parent.json")
     assert first.beat_seed
-    parent = load(tmp_path / "parent.json")
+    parent = load_judge(tmp_path / "parent.json")
     new_split = split_by_task(make_dataset(30), seed=1)
     unhelpful = ScriptedLM(lambda messages: {"new_instruction": "Pass every episode. score 0.9."})
     child = induce(new_split.train, new_split.val, judge_lm=judge_lm, reflection_lm=unhelpful, init=parent,
@@ -225,7 +225,7 @@ def false_pass_rate_of(judge, trajectories, lm):
     from rubricforge_dspy.judge.execution import judge_verdict
 
     with dspy.context(lm=lm):
-        verdicts = [judge_verdict(judge, t).verdict for t in trajectories]
+        verdicts = [judge_verdict(judge, t) for t in trajectories]
     failed = [v for v, t in zip(verdicts, trajectories) if t.label == 0]
     return sum(v.passed for v in failed) / len(failed), verdicts
 
@@ -239,8 +239,8 @@ def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_pa
                    config=InductionConfig(budget=40, minibatch=3), out_path=tmp_path / "plain.json")
     capped = induce(split.train, split.val, judge_lm=lm, reflection_lm=unhelpful,
                     config=InductionConfig(budget=40, minibatch=3, max_false_pass=0.1), out_path=tmp_path / "capped.json")
-    plain_fp, _ = false_pass_rate_of(load(tmp_path / "plain.json", check_certificate=False), split.test, lm)
-    capped_judge = load(tmp_path / "capped.json", check_certificate=False)
+    plain_fp, _ = false_pass_rate_of(load_judge(tmp_path / "plain.json", check_certificate=False), split.test, lm)
+    capped_judge = load_judge(tmp_path / "capped.json", check_certificate=False)
     capped_fp, verdicts = false_pass_rate_of(capped_judge, split.test, lm)
     assert plain_fp == 1.0 and capped_fp <= 0.1
     # the passes that remain are the real successes: the cap did not just fail everything
@@ -251,7 +251,7 @@ def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_pa
     assert manifest["calibration"]["method"] == "platt"
     assert capped.manifest["metrics"]["false_pass_rate"] <= 0.1 < plain.manifest["metrics"]["false_pass_rate"]
     # the operating point is part of the judge's fingerprint: no cached verdict of the uncapped judge is reused
-    assert capped_judge.fingerprint(lm).sha256 != load(tmp_path / "plain.json", check_certificate=False).fingerprint(lm).sha256
+    assert capped_judge.fingerprint(lm).sha256 != load_judge(tmp_path / "plain.json", check_certificate=False).fingerprint(lm).sha256
 
 
 def test_a_reflection_answer_cut_at_max_tokens_proposes_nothing_and_the_run_goes_on(tmp_path):

@@ -70,7 +70,7 @@ def test_judges_real_trajectories(embedded, trajectories):
     judge = TrajectoryJudge(render_config=RenderConfig(max_tokens=300))
     lm = make_lm(config)
     with dspy.context(lm=lm):
-        verdicts = [judge_verdict(judge, t).verdict for t in trajectories]
+        verdicts = [judge_verdict(judge, t) for t in trajectories]
     for verdict in verdicts:
         assert isinstance(verdict.passed, bool)
         assert isinstance(verdict.score, float) and 0.0 <= verdict.score <= 1.0
@@ -91,7 +91,7 @@ def test_max_tokens_is_honoured_and_a_cut_answer_is_never_an_answer(embedded):
         lm("Write a very long story about a dragon who learns to sail.")
     assert 0 < len(cut.value.partial) < 200
     with dspy.context(lm=make_lm(replace(config, max_tokens=12))):
-        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi\nFINAL ANSWER: (none)").verdict
+        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi\nFINAL ANSWER: (none)")
     assert verdict.abstained and verdict.error_kind == "truncated" and not verdict.passed
 
 
@@ -99,7 +99,7 @@ def test_json_schema_dialect_is_rejected_by_llama_cpp_server(embedded):
     _, config = embedded
     lm = make_lm(replace(config, structured_output="json_schema", num_retries=0))
     with dspy.context(lm=lm):
-        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi\nFINAL ANSWER: (none)").verdict
+        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi\nFINAL ANSWER: (none)")
     assert verdict.abstained is True and "500" in verdict.error and verdict.error_kind == "http_5xx"
 
 

@@ -58,7 +58,7 @@ def test_the_module_raises_on_a_bad_verdict_and_the_execution_layer_records_it(r
     assert raised.value.kind == kind and isinstance(raised.value, AdapterParseError)  # GEPA sees a format failure
     with dspy.context(lm=ScriptedLM(lambda m: raw)):
         outcome = judge_verdict(TrajectoryJudge(), "[1] USER: hi")
-    verdict = outcome.verdict
+    verdict = outcome
     assert (verdict.passed, verdict.score, verdict.abstained, verdict.error_kind) == (False, 0.0, True, kind)
     assert outcome.attempts == 1  # a format failure is an answer: never retried
 
@@ -94,8 +94,8 @@ def test_lm_errors_propagate_from_the_module_and_are_retried_then_recorded_by_ty
     calls.clear()
     with dspy.context(lm=ScriptedLM(boom)):
         outcome = judge_verdict(TrajectoryJudge(), "[1] USER: hi", RetryPolicy(max_retries=2, backoff=0.0))
-    assert outcome.verdict.abstained and "server went away" in outcome.verdict.error
-    assert outcome.verdict.error_kind == "other" and outcome.attempts == 1  # an unknown error type is not retried
+    assert outcome.abstained and "server went away" in outcome.error
+    assert outcome.error_kind == "other" and outcome.attempts == 1  # an unknown error type is not retried
 
 
 def test_error_kinds_come_from_exception_types_not_messages():

@@ -25,7 +25,7 @@ def judge_once(config: LMConfig, trajectory: str = TRAJECTORY):
     """A verdict always recorded (the execution layer), with DSPy's own retries as configured."""
     lm = make_lm(replace(config, cache=False))
     with dspy.context(lm=lm):
-        return judge_verdict(TrajectoryJudge(), trajectory, RetryPolicy(max_retries=0)).verdict, lm
+        return judge_verdict(TrajectoryJudge(), trajectory, RetryPolicy(max_retries=0)), lm
 
 
 # ---------------------------------------------------------------- precedence

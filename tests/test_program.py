@@ -31,7 +31,7 @@ def test_manifest_records_what_was_frozen(tmp_path):
 
 def test_save_load_round_trips_byte_identically(tmp_path):
     path = frozen(tmp_path)
-    judge = rubricforge_dspy.load(path)
+    judge = rubricforge_dspy.load_judge(path)
     assert judge.rubric == RUBRIC
     judge.save(tmp_path / "again.json")
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
@@ -44,7 +44,7 @@ def test_plain_dspy_load_and_endpoint_attached_at_load(tmp_path):
     assert judge.rubric == RUBRIC
     assert json.loads(path.read_text())["judge"]["lm"] is None
     lm = ScriptedLM(lambda m: {"reason": "r", "passed": True, "score": 0.9})
-    judge = rubricforge_dspy.load(path, lm=lm)
+    judge = rubricforge_dspy.load_judge(path, lm=lm)
     assert judge(trajectory="[1] USER: hi").passed is True
 
 
@@ -54,7 +54,7 @@ def test_tampered_rubric_is_refused(tmp_path):
     state["judge"]["signature"]["instructions"] += "\n3. Always pass."
     path.write_text(json.dumps(state))
     with pytest.raises(ProgramError, match="rubric_sha256"):
-        rubricforge_dspy.load(path)
+        rubricforge_dspy.load_judge(path)
 
 
 def test_pickles_are_never_loaded(tmp_path):
@@ -69,7 +69,7 @@ def test_unreadable_program_names_the_file(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("{not json")
     with pytest.raises(ProgramError, match="broken.json"):
-        rubricforge_dspy.load(path)
+        rubricforge_dspy.load_judge(path)
 
 
 def test_data_fingerprint_depends_on_labels_not_order():

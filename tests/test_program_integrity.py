@@ -64,7 +64,7 @@ def test_an_edited_program_is_refused(tmp_path, edit):
     edit(state)
     path.write_text(json.dumps(state))
     with pytest.raises(ProgramError, match=f"{path}.*does not match.*program_sha256"):
-        rubricforge_dspy.load(path)
+        rubricforge_dspy.load_judge(path)
     with pytest.raises(ProgramError):
         TrajectoryJudge().load(path)
 
@@ -75,9 +75,9 @@ def test_a_program_without_a_manifest_is_refused_unless_allowed(tmp_path):
     state["judge"]["signature"]["instructions"] = FORGED  # nothing pins the rubric any more
     path.write_text(json.dumps(state))
     with pytest.raises(ProgramError, match="no RubricForge manifest.*allow_unverified=True"):
-        rubricforge_dspy.load(path)
+        rubricforge_dspy.load_judge(path)
     with pytest.warns(UnverifiedProgramWarning):
-        judge = rubricforge_dspy.load(path, allow_unverified=True, check_certificate=False)
+        judge = rubricforge_dspy.load_judge(path, allow_unverified=True, check_certificate=False)
     assert judge.rubric == FORGED
 
 
@@ -96,7 +96,7 @@ def test_the_override_loads_an_edited_program_with_a_warning(tmp_path):
     edit_field_text(state)
     path.write_text(json.dumps(state))
     with pytest.warns(UnverifiedProgramWarning, match="does not match"):
-        judge = rubricforge_dspy.load(path, allow_unverified=True, check_certificate=False)
+        judge = rubricforge_dspy.load_judge(path, allow_unverified=True, check_certificate=False)
     assert judge.judge.signature.output_fields["score"].json_schema_extra["desc"] == FORGED
 
 
@@ -126,7 +126,7 @@ def test_an_oversized_program_is_refused_before_it_is_read(tmp_path, monkeypatch
     read = []
     monkeypatch.setattr(type(path), "read_bytes", lambda self: read.append(self) or b"{}")
     with pytest.raises(ProgramError, match=f"{path}: {MAX_PROGRAM_BYTES + 1} bytes"):
-        rubricforge_dspy.load(path)
+        rubricforge_dspy.load_judge(path)
     assert not read
 
 
@@ -148,7 +148,7 @@ def test_malformed_programs_give_a_named_program_error(tmp_path, content):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(content))
     with pytest.raises(ProgramError, match=str(path)):
-        rubricforge_dspy.load(path, allow_unverified=True)
+        rubricforge_dspy.load_judge(path, allow_unverified=True)
 
 
 @pytest.mark.parametrize("edit", [
@@ -165,7 +165,7 @@ def test_well_hashed_but_malformed_manifests_give_a_named_program_error(tmp_path
     state["rubricforge"]["program_sha256"] = program_sha256(state)
     path.write_text(json.dumps(state))
     with pytest.raises(ProgramError, match=str(path)):
-        rubricforge_dspy.load(path, check_certificate=False)
+        rubricforge_dspy.load_judge(path, check_certificate=False)
 
 
 # -- the command line: exit 2, named; the override reaches the LM with what the file says

@@ -62,11 +62,11 @@ def test_protocol_writes_every_judge_ablation_and_a_reproducible_report(tmp_path
     assert report["floor"]["gives_away"] is not None
     assert certificate["floor"]["source"].startswith("the symptom floor fit on the training split")
     from rubricforge_dspy.judge.floor import SymptomFloor
-    from rubricforge_dspy.judge.loading import load
+    from rubricforge_dspy.judge.loading import load_judge
 
     models = json.loads((run_dir / "floor.json").read_text())
     assert SymptomFloor.from_dict(models["floor"]).trained_on["n"] == run["split"]["train"]["trajectories"]
-    hybrid = load(run["hybrid_program"], check_certificate=False)
+    hybrid = load_judge(run["hybrid_program"], check_certificate=False)
     assert hybrid.stack.fit["n"] == run["split"]["val"]["trajectories"]
     assert read_program(run["hybrid_program"])["rubricforge"]["certificate"]["n"] == len(induced)
 

@@ -63,8 +63,8 @@ def test_an_unknown_name_is_an_attribute_error(package):
 
 def test_the_top_level_is_the_library_a_dspy_user_needs():
     names = set(rubricforge_dspy.__all__)
-    assert {"Trajectory", "Step", "Source", "Verdict", "TrajectoryJudge", "JudgeTrajectory", "load",
-            "judge_verdict", "freeze", "induce", "InductionConfig", "RenderConfig", "render_trajectory",
+    assert {"Trajectory", "Step", "Source", "Verdict", "TrajectoryJudge", "TrajectoryVerdictSignature", "load_judge",
+            "judge_verdict", "ajudge_verdict", "BaseJudge", "FloorJudge", "freeze", "induce", "InductionConfig", "RenderConfig", "render_trajectory",
             "load_trajectories", "join_labels", "as_metric", "VerdictFormatError", "UncertifiedJudgeWarning",
             "RubricForgeError", "InputError", "ServerError", "SymptomFloor", "HybridJudge", "EMBEDDED",
             "SERVER"} <= names
@@ -72,13 +72,28 @@ def test_the_top_level_is_the_library_a_dspy_user_needs():
     assert issubclass(rubricforge_dspy.ServerError, rubricforge_dspy.RubricForgeError)
     assert issubclass(rubricforge_dspy.VerdictFormatError, rubricforge_dspy.RubricForgeError)
     assert rubricforge_dspy.EMBEDDED.name == "embedded" and rubricforge_dspy.SERVER.name == "server"
+    assert not {"load", "JudgeTrajectory"} & names  # the old, confusable names are not advertised
+
+
+def test_the_old_names_still_work_and_say_they_are_deprecated(tmp_path):
+    """`load` (mistaken for dspy.load) and `JudgeTrajectory` (the Signature, mistaken for the Module
+    TrajectoryJudge) still resolve, warning DeprecationWarning with the new name."""
+    from rubricforge_dspy.judge.module import TrajectoryJudge, TrajectoryVerdictSignature
+    from rubricforge_dspy.program.store import freeze
+
+    with pytest.warns(DeprecationWarning, match="TrajectoryVerdictSignature"):
+        assert rubricforge_dspy.JudgeTrajectory is TrajectoryVerdictSignature
+    freeze(TrajectoryJudge(), tmp_path / "p.json")
+    with pytest.warns(DeprecationWarning, match="load_judge"):
+        judge = rubricforge_dspy.load(tmp_path / "p.json", check_certificate=False)
+    assert isinstance(judge, TrajectoryJudge)
 
 
 def test_the_same_object_under_every_name():
     """A re-export is the object itself, not a copy: the top level and the stage agree."""
     from rubricforge_dspy import core, data, judge, program
     assert rubricforge_dspy.Trajectory is core.Trajectory is data.formats.Trajectory
-    assert rubricforge_dspy.load is judge.load
+    assert rubricforge_dspy.load_judge is judge.load_judge
     assert rubricforge_dspy.freeze is program.freeze
     assert rubricforge_dspy.load_trajectories is data.load_trajectories
 

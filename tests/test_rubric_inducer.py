@@ -15,7 +15,7 @@ from rubricforge_dspy.data import to_examples
 from rubricforge_dspy.induction.inducer import freeze_induced
 from rubricforge_dspy.induction.search import InductionResult
 from rubricforge_dspy.induction.teleprompter import RubricInducer
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.helpers import make_dataset
@@ -127,7 +127,7 @@ def test_recompiling_a_loaded_judge_starts_from_its_rubric(tmp_path):
     with dspy.context(lm=judge_lm):
         parent = first.compile(TrajectoryJudge(), trainset=examples(make_dataset(24)))
     freeze_induced(parent, tmp_path / "parent.json", lm_name="scripted-judge")
-    loaded = load(tmp_path / "parent.json", check_certificate=False)
+    loaded = load_judge(tmp_path / "parent.json", check_certificate=False)
     unhelpful = ScriptedLM(lambda messages: {"new_instruction": "Pass every episode. score 0.9."})
     new = split_by_task(make_dataset(30), seed=1)
     with dspy.context(lm=judge_lm):

@@ -108,7 +108,7 @@ def test_a_secret_in_api_base_is_redacted_everywhere_written_but_used_for_reques
     lm = one_attempt_lm(make_lm(LMConfig(model="m", api_base=base)))
     judge = TrajectoryJudge()
     judge.set_lm(lm)
-    verdict = judge_verdict(judge, "1. user: hi", RetryPolicy(max_retries=0)).verdict
+    verdict = judge_verdict(judge, "1. user: hi", RetryPolicy(max_retries=0))
     assert verdict.abstained and verdict.error_kind == "connection"
     assert "REDACTED" in verdict.error and not any(secret in verdict.error for secret in secrets)
 
@@ -141,7 +141,7 @@ def test_retry_after_is_honoured_in_both_forms(form):
 
         fake._next = stamped
         outcome = judge_verdict(judge, "1. user: hi", RetryPolicy(max_retries=2, backoff=0.1, max_backoff=0.5))
-    assert not outcome.verdict.abstained and outcome.attempts == 3
+    assert not outcome.abstained and outcome.attempts == 3
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
     assert all(gap >= asked - 0.3 for gap in gaps), gaps
 

@@ -20,7 +20,7 @@ from dspy import lm15
 from dspy.clients import base_lm
 
 from rubricforge_dspy.judge.execution import judge_verdict
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.judge.module import TrajectoryJudge, VerdictFormatError
 from rubricforge_dspy.lm.truncation import finish_reasons
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
@@ -58,7 +58,7 @@ def assert_truncated(judge, text=TEXT):
     with pytest.raises(VerdictFormatError) as caught:
         judge(trajectory=text)
     assert caught.value.kind == "truncated"
-    verdict = judge_verdict(judge, text).verdict
+    verdict = judge_verdict(judge, text)
     assert verdict.abstained and verdict.error_kind == "truncated" and verdict.passed is False
 
 
@@ -68,7 +68,7 @@ def test_a_plain_dspy_lm_cut_answer_is_never_a_verdict_silenced_logging_and_dspy
         dspy_cache, tmp_path, engine):
     """With DSPy logging at ERROR and DSPy's cache on, a plain `dspy.LM` (lm15 or LiteLLM engine) whose
     server answers complete JSON with finish reason `length` gives no verdict: not on the first call, not
-    on the second (a cache hit: no request is sent), not through `load()`, and not in a second Python
+    on the second (a cache hit: no request is sent), not through `load_judge()`, and not in a second Python
     process that reuses the disk cache with the server gone."""
     program = tmp_path / "judge.json"
     TrajectoryJudge().save(program)
@@ -81,7 +81,7 @@ def test_a_plain_dspy_lm_cut_answer_is_never_a_verdict_silenced_logging_and_dspy
         assert fake.n_requests == 1
         assert_truncated(judge)  # the same prompt again: DSPy's memory cache answers
         assert fake.n_requests == 1
-        loaded = load(program)
+        loaded = load_judge(program)
         loaded.set_lm(lm)
         assert_truncated(loaded)
         assert fake.n_requests == 1
@@ -139,7 +139,7 @@ def test_offline_cut_answers_are_refused_per_call_under_concurrency_and_from_dsp
     texts = [f"1. user: item {i} {'CUT-ITEM' if i % 2 else 'WHOLE-ITEM'}" for i in range(48)]
 
     def outcome(text):
-        verdict = judge_verdict(judge, text).verdict
+        verdict = judge_verdict(judge, text)
         return "truncated" if verdict.error_kind == "truncated" else ("verdict" if not verdict.abstained else "?")
 
     expected = ["truncated" if i % 2 else "verdict" for i in range(48)]

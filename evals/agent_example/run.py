@@ -354,9 +354,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     judge = None
     if args.program is not None:
-        from rubricforge_dspy.judge.loading import load
+        from rubricforge_dspy.judge.loading import load_judge
 
-        judge = load(args.program)
+        judge = load_judge(args.program)
     common = dict(out_dir=args.out, judge=judge, max_demos=args.demos, max_iters=args.max_iters,
                   alpha=args.alpha, baseline_false_pass_rate=args.baseline_fpr)
     if args.scripted:

@@ -33,7 +33,7 @@ from dspy.utils.exceptions import LMError
 
 from rubricforge_dspy.apply.stream import BatchSummary
 from rubricforge_dspy.apply.job import checked_input, claim_output, output_lock, read_done
-from rubricforge_dspy.judge.cache import VerdictCache, open_cache, text_sha256
+from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
@@ -233,7 +233,7 @@ def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, o
     online_judge = judge.deepcopy()
     online_judge.set_lm(online)
     fingerprint = judge_fingerprint(online_judge, online)  # the same job as online judging
-    program, model = getattr(judge, "program_sha256", None), config.model
+    program, model = getattr(judge, "rubric_sha256", None), config.model
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
     # The whole input is checked (one streaming pass, ids only) before anything is submitted.
     scan, data = checked_input(paths, format=format, label_threshold=label_threshold, on_error=on_error, limit=limit,
@@ -264,13 +264,13 @@ def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, o
                 on_trajectory(t)
             yield t
 
-    def write(handle, trajectory, verdict: Verdict, cached: bool, text: str) -> None:
+    def write(handle, trajectory, verdict: Verdict, cached: bool, inputs: dict) -> None:
         handle.write(json.dumps(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1,
                                              judge_fingerprint=fingerprint.sha256, program_sha256=program,
                                              model=model)) + "\n")
         summary.count(verdict, cached)
         if not verdict.abstained and verdict_cache is not None and not cached:
-            verdict_cache.put(fingerprint.sha256, text_sha256(text), verdict)
+            verdict_cache.put(fingerprint.sha256, input_sha256(inputs), verdict)
 
     client = BatchClient(config.api_base, config.api_key)
     state_file = state_path(out_path)
@@ -286,13 +286,13 @@ def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, o
                     if trajectory.id in done.ids:
                         summary.resumed += 1
                         continue
-                    text = batch_judge.render(trajectory)
-                    hit = verdict_cache.get(fingerprint.sha256, text_sha256(text)) if verdict_cache else None
+                    inputs = batch_judge.inputs_of(trajectory)
+                    hit = verdict_cache.get(fingerprint.sha256, input_sha256(inputs)) if verdict_cache else None
                     if hit is not None:
-                        write(handle, trajectory, hit, True, text)
+                        write(handle, trajectory, hit, True, inputs)
                         continue
                     try:
-                        batch_judge(trajectory=text)
+                        batch_judge(**inputs)
                         raise RuntimeError("the judge answered without a request being captured")
                     except CapturedRequest as captured:
                         custom_id = f"r{len(requests)}"
@@ -323,7 +323,7 @@ def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, o
                 if custom_id is None or trajectory.id in done.ids:
                     continue
                 result = results.get(custom_id)
-                text = batch_judge.render(trajectory)
+                inputs = batch_judge.inputs_of(trajectory)
                 if result is None:
                     if failed_whole:
                         continue  # never answered: submitted again by the next run
@@ -333,11 +333,12 @@ def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, o
                     summary.request_errors += 1
                 else:
                     engine.reply = result
-                    verdict = judge_verdict(batch_judge, text, RetryPolicy(max_retries=0)).verdict
+                    extra = dict(inputs)
+                    verdict = judge_verdict(batch_judge, extra.pop("trajectory"), RetryPolicy(max_retries=0), **extra)
                     engine.reply = None
                     summary.request_errors += result[0] != 200
                 summary.lm_calls += 1
-                write(handle, trajectory, verdict, False, text)
+                write(handle, trajectory, verdict, False, inputs)
                 handle.flush()
         state_file.unlink(missing_ok=True)
         if failed_whole:

@@ -34,8 +34,8 @@ from typing import Iterable, Iterator
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.judge.cache import VerdictCache, open_cache, text_sha256
-from rubricforge_dspy.judge.execution import Outcome, RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.apply.job import BatchOutputError, checked_input, claim_output, output_lock, read_done
@@ -197,17 +197,23 @@ class _Writer:
             os.close(self._fd)
 
 
-def _render(judge, trajectory: Trajectory) -> str:
+def _inputs(judge, trajectory: Trajectory) -> dict:
+    """What `judge` reads of `trajectory` (`BaseJudge.inputs_of`: the text, and the features of a judge that
+    reads them); the rendered text for a baseline callable."""
+    inputs_of = getattr(judge, "inputs_of", None)
+    if inputs_of is not None:
+        return inputs_of(trajectory)
     render = getattr(judge, "render", None)
-    return render(trajectory) if render is not None else render_trajectory(trajectory)
+    return {"trajectory": render(trajectory) if render is not None else render_trajectory(trajectory)}
 
 
-def _judge_in_worker(judge, text: str, policy: RetryPolicy, tracker: "UsageTotals", stop: threading.Event) -> Outcome:
+def _judge_in_worker(judge, inputs: dict, policy: RetryPolicy, tracker: "UsageTotals", stop: threading.Event) -> Verdict:
     # No LM history and no DSPy trace: both would keep every prompt (up to 10,000 of them).
     import dspy
 
+    inputs = dict(inputs)
     with dspy.context(usage_tracker=tracker, disable_history=True, trace=None):
-        return judge_verdict(judge, text, policy, stop)
+        return judge_verdict(judge, inputs.pop("trajectory"), policy, stop, **inputs)
 
 
 def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurrency: int = 4,
@@ -295,7 +301,7 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
         batch_judge = judge.deepcopy()
         batch_judge.set_lm(the_lm)
     fingerprint = judge_fingerprint(batch_judge, the_lm)
-    program = getattr(judge, "program_sha256", None)
+    program = getattr(judge, "rubric_sha256", None)
     model = getattr(the_lm, "model", None)
     lm_label = lm_name(the_lm)
 
@@ -339,10 +345,10 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
     def collect(futures) -> None:
         for future in futures:
             trajectory, text_hash = pending.pop(future)
-            outcome = future.result()
-            summary.lm_calls += outcome.attempts
-            summary.retries += outcome.attempts - 1
-            record(trajectory, outcome.verdict, False, outcome.attempts, text_hash)
+            verdict = future.result()
+            summary.lm_calls += verdict.attempts
+            summary.retries += verdict.attempts - 1
+            record(trajectory, verdict, False, verdict.attempts, text_hash)
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
     interrupted = False
@@ -351,14 +357,14 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
             if trajectory.id in done.ids:
                 summary.resumed += 1
                 continue
-            text = _render(batch_judge, trajectory)
-            text_hash = text_sha256(text) if verdict_cache is not None else None
+            inputs = _inputs(batch_judge, trajectory)
+            text_hash = input_sha256(inputs) if verdict_cache is not None else None
             hit = verdict_cache.get(fingerprint.sha256, text_hash) if verdict_cache is not None else None
             if hit is not None:
                 record(trajectory, hit, True, 0, text_hash)
                 continue
             context = contextvars.copy_context()
-            future = pool.submit(context.run, _judge_in_worker, batch_judge, text, policy, tracker, stop)
+            future = pool.submit(context.run, _judge_in_worker, batch_judge, inputs, policy, tracker, stop)
             pending[future] = (trajectory, text_hash)
             if len(pending) >= window:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
@@ -427,12 +433,12 @@ def _progress_bar(enabled: bool, total: int | None):
 def load_judge(program):
     """The judge a `program` argument names: a path (loaded), a judge (as is), or None (the seed judge)."""
     from rubricforge_dspy.judge.module import TrajectoryJudge
-    from rubricforge_dspy.judge.loading import load
+    from rubricforge_dspy.judge import loading
 
     if program is None:
         return TrajectoryJudge()
     if isinstance(program, (str, os.PathLike)):
-        return load(program)
+        return loading.load_judge(program)
     return program
 
 
@@ -463,7 +469,7 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
     the input files, the label file, the format and the label threshold.
 
     Args:
-        program: a frozen program path (`load`), a judge, or None for the seed judge.
+        program: a frozen program path (`load_judge`), a judge, or None for the seed judge.
         data_path: a trajectory file or directory, or a list of them.
         out_path: the verdict file (see `judge_stream`).
         limit: see `judge_stream`.

@@ -91,9 +91,9 @@ def cmd_render(args) -> int:
     preset = resolve(args)
     program = None
     if args.program is not None:
-        from rubricforge_dspy.judge.loading import load
+        from rubricforge_dspy.judge.loading import load_judge
 
-        program = load(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
+        program = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
     config = judge_render(args, preset, lambda: program.render_config)
     if program is None:
         source = f"preset {preset.name}"
@@ -147,7 +147,7 @@ def cmd_judge(args) -> int:
     from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.cli.presets import judge_render, resolve
-    from rubricforge_dspy.judge.loading import load
+    from rubricforge_dspy.judge.loading import load_judge
 
     report, tally = LoadReport(), LabelTally()
     join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
@@ -155,10 +155,10 @@ def cmd_judge(args) -> int:
     preset = resolve(args)
     # A frozen program keeps the render it was induced with (None), but for the sizes the flags give.
     unverified = args.allow_unverified_program
-    render = judge_render(args, preset, lambda: load(args.program, check_certificate=False,
+    render = judge_render(args, preset, lambda: load_judge(args.program, check_certificate=False,
                                                      allow_unverified=unverified).render_config)
     if unverified and args.program is not None:  # loaded here, with the override; the library gets the judge
-        args.program = load(args.program, allow_unverified=True)
+        args.program = load_judge(args.program, allow_unverified=True)
     if args.batch_api:
         return _judge_batch_api(args, preset, render, report, join, tally)
     with lm_from_args(args) as lm:
@@ -206,7 +206,7 @@ def _judge_batch_api(args, preset, render, report, join, tally) -> int:
 
 def cmd_induce(args) -> int:
     from rubricforge_dspy.induction.inducer import InductionConfig
-    from rubricforge_dspy.judge.loading import load
+    from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.judge.module import TrajectoryJudge
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
     from rubricforge_dspy.cli.presets import render_from_args, resolve
@@ -216,7 +216,7 @@ def cmd_induce(args) -> int:
     for name, part in split.summary().items():
         print(f"{name:>5}: {part}", file=sys.stderr)
     preset = resolve(args)
-    init = (load(args.init, check_certificate=False, allow_unverified=args.allow_unverified_program)
+    init = (load_judge(args.init, check_certificate=False, allow_unverified=args.allow_unverified_program)
             if args.init else TrajectoryJudge())
     render = render_from_args(args, preset, init.render_config if args.init else None)
     print(f"preset {preset.name}: render {render.max_tokens} tokens, {preset.num_threads} GEPA "
@@ -422,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="map raw scores to calibrated probabilities, fit on validation verdicts")
     p.add_argument("--hybrid", action="store_true",
                    help="freeze a hybrid judge: the LLM score stacked with the symptom floor's features in one "
-                        "logistic regression fit on validation verdicts (docs/FLOOR.md); load() returns it")
+                        "logistic regression fit on validation verdicts (docs/FLOOR.md); load_judge() returns it")
     p.add_argument("--no-certify", dest="certify", action="store_false",
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")

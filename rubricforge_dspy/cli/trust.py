@@ -140,12 +140,12 @@ def cmd_label_next(args) -> int:
     ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}
     if args.program:
         from rubricforge_dspy.trust.certify import judge_labeled
-        from rubricforge_dspy.judge.loading import load
+        from rubricforge_dspy.judge.loading import load_judge
 
         with contextlib.ExitStack() as stack:
             out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "v.jsonl")
             lm = stack.enter_context(lm_from_args(args))
-            records = judge_labeled(load(args.program, lm=lm), trajectories, out, lm=lm,
+            records = judge_labeled(load_judge(args.program, lm=lm), trajectories, out, lm=lm,
                                     concurrency=args.concurrency)
         judges = {args.program: {r["id"]: r for r in records}, **judges}
     main_name = next(iter(judges))

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+import warnings
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -48,6 +49,9 @@ class Verdict:
     error_kind: str | None = None
     contradiction: bool = False
     score_calibrated: float | None = None
+    # How it was obtained, not what was said: the LM calls `judge.execution.judge_verdict` made (None when
+    # the verdict did not come from it). Not compared, not in `to_dict` (a verdict line records it apart).
+    attempts: int | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.score, (int, float)) or not math.isfinite(self.score) or not 0.0 <= self.score <= 1.0:
@@ -87,11 +91,22 @@ class Verdict:
         return replace(self, score_calibrated=float(score_calibrated), passed=bool(passed))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """What was said, as JSON (without ``attempts``)."""
+        data = asdict(self)
+        del data["attempts"]
+        return data
+
+    @property
+    def verdict(self) -> "Verdict":
+        """Deprecated: `judge_verdict` returned an ``Outcome(verdict, attempts)``; it now returns the
+        `Verdict` itself (with ``attempts``). Kept so ``judge_verdict(...).verdict`` still works."""
+        warnings.warn("judge_verdict(...) returns the Verdict itself; drop `.verdict`", DeprecationWarning,
+                      stacklevel=2)
+        return self
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Verdict":
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data and name != "attempts"})
 
 
 # -- the verdict line --------------------------------------------------------------------------------

@@ -121,5 +121,5 @@ def induce(
     result: InductionResult = judge.detailed_results
     if out_path is not None:
         result.manifest = freeze_induced(judge, out_path, lm_name=lm_name,
-                                         parent_program_sha256=init.program_sha256 if init is not None else None)
+                                         parent_program_sha256=init.rubric_sha256 if init is not None else None)
     return result

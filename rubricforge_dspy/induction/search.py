@@ -469,7 +469,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
 
     with dspy.context(lm=judge_lm):
-        raw = [judge_verdict(judge, t).verdict for t in val]
+        raw = [judge_verdict(judge, t) for t in val]
     operating = fit_operating_point(judge, raw, val, config)
     verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
                 if judge.calibration is not None else v for v in raw]

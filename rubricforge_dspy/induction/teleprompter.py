@@ -249,7 +249,7 @@ class RubricInducer(Teleprompter):
     def _measure(self, judge: TrajectoryJudge, test: list[Trajectory], judge_lm, result: InductionResult) -> None:
         """The returned judge's verdicts on the testset, its metrics and (with `certify`) its certificate."""
         with dspy.context(lm=judge_lm):
-            verdicts = [judge_verdict(judge, t).verdict for t in test]
+            verdicts = [judge_verdict(judge, t) for t in test]
         result.test_verdicts = verdicts
         result.test_metrics = {key.replace("val_", "test_"): value
                                for key, value in validation_metrics(verdicts, test).items()}

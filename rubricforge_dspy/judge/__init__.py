@@ -1,18 +1,21 @@
 """Judge: the DSPy Module that applies a rubric to a trajectory, and everything that runs it.
 
 In: a `Trajectory` (or its rendered text) and an LM (`dspy.configure`/`dspy.context`, or the judge's
-own). Out: a `dspy.Prediction` with ``reason``, ``passed`` and ``score`` (strict: a bad answer raises
-`VerdictFormatError`), or through `judge_verdict` a `Verdict` record that never raises.
+own). Out: a `dspy.Prediction` with the contract's fields (strict: a bad answer raises
+`VerdictFormatError`), or through `judge_verdict`/`ajudge_verdict` a `Verdict` record that never raises.
 
 Modules:
 
-- :mod:`.module`: the Signature `JudgeTrajectory`, the strict JSON adapter, `TrajectoryJudge`;
-- :mod:`.loading`: `load`: a frozen program file -> the judge it describes (plain or hybrid);
-- :mod:`.execution`: `judge_verdict`: one strict call -> one recorded `Verdict`, transient errors retried;
+- :mod:`.contract`: `BaseJudge`, the one contract of every judge (call, async, batch, Prediction fields);
+- :mod:`.module`: the Signature `TrajectoryVerdictSignature`, the strict JSON adapter, `TrajectoryJudge`;
+- :mod:`.loading`: `load_judge`: a saved judge file -> the judge it describes (plain, hybrid or floor);
+- :mod:`.execution`: `judge_verdict` / `ajudge_verdict`: one strict call -> one recorded `Verdict` with
+  its attempts, transient errors retried;
 - :mod:`.fingerprint`: sha256 digests of everything that changes a judge's answer;
 - :mod:`.cache`: the verdict cache (disk and memory back ends), keyed by that fingerprint;
 - :mod:`.operating_point`: calibrated scores and the Neyman-Pearson pass threshold;
-- :mod:`.floor`: `SymptomFloor`, the logistic regression over observable features (plain JSON);
+- :mod:`.floor`: `SymptomFloor`, the logistic regression over observable features (plain JSON), and
+  `FloorJudge`, the floor behind the contract;
 - :mod:`.hybrid`: `HybridJudge`, the LLM judge's score stacked with the floor's features;
 - :mod:`.baselines`: the baseline judges of the evaluation protocol;
 - :mod:`.metric`: `as_metric`: the judge as a DSPy metric (a reward proxy).
@@ -23,15 +26,16 @@ Names are imported lazily: the cache, the fingerprint and the operating point do
 from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
-    "rubricforge_dspy.judge.module": ["TrajectoryJudge", "JudgeTrajectory", "judge_signature", "StrictJSONAdapter",
-                                      "VerdictFormatError", "verdict_from_fields"],
-    "rubricforge_dspy.judge.loading": ["load"],
-    "rubricforge_dspy.judge.execution": ["judge_verdict", "as_verdict", "RetryPolicy", "Outcome"],
+    "rubricforge_dspy.judge.contract": ["BaseJudge", "Verdicts", "verdict_prediction"],
+    "rubricforge_dspy.judge.module": ["TrajectoryJudge", "TrajectoryVerdictSignature", "judge_signature",
+                                      "StrictJSONAdapter", "VerdictFormatError", "verdict_from_fields"],
+    "rubricforge_dspy.judge.loading": ["load_judge"],
+    "rubricforge_dspy.judge.execution": ["judge_verdict", "ajudge_verdict", "as_verdict", "RetryPolicy"],
     "rubricforge_dspy.judge.fingerprint": ["judge_fingerprint"],
     "rubricforge_dspy.judge.cache": ["VerdictCache", "open_cache"],
     "rubricforge_dspy.judge.operating_point": ["Calibration", "CalibrationError", "Threshold",
                                                "neyman_pearson_threshold"],
-    "rubricforge_dspy.judge.floor": ["SymptomFloor", "FloorError"],
+    "rubricforge_dspy.judge.floor": ["SymptomFloor", "FloorJudge", "FloorError"],
     "rubricforge_dspy.judge.hybrid": ["HybridJudge", "freeze_hybrid"],
     "rubricforge_dspy.judge.baselines": ["geval_judge", "fewshot_judge"],
     "rubricforge_dspy.judge.metric": ["as_metric", "JudgeMetric"],

@@ -35,10 +35,11 @@ import threading
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from rubricforge_dspy.core.errors import RubricForgeError, RubricForgeWarning
 from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.lm.fingerprint import digest
 
 CACHE_DIRNAME = ".rubricforge_cache"
 CACHE_FILENAME = "verdicts-v2.sqlite3"
@@ -364,3 +365,12 @@ def open_cache(cache, out_path=None) -> VerdictCache | None:
         base = Path(out_path).parent if out_path is not None else Path.cwd()
         return VerdictCache(base / CACHE_DIRNAME)
     return VerdictCache(cache)
+
+
+def input_sha256(inputs: Mapping[str, Any]) -> str:
+    """The verdict cache's key of a judge's inputs (`BaseJudge.inputs_of`): the sha256 of the text
+    (`judge.cache.text_sha256`, the key of a plain judge), extended with the other inputs (features)."""
+    text = inputs.get("trajectory")
+    key = text_sha256(text) if isinstance(text, str) else None
+    extra = {name: value for name, value in sorted(inputs.items()) if name != "trajectory"}
+    return key if not extra else digest({"text": key, **extra})

@@ -1,7 +1,8 @@
 """The execution layer: one function that turns a strict judge's call into a recorded `Verdict`.
 
 `TrajectoryJudge` raises on anything that is not a verdict. Batch judging, the reward proxy and the
-audit must instead record a fail and go on; `judge_verdict` does that, in one place:
+audit must instead record a fail and go on; `judge_verdict` (and its async twin `ajudge_verdict`, same
+rules) does that, in one place, and returns the `Verdict` with the ``attempts`` it took:
 
 - transient errors (timeout, connection, HTTP 5xx, HTTP 429) are retried with exponential backoff and
   full jitter (`tenacity`), decided by the exception's *type*, never by its message: the package's one
@@ -15,13 +16,15 @@ The LM the judge calls should make one attempt per call (``num_retries=0``, see
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import tenacity
 
 from rubricforge_dspy.core.verdict import Verdict
-from rubricforge_dspy.lm.errors import error_kind, is_transient, retry_after
+from rubricforge_dspy.lm.circuit import LMCircuit
+from rubricforge_dspy.lm.errors import LM_ERROR_KINDS, error_kind, is_transient, retry_after
 
 
 @dataclass(frozen=True)
@@ -39,47 +42,104 @@ class RetryPolicy:
             raise ValueError("max_retries, backoff and max_backoff must be >= 0")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    verdict: Verdict
-    attempts: int
-
-
 def judge_verdict(judge, trajectory, policy: RetryPolicy = RetryPolicy(),
-                  stop: threading.Event | None = None) -> Outcome:
+                  stop: threading.Event | None = None, circuit: LMCircuit | None = None, **inputs) -> Verdict:
     """Call `judge(trajectory=...)` and always return a recorded `Verdict` with the attempts made.
 
     Args:
-        judge: a strict judge (a `TrajectoryJudge`, a `HybridJudge`, or any callable taking
+        judge: a strict judge (a `TrajectoryJudge`, a `HybridJudge`, a `FloorJudge`, or any callable taking
             ``trajectory=`` and returning ``passed``, ``score`` and ``reason``; see `as_verdict`).
         trajectory: what the judge takes: a `Trajectory` or its rendered text.
         policy: how often and how long transient LM errors (`lm.errors.is_transient`) are retried;
             any other error is not retried.
         stop: when set, ends the waiting between retries at once (Ctrl-C, a cancelled batch): the
             last error is then recorded.
+        circuit: the dead-server breaker (`lm.circuit.LMCircuit`) shared by a run's calls: each verdict
+            is counted on it (an abstention for an LM error, after retries, is a failure), and once it
+            is open this raises `JudgeUnavailableError` instead of recording fails.
+        **inputs: further declared inputs of the judge (a `HybridJudge`'s ``features``), passed as is.
 
     Returns:
-        An `Outcome`: the `Verdict` (an abstention carrying the error and its kind when the judge
-        failed) and the number of attempts made.
+        The `Verdict` (an abstention carrying the error and its kind when the judge failed), with
+        ``attempts``: the number of calls made.
 
     Raises:
-        Nothing that is an `Exception`: every failure becomes an abstained verdict. Exceptions that are
-        not `Exception`s (KeyboardInterrupt) propagate.
+        JudgeUnavailableError: only with a `circuit`, once it is open. Nothing else that is an
+            `Exception`: every failure becomes an abstained verdict. Exceptions that are not
+            `Exception`s (KeyboardInterrupt) propagate.
     """
+    if circuit is not None:
+        circuit.raise_if_open()
     stop = stop or threading.Event()
-    retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_exception(is_transient),
-        stop=tenacity.stop_after_attempt(policy.max_retries + 1) | tenacity.stop_when_event_set(stop),
-        wait=_wait(policy),
-        sleep=stop.wait,
-        reraise=True,
-    )
+    retrying = tenacity.Retrying(sleep=stop.wait, **_retry_options(policy, stop))
     try:
-        prediction = retrying(judge, trajectory=trajectory)
-        verdict = as_verdict(prediction)
+        verdict = as_verdict(retrying(judge, trajectory=trajectory, **inputs))
     except Exception as error:  # noqa: BLE001 - the contract of this layer: every failure is recorded
         verdict = Verdict.abstention(error, error_kind(error))
-    return Outcome(verdict, int(retrying.statistics.get("attempt_number", 1)))
+    return _counted(replace(verdict, attempts=int(retrying.statistics.get("attempt_number", 1))), circuit)
+
+
+async def ajudge_verdict(judge, trajectory, policy: RetryPolicy = RetryPolicy(),
+                         stop: asyncio.Event | None = None, circuit: LMCircuit | None = None,
+                         **inputs) -> Verdict:
+    """The async twin of `judge_verdict`: awaits ``judge.acall(trajectory=...)`` with the same retry
+    policy (tenacity's `AsyncRetrying`, the waits are ``asyncio`` sleeps) and the same recording rule.
+
+    Args:
+        judge: a judge with ``acall`` (a `TrajectoryJudge`, `HybridJudge` or `FloorJudge`).
+        trajectory: a `Trajectory` or its rendered text.
+        policy: see `judge_verdict`.
+        stop: an `asyncio.Event`; when set, no further retry is made (the last error is recorded).
+        circuit: see `judge_verdict`.
+        **inputs: further declared inputs of the judge, passed as is.
+
+    Returns:
+        The `Verdict`, with ``attempts``; an abstention when the judge failed.
+
+    Raises:
+        JudgeUnavailableError: only with a `circuit`, once it is open. Nothing else that is an
+            `Exception` (`asyncio.CancelledError` propagates).
+    """
+    if circuit is not None:
+        circuit.raise_if_open()
+    stop = stop or asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    retrying = tenacity.AsyncRetrying(sleep=sleep, **_retry_options(policy, stop))
+    try:
+        verdict = as_verdict(await retrying(judge.acall, trajectory=trajectory, **inputs))
+    except Exception as error:  # noqa: BLE001 - as in judge_verdict
+        verdict = Verdict.abstention(error, error_kind(error))
+    return _counted(replace(verdict, attempts=int(retrying.statistics.get("attempt_number", 1))), circuit)
+
+
+def _counted(verdict: Verdict, circuit: LMCircuit | None) -> Verdict:
+    """`verdict`, counted on `circuit` (an LM-error abstention is a failure; anything else an answer);
+    raises `JudgeUnavailableError` when that opened it."""
+    if circuit is not None:
+        if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
+            circuit.failure(verdict.error)
+        else:
+            circuit.success()
+        circuit.raise_if_open()
+    return verdict
+
+
+def _retry_options(policy: RetryPolicy, stop) -> dict:
+    """The one retry rule of both twins: transient errors only, at most ``max_retries`` retries, none after
+    `stop` is set, full-jitter waits (`_wait`), the last error re-raised."""
+    return {"retry": tenacity.retry_if_exception(is_transient),
+            "stop": tenacity.stop_after_attempt(policy.max_retries + 1) | _stopped(stop),
+            "wait": _wait(policy), "reraise": True}
+
+
+def _stopped(stop):
+    return lambda retry_state: stop.is_set()
 
 
 def _wait(policy: RetryPolicy):
@@ -102,6 +162,7 @@ def as_verdict(prediction) -> Verdict:
     if getattr(prediction, "abstained", False):
         return Verdict.abstention(str(getattr(prediction, "error", "") or "abstained"),
                                   getattr(prediction, "error_kind", None) or "other")
-    if all(hasattr(prediction, name) for name in Verdict.__dataclass_fields__):  # a TrajectoryJudge's own
-        return Verdict.from_dict({name: getattr(prediction, name) for name in Verdict.__dataclass_fields__})
+    said = [name for name in Verdict.__dataclass_fields__ if name != "attempts"]  # what a verdict says
+    if all(hasattr(prediction, name) for name in said):  # a BaseJudge's own Prediction
+        return Verdict.from_dict({name: getattr(prediction, name) for name in said})
     return Verdict.from_answer(bool(prediction.passed), float(prediction.score), getattr(prediction, "reason", ""))

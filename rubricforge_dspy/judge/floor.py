@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import dspy
@@ -32,16 +33,37 @@ import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
-from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, check_names, feature_matrix
+from rubricforge_dspy.evidence.features import (FEATURES, LENGTH_FEATURES, check_names, feature_matrix,
+                                                feature_values)
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
+from rubricforge_dspy.lm.fingerprint import digest
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
 
-__all__ = ["FloorError", "LogisticModel", "fit_logistic", "SymptomFloor", "FLOOR_KIND", "FLOOR_VERSION"]
+__all__ = ["FloorError", "LogisticModel", "fit_logistic", "SymptomFloor", "FloorJudge", "checked_features",
+           "FLOOR_KIND", "FLOOR_VERSION"]
 
 FLOOR_KIND = "rubricforge.symptom_floor"
 FLOOR_VERSION = 1
 SOLVER = {"estimator": "sklearn.linear_model.LogisticRegression", "C": 1.0, "penalty": "l2", "solver": "lbfgs",
           "class_weight": "balanced", "scaler": "sklearn.preprocessing.StandardScaler"}
+
+
+def checked_features(features: Mapping[str, float] | None, names: Sequence[str], judge: str) -> dict[str, float]:
+    """`features` checked to hold a finite number for every name in `names` (the `features` input of the
+    hybrid and the floor); raises `InputError` saying what to pass when they are missing."""
+    if features is None:
+        raise InputError(f"the {judge} judge reads the trajectory's observable features, not only its text: pass "
+                         "a Trajectory (judge(trajectory=t)), or the text with features=feature_values(t)")
+    missing = [name for name in names if name not in features]
+    if missing:
+        raise InputError(f"the {judge} judge needs the features {missing}; compute them with "
+                         "rubricforge_dspy.evidence.features.feature_values(trajectory)")
+    values = {name: float(features[name]) for name in names}
+    if not all(np.isfinite(list(values.values()))):
+        raise InputError(f"the {judge} judge's features must be finite numbers, got {values}")
+    return values
 
 
 class FloorError(InputError):
@@ -156,8 +178,16 @@ class SymptomFloor:
             return np.zeros(0)
         return self.model.predict(feature_matrix(items, self.features))
 
+    def probability(self, features: Mapping[str, float]) -> float:
+        """P(passed) from the trajectory's feature values (at least the model's `features`)."""
+        return float(self.model.predict(np.array([[float(features[name]) for name in self.features]]))[0])
+
     def verdict(self, trajectory: Trajectory) -> Verdict:
-        p = float(self.predict_proba([trajectory])[0])
+        """The floor's verdict on `trajectory` (its steps only)."""
+        return self.verdict_of(float(self.predict_proba([trajectory])[0]))
+
+    def verdict_of(self, p: float) -> Verdict:
+        """The verdict of probability `p`: passed when ``p >= 0.5``."""
         return Verdict.from_answer(p >= PASS_THRESHOLD, p, f"{self.name}: logistic regression on "
                                    f"{len(self.features)} observable feature(s), p(pass) = {p:.3f}")
 
@@ -195,3 +225,79 @@ class SymptomFloor:
         except json.JSONDecodeError as error:
             raise FloorError(f"{where}: not JSON ({error.msg})") from None
         return cls.from_dict(data, where)
+
+
+class FloorJudge(BaseJudge):
+    """A `SymptomFloor` behind the judge contract (`judge.contract.BaseJudge`), so the floor runs wherever
+    a judge does (`dspy.Evaluate`, ``batch``, ``as_metric``). It reads no text and calls no LM: its input
+    is the trajectory's observable ``features``, computed from a `Trajectory`, or passed with the text.
+
+    Args:
+        floor: the fitted floor (or length-only model).
+    """
+
+    def __init__(self, floor: SymptomFloor):
+        super().__init__()
+        self.floor = floor
+        self.manifest = None
+
+    @property
+    def rubric(self) -> str:
+        return ""
+
+    @property
+    def rubric_sha256(self) -> str:
+        """sha256 of the stored floor (`SymptomFloor.to_dict`)."""
+        return digest(self.floor.to_dict())
+
+    def operating_point(self) -> dict:
+        return {"floor": self.floor.to_dict(), "threshold": PASS_THRESHOLD}
+
+    def render(self, trajectory: Trajectory | str, config=None) -> str:
+        """The trajectory's text (what the floor's reason may be read against; the floor itself reads
+        only the features)."""
+        trajectory = trajectory_input(trajectory)
+        return render_trajectory(trajectory, config or RenderConfig()) if isinstance(trajectory, Trajectory) \
+            else trajectory
+
+    def inputs_of(self, trajectory: Trajectory) -> dict:
+        """``{"trajectory": trajectory, "features": its observable features}`` (no text is rendered)."""
+        return {"trajectory": trajectory, "features": feature_values(trajectory)}
+
+    def forward(self, trajectory: Trajectory | str, features: Mapping[str, float] | None = None) -> dspy.Prediction:
+        """The floor's verdict.
+
+        Args:
+            trajectory: a `Trajectory` (its features are computed), or text (then `features` is required).
+            features: the observable features (`evidence.features.feature_values`).
+
+        Returns:
+            The contract's Prediction (``raw``: the model's probability and decision).
+
+        Raises:
+            InputError: text without features.
+        """
+        trajectory = trajectory_input(trajectory)
+        if features is None and isinstance(trajectory, Trajectory):
+            features = feature_values(trajectory)
+        p = self.floor.probability(checked_features(features, self.floor.features, self.floor.name))
+        return verdict_prediction(self.floor.verdict_of(p), {"passed": p >= PASS_THRESHOLD, "score": p})
+
+    async def aforward(self, trajectory: Trajectory | str,
+                       features: Mapping[str, float] | None = None) -> dspy.Prediction:
+        """`forward` (no I/O: the floor is a formula)."""
+        return self.forward(trajectory, features)
+
+    def save(self, path, save_program: bool = False, modules_to_serialize=None):
+        """Write the floor as its plain JSON (`SymptomFloor.to_json`); `load_judge` reads it back."""
+        if save_program:
+            raise InputError("FloorJudge saves as JSON only; pickled programs are not supported")
+        Path(path).write_text(self.floor.to_json(), encoding="utf-8")
+
+    def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
+             allow_unverified: bool = False):
+        """Read a floor JSON file into this judge; returns it."""
+        if allow_pickle:
+            raise InputError(f"{path}: FloorJudge loads JSON only, never pickles")
+        self.floor = SymptomFloor.from_json(Path(path).read_text(encoding="utf-8"), str(path))
+        return self

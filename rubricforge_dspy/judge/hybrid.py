@@ -18,15 +18,17 @@ Storage: the stack is frozen into the program JSON, in the manifest under ``"hyb
     {"kind": "rubricforge.hybrid", "version": 1, "model": {LogisticModel}, "threshold": t,
      "max_false_pass": alpha | null, "fit": {"n", "positives", "abstained_excluded", "on"}}
 
-`judge.load()` returns a `HybridJudge` for such a program; it is used like a `TrajectoryJudge` (batch
-judging, `as_metric()`, certificates). It reads the trajectory's steps for the features, so its
-``render`` appends them to the text the LLM part sees, after a marker line; ``forward`` splits them off
-again, and the LLM never sees them. A plain rendered string without them is refused.
+`judge.load_judge()` returns a `HybridJudge` for such a program; it implements the judge contract
+(`judge.contract.BaseJudge`) like a `TrajectoryJudge` (batch judging, `as_metric()`, certificates,
+`dspy.Evaluate`). Its inputs are the LLM part's text and the trajectory's observable ``features``
+(`evidence.features.feature_values`), a declared input computed from a `Trajectory`:
+``hybrid(trajectory=t)`` computes both; ``hybrid(trajectory=text, features={...})`` takes them as given.
+Bare text without features is refused (`InputError`), never scored as if it had none. The LLM never
+sees the features.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -35,25 +37,23 @@ import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.evidence.features import FEATURES, check_names, feature_values
-from rubricforge_dspy.judge.floor import FloorError, LogisticModel, fit_logistic
-from rubricforge_dspy.judge.fingerprint import digest, judge_fingerprint
-from rubricforge_dspy.judge.metric import as_metric
+from rubricforge_dspy.judge.floor import FloorError, LogisticModel, checked_features, fit_logistic
+from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
+from rubricforge_dspy.judge.fingerprint import digest
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES, neyman_pearson_threshold
 from rubricforge_dspy.program.store import build_manifest, save_judge, update_manifest
-from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
 
 __all__ = ["HYBRID_KEY", "LLM_INPUT", "HYBRID_INPUTS", "Stack", "fit_stack", "freeze_hybrid", "HybridJudge",
-           "FEATURES_MARKER", "split_features"]
+           "checked_features"]
 
 HYBRID_KEY = "hybrid"
 HYBRID_KIND = "rubricforge.hybrid"
 HYBRID_VERSION = 1
 LLM_INPUT = "llm_score"
 HYBRID_INPUTS: tuple[str, ...] = (LLM_INPUT, *FEATURES)
-FEATURES_MARKER = "\n\n#rubricforge-hybrid-features "
 
 
 @dataclass(frozen=True)
@@ -124,20 +124,13 @@ def fit_stack(llm_verdicts: Sequence[Verdict], trajectories: Sequence[Trajectory
                   "on": "validation verdicts of the LLM judge"})
 
 
-def split_features(text: str) -> tuple[str, dict[str, float]]:
-    """(the LLM's text, the features) of a `HybridJudge.render` output; ValueError without features."""
-    head, marker, tail = text.rpartition(FEATURES_MARKER)
-    if not marker:
-        raise ValueError("the hybrid judge needs the trajectory's observable features: pass a Trajectory, or "
-                         "text from HybridJudge.render(trajectory), not plain rendered text")
-    values = json.loads(tail)
-    if not isinstance(values, list) or len(values) != len(FEATURES):
-        raise ValueError(f"the hybrid features line must list {len(FEATURES)} numbers")
-    return head, dict(zip(FEATURES, (float(v) for v in values)))
+class HybridJudge(BaseJudge):
+    """An LLM judge (`TrajectoryJudge`) and a frozen `Stack`; see the module docstring.
 
-
-class HybridJudge(dspy.Module):
-    """An LLM judge (`TrajectoryJudge`) and a frozen `Stack`; see the module docstring."""
+    Args:
+        llm: the LLM part.
+        stack: the fitted stack over its score and the features.
+    """
 
     def __init__(self, llm: TrajectoryJudge, stack: Stack):
         super().__init__()
@@ -171,35 +164,60 @@ class HybridJudge(dspy.Module):
         return self.llm.manifest
 
     @property
-    def program_sha256(self) -> str:
-        return digest({"llm": self.llm.program_sha256, HYBRID_KEY: self.stack.to_dict()})
+    def rubric_sha256(self) -> str:
+        """The LLM part's `rubric_sha256` with the stack."""
+        return digest({"llm": self.llm.rubric_sha256, HYBRID_KEY: self.stack.to_dict()})
 
     def operating_point(self) -> dict:
         return {"llm": self.llm.operating_point(), HYBRID_KEY: self.stack.to_dict()}
 
-    def fingerprint(self, lm=None):
-        return judge_fingerprint(self, resolve_lm(self, lm))
+    def check_certificate_on_first_run(self, where: str) -> None:
+        self.llm.check_certificate_on_first_run(where)  # the LLM part runs the check when it is called
 
     def render(self, trajectory: Trajectory | str, config=None) -> str:
-        """The LLM part's text, then the features after a marker line (split off again by ``forward``)."""
-        if not isinstance(trajectory, Trajectory):
-            split_features(trajectory)  # refuse text without features here, not later
-            return trajectory
-        values = feature_values(trajectory)
-        return self.llm.render(trajectory, config) + FEATURES_MARKER + json.dumps([values[n] for n in FEATURES])
+        """The LLM part's text (the features are a separate input, `inputs_of`)."""
+        return self.llm.render(trajectory, config)
 
-    def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
+    def inputs_of(self, trajectory: Trajectory) -> dict:
+        """``{"trajectory": the LLM part's text, "features": the trajectory's observable features}``."""
+        return {"trajectory": self.llm.render(trajectory), "features": feature_values(trajectory)}
+
+    def _inputs(self, trajectory, features) -> tuple[str, dict[str, float]]:
+        trajectory = trajectory_input(trajectory)
         if isinstance(trajectory, Trajectory):
-            text, features = self.llm.render(trajectory), feature_values(trajectory)
-        else:
-            text, features = split_features(trajectory)
-        llm = Verdict.from_dict(dict(self.llm(trajectory=text)))
-        return dspy.Prediction(**self.stack.verdict(llm, features).to_dict())
+            return self.llm.render(trajectory), feature_values(trajectory)
+        return trajectory, checked_features(features, self.stack.model.inputs[1:], "hybrid")
 
-    def as_metric(self, **options):
-        return as_metric(self, **options)
+    def forward(self, trajectory: Trajectory | str, features: Mapping[str, float] | None = None) -> dspy.Prediction:
+        """Judge one trajectory: the LLM part's verdict, then the stack over its score and the features.
+
+        Args:
+            trajectory: a `Trajectory`, or the LLM part's text (then `features` is required).
+            features: the trajectory's observable features (`evidence.features.feature_values`), when
+                `trajectory` is text.
+
+        Returns:
+            The contract's Prediction: ``raw`` is the LLM part's own answer; ``decision_changed`` says
+            the stack's decision differs from the LLM part's.
+
+        Raises:
+            InputError: text without features. The LLM part's errors (see `TrajectoryJudge`).
+        """
+        text, values = self._inputs(trajectory, features)
+        return self._prediction(self.llm(trajectory=text), values)
+
+    async def aforward(self, trajectory: Trajectory | str,
+                       features: Mapping[str, float] | None = None) -> dspy.Prediction:
+        """The async `forward`."""
+        text, values = self._inputs(trajectory, features)
+        return self._prediction(await self.llm.acall(trajectory=text), values)
+
+    def _prediction(self, llm_prediction, features: Mapping[str, float]) -> dspy.Prediction:
+        llm = Verdict.from_dict(dict(llm_prediction))
+        return verdict_prediction(self.stack.verdict(llm, features), llm_prediction.raw, before=llm)
 
     def save(self, path, save_program: bool = False, modules_to_serialize=None):
+        """Save as a frozen JSON program: the LLM part's, with the stack in its manifest."""
         if save_program:
             raise InputError("HybridJudge saves as JSON only; pickled programs are not supported")
         manifest = self.llm.manifest or build_manifest(self.llm)
@@ -208,6 +226,7 @@ class HybridJudge(dspy.Module):
 
     def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
              allow_unverified: bool = False):
+        """Load a hybrid program into this judge (`load_judge` is the usual way); returns it."""
         self.llm.load(path, allow_pickle=allow_pickle, allow_unverified=allow_unverified)
         self.stack = HybridJudge.from_judge(self.llm, str(path)).stack
         return self

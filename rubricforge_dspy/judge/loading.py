@@ -1,39 +1,68 @@
-"""`load`: a frozen program file -> the judge it describes, ready to call.
+"""`load_judge`: a saved judge file -> the judge it describes, ready to call.
 
 A plain program loads as a `TrajectoryJudge`; one whose manifest holds a hybrid stack (`judge.hybrid`)
-as a `HybridJudge`. The endpoint is never read from the file: the LM is attached here or configured
-with `dspy.configure`.
+as a `HybridJudge`; a floor file (`judge.floor`, ``"kind": "rubricforge.symptom_floor"``) as a
+`FloorJudge`. The endpoint is never read from the file: the LM is attached here, with ``set_lm``, or
+configured with `dspy.configure`. (Not `dspy.load`, which loads DSPy's pickled whole programs and
+refuses these JSON files.)
 """
 
 from __future__ import annotations
 
-from rubricforge_dspy.judge.floor import FloorError
+import warnings
+from pathlib import Path
+
+import orjson
+
+from rubricforge_dspy.judge.contract import BaseJudge
+from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.hybrid import HYBRID_KEY, HybridJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.program.drift import check_drift
-from rubricforge_dspy.program.store import ProgramError
+from rubricforge_dspy.program.store import MAX_PROGRAM_BYTES, ProgramError
 
-__all__ = ["load"]
+__all__ = ["load_judge", "load"]
 
 
-def load(path, lm=None, check_certificate: bool = True, allow_unverified: bool = False):
-    """Load a frozen judge, ready to call.
+def _floor_file(path: Path) -> SymptomFloor | None:
+    """The floor `path` holds, or None when it is not a floor file (a program is read by `read_program`)."""
+    try:
+        if path.suffix != ".json" or path.stat().st_size > MAX_PROGRAM_BYTES:
+            return None
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None  # read_program says what is wrong with it
+    if not isinstance(data, dict) or data.get("kind") != FLOOR_KIND:
+        return None
+    try:
+        return SymptomFloor.from_dict(data, str(path))
+    except FloorError as error:
+        raise ProgramError(f"{path}: malformed floor: {error}") from error
+
+
+def load_judge(path, lm=None, check_certificate: bool = True, allow_unverified: bool = False) -> BaseJudge:
+    """Load a saved judge, ready to call.
 
     Args:
-        path: a frozen program (JSON, see `program.store`).
-        lm: a `dspy.LM` to attach; without one the judge uses whatever LM `dspy.configure` sets.
-        check_certificate: warn `UncertifiedJudgeWarning` when the program has no certificate or the LM
-            in use is not the one it was certified with (`program.drift.check_drift`).
+        path: a frozen program (JSON, see `program.store`), or a floor file (`SymptomFloor.to_json`).
+        lm: a `dspy.LM` to attach (``judge.set_lm(lm)``); without one the judge uses the LM set later
+            with ``set_lm``, or whatever `dspy.configure` sets.
+        check_certificate: when the judge first runs with an LM (once per LM), warn
+            `UncertifiedJudgeWarning` if the program has no certificate or that LM is not the one it was
+            certified with (`program.drift.check_drift`). Loading itself never warns.
         allow_unverified: load a program whose manifest cannot verify it (no ``program_sha256``, or
             content that no longer matches it), warning `UnverifiedProgramWarning`; refused otherwise.
 
     Returns:
-        A `TrajectoryJudge`, or a `HybridJudge` when the program's manifest holds a hybrid stack.
+        A `TrajectoryJudge`; a `HybridJudge` when the program's manifest holds a hybrid stack; a
+        `FloorJudge` for a floor file. All implement `judge.contract.BaseJudge`.
 
     Raises:
         ProgramError: the file is not a readable, verifiable, well-formed program (too large, malformed,
             edited after it was frozen, or without a manifest), unless `allow_unverified`.
     """
+    floor = _floor_file(Path(path))
+    if floor is not None:
+        return FloorJudge(floor)
     judge = TrajectoryJudge()
     judge.load(path, allow_unverified=allow_unverified)
     if (judge.manifest or {}).get(HYBRID_KEY) is not None:
@@ -44,5 +73,12 @@ def load(path, lm=None, check_certificate: bool = True, allow_unverified: bool =
     if lm is not None:
         judge.set_lm(lm)
     if check_certificate:
-        check_drift(judge.manifest, lm, where=str(path))
+        judge.check_certificate_on_first_run(str(path))
     return judge
+
+
+def load(path, lm=None, check_certificate: bool = True, allow_unverified: bool = False) -> BaseJudge:
+    """Deprecated: `load_judge` (this name was easily mistaken for `dspy.load`). Same arguments."""
+    warnings.warn("rubricforge_dspy.load is renamed load_judge (dspy.load is another function)",
+                  DeprecationWarning, stacklevel=2)
+    return load_judge(path, lm=lm, check_certificate=check_certificate, allow_unverified=allow_unverified)

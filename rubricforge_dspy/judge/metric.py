@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import dspy
 
-from rubricforge_dspy.judge.cache import VerdictCache, text_sha256
+from rubricforge_dspy.judge.cache import VerdictCache, input_sha256
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
@@ -95,23 +95,36 @@ class JudgeMetric:
     def render(self, trajectory: Trajectory) -> str:
         return self.judge.render(trajectory, self.render_config)
 
+    def inputs(self, trajectory: Trajectory) -> dict[str, Any]:
+        """What the judge reads of `trajectory`: its text (rendered with ``render_config``) and, for a judge
+        that reads more (the hybrid's and the floor's features), its declared inputs (``inputs_of``)."""
+        inputs = dict(self.judge.inputs_of(trajectory)) if hasattr(self.judge, "inputs_of") else {}
+        if self.render_config is not None or "trajectory" not in inputs:
+            inputs["trajectory"] = self.render(trajectory)
+        return inputs
+
     def judge_lm(self):
         """The LM the judge will use: ``lm=``, else the judge's own, else the configured one."""
         return resolve_lm(self.judge, self.lm)
 
     # -- verdicts
-    def verdict(self, text: str) -> dict[str, Any]:
-        """The judge's verdict on rendered `text` (from the cache when possible), as a dict."""
+    def verdict(self, inputs: str | dict[str, Any]) -> dict[str, Any]:
+        """The judge's verdict on rendered text, or on the judge's inputs (`inputs`), from the cache when
+        possible, as a dict."""
+        inputs = {"trajectory": inputs} if isinstance(inputs, str) else dict(inputs)
+        text = inputs.pop("trajectory")
+
         def compute() -> Verdict:
             settings = {"trace": None, **({"lm": self.lm} if self.lm is not None else {})}
             with dspy.context(**settings):
-                return judge_verdict(self.judge, text, self.retry).verdict
+                return judge_verdict(self.judge, text, self.retry, **inputs)
 
         if self.cache is None:
             verdict = compute().to_dict()
         else:
             fingerprint = judge_fingerprint(self.judge, self.judge_lm()).sha256
-            verdict = self.cache.get_or_compute(fingerprint, text_sha256(text), compute).to_dict()
+            key = input_sha256({"trajectory": text, **inputs})
+            verdict = self.cache.get_or_compute(fingerprint, key, compute).to_dict()
         with self._lock:
             self.verdicts += 1
             self.abstentions += verdict["abstained"]
@@ -141,7 +154,7 @@ class JudgeMetric:
         with self._lock:
             self.calls += 1
         trajectory = self.to_trajectory(gold, pred, trace)
-        verdict = self.verdict(self.render(trajectory))
+        verdict = self.verdict(self.inputs(trajectory))
         score = self.score_of(verdict)
         gepa_call = pred_name is not None or pred_trace is not None
         if self.feedback or (self.feedback is None and gepa_call):
@@ -161,7 +174,7 @@ def as_metric(judge, mode: Mode = "binary", feedback: bool | None = None, cache:
     """A DSPy metric that rewards an agent program with `judge`'s verdicts (see the module docstring).
 
     Args:
-        judge: a `TrajectoryJudge` or `HybridJudge` (e.g. from `load`).
+        judge: any `BaseJudge` (`TrajectoryJudge`, `HybridJudge`, `FloorJudge`; e.g. from `load_judge`).
         mode: ``"binary"`` scores 1.0/0.0 by ``passed``; ``"graded"`` scores ``verdict.score``.
         feedback: None (auto) returns ``dspy.Prediction(score, feedback)`` when called GEPA-style with
             ``pred_name``/``pred_trace``; True always (for GEPA); False never.

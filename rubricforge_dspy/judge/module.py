@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
+from contextlib import contextmanager
 from functools import lru_cache
 from types import SimpleNamespace
 
@@ -27,10 +29,8 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
-from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
-from rubricforge_dspy.judge.fingerprint import judge_fingerprint
-from rubricforge_dspy.judge.metric import as_metric
+from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.operating_point import from_manifest
 from rubricforge_dspy.program.store import MANIFEST_KEY, ProgramError, read_program, save_judge
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
@@ -42,7 +42,7 @@ FORMAT_KINDS = ("parse", "truncated", "invalid")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-class JudgeTrajectory(dspy.Signature):
+class TrajectoryVerdictSignature(dspy.Signature):
     __doc__ = SEED_RUBRIC
 
     trajectory: str = dspy.InputField(desc="The agent episode: observable events only, numbered in order.")
@@ -54,8 +54,22 @@ class JudgeTrajectory(dspy.Signature):
 
 
 def judge_signature(rubric: str = SEED_RUBRIC) -> type[dspy.Signature]:
-    """`JudgeTrajectory` with `rubric` as its instruction."""
-    return JudgeTrajectory.with_instructions(rubric)
+    """`TrajectoryVerdictSignature` with `rubric` as its instruction.
+
+    Args:
+        rubric: the instruction (the rubric text).
+
+    Returns:
+        The Signature class (input ``trajectory``; outputs ``reason``, ``passed``, ``score``).
+    """
+    return TrajectoryVerdictSignature.with_instructions(rubric)
+
+
+def __getattr__(name: str):
+    if name == "JudgeTrajectory":  # the Signature's old name, easily confused with the Module TrajectoryJudge
+        warnings.warn("JudgeTrajectory is renamed TrajectoryVerdictSignature", DeprecationWarning, stacklevel=2)
+        return TrajectoryVerdictSignature
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class VerdictFormatError(AdapterParseError, RubricForgeError):
@@ -148,12 +162,16 @@ def _raise_if_cut(watch, cause: BaseException | None = None) -> None:
         raise cut from cause
 
 
+def _as_bool(value):
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
+
+
 def verdict_from_fields(prediction, signature=None) -> Verdict:
     """A produced `Verdict` from the LM's parsed fields; raises `VerdictFormatError` ("invalid") on a
     non-boolean ``passed`` or a non-finite ``score``. The contradiction rule is `Verdict.from_answer`'s."""
-    passed = prediction.passed
-    if isinstance(passed, str) and passed.strip().lower() in ("true", "false"):
-        passed = passed.strip().lower() == "true"
+    passed = _as_bool(prediction.passed)
     problem = None
     if not isinstance(passed, bool):
         problem = f"passed is not a boolean: {passed!r}"
@@ -169,13 +187,18 @@ def verdict_from_fields(prediction, signature=None) -> Verdict:
     return Verdict.from_answer(passed, score, prediction.reason)
 
 
-class TrajectoryJudge(dspy.Module):
-    """Judge agent trajectories against a rubric.
+class TrajectoryJudge(BaseJudge):
+    """Judge agent trajectories against a rubric (the plain LLM judge of the `BaseJudge` contract).
 
-    `judge(trajectory=...)` accepts rendered text or a `Trajectory` (rendered with `render_config`)
-    and returns a `dspy.Prediction` with the fields of a produced `Verdict` (``passed``, ``score``,
-    ``reason``, ``contradiction``, ``abstained=False``, ``error=None``), or raises (see the module
-    docstring). For a verdict that is always recorded, use `rubricforge_dspy.judge.execution.judge_verdict`.
+    ``judge(trajectory=...)`` and ``await judge.acall(trajectory=...)`` take rendered text or a
+    `Trajectory` (rendered with `render_config`) and return a `dspy.Prediction` with the contract's fields
+    (`judge.contract.verdict_prediction`), or raise (see the module docstring). For a verdict that is
+    always recorded, use `rubricforge_dspy.judge.execution.judge_verdict` (or ``judge.batch``).
+
+    Args:
+        rubric: the Signature's instruction.
+        render_config: how a `Trajectory` is rendered (default `RenderConfig()`).
+        adapter: the adapter (default `StrictJSONAdapter`, which never repairs an answer).
     """
 
     def __init__(self, rubric: str = SEED_RUBRIC, render_config: RenderConfig | None = None,
@@ -192,36 +215,61 @@ class TrajectoryJudge(dspy.Module):
 
     @property
     def rubric(self) -> str:
+        """The rubric: the Signature's instruction."""
         return self.judge.signature.instructions
 
     @property
-    def program_sha256(self) -> str:
-        """Identity of the program (the rubric's sha256, extended with the demonstrations when there
-        are any). The cache key is the wider `fingerprint` (LM settings, adapter, render, versions)."""
+    def rubric_sha256(self) -> str:
+        """Identity of what this program says to the LM: the rubric's sha256, extended with the
+        demonstrations when there are any. The cache key is the wider `fingerprint` (LM settings,
+        adapter, render, versions); the file's ``program_sha256`` also covers the manifest."""
         if not self.judge.demos:
             return rubric_sha256(self.rubric)
         demos = json.dumps([dict(d) for d in self.judge.demos], sort_keys=True, default=str)
         return rubric_sha256(self.rubric + "\n#demos " + demos)
 
-    def fingerprint(self, lm=None):
-        """`rubricforge_dspy.judge.fingerprint.judge_fingerprint` of this judge with `lm` (default: its
-        predictor's LM, else the configured one)."""
-        return judge_fingerprint(self, resolve_lm(self, lm))
-
     def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
-        """The text this judge reads: a `Trajectory` rendered with `config` (default: `render_config`)."""
+        """The text this judge reads.
+
+        Args:
+            trajectory: a `Trajectory` (rendered with `config`, default `render_config`) or text (as is).
+            config: a render configuration to use instead of `render_config`.
+
+        Returns:
+            The rendered text.
+        """
+        trajectory = trajectory_input(trajectory)
         if isinstance(trajectory, Trajectory):
             return render_trajectory(trajectory, config or self.render_config)
         return trajectory
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
+        """Judge one trajectory (see the class docstring); raises on anything that is not a verdict."""
         text = self.render(trajectory)
+        self._check_certificate()
+        with self._strict():
+            raw = self.judge(trajectory=text)
+        return self._prediction(raw)
+
+    async def aforward(self, trajectory: Trajectory | str) -> dspy.Prediction:
+        """The async `forward` (``await judge.acall(trajectory=...)``), through ``dspy.Predict.acall``: the
+        same adapter, truncation watch and verdict checks."""
+        text = self.render(trajectory)
+        self._check_certificate()
+        with self._strict():
+            raw = await self.judge.acall(trajectory=text)
+        return self._prediction(raw)
+
+    @contextmanager
+    def _strict(self):
+        """The strict call of both `forward`s: this judge's adapter, and a completion cut at max_tokens (seen
+        by the engine or by the completion watch) raised as `VerdictFormatError` ("truncated")."""
         signature = self.judge.signature
         try:
             # The watch covers any adapter given (StrictJSONAdapter also watches its own calls).
             with dspy.context(adapter=self.adapter), watch_completions() as watch:
                 try:
-                    raw = self.judge(trajectory=text)
+                    yield
                 except AdapterParseError as error:
                     _raise_if_cut(watch, error)
                     raise
@@ -230,10 +278,14 @@ class TrajectoryJudge(dspy.Module):
             raise VerdictFormatError(
                 "truncated", signature, error.partial,
                 f"the answer was cut at max_tokens (finish reason 'length'): {error}") from error
-        verdict = verdict_from_fields(raw, signature)
-        if self.calibration is not None:
-            verdict = verdict.with_operating_point(self.calibration.apply(verdict.score), self.threshold)
-        return dspy.Prediction(**verdict.to_dict())
+
+    def _prediction(self, raw) -> dspy.Prediction:
+        verdict = verdict_from_fields(raw, self.judge.signature)
+        answer = {"passed": _as_bool(raw.passed), "score": float(raw.score)}
+        if self.calibration is None:
+            return verdict_prediction(verdict, answer)
+        calibrated = verdict.with_operating_point(self.calibration.apply(verdict.score), self.threshold)
+        return verdict_prediction(calibrated, answer, before=verdict)
 
     def operating_point(self) -> dict | None:
         """The calibration map and pass threshold as JSON (None when uncalibrated): part of the fingerprint."""
@@ -241,20 +293,39 @@ class TrajectoryJudge(dspy.Module):
             return None
         return {"calibration": self.calibration.to_dict(), "threshold": self.threshold}
 
-    def as_metric(self, **options):
-        """This judge as a DSPy metric (GEPA, MIPROv2, BootstrapFewShot); see `rubricforge_dspy.judge.metric.as_metric`."""
-        return as_metric(self, **options)
-
     def save(self, path, save_program: bool = False, modules_to_serialize=None):
+        """Save as a frozen JSON program (`program.store.save_judge`); never a pickle.
+
+        Args:
+            path: the ``.json`` file to write.
+            save_program: must be False (DSPy's whole-program pickle is refused).
+            modules_to_serialize: ignored (DSPy's pickle option).
+
+        Raises:
+            InputError: `save_program` was asked for.
+            ProgramError: `path` is not a ``.json`` file.
+        """
         if save_program:
             raise InputError("TrajectoryJudge saves as JSON only; pickled programs are not supported")
         save_judge(self, path)
 
     def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
              allow_unverified: bool = False):
-        """Load a frozen JSON program (never a pickle), verified by its manifest's ``program_sha256``
-        (`program.store.read_program`; `allow_unverified` loads one that cannot be verified, with a
-        warning). Raises `ProgramError` naming the file."""
+        """Load a frozen JSON program into this judge (never a pickle); `load_judge` is the usual way.
+
+        Args:
+            path: the program, verified by its manifest's ``program_sha256`` (`program.store.read_program`).
+            allow_pickle: must be False.
+            allow_unsafe_lm_state: ignored (no LM state is ever read from a program).
+            allow_unverified: load one that cannot be verified, with a warning.
+
+        Returns:
+            This judge.
+
+        Raises:
+            InputError: a pickle was asked for.
+            ProgramError: naming the file: unreadable, malformed or unverifiable.
+        """
         if allow_pickle or str(path).endswith(".pkl"):
             raise InputError(f"{path}: TrajectoryJudge loads JSON programs only, never pickles")
         state = read_program(path, allow_unverified=allow_unverified)

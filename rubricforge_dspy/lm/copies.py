@@ -52,4 +52,7 @@ def sized_lm(lm, connections: int | None = None, timeout: float | None = None, *
             changes["max_connections"] = connections
         if changes:
             overrides["engine"] = type(engine).load_state({**state, **changes})
+            async_engine = getattr(lm, "_async_engine_spec", None)
+            if async_engine is not None and hasattr(type(async_engine), "load_state"):  # the pair is one unit
+                overrides["async_engine"] = type(async_engine).load_state({**async_engine.dump_state(), **changes})
     return lm.copy(**overrides) if overrides else lm

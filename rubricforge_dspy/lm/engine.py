@@ -1,7 +1,8 @@
 """The engine: one HTTP POST per call to an OpenAI-compatible ``/chat/completions``, in the dialect the
 server speaks.
 
-`make_lm(config)` returns a `dspy.LM` whose engine (`ChatCompletionsEngine`) posts to
+`make_lm(config)` returns a `dspy.LM` whose engine (`ChatCompletionsEngine`, and for ``acall`` its async
+twin `AsyncChatCompletionsEngine`) posts to
 ``{api_base}/chat/completions`` itself, so what is sent is exactly: the messages, ``max_tokens``
 (never ``max_completion_tokens``, which llama_cpp.server ignores), ``temperature``, ``seed``, and the
 signature's JSON schema as ``response_format`` in the configured dialect
@@ -13,6 +14,7 @@ of its kind (`http_error`).
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import fields
 from urllib.parse import urlsplit, urlunsplit
 from typing import Any
@@ -25,7 +27,7 @@ from rubricforge_dspy.lm.errors import parse_retry_after
 from rubricforge_dspy.lm.secrets import redact_text, redact_url
 from rubricforge_dspy.lm.truncation import check_finish
 
-__all__ = ["ChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS"]
+__all__ = ["ChatCompletionsEngine", "AsyncChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS"]
 
 SHARD_CONNECTIONS = 16  # connections per httpx pool shard of one engine
 
@@ -136,17 +138,31 @@ class ChatCompletionsEngine:
         return client
 
     def complete(self, request):
+        body = self.body(request)
+        with self._transport_errors():
+            reply = self._http().post(self.url, json=body, headers=self.headers())
+        return self._response(reply, request)
+
+    @contextmanager
+    def _transport_errors(self):
+        """httpx's timeout and transport errors as lm15's, with any secret redacted (both engines)."""
         import httpx
         from dspy import lm15
 
-        body = self.body(request)
         shown, base = self.shown_url, self.config.api_base
         try:
-            reply = self._http().post(self.url, json=body, headers=self.headers())
+            yield
         except httpx.TimeoutException as error:
             raise lm15.TimeoutError(f"{shown}: {redact_text(str(error), base)}", provider="openai-compatible") from None
         except httpx.HTTPError as error:
             raise lm15.TransportError(f"{shown}: {type(error).__name__}: {redact_text(str(error), base)}") from None
+
+    def _response(self, reply, request):
+        """The lm15 response of an HTTP `reply`: an HTTP error status as its lm15 error, a body that is not
+        JSON as a server error, a completion cut at max_tokens as `TruncatedCompletionError` (both engines)."""
+        from dspy import lm15
+
+        shown, base = self.shown_url, self.config.api_base
         if reply.status_code >= 400:
             raise _http_error(reply.status_code, redact_text(reply.text, base), reply.headers.get("retry-after"), shown)
         try:
@@ -184,6 +200,60 @@ class ChatCompletionsEngine:
         return cls(LMConfig(**{k: v for k, v in state.items() if k in known}))
 
 
+class AsyncChatCompletionsEngine(ChatCompletionsEngine):
+    """The async twin of `ChatCompletionsEngine` (``async complete``, DSPy's ``async_engine=``): the same
+    body, headers, error mapping and truncation check, over an `httpx.AsyncClient`.
+
+    An `httpx.AsyncClient` belongs to the event loop it first ran on, so there is one client per running
+    loop (a loop that has closed drops its client: ``asyncio.run`` per batch does not leak pools).
+    """
+
+    def __init__(self, config: LMConfig):
+        super().__init__(config)
+        self._aclients: dict = {}  # event loop -> its httpx.AsyncClient
+
+    def _ahttp(self):
+        import asyncio
+
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for dead in [other for other in self._aclients if other.is_closed()]:
+                self._aclients.pop(dead)
+            client = self._aclients.get(loop)
+            if client is None:
+                size = self.config.max_connections
+                client = httpx.AsyncClient(timeout=self.config.timeout,
+                                           limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
+                self._aclients[loop] = client
+        return client
+
+    async def complete(self, request):
+        body = self.body(request)
+        with self._transport_errors():
+            reply = await self._ahttp().post(self.url, json=body, headers=self.headers())
+        return self._response(reply, request)
+
+    async def stream(self, request):
+        from dspy import lm15
+
+        raise lm15.UnsupportedFeatureError("AsyncChatCompletionsEngine does not stream")
+        yield  # pragma: no cover - makes this an async generator, as DSPy expects
+
+    async def aclose(self) -> None:
+        """Close this event loop's client."""
+        import asyncio
+
+        with self._lock:
+            client = self._aclients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    def __setstate__(self, state):
+        self.__init__(state["config"])
+
+
 def make_lm(config: LMConfig) -> dspy.LM:
     """A `dspy.LM` for `config`'s endpoint (an SGLang, vLLM or llama.cpp server).
 
@@ -196,6 +266,7 @@ def make_lm(config: LMConfig) -> dspy.LM:
     return dspy.LM(
         f"openai/{config.model}",
         engine=ChatCompletionsEngine(config),
+        async_engine=AsyncChatCompletionsEngine(config),
         temperature=config.temperature,
         max_tokens=config.max_tokens,
         seed=config.seed,

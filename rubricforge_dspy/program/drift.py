@@ -1,8 +1,10 @@
-"""Does a frozen program's certificate cover the judge about to run? The drift check of `load`.
+"""Does a frozen program's certificate cover the judge about to run? The drift check of a loaded judge.
 
 A certificate (`trust.certificate`) is bound to the LM fingerprint and render version it was measured
 with. `check_drift` compares them with the LM in use and warns `UncertifiedJudgeWarning` when they
-differ, or when there is no certificate at all.
+differ, or when there is no certificate at all. A judge from `judge.loading.load_judge` runs it once per
+LM, when it first runs with that LM (`judge.contract.BaseJudge`), not when it is loaded: the DSPy idiom
+``load_judge(path)`` then ``judge.set_lm(lm)`` warns only if `lm` is not the certified LM.
 """
 
 from __future__ import annotations

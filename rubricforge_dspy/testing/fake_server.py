@@ -47,6 +47,13 @@ DEFAULT_VERDICT = {"reason": "The tool results show the task was completed.", "p
 TRUNCATED_CONTENT = '{"reason": "The agent called book_reservation and the tool returned an err'
 
 
+class _Server(ThreadingHTTPServer):
+    """A listen backlog for hundreds of clients connecting at once. The standard library's is 5: with 32
+    simultaneous connects, some were reset (httpx ReadError), a transport error a real server does not give."""
+
+    request_queue_size = 1024
+
+
 @dataclass
 class Reply:
     """One scripted response. `content` is a str (sent verbatim) or a dict (sent as JSON)."""
@@ -112,7 +119,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._count = 0
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self, keep_alive))
+        self._server = _Server((host, port), _handler_for(self, keep_alive))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
         self.batch_api = FakeBatches(self, **(batch_options or {}))

@@ -171,7 +171,7 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
         baseline, source = baseline_from_manifest(judge)
 
     with dspy.context(**({"lm": lm} if lm is not None else {})):
-        verdicts = [judge_verdict(judge, t).verdict for t in labeled]
+        verdicts = [judge_verdict(judge, t) for t in labeled]
         used_lm = resolve_lm(judge, lm)
     y_true = [int(t.label) for t in labeled]
     y_pred = [int(bool(v.passed) and not v.abstained) for v in verdicts]

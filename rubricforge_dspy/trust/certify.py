@@ -14,7 +14,7 @@ from typing import Iterator
 
 from rubricforge_dspy.trust.certificate import (BOOTSTRAP_RESAMPLES, CERTIFICATE_KEY, CertificateError, Recheck, certificate_for,
                                           check_held_out, recheck)
-from rubricforge_dspy.judge.loading import load
+from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import MANIFEST_KEY, data_fingerprint, read_program, update_manifest
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import read_verdicts
@@ -111,7 +111,7 @@ def certify_program(program_path, trajectories: list[Trajectory], *, lm, out_pro
     fingerprint = data_fingerprint(trajectories)
     check_held_out(manifest, [t.id for t in trajectories], [f"{t.domain}/{t.task_id}" for t in trajectories],
                    fingerprint, where)
-    judge = load(program_path, check_certificate=False)
+    judge = load_judge(program_path, check_certificate=False)
     with _verdict_path(verdicts_out) as path:
         records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency)
     certificate = certificate_for(records, lm=lm, data_fingerprint=fingerprint,
@@ -133,7 +133,7 @@ def recheck_program(program_path, trajectories: list[Trajectory], *, lm, verdict
         raise CertificateError(f"{program_path}: no certificate to recheck against; run `rubricforge certify` first")
     if not trajectories:
         raise CertificateError(f"{where}: no trajectories loaded")
-    judge = load(program_path, lm=lm)  # warns when the LM is not the certified one
+    judge = load_judge(program_path, lm=lm)  # warns, when it runs, if the LM is not the certified one
     with _verdict_path(verdicts_out) as path:
         records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency)
     return recheck(certificate, records, alpha=alpha, where=where)

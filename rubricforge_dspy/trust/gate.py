@@ -259,13 +259,13 @@ def gate_programs(candidate_program, baseline_program, trajectories, *, lm, verd
     from pathlib import Path
 
     from rubricforge_dspy.trust.certify import judge_labeled
-    from rubricforge_dspy.judge.loading import load
+    from rubricforge_dspy.judge.loading import load_judge
 
     if not trajectories:
         raise GateInputError("no labeled trajectories to gate on")
     records = []
     for name, program in (("candidate", candidate_program), ("baseline", baseline_program)):
-        judge = load(program, check_certificate=False)
+        judge = load_judge(program, check_certificate=False)
         records.append(judge_labeled(judge, trajectories, Path(verdicts_dir) / f"{name}.jsonl", lm=lm,
                                      concurrency=concurrency))
     paired = pair(records[0], records[1], (str(candidate_program), str(baseline_program)))
