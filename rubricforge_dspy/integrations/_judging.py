@@ -59,13 +59,16 @@ def certificate_summary(certificate: Any) -> str:
     return " ".join(parts)
 
 
-def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool = False) -> tuple[Any, ProgramFacts]:
+def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool = False,
+                       check_certificate: bool = True) -> tuple[Any, ProgramFacts]:
     """A judge ready to call and its `ProgramFacts`.
 
     Args:
         program: a frozen program file (path) or a judge already loaded (`rubricforge_dspy.load`).
         lm: the `dspy.LM` the judge calls; None keeps the judge's own (or ``dspy.configure``'s).
         allow_unverified: load a program whose manifest cannot verify it (see `rubricforge_dspy.load`).
+        check_certificate: warn when the program is uncertified or certified with another LM (off when the
+            judge will not be called, e.g. to write its verdicts back).
 
     Returns:
         ``(judge, facts)``.
@@ -76,7 +79,8 @@ def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool =
     if isinstance(program, (str, Path)):
         if not Path(program).is_file():
             raise InputError(f"{program}: no such program file; freeze one with `rubricforge induce`")
-        judge, where = load(program, lm=lm, allow_unverified=allow_unverified), str(program)
+        judge, where = load(program, lm=lm, check_certificate=check_certificate,
+                            allow_unverified=allow_unverified), str(program)
     else:
         judge, where = program, type(program).__name__
         if lm is not None:
