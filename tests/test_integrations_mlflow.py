@@ -314,3 +314,21 @@ def test_scorer_offline_with_scripted_lm(tmp_path):
 
     broken = rf_mlflow.scorer(program, lm=ScriptedLM(lambda m: "not json at all", model="scripted"))(trace=trace)
     assert broken.value is None and broken.error is not None and broken.metadata["abstained"] == "true"
+
+
+def test_bad_or_disagreeing_human_labels_stop_the_load_naming_the_trace(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'labels.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("labels")
+    unsure = run_agent(1, fail=False)
+    mlflow.flush_trace_async_logging()
+    human(unsure, "maybe")
+    with pytest.raises(InputError, match=f"{unsure}.*'maybe' is not a 0/1 label"):
+        list(rf_mlflow.load_mlflow_traces(uri, "labels"))
+    mlflow.set_experiment("disagree")
+    torn = run_agent(2, fail=True)
+    mlflow.flush_trace_async_logging()
+    human(torn, True)
+    human(torn, 0)
+    with pytest.raises(InputError, match=f"{torn}.*disagree"):
+        list(rf_mlflow.load_mlflow_traces(uri, "disagree"))

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError, ServerError
@@ -171,7 +170,8 @@ def trace_to_trajectory(trace: Any, *, label: int | None = None, index: int = 0,
         for k, raw in enumerate(trace.to_dict()["data"]["spans"]):
             _, span, _ = to_span(raw, f"trace {trace_id}, span {k}")
             spans.append(span)
-        return build_trajectory(spans, trace_id=trace_id, path=Path(source), index=index, fmt="otel",
+        # `path` is only recorded as the Source's file: the server and experiment (a URI, not a Path)
+        return build_trajectory(spans, trace_id=trace_id, path=source, index=index, fmt="otel",
                                 threshold=0.0, reward=None if label is None else float(label),
                                 hidden={"mlflow": {"trace_id": trace_id, **(hidden or {})}})
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
