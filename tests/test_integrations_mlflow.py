@@ -156,6 +156,7 @@ def fake_judge(body, n):
     return {"reason": "The tool confirmed the booking.", "passed": True, "score": 0.9}
 
 
+@pytest.mark.slow
 def test_pull_pages_labels_from_human_feedback_only_and_leaks_nothing(experiment):
     report = rf_mlflow.MlflowLoadReport()
     got = list(rf_mlflow.load_mlflow_traces(experiment["uri"], experiment["name"], page_size=5, report=report))
@@ -175,6 +176,7 @@ def test_pull_pages_labels_from_human_feedback_only_and_leaks_nothing(experiment
     assert "book_reservation" in render_trajectory(got[0])
 
 
+@pytest.mark.slow
 def test_filter_and_errors_are_loud(experiment):
     first = experiment["unlabeled"][0]
     only = list(rf_mlflow.load_mlflow_traces(experiment["uri"], experiment["name"],
