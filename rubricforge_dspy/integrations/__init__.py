@@ -13,4 +13,11 @@ Optional extras, one module each; each module imports its platform when it is im
 Both map the platform's own records through the file loaders of `rubricforge_dspy.data.formats`
 (``otel`` for MLflow traces, ``inspect_ai`` for Inspect messages), so a trace judged live renders as
 the same trace exported to a file. See docs/INTEGRATIONS.md.
+
+No names are re-exported here (``__all__`` is empty): each integration's names live in its module, so
+that touching one never imports a platform the user did not ask for.
 """
+
+from rubricforge_dspy._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {})

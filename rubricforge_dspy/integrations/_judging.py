@@ -19,6 +19,7 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.loading import load
 from rubricforge_dspy.program.store import CERTIFICATE_KEY, PROGRAM_SHA_KEY
+from rubricforge_dspy.trust.certificate import format_certificate
 
 
 @dataclass(frozen=True)
@@ -40,23 +41,8 @@ class ProgramFacts:
 
 
 def certificate_summary(certificate: Any) -> str:
-    """One line from a manifest's certificate (`trust.certificate`): items, false-pass rate and interval,
-    accuracy, kappa, abstentions, the LM fingerprint and date; ``"uncertified"`` without one."""
-    if not isinstance(certificate, dict):
-        return "uncertified"
-    fp = certificate.get("false_pass") or {}
-    interval = fp.get("interval") or [None, None]
-    parts = [f"n={certificate.get('n')}",
-             f"false_pass={fp.get('rate')} [{interval[0]}, {interval[1]}]"]
-    for name in ("accuracy", "kappa"):
-        value = certificate.get(name)
-        parts.append(f"{name}={value.get('value') if isinstance(value, dict) else value}")
-    abstention = certificate.get("abstention") or {}
-    parts.append(f"abstention={abstention.get('rate')}")
-    lm = (certificate.get("lm_fingerprint") or {}).get("sha256")
-    parts.append(f"lm={str(lm)[:12] if lm else None}")
-    parts.append(f"date={certificate.get('date')}")
-    return " ".join(parts)
+    """The certificate as `rubricforge show` prints it (`trust.certificate.format_certificate`), on one line."""
+    return " | ".join(" ".join(line.split()) for line in format_certificate(certificate or None))
 
 
 def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool = False,
