@@ -1,0 +1,121 @@
+"""The command line's MLflow options and what they do: ``--from-mlflow URI --experiment NAME [--filter F]
+[--label-name NAME]`` reads trajectories (and their HUMAN labels) from an MLflow server instead of
+``--data``; ``--to-mlflow URI [--assessment-name NAME]`` writes the verdicts back as assessments;
+label-next's picks are tagged there. MLflow is imported only when one of the flags is used (it is an
+optional extra), so the other commands do not pay for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rubricforge_dspy.core.errors import InputError
+
+__all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested",
+           "load_from_mlflow", "write_verdicts_to_mlflow", "tag_label_next_in_mlflow"]
+
+INSTALL_HINT = 'the MLflow flags need the extra: pip install "rubricforge-dspy[mlflow]"'
+
+
+def add_mlflow_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--from-mlflow URI``, ``--experiment NAME``, ``--filter F``, ``--label-name NAME``, ``--mlflow-page-size N``."""
+    group = parser.add_argument_group("MLflow source (instead of --data)")
+    group.add_argument("--from-mlflow", metavar="URI", default=None,
+                       help="read the traces of an MLflow tracking server (http://127.0.0.1:5000) instead of --data")
+    group.add_argument("--experiment", metavar="NAME", default=None, help="the MLflow experiment (name or id)")
+    group.add_argument("--filter", dest="mlflow_filter", metavar="F", default=None,
+                       help="an MLflow trace search filter, e.g. \"tag.split = 'test'\"")
+    group.add_argument("--label-name", default="label",
+                       help="the HUMAN feedback assessment that holds the label (default: label); other sources "
+                            "(LLM judges, code) are never labels")
+    group.add_argument("--mlflow-page-size", type=int, default=100, metavar="N", help="traces per request (default 100)")
+
+
+def add_mlflow_sink_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--to-mlflow URI`` and ``--assessment-name NAME``."""
+    group = parser.add_argument_group("MLflow write-back")
+    group.add_argument("--to-mlflow", metavar="URI", default=None,
+                       help="log each verdict as an LLM-judge assessment on its MLflow trace (idempotent per "
+                            "trace and program; a person's assessments are never touched)")
+    group.add_argument("--assessment-name", default="rubricforge",
+                       help="the name of the verdict assessments (default: rubricforge)")
+
+
+def from_mlflow_requested(args: argparse.Namespace) -> bool:
+    """True when ``--from-mlflow`` was given; checks the flags that go with it.
+
+    Raises:
+        InputError: ``--from-mlflow`` without ``--experiment``, together with ``--data``, or ``--experiment``
+            / ``--filter`` without ``--from-mlflow``.
+    """
+    uri = getattr(args, "from_mlflow", None)
+    if uri is None:
+        if getattr(args, "experiment", None) or getattr(args, "mlflow_filter", None):
+            raise InputError("--experiment and --filter go with --from-mlflow URI")
+        return False
+    if not getattr(args, "experiment", None):
+        raise InputError("--from-mlflow needs --experiment NAME (the MLflow experiment whose traces to read)")
+    if getattr(args, "data", None):
+        raise InputError("give --data or --from-mlflow, not both")
+    if getattr(args, "mlflow_page_size", 100) < 1:
+        raise InputError(f"--mlflow-page-size must be >= 1, got {args.mlflow_page_size}")
+    return True
+
+
+def _mlflow():
+    try:
+        from rubricforge_dspy.integrations import mlflow as integration  # the optional extra, imported on use
+    except ImportError as exc:
+        raise InputError(f"{INSTALL_HINT} ({exc})") from exc
+    return integration
+
+
+def load_from_mlflow(args: argparse.Namespace, stream=None) -> list:
+    """The trajectories ``--from-mlflow`` names, with the load's counts printed (labeled, unlabeled,
+    skipped with reasons, non-human assessments ignored as labels).
+
+    Raises:
+        InputError: bad flags, an unknown experiment, a bad label; ServerError: MLflow unreachable.
+    """
+    stream = stream or sys.stderr
+    from_mlflow_requested(args)
+    integration = _mlflow()
+    report = integration.MlflowLoadReport()
+    trajectories = list(integration.load_mlflow_traces(
+        args.from_mlflow, args.experiment, filter_string=args.mlflow_filter, label_name=args.label_name,
+        page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
+        report=report))
+    print(report.summary(), file=stream)
+    for trace_id, problem in report.skipped:
+        print(f"  skipped trace {trace_id}: {problem}", file=stream)
+    if not trajectories:
+        raise InputError(f"--from-mlflow {args.from_mlflow} --experiment {args.experiment!r}: no traces "
+                         f"{'match the filter' if args.mlflow_filter else 'in it'}")
+    return trajectories
+
+
+def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: Any, stream=None):
+    """``--to-mlflow``: the verdict file's lines logged as assessments; returns the `WriteBackReport`
+    (None without the flag)."""
+    if getattr(args, "to_mlflow", None) is None:
+        return None
+    from rubricforge_dspy.core.verdict import read_verdicts
+
+    integration = _mlflow()
+    report = integration.log_verdicts_to_mlflow(read_verdicts(verdict_path), args.to_mlflow,
+                                                name=args.assessment_name, program=program,
+                                                allow_unverified=getattr(args, "allow_unverified_program", False))
+    print(report.summary(), file=stream or sys.stderr)
+    return report
+
+
+def tag_label_next_in_mlflow(args: argparse.Namespace, chosen, stream=None) -> int:
+    """label-next with ``--from-mlflow``: tag the chosen traces for labeling there; returns how many."""
+    if getattr(args, "from_mlflow", None) is None:
+        return 0
+    n = _mlflow().tag_for_labeling(chosen, args.from_mlflow, label_name=args.label_name)
+    print(f"MLflow: tagged {n} trace(s) rubricforge.label_next=<rank>; label them in the UI as a feedback named "
+          f"{args.label_name!r}, then re-run with --from-mlflow", file=stream or sys.stderr)
+    return n

@@ -1,0 +1,418 @@
+"""MLflow, both ways: traces and HUMAN labels in, verdicts out as assessments, a frozen judge as a scorer.
+
+``pip install "rubricforge-dspy[mlflow]"`` (MLflow 3). Importing this module imports MLflow.
+
+- `load_mlflow_traces`: pulls an experiment's traces page by page through `MlflowClient.search_traces`
+  (constant memory) and maps each through the ``otel`` loader's MLflow span mapping
+  (`data.formats.otel.to_span`, `data.formats.spans.build_trajectory`): the trajectory id is the trace
+  id. The label is the trace's valid *feedback* assessment named ``label_name`` whose source is
+  ``HUMAN``; LLM_JUDGE and CODE assessments are never labels. A trace without one is unlabeled
+  (counted in the `MlflowLoadReport`, still usable for judging and label-next). Assessments,
+  expectations and tags never reach the steps: only spans are mapped.
+- `log_verdicts_to_mlflow`: one LLM_JUDGE feedback assessment per trace and program (value = passed,
+  rationale = reason, metadata: score, criterion, abstained, error kind, rubric and program hashes,
+  certificate summary); an abstention is logged as an assessment *error*, never as ``passed=False``.
+  Re-running is idempotent; assessments of other sources (a person's label) are never touched.
+- `scorer`: a frozen judge as an ``mlflow.genai`` scorer for ``mlflow.genai.evaluate(data=traces, ...)``;
+  an abstention is a `Feedback` with an error and no value.
+- `tag_for_labeling`: tags the traces ``label-next`` picked (``rubricforge.label_next`` = rank) so a
+  person finds them in MLflow's UI (filter ``tag.rubricforge.label_next != ''``) and labels them there;
+  the next `load_mlflow_traces` reads those labels. (Labeling sessions need Databricks; the open-source
+  server has none, so tags it is.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubricforge_dspy.core.errors import InputError, ServerError
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.data.formats.otel import to_span
+from rubricforge_dspy.data.formats.spans import build_trajectory
+from rubricforge_dspy.integrations._judging import (ProgramFacts, criterion_name, judge_one,
+                                                    load_judge_program)
+
+try:
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
+    from mlflow.exceptions import MlflowException
+    from mlflow.genai.scorers import scorer as make_scorer
+    from mlflow.tracing.client import TracingClient
+except ImportError as _missing:  # pragma: no cover - exercised only without the extra
+    raise ImportError('rubricforge_dspy.integrations.mlflow needs MLflow 3: pip install "rubricforge-dspy[mlflow]"'
+                      ) from _missing
+
+__all__ = ["MlflowLoadReport", "WriteBackReport", "load_mlflow_traces", "log_verdicts_to_mlflow", "scorer",
+           "tag_for_labeling", "trace_to_trajectory", "LABEL_NEXT_TAG", "FORMAT"]
+
+FORMAT = "mlflow"
+LABEL_NEXT_TAG = "rubricforge.label_next"
+LABEL_NAME_TAG = "rubricforge.label_name"
+PROGRAM_KEY = "rubricforge.program"  # assessment metadata: the program identity (`ProgramFacts.key`)
+_TRUE = {"true", "yes", "pass", "passed", "correct", "c", "1", "success", "good"}
+_FALSE = {"false", "no", "fail", "failed", "incorrect", "i", "0", "failure", "bad"}
+
+
+@dataclass
+class MlflowLoadReport:
+    """What a pull from MLflow did: traces read, labeled and unlabeled, skipped (with the reason), and
+    assessments named like the label that were not labels because their source is not HUMAN."""
+
+    experiment_id: str | None = None
+    loaded: int = 0
+    labeled: int = 0
+    unlabeled: int = 0
+    pages: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (trace id, problem)
+    not_human: int = 0  # LLM_JUDGE/CODE assessments named label_name, ignored as labels
+
+    def summary(self) -> str:
+        return (f"loaded {self.loaded} MLflow traces ({self.labeled} labeled, {self.unlabeled} unlabeled), "
+                f"skipped {len(self.skipped)}, ignored {self.not_human} non-human assessment(s) as labels")
+
+
+@dataclass
+class WriteBackReport:
+    """What `log_verdicts_to_mlflow` did per trace: logged anew, replaced (the program's earlier verdict
+    differed), unchanged (already there), and how many were abstentions logged as errors."""
+
+    logged: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    abstentions: int = 0
+    human_untouched: int = 0  # traces that also hold a HUMAN assessment of that name (left as it is)
+
+    def summary(self) -> str:
+        return (f"MLflow: {self.logged} verdict(s) logged, {self.replaced} replaced, {self.unchanged} unchanged "
+                f"({self.abstentions} abstention(s) logged as errors)")
+
+
+def _where(tracking_uri: str, experiment: str) -> str:
+    return f"mlflow {tracking_uri} experiment {experiment!r}"
+
+
+def _server_error(tracking_uri: str, exc: Exception) -> ServerError:
+    return ServerError(f"MLflow at {tracking_uri}: {type(exc).__name__}: {exc}")
+
+
+def _experiment_id(client: MlflowClient, tracking_uri: str, experiment: str) -> str:
+    try:
+        found = client.get_experiment_by_name(experiment)
+        if found is None and str(experiment).isdigit():
+            found = client.get_experiment(str(experiment))
+    except MlflowException as exc:
+        if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")):
+            found = None
+        else:
+            raise _server_error(tracking_uri, exc) from exc
+    if found is None:
+        raise InputError(f"{_where(tracking_uri, experiment)}: no such experiment (give its name or id; list them "
+                         "with `mlflow experiments search`)")
+    return found.experiment_id
+
+
+def _is_human_feedback(assessment: Any, name: str) -> bool:
+    return (assessment.name == name and getattr(assessment, "feedback", None) is not None
+            and assessment.valid is not False and assessment.source.source_type == AssessmentSourceType.HUMAN)
+
+
+def label_value(value: Any, where: str) -> int:
+    """A human feedback value as a 0/1 label: a bool, 0/1, or a word (pass/fail, yes/no, correct/incorrect)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return int(value.strip().lower() in _TRUE)
+    raise InputError(f"{where}: label value {value!r} is not a 0/1 label; give the assessment a bool, 0/1, or "
+                     "pass/fail, yes/no, correct/incorrect")
+
+
+def human_label(info: Any, label_name: str, where: str) -> tuple[int | None, int]:
+    """``(label or None, non-human assessments of that name)`` from a trace's assessments.
+
+    Raises:
+        InputError: two valid HUMAN labels that disagree, or a value that is not a 0/1 label.
+    """
+    assessments = list(getattr(info, "assessments", None) or [])
+    not_human = sum(a.name == label_name and a.source.source_type != AssessmentSourceType.HUMAN for a in assessments)
+    labels = {label_value(a.feedback.value, f"{where}, assessment {a.assessment_id}")
+              for a in assessments if _is_human_feedback(a, label_name)}
+    if len(labels) > 1:
+        raise InputError(f"{where}: its HUMAN assessments named {label_name!r} disagree (pass and fail); keep one "
+                         "(mlflow.override_feedback marks the other invalid)")
+    return (labels.pop() if labels else None), not_human
+
+
+def trace_to_trajectory(trace: Any, *, label: int | None = None, index: int = 0, source: str = FORMAT,
+                        hidden: dict | None = None) -> Trajectory:
+    """One MLflow `Trace` as a `Trajectory` (id = the trace id), through the ``otel`` loader's span mapping.
+
+    Only the trace's spans are read; its assessments, expectations, tags and previews are not.
+
+    Args:
+        trace: an ``mlflow.entities.Trace`` with its spans.
+        label: the 0/1 label, or None for an unlabeled trajectory.
+        index: the trace's position in its source, for the `Source`.
+        source: what `Source.file` records (the server and experiment).
+        hidden: extra never-rendered fields.
+
+    Raises:
+        TrajectoryFormatError: a span the mapping cannot read, or a trace without an observable step.
+    """
+    trace_id = trace.info.trace_id
+    spans = []
+    try:
+        for k, raw in enumerate(trace.to_dict()["data"]["spans"]):
+            _, span, _ = to_span(raw, f"trace {trace_id}, span {k}")
+            spans.append(span)
+        # `path` is only recorded as the Source's file: the server and experiment (a URI, not a Path)
+        return build_trajectory(spans, trace_id=trace_id, path=source, index=index, fmt="otel",
+                                threshold=0.0, reward=None if label is None else float(label),
+                                hidden={"mlflow": {"trace_id": trace_id, **(hidden or {})}})
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise TrajectoryFormatError(source, trace_id, str(exc)) from exc
+
+
+def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str | None = None,
+                       label_name: str = "label", page_size: int = 100, on_error: str = "raise",
+                       report: MlflowLoadReport | None = None) -> Iterator[Trajectory]:
+    """Yield the traces of an MLflow experiment as trajectories, labeled from HUMAN feedback.
+
+    A generator: one page of `page_size` traces is held at a time. Labeled trajectories carry
+    ``label`` 0/1 (reward 1.0/0.0); unlabeled ones have ``label=None`` and are counted.
+
+    Args:
+        tracking_uri: the MLflow tracking server (``http://127.0.0.1:5000``) or store URI.
+        experiment: the experiment's name (or id).
+        filter_string: an MLflow trace search filter (``"tag.split = 'test'"``), or None for all traces.
+        label_name: the name of the HUMAN feedback assessment that holds the label.
+        page_size: traces per request.
+        on_error: ``"raise"`` at the first trace that cannot be mapped, or ``"skip"`` it and list it in
+            `report.skipped`.
+        report: a `MlflowLoadReport` to fill in (counts, skipped traces).
+
+    Yields:
+        `Trajectory` records, ids = MLflow trace ids.
+
+    Raises:
+        InputError: no such experiment, a bad `page_size`/`on_error`, a label value that is not 0/1,
+            disagreeing human labels; `TrajectoryFormatError` (an `InputError`) for an unmappable trace
+            under ``on_error="raise"``.
+        ServerError: the MLflow server cannot be reached or refuses the search (a bad filter included).
+    """
+    if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+        raise InputError(f"page_size must be a positive integer, got {page_size!r}")
+    if on_error not in ("raise", "skip"):
+        raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    report = report if report is not None else MlflowLoadReport()
+    client = MlflowClient(tracking_uri)
+    report.experiment_id = _experiment_id(client, tracking_uri, experiment)
+    source = _where(tracking_uri, experiment)
+    token, index = None, 0
+    while True:
+        try:
+            page = client.search_traces(locations=[report.experiment_id], filter_string=filter_string,
+                                        max_results=page_size, page_token=token, order_by=["timestamp_ms ASC"])
+        except MlflowException as exc:
+            if "INVALID_PARAMETER_VALUE" in str(getattr(exc, "error_code", "")):
+                raise InputError(f"{source}: MLflow refused the search: {exc.message}") from exc
+            raise _server_error(tracking_uri, exc) from exc
+        report.pages += 1
+        for trace in page:
+            trace_id = trace.info.trace_id
+            label, not_human = human_label(trace.info, label_name, f"{source}, trace {trace_id}")
+            report.not_human += not_human
+            try:
+                trajectory = trace_to_trajectory(trace, label=label, index=index, source=source,
+                                                 hidden={"experiment_id": report.experiment_id, "label_name": label_name})
+            except TrajectoryFormatError as exc:
+                if on_error == "raise":
+                    raise
+                report.skipped.append((trace_id, exc.problem))
+                continue
+            finally:
+                index += 1
+            report.loaded += 1
+            if label is None:
+                report.unlabeled += 1
+            else:
+                report.labeled += 1
+            yield trajectory
+        token = page.token
+        if not token:
+            return
+
+
+def _verdict_items(verdicts: Any) -> Iterator[tuple[str, Verdict, str | None]]:
+    """``(trace id, Verdict, model)`` from a mapping id -> Verdict | verdict line, or verdict lines."""
+    items = verdicts.items() if isinstance(verdicts, Mapping) else ((None, v) for v in verdicts)
+    for key, value in items:
+        if isinstance(value, tuple) and len(value) == 2:
+            key, value = value
+        if isinstance(value, Verdict):
+            yield str(key), value, None
+            continue
+        if not isinstance(value, Mapping):
+            raise InputError(f"verdict for {key!r}: expected a Verdict or a verdict line, got {type(value).__name__}")
+        ident = key if key is not None else value.get("id")
+        if not ident:
+            raise InputError(f"verdict line without an id: {dict(value)!r}")
+        try:
+            verdict = Verdict.from_dict(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"verdict for trace {ident!r} is not a verdict: {exc}") from exc
+        yield str(ident), verdict, value.get("model")
+
+
+def _metadata(verdict: Verdict, facts: ProgramFacts) -> dict[str, str]:
+    return {"score": repr(float(verdict.score)), "criterion": str(criterion_name(verdict, facts.rubric)),
+            "abstained": str(verdict.abstained).lower(), "error_kind": str(verdict.error_kind),
+            "rubric_sha256": facts.rubric_sha256, "program_sha256": str(facts.program_sha256),
+            "certificate": facts.certificate_summary, PROGRAM_KEY: facts.key}
+
+
+def verdict_feedback(verdict: Verdict, *, name: str, facts: ProgramFacts, model: str | None = None) -> Feedback:
+    """The MLflow `Feedback` of one verdict: value = passed, rationale = reason; an abstention carries an
+    `AssessmentError` (code = the error kind) and no value."""
+    source = AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE,
+                              source_id=model or facts.model or "rubricforge")
+    if verdict.abstained:
+        error = AssessmentError(error_code=str(verdict.error_kind).upper(), error_message=verdict.error or "abstained")
+        return Feedback(name=name, error=error, source=source, metadata=_metadata(verdict, facts))
+    return Feedback(name=name, value=bool(verdict.passed), rationale=verdict.reason or None, source=source,
+                    metadata=_metadata(verdict, facts))
+
+
+def _same(existing: Any, new: Feedback) -> bool:
+    old_error, new_error = existing.feedback.error, new.feedback.error
+    return (existing.feedback.value == new.feedback.value and (existing.rationale or None) == (new.rationale or None)
+            and dict(existing.metadata or {}) == dict(new.metadata or {})
+            and (old_error is None) == (new_error is None)
+            and (old_error is None or (old_error.error_code, old_error.error_message)
+                 == (new_error.error_code, new_error.error_message)))
+
+
+def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, program: Any,
+                           model: str | None = None, allow_unverified: bool = False) -> WriteBackReport:
+    """Log each verdict as an LLM_JUDGE feedback assessment on its trace; idempotent per trace and program.
+
+    For each trace: an assessment named `name` that this program logged before (same source type and
+    ``rubricforge.program`` metadata) is kept when it says the same, else deleted and logged anew, so a
+    trace holds one per program. Assessments of any other source (a person's label) are never touched.
+
+    Args:
+        verdicts: a mapping trace id -> `Verdict` or verdict line (``rubricforge_dspy.read_verdicts(path)``
+            gives one), or an iterable of verdict lines (with ``id``) or ``(trace id, Verdict)`` pairs.
+        tracking_uri: the MLflow tracking server.
+        name: the assessment name (not a label name: a label is read from HUMAN sources only).
+        program: the frozen program file (or loaded judge) that gave the verdicts; its rubric and program
+            hashes and certificate summary go into each assessment's metadata.
+        model: the judge model recorded as the assessment source id (default: each verdict line's
+            ``model``, else the program's ``induced_with_lm``).
+        allow_unverified: accept a program whose manifest cannot verify it.
+
+    Returns:
+        A `WriteBackReport`.
+
+    Raises:
+        InputError: a verdict that is not one, an unknown trace id, a bad program.
+        ServerError: the MLflow server cannot be reached.
+    """
+    if not name or not isinstance(name, str):
+        raise InputError("log_verdicts_to_mlflow: give the assessment a name")
+    _, facts = load_judge_program(program, allow_unverified=allow_unverified, check_certificate=False)
+    tracing = TracingClient(tracking_uri)
+    report = WriteBackReport()
+    for trace_id, verdict, line_model in _verdict_items(verdicts):
+        feedback = verdict_feedback(verdict, name=name, facts=facts, model=model or line_model)
+        try:
+            info = tracing.get_trace_info(trace_id)
+        except MlflowException as exc:
+            if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")):
+                raise InputError(f"MLflow at {tracking_uri}: no trace {trace_id!r} (the verdict's id must be the "
+                                 "trace id `load_mlflow_traces` gave)") from exc
+            raise _server_error(tracking_uri, exc) from exc
+        assessments = [a for a in (info.assessments or []) if a.name == name]
+        report.human_untouched += any(a.source.source_type == AssessmentSourceType.HUMAN for a in assessments)
+        mine = [a for a in assessments if a.source.source_type == AssessmentSourceType.LLM_JUDGE
+                and getattr(a, "feedback", None) is not None and (a.metadata or {}).get(PROGRAM_KEY) == facts.key]
+        report.abstentions += verdict.abstained
+        try:
+            if len(mine) == 1 and _same(mine[0], feedback):
+                report.unchanged += 1
+                continue
+            for old in mine:
+                tracing.delete_assessment(trace_id, old.assessment_id)
+            tracing.log_assessment(trace_id, feedback)
+        except MlflowException as exc:
+            raise _server_error(tracking_uri, exc) from exc
+        if mine:
+            report.replaced += 1
+        else:
+            report.logged += 1
+    return report
+
+
+def scorer(program: Any, lm: Any = None, *, name: str = "rubricforge", allow_unverified: bool = False):
+    """A frozen judge as an ``mlflow.genai`` scorer, for ``mlflow.genai.evaluate(data=traces, scorers=[...])``.
+
+    The scorer reads only the trace's spans (the same mapping as `load_mlflow_traces`), never its
+    assessments or expectations. It returns a `Feedback`: value = passed, rationale = reason, metadata as
+    `log_verdicts_to_mlflow` writes; an abstention is a `Feedback` with an error and no value, which
+    MLflow reports as an error, not a fail.
+
+    Args:
+        program: the frozen program file (or a loaded judge).
+        lm: the judge's `dspy.LM`.
+        name: the scorer's (and each feedback's) name.
+        allow_unverified: accept a program whose manifest cannot verify it.
+
+    Returns:
+        An ``mlflow.genai.scorers.Scorer``.
+
+    Raises:
+        InputError: a missing or unverifiable program.
+    """
+    judge, facts = load_judge_program(program, lm, allow_unverified=allow_unverified)
+
+    def rubricforge_judge(trace) -> Feedback:
+        trajectory = trace_to_trajectory(trace)
+        return verdict_feedback(judge_one(judge, trajectory), name=name, facts=facts)
+
+    return make_scorer(rubricforge_judge, name=name)
+
+
+def tag_for_labeling(trace_ids: Iterable[Any], tracking_uri: str, *, label_name: str = "label") -> int:
+    """Tag the traces ``label-next`` picked so a person labels them in MLflow's UI.
+
+    Each trace gets ``rubricforge.label_next`` = its rank (1 = label first) and ``rubricforge.label_name``
+    = the assessment name to give the label (a HUMAN feedback, which `load_mlflow_traces` then reads).
+
+    Args:
+        trace_ids: trace ids in rank order, or `trust.label_next.Candidate` records (from ``pick``).
+        tracking_uri: the MLflow tracking server.
+        label_name: the feedback name the person should use.
+
+    Returns:
+        How many traces were tagged.
+
+    Raises:
+        InputError: an unknown trace id. ServerError: the server cannot be reached.
+    """
+    tracing = TracingClient(tracking_uri)
+    count = 0
+    for rank, item in enumerate(trace_ids, 1):
+        trace_id = item.trajectory.id if hasattr(item, "trajectory") else str(item)
+        try:
+            tracing.set_trace_tags(trace_id, {LABEL_NEXT_TAG: str(rank), LABEL_NAME_TAG: label_name})
+        except MlflowException as exc:
+            if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
+                raise InputError(f"MLflow at {tracking_uri}: no trace {trace_id!r} to tag") from exc
+            raise _server_error(tracking_uri, exc) from exc
+        count += 1
+    return count
