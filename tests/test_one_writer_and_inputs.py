@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,14 +65,24 @@ def test_two_concurrent_judges_on_one_out_the_second_exits_2_at_once(tmp_path, s
     n = 12
     base = ["judge", "--data", str(AIRLINE), "--limit", str(n), "--out", str(out), "--concurrency", "1",
             "--no-cache"]
-    with FakeOpenAI(lambda body, k: OK, delay=0.4) as fake:  # slow: the runs overlap
+    release = threading.Event()
+
+    def held(body, k):  # the first run's second request waits until the second run has ended: they overlap
+        if k >= 1:        # however slowly either process starts on a loaded machine
+            release.wait(120)
+        return OK
+
+    with FakeOpenAI(held) as fake:
         first = popen([*base, "--api-base", fake.api_base, "--model", "m@r"])
         assert _wait_for(lambda: fake.n_requests >= 1), first.communicate(timeout=60)
         started = time.monotonic()
         second = popen([*base, "--api-base", fake.api_base, "--model", second_model])
-        _, err2 = second.communicate(timeout=120)
-        refused_after = time.monotonic() - started
-        still_running = first.poll() is None
+        try:
+            _, err2 = second.communicate(timeout=120)
+        finally:
+            refused_after = time.monotonic() - started
+            still_running = first.poll() is None
+            release.set()
         _, err1 = first.communicate(timeout=120)
     assert second.returncode == 2, err2
     assert still_running, "the second run was not refused while the first was running"
