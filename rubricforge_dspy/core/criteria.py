@@ -26,6 +26,8 @@ these this those was were what when where which while with without within""".spl
 
 @dataclass(frozen=True)
 class Criterion:
+    """One numbered criterion of a rubric (``"N. Name: what to check"``): its number, name, text and line."""
+
     number: int
     name: str
     text: str

@@ -44,4 +44,5 @@ when score >= 0.5. When the evidence is missing or ambiguous, lean towards fail.
 
 
 def rubric_sha256(rubric: str) -> str:
+    """The SHA-256 of the rubric's UTF-8 text (hex): what binds verdicts and certificates to a rubric."""
     return hashlib.sha256(rubric.encode("utf-8")).hexdigest()

@@ -46,6 +46,9 @@ def is_lookup(step: Step) -> bool:
 
 @dataclass
 class Symptoms:
+    """The observable failure symptoms of one trajectory (tool errors, failed lookups and commits, a success
+    claim no successful commit backs, repeated calls, ...), each with the step that shows it."""
+
     tool_errors: list[tuple[int, str, str]] = field(default_factory=list)  # (step no., tool, snippet)
     failed_lookups: list[tuple[int, str]] = field(default_factory=list)
     failed_commits: list[tuple[int, str]] = field(default_factory=list)
@@ -92,6 +95,14 @@ class Symptoms:
 
 
 def extract_symptoms(trajectory: Trajectory) -> Symptoms:
+    """The `Symptoms` of `trajectory`, read from its observable steps only (never its label or hidden fields).
+
+    Args:
+        trajectory: the episode.
+
+    Returns:
+        Its `Symptoms` (GEPA's feedback and the floor's features are built from them).
+    """
     steps = trajectory.steps
     found = Symptoms(n_steps=len(steps))
     calls_by_id = {s.call_id: s for s in steps if s.kind == "tool_call" and s.call_id}

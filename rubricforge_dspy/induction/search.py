@@ -77,6 +77,11 @@ passed is true exactly when score >= 0.5.
 
 @dataclass(frozen=True)
 class InductionConfig:
+    """The settings of one induction: GEPA's budget (metric calls), minibatch and seed, the false-pass
+    weight of the agreement metric, the rubric's length cap, evaluation threads, merge, the reflection LM's
+    error tolerance, the validation false-pass cap and the score calibration (`RubricInducer` takes them as
+    keyword arguments; invalid values raise `InputError`)."""
+
     # Sizes: the library's defaults (rubricforge_dspy.core.presets.LIBRARY).
     budget: int = LIBRARY.budget  # max metric calls (judge calls on train + val)
     minibatch: int = LIBRARY.minibatch
@@ -104,6 +109,11 @@ class InductionConfig:
 
 @dataclass
 class InductionResult:
+    """What an induction found, as ``judge.detailed_results`` (`RubricInducer.compile`): the chosen judge,
+    the sweep (one row per candidate, with validation metrics), the chosen index and why, the candidates
+    rejected by the memorization guard, LM errors, the operating point, and with a testset its metrics and
+    certificate."""
+
     judge: TrajectoryJudge
     sweep: list[dict]
     best_index: int

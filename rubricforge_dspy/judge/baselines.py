@@ -60,6 +60,7 @@ def length_only(train: list[Trajectory]) -> SymptomFloor:
 
 
 def geval_judge(render_config: RenderConfig | None = None) -> TrajectoryJudge:
+    """The G-Eval-style seed judge (`core.rubric.SEED_RUBRIC`), the baseline induction must beat."""
     return TrajectoryJudge(SEED_RUBRIC, render_config=render_config)
 
 

@@ -24,6 +24,9 @@ LM_SETTINGS = ("model", "api_base", "temperature", "max_tokens", "seed", "struct
 
 @dataclass(frozen=True)
 class Fingerprint:
+    """What identifies an LM configuration (model, endpoint identity, sampling settings): ``sha256`` of the
+    ``parts``; certificates and verdict caches are bound to it."""
+
     sha256: str
     parts: dict
 
@@ -74,6 +77,8 @@ def lm_settings(lm) -> dict:
 
 
 def lm_fingerprint(lm) -> Fingerprint:
+    """The `Fingerprint` of `lm` (a ``dspy.LM``): its model, endpoint identity and sampling settings, never
+    its API key."""
     parts = lm_settings(lm)
     return Fingerprint(digest(parts), parts)
 

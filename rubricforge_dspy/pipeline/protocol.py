@@ -40,6 +40,8 @@ JUDGES = ("oracle", INDUCED, HYBRID, "geval", "fewshot", "heuristic", FLOOR, LEN
 
 @dataclass(frozen=True)
 class ProtocolConfig:
+    """The settings of the evaluation protocol (induction sizes, few-shot k, split fractions, seed)."""
+
     # Sizes: the library's defaults (rubricforge_dspy.core.presets.LIBRARY); `pipeline.demo.protocol_config`
     # takes them from a preset instead.
     budget: int = LIBRARY.budget

@@ -134,6 +134,11 @@ def freeze(judge, path, **manifest_fields) -> dict:
 
 
 def save_judge(judge, path) -> None:
+    """Save `judge` as a JSON program at `path` with its manifest (rubric hash, program hash), never a pickle.
+
+    Raises:
+        ProgramError: `path` is not a ``.json`` file.
+    """
     path = Path(path)
     if path.suffix != ".json":
         raise ProgramError(f"{path}: frozen programs are JSON files (.json)")

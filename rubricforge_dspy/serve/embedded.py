@@ -78,6 +78,7 @@ def check_embedded() -> Path:
 
 
 def embedded_available() -> bool:
+    """Whether the embedded llama.cpp server and its SmolLM2 weights are installed (``./install.sh``)."""
     try:
         check_embedded()
     except EmbeddedUnavailable:

@@ -59,6 +59,9 @@ class GoodhartWarning(RubricForgeWarning):
 
 @dataclass
 class AuditReport:
+    """A Goodhart audit: the judge's false-pass rate on freshly labeled trajectories against its rate at
+    freeze, with counts and the test's alpha."""
+
     n: int
     n_failed: int  # trajectories labeled 0: the false-pass rate's denominator
     n_abstained: int

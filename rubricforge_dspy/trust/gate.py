@@ -100,6 +100,9 @@ def tango_z(b: int, c: int, n: int, margin: float) -> float:
 
 @dataclass(frozen=True)
 class NonInferiority:
+    """A one-sided non-inferiority test of the candidate's false passes against the incumbent's (discordant
+    counts b and c of n items, the margin, alpha, the p-value and the upper confidence bound)."""
+
     b: int
     c: int
     n: int
@@ -142,6 +145,9 @@ def false_pass_noninferiority(paired: Paired, margin: float = 0.05, alpha: float
 
 @dataclass(frozen=True)
 class GateResult:
+    """A gate decision between two frozen programs on the same items: paired agreement, McNemar's test, the
+    false-pass non-inferiority test and, when asked, the candidate's margin over the symptom floor."""
+
     paired: Paired
     mcnemar_b: int
     mcnemar_c: int

@@ -29,6 +29,9 @@ from rubricforge_dspy.core.verdict import PASS_THRESHOLD
 
 @dataclass(frozen=True)
 class Candidate:
+    """A trajectory proposed for labeling, with its priority and the signals that gave it (closeness to
+    the threshold, disagreement between judges, split criteria)."""
+
     trajectory: Trajectory
     priority: float
     signals: dict
