@@ -130,9 +130,7 @@ def resample_weights(n: int, n_resamples: int = 10_000, seed: int | np.random.Ge
         counts = np.bincount(flat, minlength=m * groups).reshape(m, groups)
         if clusters is not None:  # every item of a cluster is in the resample as often as its cluster
             counts = np.take(counts, codes, axis=1)
-        # Column-major, the layout the weighted statistics' sums were always taken in: a float
-        # statistic's value (its summation order) does not change with this engine's internals.
-        yield np.asarray(counts, dtype=np.float64, order="F")
+        yield counts.astype(np.float64)
 
 
 def bootstrap(statistics: Mapping[str, WeightedStatistic], n: int, *, n_resamples: int = 10_000,
@@ -154,10 +152,25 @@ def bootstrap(statistics: Mapping[str, WeightedStatistic], n: int, *, n_resample
     return {name: np.concatenate(parts) for name, parts in out.items()}
 
 
+def _exact(x: np.ndarray) -> bool:
+    """True when ``W @ x`` is exact in float64 for integer weights (small integer ``x``, e.g. 0/1
+    indicators): the sum then does not depend on the order it is taken in."""
+    return bool(np.all(x == np.round(x))) and float(np.abs(x).max()) < 2.0 ** 20
+
+
+def _fixed_order(w: np.ndarray) -> np.ndarray:
+    """``W`` column-major: a sum of non-integer values is taken in the order this package has always
+    taken it in (``W @ x`` of a column-major ``W``), so a statistic's last digit does not move with
+    the engine's internals."""
+    return np.asarray(w, order="F")
+
+
 def weighted_mean(x: ArrayLike) -> WeightedStatistic:
     """``W -> sum_j W[:, j] x_j / sum_j W[:, j]``: the mean of ``x`` on each resample."""
     x = _check_finite("x", x)
-    return lambda w: (w @ x) / w.sum(axis=1)
+    if _exact(x):  # e.g. 0/1 indicators: an accuracy, a paired difference of verdicts
+        return lambda w: (w @ x) / w.sum(axis=1)
+    return lambda w: (_fixed_order(w) @ x) / w.sum(axis=1)
 
 
 def weighted_ratio(numerator: ArrayLike, denominator: ArrayLike) -> WeightedStatistic:
@@ -165,8 +178,11 @@ def weighted_ratio(numerator: ArrayLike, denominator: ArrayLike) -> WeightedStat
     (e.g. a false-pass rate on a resample with no failed item)."""
     num, den = _check_finite("numerator", numerator), _check_finite("denominator", denominator)
     _check_same_length(numerator=num, denominator=den)
+    exact = _exact(num) and _exact(den)
 
     def ratio(w: np.ndarray) -> np.ndarray:
+        if not exact:
+            w = _fixed_order(w)
         d = w @ den
         return np.where(d > 0, (w @ num) / np.where(d > 0, d, 1.0), np.nan)
     return ratio
@@ -204,17 +220,23 @@ def weighted_auc(y_true: ArrayLike, scores: ArrayLike) -> WeightedStatistic:
     _check_same_length(y_true=t, scores=s)
     order = np.argsort(s, kind="stable")
     ranked = s[order]
-    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])  # first item of each distinct score
+    level = np.r_[0, np.cumsum(ranked[1:] != ranked[:-1])]  # distinct-score index of each item, ascending
+    n_levels = int(level[-1]) + 1
     passed = (t[order] == 1).astype(np.float64)
+    codes: dict[int, np.ndarray] = {}  # block rows -> (row, level) bin of each weight, for one bincount
 
-    tied = len(starts) < len(s)
+    def per_level(x: np.ndarray) -> np.ndarray:
+        """Sum ``x`` (m, n) over the items of each distinct score: (m, levels)."""
+        m = x.shape[0]
+        if m not in codes:
+            codes[m] = (level[None, :] + n_levels * np.arange(m, dtype=np.int64)[:, None]).ravel()
+        return np.bincount(codes[m], weights=x.ravel(), minlength=m * n_levels).reshape(m, n_levels)
 
     def auc(w: np.ndarray) -> np.ndarray:
-        ws = np.take(w, order, axis=1)
-        wp = ws * passed  # passed weight at each score (at each item, when no two scores tie)
-        if tied:
-            wp = np.add.reduceat(wp, starts, axis=1)  # (m, levels)
-            ws = np.add.reduceat(ws, starts, axis=1)
+        ws = np.take(w, order, axis=1)  # resample weights in score order
+        wp = ws * passed
+        if n_levels < len(s):  # ties: the weight at each distinct score (integer sums, exact)
+            wp, ws = per_level(wp), per_level(ws)
         wn = ws - wp  # failed weight at each score
         below = np.cumsum(wn, axis=1) - wn
         pairs = wp.sum(axis=1) * wn.sum(axis=1)
