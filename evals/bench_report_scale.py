@@ -109,7 +109,9 @@ def main() -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--out", type=Path, default=ROOT / "evals" / "results" / "report_scale.json")
     args = ap.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     results = {"benchmark": "rubricforge report, one verdict file, continuous scores, figures included",
+               "commit": commit or None,
                "lm": "none (a report reads persisted verdicts; the verdict lines are generated, not judged)",
                "machine": machine(), "command": "python -m rubricforge_dspy report --predictions FILE --out DIR/report.md",
                "runs": []}
