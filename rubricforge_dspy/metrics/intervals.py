@@ -214,6 +214,17 @@ def weighted_auc(y_true: ArrayLike, scores: ArrayLike) -> WeightedStatistic:
     passed item wins the failed weight strictly below its score plus half the failed weight tied with
     it, so one resample costs ``O(n)`` whatever the number of distinct scores. Weights are integer
     multiplicities, so every sum is exact and the value does not depend on the order of summation.
+
+    Args:
+        y_true: 0/1 labels (1 = passed).
+        scores: the judge's scores in ``[0, 1]``, same length.
+
+    Returns:
+        A statistic mapping a weight block ``W`` of shape ``(m, n)`` to the ``m`` AUCs (nan where a
+        resample holds a single class).
+
+    Raises:
+        ValueError: labels not 0/1, scores outside ``[0, 1]`` or NaN, or lengths differ.
     """
     t = _check_binary("y_true", y_true)
     s = _check_scores("scores", scores)

@@ -147,10 +147,21 @@ CATEGORICAL = ("task_id", "domain", "agent")
 
 
 def read_columns(path: Path) -> VerdictColumns:
-    """Read a verdict JSONL into :class:`VerdictColumns`, every line validated by
-    :func:`rubricforge_dspy.core.verdict.read_lines` (the verdict line schema); a line that is not a
-    verdict, or repeats an id, raises :class:`RunError` naming the file and line. Memory: the ids
-    and about 60 bytes of numbers per line."""
+    """Read a verdict JSONL into columns, streaming it line by line.
+
+    Every line is validated by :func:`rubricforge_dspy.core.verdict.read_lines` (the verdict line
+    schema). Memory: the ids, their index and about 60 bytes of numbers per line, never a dict per line.
+
+    Args:
+        path: a verdict JSONL (``rubricforge judge --out``, a run's ``predictions/<judge>.jsonl``).
+
+    Returns:
+        The file's :class:`VerdictColumns`, in file order.
+
+    Raises:
+        RunError: the file is missing or empty, a line is not a verdict, or an id repeats (naming the
+            file and line, and for a repeat the first line of the id).
+    """
     path = Path(path)
     ids: list[str] = []
     row: dict[str, int] = {}
