@@ -128,7 +128,9 @@ def resample_weights(n: int, n_resamples: int = 10_000, seed: int | np.random.Ge
         draws = rng.integers(0, groups, size=(m, groups))
         flat = (np.arange(m, dtype=np.int64)[:, None] * groups + draws).ravel()
         counts = np.bincount(flat, minlength=m * groups).reshape(m, groups)
-        yield counts[:, codes].astype(np.float64)
+        if clusters is not None:  # every item of a cluster is in the resample as often as its cluster
+            counts = np.take(counts, codes, axis=1)
+        yield counts.astype(np.float64)
 
 
 def bootstrap(statistics: Mapping[str, WeightedStatistic], n: int, *, n_resamples: int = 10_000,
@@ -150,10 +152,25 @@ def bootstrap(statistics: Mapping[str, WeightedStatistic], n: int, *, n_resample
     return {name: np.concatenate(parts) for name, parts in out.items()}
 
 
+def _exact(x: np.ndarray) -> bool:
+    """True when ``W @ x`` is exact in float64 for integer weights (small integer ``x``, e.g. 0/1
+    indicators): the sum then does not depend on the order it is taken in."""
+    return bool(np.all(x == np.round(x))) and float(np.abs(x).max()) < 2.0 ** 20
+
+
+def _fixed_order(w: np.ndarray) -> np.ndarray:
+    """``W`` column-major: a sum of non-integer values is taken in the order this package has always
+    taken it in (``W @ x`` of a column-major ``W``), so a statistic's last digit does not move with
+    the engine's internals."""
+    return np.asarray(w, order="F")
+
+
 def weighted_mean(x: ArrayLike) -> WeightedStatistic:
     """``W -> sum_j W[:, j] x_j / sum_j W[:, j]``: the mean of ``x`` on each resample."""
     x = _check_finite("x", x)
-    return lambda w: (w @ x) / w.sum(axis=1)
+    if _exact(x):  # e.g. 0/1 indicators: an accuracy, a paired difference of verdicts
+        return lambda w: (w @ x) / w.sum(axis=1)
+    return lambda w: (_fixed_order(w) @ x) / w.sum(axis=1)
 
 
 def weighted_ratio(numerator: ArrayLike, denominator: ArrayLike) -> WeightedStatistic:
@@ -161,8 +178,11 @@ def weighted_ratio(numerator: ArrayLike, denominator: ArrayLike) -> WeightedStat
     (e.g. a false-pass rate on a resample with no failed item)."""
     num, den = _check_finite("numerator", numerator), _check_finite("denominator", denominator)
     _check_same_length(numerator=num, denominator=den)
+    exact = _exact(num) and _exact(den)
 
     def ratio(w: np.ndarray) -> np.ndarray:
+        if not exact:
+            w = _fixed_order(w)
         d = w @ den
         return np.where(d > 0, (w @ num) / np.where(d > 0, d, 1.0), np.nan)
     return ratio
@@ -171,29 +191,64 @@ def weighted_ratio(numerator: ArrayLike, denominator: ArrayLike) -> WeightedStat
 def weighted_kappa(y_true: ArrayLike, y_pred: ArrayLike) -> WeightedStatistic:
     """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` of each resample (see :func:`cohens_kappa`), nan
     where ``p_e = 1``."""
-    t, p = (a.astype(np.float64) for a in _binary_pair(y_true, y_pred))
+    t, p = _binary_pair(y_true, y_pred)
+    columns = np.column_stack([t == p, t, p]).astype(np.float64)  # one pass over W for all three sums
 
     def kappa(w: np.ndarray) -> np.ndarray:
         total = w.sum(axis=1)
-        po = (w @ (t == p).astype(np.float64)) / total
-        pe = ((w @ t) * (w @ p) + (w @ (1 - t)) * (w @ (1 - p))) / total ** 2
+        agree, wt, wp = (w @ columns).T  # integer weights: every sum is exact
+        po = agree / total
+        pe = (wt * wp + (total - wt) * (total - wp)) / total ** 2
         return np.where(pe < 1.0, (po - pe) / np.where(pe < 1.0, 1.0 - pe, 1.0), np.nan)
     return kappa
 
 
 def weighted_auc(y_true: ArrayLike, scores: ArrayLike) -> WeightedStatistic:
     """ROC AUC of each resample (see :func:`roc_auc`): the weighted share of (passed, failed) pairs
-    the score orders correctly, ties counting 1/2; nan where a resample lacks a class."""
+    the score orders correctly, ties counting 1/2; nan where a resample lacks a class.
+
+    The weighted Mann-Whitney U statistic (Mann & Whitney, *Ann. Math. Statist.* 18(1), 1947; its
+    identity with the AUC: Hanley & McNeil, *Radiology* 143(1), 1982), computed as scikit-learn's
+    ``roc_auc_score(sample_weight=...)`` does: items are sorted by score once (``O(n log n)``); on each
+    resample the passed and failed weight of every distinct score is summed in that order and each
+    passed item wins the failed weight strictly below its score plus half the failed weight tied with
+    it, so one resample costs ``O(n)`` whatever the number of distinct scores. Weights are integer
+    multiplicities, so every sum is exact and the value does not depend on the order of summation.
+
+    Args:
+        y_true: 0/1 labels (1 = passed).
+        scores: the judge's scores in ``[0, 1]``, same length.
+
+    Returns:
+        A statistic mapping a weight block ``W`` of shape ``(m, n)`` to the ``m`` AUCs (nan where a
+        resample holds a single class).
+
+    Raises:
+        ValueError: labels not 0/1, scores outside ``[0, 1]`` or NaN, or lengths differ.
+    """
     t = _check_binary("y_true", y_true)
     s = _check_scores("scores", scores)
     _check_same_length(y_true=t, scores=s)
-    levels, group = np.unique(s, return_inverse=True)
-    onehot = np.zeros((len(s), len(levels)))
-    onehot[np.arange(len(s)), group.reshape(-1)] = 1.0
-    pos, neg = onehot * (t == 1)[:, None], onehot * (t == 0)[:, None]
+    order = np.argsort(s, kind="stable")
+    ranked = s[order]
+    level = np.r_[0, np.cumsum(ranked[1:] != ranked[:-1])]  # distinct-score index of each item, ascending
+    n_levels = int(level[-1]) + 1
+    passed = (t[order] == 1).astype(np.float64)
+    codes: dict[int, np.ndarray] = {}  # block rows -> (row, level) bin of each weight, for one bincount
+
+    def per_level(x: np.ndarray) -> np.ndarray:
+        """Sum ``x`` (m, n) over the items of each distinct score: (m, levels)."""
+        m = x.shape[0]
+        if m not in codes:
+            codes[m] = (level[None, :] + n_levels * np.arange(m, dtype=np.int64)[:, None]).ravel()
+        return np.bincount(codes[m], weights=x.ravel(), minlength=m * n_levels).reshape(m, n_levels)
 
     def auc(w: np.ndarray) -> np.ndarray:
-        wp, wn = w @ pos, w @ neg  # (m, levels): weight of passed / failed items at each score level
+        ws = np.take(w, order, axis=1)  # resample weights in score order
+        wp = ws * passed
+        if n_levels < len(s):  # ties: the weight at each distinct score (integer sums, exact)
+            wp, ws = per_level(wp), per_level(ws)
+        wn = ws - wp  # failed weight at each score
         below = np.cumsum(wn, axis=1) - wn
         pairs = wp.sum(axis=1) * wn.sum(axis=1)
         wins = (wp * (below + 0.5 * wn)).sum(axis=1)

@@ -62,20 +62,22 @@ def _tertiles(n_steps: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _gap_row(group: str, stratum: str, mask: np.ndarray, run: Run, ind: np.ndarray, ref: np.ndarray,
+def _gap_row(group: str, stratum: str, members: np.ndarray, run: Run, ind: np.ndarray, ref: np.ndarray,
              settings: dict, notes: list[str]) -> dict:
+    """One stratum's row; ``members`` are the positions of its items (ascending), so a row costs
+    its own items, not all of them."""
     y = run.items.label
-    failed = mask & (y == 0)
-    nf = int(failed.sum())
-    row = {"group": group, "stratum": stratum, "n": int(mask.sum()), "n_failed": nf,
-           "induced_false_passes": int((ind & failed).sum()), "baseline_false_passes": int((ref & failed).sum()),
+    failed = members[y[members] == 0]
+    nf = len(failed)
+    row = {"group": group, "stratum": stratum, "n": len(members), "n_failed": nf,
+           "induced_false_passes": int(ind[failed].sum()), "baseline_false_passes": int(ref[failed].sum()),
            "induced_fpr": math.nan, "baseline_fpr": math.nan, "gap": math.nan, "gap_ci_low": math.nan,
            "gap_ci_high": math.nan, "b": 0, "c": 0, "p_value": math.nan, "mark": "ns"}
     if nf == 0:
         return row
     i, r = ind[failed].astype(np.float64), ref[failed].astype(np.float64)
     d = r - i  # per failed item: +1 baseline false pass caught by induced, -1 the reverse
-    tasks = np.asarray(run.items.task_id, dtype=object)[failed]
+    tasks = settings["tasks"][failed]
     clusters = tasks if M.has_repeated_clusters(tasks) else None
     with collect(notes, f"false-pass gap, {group} = {stratum}"):
         reps = M.bootstrap({"gap": M.weighted_mean(d)}, nf, n_resamples=settings["n_resamples"],
@@ -99,14 +101,18 @@ def false_pass_gap_table(run: Run, *, n_resamples: int, seed: int, confidence: f
     ind = run.predictions[run.induced].passed
     ref = run.predictions[BASELINE].passed
     it = run.items
-    args = (run, ind, ref, {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}, notes)
-    rows = [_gap_row("all", "all items", np.ones(len(it), dtype=bool), *args)]
-    for group, values in (("domain", np.array(it.domain, dtype=object)), ("agent", np.array(it.agent, dtype=object))):
-        for value in sorted(set(values.tolist())):
-            rows.append(_gap_row(group, value, values == value, *args))
+    settings = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence,
+                "tasks": np.asarray(it.task_id, dtype=object)}
+    args = (run, ind, ref, settings, notes)
+    rows = [_gap_row("all", "all items", np.arange(len(it)), *args)]
+    for group, values in (("domain", it.domain), ("agent", it.agent)):
+        names, codes = np.unique(np.asarray(values, dtype=str), return_inverse=True)  # sorted, one pass
+        members = np.split(np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes))[:-1])
+        for value, index in zip(names.tolist(), members):
+            rows.append(_gap_row(group, value, index, *args))
     if it.n_steps is not None:
         for stratum, mask in _tertiles(it.n_steps):
-            rows.append(_gap_row("length", stratum, mask, *args))
+            rows.append(_gap_row("length", stratum, np.flatnonzero(mask), *args))
     return {"baseline": BASELINE, "rows": rows}
 
 

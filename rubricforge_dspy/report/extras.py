@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rubricforge_dspy.core.criteria import parse_criteria
-from rubricforge_dspy.report.records import Ablation, Items, RunError, id_list, read_json, read_predictions
+from rubricforge_dspy.report.records import Ablation, Items, Predictions, RunError, id_list, read_json
 
 __all__ = ["rubric_from", "load_ablations", "load_attribution"]
 
@@ -40,9 +40,10 @@ def rubric_from(meta: dict, run_dir: Path, notes: list[str]) -> str | None:
 _ABLATION_FILE = re.compile(r"^(\d+)_(.+)\.jsonl$")
 
 
-def load_ablations(run_dir: Path, reference: dict[str, dict], ref_path: Path, items: Items, rubric: str | None,
-                   notes: list[str], align: Callable) -> tuple[Ablation, ...]:
-    """The induced judge re-run without each criterion, aligned like the judges (``align``)."""
+def load_ablations(run_dir: Path, items: Items, rubric: str | None, notes: list[str],
+                   read: Callable[[str, Path], Predictions]) -> tuple[Ablation, ...]:
+    """The induced judge re-run without each criterion, read and aligned like the judges
+    (``read(judge, path)``)."""
     criteria = parse_criteria(rubric) if rubric else []
     adir = run_dir / "ablation"
     if not adir.is_dir():
@@ -71,8 +72,7 @@ def load_ablations(run_dir: Path, reference: dict[str, dict], ref_path: Path, it
             raise RunError(f"{path}: second ablation file for criterion {number} (also {seen[number].name})")
         seen[number] = path
         name = names.get(number) or m[2].replace("-", " ").replace("_", " ")
-        records = read_predictions(path)
-        preds = align(f"-{number}", path, records, reference, ref_path, items)
+        preds = read(f"-{number}", path)
         out.append(Ablation(number=number, name=name, predictions=preds))
     for number in sorted(listed - set(seen)):
         notes.append(f"ablation/criteria.json lists criterion {number} ({names[number]}) but no "

@@ -30,13 +30,17 @@ from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, parse_label_ru
 from rubricforge_dspy.data.labels import LabelFileError, read_label_file
 from rubricforge_dspy.report.extras import load_ablations, load_attribution, rubric_from
 from rubricforge_dspy.report.records import (
+    CATEGORICAL,
     Ablation,
     Items,
+    LineFields,
     Predictions,
     RunError,
+    VerdictColumns,
+    collapse_whitespace,
     id_list,
+    read_columns,
     read_json,
-    read_predictions,
     relative,
 )
 
@@ -83,58 +87,92 @@ def read_labels(path: str | Path, label_threshold=None) -> dict[str, dict]:
     return out
 
 
-def _join_labels(path: Path, records: dict[str, dict], labels: dict[str, dict] | None) -> None:
-    """Fill each record's label / reward from ``labels`` (a record not in it keeps its own label);
-    refuse records left without a label, counting them."""
-    missing = []
-    for rid, r in records.items():
-        if labels is not None and rid in labels:
-            r["label"], r["reward"] = labels[rid]["label"], labels[rid]["reward"]
-        elif r.get("label") is None:
-            missing.append(rid)
-            continue
-        if r.get("reward") is None:
-            r["reward"] = float(r["label"])
-    if not missing:
-        return
-    first = records[missing[0]]
+def _join_labels(columns: VerdictColumns, labels: dict[str, dict] | None) -> None:
+    """Fill each line's label / reward from ``labels`` (a line not in it keeps its own label); refuse
+    lines left without a label, counting them. A reward left absent is the label."""
     if labels is not None:
-        raise RunError(f"{path}: {len(missing)} of {len(records)} judged ids have no label: id {missing[0]!r} has no "
+        for ident, entry in labels.items():
+            k = columns.row.get(ident)
+            if k is not None:
+                columns.label[k], columns.reward[k] = entry["label"], entry["reward"]
+    missing = np.flatnonzero(columns.label < 0)
+    if not len(missing):
+        no_reward = np.isnan(columns.reward)
+        columns.reward[no_reward] = columns.label[no_reward]
+        return
+    path, first, n = columns.path, int(missing[0]), len(columns)
+    if labels is not None:
+        raise RunError(f"{path}: {len(missing)} of {n} judged ids have no label: id {columns.ids[first]!r} has no "
                        "label in the labels file (nor in the verdict line); label every judged item")
-    raise RunError(f"{path}:{first['_line']}: report needs labels: id {missing[0]!r} has no 'label' (0 or 1); "
-                   f"{len(missing)} of {len(records)} verdicts are unlabeled. Judge labeled data, or join the labels "
+    raise RunError(f"{path}:{columns.line[first]}: report needs labels: id {columns.ids[first]!r} has no 'label' "
+                   f"(0 or 1); {len(missing)} of {n} verdicts are unlabeled. Judge labeled data, or join the labels "
                    "with --labels FILE (CSV id,label / JSONL {\"id\": ..., \"label\": 0|1} / SWE-bench results.json)")
 
 
-def _items_from(records: dict[str, dict], notes: list[str], source: str) -> Items:
-    ids = tuple(sorted(records))
-    rs = [records[i] for i in ids]
+def _items_from(reference: VerdictColumns, notes: list[str], source: str) -> tuple[Items, np.ndarray]:
+    """The items in sorted-id order, and the reference file's row of each."""
+    ids = reference.ids
+    order = np.array(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64)
     for key, default in (("task_id", None), *ITEM_DEFAULTS.items()):
-        missing = sum(key not in r for r in rs)
+        missing = int((reference.codes[key] < 0).sum())
         if missing:
             what = "its id (each item its own task)" if key == "task_id" else repr(default)
             notes.append(f"{source}: {missing} item(s) without '{key}'; defaulted to {what}")
-    with_steps = [r for r in rs if "n_steps" in r]
-    if 0 < len(with_steps) < len(rs):
-        notes.append(f"{source}: only {len(with_steps)} of {len(rs)} items carry 'n_steps'; length strata skipped")
+    with_steps = int((reference.n_steps >= 0).sum())
+    if 0 < with_steps < len(ids):
+        notes.append(f"{source}: only {with_steps} of {len(ids)} items carry 'n_steps'; length strata skipped")
     elif not with_steps:
         notes.append(f"{source}: no 'n_steps'; length strata skipped")
-    return Items(
-        ids=ids,
-        task_id=tuple(r.get("task_id", r["id"]) for r in rs),
-        domain=tuple(r.get("domain", ITEM_DEFAULTS["domain"]) for r in rs),
-        agent=tuple(r.get("agent", ITEM_DEFAULTS["agent"]) for r in rs),
-        n_steps=np.array([r["n_steps"] for r in rs], dtype=np.int64) if len(with_steps) == len(rs) else None,
-        label=np.array([int(r["label"]) for r in rs], dtype=np.int64),
-        reward=np.array([float(r["reward"]) for r in rs], dtype=np.float64),
-    )
+    sorted_ids = tuple(ids[k] for k in order)
+    task = reference.strings("task_id", order)
+    absent = np.flatnonzero(reference.codes["task_id"][order] < 0)
+    if len(absent):
+        task[absent] = np.asarray(sorted_ids, dtype=object)[absent]
+
+    def with_default(field: str) -> tuple[str, ...]:
+        values = reference.strings(field, order)
+        values[reference.codes[field][order] < 0] = ITEM_DEFAULTS[field]
+        return tuple(values.tolist())
+
+    items = Items(ids=sorted_ids, task_id=tuple(task.tolist()), domain=with_default("domain"),
+                  agent=with_default("agent"),
+                  n_steps=reference.n_steps[order].copy() if with_steps == len(ids) else None,
+                  label=reference.label[order].astype(np.int64), reward=reference.reward[order].copy())
+    return items, order
 
 
-def align(judge: str, path: Path, records: dict[str, dict], reference: dict[str, dict], ref_path: Path,
-          items: Items) -> Predictions:
-    """One judge's records as :class:`Predictions` aligned to ``items``; refuses other ids or item fields."""
-    missing = sorted(set(reference) - set(records))
-    extra = sorted(set(records) - set(reference))
+def _first_difference(columns: VerdictColumns, rows: np.ndarray, reference: VerdictColumns,
+                      ref_rows: np.ndarray) -> tuple[int, str, Any, Any] | None:
+    """The first item (in item order, then field order) whose field differs between two files, where
+    both carry the field: ``(item, field, value here, value in reference)``."""
+    found: list[tuple[int, int, str, Any, Any]] = []
+    for rank, key in enumerate(_ITEM_FIELDS):
+        if key in CATEGORICAL:
+            a, b = columns.codes[key][rows], reference.codes[key][ref_rows]
+            both = (a >= 0) & (b >= 0)
+            va, vb = columns.strings(key, rows), reference.strings(key, ref_rows)
+            differ = both & (va != vb)
+        else:
+            va, vb = getattr(columns, key)[rows], getattr(reference, key)[ref_rows]
+            both = (va >= 0) & (vb >= 0) if key == "n_steps" else np.ones(len(rows), dtype=bool)
+            differ = both & ~(va == vb)
+        k = np.flatnonzero(differ)
+        if len(k):
+            found.append((int(k[0]), rank, key, va[k[0]], vb[k[0]]))
+    if not found:
+        return None
+    k, _, key, a, b = min(found, key=lambda f: f[:2])
+    cast = {"n_steps": int, "label": int, "reward": float}.get(key, lambda v: v)
+    return k, key, cast(a), cast(b)
+
+
+def align(judge: str, columns: VerdictColumns, reference: VerdictColumns, items: Items,
+          ref_rows: np.ndarray) -> Predictions:
+    """One judge's verdicts as :class:`Predictions` aligned to ``items`` (the reference file's rows
+    ``ref_rows``); refuses other ids or item fields."""
+    path, ref_path = columns.path, reference.path
+    missing = sorted(reference.row.keys() - columns.row.keys())
+    extra = sorted(columns.row.keys() - reference.row.keys())
     if missing or extra:
         parts = []
         if missing:
@@ -142,28 +180,21 @@ def align(judge: str, path: Path, records: dict[str, dict], reference: dict[str,
         if extra:
             parts.append(f"{len(extra)} extra id(s) not in {ref_path.name}: {id_list(extra)}")
         raise RunError(f"{path}: ids do not match {ref_path}; " + "; ".join(parts))
-    rs = [records[i] for i in items.ids]
-    for r in rs:
-        ref = reference[r["id"]]
-        for key in _ITEM_FIELDS:
-            if key not in r or key not in ref:
-                continue
-            a, b = r[key], ref[key]
-            same = (float(a) == float(b)) if key in ("label", "reward") else a == b
-            if not same:
-                raise RunError(f"{path}: id {r['id']!r} has {key}={a!r} but {ref_path.name} has {b!r}; "
-                               "all judges must be scored on the same items")
-    calibrated = [r.get("score_calibrated") for r in rs]
+    rows = ref_rows if columns is reference else np.fromiter(
+        (columns.row[i] for i in items.ids), dtype=np.int64, count=len(items))
+    difference = _first_difference(columns, rows, reference, ref_rows)
+    if difference is not None:
+        k, key, a, b = difference
+        raise RunError(f"{path}: id {items.ids[k]!r} has {key}={a!r} but {ref_path.name} has {b!r}; "
+                       "all judges must be scored on the same items")
+    calibrated = columns.score_calibrated[rows]
+    lines = columns.line[rows]
     return Predictions(
-        judge=judge, path=path,
-        passed=np.array([r["passed"] for r in rs], dtype=bool),
-        score=np.array([float(r["score"]) for r in rs], dtype=np.float64),
-        abstained=np.array([r["abstained"] for r in rs], dtype=bool),
-        contradiction=np.array([bool(r.get("contradiction", False)) for r in rs], dtype=bool),
-        score_calibrated=(np.array(calibrated, dtype=np.float64) if all(c is not None for c in calibrated)
-                          else None),
-        reason=tuple(" ".join(str(r.get("reason") or "").split()) for r in rs),
-        error=tuple(r.get("error") for r in rs),
+        judge=judge, path=path, passed=columns.passed[rows], score=columns.score[rows],
+        abstained=columns.abstained[rows], contradiction=columns.contradiction[rows],
+        score_calibrated=None if np.isnan(calibrated).any() else calibrated,
+        reason=LineFields(path, lines, items.ids, "reason", collapse_whitespace),
+        error=LineFields(path, lines, items.ids, "error"),
     )
 
 
@@ -232,17 +263,17 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
     label_map = read_labels(labels, label_threshold) if labels is not None else None
     loaded = {}
     for judge, path in files:
-        records = read_predictions(path)
-        _join_labels(path, records, label_map)
-        loaded[judge] = (path, records)
+        columns = read_columns(path)
+        _join_labels(columns, label_map)
+        loaded[judge] = columns
     if label_map is not None:
-        unused = sorted(set(label_map) - set().union(*(set(r) for _, r in loaded.values())))
+        unused = sorted(i for i in label_map if not any(i in c.row for c in loaded.values()))
         if unused:
             notes.append(f"labels {labels}: {len(unused)} label id(s) match no verdict (e.g. "
                          f"{', '.join(unused[:3])}); not used")
-    ref_path, reference = loaded[judges[0]]
-    items = _items_from(reference, notes, relative(ref_path, root))
-    predictions = {j: align(j, p, r, reference, ref_path, items) for j, (p, r) in loaded.items()}
+    reference = loaded[judges[0]]
+    items, ref_rows = _items_from(reference, notes, relative(reference.path, root))
+    predictions = {j: align(j, c, reference, items, ref_rows) for j, c in loaded.items()}
 
     graded = meta.get("graded")
     if graded is None:
@@ -250,7 +281,8 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
     elif not isinstance(graded, bool):
         raise RunError(f"{root / 'run.json'}: 'graded' must be true/false, got {graded!r}")
     rubric = rubric_from(meta, root, notes)
-    ablations = load_ablations(root, reference, ref_path, items, rubric, notes, align)
+    ablations = load_ablations(root, items, rubric, notes,
+                               lambda judge, path: align(judge, read_columns(path), reference, items, ref_rows))
     attribution = load_attribution(root, items, notes)
     sweep = meta.get("sweep")
     if sweep is not None and not (isinstance(sweep, list) and all(isinstance(r, dict) for r in sweep)):
