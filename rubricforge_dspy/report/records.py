@@ -70,6 +70,9 @@ class Predictions:
 
 @dataclass(frozen=True)
 class Ablation:
+    """The verdicts of the judge with one rubric criterion removed: the criterion's number and name, and
+    the predictions (the report's ablation table compares them with the full judge's)."""
+
     number: int
     name: str
     predictions: Predictions
