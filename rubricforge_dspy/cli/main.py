@@ -29,7 +29,8 @@ import threading
 import traceback
 from pathlib import Path
 
-from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data
+from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
+                                               stream_data)
 from rubricforge_dspy.core.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, InputError, ServerError
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
@@ -47,19 +48,34 @@ def _load(args, need_labels: bool = False, warn: bool = True):
 
 
 def cmd_stats(args) -> int:
-    data = load_data(args)
-    trajectories, report = data.trajectories, data.report
-    labeled = [t for t in trajectories if t.label is not None]
+    """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories."""
+    data = stream_data(args)
+    n = unlabeled = positives = tool_errors = 0
+    reward_sum = 0.0
+    tasks, domains, agents = set(), set(), set()
+    for t in data.trajectories:
+        n += 1
+        tasks.add((t.domain, t.task_id))
+        domains.add(t.domain)
+        agents.add(t.agent)
+        tool_errors += t.n_tool_errors
+        if t.label is None:
+            unlabeled += 1
+        else:
+            positives += t.label
+            reward_sum += t.reward
+    report = data.report
+    labeled = n - unlabeled
     stats = {
-        "trajectories": len(trajectories),
-        "unlabeled": len(trajectories) - len(labeled),
-        "positives": sum(t.label for t in labeled),
-        "tasks": len({(t.domain, t.task_id) for t in trajectories}),
-        "domains": sorted({t.domain for t in trajectories}),
-        "agents": sorted({t.agent for t in trajectories}),
+        "trajectories": n,
+        "unlabeled": unlabeled,
+        "positives": positives,
+        "tasks": len(tasks),
+        "domains": sorted(domains),
+        "agents": sorted(agents),
         "skipped": len(report.skipped),
-        "mean_reward": round(sum(t.reward for t in labeled) / len(labeled), 4) if labeled else None,
-        "tool_errors": sum(t.n_tool_errors for t in trajectories),
+        "mean_reward": round(reward_sum / labeled, 4) if labeled else None,
+        "tool_errors": tool_errors,
         "label_rules": ", ".join(f"{fmt}: {rule}" for fmt, rule in report.label_rules.items()),
     }
     if args.json:
@@ -74,7 +90,7 @@ def cmd_stats(args) -> int:
 def cmd_convert(args) -> int:
     from rubricforge_dspy.data.export import convert_trajectories
 
-    data = load_data(args)
+    data = stream_data(args)  # written as read: bounded memory for a file of any length
     n = convert_trajectories(data.trajectories, args.out)
     print(f"wrote {n} trajectories ({data.tally.labeled} labeled, {data.tally.unlabeled} unlabeled) -> {args.out}")
     return 0

@@ -43,7 +43,7 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.data.formats import inspect_ai, langfuse, mini_swe, otel
 from rubricforge_dspy.data.formats import atif, openhands, swe_agent
-from rubricforge_dspy.data.formats._common import first_json_lines, looks_like_tool_error, read_prefix
+from rubricforge_dspy.data.formats._common import IdSet, first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
                                         parse_label_rule)
 
@@ -249,7 +249,7 @@ def iter_trajectories(
     _check_options(format, on_error)
     report = report if report is not None else LoadReport()
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-    seen_ids: set[str] = set()
+    seen_ids = IdSet()  # 8 bytes per id: a file of any length is read in bounded memory
 
     def fail(exc: TrajectoryFormatError) -> None:
         if on_error == "raise":
@@ -267,10 +267,9 @@ def iter_trajectories(
             for index, result in _READERS[fmt](file, rule):
                 if isinstance(result, TrajectoryFormatError):
                     fail(result)
-                elif result.id in seen_ids:
+                elif not seen_ids.add(result.id):
                     fail(TrajectoryFormatError(str(file), index, f"duplicate trajectory id {result.id!r}"))
                 else:
-                    seen_ids.add(result.id)
                     report.loaded += 1
                     yield replace(result, hidden={**result.hidden, "label_rule": str(rule)})
         except OSError as exc:
