@@ -103,7 +103,20 @@ def cmd_render(args) -> int:
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.evidence.render import render_trajectory
 
-    trajectories, _ = _load(args, warn=False)
+    if args.all:
+        trajectories, _ = _load(args, warn=False)
+    else:  # one record: those before it are skipped without being parsed (data.formats.trajectory_at)
+        from rubricforge_dspy.data.formats import trajectory_at
+        from rubricforge_dspy.data.scan import require_trajectories
+
+        chosen_one, count = trajectory_at(args.data, max(args.index, 0), format=args.format,
+                                          label_threshold=args.label_threshold,
+                                          on_error="skip" if args.skip_bad else "raise")
+        require_trajectories(count, args.data)
+        if args.labels and chosen_one is not None:
+            from rubricforge_dspy.data.labels import LabelJoin
+
+            chosen_one = LabelJoin(args.labels, args.label_threshold).apply(chosen_one)
     preset = resolve(args)
     program = None
     if args.program is not None:
@@ -121,10 +134,10 @@ def cmd_render(args) -> int:
     if args.all:
         chosen = list(enumerate(trajectories))
     else:
-        if not 0 <= args.index < len(trajectories):
-            print(f"error: --index {args.index} out of range (0..{len(trajectories) - 1})", file=sys.stderr)
+        if args.index < 0 or chosen_one is None:
+            print(f"error: --index {args.index} out of range (0..{count - 1})", file=sys.stderr)
             return 2
-        chosen = [(args.index, trajectories[args.index])]
+        chosen = [(args.index, chosen_one)]
     for i, t in chosen:
         if args.all:
             print(f"===== {i}: {t.id} =====")

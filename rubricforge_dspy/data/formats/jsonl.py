@@ -222,6 +222,14 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             yield index, _slow_line(path, index, raw)
 
 
+def _line_value(path: Path, index: int, raw: bytes) -> Any:
+    """One line's value (orjson, else `json` for the same value or error as before)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _slow_line(path, index, raw)
+
+
 def _slow_line(path: Path, index: int, raw: bytes) -> Any:
     """A line orjson refused, read by `json`: its value, or the error naming the line."""
     try:
@@ -351,10 +359,24 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
                             lambda value, index: convert(value, path=path, index=index, threshold=threshold))
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
+def is_array(path: Path) -> bool:
+    """True when the file is one JSON array of records rather than JSON Lines."""
     with open(path, "rb") as handle:
         head = handle.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    if not head.startswith("["):
+    return head.startswith("[")
+
+
+def read_line(path: Path, line_index: int, offset: int, threshold) -> tuple[int, Trajectory | TrajectoryFormatError]:
+    """The record on line `line_index` (starting at byte `offset`) of a JSON Lines file, read alone."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        raw = handle.readline()
+    return next(convert_each(path, [(line_index, _line_value(path, line_index, raw))],
+                             lambda value, index: convert(value, path=path, index=index, threshold=threshold)))
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    if not is_array(path):
         yield from iter_json_lines(path)
         return
     text, bad_bytes = read_text(path)
