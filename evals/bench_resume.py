@@ -67,7 +67,8 @@ def measured(out: Path, code: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", PROBE, str(out)], env=env, stdout=stdout, stderr=stderr)
+        proc = subprocess.Popen([sys.executable, "-c", PROBE, str(out)], env=env, cwd=str(code), stdout=stdout,
+                                stderr=stderr)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         stdout.seek(0)
