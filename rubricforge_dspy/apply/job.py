@@ -27,12 +27,12 @@ from typing import Iterable, Iterator
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.verdict import VerdictLineError, read_verdicts
+from rubricforge_dspy.core.verdict import VerdictLineError, check_line, read_verdicts
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 
-__all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
+__all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
            "job_path", "lock_path", "output_lock", "input_fingerprint", "checked_input", "claim_output"]
 
 JOB_SUFFIX = ".job.json"
@@ -155,6 +155,85 @@ class ResumeState:
     repaired_bytes: int = 0
     fingerprints: set = field(default_factory=set)
     retried: int = 0  # abstentions for LM errors found in the file, asked again
+    from_index: int = 0  # ids taken from the done index (``OUT.ids``) instead of re-reading their lines
+
+
+IDS_SUFFIX = ".ids"
+_INDEX_VERSION = 1
+_PROBE = 4096  # bytes before the covered end whose hash tells the same file from a rewritten one
+
+
+def ids_path(out_path) -> Path:
+    """``OUT.ids``: the done index `read_done` keeps beside the output ``OUT``."""
+    out_path = Path(out_path)
+    return out_path.with_name(out_path.name + IDS_SUFFIX)
+
+
+def _probe(handle, end: int) -> str:
+    start = max(0, end - _PROBE)
+    handle.seek(start)
+    return hashlib.sha256(handle.read(end - start)).hexdigest()
+
+
+def _load_index(path: Path) -> tuple[dict, list] | None:
+    """The done index of `path` when it still describes the file's first ``covered`` bytes, else None
+    (missing, unreadable, another version, or stale: the file was rewritten or cut since)."""
+    try:
+        with ids_path(path).open("rb") as handle:
+            header = orjson.loads(handle.readline())
+            ids = orjson.loads(handle.read())
+        stat = path.stat()
+        if header.get("version") != _INDEX_VERSION or not isinstance(ids, list) or len(ids) != header["count"]:
+            return None
+        covered = header["covered"]
+        if stat.st_ino != header["inode"] or stat.st_size < covered:
+            return None
+        if not (stat.st_size == covered and stat.st_mtime_ns == header["mtime_ns"]):
+            with path.open("rb") as handle:  # appended to (or touched) since: is the covered part the same?
+                if _probe(handle, covered) != header["probe"]:
+                    return None
+        return header, ids
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_index(path: Path, ids: Iterable[str], fingerprints: set) -> None:
+    """Record the ids of every line of `path` (all done: no retried abstention left in it) in ``OUT.ids``,
+    atomically, with what identifies the file: inode, size, mtime and a hash of its last bytes."""
+    ids = list(ids)
+    stat = path.stat()
+    with path.open("rb") as handle:
+        probe = _probe(handle, stat.st_size)
+    header = {"version": _INDEX_VERSION, "covered": stat.st_size, "size": stat.st_size,
+              "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino, "probe": probe, "count": len(ids),
+              "fingerprints": sorted(fingerprints, key=str)}
+    target = ids_path(path)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(ids))
+    os.replace(temporary, target)
+
+
+def _tail(path: Path, start: int, known: set, retry_kinds: frozenset) -> tuple[list[dict], int, int] | None:
+    """The verdict lines after byte `start` (each checked by `check_line`), the bytes of a final line
+    cut without its newline, and the line number it starts at; None when a line there must be asked
+    again (a retried abstention: the full pass rewrites the file)."""
+    records, torn = [], 0
+    with path.open("rb") as handle:
+        handle.seek(start)
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                torn = len(raw)
+                break
+            if not raw.strip():
+                continue
+            record = check_line(orjson.loads(raw), f"{path} (after byte {start})")
+            if record["id"] in known:
+                raise VerdictLineError(f"{path}: duplicate id {record['id']!r}")
+            if record["abstained"] and record.get("error_kind") in retry_kinds:
+                return None
+            known.add(record["id"])
+            records.append(record)
+    return records, torn, start
 
 
 def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_KINDS) -> ResumeState:
@@ -165,11 +244,20 @@ def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_K
     Abstentions whose error kind is in `retry_kinds` (the server failed to answer: timeouts,
     connection errors, HTTP errors) are not done: when `repair` is true they are removed from the file
     (rewritten atomically) so the resumed run asks again, as the cache would. Format failures (parse,
-    truncated, invalid) are answers and stay."""
+    truncated, invalid) are answers and stay.
+
+    O(1) resume: with `repair`, the ids are also written to ``OUT.ids`` (`ids_path`), whose header
+    records the file's inode, size, mtime and a hash of its last bytes. The next call takes the ids of
+    the part of the file the index covers from it and reads only the lines appended since; a missing,
+    unreadable or stale index (the file was rewritten or cut) falls back to one full pass."""
     path = Path(out_path)
     state = ResumeState(ids=set())
     if not path.exists():
         return state
+    if repair and retry_kinds == LM_ERROR_KINDS:
+        quick = _resume_from_index(path, state, retry_kinds)
+        if quick is not None:
+            return quick
     try:
         index = read_verdicts(path, torn_tail=True)
     except VerdictLineError as error:
@@ -189,6 +277,36 @@ def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_K
         os.replace(temporary, path)
     elif state.repaired_bytes and repair:
         os.truncate(path, index.complete_bytes)
+    if repair and retry_kinds == LM_ERROR_KINDS:
+        _write_index(path, (record["id"] for record in kept), state.fingerprints)
+    return state
+
+
+def _resume_from_index(path: Path, state: ResumeState, retry_kinds: frozenset) -> ResumeState | None:
+    """`read_done` through the done index: the indexed ids, plus the lines appended after them (checked
+    one by one); None when there is no usable index or the tail needs the full pass."""
+    found = _load_index(path)
+    if found is None:
+        return None
+    header, ids = found
+    known = set(ids)
+    if len(known) != len(ids):
+        return None  # an index listing an id twice is not ours: read the file
+    try:
+        tail = _tail(path, header["covered"], known, retry_kinds)
+    except (VerdictLineError, orjson.JSONDecodeError):
+        return None  # a bad line after the covered part: the full pass names it (file and line)
+    if tail is None:
+        return None
+    records, torn, _ = tail
+    state.ids = known
+    state.from_index = len(ids)
+    state.fingerprints = set(header["fingerprints"]) | {r.get("judge_fingerprint") for r in records}
+    if torn:
+        state.repaired_bytes = torn
+        os.truncate(path, path.stat().st_size - torn)
+    if records or torn:
+        _write_index(path, known, state.fingerprints)
     return state
 
 

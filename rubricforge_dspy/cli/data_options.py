@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rubricforge_dspy.core.errors import InputError
@@ -15,7 +16,8 @@ from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.formats import FORMATS
 from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 
-__all__ = ["FORMAT_CHOICES", "add_data_arguments", "load_data", "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN"]
+__all__ = ["FORMAT_CHOICES", "add_data_arguments", "load_data", "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN",
+           "stream_data"]
 
 FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # what --format accepts
 SHOWN = 20  # problems listed one per line before "... and N more"
@@ -49,7 +51,7 @@ def add_label_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass
 class LoadedData:
-    trajectories: list[Trajectory]
+    trajectories: Iterable[Trajectory]  # a list (`load_data`) or a one-pass iterator (`stream_data`)
     report: object  # loaders.LoadReport
     join: object = None  # labels.JoinReport or None
     tally: LabelTally = field(default_factory=LabelTally)
@@ -88,33 +90,48 @@ def print_label_warnings(tally: LabelTally, stream=None) -> None:
         print(f"WARNING: {warning}", file=stream or sys.stderr)
 
 
+def stream_data(args, *, warn: bool = True) -> LoadedData:
+    """``args.data`` as a stream: a `LoadedData` whose ``trajectories`` is an iterator yielding each
+    trajectory (``--labels`` joined, tallied) as it is read, so a file of any length is read in bounded
+    memory. When the iterator is exhausted, the load's problems and label warnings are printed (as
+    `load_data` prints them) and an input without any trajectory raises `EmptyInputError` naming it;
+    ``report``, ``join`` and ``tally`` are complete only then."""
+    from rubricforge_dspy.data.labels import LabelJoin
+    from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
+
+    report = LoadReport()
+    joiner = LabelJoin(args.labels, args.label_threshold) if getattr(args, "labels", None) else None
+    data = LoadedData(iter(()), report)
+
+    def stream():
+        for trajectory in iter_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
+                                            on_error="skip" if args.skip_bad else "raise", report=report):
+            if joiner is not None:
+                trajectory = joiner.apply(trajectory)
+            data.tally.add(trajectory)
+            yield trajectory
+        if not data.tally.trajectories:
+            print_load_problems(report)
+            require_trajectories(0, args.data, report)  # an empty input is named (exit 2), never 0 trajectories
+        data.join = joiner.finish() if joiner is not None else None
+        print_load_problems(report, data.join)
+        if warn:
+            print_label_warnings(data.tally)
+
+    data.trajectories = stream()
+    return data
+
+
 def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedData:
-    """Load ``args.data`` with the data options, join ``args.labels``, print problems and warnings.
+    """Load ``args.data`` with the data options, join ``args.labels``, print problems and warnings
+    (`stream_data`, held in a list).
 
     An input without any trajectory raises `EmptyInputError` naming it (exit 2).
 
     need_labels: leave unlabeled trajectories out (said on stderr with their count) and refuse when
     none is labeled."""
-    from rubricforge_dspy.data.labels import LabelJoin
-    from rubricforge_dspy.data.formats import load_trajectories
-
-    trajectories = load_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
-                                     on_error="skip" if args.skip_bad else "raise")
-    report = trajectories.report
-    if not trajectories:
-        print_load_problems(report)
-        require_trajectories(0, args.data, report)  # an empty input is named (exit 2), never 0 trajectories
-    join = None
-    if getattr(args, "labels", None):
-        joiner = LabelJoin(args.labels, args.label_threshold)
-        trajectories = [joiner.apply(t) for t in trajectories]
-        join = joiner.finish()
-    print_load_problems(report, join)
-    data = LoadedData(trajectories, report, join)
-    for t in trajectories:
-        data.tally.add(t)
-    if warn:
-        print_label_warnings(data.tally)
+    data = stream_data(args, warn=warn)
+    data.trajectories = trajectories = list(data.trajectories)
     if need_labels:
         labeled = labeled_only(trajectories)
         data.left_out = len(trajectories) - len(labeled)

@@ -29,7 +29,8 @@ import threading
 import traceback
 from pathlib import Path
 
-from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data
+from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
+                                               stream_data)
 from rubricforge_dspy.core.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, InputError, ServerError
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
@@ -47,19 +48,34 @@ def _load(args, need_labels: bool = False, warn: bool = True):
 
 
 def cmd_stats(args) -> int:
-    data = load_data(args)
-    trajectories, report = data.trajectories, data.report
-    labeled = [t for t in trajectories if t.label is not None]
+    """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories."""
+    data = stream_data(args)
+    n = unlabeled = positives = tool_errors = 0
+    reward_sum = 0.0
+    tasks, domains, agents = set(), set(), set()
+    for t in data.trajectories:
+        n += 1
+        tasks.add((t.domain, t.task_id))
+        domains.add(t.domain)
+        agents.add(t.agent)
+        tool_errors += t.n_tool_errors
+        if t.label is None:
+            unlabeled += 1
+        else:
+            positives += t.label
+            reward_sum += t.reward
+    report = data.report
+    labeled = n - unlabeled
     stats = {
-        "trajectories": len(trajectories),
-        "unlabeled": len(trajectories) - len(labeled),
-        "positives": sum(t.label for t in labeled),
-        "tasks": len({(t.domain, t.task_id) for t in trajectories}),
-        "domains": sorted({t.domain for t in trajectories}),
-        "agents": sorted({t.agent for t in trajectories}),
+        "trajectories": n,
+        "unlabeled": unlabeled,
+        "positives": positives,
+        "tasks": len(tasks),
+        "domains": sorted(domains),
+        "agents": sorted(agents),
         "skipped": len(report.skipped),
-        "mean_reward": round(sum(t.reward for t in labeled) / len(labeled), 4) if labeled else None,
-        "tool_errors": sum(t.n_tool_errors for t in trajectories),
+        "mean_reward": round(reward_sum / labeled, 4) if labeled else None,
+        "tool_errors": tool_errors,
         "label_rules": ", ".join(f"{fmt}: {rule}" for fmt, rule in report.label_rules.items()),
     }
     if args.json:
@@ -74,7 +90,7 @@ def cmd_stats(args) -> int:
 def cmd_convert(args) -> int:
     from rubricforge_dspy.data.export import convert_trajectories
 
-    data = load_data(args)
+    data = stream_data(args)  # written as read: bounded memory for a file of any length
     n = convert_trajectories(data.trajectories, args.out)
     print(f"wrote {n} trajectories ({data.tally.labeled} labeled, {data.tally.unlabeled} unlabeled) -> {args.out}")
     return 0
@@ -87,7 +103,20 @@ def cmd_render(args) -> int:
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.evidence.render import render_trajectory
 
-    trajectories, _ = _load(args, warn=False)
+    if args.all:
+        trajectories, _ = _load(args, warn=False)
+    else:  # one record: those before it are skipped without being parsed (data.formats.trajectory_at)
+        from rubricforge_dspy.data.formats import trajectory_at
+        from rubricforge_dspy.data.scan import require_trajectories
+
+        chosen_one, count = trajectory_at(args.data, max(args.index, 0), format=args.format,
+                                          label_threshold=args.label_threshold,
+                                          on_error="skip" if args.skip_bad else "raise")
+        require_trajectories(count, args.data)
+        if args.labels and chosen_one is not None:
+            from rubricforge_dspy.data.labels import LabelJoin
+
+            chosen_one = LabelJoin(args.labels, args.label_threshold).apply(chosen_one)
     preset = resolve(args)
     program = None
     if args.program is not None:
@@ -105,10 +134,10 @@ def cmd_render(args) -> int:
     if args.all:
         chosen = list(enumerate(trajectories))
     else:
-        if not 0 <= args.index < len(trajectories):
-            print(f"error: --index {args.index} out of range (0..{len(trajectories) - 1})", file=sys.stderr)
+        if args.index < 0 or chosen_one is None:
+            print(f"error: --index {args.index} out of range (0..{count - 1})", file=sys.stderr)
             return 2
-        chosen = [(args.index, trajectories[args.index])]
+        chosen = [(args.index, chosen_one)]
     for i, t in chosen:
         if args.all:
             print(f"===== {i}: {t.id} =====")

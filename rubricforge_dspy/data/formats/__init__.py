@@ -43,7 +43,7 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.data.formats import inspect_ai, langfuse, mini_swe, otel
 from rubricforge_dspy.data.formats import atif, openhands, swe_agent
-from rubricforge_dspy.data.formats._common import first_json_lines, looks_like_tool_error, read_prefix
+from rubricforge_dspy.data.formats._common import IdSet, first_json_lines, looks_like_tool_error, read_prefix
 from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
                                         parse_label_rule)
 
@@ -55,6 +55,7 @@ __all__ = [
     "detect_format",
     "iter_trajectories",
     "load_trajectories",
+    "trajectory_at",
     "looks_like_tool_error",
     "TrajectoryFormatError",
 ]
@@ -249,7 +250,7 @@ def iter_trajectories(
     _check_options(format, on_error)
     report = report if report is not None else LoadReport()
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-    seen_ids: set[str] = set()
+    seen_ids = IdSet()  # 8 bytes per id: a file of any length is read in bounded memory
 
     def fail(exc: TrajectoryFormatError) -> None:
         if on_error == "raise":
@@ -267,14 +268,86 @@ def iter_trajectories(
             for index, result in _READERS[fmt](file, rule):
                 if isinstance(result, TrajectoryFormatError):
                     fail(result)
-                elif result.id in seen_ids:
+                elif not seen_ids.add(result.id):
                     fail(TrajectoryFormatError(str(file), index, f"duplicate trajectory id {result.id!r}"))
                 else:
-                    seen_ids.add(result.id)
                     report.loaded += 1
-                    yield replace(result, hidden={**result.hidden, "label_rule": str(rule)})
+                    yield _stamped(result, rule)
         except OSError as exc:
             fail(TrajectoryFormatError(str(file), None, f"cannot read file: {exc}"))
+
+
+def _stamped(trajectory: Trajectory, rule: LabelRule) -> Trajectory:
+    return replace(trajectory, hidden={**trajectory.hidden, "label_rule": str(rule)})
+
+
+def _line_starts(file: Path) -> Iterator[tuple[int, int]]:
+    """``(line_index, byte offset)`` of each non-blank line of a JSON Lines file, without parsing any."""
+    offset = 0
+    with open(file, "rb") as handle:
+        for line_index, raw in enumerate(handle):
+            if raw.strip():
+                yield line_index, offset
+            offset += len(raw)
+
+
+def trajectory_at(
+    path: PathLike | Iterable[PathLike],
+    index: int,
+    format: str = "auto",
+    label_threshold: float | str | LabelRule | None = None,
+    on_error: str = "raise",
+) -> tuple[Trajectory | None, int]:
+    """The trajectory at position `index` of a load (as `iter_trajectories` yields them), reading the
+    records before it as little as possible: in a generic JSON Lines file they are counted by line,
+    never parsed, so ``rubricforge render --index N`` costs one record, not N. (Those skipped lines
+    are therefore not checked; with ``on_error="skip"`` every record is read, since a bad one shifts
+    the positions.)
+
+    Args:
+        path: a file, a directory or a list of them.
+        index: the position, from 0.
+        format, label_threshold, on_error: as for `iter_trajectories`.
+
+    Returns:
+        ``(trajectory, count)``: the trajectory (None when `index` is past the end) and how many
+        trajectories were counted (all of them when it is past the end).
+
+    Raises:
+        TrajectoryFormatError: with ``on_error="raise"``, the chosen record cannot be read, or a record
+            of a file read in full is bad.
+    """
+    _check_options(format, on_error)
+    if on_error != "raise":
+        count = 0
+        for trajectory in iter_trajectories(path, format, label_threshold, on_error):
+            if count == index:
+                return trajectory, count + 1
+            count += 1
+        return None, count
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    explicit = None if label_threshold is None else parse_label_rule(label_threshold)
+    count, report = 0, LoadReport()
+    for file, fmt in _files(paths, format, report):
+        if isinstance(fmt, TrajectoryFormatError):
+            raise fmt
+        rule = explicit or default_label_rule(fmt)
+        if fmt == "jsonl" and not jsonl.is_array(file):
+            for line_index, offset in _line_starts(file):
+                if count == index:
+                    _, result = jsonl.read_line(file, line_index, offset, rule)
+                    if isinstance(result, TrajectoryFormatError):
+                        raise result
+                    return _stamped(result, rule), count + 1
+                count += 1
+            continue
+        for _, result in _READERS[fmt](file, rule):
+            if isinstance(result, TrajectoryFormatError):
+                raise result
+            if count == index:
+                return _stamped(result, rule), count + 1
+            count += 1
+    return None, count
 
 
 def load_trajectories(

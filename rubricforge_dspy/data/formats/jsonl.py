@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from rubricforge_dspy.core.errors import OutputExistsError
 from rubricforge_dspy.data.formats._common import (
     CallTracker,
@@ -70,8 +72,115 @@ def _validator():
     return Draft202012Validator(inline_refs(schema(), schema().get("$defs", {})))
 
 
+_TOP_KEYS = frozenset(("id", "task_id", "trial", "domain", "agent", "messages", "reward", "label",
+                       "metadata"))
+_ROLES = frozenset(("system", "user", "assistant", "tool", "function"))
+
+
+def _text(value: Any) -> bool:
+    return type(value) is str and value != ""
+
+
+def _number(value: Any) -> bool:
+    return type(value) is float or type(value) is int
+
+
+def _call_ok(call: Any) -> bool:
+    """A ``function``/``function_call`` object: a non-empty name, arguments a string or an object."""
+    if type(call) is not dict or not _text(call.get("name")):
+        return False
+    arguments = call.get("arguments", "")
+    return type(arguments) is str or type(arguments) is dict
+
+
+def _message_ok(msg: Any) -> bool:
+    """True only when `msg` certainly satisfies ``$defs/message`` (False: let jsonschema decide)."""
+    if type(msg) is not dict:
+        return False
+    role = msg.get("role")
+    if type(role) is not str or role not in _ROLES:
+        return False
+    if "content" in msg:
+        content = msg["content"]
+        if content is not None and type(content) is not str:
+            if type(content) is not list:
+                return False
+            for part in content:
+                if type(part) is not dict or type(part.get("type")) is not str or (
+                        "text" in part and type(part["text"]) is not str):
+                    return False
+    elif role != "assistant":  # tool, function, system and user messages require content
+        return False
+    if len(msg) == 2 and "content" in msg and role in ("user", "assistant", "system"):
+        return True  # the common plain turn: nothing else to check
+    name = msg.get("name")
+    if name is not None and type(name) is not str:
+        return False
+    tool_calls = msg.get("tool_calls")
+    if tool_calls is not None:
+        if type(tool_calls) is not list or role in ("system", "user"):
+            return False
+        for call in tool_calls:
+            if type(call) is not dict or not _text(call.get("id")) or call.get("type", "function") != "function" \
+                    or type(call.get("type", "")) is not str or not _call_ok(call.get("function")):
+                return False
+    if "function_call" in msg and (role != "assistant" or (msg["function_call"] is not None
+                                                          and not _call_ok(msg["function_call"]))):
+        return False
+    if "action" in msg and (role != "assistant" or type(msg["action"]) is not str):
+        return False
+    if "observation" in msg and (role != "user" or type(msg["observation"]) is not bool):
+        return False
+    if "tool_call_id" in msg and not _text(msg["tool_call_id"]):
+        return False
+    for key in ("is_error", "final_answer"):
+        if key in msg and type(msg[key]) is not bool:
+            return False
+    if "error" in msg and msg["error"] is not None and type(msg["error"]) is not bool:
+        return False
+    if role == "tool":
+        return "tool_call_id" in msg
+    if role == "function":
+        return _text(name)
+    return True
+
+
+def _surely_valid(obj: Any) -> bool:
+    """A structural check of the interchange schema for the common record, in microseconds: True only
+    when `obj` certainly satisfies the schema; False sends it to jsonschema, which decides (so the two
+    can differ only in speed). Conservative on purpose: e.g. a float ``task_id`` of 3.0 is valid JSON
+    Schema but is left to jsonschema."""
+    if type(obj) is not dict or not _TOP_KEYS.issuperset(obj) or not _text(obj.get("id")):
+        return False
+    task_id, messages = obj.get("task_id"), obj.get("messages")
+    if type(task_id) is not str and type(task_id) is not int:
+        return False
+    if "reward" not in obj or (obj["reward"] is not None and not _number(obj["reward"])):
+        return False
+    if obj.get("trial") is not None and type(obj["trial"]) is not int:
+        return False
+    if obj.get("label") is not None and (type(obj["label"]) is not int or obj["label"] not in (0, 1)):
+        return False
+    for key in ("domain", "agent"):
+        if key in obj and type(obj[key]) is not str:
+            return False
+    if "metadata" in obj and type(obj["metadata"]) is not dict:
+        return False
+    if type(messages) is not list or not messages:
+        return False
+    for msg in messages:
+        if not _message_ok(msg):
+            return False
+    return True
+
+
 def validation_problem(obj: Any) -> str | None:
-    """A one-line description of why ``obj`` violates the schema, or None when it is valid."""
+    """A one-line description of why ``obj`` violates the schema, or None when it is valid.
+
+    A record the structural check (`_surely_valid`) accepts costs microseconds; any other record is
+    checked by jsonschema, which gives the best-match message (or finds it valid after all)."""
+    if _surely_valid(obj):
+        return None
     from jsonschema.exceptions import best_match
 
     err = best_match(_validator().iter_errors(obj))
@@ -96,24 +205,44 @@ def sniff_array(head: str) -> bool:
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_index, value | TrajectoryFormatError)`` per non-blank line, reading one line at a time."""
+    """Yield ``(line_index, value | TrajectoryFormatError)`` per non-blank line, reading one line at a time.
+
+    Lines are parsed by orjson; a line orjson refuses (malformed, or JSON that only the standard
+    library reads: NaN, integers past 64 bits, a byte-order mark) is read again by `json` for the
+    same value or the same error message as before."""
     with open(path, "rb") as handle:
         for index, raw in enumerate(handle):
+            try:
+                yield index, orjson.loads(raw)
+                continue
+            except orjson.JSONDecodeError:
+                pass
             if not raw.strip():
                 continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                problem = f"invalid UTF-8 bytes (line {index + 1}, byte {exc.start})"
-                yield index, TrajectoryFormatError(str(path), index, problem)
-                continue
-            if index == 0:
-                line = line.lstrip("\ufeff")
-            try:
-                yield index, json.loads(line)
-            except json.JSONDecodeError as exc:
-                problem = f"malformed JSON (line {index + 1}, column {exc.colno}): {exc.msg}"
-                yield index, TrajectoryFormatError(str(path), index, problem)
+            yield index, _slow_line(path, index, raw)
+
+
+def _line_value(path: Path, index: int, raw: bytes) -> Any:
+    """One line's value (orjson, else `json` for the same value or error as before)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _slow_line(path, index, raw)
+
+
+def _slow_line(path: Path, index: int, raw: bytes) -> Any:
+    """A line orjson refused, read by `json`: its value, or the error naming the line."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return TrajectoryFormatError(str(path), index, f"invalid UTF-8 bytes (line {index + 1}, byte {exc.start})")
+    if index == 0:
+        line = line.lstrip("\ufeff")
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        return TrajectoryFormatError(str(path), index,
+                                     f"malformed JSON (line {index + 1}, column {exc.colno}): {exc.msg}")
 
 
 def _is_error(msg: dict, content: str) -> bool:
@@ -230,10 +359,24 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
                             lambda value, index: convert(value, path=path, index=index, threshold=threshold))
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
+def is_array(path: Path) -> bool:
+    """True when the file is one JSON array of records rather than JSON Lines."""
     with open(path, "rb") as handle:
         head = handle.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    if not head.startswith("["):
+    return head.startswith("[")
+
+
+def read_line(path: Path, line_index: int, offset: int, threshold) -> tuple[int, Trajectory | TrajectoryFormatError]:
+    """The record on line `line_index` (starting at byte `offset`) of a JSON Lines file, read alone."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        raw = handle.readline()
+    return next(convert_each(path, [(line_index, _line_value(path, line_index, raw))],
+                             lambda value, index: convert(value, path=path, index=index, threshold=threshold)))
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    if not is_array(path):
         yield from iter_json_lines(path)
         return
     text, bad_bytes = read_text(path)

@@ -1,0 +1,146 @@
+"""Ingest at scale: `rubricforge stats|convert|render` over a generated generic JSONL of 10k .. 1M trajectories.
+
+The input is made deterministically in a temporary directory: the shipped episodes (tau-bench's
+official GPT-4o airline results, 200 episodes, and the ReAct WebShop episodes, 500) converted to the
+generic JSONL once, then repeated in a fixed interleaving with distinct ids (``<id>~<k>``) until the
+wanted count. Each command runs as a child process (``python -m rubricforge_dspy``); its wall time, CPU
+(user + sys) and peak RSS come from ``os.wait4`` (the child's own rusage). Nothing big is committed: the
+inputs are deleted when the run ends.
+
+    PYTHONPATH=$PWD python3 evals/bench_ingest.py --sizes 10000 100000 1000000 --label after
+    PYTHONPATH=$PWD python3 evals/bench_ingest.py --code /tmp/before --sizes 10000 100000 --label before
+
+``--code DIR`` runs the commands on another copy of the package (e.g. ``git archive`` of an older
+commit), so BEFORE and AFTER numbers come from one script. Results are merged into
+``evals/results/ingest_scale.json`` under ``--label``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = [ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json",
+           ROOT / "evals/data/react_webshop/react_webshop_davinci002_500.jsonl"]
+RESULTS = ROOT / "evals/results/ingest_scale.json"
+
+
+def machine() -> dict:
+    """The machine the numbers come from."""
+    return {"cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(), "system": platform.system(),
+            "python": platform.python_version(), "load_avg_at_start": round(os.getloadavg()[0], 2),
+            "note": "a shared 2-core VM (other jobs may run); one command = one process = one core"}
+
+
+def base_records() -> list[bytes]:
+    """``(id, line)`` of the shipped episodes as generic JSONL, the line with a placeholder for the id."""
+    sys.path.insert(0, str(ROOT))
+    from rubricforge_dspy.data.export import record_of
+    from rubricforge_dspy.data.formats import load_trajectories
+
+    templates = []
+    for path in SHIPPED:
+        for trajectory in load_trajectories(path):
+            record = record_of(trajectory)
+            templates.append((record["id"], orjson.dumps({**record, "id": "\x00ID\x00"})))
+    return templates  # in the shipped order: 200 tau-bench, then 500 WebShop
+
+
+def write_input(path: Path, n: int, templates) -> dict:
+    """Write `n` generic JSONL trajectories to `path`; returns its size."""
+    placeholder = orjson.dumps("\x00ID\x00")
+    with path.open("wb", buffering=1 << 20) as handle:
+        for i in range(n):
+            ident, line = templates[i % len(templates)]
+            handle.write(line.replace(placeholder, orjson.dumps(f"{ident}~{i // len(templates)}"), 1) + b"\n")
+    return {"bytes": path.stat().st_size, "mean_bytes_per_trajectory": round(path.stat().st_size / n)}
+
+
+def measured(argv: list[str], code: Path) -> dict:
+    """Run the command and read its own rusage with os.wait4 (per child, not cumulative)."""
+    env = {**os.environ, "PYTHONPATH": str(code), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "rubricforge_dspy", *argv], env=env, cwd=str(code),
+                                stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} exited {proc.returncode}: {stderr.decode(errors='replace')[-2000:]}")
+    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "stdout": stdout}
+
+
+def bench(sizes: list[int], code: Path, commands: list[str]) -> list[dict]:
+    templates = base_records()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_ingest_") as tmp:
+        for n in sizes:
+            data = Path(tmp) / f"generic_{n}.jsonl"
+            info = write_input(data, n, templates)
+            row = {"trajectories": n, **info}
+            for command in commands:
+                if command == "stats":
+                    result = measured(["stats", "--json", "--data", str(data)], code)
+                    counted = json.loads(result.pop("stdout"))["trajectories"]
+                    if counted != n:
+                        raise SystemExit(f"stats counted {counted} trajectories of {n}")
+                elif command == "convert":
+                    out = Path(tmp) / f"converted_{n}.jsonl"
+                    result = measured(["convert", "--data", str(data), "--out", str(out)], code)
+                    result.pop("stdout")
+                    out.unlink()
+                elif command == "render_last":
+                    result = measured(["render", "--data", str(data), "--index", str(n - 1)], code)
+                    result.pop("stdout")
+                else:
+                    raise SystemExit(f"unknown command {command}")
+                result["trajectories_per_cpu_s"] = round(n / result["cpu_s"]) if result["cpu_s"] else None
+                row[command] = result
+                print(json.dumps({"n": n, command: result}), flush=True)
+            data.unlink()
+            rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--commands", nargs="+", default=["stats", "convert", "render_last"])
+    parser.add_argument("--code", type=Path, default=ROOT, help="package copy to run (default: this checkout)")
+    parser.add_argument("--label", default="after", help="key of this run in the JSON (before/after)")
+    parser.add_argument("--commit", default=None, help="the commit --code was made from")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                           text=True).stdout.strip()
+    rows = bench(args.sizes, args.code.resolve(), args.commands)
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results.update({"benchmark": "ingest at scale (evals/bench_ingest.py)", "lm": "none (no LM call: ingest only)",
+                    "simulated": False,
+                    "input": "generic JSONL: tau-bench GPT-4o airline (200) + ReAct WebShop (500) shipped episodes, "
+                             "converted once and repeated with distinct ids"})
+    results.setdefault("runs", {})[args.label] = {
+        "code": commit, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
