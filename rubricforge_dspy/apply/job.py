@@ -151,6 +151,9 @@ def output_lock(out_path) -> Iterator[Path]:
 
 @dataclass
 class ResumeState:
+    """What a resumed job found in its output: the ids already judged, bytes of a torn tail repaired, the
+    judge fingerprints seen, abstentions for LM errors to ask again, and how many ids the done index gave."""
+
     ids: set
     repaired_bytes: int = 0
     fingerprints: set = field(default_factory=set)

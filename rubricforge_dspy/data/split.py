@@ -20,6 +20,8 @@ SPLIT_NAMES = ("train", "val", "test")
 
 @dataclass(frozen=True)
 class Split:
+    """Train, validation and test trajectories whose tasks never overlap (`split_by_task`)."""
+
     train: list[Trajectory]
     val: list[Trajectory]
     test: list[Trajectory]
