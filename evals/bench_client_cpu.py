@@ -11,7 +11,10 @@ the simulated GPU, is what limits throughput), then ``rubricforge judge --preset
   whole-input check and the JSONL loading included) divided by the verdicts written;
 - ``ingest_cpu_ms_per_item``: the CPU of ``rubricforge stats`` on the same file (the same loader), the
   part of the above that reading the input costs (issue 20, item 1, works on it);
-- ``throughput_per_s``: verdicts over the batch's own wall time, as the command prints it.
+- ``throughput_per_s``: verdicts over the batch's own wall time, as the command prints it;
+- ``library_cpu_ms_per_verdict`` / ``library_throughput_per_s``: the same judging through the library
+  (``judge_stream`` on trajectories loaded beforehand, a fresh simulator, a fresh process): the CPU of the
+  judging path alone (render, request, parse, verdict line), without interpreter start and loading.
 
 Results are merged under ``--label`` into one JSON (default evals/results/client_cpu.json), so the code as
 found ("before") and as changed ("after") sit side by side. Not a test: numbers depend on machine load.
@@ -82,6 +85,43 @@ def judge_run(code: Path, sim: harness.SimProcess, data: Path, out: Path, concur
     }
 
 
+LIBRARY = """
+import json, resource, sys, time
+from rubricforge_dspy.apply.stream import judge_stream
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.engine import make_lm
+from rubricforge_dspy.core.presets import SERVER
+from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge.module import TrajectoryJudge
+data, out, api_base, model, concurrency = sys.argv[1:6]
+trajectories = load_trajectories(data)
+judge = TrajectoryJudge(render_config=RenderConfig.of(SERVER))
+lm = make_lm(LMConfig(model=model, api_base=api_base))
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+before, wall = cpu(), time.perf_counter()
+summary = judge_stream(judge, trajectories, out, concurrency=int(concurrency), lm=lm, progress=False)
+print(json.dumps({"cpu_s": cpu() - before, "wall_s": time.perf_counter() - wall, "judged": summary.judged,
+                  "abstained": summary.n_abstained, "throughput_per_s": summary.throughput}))
+"""
+
+
+def library_run(code: Path, sim: harness.SimProcess, data: Path, out: Path, concurrency: int) -> dict:
+    """`judge_stream` on trajectories loaded beforehand, in a fresh process: the CPU of the judging path
+    alone (rendering, requests, parsing, writing), without start-up and loading."""
+    run = _run([sys.executable, "-c", LIBRARY, str(data), str(out), sim.api_base, DEFAULT_MODEL_NAME,
+                str(concurrency)], code)
+    if run["returncode"] != 0:
+        raise RuntimeError(f"judge_stream failed: {run['stderr'][-2000:]}")
+    got = json.loads(run["stdout"].strip().splitlines()[-1])
+    return {"library_judged": got["judged"], "library_abstained": got["abstained"],
+            "library_throughput_per_s": round(got["throughput_per_s"], 2),
+            "library_judge_stream_cpu_s": round(got["cpu_s"], 3),
+            "library_cpu_ms_per_verdict": round(1000 * got["cpu_s"] / got["judged"], 3)}
+
+
 def _commit(code: Path) -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=code,
@@ -113,6 +153,9 @@ def main(argv=None) -> int:
             row = {"n": n, **judge_run(code, sim, data, work / f"verdicts-{n}-c{concurrency}.jsonl", concurrency),
                    **ingest}
             server = sim.stop()
+            sim = harness.start_simulator("--speedup", str(args.speedup))
+            row.update(library_run(code, sim, data, work / f"library-{n}-c{concurrency}.jsonl", concurrency))
+            sim.stop()
             row["server_cpu_s"] = server.get("server_cpu_s")
             row["server_lag"] = server.get("lag")
             row["client_cpu_ms_per_verdict_without_ingest"] = round(
@@ -120,7 +163,8 @@ def main(argv=None) -> int:
             runs.append(row)
             print(f"[client-cpu {args.label}] n={n} c={concurrency}: {row['throughput_per_s']:.1f} verdicts/s, "
                   f"{row['client_cpu_ms_per_verdict']:.2f} ms CPU per verdict "
-                  f"(ingest {row['ingest_cpu_ms_per_item']:.2f} ms per item)", file=sys.stderr)
+                  f"(ingest {row['ingest_cpu_ms_per_item']:.2f} ms per item); library: "
+                  f"{row['library_throughput_per_s']:.1f} verdicts/s, {row['library_cpu_ms_per_verdict']:.2f} ms", file=sys.stderr)
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.update({

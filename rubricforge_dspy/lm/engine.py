@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import deque
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import fields
@@ -300,35 +301,35 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
     """The async twin of `ChatCompletionsEngine` (``async complete``, DSPy's ``async_engine=``): the same
     body, headers, error mapping and truncation check, over an `httpx.AsyncClient`.
 
-    An `httpx.AsyncClient` belongs to the event loop it first ran on, so there is one client per running
-    loop (a loop that has closed drops its client: ``asyncio.run`` per batch does not leak pools).
+    Connections: one `_AsyncPool` per running event loop (an `httpx.AsyncClient` belongs to the loop it
+    first ran on; a loop that has closed drops its pool, so ``asyncio.run`` per batch does not leak).
     """
 
     def __init__(self, config: LMConfig):
         super().__init__(config)
-        self._aclients: dict = {}  # event loop -> its httpx.AsyncClient
+        self._aclients: dict = {}  # event loop -> its _AsyncPool
 
-    def _ahttp(self):
+    def _apool(self) -> "_AsyncPool":
         import asyncio
 
-        import httpx
-
         loop = asyncio.get_running_loop()
+        pool = self._aclients.get(loop)
+        if pool is not None:
+            return pool
         with self._lock:
             for dead in [other for other in self._aclients if other.is_closed()]:
                 self._aclients.pop(dead)
-            client = self._aclients.get(loop)
-            if client is None:
-                size = self.config.max_connections
-                client = httpx.AsyncClient(timeout=self.config.timeout,
-                                           limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
-                self._aclients[loop] = client
-        return client
+            pool = self._aclients.get(loop)
+            if pool is None:
+                pool = self._aclients[loop] = _AsyncPool(self.config.max_connections, self.config.timeout)
+        return pool
+
+    async def _apost(self, content: bytes):
+        with self._transport_errors():
+            return await self._apool().post(self.url, content, self.headers())
 
     async def complete(self, request):
-        content = encode_body(self._captured(request))
-        with self._transport_errors():
-            reply = await self._ahttp().post(self.url, content=content, headers=self.headers())
+        reply = await self._apost(encode_body(self._captured(request)))
         return self._response(reply, request)
 
     async def apost(self, content: bytes, model: str | None = None):
@@ -347,9 +348,7 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
             TruncatedCompletionError: the completion was cut at max_tokens.
             dspy.lm15 errors: transport failures, timeouts, HTTP error statuses, a body that is not JSON.
         """
-        with self._transport_errors():
-            reply = await self._ahttp().post(self.url, content=content, headers=self.headers())
-        payload = self._payload(reply)
+        payload = self._payload(await self._apost(content))
         return self._read(payload, model), payload.get("usage")
 
     async def stream(self, request):
@@ -363,12 +362,72 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
         import asyncio
 
         with self._lock:
-            client = self._aclients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+            pool = self._aclients.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.aclose()
 
     def __setstate__(self, state):
         self.__init__(state["config"])
+
+
+class _AsyncPool:
+    """Keep-alive connections for one event loop: up to `size` single-connection `httpx.AsyncClient`s,
+    lent one per request (last returned, first lent, so warm connections are reused).
+
+    One `httpx.AsyncClient` with `size` connections checks every one of them (a socket poll each) on every
+    request and response: at 64-256 connections that cost more client CPU per verdict than everything
+    else on the batch's fast path (evals/RESULTS.md, "Client CPU per verdict"). Lending whole clients makes
+    that O(1); a request waits when all `size` are lent."""
+
+    def __init__(self, size: int, timeout: float | None):
+        self.size, self.timeout = max(1, size), timeout
+        self._idle: list = []
+        self._all: list = []
+        self._ssl = None
+        self._waiters: deque = deque()
+
+    async def post(self, url: str, content: bytes, headers: dict):
+        client = await self._lend()
+        try:
+            return await client.post(url, content=content, headers=headers)
+        finally:
+            self._give_back(client)
+
+    async def _lend(self):
+        import asyncio
+
+        import httpx
+
+        if self._idle:
+            return self._idle.pop()
+        if len(self._all) < self.size:
+            if self._ssl is None:  # one TLS context for all (httpx builds one per client: ~10 ms each)
+                self._ssl = httpx.create_ssl_context()
+            client = httpx.AsyncClient(timeout=self.timeout, verify=self._ssl,
+                                       limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+            self._all.append(client)
+            return client
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter  # a cancelled waiter is skipped by _give_back
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # lent, then cancelled before it ran: give it back
+                self._give_back(waiter.result())
+            raise
+
+    def _give_back(self, client) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(client)
+                return
+        self._idle.append(client)
+
+    async def aclose(self) -> None:
+        clients, self._all, self._idle = self._all, [], []
+        for client in clients:
+            await client.aclose()
 
 
 def make_lm(config: LMConfig) -> dspy.LM:
