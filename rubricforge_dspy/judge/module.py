@@ -327,8 +327,8 @@ class TrajectoryJudge(BaseJudge):
 
         There is one when the LM is a `dspy.LM` built by `lm.make_lm` (its async engine an
         `AsyncChatCompletionsEngine`) that makes one attempt per call with DSPy's response cache off (as
-        `lm.copies.one_attempt_lm` makes it), the adapter is `StrictJSONAdapter`, and no DSPy callback is
-        set anywhere (a callback would see no call on the fast path). The request DSPy builds is captured
+        `lm.copies.one_attempt_lm` makes it), the adapter is `StrictJSONAdapter`, the judge is a
+        `TrajectoryJudge` whose calls are not overridden by a subclass, and no DSPy callback is set anywhere (a callback would see no call on the fast path). The request DSPy builds is captured
         once, without a call (`lm.engine.capture_request`), and must differ between two texts only by the
         text.
 
@@ -337,7 +337,9 @@ class TrajectoryJudge(BaseJudge):
         """
         lm = resolve_lm(self)
         engine = getattr(lm, "_async_engine_spec", None)
-        if (type(self.adapter) is not StrictJSONAdapter or not isinstance(lm, dspy.LM)
+        overridden = any(getattr(type(self), name) is not getattr(TrajectoryJudge, name)
+                         for name in ("forward", "aforward", "render", "_prediction", "__call__", "acall"))
+        if (overridden or type(self.adapter) is not StrictJSONAdapter or not isinstance(lm, dspy.LM)
                 or not isinstance(engine, AsyncChatCompletionsEngine) or lm.cache or lm.num_retries
                 or lm.callbacks or dspy.settings.callbacks or self.callbacks or self.judge.callbacks
                 or self.adapter.callbacks):
@@ -355,7 +357,7 @@ class TrajectoryJudge(BaseJudge):
 
         try:
             request = CompiledRequest(make_body)
-        except ValueError:
+        except Exception:  # noqa: BLE001 - no template to be had: the batch takes the ordinary path
             return None
         return DirectCall(self, lm, engine, request, captured[0].model)
 

@@ -234,7 +234,8 @@ class ChatCompletionsEngine:
         try:
             yield
         except httpx.TimeoutException as error:
-            raise lm15.TimeoutError(f"{shown}: {redact_text(str(error), base)}", provider="openai-compatible") from None
+            detail = redact_text(str(error), base) or f"timed out ({type(error).__name__})"  # async ones say nothing
+            raise lm15.TimeoutError(f"{shown}: {detail}", provider="openai-compatible") from None
         except httpx.HTTPError as error:
             raise lm15.TransportError(f"{shown}: {type(error).__name__}: {redact_text(str(error), base)}") from None
 
