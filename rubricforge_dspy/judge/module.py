@@ -26,6 +26,7 @@ from functools import lru_cache
 from types import SimpleNamespace
 
 import dspy
+from dspy.clients.errors import error_boundary
 from dspy.utils.exceptions import AdapterParseError
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
@@ -191,7 +192,9 @@ class DirectCall:
         judge._check_certificate()
         signature = judge.judge.signature
         try:
-            response, usage = await self.engine.apost(content, self.model)
+            # DSPy's own boundary, as around its engine call: lm15 errors become the same DSPy LM errors.
+            with error_boundary(self.lm.model, provider=getattr(self.lm, "_provider_name", None), unexpected=True):
+                response, usage = await self.engine.apost(content, self.model)
         except TruncatedCompletionError as error:
             raise _truncated(signature, error) from error
         tracker = dspy.settings.usage_tracker
