@@ -33,7 +33,7 @@ import dspy
 import orjson
 from dspy.utils.exceptions import LMError
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.lm.config import LMConfig, structured_response_format
 from rubricforge_dspy.lm.errors import parse_retry_after
 from rubricforge_dspy.lm.secrets import redact_text, redact_url
@@ -52,7 +52,7 @@ def encode_body(body: dict) -> bytes:
     return orjson.dumps(body)
 
 
-class RequestCaptured(LMError):
+class RequestCaptured(LMError, RubricForgeError):
     """Raised by an engine inside `capture_request` instead of posting: ``body`` is what it would have sent.
     A DSPy `LMError`, so DSPy passes it through unchanged (no retry, no cache, no fallback)."""
 
