@@ -2,8 +2,12 @@
 a verdict cache, and resume after any kill.
 
 `judge_stream` pulls trajectories lazily and keeps at most ``2 * concurrency`` of them in flight.
-Worker threads call the judge through the execution layer (`rubricforge_dspy.judge.execution.judge_verdict`:
-retries of transient errors by exception type, every failure recorded as an abstention); the calling
+The judge is called through the execution layer (`rubricforge_dspy.judge.execution`: retries of transient
+errors by exception type, every failure recorded as an abstention). A `TrajectoryJudge` on an LM built by
+`lm.make_lm` takes the fast path: `TrajectoryJudge.direct_call` (the request body built once per rubric,
+each item's text templated in, the answer parsed by the strict adapter) awaited through `ajudge_verdict`
+on one event loop (`_EventLoop`, at most `concurrency` requests at once over one keep-alive pool); any other
+judge or LM runs on `concurrency` worker threads through `judge_verdict`. Either way the calling
 thread alone writes the output (one verdict line per trajectory id, `rubricforge_dspy.core.verdict.verdict_line`,
 in completion order, each line a single unbuffered ``write``), so a SIGKILL at any moment leaves
 complete lines plus at most one partial final line. On start, the existing output is read, a partial
@@ -19,6 +23,7 @@ Line schema: ``rubricforge_dspy/core/schemas/verdict.schema.json``.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import itertools
 import logging
@@ -35,7 +40,7 @@ import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.apply.job import BatchOutputError, checked_input, claim_output, output_lock, read_done
@@ -91,6 +96,7 @@ class BatchSummary:
     model: str | None = None
     contradictions: int = 0
     retried: int = 0  # abstentions for LM errors left by an earlier run, asked again
+    fast_path: bool = False  # judged through `TrajectoryJudge.direct_call` on one event loop
     errors: dict = field(default_factory=dict)  # one example error message per abstention kind
 
     def count(self, verdict: Verdict, cached: bool) -> None:
@@ -207,6 +213,79 @@ def _inputs(judge, trajectory: Trajectory) -> dict:
     return {"trajectory": render(trajectory) if render is not None else render_trajectory(trajectory)}
 
 
+class _EventLoop:
+    """One asyncio event loop on its own thread, for the fast path (`TrajectoryJudge.direct_call`).
+
+    `submit` (from the batch's thread) schedules one verdict (`ajudge_verdict`: the same retry policy and
+    recording rule as the thread path) and returns a `concurrent.futures.Future`, which the batch waits on
+    as on the thread pool's; at most `concurrency` calls run at once. No DSPy history, trace or usage is
+    kept but the running totals (`UsageTotals`), as on the thread path."""
+
+    def __init__(self, direct, policy: RetryPolicy, tracker: "UsageTotals", concurrency: int):
+        import dspy
+
+        self.direct, self.policy = direct, policy
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rubricforge-judge-loop", daemon=True)
+        self.thread.start()
+        self.gate, self.stopped = asyncio.run_coroutine_threadsafe(self._made(concurrency), self.loop).result()
+        with dspy.context(usage_tracker=tracker, disable_history=True, trace=None):
+            self.context = contextvars.copy_context()  # what every call runs in (DSPy's settings are contextvars)
+
+    @staticmethod
+    async def _made(concurrency: int):
+        return asyncio.Semaphore(concurrency), asyncio.Event()
+
+    async def _one(self, text: str) -> Verdict:
+        async with self.gate:
+            return await ajudge_verdict(self.direct, text, self.policy, self.stopped)
+
+    def submit(self, inputs: dict):
+        return self.context.run(asyncio.run_coroutine_threadsafe, self._one(inputs["trajectory"]), self.loop)
+
+    def stop(self) -> None:
+        """No further retries (in-flight calls finish or fail once more)."""
+        self.loop.call_soon_threadsafe(self.stopped.set)
+
+    def close(self, cancel: bool) -> None:
+        """Cancel what still runs (when `cancel`), close the engine's client, and end the loop."""
+        async def finish():
+            if cancel:
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            await self.direct.engine.aclose()
+
+        try:
+            asyncio.run_coroutine_threadsafe(finish(), self.loop).result(timeout=30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=30)
+            if not self.thread.is_alive():
+                self.loop.close()
+
+
+class _Threads:
+    """The thread path: `concurrency` worker threads calling `judge_verdict` (any judge, any LM)."""
+
+    def __init__(self, judge, policy: RetryPolicy, tracker: "UsageTotals", concurrency: int):
+        self.judge, self.policy, self.tracker = judge, policy, tracker
+        self.stopped = threading.Event()
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
+
+    def submit(self, inputs: dict):
+        context = contextvars.copy_context()
+        return self.pool.submit(context.run, _judge_in_worker, self.judge, inputs, self.policy, self.tracker,
+                                self.stopped)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def close(self, cancel: bool) -> None:
+        self.pool.shutdown(wait=not cancel, cancel_futures=True)
+
+
 def _judge_in_worker(judge, inputs: dict, policy: RetryPolicy, tracker: "UsageTotals", stop: threading.Event) -> Verdict:
     # No LM history and no DSPy trace: both would keep every prompt (up to 10,000 of them).
     import dspy
@@ -318,7 +397,6 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
     summary = BatchSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes, retried=done.retried,
                            program_sha256=program, judge_fingerprint=fingerprint.sha256, model=model)
     tracker = UsageTotals()
-    stop = threading.Event()
     writer = _Writer(out_path, fsync_every)
     bar = _progress_bar(progress, limit)
     window = 2 * concurrency
@@ -350,7 +428,12 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
             summary.retries += verdict.attempts - 1
             record(trajectory, verdict, False, verdict.attempts, text_hash)
 
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
+    direct = batch_judge.direct_call() if predictors and hasattr(batch_judge, "direct_call") else None
+    if direct is not None:
+        pool = _EventLoop(direct, policy, tracker, concurrency)
+    else:
+        pool = _Threads(batch_judge, policy, tracker, concurrency)
+    summary.fast_path = direct is not None
     interrupted = False
     try:
         for trajectory in _distinct(trajectories, limit, on_duplicate, summary):
@@ -363,9 +446,7 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
             if hit is not None:
                 record(trajectory, hit, True, 0, text_hash)
                 continue
-            context = contextvars.copy_context()
-            future = pool.submit(context.run, _judge_in_worker, batch_judge, inputs, policy, tracker, stop)
-            pending[future] = (trajectory, text_hash)
+            pending[pool.submit(inputs)] = (trajectory, text_hash)
             if len(pending) >= window:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 collect(finished)
@@ -375,7 +456,7 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
             collect(finished)
             circuit.raise_if_open()
     except JudgeUnavailableError:
-        stop.set()  # in-flight calls stop retrying; the ones that finish are kept
+        pool.stop()  # in-flight calls stop retrying; the ones that finish are kept
         interrupted = True
         collect([f for f in list(pending) if f.done() and not f.cancelled() and f.exception() is None])
         raise
@@ -388,11 +469,11 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
     except BaseException:
         # Ctrl-C and the like: keep what finished, never wait on in-flight calls (a re-run resumes them).
         interrupted = True
-        stop.set()
+        pool.stop()
         collect([f for f in list(pending) if f.done() and not f.cancelled() and f.exception() is None])
         raise
     finally:
-        pool.shutdown(wait=not interrupted, cancel_futures=True)
+        pool.close(cancel=interrupted)
         writer.close()
         if bar is not None:
             bar.close()

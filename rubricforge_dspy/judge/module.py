@@ -26,9 +26,12 @@ from functools import lru_cache
 from types import SimpleNamespace
 
 import dspy
+from dspy.clients.errors import error_boundary
 from dspy.utils.exceptions import AdapterParseError
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
+from rubricforge_dspy.lm.copies import resolve_lm
+from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine, CompiledRequest, RequestCaptured, capture_request
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
 from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.operating_point import from_manifest
@@ -156,6 +159,51 @@ class StrictJSONAdapter(dspy.JSONAdapter):
             raise VerdictFormatError("invalid", signature, completion, error.message or str(error)) from None
 
 
+def _truncated(signature, error: TruncatedCompletionError) -> VerdictFormatError:
+    return VerdictFormatError("truncated", signature, error.partial,
+                              f"the answer was cut at max_tokens (finish reason 'length'): {error}")
+
+
+class DirectCall:
+    """``await direct.acall(trajectory=...)``: what ``judge.acall(trajectory=...)`` returns, for the batch
+    (`TrajectoryJudge.direct_call` makes one), at a fraction of the client CPU.
+
+    The body is the one DSPy builds, templated (`lm.engine.CompiledRequest`: the rubric's system and user
+    messages are built once, each item's JSON-escaped text is put between them); the engine posts it
+    (`AsyncChatCompletionsEngine.apost`: the same errors, and a completion cut at max_tokens raises); the
+    answer is parsed by the judge's own `StrictJSONAdapter.parse` and becomes the judge's Prediction by
+    the same code as `forward`'s. No DSPy history, trace or callback is touched (the batch turns them off).
+    A text DSPy would change before sending (whitespace at its end, an empty text) or that cannot be
+    encoded goes through ``judge.acall`` itself. Usage goes to ``dspy.settings.usage_tracker`` when set.
+    """
+
+    def __init__(self, judge: TrajectoryJudge, lm, engine: AsyncChatCompletionsEngine, request: CompiledRequest,
+                 model: str | None):
+        self.judge, self.lm, self.engine, self.request, self.model = judge, lm, engine, request, model
+
+    async def acall(self, trajectory: Trajectory | str) -> dspy.Prediction:
+        """Judge one trajectory; raises as ``judge.acall`` does (see the module docstring)."""
+        judge = self.judge
+        text = judge.render(trajectory)
+        content = self.request.body_for(text) if text and not text[-1].isspace() else None
+        if content is None:
+            with dspy.context(lm=self.lm, disable_history=True, trace=None):
+                return await judge.acall(trajectory=text)
+        judge._check_certificate()
+        signature = judge.judge.signature
+        try:
+            # DSPy's own boundary, as around its engine call: lm15 errors become the same DSPy LM errors.
+            with error_boundary(self.lm.model, provider=getattr(self.lm, "_provider_name", None), unexpected=True):
+                response, usage = await self.engine.apost(content, self.model)
+        except TruncatedCompletionError as error:
+            raise _truncated(signature, error) from error
+        tracker = dspy.settings.usage_tracker
+        if usage and tracker is not None:
+            tracker.add_usage(self.lm.model, usage)
+        completion = "".join(getattr(part, "text", "") or "" for part in response.message.parts or ())
+        return judge._prediction(dspy.Prediction(**judge.adapter.parse(signature, completion)))
+
+
 def _raise_if_cut(watch, cause: BaseException | None = None) -> None:
     cut = watch.cut()
     if cut is not None:
@@ -275,9 +323,46 @@ class TrajectoryJudge(BaseJudge):
                     raise
                 _raise_if_cut(watch)
         except TruncatedCompletionError as error:
-            raise VerdictFormatError(
-                "truncated", signature, error.partial,
-                f"the answer was cut at max_tokens (finish reason 'length'): {error}") from error
+            raise _truncated(signature, error) from error
+
+    def direct_call(self) -> "DirectCall | None":
+        """This judge's batch fast path with its own LM, or None where there is none (see `DirectCall`).
+
+        There is one when the LM is a `dspy.LM` built by `lm.make_lm` (its async engine an
+        `AsyncChatCompletionsEngine`) that makes one attempt per call with DSPy's response cache off (as
+        `lm.copies.one_attempt_lm` makes it), the adapter is `StrictJSONAdapter`, the judge is a
+        `TrajectoryJudge` whose calls are not overridden by a subclass, and no DSPy callback is set anywhere (a callback would see no call on the fast path). The request DSPy builds is captured
+        once, without a call (`lm.engine.capture_request`), and must differ between two texts only by the
+        text.
+
+        Returns:
+            A `DirectCall`, or None.
+        """
+        lm = resolve_lm(self)
+        engine = getattr(lm, "_async_engine_spec", None)
+        overridden = any(getattr(type(self), name) is not getattr(TrajectoryJudge, name)
+                         for name in ("forward", "aforward", "render", "_prediction", "__call__", "acall"))
+        if (overridden or type(self.adapter) is not StrictJSONAdapter or not isinstance(lm, dspy.LM)
+                or not isinstance(engine, AsyncChatCompletionsEngine) or lm.cache or lm.num_retries
+                or lm.callbacks or dspy.settings.callbacks or self.callbacks or self.judge.callbacks
+                or self.adapter.callbacks):
+            return None
+        captured: list[RequestCaptured] = []
+
+        def make_body(sentinel: str) -> dict:
+            try:
+                with capture_request(), dspy.context(lm=lm, disable_history=True, trace=None, usage_tracker=None):
+                    self(trajectory=sentinel)
+            except RequestCaptured as capture:
+                captured.append(capture)
+                return capture.body
+            raise RuntimeError("the judge made no LM request")  # pragma: no cover - forward always calls
+
+        try:
+            request = CompiledRequest(make_body)
+        except Exception:  # noqa: BLE001 - no template to be had: the batch takes the ordinary path
+            return None
+        return DirectCall(self, lm, engine, request, captured[0].model)
 
     def _prediction(self, raw) -> dspy.Prediction:
         verdict = verdict_from_fields(raw, self.judge.signature)

@@ -8,28 +8,103 @@ twin `AsyncChatCompletionsEngine`) posts to
 signature's JSON schema as ``response_format`` in the configured dialect
 (`rubricforge_dspy.lm.config.structured_response_format`). A reply cut at ``max_tokens`` raises
 `rubricforge_dspy.lm.truncation.TruncatedCompletionError`; an HTTP error status becomes the lm15 error
-of its kind (`http_error`).
+of its kind (`http_error`). Bodies are serialized with orjson (`encode_body`).
+
+The batch's fast path (`CompiledRequest`, `AsyncChatCompletionsEngine.apost`): the body DSPy builds for a
+fixed program is the same for every item but the one text it templates in, so it is captured once
+(`capture_request`: DSPy builds the request, the engine records its body instead of posting it), split
+around a sentinel, and each item's body is the two halves around its JSON-escaped text: the same bytes
+the DSPy path would post, at a fraction of the CPU.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
+from collections import deque
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import fields
+from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 from typing import Any
 
 import dspy
+import orjson
+from dspy.utils.exceptions import LMError
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.lm.config import LMConfig, structured_response_format
 from rubricforge_dspy.lm.errors import parse_retry_after
 from rubricforge_dspy.lm.secrets import redact_text, redact_url
 from rubricforge_dspy.lm.truncation import check_finish
 
-__all__ = ["ChatCompletionsEngine", "AsyncChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS"]
+__all__ = ["ChatCompletionsEngine", "AsyncChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS",
+           "encode_body", "CompiledRequest", "RequestCaptured", "capture_request"]
 
 SHARD_CONNECTIONS = 16  # connections per httpx pool shard of one engine
+_JSON = {"Content-Type": "application/json"}
+_CAPTURE: ContextVar[bool] = ContextVar("rubricforge_capture_request", default=False)
+
+
+def encode_body(body: dict) -> bytes:
+    """The bytes posted for a JSON `body` (orjson: compact, UTF-8, no ASCII escaping), on every path."""
+    return orjson.dumps(body)
+
+
+class RequestCaptured(LMError, RubricForgeError):
+    """Raised by an engine inside `capture_request` instead of posting: ``body`` is what it would have sent.
+    A DSPy `LMError`, so DSPy passes it through unchanged (no retry, no cache, no fallback)."""
+
+    def __init__(self, body: dict, model: str | None = None):
+        super().__init__("request captured, not sent", model=model)
+        self.body = body
+
+
+@contextmanager
+def capture_request():
+    """Within the block, the engines of this module raise `RequestCaptured` (carrying the body they built)
+    instead of posting: how the batch learns the exact body DSPy builds for a program, without a call."""
+    token = _CAPTURE.set(True)
+    try:
+        yield
+    finally:
+        _CAPTURE.reset(token)
+
+
+class CompiledRequest:
+    """A request body with one templated string: ``body_for(text)`` is ``encode_body`` of the captured body
+    with the sentinel replaced by `text`, built by concatenating bytes (JSON escaping of a string does not
+    depend on what surrounds it).
+
+    Args:
+        make_body: called with a sentinel string, returns the body dict built around it (once per sentinel;
+            it is called twice, and the two bodies must differ only where the sentinel is, exactly once).
+
+    Raises:
+        ValueError: the body does not hold the sentinel exactly once, or differs elsewhere between calls.
+    """
+
+    def __init__(self, make_body):
+        first, second = (f"RUBRICFORGE-TEMPLATE-{uuid.uuid4().hex}" for _ in range(2))
+        data = encode_body(make_body(first))
+        mark = orjson.dumps(first)[1:-1]
+        if data.count(mark) != 1:
+            raise ValueError("the request body does not hold the templated text exactly once")
+        self.prefix, self.suffix = data.split(mark)
+        if self._join(second) != encode_body(make_body(second)):
+            raise ValueError("the request body changes between calls beyond the templated text")
+
+    def _join(self, text: str) -> bytes:
+        return self.prefix + orjson.dumps(text)[1:-1] + self.suffix
+
+    def body_for(self, text: str) -> bytes | None:
+        """The body for `text`, or None when it cannot be encoded (a lone surrogate: the caller takes the
+        ordinary path, which reports it)."""
+        try:
+            return self._join(text)
+        except orjson.JSONEncodeError:
+            return None
 
 
 def _http_error(status: int, text: str, retry_after: str | None, url: str = ""):
@@ -84,13 +159,13 @@ class ChatCompletionsEngine:
         self._lock = threading.Lock()
         self._threads = 0
 
-    @property
+    @cached_property
     def url(self) -> str:
         """The URL requests go to: ``/chat/completions`` after the endpoint's path, its query kept (secrets
         included: never write it; `shown_url` is the one to write)."""
         return _endpoint(self.config.api_base, "/chat/completions")
 
-    @property
+    @cached_property
     def shown_url(self) -> str:
         """`url` with any secret in it redacted (`lm.secrets.redact_url`), for messages."""
         return redact_url(self.url)
@@ -108,10 +183,6 @@ class ChatCompletionsEngine:
         if data["response_format"] is None:
             del data["response_format"]
         return {"model": self.config.model, **data}
-
-    def headers(self) -> dict[str, str]:
-        key = self.config.api_key
-        return {"Authorization": f"Bearer {key}"} if key else {}
 
     def _http(self):
         """This thread's HTTP client. The `max_connections` connections are split over shards of at most
@@ -137,10 +208,20 @@ class ChatCompletionsEngine:
         self._local.client = client
         return client
 
-    def complete(self, request):
+    def headers(self) -> dict[str, str]:
+        key = self.config.api_key
+        return {**_JSON, "Authorization": f"Bearer {key}"} if key else _JSON
+
+    def _captured(self, request) -> dict[str, Any]:
         body = self.body(request)
+        if _CAPTURE.get():
+            raise RequestCaptured(body, request.model)
+        return body
+
+    def complete(self, request):
+        content = encode_body(self._captured(request))
         with self._transport_errors():
-            reply = self._http().post(self.url, json=body, headers=self.headers())
+            reply = self._http().post(self.url, content=content, headers=self.headers())
         return self._response(reply, request)
 
     @contextmanager
@@ -153,7 +234,8 @@ class ChatCompletionsEngine:
         try:
             yield
         except httpx.TimeoutException as error:
-            raise lm15.TimeoutError(f"{shown}: {redact_text(str(error), base)}", provider="openai-compatible") from None
+            detail = redact_text(str(error), base) or f"timed out ({type(error).__name__})"  # async ones say nothing
+            raise lm15.TimeoutError(f"{shown}: {detail}", provider="openai-compatible") from None
         except httpx.HTTPError as error:
             raise lm15.TransportError(f"{shown}: {type(error).__name__}: {redact_text(str(error), base)}") from None
 
@@ -162,15 +244,31 @@ class ChatCompletionsEngine:
         JSON as a server error, a completion cut at max_tokens as `TruncatedCompletionError` (both engines)."""
         from dspy import lm15
 
-        shown, base = self.shown_url, self.config.api_base
+        return self._read(self._payload(reply), request.model)
+
+    def _read(self, payload: dict, model: str | None):
+        """The lm15 response of a completion's JSON, or `TruncatedCompletionError` when it was cut."""
+        from dspy import lm15
+
+        return check_finish(lm15.response_from_openai_chat(payload, model=model), self.shown_url, model)
+
+    def _payload(self, reply) -> dict:
+        """The JSON of an HTTP `reply`: an HTTP error status as its lm15 error, a body that is not a JSON
+        object as a server error (every path)."""
+        from dspy import lm15
+
+        shown = self.shown_url
         if reply.status_code >= 400:
-            raise _http_error(reply.status_code, redact_text(reply.text, base), reply.headers.get("retry-after"), shown)
+            raise _http_error(reply.status_code, redact_text(reply.text, self.config.api_base),
+                              reply.headers.get("retry-after"), shown)
         try:
-            payload = reply.json()
-        except ValueError:
+            payload = orjson.loads(reply.content)
+        except orjson.JSONDecodeError:
+            payload = None
+        if not isinstance(payload, dict):
             raise lm15.ServerError(f"{shown}: HTTP {reply.status_code} with a body that is not JSON",
-                                   provider="openai-compatible", status=reply.status_code) from None
-        return check_finish(lm15.response_from_openai_chat(payload, model=request.model), shown, request.model)
+                                   provider="openai-compatible", status=reply.status_code)
+        return payload
 
     def stream(self, request):
         from dspy import lm15
@@ -204,36 +302,55 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
     """The async twin of `ChatCompletionsEngine` (``async complete``, DSPy's ``async_engine=``): the same
     body, headers, error mapping and truncation check, over an `httpx.AsyncClient`.
 
-    An `httpx.AsyncClient` belongs to the event loop it first ran on, so there is one client per running
-    loop (a loop that has closed drops its client: ``asyncio.run`` per batch does not leak pools).
+    Connections: one `_AsyncPool` per running event loop (an `httpx.AsyncClient` belongs to the loop it
+    first ran on; a loop that has closed drops its pool, so ``asyncio.run`` per batch does not leak).
     """
 
     def __init__(self, config: LMConfig):
         super().__init__(config)
-        self._aclients: dict = {}  # event loop -> its httpx.AsyncClient
+        self._aclients: dict = {}  # event loop -> its _AsyncPool
 
-    def _ahttp(self):
+    def _apool(self) -> "_AsyncPool":
         import asyncio
 
-        import httpx
-
         loop = asyncio.get_running_loop()
+        pool = self._aclients.get(loop)
+        if pool is not None:
+            return pool
         with self._lock:
             for dead in [other for other in self._aclients if other.is_closed()]:
                 self._aclients.pop(dead)
-            client = self._aclients.get(loop)
-            if client is None:
-                size = self.config.max_connections
-                client = httpx.AsyncClient(timeout=self.config.timeout,
-                                           limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
-                self._aclients[loop] = client
-        return client
+            pool = self._aclients.get(loop)
+            if pool is None:
+                pool = self._aclients[loop] = _AsyncPool(self.config.max_connections, self.config.timeout)
+        return pool
+
+    async def _apost(self, content: bytes):
+        with self._transport_errors():
+            return await self._apool().post(self.url, content, self.headers())
 
     async def complete(self, request):
-        body = self.body(request)
-        with self._transport_errors():
-            reply = await self._ahttp().post(self.url, json=body, headers=self.headers())
+        reply = await self._apost(encode_body(self._captured(request)))
         return self._response(reply, request)
+
+    async def apost(self, content: bytes, model: str | None = None):
+        """Post an encoded body (`CompiledRequest.body_for`): what `complete` does after building the body
+        (the same client, headers, error mapping and truncation check).
+
+        Args:
+            content: the encoded JSON body.
+            model: the request's model, as DSPy names it (carried by errors and the response).
+
+        Returns:
+            ``(response, usage)``: the lm15 response, and the reply's ``usage`` object (OpenAI's shape) or
+            None.
+
+        Raises:
+            TruncatedCompletionError: the completion was cut at max_tokens.
+            dspy.lm15 errors: transport failures, timeouts, HTTP error statuses, a body that is not JSON.
+        """
+        payload = self._payload(await self._apost(content))
+        return self._read(payload, model), payload.get("usage")
 
     async def stream(self, request):
         from dspy import lm15
@@ -246,12 +363,72 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
         import asyncio
 
         with self._lock:
-            client = self._aclients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+            pool = self._aclients.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.aclose()
 
     def __setstate__(self, state):
         self.__init__(state["config"])
+
+
+class _AsyncPool:
+    """Keep-alive connections for one event loop: up to `size` single-connection `httpx.AsyncClient`s,
+    lent one per request (last returned, first lent, so warm connections are reused).
+
+    One `httpx.AsyncClient` with `size` connections checks every one of them (a socket poll each) on every
+    request and response: at 64-256 connections that cost more client CPU per verdict than everything
+    else on the batch's fast path (evals/RESULTS.md, "Client CPU per verdict"). Lending whole clients makes
+    that O(1); a request waits when all `size` are lent."""
+
+    def __init__(self, size: int, timeout: float | None):
+        self.size, self.timeout = max(1, size), timeout
+        self._idle: list = []
+        self._all: list = []
+        self._ssl = None
+        self._waiters: deque = deque()
+
+    async def post(self, url: str, content: bytes, headers: dict):
+        client = await self._lend()
+        try:
+            return await client.post(url, content=content, headers=headers)
+        finally:
+            self._give_back(client)
+
+    async def _lend(self):
+        import asyncio
+
+        import httpx
+
+        if self._idle:
+            return self._idle.pop()
+        if len(self._all) < self.size:
+            if self._ssl is None:  # one TLS context for all (httpx builds one per client: ~10 ms each)
+                self._ssl = httpx.create_ssl_context()
+            client = httpx.AsyncClient(timeout=self.timeout, verify=self._ssl,
+                                       limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+            self._all.append(client)
+            return client
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter  # a cancelled waiter is skipped by _give_back
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # lent, then cancelled before it ran: give it back
+                self._give_back(waiter.result())
+            raise
+
+    def _give_back(self, client) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(client)
+                return
+        self._idle.append(client)
+
+    async def aclose(self) -> None:
+        clients, self._all, self._idle = self._all, [], []
+        for client in clients:
+            await client.aclose()
 
 
 def make_lm(config: LMConfig) -> dspy.LM:

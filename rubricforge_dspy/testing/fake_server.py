@@ -171,7 +171,7 @@ class FakeOpenAI:
         self.stop()
 
     # -- request handling -----------------------------------------------------------------
-    def _next(self, path: str, headers: dict, body: dict) -> tuple[int, Reply]:
+    def _next(self, path: str, headers: dict, body: dict, raw: bytes | None = None) -> tuple[int, Reply]:
         with self._lock:
             n = self._count
             self._count += 1
@@ -187,7 +187,7 @@ class FakeOpenAI:
             reply = Reply(content=reply)
         if self.record:
             with self._lock:
-                self.requests.append({"n": n, "path": path, "headers": headers, "body": body,
+                self.requests.append({"n": n, "path": path, "headers": headers, "body": body, "raw": raw,
                                       "status": reply.status, "drop": reply.drop})
         return n, reply
 
@@ -278,7 +278,7 @@ def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHand
             except json.JSONDecodeError:
                 self._send(400, {"error": {"message": "request body is not JSON"}})
                 return
-            n, reply = fake._next(self.path, dict(self.headers), body)
+            n, reply = fake._next(self.path, dict(self.headers), body, raw)
             try:
                 wait = fake.delay + reply.delay
                 if wait and fake._stopping.wait(wait):

@@ -1,0 +1,137 @@
+"""The batch's fast path (`TrajectoryJudge.direct_call`) against a real HTTP server (the fake OpenAI server):
+the same request bytes, the same verdicts, the same abstentions as ``judge(trajectory=...)``."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+
+import dspy
+import pytest
+
+from rubricforge_dspy.apply.stream import judge_stream
+from rubricforge_dspy.core.presets import SERVER
+from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.copies import one_attempt_lm
+from rubricforge_dspy.lm.engine import CompiledRequest, encode_body, make_lm
+from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
+from rubricforge_dspy.testing.scripted import ScriptedLM
+from tests.helpers import make_dataset
+from tests.test_batch import read_lines
+
+TEXTS = [
+    "[1] USER: book a flight\n[2] AGENT: done",
+    'quotes " and backslashes \\ and a tab\there, \u00e9\u00e8 \u4e2d\u6587 \U0001f600, </s> {"passed": true}',
+    "control \x00\x01\x1f bytes and \u2028 line separators \u2029",
+    "\n  leading whitespace is kept",
+    "trailing whitespace DSPy strips   \n",  # the fast path hands this one to judge.acall
+]
+
+
+def answer(body: dict, n: int) -> dict:
+    """A verdict that depends on the text only (so both paths must get the same one)."""
+    digest = hashlib.sha256(user_text(body).encode()).digest()
+    return {"reason": f"Evidence {digest[:4].hex()}.", "passed": digest[0] % 2 == 0, "score": digest[1] / 255}
+
+
+def judge_on(fake: FakeOpenAI, **config) -> TrajectoryJudge:
+    judge = TrajectoryJudge(render_config=RenderConfig.of(SERVER))
+    judge.set_lm(one_attempt_lm(make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base, **config))))
+    return judge
+
+
+def test_the_fast_path_sends_the_same_bytes_and_gives_the_same_predictions():
+    trajectories = make_dataset(4)
+    with FakeOpenAI(answer) as fake:
+        judge = judge_on(fake)
+        direct = judge.direct_call()
+        assert direct is not None
+        items = [*TEXTS, *trajectories]
+        slow = [dict(judge(trajectory=item)) for item in items]
+        n_slow = len(fake.requests)
+
+        async def run():
+            return [dict(await direct.acall(trajectory=item)) for item in items]
+
+        fast = asyncio.run(run())
+        requests = fake.requests
+    assert n_slow == len(items) and len(requests) == 2 * len(items)
+    for i, item in enumerate(items):
+        assert requests[i]["raw"] == requests[n_slow + i]["raw"], f"request {i} differs"
+        assert fast[i] == slow[i]
+    assert len({json.dumps(p, sort_keys=True) for p in fast}) > 1  # the verdicts really depend on the text
+
+
+def test_compiled_request_is_the_encoded_body_with_the_text_in_place():
+    def make(text):
+        return {"model": "m", "messages": [{"role": "system", "content": "rubric \u00e9"},
+                                           {"role": "user", "content": f"[[ ## t ## ]]\n{text}\n\nRespond"}],
+                "temperature": 0.0}
+
+    request = CompiledRequest(make)
+    for text in TEXTS:
+        assert request.body_for(text) == encode_body(make(text))
+    assert request.body_for("lone \ud800 surrogate") is None  # not encodable: the ordinary path reports it
+    with pytest.raises(ValueError):
+        CompiledRequest(lambda text: {"a": text, "b": text})  # the text twice
+    with pytest.raises(ValueError):
+        CompiledRequest(lambda text, calls=[]: calls.append(1) or {"a": text, "n": len(calls)})  # varies
+
+
+@pytest.mark.parametrize("fault", ["garbage", "truncated", "http_400", "http_500", "drop"])
+def test_faults_give_the_same_recorded_verdict_on_both_paths(fault):
+    policy = RetryPolicy(max_retries=1, backoff=0.0, max_backoff=0.0)
+    with FakeOpenAI(lambda body, n: fault) as fake:
+        judge = judge_on(fake, timeout=5.0)
+        direct = judge.direct_call()
+        slow = judge_verdict(judge, TEXTS[0], policy)
+        fast = asyncio.run(ajudge_verdict(direct, TEXTS[0], policy))
+    assert slow.abstained and fast.abstained
+    assert (fast.error_kind, fast.attempts, fast.passed) == (slow.error_kind, slow.attempts, slow.passed)
+    assert fast.error == slow.error
+
+
+def test_judge_stream_takes_the_fast_path_and_writes_what_the_thread_path_writes(tmp_path):
+    data = make_dataset(30)
+    with FakeOpenAI(answer) as fake:
+        lm = make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base))
+        judge = TrajectoryJudge(render_config=RenderConfig.of(SERVER))
+        fast = judge_stream(judge, data, tmp_path / "fast.jsonl", lm=lm, concurrency=8, progress=False)
+        # The same judge with a DSPy callback cannot take the fast path (the callback would see nothing).
+        with dspy.context(callbacks=[dspy.utils.callback.BaseCallback()]):
+            slow = judge_stream(judge, data, tmp_path / "slow.jsonl", lm=lm, concurrency=8, progress=False)
+        bodies = fake.requests
+    assert fast.fast_path and not slow.fast_path
+    assert fast.judged == slow.judged == 30 and fast.lm_calls == slow.lm_calls == 30
+    assert fast.tokens == slow.tokens and fast.tokens["prompt_tokens"] > 0
+    by_id = {line["id"]: line for line in read_lines(tmp_path / "slow.jsonl")}
+    lines = read_lines(tmp_path / "fast.jsonl")
+    assert sorted(line["id"] for line in lines) == sorted(t.id for t in data)
+    for line in lines:
+        other = by_id[line["id"]]
+        assert {k: v for k, v in line.items() if k != "wall_s"} == {k: v for k, v in other.items() if k != "wall_s"}
+    assert sorted(r["raw"] for r in bodies[:30]) == sorted(r["raw"] for r in bodies[30:])
+
+
+def test_no_fast_path_for_an_lm_it_cannot_reproduce():
+    with FakeOpenAI(answer) as fake:
+        cached = TrajectoryJudge()
+        cached.set_lm(make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base, cache=True)))
+        assert cached.direct_call() is None  # DSPy's response cache could answer instead of the server
+        assert judge_on(fake).direct_call() is not None
+    scripted = TrajectoryJudge()
+    scripted.set_lm(ScriptedLM([{"reason": "r", "passed": True, "score": 0.9}]))
+    assert scripted.direct_call() is None
+
+    class Custom(TrajectoryJudge):
+        def forward(self, trajectory):
+            return super().forward(trajectory)
+
+    with FakeOpenAI(answer) as fake:
+        custom = judge_on(fake)
+        custom.__class__ = Custom
+        assert custom.direct_call() is None
