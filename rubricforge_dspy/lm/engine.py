@@ -108,6 +108,8 @@ class CompiledRequest:
 
 
 def _http_error(status: int, text: str, retry_after: str | None, url: str = ""):
+    """The DSPy (lm15) error for an HTTP error status, as DSPy's own clients raise it: 429 a rate limit
+    (with ``Retry-After``), 5xx a server error, other 4xx a request error; the message names the URL."""
     from dspy import lm15
 
     message = f"{url}: HTTP {status}: {text[:500]}" if url else f"HTTP {status}: {text[:500]}"
