@@ -146,8 +146,6 @@ def pool_config(lm_config: LMConfig, api_bases: list[str] | None) -> tuple[LMCon
 class _JudgeWorker:
     """One Ray actor: a judge copy per endpoint, threads calling `judge_verdict`, lines returned."""
 
-    _instances = itertools.count()
-
     def __init__(self, judge, configs: list[LMConfig], threads: int, policy: RetryPolicy, timeout: float | None,
                  job: dict, max_consecutive_lm_errors: int | None):
         self.judges = []
@@ -157,8 +155,8 @@ class _JudgeWorker:
             if lm is not None:
                 copy.set_lm(lm)
             self.judges.append(copy)
-        self.turn = itertools.count(int.from_bytes(ray.get_runtime_context().get_actor_id().encode()[-4:], "big")
-                                    if ray.is_initialized() else 0)
+        actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
+        self.turn = itertools.count(int(actor[-6:], 16) if actor else 0)  # workers start apart
         self.turn_lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rubricforge-ray-judge")
         self.policy, self.job = policy, job
@@ -380,13 +378,13 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
                                model=job_line["model"])
         done_ids = frozenset(done.ids)
         total = ds.count()
-        todo = ds.filter(lambda row: row["id"] not in done_ids)  # the anti-join: only what is missing
+        todo = ds.filter(lambda row: row["id"] not in done_ids, num_cpus=0.25)  # the anti-join: what is missing
         if processor is not None:
             judged = processor(todo)
         else:
             job = {"out": str(out), "line": job_line}
             judged = todo.map_batches(
-                _JudgeWorker, batch_size=batch_size, concurrency=workers, num_cpus=0.5,
+                _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
                 fn_constructor_kwargs={"judge": judge, "configs": configs, "threads": concurrency,
                                        "policy": RetryPolicy(max_retries, backoff, max_backoff),
                                        "timeout": timeout, "job": job,
