@@ -91,6 +91,34 @@ def test_a_pool_of_endpoints_is_one_job_whatever_their_order():
     assert ab == ba and [c.api_base for c in configs] == ["http://b:2/v1", "http://a:1/v1"]
 
 
+class _Redelivered:
+    """What the driver reads when Ray re-executes a block after a worker died: the block's lines again."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def iter_batches(self, batch_size=None, batch_format="numpy"):
+        yield from self.batches
+
+
+def test_the_driver_writes_an_id_once_when_a_block_comes_back(tmp_path):
+    from rubricforge_dspy.apply.ray import _drain
+    from rubricforge_dspy.apply.stream import BatchSummary
+    from rubricforge_dspy.core.verdict import Verdict, verdict_line
+
+    lines = {t.id: json.dumps(verdict_line(t, Verdict.from_answer(True, 0.9, "ok"), attempts=1)).encode()
+             for t in make_dataset(6)}
+    ids = list(lines)
+    block = lambda chosen: {"id": chosen, "line": [lines[i] for i in chosen]}  # noqa: E731
+    out = tmp_path / "verdicts.jsonl"
+    summary = BatchSummary(out_path=str(out))
+    # ids[0] was written by an earlier run; the block holding ids[1:4] is delivered twice.
+    _drain(_Redelivered([block(ids[1:4]), block(ids[4:]), block(ids[1:4]), block(ids[:1])]), out,
+           frozenset(ids[:1]), summary, fsync_every=0, progress=False, total=6)
+    assert sorted(read_verdicts(out)) == sorted(ids[1:])  # read_verdicts refuses a repeated id
+    assert (summary.judged, summary.duplicates, summary.lm_calls, summary.passed) == (5, 4, 5, 5)
+
+
 # -- a real local Ray cluster ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -189,3 +217,16 @@ def test_a_worker_killed_mid_run_then_a_rerun_leaves_one_verdict_per_id(cluster,
     ids = _ids(out)
     assert sorted(ids) == sorted(t.id for t in trajectories) and len(ids) == len(set(ids))
     assert summary.resumed == len(first) and summary.judged == 60 - len(first)
+
+
+@pytest.mark.slow
+def test_a_dead_server_stops_the_run_loudly_and_keeps_what_was_written(cluster, tmp_path):
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+
+    out = tmp_path / "verdicts.jsonl"
+    with FakeOpenAI(responder=lambda body, n: "http_500") as dead:
+        with pytest.raises(JudgeUnavailableError, match="consecutive calls"):
+            judge_dataset(trajectory_dataset(make_dataset(12), rows_per_chunk=5, rows_per_block=4), None, out=out,
+                          lm_config=_config(dead), workers=1, concurrency=1, batch_size=4, max_retries=0,
+                          max_consecutive_lm_errors=3)
+    assert not out.exists() or all(json.loads(line)["abstained"] for line in out.read_text().splitlines())

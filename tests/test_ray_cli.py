@@ -41,13 +41,27 @@ def test_judge_ray_two_servers_one_verdict_per_id_and_resume(tmp_path):
     pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'rubricforge-dspy[ray]'")
     data, out = _data(tmp_path, 20), tmp_path / "verdicts.jsonl"
     with FakeOpenAI() as a, FakeOpenAI() as b:
-        args = ("judge", "--data", str(data), "--out", str(out), "--api-base", a.api_base, "--api-base", b.api_base,
-                "--model", a.model, "--ray", "--ray-workers", "2", "--concurrency", "4")
-        first = _run(*args)
-        assert first.returncode == 0, first.stderr[-3000:]
-        assert a.n_requests > 0 and b.n_requests > 0 and a.n_requests + b.n_requests == 20
+        common = ("judge", "--data", str(data), "--out", str(out), "--model", a.model, "--concurrency", "4")
+        # A job started locally on one endpoint ...
+        local = _run(*common, "--api-base", a.api_base, "--limit", "5", "--no-cache")
+        assert local.returncode == 0, local.stderr[-3000:]
+        assert a.n_requests == 5
+        # ... resumes on Ray with that endpoint (the same job fingerprint), and a second one added later
+        # would be another job: here one endpoint, then both for a fresh output.
+        resumed = _run(*common, "--api-base", a.api_base, "--ray", "--ray-workers", "2")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert a.n_requests == 20 and b.n_requests == 0
         ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
         assert len(ids) == 20 == len(set(ids))
+
+        pooled = tmp_path / "pooled.jsonl"
+        args = ("judge", "--data", str(data), "--out", str(pooled), "--api-base", a.api_base, "--api-base",
+                b.api_base, "--model", a.model, "--ray", "--ray-workers", "2", "--concurrency", "4")
+        first = _run(*args)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert b.n_requests > 0 and a.n_requests > 20 and a.n_requests + b.n_requests == 40  # round-robin
+        ids = [json.loads(line)["id"] for line in pooled.read_text().splitlines()]
+        assert len(ids) == 20 == len(set(ids))
         again = _run(*args)
-        assert again.returncode == 0 and a.n_requests + b.n_requests == 20
+        assert again.returncode == 0 and a.n_requests + b.n_requests == 40
         assert "nothing to do: all 20 item(s) were judged already" in again.stderr

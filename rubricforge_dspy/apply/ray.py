@@ -91,20 +91,34 @@ SGLANG_ENDPOINT = "ray.data.llm:sglang-engine"  # stands for the endpoint in the
 
 # -- the rows -----------------------------------------------------------------------------------------
 
-def trajectory_dataset(trajectories: Iterable[Trajectory], *, rows_per_block: int = 256) -> "ray.data.Dataset":
+def trajectory_dataset(trajectories: Iterable[Trajectory], *, rows_per_block: int = 256,
+                       rows_per_chunk: int = 10_000) -> "ray.data.Dataset":
     """A Ray Dataset of `trajectories`, one row ``{"id", "trajectory"}`` per trajectory.
+
+    The trajectories are consumed lazily, `rows_per_chunk` at a time: each chunk goes to Ray's object
+    store (which spills to disk when full) before the next is read, so the driver holds one chunk.
 
     Args:
         trajectories: `Trajectory` records (e.g. ``data.formats.iter_trajectories(path)``).
         rows_per_block: rows per block: the unit Ray hands to a worker, and re-executes when one dies.
+        rows_per_chunk: trajectories read before they are handed to Ray.
 
     Returns:
-        The dataset (its blocks are in Ray's object store, which spills to disk when full).
+        The dataset.
+
+    Raises:
+        InputError: no trajectories.
     """
-    rows = [{"id": t.id, "trajectory": t} for t in trajectories]
-    if not rows:
+    parts = []
+    iterator = iter(trajectories)
+    while True:
+        rows = [{"id": t.id, "trajectory": t} for t in itertools.islice(iterator, max(1, rows_per_chunk))]
+        if not rows:
+            break
+        parts.append(ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // max(1, rows_per_block)))))
+    if not parts:
         raise InputError("no trajectories to judge")
-    return ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // max(1, rows_per_block))))
+    return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
 
 
 def _trajectory(row: dict) -> Trajectory:
@@ -314,7 +328,8 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
 
     Args:
         ds: rows ``{"id", "trajectory"}`` (`trajectory_dataset`); ids must be unique.
-        program: a frozen program path, a judge (`BaseJudge`), or None for the seed judge.
+        program: a frozen program path, a judge (`BaseJudge`), or None for the seed judge; with a
+            `processor`, the processor's own judge is used instead (give the program to `sglang_processor`).
         out: the verdict JSONL (the local path's format and job file, ``OUT.job.json``).
         lm_config: the judge LM (model, structured output, max_tokens, ...); its ``api_base`` is used when
             `api_bases` is not given. Not needed with a `processor`.
@@ -351,8 +366,8 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
             raise InputError(f"{name} must be >= 1, got {value}")
     if not ray.is_initialized():
         raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
-    judge = load_judge(program)
-    if render_config is not None:
+    judge = load_judge(program) if processor is None else None
+    if render_config is not None and judge is not None:
         judge.render_config = render_config
     if processor is not None:
         job_judge, job_lm = processor.rubricforge_job["judge"], processor.rubricforge_job["lm"]
