@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 
 from rubricforge_dspy.core.errors import InputError
@@ -63,10 +64,11 @@ def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally)
     config = lm_config(args, "judge")
     bases = getattr(args, "api_bases", None) or ([config.api_base] if config.api_base else [])
     on_error = "skip" if args.skip_bad else "raise"
+    paths = [args.data] if isinstance(args.data, (str, os.PathLike)) else list(args.data)
     with output_lock(args.out):
-        scan, data = checked_input([args.data], format=args.format, label_threshold=args.label_threshold,
+        scan, data = checked_input(paths, format=args.format, label_threshold=args.label_threshold,
                                    on_error=on_error, limit=args.limit, labels=join)
-        stream = iter_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
+        stream = iter_trajectories(paths, format=args.format, label_threshold=args.label_threshold,
                                    on_error=on_error, report=report)
         if args.limit is not None:
             stream = itertools.islice(stream, args.limit)
