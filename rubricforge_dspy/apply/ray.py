@@ -142,6 +142,16 @@ def pool_config(lm_config: LMConfig, api_bases: list[str] | None) -> tuple[LMCon
     With one endpoint both are `lm_config` on it: the fingerprint is that of ``rubricforge judge`` on the
     same endpoint, so a job started locally resumes on Ray and back. With several, the fingerprint's
     endpoint is the sorted pool (``"a | b"``): the same servers in another order are the same job.
+
+    Args:
+        lm_config: the judge LM's configuration (its ``api_base`` is used when `api_bases` is empty).
+        api_bases: the endpoints, in the order requests are dealt to them.
+
+    Returns:
+        (the configuration to fingerprint the job with, the configuration of each endpoint).
+
+    Raises:
+        InputError: no endpoint, or one given twice.
     """
     bases = [b.rstrip("/") for b in (api_bases or ([lm_config.api_base] if lm_config.api_base else []))]
     if not bases:
@@ -235,7 +245,14 @@ class JudgePrompt:
             self.params["json_schema"] = schema
 
     def messages(self, trajectory: Trajectory) -> list[dict]:
-        """The chat messages for `trajectory` (its label is never read)."""
+        """The chat messages for `trajectory` (its label is never read).
+
+        Args:
+            trajectory: the `Trajectory` to judge.
+
+        Returns:
+            ``[{"role": "system", ...}, {"role": "user", ...}]`` as the judge's adapter formats them.
+        """
         predictor = self.judge.judge
         return self.judge.adapter.format(predictor.signature, predictor.demos, self.judge.inputs_of(trajectory))
 
@@ -258,7 +275,14 @@ class JudgeAnswer:
         self.job_line = job_line
 
     def verdict(self, row: dict) -> Verdict:
-        """The verdict (or abstention) in the engine's answer of `row`."""
+        """The verdict (or abstention) in the engine's answer of `row`.
+
+        Args:
+            row: the engine's output row (``generated_text``, ``num_generated_tokens``, maybe ``finish_reason``).
+
+        Returns:
+            A produced `Verdict` (contradiction rule and operating point applied), or an abstention.
+        """
         text = row.get("generated_text") or ""
         finish = row.get("finish_reason")
         generated = row.get("num_generated_tokens")
