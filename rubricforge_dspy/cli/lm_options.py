@@ -21,6 +21,15 @@ from rubricforge_dspy.serve import open_lm, open_lms
 __all__ = ["add_lm_arguments", "lm_config", "lm_configs", "lm_from_args"]
 
 
+class _Endpoints(argparse.Action):
+    """``--api-base`` given once or more: the last is ``args.api_base`` (as before), all of them, in order,
+    ``args.api_bases`` (several are for `judge --ray`'s round-robin; `cli.ray_options` checks that)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest + "s", [*(getattr(namespace, self.dest + "s", None) or []), values])
+
+
 def add_lm_arguments(parser: argparse.ArgumentParser, reflection: bool = True) -> argparse.ArgumentParser:
     """Add ``--api-base --model --api-key-env --structured-output --max-tokens --timeout
     --max-string-length`` (and the ``--reflection-*`` twins). Unset flags stay None and fall through
@@ -28,8 +37,9 @@ def add_lm_arguments(parser: argparse.ArgumentParser, reflection: bool = True) -
     roles = [("", "judge")] + ([("reflection-", "reflection")] if reflection else [])
     for flag, role in roles:
         group = parser.add_argument_group(f"{role} LM (default: the embedded local model)")
-        group.add_argument(f"--{flag}api-base", default=None,
-                           help="OpenAI-compatible root URL, e.g. http://host:30000/v1")
+        group.add_argument(f"--{flag}api-base", default=None, action=_Endpoints,
+                           help="OpenAI-compatible root URL, e.g. http://host:30000/v1"
+                                + ("" if flag else " (judge --ray: repeat it for round-robin)"))
         group.add_argument(f"--{flag}model", default=None, help="served model name, carrying its revision")
         group.add_argument(f"--{flag}api-key-env", default=None,
                            help=f"NAME of the env var holding the key (default {DEFAULT_API_KEY_ENV})")

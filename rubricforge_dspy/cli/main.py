@@ -34,6 +34,7 @@ from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_argument
 from rubricforge_dspy.core.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, InputError, ServerError
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.ray_options import add_ray_arguments
 
 FORMATS = FORMAT_CHOICES
 
@@ -176,6 +177,7 @@ def cmd_judge(args) -> int:
     from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.cli.presets import judge_render, resolve
+    from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
     from rubricforge_dspy.judge.loading import load_judge
 
     report, tally = LoadReport(), LabelTally()
@@ -188,8 +190,16 @@ def cmd_judge(args) -> int:
                                                      allow_unverified=unverified).render_config)
     if unverified and args.program is not None:  # loaded here, with the override; the library gets the judge
         args.program = load_judge(args.program, allow_unverified=True)
+    check_endpoints(args)
     if args.batch_api:
         return _judge_batch_api(args, preset, render, report, join, tally)
+    if args.ray is not None:
+        summary = run_ray_judge(args, preset, render, report, join, tally)
+        summary.skipped = len(report.skipped)
+        print_load_problems(report, join.finish() if join else None)
+        print_label_warnings(tally)
+        print(summary.format(), file=sys.stderr)
+        return _judge_exit(summary)
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, "
               f"render {'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
@@ -431,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", type=float, default=2.0,
                    help="--batch-api: first wait between polls in seconds (doubles up to 60)")
     add_lm_arguments(p, reflection=False)
+    add_ray_arguments(p)
     p.set_defaults(func=cmd_judge)
 
     p = sub.add_parser("induce", help="evolve a rubric with GEPA and freeze the best")

@@ -1,0 +1,484 @@
+"""Judge a Ray Dataset of trajectories: for the user who outgrew one machine (``pip install rubricforge-dspy[ray]``).
+
+    import ray
+    from rubricforge_dspy.apply.ray import judge_dataset, trajectory_dataset
+    from rubricforge_dspy.lm.config import LMConfig
+
+    ray.init()                                   # or ray.init("auto") on a cluster
+    ds = trajectory_dataset(load_trajectories("episodes.jsonl"))
+    summary = judge_dataset(ds, "programs/airline.json", out="verdicts.jsonl",
+                            lm_config=LMConfig(model="qwen2.5-7b@rev", api_base="http://gpu-0:30000/v1"),
+                            api_bases=["http://gpu-0:30000/v1", "http://gpu-1:30000/v1"], workers=4)
+
+The same judge as the local path, called the same way: each Ray worker (an actor of a
+``map_batches`` pool) holds a copy of the judge on a one-attempt LM and calls
+`rubricforge_dspy.judge.execution.judge_verdict` on ``judge.inputs_of(trajectory)`` from a few threads,
+so the render, the strict parse, the truncation rule, the retries of transient errors and the
+abstentions are those of `rubricforge judge`, and each verdict line is `core.verdict.verdict_line`'s.
+
+Exactly once (one verdict line per id, across worker failures and re-runs). The design, the simplest
+that is exactly-once:
+
+1. The DRIVER is the only writer. It holds the output's lock (`apply.job.output_lock`) for the whole
+   run, reads the ids already written (`apply.job.read_done`: a torn last line repaired, abstentions for
+   LM errors asked again) and checks the job (`claim_output`: same judge fingerprint, same data).
+2. Anti-join: the dataset is filtered on the driver's done ids before any LM call, so a re-run judges
+   only what is missing.
+3. Workers write nothing: they return verdict lines (an ``id`` and a ``line`` column). The driver
+   appends each line through the batch writer of the local path (`apply.stream._Writer`: one unbuffered
+   write per line), skipping an id it has already written in this run: when Ray re-executes a block
+   after a worker died (actor restart, task retry), the block's ids come back a second time and are
+   counted in ``summary.duplicates``, never written twice.
+4. A kill of the driver leaves complete lines plus at most one torn line, which the next run repairs;
+   anything not yet written is judged again. A line is never written for an id that is already there.
+
+A dead server stops the run as locally: each worker keeps a circuit (`lm.circuit.LMCircuit`), and once
+it opens, the run raises `JudgeUnavailableError` (exit 3); every line written so far is kept.
+
+There is no verdict cache on this path (the cache is a local directory; a re-run resumes from the
+output instead), and the input is held in Ray's object store (spilled to disk by Ray when large).
+
+Two engines:
+
+- ``engine="http"`` (default): OpenAI-compatible endpoints, e.g. SGLang servers. Several ``api_bases``
+  are used round-robin, request by request, each worker starting at its own offset; or give one base,
+  the SGLang Model Gateway in front of the workers (cache-aware routing, docs/SERVING.md).
+- `sglang_processor`: on GPU nodes, SGLang engines inside Ray (`ray.data.llm`'s SGLang engine
+  processor). Its preprocess step (`JudgePrompt`) builds the chat messages with the judge's own adapter
+  (`StrictJSONAdapter.format`), exactly the messages the HTTP path sends; its postprocess step
+  (`JudgeAnswer`) parses with the strict adapter, and an answer cut at ``max_tokens`` is an abstention
+  (``truncated``). Pass the processor as ``judge_dataset(..., processor=...)``. The run on GPUs is
+  documented in docs/SERVING.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterable
+
+import dspy
+import orjson
+import ray
+
+from rubricforge_dspy.apply.job import BatchOutputError, claim_output, output_lock, read_done
+from rubricforge_dspy.apply.stream import DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _Writer, load_judge
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.verdict import Verdict, verdict_line
+from rubricforge_dspy.judge.execution import RetryPolicy, as_verdict, judge_verdict
+from rubricforge_dspy.judge.fingerprint import judge_fingerprint
+from rubricforge_dspy.judge.module import TrajectoryJudge, VerdictFormatError
+from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
+from rubricforge_dspy.lm.config import LMConfig, bound_strings
+from rubricforge_dspy.lm.copies import one_attempt_lm
+from rubricforge_dspy.lm.engine import make_lm
+from rubricforge_dspy.lm.errors import error_kind
+from rubricforge_dspy.lm.secrets import redact_url
+
+__all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
+           "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
+
+DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
+SGLANG_ENDPOINT = "ray.data.llm:sglang-engine"  # stands for the endpoint in the fingerprint of the in-Ray engine
+
+
+# -- the rows -----------------------------------------------------------------------------------------
+
+def trajectory_dataset(trajectories: Iterable[Trajectory], *, rows_per_block: int = 256,
+                       rows_per_chunk: int = 10_000) -> "ray.data.Dataset":
+    """A Ray Dataset of `trajectories`, one row ``{"id", "trajectory"}`` per trajectory.
+
+    The trajectories are consumed lazily, `rows_per_chunk` at a time: each chunk goes to Ray's object
+    store (which spills to disk when full) before the next is read, so the driver holds one chunk.
+
+    Args:
+        trajectories: `Trajectory` records (e.g. ``data.formats.iter_trajectories(path)``).
+        rows_per_block: rows per block: the unit Ray hands to a worker, and re-executes when one dies.
+        rows_per_chunk: trajectories read before they are handed to Ray.
+
+    Returns:
+        The dataset.
+
+    Raises:
+        InputError: no trajectories.
+    """
+    parts = []
+    iterator = iter(trajectories)
+    while True:
+        rows = [{"id": t.id, "trajectory": t} for t in itertools.islice(iterator, max(1, rows_per_chunk))]
+        if not rows:
+            break
+        parts.append(ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // max(1, rows_per_block)))))
+    if not parts:
+        raise InputError("no trajectories to judge")
+    return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+
+
+def _trajectory(row: dict) -> Trajectory:
+    trajectory = row.get("trajectory")
+    if not isinstance(trajectory, Trajectory):
+        raise InputError(f"row {row.get('id')!r}: the 'trajectory' column must hold a Trajectory "
+                         f"(build the dataset with trajectory_dataset), got {type(trajectory).__name__}")
+    return trajectory
+
+
+def _column(batch, name: str) -> list:
+    values = batch[name]
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+# -- the LM pool --------------------------------------------------------------------------------------
+
+def pool_config(lm_config: LMConfig, api_bases: list[str] | None) -> tuple[LMConfig, list[LMConfig]]:
+    """(the configuration the job is fingerprinted with, one configuration per endpoint).
+
+    With one endpoint both are `lm_config` on it: the fingerprint is that of ``rubricforge judge`` on the
+    same endpoint, so a job started locally resumes on Ray and back. With several, the fingerprint's
+    endpoint is the sorted pool (``"a | b"``): the same servers in another order are the same job.
+
+    Args:
+        lm_config: the judge LM's configuration (its ``api_base`` is used when `api_bases` is empty).
+        api_bases: the endpoints, in the order requests are dealt to them.
+
+    Returns:
+        (the configuration to fingerprint the job with, the configuration of each endpoint).
+
+    Raises:
+        InputError: no endpoint, or one given twice.
+    """
+    bases = [b.rstrip("/") for b in (api_bases or ([lm_config.api_base] if lm_config.api_base else []))]
+    if not bases:
+        raise InputError("judging on Ray needs an OpenAI-compatible endpoint reachable from every Ray node: "
+                         "give --api-base (several for round-robin), or RUBRICFORGE_API_BASE")
+    if len(set(bases)) != len(bases):
+        raise InputError(f"the same --api-base is given twice: {[redact_url(b) for b in bases]}")
+    configs = [replace(lm_config, api_base=base) for base in bases]
+    if len(bases) == 1:
+        return configs[0], configs
+    return replace(lm_config, api_base=" | ".join(sorted(bases))), configs
+
+
+# -- the HTTP engine: a worker of the actor pool ----------------------------------------------------
+
+class _JudgeWorker:
+    """One Ray actor: a judge copy per endpoint, threads calling `judge_verdict`, lines returned."""
+
+    def __init__(self, judge, configs: list[LMConfig], threads: int, policy: RetryPolicy, timeout: float | None,
+                 job: dict, max_consecutive_lm_errors: int | None):
+        self.judges = []
+        for config in configs:
+            lm = one_attempt_lm(make_lm(config), timeout, connections=threads) if judge.predictors() else None
+            copy = judge.deepcopy()
+            if lm is not None:
+                copy.set_lm(lm)
+            self.judges.append(copy)
+        actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
+        self.turn = itertools.count(int(actor[-6:], 16) if actor else 0)  # workers start apart
+        self.turn_lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rubricforge-ray-judge")
+        self.policy, self.job = policy, job
+        self.stop = threading.Event()
+        self.tracker = UsageTotals()
+        names = ", ".join(redact_url(c.api_base) for c in configs)
+        self.circuit = LMCircuit(max_consecutive_lm_errors, names, counted=" after retries",
+                                 advice=f"Stopped; {job['out']} keeps every verdict written so far: fix the "
+                                        "server and re-run the same command to resume.")
+
+    def _judge(self, trajectory: Trajectory) -> dict:
+        with self.turn_lock:
+            judge = self.judges[next(self.turn) % len(self.judges)]
+        inputs = dict(judge.inputs_of(trajectory))
+        with dspy.context(usage_tracker=self.tracker, disable_history=True, trace=None):
+            verdict = judge_verdict(judge, inputs.pop("trajectory"), self.policy, self.stop, self.circuit, **inputs)
+        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, **self.job["line"])
+
+    def __call__(self, batch) -> dict:
+        trajectories = [_trajectory({"id": i, "trajectory": t})
+                        for i, t in zip(_column(batch, "id"), _column(batch, "trajectory"))]
+        try:
+            records = list(self.pool.map(self._judge, trajectories))
+        except JudgeUnavailableError:
+            self.stop.set()
+            raise
+        return {"id": [r["id"] for r in records], "line": [orjson.dumps(r) for r in records]}
+
+
+# -- the in-Ray SGLang engine: preprocess and postprocess ----------------------------------------------
+
+def _plain_judge(judge) -> TrajectoryJudge:
+    if not isinstance(judge, TrajectoryJudge) or type(judge) is not TrajectoryJudge:
+        raise InputError(f"the in-Ray SGLang engine runs a plain judge (TrajectoryJudge); a "
+                         f"{type(judge).__name__} reads more than the text: judge it with engine 'http'")
+    return judge
+
+
+def _json_schema(judge: TrajectoryJudge, max_string_length: int | None) -> str | None:
+    """The JSON schema of the judge's answer, as the HTTP path sends it in ``response_format``."""
+    kwargs: dict = {}
+    lm = SimpleNamespace(supported_params=frozenset({"response_format"}), supports_response_schema=True)
+    judge.adapter._prepare_response_format(lm, kwargs, judge.judge.signature)
+    planned = kwargs.get("response_format")
+    if planned is None:
+        return None
+    schema = planned.model_json_schema() if hasattr(planned, "model_json_schema") else dict(planned)
+    return json.dumps(bound_strings(schema, max_string_length) if max_string_length else schema)
+
+
+class JudgePrompt:
+    """The preprocess step of `sglang_processor`: a row ``{"id", "trajectory"}`` -> the chat ``messages``
+    the judge's adapter builds (`StrictJSONAdapter.format`: the same messages the HTTP path sends) and the
+    ``sampling_params`` (greedy, ``max_new_tokens``, the answer's JSON schema)."""
+
+    def __init__(self, judge: TrajectoryJudge, max_tokens: int, temperature: float = 0.0,
+                 max_string_length: int | None = None):
+        self.judge = _plain_judge(judge)
+        self.params = {"temperature": temperature, "max_new_tokens": int(max_tokens)}
+        schema = _json_schema(self.judge, max_string_length)
+        if schema is not None:
+            self.params["json_schema"] = schema
+
+    def messages(self, trajectory: Trajectory) -> list[dict]:
+        """The chat messages for `trajectory` (its label is never read).
+
+        Args:
+            trajectory: the `Trajectory` to judge.
+
+        Returns:
+            ``[{"role": "system", ...}, {"role": "user", ...}]`` as the judge's adapter formats them.
+        """
+        predictor = self.judge.judge
+        return self.judge.adapter.format(predictor.signature, predictor.demos, self.judge.inputs_of(trajectory))
+
+    def __call__(self, row: dict) -> dict:
+        trajectory = _trajectory(row)
+        return {"id": row["id"], "trajectory": trajectory, "messages": self.messages(trajectory),
+                "sampling_params": dict(self.params)}
+
+
+class JudgeAnswer:
+    """The postprocess step of `sglang_processor`: the engine's ``generated_text`` -> a verdict line
+    (``{"id", "line"}``, as the HTTP workers return). The strict adapter parses it; an answer cut at
+    ``max_tokens`` (``finish_reason`` "length" when the row carries one; otherwise
+    ``num_generated_tokens >= max_tokens``, which is what SGLang's "length" means) is an abstention
+    (``truncated``), as are unparsable (``parse``) and wrong-typed (``invalid``) answers."""
+
+    def __init__(self, judge: TrajectoryJudge, max_tokens: int, job_line: dict):
+        self.judge = _plain_judge(judge)
+        self.max_tokens = int(max_tokens)
+        self.job_line = job_line
+
+    def verdict(self, row: dict) -> Verdict:
+        """The verdict (or abstention) in the engine's answer of `row`.
+
+        Args:
+            row: the engine's output row (``generated_text``, ``num_generated_tokens``, maybe ``finish_reason``).
+
+        Returns:
+            A produced `Verdict` (contradiction rule and operating point applied), or an abstention.
+        """
+        text = row.get("generated_text") or ""
+        finish = row.get("finish_reason")
+        generated = row.get("num_generated_tokens")
+        signature = self.judge.judge.signature
+        if finish == "length" or (finish is None and generated is not None and int(generated) >= self.max_tokens):
+            error = VerdictFormatError("truncated", signature, text,
+                                       f"the answer was cut at max_tokens={self.max_tokens} (finish reason 'length')")
+            return Verdict.abstention(error, "truncated")
+        try:
+            fields = self.judge.adapter.parse(signature, text)
+            return as_verdict(self.judge._prediction(dspy.Prediction(**fields)))
+        except VerdictFormatError as error:
+            return Verdict.abstention(error, error.kind)
+        except Exception as error:  # noqa: BLE001 - recorded, as judge_verdict records it
+            return Verdict.abstention(error, error_kind(error))
+
+    def __call__(self, row: dict) -> dict:
+        verdict = self.verdict(row)
+        line = verdict_line(_trajectory(row), verdict, attempts=1, **self.job_line)
+        return {"id": row["id"], "line": orjson.dumps(line)}
+
+
+def sglang_processor(program, config, *, max_tokens: int = 256, temperature: float = 0.0,
+                     max_string_length: int | None = None):
+    """A `ray.data.llm` processor running SGLang engines inside Ray (GPU nodes), for `judge_dataset`.
+
+    Args:
+        program: a frozen program path or a `TrajectoryJudge` (the plain judge only).
+        config: a ``ray.data.llm.SGLangEngineProcessorConfig`` (``model_source``, ``engine_kwargs``,
+            ``concurrency``, ``batch_size``, ``accelerator_type``).
+        max_tokens: the answer's token budget (``max_new_tokens``); an answer that reaches it abstains.
+        temperature: sampling temperature (0: greedy, as the HTTP path).
+        max_string_length: ``maxLength`` added to the schema's strings (see `LMConfig`).
+
+    Returns:
+        The processor (``processor(ds)`` maps rows ``{"id", "trajectory"}`` to ``{"id", "line"}``), with
+        ``rubricforge_job`` set to what `judge_dataset` needs to fingerprint the job.
+    """
+    from ray.data import llm as ray_llm
+
+    judge = _plain_judge(load_judge(program))
+    lm = make_lm(LMConfig(model=config.model_source, api_base=SGLANG_ENDPOINT, max_tokens=max_tokens,
+                          temperature=temperature, max_string_length=max_string_length))
+    job_line = _job_line(judge, lm)
+    build = getattr(ray_llm, "build_processor", None) or ray_llm.build_llm_processor
+    processor = build(config, preprocess=JudgePrompt(judge, max_tokens, temperature, max_string_length),
+                      postprocess=JudgeAnswer(judge, max_tokens, job_line))
+    processor.rubricforge_job = {"judge": judge, "lm": lm}
+    return processor
+
+
+def _job_line(judge, lm) -> dict:
+    return {"judge_fingerprint": judge_fingerprint(judge, lm).sha256,
+            "program_sha256": getattr(judge, "rubric_sha256", None), "model": getattr(lm, "model", None)}
+
+
+# -- the driver ---------------------------------------------------------------------------------------
+
+def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMConfig | None = None,
+                  api_bases: list[str] | None = None, processor=None, workers: int = 2, concurrency: int = 16,
+                  batch_size: int = 32, max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
+                  timeout: float | None = None, render_config=None, data: str | None = None,
+                  max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
+                  fsync_every: int = DEFAULT_FSYNC_EVERY, progress: bool = False) -> BatchSummary:
+    """Judge the Ray Dataset `ds` into the verdict file `out`: one line per id, exactly once (see the
+    module docstring for how), resumable by running the same call again.
+
+    Args:
+        ds: rows ``{"id", "trajectory"}`` (`trajectory_dataset`); ids must be unique.
+        program: a frozen program path, a judge (`BaseJudge`), or None for the seed judge; with a
+            `processor`, the processor's own judge is used instead (give the program to `sglang_processor`).
+        out: the verdict JSONL (the local path's format and job file, ``OUT.job.json``).
+        lm_config: the judge LM (model, structured output, max_tokens, ...); its ``api_base`` is used when
+            `api_bases` is not given. Not needed with a `processor`.
+        api_bases: OpenAI-compatible endpoints used round-robin (e.g. one SGLang server per GPU node), or
+            one: a single server or the SGLang Model Gateway.
+        processor: instead of HTTP endpoints, a `sglang_processor` (SGLang engines inside Ray).
+        workers: Ray actors judging at once (HTTP engine).
+        concurrency: judge calls in flight per worker (threads).
+        batch_size: rows per call of a worker (the unit re-done after a worker dies).
+        max_retries: retries of transient LM errors (`RetryPolicy`), with `backoff` and `max_backoff`.
+        backoff: see `max_retries`.
+        max_backoff: see `max_retries`.
+        timeout: per-call LM timeout in seconds (None: the configuration's).
+        render_config: overrides the judge's render (a program keeps the one it was induced with).
+        data: the input's fingerprint, recorded in ``OUT.job.json`` (a later run on other data is refused).
+        max_consecutive_lm_errors: per worker, stop after this many verdicts in a row abstained for an LM
+            error (after retries); None never stops.
+        fsync_every: fsync the output every N lines.
+        progress: show a progress bar.
+
+    Returns:
+        The `BatchSummary` (judged, passed, abstained by kind, resumed, LM calls, retries;
+        ``duplicates``: lines that came back twice from re-executed blocks or repeated input ids, written
+        once).
+
+    Raises:
+        InputError: no endpoint, bad sizes, or a judge the chosen engine cannot run.
+        BatchOutputError: `out` belongs to another judge configuration or other data.
+        OutputLockedError: another process writes `out`.
+        JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
+    """
+    for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):
+        if value < 1:
+            raise InputError(f"{name} must be >= 1, got {value}")
+    if not ray.is_initialized():
+        raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
+    judge = load_judge(program) if processor is None else None
+    if render_config is not None and judge is not None:
+        judge.render_config = render_config
+    if processor is not None:
+        job_judge, job_lm = processor.rubricforge_job["judge"], processor.rubricforge_job["lm"]
+        configs, pool = [], None
+    else:
+        if lm_config is None:
+            raise InputError("judge_dataset needs lm_config (the judge LM), or a processor")
+        pool, configs = pool_config(lm_config, api_bases)
+        job_judge, job_lm = judge, (one_attempt_lm(make_lm(pool), timeout) if judge.predictors() else None)
+    job_line = _job_line(job_judge, job_lm)
+    out = Path(out)
+    started = time.perf_counter()
+    with output_lock(out):
+        fingerprint = judge_fingerprint(job_judge, job_lm)
+        done = read_done(out)
+        claim_output(out, fingerprint, data, bool(done.ids))
+        foreign = {f for f in done.fingerprints if f not in (None, fingerprint.sha256)}
+        if done.ids and foreign:
+            raise BatchOutputError(f"{out}: holds verdicts of another judge configuration (fingerprints "
+                                   f"{sorted(foreign)[:3]}); this run is {fingerprint.sha256}. Use a new output path.")
+        summary = BatchSummary(out_path=str(out), repaired_bytes=done.repaired_bytes, retried=done.retried,
+                               program_sha256=job_line["program_sha256"], judge_fingerprint=fingerprint.sha256,
+                               model=job_line["model"])
+        done_ids = frozenset(done.ids)
+        total = ds.count()
+        todo = ds.filter(lambda row: row["id"] not in done_ids, num_cpus=0.25)  # the anti-join: what is missing
+        if processor is not None:
+            judged = processor(todo)
+        else:
+            job = {"out": str(out), "line": job_line}
+            judged = todo.map_batches(
+                _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
+                fn_constructor_kwargs={"judge": judge, "configs": configs, "threads": concurrency,
+                                       "policy": RetryPolicy(max_retries, backoff, max_backoff),
+                                       "timeout": timeout, "job": job,
+                                       "max_consecutive_lm_errors": max_consecutive_lm_errors})
+        _drain(judged, out, done_ids, summary, fsync_every, progress, total)
+        summary.resumed = total - summary.judged  # the rows whose id was written already (ids are unique)
+        summary.wall_time = time.perf_counter() - started
+    return summary
+
+
+def _drain(judged, out: Path, done_ids: frozenset, summary: BatchSummary, fsync_every: int, progress: bool,
+           total: int) -> None:
+    """Write the lines the workers return, each id once, as they come (the driver is the one writer)."""
+    written: set[str] = set()
+    writer = _Writer(out, fsync_every)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total - len(done_ids), unit="verdict", desc="judging on Ray", dynamic_ncols=True)
+    try:
+        for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
+            for ident, raw in zip(_column(batch, "id"), _column(batch, "line")):
+                if ident in written or ident in done_ids:
+                    summary.duplicates += 1
+                    continue
+                record = orjson.loads(raw)
+                writer.write(record)
+                written.add(ident)
+                attempts = int(record.get("attempts") or 0)
+                summary.lm_calls += attempts
+                summary.retries += max(0, attempts - 1)
+                summary.count(Verdict.from_dict(record), cached=False)
+                if bar is not None:
+                    bar.update(1)
+    except Exception as error:
+        cause = _circuit_cause(error)
+        if cause is not None:
+            raise JudgeUnavailableError(cause) from error
+        raise
+    finally:
+        writer.close()
+        if bar is not None:
+            bar.close()
+
+
+def _circuit_cause(error: BaseException) -> str | None:
+    """The message of a `JudgeUnavailableError` raised in a Ray worker, found in `error` (Ray wraps it)."""
+    text, seen = str(error), set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        for candidate in (error, getattr(error, "cause", None)):
+            if isinstance(candidate, JudgeUnavailableError):
+                return str(candidate)
+        error = error.__cause__ or error.__context__
+    if "JudgeUnavailableError" in text:  # Ray re-raised it by name only
+        return text[text.index("JudgeUnavailableError"):][:2000]
+    return None
