@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
 
-__all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested",
-           "load_from_mlflow", "write_verdicts_to_mlflow", "tag_label_next_in_mlflow"]
+__all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
+           "load_from_mlflow", "spool_from_mlflow", "write_verdicts_to_mlflow", "tag_label_next_in_mlflow"]
+
+SPOOL_SUFFIX = ".from-mlflow.jsonl"
 
 INSTALL_HINT = 'the MLflow flags need the extra: pip install "rubricforge-dspy[mlflow]"'
 
@@ -64,6 +67,17 @@ def from_mlflow_requested(args: argparse.Namespace) -> bool:
     return True
 
 
+def require_input(args: argparse.Namespace) -> None:
+    """A command that reads trajectories has ``--data`` or ``--from-mlflow``; neither is an `InputError`, and
+    so is an MLflow flag without the ``[mlflow]`` extra: both found before any trace is read or LM called."""
+    if not getattr(args, "data", None) and getattr(args, "from_mlflow", None) is None:
+        raise InputError("give --data FILE... (or --from-mlflow URI --experiment NAME: the traces of an MLflow "
+                         "experiment)")
+    from_mlflow_requested(args)
+    if getattr(args, "from_mlflow", None) is not None or getattr(args, "to_mlflow", None) is not None:
+        _mlflow()
+
+
 def _mlflow():
     try:
         from rubricforge_dspy.integrations import mlflow as integration  # the optional extra, imported on use
@@ -96,6 +110,49 @@ def load_from_mlflow(args: argparse.Namespace, stream=None) -> list:
     return trajectories
 
 
+def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | None:
+    """``--from-mlflow``: stream the experiment's traces, with their HUMAN labels, one page at a time into the
+    generic JSONL file ``<beside>.from-mlflow.jsonl`` (replaced on each run) and point ``args.data`` at it.
+
+    The command then reads that file as it reads any input: the same whole-input check before any LM call,
+    the same job file and resume (a pull whose traces or labels changed is other input data: use a new
+    ``--out``). Memory stays bounded by one page; the file also records exactly what was judged.
+
+    Args:
+        args: the parsed command line (``--from-mlflow``, ``--experiment``, ``--filter``, ``--label-name``).
+        beside: the command's output path; the spool file is named after it.
+        stream: where the load's counts are printed (stderr).
+
+    Returns:
+        The spool file, or None without ``--from-mlflow``.
+
+    Raises:
+        InputError: bad flags, an unknown experiment, a bad label, no trace at all; ServerError: MLflow unreachable.
+    """
+    if not from_mlflow_requested(args):
+        return None
+    from rubricforge_dspy.data.export import convert_trajectories
+
+    stream = stream or sys.stderr
+    integration = _mlflow()
+    report = integration.MlflowLoadReport()
+    spool = Path(f"{beside}{SPOOL_SUFFIX}")
+    spool.unlink(missing_ok=True)  # this command's own spool from an earlier run, named after its output
+    n = convert_trajectories(integration.load_mlflow_traces(
+        args.from_mlflow, args.experiment, filter_string=args.mlflow_filter, label_name=args.label_name,
+        page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
+        report=report), spool)
+    print(f"{report.summary()} -> {spool}", file=stream)
+    for trace_id, problem in report.skipped:
+        print(f"  skipped trace {trace_id}: {problem}", file=stream)
+    if not n:
+        spool.unlink(missing_ok=True)
+        raise InputError(f"--from-mlflow {args.from_mlflow} --experiment {args.experiment!r}: no traces "
+                         f"{'match the filter' if args.mlflow_filter else 'in it'}")
+    args.data, args.format = [str(spool)], "jsonl"
+    return spool
+
+
 def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: Any, stream=None):
     """``--to-mlflow``: the verdict file's lines logged as assessments; returns the `WriteBackReport`
     (None without the flag)."""
@@ -103,6 +160,10 @@ def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: An
         return None
     from rubricforge_dspy.core.verdict import read_verdicts
 
+    if program is None:  # `judge` without --program judged with the seed rubric
+        from rubricforge_dspy.judge.module import TrajectoryJudge
+
+        program = TrajectoryJudge()
     integration = _mlflow()
     report = integration.log_verdicts_to_mlflow(read_verdicts(verdict_path), args.to_mlflow,
                                                 name=args.assessment_name, program=program,

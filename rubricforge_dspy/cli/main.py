@@ -29,6 +29,8 @@ import threading
 import traceback
 from pathlib import Path
 
+from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_mlflow_source_arguments,
+                                               require_input, spool_from_mlflow, write_verdicts_to_mlflow)
 from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
                                                stream_data)
 from rubricforge_dspy.core.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, InputError, ServerError
@@ -171,6 +173,15 @@ def cmd_judge(args) -> int:
     """Exit 0 when this run produced a verdict (or had nothing left to judge); 3 when it produced none
     (every item abstained, whatever the kind, with the counts by kind) or when too many calls failed in
     a row (`--max-consecutive-errors`); 2 for bad input, found before the first LM call."""
+    require_input(args)
+    spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
+    code = _judge(args)
+    if code == 0:
+        write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
+    return code
+
+
+def _judge(args) -> int:
     from rubricforge_dspy.apply.stream import run_judge_file
     from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
     from rubricforge_dspy.data.label_checks import LabelTally
@@ -250,6 +261,8 @@ def cmd_induce(args) -> int:
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
     from rubricforge_dspy.cli.presets import render_from_args, resolve
 
+    require_input(args)
+    spool_from_mlflow(args, args.out)
     trajectories, _ = _load(args, need_labels=True)
     split = induction_split(trajectories, sample_tasks=args.sample_tasks, seed=args.seed)
     for name, part in split.summary().items():
@@ -422,7 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("judge", help="judge a file of trajectories into a JSONL of verdicts")
-    _add_data_arguments(p)
+    _add_data_arguments(p, required=False)  # --data, or --from-mlflow
+    add_mlflow_source_arguments(p)
+    add_mlflow_sink_arguments(p)
     p.add_argument("--program", default=None, help="frozen program (default: the seed rubric)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="load a program whose manifest cannot verify it (no program_sha256, or edited since it "
@@ -445,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_judge)
 
     p = sub.add_parser("induce", help="evolve a rubric with GEPA and freeze the best")
-    _add_data_arguments(p)
+    _add_data_arguments(p, required=False)  # --data, or --from-mlflow
+    add_mlflow_source_arguments(p)
     p.add_argument("--out", required=True, help="frozen program path, e.g. programs/NAME.json")
     p.add_argument("--init", default=None, help="start from this frozen program (recompile on new labels)")
     p.add_argument("--allow-unverified-program", action="store_true",

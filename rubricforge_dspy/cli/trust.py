@@ -8,6 +8,8 @@ import contextlib
 import sys
 
 from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, load_data
+from rubricforge_dspy.cli.integrations import (add_mlflow_source_arguments, require_input, spool_from_mlflow,
+                                               tag_label_next_in_mlflow)
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 
@@ -135,6 +137,8 @@ def cmd_label_next(args) -> int:
     if not args.program and not args.verdicts:
         print("error: give --program (judged now) and/or --verdicts files", file=sys.stderr)
         return 2
+    require_input(args)
+    spool_from_mlflow(args, args.out)
     trajectories = load_data(args).trajectories
     judges = {str(path): read_verdicts(path) for path in args.verdicts or []}
     ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}
@@ -159,6 +163,7 @@ def cmd_label_next(args) -> int:
     chosen = pick(ranked, args.k)
     n = write(chosen, args.out, where=main_name)
     print(f"wrote {n} of {len(trajectories)} trajectories to label (main judge {main_name}) -> {args.out}")
+    tag_label_next_in_mlflow(args, chosen)
     for i, c in enumerate(chosen, 1):
         signals = ", ".join(f"{k} {v:.2f}" for k, v in c.signals.items())
         print(f"{i:>3}. {c.trajectory.id}  priority {c.priority:.2f} ({signals})")
@@ -169,7 +174,8 @@ def cmd_label_next(args) -> int:
 
 def add_label_next_parser(sub) -> None:
     p = sub.add_parser("label-next", help="rank unlabeled trajectories by how much a label would teach")
-    add_data_arguments(p, FORMAT_CHOICES)
+    add_data_arguments(p, FORMAT_CHOICES, required=False)  # --data, or --from-mlflow (the picks are tagged there)
+    add_mlflow_source_arguments(p)
     p.add_argument("--program", default=None, help="frozen program whose verdicts lead the ranking (judged now)")
     p.add_argument("--verdicts", nargs="+", default=None,
                    help="verdict files of other judges on the same data (their disagreement ranks items up)")
