@@ -106,3 +106,29 @@ def test_judge_from_and_to_mlflow_end_to_end(store, tmp_path):
     assert done.returncode == 0, done.stderr
     values = [[a.feedback.value for a in mlflow.get_trace(i).info.assessments if a.name == "rubricforge"] for i in ids]
     assert values == [[True], [False], [True]]
+
+
+def test_label_next_from_mlflow_tags_its_picks_there(store, tmp_path):
+    """`label-next --from-mlflow` ranks the experiment's traces and tags the picks in MLflow, so a person labels
+    them in the UI; nothing is judged here (the ranking comes from a verdict file), so no LM is needed."""
+    uri, ids = store
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text("".join(json.dumps({"id": i, "passed": True, "score": s, "abstained": False, "reason": "r",
+                                            "model": "m"}) + "\n" for i, s in zip(ids, (0.9, 0.52, 0.48))))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = tmp_path / "to_label.jsonl"
+    done = subprocess.run([sys.executable, "-m", "rubricforge_dspy", "label-next", "--from-mlflow", uri,
+                           "--experiment", "cli", "--verdicts", str(verdicts), "-k", "2", "--out", str(out)],
+                          capture_output=True, text=True, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    picked = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert len(picked) == 2 and set(picked) <= set(ids)
+    tags = {i: mlflow.get_trace(i).info.tags for i in ids}
+    ranks = {i: tags[i].get("rubricforge.label_next") for i in ids}
+    assert [ranks[i] for i in picked] == ["1", "2"], ranks
+    assert sum(r is not None for r in ranks.values()) == 2
+    assert (tmp_path / "to_label.jsonl.from-mlflow.jsonl").is_file()  # what was ranked, kept beside the output
+    again = subprocess.run([sys.executable, "-m", "rubricforge_dspy", "label-next", "--experiment", "cli",
+                            "--verdicts", str(verdicts), "--out", str(tmp_path / "x.jsonl")],
+                           capture_output=True, text=True, env=env, cwd=REPO)
+    assert again.returncode == 2 and "--from-mlflow" in again.stderr
