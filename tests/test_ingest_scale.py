@@ -193,3 +193,63 @@ def test_resume_after_the_index_keeps_every_guarantee(tmp_path):
     assert os.stat(out).st_ino == inode
     state = read_done(out)
     assert state.ids == {f"z{i}" for i in range(50)} and state.from_index == 0
+
+
+def test_new_step_is_the_dataclass_step_with_the_same_check():
+    import dataclasses
+
+    from rubricforge_dspy.core.trajectory import STEP_KINDS, Step
+    from rubricforge_dspy.data.formats._common import new_step
+
+    for kind in STEP_KINDS:
+        fields = dict(kind=kind, content="c", tool_name="t", arguments={"a": [1]}, call_id="id#2", is_error=True)
+        fast, slow = new_step(**fields), Step(**fields)
+        assert (fast, repr(fast), dataclasses.asdict(fast)) == (slow, repr(slow), dataclasses.asdict(slow))
+        assert new_step(kind, "c") == Step(kind=kind, content="c")
+        assert hash(new_step(kind, "c", "t", "text", "id")) == hash(Step(kind, "c", "t", "text", "id"))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.content = "changed"
+    with pytest.raises(ValueError) as fast_error:
+        new_step("observation")
+    with pytest.raises(ValueError) as slow_error:
+        Step(kind="observation")
+    assert str(fast_error.value) == str(slow_error.value)
+
+
+def test_an_assistant_message_of_tool_calls_alone_is_still_read_as_actions():
+    messages = [{"role": "user", "content": "book it"},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                      "function": {"name": "book", "arguments": "{\"x\": 1}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "done"},
+                {"role": "assistant", "content": "booked"}]
+    steps = jsonl.steps_of(messages)
+    assert [(s.kind, s.tool_name, s.arguments) for s in steps] == [
+        ("user", None, None), ("tool_call", "book", {"x": 1}), ("tool_result", "book", None),
+        ("final_answer", None, None)]
+
+
+def test_the_label_rule_stamp_leaves_the_readers_dict_alone(tmp_path):
+    from rubricforge_dspy.data.formats import _stamped
+    from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD
+
+    trajectory = next(iter(load_trajectories(AIRLINE)))
+    before = dict(trajectory.hidden)
+    hidden = trajectory.hidden
+    stamped = _stamped(trajectory, ANY_POSITIVE_REWARD)
+    assert stamped.hidden["label_rule"] == str(ANY_POSITIVE_REWARD)
+    assert hidden == before and stamped.hidden is not hidden
+
+
+def test_stats_imports_neither_dspy_nor_scikit_learn(tmp_path):
+    """`rubricforge stats` starts light: the floor's and the LM's heavy imports happen in their commands."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rubricforge_dspy.cli.main import main; "
+            f"rc = main(['stats', '--json', '--data', {str(WEBSHOP)!r}]); "
+            "heavy = sorted(m for m in ('dspy', 'sklearn', 'scipy', 'litellm') if m in sys.modules); "
+            "print('HEAVY', heavy, rc, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert "HEAVY [] 0" in done.stderr, done.stderr[-2000:]
+    assert json.loads(done.stdout)["trajectories"] == 500

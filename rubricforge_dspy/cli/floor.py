@@ -12,9 +12,8 @@ from pathlib import Path
 
 from rubricforge_dspy.cli.data_options import add_data_arguments
 from rubricforge_dspy.core.judge_names import LENGTH_ONLY, giveaway_sentence
-from rubricforge_dspy.trust.floor_cv import DEFAULT_FOLDS, DEFAULT_RESAMPLES, floor_report, write_cv_verdicts
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
+from rubricforge_dspy.core.judge_names import FLOOR_FOLDS, FLOOR_RESAMPLES
 
 __all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "format_floor_report"]
 
@@ -23,6 +22,7 @@ def load_labeled(args) -> tuple[list, dict]:
     """The labeled trajectories of ``--data`` (``--labels`` joined by id, `data_options.load_data`) and what
     was dropped, counted: malformed records skipped, unlabeled trajectories left out, label ids unmatched."""
     from rubricforge_dspy.cli.data_options import load_data
+    from rubricforge_dspy.judge.floor import FloorError
 
     try:
         data = load_data(args, need_labels=True)
@@ -62,6 +62,10 @@ def format_floor_report(report: dict, where: str) -> str:
 
 
 def cmd_floor(args) -> int:
+    # scikit-learn and DSPy: imported by this command only, so `rubricforge stats` starts light
+    from rubricforge_dspy.judge.floor import SymptomFloor
+    from rubricforge_dspy.trust.floor_cv import floor_report, write_cv_verdicts
+
     trajectories, dropped = load_labeled(args)
     report = floor_report(trajectories, n_splits=args.folds, seed=args.seed, n_resamples=args.resamples)
     report = {"data": [str(p) for p in args.data], "labels": args.labels,
@@ -93,9 +97,9 @@ def add_floor_parser(sub, formats: tuple[str, ...]) -> None:
     p = sub.add_parser("floor", help="the floor every judge must beat: symptom and length-only models by "
                                      "task-grouped cross-validation, and the Heuristic (no LM, seconds)")
     add_data_arguments(p, formats)
-    p.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help=f"cross-validation folds (default {DEFAULT_FOLDS})")
+    p.add_argument("--folds", type=int, default=FLOOR_FOLDS, help=f"cross-validation folds (default {FLOOR_FOLDS})")
     p.add_argument("--seed", type=int, default=0, help="fold shuffling and bootstrap seed")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples for kappa/AUC")
+    p.add_argument("--resamples", type=int, default=FLOOR_RESAMPLES, help="bootstrap resamples for kappa/AUC")
     p.add_argument("--json", action="store_true", help="print every number as JSON")
     p.add_argument("--out", default=None, help="also write the JSON here")
     p.add_argument("--verdicts-dir", default=None,

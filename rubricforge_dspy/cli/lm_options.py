@@ -16,7 +16,6 @@ from typing import Any, Mapping
 from rubricforge_dspy.lm.config import (DEFAULT_API_KEY_ENV, ENV_PREFIX, REFLECTION_INFIX, SETTABLE_FIELDS,
                                         STRUCTURED_OUTPUTS, LMConfig)
 from rubricforge_dspy.lm.secrets import check_api_key_env
-from rubricforge_dspy.serve import open_lm, open_lms
 
 __all__ = ["add_lm_arguments", "lm_config", "lm_configs", "lm_from_args"]
 
@@ -90,6 +89,8 @@ def lm_from_args(args: argparse.Namespace, reflection: bool = False, reflection_
     """Yield the judge `dspy.LM` (and the reflection LM when `reflection`) configured by the flags of
     `add_lm_arguments` and the environment, starting the embedded llama.cpp server when no endpoint is
     configured; judge and reflection share one embedded server."""
+    from rubricforge_dspy.serve import open_lm, open_lms  # DSPy: imported only by commands that call an LM
+
     if not reflection:
         with open_lm(lm_config(args, "judge")) as lm:
             yield lm

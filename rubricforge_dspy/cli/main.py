@@ -379,7 +379,7 @@ def _serve_embedded(args) -> int:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the server like Ctrl-C
-    server = EmbeddedServer(n_ctx=args.n_ctx, n_threads=args.threads, port=args.port)
+    server = EmbeddedServer(**({"n_ctx": args.n_ctx} if args.n_ctx else {}), n_threads=args.threads, port=args.port)
     with server as config:
         print(f"embedded judge LM: {config.describe()}")
         print(f"export RUBRICFORGE_API_BASE={config.api_base}")
@@ -400,7 +400,6 @@ def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.cli.trust import add_certify_parsers, add_gate_parser, add_label_next_parser
     from rubricforge_dspy.cli.presets import add_preset_arguments
     from rubricforge_dspy.core.presets import EMBEDDED, SERVER
-    from rubricforge_dspy.serve.embedded import CONTEXT_TOKENS
 
     parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -520,7 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", default=None)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=None, help="default: a free port (embedded), 30000 (sglang)")
-    p.add_argument("--n-ctx", type=int, default=CONTEXT_TOKENS, help="embedded: context tokens")
+    p.add_argument("--n-ctx", type=int, default=None,
+                   help="embedded: context tokens (default: the embedded model's trained context)")
     p.add_argument("--threads", type=int, default=None, help="embedded: llama.cpp threads (default: cores - 1)")
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--dp", type=int, default=1)

@@ -21,6 +21,8 @@ __all__ = ["FLOOR", "LENGTH_ONLY", "HYBRID", "GIVEAWAY_AUC", "GIVEAWAY_RULE", "g
 FLOOR = "floor"
 LENGTH_ONLY = "length_only"
 HYBRID = "hybrid"
+FLOOR_FOLDS = 5  # the floor's task-grouped cross-validation folds (`trust.floor_cv`, `rubricforge floor`)
+FLOOR_RESAMPLES = 2_000  # its bootstrap resamples for kappa and AUC
 GIVEAWAY_AUC = 0.75
 GIVEAWAY_RULE = (f"length-only AUC >= {GIVEAWAY_AUC} on held-out items and the lower end of its interval "
                  "above 0.5")

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from rubricforge_dspy import metrics
-from rubricforge_dspy.core.judge_names import FLOOR, GIVEAWAY_RULE, LENGTH_ONLY, gives_away
+from rubricforge_dspy.core.judge_names import FLOOR, FLOOR_FOLDS, FLOOR_RESAMPLES, GIVEAWAY_RULE, LENGTH_ONLY, gives_away
 from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 from rubricforge_dspy.evidence.symptoms import heuristic_verdict
@@ -32,8 +32,8 @@ __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross
            "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
 
 HEURISTIC = "heuristic"
-DEFAULT_FOLDS = 5
-DEFAULT_RESAMPLES = 2_000
+DEFAULT_FOLDS = FLOOR_FOLDS
+DEFAULT_RESAMPLES = FLOOR_RESAMPLES
 
 
 def task_groups(trajectories: Sequence[Trajectory]) -> list[str]:

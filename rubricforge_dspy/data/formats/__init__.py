@@ -278,7 +278,11 @@ def iter_trajectories(
 
 
 def _stamped(trajectory: Trajectory, rule: LabelRule) -> Trajectory:
-    return replace(trajectory, hidden={**trajectory.hidden, "label_rule": str(rule)})
+    """The loader's new trajectory with the label rule in ``hidden`` (a fresh dict: a reader's dict is
+    never changed). Set on the instance no one else holds yet instead of `dataclasses.replace`, which
+    would build (and check) the whole record a second time for every trajectory read."""
+    object.__setattr__(trajectory, "hidden", {**trajectory.hidden, "label_rule": str(rule)})
+    return trajectory
 
 
 def _line_starts(file: Path) -> Iterator[tuple[int, int]]:

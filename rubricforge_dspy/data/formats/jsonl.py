@@ -32,6 +32,7 @@ from rubricforge_dspy.data.formats._common import (
     has_bad_bytes,
     iter_json_array,
     looks_like_tool_error,
+    new_step,
     parse_arguments,
     read_text,
     text_of,
@@ -267,11 +268,12 @@ def steps_of(messages: list[dict]) -> list[Step]:
     The closing assistant text becomes the ``final_answer``, unless some assistant message carries
     ``"final_answer": true|false``: then exactly the messages marked true are final answers."""
     steps: list[Step] = []
+    append = steps.append
     calls = CallTracker()
     explicit = False  # an assistant message says whether it is the final answer: no inference then
     last_call: tuple[str, str] | None = None  # (call id, tool name) of the latest action
 
-    def answer(i: int, raw_id: str | None, what: str) -> tuple[str | None, str | None]:
+    def answer(i: int, raw_id: str | None, role: str) -> tuple[str | None, str | None]:
         if raw_id is not None:
             if not calls.knows(raw_id):
                 raise ValueError(f"message {i}: tool_call_id {raw_id!r} answers no earlier tool call")
@@ -279,6 +281,7 @@ def steps_of(messages: list[dict]) -> list[Step]:
         if calls.has_open():
             return calls.result(None)
         if last_call is None:
+            what = {"tool": "tool message", "function": "function message"}.get(role, "observation")
             raise ValueError(f"message {i}: {what} answers no earlier action; an observation must follow an "
                              "assistant message with 'action', 'tool_calls' or 'function_call' (write the task "
                              "or the environment's opening text as a plain user message)")
@@ -288,24 +291,27 @@ def steps_of(messages: list[dict]) -> list[Step]:
         nonlocal last_call
         call_id = calls.call(raw_id, name)
         last_call = (call_id, name)
-        steps.append(Step(kind="tool_call", tool_name=name, arguments=arguments, call_id=call_id))
+        append(new_step("tool_call", "", name, arguments, call_id))
 
     for i, msg in enumerate(messages):
-        role, content = msg["role"], text_of(msg.get("content"))
+        role, content = msg["role"], msg.get("content")
         if role == "system":
             continue
-        if role in ("tool", "function") or (role == "user" and msg.get("observation") is True):
-            raw_id = msg.get("tool_call_id") if role == "tool" else None
-            what = {"tool": "tool message", "function": "function message"}.get(role, "observation")
-            call_id, name = answer(i, raw_id, what)
-            steps.append(Step(kind="tool_result", content=content, tool_name=(msg.get("name") if role != "user" else None) or name,
-                              call_id=call_id, is_error=_is_error(msg, content)))
+        if type(content) is not str:
+            content = text_of(content)
+        if role == "tool" or role == "function" or (role == "user" and msg.get("observation") is True):
+            call_id, name = answer(i, msg.get("tool_call_id") if role == "tool" else None, role)
+            append(new_step("tool_result", content, (msg.get("name") if role != "user" else None) or name,
+                            None, call_id, _is_error(msg, content)))
             continue
-        if content.strip():
+        if content and not content.isspace():
             final = msg.get("final_answer") if role == "assistant" else None
-            explicit = explicit or isinstance(final, bool)
-            steps.append(Step(kind="final_answer" if final is True else role, content=content))
-        for tool_call in msg.get("tool_calls") or []:
+            if final is True or final is False:
+                explicit = True
+            append(new_step("final_answer" if final is True else role, content))
+        if len(msg) == 2 and "content" in msg:
+            continue  # role and content only: no action
+        for tool_call in msg.get("tool_calls") or ():
             function = tool_call["function"]
             call(tool_call["id"], function["name"], parse_arguments(function.get("arguments")))
         if msg.get("function_call"):
