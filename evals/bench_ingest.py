@@ -35,6 +35,19 @@ SHIPPED = [ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json",
 RESULTS = ROOT / "evals/results/ingest_scale.json"
 
 
+def save_run(out: Path, header: dict, label: str, commit: str, rows: list) -> None:
+    """Add one labeled run (its code, machine, date and rows) to the JSON results file `out`, keeping the
+    other labels' runs (``before``/``after``), and set the file's `header` fields."""
+    results = json.loads(out.read_text()) if out.exists() else {}
+    results.update(header)
+    results.setdefault("runs", {})[label] = {
+        "code": commit, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "rows": rows}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
 def machine() -> dict:
     """The machine the numbers come from."""
     return {"cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(), "system": platform.system(),
@@ -129,17 +142,11 @@ def main() -> None:
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                            text=True).stdout.strip()
     rows = bench(args.sizes, args.code.resolve(), args.commands)
-    results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results.update({"benchmark": "ingest at scale (evals/bench_ingest.py)", "lm": "none (no LM call: ingest only)",
-                    "simulated": False,
-                    "input": "generic JSONL: tau-bench GPT-4o airline (200) + ReAct WebShop (500) shipped episodes, "
-                             "converted once and repeated with distinct ids"})
-    results.setdefault("runs", {})[args.label] = {
-        "code": commit, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    save_run(args.out, {"benchmark": "ingest at scale (evals/bench_ingest.py)", "lm": "none (no LM call: ingest only)",
+                        "simulated": False,
+                        "input": "generic JSONL: tau-bench GPT-4o airline (200) + ReAct WebShop (500) shipped "
+                                 "episodes, converted once and repeated with distinct ids"},
+             args.label, commit, rows)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "evals"))
-from bench_ingest import machine  # noqa: E402
+from bench_ingest import save_run  # noqa: E402
 
 RESULTS = ROOT / "evals/results/resume_scale.json"
 PROBE = """
@@ -116,15 +116,9 @@ def main() -> None:
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                            text=True).stdout.strip()
     rows = bench(args.sizes, args.code.resolve(), appended=True)
-    results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results.update({"benchmark": "resume at scale (evals/bench_resume.py): read_done on a finished job's output",
-                    "lm": "none (no LM call: deciding what is left)", "simulated": False})
-    results.setdefault("runs", {})[args.label] = {
-        "code": commit, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    save_run(args.out, {"benchmark": "resume at scale (evals/bench_resume.py): read_done on a finished job's output",
+                        "lm": "none (no LM call: deciding what is left)", "simulated": False},
+             args.label, commit, rows)
 
 
 if __name__ == "__main__":
