@@ -329,7 +329,9 @@ def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_K
     O(1) resume: with `repair`, the ids are also written to ``OUT.ids`` (`ids_path`), whose header
     records the file's inode, size, mtime and a hash of its last bytes. The next call takes the ids of
     the part of the file the index covers from it and reads only the lines appended since; a missing,
-    unreadable or stale index (the file was rewritten or cut) falls back to one full pass."""
+    unreadable or stale index (the file was rewritten or cut) falls back to one full pass. The verdict
+    writer of `apply.stream` keeps the index current as it writes (`DoneIndex`), so after a run this
+    reads the index (and the last indexed line, to check it) only."""
     path = Path(out_path)
     state = ResumeState(ids=set())
     if not path.exists():
