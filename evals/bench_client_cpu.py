@@ -12,6 +12,8 @@ the simulated GPU, is what limits throughput), then ``rubricforge judge --preset
 - ``ingest_cpu_ms_per_item``: the CPU of ``rubricforge stats`` on the same file (the same loader), the
   part of the above that reading the input costs (issue 20, item 1, works on it);
 - ``throughput_per_s``: verdicts over the batch's own wall time, as the command prints it;
+- ``render_cpu_ms_per_trajectory_server`` / ``_embedded``: `render_trajectory` alone on the same
+  trajectories (loaded beforehand, fresh process) under each preset;
 - ``library_cpu_ms_per_verdict`` / ``library_throughput_per_s``: the same judging through the library
   (``judge_stream`` on trajectories loaded beforehand, a fresh simulator, a fresh process): the CPU of the
   judging path alone (render, request, parse, verdict line), without interpreter start and loading.
@@ -122,6 +124,37 @@ def library_run(code: Path, sim: harness.SimProcess, data: Path, out: Path, conc
             "library_cpu_ms_per_verdict": round(1000 * got["cpu_s"] / got["judged"], 3)}
 
 
+RENDER = """
+import json, resource, sys
+from rubricforge_dspy.core.presets import EMBEDDED, SERVER
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+trajectories = load_trajectories(sys.argv[1])
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+out = {}
+for preset in (SERVER, EMBEDDED):
+    config = RenderConfig.of(preset)
+    before = cpu()
+    for trajectory in trajectories:
+        render_trajectory(trajectory, config)
+    out[preset.name] = cpu() - before
+print(json.dumps({"n": len(trajectories), **out}))
+"""
+
+
+def render_cpu(code: Path, data: Path) -> dict:
+    """CPU of `render_trajectory` alone over `data` (loaded beforehand), per trajectory, under the server
+    and embedded presets: the part of the judging path that rendering costs."""
+    run = _run([sys.executable, "-c", RENDER, str(data)], code)
+    if run["returncode"] != 0:
+        raise RuntimeError(f"render failed: {run['stderr'][-2000:]}")
+    got = json.loads(run["stdout"].strip().splitlines()[-1])
+    return {f"render_cpu_ms_per_trajectory_{name}": round(1000 * got[name] / got["n"], 3)
+            for name in ("server", "embedded")}
+
+
 def _commit(code: Path) -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=code,
@@ -147,7 +180,7 @@ def main(argv=None) -> int:
     for n in args.n:
         data = work / f"trajectories-{n}.jsonl"
         dataset = harness.write_repeated(n, data)
-        ingest = ingest_cpu(code, data, n)
+        ingest = {**ingest_cpu(code, data, n), **render_cpu(code, data)}
         for concurrency in args.concurrency:
             sim = harness.start_simulator("--speedup", str(args.speedup))
             row = {"n": n, **judge_run(code, sim, data, work / f"verdicts-{n}-c{concurrency}.jsonl", concurrency),
@@ -163,7 +196,8 @@ def main(argv=None) -> int:
             runs.append(row)
             print(f"[client-cpu {args.label}] n={n} c={concurrency}: {row['throughput_per_s']:.1f} verdicts/s, "
                   f"{row['client_cpu_ms_per_verdict']:.2f} ms CPU per verdict "
-                  f"(ingest {row['ingest_cpu_ms_per_item']:.2f} ms per item); library: "
+                  f"(ingest {row['ingest_cpu_ms_per_item']:.2f} ms per item, render "
+                  f"{row['render_cpu_ms_per_trajectory_server']:.2f} ms); library: "
                   f"{row['library_throughput_per_s']:.1f} verdicts/s, {row['library_cpu_ms_per_verdict']:.2f} ms", file=sys.stderr)
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}

@@ -32,7 +32,8 @@ from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 
-__all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
+__all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "DoneIndex",
+           "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
            "job_path", "lock_path", "output_lock", "input_fingerprint", "checked_input", "claim_output"]
 
 JOB_SUFFIX = ".job.json"
@@ -159,10 +160,11 @@ class ResumeState:
     fingerprints: set = field(default_factory=set)
     retried: int = 0  # abstentions for LM errors found in the file, asked again
     from_index: int = 0  # ids taken from the done index (``OUT.ids``) instead of re-reading their lines
+    lines_read: int = 0  # verdict lines of the output read to decide (0: the index said everything)
 
 
 IDS_SUFFIX = ".ids"
-_INDEX_VERSION = 1
+_INDEX_VERSION = 2  # 2: entries appended by the writer after the snapshot (`DoneIndex`)
 _PROBE = 4096  # bytes before the covered end whose hash tells the same file from a rewritten one
 
 
@@ -180,11 +182,18 @@ def _probe(handle, end: int) -> str:
 
 def _load_index(path: Path) -> tuple[dict, list] | None:
     """The done index of `path` when it still describes the file's first ``covered`` bytes, else None
-    (missing, unreadable, another version, or stale: the file was rewritten or cut since)."""
+    (missing, unreadable, another version, or stale: the file was rewritten or cut since).
+
+    The index is a header line, the snapshot's ids (a JSON array line), then what `DoneIndex` appended:
+    a ``{"fingerprint": ...}`` line before its first id, and one ``[id, start, end]`` line per verdict
+    line written at bytes ``[start, end)`` of `path` (a final line cut by a kill is ignored). The
+    header's ``covered`` then becomes the last entry's ``end``, once that line of `path` is read back and
+    holds that id."""
     try:
         with ids_path(path).open("rb") as handle:
             header = orjson.loads(handle.readline())
-            ids = orjson.loads(handle.read())
+            ids = orjson.loads(handle.readline())
+            appended = handle.read().split(b"\n")[:-1]  # the last piece: empty, or an entry cut by a kill
         stat = path.stat()
         if header.get("version") != _INDEX_VERSION or not isinstance(ids, list) or len(ids) != header["count"]:
             return None
@@ -195,8 +204,29 @@ def _load_index(path: Path) -> tuple[dict, list] | None:
             with path.open("rb") as handle:  # appended to (or touched) since: is the covered part the same?
                 if _probe(handle, covered) != header["probe"]:
                     return None
+        last = None
+        for raw in appended:
+            entry = orjson.loads(raw)
+            if isinstance(entry, dict):
+                header["fingerprints"] = [*header["fingerprints"], entry["fingerprint"]]
+                continue
+            ident, start, end = entry
+            if not isinstance(ident, str) or start != covered or end <= start:
+                return None  # entries chain from the covered end, one line each
+            ids.append(ident)
+            covered, last = end, entry
+        if last is not None:
+            ident, start, end = last
+            if stat.st_size < end:
+                return None
+            with path.open("rb") as handle:  # the last entry's line must be where the index says
+                handle.seek(start)
+                line = handle.read(end - start)
+            if not line.endswith(b"\n") or orjson.loads(line).get("id") != ident:
+                return None
+        header["covered"] = covered
         return header, ids
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -212,8 +242,55 @@ def _write_index(path: Path, ids: Iterable[str], fingerprints: set) -> None:
               "fingerprints": sorted(fingerprints, key=str)}
     target = ids_path(path)
     temporary = target.with_name(target.name + ".tmp")
-    temporary.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(ids))
+    temporary.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(ids) + b"\n")
     os.replace(temporary, target)
+
+
+class DoneIndex:
+    """The done index (``OUT.ids``) kept current by the verdict writer, so the next `read_done` reads
+    the index only: opened after `read_done` (with the output's lock held), it rewrites the snapshot
+    of the ids done so far, then `add` appends one ``[id, start, end]`` entry per verdict line written.
+
+    An abstention for an LM error is not done (the next resume asks again, rewriting the file through
+    the full pass): `add` with ``done=False`` stops the appends, so that line and every later one are
+    read back from the output (`_tail`) by the next resume. A kill between a verdict line and its entry
+    leaves the line to that tail read too; a kill mid-entry leaves a cut last line the reader ignores.
+
+    Args:
+        out_path: the verdict file ``OUT`` (it must exist: the writer creates it before).
+        done: what `read_done` returned for it.
+        fingerprint: the judge fingerprint of the verdicts this run writes.
+    """
+
+    def __init__(self, out_path, done: ResumeState, fingerprint: str | None):
+        self._path = Path(out_path)
+        _write_index(self._path, done.ids, done.fingerprints)
+        self._end = self._path.stat().st_size
+        self._fingerprint = fingerprint
+        self._fd: int | None = os.open(ids_path(self._path), os.O_WRONLY | os.O_APPEND)
+        self._started = False
+
+    def add(self, ident: str, size: int, done: bool = True) -> None:
+        """Record that a verdict line of `size` bytes for `ident` was appended to the output."""
+        start, self._end = self._end, self._end + size
+        if self._fd is None:
+            return
+        if not done:
+            self.close()
+            return
+        data = orjson.dumps([ident, start, self._end]) + b"\n"
+        if not self._started:
+            data = orjson.dumps({"fingerprint": self._fingerprint}) + b"\n" + data
+            self._started = True
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
+    def close(self) -> None:
+        """Stop appending (idempotent)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
 def _tail(path: Path, start: int, known: set, retry_kinds: frozenset) -> tuple[list[dict], int, int] | None:
@@ -252,7 +329,9 @@ def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_K
     O(1) resume: with `repair`, the ids are also written to ``OUT.ids`` (`ids_path`), whose header
     records the file's inode, size, mtime and a hash of its last bytes. The next call takes the ids of
     the part of the file the index covers from it and reads only the lines appended since; a missing,
-    unreadable or stale index (the file was rewritten or cut) falls back to one full pass."""
+    unreadable or stale index (the file was rewritten or cut) falls back to one full pass. The verdict
+    writer of `apply.stream` keeps the index current as it writes (`DoneIndex`), so after a run this
+    reads the index (and the last indexed line, to check it) only."""
     path = Path(out_path)
     state = ResumeState(ids=set())
     if not path.exists():
@@ -266,6 +345,7 @@ def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_K
     except VerdictLineError as error:
         raise BatchOutputError(f"cannot resume {path}, line {error.line}: {error}; refusing to append to it") from error
     state.repaired_bytes = index.torn_bytes
+    state.lines_read = len(index)
     kept = []
     for ident, record in index.items():
         if record["abstained"] and record.get("error_kind") in retry_kinds:
@@ -302,6 +382,7 @@ def _resume_from_index(path: Path, state: ResumeState, retry_kinds: frozenset) -
     if tail is None:
         return None
     records, torn, _ = tail
+    state.lines_read = len(records)
     state.ids = known
     state.from_index = len(ids)
     state.fingerprints = set(header["fingerprints"]) | {r.get("judge_fingerprint") for r in records}

@@ -43,7 +43,8 @@ from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
 from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
-from rubricforge_dspy.apply.job import BatchOutputError, checked_input, claim_output, output_lock, read_done
+from rubricforge_dspy.apply.job import (BatchOutputError, DoneIndex, ResumeState, checked_input, claim_output,
+                                        output_lock, read_done)
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -178,19 +179,28 @@ class UsageTotals:
 # -- the batch -------------------------------------------------------------------------------------
 
 class _Writer:
-    """Appends verdict lines: one unbuffered write per line, fsync every `fsync_every` lines."""
+    """Appends verdict lines: one unbuffered write per line, fsync every `fsync_every` lines; each
+    written id goes to the done index (`DoneIndex`, ``OUT.ids``) after its line, so the next resume
+    reads the index only."""
 
-    def __init__(self, path: Path, fsync_every: int):
+    def __init__(self, path: Path, fsync_every: int, done: ResumeState, fingerprint: str | None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._fsync_every = fsync_every
         self._unsynced = 0
+        try:
+            self._index = DoneIndex(path, done, fingerprint)
+        except BaseException:
+            os.close(self._fd)
+            raise
 
     def write(self, record: dict) -> None:
         data = orjson.dumps(record) + b"\n"
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view):]
+        self._index.add(record["id"], len(data),
+                        done=not (record["abstained"] and record.get("error_kind") in LM_ERROR_KINDS))
         self._unsynced += 1
         if self._fsync_every and self._unsynced >= self._fsync_every:
             os.fsync(self._fd)
@@ -198,6 +208,7 @@ class _Writer:
 
     def close(self) -> None:
         try:
+            self._index.close()
             os.fsync(self._fd)
         finally:
             os.close(self._fd)
@@ -397,7 +408,7 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
     summary = BatchSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes, retried=done.retried,
                            program_sha256=program, judge_fingerprint=fingerprint.sha256, model=model)
     tracker = UsageTotals()
-    writer = _Writer(out_path, fsync_every)
+    writer = _Writer(out_path, fsync_every, done, fingerprint.sha256)
     bar = _progress_bar(progress, limit)
     window = 2 * concurrency
     pending: dict = {}

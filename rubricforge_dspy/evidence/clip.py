@@ -33,6 +33,8 @@ _FORMAT = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u
                      "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
                      "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
 _UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029]|" + _FORMAT.pattern)
+# any character one of the passes above would touch: text without one skips them all
+_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff" + _FORMAT.pattern[1:])
 _TRAILING = re.compile(r"[ \t]+\n")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 TEXT_MARKER = "[... {n} chars elided ...]"
@@ -44,12 +46,18 @@ STRING_MARKER = " ... {n} chars ... "
 def sanitize(text: str) -> tuple[str, int]:
     """`text` with control characters removed and blank-line runs collapsed; and how many control
     characters (an ANSI escape sequence counts as one) were removed."""
-    text = _LINE_SEPARATORS.sub("\n", str(text))
-    text, ansi = _ANSI.subn("", text)
-    text, control = _CONTROL.subn("", text)
-    text, invisible = _FORMAT.subn("", text)
-    text = _SURROGATE.sub("\ufffd", text)  # undecodable bytes a loader kept: not valid text for an LM
-    text = _BLANK_RUNS.sub("\n\n", _TRAILING.sub("\n", text))
+    text = str(text)
+    ansi = control = invisible = 0
+    if _SPECIAL.search(text) is not None:
+        text = _LINE_SEPARATORS.sub("\n", text)
+        text, ansi = _ANSI.subn("", text)
+        text, control = _CONTROL.subn("", text)
+        text, invisible = _FORMAT.subn("", text)
+        text = _SURROGATE.sub("\ufffd", text)  # undecodable bytes a loader kept: not valid text for an LM
+    if " \n" in text or "\t\n" in text:
+        text = _TRAILING.sub("\n", text)
+    if "\n\n\n" in text:
+        text = _BLANK_RUNS.sub("\n\n", text)
     return text.strip("\n").rstrip(), ansi + control + invisible
 
 

@@ -97,6 +97,8 @@ def neutralize(text: str) -> tuple[str, int]:
     Returns:
         The neutralized text and the number of replacements.
     """
+    if "#" not in text and "\uff03" not in text:  # both patterns need a hash sign
+        return text, 0
     text, opened = _FIELD_OPEN.subn(lambda m: m.group().translate(_TO_PARENS), text)
     text, closed = _FIELD_CLOSE.subn(lambda m: m.group().translate(_TO_PARENS), text)
     return text, opened + closed
@@ -237,9 +239,15 @@ def _clean(content) -> tuple[str, int]:
     return neutralize(body)[0], removed
 
 
+def _clean_step(step: Step) -> tuple[tuple[str, int], tuple[str, int] | None]:
+    """The step's content and (when it has any) arguments cleaned (`_clean`): done once per render."""
+    arguments = None if step.arguments is None else _clean(_format_arguments(step.arguments))
+    return _clean(step.content), arguments
+
+
 def _part(number: int | None, label: str, content, fence: tuple[str, str], *, open: str = " ",
-          close: str = "", quoted: bool = True) -> _Part:
-    body, removed = _clean(content)
+          close: str = "", quoted: bool = True, cleaned: tuple[str, int] | None = None) -> _Part:
+    body, removed = _clean(content) if cleaned is None else cleaned
     note = CONTROL_NOTE.format(n=removed) if removed else ""
     prefix = f"[{number}] {label}" if number is not None else label
     return _Part(prefix, body, note, open, close, fence, quoted)
@@ -249,25 +257,28 @@ def _fence(nonce: str) -> tuple[str, str]:
     return f"<{nonce}>", f"</{nonce}>"
 
 
-def _step_part(number: int, step: Step, fence: tuple[str, str]) -> _Part:
+def _step_part(number: int, step: Step, fence: tuple[str, str],
+               cleaned: tuple[tuple[str, int], tuple[str, int] | None] | None = None) -> _Part:
+    content, arguments = _clean_step(step) if cleaned is None else cleaned
     if step.kind == "tool_call":
-        return _part(number, f"TOOL CALL {safe_name(step.tool_name)}(", _format_arguments(step.arguments), fence,
-                     open="", close=")")
+        return _part(number, f"TOOL CALL {safe_name(step.tool_name)}(", None, fence, open="", close=")",
+                     cleaned=("", 0) if arguments is None else arguments)
     if step.kind == "tool_result":
         status = " (ERROR)" if step.is_error else ""
         name = f" {safe_name(step.tool_name)}" if step.tool_name else ""
-        return _part(number, f"TOOL RESULT{name}{status}:", step.content, fence)
+        return _part(number, f"TOOL RESULT{name}{status}:", None, fence, cleaned=content)
     label = {"user": "USER", "assistant": "ASSISTANT", "final_answer": "FINAL ANSWER"}[step.kind]
-    return _part(number, f"{label}:", step.content, fence)
+    return _part(number, f"{label}:", None, fence, cleaned=content)
 
 
-def _pieces(steps) -> list[str]:
-    """Every text of `steps` the render shows, as it shows it (sanitized, neutralized, names made safe)."""
+def _pieces(steps, cleaned: list | None = None) -> list[str]:
+    """Every text of `steps` the render shows, as it shows it (sanitized, neutralized, names made safe);
+    `cleaned`: the steps' `_clean_step` results when the caller has them."""
     out = []
-    for step in steps:
-        out.append(_clean(step.content)[0])
-        if step.arguments is not None:
-            out.append(_clean(_format_arguments(step.arguments))[0])
+    for step, (content, arguments) in zip(steps, cleaned or map(_clean_step, steps)):
+        out.append(content[0])
+        if arguments is not None:
+            out.append(arguments[0])
         if step.tool_name:
             out.append(safe_name(step.tool_name))
     return out
@@ -276,7 +287,8 @@ def _pieces(steps) -> list[str]:
 def render_step(number: int, step: Step, max_tokens: int | None = None) -> str:
     """One step, e.g. ``[4] TOOL RESULT book_reservation (ERROR): <q>...</q>``; its content quoted (a
     nonce of this step alone) and cut to `max_tokens` estimated tokens when given."""
-    part = _step_part(number, step, _fence(quote_nonce(_pieces([step]))))
+    cleaned = _clean_step(step)
+    part = _step_part(number, step, _fence(quote_nonce(_pieces([step], [cleaned]))), cleaned)
     return part.text(part.body if max_tokens is None else part.cut(max_tokens - part.fixed))
 
 
@@ -301,11 +313,14 @@ def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None
         long steps are clipped and, when that is not enough, steps in the middle are elided with a marker.
     """
     config = config or RenderConfig()
-    nonce = quote_nonce(_pieces(trajectory.steps))
+    cleaned = [_clean_step(step) for step in trajectory.steps]
+    nonce = quote_nonce(_pieces(trajectory.steps, cleaned))
     fence = _fence(nonce)
-    steps = [_step_part(i, step, fence) for i, step in enumerate(trajectory.steps, 1)]
-    final = next((s for s in reversed(trajectory.steps) if s.kind == "final_answer"), None)
-    footer = _part(None, "FINAL ANSWER:", final.content if final else "(none)", fence, quoted=final is not None)
+    steps = [_step_part(i, step, fence, c) for i, (step, c) in enumerate(zip(trajectory.steps, cleaned), 1)]
+    final = next((i for i in range(len(trajectory.steps) - 1, -1, -1) if trajectory.steps[i].kind == "final_answer"),
+                 None)
+    footer = _part(None, "FINAL ANSWER:", "(none)", fence, quoted=final is not None,
+                   cleaned=None if final is None else cleaned[final][0])
     header = f"{HEADER.format(q=nonce)}\nCOUNTERS: {render_counters(trajectory)}\nEVENTS:"
     budget = config.max_tokens - estimate_tokens(header) - 1
     for _ in range(8):  # the estimate of the joined text is at most the sum of the parts; re-fit if not
