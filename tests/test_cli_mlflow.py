@@ -21,7 +21,7 @@ from rubricforge_dspy.core.errors import InputError  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.program.store import freeze  # noqa: E402
 from tests.helpers import REPO  # noqa: E402
-from tests.test_integrations_mlflow import human, run_agent  # noqa: E402
+from tests.test_integrations_mlflow import human, local_store, run_agent  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -35,9 +35,7 @@ def parser() -> argparse.ArgumentParser:
 
 @pytest.fixture
 def store(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment("cli")
+    uri = local_store(tmp_path, "cli")
     ids = [run_agent(task, fail=task == 1) for task in range(3)]
     mlflow.flush_trace_async_logging()
     human(ids[0], True)

@@ -82,6 +82,17 @@ def server(tmp_path_factory):
         log.close()
 
 
+
+def local_store(tmp_path, name: str) -> str:
+    """A SQLite tracking store in `tmp_path` whose experiment keeps its artifacts (trace data) there too, not
+    in ./mlruns of the working directory (MLflow's default artifact root for a local store)."""
+    uri = f"sqlite:///{tmp_path / (name + '.db')}"
+    mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(name) is None:
+        mlflow.create_experiment(name, artifact_location=(tmp_path / "artifacts").as_uri())
+    mlflow.set_experiment(name)
+    return uri
+
 def run_agent(task: int, fail: bool, note: str = "") -> str:
     """A small scripted agent traced with MLflow's API: an LLM call asking for a tool, the tool (raising
     when `fail`), a final answer. Returns the trace id."""
@@ -297,8 +308,7 @@ def test_scorer_offline_with_scripted_lm(tmp_path):
 
     program = tmp_path / "seed.json"
     freeze(TrajectoryJudge(), program, lm="scripted")
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'local.db'}")
-    mlflow.set_experiment("offline")
+    local_store(tmp_path, "offline")
     trace_id = run_agent(1, fail=True)
     mlflow.flush_trace_async_logging()
     trace = mlflow.get_trace(trace_id)
@@ -319,9 +329,7 @@ def test_scorer_offline_with_scripted_lm(tmp_path):
 
 
 def test_bad_or_disagreeing_human_labels_stop_the_load_naming_the_trace(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'labels.db'}"
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment("labels")
+    uri = local_store(tmp_path, "labels")
     unsure = run_agent(1, fail=False)
     mlflow.flush_trace_async_logging()
     human(unsure, "maybe")
