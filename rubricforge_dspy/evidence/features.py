@@ -49,6 +49,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from rubricforge_dspy.evidence.symptoms import extract_symptoms, heuristic_verdict
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Source, Trajectory
 
 __all__ = ["FEATURES", "LENGTH_FEATURES", "observable_only", "feature_values", "feature_matrix", "FeatureTable",
@@ -186,6 +187,16 @@ class FeatureTable:
         return FeatureTable(pick(self.ids), pick(self.task_ids), pick(self.domains), pick(self.agents),
                             self.labels[idx], self.rewards[idx], self.n_steps[idx], self.x[idx],
                             self.heuristic_passed[idx], self.heuristic_score[idx])
+
+    def require_labels(self, needed_by: str) -> "FeatureTable":
+        """This table, when every item is labeled; else `InputError` counting the unlabeled items and
+        naming the first one's id (what `core.trajectory.require_labels` says of a list)."""
+        missing = np.flatnonzero(self.labels < 0)
+        if len(missing):
+            raise InputError(f"{needed_by} needs labels, but {len(missing)} of {len(self)} trajectories have none "
+                             f"(label=None; first: {self.ids[missing[0]]!r}); join labels by id (--labels FILE / "
+                             "join_labels) or leave the unlabeled ones out (`labeled_only`)")
+        return self
 
     def row(self, i: int) -> TableRow:
         label = int(self.labels[i])

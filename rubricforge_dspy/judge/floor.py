@@ -38,7 +38,7 @@ from rubricforge_dspy.evidence.features import (FEATURES, LENGTH_FEATURES, Featu
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
 from rubricforge_dspy.lm.fingerprint import digest
-from rubricforge_dspy.core.trajectory import Trajectory, UnlabeledError, require_labels
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
 
 __all__ = ["FloorError", "LogisticModel", "fit_logistic", "SymptomFloor", "FloorJudge", "checked_features",
@@ -156,12 +156,9 @@ class SymptomFloor:
             name: str | None = None) -> "SymptomFloor":
         """Fit on labeled `trajectories` (their labels, and their steps through `feature_matrix`), or on a
         `FeatureTable` of them (the same numbers, computed once); an unlabeled one (``label=None``) raises
-        `UnlabeledError`."""
-        table = trajectories if isinstance(trajectories, FeatureTable) \
+        `UnlabeledError` (`InputError` for a table)."""
+        table = trajectories.require_labels("the floor fit") if isinstance(trajectories, FeatureTable) \
             else FeatureTable.build(require_labels(trajectories, "the floor fit"))
-        if (table.labels < 0).any():
-            raise UnlabeledError(f"the floor fit needs labels; {int((table.labels < 0).sum())} item(s) of the "
-                                 "table have none (build it from labeled trajectories)")
         features = check_names(features)
         name = name or (LENGTH_ONLY if features == LENGTH_FEATURES else FLOOR)
         model = fit_logistic(table.matrix(features), table.labels.tolist(), features)

@@ -24,7 +24,7 @@ from rubricforge_dspy import metrics
 from rubricforge_dspy.core.judge_names import FLOOR, FLOOR_FOLDS, FLOOR_RESAMPLES, GIVEAWAY_RULE, LENGTH_ONLY, gives_away
 from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
-from rubricforge_dspy.core.trajectory import Trajectory, UnlabeledError, require_labels
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
@@ -41,10 +41,7 @@ Items = Sequence[Trajectory] | FeatureTable
 def _table(items: Items, needed_by: str) -> FeatureTable:
     """`items` as a `FeatureTable` (built once from a list, after checking every item is labeled)."""
     if isinstance(items, FeatureTable):
-        if (items.labels < 0).any():
-            raise UnlabeledError(f"{needed_by} needs labels; {int((items.labels < 0).sum())} item(s) of the "
-                                 "table have none (build it from labeled trajectories)")
-        return items
+        return items.require_labels(needed_by)
     return FeatureTable.build(require_labels(items, needed_by))
 
 
