@@ -15,7 +15,7 @@ from rubricforge_dspy.core.judge_names import LENGTH_ONLY, giveaway_sentence
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR_FOLDS, FLOOR_RESAMPLES
 
-__all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "format_floor_report"]
+__all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "load_table", "format_floor_report"]
 
 
 def load_labeled(args) -> tuple[list, dict]:
@@ -32,6 +32,42 @@ def load_labeled(args) -> tuple[list, dict]:
     dropped = {"skipped_records": len(data.report.skipped), "unlabeled_left_out": data.left_out,
                "labels_not_in_data": join["label_ids_without_trajectory"] if join else 0}
     return data.trajectories, dropped
+
+
+def load_table(args):
+    """The `evidence.features.FeatureTable` of the labeled trajectories of ``--data`` (``--labels`` joined),
+    built in one streaming pass (`data_options.stream_data`): no `Trajectory` is kept, so memory grows by
+    a few hundred bytes per item. Unlabeled trajectories are left out and counted, with the messages of
+    `load_data(need_labels=True)`; returns ``(table, dropped)`` as `load_labeled` does."""
+    from rubricforge_dspy.cli.data_options import stream_data
+    from rubricforge_dspy.evidence.features import FeatureTableBuilder
+    from rubricforge_dspy.judge.floor import FloorError
+
+    builder, seen, first = FeatureTableBuilder(), 0, None
+    try:
+        data = stream_data(args)
+        for trajectory in data.trajectories:
+            seen += 1
+            first = first or trajectory
+            if trajectory.label is not None:
+                builder.add(trajectory)
+        table = builder.finish()
+        left_out = seen - len(table)
+        if not len(table):  # the words of `load_data(need_labels=True)`
+            raise InputError(f"all {seen} trajectories have no label"
+                             + (f" (first: {first.id} from {first.source.file})" if first else "")
+                             + f"; {getattr(args, 'command', None) or 'this command'} needs labels: join them by id "
+                             "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
+                             "as generic JSONL with a reward per record (docs/FORMAT.md)")
+    except InputError as error:
+        raise FloorError(str(error)) from None
+    if left_out:
+        print(f"WARNING: {left_out} unlabeled trajectories left out (no label in the data or the labels "
+              f"file); using the {len(table)} labeled ones", file=sys.stderr)
+    join = data.join.to_dict() if data.join is not None else None
+    dropped = {"skipped_records": len(data.report.skipped), "unlabeled_left_out": left_out,
+               "labels_not_in_data": join["label_ids_without_trajectory"] if join else 0}
+    return table, dropped
 
 
 def _rate(row: dict, key: str, ci: str | None = None) -> str:
@@ -66,7 +102,7 @@ def cmd_floor(args) -> int:
     from rubricforge_dspy.judge.floor import SymptomFloor
     from rubricforge_dspy.trust.floor_cv import floor_report, write_cv_verdicts
 
-    trajectories, dropped = load_labeled(args)
+    trajectories, dropped = load_table(args)  # one streaming pass; the features are computed once per item
     report = floor_report(trajectories, n_splits=args.folds, seed=args.seed, n_resamples=args.resamples)
     report = {"data": [str(p) for p in args.data], "labels": args.labels,
               "label_threshold": None if args.label_threshold is None else str(args.label_threshold),

@@ -43,14 +43,17 @@ text-only ReAct logs (WebShop) count their observations once the loader marks th
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from rubricforge_dspy.evidence.symptoms import extract_symptoms
+from rubricforge_dspy.evidence.symptoms import extract_symptoms, heuristic_verdict
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Source, Trajectory
 
-__all__ = ["FEATURES", "LENGTH_FEATURES", "observable_only", "feature_values", "feature_matrix"]
+__all__ = ["FEATURES", "LENGTH_FEATURES", "observable_only", "feature_values", "feature_matrix", "FeatureTable",
+           "TableRow", "FeatureTableBuilder"]
 
 FEATURES: tuple[str, ...] = (
     "tool_errors", "tool_error_rate", "failed_lookups", "failed_commits", "successful_commits",
@@ -105,3 +108,135 @@ def feature_matrix(trajectories: Iterable[Trajectory], names: Iterable[str] = FE
     names = check_names(names)
     rows = [feature_values(t) for t in trajectories]
     return np.array([[row[n] for n in names] for row in rows], dtype=np.float64).reshape(len(rows), len(names))
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """What a verdict line (`core.verdict.verdict_line`) reads of one trajectory, kept by a `FeatureTable`:
+    its identity, ground truth and step count (``steps`` is ``range(n_steps)``: only the length is kept)."""
+
+    id: str
+    task_id: str
+    domain: str
+    agent: str
+    n_steps: int
+    label: int | None
+    reward: float | None
+
+    @property
+    def steps(self) -> range:
+        return range(self.n_steps)
+
+
+@dataclass(frozen=True)
+class FeatureTable:
+    """The floor's compact view of labeled data: per item its identity, label, reward, step count, every
+    feature of `FEATURES` (a float row) and the Heuristic's verdict (`symptoms.heuristic_verdict`), and no
+    `Trajectory` (so `rubricforge floor` holds a few hundred bytes per item, whatever the steps' size).
+    Build it in one pass with `FeatureTableBuilder` or `FeatureTable.build`; `take` selects rows (a fold).
+
+    Attributes:
+        ids, task_ids, domains, agents: tuples of strings, one per item.
+        labels: int64 array of 0/1 (-1 for an unlabeled item).
+        rewards: float64 array (nan when there is none).
+        n_steps: int64 array.
+        x: the ``(n, len(FEATURES))`` float64 feature matrix, columns in `FEATURES` order.
+        heuristic_passed: bool array; heuristic_score: float64 array.
+    """
+
+    ids: tuple[str, ...]
+    task_ids: tuple[str, ...]
+    domains: tuple[str, ...]
+    agents: tuple[str, ...]
+    labels: np.ndarray
+    rewards: np.ndarray
+    n_steps: np.ndarray
+    x: np.ndarray
+    heuristic_passed: np.ndarray
+    heuristic_score: np.ndarray
+
+    @classmethod
+    def build(cls, trajectories: Iterable[Trajectory]) -> "FeatureTable":
+        """The table of `trajectories`, read once in order (an iterator is fine)."""
+        builder = FeatureTableBuilder()
+        for trajectory in trajectories:
+            builder.add(trajectory)
+        return builder.finish()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def groups(self) -> list[str]:
+        """Each item's task, ``domain/task_id`` (the cross-validation groups)."""
+        return [f"{d}/{t}" for d, t in zip(self.domains, self.task_ids)]
+
+    @property
+    def n_tasks(self) -> int:
+        return len(set(zip(self.domains, self.task_ids)))
+
+    def matrix(self, names: Iterable[str] = FEATURES) -> np.ndarray:
+        """The ``(n, len(names))`` columns `names` (what `feature_matrix` returns for the same items)."""
+        names = check_names(names)
+        return np.ascontiguousarray(self.x[:, [FEATURES.index(n) for n in names]])
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> "FeatureTable":
+        """The rows at `indices`, in that order."""
+        idx = np.asarray(indices, dtype=np.int64)
+        pick = lambda values: tuple(values[i] for i in idx)  # noqa: E731
+        return FeatureTable(pick(self.ids), pick(self.task_ids), pick(self.domains), pick(self.agents),
+                            self.labels[idx], self.rewards[idx], self.n_steps[idx], self.x[idx],
+                            self.heuristic_passed[idx], self.heuristic_score[idx])
+
+    def require_labels(self, needed_by: str) -> "FeatureTable":
+        """This table, when every item is labeled; else `InputError` counting the unlabeled items and
+        naming the first one's id (what `core.trajectory.require_labels` says of a list)."""
+        missing = np.flatnonzero(self.labels < 0)
+        if len(missing):
+            raise InputError(f"{needed_by} needs labels, but {len(missing)} of {len(self)} trajectories have none "
+                             f"(label=None; first: {self.ids[missing[0]]!r}); join labels by id (--labels FILE / "
+                             "join_labels) or leave the unlabeled ones out (`labeled_only`)")
+        return self
+
+    def row(self, i: int) -> TableRow:
+        label = int(self.labels[i])
+        reward = float(self.rewards[i])
+        return TableRow(self.ids[i], self.task_ids[i], self.domains[i], self.agents[i], int(self.n_steps[i]),
+                        None if label < 0 else label, None if math.isnan(reward) else reward)
+
+    def rows(self) -> list[TableRow]:
+        return [self.row(i) for i in range(len(self))]
+
+
+class FeatureTableBuilder:
+    """Accumulates a `FeatureTable` one trajectory at a time (`add`), keeping only its numbers and names."""
+
+    def __init__(self):
+        self._strings: tuple[list[str], ...] = ([], [], [], [])
+        self._labels: list[int] = []
+        self._rewards: list[float] = []
+        self._n_steps: list[int] = []
+        self._rows: list[np.ndarray] = []
+        self._passed: list[bool] = []
+        self._scores: list[float] = []
+
+    def add(self, trajectory: Trajectory) -> None:
+        values = feature_values(trajectory)
+        passed, score, _ = heuristic_verdict(trajectory)
+        for column, value in zip(self._strings, (trajectory.id, trajectory.task_id, trajectory.domain,
+                                                 trajectory.agent)):
+            column.append(value)
+        self._labels.append(-1 if trajectory.label is None else int(trajectory.label))
+        self._rewards.append(float("nan") if trajectory.reward is None else float(trajectory.reward))
+        self._n_steps.append(len(trajectory.steps))
+        self._rows.append(np.array([values[n] for n in FEATURES], dtype=np.float64))
+        self._passed.append(bool(passed))
+        self._scores.append(float(score))
+
+    def finish(self) -> FeatureTable:
+        n = len(self._labels)
+        x = np.array(self._rows, dtype=np.float64).reshape(n, len(FEATURES))
+        ids, tasks, domains, agents = (tuple(column) for column in self._strings)
+        return FeatureTable(ids, tasks, domains, agents, np.array(self._labels, dtype=np.int64),
+                            np.array(self._rewards, dtype=np.float64), np.array(self._n_steps, dtype=np.int64), x,
+                            np.array(self._passed, dtype=bool), np.array(self._scores, dtype=np.float64))

@@ -33,8 +33,8 @@ import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
-from rubricforge_dspy.evidence.features import (FEATURES, LENGTH_FEATURES, check_names, feature_matrix,
-                                                feature_values)
+from rubricforge_dspy.evidence.features import (FEATURES, LENGTH_FEATURES, FeatureTable, check_names,
+                                                feature_matrix, feature_values)
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
 from rubricforge_dspy.lm.fingerprint import digest
@@ -152,16 +152,17 @@ class SymptomFloor:
     trained_on: dict = field(default_factory=dict)
 
     @classmethod
-    def fit(cls, trajectories: Iterable[Trajectory], features: Sequence[str] = FEATURES,
+    def fit(cls, trajectories: Iterable[Trajectory] | FeatureTable, features: Sequence[str] = FEATURES,
             name: str | None = None) -> "SymptomFloor":
-        """Fit on labeled `trajectories` (their labels, and their steps through `feature_matrix`); an
-        unlabeled one (``label=None``) raises `UnlabeledError`."""
-        items = require_labels(trajectories, "the floor fit")
+        """Fit on labeled `trajectories` (their labels, and their steps through `feature_matrix`), or on a
+        `FeatureTable` of them (the same numbers, computed once); an unlabeled one (``label=None``) raises
+        `UnlabeledError` (`InputError` for a table)."""
+        table = trajectories.require_labels("the floor fit") if isinstance(trajectories, FeatureTable) \
+            else FeatureTable.build(require_labels(trajectories, "the floor fit"))
         features = check_names(features)
         name = name or (LENGTH_ONLY if features == LENGTH_FEATURES else FLOOR)
-        model = fit_logistic(feature_matrix(items, features), [t.label for t in items], features)
-        return cls(name, model, {"n": len(items), "positives": sum(t.label for t in items),
-                                 "tasks": len({(t.domain, t.task_id) for t in items})})
+        model = fit_logistic(table.matrix(features), table.labels.tolist(), features)
+        return cls(name, model, {"n": len(table), "positives": int(table.labels.sum()), "tasks": table.n_tasks})
 
     @classmethod
     def length_only(cls, trajectories: Iterable[Trajectory]) -> "SymptomFloor":
@@ -171,8 +172,10 @@ class SymptomFloor:
     def features(self) -> tuple[str, ...]:
         return self.model.inputs
 
-    def predict_proba(self, trajectories: Iterable[Trajectory]) -> np.ndarray:
-        """P(passed) of each trajectory."""
+    def predict_proba(self, trajectories: Iterable[Trajectory] | FeatureTable) -> np.ndarray:
+        """P(passed) of each trajectory (or each item of a `FeatureTable`)."""
+        if isinstance(trajectories, FeatureTable):
+            return self.model.predict(trajectories.matrix(self.features)) if len(trajectories) else np.zeros(0)
         items = list(trajectories)
         if not items:
             return np.zeros(0)

@@ -22,9 +22,8 @@ import numpy as np
 
 from rubricforge_dspy import metrics
 from rubricforge_dspy.core.judge_names import FLOOR, FLOOR_FOLDS, FLOOR_RESAMPLES, GIVEAWAY_RULE, LENGTH_ONLY, gives_away
-from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES
+from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
-from rubricforge_dspy.evidence.symptoms import heuristic_verdict
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
 
@@ -36,12 +35,24 @@ DEFAULT_FOLDS = FLOOR_FOLDS
 DEFAULT_RESAMPLES = FLOOR_RESAMPLES
 
 
-def task_groups(trajectories: Sequence[Trajectory]) -> list[str]:
-    """The group of each trajectory for splitting: its task, ``domain/task_id``."""
+Items = Sequence[Trajectory] | FeatureTable
+
+
+def _table(items: Items, needed_by: str) -> FeatureTable:
+    """`items` as a `FeatureTable` (built once from a list, after checking every item is labeled)."""
+    if isinstance(items, FeatureTable):
+        return items.require_labels(needed_by)
+    return FeatureTable.build(require_labels(items, needed_by))
+
+
+def task_groups(trajectories: Items) -> list[str]:
+    """The group of each trajectory (or `FeatureTable` item) for splitting: its task, ``domain/task_id``."""
+    if isinstance(trajectories, FeatureTable):
+        return trajectories.groups
     return [f"{t.domain}/{t.task_id}" for t in trajectories]
 
 
-def grouped_folds(trajectories: Sequence[Trajectory], n_splits: int = DEFAULT_FOLDS,
+def grouped_folds(trajectories: Items, n_splits: int = DEFAULT_FOLDS,
                   seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """(train indices, test indices) of each fold; no task is on both sides of any fold (see above).
     Fewer folds than asked when there are fewer tasks (or items of the larger class); at least two tasks
@@ -50,12 +61,16 @@ def grouped_folds(trajectories: Sequence[Trajectory], n_splits: int = DEFAULT_FO
 
     if n_splits < 2:
         raise FloorError(f"cross-validation needs at least 2 folds, got {n_splits}")
-    trajectories = require_labels(trajectories, "the floor's cross-validation")
+    if isinstance(trajectories, FeatureTable):
+        _table(trajectories, "the floor's cross-validation")
+        y = trajectories.labels
+    else:
+        trajectories = require_labels(trajectories, "the floor's cross-validation")
+        y = np.array([t.label for t in trajectories])
     groups = task_groups(trajectories)
     n_groups = len(set(groups))
     if n_groups < 2:
         raise FloorError(f"task-grouped cross-validation needs at least 2 tasks, got {n_groups}")
-    y = np.array([t.label for t in trajectories])
     # StratifiedGroupKFold needs some class with at least k members; fewer tasks give fewer folds
     k = min(n_splits, n_groups, int(np.bincount(y, minlength=2).max()))
     splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
@@ -79,24 +94,25 @@ class CrossValidated:
         return (self.scores >= PASS_THRESHOLD).astype(np.int64)
 
 
-def cross_validate(trajectories: Sequence[Trajectory], features: Sequence[str] = FEATURES, *,
+def cross_validate(trajectories: Items, features: Sequence[str] = FEATURES, *,
                    name: str | None = None, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
                    folds: list[tuple[np.ndarray, np.ndarray]] | None = None) -> CrossValidated:
-    """Out-of-fold scores of a `SymptomFloor` over `features`. A fold whose training part holds one class
-    scores its items with that training part's pass rate (counted in ``notes``)."""
-    items = list(trajectories)
-    folds = folds if folds is not None else grouped_folds(items, n_splits, seed)
-    scores = np.full(len(items), np.nan)
-    fold_of = np.full(len(items), -1, dtype=np.int64)
+    """Out-of-fold scores of a `SymptomFloor` over `features`, on labeled trajectories or their
+    `FeatureTable` (each item's features are computed once, not once per fold). A fold whose training
+    part holds one class scores its items with that training part's pass rate (counted in ``notes``)."""
+    folds = folds if folds is not None else grouped_folds(trajectories, n_splits, seed)
+    table = _table(trajectories, "the floor fit")
+    scores = np.full(len(table), np.nan)
+    fold_of = np.full(len(table), -1, dtype=np.int64)
     notes: list[str] = []
     name = name or (LENGTH_ONLY if tuple(features) == LENGTH_FEATURES else FLOOR)
     for number, (train, test) in enumerate(folds):
-        part = [items[i] for i in train]
+        part = table.take(train)
         try:
             model = SymptomFloor.fit(part, features, name)
-            scores[test] = model.predict_proba([items[i] for i in test])
+            scores[test] = model.predict_proba(table.take(test))
         except FloorError:
-            rate = float(np.mean([t.label for t in part])) if part else 0.0
+            rate = float(np.mean(part.labels.tolist())) if len(part) else 0.0
             scores[test] = rate
             notes.append(f"{name}: fold {number}'s training part holds one class; its {len(test)} item(s) "
                          f"scored with the training pass rate {rate:.2f}")
@@ -122,17 +138,18 @@ def _row(name: str, description: str, y: np.ndarray, verdicts: np.ndarray, score
     return {"judge": name, "description": description, **{k: summary[k] for k in keep}}
 
 
-def floor_report(trajectories: Sequence[Trajectory], *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
+def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
                  n_resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95) -> dict:
-    """The floor, the length-only model and the Heuristic on `trajectories` (labeled), as one JSON-safe
-    dict: rows, the length giveaway verdict, the folds' sizes, and the floor refit on all the data
-    (its coefficients say which symptoms carry the signal)."""
+    """The floor, the length-only model and the Heuristic on `trajectories` (labeled), or on their
+    `FeatureTable` (`rubricforge floor` streams its input into one), as one JSON-safe dict: rows, the
+    length giveaway verdict, the folds' sizes, and the floor refit on all the data (its coefficients say
+    which symptoms carry the signal)."""
     from rubricforge_dspy.report.notes import clean
 
-    items = require_labels(trajectories, "the floor report")
-    if not items:
+    items = _table(trajectories, "the floor report")
+    if not len(items):
         raise FloorError("no trajectories to fit a floor on")
-    y = np.array([t.label for t in items], dtype=np.int64)
+    y = items.labels
     if len(set(y.tolist())) < 2:
         raise FloorError(f"every trajectory is {'passed' if y[0] else 'failed'}: kappa, AUC and the floor are "
                          "undefined on one class (check --label-threshold)")
@@ -140,7 +157,6 @@ def floor_report(trajectories: Sequence[Trajectory], *, n_splits: int = DEFAULT_
     folds = grouped_folds(items, n_splits, seed)
     floor = cross_validate(items, FEATURES, name=FLOOR, folds=folds)
     length = cross_validate(items, LENGTH_FEATURES, name=LENGTH_ONLY, folds=folds)
-    heuristic = [heuristic_verdict(t) for t in items]
     notes = [*floor.notes, *length.notes]
     options = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "notes": notes}
     rows = [
@@ -149,7 +165,7 @@ def floor_report(trajectories: Sequence[Trajectory], *, n_splits: int = DEFAULT_
         _row(LENGTH_ONLY, "length only: logistic regression on steps and user turns, same folds", y,
              length.verdicts, length.scores, groups, **options),
         _row(HEURISTIC, "fixed Heuristic surface rule (no training)", y,
-             np.array([int(p) for p, _, _ in heuristic]), np.array([s for _, s, _ in heuristic]), groups, **options),
+             items.heuristic_passed.astype(np.int64), items.heuristic_score, groups, **options),
     ]
     length_row = rows[1]
     full = SymptomFloor.fit(items, FEATURES, FLOOR)
@@ -169,14 +185,16 @@ def floor_report(trajectories: Sequence[Trajectory], *, n_splits: int = DEFAULT_
     })
 
 
-def verdict_lines(trajectories: Sequence[Trajectory], scores: np.ndarray, name: str) -> list[dict]:
+def verdict_lines(trajectories: Items, scores: np.ndarray, name: str) -> list[dict]:
     """Verdict lines (`verdict.verdict_line`) of out-of-fold scores: pass when the score is >= 0.5."""
+    if isinstance(trajectories, FeatureTable):
+        trajectories = trajectories.rows()
     return [verdict_line(t, Verdict.from_answer(float(s) >= PASS_THRESHOLD, float(s),
                                                 f"{name}: out-of-fold p(pass) = {float(s):.3f}"), model=name)
             for t, s in zip(trajectories, scores)]
 
 
-def write_cv_verdicts(trajectories: Sequence[Trajectory], out_dir, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
+def write_cv_verdicts(trajectories: Items, out_dir, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
                       names: Sequence[str] = (FLOOR, LENGTH_ONLY, HEURISTIC)) -> dict:
     """Out-of-fold verdict files ``OUT/<name>.jsonl`` of the floor, the length-only model (same folds) and
     the Heuristic on `trajectories`, for `rubricforge report` and `gate --floor-verdicts`; returns
@@ -184,11 +202,11 @@ def write_cv_verdicts(trajectories: Sequence[Trajectory], out_dir, *, n_splits: 
     import json
     from pathlib import Path
 
-    items = list(trajectories)
-    folds = grouped_folds(items, n_splits, seed)
+    folds = grouped_folds(trajectories, n_splits, seed)
+    items = _table(trajectories, "the floor's cross-validation")
     scorers = {FLOOR: lambda: cross_validate(items, FEATURES, name=FLOOR, folds=folds).scores,
                LENGTH_ONLY: lambda: cross_validate(items, LENGTH_FEATURES, name=LENGTH_ONLY, folds=folds).scores,
-               HEURISTIC: lambda: [heuristic_verdict(t)[1] for t in items]}
+               HEURISTIC: lambda: items.heuristic_score}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
