@@ -122,6 +122,22 @@ def stream_data(args, *, warn: bool = True) -> LoadedData:
     return data
 
 
+def no_labels_error(args, seen: int, first) -> InputError:
+    """The error of a command that needs labels when none of the `seen` trajectories has one (`first` named)."""
+    return InputError(f"all {seen} trajectories have no label"
+                      + (f" (first: {first.id} from {first.source.file})" if first else "")
+                      + f"; {getattr(args, 'command', None) or 'this command'} needs labels: join them by id "
+                      "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
+                      "as generic JSONL with a reward per record (docs/FORMAT.md)")
+
+
+def warn_left_out(left_out: int, labeled: int) -> None:
+    """Say on stderr how many unlabeled trajectories a command that needs labels left out."""
+    if left_out:
+        print(f"WARNING: {left_out} unlabeled trajectories left out (no label in the data or the labels "
+              f"file); using the {labeled} labeled ones", file=sys.stderr)
+
+
 def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedData:
     """Load ``args.data`` with the data options, join ``args.labels``, print problems and warnings
     (`stream_data`, held in a list).
@@ -136,14 +152,7 @@ def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedDa
         labeled = labeled_only(trajectories)
         data.left_out = len(trajectories) - len(labeled)
         if not labeled:
-            first = trajectories[0] if trajectories else None
-            raise InputError(f"all {len(trajectories)} trajectories have no label"
-                             + (f" (first: {first.id} from {first.source.file})" if first else "")
-                             + f"; {getattr(args, 'command', None) or 'this command'} needs labels: join them by id "
-                             "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
-                             "as generic JSONL with a reward per record (docs/FORMAT.md)")
-        if data.left_out:
-            print(f"WARNING: {data.left_out} unlabeled trajectories left out (no label in the data or the labels "
-                  f"file); using the {len(labeled)} labeled ones", file=sys.stderr)
+            raise no_labels_error(args, len(trajectories), trajectories[0] if trajectories else None)
+        warn_left_out(data.left_out, len(labeled))
         data.trajectories = labeled
     return data

@@ -39,7 +39,7 @@ def load_table(args):
     built in one streaming pass (`data_options.stream_data`): no `Trajectory` is kept, so memory grows by
     a few hundred bytes per item. Unlabeled trajectories are left out and counted, with the messages of
     `load_data(need_labels=True)`; returns ``(table, dropped)`` as `load_labeled` does."""
-    from rubricforge_dspy.cli.data_options import stream_data
+    from rubricforge_dspy.cli.data_options import no_labels_error, stream_data, warn_left_out
     from rubricforge_dspy.evidence.features import FeatureTableBuilder
     from rubricforge_dspy.judge.floor import FloorError
 
@@ -54,16 +54,10 @@ def load_table(args):
         table = builder.finish()
         left_out = seen - len(table)
         if not len(table):  # the words of `load_data(need_labels=True)`
-            raise InputError(f"all {seen} trajectories have no label"
-                             + (f" (first: {first.id} from {first.source.file})" if first else "")
-                             + f"; {getattr(args, 'command', None) or 'this command'} needs labels: join them by id "
-                             "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
-                             "as generic JSONL with a reward per record (docs/FORMAT.md)")
+            raise no_labels_error(args, seen, first)
     except InputError as error:
         raise FloorError(str(error)) from None
-    if left_out:
-        print(f"WARNING: {left_out} unlabeled trajectories left out (no label in the data or the labels "
-              f"file); using the {len(table)} labeled ones", file=sys.stderr)
+    warn_left_out(left_out, len(table))
     join = data.join.to_dict() if data.join is not None else None
     dropped = {"skipped_records": len(data.report.skipped), "unlabeled_left_out": left_out,
                "labels_not_in_data": join["label_ids_without_trajectory"] if join else 0}
