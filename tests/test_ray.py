@@ -19,6 +19,7 @@ pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install '
 from tests.helpers import make_dataset, make_trajectory  # noqa: E402
 from rubricforge_dspy.apply.ray import (JudgeAnswer, JudgePrompt, judge_dataset, pool_config,  # noqa: E402
                                         trajectory_dataset)
+from rubricforge_dspy.apply.job import ResumeState  # noqa: E402
 from rubricforge_dspy.core.verdict import read_verdicts  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
@@ -114,7 +115,7 @@ def test_the_driver_writes_an_id_once_when_a_block_comes_back(tmp_path):
     summary = BatchSummary(out_path=str(out))
     # ids[0] was written by an earlier run; the block holding ids[1:4] is delivered twice.
     _drain(_Redelivered([block(ids[1:4]), block(ids[4:]), block(ids[1:4]), block(ids[:1])]), out,
-           frozenset(ids[:1]), summary, fsync_every=0, progress=False, total=6)
+           ResumeState(ids=set(ids[:1])), None, summary, fsync_every=0, progress=False, total=6)
     assert sorted(read_verdicts(out)) == sorted(ids[1:])  # read_verdicts refuses a repeated id
     assert (summary.judged, summary.duplicates, summary.lm_calls, summary.passed) == (5, 4, 5, 5)
 

@@ -67,7 +67,7 @@ import dspy
 import orjson
 import ray
 
-from rubricforge_dspy.apply.job import BatchOutputError, claim_output, output_lock, read_done
+from rubricforge_dspy.apply.job import BatchOutputError, ResumeState, claim_output, output_lock, read_done
 from rubricforge_dspy.apply.stream import DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _Writer, load_judge
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -428,17 +428,19 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
                                        "policy": RetryPolicy(max_retries, backoff, max_backoff),
                                        "timeout": timeout, "job": job,
                                        "max_consecutive_lm_errors": max_consecutive_lm_errors})
-        _drain(judged, out, done_ids, summary, fsync_every, progress, total)
+        _drain(judged, out, done, fingerprint.sha256, summary, fsync_every, progress, total)
         summary.resumed = total - summary.judged  # the rows whose id was written already (ids are unique)
         summary.wall_time = time.perf_counter() - started
     return summary
 
 
-def _drain(judged, out: Path, done_ids: frozenset, summary: BatchSummary, fsync_every: int, progress: bool,
-           total: int) -> None:
-    """Write the lines the workers return, each id once, as they come (the driver is the one writer)."""
+def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: BatchSummary, fsync_every: int,
+           progress: bool, total: int) -> None:
+    """Write the lines the workers return, each id once, as they come (the driver is the one writer, through
+    the local path's writer, which also keeps the done index current)."""
     written: set[str] = set()
-    writer = _Writer(out, fsync_every)
+    done_ids = frozenset(done.ids)
+    writer = _Writer(out, fsync_every, done, fingerprint)
     bar = None
     if progress:
         from tqdm.auto import tqdm
