@@ -83,10 +83,10 @@ def server(tmp_path_factory):
 
 
 
-def local_store(tmp_path, name: str) -> str:
-    """A SQLite tracking store in `tmp_path` whose experiment keeps its artifacts (trace data) there too, not
-    in ./mlruns of the working directory (MLflow's default artifact root for a local store)."""
-    uri = f"sqlite:///{tmp_path / (name + '.db')}"
+def local_store(tmp_path, name: str, db: str = "local") -> str:
+    """A SQLite tracking store in `tmp_path` (file `db`.db) with experiment `name` keeping its artifacts (trace
+    data) in `tmp_path` too, not in ./mlruns of the working directory (MLflow's default for a local store)."""
+    uri = f"sqlite:///{tmp_path / (db + '.db')}"
     mlflow.set_tracking_uri(uri)
     if mlflow.get_experiment_by_name(name) is None:
         mlflow.create_experiment(name, artifact_location=(tmp_path / "artifacts").as_uri())
@@ -335,7 +335,7 @@ def test_bad_or_disagreeing_human_labels_stop_the_load_naming_the_trace(tmp_path
     human(unsure, "maybe")
     with pytest.raises(InputError, match=f"{unsure}.*'maybe' is not a 0/1 label"):
         list(rf_mlflow.load_mlflow_traces(uri, "labels"))
-    mlflow.set_experiment("disagree")
+    local_store(tmp_path, "disagree")  # a second experiment in the same store, its artifacts in tmp too
     torn = run_agent(2, fail=True)
     mlflow.flush_trace_async_logging()
     human(torn, True)
