@@ -27,7 +27,8 @@ from rubricforge_dspy.data.split import split_by_task  # noqa: E402
 from rubricforge_dspy.evidence.render import render_trajectory  # noqa: E402
 from rubricforge_dspy.induction.inducer import InductionConfig, induce  # noqa: E402
 from rubricforge_dspy.integrations import mlflow as rf_mlflow  # noqa: E402
-from rubricforge_dspy.integrations._judging import judge_one, load_judge_program  # noqa: E402
+from rubricforge_dspy.integrations._judging import load_judge_program  # noqa: E402
+from rubricforge_dspy.judge.execution import judge_verdict  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
 from rubricforge_dspy.lm.engine import make_lm  # noqa: E402
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text  # noqa: E402
@@ -212,7 +213,7 @@ def test_round_trip_induce_judge_write_back_idempotent_and_label_next(experiment
 
     with FakeOpenAI(responder=fake_judge) as fake:
         judge, _ = load_judge_program(program, make_lm(LMConfig(model=fake.model, api_base=fake.api_base)))
-        verdicts = {t.id: judge_one(judge, t) for t in trajectories}
+        verdicts = {t.id: judge_verdict(judge, t) for t in trajectories}
         bodies = [str(b) for b in fake.chat_bodies]
     assert bodies and not any(CANARY in b or EXPECT_CANARY in b for b in bodies)
     assert sum(v.abstained for v in verdicts.values()) == 1

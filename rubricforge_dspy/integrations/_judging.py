@@ -1,4 +1,4 @@
-"""What every integration needs from a frozen judge: load it, judge one trajectory into a `Verdict`, and
+"""What every integration needs from a frozen judge: load it (then judge with `judge.execution.judge_verdict`), and
 the facts that bind a verdict to the program that gave it (rubric and program hashes, certificate).
 
 One place for these calls, so the MLflow and Inspect integrations judge exactly as ``rubricforge judge``
@@ -14,9 +14,7 @@ from typing import Any
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.rubric import rubric_sha256
-from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict
-from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import CERTIFICATE_KEY, PROGRAM_SHA_KEY
 from rubricforge_dspy.trust.certificate import format_certificate
@@ -80,14 +78,9 @@ def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool =
     return judge, facts
 
 
-def judge_one(judge: Any, trajectory: Trajectory) -> Verdict:
-    """The judge's `Verdict` on one trajectory; a failure is an abstention, never an exception."""
-    return judge_verdict(judge, trajectory)
-
-
 def criterion_name(verdict: Verdict, rubric: str) -> str | None:
     """The rubric criterion the verdict's reason points at (`attribute_reason`), ``"N. Name"``, or None."""
     if verdict.abstained:
         return None
     found = attribute_reason(verdict.reason, rubric)
-    return None if found is None else f"{found.number}. {found.name}"
+    return None if found is None else found.label

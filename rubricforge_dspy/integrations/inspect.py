@@ -25,7 +25,8 @@ from typing import Any
 
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.inspect_ai import to_trajectory
-from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_one, load_judge_program
+from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, load_judge_program
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
 
@@ -84,7 +85,7 @@ def rubricforge_scorer(program: str | Path | Any, lm: Any = None, allow_unverifi
 
     async def score(state: TaskState, target: Target) -> Score:  # the target is never read
         trajectory = state_to_trajectory(state)
-        verdict = await anyio.to_thread.run_sync(judge_one, judge, trajectory)
+        verdict = await anyio.to_thread.run_sync(judge_verdict, judge, trajectory)
         return verdict_score(verdict, facts)
 
     return score

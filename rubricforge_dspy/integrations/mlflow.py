@@ -32,7 +32,8 @@ from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.otel import to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
-from rubricforge_dspy.integrations._judging import (ProgramFacts, criterion_name, judge_one,
+from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.integrations._judging import (ProgramFacts, criterion_name,
                                                     load_judge_program)
 
 try:
@@ -382,7 +383,7 @@ def scorer(program: Any, lm: Any = None, *, name: str = "rubricforge", allow_unv
 
     def rubricforge_judge(trace) -> Feedback:
         trajectory = trace_to_trajectory(trace)
-        return verdict_feedback(judge_one(judge, trajectory), name=name, facts=facts)
+        return verdict_feedback(judge_verdict(judge, trajectory), name=name, facts=facts)
 
     return make_scorer(rubricforge_judge, name=name)
 
