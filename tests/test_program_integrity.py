@@ -119,6 +119,17 @@ def test_the_shipped_programs_verify_and_keep_their_certificate(capsys):
     assert "false" in out.lower()  # the certificate is printed
 
 
+def test_the_shipped_certificate_was_measured_on_this_render_version():
+    """A render change alters what the judge reads, so the shipped certificate no longer applies and
+    `load_judge` warns every user of it: re-certify (artifacts/certify-airline-smollm2/README.md)."""
+    from rubricforge_dspy.evidence.render import RENDER_VERSION
+    from rubricforge_dspy.program.drift import check_render_version
+
+    manifest = read_program(SHIPPED)["rubricforge"]
+    assert manifest["certificate"]["render_version"] == RENDER_VERSION
+    assert check_render_version(manifest) == []
+
+
 def test_an_oversized_program_is_refused_before_it_is_read(tmp_path, monkeypatch):
     path = tmp_path / "big.json"
     with path.open("wb") as handle:

@@ -23,7 +23,7 @@ PROGRAM = Path("programs/airline-smollm2-135m.json")
 SOURCE = "evals/data/tau_bench_official/gpt-4o-airline.json"
 OUT = Path(__file__).with_name("held_out.jsonl")
 
-trajectories, _ = load_trajectories([SOURCE])
+trajectories = load_trajectories([SOURCE])
 split = split_by_task(sample_by_task(trajectories, 12, 0), seed=0)
 manifest = read_program(PROGRAM)["rubricforge"]
 seen = [*split.train, *split.val]
@@ -46,7 +46,7 @@ config = RenderConfig(**manifest["render"])
 with OUT.open("w") as handle:
     for t in held_out:
         handle.write(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n")
-back, _ = load_trajectories([str(OUT)])
+back = load_trajectories([str(OUT)])
 assert [render_trajectory(t, config) for t in back] == [render_trajectory(t, config) for t in held_out], \
     "the JSONL copy renders differently from the source"
 print(f"{len(held_out)} held-out items ({sum(t.label for t in held_out)} passed) from tasks "
