@@ -51,6 +51,7 @@ def test_judge_ray_two_servers_one_verdict_per_id_and_resume(tmp_path):
         resumed = _run(*common, "--api-base", a.api_base, "--ray", "--ray-workers", "2")
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert a.n_requests == 20 and b.n_requests == 0
+        assert "resumed 5 " in resumed.stderr  # the 5 judged locally, counted without running Dataset.count()
         ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
         assert len(ids) == 20 == len(set(ids))
 

@@ -346,7 +346,8 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
                   batch_size: int = 32, max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
                   timeout: float | None = None, render_config=None, data: str | None = None,
                   max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
-                  fsync_every: int = DEFAULT_FSYNC_EVERY, progress: bool = False) -> BatchSummary:
+                  fsync_every: int = DEFAULT_FSYNC_EVERY, progress: bool = False,
+                  total: int | None = None) -> BatchSummary:
     """Judge the Ray Dataset `ds` into the verdict file `out`: one line per id, exactly once (see the
     module docstring for how), resumable by running the same call again.
 
@@ -373,6 +374,11 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
             error (after retries); None never stops.
         fsync_every: fsync the output every N lines.
         progress: show a progress bar.
+        total: the rows of `ds`, when the caller knows them (the command line has counted its input); it
+            sizes the progress bar and gives ``resumed`` as the rows not judged by this run. None: `ds` is
+            never counted (`Dataset.count` runs the whole read for e.g. a JSON dataset), and ``resumed`` is
+            the ids `out` held before this run (with `data` given, `out` belongs to this input, so they are
+            the same).
 
     Returns:
         The `BatchSummary` (judged, passed, abstained by kind, resumed, LM calls, retries;
@@ -416,7 +422,6 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
                                program_sha256=job_line["program_sha256"], judge_fingerprint=fingerprint.sha256,
                                model=job_line["model"])
         done_ids = frozenset(done.ids)
-        total = ds.count()
         todo = ds.filter(lambda row: row["id"] not in done_ids, num_cpus=0.25)  # the anti-join: what is missing
         if processor is not None:
             judged = processor(todo)
@@ -429,13 +434,14 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
                                        "timeout": timeout, "job": job,
                                        "max_consecutive_lm_errors": max_consecutive_lm_errors})
         _drain(judged, out, done, fingerprint.sha256, summary, fsync_every, progress, total)
-        summary.resumed = total - summary.judged  # the rows whose id was written already (ids are unique)
+        # the rows whose id was written already (ids are unique)
+        summary.resumed = len(done_ids) if total is None else total - summary.judged
         summary.wall_time = time.perf_counter() - started
     return summary
 
 
 def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: BatchSummary, fsync_every: int,
-           progress: bool, total: int) -> None:
+           progress: bool, total: int | None) -> None:
     """Write the lines the workers return, each id once, as they come (the driver is the one writer, through
     the local path's writer, which also keeps the done index current)."""
     written: set[str] = set()
@@ -445,7 +451,8 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total - len(done_ids), unit="verdict", desc="judging on Ray", dynamic_ncols=True)
+        bar = tqdm(total=None if total is None else total - len(done_ids), unit="verdict", desc="judging on Ray",
+                   dynamic_ncols=True)
     try:
         for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
             for ident, raw in zip(_column(batch, "id"), _column(batch, "line")):

@@ -85,4 +85,5 @@ def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally)
         return on_ray.judge_dataset(dataset, args.program, out=args.out, lm_config=config, api_bases=bases,
                                     workers=args.ray_workers, concurrency=preset.concurrency,
                                     render_config=render, data=data, timeout=config.timeout,
-                                    max_consecutive_lm_errors=args.max_consecutive_errors or None)
+                                    max_consecutive_lm_errors=args.max_consecutive_errors or None,
+                                    total=scan.selected)
