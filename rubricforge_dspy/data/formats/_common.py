@@ -14,6 +14,7 @@ import math
 import re
 from array import array
 from collections.abc import Iterator
+from dataclasses import dataclass
 from hashlib import blake2b
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.trajectory import STEP_KINDS, Step, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError
 
 _WS = re.compile(r"\s*")
 _LONE_SURROGATE = re.compile("[\udc80-\udcff]")
@@ -456,6 +457,36 @@ class CallTracker:
         if raw_id and raw_id in self._last:
             return self._last[raw_id]
         return raw_id, None
+
+
+@dataclass
+class TrajectoryCounts:
+    """What counting a trajectory needs of it, without its steps: ``rubricforge stats`` reads these
+    (`iter_trajectory_counts`), so a generic JSONL record is checked exactly as for a `Trajectory` but no
+    `Step` is built. The fields mean what the `Trajectory` fields of the same name mean; ``hidden`` holds
+    only ``format`` and the label's provenance (``label_source``, ``label_rule``), never text. A plain
+    dataclass, so a labels file is joined to it as to a trajectory (`dataclasses.replace`)."""
+
+    id: str
+    task_id: str
+    domain: str
+    agent: str
+    reward: float | None
+    label: int | None
+    source: Source
+    trial: int | None = None
+    n_steps: int = 0
+    n_tool_errors: int = 0
+    hidden: dict | None = None
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> "TrajectoryCounts":
+        """The counts of a loaded trajectory (formats read whole)."""
+        return cls(id=trajectory.id, task_id=trajectory.task_id, domain=trajectory.domain, agent=trajectory.agent,
+                   reward=trajectory.reward, label=trajectory.label, source=trajectory.source, trial=trajectory.trial,
+                   n_steps=len(trajectory.steps), n_tool_errors=trajectory.n_tool_errors,
+                   hidden={key: trajectory.hidden[key] for key in ("format", "label_source", "label_rule",
+                                                                   "label_from_reward") if key in trajectory.hidden})
 
 
 class IdSet:
