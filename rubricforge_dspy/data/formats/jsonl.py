@@ -122,10 +122,25 @@ def _message_ok(msg: Any) -> bool:
     if tool_calls is not None:
         if type(tool_calls) is not list or role in ("system", "user"):
             return False
-        for call in tool_calls:
-            if type(call) is not dict or not _text(call.get("id")) or call.get("type", "function") != "function" \
-                    or type(call.get("type", "")) is not str or not _call_ok(call.get("function")):
+        for call in tool_calls:  # `_call_ok` inlined: this loop runs for every action of every record
+            if type(call) is not dict:
                 return False
+            ident, kind, function = call.get("id"), call.get("type", "function"), call.get("function")
+            if type(ident) is not str or not ident or type(kind) is not str or kind != "function" \
+                    or type(function) is not dict:
+                return False
+            function_name, arguments = function.get("name"), function.get("arguments", "")
+            if type(function_name) is not str or not function_name or (type(arguments) is not str
+                                                                     and type(arguments) is not dict):
+                return False
+    if "tool_call_id" in msg and not _text(msg["tool_call_id"]):
+        return False
+    if "is_error" in msg and type(msg["is_error"]) is not bool:
+        return False
+    # Every key checked so far (a message of only these keys, the common action and result, is decided here):
+    if len(msg) == 1 + ("content" in msg) + ("name" in msg) + ("tool_calls" in msg) + ("tool_call_id" in msg) \
+            + ("is_error" in msg):
+        return _text(name) if role == "function" else role != "tool" or "tool_call_id" in msg
     if "function_call" in msg and (role != "assistant" or (msg["function_call"] is not None
                                                           and not _call_ok(msg["function_call"]))):
         return False
