@@ -82,6 +82,7 @@ def write_input(path: Path, n: int, templates) -> dict:
 def measured(argv: list[str], code: Path) -> dict:
     """Run the command and read its own rusage with os.wait4 (per child, not cumulative)."""
     env = {**os.environ, "PYTHONPATH": str(code), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    load_before = round(os.getloadavg()[0], 2)  # the machine is shared: say how busy it was
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "rubricforge_dspy", *argv], env=env, cwd=str(code),
@@ -95,7 +96,8 @@ def measured(argv: list[str], code: Path) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{argv} exited {proc.returncode}: {stderr.decode(errors='replace')[-2000:]}")
     return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "stdout": stdout}
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "load_avg_before": load_before,
+            "load_avg_after": round(os.getloadavg()[0], 2), "stdout": stdout}
 
 
 def bench(sizes: list[int], code: Path, commands: list[str]) -> list[dict]:
