@@ -9,7 +9,7 @@ closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` m
 ``hidden["metadata"]``; neither is ever a step.
 
 ``"reward": null`` (and no ``label``) marks an unlabeled episode (``label=None, reward=None``): judge it,
-or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read as well (it is parsed whole, not streamed).
+or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read as well (streamed, one record at a time).
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from rubricforge_dspy.data.formats._common import (
     Malformed,
     as_reward,
     finalize_answer,
-    has_bad_bytes,
     iter_json_array,
     looks_like_tool_error,
     new_step,
     parse_arguments,
-    read_text,
+    stream_json_array,
     text_of,
 )
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
@@ -462,11 +461,10 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
     if not is_array(path):
         yield from iter_json_lines(path)
         return
-    text, bad_bytes = read_text(path)
     index = -1
     try:
-        for index, value in iter_json_array(text.lstrip("\ufeff")):
-            if bad_bytes and has_bad_bytes(value):
+        for index, value, bad_bytes in stream_json_array(path, strip_bom=True):  # bounded memory
+            if bad_bytes:
                 yield index, TrajectoryFormatError(str(path), index, "invalid UTF-8 bytes in record")
             else:
                 yield index, value
