@@ -13,7 +13,8 @@ In: files, directories or lists of them. Out: `Trajectory` records (`rubricforge
 
 Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatError(file, record,
 problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
-is dropped silently. JSONL inputs are streamed line by line.
+is dropped silently. JSONL inputs are streamed line by line, tau-bench results and JSON arrays of
+generic records element by element (`_common.stream_json_array`).
 
 Trajectory ids (unique and stable for a given file layout):
 

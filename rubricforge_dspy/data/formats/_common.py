@@ -269,9 +269,9 @@ def stream_json_array(path: Path, *, strip_bom: bool = False) -> Iterator[tuple[
     `read_text` (``has_bad_bytes`` as `has_bad_bytes` says for that text): the file is parsed by ijson
     (C backend, ``use_float``), and wherever ijson refuses the bytes or might read them differently from
     `json` (malformed JSON, invalid UTF-8, NaN, integers past 64 bits, a lone surrogate escape, a byte
-    order mark that `strip_bom` does not drop, text before the array), the file is read whole as before and the elements from that one
-    on come from `iter_json_array`, errors included. `strip_bom` drops a leading byte order mark first,
-    as the generic JSONL reader does.
+    order mark that `strip_bom` does not drop, text before the array), the file is read whole as before
+    and the elements from that one on come from `iter_json_array`, errors included. `strip_bom` drops a
+    leading byte order mark first, as the generic JSONL reader does.
 
     Raises:
         Malformed: the element that cannot be parsed (the rest of the array is unreadable), as
