@@ -22,7 +22,7 @@ from typing import Any
 import ijson
 import orjson
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError
 
 _WS = re.compile(r"\s*")
@@ -224,14 +224,16 @@ def iter_json_object(text: str, pos: int = 0) -> Iterator[tuple[int, str, Any, i
 # A ``\uD8xx`` escape not followed by a low-surrogate escape, or a ``\uDCxx`` escape not preceded by a
 # high one: `json` keeps such a lone surrogate as it is, while ijson's parser may join it with the next
 # escape into another character. Bytes matching this are read by `json` instead (`stream_json_array`).
-_LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                                    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+# (Both alternatives start with a literal backslash-u, so the search skips ahead instead of trying each byte.)
+_LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                                    rb"|[c-fC-F][0-9a-fA-F]{2}(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))")
 _ESCAPE_CONTEXT = 12  # bytes a match needs around it (one escape before or after)
 STREAM_CHUNK = 1 << 16
 
 
-class _NotForIjson(Exception):
-    """The bytes read hold something ijson reads differently from `json` (a lone surrogate escape)."""
+class _NotForIjson(RubricForgeError):
+    """The bytes read hold something ijson reads differently from `json` (a lone surrogate escape); never
+    leaves `stream_json_array`, which then reads the file as before."""
 
 
 class _GuardedReader:

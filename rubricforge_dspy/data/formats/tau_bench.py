@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.data.formats._common import (
     CallTracker,
+    IdSet,
     check_messages,
     Malformed,
     as_reward,
@@ -311,17 +311,25 @@ def _key(record: Any) -> tuple[str, str]:
     return (str(record.get("task_id")), str(record.get("trial")))
 
 
+def _key_text(record: Any) -> str:
+    return "\x00".join(_key(record))
+
+
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
     """Yield ``(record_index, Trajectory | TrajectoryFormatError)`` for every record of the file.
 
     The file is streamed twice (`stream_json_array`: memory holds one record): once for what ids and the
-    domain depend on (how often each ``(task_id, trial)`` occurs, the domain's evidence), once to convert."""
-    keys: Counter = Counter()
+    domain depend on (which ``(task_id, trial)`` keys repeat, the domain's evidence), once to convert.
+    Keys are held as 64-bit hashes (`IdSet`, 16 bytes a key), so memory stays flat for any number of
+    records; two different keys colliding (about 3e-8 for a million) only adds a ``#index`` suffix."""
+    seen, repeated = IdSet(), IdSet()
 
     def keyed() -> Iterator[Any]:  # the records before a parse failure, which the second pass reports
         try:
             for _, record, _ in stream_json_array(path):
-                keys[_key(record)] += 1
+                key = _key_text(record)
+                if not seen.add(key):
+                    repeated.add(key)
                 yield record
         except Malformed:
             return
@@ -338,7 +346,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
                 yield index, error(path, index, "invalid UTF-8 bytes in record")
                 continue
             try:
-                unique = keys[_key(record)] == 1
+                unique = _key_text(record) not in repeated
                 yield index, convert(
                     record, path=path, index=index, domain=domain, run=run, threshold=threshold, unique=unique
                 )
