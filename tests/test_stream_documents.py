@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from rubricforge_dspy.data.export import record_of
-from rubricforge_dspy.data.formats import _common, iter_trajectories, jsonl, load_trajectories, tau_bench
+from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.data.formats import (_common, detect_format, iter_trajectories, jsonl, load_trajectories,
+                                           tau_bench)
 from rubricforge_dspy.data.formats._common import Malformed, has_bad_bytes, iter_json_array, read_text, stream_json_array
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,16 +77,30 @@ def _results(read, path: Path) -> list:
             for index, result in read(path, tau_bench.LABEL_RULE)]
 
 
+def _raw_tau_files() -> list[Path]:
+    """The raw tau-bench logs of the `shared/` checkout beside the repo, when there is one (CI has it)."""
+    raw = ROOT.parent / "shared" / "data" / "raw"
+    found = []
+    for path in sorted(raw.rglob("*.json")) if raw.is_dir() else []:
+        try:
+            if detect_format(path) == "tau_bench":
+                found.append(path)
+        except TrajectoryFormatError:
+            continue
+    return found
+
+
 def test_shipped_tau_bench_results_stream_to_the_same_trajectories(monkeypatch):
-    """User sees: the shipped tau-bench files give the same trajectories (ids, steps, labels) as before,
-    and neither is read whole."""
+    """User sees: the shipped tau-bench files (and the raw logs of `shared/` when present: 12 files, some
+    with bad records) give the same trajectories and errors as before, and none is read whole."""
     whole = {}
+    files = TAU_FILES + _raw_tau_files()
     with monkeypatch.context() as forced:  # every element through the whole-text reader: the old path
         forced.setattr(_common.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_common.ijson.JSONError("off")))
-        for path in TAU_FILES:
+        for path in files:
             whole[path] = _results(tau_bench.read, path)
     _never_read_whole(monkeypatch)
-    for path in TAU_FILES:
+    for path in files:
         streamed = _results(tau_bench.read, path)
         assert streamed == whole[path] and len(streamed) >= 100
 
