@@ -327,7 +327,7 @@ def _iterate(path, format: str, label_threshold, on_error: str, report: LoadRepo
             fail(TrajectoryFormatError(str(file), None, f"cannot read file: {exc}"))
 
 
-def _stamped(trajectory, rule: LabelRule):
+def _stamped(trajectory: Trajectory | TrajectoryCounts, rule: LabelRule) -> Trajectory | TrajectoryCounts:
     """The loader's new trajectory with the label rule in ``hidden`` (a fresh dict: a reader's dict is
     never changed). Set on the instance no one else holds yet instead of `dataclasses.replace`, which
     would build (and check) the whole record a second time for every trajectory read."""

@@ -562,7 +562,7 @@ class TrajectoryCounts:
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> "TrajectoryCounts":
-        """The counts of a loaded trajectory (formats read whole)."""
+        """The counts of a loaded trajectory (how the formats other than the generic JSONL are counted)."""
         return cls(id=trajectory.id, task_id=trajectory.task_id, domain=trajectory.domain, agent=trajectory.agent,
                    reward=trajectory.reward, label=trajectory.label, source=trajectory.source, trial=trajectory.trial,
                    n_steps=len(trajectory.steps), n_tool_errors=trajectory.n_tool_errors,

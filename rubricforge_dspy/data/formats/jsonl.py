@@ -121,16 +121,12 @@ def _message_ok(msg: Any) -> bool:
     if tool_calls is not None:
         if type(tool_calls) is not list or role in ("system", "user"):
             return False
-        for call in tool_calls:  # `_call_ok` inlined: this loop runs for every action of every record
+        for call in tool_calls:
             if type(call) is not dict:
                 return False
-            ident, kind, function = call.get("id"), call.get("type", "function"), call.get("function")
+            ident, kind = call.get("id"), call.get("type", "function")
             if type(ident) is not str or not ident or type(kind) is not str or kind != "function" \
-                    or type(function) is not dict:
-                return False
-            function_name, arguments = function.get("name"), function.get("arguments", "")
-            if type(function_name) is not str or not function_name or (type(arguments) is not str
-                                                                     and type(arguments) is not dict):
+                    or not _call_ok(call.get("function")):
                 return False
     if "tool_call_id" in msg and not _text(msg["tool_call_id"]):
         return False
