@@ -13,6 +13,13 @@ inputs are deleted when the run ends.
 ``--code DIR`` runs the commands on another copy of the package (e.g. ``git archive`` of an older
 commit), so BEFORE and AFTER numbers come from one script. Results are merged into
 ``evals/results/ingest_scale.json`` under ``--label``.
+
+``--input tau_bench`` makes a whole-document input instead: ONE tau-bench results file (a JSON array)
+holding the shipped GPT-4o airline records repeated with distinct task ids (``<task_id>~<k>``), for
+`stats` (and `convert`): its RSS shows whether the document is streamed or held whole.
+
+    PYTHONPATH=$PWD python3 evals/bench_ingest.py --input tau_bench --sizes 10000 100000 --commands stats \
+        --label after --out evals/results/ingest_documents.json
 """
 
 from __future__ import annotations
@@ -79,9 +86,28 @@ def write_input(path: Path, n: int, templates) -> dict:
     return {"bytes": path.stat().st_size, "mean_bytes_per_trajectory": round(path.stat().st_size / n)}
 
 
+def tau_records() -> list[dict]:
+    """The shipped tau-bench GPT-4o airline results (200 records), as written by tau-bench."""
+    return orjson.loads(SHIPPED[0].read_bytes())
+
+
+def write_tau_document(path: Path, n: int, records: list[dict]) -> dict:
+    """Write one tau-bench results array of `n` records to `path`; returns its size."""
+    with path.open("wb", buffering=1 << 20) as handle:
+        handle.write(b"[")
+        for i in range(n):
+            record = records[i % len(records)]
+            if i:
+                handle.write(b",\n")
+            handle.write(orjson.dumps({**record, "task_id": f"{record['task_id']}~{i // len(records)}"}))
+        handle.write(b"]\n")
+    return {"bytes": path.stat().st_size, "mean_bytes_per_trajectory": round(path.stat().st_size / n)}
+
+
 def measured(argv: list[str], code: Path) -> dict:
     """Run the command and read its own rusage with os.wait4 (per child, not cumulative)."""
     env = {**os.environ, "PYTHONPATH": str(code), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    load_before = round(os.getloadavg()[0], 2)  # the machine is shared: say how busy it was
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "rubricforge_dspy", *argv], env=env, cwd=str(code),
@@ -95,16 +121,21 @@ def measured(argv: list[str], code: Path) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{argv} exited {proc.returncode}: {stderr.decode(errors='replace')[-2000:]}")
     return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "stdout": stdout}
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "load_avg_before": load_before,
+            "load_avg_after": round(os.getloadavg()[0], 2), "stdout": stdout}
 
 
-def bench(sizes: list[int], code: Path, commands: list[str]) -> list[dict]:
-    templates = base_records()
+def bench(sizes: list[int], code: Path, commands: list[str], kind: str = "generic") -> list[dict]:
+    templates = base_records() if kind == "generic" else tau_records()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_ingest_") as tmp:
         for n in sizes:
-            data = Path(tmp) / f"generic_{n}.jsonl"
-            info = write_input(data, n, templates)
+            if kind == "generic":
+                data = Path(tmp) / f"generic_{n}.jsonl"
+                info = write_input(data, n, templates)
+            else:  # the file name says airline, as the shipped file's does
+                data = Path(tmp) / f"gpt-4o-airline-{n}.json"
+                info = write_tau_document(data, n, templates)
             row = {"trajectories": n, **info}
             for command in commands:
                 if command == "stats":
@@ -138,14 +169,18 @@ def main() -> None:
     parser.add_argument("--label", default="after", help="key of this run in the JSON (before/after)")
     parser.add_argument("--commit", default=None, help="the commit --code was made from")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--input", choices=["generic", "tau_bench"], default="generic",
+                        help="generic JSONL (one record per line) or one tau-bench results array")
     args = parser.parse_args()
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                            text=True).stdout.strip()
-    rows = bench(args.sizes, args.code.resolve(), args.commands)
+    rows = bench(args.sizes, args.code.resolve(), args.commands, args.input)
+    described = {"generic": "generic JSONL: tau-bench GPT-4o airline (200) + ReAct WebShop (500) shipped episodes, "
+                            "converted once and repeated with distinct ids",
+                 "tau_bench": "one tau-bench results file (a JSON array): the shipped GPT-4o airline records (200) "
+                              "repeated with distinct task ids"}
     save_run(args.out, {"benchmark": "ingest at scale (evals/bench_ingest.py)", "lm": "none (no LM call: ingest only)",
-                        "simulated": False,
-                        "input": "generic JSONL: tau-bench GPT-4o airline (200) + ReAct WebShop (500) shipped "
-                                 "episodes, converted once and repeated with distinct ids"},
+                        "simulated": False, "input": described[args.input]},
              args.label, commit, rows)
 
 

@@ -90,22 +90,26 @@ def print_label_warnings(tally: LabelTally, stream=None) -> None:
         print(f"WARNING: {warning}", file=stream or sys.stderr)
 
 
-def stream_data(args, *, warn: bool = True) -> LoadedData:
+def stream_data(args, *, warn: bool = True, counts: bool = False) -> LoadedData:
     """``args.data`` as a stream: a `LoadedData` whose ``trajectories`` is an iterator yielding each
     trajectory (``--labels`` joined, tallied) as it is read, so a file of any length is read in bounded
     memory. When the iterator is exhausted, the load's problems and label warnings are printed (as
     `load_data` prints them) and an input without any trajectory raises `EmptyInputError` naming it;
-    ``report``, ``join`` and ``tally`` are complete only then."""
+    ``report``, ``join`` and ``tally`` are complete only then.
+
+    counts: yield `TrajectoryCounts` instead of trajectories (`iter_trajectory_counts`: every record
+    checked the same, no steps built), for a command that only counts (``stats``)."""
     from rubricforge_dspy.data.labels import LabelJoin
-    from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
+    from rubricforge_dspy.data.formats import LoadReport, iter_trajectories, iter_trajectory_counts
 
     report = LoadReport()
     joiner = LabelJoin(args.labels, args.label_threshold) if getattr(args, "labels", None) else None
     data = LoadedData(iter(()), report)
 
     def stream():
-        for trajectory in iter_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
-                                            on_error="skip" if args.skip_bad else "raise", report=report):
+        load = iter_trajectory_counts if counts else iter_trajectories
+        for trajectory in load(args.data, format=args.format, label_threshold=args.label_threshold,
+                               on_error="skip" if args.skip_bad else "raise", report=report):
             if joiner is not None:
                 trajectory = joiner.apply(trajectory)
             data.tally.add(trajectory)

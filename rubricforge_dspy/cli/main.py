@@ -51,8 +51,9 @@ def _load(args, need_labels: bool = False, warn: bool = True):
 
 
 def cmd_stats(args) -> int:
-    """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories."""
-    data = stream_data(args)
+    """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
+    (each record is checked as every loading command checks it, but no step is built)."""
+    data = stream_data(args, counts=True)
     n = unlabeled = positives = tool_errors = 0
     reward_sum = 0.0
     tasks, domains, agents = set(), set(), set()

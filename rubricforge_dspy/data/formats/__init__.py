@@ -13,7 +13,8 @@ In: files, directories or lists of them. Out: `Trajectory` records (`rubricforge
 
 Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatError(file, record,
 problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
-is dropped silently. JSONL inputs are streamed line by line.
+is dropped silently. JSONL inputs are streamed line by line, tau-bench results and JSON arrays of
+generic records element by element (`_common.stream_json_array`).
 
 Trajectory ids (unique and stable for a given file layout):
 
@@ -43,7 +44,8 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.data.formats import inspect_ai, langfuse, mini_swe, otel
 from rubricforge_dspy.data.formats import atif, openhands, swe_agent
-from rubricforge_dspy.data.formats._common import IdSet, first_json_lines, looks_like_tool_error, read_prefix
+from rubricforge_dspy.data.formats._common import (IdSet, TrajectoryCounts, first_json_lines, looks_like_tool_error,
+                                                  read_prefix)
 from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
                                         parse_label_rule)
 
@@ -54,6 +56,8 @@ __all__ = [
     "default_label_rule",
     "detect_format",
     "iter_trajectories",
+    "iter_trajectory_counts",
+    "TrajectoryCounts",
     "load_trajectories",
     "trajectory_at",
     "looks_like_tool_error",
@@ -247,6 +251,52 @@ def iter_trajectories(
     and records it in ``report`` (pass a `LoadReport` to read it afterwards). JSONL files are read
     one line at a time.
     """
+    yield from _iterate(path, format, label_threshold, on_error, report, _READERS)
+
+
+def iter_trajectory_counts(
+    path: PathLike | Iterable[PathLike],
+    format: str = "auto",
+    label_threshold: float | str | LabelRule | None = None,
+    on_error: str = "raise",
+    report: LoadReport | None = None,
+) -> Iterator[TrajectoryCounts]:
+    """`iter_trajectories`, yielding `TrajectoryCounts` (id, task, domain, agent, label, reward, step and
+    tool-error counts) instead of whole trajectories: what ``rubricforge stats`` counts.
+
+    Every record is read and checked as `iter_trajectories` reads it (the same errors, skipped records,
+    duplicate ids and label rules); a generic JSONL record is counted without building its steps (about
+    twice as fast), other formats are loaded and then counted.
+
+    Args:
+        path: a file, a directory or a list of them.
+        format, label_threshold, on_error, report: as for `iter_trajectories`.
+
+    Returns:
+        An iterator of `TrajectoryCounts`, one per trajectory `iter_trajectories` would yield, in order.
+
+    Raises:
+        TrajectoryFormatError: as `iter_trajectories` raises it.
+        InputError: an unknown `format` or `on_error`.
+    """
+    yield from _iterate(path, format, label_threshold, on_error, report, _COUNTERS)
+
+
+def _counted(read):
+    """A reader yielding `TrajectoryCounts` of what `read` yields (errors pass through)."""
+    def counts(file: Path, rule) -> Iterator:
+        for index, result in read(file, rule):
+            yield index, result if isinstance(result, TrajectoryFormatError) else TrajectoryCounts.of(result)
+    return counts
+
+
+_COUNTERS = {fmt: _counted(read) for fmt, read in _READERS.items()}
+_COUNTERS["jsonl"] = jsonl.read_counts
+
+
+def _iterate(path, format: str, label_threshold, on_error: str, report: LoadReport | None, readers: dict) -> Iterator:
+    """The one load loop of `iter_trajectories` and `iter_trajectory_counts`: files, label rules, errors,
+    duplicate ids and the report; `readers` maps a format to its reader."""
     _check_options(format, on_error)
     report = report if report is not None else LoadReport()
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
@@ -265,7 +315,7 @@ def iter_trajectories(
         rule = explicit or default_label_rule(fmt)
         report.label_rules.setdefault(fmt, str(rule))
         try:
-            for index, result in _READERS[fmt](file, rule):
+            for index, result in readers[fmt](file, rule):
                 if isinstance(result, TrajectoryFormatError):
                     fail(result)
                 elif not seen_ids.add(result.id):
@@ -277,7 +327,7 @@ def iter_trajectories(
             fail(TrajectoryFormatError(str(file), None, f"cannot read file: {exc}"))
 
 
-def _stamped(trajectory: Trajectory, rule: LabelRule) -> Trajectory:
+def _stamped(trajectory: Trajectory | TrajectoryCounts, rule: LabelRule) -> Trajectory | TrajectoryCounts:
     """The loader's new trajectory with the label rule in ``hidden`` (a fresh dict: a reader's dict is
     never changed). Set on the instance no one else holds yet instead of `dataclasses.replace`, which
     would build (and check) the whole record a second time for every trajectory read."""

@@ -14,14 +14,16 @@ import math
 import re
 from array import array
 from collections.abc import Iterator
+from dataclasses import dataclass
 from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
+import ijson
 import orjson
 
-from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.trajectory import STEP_KINDS, Step, TrajectoryFormatError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
+from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError
 
 _WS = re.compile(r"\s*")
 _LONE_SURROGATE = re.compile("[\udc80-\udcff]")
@@ -217,6 +219,86 @@ def iter_json_object(text: str, pos: int = 0) -> Iterator[tuple[int, str, Any, i
             raise Malformed(index + 1, f"malformed JSON: expected ',' or '}}' at offset {pos}")
         pos = _skip_ws(text, pos + 1)
         index += 1
+
+
+# A ``\uD8xx`` escape not followed by a low-surrogate escape, or a ``\uDCxx`` escape not preceded by a
+# high one: `json` keeps such a lone surrogate as it is, while ijson's parser may join it with the next
+# escape into another character. Bytes matching this are read by `json` instead (`stream_json_array`).
+# (Both alternatives start with a literal backslash-u, so the search skips ahead instead of trying each byte.)
+_LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                                    rb"|[c-fC-F][0-9a-fA-F]{2}(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))")
+_ESCAPE_CONTEXT = 12  # bytes a match needs around it (one escape before or after)
+STREAM_CHUNK = 1 << 16
+
+
+class _NotForIjson(RubricForgeError):
+    """The bytes read hold something ijson reads differently from `json` (a lone surrogate escape); never
+    leaves `stream_json_array`, which then reads the file as before."""
+
+
+class _GuardedReader:
+    """A binary file for ijson that stops (`_NotForIjson`) at a lone surrogate escape. Bytes are handed on
+    only once checked with their context: the last `_ESCAPE_CONTEXT` bytes of a read wait for the next
+    one, so an escape split between two reads is seen whole before ijson parses it."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+        self._before = b""  # the last bytes handed on: context for the look-behind
+        self._pending = b""  # bytes read but not handed on yet
+
+    def read(self, size: int = STREAM_CHUNK) -> bytes:
+        while True:
+            chunk = self._handle.read(size)
+            data = self._before + self._pending + chunk
+            lead = len(self._before)
+            safe = len(data) - _ESCAPE_CONTEXT if chunk else len(data)  # at the end of the file: all of it
+            if safe > lead or not chunk:
+                break
+            self._pending += chunk
+        found = _LONE_SURROGATE_ESCAPE.search(data, lead)
+        if found is not None and found.start() < safe:
+            raise _NotForIjson()
+        self._pending = data[safe:]
+        self._before = data[max(0, safe - _ESCAPE_CONTEXT):safe]
+        return data[lead:safe]
+
+
+def stream_json_array(path: Path, *, strip_bom: bool = False) -> Iterator[tuple[int, Any, bool]]:
+    """``(index, element, has_bad_bytes)`` of the JSON array a file holds, streamed: memory holds one
+    element, so a results file of any size is read in bounded memory.
+
+    The same elements, in the same order, with the same `Malformed` error as `iter_json_array` over
+    `read_text` (``has_bad_bytes`` as `has_bad_bytes` says for that text): the file is parsed by ijson
+    (C backend, ``use_float``), and wherever ijson refuses the bytes or might read them differently from
+    `json` (malformed JSON, invalid UTF-8, NaN, integers past 64 bits, a lone surrogate escape, a byte
+    order mark that `strip_bom` does not drop, text before the array), the file is read whole as before
+    and the elements from that one on come from `iter_json_array`, errors included. `strip_bom` drops a
+    leading byte order mark first, as the generic JSONL reader does.
+
+    Raises:
+        Malformed: the element that cannot be parsed (the rest of the array is unreadable), as
+            `iter_json_array` raises it.
+    """
+    done = 0
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+            start = 3 if strip_bom and head.startswith(b"\xef\xbb\xbf") else 0
+            if not head[start:].lstrip(b" \t\r\n").startswith(b"["):  # not an array: the whole-text reader says so
+                raise _NotForIjson()
+            handle.seek(start)
+            for value in ijson.items(_GuardedReader(handle), "item", use_float=True, buf_size=STREAM_CHUNK):
+                yield done, value, False
+                done += 1
+        return
+    except (_NotForIjson, ijson.JSONError, UnicodeDecodeError):  # ijson's IncompleteJSONError is a JSONError
+        pass
+    text, bad_bytes = read_text(path)
+    if strip_bom:
+        text = text.lstrip("\ufeff")
+    for index, value in iter_json_array(text):
+        if index >= done:
+            yield index, value, bad_bytes and has_bad_bytes(value)
 
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")
@@ -456,6 +538,36 @@ class CallTracker:
         if raw_id and raw_id in self._last:
             return self._last[raw_id]
         return raw_id, None
+
+
+@dataclass
+class TrajectoryCounts:
+    """What counting a trajectory needs of it, without its steps: ``rubricforge stats`` reads these
+    (`iter_trajectory_counts`), so a generic JSONL record is checked exactly as for a `Trajectory` but no
+    `Step` is built. The fields mean what the `Trajectory` fields of the same name mean; ``hidden`` holds
+    only ``format`` and the label's provenance (``label_source``, ``label_rule``), never text. A plain
+    dataclass, so a labels file is joined to it as to a trajectory (`dataclasses.replace`)."""
+
+    id: str
+    task_id: str
+    domain: str
+    agent: str
+    reward: float | None
+    label: int | None
+    source: Source
+    trial: int | None = None
+    n_steps: int = 0
+    n_tool_errors: int = 0
+    hidden: dict | None = None
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> "TrajectoryCounts":
+        """The counts of a loaded trajectory (how the formats other than the generic JSONL are counted)."""
+        return cls(id=trajectory.id, task_id=trajectory.task_id, domain=trajectory.domain, agent=trajectory.agent,
+                   reward=trajectory.reward, label=trajectory.label, source=trajectory.source, trial=trajectory.trial,
+                   n_steps=len(trajectory.steps), n_tool_errors=trajectory.n_tool_errors,
+                   hidden={key: trajectory.hidden[key] for key in ("format", "label_source", "label_rule",
+                                                                   "label_from_reward") if key in trajectory.hidden})
 
 
 class IdSet:

@@ -9,7 +9,7 @@ closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` m
 ``hidden["metadata"]``; neither is ever a step.
 
 ``"reward": null`` (and no ``label``) marks an unlabeled episode (``label=None, reward=None``): judge it,
-or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read as well (it is parsed whole, not streamed).
+or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read as well (streamed, one record at a time).
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ import orjson
 from rubricforge_dspy.core.errors import OutputExistsError
 from rubricforge_dspy.data.formats._common import (
     CallTracker,
+    TrajectoryCounts,
     convert_each,
     Malformed,
     as_reward,
     finalize_answer,
-    has_bad_bytes,
     iter_json_array,
     looks_like_tool_error,
     new_step,
     parse_arguments,
-    read_text,
+    stream_json_array,
     text_of,
 )
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
@@ -122,9 +122,20 @@ def _message_ok(msg: Any) -> bool:
         if type(tool_calls) is not list or role in ("system", "user"):
             return False
         for call in tool_calls:
-            if type(call) is not dict or not _text(call.get("id")) or call.get("type", "function") != "function" \
-                    or type(call.get("type", "")) is not str or not _call_ok(call.get("function")):
+            if type(call) is not dict:
                 return False
+            ident, kind = call.get("id"), call.get("type", "function")
+            if type(ident) is not str or not ident or type(kind) is not str or kind != "function" \
+                    or not _call_ok(call.get("function")):
+                return False
+    if "tool_call_id" in msg and not _text(msg["tool_call_id"]):
+        return False
+    if "is_error" in msg and type(msg["is_error"]) is not bool:
+        return False
+    # Every key checked so far (a message of only these keys, the common action and result, is decided here):
+    if len(msg) == 1 + ("content" in msg) + ("name" in msg) + ("tool_calls" in msg) + ("tool_call_id" in msg) \
+            + ("is_error" in msg):
+        return _text(name) if role == "function" else role != "tool" or "tool_call_id" in msg
     if "function_call" in msg and (role != "assistant" or (msg["function_call"] is not None
                                                           and not _call_ok(msg["function_call"]))):
         return False
@@ -267,8 +278,21 @@ def steps_of(messages: list[dict]) -> list[Step]:
 
     The closing assistant text becomes the ``final_answer``, unless some assistant message carries
     ``"final_answer": true|false``: then exactly the messages marked true are final answers."""
+    return _walk(messages, True)
+
+
+def count_steps(messages: list[dict]) -> tuple[int, int]:
+    """``(steps, tool errors)`` of a schema-valid message list, the counts of `steps_of` (the same walk,
+    so the same ValueError for a result answering no call) without building any `Step` or parsing any
+    tool-call arguments: what ``rubricforge stats`` needs of a record."""
+    return _walk(messages, False)
+
+
+def _walk(messages: list[dict], build: bool) -> Any:
+    """The one walk over the messages: the steps (`steps_of`) when `build`, else ``(steps, tool errors)``."""
     steps: list[Step] = []
     append = steps.append
+    n_steps = n_errors = 0
     calls = CallTracker()
     explicit = False  # an assistant message says whether it is the final answer: no inference then
     last_call: tuple[str, str] | None = None  # (call id, tool name) of the latest action
@@ -288,10 +312,13 @@ def steps_of(messages: list[dict]) -> list[Step]:
         return last_call  # a further observation of the latest action
 
     def call(raw_id: str | None, name: str, arguments: Any) -> None:
-        nonlocal last_call
+        nonlocal last_call, n_steps
         call_id = calls.call(raw_id, name)
         last_call = (call_id, name)
-        append(new_step("tool_call", "", name, arguments, call_id))
+        if build:
+            append(new_step("tool_call", "", name, arguments, call_id))
+        else:
+            n_steps += 1
 
     for i, msg in enumerate(messages):
         role, content = msg["role"], msg.get("content")
@@ -301,29 +328,43 @@ def steps_of(messages: list[dict]) -> list[Step]:
             content = text_of(content)
         if role == "tool" or role == "function" or (role == "user" and msg.get("observation") is True):
             call_id, name = answer(i, msg.get("tool_call_id") if role == "tool" else None, role)
-            append(new_step("tool_result", content, (msg.get("name") if role != "user" else None) or name,
-                            None, call_id, _is_error(msg, content)))
+            is_error = _is_error(msg, content)
+            if build:
+                append(new_step("tool_result", content, (msg.get("name") if role != "user" else None) or name,
+                                None, call_id, is_error))
+            else:
+                n_steps += 1
+                n_errors += is_error
             continue
         if content and not content.isspace():
-            final = msg.get("final_answer") if role == "assistant" else None
-            if final is True or final is False:
-                explicit = True
-            append(new_step("final_answer" if final is True else role, content))
+            if build:
+                final = msg.get("final_answer") if role == "assistant" else None
+                if final is True or final is False:
+                    explicit = True
+                append(new_step("final_answer" if final is True else role, content))
+            else:
+                n_steps += 1
         if len(msg) == 2 and "content" in msg:
             continue  # role and content only: no action
         for tool_call in msg.get("tool_calls") or ():
             function = tool_call["function"]
-            call(tool_call["id"], function["name"], parse_arguments(function.get("arguments")))
+            call(tool_call["id"], function["name"], parse_arguments(function.get("arguments")) if build else None)
         if msg.get("function_call"):
             function = msg["function_call"]
-            call(None, function["name"], parse_arguments(function.get("arguments")))
+            call(None, function["name"], parse_arguments(function.get("arguments")) if build else None)
         if isinstance(msg.get("action"), str):
             call(None, TEXT_ACTION, msg["action"])
+    if not build:
+        return n_steps, n_errors
     return steps if explicit else finalize_answer(steps)
 
 
-def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory:
-    """One interchange record as a `Trajectory`; ValueError with the problem when it cannot be."""
+EMPTY = "empty trajectory: no user/assistant/tool messages"
+
+
+def _checked(obj: Any) -> tuple[float | None, Any]:
+    """``(reward, given label)`` of a record that satisfies the schema; ValueError naming the problem
+    otherwise (the checks `convert` and `count` share, in the same order)."""
     if not isinstance(obj, dict):
         raise ValueError(f"record must be a JSON object, got {type(obj).__name__}")
     if "reward" not in obj:
@@ -332,13 +373,24 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
     if problem:
         raise ValueError(problem)
     given = obj.get("label")
-    unlabeled = obj["reward"] is None and given is None
-    reward = None if unlabeled else as_reward(float(given) if obj["reward"] is None else obj["reward"])
+    if obj["reward"] is None and given is None:
+        return None, None  # unlabeled
+    return as_reward(float(given) if obj["reward"] is None else obj["reward"]), given
+
+
+def _label(reward: float | None, given: Any, threshold) -> int | None:
+    if reward is None:
+        return None
+    return int(given) if given is not None else label_from_reward(reward, threshold)
+
+
+def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory:
+    """One interchange record as a `Trajectory`; ValueError with the problem when it cannot be."""
+    reward, given = _checked(obj)
     steps = steps_of(obj["messages"])
     if not steps:
-        raise ValueError("empty trajectory: no user/assistant/tool messages")
+        raise ValueError(EMPTY)
     system = [text_of(m.get("content")) for m in obj["messages"] if m["role"] == "system"]
-    label = None if unlabeled else int(given) if given is not None else label_from_reward(reward, threshold)
     return Trajectory(
         id=obj["id"],
         task_id=str(obj["task_id"]),
@@ -346,7 +398,7 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
         agent=obj.get("agent") or "unknown",
         steps=tuple(steps),
         reward=reward,
-        label=label,
+        label=_label(reward, given, threshold),
         source=Source(str(path), index),
         trial=obj.get("trial"),
         hidden={
@@ -358,11 +410,31 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
     )
 
 
+def count(obj: Any, *, path: Path, index: int, threshold: float) -> TrajectoryCounts:
+    """One interchange record as `TrajectoryCounts`: checked exactly as `convert` checks it (the same
+    errors), with the same id, task, label and reward, but no steps built."""
+    reward, given = _checked(obj)
+    n_steps, n_errors = count_steps(obj["messages"])
+    if not n_steps:
+        raise ValueError(EMPTY)
+    return TrajectoryCounts(
+        id=obj["id"], task_id=str(obj["task_id"]), domain=obj.get("domain") or "unknown",
+        agent=obj.get("agent") or "unknown", reward=reward, label=_label(reward, given, threshold),
+        source=Source(str(path), index), trial=obj.get("trial"), n_steps=n_steps, n_tool_errors=n_errors,
+        hidden={"format": FORMAT, "label_source": "record" if given is not None else None})
+
+
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
     """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory); a
     file that is one JSON array of records yields ``(element_index, ...)``."""
     yield from convert_each(path, _records(path),
                             lambda value, index: convert(value, path=path, index=index, threshold=threshold))
+
+
+def read_counts(path: Path, threshold: float) -> Iterator[tuple[int | None, TrajectoryCounts | TrajectoryFormatError]]:
+    """`read`, yielding `TrajectoryCounts` (every record checked as `read` checks it; no steps built)."""
+    yield from convert_each(path, _records(path),
+                            lambda value, index: count(value, path=path, index=index, threshold=threshold))
 
 
 def is_array(path: Path) -> bool:
@@ -385,11 +457,10 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
     if not is_array(path):
         yield from iter_json_lines(path)
         return
-    text, bad_bytes = read_text(path)
     index = -1
     try:
-        for index, value in iter_json_array(text.lstrip("\ufeff")):
-            if bad_bytes and has_bad_bytes(value):
+        for index, value, bad_bytes in stream_json_array(path, strip_bom=True):  # bounded memory
+            if bad_bytes:
                 yield index, TrajectoryFormatError(str(path), index, "invalid UTF-8 bytes in record")
             else:
                 yield index, value

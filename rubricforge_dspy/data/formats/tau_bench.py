@@ -21,23 +21,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.data.formats._common import (
     CallTracker,
+    IdSet,
     check_messages,
     Malformed,
     as_reward,
     error,
     finalize_answer,
-    has_bad_bytes,
-    iter_json_array,
     looks_like_tool_error,
     parse_arguments,
-    read_text,
+    stream_json_array,
     text_of,
 )
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
@@ -99,7 +97,7 @@ def agent_name(run: dict[str, Any]) -> str:
     return f"{run['model']}/{run['strategy']}" if run["strategy"] else run["model"]
 
 
-def infer_domain(path: Path, records: list[Any]) -> str:
+def infer_domain(path: Path, records: Iterable[Any]) -> str:
     """``airline`` / ``retail`` from the file name, the system prompt, else the tool names used."""
     name = path.name.lower()
     for domain in ("airline", "retail"):
@@ -313,30 +311,48 @@ def _key(record: Any) -> tuple[str, str]:
     return (str(record.get("task_id")), str(record.get("trial")))
 
 
+def _key_text(record: Any) -> str:
+    return "\x00".join(_key(record))
+
+
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
-    """Yield ``(record_index, Trajectory | TrajectoryFormatError)`` for every record of the file."""
-    text, had_bad_bytes = read_text(path)
-    records: list[Any] = []
+    """Yield ``(record_index, Trajectory | TrajectoryFormatError)`` for every record of the file.
+
+    The file is streamed twice (`stream_json_array`: memory holds one record): once for what ids and the
+    domain depend on (which ``(task_id, trial)`` keys repeat, the domain's evidence), once to convert.
+    Keys are held as 64-bit hashes (`IdSet`, 16 bytes a key), so memory stays flat for any number of
+    records; two different keys colliding (about 3e-8 for a million) only adds a ``#index`` suffix."""
+    seen, repeated = IdSet(), IdSet()
+
+    def keyed() -> Iterator[Any]:  # the records before a parse failure, which the second pass reports
+        try:
+            for _, record, _ in stream_json_array(path):
+                key = _key_text(record)
+                if not seen.add(key):
+                    repeated.add(key)
+                yield record
+        except Malformed:
+            return
+
+    records = keyed()
+    domain = infer_domain(path, records)
+    for _ in records:  # infer_domain may stop early: count the rest
+        pass
+    run = run_from_name(path.stem)
     failure: Malformed | None = None
     try:
-        for _, record in iter_json_array(text):
-            records.append(record)
+        for index, record, bad_bytes in stream_json_array(path):
+            if bad_bytes:
+                yield index, error(path, index, "invalid UTF-8 bytes in record")
+                continue
+            try:
+                unique = _key_text(record) not in repeated
+                yield index, convert(
+                    record, path=path, index=index, domain=domain, run=run, threshold=threshold, unique=unique
+                )
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                yield index, error(path, index, str(exc))
     except Malformed as exc:
         failure = exc
-    del text
-    run = run_from_name(path.stem)
-    domain = infer_domain(path, records)
-    keys = Counter(_key(r) for r in records)
-    for index, record in enumerate(records):
-        if had_bad_bytes and has_bad_bytes(record):
-            yield index, error(path, index, "invalid UTF-8 bytes in record")
-            continue
-        try:
-            unique = keys[_key(record)] == 1
-            yield index, convert(
-                record, path=path, index=index, domain=domain, run=run, threshold=threshold, unique=unique
-            )
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            yield index, error(path, index, str(exc))
     if failure is not None:
         yield failure.index, error(path, failure.index, f"{failure.problem}; the rest of the file is unreadable")

@@ -1,0 +1,151 @@
+"""Whole-document formats streamed (issue 20, item 1): a tau-bench results array or a JSON array of generic
+records is read one record at a time (ijson), with the same trajectories and the same errors as the
+whole-text reader it replaced (which still reads whatever ijson could read differently)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubricforge_dspy.data.export import record_of
+from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.data.formats import (_common, detect_format, iter_trajectories, jsonl, load_trajectories,
+                                           tau_bench)
+from rubricforge_dspy.data.formats._common import Malformed, has_bad_bytes, iter_json_array, read_text, stream_json_array
+
+ROOT = Path(__file__).resolve().parents[1]
+TAU_FILES = [ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json",
+             ROOT / "evals/data/tau_bench_grok" / ("tool-calling-grok-4-fast-reasoning-0.0_range_0--1_user-grok-4-fast-"
+                                                 "reasoning-llm_1129144541.json")]
+
+EDGE_DOCUMENTS = [
+    b'[1.5, 1e5, -0, -0.0, 1E400, 5e-324, 1e-400]',
+    b'["\\ud83d\\ude00", "x", "\\ud800", "\\udc00x"]',  # escaped emoji; lone surrogates
+    b'["\\ud800\\u0041", 1]',  # a lone high surrogate before another escape: ijson would join the two
+    b'[{"a": 1, "a": 2}, 0.1, 9223372036854775807, 12345678901234567890123]',
+    b'[1, 2, "\xff", 3]', b'[NaN, 1]', b'[1] trailing', b'{"a": 1}', b'\xef\xbb\xbf[1, 2]', b'\xef\xbb\xbf\xef\xbb\xbf[1]',
+    b'[1,]', b'[1, 2 3]', b'', b'  \n[1]', b'[]', b'[1, 2', b'[\n1,\n{"a": tru}]', b'\xa0[1]',
+    b'[' + b','.join(json.dumps({"k": "\U0001F600" * i + "\\", "n": i}).encode() for i in range(30)) + b']',
+    b'["' + b'\\ud83d\\ude00' * 40 + b'", "' + b'a' * 30 + b'\\ud83d\\u0041"]',
+]
+
+
+def _whole(path: Path, strip_bom: bool) -> list:
+    """What the whole-text reader gives (the reader before streaming)."""
+    text, bad = read_text(path)
+    out = []
+    try:
+        for index, value in iter_json_array(text.lstrip("\ufeff") if strip_bom else text):
+            out.append((index, value, bad and has_bad_bytes(value)))
+    except Malformed as exc:
+        out.append(("error", exc.index, exc.problem))
+    return out
+
+
+def _streamed(path: Path, strip_bom: bool) -> list:
+    out = []
+    try:
+        out.extend(stream_json_array(path, strip_bom=strip_bom))
+    except Malformed as exc:
+        out.append(("error", exc.index, exc.problem))
+    return out
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 13, 1 << 16])
+def test_the_stream_gives_the_whole_text_readers_elements_and_errors(tmp_path, monkeypatch, chunk):
+    """User sees: the same values (numbers, escaped emoji, lone surrogates, repeated keys) and the same
+    error naming the same element, whatever the read size (escapes split between reads included)."""
+    monkeypatch.setattr(_common, "STREAM_CHUNK", chunk)
+    for n, document in enumerate(EDGE_DOCUMENTS):
+        path = tmp_path / f"doc{n}.json"
+        path.write_bytes(document)
+        for strip_bom in (False, True):
+            assert repr(_streamed(path, strip_bom)) == repr(_whole(path, strip_bom)), document[:60]
+
+
+def _never_read_whole(monkeypatch):
+    def refuse(path):
+        raise AssertionError(f"{path} was read whole")
+    monkeypatch.setattr(_common, "read_text", refuse)
+
+
+def _results(read, path: Path) -> list:
+    return [(index, result if not isinstance(result, Exception) else ("error", result.file, result.record,
+                                                                        result.problem))
+            for index, result in read(path, tau_bench.LABEL_RULE)]
+
+
+def _raw_tau_files() -> list[Path]:
+    """The raw tau-bench logs of the `shared/` checkout beside the repo, when there is one (CI has it)."""
+    raw = ROOT.parent / "shared" / "data" / "raw"
+    found = []
+    for path in sorted(raw.rglob("*.json")) if raw.is_dir() else []:
+        try:
+            if detect_format(path) == "tau_bench":
+                found.append(path)
+        except TrajectoryFormatError:
+            continue
+    return found
+
+
+def test_shipped_tau_bench_results_stream_to_the_same_trajectories(monkeypatch):
+    """User sees: the shipped tau-bench files (and the raw logs of `shared/` when present: 12 files, some
+    with bad records) give the same trajectories and errors as before, and none is read whole."""
+    whole = {}
+    files = TAU_FILES + _raw_tau_files()
+    with monkeypatch.context() as forced:  # every element through the whole-text reader: the old path
+        forced.setattr(_common.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_common.ijson.JSONError("off")))
+        for path in files:
+            whole[path] = _results(tau_bench.read, path)
+    _never_read_whole(monkeypatch)
+    for path in files:
+        streamed = _results(tau_bench.read, path)
+        assert streamed == whole[path] and len(streamed) >= 50
+
+
+def _tau_document(tmp_path: Path, tail: bytes) -> Path:
+    records = json.loads(TAU_FILES[0].read_text())[:6]
+    records[3]["task_id"], records[3]["trial"] = records[1]["task_id"], records[1]["trial"]  # a repeated key
+    records[4]["traj"] = "not a list"
+    body = b",".join(json.dumps(r).encode() for r in records)
+    path = tmp_path / "airline-results.json"
+    path.write_bytes(b"[" + body + tail)
+    return path
+
+
+@pytest.mark.parametrize("tail", [b"]", b", {\"task_id\": 9, \"traj\": [}]", b", \"\xff\"]", b", NaN]"])
+def test_bad_tau_bench_documents_give_the_same_errors_streamed(tmp_path, monkeypatch, tail):
+    """User sees: a truncated or malformed results file, a record of invalid UTF-8 or NaN: the same records
+    loaded and the same errors (file, record, problem) as the whole-text reader gave."""
+    path = _tau_document(tmp_path, tail)
+    with monkeypatch.context() as forced:
+        forced.setattr(_common.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_common.ijson.JSONError("off")))
+        whole = _results(tau_bench.read, path)
+    streamed = _results(tau_bench.read, path)
+    assert streamed == whole
+    ids = [r.id for _, r in streamed if not isinstance(r, tuple)]
+    assert len(ids) == len(set(ids)) >= 4 and any("#" in i for i in ids)  # the repeated key got its suffix
+    assert any(isinstance(r, tuple) and "traj" in r[3] for _, r in streamed)
+
+
+def test_a_generic_json_array_streams_with_the_same_records_and_errors(tmp_path, monkeypatch):
+    """User sees: a JSON array of generic records loads as before (a bad record named by its index, a
+    malformed tail named), streamed."""
+    records = [record_of(t) for t in load_trajectories(TAU_FILES[0])[:5]]
+    records[2]["reward"] = "high"
+    good = tmp_path / "array.json"
+    good.write_text("\ufeff\n" + json.dumps(records))
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(records)[:-1] + ", {\"id\": ]")
+    for path in (good, broken):
+        with monkeypatch.context() as forced:
+            forced.setattr(_common.ijson, "items",
+                           lambda *a, **k: (_ for _ in ()).throw(_common.ijson.JSONError("off")))
+            whole = _results(jsonl.read, path)
+        assert _results(jsonl.read, path) == whole
+        loaded = load_trajectories(path, on_error="skip")
+        assert len(loaded) == 4 and loaded.report.skipped[0][1] == 2
+    _never_read_whole(monkeypatch)
+    assert [t.id for t in iter_trajectories(good, on_error="skip")] == [r["id"] for i, r in enumerate(records) if i != 2]
