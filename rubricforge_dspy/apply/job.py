@@ -416,13 +416,15 @@ def input_fingerprint(paths: Iterable, **settings) -> str:
 
 
 def checked_input(paths: list, *, format: str, label_threshold, on_error: str, limit: int | None,
-                  labels=None) -> tuple[InputScan, str]:
+                  labels=None, report=None, each=None) -> tuple[InputScan, str]:
     """Check the whole input before anything is paid, and fingerprint it for the job file.
 
     Args:
         paths: the input files or directories.
         format, label_threshold, on_error, limit: as for `data.formats.iter_trajectories`.
         labels: a `data.labels.LabelJoin` (its labels past `limit` are left out of its report), or None.
+        report: the `LoadReport` the pass fills (default: the scan's own).
+        each: called with each trajectory within `limit` during the same pass (`data.scan.scan_input`).
 
     Returns:
         The scan (ids, counts; `data.scan.scan_input`) and `input_fingerprint` of the files and settings.
@@ -434,7 +436,7 @@ def checked_input(paths: list, *, format: str, label_threshold, on_error: str, l
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}: nothing would be judged")
     scan = scan_input(paths, format=format, label_threshold=label_threshold, on_error=on_error, limit=limit,
-                      label_ids=labels.file.entries if labels is not None else None)
+                      label_ids=labels.file.entries if labels is not None else None, report=report, each=each)
     if labels is not None:
         labels.leave_out(scan.beyond_limit_labeled)
     data = input_fingerprint(paths + ([labels.file.path] if labels is not None else []), format=format,

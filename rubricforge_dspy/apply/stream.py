@@ -28,6 +28,7 @@ import contextvars
 import itertools
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -216,12 +217,70 @@ class _Writer:
 
 def _inputs(judge, trajectory: Trajectory) -> dict:
     """What `judge` reads of `trajectory` (`BaseJudge.inputs_of`: the text, and the features of a judge that
-    reads them); the rendered text for a baseline callable."""
+    reads them); the rendered text for a baseline callable. A spilled item (`_Spilled`) carries them."""
+    if type(trajectory) is _Spilled:
+        return trajectory.inputs
     inputs_of = getattr(judge, "inputs_of", None)
     if inputs_of is not None:
         return inputs_of(trajectory)
     render = getattr(judge, "render", None)
     return {"trajectory": render(trajectory) if render is not None else render_trajectory(trajectory)}
+
+
+class _Spilled:
+    """One item of the judging pass, as the checking pass spilled it (`_Spill`): what the verdict line
+    says of the trajectory and the judge's inputs (None for an id already done: it is skipped).
+    ``steps`` is a range of the trajectory's step count (the verdict line reads its length only)."""
+
+    __slots__ = ("id", "task_id", "domain", "agent", "steps", "label", "reward", "inputs")
+
+    def __init__(self, id, task_id, domain, agent, n_steps, label, reward, inputs):
+        self.id, self.task_id, self.domain, self.agent = id, task_id, domain, agent
+        self.steps, self.label, self.reward, self.inputs = range(n_steps), label, reward, inputs
+
+
+class _Spill:
+    """The judging pass's input, written by the checking pass (`run_judge_file`): one orjson line per
+    trajectory within the limit, with its judge inputs already computed (the render), in a temporary file
+    beside the output (removed by `remove`). So the input is read, parsed and converted once, memory stays
+    bounded, and every check still happens before the first LM call.
+
+    A judge whose inputs are not plain data (a `FloorJudge` reads the `Trajectory` itself) cannot be
+    spilled: `add` then returns False and the file is dropped (the caller reads the input again)."""
+
+    def __init__(self, judge, out_path: Path, done: set):
+        self.judge, self.done = judge, done
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".spill", dir=out_path.parent)
+        self.path = Path(name)
+        self._file = os.fdopen(fd, "wb", buffering=1 << 20)
+        self.usable = True
+
+    def add(self, trajectory: Trajectory) -> bool:
+        if not self.usable:
+            return False
+        done = trajectory.id in self.done
+        inputs = None if done else _inputs(self.judge, trajectory)
+        label, reward = trajectory.label, trajectory.reward
+        try:
+            line = orjson.dumps([trajectory.id, trajectory.task_id, trajectory.domain, trajectory.agent,
+                                 len(trajectory.steps), label, reward, inputs])
+        except orjson.JSONEncodeError:
+            self.remove()
+            return False
+        self._file.write(line + b"\n")
+        return True
+
+    def items(self) -> Iterator[_Spilled]:
+        self._file.close()
+        with self.path.open("rb") as handle:
+            for line in handle:
+                yield _Spilled(*orjson.loads(line))
+
+    def remove(self) -> None:
+        self.usable = False
+        self._file.close()
+        self.path.unlink(missing_ok=True)
 
 
 class _EventLoop:
@@ -359,12 +418,7 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
         An error raised by `trajectories` itself (a bad input record) propagates after the verdicts in
         flight are written.
     """
-    if on_duplicate not in ("raise", "skip"):
-        raise InputError(f"on_duplicate must be 'raise' or 'skip', got {on_duplicate!r}")
-    if limit is not None and limit < 1:
-        raise InputError(f"limit must be at least 1 (or None for every item), got {limit!r}")
-    if concurrency < 1:
-        raise InputError(f"concurrency must be >= 1, got {concurrency}")
+    _check_options(on_duplicate, limit, concurrency)
     with output_lock(out_path):  # one writer per output file, for the whole run
         return _judge_stream(judge, trajectories, out_path, concurrency=concurrency, max_retries=max_retries,
                              backoff=backoff, max_backoff=max_backoff, timeout=timeout, cache=cache, lm=lm,
@@ -372,11 +426,20 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
                              data=data, max_consecutive_lm_errors=max_consecutive_lm_errors)
 
 
+def _check_options(on_duplicate: str, limit: int | None, concurrency: int) -> None:
+    if on_duplicate not in ("raise", "skip"):
+        raise InputError(f"on_duplicate must be 'raise' or 'skip', got {on_duplicate!r}")
+    if limit is not None and limit < 1:
+        raise InputError(f"limit must be at least 1 (or None for every item), got {limit!r}")
+    if concurrency < 1:
+        raise InputError(f"concurrency must be >= 1, got {concurrency}")
+
+
 def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurrency: int, max_retries: int,
                   backoff: float, max_backoff: float, timeout: float | None, cache, lm, progress: bool,
                   limit: int | None, on_duplicate: str, fsync_every: int, data: str | None,
-                  max_consecutive_lm_errors: int | None) -> BatchSummary:
-    """`judge_stream` with the output's lock held."""
+                  max_consecutive_lm_errors: int | None, done: ResumeState | None = None) -> BatchSummary:
+    """`judge_stream` with the output's lock held; `done`: what `read_done` already returned for `out_path`."""
     policy = RetryPolicy(max_retries, backoff, max_backoff)
     started = time.perf_counter()
     out_path = Path(out_path)
@@ -395,7 +458,7 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
     model = getattr(the_lm, "model", None)
     lm_label = lm_name(the_lm)
 
-    done = read_done(out_path)
+    done = read_done(out_path) if done is None else done
     claim_output(out_path, fingerprint, data, bool(done.ids))
     foreign = {f for f in done.fingerprints if f not in (None, fingerprint.sha256)}
     if done.ids and foreign:
@@ -541,12 +604,6 @@ def _as_lm(lm):
     return make_lm(lm) if isinstance(lm, LMConfig) else lm
 
 
-def _watched(stream, callback):
-    for trajectory in stream:
-        callback(trajectory)
-        yield trajectory
-
-
 def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | None = None, lm=None,
                    render_config=None,
                    concurrency: int = 4, on_error: str = "raise", on_duplicate: str | None = None,
@@ -557,8 +614,12 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
                    labels=None, load_report=None, on_trajectory=None) -> BatchSummary:
     """Judge the trajectory file `data_path` into `out_path` (resumable); the Python API of `rubricforge judge`.
 
-    The file is streamed (`iter_trajectories`) into `judge_stream`; the job's data fingerprint covers
-    the input files, the label file, the format and the label threshold.
+    The input is read once (`data.scan.scan_input`), before the first LM call: every record is checked,
+    the labels joined, `on_trajectory` called, and each trajectory within `limit` rendered into a temporary
+    spill file beside `out_path` (orjson lines, removed at the end; ids already done are not rendered),
+    which the judging pass (`judge_stream`'s) then reads. A judge whose inputs are not plain data (a
+    `FloorJudge`) reads the input a second time instead. The job's data fingerprint covers the input
+    files, the label file, the format and the label threshold.
 
     Args:
         program: a frozen program path (`load_judge`), a judge, or None for the seed judge.
@@ -607,34 +668,43 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
 
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
     join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
+    on_duplicate = on_duplicate or ("skip" if on_error == "skip" else "raise")
+    _check_options(on_duplicate, None, concurrency)  # the limit: by `checked_input`, in the words of the CLI
+    out_path = Path(out_path)
+    report = load_report if load_report is not None else LoadReport()
     with output_lock(out_path):  # taken before anything else: a second run is refused at once
-        # The whole input is read once (ids only) before the first LM call: a bad record, a repeated id
-        # or an empty input costs seconds, not the verdicts paid before the judge reaches it.
-        scan, data = checked_input(paths, format=format, label_threshold=label_threshold, on_error=on_error,
-                                   limit=limit, labels=join)
-        report = load_report if load_report is not None else LoadReport()
-        stream = iter_trajectories(data_path, format=format, label_threshold=label_threshold,
-                                   on_error=on_error, report=report)
-        if limit is not None:
-            stream = itertools.islice(stream, limit)  # ids are unique here: the first `limit` distinct ids
-        if join is not None:
-            stream = (join.apply(t) for t in stream)
-        if on_trajectory is not None:
-            stream = _watched(stream, on_trajectory)
-        return _judge_file_stream(judge, stream, out_path, report, concurrency=concurrency,
-                                  max_retries=max_retries, backoff=backoff, timeout=timeout, cache=cache, lm=lm,
-                                  progress=progress, limit=limit, on_error=on_error, on_duplicate=on_duplicate,
-                                  fsync_every=fsync_every, data=data,
-                                  max_consecutive_lm_errors=max_consecutive_lm_errors)
+        done = read_done(out_path)
+        spill = _Spill(judge, out_path, done.ids)
 
+        def each(trajectory: Trajectory) -> None:  # every trajectory within the limit, in input order
+            if join is not None:
+                trajectory = join.apply(trajectory)
+            if on_trajectory is not None:
+                on_trajectory(trajectory)
+            spill.add(trajectory)
 
-def _judge_file_stream(judge, stream, out_path, report, *, concurrency, max_retries, backoff, timeout, cache, lm,
-                       progress, limit, on_error, on_duplicate, fsync_every, data,
-                       max_consecutive_lm_errors) -> BatchSummary:
-    summary = judge_stream(judge, stream, out_path, concurrency=concurrency, max_retries=max_retries,
-                           backoff=backoff, timeout=timeout, cache=cache, lm=_as_lm(lm), progress=progress,
-                           limit=limit, on_duplicate=on_duplicate or ("skip" if on_error == "skip" else "raise"),
-                           fsync_every=fsync_every, data=data, max_consecutive_lm_errors=max_consecutive_lm_errors)
-    skipped = getattr(report, "skipped", 0)
-    summary.skipped = len(skipped) if isinstance(skipped, (list, tuple, set)) else int(skipped or 0)
+        try:
+            # One pass over the whole input before the first LM call: a bad record, a repeated id or an
+            # empty input costs seconds, not the verdicts paid before the judge reaches it; the same pass
+            # joins the labels, tallies, and renders each trajectory into the spill the judging pass reads.
+            scan, data = checked_input(paths, format=format, label_threshold=label_threshold, on_error=on_error,
+                                       limit=limit, labels=join, report=report, each=each)
+            if spill.usable:
+                stream = spill.items()
+            else:  # a judge whose inputs are not plain data: the judging pass reads the input again
+                stream = iter_trajectories(data_path, format=format, label_threshold=label_threshold,
+                                           on_error=on_error, report=LoadReport())
+                if limit is not None:
+                    stream = itertools.islice(stream, limit)  # ids are unique here: the first `limit` distinct ids
+                if join is not None:  # the same labels; the join was reported by the checking pass
+                    again = LabelJoin(join.file, join.rule)
+                    stream = (again.apply(t) for t in stream)
+            summary = _judge_stream(judge, stream, out_path, concurrency=concurrency, max_retries=max_retries,
+                                    backoff=backoff, max_backoff=8.0,
+                                    timeout=timeout, cache=cache, lm=_as_lm(lm), progress=progress, limit=limit,
+                                    on_duplicate=on_duplicate, fsync_every=fsync_every, data=data,
+                                    max_consecutive_lm_errors=max_consecutive_lm_errors, done=done)
+        finally:
+            spill.remove()
+    summary.skipped = len(report.skipped)
     return summary
