@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 
 import dspy
@@ -14,7 +15,7 @@ from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.core.presets import SERVER
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
-from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.module import StrictJSONAdapter, TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import CompiledRequest, encode_body, make_lm
@@ -140,3 +141,26 @@ def test_no_fast_path_for_an_lm_it_cannot_reproduce():
         custom = judge_on(fake)
         custom.__class__ = Custom
         assert custom.direct_call() is None
+
+
+def test_the_strict_parse_returns_what_dspys_json_parse_returns_for_every_field_type():
+    """The strict adapter skips DSPy's per-field pydantic validation when a value already has its field's
+    plain type; the fields (values, types and order) must be DSPy's own, and anything else DSPy decides."""
+    adapter = StrictJSONAdapter()
+    signature = TrajectoryJudge().judge.signature
+    values = {"reason": ["x", "", "é\n", 3, None, True], "passed": [True, False, "true", 1, None, 2.5],
+              "score": [0.5, 1, -3, float("nan"), "0.7", True, None, 2 ** 60, "abc"]}
+    compared = 0
+    for reason, passed, score in itertools.product(*values.values()):
+        text = json.dumps({"score": score, "extra": 1, "reason": reason, "passed": passed})
+        try:
+            expected = dspy.JSONAdapter.parse(adapter, signature, text)
+        except Exception:  # noqa: BLE001 - DSPy refuses it: the strict parse must refuse it too
+            with pytest.raises(Exception):
+                adapter.parse(signature, text)
+            continue
+        got = adapter.parse(signature, text)
+        assert repr(list(got.items())) == repr(list(expected.items()))
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+        compared += 1
+    assert compared > 20
