@@ -164,3 +164,17 @@ def test_the_strict_parse_returns_what_dspys_json_parse_returns_for_every_field_
         assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
         compared += 1
     assert compared > 20
+
+
+def test_a_timeout_is_a_timeout_abstention_on_both_paths():
+    """aiohttp's timeout on the fast path is DSPy's timeout error, as httpx's is on DSPy's path: retried,
+    then recorded as an abstention of kind ``timeout`` naming the URL."""
+    policy = RetryPolicy(max_retries=1, backoff=0.0, max_backoff=0.0)
+    with FakeOpenAI(lambda body, n: "timeout", hang_seconds=3.0) as fake:
+        judge = judge_on(fake, timeout=0.5)
+        direct = judge.direct_call()
+        slow = judge_verdict(judge, TEXTS[0], policy)
+        fast = asyncio.run(ajudge_verdict(direct, TEXTS[0], policy))
+    assert (fast.abstained, fast.error_kind, fast.attempts) == (slow.abstained, slow.error_kind, slow.attempts) \
+        == (True, "timeout", 2)
+    assert fast.error.split(": ")[:2] == slow.error.split(": ")[:2]  # the error's class and the URL
