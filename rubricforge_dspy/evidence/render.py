@@ -46,7 +46,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.evidence.clip import as_json, fit, sanitize
@@ -263,6 +263,7 @@ def _head_tokens(text: str) -> int:
     return tokens
 
 
+@lru_cache(maxsize=64)  # a render's parts share one fence
 def _tag_tokens(fence: tuple[str, str]) -> int:
     return estimate_tokens(fence[0] + fence[1])
 
