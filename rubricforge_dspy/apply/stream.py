@@ -543,6 +543,8 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
                         advice=f"Stopped; {out_path} keeps every verdict so far: fix the server and re-run "
                                "the same command to resume.")
 
+    shown: list = [None]  # the counts the progress bar shows
+
     def record(trajectory: Trajectory, verdict: Verdict, cached: bool, attempts: int, text_hash: str | None) -> None:
         writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=attempts,
                                   judge_fingerprint=fingerprint.sha256, program_sha256=program, model=model))
@@ -555,8 +557,10 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
             circuit.success()
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(abstained=summary.n_abstained, cached=summary.cached, resumed=summary.resumed,
-                            refresh=False)
+            counts = (summary.n_abstained, summary.cached, summary.resumed)
+            if counts != shown[0]:  # the postfix is rebuilt only when a count changed
+                shown[0] = counts
+                bar.set_postfix(abstained=counts[0], cached=counts[1], resumed=counts[2], refresh=False)
 
     def collect_one(item: tuple, verdict: Verdict) -> None:
         trajectory, text_hash = item
