@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import glob
 import itertools
 import logging
 import os
@@ -239,11 +240,25 @@ class _Spilled:
         self.steps, self.label, self.reward, self.inputs = range(n_steps), label, reward, inputs
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _plain(value) -> bool:
+    """True for what comes back from JSON as it went in, type for type: a string (a rendered text), or a
+    dict of strings to builtin scalars (features). Not a `Trajectory` (orjson would write a dataclass as a
+    dict) nor a numpy number."""
+    if type(value) is str:
+        return True
+    return type(value) is dict and all(type(k) is str and type(v) in _SCALARS for k, v in value.items())
+
+
 class _Spill:
     """The judging pass's input, written by the checking pass (`run_judge_file`): one orjson line per
     trajectory within the limit, with its judge inputs already computed (the render), in a temporary file
-    beside the output (removed by `remove`). So the input is read, parsed and converted once, memory stays
-    bounded, and every check still happens before the first LM call.
+    beside the output (``.OUT.<random>.spill``, removed by `remove`, or by the next run on the same output
+    after a kill). So the input is read, parsed and converted once, memory stays bounded, and every check
+    still happens before the first LM call. It takes about as much disk as the rendered texts (of the order
+    of the input's size) for the length of the run.
 
     A judge whose inputs are not plain data (a `FloorJudge` reads the `Trajectory` itself) cannot be
     spilled: `add` then returns False and the file is dropped (the caller reads the input again)."""
@@ -251,6 +266,8 @@ class _Spill:
     def __init__(self, judge, out_path: Path, done: set):
         self.judge, self.done = judge, done
         out_path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in out_path.parent.glob(f".{glob.escape(out_path.name)}.*.spill"):
+            stale.unlink(missing_ok=True)  # left by a killed run: spills are written under the output's lock
         fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".spill", dir=out_path.parent)
         self.path = Path(name)
         self._file = os.fdopen(fd, "wb", buffering=1 << 20)
@@ -261,11 +278,13 @@ class _Spill:
             return False
         done = trajectory.id in self.done
         inputs = None if done else _inputs(self.judge, trajectory)
-        label, reward = trajectory.label, trajectory.reward
+        if inputs is not None and not all(map(_plain, inputs.values())):
+            self.remove()
+            return False
         try:
             line = orjson.dumps([trajectory.id, trajectory.task_id, trajectory.domain, trajectory.agent,
-                                 len(trajectory.steps), label, reward, inputs])
-        except orjson.JSONEncodeError:
+                                 len(trajectory.steps), trajectory.label, trajectory.reward, inputs])
+        except orjson.JSONEncodeError:  # e.g. a label or reward of a type JSON does not hold
             self.remove()
             return False
         self._file.write(line + b"\n")
