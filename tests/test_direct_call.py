@@ -178,3 +178,69 @@ def test_a_timeout_is_a_timeout_abstention_on_both_paths():
     assert (fast.abstained, fast.error_kind, fast.attempts) == (slow.abstained, slow.error_kind, slow.attempts) \
         == (True, "timeout", 2)
     assert fast.error.split(": ")[:2] == slow.error.split(": ")[:2]  # the error's class and the URL
+
+
+def test_an_interrupt_from_the_input_stops_the_fast_path_and_a_rerun_completes(tmp_path):
+    """A KeyboardInterrupt raised by the input iterator (it runs on the event loop's thread) reaches the
+    caller at once, with the verdicts already finished kept; the re-run judges the rest, one line per id."""
+    data = make_dataset(8)
+    out = tmp_path / "v.jsonl"
+
+    def interrupted():
+        yield from data[:5]
+        raise KeyboardInterrupt
+
+    with FakeOpenAI(answer, delay=0.2) as fake:
+        lm = make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base))
+        with pytest.raises(KeyboardInterrupt):
+            judge_stream(TrajectoryJudge(), interrupted(), out, lm=lm, concurrency=2, progress=False)
+        kept = {line["id"] for line in read_lines(out)}
+        summary = judge_stream(TrajectoryJudge(), data, out, lm=lm, concurrency=2, progress=False)
+    assert summary.fast_path and kept <= {t.id for t in data[:5]}
+    assert (summary.resumed, summary.judged) == (len(kept), 8 - len(kept))
+    assert sorted(line["id"] for line in read_lines(out)) == sorted(t.id for t in data)
+
+
+CTRL_C = """
+import sys
+from rubricforge_dspy.apply.stream import judge_stream
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.engine import make_lm
+from tests.helpers import make_dataset
+lm = make_lm(LMConfig(model="fake-judge@1", api_base=sys.argv[1]))
+try:
+    judge_stream(TrajectoryJudge(), make_dataset(40), sys.argv[2], lm=lm, concurrency=4, progress=False)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_while_the_loop_judges_keeps_finished_lines_and_a_rerun_completes(tmp_path):
+    """SIGINT reaches the waiting main thread while the batch runs on the loop's thread: the run stops
+    promptly (in-flight calls are not waited for), every line written is whole, the re-run completes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "v.jsonl"
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with FakeOpenAI(answer, delay=0.3) as fake:
+        child = subprocess.Popen([sys.executable, "-c", CTRL_C, fake.api_base, str(out)], env=env, cwd=root)
+        deadline = time.time() + 60
+        while time.time() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 4):
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        sent = time.time()
+        assert child.wait(timeout=30) == 130
+        assert time.time() - sent < 10
+        kept = read_lines(out)
+        assert 4 <= len(kept) < 40 and out.read_bytes().endswith(b"\n")
+        lm = make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base))
+        summary = judge_stream(TrajectoryJudge(), make_dataset(40), out, lm=lm, concurrency=4, progress=False)
+    assert (summary.resumed, summary.judged) == (len(kept), 40 - len(kept))
+    assert sorted(line["id"] for line in read_lines(out)) == sorted(t.id for t in make_dataset(40))

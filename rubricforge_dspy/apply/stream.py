@@ -338,18 +338,22 @@ class _EventLoop:
         stops retries, collects the calls already finished, cancels the rest, and propagates."""
         future = self.context.run(asyncio.run_coroutine_threadsafe, self._drive(jobs, collect, check), self.loop)
         try:
-            future.result()
+            interrupt = future.result()
         except BaseException:
             if not future.done():  # interrupted while waiting: stop the drive, let it keep what finished
                 self.loop.call_soon_threadsafe(self._cancel)
                 self._ended.wait(timeout=60)
             raise
+        if interrupt is not None:
+            raise interrupt
 
     def _cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
 
-    async def _drive(self, jobs, collect, check) -> None:
+    async def _drive(self, jobs, collect, check) -> BaseException | None:
+        """The batch (see `drive`); returns a KeyboardInterrupt or SystemExit raised by `jobs` or `collect`
+        for the waiting thread to raise (raised in a task, it would stop the loop before anyone hears of it)."""
         self._task = asyncio.current_task()
         finished: asyncio.Queue = asyncio.Queue()
         pending: dict = {}
@@ -384,11 +388,14 @@ class _EventLoop:
                 raise
             self._abandon(pending, take)
             raise
-        except BaseException:  # cancelled (Ctrl-C in the waiting thread): keep what finished, never wait
+        except BaseException as error:  # cancelled (Ctrl-C in the waiting thread): keep what finished, never wait
             self._abandon(pending, take)
+            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                return error
             raise
         finally:
             self._ended.set()
+        return None
 
     def _abandon(self, pending: dict, take) -> None:
         self.stopped.set()  # in-flight calls stop retrying
