@@ -5,10 +5,11 @@ a verdict cache, and resume after any kill.
 The judge is called through the execution layer (`rubricforge_dspy.judge.execution`: retries of transient
 errors by exception type, every failure recorded as an abstention). A `TrajectoryJudge` on an LM built by
 `lm.make_lm` takes the fast path: `TrajectoryJudge.direct_call` (the request body built once per rubric,
-each item's text templated in, the answer parsed by the strict adapter) awaited through `ajudge_verdict`
-on one event loop (`_EventLoop`, at most `concurrency` requests at once over one keep-alive pool); any other
-judge or LM runs on `concurrency` worker threads through `judge_verdict`. Either way the calling
-thread alone writes the output (one verdict line per trajectory id, `rubricforge_dspy.core.verdict.verdict_line`,
+each item's text templated in, the answer parsed by the strict adapter) awaited through `ajudge_verdict`,
+the whole batch (reading, calls, writing) on one event loop's thread (`_EventLoop`, at most `concurrency`
+requests at once over one keep-alive pool) while the calling thread waits; any other judge or LM runs on
+`concurrency` worker threads through `judge_verdict`, the calling thread writing. Either way one thread
+alone writes the output (one verdict line per trajectory id, `rubricforge_dspy.core.verdict.verdict_line`,
 in completion order, each line a single unbuffered ``write``), so a SIGKILL at any moment leaves
 complete lines plus at most one partial final line. On start, the existing output is read, a partial
 final line is truncated away, and ids already there are skipped: re-running the same command after a
@@ -472,7 +473,8 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
         trajectories: the `Trajectory` records to judge.
         out_path: the verdict file (JSON Lines, one verdict line per trajectory); its job is recorded
             in ``OUT.job.json``.
-        concurrency: worker threads; at most ``2 * concurrency`` trajectories are held at once.
+        concurrency: calls in flight at once (worker threads off the fast path); at most
+            ``2 * concurrency`` trajectories are held at once.
         max_retries: retries of transient errors (`execution.RetryPolicy`), with `backoff` and
             `max_backoff`.
         backoff: see `max_retries`.
