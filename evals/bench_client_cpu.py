@@ -17,6 +17,9 @@ the simulated GPU, is what limits throughput), then ``rubricforge judge --preset
 - ``library_cpu_ms_per_verdict`` / ``library_throughput_per_s``: the same judging through the library
   (``judge_stream`` on trajectories loaded beforehand, a fresh simulator, a fresh process): the CPU of the
   judging path alone (render, request, parse, verdict line), without interpreter start and loading.
+- ``marginal`` (per concurrency, when two or more sizes ran): the steady-state cost of one more verdict of
+  the whole command, ``(cpu(n_max) - cpu(n_min)) / (n_max - n_min)``, start-up (interpreter, imports, the
+  judge's request template) being a fixed cost; and that fixed cost, ``cpu(n_min) - n_min * marginal``.
 
 Results are merged under ``--label`` into one JSON (default evals/results/client_cpu.json), so the code as
 found ("before") and as changed ("after") sit side by side. Not a test: numbers depend on machine load.
@@ -199,6 +202,17 @@ def main(argv=None) -> int:
                   f"(ingest {row['ingest_cpu_ms_per_item']:.2f} ms per item, render "
                   f"{row['render_cpu_ms_per_trajectory_server']:.2f} ms); library: "
                   f"{row['library_throughput_per_s']:.1f} verdicts/s, {row['library_cpu_ms_per_verdict']:.2f} ms", file=sys.stderr)
+    marginal = {}
+    for concurrency in args.concurrency:
+        rows = sorted((r for r in runs if r["concurrency"] == concurrency), key=lambda r: r["n"])
+        if len(rows) >= 2 and rows[-1]["n"] > rows[0]["n"]:
+            low, high = rows[0], rows[-1]
+            per = (high["client_cpu_s"] - low["client_cpu_s"]) / (high["n"] - low["n"])
+            marginal[f"c{concurrency}"] = {
+                "from_n": [low["n"], high["n"]], "client_cpu_ms_per_verdict": round(1000 * per, 3),
+                "fixed_cpu_s": round(low["client_cpu_s"] - low["n"] * per, 3)}
+            print(f"[client-cpu {args.label}] c={concurrency}: marginal {1000 * per:.3f} ms per verdict, fixed "
+                  f"{marginal[f'c{concurrency}']['fixed_cpu_s']:.2f} s", file=sys.stderr)
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.update({
@@ -212,7 +226,7 @@ def main(argv=None) -> int:
     result.setdefault("labels", {})[args.label] = {
         "code": str(code) if code != harness.ROOT else "this checkout",
         "commit": args.commit or _commit(code), "speedup": args.speedup,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": runs,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": runs, "marginal": marginal,
         "wall_time_s": round(time.time() - started, 1),
     }
     harness.write_json(out, result)

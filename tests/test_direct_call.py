@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 
 import dspy
@@ -14,7 +15,7 @@ from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.core.presets import SERVER
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
-from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.module import StrictJSONAdapter, TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import CompiledRequest, encode_body, make_lm
@@ -92,7 +93,12 @@ def test_faults_give_the_same_recorded_verdict_on_both_paths(fault):
         fast = asyncio.run(ajudge_verdict(direct, TEXTS[0], policy))
     assert slow.abstained and fast.abstained
     assert (fast.error_kind, fast.attempts, fast.passed) == (slow.error_kind, slow.attempts, slow.passed)
-    assert fast.error == slow.error
+    # The same message but for the HTTP library's own words after the error's class (aiohttp on the fast
+    # path, httpx on DSPy's): "LMTransportError: <url>: <library error>".
+    if fault == "drop":
+        assert fast.error.split(": ")[:2] == slow.error.split(": ")[:2] and "disconnected" in fast.error
+    else:
+        assert fast.error == slow.error
 
 
 def test_judge_stream_takes_the_fast_path_and_writes_what_the_thread_path_writes(tmp_path):
@@ -135,3 +141,106 @@ def test_no_fast_path_for_an_lm_it_cannot_reproduce():
         custom = judge_on(fake)
         custom.__class__ = Custom
         assert custom.direct_call() is None
+
+
+def test_the_strict_parse_returns_what_dspys_json_parse_returns_for_every_field_type():
+    """The strict adapter skips DSPy's per-field pydantic validation when a value already has its field's
+    plain type; the fields (values, types and order) must be DSPy's own, and anything else DSPy decides."""
+    adapter = StrictJSONAdapter()
+    signature = TrajectoryJudge().judge.signature
+    values = {"reason": ["x", "", "é\n", 3, None, True], "passed": [True, False, "true", 1, None, 2.5],
+              "score": [0.5, 1, -3, float("nan"), "0.7", True, None, 2 ** 60, "abc"]}
+    compared = 0
+    for reason, passed, score in itertools.product(*values.values()):
+        text = json.dumps({"score": score, "extra": 1, "reason": reason, "passed": passed})
+        try:
+            expected = dspy.JSONAdapter.parse(adapter, signature, text)
+        except Exception:  # noqa: BLE001 - DSPy refuses it: the strict parse must refuse it too
+            with pytest.raises(Exception):
+                adapter.parse(signature, text)
+            continue
+        got = adapter.parse(signature, text)
+        assert repr(list(got.items())) == repr(list(expected.items()))
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+        compared += 1
+    assert compared > 20
+
+
+def test_a_timeout_is_a_timeout_abstention_on_both_paths():
+    """aiohttp's timeout on the fast path is DSPy's timeout error, as httpx's is on DSPy's path: retried,
+    then recorded as an abstention of kind ``timeout`` naming the URL."""
+    policy = RetryPolicy(max_retries=1, backoff=0.0, max_backoff=0.0)
+    with FakeOpenAI(lambda body, n: "timeout", hang_seconds=3.0) as fake:
+        judge = judge_on(fake, timeout=0.5)
+        direct = judge.direct_call()
+        slow = judge_verdict(judge, TEXTS[0], policy)
+        fast = asyncio.run(ajudge_verdict(direct, TEXTS[0], policy))
+    assert (fast.abstained, fast.error_kind, fast.attempts) == (slow.abstained, slow.error_kind, slow.attempts) \
+        == (True, "timeout", 2)
+    assert fast.error.split(": ")[:2] == slow.error.split(": ")[:2]  # the error's class and the URL
+
+
+def test_an_interrupt_from_the_input_stops_the_fast_path_and_a_rerun_completes(tmp_path):
+    """A KeyboardInterrupt raised by the input iterator (it runs on the event loop's thread) reaches the
+    caller at once, with the verdicts already finished kept; the re-run judges the rest, one line per id."""
+    data = make_dataset(8)
+    out = tmp_path / "v.jsonl"
+
+    def interrupted():
+        yield from data[:5]
+        raise KeyboardInterrupt
+
+    with FakeOpenAI(answer, delay=0.2) as fake:
+        lm = make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base))
+        with pytest.raises(KeyboardInterrupt):
+            judge_stream(TrajectoryJudge(), interrupted(), out, lm=lm, concurrency=2, progress=False)
+        kept = {line["id"] for line in read_lines(out)}
+        summary = judge_stream(TrajectoryJudge(), data, out, lm=lm, concurrency=2, progress=False)
+    assert summary.fast_path and kept <= {t.id for t in data[:5]}
+    assert (summary.resumed, summary.judged) == (len(kept), 8 - len(kept))
+    assert sorted(line["id"] for line in read_lines(out)) == sorted(t.id for t in data)
+
+
+CTRL_C = """
+import sys
+from rubricforge_dspy.apply.stream import judge_stream
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.engine import make_lm
+from tests.helpers import make_dataset
+lm = make_lm(LMConfig(model="fake-judge@1", api_base=sys.argv[1]))
+try:
+    judge_stream(TrajectoryJudge(), make_dataset(40), sys.argv[2], lm=lm, concurrency=4, progress=False)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_while_the_loop_judges_keeps_finished_lines_and_a_rerun_completes(tmp_path):
+    """SIGINT reaches the waiting main thread while the batch runs on the loop's thread: the run stops
+    promptly (in-flight calls are not waited for), every line written is whole, the re-run completes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "v.jsonl"
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with FakeOpenAI(answer, delay=0.3) as fake:
+        child = subprocess.Popen([sys.executable, "-c", CTRL_C, fake.api_base, str(out)], env=env, cwd=root)
+        deadline = time.time() + 60
+        while time.time() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 4):
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        sent = time.time()
+        assert child.wait(timeout=30) == 130
+        assert time.time() - sent < 10
+        kept = read_lines(out)
+        assert 4 <= len(kept) < 40 and out.read_bytes().endswith(b"\n")
+        lm = make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base))
+        summary = judge_stream(TrajectoryJudge(), make_dataset(40), out, lm=lm, concurrency=4, progress=False)
+    assert (summary.resumed, summary.judged) == (len(kept), 40 - len(kept))
+    assert sorted(line["id"] for line in read_lines(out)) == sorted(t.id for t in make_dataset(40))

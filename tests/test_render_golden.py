@@ -95,3 +95,30 @@ def test_shipped_renders_are_byte_identical_to_the_golden_digest():
 
 def test_adversarial_synthetic_renders_are_byte_identical_to_the_golden_digest():
     assert _digest(_synthetic_trajectories()) == EXPECTED_SYNTHETIC
+
+
+def test_the_render_adds_up_its_token_estimate_exactly(monkeypatch):
+    """The renderer no longer estimates its whole text to check it fits: it adds up its lines' estimates
+    (`_Part.tokens`) and one per line break. That sum must be `estimate_tokens` of the text it returns,
+    for every render (both presets, tight budgets, adversarial text), or a render could overflow."""
+    from rubricforge_dspy.evidence import render
+
+    sums = []
+    fit_lines = render._fit_lines
+
+    def counted(*args):
+        lines, tokens = fit_lines(*args)
+        sums.append((lines, tokens))
+        return lines, tokens
+
+    monkeypatch.setattr(render, "_fit_lines", counted)
+    trajectories = _synthetic_trajectories() + list(load_trajectories(SHIPPED[5]))
+    for config in (RenderConfig.of(SERVER), RenderConfig.of(EMBEDDED), RenderConfig(max_tokens=300, max_step_chars=40)):
+        for trajectory in trajectories:
+            sums.clear()
+            text = render_trajectory(trajectory, config)
+            lines, tokens = sums[-1]
+            header = text[:len(text) - len("\n".join(lines)) - 1]
+            assert "\n".join([header, *lines]) == text
+            assert estimate_tokens(header) + len(lines) + tokens == estimate_tokens(text)
+    assert len(trajectories) > 60

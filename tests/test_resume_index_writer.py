@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from rubricforge_dspy.apply.job import ids_path, read_done
 from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.judge.module import TrajectoryJudge
@@ -92,3 +94,27 @@ def test_index_of_a_rewritten_file_is_not_trusted(tmp_path):
     state = read_done(out)
     assert state.from_index == 0 and state.lines_read == 6  # the full pass
     assert state.ids == {t.id for t in data} - {last} | {"x" * len(last)}
+
+
+def test_first_resume_pass_streams_keeps_lines_verbatim_and_names_a_repeated_id(tmp_path):
+    """The full pass (no index yet) keeps ids only: the lines it keeps are left byte for byte, an LM-error
+    abstention and a torn tail are dropped, and a repeated id names both of its lines."""
+    from rubricforge_dspy.apply.job import BatchOutputError
+    from rubricforge_dspy.core.verdict import Verdict, verdict_line
+
+    data = make_dataset(5)
+    lines = [json.dumps(verdict_line(t, Verdict.from_answer(i % 2 == 0, 0.25 * (i % 4), "r")), indent=None) + "\n"
+             for i, t in enumerate(data)]  # the standard library's spacing: not what orjson would write
+    lines[2] = json.dumps(verdict_line(data[2], Verdict.abstention("timed out", "timeout"))) + "\n"
+    out = tmp_path / "v.jsonl"
+    out.write_text("".join(lines) + "\n" + '{"id": "cut')
+    state = read_done(out)
+    assert state.ids == {t.id for i, t in enumerate(data) if i != 2}
+    assert (state.retried, state.lines_read, state.repaired_bytes) == (1, 5, len('{"id": "cut'))
+    assert out.read_text() == "".join(line for i, line in enumerate(lines) if i != 2)
+    assert read_done(out).from_index == 4  # the index the pass wrote
+
+    ids_path(out).unlink()
+    out.write_text("".join(lines[:2]) + "\n" + lines[0])
+    with pytest.raises(BatchOutputError, match=rf"line 4: .*:4: duplicate id '{data[0].id}' \(first on line 1\)"):
+        read_done(out)

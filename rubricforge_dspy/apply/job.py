@@ -27,7 +27,8 @@ from typing import Iterable, Iterator
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.verdict import VerdictLineError, check_line, read_verdicts
+from rubricforge_dspy.core.verdict import VerdictLineError, check_line
+from rubricforge_dspy.core.verdict import _parse_line as parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -317,7 +318,8 @@ def _tail(path: Path, start: int, known: set, retry_kinds: frozenset) -> tuple[l
 
 
 def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_KINDS) -> ResumeState:
-    """Ids already judged in `out_path` (read by `rubricforge_dspy.core.verdict.read_verdicts`). A final
+    """Ids already judged in `out_path` (each line checked as `rubricforge_dspy.core.verdict.read_verdicts`
+    checks it, in one streaming pass that keeps the ids only, never the lines). A final
     line without its newline (a kill mid-write) is truncated away when `repair` is true; any other line
     that is not a verdict, or a repeated id, raises `BatchOutputError` naming the line.
 
@@ -341,28 +343,77 @@ def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_K
         if quick is not None:
             return quick
     try:
-        index = read_verdicts(path, torn_tail=True)
+        ids, retried, complete = _full_pass(path, state, retry_kinds)
     except VerdictLineError as error:
         raise BatchOutputError(f"cannot resume {path}, line {error.line}: {error}; refusing to append to it") from error
-    state.repaired_bytes = index.torn_bytes
-    state.lines_read = len(index)
-    kept = []
-    for ident, record in index.items():
-        if record["abstained"] and record.get("error_kind") in retry_kinds:
-            state.retried += 1
-            continue
-        kept.append(record)
-        state.ids.add(ident)
-        state.fingerprints.add(record.get("judge_fingerprint"))
-    if repair and state.retried:
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_bytes(b"".join(orjson.dumps(record) + b"\n" for record in kept))
-        os.replace(temporary, path)
+    state.ids = set(ids)
+    if repair and retried:
+        _drop_lines(path, retried, complete)
     elif state.repaired_bytes and repair:
-        os.truncate(path, index.complete_bytes)
+        os.truncate(path, complete)
     if repair and retry_kinds == LM_ERROR_KINDS:
-        _write_index(path, (record["id"] for record in kept), state.fingerprints)
+        _write_index(path, ids, state.fingerprints)
     return state
+
+
+def _full_pass(path: Path, state: ResumeState, retry_kinds: frozenset) -> tuple[dict, set, int]:
+    """One streaming pass over the verdict file `path`, keeping ids only (never the lines): the done ids
+    in file order (a dict used as an ordered set), the ids of abstentions to ask again, and the bytes
+    before a final line cut without its newline; fills `state`'s counts and fingerprints. Each line is
+    checked as `core.verdict.read_verdicts` checks it; a repeated id names both lines."""
+    done: dict = {}
+    retried: set = set()
+    complete = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.endswith(b"\n"):
+                state.repaired_bytes = len(raw)
+                break
+            complete += len(raw)
+            if not raw.strip():
+                continue
+            record = parse_line(raw, path, number)
+            ident = record["id"]
+            if ident in done or ident in retried:
+                error = VerdictLineError(f"{path}:{number}: duplicate id {ident!r} "
+                                         f"(first on line {_first_line(path, ident)})")
+                error.line = number
+                raise error
+            state.lines_read += 1
+            if record["abstained"] and record.get("error_kind") in retry_kinds:
+                retried.add(ident)
+                continue
+            done[ident] = None
+            state.fingerprints.add(record.get("judge_fingerprint"))
+    state.retried = len(retried)
+    return done, retried, complete
+
+
+def _first_line(path: Path, ident: str) -> int | None:
+    """The number of the first line of `path` holding `ident` (for a duplicate's message)."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                if orjson.loads(raw).get("id") == ident:
+                    return number
+            except (orjson.JSONDecodeError, AttributeError):
+                continue
+    return None
+
+
+def _drop_lines(path: Path, retried: set, complete: int) -> None:
+    """Rewrite `path` (atomically, streaming) without the lines of the `retried` ids, blank lines and
+    anything after its first `complete` bytes (a torn final line)."""
+    temporary = path.with_name(path.name + ".tmp")
+    with path.open("rb") as source, temporary.open("wb") as target:
+        read = 0
+        for raw in source:
+            read += len(raw)
+            if read > complete:
+                break
+            if raw.strip() and orjson.loads(raw)["id"] not in retried:
+                target.write(raw)
+    os.replace(temporary, path)
 
 
 def _resume_from_index(path: Path, state: ResumeState, retry_kinds: frozenset) -> ResumeState | None:
@@ -416,13 +467,15 @@ def input_fingerprint(paths: Iterable, **settings) -> str:
 
 
 def checked_input(paths: list, *, format: str, label_threshold, on_error: str, limit: int | None,
-                  labels=None) -> tuple[InputScan, str]:
+                  labels=None, report=None, each=None) -> tuple[InputScan, str]:
     """Check the whole input before anything is paid, and fingerprint it for the job file.
 
     Args:
         paths: the input files or directories.
         format, label_threshold, on_error, limit: as for `data.formats.iter_trajectories`.
         labels: a `data.labels.LabelJoin` (its labels past `limit` are left out of its report), or None.
+        report: the `LoadReport` the pass fills (default: the scan's own).
+        each: called with each trajectory within `limit` during the same pass (`data.scan.scan_input`).
 
     Returns:
         The scan (ids, counts; `data.scan.scan_input`) and `input_fingerprint` of the files and settings.
@@ -434,7 +487,7 @@ def checked_input(paths: list, *, format: str, label_threshold, on_error: str, l
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}: nothing would be judged")
     scan = scan_input(paths, format=format, label_threshold=label_threshold, on_error=on_error, limit=limit,
-                      label_ids=labels.file.entries if labels is not None else None)
+                      label_ids=labels.file.entries if labels is not None else None, report=report, each=each)
     if labels is not None:
         labels.leave_out(scan.beyond_limit_labeled)
     data = input_fingerprint(paths + ([labels.file.path] if labels is not None else []), format=format,

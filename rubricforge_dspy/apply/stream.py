@@ -5,10 +5,11 @@ a verdict cache, and resume after any kill.
 The judge is called through the execution layer (`rubricforge_dspy.judge.execution`: retries of transient
 errors by exception type, every failure recorded as an abstention). A `TrajectoryJudge` on an LM built by
 `lm.make_lm` takes the fast path: `TrajectoryJudge.direct_call` (the request body built once per rubric,
-each item's text templated in, the answer parsed by the strict adapter) awaited through `ajudge_verdict`
-on one event loop (`_EventLoop`, at most `concurrency` requests at once over one keep-alive pool); any other
-judge or LM runs on `concurrency` worker threads through `judge_verdict`. Either way the calling
-thread alone writes the output (one verdict line per trajectory id, `rubricforge_dspy.core.verdict.verdict_line`,
+each item's text templated in, the answer parsed by the strict adapter) awaited through `ajudge_verdict`,
+the whole batch (reading, calls, writing) on one event loop's thread (`_EventLoop`, at most `concurrency`
+requests at once over one keep-alive pool) while the calling thread waits; any other judge or LM runs on
+`concurrency` worker threads through `judge_verdict`, the calling thread writing. Either way one thread
+alone writes the output (one verdict line per trajectory id, `rubricforge_dspy.core.verdict.verdict_line`,
 in completion order, each line a single unbuffered ``write``), so a SIGKILL at any moment leaves
 complete lines plus at most one partial final line. On start, the existing output is read, a partial
 final line is truncated away, and ids already there are skipped: re-running the same command after a
@@ -25,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import glob
 import itertools
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -216,7 +219,9 @@ class _Writer:
 
 def _inputs(judge, trajectory: Trajectory) -> dict:
     """What `judge` reads of `trajectory` (`BaseJudge.inputs_of`: the text, and the features of a judge that
-    reads them); the rendered text for a baseline callable."""
+    reads them); the rendered text for a baseline callable. A spilled item (`_Spilled`) carries them."""
+    if type(trajectory) is _Spilled:
+        return trajectory.inputs
     inputs_of = getattr(judge, "inputs_of", None)
     if inputs_of is not None:
         return inputs_of(trajectory)
@@ -224,35 +229,181 @@ def _inputs(judge, trajectory: Trajectory) -> dict:
     return {"trajectory": render(trajectory) if render is not None else render_trajectory(trajectory)}
 
 
+class _Spilled:
+    """One item of the judging pass, as the checking pass spilled it (`_Spill`): what the verdict line
+    says of the trajectory and the judge's inputs (None for an id already done: it is skipped).
+    ``steps`` is a range of the trajectory's step count (the verdict line reads its length only)."""
+
+    __slots__ = ("id", "task_id", "domain", "agent", "steps", "label", "reward", "inputs")
+
+    def __init__(self, id, task_id, domain, agent, n_steps, label, reward, inputs):
+        self.id, self.task_id, self.domain, self.agent = id, task_id, domain, agent
+        self.steps, self.label, self.reward, self.inputs = range(n_steps), label, reward, inputs
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _plain(value) -> bool:
+    """True for what comes back from JSON as it went in, type for type: a string (a rendered text), or a
+    dict of strings to builtin scalars (features). Not a `Trajectory` (orjson would write a dataclass as a
+    dict) nor a numpy number."""
+    if type(value) is str:
+        return True
+    return type(value) is dict and all(type(k) is str and type(v) in _SCALARS for k, v in value.items())
+
+
+class _Spill:
+    """The judging pass's input, written by the checking pass (`run_judge_file`): one orjson line per
+    trajectory within the limit, with its judge inputs already computed (the render), in a temporary file
+    beside the output (``.OUT.<random>.spill``, removed by `remove`, or by the next run on the same output
+    after a kill). So the input is read, parsed and converted once, memory stays bounded, and every check
+    still happens before the first LM call. It takes about as much disk as the rendered texts (of the order
+    of the input's size) for the length of the run.
+
+    A judge whose inputs are not plain data (a `FloorJudge` reads the `Trajectory` itself) cannot be
+    spilled: `add` then returns False and the file is dropped (the caller reads the input again)."""
+
+    def __init__(self, judge, out_path: Path, done: set):
+        self.judge, self.done = judge, done
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in out_path.parent.glob(f".{glob.escape(out_path.name)}.*.spill"):
+            stale.unlink(missing_ok=True)  # left by a killed run: spills are written under the output's lock
+        fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".spill", dir=out_path.parent)
+        self.path = Path(name)
+        self._file = os.fdopen(fd, "wb", buffering=1 << 20)
+        self.usable = True
+
+    def add(self, trajectory: Trajectory) -> bool:
+        if not self.usable:
+            return False
+        done = trajectory.id in self.done
+        inputs = None if done else _inputs(self.judge, trajectory)
+        if inputs is not None and not all(map(_plain, inputs.values())):
+            self.remove()
+            return False
+        try:
+            line = orjson.dumps([trajectory.id, trajectory.task_id, trajectory.domain, trajectory.agent,
+                                 len(trajectory.steps), trajectory.label, trajectory.reward, inputs])
+        except orjson.JSONEncodeError:  # e.g. a label or reward of a type JSON does not hold
+            self.remove()
+            return False
+        self._file.write(line + b"\n")
+        return True
+
+    def items(self) -> Iterator[_Spilled]:
+        self._file.close()
+        with self.path.open("rb") as handle:
+            for line in handle:
+                yield _Spilled(*orjson.loads(line))
+
+    def remove(self) -> None:
+        self.usable = False
+        self._file.close()
+        self.path.unlink(missing_ok=True)
+
+
 class _EventLoop:
     """One asyncio event loop on its own thread, for the fast path (`TrajectoryJudge.direct_call`).
 
-    `submit` (from the batch's thread) schedules one verdict (`ajudge_verdict`: the same retry policy and
-    recording rule as the thread path) and returns a `concurrent.futures.Future`, which the batch waits on
-    as on the thread pool's; at most `concurrency` calls run at once. No DSPy history, trace or usage is
-    kept but the running totals (`UsageTotals`), as on the thread path."""
+    `drive` runs the whole batch on that loop: it pulls the items to judge, keeps `concurrency` calls
+    (`ajudge_verdict`: the same retry policy and recording rule as the thread path) in flight as tasks, and
+    hands each finished verdict to the batch's writer as it completes, all on the loop's thread, while the
+    calling thread waits. One thread does the work: no hand-off between threads per item (a self-pipe
+    write and a condition wait each cost about as much CPU as the HTTP call). No DSPy history, trace or
+    usage is kept but the running totals (`UsageTotals`), as on the thread path."""
 
     def __init__(self, direct, policy: RetryPolicy, tracker: "UsageTotals", concurrency: int):
         import dspy
 
-        self.direct, self.policy = direct, policy
+        self.direct, self.policy, self.concurrency = direct, policy, concurrency
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rubricforge-judge-loop", daemon=True)
         self.thread.start()
-        self.gate, self.stopped = asyncio.run_coroutine_threadsafe(self._made(concurrency), self.loop).result()
+        self.stopped = asyncio.run_coroutine_threadsafe(self._made(), self.loop).result()
+        self._task: asyncio.Task | None = None
+        self._ended = threading.Event()
         with dspy.context(usage_tracker=tracker, disable_history=True, trace=None):
             self.context = contextvars.copy_context()  # what every call runs in (DSPy's settings are contextvars)
 
     @staticmethod
-    async def _made(concurrency: int):
-        return asyncio.Semaphore(concurrency), asyncio.Event()
+    async def _made():
+        return asyncio.Event()
 
-    async def _one(self, text: str) -> Verdict:
-        async with self.gate:
-            return await ajudge_verdict(self.direct, text, self.policy, self.stopped)
+    def drive(self, jobs: Iterator[tuple], collect, check) -> None:
+        """Judge every ``(item, inputs)`` of `jobs` (consumed on the loop's thread); `collect(item, verdict)`
+        is called with each verdict as it completes, then `check()` (which may raise to stop the batch).
 
-    def submit(self, inputs: dict):
-        return self.context.run(asyncio.run_coroutine_threadsafe, self._one(inputs["trajectory"]), self.loop)
+        An exception from `jobs` (a bad input record) lets the calls in flight finish and be collected, then
+        propagates; one from `check` (the circuit breaker) or an interrupt of the waiting thread (Ctrl-C)
+        stops retries, collects the calls already finished, cancels the rest, and propagates."""
+        future = self.context.run(asyncio.run_coroutine_threadsafe, self._drive(jobs, collect, check), self.loop)
+        try:
+            interrupt = future.result()
+        except BaseException:
+            if not future.done():  # interrupted while waiting: stop the drive, let it keep what finished
+                self.loop.call_soon_threadsafe(self._cancel)
+                self._ended.wait(timeout=60)
+            raise
+        if interrupt is not None:
+            raise interrupt
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _drive(self, jobs, collect, check) -> BaseException | None:
+        """The batch (see `drive`); returns a KeyboardInterrupt or SystemExit raised by `jobs` or `collect`
+        for the waiting thread to raise (raised in a task, it would stop the loop before anyone hears of it)."""
+        self._task = asyncio.current_task()
+        finished: asyncio.Queue = asyncio.Queue()
+        pending: dict = {}
+
+        def take(task) -> None:
+            item = pending.pop(task, None)
+            if item is not None and not task.cancelled() and task.exception() is None:
+                collect(item, task.result())
+
+        async def some() -> None:  # at least one finished call, and every other one already finished
+            take(await finished.get())
+            while not finished.empty():
+                take(finished.get_nowait())
+
+        try:
+            for item, inputs in jobs:
+                task = asyncio.ensure_future(ajudge_verdict(self.direct, inputs["trajectory"], self.policy,
+                                                            self.stopped))
+                task.add_done_callback(finished.put_nowait)
+                pending[task] = item
+                if len(pending) >= self.concurrency:
+                    await some()
+                    check()
+            while pending:
+                await some()
+                check()
+        except Exception as error:
+            if not isinstance(error, JudgeUnavailableError):
+                # A bad input record or a duplicate id: finish and keep the verdicts in flight, then raise.
+                while pending:
+                    await some()
+                raise
+            self._abandon(pending, take)
+            raise
+        except BaseException as error:  # cancelled (Ctrl-C in the waiting thread): keep what finished, never wait
+            self._abandon(pending, take)
+            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                return error
+            raise
+        finally:
+            self._ended.set()
+        return None
+
+    def _abandon(self, pending: dict, take) -> None:
+        self.stopped.set()  # in-flight calls stop retrying
+        for task in [t for t in pending if t.done()]:
+            take(task)
+        for task in list(pending):
+            task.cancel()
 
     def stop(self) -> None:
         """No further retries (in-flight calls finish or fail once more)."""
@@ -261,11 +412,10 @@ class _EventLoop:
     def close(self, cancel: bool) -> None:
         """Cancel what still runs (when `cancel`), close the engine's client, and end the loop."""
         async def finish():
-            if cancel:
-                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self.direct.engine.aclose()
 
         try:
@@ -323,7 +473,8 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
         trajectories: the `Trajectory` records to judge.
         out_path: the verdict file (JSON Lines, one verdict line per trajectory); its job is recorded
             in ``OUT.job.json``.
-        concurrency: worker threads; at most ``2 * concurrency`` trajectories are held at once.
+        concurrency: calls in flight at once (worker threads off the fast path); at most
+            ``2 * concurrency`` trajectories are held at once.
         max_retries: retries of transient errors (`execution.RetryPolicy`), with `backoff` and
             `max_backoff`.
         backoff: see `max_retries`.
@@ -359,12 +510,7 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
         An error raised by `trajectories` itself (a bad input record) propagates after the verdicts in
         flight are written.
     """
-    if on_duplicate not in ("raise", "skip"):
-        raise InputError(f"on_duplicate must be 'raise' or 'skip', got {on_duplicate!r}")
-    if limit is not None and limit < 1:
-        raise InputError(f"limit must be at least 1 (or None for every item), got {limit!r}")
-    if concurrency < 1:
-        raise InputError(f"concurrency must be >= 1, got {concurrency}")
+    _check_options(on_duplicate, limit, concurrency)
     with output_lock(out_path):  # one writer per output file, for the whole run
         return _judge_stream(judge, trajectories, out_path, concurrency=concurrency, max_retries=max_retries,
                              backoff=backoff, max_backoff=max_backoff, timeout=timeout, cache=cache, lm=lm,
@@ -372,11 +518,20 @@ def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurr
                              data=data, max_consecutive_lm_errors=max_consecutive_lm_errors)
 
 
+def _check_options(on_duplicate: str, limit: int | None, concurrency: int) -> None:
+    if on_duplicate not in ("raise", "skip"):
+        raise InputError(f"on_duplicate must be 'raise' or 'skip', got {on_duplicate!r}")
+    if limit is not None and limit < 1:
+        raise InputError(f"limit must be at least 1 (or None for every item), got {limit!r}")
+    if concurrency < 1:
+        raise InputError(f"concurrency must be >= 1, got {concurrency}")
+
+
 def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concurrency: int, max_retries: int,
                   backoff: float, max_backoff: float, timeout: float | None, cache, lm, progress: bool,
                   limit: int | None, on_duplicate: str, fsync_every: int, data: str | None,
-                  max_consecutive_lm_errors: int | None) -> BatchSummary:
-    """`judge_stream` with the output's lock held."""
+                  max_consecutive_lm_errors: int | None, done: ResumeState | None = None) -> BatchSummary:
+    """`judge_stream` with the output's lock held; `done`: what `read_done` already returned for `out_path`."""
     policy = RetryPolicy(max_retries, backoff, max_backoff)
     started = time.perf_counter()
     out_path = Path(out_path)
@@ -395,7 +550,7 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
     model = getattr(the_lm, "model", None)
     lm_label = lm_name(the_lm)
 
-    done = read_done(out_path)
+    done = read_done(out_path) if done is None else done
     claim_output(out_path, fingerprint, data, bool(done.ids))
     foreign = {f for f in done.fingerprints if f not in (None, fingerprint.sha256)}
     if done.ids and foreign:
@@ -416,6 +571,8 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
                         advice=f"Stopped; {out_path} keeps every verdict so far: fix the server and re-run "
                                "the same command to resume.")
 
+    shown: list = [None]  # the counts the progress bar shows
+
     def record(trajectory: Trajectory, verdict: Verdict, cached: bool, attempts: int, text_hash: str | None) -> None:
         writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=attempts,
                                   judge_fingerprint=fingerprint.sha256, program_sha256=program, model=model))
@@ -428,25 +585,24 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
             circuit.success()
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(abstained=summary.n_abstained, cached=summary.cached, resumed=summary.resumed,
-                            refresh=False)
+            counts = (summary.n_abstained, summary.cached, summary.resumed)
+            if counts != shown[0]:  # the postfix is rebuilt only when a count changed
+                shown[0] = counts
+                bar.set_postfix(abstained=counts[0], cached=counts[1], resumed=counts[2], refresh=False)
+
+    def collect_one(item: tuple, verdict: Verdict) -> None:
+        trajectory, text_hash = item
+        summary.lm_calls += verdict.attempts
+        summary.retries += verdict.attempts - 1
+        record(trajectory, verdict, False, verdict.attempts, text_hash)
 
     def collect(futures) -> None:
         for future in futures:
-            trajectory, text_hash = pending.pop(future)
-            verdict = future.result()
-            summary.lm_calls += verdict.attempts
-            summary.retries += verdict.attempts - 1
-            record(trajectory, verdict, False, verdict.attempts, text_hash)
+            collect_one(pending.pop(future), future.result())
 
-    direct = batch_judge.direct_call() if predictors and hasattr(batch_judge, "direct_call") else None
-    if direct is not None:
-        pool = _EventLoop(direct, policy, tracker, concurrency)
-    else:
-        pool = _Threads(batch_judge, policy, tracker, concurrency)
-    summary.fast_path = direct is not None
-    interrupted = False
-    try:
+    def jobs() -> Iterator[tuple]:
+        """``((trajectory, text_hash), inputs)`` of each item to ask the judge; resumed ids and cache hits
+        are counted and written here."""
         for trajectory in _distinct(trajectories, limit, on_duplicate, summary):
             if trajectory.id in done.ids:
                 summary.resumed += 1
@@ -457,7 +613,20 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
             if hit is not None:
                 record(trajectory, hit, True, 0, text_hash)
                 continue
-            pending[pool.submit(inputs)] = (trajectory, text_hash)
+            yield (trajectory, text_hash), inputs
+
+    direct = batch_judge.direct_call() if predictors and hasattr(batch_judge, "direct_call") else None
+    if direct is not None:
+        pool = _EventLoop(direct, policy, tracker, concurrency)
+    else:
+        pool = _Threads(batch_judge, policy, tracker, concurrency)
+    summary.fast_path = direct is not None
+    interrupted = False
+    try:
+        if direct is not None:  # the whole batch on the loop's thread; this thread waits
+            pool.drive(jobs(), collect_one, circuit.raise_if_open)
+        for item, inputs in (jobs() if direct is None else ()):
+            pending[pool.submit(inputs)] = item
             if len(pending) >= window:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 collect(finished)
@@ -541,12 +710,6 @@ def _as_lm(lm):
     return make_lm(lm) if isinstance(lm, LMConfig) else lm
 
 
-def _watched(stream, callback):
-    for trajectory in stream:
-        callback(trajectory)
-        yield trajectory
-
-
 def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | None = None, lm=None,
                    render_config=None,
                    concurrency: int = 4, on_error: str = "raise", on_duplicate: str | None = None,
@@ -557,8 +720,12 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
                    labels=None, load_report=None, on_trajectory=None) -> BatchSummary:
     """Judge the trajectory file `data_path` into `out_path` (resumable); the Python API of `rubricforge judge`.
 
-    The file is streamed (`iter_trajectories`) into `judge_stream`; the job's data fingerprint covers
-    the input files, the label file, the format and the label threshold.
+    The input is read once (`data.scan.scan_input`), before the first LM call: every record is checked,
+    the labels joined, `on_trajectory` called, and each trajectory within `limit` rendered into a temporary
+    spill file beside `out_path` (orjson lines, removed at the end; ids already done are not rendered),
+    which the judging pass (`judge_stream`'s) then reads. A judge whose inputs are not plain data (a
+    `FloorJudge`) reads the input a second time instead. The job's data fingerprint covers the input
+    files, the label file, the format and the label threshold.
 
     Args:
         program: a frozen program path (`load_judge`), a judge, or None for the seed judge.
@@ -607,34 +774,43 @@ def run_judge_file(program=None, data_path=None, out_path=None, *, limit: int | 
 
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
     join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
+    on_duplicate = on_duplicate or ("skip" if on_error == "skip" else "raise")
+    _check_options(on_duplicate, None, concurrency)  # the limit: by `checked_input`, in the words of the CLI
+    out_path = Path(out_path)
+    report = load_report if load_report is not None else LoadReport()
     with output_lock(out_path):  # taken before anything else: a second run is refused at once
-        # The whole input is read once (ids only) before the first LM call: a bad record, a repeated id
-        # or an empty input costs seconds, not the verdicts paid before the judge reaches it.
-        scan, data = checked_input(paths, format=format, label_threshold=label_threshold, on_error=on_error,
-                                   limit=limit, labels=join)
-        report = load_report if load_report is not None else LoadReport()
-        stream = iter_trajectories(data_path, format=format, label_threshold=label_threshold,
-                                   on_error=on_error, report=report)
-        if limit is not None:
-            stream = itertools.islice(stream, limit)  # ids are unique here: the first `limit` distinct ids
-        if join is not None:
-            stream = (join.apply(t) for t in stream)
-        if on_trajectory is not None:
-            stream = _watched(stream, on_trajectory)
-        return _judge_file_stream(judge, stream, out_path, report, concurrency=concurrency,
-                                  max_retries=max_retries, backoff=backoff, timeout=timeout, cache=cache, lm=lm,
-                                  progress=progress, limit=limit, on_error=on_error, on_duplicate=on_duplicate,
-                                  fsync_every=fsync_every, data=data,
-                                  max_consecutive_lm_errors=max_consecutive_lm_errors)
+        done = read_done(out_path)
+        spill = _Spill(judge, out_path, done.ids)
 
+        def each(trajectory: Trajectory) -> None:  # every trajectory within the limit, in input order
+            if join is not None:
+                trajectory = join.apply(trajectory)
+            if on_trajectory is not None:
+                on_trajectory(trajectory)
+            spill.add(trajectory)
 
-def _judge_file_stream(judge, stream, out_path, report, *, concurrency, max_retries, backoff, timeout, cache, lm,
-                       progress, limit, on_error, on_duplicate, fsync_every, data,
-                       max_consecutive_lm_errors) -> BatchSummary:
-    summary = judge_stream(judge, stream, out_path, concurrency=concurrency, max_retries=max_retries,
-                           backoff=backoff, timeout=timeout, cache=cache, lm=_as_lm(lm), progress=progress,
-                           limit=limit, on_duplicate=on_duplicate or ("skip" if on_error == "skip" else "raise"),
-                           fsync_every=fsync_every, data=data, max_consecutive_lm_errors=max_consecutive_lm_errors)
-    skipped = getattr(report, "skipped", 0)
-    summary.skipped = len(skipped) if isinstance(skipped, (list, tuple, set)) else int(skipped or 0)
+        try:
+            # One pass over the whole input before the first LM call: a bad record, a repeated id or an
+            # empty input costs seconds, not the verdicts paid before the judge reaches it; the same pass
+            # joins the labels, tallies, and renders each trajectory into the spill the judging pass reads.
+            scan, data = checked_input(paths, format=format, label_threshold=label_threshold, on_error=on_error,
+                                       limit=limit, labels=join, report=report, each=each)
+            if spill.usable:
+                stream = spill.items()
+            else:  # a judge whose inputs are not plain data: the judging pass reads the input again
+                stream = iter_trajectories(data_path, format=format, label_threshold=label_threshold,
+                                           on_error=on_error, report=LoadReport())
+                if limit is not None:
+                    stream = itertools.islice(stream, limit)  # ids are unique here: the first `limit` distinct ids
+                if join is not None:  # the same labels; the join was reported by the checking pass
+                    again = LabelJoin(join.file, join.rule)
+                    stream = (again.apply(t) for t in stream)
+            summary = _judge_stream(judge, stream, out_path, concurrency=concurrency, max_retries=max_retries,
+                                    backoff=backoff, max_backoff=8.0,
+                                    timeout=timeout, cache=cache, lm=_as_lm(lm), progress=progress, limit=limit,
+                                    on_duplicate=on_duplicate, fsync_every=fsync_every, data=data,
+                                    max_consecutive_lm_errors=max_consecutive_lm_errors, done=done)
+        finally:
+            spill.remove()
+    summary.skipped = len(report.skipped)
     return summary

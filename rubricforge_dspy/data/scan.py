@@ -10,10 +10,11 @@ one wording of "this input holds no trajectory" for every command that reads tra
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
 
 __all__ = ["EmptyInputError", "InputScan", "scan_input", "require_trajectories"]
@@ -64,8 +65,14 @@ def require_trajectories(count: int, paths, report: LoadReport | None = None) ->
 
 
 def scan_input(paths, *, format: str = "auto", label_threshold=None, on_error: str = "raise",
-               limit: int | None = None, label_ids: Iterable[str] | None = None) -> InputScan:
+               limit: int | None = None, label_ids: Iterable[str] | None = None,
+               report: LoadReport | None = None,
+               each: Callable[[Trajectory], None] | None = None) -> InputScan:
     """Read the whole input once, keeping no trajectory: every record must parse and convert, ids unique.
+
+    With `each`, this one pass is also the pass that uses the trajectories: `rubricforge judge` renders and
+    spills each one here (`apply.stream.run_judge_file`), so the input is parsed once, yet every check is
+    done before the first LM call.
 
     Args:
         paths: a file, a directory or a list of them (as `iter_trajectories` takes).
@@ -75,6 +82,8 @@ def scan_input(paths, *, format: str = "auto", label_threshold=None, on_error: s
         limit: the run considers only the first `limit` distinct ids.
         label_ids: the ids of a label file; those of trajectories past `limit` are collected so the
             join report does not call them unmatched.
+        report: the `LoadReport` to fill (default: a new one, ``scan.report``).
+        each: called with each trajectory within `limit`, in input order.
 
     Returns:
         The `InputScan`.
@@ -84,13 +93,15 @@ def scan_input(paths, *, format: str = "auto", label_threshold=None, on_error: s
             (naming the file and record).
         EmptyInputError: no trajectory at all.
     """
-    scan = InputScan()
+    scan = InputScan() if report is None else InputScan(report=report)
     wanted = set(label_ids) if label_ids is not None else set()
     for trajectory in iter_trajectories(paths, format=format, label_threshold=label_threshold, on_error=on_error,
                                         report=scan.report):
         scan.trajectories += 1
         if limit is None or scan.selected < limit:
             scan.selected += 1
+            if each is not None:
+                each(trajectory)
         elif trajectory.id in wanted:
             scan.beyond_limit_labeled.add(trajectory.id)
     require_trajectories(scan.trajectories, paths, scan.report)

@@ -46,7 +46,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.evidence.clip import as_json, fit, sanitize
@@ -218,12 +218,54 @@ class _Part:
 
     @cached_property
     def fixed(self) -> int:
-        tags = "".join(self.fence) if self.quoted and self.body else ""
-        return estimate_tokens(self.prefix + self.close + self.note + tags) + 2  # separator and line break
+        # estimate_tokens(prefix + close + note + tags) + 2 for the separator and line break: the tags start
+        # with "<", so their count simply adds (`_line_tokens`)
+        tags = _tag_tokens(self.fence) if self.quoted and self.body else 0
+        return self.head + tags + 2
+
+    @cached_property
+    def head(self) -> int:
+        """Estimated tokens of the line without its body (prefix, close and note)."""
+        return _head_tokens(self.prefix + self.close + self.note)
 
     @cached_property
     def cost(self) -> int:
         return estimate_tokens(self.body)
+
+    def tokens(self, body: str, body_tokens: int | None = None) -> int:
+        """``estimate_tokens(self.text(body))``, from the parts' counts (`_line_tokens`); `body_tokens`: the
+        body's own estimate when known."""
+        if not body:
+            return self.head
+        sep = "\n" if "\n" in body else self.open
+        if not self.quoted or sep not in _SEP_TOKENS:
+            return estimate_tokens(self.text(body))
+        body_tokens = estimate_tokens(body) if body_tokens is None else body_tokens
+        return self.head + _SEP_TOKENS[sep] + _tag_tokens(self.fence) + body_tokens
+
+
+# How the token estimate of a line is added up from its pieces (`_Part.tokens`), exactly: `estimate_tokens`
+# counts letter runs, spaces (one merges into the letter after it), other ASCII and non-ASCII bytes, so
+# the estimate of ``a + b`` is the sum of theirs unless ``a`` ends with a letter or a space and ``b``
+# starts with a letter. In a quoted line every piece meets a quote tag ("<" or ">") or ends in the
+# prefix's ":" or "(": the line's estimate is its pieces' sum, the render's the lines' sum plus one per
+# line break (tests/test_render_golden.py checks the sum against the estimate of every render).
+_SEP_TOKENS = {"": 0, " ": 1, "\n": 1}
+_HEADS: dict[str, int] = {}
+
+
+def _head_tokens(text: str) -> int:
+    tokens = _HEADS.get(text)
+    if tokens is None:
+        if len(_HEADS) >= 1 << 16:
+            _HEADS.clear()
+        tokens = _HEADS[text] = estimate_tokens(text)
+    return tokens
+
+
+@lru_cache(maxsize=64)  # a render's parts share one fence
+def _tag_tokens(fence: tuple[str, str]) -> int:
+    return estimate_tokens(fence[0] + fence[1])
 
 
 def _format_arguments(arguments) -> str:
@@ -322,11 +364,12 @@ def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None
     footer = _part(None, "FINAL ANSWER:", "(none)", fence, quoted=final is not None,
                    cleaned=None if final is None else cleaned[final][0])
     header = f"{HEADER.format(q=nonce)}\nCOUNTERS: {render_counters(trajectory)}\nEVENTS:"
-    budget = config.max_tokens - estimate_tokens(header) - 1
+    header_tokens = estimate_tokens(header)
+    budget = config.max_tokens - header_tokens - 1
     for _ in range(8):  # the estimate of the joined text is at most the sum of the parts; re-fit if not
-        lines = _fit_lines(steps, footer, budget, config.max_step_chars)
+        lines, tokens = _fit_lines(steps, footer, budget, config.max_step_chars)
         text = "\n".join([header, *lines])
-        over = estimate_tokens(text) - config.max_tokens
+        over = header_tokens + len(lines) + tokens - config.max_tokens  # = estimate_tokens(text) - max_tokens
         if over <= 0:
             return text
         budget -= over
@@ -340,10 +383,11 @@ def _floor(part: _Part, max_chars: int) -> int:
     return min(part.cost, estimate_tokens(part.body[:max_chars]) + 16)
 
 
-def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -> list[str]:
+def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -> tuple[list[str], int]:
+    """The lines of the render's events within `budget`, and their estimated tokens (summed)."""
     parts = [*steps, footer]
     if sum(p.fixed + p.cost for p in parts) <= budget:
-        return [p.text() for p in parts]
+        return [p.text() for p in parts], sum(p.tokens(p.body, p.cost) for p in parts)
     # a long step's guaranteed share never exceeds a quarter of the budget: first and last steps always fit
     floors = [min(_floor(p, max_chars), max(1, budget // 4)) for p in parts]
     keep = list(range(len(parts)))
@@ -353,12 +397,18 @@ def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -
         budget += footer.fixed + floors[-1]
     kept = [parts[i] for i in keep]
     shares = _water_fill([p.cost for p in kept], [floors[i] for i in keep], budget - sum(p.fixed for p in kept))
-    lines = [p.text(p.body if share >= p.cost else p.cut(share)) for p, share in zip(kept, shares)]
+    lines, tokens = [], 0
+    for p, share in zip(kept, shares):
+        whole = share >= p.cost
+        body = p.body if whole else p.cut(share)
+        lines.append(p.text(body))
+        tokens += p.tokens(body, p.cost if whole else None)
     shown = [-1, *keep[:-1], len(steps)]  # the kept steps between sentinels; the footer is not a step
     for n in range(len(shown) - 2, -1, -1):
         if shown[n + 1] - shown[n] > 1:
             lines.insert(n, ELISION.format(n=shown[n + 1] - shown[n] - 1))
-    return lines
+            tokens += estimate_tokens(lines[n])
+    return lines, tokens
 
 
 def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int]:

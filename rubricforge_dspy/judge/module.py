@@ -151,12 +151,32 @@ class StrictJSONAdapter(dspy.JSONAdapter):
         missing = [name for name in signature.output_fields if name not in value]
         if missing:
             raise VerdictFormatError("parse", signature, completion, f"the answer lacks field(s) {missing}")
+        plain = _plain_fields(signature, value)
+        if plain is not None:
+            return plain
         try:
             return super().parse(signature, text)
         except VerdictFormatError:
             raise
         except AdapterParseError as error:  # a field of the wrong type (DSPy's own check)
             raise VerdictFormatError("invalid", signature, completion, error.message or str(error)) from None
+
+
+_PLAIN = {str: (str,), bool: (bool,), float: (float, int)}  # annotation -> value types DSPy would keep as is
+
+
+def _plain_fields(signature, value: dict) -> dict | None:
+    """The output fields of `value` (a parsed JSON object holding them all) as DSPy's JSON adapter would
+    return them, when each already has its annotation's plain type (a string for ``str``, a boolean for
+    ``bool``, a number for ``float``: DSPy's `parse_value` returns such a value as is, an int as a float);
+    None otherwise (DSPy's own parse decides). Skips building a pydantic validator per field and call."""
+    out = {}
+    for name, field in signature.output_fields.items():  # in the signature's order, as DSPy returns them
+        item, kinds = value[name], _PLAIN.get(field.annotation)
+        if kinds is None or type(item) not in kinds or (type(item) is int and abs(item) >= 1 << 53):
+            return None
+        out[name] = float(item) if type(item) is int else item
+    return out
 
 
 def _truncated(signature, error: TruncatedCompletionError) -> VerdictFormatError:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections import deque
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import fields
@@ -302,10 +301,10 @@ class ChatCompletionsEngine:
 
 class AsyncChatCompletionsEngine(ChatCompletionsEngine):
     """The async twin of `ChatCompletionsEngine` (``async complete``, DSPy's ``async_engine=``): the same
-    body, headers, error mapping and truncation check, over an `httpx.AsyncClient`.
+    body, headers, error mapping and truncation check, over an `aiohttp.ClientSession`.
 
-    Connections: one `_AsyncPool` per running event loop (an `httpx.AsyncClient` belongs to the loop it
-    first ran on; a loop that has closed drops its pool, so ``asyncio.run`` per batch does not leak).
+    Connections: one `_AsyncPool` per running event loop (a session belongs to the loop it first ran on; a
+    loop that has closed drops its pool, so ``asyncio.run`` per batch does not leak).
     """
 
     def __init__(self, config: LMConfig):
@@ -327,9 +326,20 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
                 pool = self._aclients[loop] = _AsyncPool(self.config.max_connections, self.config.timeout)
         return pool
 
-    async def _apost(self, content: bytes):
-        with self._transport_errors():
+    async def _apost(self, content: bytes) -> _Reply:
+        import asyncio
+
+        import aiohttp
+        from dspy import lm15
+
+        try:
             return await self._apool().post(self.url, content, self.headers())
+        except asyncio.TimeoutError as error:  # aiohttp's timeouts are TimeoutErrors (some ClientErrors too)
+            detail = redact_text(str(error), self.config.api_base) or f"timed out ({type(error).__name__})"
+            raise lm15.TimeoutError(f"{self.shown_url}: {detail}", provider="openai-compatible") from None
+        except aiohttp.ClientError as error:
+            raise lm15.TransportError(f"{self.shown_url}: {type(error).__name__}: "
+                                      f"{redact_text(str(error), self.config.api_base)}") from None
 
     async def complete(self, request):
         reply = await self._apost(encode_body(self._captured(request)))
@@ -373,64 +383,61 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
         self.__init__(state["config"])
 
 
-class _AsyncPool:
-    """Keep-alive connections for one event loop: up to `size` single-connection `httpx.AsyncClient`s,
-    lent one per request (last returned, first lent, so warm connections are reused).
+class _Reply:
+    """What `_AsyncPool.post` returns: the status, headers and whole body of a reply (the part of an HTTP
+    response `ChatCompletionsEngine._payload` reads), read before the connection goes back to the pool."""
 
-    One `httpx.AsyncClient` with `size` connections checks every one of them (a socket poll each) on every
-    request and response: at 64-256 connections that cost more client CPU per verdict than everything
-    else on the batch's fast path (evals/RESULTS.md, "Client CPU per verdict"). Lending whole clients makes
-    that O(1); a request waits when all `size` are lent."""
+    __slots__ = ("status_code", "headers", "content")
+
+    def __init__(self, status_code: int, headers, content: bytes):
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+class _AsyncPool:
+    """Keep-alive connections for one event loop: one `aiohttp.ClientSession` whose connector holds at most
+    `size` connections (a request waits when all are busy), with no cookie jar.
+
+    httpx's `AsyncClient` cost about 1 ms of client CPU per request on the batch's fast path (its
+    connection pool polls each idle connection's socket on every request, and its request and response
+    models are pure Python); aiohttp's C-accelerated HTTP parser and O(1) connection pool cost a fraction
+    of that (evals/results/client_cpu.json, label s4). Its timeout and transport errors become lm15's in
+    `AsyncChatCompletionsEngine._apost`, as httpx's do on the synchronous path."""
 
     def __init__(self, size: int, timeout: float | None):
         self.size, self.timeout = max(1, size), timeout
-        self._idle: list = []
-        self._all: list = []
-        self._ssl = None
-        self._waiters: deque = deque()
+        self._session = None
 
-    async def post(self, url: str, content: bytes, headers: dict):
-        client = await self._lend()
+    async def _open(self):
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.size, limit_per_host=self.size),
+            timeout=aiohttp.ClientTimeout(total=self.timeout), cookie_jar=aiohttp.DummyCookieJar())
+        # Closed with its loop: `asyncio.run` closes the async generators a loop started before it ends
+        # (``shutdown_asyncgens``), so a caller that never calls `aclose` leaves no session open.
+        self._keeper = self._lifetime()
+        await self._keeper.__anext__()
+        return self._session
+
+    async def _lifetime(self):
         try:
-            return await client.post(url, content=content, headers=headers)
+            yield
         finally:
-            self._give_back(client)
+            await self.aclose()
 
-    async def _lend(self):
-        import asyncio
-
-        import httpx
-
-        if self._idle:
-            return self._idle.pop()
-        if len(self._all) < self.size:
-            if self._ssl is None:  # one TLS context for all (httpx builds one per client: ~10 ms each)
-                self._ssl = httpx.create_ssl_context()
-            client = httpx.AsyncClient(timeout=self.timeout, verify=self._ssl,
-                                       limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
-            self._all.append(client)
-            return client
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            return await waiter  # a cancelled waiter is skipped by _give_back
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():  # lent, then cancelled before it ran: give it back
-                self._give_back(waiter.result())
-            raise
-
-    def _give_back(self, client) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(client)
-                return
-        self._idle.append(client)
+    async def post(self, url: str, content: bytes, headers: dict) -> _Reply:
+        session = self._session or await self._open()
+        async with session.post(url, data=content, headers=headers) as reply:
+            return _Reply(reply.status, reply.headers, await reply.read())
 
     async def aclose(self) -> None:
-        clients, self._all, self._idle = self._all, [], []
-        for client in clients:
-            await client.aclose()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
 
 def make_lm(config: LMConfig) -> dspy.LM:
