@@ -101,3 +101,28 @@ def test_a_bad_record_is_refused_before_any_call_and_leaves_no_spill(tmp_path):
             run_judge_file(TrajectoryJudge(), data, tmp_path / "v.jsonl", lm=fake_lm(fake), progress=False)
         assert fake.n_requests == 0
     assert not list(tmp_path.glob(".*.spill")) and not (tmp_path / "v.jsonl").exists()
+
+
+def test_the_judge_command_imports_neither_scipy_nor_scikit_learn(tmp_path):
+    """`rubricforge judge` pays for DSPy but not for the statistics stack (about 1 s of start-up CPU): scipy
+    and scikit-learn load only where a statistic or a calibration is computed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "in.jsonl"
+    write_generic_jsonl(data, 3)
+    out = tmp_path / "verdicts.jsonl"
+    with FakeOpenAI() as server:
+        code = ("import sys; from rubricforge_dspy.cli.main import main; "
+                f"rc = main(['judge', '--data', {str(data)!r}, '--out', {str(out)!r}, '--api-base', "
+                f"{server.api_base!r}, '--model', {server.model!r}, '--no-cache']); "
+                "heavy = sorted(m for m in ('sklearn', 'scipy', 'pandas') if m in sys.modules); "
+                "print('HEAVY', heavy, rc, file=sys.stderr)")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)}, timeout=180)
+        assert server.n_requests == 3
+    assert "HEAVY [] 0" in done.stderr, done.stderr[-2000:]
+    assert len(read_lines(out)) == 3

@@ -26,7 +26,6 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.metrics import expected_calibration_error
 
 CALIBRATION_KEY = "calibration"
 METHODS = ("platt", "isotonic")
@@ -103,6 +102,9 @@ def fit(scores: Iterable[float], labels: Iterable[int], method: str = "platt") -
 
         model = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(s, y)
         parameters = {"x": [float(v) for v in model.X_thresholds_], "y": [float(v) for v in model.y_thresholds_]}
+    # metrics imports scipy and scikit-learn (~1 s): only fitting a calibration pays for it, not every judge run
+    from rubricforge_dspy.metrics import expected_calibration_error
+
     calibration = Calibration(method, parameters, int(len(y)))
     ece_before = expected_calibration_error(y, s)
     ece_after = expected_calibration_error(y, calibration.apply_many(s))
