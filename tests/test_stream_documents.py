@@ -257,3 +257,54 @@ def test_shared_tau2_results_stream_to_the_same_trajectories(monkeypatch):
     for path in files:
         if detect_format(path) == "tau2":
             assert len(_compare(monkeypatch, tau2.read, path)) >= 1
+
+
+# ----------------------------------------------------------------------------- Inspect AI .json logs
+
+INSPECT_FILES = sorted((ROOT / "evals/data/inspect").glob("*.json"))
+
+
+def _inspect_document(tail: bytes = b"", head: bytes = b"") -> bytes:
+    log = json.loads(INSPECT_FILES[0].read_text())
+    samples = log.pop("samples")
+    samples = samples + [dict(samples[0], id="second", epoch=2), {"no": "id"}, 7]
+    body = json.dumps(log).encode()
+    return head + body[:-1] + b', "samples": ' + json.dumps(samples).encode()[:-1] + tail + b', "after": [1]}'
+
+
+INSPECT_DOCUMENTS = [
+    _inspect_document(b"]"), _inspect_document(b"]", head=b"\xef\xbb\xbf"), _inspect_document(b"]", head=b" \n"),
+    _inspect_document(b', {"id": broken}]'), _inspect_document(b', {"id": "\xff"}]'), _inspect_document(b", NaN]"),
+    _inspect_document(b', {"id": "\\udc00", "epoch": 99999999999999999999999}]'),
+    _inspect_document(b"]")[:-30], _inspect_document(b"]") + b" trailing",
+    b'{"eval": {"task": "t"}, "samples": {"a": [{"id": 1, "messages": []}]}}', b'{"eval": {"task": "t"}, "a.b": 1}',
+    b'{"eval": {"task": "t"}, "samples": [{"id": 1, "messages": []}], "samples": []}', b'{"eval": 1}', b"[]", b"",
+    b'{"eval": {"task": "t", "model": "m"}, "samples": [], "eval": {"task": "u"}}',
+]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
+def test_inspect_logs_stream_to_the_same_trajectories_and_errors(tmp_path, monkeypatch, chunk):
+    """User sees: an Inspect `.json` log (bad samples, malformed or truncated JSON, invalid UTF-8, NaN, a
+    byte order mark, repeated or misplaced members) gives the same trajectories and errors streamed as
+    read whole, whatever the read size."""
+    monkeypatch.setattr(_common, "STREAM_CHUNK", chunk)
+    for n, document in enumerate(INSPECT_DOCUMENTS):
+        path = tmp_path / f"log{n}.json"
+        path.write_bytes(document)
+        _compare(monkeypatch, inspect_ai.read, path)
+    first = _results(inspect_ai.read, tmp_path / "log0.json")
+    assert [r.trial for _, r in first if not isinstance(r, tuple)][-1] == 2
+    assert [r[2] for _, r in first if isinstance(r, tuple)] == [len(first) - 2, len(first) - 1]
+
+
+def test_shipped_inspect_logs_stream_and_are_never_read_whole(monkeypatch):
+    """User sees: the shipped Inspect `.json` logs give the same trajectories as before (header fields such as
+    the task and model included), streamed without reading the file whole."""
+    expected = {path: _compare(monkeypatch, inspect_ai.read, path) for path in INSPECT_FILES}
+    monkeypatch.setattr(inspect_ai.Path, "read_text", lambda *a, **k: (_ for _ in ()).throw(AssertionError("whole")))
+    _never_read_whole(monkeypatch)
+    for path in INSPECT_FILES:
+        streamed = _results(inspect_ai.read, path)
+        assert streamed == expected[path] and streamed and all(not isinstance(r, tuple) for _, r in streamed)
+        assert all(r.agent != "unknown" and r.domain != "unknown" for _, r in streamed)
