@@ -11,7 +11,7 @@ import pytest
 
 from rubricforge_dspy.data.export import record_of
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from rubricforge_dspy.data.formats import (_common, detect_format, inspect_ai, iter_trajectories, jsonl,
+from rubricforge_dspy.data.formats import (_common, detect_format, inspect_ai, iter_trajectories, jsonl, langfuse,
                                            load_trajectories, tau2, tau_bench)
 from rubricforge_dspy.data.formats._common import Malformed, has_bad_bytes, iter_json_array, read_text, stream_json_array
 
@@ -159,6 +159,7 @@ def _ijson_off(context) -> None:
         raise _common.ijson.JSONError("off")
     context.setattr(_common.ijson, "items", refuse)
     context.setattr(_common.ijson, "parse", refuse)
+    context.setattr(_common.ijson, "basic_parse", refuse)
 
 
 def _compare(monkeypatch, read, path: Path) -> list:
@@ -308,3 +309,51 @@ def test_shipped_inspect_logs_stream_and_are_never_read_whole(monkeypatch):
         streamed = _results(inspect_ai.read, path)
         assert streamed == expected[path] and streamed and all(not isinstance(r, tuple) for _, r in streamed)
         assert all(r.agent != "unknown" and r.domain != "unknown" for _, r in streamed)
+
+
+# ----------------------------------------------------------------------------- Langfuse trace exports
+
+LANGFUSE_FILES = sorted((ROOT / "evals/data/langfuse").glob("*.json"))
+
+
+def _langfuse_traces() -> list[bytes]:
+    return [json.dumps(json.loads(path.read_text())).encode() for path in LANGFUSE_FILES]
+
+
+def _langfuse_documents() -> list[bytes]:
+    traces = _langfuse_traces()
+    array = b"[" + b", ".join(traces + [b'{"trace": {"name": "no id"}, "observations": []}', b"7"]) + b"]"
+    page = b'{"meta": {"page": 1}, "data": ' + array + b', "extra": {"a": [1]}}'
+    return [array, page, b"\xef\xbb\xbf" + array, b"\xef\xbb\xbf" + page, array[:-1] + b", {\"id\": broken}]",
+            array[:-1] + b', {"trace": "\xff"}]', array[:-1] + b", NaN]", page.replace(b'"meta"', b'"a.b"'),
+            array[:-200], array + b" trailing", page + b" x", traces[0], b'{"data": {"a": 1}}', b"[]", b"", b"{}",
+            b'{"data": [], "data": ' + array + b"}", array[:-1] + b', "\\ud83d\\u0041"]']
+
+
+@pytest.mark.parametrize("chunk", [5, 64, 1 << 16])  # 300 KB documents: one-byte reads take seconds
+def test_langfuse_exports_stream_to_the_same_trajectories_and_errors(tmp_path, monkeypatch, chunk):
+    """User sees: a Langfuse export (an array of traces or a `data` page: bad traces, malformed or truncated
+    JSON, invalid UTF-8, NaN, a byte order mark, one trace) gives the same trajectories and errors streamed
+    as read whole, whatever the read size."""
+    monkeypatch.setattr(_common, "STREAM_CHUNK", chunk)
+    for n, document in enumerate(_langfuse_documents()):
+        path = tmp_path / f"export{n}.json"
+        path.write_bytes(document)
+        results = _compare(monkeypatch, langfuse.read, path)
+        if n < 4:  # the array and the page: every shipped trace, then the two bad records
+            assert [r.id for _, r in results[:-2]] == [json.loads(t)["trace"]["id"] for t in _langfuse_traces()]
+            assert [r[2] for _, r in results[-2:]] == [len(results) - 2, len(results) - 1]
+
+
+def test_langfuse_lists_are_never_read_whole(tmp_path, monkeypatch):
+    """User sees: the shipped traces as an array or an API page load through the stream, not read whole."""
+    documents = _langfuse_documents()[:2]
+    expected = {}
+    for n, document in enumerate(documents):
+        path = tmp_path / f"export{n}.json"
+        path.write_bytes(document)
+        expected[path] = _compare(monkeypatch, langfuse.read, path)
+    monkeypatch.setattr(langfuse.Path, "read_text", lambda *a, **k: (_ for _ in ()).throw(AssertionError("whole")))
+    _never_read_whole(monkeypatch)
+    for path, results in expected.items():
+        assert _results(langfuse.read, path) == results and len(results) == len(LANGFUSE_FILES) + 2

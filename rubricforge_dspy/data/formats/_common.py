@@ -13,6 +13,7 @@ import json
 import math
 import re
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -401,6 +402,27 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
     except _REFUSED:
         return None
     return members if seen else None
+
+
+def scan_json_array(path: Path, *, strip_bom: bool = False) -> bool:
+    """The first pass over a file that is one JSON array, before `stream_json_array` reads its elements:
+    True when ijson reads the whole file as an array (so the second pass reads it the same), False when
+    it must be read whole as before (ijson refuses or could misread the bytes, see `scan_json_object`, or
+    the document is not an array). Memory holds one read; nothing is built.
+
+    Args:
+        path: The JSON file.
+        strip_bom: Drop a leading byte order mark.
+
+    Returns:
+        Whether the array can be streamed with the whole-text reader's results.
+    """
+    try:
+        with _open_for_ijson(path, b"[", strip_bom) as handle:
+            deque(ijson.basic_parse(_GuardedReader(handle), use_float=True, buf_size=STREAM_CHUNK), maxlen=0)
+    except _REFUSED:
+        return False
+    return True
 
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")
