@@ -336,10 +336,11 @@ def stream_json_array(path: Path, *, prefix: str = "item", strip_bom: bool = Fal
             yield index, value, bad_bytes and has_bad_bytes(value)
 
 
-def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None, *,
+def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None, *, keep: tuple[str, ...] | None = None,
                      strip_bom: bool = False) -> dict[str, Any] | None:
     """The first pass over a document ``{..., big: [...], ...}`` whose `big` list is then streamed
-    (`stream_json_array` with prefix ``big + ".item"``): every top-level member but `big`, built, and of
+    (`stream_json_array` with prefix ``big + ".item"``): the top-level members `keep` (all but `big` when
+    None), built, and of
     each element of `big` only its `pick` fields, handed to `each` in order (a dict per object element,
     None for other elements), so memory holds the small members, never the list.
 
@@ -357,10 +358,12 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
         pick: Fields of each element to collect (scalars only).
         each: Called with each element's picked fields (a dict, None for an element that is not an
             object), in order; it may be called for elements of a file this then returns None for.
+        keep: The top-level members to build (others are parsed, checked and dropped: an Inspect log's
+            per-sample ``reductions`` grow with the file); None for all but `big`.
         strip_bom: Drop a leading byte order mark.
 
     Returns:
-        The top-level members but `big`, or None.
+        The top-level members kept, or None.
     """
     members: dict[str, Any] = {}
     current: dict | None = None
@@ -395,10 +398,11 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
                         if not value or "." in value or (value == big and seen):
                             raise _NotForIjson()
                         key, seen = value, seen or value == big
-                        if value != big:
+                        if value != big and (keep is None or value in keep):
                             builder = ijson.ObjectBuilder()
                     continue
-                builder.event(event, value)
+                if builder is not None:
+                    builder.event(event, value)
     except _REFUSED:
         return None
     return members if seen else None

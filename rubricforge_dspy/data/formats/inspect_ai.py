@@ -147,7 +147,7 @@ def _samples(path: Path) -> Iterator[tuple[int, Any, dict | TrajectoryFormatErro
                 except ValueError as exc:
                     yield index, error(path, name, f"malformed sample JSON: {exc}"), header
         return
-    header = scan_json_object(path, "samples", strip_bom=True)
+    header = scan_json_object(path, "samples", keep=("eval",), strip_bom=True)
     if header is None:  # ijson could read it differently from `json`, or it is no log: read whole, as before
         try:
             log = _whole_log(path.read_text(encoding="utf-8-sig"))

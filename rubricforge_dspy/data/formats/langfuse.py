@@ -123,7 +123,7 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         return
     # A list of traces (an array, or an API page {"data": [...], "meta": ...}) is streamed, one trace in
     # memory, once a first pass found it well formed; anything else is read whole, as before.
-    if scan_json_object(path, "data", strip_bom=True) is not None:
+    if scan_json_object(path, "data", keep=(), strip_bom=True) is not None:
         streamed = stream_json_array(path, prefix="data.item", strip_bom=True, whole=_whole_records)
     elif scan_json_array(path, strip_bom=True):
         streamed = stream_json_array(path, strip_bom=True, whole=_whole_records)

@@ -207,7 +207,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
         if fields is not None and not seen.add(key := _key_text(fields)):
             repeated.add(key)
 
-    doc = scan_json_object(path, "simulations", ("task_id", "trial"), note)
+    doc = scan_json_object(path, "simulations", ("task_id", "trial"), note, keep=("info", "tasks"))
     if doc is None:
         yield from _read_whole(path, threshold)
         return
