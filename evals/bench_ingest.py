@@ -25,7 +25,7 @@ holding the shipped GPT-4o airline records repeated with distinct task ids (``<t
 simulations are the shipped GPT-4o airline episodes (their OpenAI-style messages, reward as
 ``reward_info.reward``) repeated with distinct task ids, with the 50 tasks beside them; ``--input inspect``
 makes ONE Inspect AI ``.json`` log: the shipped ``log_read_sample.json`` header with its sample repeated
-under distinct ids. Runs of these inputs are labeled ``<input>_<label>`` (``tau2_before``, ``tau2_after``).
+as 1,000 distinct samples over as many epochs as needed. Runs of these inputs are labeled ``<input>_<label>`` (``tau2_before``, ``tau2_after``).
 
     PYTHONPATH=$PWD python3 evals/bench_ingest.py --input tau2 --sizes 10000 100000 --commands stats \
         --label after --out evals/results/ingest_documents.json
@@ -146,7 +146,8 @@ def write_inspect_document(path: Path, n: int) -> dict:
             sample = samples[i % len(samples)]
             if i:
                 handle.write(b",\n")
-            handle.write(orjson.dumps({**sample, "id": f"{sample['id']}~{i}"}))
+            # 1,000 distinct samples, each run for as many epochs as it takes: distinct (sample, epoch) ids
+            handle.write(orjson.dumps({**sample, "id": f"{sample['id']}~{i % 1000}", "epoch": i // 1000 + 1}))
         handle.write(b"]}\n")
     return {"bytes": path.stat().st_size, "mean_bytes_per_trajectory": round(path.stat().st_size / n)}
 
@@ -236,7 +237,7 @@ def main() -> None:
                  "tau2": "one tau2-bench results object {timestamp, info, simulations, tasks}: the shipped GPT-4o "
                          "airline episodes (200) as simulations, repeated with distinct task ids, 50 tasks after them",
                  "inspect": "one Inspect AI .json log: the shipped log_read_sample.json header, its sample repeated "
-                            "with distinct ids"}
+                            "as 1,000 distinct samples x as many epochs as needed"}
     header = {"benchmark": "ingest at scale (evals/bench_ingest.py)", "lm": "none (no LM call: ingest only)",
               "simulated": False}
     if args.input == "generic":
