@@ -21,11 +21,12 @@ holding the shipped GPT-4o airline records repeated with distinct task ids (``<t
     PYTHONPATH=$PWD python3 evals/bench_ingest.py --input tau_bench --sizes 10000 100000 --commands stats \
         --label after --out evals/results/ingest_documents.json
 
-``--input tau2`` makes ONE tau2-bench results object ``{timestamp, info, tasks, simulations}`` whose
+``--input tau2`` makes ONE tau2-bench results object ``{timestamp, info, simulations, tasks}`` whose
 simulations are the shipped GPT-4o airline episodes (their OpenAI-style messages, reward as
 ``reward_info.reward``) repeated with distinct task ids, with the 50 tasks beside them; ``--input inspect``
 makes ONE Inspect AI ``.json`` log: the shipped ``log_read_sample.json`` header with its sample repeated
-as 1,000 distinct samples over as many epochs as needed. Runs of these inputs are labeled ``<input>_<label>`` (``tau2_before``, ``tau2_after``).
+as 1,000 distinct samples over as many epochs as needed. Runs of these inputs are labeled
+``<input>_<label>`` (``tau2_before``, ``tau2_after``).
 
     PYTHONPATH=$PWD python3 evals/bench_ingest.py --input tau2 --sizes 10000 100000 --commands stats \
         --label after --out evals/results/ingest_documents.json

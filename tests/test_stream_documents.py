@@ -200,7 +200,8 @@ def _sims(*sims) -> bytes:
 
 
 GOOD_SIMS = _sims(_sim(0), _sim(1, task="2"), _sim(2, task="2", trial=1), _sim(3, task="1", trial=0),
-                  _sim(4, reward_info={"db": None}), "not a simulation", _sim(5, task=7, trial=None), _sim(6, messages=[]))
+                  _sim(4, reward_info={"db": None}), "not a simulation", _sim(5, task=7, trial=None),
+                  _sim(6, messages=[]))
 TAU2_DOCUMENTS = [
     _tau2_members(GOOD_SIMS),  # repeated (task_id, trial) keys, bad records, tasks after the simulations
     _tau2_members(GOOD_SIMS, before=b'"info": 3, "x": {"y": [1, {"z": null}]}, '),  # a repeated member

@@ -336,13 +336,12 @@ def stream_json_array(path: Path, *, prefix: str = "item", strip_bom: bool = Fal
             yield index, value, bad_bytes and has_bad_bytes(value)
 
 
-def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None, *, keep: tuple[str, ...] | None = None,
-                     strip_bom: bool = False) -> dict[str, Any] | None:
+def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None, *,
+                     keep: tuple[str, ...] | None = None, strip_bom: bool = False) -> dict[str, Any] | None:
     """The first pass over a document ``{..., big: [...], ...}`` whose `big` list is then streamed
     (`stream_json_array` with prefix ``big + ".item"``): the top-level members `keep` (all but `big` when
-    None), built, and of
-    each element of `big` only its `pick` fields, handed to `each` in order (a dict per object element,
-    None for other elements), so memory holds the small members, never the list.
+    None), built, and of each element of `big` only its `pick` fields, handed to `each` in order (a dict
+    per object element, None for other elements), so memory holds the small members, never the list.
 
     The whole file is parsed (ijson events, through the same guard as `stream_json_array`), so a document
     this accepts is well formed and the second pass reads the same elements. None when the file must be

@@ -137,7 +137,9 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         return
     try:
         for index, value, bad_bytes in streamed:
-            yield index, TrajectoryFormatError(str(path), index, "invalid UTF-8 bytes in record") if bad_bytes else value
+            if bad_bytes:
+                value = TrajectoryFormatError(str(path), index, "invalid UTF-8 bytes in record")
+            yield index, value
     except Malformed as exc:  # only when the file changed between the two passes
         yield exc.index or 0, TrajectoryFormatError(str(path), exc.index, exc.problem)
 
