@@ -65,6 +65,12 @@ def test_the_stream_gives_the_whole_text_readers_elements_and_errors(tmp_path, m
             assert repr(_streamed(path, strip_bom)) == repr(_whole(path, strip_bom)), document[:60]
 
 
+@pytest.fixture(autouse=True)
+def _stream_small_files(monkeypatch):
+    """The test documents are small: stream them all the same (loaders read files below STREAM_FROM whole)."""
+    monkeypatch.setattr(_common, "STREAM_FROM", 0)
+
+
 def _never_read_whole(monkeypatch):
     def refuse(path):
         raise AssertionError(f"{path} was read whole")
@@ -358,3 +364,17 @@ def test_langfuse_lists_are_never_read_whole(tmp_path, monkeypatch):
     _never_read_whole(monkeypatch)
     for path, results in expected.items():
         assert _results(langfuse.read, path) == results and len(results) == len(LANGFUSE_FILES) + 2
+
+
+def test_small_documents_are_read_whole_once_and_large_ones_streamed(tmp_path, monkeypatch):
+    """User sees: the same trajectories from a small tau2 file read whole at once and from the same file
+    streamed once it counts as large (STREAM_FROM)."""
+    path = tmp_path / "results.json"
+    path.write_bytes(TAU2_DOCUMENTS[0])
+    monkeypatch.setattr(_common, "STREAM_FROM", path.stat().st_size + 1)
+    calls = []
+    monkeypatch.setattr(tau2, "scan_json_object", lambda *a, **k: calls.append(a) or _common.scan_json_object(*a, **k))
+    small = _results(tau2.read, path)
+    assert calls == []
+    monkeypatch.setattr(_common, "STREAM_FROM", path.stat().st_size)
+    assert _results(tau2.read, path) == small and len(calls) == 1 and len(small) == 8

@@ -230,6 +230,7 @@ _LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD
                                     rb"|[c-fC-F][0-9a-fA-F]{2}(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))")
 _ESCAPE_CONTEXT = 12  # bytes a match needs around it (one escape before or after)
 STREAM_CHUNK = 1 << 16
+STREAM_FROM = 1 << 22  # bytes: whole-document files below this are read whole (`worth_streaming`)
 
 
 class _NotForIjson(RubricForgeError):
@@ -405,6 +406,13 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
     except _REFUSED:
         return None
     return members if seen else None
+
+
+def worth_streaming(path: Path) -> bool:
+    """True for a whole-document file of `STREAM_FROM` bytes or more: a loader that must scan a document
+    before streaming it (`scan_json_object`, `scan_json_array`) reads smaller files whole, in one parse
+    instead of two, with the same records."""
+    return path.stat().st_size >= STREAM_FROM
 
 
 def scan_json_array(path: Path, *, strip_bom: bool = False) -> bool:

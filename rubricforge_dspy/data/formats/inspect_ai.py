@@ -31,7 +31,7 @@ from typing import Any
 
 from rubricforge_dspy.data.formats._common import (CallTracker, Malformed, error, finalize_answer,
                                                    looks_like_tool_error, parse_arguments, scan_json_object,
-                                                   stream_json_array, text_of)
+                                                   stream_json_array, text_of, worth_streaming)
 from rubricforge_dspy.core.trajectory import (FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError,
                                         label_from_reward)
 
@@ -147,8 +147,8 @@ def _samples(path: Path) -> Iterator[tuple[int, Any, dict | TrajectoryFormatErro
                 except ValueError as exc:
                     yield index, error(path, name, f"malformed sample JSON: {exc}"), header
         return
-    header = scan_json_object(path, "samples", keep=("eval",), strip_bom=True)
-    if header is None:  # ijson could read it differently from `json`, or it is no log: read whole, as before
+    header = scan_json_object(path, "samples", keep=("eval",), strip_bom=True) if worth_streaming(path) else None
+    if header is None:  # small, ijson could read it differently from `json`, or no log: read whole, as before
         try:
             log = _whole_log(path.read_text(encoding="utf-8-sig"))
         except UnicodeDecodeError as exc:

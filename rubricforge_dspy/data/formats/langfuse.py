@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.data.formats._common import (Malformed, convert_each, first_json_lines, read_prefix, redact,
-                                                   scan_json_array, scan_json_object, stream_json_array)
+                                                   scan_json_array, scan_json_object, stream_json_array,
+                                                   worth_streaming)
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
@@ -122,12 +123,17 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         yield from iter_json_lines(path)  # JSON Lines, one trace per line
         return
     # A list of traces (an array, or an API page {"data": [...], "meta": ...}) is streamed, one trace in
-    # memory, once a first pass found it well formed; anything else is read whole, as before.
-    if scan_json_object(path, "data", keep=(), strip_bom=True) is not None:
+    # memory, once a first pass found it well formed; anything else, and small files (most exports are one
+    # trace), is read whole, as before.
+    if not worth_streaming(path):
+        streamed = None
+    elif scan_json_object(path, "data", keep=(), strip_bom=True) is not None:
         streamed = stream_json_array(path, prefix="data.item", strip_bom=True, whole=_whole_records)
     elif scan_json_array(path, strip_bom=True):
         streamed = stream_json_array(path, strip_bom=True, whole=_whole_records)
     else:
+        streamed = None
+    if streamed is None:
         try:
             yield from _whole_records(path.read_text(encoding="utf-8-sig"))
         except UnicodeDecodeError as exc:

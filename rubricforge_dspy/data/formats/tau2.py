@@ -40,6 +40,7 @@ from rubricforge_dspy.data.formats._common import (
     scan_json_object,
     stream_json_array,
     text_of,
+    worth_streaming,
 )
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
@@ -207,8 +208,10 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
         if fields is not None and not seen.add(key := _key_text(fields)):
             repeated.add(key)
 
-    doc = scan_json_object(path, "simulations", ("task_id", "trial"), note, keep=("info", "tasks"))
-    if doc is None:
+    doc = None
+    if worth_streaming(path):
+        doc = scan_json_object(path, "simulations", ("task_id", "trial"), note, keep=("info", "tasks"))
+    if doc is None:  # small, or ijson could read it differently from `json`
         yield from _read_whole(path, threshold)
         return
     sims = stream_json_array(path, prefix="simulations.item", whole=_whole_simulations)
