@@ -20,6 +20,16 @@ holding the shipped GPT-4o airline records repeated with distinct task ids (``<t
 
     PYTHONPATH=$PWD python3 evals/bench_ingest.py --input tau_bench --sizes 10000 100000 --commands stats \
         --label after --out evals/results/ingest_documents.json
+
+``--input tau2`` makes ONE tau2-bench results object ``{timestamp, info, simulations, tasks}`` whose
+simulations are the shipped GPT-4o airline episodes (their OpenAI-style messages, reward as
+``reward_info.reward``) repeated with distinct task ids, with the 50 tasks beside them; ``--input inspect``
+makes ONE Inspect AI ``.json`` log: the shipped ``log_read_sample.json`` header with its sample repeated
+as 1,000 distinct samples over as many epochs as needed. Runs of these inputs are labeled
+``<input>_<label>`` (``tau2_before``, ``tau2_after``).
+
+    PYTHONPATH=$PWD python3 evals/bench_ingest.py --input tau2 --sizes 10000 100000 --commands stats \
+        --label after --out evals/results/ingest_documents.json
 """
 
 from __future__ import annotations
@@ -42,13 +52,13 @@ SHIPPED = [ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json",
 RESULTS = ROOT / "evals/results/ingest_scale.json"
 
 
-def save_run(out: Path, header: dict, label: str, commit: str, rows: list) -> None:
-    """Add one labeled run (its code, machine, date and rows) to the JSON results file `out`, keeping the
-    other labels' runs (``before``/``after``), and set the file's `header` fields."""
+def save_run(out: Path, header: dict, label: str, commit: str, rows: list, **extra) -> None:
+    """Add one labeled run (its code, machine, date, rows and `extra` fields) to the JSON results file `out`,
+    keeping the other labels' runs (``before``/``after``), and set the file's `header` fields."""
     results = json.loads(out.read_text()) if out.exists() else {}
     results.update(header)
     results.setdefault("runs", {})[label] = {
-        "code": commit, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **extra, "code": commit, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "rows": rows}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
@@ -104,6 +114,45 @@ def write_tau_document(path: Path, n: int, records: list[dict]) -> dict:
     return {"bytes": path.stat().st_size, "mean_bytes_per_trajectory": round(path.stat().st_size / n)}
 
 
+INSPECT_LOG = ROOT / "evals/data/inspect/log_read_sample.json"
+
+
+def write_tau2_document(path: Path, n: int, records: list[dict]) -> dict:
+    """Write one tau2-bench results object of `n` simulations (the tau-bench `records` as tau2 simulations,
+    distinct task ids) and its tasks to `path`; returns its size."""
+    info = {"agent_info": {"implementation": "llm_agent", "llm": "gpt-4o"}, "user_info": {"llm": "gpt-4o"},
+            "environment_info": {"domain_name": "airline", "policy": "# Airline Agent Policy"}}
+    tasks = [{"id": str(task), "user_scenario": {"instructions": f"task {task}"}, "evaluation_criteria": {}}
+             for task in sorted({r["task_id"] for r in records})]
+    with path.open("wb", buffering=1 << 20) as handle:
+        handle.write(b'{"timestamp": "2026-01-01T00:00:00", "info": ' + orjson.dumps(info) + b', "simulations": [')
+        for i in range(n):
+            record = records[i % len(records)]
+            if i:
+                handle.write(b",\n")
+            handle.write(orjson.dumps({"id": f"sim-{i}", "task_id": f"{record['task_id']}~{i // len(records)}",
+                                       "trial": record.get("trial", 0), "messages": record["traj"],
+                                       "reward_info": {"reward": record["reward"]}, "termination_reason": "user_stop"}))
+        handle.write(b'], "tasks": ' + orjson.dumps(tasks) + b"}\n")
+    return {"bytes": path.stat().st_size, "mean_bytes_per_trajectory": round(path.stat().st_size / n)}
+
+
+def write_inspect_document(path: Path, n: int) -> dict:
+    """Write one Inspect AI `.json` log of `n` samples (the shipped log's sample, distinct ids) to `path`."""
+    log = orjson.loads(INSPECT_LOG.read_bytes())
+    samples = log.pop("samples")
+    with path.open("wb", buffering=1 << 20) as handle:
+        handle.write(orjson.dumps(log)[:-1] + b', "samples": [')
+        for i in range(n):
+            sample = samples[i % len(samples)]
+            if i:
+                handle.write(b",\n")
+            # 1,000 distinct samples, each run for as many epochs as it takes: distinct (sample, epoch) ids
+            handle.write(orjson.dumps({**sample, "id": f"{sample['id']}~{i % 1000}", "epoch": i // 1000 + 1}))
+        handle.write(b"]}\n")
+    return {"bytes": path.stat().st_size, "mean_bytes_per_trajectory": round(path.stat().st_size / n)}
+
+
 def measured(argv: list[str], code: Path) -> dict:
     """Run the command and read its own rusage with os.wait4 (per child, not cumulative)."""
     env = {**os.environ, "PYTHONPATH": str(code), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -126,16 +175,22 @@ def measured(argv: list[str], code: Path) -> dict:
 
 
 def bench(sizes: list[int], code: Path, commands: list[str], kind: str = "generic") -> list[dict]:
-    templates = base_records() if kind == "generic" else tau_records()
+    templates = base_records() if kind == "generic" else tau_records() if kind in ("tau_bench", "tau2") else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_ingest_") as tmp:
         for n in sizes:
             if kind == "generic":
                 data = Path(tmp) / f"generic_{n}.jsonl"
                 info = write_input(data, n, templates)
-            else:  # the file name says airline, as the shipped file's does
+            elif kind == "tau_bench":  # the file name says airline, as the shipped file's does
                 data = Path(tmp) / f"gpt-4o-airline-{n}.json"
                 info = write_tau_document(data, n, templates)
+            elif kind == "tau2":
+                data = Path(tmp) / f"tau2_airline_{n}.json"
+                info = write_tau2_document(data, n, templates)
+            else:
+                data = Path(tmp) / f"inspect_log_{n}.json"
+                info = write_inspect_document(data, n)
             row = {"trajectories": n, **info}
             for command in commands:
                 if command == "stats":
@@ -169,8 +224,9 @@ def main() -> None:
     parser.add_argument("--label", default="after", help="key of this run in the JSON (before/after)")
     parser.add_argument("--commit", default=None, help="the commit --code was made from")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--input", choices=["generic", "tau_bench"], default="generic",
-                        help="generic JSONL (one record per line) or one tau-bench results array")
+    parser.add_argument("--input", choices=["generic", "tau_bench", "tau2", "inspect"], default="generic",
+                        help="generic JSONL (one record per line), or one tau-bench results array, tau2-bench "
+                             "results object or Inspect AI .json log")
     args = parser.parse_args()
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                            text=True).stdout.strip()
@@ -178,10 +234,18 @@ def main() -> None:
     described = {"generic": "generic JSONL: tau-bench GPT-4o airline (200) + ReAct WebShop (500) shipped episodes, "
                             "converted once and repeated with distinct ids",
                  "tau_bench": "one tau-bench results file (a JSON array): the shipped GPT-4o airline records (200) "
-                              "repeated with distinct task ids"}
-    save_run(args.out, {"benchmark": "ingest at scale (evals/bench_ingest.py)", "lm": "none (no LM call: ingest only)",
-                        "simulated": False, "input": described[args.input]},
-             args.label, commit, rows)
+                              "repeated with distinct task ids",
+                 "tau2": "one tau2-bench results object {timestamp, info, simulations, tasks}: the shipped GPT-4o "
+                         "airline episodes (200) as simulations, repeated with distinct task ids, 50 tasks after them",
+                 "inspect": "one Inspect AI .json log: the shipped log_read_sample.json header, its sample repeated "
+                            "as 1,000 distinct samples x as many epochs as needed"}
+    header = {"benchmark": "ingest at scale (evals/bench_ingest.py)", "lm": "none (no LM call: ingest only)",
+              "simulated": False}
+    if args.input == "generic":
+        save_run(args.out, {**header, "input": described["generic"]}, args.label, commit, rows)
+    else:  # one results file holds the runs of every document input, each naming its input
+        label = args.label if args.input == "tau_bench" else f"{args.input}_{args.label}"
+        save_run(args.out, header, label, commit, rows, input=described[args.input])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import json
 import math
 import re
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -229,6 +230,7 @@ _LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD
                                     rb"|[c-fC-F][0-9a-fA-F]{2}(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))")
 _ESCAPE_CONTEXT = 12  # bytes a match needs around it (one escape before or after)
 STREAM_CHUNK = 1 << 16
+STREAM_FROM = 1 << 22  # bytes: whole-document files below this are read whole (`worth_streaming`)
 
 
 class _NotForIjson(RubricForgeError):
@@ -263,42 +265,175 @@ class _GuardedReader:
         return data[lead:safe]
 
 
-def stream_json_array(path: Path, *, strip_bom: bool = False) -> Iterator[tuple[int, Any, bool]]:
-    """``(index, element, has_bad_bytes)`` of the JSON array a file holds, streamed: memory holds one
+def _open_for_ijson(path: Path, opening: bytes, strip_bom: bool):
+    """The file opened for ijson at its first byte (after a byte order mark when `strip_bom`), or
+    `_NotForIjson` when the document does not start with `opening` (the whole-text reader names what it
+    is instead)."""
+    handle = open(path, "rb")
+    try:
+        head = handle.read(4096)
+        start = 3 if strip_bom and head.startswith(b"\xef\xbb\xbf") else 0
+        if not head[start:].lstrip(b" \t\r\n").startswith(opening):
+            raise _NotForIjson()
+        handle.seek(start)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+_REFUSED = (_NotForIjson, ijson.JSONError, UnicodeDecodeError)  # ijson's IncompleteJSONError is a JSONError
+_SCALAR_EVENTS = frozenset(("null", "boolean", "integer", "double", "number", "string"))
+
+
+def _whole_array(text: str) -> Iterator[tuple[int, Any]]:
+    return iter_json_array(text)
+
+
+def stream_json_array(path: Path, *, prefix: str = "item", strip_bom: bool = False,
+                      whole=_whole_array) -> Iterator[tuple[int, Any, bool]]:
+    """``(index, element, has_bad_bytes)`` of a JSON array in a file, streamed: memory holds one
     element, so a results file of any size is read in bounded memory.
 
-    The same elements, in the same order, with the same `Malformed` error as `iter_json_array` over
-    `read_text` (``has_bad_bytes`` as `has_bad_bytes` says for that text): the file is parsed by ijson
-    (C backend, ``use_float``), and wherever ijson refuses the bytes or might read them differently from
-    `json` (malformed JSON, invalid UTF-8, NaN, integers past 64 bits, a lone surrogate escape, a byte
-    order mark that `strip_bom` does not drop, text before the array), the file is read whole as before
-    and the elements from that one on come from `iter_json_array`, errors included. `strip_bom` drops a
+    The array is the file itself (``prefix="item"``) or the array member of the file's top-level object
+    that the ijson `prefix` names (``"simulations.item"``: the elements of ``{"simulations": [...]}``;
+    check the document's shape with `scan_json_object` first). The same elements, in the same order,
+    with the same `Malformed` error as `whole` (by default `iter_json_array`) over `read_text` gives
+    (``has_bad_bytes`` as `has_bad_bytes` says for that text): the file is parsed by ijson (C backend,
+    ``use_float``), and wherever ijson refuses the bytes or might read them differently from `json`
+    (malformed JSON, invalid UTF-8, NaN, integers past 64 bits, a lone surrogate escape, a byte order
+    mark that `strip_bom` does not drop, text before or after the document), the file is read whole as
+    before and the elements from that one on come from `whole`, errors included. `strip_bom` drops a
     leading byte order mark first, as the generic JSONL reader does.
+
+    Args:
+        path: The JSON file.
+        prefix: The ijson prefix of the array's elements.
+        strip_bom: Drop a leading byte order mark (both readers).
+        whole: ``whole(text)`` yields ``(index, element)`` of the array from the whole text and raises
+            `Malformed` where it cannot be parsed: the reader before streaming, and the fallback.
+
+    Returns:
+        An iterator of ``(index, element, has_bad_bytes)``.
 
     Raises:
         Malformed: the element that cannot be parsed (the rest of the array is unreadable), as
-            `iter_json_array` raises it.
+            `whole` raises it.
     """
     done = 0
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
-            start = 3 if strip_bom and head.startswith(b"\xef\xbb\xbf") else 0
-            if not head[start:].lstrip(b" \t\r\n").startswith(b"["):  # not an array: the whole-text reader says so
-                raise _NotForIjson()
-            handle.seek(start)
-            for value in ijson.items(_GuardedReader(handle), "item", use_float=True, buf_size=STREAM_CHUNK):
+        with _open_for_ijson(path, b"[" if prefix == "item" else b"{", strip_bom) as handle:
+            for value in ijson.items(_GuardedReader(handle), prefix, use_float=True, buf_size=STREAM_CHUNK):
                 yield done, value, False
                 done += 1
         return
-    except (_NotForIjson, ijson.JSONError, UnicodeDecodeError):  # ijson's IncompleteJSONError is a JSONError
+    except _REFUSED:
         pass
     text, bad_bytes = read_text(path)
     if strip_bom:
         text = text.lstrip("\ufeff")
-    for index, value in iter_json_array(text):
+    for index, value in whole(text):
         if index >= done:
             yield index, value, bad_bytes and has_bad_bytes(value)
+
+
+def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None, *,
+                     keep: tuple[str, ...] | None = None, strip_bom: bool = False) -> dict[str, Any] | None:
+    """The first pass over a document ``{..., big: [...], ...}`` whose `big` list is then streamed
+    (`stream_json_array` with prefix ``big + ".item"``): the top-level members `keep` (all but `big` when
+    None), built, and of each element of `big` only its `pick` fields, handed to `each` in order (a dict
+    per object element, None for other elements), so memory holds the small members, never the list.
+
+    The whole file is parsed (ijson events, through the same guard as `stream_json_array`), so a document
+    this accepts is well formed and the second pass reads the same elements. None when the file must be
+    read whole as before, which then says what is wrong: ijson refuses or could misread the bytes
+    (malformed JSON, invalid UTF-8, NaN, big integers, lone surrogate escapes, a byte order mark
+    `strip_bom` does not drop, trailing text), the document is not an object, `big` is missing, repeated or
+    not a list, a top-level key is empty or holds a dot (ijson prefixes could not tell it apart), or a
+    picked field holds an array or object.
+
+    Args:
+        path: The JSON file.
+        big: The top-level member holding the long list.
+        pick: Fields of each element to collect (scalars only).
+        each: Called with each element's picked fields (a dict, None for an element that is not an
+            object), in order; it may be called for elements of a file this then returns None for.
+        keep: The top-level members to build (others are parsed, checked and dropped: an Inspect log's
+            per-sample ``reductions`` grow with the file); None for all but `big`.
+        strip_bom: Drop a leading byte order mark.
+
+    Returns:
+        The top-level members kept, or None.
+    """
+    members: dict[str, Any] = {}
+    current: dict | None = None
+    each = each or (lambda fields: None)
+    item = big + ".item"
+    fields = {f"{item}.{name}": name for name in pick}
+    key, builder, seen = None, None, False
+    try:
+        with _open_for_ijson(path, b"{", strip_bom) as handle:
+            for prefix, event, value in ijson.parse(_GuardedReader(handle), use_float=True, buf_size=STREAM_CHUNK):
+                if key == big and prefix != "":
+                    if prefix == item:
+                        if event == "start_map":
+                            current = {}
+                        elif event == "end_map":
+                            each(current)
+                            current = None
+                        elif event == "start_array" or event in _SCALAR_EVENTS:
+                            each(None)
+                    elif prefix in fields and event != "map_key" and current is not None:
+                        if event not in _SCALAR_EVENTS:
+                            raise _NotForIjson()
+                        current[fields[prefix]] = value
+                    elif prefix == big and event not in ("start_array", "end_array"):
+                        raise _NotForIjson()  # not a list: the whole-text reader names the problem
+                    continue
+                if prefix == "":
+                    if builder is not None:
+                        members[key] = builder.value
+                        builder = None
+                    if event == "map_key":
+                        if not value or "." in value or (value == big and seen):
+                            raise _NotForIjson()
+                        key, seen = value, seen or value == big
+                        if value != big and (keep is None or value in keep):
+                            builder = ijson.ObjectBuilder()
+                    continue
+                if builder is not None:
+                    builder.event(event, value)
+    except _REFUSED:
+        return None
+    return members if seen else None
+
+
+def worth_streaming(path: Path) -> bool:
+    """True for a whole-document file of `STREAM_FROM` bytes or more: a loader that must scan a document
+    before streaming it (`scan_json_object`, `scan_json_array`) reads smaller files whole, in one parse
+    instead of two, with the same records."""
+    return path.stat().st_size >= STREAM_FROM
+
+
+def scan_json_array(path: Path, *, strip_bom: bool = False) -> bool:
+    """The first pass over a file that is one JSON array, before `stream_json_array` reads its elements:
+    True when ijson reads the whole file as an array (so the second pass reads it the same), False when
+    it must be read whole as before (ijson refuses or could misread the bytes, see `scan_json_object`, or
+    the document is not an array). Memory holds one read; nothing is built.
+
+    Args:
+        path: The JSON file.
+        strip_bom: Drop a leading byte order mark.
+
+    Returns:
+        Whether the array can be streamed with the whole-text reader's results.
+    """
+    try:
+        with _open_for_ijson(path, b"[", strip_bom) as handle:
+            deque(ijson.basic_parse(_GuardedReader(handle), use_float=True, buf_size=STREAM_CHUNK), maxlen=0)
+    except _REFUSED:
+        return False
+    return True
 
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")

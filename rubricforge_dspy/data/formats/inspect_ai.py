@@ -1,6 +1,8 @@
 """Inspect AI eval logs (format ``inspect``): ``.json`` EvalLog files and ``.eval`` zip archives.
 
-* ``.json``: one object ``{"version", "status", "eval": {"task", "model", ...}, "samples": [...], ...}``.
+* ``.json``: one object ``{"version", "status", "eval": {"task", "model", ...}, "samples": [...], ...}``,
+  streamed: a first pass keeps the members but ``samples`` (`scan_json_object`), a second reads one sample
+  at a time (`stream_json_array`); a file ijson could read differently from `json` is read whole, as before.
 * ``.eval``: a zip with ``header.json`` (the same object without samples) and ``samples/*.json``, one
   file per sample and epoch; samples are read one at a time.
 
@@ -27,8 +29,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import (CallTracker, error, finalize_answer, looks_like_tool_error,
-                                              parse_arguments, text_of)
+from rubricforge_dspy.data.formats._common import (CallTracker, Malformed, error, finalize_answer,
+                                                   looks_like_tool_error, parse_arguments, scan_json_object,
+                                                   stream_json_array, text_of, worth_streaming)
 from rubricforge_dspy.core.trajectory import (FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError,
                                         label_from_reward)
 
@@ -144,17 +147,41 @@ def _samples(path: Path) -> Iterator[tuple[int, Any, dict | TrajectoryFormatErro
                 except ValueError as exc:
                     yield index, error(path, name, f"malformed sample JSON: {exc}"), header
         return
+    header = scan_json_object(path, "samples", keep=("eval",), strip_bom=True) if worth_streaming(path) else None
+    if header is None:  # small, ijson could read it differently from `json`, or no log: read whole, as before
+        try:
+            log = _whole_log(path.read_text(encoding="utf-8-sig"))
+        except UnicodeDecodeError as exc:
+            yield None, error(path, None, f"malformed JSON: {exc}"), {}
+            return
+        except Malformed as exc:
+            yield None, error(path, None, exc.problem), {}
+            return
+        for index, sample in enumerate(log["samples"]):
+            yield index, sample, log
+        return
+    try:  # streamed: memory holds the header (`eval`, `plan`, `results`, `stats`...) and one sample
+        for index, sample, bad_bytes in stream_json_array(path, prefix="samples.item", strip_bom=True,
+                                                          whole=_whole_samples):
+            yield index, error(path, index, "invalid UTF-8 bytes in record") if bad_bytes else sample, header
+    except Malformed as exc:  # only when the file changed between the two passes
+        yield exc.index, error(path, exc.index, exc.problem), header
+
+
+def _whole_log(text: str) -> dict:
+    """The log object of a whole ``.json`` text; `Malformed` (index None) naming what is wrong."""
     try:
-        log = json.loads(path.read_text(encoding="utf-8-sig"))
+        log = json.loads(text)
     except ValueError as exc:
-        yield None, error(path, None, f"malformed JSON: {exc}"), {}
-        return
+        raise Malformed(None, f"malformed JSON: {exc}") from None
     if not isinstance(log, dict) or not isinstance(log.get("samples"), list):
-        problem = "not an Inspect eval log (expected an object with 'eval' and a 'samples' list)"
-        yield None, error(path, None, problem), {}
-        return
-    for index, sample in enumerate(log["samples"]):
-        yield index, sample, log
+        raise Malformed(None, "not an Inspect eval log (expected an object with 'eval' and a 'samples' list)")
+    return log
+
+
+def _whole_samples(text: str) -> Iterator[tuple[int, Any]]:
+    """`stream_json_array`'s fallback: the samples of the whole text."""
+    return enumerate(_whole_log(text)["samples"])
 
 
 def read(path: Path, threshold) -> Iterator[tuple[int | str | None, Trajectory | TrajectoryFormatError]]:

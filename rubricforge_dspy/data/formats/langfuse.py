@@ -2,7 +2,9 @@
 
 Shapes read: ``{"trace": {...}, "observations": [...]}`` (the UI's / ``download_traces`` export), a
 trace with its ``observations`` inline (the public API's ``TraceWithFullDetails``), ``{"data": [...]}``
-(a page of the traces API), a JSON array of any of these, or JSON Lines with one per line (streamed).
+(a page of the traces API), a JSON array of any of these, or JSON Lines with one per line. JSON Lines, an
+array and a ``data`` page are streamed (one trace in memory; a file ijson could read differently from
+`json` is read whole, as before).
 
 Mapping (then ``spans.py``): ``GENERATION`` -> an LLM call whose ``input`` / ``output`` are chat
 messages in any dialect ``otel_attrs.normalize_messages`` reads (OpenAI chat, GenAI ``parts``,
@@ -24,7 +26,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import convert_each, first_json_lines, read_prefix, redact
+from rubricforge_dspy.data.formats._common import (Malformed, convert_each, first_json_lines, read_prefix, redact,
+                                                   scan_json_array, scan_json_object, stream_json_array,
+                                                   worth_streaming)
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
@@ -118,14 +122,44 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
     if head[:1] == "{" and lines and ("trace" in lines[0] or "observations" in lines[0]):
         yield from iter_json_lines(path)  # JSON Lines, one trace per line
         return
-    try:
-        value = json.loads(path.read_text(encoding="utf-8-sig"))
-    except ValueError as exc:
-        yield 0, TrajectoryFormatError(str(path), None, f"malformed JSON: {exc}")
+    # A list of traces (an array, or an API page {"data": [...], "meta": ...}) is streamed, one trace in
+    # memory, once a first pass found it well formed; anything else, and small files (most exports are one
+    # trace), is read whole, as before.
+    if not worth_streaming(path):
+        streamed = None
+    elif scan_json_object(path, "data", keep=(), strip_bom=True) is not None:
+        streamed = stream_json_array(path, prefix="data.item", strip_bom=True, whole=_whole_records)
+    elif scan_json_array(path, strip_bom=True):
+        streamed = stream_json_array(path, strip_bom=True, whole=_whole_records)
+    else:
+        streamed = None
+    if streamed is None:
+        try:
+            yield from _whole_records(path.read_text(encoding="utf-8-sig"))
+        except UnicodeDecodeError as exc:
+            yield 0, TrajectoryFormatError(str(path), None, f"malformed JSON: {exc}")
+        except Malformed as exc:
+            yield 0, TrajectoryFormatError(str(path), None, exc.problem)
         return
+    try:
+        for index, value, bad_bytes in streamed:
+            if bad_bytes:
+                value = TrajectoryFormatError(str(path), index, "invalid UTF-8 bytes in record")
+            yield index, value
+    except Malformed as exc:  # only when the file changed between the two passes
+        yield exc.index or 0, TrajectoryFormatError(str(path), exc.index, exc.problem)
+
+
+def _whole_records(text: str) -> Iterator[tuple[int, Any]]:
+    """``(index, trace)`` of a whole JSON text: a list, a ``{"data": [...]}`` page, or one trace;
+    `Malformed` when the text is not JSON."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise Malformed(None, f"malformed JSON: {exc}") from None
     if isinstance(value, dict) and isinstance(value.get("data"), list):
         value = value["data"]
-    yield from enumerate(value if isinstance(value, list) else [value])
+    return enumerate(value if isinstance(value, list) else [value])
 
 
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:

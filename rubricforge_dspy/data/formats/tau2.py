@@ -18,13 +18,13 @@ so runs of different models under one submission stay apart), else ``<llm>/<impl
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.data.formats._common import (
     CallTracker,
+    IdSet,
     check_messages,
     Malformed,
     as_reward,
@@ -37,7 +37,10 @@ from rubricforge_dspy.data.formats._common import (
     parse_arguments,
     read_text,
     redact,
+    scan_json_object,
+    stream_json_array,
     text_of,
+    worth_streaming,
 )
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 
@@ -175,28 +178,90 @@ def _load(text: str) -> tuple[dict, list[Any], Malformed | None]:
     return doc, raw, None
 
 
+def _key_text(sim: Any) -> str:
+    """The ``(task_id, trial)`` pair an id is built from, as one string (elements that are not objects
+    never become trajectories)."""
+    return f"{sim.get('task_id')}\x00{sim.get('trial')}" if isinstance(sim, dict) else "\x00"
+
+
+def _whole_simulations(text: str) -> Iterator[tuple[int, Any]]:
+    """The simulations the whole-text reader finds (`_load`), then its failure: `stream_json_array`'s
+    fallback, should the file change between the two passes."""
+    _, sims, failure = _load(text)
+    yield from enumerate(sims)
+    if failure is not None:
+        raise failure
+
+
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
-    """Yield ``(simulation_index, Trajectory | TrajectoryFormatError)`` for every simulation of the file."""
+    """Yield ``(simulation_index, Trajectory | TrajectoryFormatError)`` for every simulation of the file.
+
+    Streamed in two passes (`scan_json_object`, then `stream_json_array`: memory holds the small members
+    such as ``tasks`` and ``info`` and one simulation): the first also notes which ``(task_id, trial)``
+    keys repeat (64-bit hashes, `IdSet`; two different keys colliding, about 3e-8 for a million, only adds
+    a ``#index`` suffix). A file that ijson could read differently from `json` (malformed, invalid UTF-8,
+    NaN, ...) is read whole, as before, with the same trajectories and errors.
+    """
+    seen, repeated = IdSet(), IdSet()
+
+    def note(fields: dict | None) -> None:
+        if fields is not None and not seen.add(key := _key_text(fields)):
+            repeated.add(key)
+
+    doc = None
+    if worth_streaming(path):
+        doc = scan_json_object(path, "simulations", ("task_id", "trial"), note, keep=("info", "tasks"))
+    if doc is None:  # small, or ijson could read it differently from `json`
+        yield from _read_whole(path, threshold)
+        return
+    sims = stream_json_array(path, prefix="simulations.item", whole=_whole_simulations)
+    yield from _convert_all(path, doc, sims, repeated, threshold)
+
+
+def _read_whole(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+    """The reader before streaming: the whole text parsed member by member (`_load`)."""
     text, had_bad_bytes = read_text(path)
     doc, sims, failure = _load(text)
     del text
     if failure is not None and failure.index is None:
         yield None, error(path, None, failure.problem)
         return
+    seen, repeated = IdSet(), IdSet()
+    for sim in sims:
+        if isinstance(sim, dict) and not seen.add(key := _key_text(sim)):
+            repeated.add(key)
+
+    def records() -> Iterator[tuple[int, Any, bool]]:
+        for index, sim in enumerate(sims):
+            yield index, sim, had_bad_bytes and has_bad_bytes(sim)
+        if failure is not None:
+            raise failure
+
+    yield from _convert_all(path, doc, records(), repeated, threshold)
+
+
+def _convert_all(path: Path, doc: dict, sims, repeated: IdSet,
+                 threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+    """Each ``(index, simulation, has_bad_bytes)`` of `sims` converted, then the parse failure that ended
+    them, if any (`Malformed`, named with its index)."""
     task_list = doc.get("tasks") if isinstance(doc.get("tasks"), list) else []
     tasks = {str(t.get("id")): t for t in task_list if isinstance(t, dict)}
-    keys = Counter((str(s.get("task_id")), str(s.get("trial"))) for s in sims if isinstance(s, dict))
-    for index, sim in enumerate(sims):
-        if had_bad_bytes and has_bad_bytes(sim):
-            yield index, error(path, index, "invalid UTF-8 bytes in record")
-            continue
-        key = (str(sim.get("task_id")), str(sim.get("trial"))) if isinstance(sim, dict) else ("", "")
-        suffix = key[1] if keys[key] == 1 else f"{key[1]}#{index}"
-        try:
-            yield index, convert(
-                sim, path=path, index=index, doc=doc, tasks=tasks, threshold=threshold, suffix=suffix
-            )
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            yield index, error(path, index, str(exc))
-    if failure is not None:
-        yield failure.index, error(path, failure.index, f"{failure.problem}; the rest of the file is unreadable")
+    try:
+        for index, sim, bad_bytes in sims:
+            if bad_bytes:
+                yield index, error(path, index, "invalid UTF-8 bytes in record")
+                continue
+            trial = str(sim.get("trial")) if isinstance(sim, dict) else ""
+            suffix = trial if _key_text(sim) not in repeated else f"{trial}#{index}"
+            try:
+                yield index, convert(
+                    sim, path=path, index=index, doc=doc, tasks=tasks, threshold=threshold, suffix=suffix
+                )
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                yield index, error(path, index, str(exc))
+    except Malformed as failure:
+        if failure.index is None:
+            yield None, error(path, None, failure.problem)
+        else:
+            yield failure.index, error(path, failure.index,
+                                       f"{failure.problem}; the rest of the file is unreadable")
