@@ -13,8 +13,10 @@ In: files, directories or lists of them. Out: `Trajectory` records (`rubricforge
 
 Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatError(file, record,
 problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
-is dropped silently. JSONL inputs are streamed line by line, tau-bench results and JSON arrays of
-generic records element by element (`_common.stream_json_array`).
+is dropped silently. JSONL inputs are streamed line by line; whole documents of 4 MiB or more (tau-bench
+and tau2 results, JSON arrays of generic records, Inspect `.json` logs, Langfuse exports) element by
+element (`_common.stream_json_array`, after a checking first pass); OTLP span JSON is grouped into traces
+across the file, so it is held whole (docs/FORMAT.md, "Large files").
 
 Trajectory ids (unique and stable for a given file layout):
 
