@@ -1,6 +1,7 @@
 """Judging on Ray (`rubricforge_dspy.apply.ray`): the in-Ray SGLang engine's preprocess and postprocess steps
 (no GPU), and a real local Ray cluster against two fake OpenAI-compatible servers: one verdict per id, a
-worker killed mid-run, faults recorded as abstentions."""
+worker killed mid-run, faults recorded as abstentions, the workers' fast path writing the lines the thread
+path writes."""
 
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ def test_two_servers_round_robin_one_verdict_per_id_faults_abstain(cluster, tmp_
         served = (a.n_requests, b.n_requests)
     index = read_verdicts(out)
     assert sorted(index) == sorted(t.id for t in trajectories)  # one line per id (read_verdicts refuses repeats)
-    assert summary.judged == 30 and summary.lm_calls == 30
+    assert summary.judged == 30 and summary.lm_calls == 30 and summary.fast_path  # one event loop per worker
     assert min(served) > 0 and sum(served) == 30  # both endpoints were used
     faults = {i: r for i, r in index.items() if r["abstained"]}
     assert sorted(r["error_kind"] for r in faults.values()) == ["parse", "truncated"]
@@ -288,6 +289,7 @@ def test_a_worker_killed_mid_run_then_a_rerun_leaves_one_verdict_per_id(cluster,
     ids = _ids(out)
     assert sorted(ids) == sorted(t.id for t in trajectories) and len(ids) == len(set(ids))
     assert summary.resumed == len(first) and summary.judged == 60 - len(first)
+    assert summary.fast_path or summary.judged == 0  # the restarted worker may have finished the first run
 
 
 @pytest.mark.slow
