@@ -1,6 +1,7 @@
 """Judging on Ray (`rubricforge_dspy.apply.ray`): the in-Ray SGLang engine's preprocess and postprocess steps
 (no GPU), and a real local Ray cluster against two fake OpenAI-compatible servers: one verdict per id, a
-worker killed mid-run, faults recorded as abstentions."""
+worker killed mid-run, faults recorded as abstentions, the workers' fast path writing the lines the thread
+path writes."""
 
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ def test_two_servers_round_robin_one_verdict_per_id_faults_abstain(cluster, tmp_
         served = (a.n_requests, b.n_requests)
     index = read_verdicts(out)
     assert sorted(index) == sorted(t.id for t in trajectories)  # one line per id (read_verdicts refuses repeats)
-    assert summary.judged == 30 and summary.lm_calls == 30
+    assert summary.judged == 30 and summary.lm_calls == 30 and summary.fast_path  # one event loop per worker
     assert min(served) > 0 and sum(served) == 30  # both endpoints were used
     faults = {i: r for i, r in index.items() if r["abstained"]}
     assert sorted(r["error_kind"] for r in faults.values()) == ["parse", "truncated"]
@@ -170,6 +171,76 @@ def test_two_servers_round_robin_one_verdict_per_id_faults_abstain(cluster, tmp_
                               api_bases=[a.api_base, b.api_base])
         assert a2.n_requests == 0
     assert again.judged == 0 and again.resumed == 30 and len(_ids(out)) == 30
+
+
+_ASKED: collections.Counter = collections.Counter()
+
+
+def _scripted(body, n):
+    """The same answer for an episode whichever server is asked: faults by flight number, a 503 on every
+    other ask of HAT005 (the first of each run, then an answer), scores that vary with the episode."""
+    episode = user_text(body)
+    index = int(episode.split("flight HAT", 1)[1][:3])
+    fault = {3: "garbage", 4: "truncated", 6: "http_400"}.get(index)
+    if fault:
+        return fault
+    if index == 5:
+        _ASKED[index] += 1
+        if _ASKED[index] % 2 == 1:
+            return "http_503"
+    if index == 7:
+        return {"reason": "says passed with a failing score", "passed": True, "score": 0.1}
+    passed = index % 2 == 0
+    return {"reason": f"episode {index}", "passed": passed, "score": round((0.55 if passed else 0.05) + index / 50, 3)}
+
+
+def _worker_logs_mention(text: str) -> list[str]:
+    """The Ray worker log files of this session that contain `text`."""
+    import glob
+
+    logs = os.path.join(ray._private.worker._global_node.get_session_dir_path(), "logs")
+    hits = []
+    for path in glob.glob(os.path.join(logs, "worker-*")) + glob.glob(os.path.join(logs, "python-core-worker-*")):
+        with open(path, errors="replace") as handle:
+            if text in handle.read():
+                hits.append(os.path.basename(path))
+    return hits
+
+
+@pytest.mark.slow
+def test_the_fast_path_writes_the_lines_the_thread_path_writes(cluster, tmp_path):
+    class OwnForward(TrajectoryJudge):  # overrides a call: no fast path (`direct_call` is None), threads
+        def forward(self, trajectory):
+            return super().forward(trajectory=trajectory)
+
+    trajectories = make_dataset(16)
+    runs = {}
+    with FakeOpenAI(responder=_scripted) as a, FakeOpenAI(responder=_scripted) as b:
+        for name, judge in (("fast", TrajectoryJudge()), ("threads", OwnForward())):
+            out = tmp_path / f"{name}.jsonl"
+            summary = judge_dataset(trajectory_dataset(trajectories, rows_per_block=4), judge, out=out,
+                                    lm_config=_config(a), api_bases=[a.api_base, b.api_base], workers=2,
+                                    concurrency=3, batch_size=4, backoff=0.01)
+            runs[name] = (summary, read_verdicts(out))
+        served = (a.n_requests, b.n_requests)
+    (fast, fast_lines), (threads, thread_lines) = runs["fast"], runs["threads"]
+    assert fast.fast_path and not threads.fast_path
+    assert sorted(fast_lines) == sorted(thread_lines) == sorted(t.id for t in trajectories)
+    said = lambda r: (r["passed"], r["score"], r["abstained"], r.get("error_kind"), r["contradiction"],  # noqa: E731
+                      r["attempts"])
+    assert {i: said(r) for i, r in fast_lines.items()} == {i: said(r) for i, r in thread_lines.items()}
+    kinds = sorted(r["error_kind"] for r in fast_lines.values() if r["abstained"])
+    assert kinds == ["http_4xx", "parse", "truncated"], kinds
+    retried = next(r for i, r in fast_lines.items() if i.startswith("synthetic:t5:"))
+    assert retried["attempts"] == 2 and not retried["abstained"]  # a 503, retried on its endpoint, then answered
+    assert fast.retries == threads.retries == 1 and fast.lm_calls == threads.lm_calls == 17
+    assert min(served) > 0  # both endpoints, both runs
+    assert dict(fast.abstained) == dict(threads.abstained) and fast.contradictions == threads.contradictions == 1
+    # The actors' keep-alive pools are closed when they end: no "Unclosed client session" from aiohttp.
+    deadline = time.time() + 30
+    while _judge_workers() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _worker_logs_mention("Unclosed client session")
 
 
 def _judge_workers() -> list[int]:
@@ -218,6 +289,7 @@ def test_a_worker_killed_mid_run_then_a_rerun_leaves_one_verdict_per_id(cluster,
     ids = _ids(out)
     assert sorted(ids) == sorted(t.id for t in trajectories) and len(ids) == len(set(ids))
     assert summary.resumed == len(first) and summary.judged == 60 - len(first)
+    assert summary.fast_path or summary.judged == 0  # the restarted worker may have finished the first run
 
 
 @pytest.mark.slow

@@ -11,10 +11,14 @@
                             api_bases=["http://gpu-0:30000/v1", "http://gpu-1:30000/v1"], workers=4)
 
 The same judge as the local path, called the same way: each Ray worker (an actor of a
-``map_batches`` pool) holds a copy of the judge on a one-attempt LM and calls
-`rubricforge_dspy.judge.execution.judge_verdict` on ``judge.inputs_of(trajectory)`` from a few threads,
-so the render, the strict parse, the truncation rule, the retries of transient errors and the
-abstentions are those of `rubricforge judge`, and each verdict line is `core.verdict.verdict_line`'s.
+``map_batches`` pool) holds a copy of the judge on a one-attempt LM per endpoint and, like
+`rubricforge judge`, takes the fast path when the judge offers one (`TrajectoryJudge.direct_call`: a plain
+judge on an LM built by `lm.make_lm`): one event loop per actor, kept across batches (the local path's
+`apply.stream._EventLoop`), ``concurrency`` calls in flight through
+`rubricforge_dspy.judge.execution.ajudge_verdict`; any other judge is called through `judge_verdict` from
+``concurrency`` threads. Either way the render, the strict parse, the truncation rule, the retries of
+transient errors and the abstentions are those of `rubricforge judge`, and each verdict line is
+`core.verdict.verdict_line`'s (``summary.fast_path`` says whether every line came from the fast path).
 
 Exactly once (one verdict line per id, across worker failures and re-runs). The design, the simplest
 that is exactly-once:
@@ -68,7 +72,8 @@ import orjson
 import ray
 
 from rubricforge_dspy.apply.job import BatchOutputError, ResumeState, claim_output, output_lock, read_done
-from rubricforge_dspy.apply.stream import DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _Writer, load_judge
+from rubricforge_dspy.apply.stream import (DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _EventLoop, _Writer,
+                                          load_judge)
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
@@ -79,7 +84,7 @@ from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import LMConfig, bound_strings
 from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.lm.errors import error_kind
+from rubricforge_dspy.lm.errors import LM_ERROR_KINDS, error_kind
 from rubricforge_dspy.lm.secrets import redact_url
 
 __all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
@@ -168,7 +173,14 @@ def pool_config(lm_config: LMConfig, api_bases: list[str] | None) -> tuple[LMCon
 # -- the HTTP engine: a worker of the actor pool ----------------------------------------------------
 
 class _JudgeWorker:
-    """One Ray actor: a judge copy per endpoint, threads calling `judge_verdict`, lines returned."""
+    """One Ray actor: a judge copy per endpoint, lines returned for each batch Ray hands it.
+
+    The fast path, when every copy offers one (`TrajectoryJudge.direct_call`: a plain judge on an LM built by
+    `lm.make_lm`): the local path's event loop (`apply.stream._EventLoop`), made once per actor and kept
+    across batches, keeps `threads` calls in flight through `ajudge_verdict`, the endpoints dealt
+    round-robin item by item; its keep-alive pools are closed when the actor ends (`__del__`, which Ray
+    Data calls on the actor's graceful exit). Otherwise `threads` threads call `judge_verdict`. Either way
+    the same retry policy, the same per-worker circuit breaker, the same verdict lines."""
 
     def __init__(self, judge, configs: list[LMConfig], threads: int, policy: RetryPolicy, timeout: float | None,
                  job: dict, max_consecutive_lm_errors: int | None):
@@ -180,16 +192,26 @@ class _JudgeWorker:
                 copy.set_lm(lm)
             self.judges.append(copy)
         actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
-        self.turn = itertools.count(int(actor[-6:], 16) if actor else 0)  # workers start apart
-        self.turn_lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rubricforge-ray-judge")
+        first = int(actor[-6:], 16) if actor else 0  # workers start apart
         self.policy, self.job = policy, job
-        self.stop = threading.Event()
         self.tracker = UsageTotals()
         names = ", ".join(redact_url(c.api_base) for c in configs)
         self.circuit = LMCircuit(max_consecutive_lm_errors, names, counted=" after retries",
                                  advice=f"Stopped; {job['out']} keeps every verdict written so far: fix the "
                                         "server and re-run the same command to resume.")
+        self.loop = self.pool = None
+        offers = hasattr(judge, "direct_call") and judge.predictors()
+        direct = [copy.direct_call() for copy in self.judges] if offers else []
+        if direct and all(d is not None for d in direct):
+            self.loop = _EventLoop(direct, policy, self.tracker, threads, first)
+        else:
+            self.turn = itertools.count(first)
+            self.turn_lock = threading.Lock()
+            self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rubricforge-ray-judge")
+            self.stop = threading.Event()
+
+    def _line(self, trajectory: Trajectory, verdict: Verdict) -> dict:
+        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, **self.job["line"])
 
     def _judge(self, trajectory: Trajectory) -> dict:
         with self.turn_lock:
@@ -197,17 +219,45 @@ class _JudgeWorker:
         inputs = dict(judge.inputs_of(trajectory))
         with dspy.context(usage_tracker=self.tracker, disable_history=True, trace=None):
             verdict = judge_verdict(judge, inputs.pop("trajectory"), self.policy, self.stop, self.circuit, **inputs)
-        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, **self.job["line"])
+        return self._line(trajectory, verdict)
+
+    def _drive(self, trajectories: list[Trajectory]) -> list[dict]:
+        """The batch on the actor's event loop; the circuit counts each verdict as `judge_verdict` would."""
+        records: list[dict] = []
+        inputs_of = self.judges[0].inputs_of  # every copy renders alike: they differ by endpoint only
+
+        def collect(trajectory: Trajectory, verdict: Verdict) -> None:
+            records.append(self._line(trajectory, verdict))
+            if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
+                self.circuit.failure(verdict.error)
+            else:
+                self.circuit.success()
+
+        self.circuit.raise_if_open()
+        self.loop.drive(((t, inputs_of(t)) for t in trajectories), collect, self.circuit.raise_if_open)
+        return records
 
     def __call__(self, batch) -> dict:
         trajectories = [_trajectory({"id": i, "trajectory": t})
                         for i, t in zip(_column(batch, "id"), _column(batch, "trajectory"))]
-        try:
-            records = list(self.pool.map(self._judge, trajectories))
-        except JudgeUnavailableError:
-            self.stop.set()
-            raise
-        return {"id": [r["id"] for r in records], "line": [orjson.dumps(r) for r in records]}
+        if self.loop is not None:
+            records = self._drive(trajectories)
+        else:
+            try:
+                records = list(self.pool.map(self._judge, trajectories))
+            except JudgeUnavailableError:
+                self.stop.set()
+                raise
+        return {"id": [r["id"] for r in records], "line": [orjson.dumps(r) for r in records],
+                "fast": [self.loop is not None] * len(records)}
+
+    def __del__(self):
+        loop, self.loop = getattr(self, "loop", None), None
+        if loop is not None:  # close the keep-alive pools on the loop they belong to, then end it
+            loop.close(cancel=True)
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 # -- the in-Ray SGLang engine: preprocess and postprocess ----------------------------------------------
@@ -362,7 +412,7 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
             one: a single server or the SGLang Model Gateway.
         processor: instead of HTTP endpoints, a `sglang_processor` (SGLang engines inside Ray).
         workers: Ray actors judging at once (HTTP engine).
-        concurrency: judge calls in flight per worker (threads).
+        concurrency: judge calls in flight per worker (on its event loop, or threads off the fast path).
         batch_size: rows per call of a worker (the unit re-done after a worker dies).
         max_retries: retries of transient LM errors (`RetryPolicy`), with `backoff` and `max_backoff`.
         backoff: see `max_retries`.
@@ -445,6 +495,7 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
     """Write the lines the workers return, each id once, as they come (the driver is the one writer, through
     the local path's writer, which also keeps the done index current)."""
     written: set[str] = set()
+    fast = 0  # lines judged on the workers' fast path
     done_ids = frozenset(done.ids)
     writer = _Writer(out, fsync_every, done, fingerprint)
     bar = None
@@ -455,10 +506,13 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
                    dynamic_ncols=True)
     try:
         for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
-            for ident, raw in zip(_column(batch, "id"), _column(batch, "line")):
+            ids = _column(batch, "id")
+            flags = _column(batch, "fast") if "fast" in batch else [False] * len(ids)
+            for ident, raw, on_fast_path in zip(ids, _column(batch, "line"), flags):
                 if ident in written or ident in done_ids:
                     summary.duplicates += 1
                     continue
+                fast += bool(on_fast_path)
                 record = orjson.loads(raw)
                 writer.write(record)
                 written.add(ident)
@@ -474,6 +528,7 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
             raise JudgeUnavailableError(cause) from error
         raise
     finally:
+        summary.fast_path = bool(written) and fast == len(written)
         writer.close()
         if bar is not None:
             bar.close()

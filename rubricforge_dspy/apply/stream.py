@@ -311,12 +311,17 @@ class _EventLoop:
     hands each finished verdict to the batch's writer as it completes, all on the loop's thread, while the
     calling thread waits. One thread does the work: no hand-off between threads per item (a self-pipe
     write and a condition wait each cost about as much CPU as the HTTP call). No DSPy history, trace or
-    usage is kept but the running totals (`UsageTotals`), as on the thread path."""
+    usage is kept but the running totals (`UsageTotals`), as on the thread path.
 
-    def __init__(self, direct, policy: RetryPolicy, tracker: "UsageTotals", concurrency: int):
+    `direct` is one `DirectCall`, or several (one per endpoint, as a Ray worker has them: `apply.ray`)
+    dealt round-robin item by item from the `first`-th on; an item's retries stay on its endpoint."""
+
+    def __init__(self, direct, policy: RetryPolicy, tracker: "UsageTotals", concurrency: int, first: int = 0):
         import dspy
 
-        self.direct, self.policy, self.concurrency = direct, policy, concurrency
+        self.directs = list(direct) if isinstance(direct, (list, tuple)) else [direct]
+        self.turn = itertools.count(first)
+        self.policy, self.concurrency = policy, concurrency
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rubricforge-judge-loop", daemon=True)
         self.thread.start()
@@ -371,8 +376,8 @@ class _EventLoop:
 
         try:
             for item, inputs in jobs:
-                task = asyncio.ensure_future(ajudge_verdict(self.direct, inputs["trajectory"], self.policy,
-                                                            self.stopped))
+                direct = self.directs[next(self.turn) % len(self.directs)]
+                task = asyncio.ensure_future(ajudge_verdict(direct, inputs["trajectory"], self.policy, self.stopped))
                 task.add_done_callback(finished.put_nowait)
                 pending[task] = item
                 if len(pending) >= self.concurrency:
@@ -416,7 +421,8 @@ class _EventLoop:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self.direct.engine.aclose()
+            for engine in {id(d.engine): d.engine for d in self.directs}.values():
+                await engine.aclose()
 
         try:
             asyncio.run_coroutine_threadsafe(finish(), self.loop).result(timeout=30)
