@@ -123,6 +123,30 @@ def test_judge_stream_takes_the_fast_path_and_writes_what_the_thread_path_writes
     assert sorted(r["raw"] for r in bodies[:30]) == sorted(r["raw"] for r in bodies[30:])
 
 
+def test_callbacks_set_on_the_judge_see_every_call_of_a_batch(tmp_path):
+    """DSPy drops a module's own callbacks when it copies one; batch judging works on a copy, so the judge's
+    `deepcopy` keeps them (and the batch, seeing them, leaves the fast path, whose calls they could not see)."""
+
+    class Seen(dspy.utils.callback.BaseCallback):
+        def __init__(self):
+            self.judge_calls, self.predict_calls = 0, 0
+
+        def on_module_start(self, call_id, instance, inputs):
+            self.judge_calls += isinstance(instance, TrajectoryJudge)
+            self.predict_calls += isinstance(instance, dspy.Predict)
+
+    data = make_dataset(12)
+    seen = Seen()
+    with FakeOpenAI(answer) as fake:
+        lm = make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base))
+        judge = TrajectoryJudge(render_config=RenderConfig.of(SERVER))
+        judge.callbacks, judge.judge.callbacks = [seen], [seen]
+        assert judge.deepcopy().judge.callbacks == [seen]
+        summary = judge_stream(judge, data, tmp_path / "v.jsonl", lm=lm, concurrency=4, progress=False)
+    assert summary.judged == 12 and not summary.fast_path
+    assert seen.judge_calls == 12 and seen.predict_calls == 12
+
+
 def test_no_fast_path_for_an_lm_it_cannot_reproduce():
     with FakeOpenAI(answer) as fake:
         cached = TrajectoryJudge()

@@ -118,6 +118,24 @@ class BaseJudge(dspy.Module):
                       "another digest)", DeprecationWarning, stacklevel=2)
         return self.rubric_sha256
 
+    def deepcopy(self):
+        """A deep copy of this judge, with the same DSPy callbacks.
+
+        DSPy drops a module's own ``callbacks`` when it copies or pickles one (`BaseModule.__getstate__`),
+        and batch judging works on a copy bound to its one-attempt LM: without this, callbacks set on a
+        judge or its predictors would silently see none of a batch's calls. The copy shares the callback
+        objects (observers, not state); a pickled judge (e.g. sent to Ray workers) still loses them.
+
+        Returns:
+            The copy.
+        """
+        copied = super().deepcopy()
+        for (_, source), (_, target) in zip(self.named_sub_modules(), copied.named_sub_modules()):
+            callbacks = getattr(source, "callbacks", None)
+            if callbacks and hasattr(target, "callbacks"):
+                target.callbacks = list(callbacks)
+        return copied
+
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """The declared inputs this judge reads, computed from `trajectory` (never from its label):
         ``judge(**judge.inputs_of(t))`` is ``judge(trajectory=t)``. Batch judging computes them once, for
