@@ -303,3 +303,26 @@ def test_a_dead_server_stops_the_run_loudly_and_keeps_what_was_written(cluster, 
                           lm_config=_config(dead), workers=1, concurrency=1, batch_size=4, max_retries=0,
                           max_consecutive_lm_errors=3)
     assert not out.exists() or all(json.loads(line)["abstained"] for line in out.read_text().splitlines())
+
+
+@pytest.mark.slow
+def test_a_worker_keeps_concurrency_calls_in_flight_with_the_default_batch_size(cluster, tmp_path):
+    """A batch smaller than `concurrency` caps a worker's calls in flight at the batch's size: the default
+    batch (twice the concurrency, at least 32) lets `concurrency` calls run at once."""
+    lock, state = threading.Lock(), {"now": 0, "peak": 0}
+
+    def slow(body, n):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.3)
+        with lock:
+            state["now"] -= 1
+        return {"reason": "The booking tool returned a reservation.", "passed": True, "score": 0.9}
+
+    trajectories = make_dataset(60)
+    with FakeOpenAI(responder=slow) as server:
+        summary = judge_dataset(trajectory_dataset(trajectories, rows_per_block=60), None, out=tmp_path / "v.jsonl",
+                                lm_config=_config(server), workers=1, concurrency=48)
+    assert summary.judged == 60 and summary.fast_path
+    assert state["peak"] > 32, state  # the old default batch of 32 rows allowed at most 32

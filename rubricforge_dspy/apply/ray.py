@@ -393,7 +393,7 @@ def _job_line(judge, lm) -> dict:
 
 def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMConfig | None = None,
                   api_bases: list[str] | None = None, processor=None, workers: int = 2, concurrency: int = 16,
-                  batch_size: int = 32, max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
+                  batch_size: int | None = None, max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
                   timeout: float | None = None, render_config=None, data: str | None = None,
                   max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
                   fsync_every: int = DEFAULT_FSYNC_EVERY, progress: bool = False,
@@ -413,7 +413,9 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         processor: instead of HTTP endpoints, a `sglang_processor` (SGLang engines inside Ray).
         workers: Ray actors judging at once (HTTP engine).
         concurrency: judge calls in flight per worker (on its event loop, or threads off the fast path).
-        batch_size: rows per call of a worker (the unit re-done after a worker dies).
+        batch_size: rows per call of a worker (the unit re-done after a worker dies); None: twice
+            `concurrency`, at least 32, so a worker keeps `concurrency` calls in flight through most of a
+            batch (a batch smaller than `concurrency` would cap the calls in flight at its size).
         max_retries: retries of transient LM errors (`RetryPolicy`), with `backoff` and `max_backoff`.
         backoff: see `max_retries`.
         max_backoff: see `max_retries`.
@@ -441,6 +443,8 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         OutputLockedError: another process writes `out`.
         JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
     """
+    if batch_size is None and concurrency >= 1:
+        batch_size = max(32, 2 * concurrency)
     for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):
         if value < 1:
             raise InputError(f"{name} must be >= 1, got {value}")
