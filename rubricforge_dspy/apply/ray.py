@@ -65,7 +65,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterable
+from typing import Iterable
 
 import dspy
 import orjson
@@ -77,14 +77,14 @@ from rubricforge_dspy.apply.stream import (DEFAULT_FSYNC_EVERY, BatchSummary, Us
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from rubricforge_dspy.judge.execution import RetryPolicy, as_verdict, judge_verdict
+from rubricforge_dspy.judge.execution import RetryPolicy, as_verdict, count_verdict, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.judge.module import TrajectoryJudge, VerdictFormatError
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import LMConfig, bound_strings
 from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.lm.errors import LM_ERROR_KINDS, error_kind
+from rubricforge_dspy.lm.errors import error_kind
 from rubricforge_dspy.lm.secrets import redact_url
 
 __all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
@@ -228,10 +228,7 @@ class _JudgeWorker:
 
         def collect(trajectory: Trajectory, verdict: Verdict) -> None:
             records.append(self._line(trajectory, verdict))
-            if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
-                self.circuit.failure(verdict.error)
-            else:
-                self.circuit.success()
+            count_verdict(self.circuit, verdict)
 
         self.circuit.raise_if_open()
         self.loop.drive(((t, inputs_of(t)) for t in trajectories), collect, self.circuit.raise_if_open)

@@ -43,7 +43,7 @@ import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
-from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
+from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, count_verdict, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.apply.job import (BatchOutputError, DoneIndex, ResumeState, checked_input, claim_output,
@@ -585,10 +585,8 @@ def _judge_stream(judge, trajectories: Iterable[Trajectory], out_path, *, concur
         summary.count(verdict, cached)
         if not verdict.abstained and verdict_cache is not None and not cached and text_hash is not None:
             verdict_cache.put(fingerprint.sha256, text_hash, verdict)
-        if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
-            circuit.failure(verdict.error)
-        elif not cached:
-            circuit.success()
+        if not cached:  # a cached verdict is never an abstention, and no call was made
+            count_verdict(circuit, verdict)
         if bar is not None:
             bar.update(1)
             counts = (summary.n_abstained, summary.cached, summary.resumed)

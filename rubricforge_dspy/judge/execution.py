@@ -118,14 +118,25 @@ async def ajudge_verdict(judge, trajectory, policy: RetryPolicy = RetryPolicy(),
     return _counted(replace(verdict, attempts=int(retrying.statistics.get("attempt_number", 1))), circuit)
 
 
+def count_verdict(circuit: LMCircuit, verdict: Verdict) -> None:
+    """Count `verdict` on `circuit`, the one rule of every batch path: an abstention for an LM error
+    (`LM_ERROR_KINDS`, after retries) is a failure; any other verdict, abstentions for the answer included,
+    shows the server answered.
+
+    Args:
+        circuit: the run's `LMCircuit`.
+        verdict: a verdict the judge just produced (not one read from a cache).
+    """
+    if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
+        circuit.failure(verdict.error)
+    else:
+        circuit.success()
+
+
 def _counted(verdict: Verdict, circuit: LMCircuit | None) -> Verdict:
-    """`verdict`, counted on `circuit` (an LM-error abstention is a failure; anything else an answer);
-    raises `JudgeUnavailableError` when that opened it."""
+    """`verdict`, counted on `circuit` (`count_verdict`); raises `JudgeUnavailableError` when that opened it."""
     if circuit is not None:
-        if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
-            circuit.failure(verdict.error)
-        else:
-            circuit.success()
+        count_verdict(circuit, verdict)
         circuit.raise_if_open()
     return verdict
 
