@@ -126,3 +126,74 @@ def test_label_next_from_mlflow_tags_its_picks_there(store, tmp_path):
                             "--verdicts", str(verdicts), "--out", str(tmp_path / "x.jsonl")],
                            capture_output=True, text=True, env=env, cwd=REPO)
     assert again.returncode == 2 and "--from-mlflow" in again.stderr
+
+
+def _cli(*argv: str, cwd=REPO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "rubricforge_dspy", *argv], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+def test_judge_and_label_next_from_mlflow_after_genai_evaluate_with_the_scorer(store, tmp_path, monkeypatch):
+    """Issue #26 item 7: after ``mlflow.genai.evaluate(..., scorers=[rf_mlflow.scorer(...)])`` the experiment
+    holds the evaluation's own traces too (with scorer tracing on, MLflow keeps one per scorer call; before,
+    the judge's DSPy calls landed there as well). ``judge --from-mlflow`` and ``label-next --from-mlflow`` on
+    that experiment run without --skip-bad: those traces are counted and left out, the agent traces judged."""
+    from rubricforge_dspy.integrations import mlflow as rf_mlflow
+    from rubricforge_dspy.lm.config import LMConfig
+    from rubricforge_dspy.lm.engine import make_lm
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
+
+    uri, ids = store
+    program = tmp_path / "judge.json"
+    freeze(TrajectoryJudge(), program, lm="fake-judge")
+
+    def responder(body, n):
+        failed = "(ERROR)" in user_text(body)
+        return {"reason": "tool error" if failed else "ok", "passed": not failed, "score": 0.1 if failed else 0.6}
+
+    monkeypatch.setenv("MLFLOW_GENAI_EVAL_ENABLE_SCORER_TRACING", "true")
+    # MLflow tags each scorer trace right after the call: with asynchronous export the trace may not be stored
+    # yet (a foreign-key error in MLflow itself), so the traces are exported as they end here
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    mlflow.tracing.reset()  # the trace exporter is built anew with that setting
+    with FakeOpenAI(responder=responder) as fake:
+        judge_scorer = rf_mlflow.scorer(program, lm=make_lm(LMConfig(model=fake.model, api_base=fake.api_base)))
+        try:
+            mlflow.genai.evaluate(data=[mlflow.get_trace(i) for i in ids], scorers=[judge_scorer])
+        finally:
+            monkeypatch.delenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING")
+            monkeypatch.delenv("MLFLOW_GENAI_EVAL_ENABLE_SCORER_TRACING")
+            mlflow.tracing.reset()
+        everything = {t.info.trace_id for t in mlflow.search_traces(locations=[mlflow.get_experiment_by_name(
+            "cli").experiment_id], return_type="list")}
+        assert len(everything - set(ids)) == len(ids)  # one scorer trace per evaluated trace
+        out = tmp_path / "v.jsonl"
+        judged = _cli("judge", "--program", str(program), "--from-mlflow", uri, "--experiment", "cli",
+                      "--out", str(out), "--model", fake.model, "--api-base", fake.api_base)
+    assert judged.returncode == 0, judged.stderr
+    assert f"left out {len(ids)} trace(s) of a judge's own calls" in judged.stderr
+    assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == sorted(ids)
+    picked = _cli("label-next", "--from-mlflow", uri, "--experiment", "cli", "--verdicts", str(out), "-k", "1",
+                  "--out", str(tmp_path / "next.jsonl"))
+    assert picked.returncode == 0, picked.stderr
+    [chosen] = [json.loads(line)["id"] for line in (tmp_path / "next.jsonl").read_text().splitlines()]
+    assert chosen in ids and mlflow.get_trace(chosen).info.tags.get("rubricforge.label_next") == "1"
+
+
+def test_stats_and_convert_read_from_mlflow(store, tmp_path):
+    """Every command that reads trajectories takes --from-mlflow: stats and convert too (spooled to a temporary
+    file that is removed, nothing left beside the output or in the working directory)."""
+    uri, ids = store
+    stats = _cli("stats", "--from-mlflow", uri, "--experiment", "cli", "--json", cwd=tmp_path)
+    assert stats.returncode == 0, stats.stderr
+    counts = json.loads(stats.stdout)
+    assert (counts["trajectories"], counts["unlabeled"], counts["positives"], counts["tool_errors"]) == (3, 1, 1, 1)
+    out = tmp_path / "converted.jsonl"
+    converted = _cli("convert", "--from-mlflow", uri, "--experiment", "cli", "--out", str(out), cwd=tmp_path)
+    assert converted.returncode == 0, converted.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ids and [r["label"] for r in records] == [1, 0, None]
+    assert sorted(p.name for p in tmp_path.iterdir() if "from-mlflow" in p.name) == []
+    neither = _cli("stats", "--json")
+    assert neither.returncode == 2 and "--from-mlflow" in neither.stderr

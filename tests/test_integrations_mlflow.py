@@ -292,8 +292,10 @@ def test_frozen_judge_as_mlflow_genai_scorer(experiment, tmp_path):
         mlflow.flush_trace_async_logging()
         bodies = [str(b) for b in fake.chat_bodies]
     assert len(bodies) == len(traces) and not any(CANARY in b or EXPECT_CANARY in b for b in bodies)
+    # the judge's own calls did not land in the experiment as traces (evaluate turns DSPy autologging on)
+    assert _experiment_trace_ids(experiment["uri"], experiment["name"]) == {t.info.trace_id for t in traces}
     rows = result.result_df
-    column = next(c for c in rows.columns if c.startswith("rubricforge") and c.endswith("value"))
+    column = f"{judge_scorer.name}/value"  # the rows hold the traces' other assessments too (the write-back's)
     values = list(rows[column])
     # unlabeled tasks 16 (abstains), 17 (tool error: fail), 18 (passes)
     passes = sum(experiment["labels"].values()) + 1
@@ -343,3 +345,127 @@ def test_bad_or_disagreeing_human_labels_stop_the_load_naming_the_trace(tmp_path
     human(torn, 0)
     with pytest.raises(InputError, match=f"{torn}.*disagree"):
         list(rf_mlflow.load_mlflow_traces(uri, "disagree"))
+
+
+# -- the loop does not break on its own output (issue #26, item 7) ----------------------------------------
+
+def _strict_lm():
+    def strict(messages):
+        from rubricforge_dspy.testing.scripted import last_user_text
+
+        failed = "(ERROR)" in last_user_text(messages)
+        return {"reason": "a tool call failed" if failed else "ok", "passed": not failed,
+                "score": 0.1 if failed else 0.9}
+
+    return ScriptedLM(strict, model="scripted")
+
+
+def _experiment_trace_ids(uri: str, name: str) -> set[str]:
+    client = MlflowClient(uri)
+    exp_id = client.get_experiment_by_name(name).experiment_id
+    return {t.info.trace_id for t in client.search_traces(locations=[exp_id], max_results=100)}
+
+
+def test_scorer_leaves_no_trace_of_the_judges_own_calls_and_a_judge_trace_is_counted_not_read(tmp_path):
+    """`mlflow.genai.evaluate` turns on MLflow's DSPy autologging while scorers run: the scorer's judge call
+    must not land in the experiment as a new trace. A judge call traced all the same (the user's own
+    autologging, or an experiment evaluated before this fix) is recognized on load and counted, never read
+    as an agent trace, and never fatal."""
+    from rubricforge_dspy.judge.module import TrajectoryJudge
+    from rubricforge_dspy.program.store import freeze
+
+    program = tmp_path / "seed.json"
+    freeze(TrajectoryJudge(), program, lm="scripted")
+    uri = local_store(tmp_path, "own-output")
+    agents = {run_agent(task, fail=task == 1) for task in range(2)}
+    mlflow.flush_trace_async_logging()
+    traces = [mlflow.get_trace(i) for i in sorted(agents)]
+    mlflow.dspy.autolog()  # what evaluate's configure_autologging_for_evaluation turns on
+    try:
+        judge_scorer = rf_mlflow.scorer(program, lm=_strict_lm())
+        feedback = [judge_scorer(trace=t) for t in traces]
+        mlflow.flush_trace_async_logging()
+        assert _experiment_trace_ids(uri, "own-output") == agents  # the scorer's calls left no trace
+        assert sorted(f.value for f in feedback) == [False, True]
+        # the same judge called bare under autologging is traced: that is the trace to recognize
+        judge, _ = load_judge_program(program, _strict_lm())
+        judge_verdict(judge, rf_mlflow.trace_to_trajectory(traces[0]))
+        mlflow.flush_trace_async_logging()
+    finally:
+        mlflow.dspy.autolog(disable=True)
+    [own] = _experiment_trace_ids(uri, "own-output") - agents
+    report = rf_mlflow.MlflowLoadReport()
+    loaded = list(rf_mlflow.load_mlflow_traces(uri, "own-output", report=report))  # on_error="raise"
+    assert {t.id for t in loaded} == agents
+    assert [i for i, _ in report.judge_calls] == [own] and not report.skipped
+    assert "judge" in report.judge_calls[0][1] and "left out 1 trace(s)" in report.summary()
+    refused = judge_scorer(trace=mlflow.get_trace(own))  # the scorer does not judge a judge's call either
+    assert refused.value is None and refused.error.error_code == "JUDGE_TRACE"
+
+
+def test_assessment_metadata_never_holds_the_string_none():
+    """A value that is absent (no criterion named, no error, a program without a whole-program hash) is left
+    out of the assessment's metadata, not written as "None"."""
+    from rubricforge_dspy.integrations._judging import ProgramFacts
+
+    facts = ProgramFacts(where="p", rubric="Judge it.", rubric_sha256="ab" * 32, program_sha256=None,
+                         certificate_summary="certificate: none", model="m")
+    passed = rf_mlflow.verdict_feedback(Verdict.from_answer(True, 0.9, "fine"), name="rf", facts=facts)
+    abstained = rf_mlflow.verdict_feedback(Verdict.abstention(ValueError("garbage"), "parse"), name="rf",
+                                           facts=facts)
+    for feedback in (passed, abstained):
+        assert "None" not in feedback.metadata.values() and "program_sha256" not in feedback.metadata
+        assert feedback.metadata[rf_mlflow.PROGRAM_KEY] == facts.rubric_sha256
+    assert "error_kind" not in passed.metadata and "criterion" not in passed.metadata
+    assert abstained.metadata["error_kind"] == "parse"
+
+
+def test_label_next_tags_of_an_earlier_pick_are_cleared(tmp_path):
+    uri = local_store(tmp_path, "tags")
+    a, b, c = (run_agent(task, fail=False) for task in range(3))
+    mlflow.flush_trace_async_logging()
+    assert rf_mlflow.tag_for_labeling([a, b], uri) == 2
+    assert rf_mlflow.tag_for_labeling([c, a], uri, label_name="ok") == 2
+
+    def tags(trace_id):
+        found = mlflow.get_trace(trace_id).info.tags
+        return found.get(rf_mlflow.LABEL_NEXT_TAG), found.get("rubricforge.label_name")
+
+    assert [tags(c), tags(a), tags(b)] == [("1", "ok"), ("2", "ok"), (None, None)]
+    assert rf_mlflow.tag_for_labeling([], uri, experiment="tags") == 0  # an empty pick clears them all
+    assert [tags(i) for i in (a, b, c)] == [(None, None)] * 3
+
+
+def test_write_back_never_replaces_what_an_evaluation_logged(tmp_path):
+    """The scorer and ``judge --to-mlflow`` used to share the name ``rubricforge``, so writing back the very
+    verdicts an evaluation had logged counted them "replaced" (and deleted the evaluation's). Their
+    default names differ, and even under one name the evaluation's assessments are left as they are."""
+    from rubricforge_dspy.judge.module import TrajectoryJudge
+    from rubricforge_dspy.program.store import freeze
+
+    program = tmp_path / "seed.json"
+    freeze(TrajectoryJudge(), program, lm="scripted")
+    uri = local_store(tmp_path, "names")
+    ids = [run_agent(task, fail=task == 1) for task in range(2)]
+    mlflow.flush_trace_async_logging()
+    traces = [mlflow.get_trace(i) for i in ids]
+    judge_scorer = rf_mlflow.scorer(program, lm=_strict_lm())
+    assert judge_scorer.name != "rubricforge"
+    mlflow.genai.evaluate(data=traces, scorers=[judge_scorer])
+    mlflow.flush_trace_async_logging()
+    judge, _ = load_judge_program(program, _strict_lm())
+    verdicts = {t.id: judge_verdict(judge, t) for t in (rf_mlflow.trace_to_trajectory(x) for x in traces)}
+
+    def values(name):
+        return {i: sorted(str(a.feedback.value) for a in mlflow.get_trace(i).info.assessments if a.name == name)
+                for i in ids}
+
+    evaluated = values(judge_scorer.name)
+    assert evaluated == {ids[0]: ["True"], ids[1]: ["False"]}
+    report = rf_mlflow.log_verdicts_to_mlflow(verdicts, uri, name="rubricforge", program=program)
+    assert (report.logged, report.replaced) == (2, 0)
+    same_name = rf_mlflow.log_verdicts_to_mlflow(verdicts, uri, name=judge_scorer.name, program=program)
+    assert (same_name.logged, same_name.replaced, same_name.unchanged) == (2, 0, 0)
+    again = rf_mlflow.log_verdicts_to_mlflow(verdicts, uri, name=judge_scorer.name, program=program)
+    assert (again.logged, again.replaced, again.unchanged) == (0, 0, 2)
+    assert values(judge_scorer.name) == {i: v * 2 for i, v in evaluated.items()}  # the evaluation's kept

@@ -8,16 +8,20 @@ optional extra), so the other commands do not pay for it.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
 
 __all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
-           "load_from_mlflow", "spool_from_mlflow", "write_verdicts_to_mlflow", "tag_label_next_in_mlflow"]
+           "load_from_mlflow", "spool_from_mlflow", "reads_from_mlflow", "write_verdicts_to_mlflow",
+           "tag_label_next_in_mlflow"]
 
 SPOOL_SUFFIX = ".from-mlflow.jsonl"
+SHOWN = 20  # judges' own traces listed one per line
 
 INSTALL_HINT = 'the MLflow flags need the extra: pip install "rubricforge-dspy[mlflow]"'
 
@@ -102,6 +106,8 @@ def load_from_mlflow(args: argparse.Namespace, stream=None) -> list:
         page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
         report=report))
     print(report.summary(), file=stream)
+    for trace_id, why in report.judge_calls[1:SHOWN]:  # the first is named in the summary
+        print(f"  left out trace {trace_id}: {why}", file=stream)
     for trace_id, problem in report.skipped:
         print(f"  skipped trace {trace_id}: {problem}", file=stream)
     if not trajectories:
@@ -143,6 +149,8 @@ def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | N
         page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
         report=report), spool)
     print(f"{report.summary()} -> {spool}", file=stream)
+    for trace_id, why in report.judge_calls[1:SHOWN]:  # the first is named in the summary
+        print(f"  left out trace {trace_id}: {why}", file=stream)
     for trace_id, problem in report.skipped:
         print(f"  skipped trace {trace_id}: {problem}", file=stream)
     if not n:
@@ -151,6 +159,23 @@ def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | N
                          f"{'match the filter' if args.mlflow_filter else 'in it'}")
     args.data, args.format = [str(spool)], "jsonl"
     return spool
+
+
+def reads_from_mlflow(command):
+    """A command that reads trajectories and writes no file to name a spool after (``stats``, ``convert``)
+    takes ``--from-mlflow`` too: the input is checked (`require_input`), and the experiment's traces are
+    spooled (`spool_from_mlflow`) into a temporary directory that is removed when the command ends."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        require_input(args)
+        if not from_mlflow_requested(args):
+            return command(args)
+        with tempfile.TemporaryDirectory(prefix="rubricforge-mlflow-") as tmp:
+            spool_from_mlflow(args, Path(tmp) / "traces")
+            return command(args)
+
+    return run
 
 
 def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: Any, stream=None):
@@ -176,7 +201,9 @@ def tag_label_next_in_mlflow(args: argparse.Namespace, chosen, stream=None) -> i
     """label-next with ``--from-mlflow``: tag the chosen traces for labeling there; returns how many."""
     if getattr(args, "from_mlflow", None) is None:
         return 0
-    n = _mlflow().tag_for_labeling(chosen, args.from_mlflow, label_name=args.label_name)
-    print(f"MLflow: tagged {n} trace(s) rubricforge.label_next=<rank>; label them in the UI as a feedback named "
-          f"{args.label_name!r}, then re-run with --from-mlflow", file=stream or sys.stderr)
+    n = _mlflow().tag_for_labeling(chosen, args.from_mlflow, label_name=args.label_name,
+                                   experiment=args.experiment)
+    print(f"MLflow: tagged {n} trace(s) rubricforge.label_next=<rank> (an earlier pick's tags cleared); label them "
+          f"in the UI as a feedback named {args.label_name!r}, then re-run with --from-mlflow",
+          file=stream or sys.stderr)
     return n

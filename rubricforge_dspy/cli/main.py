@@ -30,7 +30,8 @@ import traceback
 from pathlib import Path
 
 from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_mlflow_source_arguments,
-                                               require_input, spool_from_mlflow, write_verdicts_to_mlflow)
+                                               reads_from_mlflow, require_input, spool_from_mlflow,
+                                               write_verdicts_to_mlflow)
 from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
                                                stream_data)
 from rubricforge_dspy.core.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, InputError, ServerError
@@ -50,6 +51,7 @@ def _load(args, need_labels: bool = False, warn: bool = True):
     return data.trajectories, data.report
 
 
+@reads_from_mlflow
 def cmd_stats(args) -> int:
     """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
     (each record is checked as every loading command checks it, but no step is built)."""
@@ -91,6 +93,7 @@ def cmd_stats(args) -> int:
     return 0
 
 
+@reads_from_mlflow
 def cmd_convert(args) -> int:
     from rubricforge_dspy.data.export import convert_trajectories
 
@@ -410,12 +413,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("stats", help="counts of a trajectory file")
-    _add_data_arguments(p)
+    _add_data_arguments(p, required=False)  # --data, or --from-mlflow
+    add_mlflow_source_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("convert", help="write any supported input as the generic JSONL (docs/FORMAT.md)")
-    _add_data_arguments(p)
+    _add_data_arguments(p, required=False)  # --data, or --from-mlflow
+    add_mlflow_source_arguments(p)
     p.add_argument("--out", required=True, help="new .jsonl file (never overwritten)")
     p.set_defaults(func=cmd_convert)
 

@@ -14,15 +14,22 @@
   certificate summary); an abstention is logged as an assessment *error*, never as ``passed=False``.
   Re-running is idempotent; assessments of other sources (a person's label) are never touched.
 - `scorer`: a frozen judge as an ``mlflow.genai`` scorer for ``mlflow.genai.evaluate(data=traces, ...)``;
-  an abstention is a `Feedback` with an error and no value.
+  an abstention is a `Feedback` with an error and no value. The judge's own LM calls are never traced
+  into the experiment (``evaluate`` turns on MLflow's DSPy autologging: the scorer runs the judge with
+  MLflow's DSPy callback removed and under an unsampled span). Its default name (``rubricforge_scorer``)
+  differs from the write-back's (``rubricforge``), and the write-back never touches an assessment an
+  evaluation run logged.
 - `tag_for_labeling`: tags the traces ``label-next`` picked (``rubricforge.label_next`` = rank) so a
   person finds them in MLflow's UI (filter ``tag.rubricforge.label_next != ''``) and labels them there;
-  the next `load_mlflow_traces` reads those labels. (Labeling sessions need Databricks; the open-source
+  the next `load_mlflow_traces` reads those labels. The tags of an earlier pick in the same experiment
+  are removed first, so the tags always show the latest pick only. (Labeling sessions need Databricks; the open-source
   server has none, so tags it is.)
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +40,7 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.otel import to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
 from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.module import TrajectoryVerdictSignature
 from rubricforge_dspy.integrations._judging import (ProgramFacts, criterion_name,
                                                     load_judge_program)
 
@@ -43,17 +51,22 @@ try:
     from mlflow.exceptions import MlflowException
     from mlflow.genai.scorers import scorer as make_scorer
     from mlflow.tracing.client import TracingClient
+    from mlflow.tracing.constant import AssessmentMetadataKey, TraceTagKey
 except ImportError as _missing:  # pragma: no cover - exercised only without the extra
     raise ImportError('rubricforge_dspy.integrations.mlflow needs MLflow 3: pip install "rubricforge-dspy[mlflow]"'
                       ) from _missing
 
 __all__ = ["MlflowLoadReport", "WriteBackReport", "load_mlflow_traces", "log_verdicts_to_mlflow", "scorer",
-           "tag_for_labeling", "trace_to_trajectory", "LABEL_NEXT_TAG", "FORMAT"]
+           "tag_for_labeling", "trace_to_trajectory", "judge_call", "LABEL_NEXT_TAG", "FORMAT", "SCORER_NAME"]
 
 FORMAT = "mlflow"
 LABEL_NEXT_TAG = "rubricforge.label_next"
 LABEL_NAME_TAG = "rubricforge.label_name"
 PROGRAM_KEY = "rubricforge.program"  # assessment metadata: the program identity (`ProgramFacts.key`)
+SCORER_NAME = "rubricforge_scorer"  # the scorer's default name; the write-back's default is "rubricforge"
+# What DSPy's MLflow callback records as the ``signature`` attribute of the judge's Predict span.
+JUDGE_SIGNATURE = TrajectoryVerdictSignature.signature
+_log = logging.getLogger(__name__)
 _TRUE = {"true", "yes", "pass", "passed", "correct", "c", "1", "success", "good"}
 _FALSE = {"false", "no", "fail", "failed", "incorrect", "i", "0", "failure", "bad"}
 
@@ -70,10 +83,15 @@ class MlflowLoadReport:
     pages: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (trace id, problem)
     not_human: int = 0  # LLM_JUDGE/CODE assessments named label_name, ignored as labels
+    judge_calls: list[tuple[str, str]] = field(default_factory=list)  # (trace id, why): a judge's own call
 
     def summary(self) -> str:
-        return (f"loaded {self.loaded} MLflow traces ({self.labeled} labeled, {self.unlabeled} unlabeled), "
+        text = (f"loaded {self.loaded} MLflow traces ({self.labeled} labeled, {self.unlabeled} unlabeled), "
                 f"skipped {len(self.skipped)}, ignored {self.not_human} non-human assessment(s) as labels")
+        if self.judge_calls:
+            text += (f", left out {len(self.judge_calls)} trace(s) of a judge's own calls (not agent traces, e.g. "
+                     f"{self.judge_calls[0][0]}: {self.judge_calls[0][1]})")
+        return text
 
 
 @dataclass
@@ -149,6 +167,40 @@ def human_label(info: Any, label_name: str, where: str) -> tuple[int | None, int
     return (labels.pop() if labels else None), not_human
 
 
+def _attribute(raw: Any) -> Any:
+    """An MLflow span attribute as stored (JSON-encoded) decoded, or as is."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def judge_call(trace: Any) -> str | None:
+    """Why `trace` is a judge's own call rather than an agent's, or None when it is not one.
+
+    Two kinds are recognized: the trace ``mlflow.genai.evaluate`` records of a scorer's call (tag
+    ``mlflow.trace.sourceScorer``, when scorer tracing is on), and a rubricforge judge's DSPy call traced by
+    MLflow's DSPy autologging (a span whose ``signature`` is the judge's, ``trajectory -> reason, passed,
+    score``), as ``mlflow.genai.evaluate`` recorded them before `scorer` stopped it.
+
+    Args:
+        trace: an ``mlflow.entities.Trace``.
+
+    Returns:
+        A short reason, or None.
+    """
+    scorer_name = (getattr(trace.info, "tags", None) or {}).get(TraceTagKey.SOURCE_SCORER_NAME)
+    if scorer_name:
+        return f"the trace of the mlflow.genai scorer {scorer_name!r}"
+    data = getattr(trace, "data", None)
+    for span in getattr(data, "spans", None) or []:
+        if _attribute((getattr(span, "attributes", None) or {}).get("signature")) == JUDGE_SIGNATURE:
+            return f"a rubricforge judge's DSPy call (span {span.name!r}, signature {JUDGE_SIGNATURE!r})"
+    return None
+
+
 def trace_to_trajectory(trace: Any, *, label: int | None = None, index: int = 0, source: str = FORMAT,
                         hidden: dict | None = None) -> Trajectory:
     """One MLflow `Trace` as a `Trajectory` (id = the trace id), through the ``otel`` loader's span mapping.
@@ -194,8 +246,9 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
         label_name: the name of the HUMAN feedback assessment that holds the label.
         page_size: traces per request.
         on_error: ``"raise"`` at the first trace that cannot be mapped, or ``"skip"`` it and list it in
-            `report.skipped`.
-        report: a `MlflowLoadReport` to fill in (counts, skipped traces).
+            `report.skipped`. A trace that is a judge's own call (`judge_call`) is neither: it is left out
+            and listed in `report.judge_calls` either way.
+        report: a `MlflowLoadReport` to fill in (counts, skipped traces, judges' own calls).
 
     Yields:
         `Trajectory` records, ids = MLflow trace ids.
@@ -226,6 +279,10 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
         report.pages += 1
         for trace in page:
             trace_id = trace.info.trace_id
+            why = judge_call(trace)
+            if why is not None:  # a judge's own call, not an agent's: counted, never an episode
+                report.judge_calls.append((trace_id, why))
+                continue
             label, not_human = human_label(trace.info, label_name, f"{source}, trace {trace_id}")
             report.not_human += not_human
             try:
@@ -271,10 +328,13 @@ def _verdict_items(verdicts: Any) -> Iterator[tuple[str, Verdict, str | None]]:
 
 
 def _metadata(verdict: Verdict, facts: ProgramFacts) -> dict[str, str]:
-    return {"score": repr(float(verdict.score)), "criterion": str(criterion_name(verdict, facts.rubric)),
-            "abstained": str(verdict.abstained).lower(), "error_kind": str(verdict.error_kind),
-            "rubric_sha256": facts.rubric_sha256, "program_sha256": str(facts.program_sha256),
-            "certificate": facts.certificate_summary, PROGRAM_KEY: facts.key}
+    """The assessment metadata (MLflow keeps strings): a value that is absent (no criterion named, no error,
+    a program frozen before programs were hashed whole) is left out, never written as the string "None"."""
+    values = {"score": repr(float(verdict.score)), "criterion": criterion_name(verdict, facts.rubric),
+              "abstained": str(verdict.abstained).lower(), "error_kind": verdict.error_kind,
+              "rubric_sha256": facts.rubric_sha256, "program_sha256": facts.program_sha256,
+              "certificate": facts.certificate_summary, PROGRAM_KEY: facts.key}
+    return {key: str(value) for key, value in values.items() if value is not None}
 
 
 def verdict_feedback(verdict: Verdict, *, name: str, facts: ProgramFacts, model: str | None = None) -> Feedback:
@@ -304,7 +364,8 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
 
     For each trace: an assessment named `name` that this program logged before (same source type and
     ``rubricforge.program`` metadata) is kept when it says the same, else deleted and logged anew, so a
-    trace holds one per program. Assessments of any other source (a person's label) are never touched.
+    trace holds one per program. Assessments of any other source (a person's label), and those an
+    ``mlflow.genai.evaluate`` run logged (the `scorer`'s), are never touched.
 
     Args:
         verdicts: a mapping trace id -> `Verdict` or verdict line (``rubricforge_dspy.read_verdicts(path)``
@@ -341,7 +402,8 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
         assessments = [a for a in (info.assessments or []) if a.name == name]
         report.human_untouched += any(a.source.source_type == AssessmentSourceType.HUMAN for a in assessments)
         mine = [a for a in assessments if a.source.source_type == AssessmentSourceType.LLM_JUDGE
-                and getattr(a, "feedback", None) is not None and (a.metadata or {}).get(PROGRAM_KEY) == facts.key]
+                and getattr(a, "feedback", None) is not None and (a.metadata or {}).get(PROGRAM_KEY) == facts.key
+                and AssessmentMetadataKey.SOURCE_RUN_ID not in (a.metadata or {})]  # not an evaluation run's
         report.abstentions += verdict.abstained
         try:
             if len(mine) == 1 and _same(mine[0], feedback):
@@ -359,18 +421,42 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
     return report
 
 
-def scorer(program: Any, lm: Any = None, *, name: str = "rubricforge", allow_unverified: bool = False):
+def _untraced(call, *args, **kwargs):
+    """``call(*args, **kwargs)`` without any MLflow trace of its own: ``mlflow.genai.evaluate`` turns on MLflow's
+    DSPy autologging (and its LM clients'), which would record the judge's calls as new traces in the user's
+    experiment, where the next pull would read them as agent traces. Removed for this call only (the
+    settings of this thread; a user's traces in other threads are untouched): MLflow's DSPy callback, and
+    any root span (the call runs under an unsampled span, so nothing under it is exported). Under a span
+    that is recorded (``evaluate`` with scorer tracing on), the calls stay inside that scorer trace."""
+    import dspy
+
+    try:
+        from mlflow.dspy.callback import MlflowCallback
+    except ImportError:  # pragma: no cover - MLflow without its DSPy flavor
+        callbacks = list(dspy.settings.callbacks)
+    else:
+        callbacks = [c for c in dspy.settings.callbacks if not isinstance(c, MlflowCallback)]
+    with dspy.context(callbacks=callbacks):
+        return mlflow.trace(call, name="rubricforge_judge_call", sampling_ratio_override=0.0)(*args, **kwargs)
+
+
+def scorer(program: Any, lm: Any = None, *, name: str = SCORER_NAME, allow_unverified: bool = False):
     """A frozen judge as an ``mlflow.genai`` scorer, for ``mlflow.genai.evaluate(data=traces, scorers=[...])``.
 
     The scorer reads only the trace's spans (the same mapping as `load_mlflow_traces`), never its
     assessments or expectations. It returns a `Feedback`: value = passed, rationale = reason, metadata as
     `log_verdicts_to_mlflow` writes; an abstention is a `Feedback` with an error and no value, which
-    MLflow reports as an error, not a fail.
+    MLflow reports as an error, not a fail. A trace that is a judge's own call (`judge_call`) is not
+    judged: its `Feedback` carries the error ``JUDGE_TRACE``.
+
+    The judge's own calls are never traced into the experiment (see `_untraced`), so an evaluation leaves
+    the experiment holding agent traces only.
 
     Args:
         program: the frozen program file (or a loaded judge).
         lm: the judge's `dspy.LM`.
-        name: the scorer's (and each feedback's) name.
+        name: the scorer's (and each feedback's) name; by default not the write-back's
+            (``rubricforge``), so the two never stand for each other.
         allow_unverified: accept a program whose manifest cannot verify it.
 
     Returns:
@@ -382,33 +468,85 @@ def scorer(program: Any, lm: Any = None, *, name: str = "rubricforge", allow_unv
     judge, facts = load_judge_program(program, lm, allow_unverified=allow_unverified)
 
     def rubricforge_judge(trace) -> Feedback:
+        why = judge_call(trace)
+        if why is not None:
+            source = AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE,
+                                      source_id=facts.model or "rubricforge")
+            return Feedback(name=name, source=source, error=AssessmentError(
+                error_code="JUDGE_TRACE", error_message=f"not an agent trace: {why}"))
         trajectory = trace_to_trajectory(trace)
-        return verdict_feedback(judge_verdict(judge, trajectory), name=name, facts=facts)
+        return verdict_feedback(_untraced(judge_verdict, judge, trajectory), name=name, facts=facts)
 
     return make_scorer(rubricforge_judge, name=name)
 
 
-def tag_for_labeling(trace_ids: Iterable[Any], tracking_uri: str, *, label_name: str = "label") -> int:
+def _experiment_of(tracing: Any, trace_id: str, tracking_uri: str) -> str | None:
+    try:
+        info = tracing.get_trace_info(trace_id)
+    except MlflowException as exc:
+        if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
+            raise InputError(f"MLflow at {tracking_uri}: no trace {trace_id!r} to tag") from exc
+        raise _server_error(tracking_uri, exc) from exc
+    return getattr(info, "experiment_id", None)
+
+
+def _clear_label_next_tags(tracing: Any, client: Any, experiment_ids: Iterable[str], keep: set[str],
+                           tracking_uri: str) -> int:
+    """Remove the label-next tags of every trace of these experiments outside `keep`; returns how many."""
+    cleared = 0
+    for experiment_id in experiment_ids:
+        token = None
+        while True:
+            try:
+                page = client.search_traces(locations=[experiment_id], max_results=100, page_token=token,
+                                            filter_string=f"tag.`{LABEL_NEXT_TAG}` != ''", include_spans=False)
+                for trace in page:
+                    if trace.info.trace_id in keep:
+                        continue
+                    for key in (LABEL_NEXT_TAG, LABEL_NAME_TAG):
+                        if key in (trace.info.tags or {}):
+                            tracing.delete_trace_tag(trace.info.trace_id, key)
+                    cleared += 1
+            except MlflowException as exc:
+                raise _server_error(tracking_uri, exc) from exc
+            token = page.token
+            if not token:
+                break
+    return cleared
+
+
+def tag_for_labeling(trace_ids: Iterable[Any], tracking_uri: str, *, label_name: str = "label",
+                     experiment: str | None = None) -> int:
     """Tag the traces ``label-next`` picked so a person labels them in MLflow's UI.
 
     Each trace gets ``rubricforge.label_next`` = its rank (1 = label first) and ``rubricforge.label_name``
     = the assessment name to give the label (a HUMAN feedback, which `load_mlflow_traces` then reads).
+    The label-next tags of the experiment's other traces (an earlier pick) are removed first, so the
+    tags name this pick only and no two traces hold the same rank.
 
     Args:
         trace_ids: trace ids in rank order, or `trust.label_next.Candidate` records (from ``pick``).
         tracking_uri: the MLflow tracking server.
         label_name: the feedback name the person should use.
+        experiment: the experiment (name or id) whose earlier tags to clear; default: the experiments of
+            the picked traces.
 
     Returns:
-        How many traces were tagged.
+        How many traces were tagged (how many earlier tags were cleared is logged).
 
     Raises:
-        InputError: an unknown trace id. ServerError: the server cannot be reached.
+        InputError: an unknown trace id or experiment. ServerError: the server cannot be reached.
     """
     tracing = TracingClient(tracking_uri)
+    client = MlflowClient(tracking_uri)
+    ids = [item.trajectory.id if hasattr(item, "trajectory") else str(item) for item in trace_ids]
+    experiments = {_experiment_id(client, tracking_uri, experiment)} if experiment is not None else {
+        e for e in (_experiment_of(tracing, trace_id, tracking_uri) for trace_id in ids) if e is not None}
+    cleared = _clear_label_next_tags(tracing, client, sorted(experiments), set(ids), tracking_uri)
+    if cleared:
+        _log.info("cleared the label-next tags of %d trace(s) of an earlier pick", cleared)
     count = 0
-    for rank, item in enumerate(trace_ids, 1):
-        trace_id = item.trajectory.id if hasattr(item, "trajectory") else str(item)
+    for rank, trace_id in enumerate(ids, 1):
         try:
             tracing.set_trace_tags(trace_id, {LABEL_NEXT_TAG: str(rank), LABEL_NAME_TAG: label_name})
         except MlflowException as exc:
