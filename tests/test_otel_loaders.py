@@ -92,6 +92,28 @@ def test_langfuse_message_dialects_pair_calls_and_results(name, calls, last):
     assert_paired(t)
 
 
+def test_langfuse_input_message_without_a_role_is_not_the_agents(tmp_path):
+    """The Claude Agent SDK trace records ``{"content": "role"}`` (no role) as the input of its later turns: that
+    rendered as the agent's turn ``ASSISTANT: role``. An input message naming no role is no step; it is kept in
+    hidden with its observation. An output naming none is still the model's."""
+    [t] = load_trajectories(LANGFUSE / "claude-agent-2025-12-22.trace.json")
+    assert [(s.kind, s.content) for s in t.steps if s.content == "role"] == []
+    assert [s.kind for s in t.steps] == ["user", "assistant", "tool_call", "tool_result", "tool_call", "tool_result",
+                                         "final_answer"]
+    assert [m["content"] for m in t.hidden["unattributed_messages"]] == ["role"] * 3
+    assert {m["name"] for m in t.hidden["unattributed_messages"]} == {"claude.assistant.turn"}
+    assert "role</" not in render_trajectory(t)
+    roleless = {"trace": {"id": "t1", "projectId": "p"}, "observations": [
+        {"id": "g1", "type": "GENERATION", "name": "llm", "startTime": "2025-01-01T00:00:00Z",
+         "input": [{"role": "user", "content": "Book HAT1."}, {"content": "CANARY-ROLELESS"}],
+         "output": [{"content": "Booked."}]}]}
+    path = tmp_path / "roleless.json"
+    path.write_text(json.dumps(roleless))
+    [u] = load_trajectories(path)
+    assert [(s.kind, s.content) for s in u.steps] == [("user", "Book HAT1."), ("final_answer", "Booked.")]
+    assert "CANARY-ROLELESS" not in render_trajectory(u) and u.hidden["unattributed_messages"][0]["observation"] == "g1"
+
+
 @pytest.mark.parametrize("name", ["constructed_otlp.json", "constructed_otlp.jsonl"])
 def test_constructed_otlp_three_dialects_and_error_status(name):
     ts = load_trajectories(OTEL / name)

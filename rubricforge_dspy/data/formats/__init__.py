@@ -3,7 +3,8 @@
 Formats (see each module): ``tau_bench`` (tau-bench v1 results, tool-calling and act/react),
 ``tau2`` (tau2-bench simulations), ``webshop_react`` (ReAct WebShop episodes, JSONL; module ``webshop``), ``adapt``
 (ADaPT WebShop dumps), ``jsonl`` (the generic interchange format, docs/FORMAT.md), the traces
-``otel`` and ``langfuse`` (span mapping in ``spans``/``otel_attrs``), the agent logs ``inspect``
+``otel``, ``langfuse`` and ``openai_agents`` (the OpenAI Agents SDK's exported records; span mapping in
+``spans``/``otel_attrs``), the agent logs ``inspect``
 (Inspect AI ``.json``/``.eval``, module ``inspect_ai``) and ``mini_swe``, and the coding-agent runs
 ``swe_agent``, ``openhands`` and ``atif``. ``dspy_prediction`` turns a live DSPy run into a `Trajectory`
 (used by `as_metric`; not a file format). ``_common`` holds the helpers every reader shares.
@@ -24,7 +25,7 @@ Trajectory ids (unique and stable for a given file layout):
 * tau2: ``{submission_dir}/{file_stem}:{task_id}:{trial}``
 * webshop_react: ``{file_stem}:{session}``; adapt: ``{file_stem}:{fixed_i}``
 * jsonl: the record's own ``id``
-* otel, langfuse: the trace id (one trajectory per trace; see docs/FORMAT.md)
+* otel, langfuse, openai_agents: the trace id (one trajectory per trace; see docs/FORMAT.md)
 * inspect: ``{eval.task}:{sample.id}:{epoch}``; mini_swe: the instance id (else the file stem)
 * swe_agent: the instance id (the ``.traj`` file name); openhands: ``instance_id``, else the file stem;
   atif: ``session_id``, else the trial directory
@@ -44,7 +45,7 @@ from typing import Union
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats import adapt, jsonl, tau2, tau_bench, webshop
-from rubricforge_dspy.data.formats import inspect_ai, langfuse, mini_swe, otel
+from rubricforge_dspy.data.formats import inspect_ai, langfuse, mini_swe, openai_agents, otel
 from rubricforge_dspy.data.formats import atif, openhands, swe_agent
 from rubricforge_dspy.data.formats._common import (IdSet, TrajectoryCounts, first_json_lines, looks_like_tool_error,
                                                   read_prefix)
@@ -69,6 +70,7 @@ __all__ = [
 FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
 FORMATS += ("otel", "langfuse", "inspect", "mini_swe")
 FORMATS += ("swe_agent", "openhands", "atif")
+FORMATS += ("openai_agents",)
 _READERS = {
     "tau_bench": tau_bench.read,
     "tau2": tau2.read,
@@ -78,6 +80,7 @@ _READERS = {
 }
 _READERS.update({"otel": otel.read, "langfuse": langfuse.read, "inspect": inspect_ai.read, "mini_swe": mini_swe.read})
 _READERS.update({"swe_agent": swe_agent.read, "openhands": openhands.read, "atif": atif.read})
+_READERS.update({"openai_agents": openai_agents.read})
 _CANDIDATE_SUFFIXES = (".json", ".jsonl", ".eval", ".traj")
 NOT_CANDIDATE = "not a .json/.jsonl/.eval/.traj file"  # the reason a directory scan gives for files it does not open
 
@@ -151,6 +154,8 @@ def detect_format(path: PathLike) -> str:
             return "tau_bench"
         if langfuse.sniff(head):
             return "langfuse"
+        if openai_agents.sniff(head, path):
+            return "openai_agents"
         if otel.sniff(head, path):
             return "otel"
         if openhands.sniff_array(head):
@@ -167,6 +172,8 @@ def detect_format(path: PathLike) -> str:
                 return "openhands"
         if langfuse.sniff(head):
             return "langfuse"
+        if openai_agents.sniff(head, path):
+            return "openai_agents"
         if otel.sniff(head, path):
             return "otel"
         if inspect_ai.sniff(head, path):

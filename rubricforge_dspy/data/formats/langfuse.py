@@ -8,7 +8,10 @@ array and a ``data`` page are streamed (one trace in memory; a file ijson could 
 
 Mapping (then ``spans.py``): ``GENERATION`` -> an LLM call whose ``input`` / ``output`` are chat
 messages in any dialect ``otel_attrs.normalize_messages`` reads (OpenAI chat, GenAI ``parts``,
-OpenAI Responses items); ``TOOL`` -> a tool execution (name, call id and arguments from the
+OpenAI Responses items); a message of the output that names no role is the model's; one of the input
+that names none cannot be told the user's from the agent's, so it is no step: it is kept, with its
+observation, in ``hidden["unattributed_messages"]`` (Claude Agent SDK traces record ``{"content": "role"}``
+as the input of later turns); ``TOOL`` -> a tool execution (name, call id and arguments from the
 observation's OpenTelemetry attributes in ``metadata.attributes`` when present, else its name and
 ``input``), ``level: ERROR`` -> ``is_error``; ``AGENT`` / ``CHAIN`` / ``SPAN`` -> input/output used only
 when no generation carries messages (then the trace's own ``input`` / ``output`` too); ``EVALUATOR`` /
@@ -37,6 +40,7 @@ from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 FORMAT = "langfuse"
 _KINDS = {"GENERATION": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent", "SPAN": "other", "EVENT": "other",
           "EVALUATOR": "evaluator", "GUARDRAIL": "evaluator", "RETRIEVER": "other", "EMBEDDING": "other"}
+UNATTRIBUTED = "unattributed"  # the role given to an input message that names none (never a step)
 _HIDDEN_TRACE_KEYS = ("scores", "corrections", "metadata", "tags", "userId", "sessionId", "release", "version",
                       "environment", "projectId", "totalCost", "latency", "bookmarked", "public")
 
@@ -60,8 +64,10 @@ def _attributes(obs: dict) -> dict:
     return attrs if isinstance(attrs, dict) else {}
 
 
-def to_span(obs: dict, where: str) -> Span:
-    """One observation as a `Span`; ValueError naming the observation when its messages cannot be read."""
+def to_span(obs: dict, where: str, unattributed: list | None = None) -> Span:
+    """One observation as a `Span`; ValueError naming the observation when its messages cannot be read.
+    Input messages that name no role are left out of the span and added to `unattributed` (with the
+    observation's id and name)."""
     if not isinstance(obs, dict) or "id" not in obs:
         raise ValueError(f"{where}: an observation must be an object with an id")
     kind_name = str(obs.get("type") or "SPAN").upper()
@@ -72,9 +78,13 @@ def to_span(obs: dict, where: str) -> Span:
                 start=_seconds(obs.get("startTime")), end=_seconds(obs.get("endTime") or obs.get("startTime")),
                 kind=_KINDS[kind_name], error=str(obs.get("level") or "").upper() == "ERROR", model=obs.get("model"))
     if span.kind == "llm":
-        span.inputs = normalize_messages(obs.get("input"), f"{where}, input")
+        inputs = normalize_messages(obs.get("input"), f"{where}, input", roleless=UNATTRIBUTED)
+        span.inputs = [m for m in inputs if m.role != UNATTRIBUTED]
+        if unattributed is not None:
+            unattributed.extend({"observation": str(obs["id"]), "name": span.name, "content": m.content}
+                                for m in inputs if m.role == UNATTRIBUTED)
         span.outputs = [m if m.role != "user" else type(m)("assistant", m.content, m.tool_calls)
-                        for m in normalize_messages(obs.get("output"), f"{where}, output")]
+                        for m in normalize_messages(obs.get("output"), f"{where}, output", roleless="assistant")]
     elif span.kind == "tool":
         attrs = _attributes(obs)
         name, cid, args, _ = tool_info(attrs) if attrs.get("gen_ai.tool.name") else (span.name, None, None, None)
@@ -108,10 +118,13 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
         raise ValueError("not a Langfuse trace export: expected {trace: {id, ...}, observations: [...]} "
                          "or a trace with an observations list")
     trace_id = str(trace["id"])
-    spans = [to_span(obs, f"observation {i}") for i, obs in enumerate(observations)]
+    unattributed: list[dict] = []
+    spans = [to_span(obs, f"observation {i}", unattributed) for i, obs in enumerate(observations)]
     root = Span(span_id=f"trace:{trace_id}", parent_id=None, name=str(trace.get("name") or ""), start=float("-inf"),
                 end=float("-inf"), kind="other", value_in=_text(trace.get("input")), value_out=_text(trace.get("output")))
     hidden = {k: redact(trace.get(k)) for k in _HIDDEN_TRACE_KEYS if trace.get(k) not in (None, [], {})}
+    if unattributed:
+        hidden["unattributed_messages"] = unattributed
     return build_trajectory([root, *spans], trace_id=trace_id, path=path, index=index, fmt=FORMAT,
                             threshold=threshold, reward=_reward(trace.get("scores")), hidden=hidden)
 

@@ -104,10 +104,21 @@ def _is_error(status: Any) -> tuple[bool, str | None]:
     return error, status.get("message") or status.get("description")
 
 
-def to_span(raw: dict, where: str) -> tuple[str, Span, dict]:
-    """``(trace id, Span, resource attributes)`` of one OTLP-JSON or SDK-JSON span."""
+def _at(where: str, text: str) -> str:
+    """`text` prefixed with `where` (a path inside the record), or as is at the record's top: the loader's
+    `TrajectoryFormatError` names the file and record already."""
+    return f"{where}: {text}" if where else text
+
+
+def _inside(where: str, part: str) -> str:
+    return f"{where}, {part}" if where else part
+
+
+def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
+    """``(trace id, Span, resource attributes)`` of one OTLP-JSON or SDK-JSON span; `where` names the span's
+    place in its record for an error (empty: the record itself)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name", ""), str):
-        raise ValueError(f"{where}: a span must be an object with a name")
+        raise ValueError(_at(where, "a span must be an object with a name"))
     if "traceId" in raw:  # OTLP JSON
         trace_id, span_id, parent = raw.get("traceId"), raw.get("spanId"), raw.get("parentSpanId")
         start, end = raw.get("startTimeUnixNano"), raw.get("endTimeUnixNano")
@@ -127,15 +138,15 @@ def to_span(raw: dict, where: str) -> tuple[str, Span, dict]:
         events = [(e.get("name", ""), e.get("attributes") or {}) for e in raw.get("events") or []]
         resource = {}
     else:
-        raise ValueError(f"{where}: not a span (no traceId, context.trace_id or trace_id)")
+        raise ValueError(_at(where, "not a span (no traceId, context.trace_id or trace_id)"))
     trace = hex_id(trace_id, 32)
     if not trace:
-        raise ValueError(f"{where}: span {raw.get('name')!r} has no trace id")
+        raise ValueError(_at(where, f"span {raw.get('name')!r} has no trace id"))
     attrs = kv_list(raw.get("attributes") or {})
     if attrs.get("mlflow.traceRequestId"):  # MLflow: the trace's request id is the id users know
         trace = str(maybe_json(attrs["mlflow.traceRequestId"]))
     name = raw.get("name", "")
-    where = f"{where}, span {name!r}"
+    where = _inside(where, f"span {name!r}")
     kind = span_kind(attrs, name, where)
     error, message = _is_error(raw.get("status") or {"status_code": raw.get("status_code"),
                                                       "description": raw.get("status_message")})
@@ -161,14 +172,14 @@ def to_span(raw: dict, where: str) -> tuple[str, Span, dict]:
 
 def _otlp_spans(request: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
     if not isinstance(request, dict) or not isinstance(request.get("resourceSpans"), list):
-        raise ValueError(f"{where}: not an OTLP export request (no resourceSpans list)")
+        raise ValueError(_at(where, "not an OTLP export request (no resourceSpans list)"))
     for r, rs in enumerate(request["resourceSpans"]):
         check_schema_url(rs.get("schemaUrl"))
         resource = kv_list((rs.get("resource") or {}).get("attributes") or [])
         for s, ss in enumerate(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []):
             check_schema_url(ss.get("schemaUrl"))
             for k, raw in enumerate(ss.get("spans") or []):
-                trace, span, _ = to_span(raw, f"{where}, resourceSpans[{r}].scopeSpans[{s}].spans[{k}]")
+                trace, span, _ = to_span(raw, _inside(where, f"resourceSpans[{r}].scopeSpans[{s}].spans[{k}]"))
                 yield trace, span, resource
 
 
@@ -182,7 +193,7 @@ def _spans_of(value: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
         yield from _spans_of(value["spans"], where)
     elif isinstance(value, list):
         for k, item in enumerate(value):
-            yield from _spans_of(item, f"{where}[{k}]")
+            yield from _spans_of(item, f"{where}[{k}]" if where else f"span {k}")
     else:
         yield to_span(value, where)
 
@@ -240,7 +251,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Traje
             yield index, value
             continue
         try:
-            found = list(_spans_of(value, f"record {index}"))
+            found = list(_spans_of(value, ""))  # the error names the file and record
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             yield index, TrajectoryFormatError(str(path), index, str(exc))
             continue

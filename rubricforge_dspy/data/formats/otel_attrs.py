@@ -165,8 +165,12 @@ def _responses_item(item: dict, out: list[Msg]) -> bool:
     return False
 
 
-def normalize_messages(value: Any, where: str) -> list[Msg]:
-    """Messages of any supported dialect (list, single message, choice, Responses object, JSON string)."""
+def normalize_messages(value: Any, where: str, roleless: str | None = None) -> list[Msg]:
+    """Messages of any supported dialect (list, single message, choice, Responses object, JSON string).
+
+    roleless: the role of a message that states none (``{"content": ...}``), for a caller that knows which
+    side of the call the messages are on; None keeps the default: a lone such object is the assistant's (a
+    completion), one in a list is an error."""
     value = maybe_json(value)
     if value is None or value == "" or value == []:
         return []
@@ -174,7 +178,7 @@ def normalize_messages(value: Any, where: str) -> list[Msg]:
         return [Msg(role="user", content=value)]
     if isinstance(value, dict):
         if isinstance(value.get("messages"), list):  # a request body
-            return normalize_messages(value["messages"], where)
+            return normalize_messages(value["messages"], where, roleless)
         if isinstance(value.get("contents"), (list, str)):  # a Gemini request body
             return _gemini(value["contents"] if isinstance(value["contents"], list) else [value["contents"]], where)
         if isinstance(value.get("args"), list) and set(value) <= {"args", "kwargs"} \
@@ -187,15 +191,15 @@ def normalize_messages(value: Any, where: str) -> list[Msg]:
         if isinstance(value.get("prompt"), str) and len(value) == 1:  # Vercel AI SDK
             return [Msg(role="user", content=value["prompt"])]
         if isinstance(value.get("output"), list) and value.get("object") == "response":
-            return normalize_messages(value["output"], where)
+            return normalize_messages(value["output"], where, roleless)
         if isinstance(value.get("message"), dict):  # a gen_ai.choice / chat completion choice
-            return normalize_messages([value["message"]], where)
+            return normalize_messages([value["message"]], where, roleless)
         if isinstance(value.get("choices"), list):
-            return normalize_messages([c.get("message") for c in value["choices"] if isinstance(c, dict)], where)
+            return normalize_messages([c.get("message") for c in value["choices"] if isinstance(c, dict)], where, roleless)
         if "role" in value or "type" in value:
-            return normalize_messages([value], where)
+            return normalize_messages([value], where, roleless)
         if "text" in value or "content" in value:
-            return [Msg(role="assistant", content=text_of(value.get("text", value.get("content"))))]
+            return [Msg(role=roleless or "assistant", content=text_of(value.get("text", value.get("content"))))]
         raise ValueError(f"{where}: cannot read messages from an object with keys {sorted(value)[:8]}")
     if not isinstance(value, list):
         raise ValueError(f"{where}: expected a list of messages, got {type(value).__name__}")
@@ -218,8 +222,9 @@ def normalize_messages(value: Any, where: str) -> list[Msg]:
             out.append(Msg("tool", _text(item.get("content")), tool_call_id=item.get("tool_call_id") or named))
             continue
         if item.get("type") == "message" and "role" not in item:
-            item = {**item, "role": "assistant"}
-        role = _role(item.get("role"), f"{where}, message {i}")
+            item = {**item, "role": roleless or "assistant"}
+        role = roleless if roleless is not None and item.get("role") is None \
+            else _role(item.get("role"), f"{where}, message {i}")
         if isinstance(item.get("parts"), list):
             _from_parts(role, item["parts"], out)
             continue
