@@ -40,7 +40,7 @@ def test_single_verdict_file_report_via_the_cli(tmp_path, capsys):
     md = out.read_text()
     # Exact Clopper-Pearson, not the degenerate percentile bootstrap "1.000 [1.000, 1.000]".
     low, high = stats.beta.ppf(0.025, 2, 1), 1.0
-    assert f"| **mine** (induced) | 1.000 [{low:.3f}, {high:.3f}] |" in md
+    assert f"| **mine** (reference) | 1.000 [{low:.3f}, {high:.3f}] |" in md
     numbers = json.loads(out.with_suffix(".json").read_text())
     row = numbers["main"][0]
     assert (row["false_pass_ci_low"], row["false_pass_ci_high"]) == pytest.approx((low, high))
@@ -49,6 +49,34 @@ def test_single_verdict_file_report_via_the_cli(tmp_path, capsys):
     assert "without 'task_id'; defaulted to its id" in warnings and "no 'n_steps'" in warnings
     assert numbers["task_clustered"] is None and "## Task-clustered intervals" not in md
     assert (out.parent / "figures" / "reliability.png").exists()
+
+
+def test_plain_verdict_files_name_a_reference_judge_and_the_lm_their_lines_record(tmp_path):
+    """Issue #26 item 9: a report of plain verdict files called the first one "(induced)" and its judge LM
+    "n/a", though nothing was induced and every line records the model. It is the *reference* judge, and the
+    judge LM is the lines' ``model``; a run (with run.json) keeps "induced"."""
+    mine = write(tmp_path / "mine.jsonl", [verdict(i, i < 8, 0.9 if i < 8 else 0.1, int(i < 8),
+                                                   model="openai/qwen3-8b") for i in range(10)])
+    other = write(tmp_path / "other.jsonl", [verdict(i, True, 0.9, int(i < 8), model="gpt-x") for i in range(10)])
+    out = tmp_path / "out" / "report.md"
+    assert main(["report", "--predictions", str(mine), str(other), "--out", str(out)]) == 0
+    md = out.read_text()
+    facts = md.split("## ")[0]
+    assert "- judge LM `openai/qwen3-8b` (as its verdict lines record it)" in facts
+    assert "- reference judge `mine` (the first verdict file; the others are compared with it)" in facts
+    assert "induced" not in facts and "n/a" not in facts and "reflection LM" not in facts
+    assert "| **mine** (reference) |" in md and "(induced)" not in md
+    meta = json.loads(out.with_suffix(".json").read_text())["meta"]
+    assert (meta["reference_kind"], meta["lm"], meta["lm_source"]) == ("reference", "openai/qwen3-8b", "verdict lines")
+    unrecorded = write(tmp_path / "bare" / "mine.jsonl", [verdict(i, i < 8, 0.5, int(i < 8)) for i in range(10)])
+    bare = render_markdown(compute_report(load_run(unrecorded), n_resamples=50))
+    assert "judge LM not recorded (the verdict lines carry no `model`)" in bare
+    run_dir = tmp_path / "run"
+    write(run_dir / "predictions" / "induced.jsonl", [verdict(i, i < 8, 0.5, int(i < 8)) for i in range(10)])
+    (run_dir / "run.json").write_text(json.dumps({"judges": ["induced"], "lm": "openai/judge-lm"}))
+    induced = compute_report(load_run(run_dir), n_resamples=50)
+    assert (induced["meta"]["reference_kind"], induced["meta"]["lm_source"]) == ("induced", "run.json")
+    assert "- induced judge `induced`" in render_markdown(induced)
 
 
 def test_several_files_one_per_judge(tmp_path):

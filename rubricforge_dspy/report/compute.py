@@ -44,8 +44,11 @@ def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confid
     clusters = clusters_of(run)
     report = {
         "meta": {
-            "run": run.run_dir.name, "lm": meta.get("lm"), "reflection_lm": meta.get("reflection_lm"),
+            "run": run.run_dir.name, "lm": meta.get("lm") or run.lines_lm,
+            "lm_source": "run.json" if meta.get("lm") else "verdict lines" if run.lines_lm else None,
+            "reflection_lm": meta.get("reflection_lm"),
             "dataset": meta.get("dataset"), "split": meta.get("split"), "induced": run.induced,
+            "reference_kind": run.reference_kind,
             "judges": list(run.judges), "graded": run.graded, "notes": meta.get("notes"),
             "program": meta.get("program"),
         },

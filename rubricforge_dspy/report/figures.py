@@ -94,7 +94,7 @@ def plot_confusion(report: dict) -> Figure:
                 ax.text(l + v / 2, yi, f"{int(v)}", ha="center", va="center", fontsize=7)
         left += vals
     ax.set_yticks(y, [f"{r['judge']}*" if r.get("induced") else r["judge"] for r in rows])
-    ax.set_xlabel(f"items (n = {report['items']['n']}); * = induced judge")
+    ax.set_xlabel(f"items (n = {report['items']['n']}); * = {report['meta'].get('reference_kind') or 'induced'} judge")
     ax.set_xlim(0, report["items"]["n"])
     ax.legend(ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8, frameon=False)
     return fig
@@ -168,8 +168,8 @@ def plot_scores(run: "Run", report: dict) -> Figure:
         ax.axhline(0.5, color="#cc4444", lw=0.7, ls=":")
         ax.set_ylim(-0.05, 1.05)
         ax.set_ylabel("judge score")
-        induced = judge == run.induced and judge != "induced"
-        ax.set_title(f"{judge}{' (induced)' if induced else ''}", fontsize=9)
+        marked = judge == run.induced and judge != run.reference_kind
+        ax.set_title(f"{judge}{f' ({run.reference_kind})' if marked else ''}", fontsize=9)
     for ax in axes[len(judges):]:
         ax.set_visible(False)
     fig.suptitle("Score against reward" if run.graded else "Score by true outcome (jittered)", fontsize=10)

@@ -31,15 +31,28 @@ HOW_TO_READ = (
 )
 
 
+def _kind(report: dict) -> str:
+    """What the judge the others are compared with is: ``induced`` (a run), or ``reference`` (the first of
+    plain verdict files: nothing says it was induced)."""
+    return report["meta"].get("reference_kind") or "induced"
+
+
 def _facts(report: dict) -> list[str]:
     meta, items, settings = report["meta"], report["items"], report["settings"]
     conf = int(round(100 * settings["confidence"]))
     resampled = ("whole tasks (tasks repeat: task-clustered bootstrap)" if settings["bootstrap"] == "task-clustered"
                  else "items")
-    facts = [
-        f"judge LM `{meta.get('lm') or 'n/a'}`",
-        f"reflection LM `{meta.get('reflection_lm') or 'n/a'}`",
-        f"induced judge `{meta['induced']}`",
+    source = " (as its verdict lines record it)" if meta.get("lm_source") == "verdict lines" else ""
+    if _kind(report) == "induced":
+        lm = f"judge LM `{meta.get('lm') or 'n/a'}`{source}"
+        facts = [lm, f"reflection LM `{meta.get('reflection_lm') or 'n/a'}`", f"induced judge `{meta['induced']}`"]
+    else:  # plain verdict files: no induction run, so no reflection LM and no "induced" judge to speak of
+        lm = (f"judge LM `{meta['lm']}`{source}" if meta.get("lm") else
+              "judge LM not recorded (the verdict lines carry no `model`)")
+        others = len(meta.get("judges") or []) > 1
+        facts = [lm, f"reference judge `{meta['induced']}` (the first verdict file"
+                     + ("; the others are compared with it)" if others else ")")]
+    facts += [
         f"{items['n']} test items on {items['n_tasks']} tasks ({items['n_passed']} passed, {items['n_failed']} "
         f"failed; base pass rate {num(items['base_pass_rate'])})",
         "graded rewards" if meta["graded"] else "binary rewards",
@@ -97,7 +110,7 @@ def main_section(report: dict, links: dict[str, str] | None) -> list[str]:
     for r in report["main"]:
         mc = r["mcnemar"]
         rows.append([
-            judge_name(r), f"{num(r['false_pass_rate'])} {ci(r['false_pass_ci_low'], r['false_pass_ci_high'])}",
+            judge_name(r, _kind(report)), f"{num(r['false_pass_rate'])} {ci(r['false_pass_ci_low'], r['false_pass_ci_high'])}",
             r["n"], f"{num(r['accuracy'])} {ci(r['accuracy_ci_low'], r['accuracy_ci_high'])}", num(r["f1"]),
             f"{num(r['kappa'])} {ci(r['kappa_ci_low'], r['kappa_ci_high'])}",
             f"{num(r['auc'])} {ci(r['auc_ci_low'], r['auc_ci_high'])}", r["false_fail_count"],
@@ -118,7 +131,7 @@ def task_clustered_section(report: dict) -> list[str]:
     if tc is None:
         return []
     conf = int(round(100 * report["settings"]["confidence"]))
-    rows = [[judge_name(r), ci(r["false_pass_ci_low"], r["false_pass_ci_high"]),
+    rows = [[judge_name(r, _kind(report)), ci(r["false_pass_ci_low"], r["false_pass_ci_high"]),
              ci(r["accuracy_ci_low"], r["accuracy_ci_high"])] for r in tc["rows"]]
     return ["## Task-clustered intervals", "",
             f"Tasks repeat ({tc['n_items']} items on {tc['n_tasks']} tasks, up to {tc['max_items_per_task']} per "
@@ -130,7 +143,7 @@ def task_clustered_section(report: dict) -> list[str]:
 
 def error_decomposition_section(report: dict, links: dict[str, str] | None) -> list[str]:
     header = ["judge", "FP (false pass)", "TP", "FN (false fail)", "TN", "abstained on passed", "abstained on failed"]
-    rows = [[judge_name(r), r["fp"], r["tp"], r["fn"], r["tn"], r["abstained_on_passed"], r["abstained_on_failed"]]
+    rows = [[judge_name(r, _kind(report)), r["fp"], r["tp"], r["fn"], r["tn"], r["abstained_on_passed"], r["abstained_on_failed"]]
             for r in report["main"]]
     out = ["## Error decomposition", "", *table(header, rows), "",
            "Positive class = passed. Abstentions are already inside FN / TN (they are fail verdicts)."]
@@ -141,7 +154,7 @@ def calibration_section(report: dict, links: dict[str, str] | None) -> list[str]
     cal = report["calibration"]
     after = any(r["ece_calibrated"] is not None for r in cal["rows"])
     header = ["judge", "ECE"] + (["ECE after calibration"] if after else [])
-    rows = [[judge_name(r), num(r["ece"]), *([num(r["ece_calibrated"])] if after else [])] for r in cal["rows"]]
+    rows = [[judge_name(r, _kind(report)), num(r["ece"]), *([num(r["ece_calibrated"])] if after else [])] for r in cal["rows"]]
     out = ["## Calibration", "", *table(header, rows), "",
            f"Expected calibration error of the score against the pass/fail label, {cal['n_bins']} {cal['binning']} "
            "bins over [0, 1]: the item-weighted mean |fraction passed − mean score| per bin (0 = calibrated)."
@@ -151,7 +164,7 @@ def calibration_section(report: dict, links: dict[str, str] | None) -> list[str]
 
 def contradictions_section(report: dict) -> list[str]:
     conf = int(round(100 * report["settings"]["confidence"]))
-    rows = [[judge_name(r), r["n_verdicts"], r["contradictions"],
+    rows = [[judge_name(r, _kind(report)), r["n_verdicts"], r["contradictions"],
              f"{num(r['rate'])} {ci(r['ci_low'], r['ci_high'])}"] for r in report["contradictions"]]
     return ["## Contradictions", "", *table(["judge", "verdicts produced", "contradictions",
                                               f"rate [{conf}% exact CI]"], rows), "",
@@ -170,7 +183,7 @@ def ranking_section(report: dict, links: dict[str, str] | None) -> list[str]:
         rows = []
         for r in report["graded"]:
             v = r["vs_induced"]
-            rows.append([judge_name(r), num(r["spearman"]), num(r["kendall"]), num(r["mae"]),
+            rows.append([judge_name(r, _kind(report)), num(r["spearman"]), num(r["kendall"]), num(r["mae"]),
                          f"{num(v['mean_diff'], signed=True)} {ci(v['ci_low'], v['ci_high'], signed=True)}"
                          if v else "—", pval(v["p_value"]) if v else "—", v["mark"] if v else "—"])
         out += table(header, rows)

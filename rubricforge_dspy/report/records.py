@@ -137,6 +137,7 @@ class VerdictColumns:
     n_steps: np.ndarray  # int64
     codes: dict[str, np.ndarray]  # int32, per categorical field
     categories: dict[str, np.ndarray]  # object arrays of str, then None
+    models: tuple[str, ...] = ()  # the lines' judge models (``model``), distinct, in file order
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -173,6 +174,7 @@ def read_columns(path: Path) -> VerdictColumns:
     label = array("b")
     floats = {f: array("d") for f in ("score", "score_calibrated", "reward")}
     index: dict[str, dict[str, int]] = {f: {} for f in CATEGORICAL}
+    models: dict[str, None] = {}
     nan = float("nan")
     try:
         for number, r in read_lines(path):
@@ -192,6 +194,8 @@ def read_columns(path: Path) -> VerdictColumns:
             value = r.get("label")
             label.append(-1 if value is None else int(value))
             steps.append(r.get("n_steps", -1))
+            if r.get("model"):
+                models.setdefault(str(r["model"]), None)
             for field in CATEGORICAL:
                 value = r.get(field)
                 codes[field].append(-1 if value is None else index[field].setdefault(value, len(index[field])))
@@ -212,7 +216,7 @@ def read_columns(path: Path) -> VerdictColumns:
         label=np.frombuffer(label, dtype=np.int8).copy(), reward=np.frombuffer(floats["reward"]).copy(),
         n_steps=np.frombuffer(steps, dtype=np.int64).copy(),
         codes={f: np.frombuffer(codes[f], dtype=np.int32).copy() for f in CATEGORICAL},
-        categories={f: np.array([*index[f], None], dtype=object) for f in CATEGORICAL})
+        categories={f: np.array([*index[f], None], dtype=object) for f in CATEGORICAL}, models=tuple(models))
 
 
 class LineFields(Sequence):

@@ -6,7 +6,8 @@ The layout is documented in docs/REPORT.md. In short, :func:`load_run` accepts
   ``attribution.jsonl``]), its ``predictions/`` folder or its ``run.json``;
 - one verdict file (``rubricforge judge --out``) or several, one per judge; the judge's name is
   the file's stem, and without a ``run.json`` the first file is the judge the others are compared
-  with (``induced``).
+  with (``induced``, reported as the *reference* judge: nothing says it was induced, unless it is
+  named ``induced``), and the judge LM is the ``model`` its lines record.
 
 Every predictions line is validated against the verdict line schema
 (:func:`rubricforge_dspy.core.verdict.read_lines`). The report also needs each item's ``label``
@@ -66,6 +67,8 @@ class Run:
     rubric: str | None = None
     sweep: list[dict] | None = None
     warnings: list[str] = field(default_factory=list)
+    reference_kind: str = "induced"  # "reference": the first of plain verdict files, not known to be induced
+    lines_lm: str | None = None  # the judge models the compared-with judge's verdict lines record
 
 
 def read_labels(path: str | Path, label_threshold=None) -> dict[str, dict]:
@@ -260,6 +263,7 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
     induced = meta.get("induced", "induced" if "induced" in judges or meta else judges[0])
     if induced not in judges:
         raise RunError(f"{root / 'run.json'}: induced judge {induced!r} is not in judges {judges}")
+    reference_kind = "induced" if meta or induced == "induced" else "reference"
     label_map = read_labels(labels, label_threshold) if labels is not None else None
     loaded = {}
     for judge, path in files:
@@ -289,4 +293,5 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
         raise RunError(f"{root / 'run.json'}: 'sweep' must be a list of row objects")
     return Run(run_dir=root, meta=meta, items=items, judges=tuple(judges), induced=induced, graded=graded,
                predictions=predictions, ablations=ablations, attribution=attribution, rubric=rubric,
-               sweep=sweep or None, warnings=notes)
+               sweep=sweep or None, warnings=notes, reference_kind=reference_kind,
+               lines_lm=", ".join(loaded[induced].models) or None)
