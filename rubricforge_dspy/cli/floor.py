@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from rubricforge_dspy.cli.data_options import add_data_arguments
-from rubricforge_dspy.core.judge_names import LENGTH_ONLY, giveaway_sentence
+from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY, floor_giveaway_sentence, giveaway_sentence
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR_FOLDS, FLOOR_RESAMPLES
 
@@ -86,6 +86,10 @@ def format_floor_report(report: dict, where: str) -> str:
                      f"{accuracy:<9} {_rate(row, 'auc'):<24} {row['n']:>5}")
     length = next(r for r in report["rows"] if r["judge"] == LENGTH_ONLY)
     lines += ["", giveaway_sentence(length["auc"], length["auc_ci_low"], length["auc_ci_high"]).replace("**", "")]
+    floor = next(r for r in report["rows"] if r["judge"] == FLOOR)
+    warning = floor_giveaway_sentence(floor["kappa"])
+    if warning:
+        lines.append("WARNING: " + warning.replace("**", ""))
     for note in report.get("notes") or []:
         lines.append(f"note: {note}")
     return "\n".join(lines)

@@ -1,10 +1,11 @@
-"""The floor in the report: does the induced judge beat the symptom floor, and does episode length
-alone give the outcome away (`rubricforge_dspy.core.judge_names`)? Computed from the main table's rows
+"""The floor in the report: does the induced judge beat the symptom floor, does episode length alone
+give the outcome away, and does the floor itself (`rubricforge_dspy.core.judge_names`)? Computed from the main table's rows
 of the ``floor`` and ``length_only`` judges (their verdicts are persisted like every judge's)."""
 
 from __future__ import annotations
 
-from rubricforge_dspy.core.judge_names import FLOOR, GIVEAWAY_RULE, HYBRID, LENGTH_ONLY, gives_away, giveaway_sentence
+from rubricforge_dspy.core.judge_names import (FLOOR, FLOOR_GIVEAWAY_RULE, GIVEAWAY_RULE, HYBRID, LENGTH_ONLY,
+                                               floor_gives_away, floor_giveaway_sentence, gives_away, giveaway_sentence)
 
 __all__ = ["floor_table", "NO_FLOOR_NOTE"]
 
@@ -17,11 +18,15 @@ def floor_table(main: list[dict], induced: str, notes: list[str]) -> dict:
     """What the report says above its tables about the floor (see the module docstring)."""
     rows = {row["judge"]: row for row in main}
     out = {"floor": FLOOR in rows, "length_only": LENGTH_ONLY in rows, "hybrid": HYBRID in rows,
-           "giveaway_rule": GIVEAWAY_RULE, "gives_away": None, "giveaway_sentence": None, "vs_floor": None, "hybrid_row": None}
+           "giveaway_rule": GIVEAWAY_RULE, "gives_away": None, "giveaway_sentence": None, "vs_floor": None, "hybrid_row": None,
+           "floor_giveaway_rule": FLOOR_GIVEAWAY_RULE, "floor_gives_away": None, "floor_giveaway_sentence": None}
     if LENGTH_ONLY in rows:
         r = rows[LENGTH_ONLY]
         out["gives_away"] = gives_away(r["auc"], r["auc_ci_low"])
         out["giveaway_sentence"] = giveaway_sentence(r["auc"], r["auc_ci_low"], r["auc_ci_high"])
+    if FLOOR in rows:  # a floor that reads the outcome off the episode's shape leaves no judge to compare
+        out["floor_gives_away"] = floor_gives_away(rows[FLOOR]["kappa"])
+        out["floor_giveaway_sentence"] = floor_giveaway_sentence(rows[FLOOR]["kappa"])
     if FLOOR in rows and induced in rows and induced != FLOOR:
         f, j = rows[FLOOR], rows[induced]
         mc = f.get("mcnemar") or {}

@@ -75,6 +75,8 @@ def floor_section(report: dict) -> list[str]:
     out = ["## The floor", ""]
     if floor["giveaway_sentence"]:
         out += [floor["giveaway_sentence"], ""]
+    if floor.get("floor_giveaway_sentence"):
+        out += [floor["floor_giveaway_sentence"], ""]
     v = floor["vs_floor"]
     if v:
         induced = report["meta"]["induced"]

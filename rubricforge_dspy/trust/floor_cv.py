@@ -21,7 +21,8 @@ from typing import Sequence
 import numpy as np
 
 from rubricforge_dspy import metrics
-from rubricforge_dspy.core.judge_names import FLOOR, FLOOR_FOLDS, FLOOR_RESAMPLES, GIVEAWAY_RULE, LENGTH_ONLY, gives_away
+from rubricforge_dspy.core.judge_names import (FLOOR, FLOOR_FOLDS, FLOOR_GIVEAWAY_RULE, FLOOR_RESAMPLES, GIVEAWAY_RULE,
+                                               LENGTH_ONLY, floor_gives_away, gives_away)
 from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
@@ -143,7 +144,8 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
     """The floor, the length-only model and the Heuristic on `trajectories` (labeled), or on their
     `FeatureTable` (`rubricforge floor` streams its input into one), as one JSON-safe dict: rows, the
     length giveaway verdict, the folds' sizes, and the floor refit on all the data (its coefficients say
-    which symptoms carry the signal)."""
+    which symptoms carry the signal). ``floor_gives_away`` flags a floor whose held-out kappa says the
+    observable features give the outcome away (`core.judge_names.floor_gives_away`)."""
     from rubricforge_dspy.report.notes import clean
 
     items = _table(trajectories, "the floor report")
@@ -177,6 +179,8 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
         "confidence": confidence, "bootstrap_resamples": n_resamples, "rows": rows,
         "length_gives_away": gives_away(length_row["auc"], length_row["auc_ci_low"]),
         "giveaway_rule": GIVEAWAY_RULE,
+        "floor_gives_away": floor_gives_away(rows[0]["kappa"]),  # no judge can be compared against it then
+        "floor_giveaway_rule": FLOOR_GIVEAWAY_RULE,
         "floor_fit_on_all": {"coefficients": dict(zip(full.features, full.model.coef)),
                              "intercept": full.model.intercept,
                              "note": "standardized inputs: a coefficient is the change of the log-odds of "

@@ -11,6 +11,8 @@ abstention is a fail verdict, as everywhere. Recorded::
                                  right, c = items only the floor got right (`metrics.compare_paired`)
     beats_floor               -- b > c: the judge gets more of these items right than the floor
     significant               -- beats_floor and p_value < alpha
+    floor_gives_away          -- the floor's kappa says the observable features give the outcome away
+                                 (`core.judge_names.floor_gives_away`): then no margin says anything
 
 A judge that does not beat the floor is doing no better than counting tool errors and turns.
 """
@@ -24,6 +26,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.judge_names import FLOOR_GIVEAWAY_RULE, floor_gives_away
 from rubricforge_dspy import metrics
 
 __all__ = ["FloorMarginError", "floor_margin", "floor_margin_of_records", "floor_verdicts", "margin_lines",
@@ -66,7 +69,8 @@ def floor_margin(labels, judge_passed, floor_passed, judge_scores=None, floor_sc
     beats = cmp["b"] > cmp["c"]
     return {"source": source, "n": int(len(y)), "negatives": int((y == 0).sum()), "judge": judge, "floor": floor,
             "margin": margin, "mcnemar": {"b": cmp["b"], "c": cmp["c"], "p_value": _value(cmp["p_value"])},
-            "beats_floor": bool(beats), "significant": bool(beats and cmp["p_value"] < alpha), "alpha": round(alpha, 6)}
+            "beats_floor": bool(beats), "significant": bool(beats and cmp["p_value"] < alpha), "alpha": round(alpha, 6),
+            "floor_gives_away": floor_gives_away(floor["kappa"])}
 
 
 def floor_margin_of_records(judge_records: Iterable[Mapping], floor_records: Iterable[Mapping], *, source: str,
@@ -123,7 +127,11 @@ def margin_lines(margin: Mapping | None) -> list[str]:
     verdict = ("beats the floor" if margin["beats_floor"] else "ties with the floor" if b == c
                else "does NOT beat the floor") + (
         f" (significant, p < {margin['alpha']})" if margin["significant"] else "")
-    return [f"margin over the symptom floor ({margin['source']}; {margin['n']} items): {verdict}",
+    kappa = (margin.get("floor") or {}).get("kappa")  # from the kappa: certificates written before the flag too
+    warning = ([f"  WARNING: the floor reaches kappa {kappa:.3f} on these items ({FLOOR_GIVEAWAY_RULE}): the "
+                "observable features give the outcome away (e.g. episodes that end at success), so this margin "
+                "cannot show whether the judge reads the episode"] if floor_gives_away(kappa) else [])
+    return [f"margin over the symptom floor ({margin['source']}; {margin['n']} items): {verdict}", *warning,
             f"  accuracy {num(margin['judge']['accuracy'])} vs {num(margin['floor']['accuracy'])} "
             f"({num(m['accuracy'], True)}), kappa {num(margin['judge']['kappa'])} vs {num(margin['floor']['kappa'])} "
             f"({num(m['kappa'], True)}), false-pass rate {num(margin['judge']['false_pass_rate'])} vs "
