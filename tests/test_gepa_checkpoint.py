@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,34 @@ def test_an_interrupted_induction_resumes_from_its_tagged_checkpoint(tmp_path):
     assert result.sweep
     split = split_by_task(make_dataset(24), seed=0)
     assert resumed_lm.calls <= 2 * len(split.val)  # stopped at once: no new minibatch was judged
+
+
+def test_a_copy_interrupted_between_the_marker_and_the_state_still_resumes(tmp_path, monkeypatch):
+    """The marker lists the new tag beside the previous one before the state is replaced: a process killed
+    in between leaves the previous state, which still verifies (and a state nobody tagged still does not)."""
+    from rubricforge_dspy.induction import checkpoint as module
+
+    fingerprint = {"train": "t", "val": "v"}
+    first = module.GEPACheckpoint(tmp_path / "log", fingerprint)
+    with first as run_dir:
+        Path(run_dir, "gepa_state.bin").write_bytes(b"state A")
+        first.publish()
+        Path(run_dir, "gepa_state.bin").write_bytes(b"state B, a longer one")
+        real_write = module._write_atomic
+
+        def killed(target, data):
+            if target.name == "gepa_state.bin":
+                raise KeyboardInterrupt  # the process dies after the marker, before the state
+            real_write(target, data)
+
+        monkeypatch.setattr(module, "_write_atomic", killed)
+        with pytest.raises(KeyboardInterrupt):
+            first.publish()
+        monkeypatch.setattr(module, "_write_atomic", real_write)
+        monkeypatch.setattr(first, "publish", lambda: None)  # the dead process never copies again
+    assert (tmp_path / "log" / "gepa_state.bin").read_bytes() == b"state A"
+    assert len(json.loads((tmp_path / "log" / "rubricforge_run.json").read_text())["gepa_state_hmac"]) == 2
+    assert module.GEPACheckpoint(tmp_path / "log", fingerprint).verified_state() == b"state A"
+    (tmp_path / "log" / "gepa_state.bin").write_bytes(b"state C")
+    with pytest.raises(InputError, match="no valid HMAC"):
+        module.GEPACheckpoint(tmp_path / "log", fingerprint).verified_state()
