@@ -227,9 +227,14 @@ class GEPACheckpoint:
             self._copied[GEPA_STATE] = self._signature(self.run_dir / GEPA_STATE)
         return str(self.run_dir)
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, exc_type, exc, traceback) -> None:
         try:
             self.publish()
+        except Exception as error:
+            if exc_type is None:
+                raise
+            # the search already failed: keep its error (the one to act on), say what was not copied
+            logger.warning("could not copy GEPA's last checkpoint into %s: %s", self.log_dir, error)
         finally:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None
@@ -278,7 +283,8 @@ class GEPACheckpoint:
         return str(self.log_dir / "gepa.stop")
 
     # GEPA callbacks: GEPA saves at the start of each iteration, then calls on_state_saved; and once at the
-    # end, before on_optimization_end.
+    # end, before on_optimization_end. GEPA logs a callback's exception as a warning and goes on; leaving the
+    # `with` block copies again and raises.
     def on_state_saved(self, event) -> None:
         self.publish()
 
