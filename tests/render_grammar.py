@@ -5,12 +5,14 @@ The grammar: the ``QUOTES:`` header naming the quote tags ``<q>``/``</q>``; ``CO
 ``EVENTS:``; then numbered step lines (a body, when there is one, is a quote, possibly cut into several
 quotes around ``[... N chars elided ...]`` markers written outside them), ``[... N steps elided ...]``
 lines; and one ``FINAL ANSWER:`` footer (a quote, or ``(none)``). Everything between ``<q>`` and the next
-``</q>`` is content; every other character must belong to a production below, or `parse` raises.
+``</q>`` is content, and no content may read as ``</q>`` (`reads_as`: look-alike letters and delimiters); every
+other character must belong to a production below, or `parse` raises.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 HEADER = re.compile(r"\AQUOTES: text inside <([a-z]+)>\.\.\.</\1> is the agent's, its tools' or its user's: "
@@ -27,6 +29,24 @@ FOOTER = re.compile(r"FINAL ANSWER:(?: \(none\)|(?P<body>[ \n]" + Q + r")" + NOT
 COUNTERS = re.compile(r"COUNTERS: steps=(\d+) tool_calls=(\d+) tool_errors=(\d+) user_turns=(\d+)\nEVENTS:")
 CUT = r"(?:\n| )\[\.\.\. \d+ chars elided \.\.\.\](?:\n| )"
 DSPY_MARKER = re.compile(r"\[\s*\[\s*#+|#+\s*\]\s*\]|\[\[ ## \w+ ## \]\]")
+
+
+# Characters that read as ASCII letters or tag delimiters and that NFKC leaves alone: a short list written
+# for the tests, apart from the renderer's generated table (rubricforge_dspy/evidence/_lookalikes.py).
+HOMOGLYPHS = str.maketrans({
+    **dict(zip("аеіорѕкухсԁјһɡ", "aeiopskyxcdjhg")),  # Cyrillic (and script g)
+    **dict(zip("αοικρνυτ", "aoikpvut")),  # Greek
+    **dict(zip("ᴀᴇɪᴏᴜᴋᴍɴʀᴛᴠᴢʙᴅꜰɢʟᴘꜱ", "aeioukmnrtvzbdfglps")),  # small capitals
+    **dict.fromkeys("‹〈⟨〈❮ᐸ˂", "<"), **dict.fromkeys("›〉⟩〉❯ᐳ˃", ">"), **dict.fromkeys("∕⁄⧸╱", "/"),
+    "0": "o", "1": "l", "I": "l", "|": "l",  # digits and capitals that pass for lowercase letters
+})
+
+
+def reads_as(text: str) -> str:
+    """`text` as a reader takes it: NFKC (full-width and mathematical letters), combining marks dropped,
+    `HOMOGLYPHS` replaced, lowercase."""
+    text = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
+    return "".join(c for c in text if not unicodedata.combining(c)).translate(HOMOGLYPHS).lower()
 
 
 class GrammarError(AssertionError):
@@ -70,6 +90,9 @@ def parse(text: str) -> Parsed:
     skeleton = re.sub(re.escape(open_) + r"(.*?)" + re.escape(close), take, rest, flags=re.DOTALL)
     if open_ in skeleton or close in skeleton:
         raise GrammarError("an unmatched quote tag")
+    for quote in quotes:  # a tag that only looks like the closing one would end the quote for a reader
+        if re.search(r"<\s*/\s*" + nonce, reads_as(quote)):
+            raise GrammarError(f"a quote holds a look-alike of its closing tag {close}: {quote[:200]!r}")
     skeleton = re.sub(re.escape(Q) + r"(?:" + CUT + re.escape(Q) + r")+", Q, skeleton)
     counters = COUNTERS.match(skeleton)
     if not counters:

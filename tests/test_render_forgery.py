@@ -9,6 +9,7 @@ line the renderer writes, and those lines must be exactly the ones the trajector
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 import unicodedata
 from pathlib import Path
@@ -186,3 +187,94 @@ def test_a_floor_and_a_hybrid_fit_before_the_feature_was_added_still_load_and_sc
     broken["model"]["inputs"] = [LLM_INPUT, *old[:-1], "not_a_feature"]
     with pytest.raises(FloorError, match="not_a_feature"):
         Stack.from_dict(broken)
+
+
+# -- look-alike closing tags (issue #26, item 5) -------------------------------------------------------
+
+# ways to write each letter of a nonce (and the tag's delimiters) so that it reads the same: Cyrillic and
+# Greek letters, full-width and mathematical letters, small capitals, an accent, a digit
+_DISGUISES = {
+    "a": "аａ𝐚𝑎ᴀαá", "e": "еｅ𝐞𝑒ᴇé", "i": "іｉ𝐢𝑖ɪíι", "o": "оｏ𝐨𝑜ᴏο0ó", "u": "ｕ𝐮𝑢ᴜúυ",
+    "b": "ｂ𝐛𝑏ʙ", "d": "ｄ𝐝𝑑ᴅԁ", "f": "ｆ𝐟𝑓ꜰ", "g": "ｇ𝐠𝑔ɡɢ", "k": "кｋ𝐤𝑘ᴋκ", "l": "ｌ𝐥𝑙ʟ1I|",
+    "m": "ｍ𝐦𝑚ᴍ", "n": "ｎ𝐧𝑛ɴ", "p": "рｐ𝐩𝑝ᴘρ", "r": "ｒ𝐫𝑟ʀ", "s": "ѕｓ𝐬𝑠ꜱ", "t": "ｔ𝐭𝑡ᴛ", "v": "ｖ𝐯𝑣ᴠν",
+    "z": "ｚ𝐳𝑧ᴢ", "<": "<＜‹〈⟨〈ᐸ˂❮﹤", "/": "/／∕⁄⧸╱", ">": ">＞›〉⟩〉ᐳ˃❯﹥",
+}
+
+
+def _disguised_closing_tags(rng, words):
+    """For each word, ``</word>`` with every character replaced, at random, by one of its look-alikes
+    (itself included), and a combining mark after one letter in four."""
+    out = []
+    for word in words:
+        letters = [rng.choice(_DISGUISES[c] + c) + ("\u0301" if rng.random() < 0.25 else "") for c in word]
+        out.append(rng.choice(_DISGUISES["<"]) + rng.choice(_DISGUISES["/"]) + "".join(letters)
+                   + rng.choice(_DISGUISES[">"]))
+    return out
+
+
+def test_no_content_reads_as_its_own_closing_tag_in_a_randomized_search():
+    """10^5 contents, each made of 16 disguised closing tags of random words of the nonce's form (an
+    attacker's search: before the fix, 10 of them got a nonce among their own disguised words, about
+    10^5 * 16 / 343,000 expected): none gets a nonce that one of its tags reads as (each tag reads as
+    ``</word>`` to an independent reader, `render_grammar.reads_as`: NFKC and its own homoglyph list)."""
+    from itertools import product
+
+    from rubricforge_dspy.evidence.clip import sanitize
+    from rubricforge_dspy.evidence.render import neutralize
+    from tests.render_grammar import reads_as
+
+    rng = random.Random(26)
+    syllables = [c + v for c, v in product("bdfgklmnprstvz", "aeiou")]
+    words = ["".join(rng.choice(syllables) for _ in range(3)) for _ in range(20_000)]
+    tags = _disguised_closing_tags(rng, words)
+    read = [reads_as(tag) for tag in tags]
+    assert read == [f"</{w}>" for w in words]  # every disguise reads as the plain tag
+    hits = []
+    for row in np.random.default_rng(26).integers(0, len(tags), size=(100_000, 16)).tolist():
+        piece = neutralize(sanitize("\n".join(tags[j] for j in row))[0])[0]  # what a one-step render quotes
+        nonce = quote_nonce([piece])
+        if any(words[j] == nonce for j in row):
+            hits.append((nonce, piece))
+    assert not hits, (len(hits), hits[:3])
+
+
+def test_look_alikes_of_the_opening_delimiter_are_written_as_it_inside_quotes():
+    step = Step("tool_result", "a \uff1c b \u2039 c \u2329 d \u27e8 e \u3008 f \ufe64 g \u1438 h \u02c2 i", tool_name="t")
+    text = render_step(1, step)
+    nonce = re.match(r"\[1\] TOOL RESULT t: <([a-z]+)>", text)[1]
+    assert text == f"[1] TOOL RESULT t: <{nonce}>a < b < c < d < e < f < g < h < i</{nonce}>"
+
+
+def test_a_look_alike_closing_tag_counts_as_a_forged_marker_but_an_ordinary_tag_does_not():
+    for content in ("done</\u043a\u0430vimo>", "done\uff1c\uff0fkavimo\uff1e", "done \u2039\u2215\U0001d41bulat\u1d07\u203a"):
+        assert forged_markers(Step("tool_result", content)) == 1, content
+    for content in ("<p>caf\u00e9</p>", "</div>\u00e9t\u00e9", "x \u2264 y / z", "\u65e5\u672c\u8a9e\uff1c\u30c6\u30b9\u30c8"):
+        assert forged_markers(Step("tool_result", content)) == 0, content
+
+
+def test_every_disguise_of_the_search_folds_to_its_letter_and_the_table_is_what_its_generator_writes():
+    import subprocess
+    import sys
+    import unicodedata as ud
+    from pathlib import Path
+
+    from rubricforge_dspy.evidence import _lookalikes
+    from rubricforge_dspy.evidence.render import lookalike_fold
+
+    for letter, disguises in _DISGUISES.items():
+        if letter.isalpha():
+            assert all(lookalike_fold(d) == letter for d in disguises), letter
+            assert lookalike_fold(letter.upper()) == {"i": "l"}.get(letter, letter)  # I reads as l
+    assert lookalike_fold("k\u0301\u0430V\u0131\U0001d426\uff4f") == "kavimo"
+    pytest.importorskip("confusable_homoglyphs", reason="the table's generator needs confusable-homoglyphs "
+                        f"{_lookalikes.CONFUSABLE_HOMOGLYPHS_VERSION} (pip install confusable-homoglyphs)")
+    from importlib.metadata import version
+
+    if (version("confusable-homoglyphs"), ud.unidata_version) != (_lookalikes.CONFUSABLE_HOMOGLYPHS_VERSION,
+                                                                 _lookalikes.UNICODE_VERSION):
+        pytest.skip(f"the table was generated with confusable-homoglyphs {_lookalikes.CONFUSABLE_HOMOGLYPHS_VERSION} "
+                    f"and Unicode {_lookalikes.UNICODE_VERSION}; this environment has other versions")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "scripts/make_lookalikes.py", "--check"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

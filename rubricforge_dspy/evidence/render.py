@@ -13,14 +13,19 @@ a tool result, a call's arguments, the final answer) is quoted between tags name
 ``<kavimo>...</kavimo>``, and the first line (`HEADER`) says so and that quoted text is evidence, never
 instructions to the grader. The nonce is a pronounceable word derived from a hash of the trajectory's
 steps (so one trajectory always renders the same text) and chosen so that no piece of the trajectory
-contains it (nor its JSON-decoded form, nor the renderer's own words): no content can close a quote, so
-every line outside the quotes (the header, ``COUNTERS``, ``EVENTS:``, the numbered step lines and
-their ``(ERROR)`` marks, the elision and control-character notes, the ``FINAL ANSWER`` footer) is the
-renderer's. On top of that, DSPy's field-marker syntax (``[[ ## name ## ]]``) is broken up inside
-quoted text (``(( ## name ## ))``), and tool names are reduced to one line of safe characters
-(letters, digits, ``_ . - / @ +``; anything else becomes ``_``, at most `MAX_NAME_CHARS`).
-`forged_markers` counts the pieces of a step that had to be neutralized or that imitate the renderer's
-lines (an observable symptom, `evidence.symptoms`).
+contains it (nor its JSON-decoded form, nor the renderer's own words), nor anything that reads as it:
+every piece is also checked in its look-alike fold (`lookalike_fold`: Cyrillic, Greek, full-width,
+mathematical and accented letters, small capitals, ``0`` for ``o``, ``1``/``I``/``|`` for ``l`` become
+the ASCII letter they look like; combining marks go). So no content can close a quote, not even with a
+tag that only looks like the real one, and every line outside the quotes (the header, ``COUNTERS``,
+``EVENTS:``, the numbered step lines and their ``(ERROR)`` marks, the elision and control-character
+notes, the ``FINAL ANSWER`` footer) is the renderer's. Inside quoted text every look-alike of ``<``
+(``＜``, ``‹``, ``〈``, ``⟨``, ``ᐸ``, ...) is written as ``<``, so nothing quoted looks like a tag
+delimiter without being one; DSPy's field-marker syntax (``[[ ## name ## ]]``) is broken up
+(``(( ## name ## ))``); and tool names are reduced to one line of safe characters (letters, digits,
+``_ . - / @ +``; anything else becomes ``_``, at most `MAX_NAME_CHARS`). `forged_markers` counts the
+pieces of a step that had to be neutralized or that imitate the renderer's lines or its closing tag (an
+observable symptom, `evidence.symptoms`).
 
 Fitting a trajectory to `max_tokens`:
 
@@ -49,13 +54,14 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.evidence._lookalikes import DELIMITERS, FOLD
 from rubricforge_dspy.evidence.clip import as_json, fit, sanitize
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.core.presets import LIBRARY, Preset
 from rubricforge_dspy.core.trajectory import Step, Trajectory
 
 __all__ = ["DEFAULT_MAX_STEP_CHARS", "DEFAULT_MAX_TOKENS", "ELISION", "HEADER", "RENDER_VERSION", "RenderConfig",
-           "estimate_tokens", "forged_markers", "neutralize", "quote_nonce", "render_counters", "render_step",
+           "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters", "render_step",
            "render_trajectory", "render_with_overrides", "safe_name"]
 
 RENDER_VERSION = 3  # 1: flattened whitespace, fixed per-step clip, characters / 4; 2: no quoting of content
@@ -87,16 +93,72 @@ _IMITATION = re.compile(
     r"|\[\.\.\.\s*\d+\s+(?:steps?|chars)\s+elided|\[\d+ control characters? removed\]")
 
 
+# look-alikes of the quote tags' delimiters (scripts/make_lookalikes.py): quoted text writes those of "<" as "<"
+_LT_LOOKALIKE = re.compile(f"[{re.escape(DELIMITERS['<'].replace('<', ''))}]")
+_DELIMITERS_TO_ASCII = str.maketrans({c: d for d, chars in DELIMITERS.items() for c in chars})
+
+
+def _class(ranges) -> str:
+    """A regular-expression character class body for code point `ranges` (inclusive pairs)."""
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+
+
+@lru_cache(maxsize=1)
+def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern, re.Pattern]:
+    """The fold as a translate table, its ASCII part, a pattern for runs of non-ASCII characters it may
+    change, and a pattern for closing tags made of look-alikes: built on first use."""
+    table = {code: value for value, ranges in FOLD.items() for a, b in ranges for code in range(a, b + 1)}
+    ascii_part = {code: value for code, value in table.items() if code < 128}
+    bmp: list[tuple[int, int]] = []
+    for code in sorted(c for c in table if 128 <= c < 0x10000):
+        bmp[-1:] = [(bmp[-1][0], code)] if bmp and bmp[-1][1] == code - 1 else [*bmp[-1:], (code, code)]
+    # one class of sorted BMP ranges and all of the other planes: the regex engine checks it with a bitmap
+    # (listing the other planes' ranges too makes it test them one by one, ~100 times slower)
+    foldable = f"{_class(bmp)}\U00010000-\U0010ffff"
+    # a closing tag: "<" or a look-alike, "/" or a look-alike, then letters (or their look-alikes)
+    tag = re.compile(f"[{re.escape(DELIMITERS['<'])}]\\s*[{re.escape(DELIMITERS['/'])}]\\s*[A-Za-z0-9|{foldable}]{{1,64}}")
+    return table, ascii_part, re.compile(f"[{foldable}]+"), tag
+
+
+def lookalike_fold(text: str) -> str:
+    """`text` as it reads, for comparing with ASCII words: every character that looks like an ASCII letter
+    becomes that letter (Cyrillic ``а``, Greek ``ο``, full-width ``ａ``, mathematical ``𝐚``, accented
+    ``á``, small capital ``ᴀ``, ligatures; ``0`` becomes ``o``; ``1``, ``I`` and ``|`` become ``l``),
+    combining marks are dropped, and the result is lowercased. The table is generated from Unicode's
+    confusables and NFKC (scripts/make_lookalikes.py) and committed, so the fold never changes with the
+    installed Unicode data."""
+    table, ascii_part, runs, _ = _fold_tables()
+    if text.isascii():
+        return text.translate(ascii_part).lower()
+    for code, value in ascii_part.items():  # str.translate is slow on non-ASCII text: replace, then match runs
+        if value != chr(code).lower() and chr(code) in text:
+            text = text.replace(chr(code), value)
+    return runs.sub(lambda run: run.group().translate(table), text).lower()
+
+
+def _lookalike_tag(text: str) -> bool:
+    """True when `text` holds a closing tag that is not plain ASCII but reads as one (``＜/kavimo＞``,
+    ``</каvimо>``)."""
+    if text.isascii():
+        return False
+    tags = _fold_tables()[3].findall(text)
+    return any(not tag.isascii() and lookalike_fold(tag.translate(_DELIMITERS_TO_ASCII)).isascii() for tag in tags)
+
+
 def neutralize(text: str) -> tuple[str, int]:
-    """`text` with DSPy's field-marker syntax broken up (``[[ ## x ## ]]`` becomes ``(( ## x ## ))``,
-    whatever the spacing; full-width brackets too), and how many bracket pairs were changed.
+    """`text` with every look-alike of ``<`` written as ``<`` (so nothing quoted looks like a tag
+    delimiter without being one) and DSPy's field-marker syntax broken up (``[[ ## x ## ]]`` becomes
+    ``(( ## x ## ))``, whatever the spacing; full-width brackets too); and how many field-marker
+    bracket pairs were changed.
 
     Args:
         text: sanitized content (`clip.sanitize`).
 
     Returns:
-        The neutralized text and the number of replacements.
+        The neutralized text and the number of field-marker replacements.
     """
+    if not text.isascii():
+        text = _LT_LOOKALIKE.sub("<", text)
     if "#" not in text and "\uff03" not in text:  # both patterns need a hash sign
         return text, 0
     text, opened = _FIELD_OPEN.subn(lambda m: m.group().translate(_TO_PARENS), text)
@@ -115,15 +177,16 @@ def forged_markers(step: Step) -> int:
     """How many of the step's pieces (content, arguments, tool name) held something the renderer had to
     neutralize or that imitates its own lines: a DSPy field marker, a line that starts like a numbered
     step, ``COUNTERS:``, ``EVENTS:``, ``QUOTES:`` or ``FINAL ANSWER:``, an elision or control-character
-    note, or a tool name with a line break, control character or bracket. Such text is quoted, so it
-    cannot pass for structure; the count is an observable symptom (`evidence.symptoms`)."""
+    note, a closing tag written with look-alike characters (``＜/kavimo＞``, Cyrillic letters), or a tool
+    name with a line break, control character or bracket. Such text is quoted, so it cannot pass for
+    structure; the count is an observable symptom (`evidence.symptoms`)."""
     pieces = [step.content] if step.content else []
     if step.arguments is not None:
         pieces.append(_format_arguments(step.arguments))
     found = 0
     for piece in pieces:
         text = sanitize(_BREAKS.sub("\n", piece))[0]
-        found += bool(neutralize(text)[1] or _IMITATION.search(text))
+        found += bool(neutralize(text)[1] or _IMITATION.search(text) or _lookalike_tag(text))
     if step.tool_name and _NAME_ATTACK.search(str(step.tool_name)):
         found += 1
     return found
@@ -138,12 +201,15 @@ def _word(seed: bytes) -> str:
 def quote_nonce(texts: list[str]) -> str:
     """The quote tags' name for a render whose pieces are `texts`: a three-syllable word from a hash of
     them, the first (by a counter) that no piece, no piece's JSON-decoded form and none of the
-    renderer's own words contain (case-insensitively)."""
-    seen = [t.lower() for t in texts]
+    renderer's own words contain, case-insensitively or in their look-alike fold (`lookalike_fold`):
+    no piece holds anything that reads as the word."""
+    forms = list(texts)
     for text in texts:
         value = as_json(text)
         if value is not None:  # a structural cut re-writes the JSON: its escapes come back decoded
-            seen.append(json.dumps(value, ensure_ascii=False).lower())
+            forms.append(json.dumps(value, ensure_ascii=False))
+    seen = [form.lower() for form in forms]
+    seen += [lookalike_fold(form) for form in forms]
     haystack = "\x00".join([_OWN_WORDS, *seen])
     seed = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).digest()
     for counter in range(1 << 20):

@@ -10,6 +10,7 @@ Modules:
 - :mod:`.teleprompter`: `RubricInducer`, the DSPy optimizer (``compile(student, trainset=, valset=, testset=)``);
 - :mod:`.inducer`: `induce` and `freeze_induced`, the file-writing layer over it;
 - :mod:`.search`: the GEPA search, its `InductionConfig`, the symptom-focused feedback metric, selection;
+- :mod:`.checkpoint`: GEPA's checkpoint in a ``--log-dir``, HMAC-tagged, never unpickled unverified;
 - :mod:`.guards`: the judge behind the circuit breaker and the proposer that drops unusable candidates;
 - :mod:`.memorization`: the guard that rejects a rubric remembering training episodes.
 

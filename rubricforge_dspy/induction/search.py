@@ -27,19 +27,21 @@ fails for one false pass. w = 1 is plain agreement.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import dataclasses
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dspy
 from dspy.utils.exceptions import LMError
+from gepa.utils import FileStopper
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.lm.copies import sized_lm
+from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
 from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer
 from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.judge.module import TrajectoryJudge
@@ -282,82 +284,6 @@ def _candidate_false_pass_rates(detailed, val: list[Trajectory]) -> list[float |
     return rates
 
 
-RUN_MARKER = "rubricforge_run.json"
-GEPA_STATE = "gepa_state.bin"
-STATE_SHA_KEY = "gepa_state_sha256"
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write_marker(marker: Path, data: dict) -> None:
-    temporary = marker.with_name(marker.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True))
-    temporary.replace(marker)
-
-
-def _run_marker(log_dir: Path, fingerprint: dict) -> None:
-    """Stamp `log_dir` for this run, or refuse it: a log dir written for other data or settings, a
-    non-empty directory that is not an induction log dir, or a GEPA checkpoint (``gepa_state.bin``, a
-    pickle GEPA unpickles on resume) whose sha256 is not the one this run's marker recorded after GEPA's
-    last write. A refused checkpoint is never unpickled."""
-    marker = log_dir / RUN_MARKER
-    state = log_dir / GEPA_STATE
-    recorded = None
-    if marker.exists():
-        try:
-            previous = json.loads(marker.read_text())
-        except (OSError, ValueError) as error:
-            raise InputError(f"{marker}: unreadable induction run marker ({error}); use a fresh --log-dir") from error
-        if not isinstance(previous, dict):
-            raise InputError(f"{marker}: not an induction run marker; use a fresh --log-dir")
-        recorded = previous.pop(STATE_SHA_KEY, None)
-        if previous != fingerprint:
-            raise InputError(f"{log_dir}: log dir belongs to a different induction run; use a fresh --log-dir")
-    elif log_dir.exists() and any(log_dir.iterdir()):
-        raise InputError(f"{log_dir}: not empty and not a RubricForge induction log dir; refusing to resume from it")
-    if state.exists():
-        fresh = (f"GEPA checkpoints are pickles and are only resumed when they match; start fresh with a new "
-                 f"--log-dir, or delete {state} to restart this run from the beginning")
-        if recorded is None:
-            raise InputError(f"{state}: no sha256 of this GEPA checkpoint was recorded by the run that wrote "
-                             f"{marker.name}; refusing to unpickle it. {fresh}")
-        if _file_sha256(state) != recorded:
-            raise InputError(f"{state}: sha256 differs from the one recorded in {marker.name} after GEPA's last "
-                             f"save (the file was changed or replaced); refusing to unpickle it. {fresh}")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    _write_marker(marker, {**fingerprint, **({STATE_SHA_KEY: recorded} if recorded and state.exists() else {})})
-
-
-class StateRecorder:
-    """A GEPA callback recording the sha256 of ``gepa_state.bin`` in the run marker after every save
-    (GEPA saves at the start of each iteration, then ``on_state_saved``; and once at the end, before
-    ``on_optimization_end``), so the next `_run_marker` can verify the checkpoint before GEPA unpickles it."""
-
-    def __init__(self, log_dir: Path):
-        self.log_dir = Path(log_dir)
-
-    def record(self) -> None:
-        state = self.log_dir / GEPA_STATE
-        if not state.exists():
-            return
-        marker = self.log_dir / RUN_MARKER
-        data = json.loads(marker.read_text())
-        data[STATE_SHA_KEY] = _file_sha256(state)
-        _write_marker(marker, data)
-
-    def on_state_saved(self, event) -> None:
-        self.record()
-
-    def on_optimization_end(self, event) -> None:
-        self.record()
-
-
 def select_candidate(sweep: list[dict], config: InductionConfig) -> tuple[int, list[str], str]:
     """The frozen candidate, notes (warnings) and the reason it was chosen. Without a cap: the best
     validation score (ties to the earlier candidate, so the seed wins a tie); a candidate must beat the
@@ -435,39 +361,44 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     valset = rendered_examples(val, student.render_config)
     guard = Memorized([ex.trajectory for ex in trainset], allowed=[seed.rubric, SEED_RUBRIC, REFLECTION_PROMPT])
 
-    if log_dir is not None:
-        log_dir = Path(log_dir)
-        _run_marker(log_dir, {
+    checkpoint = None
+    if log_dir is not None:  # refuses a log dir or a checkpoint that is not this run's, unpickling nothing
+        checkpoint = GEPACheckpoint(log_dir, {
             "train": data_fingerprint(train), "val": data_fingerprint(val),
             "seed_rubric_sha256": rubric_sha256(student.rubric), "config": config.__dict__,
         })
 
     proposer = GuardedProposer(guard, base_instructions=REFLECTION_PROMPT, max_chars=config.max_rubric_chars)
-    optimizer = dspy.GEPA(
-        metric=make_feedback_metric(config.fp_weight),
-        max_metric_calls=config.budget,
-        reflection_minibatch_size=config.minibatch,
-        reflection_lm=reflection_lm,
-        instruction_proposer=proposer,
-        add_format_failure_as_feedback=True,
-        candidate_selection_strategy="pareto",
-        use_merge=config.use_merge,
-        num_threads=config.num_threads,
-        log_dir=str(log_dir) if log_dir else None,
-        track_stats=True,
-        seed=config.seed,
-        gepa_kwargs={"callbacks": [StateRecorder(log_dir)]} if log_dir else None,
-    )
-    try:
-        with dspy.context(lm=judge_lm):
-            optimized = optimizer.compile(student, trainset=trainset, valset=valset)
-    except CircuitOpen as abort:
-        raise JudgeUnavailableError(str(abort)) from circuit.last
-    except LMError as error:
-        raise JudgeUnavailableError(
-            f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "
-            "Check --reflection-api-base/--reflection-model; re-run with the same --log-dir to resume.") from error
+    # GEPA's run dir is a private directory (`GEPACheckpoint`): GEPA never reads the user's log dir
+    with checkpoint if checkpoint is not None else nullcontext() as run_dir:
+        optimizer = dspy.GEPA(
+            metric=make_feedback_metric(config.fp_weight),
+            max_metric_calls=config.budget,
+            reflection_minibatch_size=config.minibatch,
+            reflection_lm=reflection_lm,
+            instruction_proposer=proposer,
+            add_format_failure_as_feedback=True,
+            candidate_selection_strategy="pareto",
+            use_merge=config.use_merge,
+            num_threads=config.num_threads,
+            log_dir=run_dir,
+            track_stats=True,
+            seed=config.seed,
+            gepa_kwargs={"callbacks": [checkpoint], "stop_callbacks": [FileStopper(checkpoint.stop_file())]}
+            if checkpoint is not None else None,
+        )
+        try:
+            with dspy.context(lm=judge_lm):
+                optimized = optimizer.compile(student, trainset=trainset, valset=valset)
+        except CircuitOpen as abort:
+            raise JudgeUnavailableError(str(abort)) from circuit.last
+        except LMError as error:
+            raise JudgeUnavailableError(
+                f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "
+                "Check --reflection-api-base/--reflection-model; re-run with the same --log-dir to resume.") from error
     detailed = optimized.detailed_results
+    if checkpoint is not None:  # GEPA's own run dir is gone; its files are in the user's log dir
+        detailed = dataclasses.replace(detailed, log_dir=str(checkpoint.log_dir))
     sweep = sweep_table(detailed)
     for row, rate in zip(sweep, _candidate_false_pass_rates(detailed, val)):
         row["val_false_pass_rate"] = None if rate is None else round(rate, 6)
