@@ -271,7 +271,9 @@ def _verdict_items(verdicts: Any) -> Iterator[tuple[str, Verdict, str | None]]:
 
 
 def _metadata(verdict: Verdict, facts: ProgramFacts) -> dict[str, str]:
-    return {"score": repr(float(verdict.score)), "criterion": str(criterion_name(verdict, facts.rubric)),
+    return {"score": repr(float(verdict.score)), "score_calibrated": repr(verdict.score_calibrated),
+            "pass_threshold": repr(float(facts.pass_rule.threshold)), "pass_threshold_on": facts.pass_rule.on,
+            "criterion": str(criterion_name(verdict, facts.rubric)),
             "abstained": str(verdict.abstained).lower(), "error_kind": str(verdict.error_kind),
             "rubric_sha256": facts.rubric_sha256, "program_sha256": str(facts.program_sha256),
             "certificate": facts.certificate_summary, PROGRAM_KEY: facts.key}
