@@ -197,3 +197,47 @@ def test_freeze_induced_refuses_a_certificate_of_another_rubric(tmp_path):
     with pytest.raises(InputError, match="certificate .* another rubric"):
         freeze_induced(judge, tmp_path / "p.json")
     assert not (tmp_path / "p.json").exists()
+
+
+def test_errors_raised_to_python_callers_name_the_parameter_they_passed():
+    """A Python caller of `RubricInducer` passed ``budget=`` and ``max_false_pass=``, not ``--budget`` and
+    ``--max-false-pass``: errors name the parameter (and the command line's flag beside it)."""
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+    from rubricforge_dspy.lm.config import LMConfig
+    from rubricforge_dspy.lm.engine import make_lm
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI
+
+    split = split_by_task(make_dataset(40), seed=0)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    train, val = to_examples(split.train), to_examples(split.val)
+    with dspy.context(lm=judge_lm), pytest.raises(InputError) as caught:
+        RubricInducer(reflection_lm=make_reflection_lm([]), budget=2).compile(TrajectoryJudge(), trainset=train,
+                                                                             valset=val)
+    assert f"budget=2 (command line: --budget) is smaller than one validation pass ({len(val)} judge calls)" \
+        in str(caught.value) and f"Use budget >= {len(val) + 2 * 4}" in str(caught.value)
+
+    one_class = examples([t for t in make_dataset(40) if t.label == 1])
+    with dspy.context(lm=judge_lm), pytest.raises(InputError, match=r"label_threshold=; command line: "
+                                                                     r"--label-threshold"):
+        RubricInducer(reflection_lm=make_reflection_lm([]), budget=60).compile(TrajectoryJudge(), trainset=one_class)
+
+    successes_only = to_examples([t for t in split.val if t.label == 1])
+    with dspy.context(lm=judge_lm), pytest.raises(InputError, match=r"max_false_pass=0.1 \(command line: "
+                                                                     r"--max-false-pass\) needs validation"):
+        RubricInducer(reflection_lm=make_reflection_lm([]), budget=40, minibatch=3, max_false_pass=0.1).compile(
+            TrajectoryJudge(), trainset=train, valset=successes_only)
+
+    unlabeled = [dspy.Example(trajectory=dataclasses.replace(t, label=None, reward=None)).with_inputs("trajectory")
+                 for t in split.train]
+    with pytest.raises(InputError, match=r"labels=\); command line: --labels"):
+        RubricInducer(reflection_lm=make_reflection_lm([])).compile(TrajectoryJudge(), trainset=unlabeled)
+
+    with FakeOpenAI(lambda body, n: "http_500") as dead:
+        student = TrajectoryJudge()
+        student.set_lm(make_lm(LMConfig(model=dead.model, api_base=dead.api_base, num_retries=0, timeout=5)))
+        with pytest.raises(JudgeUnavailableError) as caught:
+            RubricInducer(reflection_lm=make_reflection_lm([]), budget=40, minibatch=3).compile(
+                student, trainset=train, valset=val)
+    message = str(caught.value)
+    assert "api_base=, model=; command line: --api-base/--model" in message
+    assert "give a log_dir (command line: --log-dir) to make a run resumable" in message

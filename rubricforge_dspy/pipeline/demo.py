@@ -53,7 +53,8 @@ def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: st
     stderr). Returns the sample and the data file."""
     data = Path(data) if data else DEMO_DATA
     if not data.exists():
-        raise FileNotFoundError(f"demo data not found at {data}; give a tau-bench results file with --data")
+        raise FileNotFoundError(f"demo data not found at {data}; give a tau-bench results file (data=; "
+                                "command line: --data)")
     trajectories = load_trajectories(data, label_threshold=label_threshold)
     report = trajectories.report
     require_trajectories(len(trajectories), data, report)  # an empty file is named (exit 2)
