@@ -47,6 +47,7 @@ from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.induction.memorization import Memorized
 from rubricforge_dspy.program.store import data_fingerprint
 from rubricforge_dspy.core.presets import LIBRARY
+from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
@@ -244,6 +245,9 @@ def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
     }
 
 
+NO_CALIBRATION_ONE_CLASS = "no calibration: the validation verdicts hold one class only"
+
+
 def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajectory],
                         config: InductionConfig) -> dict:
     """Fit `judge`'s calibration on its validation verdicts (abstentions left out) and, with a false-pass
@@ -257,7 +261,7 @@ def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajec
             raise InputError(f"max_false_pass={config.max_false_pass} (command line: --max-false-pass) needs "
                              "validation verdicts of both classes to choose a threshold; the validation split "
                              "holds one class only: label more tasks of the other outcome")
-        return {"notes": ["no calibration: the validation verdicts hold one class only"] if rows else []}
+        return {"notes": [NO_CALIBRATION_ONE_CLASS] if rows else []}
     judge.calibration = cal.fit([s for s, _ in rows], [y for _, y in rows], config.calibration)
     fields = {"calibration": judge.calibration.to_dict(), "notes": []}
     if config.max_false_pass is not None:
@@ -410,11 +414,12 @@ def check_induction_data(train: list[Trajectory], val: list[Trajectory], config:
                          "labels of rewards (label_threshold=; command line: --label-threshold)")
     for name, part in (("train", train), ("val", val)):
         if len({int(t.label) for t in part}) < 2:
-            logger.warning("the %s split has labels of one class only; its feedback cannot teach both outcomes", name)
+            warn_small(logger, "the %s split has labels of one class only; its feedback cannot teach both outcomes",
+                       name)
     if len(val) < MIN_VAL_ITEMS:
-        logger.warning("the validation split has %d items: a candidate's agreement moves in steps of %.2f, so "
-                       "selection is mostly noise. Label more tasks (>= %d validation items)",
-                       len(val), 1 / len(val), MIN_VAL_ITEMS)
+        warn_small(logger, "the validation split has %d items: a candidate's agreement moves in steps of %.2f, so "
+                   "selection is mostly noise. Label more tasks (>= %d validation items)",
+                   len(val), 1 / len(val), MIN_VAL_ITEMS)
 
 
 
@@ -492,8 +497,12 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
                 if judge.calibration is not None else v for v in raw]
     notes = [*selection, *operating.pop("notes")]
+    one_class_val = len({t.label for t in val}) < 2
     for note in notes:
-        logger.warning(note)
+        if note == NO_CALIBRATION_ONE_CLASS and one_class_val:
+            warn_small(logger, note)  # the split's size, not the judge: said once by a caller that chose it
+        else:
+            logger.warning(note)
     return InductionResult(
         judge=judge, sweep=sweep, best_index=best_index, beat_seed=best_index != 0, rejected=list(guard.rejected),
         lm_errors=circuit.total, notes=notes, val_verdicts=raw,
