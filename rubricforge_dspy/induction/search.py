@@ -259,8 +259,8 @@ def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajec
     if config.calibration is None or len({label for _, label in rows}) < 2:
         if config.max_false_pass is not None:
             raise InputError(f"max_false_pass={config.max_false_pass} (command line: --max-false-pass) needs "
-                             "validation verdicts of both classes to choose a threshold; the validation split "
-                             "holds one class only: label more tasks of the other outcome")
+                             "validation verdicts of both classes to choose a threshold; those of this run "
+                             "(abstentions left out) hold one class only: label more tasks of the other outcome")
         return {"notes": [NO_CALIBRATION_ONE_CLASS] if rows else []}
     judge.calibration = cal.fit([s for s, _ in rows], [y for _, y in rows], config.calibration)
     fields = {"calibration": judge.calibration.to_dict(), "notes": []}
