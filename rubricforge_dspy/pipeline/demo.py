@@ -95,11 +95,12 @@ def sizes_note(sample: list[Trajectory], config: ProtocolConfig) -> str:
     if not left_out:
         return ""
     enough = math.ceil(MIN_VAL_ITEMS / config.fractions[1]) if config.fractions[1] else None
-    more = f"at least {enough} tasks (--tasks) and " if enough else ""
+    more = (f" and at least {enough} labeled tasks (--tasks, and --data when the file holds fewer), so that "
+            f"validation holds {MIN_VAL_ITEMS} items") if enough else ""
     return (f"demo sizes: {len(sample)} tasks ({len(split.train)} train, {len(split.val)} validation, "
             f"{len(split.test)} test), GEPA budget {config.budget}: a quick run of the whole pipeline, not a "
-            f"measurement. At these sizes {'; '.join(left_out)} (the report says so too). For numbers that "
-            f"mean something, use {more}a real model (--api-base/--model).")
+            f"measurement. At these sizes {'; '.join(left_out)}. For numbers that mean something, use a real "
+            f"model (--api-base/--model){more}.")
 
 
 def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
