@@ -7,7 +7,9 @@ reload -> the judge as a GEPA metric and as a TRL GRPO reward.
 Offline, the judge LM is a `ScriptedLM` (rubricforge_dspy.testing) that passes every episode unless the
 rubric tells it to fail tool errors, and the scripted reflection LM proposes exactly that criterion: the
 run shows the mechanics (the induced rubric beats the seed on held-out tasks), not a model's quality.
-With ``--api-base/--model`` both LMs are that endpoint.
+With ``--api-base/--model`` both LMs are that endpoint: the judge LM with its short answers (``max_tokens``
+256: a verdict), the reflection LM with room for a whole rubric (``max_tokens`` 4096, `REFLECTION_DEFAULTS`),
+as the command line configures them.
 
 Data: ``examples/data/bookings.jsonl`` (32 synthetic booking episodes in the generic JSONL format; half
 hit a tool error and still claim success). `rubricforge_dspy.data.load_examples` reads them
@@ -58,11 +60,16 @@ def scripted_lms():
 
 
 def endpoint_lms(api_base: str, model: str):
-    from rubricforge_dspy.lm.config import LMConfig
+    """The judge and reflection LMs on one endpoint: a verdict is a few dozen tokens, a rubric a few
+    thousand characters, so the reflection LM gets `REFLECTION_DEFAULTS` (a judge LM's 256 tokens would
+    cut every rubric it writes, and GEPA would propose nothing)."""
+    from dataclasses import replace
+
+    from rubricforge_dspy.lm.config import REFLECTION_DEFAULTS, LMConfig
     from rubricforge_dspy.lm.engine import make_lm
 
-    lm = make_lm(LMConfig(model=model, api_base=api_base))
-    return lm, lm
+    judge = LMConfig(model=model, api_base=api_base)
+    return make_lm(judge), make_lm(replace(judge, **REFLECTION_DEFAULTS))
 
 
 def agreement(example, prediction, trace=None) -> float:
@@ -88,7 +95,7 @@ def main(argv=None) -> int:
     examples = load_examples(args.data, require_label=True)
     split = split_by_task([example.trajectory for example in examples], (0.6, 0.0, 0.4), seed=0)
     trainset, testset = to_examples(split.train), to_examples(split.test)
-    print(f"loaded {len(examples)} labeled episodes ({examples.report.load.skipped} skipped): "
+    print(f"loaded {len(examples)} labeled episodes ({len(examples.report.load.skipped)} skipped): "
           f"{len(trainset)} train, {len(testset)} test examples")
 
     # 2. compile: GEPA evolves the student's rubric (valset=None: a split of trainset by task)
@@ -96,7 +103,8 @@ def main(argv=None) -> int:
                             certify=certificate_for)
     judge = inducer.compile(TrajectoryJudge(), trainset=trainset, testset=testset)
     details = judge.detailed_results
-    print(f"compiled: {len(details.candidates)} candidate(s), chose #{details.best_index}: {details.selection}")
+    print(f"compiled: {len(details.candidates)} candidate(s), chose #{details.best_index}: {details.selection}; "
+          f"{details.reflection_failures} reflection answer(s) unusable (cut or unparsable)")
     print(f"certificate on the test tasks: false-pass rate {details.certificate['false_pass']['rate']} "
           f"on {details.certificate['false_pass']['n']} failed episode(s)")
 
@@ -107,10 +115,10 @@ def main(argv=None) -> int:
     print(f"dspy.Evaluate agreement on {len(testset)} test examples: seed {seed_score:.1f}%, "
           f"compiled {compiled_score:.1f}%")
 
-    # 4. save, reload
+    # 4. save (with the certificate measured above) and reload: certified for this judge LM, so no warning
     program = out / "judge.json"
     freeze_induced(judge, program, lm_name=getattr(judge_lm, "model", None))
-    reloaded = load_judge(program, check_certificate=False)
+    reloaded = load_judge(program)
     assert reloaded.rubric == judge.rubric
     print(f"saved and reloaded: {program}")
 
@@ -144,6 +152,7 @@ def main(argv=None) -> int:
         "judge_lm": getattr(judge_lm, "model", None), "reflection_lm": getattr(reflection_lm, "model", None),
         "simulated": not args.api_base, "train": len(trainset), "test": len(testset),
         "candidates": len(details.candidates), "best_index": details.best_index, "selection": details.selection,
+        "reflection_failures": details.reflection_failures,
         "test_metrics": details.test_metrics, "certificate_false_pass": details.certificate["false_pass"],
         "evaluate": {"seed": seed_score, "compiled": compiled_score}, "program": str(program),
         "gepa_metric": {"score": feedback.score, "feedback": feedback.feedback},

@@ -51,3 +51,68 @@ def test_demo_help_names_the_default_directory(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     assert "~/.cache/rubricforge/demo" in capsys.readouterr().out
+
+
+def test_the_demo_at_its_own_sizes_says_once_what_they_are_for_instead_of_warning(tmp_path, capsys, caplog,
+                                                                                   scripted_cli):
+    """The demo chose its sizes (10 tasks, budget 6), then warned about them four to six times (one-class
+    validation split, "selection is mostly noise", "no calibration", "no hybrid row"), as if the newcomer
+    who ran it had done something wrong. It now says once, plainly, what the sizes are for; every skipped
+    step is still recorded (the manifest's notes, the report)."""
+    import json
+    import logging
+    import warnings
+
+    from rubricforge_dspy.core.errors import RubricForgeWarning
+    from rubricforge_dspy.program.store import read_program
+
+    no_calibration = "no calibration: the validation verdicts hold one class only"
+
+    out = tmp_path / "demo"
+    caplog.set_level(logging.INFO, logger="rubricforge_dspy")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["demo", "--out", str(out), "--preset", "embedded"]) == 0  # the demo's own sizes
+    err = capsys.readouterr().err
+    ours = [r for r in caplog.records if r.name.startswith("rubricforge_dspy")]
+    assert [r.getMessage() for r in ours if r.levelno >= logging.WARNING] == []
+    assert [str(w.message) for w in caught if issubclass(w.category, RubricForgeWarning)] == []
+    explained = [line for line in err.splitlines() if line.startswith("demo sizes:")]
+    assert len(explained) == 1
+    assert explained[0].startswith("demo sizes: 10 tasks (5 train, 1 validation, 4 test), GEPA budget 6: a quick "
+                                   "run of the whole pipeline, not a measurement.")
+    assert "1 validation item(s) is mostly noise" in explained[0] and "no calibration and no hybrid" in explained[0]
+    # nothing is hidden: the steps the sizes skipped are logged (at INFO) and recorded where they always were
+    demoted = [r.getMessage() for r in ours if r.levelno == logging.INFO]
+    assert any("selection is mostly noise" in m for m in demoted) and no_calibration in demoted
+    assert no_calibration in read_program(out / "induced.json")["rubricforge"]["induction"]["notes"]
+    run = json.loads((out / "run.json").read_text())
+    assert any(note.startswith("no hybrid row") for note in run["floor_notes"])
+    assert run["notes"].startswith(explained[0])
+    assert explained[0] in (out / "report.md").read_text()
+
+
+def test_sizes_that_leave_nothing_out_need_no_explanation():
+    from rubricforge_dspy.pipeline.demo import sizes_note
+    from rubricforge_dspy.pipeline.protocol import ProtocolConfig
+    from tests.helpers import make_dataset
+
+    assert sizes_note(make_dataset(80), ProtocolConfig(budget=200)) == ""
+    assert sizes_note(make_dataset(20), ProtocolConfig(budget=40)).startswith("demo sizes: 20 tasks")
+
+
+def test_size_warnings_still_warn_for_a_caller_that_has_not_explained_its_sizes(caplog):
+    import logging
+
+    from rubricforge_dspy.core.sizes import sizes_explained
+    from rubricforge_dspy.data.split import split_by_task
+    from rubricforge_dspy.induction.search import InductionConfig, check_induction_data
+    from tests.helpers import make_dataset
+
+    split = split_by_task(make_dataset(24), seed=0)  # 6 validation items
+    caplog.set_level(logging.INFO, logger="rubricforge_dspy")
+    check_induction_data(split.train, split.val, InductionConfig(budget=60))
+    with sizes_explained("demo sizes: small on purpose"):
+        check_induction_data(split.train, split.val, InductionConfig(budget=60))
+    noise = [r.levelno for r in caplog.records if "selection is mostly noise" in r.getMessage()]
+    assert noise == [logging.WARNING, logging.INFO]

@@ -206,7 +206,7 @@ def test_recompiling_with_init_starts_from_the_parent_and_records_its_hash(tmp_p
 def test_induction_refuses_a_budget_below_one_validation_pass_and_one_class_labels():
     split = split_by_task(make_dataset(24), seed=0)
     lm = ScriptedLM(scripted_judge)
-    with pytest.raises(ValueError, match=r"smaller than one validation pass .*Use --budget >="):
+    with pytest.raises(ValueError, match=r"budget=2 \(command line: --budget\) is smaller than one validation pass .*Use budget >="):
         induce(split.train, split.val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=2))
     one_class = [t for t in make_dataset(24) if t.label == 1]
     split = split_by_task(one_class, seed=0)

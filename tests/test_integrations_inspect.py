@@ -121,3 +121,20 @@ def test_inspect_scorer_offline_with_scripted_lm(program, tmp_path):
 def test_missing_program_is_refused_before_any_sample(tmp_path):
     with pytest.raises(InputError, match="no such program"):
         rubricforge_scorer(str(tmp_path / "nope.json"))
+
+
+def test_inspect_score_metadata_shows_the_raw_and_calibrated_score_and_the_pass_threshold(tmp_path):
+    """A program with a pass threshold on calibrated scores fails a run the LM scored 0.9: the metadata
+    showed only "score": 0.9 beside an incorrect value; it now shows what decided it."""
+    from rubricforge_dspy.judge.operating_point import Calibration
+
+    program = tmp_path / "capped.json"
+    calibration = Calibration("platt", {"a": 1.0, "b": -0.5}, n=20)  # 0.9 -> 0.599
+    freeze(TrajectoryJudge(), program, lm="scripted",
+           extra={"calibration": calibration.to_dict(), "threshold": {"pass_threshold": 0.7}})
+    confident = ScriptedLM(lambda messages: {"reason": "ok", "passed": True, "score": 0.9}, model="scripted")
+    scores, _ = run(make_task(rubricforge_scorer(str(program), lm=confident)), tmp_path)
+    ok = scores["s-ok"]
+    assert ok.value == "I"
+    assert ok.metadata["score"] == 0.9 and ok.metadata["score_calibrated"] == pytest.approx(calibration.apply(0.9))
+    assert ok.metadata["pass_threshold"] == 0.7 and ok.metadata["pass_threshold_on"] == "score_calibrated"

@@ -331,6 +331,28 @@ def test_scorer_offline_with_scripted_lm(tmp_path):
     assert broken.value is None and broken.error is not None and broken.metadata["abstained"] == "true"
 
 
+def test_scorer_metadata_shows_the_raw_and_calibrated_score_and_the_pass_threshold(tmp_path):
+    """A program with a pass threshold on calibrated scores fails a run the LM scored 0.9: the feedback's
+    metadata showed only "score": "0.9" beside value False; it now shows what decided it."""
+    from rubricforge_dspy.judge.module import TrajectoryJudge
+    from rubricforge_dspy.judge.operating_point import Calibration
+    from rubricforge_dspy.program.store import freeze
+
+    program = tmp_path / "capped.json"
+    calibration = Calibration("platt", {"a": 1.0, "b": -0.5}, n=20)  # 0.9 -> 0.599
+    freeze(TrajectoryJudge(), program, lm="scripted",
+           extra={"calibration": calibration.to_dict(), "threshold": {"pass_threshold": 0.7}})
+    local_store(tmp_path, "capped")
+    trace_id = run_agent(1, fail=False)
+    mlflow.flush_trace_async_logging()
+    confident = ScriptedLM(lambda messages: {"reason": "ok", "passed": True, "score": 0.9}, model="scripted")
+    feedback = rf_mlflow.scorer(program, lm=confident)(trace=mlflow.get_trace(trace_id))
+    assert feedback.value is False
+    assert feedback.metadata["score"] == "0.9"
+    assert float(feedback.metadata["score_calibrated"]) == pytest.approx(calibration.apply(0.9))
+    assert feedback.metadata["pass_threshold"] == "0.7" and feedback.metadata["pass_threshold_on"] == "score_calibrated"
+
+
 def test_bad_or_disagreeing_human_labels_stop_the_load_naming_the_trace(tmp_path):
     uri = local_store(tmp_path, "labels")
     unsure = run_agent(1, fail=False)

@@ -291,3 +291,33 @@ def test_proxy_and_report_attribute_a_reason_to_the_same_criterion(tmp_path):
     for text in ("the quantity details are not correct", "errors stayed unresolved; see #3", "(5) was skipped",
                  "Properly closed? no. Goal fulfilled? no."):
         assert attribute_reason(text, SEED_RUBRIC) == attribute_reason(text, criteria)
+
+
+def test_gepa_feedback_says_the_calibrated_score_and_the_threshold_that_decided_the_verdict():
+    """A program with a pass threshold on calibrated scores (the false-pass cap) failed a run the LM scored
+    0.81; the feedback said "FAILED this trajectory (score 0.81)", which reads as a contradiction to the
+    reflection LM. It now says which score decided it, against which threshold."""
+    from rubricforge_dspy.judge.operating_point import Calibration
+
+    judge = TrajectoryJudge()
+    judge.calibration = Calibration("platt", {"a": 1.0, "b": -0.5}, n=20)  # 0.81 -> 0.577
+    judge.threshold = 0.7
+    lm = judging(lambda text: {"reason": "Grounded claims hold.", "passed": True, "score": 0.81})
+    out = as_metric(judge, lm=lm)(example(), run_react(), None, "react.react", [])
+    assert out.score == 0.0
+    assert out.feedback.startswith("The judge FAILED this trajectory: calibrated score 0.58 is below the pass "
+                                   "threshold 0.70 (raw score 0.81).")
+    # a calibration without a threshold decides nothing: the rubric's rule on the raw score did
+    judge.threshold = None
+    out = as_metric(judge, lm=lm)(example(), run_react(), None, "react.react", [])
+    assert out.score == 1.0
+    assert out.feedback.startswith("The judge PASSED this trajectory: score 0.81 is at or above the pass "
+                                   "threshold 0.50 (calibrated 0.58).")
+
+
+def test_gepa_feedback_says_a_contradiction_decided_a_fail_with_a_high_score():
+    lm = judging(lambda text: {"reason": "Grounded claims: unsure.", "passed": False, "score": 0.81})
+    out = as_metric(TrajectoryJudge(), lm=lm)(example(), run_react(), None, "react.react", [])
+    assert out.score == 0.0
+    assert ("FAILED this trajectory: score 0.81 is at or above the pass threshold 0.50; the answer contradicted "
+            "itself (its passed said fail, its score >= 0.5), and a contradiction is a fail.") in out.feedback

@@ -168,3 +168,15 @@ def test_trl_reward_against_the_fake_server_concurrently():
     assert rewards == [0.8 if i % 2 == 0 else 0.2 for i in range(16)]
     assert len(bodies) == 16 and all(CANARY not in json.dumps(body) for body in bodies)
     assert reward.counters.judged == 16
+
+
+def test_a_reward_call_raises_no_deprecation_warning_of_the_package_own_api():
+    """Each reward call used ``judge_verdict(...).verdict``, the package's own deprecated spelling: every
+    call of a training loop warned DeprecationWarning (hidden by default filters, loud under -W error)."""
+    reward = as_reward_function(TrajectoryJudge(), lm=ScriptedLM(failing_on_errors([])), max_concurrency=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rewards, _ = trl_call(reward, [PROMPT] * 2, [completion(True), completion(False)])
+    assert rewards == [0.9, 0.1]
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert deprecations == [], [str(w.message) for w in deprecations]

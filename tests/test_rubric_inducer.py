@@ -152,3 +152,92 @@ def test_a_testset_gives_test_metrics_and_a_certificate():
     certificate = details.certificate
     assert certificate["n"] == len(split.test) and certificate["false_pass"]["k"] == 0
     assert certificate["rubric_sha256"] and certificate["lm_fingerprint"]["sha256"]
+
+
+def test_freeze_induced_writes_the_testset_certificate_so_the_loaded_judge_is_certified(tmp_path):
+    """`compile(testset=, certify=)` measured a certificate that `freeze_induced` left out of the manifest:
+    the reloaded judge warned "no certificate" (the walkthrough hid it with check_certificate=False)."""
+    import warnings
+
+    from rubricforge_dspy.program.drift import UncertifiedJudgeWarning
+    from rubricforge_dspy.program.store import CERTIFICATE_KEY, read_program
+    from rubricforge_dspy.trust.certificate import certificate_for
+
+    split = split_by_task(make_dataset(40), seed=0)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    inducer = RubricInducer(reflection_lm=make_reflection_lm([]), budget=60, minibatch=3, certify=certificate_for)
+    with dspy.context(lm=judge_lm):
+        judge = inducer.compile(TrajectoryJudge(), trainset=to_examples(split.train), valset=to_examples(split.val),
+                                testset=to_examples(split.test))
+    manifest = freeze_induced(judge, tmp_path / "p.json", lm_name="scripted-judge")
+    assert manifest[CERTIFICATE_KEY] == judge.detailed_results.certificate
+    assert read_program(tmp_path / "p.json")["rubricforge"][CERTIFICATE_KEY] == judge.detailed_results.certificate
+    loaded = load_judge(tmp_path / "p.json")  # the certificate check on, as a user loads it
+    with warnings.catch_warnings(record=True) as caught, dspy.context(lm=judge_lm):
+        warnings.simplefilter("always")
+        assert loaded(trajectory=split.test[0]).passed == bool(split.test[0].label)
+    assert [w for w in caught if issubclass(w.category, UncertifiedJudgeWarning)] == []
+    # without a testset there is no certificate to write, and the loaded judge says so
+    with dspy.context(lm=judge_lm):
+        plain = RubricInducer(reflection_lm=make_reflection_lm([]), budget=60, minibatch=3).compile(
+            TrajectoryJudge(), trainset=to_examples(split.train), valset=to_examples(split.val))
+    assert CERTIFICATE_KEY not in freeze_induced(plain, tmp_path / "plain.json")
+
+
+def test_freeze_induced_refuses_a_certificate_of_another_rubric(tmp_path):
+    from rubricforge_dspy.trust.certificate import certificate_for
+
+    split = split_by_task(make_dataset(40), seed=0)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    inducer = RubricInducer(reflection_lm=make_reflection_lm([]), budget=60, minibatch=3, certify=certificate_for)
+    with dspy.context(lm=judge_lm):
+        judge = inducer.compile(TrajectoryJudge(), trainset=to_examples(split.train), valset=to_examples(split.val),
+                                testset=to_examples(split.test))
+    judge.judge.signature = judge.judge.signature.with_instructions(judge.rubric + "\n8. Extra: never measured.")
+    with pytest.raises(InputError, match="certificate .* another rubric"):
+        freeze_induced(judge, tmp_path / "p.json")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_errors_raised_to_python_callers_name_the_parameter_they_passed():
+    """A Python caller of `RubricInducer` passed ``budget=`` and ``max_false_pass=``, not ``--budget`` and
+    ``--max-false-pass``: errors name the parameter (and the command line's flag beside it)."""
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+    from rubricforge_dspy.lm.config import LMConfig
+    from rubricforge_dspy.lm.engine import make_lm
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI
+
+    split = split_by_task(make_dataset(40), seed=0)
+    judge_lm = ScriptedLM(scripted_judge, model="scripted-judge")
+    train, val = to_examples(split.train), to_examples(split.val)
+    with dspy.context(lm=judge_lm), pytest.raises(InputError) as caught:
+        RubricInducer(reflection_lm=make_reflection_lm([]), budget=2).compile(TrajectoryJudge(), trainset=train,
+                                                                             valset=val)
+    assert f"budget=2 (command line: --budget) is smaller than one validation pass ({len(val)} judge calls)" \
+        in str(caught.value) and f"Use budget >= {len(val) + 2 * 4}" in str(caught.value)
+
+    one_class = examples([t for t in make_dataset(40) if t.label == 1])
+    with dspy.context(lm=judge_lm), pytest.raises(InputError, match=r"label_threshold=; command line: "
+                                                                     r"--label-threshold"):
+        RubricInducer(reflection_lm=make_reflection_lm([]), budget=60).compile(TrajectoryJudge(), trainset=one_class)
+
+    successes_only = to_examples([t for t in split.val if t.label == 1])
+    with dspy.context(lm=judge_lm), pytest.raises(InputError, match=r"max_false_pass=0.1 \(command line: "
+                                                                     r"--max-false-pass\) needs validation"):
+        RubricInducer(reflection_lm=make_reflection_lm([]), budget=40, minibatch=3, max_false_pass=0.1).compile(
+            TrajectoryJudge(), trainset=train, valset=successes_only)
+
+    unlabeled = [dspy.Example(trajectory=dataclasses.replace(t, label=None, reward=None)).with_inputs("trajectory")
+                 for t in split.train]
+    with pytest.raises(InputError, match=r"labels=\); command line: --labels"):
+        RubricInducer(reflection_lm=make_reflection_lm([])).compile(TrajectoryJudge(), trainset=unlabeled)
+
+    with FakeOpenAI(lambda body, n: "http_500") as dead:
+        student = TrajectoryJudge()
+        student.set_lm(make_lm(LMConfig(model=dead.model, api_base=dead.api_base, num_retries=0, timeout=5)))
+        with pytest.raises(JudgeUnavailableError) as caught:
+            RubricInducer(reflection_lm=make_reflection_lm([]), budget=40, minibatch=3).compile(
+                student, trainset=train, valset=val)
+    message = str(caught.value)
+    assert "api_base=, model=; command line: --api-base/--model" in message
+    assert "give a log_dir (command line: --log-dir) to make a run resumable" in message

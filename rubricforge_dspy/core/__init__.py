@@ -45,6 +45,7 @@ from rubricforge_dspy.core.trajectory import (
 )
 from rubricforge_dspy.core.verdict import (
     PASS_THRESHOLD,
+    PassRule,
     Verdict,
     VerdictIndex,
     VerdictLineError,
@@ -57,7 +58,7 @@ __all__ = [
     # records
     "Trajectory", "Step", "Source", "STEP_KINDS", "LabelRule", "ANY_POSITIVE_REWARD", "FULL_REWARD",
     "parse_label_rule", "label_from_reward", "labeled_only", "require_labels",
-    "Verdict", "VerdictIndex", "PASS_THRESHOLD", "read_verdicts", "check_line", "verdict_line",
+    "Verdict", "VerdictIndex", "PASS_THRESHOLD", "PassRule", "read_verdicts", "check_line", "verdict_line",
     # rubric text and criteria
     "SEED_RUBRIC", "rubric_sha256", "Criterion", "parse_criteria", "attribute_reason", "without_criterion",
     "rubric_problems",

@@ -111,6 +111,49 @@ class Verdict:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data and name != "attempts"})
 
 
+@dataclass(frozen=True)
+class PassRule:
+    """What decided a produced verdict's ``passed``: its field `on` (``"score"``, the LM's raw score, or
+    ``"score_calibrated"``) at least `threshold`, and no contradiction (a judge's answer whose ``passed``
+    disagrees with its score is a fail). A judge's own rule is ``judge.pass_rule()``: the rubric's
+    ``score >= PASS_THRESHOLD`` unless the program fixes a pass threshold on calibrated scores (the
+    false-pass cap) or a hybrid stack's threshold."""
+
+    on: str = "score"
+    threshold: float = PASS_THRESHOLD
+
+    def __post_init__(self):
+        if self.on not in ("score", "score_calibrated"):
+            raise ValueError(f"a pass rule is on 'score' or 'score_calibrated', got {self.on!r}")
+
+    def explain(self, verdict: "Verdict | Mapping[str, Any]") -> str:
+        """Why `verdict` passed or failed under this rule, with the raw score, the calibrated score (when
+        there is one) and the threshold, e.g. ``"calibrated score 0.62 is below the pass threshold 0.70
+        (raw score 0.81)"``: a score alone would not say what decided the verdict."""
+        get = verdict.get if isinstance(verdict, Mapping) else (lambda name: getattr(verdict, name, None))
+        if get("abstained"):
+            return f"no verdict was produced ({get('error_kind')})"
+        raw, calibrated = float(get("score")), get("score_calibrated")
+        on_calibrated = self.on == "score_calibrated" and calibrated is not None
+        value = float(calibrated) if on_calibrated else raw
+        side = "at or above" if value >= self.threshold else "below"
+        never = " (nothing passes: no threshold met the false-pass cap)" if self.threshold > 1.0 else ""
+        text = (f"{'calibrated score' if on_calibrated else 'score'} {value:.2f} is {side} the pass threshold "
+                f"{self.threshold:.2f}{never}")
+        if on_calibrated:
+            text += f" (raw score {raw:.2f})"
+        elif calibrated is not None and calibrated != raw:
+            text += f" (calibrated {float(calibrated):.2f})"
+        if get("contradiction"):
+            said = "fail" if raw >= PASS_THRESHOLD else "pass"
+            text += (f"; the answer contradicted itself (its passed said {said}, its score "
+                     f"{'>=' if raw >= PASS_THRESHOLD else '<'} {PASS_THRESHOLD}), and a contradiction is a fail")
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"on": self.on, "threshold": self.threshold}
+
+
 # -- the verdict line --------------------------------------------------------------------------------
 
 @lru_cache(maxsize=1)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import dspy
 
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.examples import to_examples
 from rubricforge_dspy.induction.search import (  # noqa: F401 - re-exported: the induction API lived here
@@ -32,7 +34,7 @@ from rubricforge_dspy.induction.search import (  # noqa: F401 - re-exported: the
 )
 from rubricforge_dspy.induction.teleprompter import RubricInducer
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze
+from rubricforge_dspy.program.store import CERTIFICATE_KEY, data_fingerprint, data_ids, freeze
 
 __all__ = ["induce", "freeze_induced", "InductionConfig", "InductionResult", "REFLECTION_PROMPT",
            "make_feedback_metric", "rendered_examples", "validation_metrics", "verdict_outcome"]
@@ -41,7 +43,9 @@ __all__ = ["induce", "freeze_induced", "InductionConfig", "InductionResult", "RE
 def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str | None = None,
                    parent_program_sha256: str | None = None) -> dict:
     """Freeze a judge `RubricInducer.compile` returned at `out_path`, with the induction's manifest
-    (settings, sweep, operating point, validation metrics, the data it saw), from ``judge.detailed_results``.
+    (settings, sweep, operating point, validation metrics, the data it saw), from ``judge.detailed_results``,
+    and the certificate `compile` measured on its testset (``detailed_results.certificate``, when it got a
+    testset and ``certify=``): the loaded judge is then certified for that LM.
 
     Args:
         judge: the compiled judge (its ``detailed_results`` is an `InductionResult`).
@@ -51,10 +55,20 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
 
     Returns:
         The manifest written.
+
+    Raises:
+        InputError: the certificate was measured on another rubric than the judge's (it was changed after
+            `compile`); nothing is written.
     """
     details: InductionResult = judge.detailed_results
     config = details.config
     best = details.best_index
+    certificate = details.certificate
+    if certificate and certificate.get("rubric_sha256") != rubric_sha256(judge.rubric):
+        raise InputError(f"{out_path}: the certificate in judge.detailed_results was measured on another rubric "
+                         f"(sha256 {str(certificate.get('rubric_sha256'))[:12]}) than the judge's "
+                         f"({rubric_sha256(judge.rubric)[:12]}): the rubric changed after compile; freeze the "
+                         "compiled judge as returned, or certify the changed one (`rubricforge certify`)")
     return freeze(
         judge, out_path, lm=lm_name, data_fingerprint=data_fingerprint([*details.train, *details.val]),
         seen=data_ids([*details.train, *details.val]),
@@ -68,7 +82,8 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
                              "lm_errors": details.lm_errors, "rejected_memorized": len(details.rejected),
                              "reflection_failures": details.reflection_failures,
                              "parent_program_sha256": parent_program_sha256, "notes": details.notes},
-               "sweep": details.sweep, **details.operating_point},
+               "sweep": details.sweep, **details.operating_point,
+               **({CERTIFICATE_KEY: certificate} if certificate else {})},
     )
 
 

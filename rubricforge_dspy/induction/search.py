@@ -49,6 +49,7 @@ from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.induction.memorization import Memorized
 from rubricforge_dspy.program.store import data_fingerprint
 from rubricforge_dspy.core.presets import LIBRARY
+from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
@@ -246,6 +247,9 @@ def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
     }
 
 
+NO_CALIBRATION_ONE_CLASS = "no calibration: the validation verdicts hold one class only"
+
+
 def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajectory],
                         config: InductionConfig) -> dict:
     """Fit `judge`'s calibration on its validation verdicts (abstentions left out) and, with a false-pass
@@ -256,8 +260,10 @@ def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajec
     rows = [(v.score, t.label) for v, t in zip(verdicts, val) if not v.abstained]
     if config.calibration is None or len({label for _, label in rows}) < 2:
         if config.max_false_pass is not None:
-            raise InputError("--max-false-pass needs validation verdicts of both classes to choose a threshold")
-        return {"notes": ["no calibration: the validation verdicts hold one class only"] if rows else []}
+            raise InputError(f"max_false_pass={config.max_false_pass} (command line: --max-false-pass) needs "
+                             "validation verdicts of both classes to choose a threshold; those of this run "
+                             "(abstentions left out) hold one class only: label more tasks of the other outcome")
+        return {"notes": [NO_CALIBRATION_ONE_CLASS] if rows else []}
     judge.calibration = cal.fit([s for s, _ in rows], [y for _, y in rows], config.calibration)
     fields = {"calibration": judge.calibration.to_dict(), "notes": []}
     if config.max_false_pass is not None:
@@ -320,22 +326,26 @@ def check_induction_data(train: list[Trajectory], val: list[Trajectory], config:
     require_labels([*train, *val], "induction")
     if not train or not val:
         raise InputError(f"induction needs non-empty train and val sets (got {len(train)} and {len(val)}); "
-                         "give more labeled trajectories (several tasks) or a larger --sample-tasks")
+                         "give more labeled trajectories (several tasks), or sample more tasks (sample_tasks=; "
+                         "command line: --sample-tasks)")
     if config.budget < len(val):
-        raise InputError(f"--budget {config.budget} is smaller than one validation pass ({len(val)} judge calls): "
-                         f"GEPA would spend it all scoring the seed. Use --budget >= {len(val) + 2 * config.minibatch} "
-                         f"(one validation pass plus a few minibatches); the paper used 200")
+        raise InputError(f"budget={config.budget} (command line: --budget) is smaller than one validation pass "
+                         f"({len(val)} judge calls): GEPA would spend it all scoring the seed. Use budget >= "
+                         f"{len(val) + 2 * config.minibatch} (one validation pass plus a few minibatches); the "
+                         "paper used 200")
     labels = {int(t.label) for t in [*train, *val]}
     if len(labels) < 2:
         raise InputError(f"every labeled trajectory has label {labels.pop()}: agreement would be perfect without "
-                         "judging anything. Add trajectories of the other outcome, or check --label-threshold")
+                         "judging anything. Add trajectories of the other outcome, or check the rule that made "
+                         "labels of rewards (label_threshold=; command line: --label-threshold)")
     for name, part in (("train", train), ("val", val)):
         if len({int(t.label) for t in part}) < 2:
-            logger.warning("the %s split has labels of one class only; its feedback cannot teach both outcomes", name)
+            warn_small(logger, "the %s split has labels of one class only; its feedback cannot teach both outcomes",
+                       name)
     if len(val) < MIN_VAL_ITEMS:
-        logger.warning("the validation split has %d items: a candidate's agreement moves in steps of %.2f, so "
-                       "selection is mostly noise. Label more tasks (>= %d validation items)",
-                       len(val), 1 / len(val), MIN_VAL_ITEMS)
+        warn_small(logger, "the validation split has %d items: a candidate's agreement moves in steps of %.2f, so "
+                   "selection is mostly noise. Label more tasks (>= %d validation items)",
+                   len(val), 1 / len(val), MIN_VAL_ITEMS)
 
 
 
@@ -352,9 +362,11 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         JudgeUnavailableError: the judge LM failed too many times in a row, or the reflection LM failed.
     """
     judge_lm = sized_lm(judge_lm, connections=config.num_threads)
+    resume = ("re-run with the same log_dir (command line: --log-dir) to resume" if log_dir is not None else
+              "give a log_dir (command line: --log-dir) to make a run resumable")
     circuit = LMCircuit(config.max_consecutive_lm_errors, describe_lm(judge_lm),
-                        advice="Check --api-base/--model and that the server is up; re-run with the same "
-                               "--log-dir to resume.")
+                        advice=f"Check the judge LM's endpoint and model (api_base=, model=; command line: "
+                               f"--api-base/--model) and that the server is up; {resume}.")
     student = CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
     student.circuit = circuit
     trainset = rendered_examples(train, student.render_config)
@@ -395,7 +407,8 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         except LMError as error:
             raise JudgeUnavailableError(
                 f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "
-                "Check --reflection-api-base/--reflection-model; re-run with the same --log-dir to resume.") from error
+                "Check the reflection LM's endpoint and model (reflection_lm=; command line: "
+                f"--reflection-api-base/--reflection-model); {resume}.") from error
     detailed = optimized.detailed_results
     if checkpoint is not None:  # GEPA's own run dir is gone; its files are in the user's log dir
         detailed = dataclasses.replace(detailed, log_dir=str(checkpoint.log_dir))
@@ -415,8 +428,12 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
                 if judge.calibration is not None else v for v in raw]
     notes = [*selection, *operating.pop("notes")]
+    one_class_val = len({t.label for t in val}) < 2
     for note in notes:
-        logger.warning(note)
+        if note == NO_CALIBRATION_ONE_CLASS and one_class_val:
+            warn_small(logger, note)  # the split's size, not the judge: said once by a caller that chose it
+        else:
+            logger.warning(note)
     return InductionResult(
         judge=judge, sweep=sweep, best_index=best_index, beat_seed=best_index != 0, rejected=list(guard.rejected),
         lm_errors=circuit.total, notes=notes, val_verdicts=raw,

@@ -76,7 +76,8 @@ def _labeled_trajectory(example, index: int, where: str) -> Trajectory:
     label = example.get("label") if "label" in example else trajectory.label
     if label is None:
         raise InputError(f"{name}: no label; induction needs a label (0 or 1) on every example: join labels "
-                         "(--labels) or drop the unlabeled examples")
+                         "(rubricforge_dspy.data.load_examples(..., labels=); command line: --labels) or drop "
+                         "the unlabeled examples")
     if isinstance(label, float) and label in (0.0, 1.0):
         label = int(label)
     if not isinstance(label, int) or label not in (0, 1):

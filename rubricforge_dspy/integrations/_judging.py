@@ -14,7 +14,7 @@ from typing import Any
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.rubric import rubric_sha256
-from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.core.verdict import PassRule, Verdict
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import CERTIFICATE_KEY, PROGRAM_SHA_KEY
 from rubricforge_dspy.trust.certificate import format_certificate
@@ -22,7 +22,8 @@ from rubricforge_dspy.trust.certificate import format_certificate
 
 @dataclass(frozen=True)
 class ProgramFacts:
-    """What binds a verdict to its program: where it came from, its hashes and its certificate in brief."""
+    """What binds a verdict to its program: where it came from, its hashes, its certificate in brief, and
+    the rule that decides its ``passed`` (`PassRule`: which score, against which threshold)."""
 
     where: str
     rubric: str
@@ -30,6 +31,7 @@ class ProgramFacts:
     program_sha256: str | None
     certificate_summary: str
     model: str | None
+    pass_rule: PassRule = PassRule()
 
     @property
     def key(self) -> str:
@@ -74,7 +76,8 @@ def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool =
     model = getattr(lm, "model", None) or manifest.get("induced_with_lm")
     facts = ProgramFacts(where=where, rubric=rubric, rubric_sha256=manifest.get("rubric_sha256") or rubric_sha256(rubric),
                          program_sha256=manifest.get(PROGRAM_SHA_KEY),
-                         certificate_summary=certificate_summary(manifest.get(CERTIFICATE_KEY)), model=model)
+                         certificate_summary=certificate_summary(manifest.get(CERTIFICATE_KEY)), model=model,
+                         pass_rule=judge.pass_rule())
     return judge, facts
 
 

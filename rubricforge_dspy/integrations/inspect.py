@@ -55,7 +55,9 @@ def state_to_trajectory(state: TaskState, task: str = "inspect"):
 
 def verdict_score(verdict: Verdict, facts: ProgramFacts) -> Score:
     """The Inspect `Score` of one verdict (an abstention: `Score.unscored`, reason ``grader_failed``)."""
-    metadata = {"score": verdict.score, "criterion": criterion_name(verdict, facts.rubric),
+    metadata = {"score": verdict.score, "score_calibrated": verdict.score_calibrated,
+                "pass_threshold": facts.pass_rule.threshold, "pass_threshold_on": facts.pass_rule.on,
+                "criterion": criterion_name(verdict, facts.rubric),
                 "abstained": verdict.abstained, "error_kind": verdict.error_kind,
                 "rubric_sha256": facts.rubric_sha256, "program_sha256": facts.program_sha256}
     if verdict.abstained:

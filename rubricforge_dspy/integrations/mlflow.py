@@ -329,8 +329,12 @@ def _verdict_items(verdicts: Any) -> Iterator[tuple[str, Verdict, str | None]]:
 
 def _metadata(verdict: Verdict, facts: ProgramFacts) -> dict[str, str]:
     """The assessment metadata (MLflow keeps strings): a value that is absent (no criterion named, no error,
-    a program frozen before programs were hashed whole) is left out, never written as the string "None"."""
-    values = {"score": repr(float(verdict.score)), "criterion": criterion_name(verdict, facts.rubric),
+    no calibrated score, a program frozen before programs were hashed whole) is left out, never written as
+    the string "None"."""
+    values = {"score": repr(float(verdict.score)),
+              "score_calibrated": None if verdict.score_calibrated is None else repr(float(verdict.score_calibrated)),
+              "pass_threshold": repr(float(facts.pass_rule.threshold)), "pass_threshold_on": facts.pass_rule.on,
+              "criterion": criterion_name(verdict, facts.rubric),
               "abstained": str(verdict.abstained).lower(), "error_kind": verdict.error_kind,
               "rubric_sha256": facts.rubric_sha256, "program_sha256": facts.program_sha256,
               "certificate": facts.certificate_summary, PROGRAM_KEY: facts.key}

@@ -35,7 +35,7 @@ import dspy
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.core.verdict import PassRule, Verdict
 from rubricforge_dspy.judge.cache import input_sha256
 from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
@@ -152,6 +152,11 @@ class BaseJudge(dspy.Module):
     def operating_point(self) -> dict | None:
         """The judge's calibration and decision rule as JSON (part of the fingerprint); None when none."""
         return None
+
+    def pass_rule(self) -> PassRule:
+        """What decides this judge's ``passed`` (`core.verdict.PassRule`): by default the rubric's
+        ``score >= 0.5``; ``pass_rule().explain(verdict)`` says why a verdict passed or failed."""
+        return PassRule()
 
     def fingerprint(self, lm=None):
         """`judge.fingerprint.judge_fingerprint` of this judge answering with `lm` (default: its

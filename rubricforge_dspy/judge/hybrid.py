@@ -44,7 +44,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES, neyman_pearson_threshold
 from rubricforge_dspy.program.store import build_manifest, save_judge, update_manifest
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
-from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
+from rubricforge_dspy.core.verdict import PASS_THRESHOLD, PassRule, Verdict
 
 __all__ = ["HYBRID_KEY", "LLM_INPUT", "HYBRID_INPUTS", "Stack", "fit_stack", "freeze_hybrid", "HybridJudge",
            "checked_features"]
@@ -170,6 +170,10 @@ class HybridJudge(BaseJudge):
 
     def operating_point(self) -> dict:
         return {"llm": self.llm.operating_point(), HYBRID_KEY: self.stack.to_dict()}
+
+    def pass_rule(self) -> PassRule:
+        """The stack's P(pass) against its threshold."""
+        return PassRule("score", float(self.stack.threshold))
 
     def check_certificate_on_first_run(self, where: str) -> None:
         self.llm.check_certificate_on_first_run(where)  # the LLM part runs the check when it is called

@@ -11,8 +11,9 @@ Its return value follows DSPy's conventions:
 - ``metric(example, pred)`` -> float: ``verdict.score`` (``mode="graded"``) or 1.0/0.0 (``mode="binary"``).
 - ``metric(example, pred, trace)`` with a trace (bootstrapping) -> bool: the judge's ``passed``.
 - ``metric(gold, pred, trace, pred_name, pred_trace)`` (GEPA asking for feedback) ->
-  ``dspy.Prediction(score, feedback)``; the feedback is the judge's reason and the rubric criterion it
-  failed (``"unattributed"`` when the reason names none). ``feedback=True`` returns that Prediction on
+  ``dspy.Prediction(score, feedback)``; the feedback is what decided the verdict (the raw score, the
+  calibrated score when the program has a calibration, and the pass threshold: `core.verdict.PassRule`),
+  the judge's reason and the rubric criterion it failed (``"unattributed"`` when the reason names none). ``feedback=True`` returns that Prediction on
   every call, with a float score (use it for GEPA in graded mode: GEPA also scores with a trace);
   ``feedback=False`` never does.
 
@@ -143,12 +144,12 @@ class JudgeMetric:
             return (f"The judge could not grade this trajectory ({verdict['error']}); it scored 0. "
                     "This says nothing about the agent: the judge failed, not the task.")
         reason = verdict["reason"] or "(no reason given)"
+        why = self.judge.pass_rule().explain(verdict)  # what decided it: the score alone can read as the opposite
         if verdict["passed"]:
-            return f"The judge PASSED this trajectory (score {verdict['score']:.2f}). Judge's reason: {reason}"
+            return f"The judge PASSED this trajectory: {why}. Judge's reason: {reason}"
         criterion = attribute_reason(verdict["reason"], self.judge.rubric)
         failed = f"{criterion.number}. {criterion.name}" if criterion else UNATTRIBUTED
-        return (f"The judge FAILED this trajectory (score {verdict['score']:.2f}). Failed criterion: {failed}. "
-                f"Judge's reason: {reason}")
+        return f"The judge FAILED this trajectory: {why}. Failed criterion: {failed}. Judge's reason: {reason}"
 
     def __call__(self, gold, pred, trace=None, pred_name=None, pred_trace=None):
         with self._lock:

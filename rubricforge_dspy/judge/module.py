@@ -39,7 +39,7 @@ from rubricforge_dspy.program.store import MANIFEST_KEY, ProgramError, read_prog
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, Verdict
+from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, PassRule, Verdict
 
 FORMAT_KINDS = ("parse", "truncated", "invalid")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -391,6 +391,13 @@ class TrajectoryJudge(BaseJudge):
             return verdict_prediction(verdict, answer)
         calibrated = verdict.with_operating_point(self.calibration.apply(verdict.score), self.threshold)
         return verdict_prediction(calibrated, answer, before=verdict)
+
+    def pass_rule(self) -> PassRule:
+        """The calibrated score against the program's pass threshold when it has one (the false-pass cap),
+        else the rubric's rule on the raw score (``score >= 0.5``; a calibration alone decides nothing)."""
+        if self.calibration is not None and self.threshold is not None:
+            return PassRule("score_calibrated", float(self.threshold))
+        return PassRule()
 
     def operating_point(self) -> dict | None:
         """The calibration map and pass threshold as JSON (None when uncalibrated): part of the fingerprint."""

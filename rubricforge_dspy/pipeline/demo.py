@@ -9,8 +9,10 @@ induced judge and every baseline, and writes the report into the directory given
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+from contextlib import nullcontext
 from importlib import resources
 from pathlib import Path
 
@@ -21,9 +23,11 @@ from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.labels import join_labels
 from rubricforge_dspy.core.presets import Preset
+from rubricforge_dspy.core.sizes import sizes_explained
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
-from rubricforge_dspy.data.split import sample_by_task
+from rubricforge_dspy.data.split import sample_by_task, split_by_task
+from rubricforge_dspy.induction.search import MIN_VAL_ITEMS
 from rubricforge_dspy.lm.config import lm_name
 
 # Trial 0 of each task of the tau-bench GPT-4o airline run, shipped in the package (see DEMO_DATA.md beside this module).
@@ -53,7 +57,8 @@ def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: st
     stderr). Returns the sample and the data file."""
     data = Path(data) if data else DEMO_DATA
     if not data.exists():
-        raise FileNotFoundError(f"demo data not found at {data}; give a tau-bench results file with --data")
+        raise FileNotFoundError(f"demo data not found at {data}; give a tau-bench results file (data=; "
+                                "command line: --data)")
     trajectories = load_trajectories(data, label_threshold=label_threshold)
     report = trajectories.report
     require_trajectories(len(trajectories), data, report)  # an empty file is named (exit 2)
@@ -68,12 +73,44 @@ def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: st
     return sample_by_task(trajectories, n_tasks), data
 
 
+def sizes_note(sample: list[Trajectory], config: ProtocolConfig) -> str:
+    """One plain line on what the demo's sizes are for and what they leave out ("" when they leave out
+    nothing): said once, instead of a warning from every step the sizes skip or make noisy (those are
+    then logged at INFO, `core.sizes`; the line is also the report's first note, and each step's own note
+    stays in the manifest and the report)."""
+    split = split_by_task(sample, config.fractions, config.seed)
+
+    def one_class(part: list[Trajectory]) -> bool:
+        return len({t.label for t in part}) < 2
+
+    left_out = []
+    if len(split.val) < MIN_VAL_ITEMS:
+        left_out.append(f"choosing among candidate rubrics on {len(split.val)} validation item(s) is mostly noise")
+    if one_class(split.val):
+        left_out.append("the validation split holds one outcome, so no calibration and no hybrid judge are fit")
+    if one_class(split.train):
+        left_out.append("the training split holds one outcome, so no symptom floor is fit")
+    if one_class(split.test):
+        left_out.append("the test split holds one outcome, so the induced judge is not certified")
+    if not left_out:
+        return ""
+    enough = math.ceil(MIN_VAL_ITEMS / config.fractions[1]) if config.fractions[1] else None
+    more = (f" and at least {enough} labeled tasks (--tasks, and --data when the file holds fewer), so that "
+            f"validation holds {MIN_VAL_ITEMS} items") if enough else ""
+    return (f"demo sizes: {len(sample)} tasks ({len(split.train)} train, {len(split.val)} validation, "
+            f"{len(split.test)} test), GEPA budget {config.budget}: a quick run of the whole pipeline, not a "
+            f"measurement. At these sizes {'; '.join(left_out)}. For numbers that mean something, use a real "
+            f"model (--api-base/--model){more}.")
+
+
 def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
              preset: Preset, data_name: str = DEMO_DATA.name, program: str | Path | None = None,
              resume: bool = False) -> tuple[Path, Path]:
     """Run the protocol on the demo `sample` into the directory `out` (nothing is written elsewhere) and
     freeze the induced judge at `program` (default ``OUT/induced.json``), with the sizes of `preset`.
-    Prints the LMs and sizes on stderr. Returns (the run directory holding report.md, the program)."""
+    Prints the LMs and sizes on stderr, and once what the sizes are for when they are too small for some
+    step (`sizes_note`; those steps then do not warn). Returns (the run directory holding report.md, the
+    program)."""
     out = Path(out)
     program = Path(program) if program else out / "induced.json"
     embedded = preset.name == "embedded"
@@ -82,11 +119,16 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
           f"data: {data_name}, {len(sample)} tasks x 1 trial; preset {preset.name}: GEPA budget "
           f"{preset.budget}, concurrency {preset.concurrency}, render {preset.render_tokens} tokens",
           file=sys.stderr)
-    run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, judge_lm_name=judge_name,
-                           reflection_lm_name=ref_name, program_path=program,
-                           dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)",
-                           config=protocol_config(preset), resume=resume,
-                           notes=SMALL_MODEL_NOTE if embedded else "")
+    config = protocol_config(preset)
+    note = sizes_note(sample, config)
+    if note:
+        print(note, file=sys.stderr)
+    notes = " ".join(text for text in (note, SMALL_MODEL_NOTE if embedded else "") if text)
+    with sizes_explained(note) if note else nullcontext():
+        run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm,
+                               judge_lm_name=judge_name, reflection_lm_name=ref_name, program_path=program,
+                               dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)", config=config,
+                               resume=resume, notes=notes)
     return run_dir, program
 
 

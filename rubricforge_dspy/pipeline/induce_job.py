@@ -18,6 +18,7 @@ from pathlib import Path
 
 import dspy
 
+from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import DEFAULT_FRACTIONS, Split, sample_by_task, split_by_task
 from rubricforge_dspy.evidence.render import RenderConfig
@@ -82,7 +83,10 @@ def induce_and_freeze(train: list[Trajectory], val: list[Trajectory], out_path: 
     notes: list[str] = []
     floor = train_floor(train, notes)
     for note in notes:
-        logger.warning(note)
+        if len({t.label for t in train}) < 2:
+            warn_small(logger, note)  # the training split's size: said once by a caller that chose it
+        else:
+            logger.warning(note)
     if floor is not None:
         fields = {"floor": floor}
     else:

@@ -25,6 +25,7 @@ from rubricforge_dspy.core.judge_names import FLOOR, HYBRID, LENGTH_ONLY
 from rubricforge_dspy.induction.inducer import InductionConfig
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.core.presets import LIBRARY
+from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.core.rubric import parse_criteria, without_criterion
 from rubricforge_dspy.data.split import DEFAULT_FRACTIONS, split_by_task
@@ -63,6 +64,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "criterion"
 
 
+def _warn(one_class: bool, message: str, *args) -> None:
+    """A step skipped: a warning, or `warn_small` when the cause is a split of one class (its size)."""
+    if one_class:
+        warn_small(logger, message, *args)
+    else:
+        logger.warning(message, *args)
+
+
 def write_direct(path: Path, trajectories: list[Trajectory], judge_fn, name: str) -> None:
     """Persist a non-LLM judge's verdicts as verdict lines (`rubricforge_dspy.core.verdict.verdict_line`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +97,7 @@ def write_floor_predictions(out_dir: Path, split, predictions: Path) -> list[str
     try:
         models = {FLOOR: symptom_floor(split.train), LENGTH_ONLY: length_only(split.train)}
     except FloorError as error:
-        logger.warning("no floor rows: %s", error)
+        _warn(len({t.label for t in split.train}) < 2, "no floor rows: %s", error)
         return [f"no floor or length-only rows: {error}"]
     for name, model in models.items():
         write_direct(predictions / f"{name}.jsonl", split.test, model, name)
@@ -110,7 +119,7 @@ def write_hybrid_predictions(out_dir: Path, split, val_verdicts, induced_path: P
     try:
         stack = fit_stack(val_verdicts, split.val, max_false_pass)
     except (FloorError, ValueError) as error:
-        logger.warning("no hybrid row: %s", error)
+        _warn(len({t.label for t in split.val}) < 2, "no hybrid row: %s", error)
         return [f"no hybrid row: {error}"]
     records = read_verdicts(induced_path)
     with (induced_path.parent / f"{HYBRID}.jsonl").open("wb") as out:
@@ -134,7 +143,7 @@ def certify_from_predictions(program_path, path: Path, test: list[Trajectory], j
     from rubricforge_dspy.core.verdict import read_verdicts
 
     if len({t.label for t in test}) < 2:
-        logger.warning("the test split has one class: the induced judge is not certified")
+        warn_small(logger, "the test split has one class: the induced judge is not certified")
         return None
     records = list(read_verdicts(path).values())
     manifest = read_program(program_path)["rubricforge"]

@@ -190,7 +190,7 @@ class _Rewarder:
             except ValueError:
                 return None
             with dspy.context(lm=lm, trace=None):
-                return judge_verdict(self.judge, trajectory, self.retry).verdict
+                return judge_verdict(self.judge, trajectory, self.retry)
 
         if len(items) == 1 or self.max_concurrency == 1:
             verdicts = [one(i, p, c) for i, (p, c) in enumerate(items)]
