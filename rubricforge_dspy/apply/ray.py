@@ -65,7 +65,7 @@ import itertools
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -272,10 +272,12 @@ class _JudgeWorker:
             if self.loop is not None:
                 records = self._drive(trajectories)
             else:
+                futures = [self.pool.submit(self._judge, t) for t in trajectories]
                 try:
-                    records = list(self.pool.map(self._judge, trajectories))
+                    records = [future.result() for future in futures]
                 except JudgeUnavailableError:
-                    self.stop.set()
+                    self.stop.set()  # no more retries; the calls not started raise at once (the circuit is open)
+                    wait(futures)  # the calls in flight end before their connections are closed
                     raise
         finally:
             self.close_connections()
