@@ -232,7 +232,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
 from tests.helpers import make_dataset
-lm = make_lm(LMConfig(model="fake-judge@1", api_base=sys.argv[1]))
+lm = make_lm(LMConfig(model="fake-judge@1", api_base=sys.argv[1], timeout=600.0))
 try:
     judge_stream(TrajectoryJudge(), make_dataset(40), sys.argv[2], lm=lm, concurrency=4, progress=False)
 except KeyboardInterrupt:
@@ -241,30 +241,50 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_while_the_loop_judges_keeps_finished_lines_and_a_rerun_completes(tmp_path):
-    """SIGINT reaches the waiting main thread while the batch runs on the loop's thread: the run stops
-    promptly (in-flight calls are not waited for), every line written is whole, the re-run completes."""
+    """SIGINT reaches the waiting main thread while the batch runs on the loop's thread: the run stops at
+    once (the calls in flight are not waited for), every line written is whole, the re-run completes.
+
+    No timing: the server answers the first 4 calls and holds every later one until the test releases it,
+    so the child is judging (4 lines written, calls in flight that will not end by themselves) when SIGINT
+    is sent, and it can only exit by giving up those calls (their timeout is 600 s)."""
     import os
     import signal
     import subprocess
     import sys
+    import threading
     import time
     from pathlib import Path
+
+    answered, release = 4, threading.Event()
+
+    def held(body, n):
+        if n >= answered:
+            release.wait(timeout=600)
+        return answer(body, n)
 
     out = tmp_path / "v.jsonl"
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": str(root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    with FakeOpenAI(answer, delay=0.3) as fake:
-        child = subprocess.Popen([sys.executable, "-c", CTRL_C, fake.api_base, str(out)], env=env, cwd=root)
-        deadline = time.time() + 60
-        while time.time() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 4):
-            time.sleep(0.05)
-        child.send_signal(signal.SIGINT)
-        sent = time.time()
-        assert child.wait(timeout=30) == 130
-        assert time.time() - sent < 10
-        kept = read_lines(out)
-        assert 4 <= len(kept) < 40 and out.read_bytes().endswith(b"\n")
+    with FakeOpenAI(held) as fake:
+        try:
+            child = subprocess.Popen([sys.executable, "-c", CTRL_C, fake.api_base, str(out)], env=env, cwd=root)
+            try:
+                deadline = time.time() + 300  # a bound for a broken child, not a timing assumption
+                while not (fake.n_requests > answered and out.exists() and out.read_bytes().count(b"\n") == answered):
+                    assert child.poll() is None, "the child ended before it was interrupted"
+                    assert time.time() < deadline, "the child never had 4 lines written and a call held"
+                    time.sleep(0.02)
+                child.send_signal(signal.SIGINT)
+                assert child.wait(timeout=300) == 130
+            finally:
+                if child.poll() is None:
+                    child.kill()
+        finally:
+            release.set()
+        kept = read_lines(out)  # whole lines only: each parses
+        assert len({line["id"] for line in kept}) == len(kept) == answered
+        assert not any(line["abstained"] for line in kept)  # the calls given up are not written as verdicts
         lm = make_lm(LMConfig(model="fake-judge@1", api_base=fake.api_base))
         summary = judge_stream(TrajectoryJudge(), make_dataset(40), out, lm=lm, concurrency=4, progress=False)
-    assert (summary.resumed, summary.judged) == (len(kept), 40 - len(kept))
+    assert (summary.resumed, summary.judged) == (answered, 40 - answered)
     assert sorted(line["id"] for line in read_lines(out)) == sorted(t.id for t in make_dataset(40))

@@ -3,16 +3,13 @@ server 3, a bug 1 with its traceback; one circuit breaker; one transient-error r
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 from pathlib import Path
 
 import httpx
 import pytest
 from dspy.utils.exceptions import AdapterParseError
 
-import rubricforge_dspy
 from rubricforge_dspy.cli import main as cli_main
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.errors import InputError, RubricForgeError, RubricForgeWarning, ServerError
@@ -20,18 +17,19 @@ from rubricforge_dspy.judge.module import JudgeTrajectory, VerdictFormatError
 from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.errors import error_kind, is_outage, is_transient
 from rubricforge_dspy.serve.process import free_port
+from tests.test_optional_extras import import_every_module, refused_for_a_missing_extra
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 
 
 def _package_classes():
-    """Every class defined in a module of the package (the testing helpers included), by walking them."""
+    """Every class defined in a module of the package (the testing helpers included), by walking them. A
+    module that imports an extra that is not installed is left out (tests/test_optional_extras.py)."""
     found = {}
-    for info in pkgutil.walk_packages(rubricforge_dspy.__path__, "rubricforge_dspy."):
-        if info.name.endswith("__main__"):
-            continue
-        module = importlib.import_module(info.name)
+    modules, failed = import_every_module()
+    assert all(refused_for_a_missing_extra(name, error) for name, error in failed.items()), failed
+    for module in modules.values():
         for _, obj in inspect.getmembers(module, inspect.isclass):
             if obj.__module__ == module.__name__:
                 found[f"{obj.__module__}.{obj.__qualname__}"] = obj

@@ -1,7 +1,7 @@
 """Judging on Ray (`rubricforge_dspy.apply.ray`): the in-Ray SGLang engine's preprocess and postprocess steps
-(no GPU), and a real local Ray cluster against two fake OpenAI-compatible servers: one verdict per id, a
-worker killed mid-run, faults recorded as abstentions, the workers' fast path writing the lines the thread
-path writes."""
+(no GPU), a worker closing its connections when a batch ends, and a real local Ray cluster against two fake
+OpenAI-compatible servers: one verdict per id, a worker killed mid-run, faults recorded as abstentions, the
+workers' fast path writing the lines the thread path writes."""
 
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ from tests.helpers import make_dataset, make_trajectory  # noqa: E402
 from rubricforge_dspy.apply.ray import (JudgeAnswer, JudgePrompt, judge_dataset, pool_config,  # noqa: E402
                                         trajectory_dataset)
 from rubricforge_dspy.apply.job import ResumeState  # noqa: E402
+from rubricforge_dspy.apply.ray import _JudgeWorker  # noqa: E402
 from rubricforge_dspy.core.verdict import read_verdicts  # noqa: E402
+from rubricforge_dspy.judge.execution import RetryPolicy  # noqa: E402
+from rubricforge_dspy.lm.circuit import JudgeUnavailableError  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
 from rubricforge_dspy.lm.engine import make_lm  # noqa: E402
@@ -121,6 +124,50 @@ def test_the_driver_writes_an_id_once_when_a_block_comes_back(tmp_path):
     assert (summary.judged, summary.duplicates, summary.lm_calls, summary.passed) == (5, 4, 5, 5)
 
 
+# -- a worker's connections ---------------------------------------------------------------------------
+
+class OwnForward(TrajectoryJudge):
+    """Overrides a call: no fast path (`direct_call` is None), so a worker judges it from threads."""
+
+    def forward(self, trajectory):
+        return super().forward(trajectory=trajectory)
+
+
+def _connections_to(port: int) -> int:
+    """This process's open TCP connections to `port` (the client's side)."""
+    import psutil
+
+    return sum(1 for c in psutil.Process().net_connections(kind="tcp")
+               if c.raddr and c.raddr.port == port and c.status == "ESTABLISHED")
+
+
+def _batch(trajectories) -> dict:
+    return {"id": [t.id for t in trajectories], "trajectory": trajectories}
+
+
+@pytest.mark.parametrize("judge_class", [TrajectoryJudge, OwnForward], ids=["fast_path", "threads"])
+def test_a_worker_closes_its_connections_when_a_batch_ends_and_when_it_fails(judge_class):
+    """Ray Data never tells a worker that the job ended, and a worker's ``__del__`` may run on any thread
+    or never: each batch closes the keep-alive connections it opened, whether it succeeded or raised."""
+    trajectories = make_dataset(6)
+    dead_lines = {"out": "verdicts.jsonl", "line": JOB_LINE}
+    with FakeOpenAI(keep_alive=True) as server:  # keeps each connection until the client closes it
+        worker = _JudgeWorker(judge_class(), [_config(server)], threads=3, policy=RetryPolicy(0), timeout=None,
+                              job=dead_lines, max_consecutive_lm_errors=None)
+        for _ in range(2):  # a worker judges many batches: each opens and closes its connections
+            lines = worker(_batch(trajectories))
+            assert len(lines["id"]) == 6 and lines["fast"] == [judge_class is TrajectoryJudge] * 6
+            assert server.n_requests > 0 and _connections_to(server.port) == 0
+        served = server.n_requests
+    assert served == 12
+    with FakeOpenAI(responder=lambda body, n: "http_500", keep_alive=True) as dead:
+        worker = _JudgeWorker(judge_class(), [_config(dead)], threads=3, policy=RetryPolicy(0), timeout=None,
+                              job=dead_lines, max_consecutive_lm_errors=2)
+        with pytest.raises(JudgeUnavailableError, match="consecutive"):
+            worker(_batch(trajectories))
+        assert dead.n_requests >= 2 and _connections_to(dead.port) == 0
+
+
 # -- a real local Ray cluster ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -209,19 +256,21 @@ def _worker_logs_mention(text: str) -> list[str]:
 
 @pytest.mark.slow
 def test_the_fast_path_writes_the_lines_the_thread_path_writes(cluster, tmp_path):
-    class OwnForward(TrajectoryJudge):  # overrides a call: no fast path (`direct_call` is None), threads
-        def forward(self, trajectory):
-            return super().forward(trajectory=trajectory)
-
     trajectories = make_dataset(16)
     runs = {}
-    with FakeOpenAI(responder=_scripted) as a, FakeOpenAI(responder=_scripted) as b:
+    # Keep-alive servers: a connection a worker leaves open stays open.
+    with FakeOpenAI(responder=_scripted, keep_alive=True) as a, FakeOpenAI(responder=_scripted, keep_alive=True) as b:
         for name, judge in (("fast", TrajectoryJudge()), ("threads", OwnForward())):
             out = tmp_path / f"{name}.jsonl"
             summary = judge_dataset(trajectory_dataset(trajectories, rows_per_block=4), judge, out=out,
                                     lm_config=_config(a), api_bases=[a.api_base, b.api_base], workers=2,
                                     concurrency=3, batch_size=4, backoff=0.01)
             runs[name] = (summary, read_verdicts(out))
+            # The workers close their connections as their batches end (the servers see them closed).
+            deadline = time.time() + 30
+            while _server_connections(a.port) + _server_connections(b.port) and time.time() < deadline:
+                time.sleep(0.1)
+            assert _server_connections(a.port) == _server_connections(b.port) == 0, name
         served = (a.n_requests, b.n_requests)
     (fast, fast_lines), (threads, thread_lines) = runs["fast"], runs["threads"]
     assert fast.fast_path and not threads.fast_path
@@ -236,11 +285,22 @@ def test_the_fast_path_writes_the_lines_the_thread_path_writes(cluster, tmp_path
     assert fast.retries == threads.retries == 1 and fast.lm_calls == threads.lm_calls == 17
     assert min(served) > 0  # both endpoints, both runs
     assert dict(fast.abstained) == dict(threads.abstained) and fast.contradictions == threads.contradictions == 1
-    # The actors' keep-alive pools are closed when they end: no "Unclosed client session" from aiohttp.
-    deadline = time.time() + 30
+    # No actor left a session for the garbage collector: no "Unclosed client session" from aiohttp, nor an
+    # error closing it, in the logs of the actors once they have ended.
+    deadline = time.time() + 60
     while _judge_workers() and time.time() < deadline:
         time.sleep(0.2)
-    assert not _worker_logs_mention("Unclosed client session")
+    assert not _judge_workers(), "the Ray judge workers did not end"
+    for complaint in ("Unclosed client session", "Unclosed connector", "Cannot close a running event loop"):
+        assert not _worker_logs_mention(complaint), complaint
+
+
+def _server_connections(port: int) -> int:
+    """The connections a fake server in this process holds open with a client (the server's side)."""
+    import psutil
+
+    return sum(1 for c in psutil.Process().net_connections(kind="tcp")
+               if c.laddr and c.laddr.port == port and c.status == "ESTABLISHED")
 
 
 def _judge_workers() -> list[int]:

@@ -1,5 +1,8 @@
 """Judge a Ray Dataset of trajectories: for the user who outgrew one machine (``pip install rubricforge-dspy[ray]``).
 
+This module imports without the extra; its functions raise `MissingExtraError` (exit 2 on the command line)
+when Ray Data is not installed.
+
     import ray
     from rubricforge_dspy.apply.ray import judge_dataset, trajectory_dataset
     from rubricforge_dspy.lm.config import LMConfig
@@ -57,24 +60,24 @@ Two engines:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import dspy
 import orjson
-import ray
 
 from rubricforge_dspy.apply.job import BatchOutputError, ResumeState, claim_output, output_lock, read_done
 from rubricforge_dspy.apply.stream import (DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _EventLoop, _Writer,
                                           load_judge)
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, MissingExtraError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.execution import RetryPolicy, as_verdict, count_verdict, judge_verdict
@@ -87,11 +90,30 @@ from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.lm.errors import error_kind
 from rubricforge_dspy.lm.secrets import redact_url
 
+if TYPE_CHECKING:
+    import ray
+
 __all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
            "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
 
 DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
 SGLANG_ENDPOINT = "ray.data.llm:sglang-engine"  # stands for the endpoint in the fingerprint of the in-Ray engine
+INSTALL_HINT = "pip install 'rubricforge-dspy[ray]'"
+
+
+def _ray():
+    """The `ray` module with Ray Data, imported on first use (the ``[ray]`` extra is optional).
+
+    Raises:
+        MissingExtraError: Ray Data is not installed.
+    """
+    try:
+        import ray
+        import ray.data  # noqa: F401 - the part of Ray this module uses
+    except ImportError as missing:
+        raise MissingExtraError(f"judging on Ray needs Ray Data, which is not installed: {INSTALL_HINT} "
+                                f"({type(missing).__name__}: {missing})") from missing
+    return ray
 
 
 # -- the rows -----------------------------------------------------------------------------------------
@@ -113,7 +135,9 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], *, rows_per_block: in
 
     Raises:
         InputError: no trajectories.
+        MissingExtraError: Ray Data is not installed.
     """
+    ray = _ray()
     parts = []
     iterator = iter(trajectories)
     while True:
@@ -178,19 +202,26 @@ class _JudgeWorker:
     The fast path, when every copy offers one (`TrajectoryJudge.direct_call`: a plain judge on an LM built by
     `lm.make_lm`): the local path's event loop (`apply.stream._EventLoop`), made once per actor and kept
     across batches, keeps `threads` calls in flight through `ajudge_verdict`, the endpoints dealt
-    round-robin item by item; its keep-alive pools are closed when the actor ends (`__del__`, which Ray
-    Data calls on the actor's graceful exit). Otherwise `threads` threads call `judge_verdict`. Either way
-    the same retry policy, the same per-worker circuit breaker, the same verdict lines."""
+    round-robin item by item. Otherwise `threads` threads call `judge_verdict`. Either way the same retry
+    policy, the same per-worker circuit breaker, the same verdict lines.
+
+    Every call ends by closing the copies' connection pools (`close_connections`), whether the batch
+    succeeded or raised: Ray Data never tells an actor that the job has ended (its last batch is not
+    marked, and an actor may be killed or dropped without a graceful exit), so no pool outlives the batch
+    that opened it, and nothing is left for ``__del__`` (which may run on any thread, or never). The next
+    batch opens new connections: one connect per call in flight, small next to the judge calls."""
 
     def __init__(self, judge, configs: list[LMConfig], threads: int, policy: RetryPolicy, timeout: float | None,
                  job: dict, max_consecutive_lm_errors: int | None):
-        self.judges = []
+        self.judges, self.lms = [], []
         for config in configs:
             lm = one_attempt_lm(make_lm(config), timeout, connections=threads) if judge.predictors() else None
             copy = judge.deepcopy()
             if lm is not None:
                 copy.set_lm(lm)
+                self.lms.append(lm)
             self.judges.append(copy)
+        ray = _ray()
         actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
         first = int(actor[-6:], 16) if actor else 0  # workers start apart
         self.policy, self.job = policy, job
@@ -235,26 +266,47 @@ class _JudgeWorker:
         return records
 
     def __call__(self, batch) -> dict:
-        trajectories = [_trajectory({"id": i, "trajectory": t})
-                        for i, t in zip(_column(batch, "id"), _column(batch, "trajectory"))]
-        if self.loop is not None:
-            records = self._drive(trajectories)
-        else:
-            try:
-                records = list(self.pool.map(self._judge, trajectories))
-            except JudgeUnavailableError:
-                self.stop.set()
-                raise
+        try:
+            trajectories = [_trajectory({"id": i, "trajectory": t})
+                            for i, t in zip(_column(batch, "id"), _column(batch, "trajectory"))]
+            if self.loop is not None:
+                records = self._drive(trajectories)
+            else:
+                futures = [self.pool.submit(self._judge, t) for t in trajectories]
+                try:
+                    records = [future.result() for future in futures]
+                except JudgeUnavailableError:
+                    self.stop.set()  # no more retries; the calls not started raise at once (the circuit is open)
+                    wait(futures)  # the calls in flight end before their connections are closed
+                    raise
+        finally:
+            self.close_connections()
         return {"id": [r["id"] for r in records], "line": [orjson.dumps(r) for r in records],
                 "fast": [self.loop is not None] * len(records)}
 
-    def __del__(self):
-        loop, self.loop = getattr(self, "loop", None), None
-        if loop is not None:  # close the keep-alive pools on the loop they belong to, then end it
-            loop.close(cancel=True)
-        pool = getattr(self, "pool", None)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+    def close_connections(self) -> None:
+        """Close every connection pool the judge copies hold: on the fast path the async engines' pools
+        of the actor's event loop (after the calls a failed batch abandoned have ended), else the LMs'
+        HTTP clients. A later call opens new ones."""
+        if self.loop is not None:
+            engines = list({id(d.engine): d.engine for d in self.loop.directs}.values())
+            asyncio.run_coroutine_threadsafe(_close_pools(engines), self.loop.loop).result(timeout=60)
+        for lm in self.lms:
+            for engine in {id(e): e for e in (getattr(lm, "_engine_spec", None),
+                                              getattr(lm, "_async_engine_spec", None))}.values():
+                if hasattr(engine, "close"):
+                    engine.close()
+
+
+async def _close_pools(engines: list) -> None:
+    """On the actor's event loop: let the calls a failed batch abandoned end, then close each engine's pool
+    of this loop."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+    for engine in engines:
+        await engine.aclose()
 
 
 # -- the in-Ray SGLang engine: preprocess and postprocess ----------------------------------------------
@@ -368,6 +420,7 @@ def sglang_processor(program, config, *, max_tokens: int = 256, temperature: flo
         The processor (``processor(ds)`` maps rows ``{"id", "trajectory"}`` to ``{"id", "line"}``), with
         ``rubricforge_job`` set to what `judge_dataset` needs to fingerprint the job.
     """
+    _ray()
     from ray.data import llm as ray_llm
 
     judge = _plain_judge(load_judge(program))
@@ -435,11 +488,13 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         once).
 
     Raises:
+        MissingExtraError: Ray Data is not installed (``pip install 'rubricforge-dspy[ray]'``).
         InputError: no endpoint, bad sizes, or a judge the chosen engine cannot run.
         BatchOutputError: `out` belongs to another judge configuration or other data.
         OutputLockedError: another process writes `out`.
         JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
     """
+    ray = _ray()
     if batch_size is None and concurrency >= 1:
         batch_size = max(32, 2 * concurrency)
     for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):

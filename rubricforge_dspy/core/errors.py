@@ -4,7 +4,8 @@
   `rubricforge_dspy.lm.circuit.CircuitOpen`, a `BaseException` on purpose (see there).
 - `InputError` (also a `ValueError`): the user gave something unusable: a data, label, program,
   certificate or predictions file, a flag, a preset, or an output file that belongs to another job.
-  `rubricforge` prints ``error: <message>`` and exits **2**.
+  `rubricforge` prints ``error: <message>`` and exits **2**. `MissingExtraError` (also an `ImportError`)
+  is one: a feature used without the optional extra it needs (``pip install "rubricforge-dspy[ray]"``).
 - `ServerError` (also a `RuntimeError`): a service the run needs is not there: an LM or server that
   cannot be reached, a circuit breaker that opened, a Batch API job that failed, a server that would
   not start. `rubricforge` prints ``error: <Type>: <message>`` and exits **3**.
@@ -25,8 +26,8 @@ from __future__ import annotations
 import errno
 import os
 
-__all__ = ["RubricForgeError", "InputError", "MissingFileError", "OutputExistsError", "ServerError",
-           "RubricForgeWarning", "missing_file", "EXIT_INPUT", "EXIT_SERVER",
+__all__ = ["RubricForgeError", "InputError", "MissingFileError", "OutputExistsError", "MissingExtraError",
+           "ServerError", "RubricForgeWarning", "missing_file", "EXIT_INPUT", "EXIT_SERVER",
            "EXIT_BUG", "EXIT_INTERRUPTED"]
 
 EXIT_BUG = 1          # an unexpected exception: a bug (traceback printed)
@@ -52,6 +53,12 @@ class MissingFileError(FileNotFoundError, InputError):
 
 class OutputExistsError(FileExistsError, InputError):
     """An output path exists and is never overwritten (also a `FileExistsError`). The command line exits 2."""
+
+
+class MissingExtraError(InputError, ImportError):
+    """A feature was used without the optional extra it needs (Ray, MLflow, Inspect): the message names
+    the ``pip install "rubricforge-dspy[EXTRA]"`` that adds it (also an `ImportError`). The command line
+    exits 2. The module that offers the feature imports without the extra; using it raises this."""
 
 
 def missing_file(path) -> MissingFileError:
