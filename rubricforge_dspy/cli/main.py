@@ -188,7 +188,7 @@ def cmd_judge(args) -> int:
     except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line
         if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
             raise
-        raise OSError(error.errno, error.strerror, f"{Path(args.out).parent or '.'} (beside {args.out})") from error
+        raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
     if code == 0:
         write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
     return code

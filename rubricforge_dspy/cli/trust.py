@@ -107,8 +107,9 @@ def cmd_gate(args) -> int:
 
 
 def add_gate_parser(sub) -> None:
-    p = sub.add_parser("gate", help="may a candidate judge replace the baseline? exit 0 yes, 4 no, 2 bad input, "
-                                    "3 judge LM unusable (1 is a bug)")
+    exits = "exit 0 yes, 4 no, 2 bad input, 3 judge LM unusable (1 is a bug)"
+    p = sub.add_parser("gate", help=f"may a candidate judge replace the baseline? {exits}",
+                       description=f"May the candidate judge replace the baseline (docs/CERTIFICATE.md)? {exits}.")
     p.add_argument("--candidate", default=None, help="candidate frozen program")
     p.add_argument("--baseline", default=None, help="baseline frozen program")
     add_data_arguments(p, FORMAT_CHOICES, required=False)  # --data: labeled trajectories to judge both on

@@ -240,6 +240,9 @@ class _NotForIjson(RubricForgeError):
 
 
 MAX_STREAM_DEPTH = 512  # arrays/objects nested deeper than this are not handed to ijson (`_Depth`)
+# Kept by the first pass: brackets, quotes, backslashes and every byte JSON allows after a backslash, so
+# a backslash and the byte it escapes stay together while most text goes; the second keeps brackets and quotes.
+_NOT_ESCAPE_OR_MARK = bytes(sorted(set(range(256)) - set(b'"[]{}\\/bfnrtu')))
 _NOT_MARK = bytes(sorted(set(range(256)) - set(b'"[]{}')))
 _DEPTH_BLOCK = 128
 
@@ -251,9 +254,10 @@ class _Depth:
     ijson keeps the prefix of every open container, so its memory grows with the square of the depth:
     a record nested 200,000 levels deep took the process down (out of memory) before any error could be
     raised. Such a file is read whole by `json` instead, which refuses it (`RecursionError`, which the
-    loaders turn into an error naming the file). Byte replacements and counts do the work (about 5% of
-    a load's time): escaped backslashes and quotes are dropped, then everything but quotes and brackets;
-    the brackets outside strings are walked one by one only in a block that could reach the limit."""
+    loaders turn into an error naming the file). Byte translations, replacements and counts do the work:
+    all bytes but those of brackets, quotes and escapes are dropped, then escaped backslashes and quotes,
+    then all but quotes and brackets; the brackets outside strings are walked one by one only in a block
+    that could reach the limit. (Exact for valid JSON; on invalid JSON, ijson stops at the first error.)"""
 
     def __init__(self) -> None:
         self.depth = 0
@@ -264,7 +268,8 @@ class _Depth:
         data = self.carry + data
         cut = len(data.rstrip(b"\\"))
         data, self.carry = data[:cut], data[cut:]
-        parts = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_MARK).split(b'"')
+        escapes = data.translate(None, _NOT_ESCAPE_OR_MARK)
+        parts = escapes.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_MARK).split(b'"')
         brackets = b"".join(parts[1::2] if self.in_string else parts[0::2])
         if len(parts) % 2 == 0:  # an odd number of quotes: the chunk ends on the other side
             self.in_string = not self.in_string
