@@ -93,6 +93,53 @@ def test_a_record_nested_200000_levels_deep_exits_2_naming_it_before_any_lm_call
     assert str(data) in line and "nested too deeply" in line
 
 
+def test_the_streaming_depth_guard_agrees_with_the_real_depth_wherever_the_bytes_are_cut(monkeypatch):
+    """The guard in front of ijson (`_common._Depth`) follows strings and escapes split between reads: on
+    random JSON (brackets, quotes and backslashes inside strings) cut at random points, it stops exactly
+    when arrays and objects nest deeper than the limit."""
+    import random
+
+    from rubricforge_dspy.data.formats import _common
+
+    rng = random.Random(7)
+    texts = ['a"b', "\\", 'x\\"[', "]]]", "{{", '\\\\"', '"\n[', "", 'é\n\t/"', '\u00bf\\"', "/\\/]"]
+
+    def value(depth):
+        roll = rng.random()
+        if depth > 10 or roll < 0.3:
+            return rng.choice([*texts, 1, None])
+        if roll < 0.65:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(["k", '"[', "\\"]) + str(i): value(depth + 1) for i in range(rng.randint(0, 3))}
+
+    def depth_of(v):
+        kids = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        return 0 if kids is None else 1 + max(map(depth_of, kids), default=0)
+
+    for _ in range(2000):
+        v = value(0)
+        data = json.dumps(v, ensure_ascii=rng.random() < 0.5).encode()
+        limit = rng.randint(0, 8)
+        monkeypatch.setattr(_common, "MAX_STREAM_DEPTH", limit)
+        guard, within, at = _common._Depth(), True, 0
+        while at < len(data) and within:
+            step = rng.randint(1, 9)
+            within = guard.feed(data[at:at + step])
+            at += step
+        assert within == (depth_of(v) <= limit), (data, limit)
+
+
+def test_a_record_nested_600_levels_deep_still_loads_read_whole(tmp_path):
+    """A JSON document nested deeper than the streaming guard allows, but within what `json` reads, is
+    read whole instead of streamed: the same record, nothing refused."""
+    from rubricforge_dspy.data.formats import load_trajectories
+
+    data = tmp_path / "mid.json"
+    data.write_text("[" + json.dumps(record(0))[:-1] + ', "metadata": {"x": ' + nested(600) + "}}]")
+    loaded = load_trajectories(data)
+    assert [t.id for t in loaded] == ["t0"] and not loaded.report.skipped
+
+
 def test_every_reader_refuses_a_deeply_nested_file_with_exit_2(tmp_path, capsys):
     """User sees: a labels file or a verdict file nested 200,000 levels deep is bad input (exit 2, the file
     named), like a trajectory file: never a RecursionError traceback and exit 1."""

@@ -268,8 +268,10 @@ class _Depth:
         data = self.carry + data
         cut = len(data.rstrip(b"\\"))
         data, self.carry = data[:cut], data[cut:]
-        escapes = data.translate(None, _NOT_ESCAPE_OR_MARK)
-        parts = escapes.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_MARK).split(b'"')
+        kept = data.translate(None, _NOT_ESCAPE_OR_MARK)
+        if b"\\\\" in kept:  # an escaped backslash (rare): dropped first, it escapes nothing after it
+            kept = kept.replace(b"\\\\", b"")
+        parts = kept.replace(b'\\"', b"").translate(None, _NOT_MARK).split(b'"')
         brackets = b"".join(parts[1::2] if self.in_string else parts[0::2])
         if len(parts) % 2 == 0:  # an odd number of quotes: the chunk ends on the other side
             self.in_string = not self.in_string
