@@ -190,17 +190,19 @@ def test_a_read_only_existing_out_exits_2_before_any_lm_call(tmp_path):
     assert out.read_text() == ""
 
 
-@pytest.mark.parametrize("command", ["judge", "convert"])
+@pytest.mark.parametrize("command", ["judge", "convert", "induce"])
 def test_an_out_whose_parent_is_a_regular_file_exits_2(tmp_path, command):
     """User sees: an --out under a regular file (`notes.txt/v.jsonl`) exits 2 with one line naming the path,
-    no LM call. Before: a FileExistsError / NotADirectoryError traceback and exit 1."""
+    no LM call (`induce` says so before its search, not after it). Before: a FileExistsError /
+    NotADirectoryError traceback and exit 1 (for `induce`, once the whole search was paid for)."""
     parent = tmp_path / "notes.txt"
     parent.write_text("not a directory\n")
-    out = parent / "v.jsonl"
+    out = parent / ("p.json" if command == "induce" else "v.jsonl")
     with FakeOpenAI(lambda body, n: OK) as fake:
-        lm = ["--api-base", fake.api_base, "--model", "m@r", "--no-cache"] if command == "judge" else []
-        done = run([command, "--data", str(AIRLINE), "--limit" if command == "judge" else "--format",
-                    "2" if command == "judge" else "tau_bench", "--out", str(out), *lm])
+        lm = ["--api-base", fake.api_base, "--model", "m@r"]
+        extra = {"judge": ["--limit", "2", "--no-cache", *lm], "convert": ["--format", "tau_bench"],
+                 "induce": ["--budget", "40", "--log-dir", str(tmp_path / "log"), *lm]}[command]
+        done = run([command, "--data", str(AIRLINE), "--out", str(out), *extra])
         assert fake.n_requests == 0
     assert done.returncode == 2, done.stderr[-3000:]
     line = one_clean_line(done.stderr)

@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import file_kind
+from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.verdict import VerdictLineError, check_line
 from rubricforge_dspy.core.verdict import _parse_line as parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
@@ -77,29 +77,13 @@ def checked_output(out_path) -> Path:
     out = Path(out_path)
     try:
         mode = os.lstat(out).st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as error:
-        raise InputError(f"{out}: cannot use it as the output: {error.strerror}") from None
+    except OSError:
+        mode = None  # nothing there, or not reachable: `writable_file` says which
     if mode is not None and stat.S_ISLNK(mode):
         raise InputError(f"{out}: the output is a symlink (to {os.readlink(out)}); give the path of the file "
                          "itself: through a link and its target, two runs would write one file at once")
-    if mode is not None and not stat.S_ISREG(mode):
-        raise InputError(f"{out}: the output is {file_kind(mode)}, not a regular file; give a new file's path")
-    if mode is not None:
-        try:
-            os.close(os.open(out, os.O_WRONLY | os.O_APPEND))  # changes nothing; refused if read-only
-        except OSError as error:
-            raise InputError(f"{out}: cannot write the output: {error.strerror}; make it writable or choose "
-                             "another --out") from None
+    writable_file(out, "output")
     parent = out.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        problem = "a parent is not a directory" if isinstance(error, (FileExistsError, NotADirectoryError)) \
-            else error.strerror
-        raise InputError(f"{out}: cannot create its directory {parent}: {problem}; choose an --out in a "
-                         "directory") from None
     return Path(os.path.realpath(parent)) / out.name
 
 

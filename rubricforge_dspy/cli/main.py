@@ -41,6 +41,7 @@ from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_argument
                                                stream_data)
 from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER,
                                           InputError, ServerError)
+from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
@@ -275,6 +276,7 @@ def cmd_induce(args) -> int:
     from rubricforge_dspy.cli.presets import render_from_args, resolve
 
     require_input(args)
+    writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
     spool_from_mlflow(args, args.out)
     trajectories, _ = _load(args, need_labels=True)
     split = induction_split(trajectories, sample_tasks=args.sample_tasks, seed=args.seed)
@@ -612,6 +614,8 @@ _WHAT_TO_DO = (
 def _environment_problem(error: OSError) -> str:
     """The one line for an `OSError` of the environment: the file, what the OS said, what to do."""
     where = f"{error.filename}: " if error.filename is not None else ""
+    if error.errno == errno.EEXIST and error.filename is not None and Path(error.filename).is_file():
+        return f"{where}a file where a directory is needed (a parent of the output); choose an output in a directory"
     advice = next((text for numbers, text in _WHAT_TO_DO if error.errno in numbers),
                   "check the path, the disk and the permissions, then run the command again")
     return f"{where}{error.strerror or error}; {advice}"

@@ -11,6 +11,7 @@ from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments
 from rubricforge_dspy.cli.integrations import (add_mlflow_source_arguments, require_input, spool_from_mlflow,
                                                tag_label_next_in_mlflow)
 from rubricforge_dspy.core.errors import EXIT_NO
+from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 
@@ -21,6 +22,8 @@ def cmd_certify(args) -> int:
     from rubricforge_dspy.trust.certificate import CertificateError, format_certificate
     from rubricforge_dspy.trust.certify import certify_program, recheck_program
 
+    if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
+        writable_file(args.out_program or args.program, "certified program")
     trajectories = load_data(args, need_labels=True).trajectories
     where = ", ".join(args.data)
     try:
