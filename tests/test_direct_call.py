@@ -15,7 +15,7 @@ from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.core.presets import SERVER
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
-from rubricforge_dspy.judge.module import StrictJSONAdapter, TrajectoryJudge
+from rubricforge_dspy.judge.module import StrictJSONAdapter, TrajectoryJudge, VerdictFormatError
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import CompiledRequest, encode_body, make_lm
@@ -169,14 +169,21 @@ def test_no_fast_path_for_an_lm_it_cannot_reproduce():
 
 def test_the_strict_parse_returns_what_dspys_json_parse_returns_for_every_field_type():
     """The strict adapter skips DSPy's per-field pydantic validation when a value already has its field's
-    plain type; the fields (values, types and order) must be DSPy's own, and anything else DSPy decides."""
+    plain type; the fields (values, types and order) must be DSPy's own, and anything else DSPy decides.
+    A value of another JSON type is refused (``invalid``) where DSPy would coerce it ("true" -> True)."""
     adapter = StrictJSONAdapter()
     signature = TrajectoryJudge().judge.signature
     values = {"reason": ["x", "", "é\n", 3, None, True], "passed": [True, False, "true", 1, None, 2.5],
               "score": [0.5, 1, -3, float("nan"), "0.7", True, None, 2 ** 60, "abc"]}
-    compared = 0
+    compared = refused = 0
     for reason, passed, score in itertools.product(*values.values()):
         text = json.dumps({"score": score, "extra": 1, "reason": reason, "passed": passed})
+        if not (type(reason) is str and type(passed) is bool and type(score) in (int, float)):
+            with pytest.raises(VerdictFormatError) as refusal:
+                adapter.parse(signature, text)
+            assert refusal.value.kind == "invalid"
+            refused += 1
+            continue
         try:
             expected = dspy.JSONAdapter.parse(adapter, signature, text)
         except Exception:  # noqa: BLE001 - DSPy refuses it: the strict parse must refuse it too
@@ -187,7 +194,28 @@ def test_the_strict_parse_returns_what_dspys_json_parse_returns_for_every_field_
         assert repr(list(got.items())) == repr(list(expected.items()))
         assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
         compared += 1
-    assert compared > 20
+    assert compared > 20 and refused == 6 * 6 * 9 - 3 * 2 * 5  # all but the 30 of plain types
+
+
+def test_a_verdict_field_of_the_wrong_type_is_an_invalid_answer_never_coerced():
+    """User sees: an LM that answers ``"passed": "true"`` (a string) or ``"score": "0.9"`` gets an
+    ``invalid`` abstention (a fail, counted by kind), not a pass; before, DSPy coerced both."""
+    adapter = StrictJSONAdapter()
+    signature = TrajectoryJudge().judge.signature
+    for answer, field in (({"reason": "ok", "passed": "true", "score": 0.9}, "passed"),
+                          ({"reason": "ok", "passed": True, "score": "0.9"}, "score"),
+                          ({"reason": "ok", "passed": 1, "score": 0.9}, "passed")):
+        with pytest.raises(VerdictFormatError) as refusal:
+            adapter.parse(signature, json.dumps(answer))
+        assert refusal.value.kind == "invalid" and str(refusal.value).count(field)
+    policy = RetryPolicy(max_retries=0, backoff=0.0, max_backoff=0.0)
+    with FakeOpenAI(lambda body, n: {"reason": "looks fine", "passed": "true", "score": 0.9}) as fake:
+        judge = judge_on(fake)
+        slow = judge_verdict(judge, TEXTS[0], policy)
+        fast = asyncio.run(ajudge_verdict(judge.direct_call(), TEXTS[0], policy))
+    for verdict in (slow, fast):
+        assert (verdict.passed, verdict.abstained, verdict.error_kind) == (False, True, "invalid")
+        assert "passed must be true or false" in verdict.error
 
 
 def test_a_timeout_is_a_timeout_abstention_on_both_paths():

@@ -132,7 +132,7 @@ def test_gate_can_require_beating_the_floor_with_verdict_files(tmp_path, capsys)
     assert main(["gate", "--candidate-verdicts", a, "--baseline-verdicts", b, "--floor-verdicts", perfect]) == 0
     assert "Candidate vs symptom floor (not required)" in capsys.readouterr().out
     assert main(["gate", "--candidate-verdicts", a, "--baseline-verdicts", b, "--floor-verdicts", perfect,
-                 "--require-beats-floor"]) == 1
+                 "--require-beats-floor"]) == 4  # no: not 1, a bug's code
     assert "does not beat the symptom floor" in capsys.readouterr().out
     weak = write_verdicts(tmp_path / "weak.jsonl", labels, [True] * len(labels))
     assert main(["gate", "--candidate-verdicts", a, "--baseline-verdicts", b, "--floor-verdicts", weak,

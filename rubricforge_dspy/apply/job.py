@@ -9,6 +9,9 @@ judged, repairing a line cut by a kill and dropping abstentions for LM errors so
 One writer per output file: `output_lock` holds an exclusive ``flock`` on ``OUT.lock`` for the whole
 run; a second process on the same ``OUT`` is refused at once (`OutputLockedError`, exit 2) with the
 holder's pid. The kernel releases the lock when its process dies, so a killed run never blocks a re-run.
+The lock is the file's, not the path's: ``OUT.lock`` sits beside the real path of ``OUT`` (its directory
+resolved), and an ``OUT`` that is a symlink, or anything but a regular file, is refused
+(`checked_output`), so two runs cannot reach one file through two names.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +31,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.verdict import VerdictLineError, check_line
 from rubricforge_dspy.core.verdict import _parse_line as parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
@@ -35,7 +40,8 @@ from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 
 __all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "DoneIndex",
            "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
-           "job_path", "lock_path", "output_lock", "input_fingerprint", "checked_input", "claim_output"]
+           "job_path", "lock_path", "output_lock", "checked_output", "input_fingerprint", "checked_input",
+           "claim_output"]
 
 JOB_SUFFIX = ".job.json"
 LOCK_SUFFIX = ".lock"
@@ -51,6 +57,35 @@ class OutputLockedError(InputError):
 
 
 # -- one writer per output file ----------------------------------------------------------------
+
+def checked_output(out_path) -> Path:
+    """The output file ``OUT`` as the lock knows it: its real directory (symlinks in it resolved) and its
+    name, once checked, before anything is paid: ``OUT`` is a regular file this process may append to,
+    or does not exist yet (its directory is created).
+
+    Args:
+        out_path: the output file a run is about to write.
+
+    Returns:
+        ``realpath(dirname(OUT)) / basename(OUT)``: one path per file, whichever name reached it.
+
+    Raises:
+        InputError: ``OUT`` is a symlink (two runs could write one file through a link and its target),
+            a directory, a FIFO or a device, a file that cannot be written (read-only, on a read-only file
+            system), or its directory cannot be created (a parent is a regular file, no permission).
+    """
+    out = Path(out_path)
+    try:
+        mode = os.lstat(out).st_mode
+    except OSError:
+        mode = None  # nothing there, or not reachable: `writable_file` says which
+    if mode is not None and stat.S_ISLNK(mode):
+        raise InputError(f"{out}: the output is a symlink (to {os.readlink(out)}); give the path of the file "
+                         "itself: through a link and its target, two runs would write one file at once")
+    writable_file(out, "output")
+    parent = out.parent
+    return Path(os.path.realpath(parent)) / out.name
+
 
 _HELD: dict[str, int] = {}  # lock files this process holds -> nesting depth (run_judge_file -> judge_stream)
 _HELD_GUARD = threading.Lock()
@@ -112,10 +147,11 @@ def output_lock(out_path) -> Iterator[Path]:
 
     Raises:
         OutputLockedError: another process holds the lock (the message names the file and its pid).
-        InputError: the lock file cannot be created.
+        InputError: the output is refused by `checked_output` (a symlink, not a regular file, not
+            writable, no directory for it), or the lock file cannot be created.
     """
-    path = lock_path(out_path)
-    key = str(path.resolve())
+    path = lock_path(checked_output(out_path))  # the file's lock, whichever name reached it
+    key = str(path)
     with _HELD_GUARD:
         if key in _HELD:
             _HELD[key] += 1
@@ -132,8 +168,11 @@ def output_lock(out_path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = _acquire(path, out_path)
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as error:  # e.g. a full disk: say which file, before anything is paid
+            raise OSError(error.errno, error.strerror, str(path)) from error
         with _HELD_GUARD:
             _HELD[key] = 1
         try:

@@ -25,6 +25,7 @@ Line schema: ``rubricforge_dspy/core/schemas/verdict.schema.json``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import glob
 import itertools
@@ -187,32 +188,47 @@ class _Writer:
     reads the index only."""
 
     def __init__(self, path: Path, fsync_every: int, done: ResumeState, fingerprint: str | None):
+        self._path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._fsync_every = fsync_every
         self._unsynced = 0
         try:
-            self._index = DoneIndex(path, done, fingerprint)
+            with self._named():
+                self._index = DoneIndex(path, done, fingerprint)
         except BaseException:
             os.close(self._fd)
             raise
 
+    @contextlib.contextmanager
+    def _named(self):
+        """An `OSError` of a write (a full disk: ENOSPC) names the output file: the command line's one
+        line then says which file; the verdicts already written stay, and a re-run resumes after them."""
+        try:
+            yield
+        except OSError as error:
+            if error.filename is not None:
+                raise
+            raise OSError(error.errno, error.strerror, str(self._path)) from error
+
     def write(self, record: dict) -> None:
         data = orjson.dumps(record) + b"\n"
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
-        self._index.add(record["id"], len(data),
-                        done=not (record["abstained"] and record.get("error_kind") in LM_ERROR_KINDS))
-        self._unsynced += 1
-        if self._fsync_every and self._unsynced >= self._fsync_every:
-            os.fsync(self._fd)
-            self._unsynced = 0
+        with self._named():
+            while view:
+                view = view[os.write(self._fd, view):]
+            self._index.add(record["id"], len(data),
+                            done=not (record["abstained"] and record.get("error_kind") in LM_ERROR_KINDS))
+            self._unsynced += 1
+            if self._fsync_every and self._unsynced >= self._fsync_every:
+                os.fsync(self._fd)
+                self._unsynced = 0
 
     def close(self) -> None:
         try:
-            self._index.close()
-            os.fsync(self._fd)
+            with self._named():
+                self._index.close()
+                os.fsync(self._fd)
         finally:
             os.close(self._fd)
 

@@ -13,6 +13,7 @@ import os
 from contextlib import contextmanager
 from typing import Any, Mapping
 
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.lm.config import (DEFAULT_API_KEY_ENV, ENV_PREFIX, REFLECTION_INFIX, SETTABLE_FIELDS,
                                         STRUCTURED_OUTPUTS, LMConfig)
 from rubricforge_dspy.lm.secrets import check_api_key_env
@@ -61,10 +62,29 @@ def lm_config(args: argparse.Namespace, role: str = "judge", environ: Mapping[st
     overrides = {name: getattr(args, flag + name, None) for name in SETTABLE_FIELDS}
     overrides = {**overrides, **{k: v for k, v in defaults.items() if overrides.get(k) is None}}
     if role == "judge":
-        return LMConfig.from_env(role, environ, **overrides)
-    # Without --reflection-api-base the reflection LM is the judge's endpoint, CLI flags included.
-    judge = {name: getattr(args, name, None) for name in SETTABLE_FIELDS}
-    return LMConfig.from_env(role, environ, judge_overrides=judge, **overrides)
+        config = LMConfig.from_env(role, environ, **overrides)
+    else:
+        # Without --reflection-api-base the reflection LM is the judge's endpoint, CLI flags included.
+        judge = {name: getattr(args, name, None) for name in SETTABLE_FIELDS}
+        config = LMConfig.from_env(role, environ, judge_overrides=judge, **overrides)
+    _check_key_is_set(args, config, environ)
+    return config
+
+
+def _check_key_is_set(args: argparse.Namespace, config: LMConfig, environ: Mapping[str, str] | None) -> None:
+    """Refuse (exit 2) a key variable named on purpose (``--api-key-env NAME``, ``--reflection-api-key-env``
+    or ``RUBRICFORGE_[REFLECTION_]API_KEY_ENV``) that is unset or empty when an endpoint will be called:
+    the run would go out with no key and no word of it, and fail (or bill) as somebody else. The default
+    name (`DEFAULT_API_KEY_ENV`) may stay unset: most local servers take no key."""
+    if config.is_embedded:
+        return
+    environ = os.environ if environ is None else environ
+    named = {getattr(args, flag, None) for flag in ("api_key_env", "reflection_api_key_env")}
+    named |= {environ.get(f"{ENV_PREFIX}{infix}API_KEY_ENV") for infix in ("", REFLECTION_INFIX)}
+    if config.api_key_env in named - {None, ""} and not environ.get(config.api_key_env):
+        raise InputError(f"--api-key-env {config.api_key_env}: the environment variable {config.api_key_env} is "
+                         f"not set (or empty), so {config.api_base} would be called with no key. Export it "
+                         f"(export {config.api_key_env}=...), or drop --api-key-env for a server that takes no key")
 
 
 def _check_key_env_names(args: argparse.Namespace, environ: Mapping[str, str] | None) -> None:

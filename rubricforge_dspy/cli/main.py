@@ -9,18 +9,24 @@
     rubricforge serve --engine sglang --model M
     rubricforge certify PROGRAM --data HELD_OUT   measure the judge on labeled data it never saw
     rubricforge show PROGRAM               rubric summary and certificate
-    rubricforge gate --candidate NEW --baseline OLD --data LABELED   may NEW replace OLD? (exit 0/1)
+    rubricforge gate --candidate NEW --baseline OLD --data LABELED   may NEW replace OLD? (exit 0 yes, 4 no)
     rubricforge label-next --program P --data UNLABELED -k 20 --out FILE.jsonl
     rubricforge convert --data IN [--labels L] --out OUT.jsonl   any input as the generic JSONL
     rubricforge floor --data LABELED [--json]   the floor every judge must beat (no LM, seconds)
 
 Every command that reads trajectories takes --labels FILE (CSV, JSONL or SWE-bench results.json,
 joined by id) and --label-threshold (default: each format's own rule); see docs/FORMAT.md.
+
+Exit codes: 0 done; 2 bad input or environment (a file, a flag, a full disk, a path that cannot be
+written: one line says which and what to do); 3 a judge LM or server that cannot be used; 4 the answer
+is no (gate: the candidate may not replace the baseline; certify --recheck: the judge got worse);
+1 a bug (its traceback is printed); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import signal
@@ -34,7 +40,9 @@ from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_ml
                                                write_verdicts_to_mlflow)
 from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
                                                stream_data)
-from rubricforge_dspy.core.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, InputError, ServerError
+from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER,
+                                          InputError, ServerError)
+from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
@@ -179,7 +187,12 @@ def cmd_judge(args) -> int:
     a row (`--max-consecutive-errors`); 2 for bad input, found before the first LM call."""
     require_input(args)
     spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
-    code = _judge(args)
+    try:
+        code = _judge(args)
+    except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line
+        if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
     if code == 0:
         write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
     return code
@@ -266,6 +279,7 @@ def cmd_induce(args) -> int:
     from rubricforge_dspy.cli.presets import render_from_args, resolve
 
     require_input(args)
+    writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
     spool_from_mlflow(args, args.out)
     trajectories, _ = _load(args, need_labels=True)
     split = induction_split(trajectories, sample_tasks=args.sample_tasks, seed=args.seed)
@@ -553,14 +567,18 @@ def _exit_on_sigterm(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Exit codes (`rubricforge_dspy.core.errors`): 0 done, 2 bad input (`InputError`:
-    ``error: <message>``), 3 a judge LM or server that cannot be used (`ServerError`), 130 Ctrl-C;
-    any other exception is a bug: its traceback is printed and the exit code is 1. With -v the
-    traceback of an expected error is printed too."""
+    ``error: <message>``) or an environment that refuses (an `OSError` in `ENVIRONMENT_ERRNOS`: a full
+    disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or server that cannot be used
+    (`ServerError`), 4 the answer is no (`gate`, `certify --recheck`), 130 Ctrl-C; any other exception is
+    a bug: its traceback is printed and the exit code is 1. With -v the traceback of an expected error
+    is printed too, and so are DSPy's per-call error logs (`_quiet_dspy_call_errors`)."""
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        _quiet_dspy_call_errors()
     try:
         return args.func(args)
     except InputError as error:
@@ -572,16 +590,80 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as error:
+        if error.errno not in ENVIRONMENT_ERRNOS:
+            return _bug()
+        _report(error, f"error: {_environment_problem(error)}", args.verbose)
+        return EXIT_INPUT
     except Exception:  # noqa: BLE001 - not an expected error: a bug, reported as one
-        traceback.print_exc()
-        print("error: an unexpected internal error (a bug; the traceback is above)", file=sys.stderr)
-        return EXIT_BUG
+        return _bug()
+
+
+def _bug() -> int:
+    traceback.print_exc()
+    print("error: an unexpected internal error (a bug; the traceback is above)", file=sys.stderr)
+    return EXIT_BUG
+
+
+_WHAT_TO_DO = (
+    ({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG},
+     "free space (or choose an output on another disk) and run the same command again: `judge` keeps every "
+     "verdict written so far and resumes where it stopped"),
+    ({errno.EROFS, errno.EACCES, errno.EPERM, errno.ETXTBSY, errno.EBUSY},
+     "make the file and its directory writable (or readable), or choose another path"),
+    ({errno.ENOTDIR, errno.EISDIR, errno.EEXIST},
+     "a part of the path is a file where a directory is needed (or the reverse): check each part of it"),
+)
+
+
+def _environment_problem(error: OSError) -> str:
+    """The one line for an `OSError` of the environment: the file, what the OS said, what to do."""
+    where = f"{error.filename}: " if error.filename is not None else ""
+    if error.errno == errno.EEXIST and error.filename is not None and Path(error.filename).is_file():
+        return f"{where}a file where a directory is needed (a parent of the output); choose an output in a directory"
+    advice = next((text for numbers, text in _WHAT_TO_DO if error.errno in numbers),
+                  "check the path, the disk and the permissions, then run the command again")
+    return f"{where}{error.strerror or error}; {advice}"
 
 
 def _report(error: BaseException, message: str, verbose: bool) -> None:
     if verbose:
         traceback.print_exception(error)
+    _close_progress_bars()
     print(message, file=sys.stderr)
+
+
+def _close_progress_bars() -> None:
+    """Close the progress bars still drawn (a run stopped by an error), so the error line starts a line
+    of its own and stays the last one. They are found by the garbage collector: DSPy's parallel executor
+    clears tqdm's own registry of bars (GEPA's among them)."""
+    std = sys.modules.get("tqdm.std")
+    if std is None:
+        return
+    import gc
+
+    for bar in [obj for obj in gc.get_objects() if isinstance(obj, std.tqdm)]:
+        try:
+            if not bar.disable:
+                bar.close()
+        except Exception:  # noqa: BLE001 - a bar that cannot be closed only costs a cosmetic line
+            pass
+
+
+class _DebugOnly(logging.Filter):
+    """Drops DSPy's per-call error records below -v: each failed call of a parallel evaluation is logged
+    at ERROR with the item (a whole rendered trajectory) and its traceback, ~1 KB to 40 KB a call. The
+    run counts those calls itself (induction's circuit breaker stops it with one line, exit 3); with -v
+    they are shown, tracebacks and all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Error for ")
+
+
+def _quiet_dspy_call_errors() -> None:
+    logger = logging.getLogger("dspy.utils.parallelizer")
+    if not any(isinstance(f, _DebugOnly) for f in logger.filters):
+        logger.addFilter(_DebugOnly())
 
 
 if __name__ == "__main__":

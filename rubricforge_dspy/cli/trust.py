@@ -10,6 +10,8 @@ import sys
 from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, load_data
 from rubricforge_dspy.cli.integrations import (add_mlflow_source_arguments, require_input, spool_from_mlflow,
                                                tag_label_next_in_mlflow)
+from rubricforge_dspy.core.errors import EXIT_NO
+from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 
@@ -20,6 +22,8 @@ def cmd_certify(args) -> int:
     from rubricforge_dspy.trust.certificate import CertificateError, format_certificate
     from rubricforge_dspy.trust.certify import certify_program, recheck_program
 
+    if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
+        writable_file(args.out_program or args.program, "certified program")
     trajectories = load_data(args, need_labels=True).trajectories
     where = ", ".join(args.data)
     try:
@@ -29,7 +33,7 @@ def cmd_certify(args) -> int:
                 result = recheck_program(args.program, trajectories, lm=lm, verdicts_out=args.verdicts_out,
                                          alpha=args.alpha, concurrency=args.concurrency, where=where)
                 print(result.format())
-                return 1 if result.worse else 0
+                return EXIT_NO if result.worse else 0  # 4, never 1: 1 is a bug's
             certificate = certify_program(args.program, trajectories, lm=lm, out_program=args.out_program,
                                           verdicts_out=args.verdicts_out, concurrency=args.concurrency,
                                           confidence=1.0 - args.alpha, seed=args.seed,
@@ -75,7 +79,8 @@ def cmd_show(args) -> int:
 # -- gate (issue 11) --------------------------------------------------------------------------------
 
 def cmd_gate(args) -> int:
-    """Exit 0 when the candidate may replace the baseline, 1 when not, 2 on bad input."""
+    """Exit 0 when the candidate may replace the baseline, 4 (`EXIT_NO`) when not, 2 on bad input, 3 when
+    the judge LM cannot be used; 1 is a bug's, never the gate's answer."""
     import tempfile
 
     from rubricforge_dspy.trust.gate import gate_programs, gate_verdict_files
@@ -101,11 +106,13 @@ def cmd_gate(args) -> int:
                                    margin=args.margin, alpha=args.alpha, concurrency=args.concurrency,
                                    require_beats_floor=args.require_beats_floor)
     print(result.markdown())
-    return 0 if result.may_replace else 1
+    return 0 if result.may_replace else EXIT_NO
 
 
 def add_gate_parser(sub) -> None:
-    p = sub.add_parser("gate", help="may a candidate judge replace the baseline? exit 0 yes, 1 no, 2 bad input")
+    exits = "exit 0 yes, 4 no, 2 bad input, 3 judge LM unusable (1 is a bug)"
+    p = sub.add_parser("gate", help=f"may a candidate judge replace the baseline? {exits}",
+                       description=f"May the candidate judge replace the baseline (docs/CERTIFICATE.md)? {exits}.")
     p.add_argument("--candidate", default=None, help="candidate frozen program")
     p.add_argument("--baseline", default=None, help="baseline frozen program")
     add_data_arguments(p, FORMAT_CHOICES, required=False)  # --data: labeled trajectories to judge both on
@@ -195,8 +202,8 @@ def add_certify_parsers(sub) -> None:
     add_data_arguments(p, FORMAT_CHOICES)
     p.add_argument("--out-program", default=None, help="write the certified program here (default: in place)")
     p.add_argument("--recheck", action="store_true",
-                   help="re-judge a labeled canary set; exit 1 when the false-pass rate is significantly "
-                        "higher than certified (one-sided exact binomial test)")
+                   help="re-judge a labeled canary set; exit 4 when the false-pass rate is significantly "
+                        "higher than certified (one-sided exact binomial test), 0 when not")
     p.add_argument("--alpha", type=float, default=0.05, help="test level; intervals are (1 - alpha)")
     p.add_argument("--verdicts-out", default=None, help="keep the verdict JSONL here (default: a temp file)")
     p.add_argument("--concurrency", type=int, default=4)

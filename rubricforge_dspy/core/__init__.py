@@ -13,6 +13,7 @@ Modules:
 - :mod:`.judge_names`: the floor's judge names and the length give-away rule;
 - :mod:`.presets`: the sizes that depend on where the judge runs (`EMBEDDED`, `SERVER`);
 - :mod:`.errors`: `RubricForgeError`, `InputError` (exit 2), `ServerError` (exit 3);
+- :mod:`.files`: `regular_file`, the one check that a path about to be read is a regular file;
 - ``schemas/``: the JSON Schemas of a trajectory record and a verdict line.
 """
 

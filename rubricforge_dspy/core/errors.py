@@ -9,8 +9,13 @@
 - `ServerError` (also a `RuntimeError`): a service the run needs is not there: an LM or server that
   cannot be reached, a circuit breaker that opened, a Batch API job that failed, a server that would
   not start. `rubricforge` prints ``error: <Type>: <message>`` and exits **3**.
+- An `OSError` of the file system (`ENVIRONMENT_ERRNOS`: a full disk, a read-only file or file system,
+  permission denied, a path through a regular file) is the environment's, not a bug: ``error: <file>:
+  <what> ...`` and exit **2**, like bad input.
 - Any other exception reaching the command line is a bug: its traceback is printed and the exit code
   is **1**.
+- A question the command answers "no" to (`rubricforge gate`: the candidate may not replace the baseline;
+  `rubricforge certify --recheck`: the judge got worse) exits **4** (`EXIT_NO`): never 1, which is a bug's.
 
 A `RubricForgeError` that is neither (a judge's answer that is not a verdict, a cut completion) is
 handled inside the library; reaching the command line it, too, is a bug.
@@ -28,12 +33,18 @@ import os
 
 __all__ = ["RubricForgeError", "InputError", "MissingFileError", "OutputExistsError", "MissingExtraError",
            "ServerError", "RubricForgeWarning", "missing_file", "EXIT_INPUT", "EXIT_SERVER",
-           "EXIT_BUG", "EXIT_INTERRUPTED"]
+           "EXIT_BUG", "EXIT_NO", "EXIT_INTERRUPTED", "ENVIRONMENT_ERRNOS"]
 
 EXIT_BUG = 1          # an unexpected exception: a bug (traceback printed)
-EXIT_INPUT = 2        # InputError
+EXIT_INPUT = 2        # InputError, or an OSError of the environment (ENVIRONMENT_ERRNOS)
 EXIT_SERVER = 3       # ServerError
+EXIT_NO = 4           # the answer is no: `gate` refuses the candidate, `certify --recheck` finds it worse
 EXIT_INTERRUPTED = 130  # KeyboardInterrupt (128 + SIGINT)
+
+# OSError numbers that say the environment refused (disk, permissions, paths), not that the code is wrong.
+ENVIRONMENT_ERRNOS = frozenset(getattr(errno, name) for name in (
+    "ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EACCES", "EPERM", "ENOTDIR", "EISDIR", "EEXIST",
+    "ENAMETOOLONG", "ELOOP", "EMFILE", "ENFILE", "EIO", "ETXTBSY", "EBUSY") if hasattr(errno, name))
 
 
 class RubricForgeError(Exception):

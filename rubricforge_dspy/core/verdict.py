@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import regular_file
 
 PASS_THRESHOLD = 0.5
 REASON_MAX_CHARS = 300
@@ -248,6 +249,8 @@ def _parse_line(raw: bytes, path: Path, number: int) -> dict:
                 record = json.loads(raw)
             except json.JSONDecodeError as error:
                 raise VerdictLineError(f"{path}:{number}: not JSON ({error.msg})") from error
+            except RecursionError:  # nested deeper than any JSON parser here follows: not a verdict
+                raise VerdictLineError(f"{path}:{number}: not a verdict line: JSON nested too deeply") from None
         return check_line(record, f"{path}:{number}")
     except VerdictLineError as error:
         error.line = number
@@ -256,7 +259,7 @@ def _parse_line(raw: bytes, path: Path, number: int) -> dict:
 
 def read_lines(path) -> Iterator[tuple[int, dict]]:
     """(line number, record) for each non-blank line of a verdict JSONL, each validated."""
-    path = Path(path)
+    path = regular_file(path, "verdict file")
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if raw.strip():
@@ -286,9 +289,9 @@ def read_verdicts(path, *, torn_tail: bool = False) -> VerdictIndex:
     id). With `torn_tail`, a final line without its newline (a kill mid-write, as a resumed run finds
     it) is skipped and its length recorded in ``torn_bytes`` instead of being read; without it, the
     line is read like any other (and refused when it is not a verdict). A missing file raises
-    `FileNotFoundError`.
+    `FileNotFoundError` (`MissingFileError`); a FIFO or a device, `NotARegularFileError` (`core.files`).
     """
-    path = Path(path)
+    path = regular_file(path, "verdict file")
     index = VerdictIndex(path)
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):

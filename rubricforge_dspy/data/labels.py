@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, Trajectory, parse_label_rule
 
 __all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "read_label_file",
@@ -166,6 +167,8 @@ def _read_jsonl(path: Path, text: str) -> LabelFile:
             record = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise LabelFileError(f"{where}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise LabelFileError(f"{where}: JSON nested too deeply to be a label") from None
         if not isinstance(record, dict) or "id" not in record or not ({"label", "reward"} & set(record)):
             raise LabelFileError(f"{where}: expected {{\"id\": ..., \"label\": 0|1 and/or \"reward\": number}}")
         _add(out, record["id"], record.get("label"), record.get("reward"), number, where, seen)
@@ -214,7 +217,7 @@ def read_label_file(path: str | Path) -> LabelFile:
     """Read a CSV, JSONL or SWE-bench results label file (see the module docstring)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = regular_file(path, "labels file").read_text(encoding="utf-8-sig")  # never opens a FIFO
     except FileNotFoundError:
         raise LabelFileError(f"{path}: labels file not found") from None
     except UnicodeDecodeError as exc:
@@ -229,6 +232,8 @@ def read_label_file(path: str | Path) -> LabelFile:
             doc = json.loads(text)
         except json.JSONDecodeError:
             doc = None  # several objects: JSON Lines
+        except RecursionError:
+            raise LabelFileError(f"{path}: JSON nested too deeply to be a label file") from None
         if isinstance(doc, dict) and "id" not in doc:
             result = _read_swebench(path, doc)
         else:

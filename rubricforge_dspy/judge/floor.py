@@ -32,6 +32,7 @@ import dspy
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
 from rubricforge_dspy.evidence.features import (FEATURES, LENGTH_FEATURES, FeatureTable, check_names,
                                                 feature_matrix, feature_values)
@@ -302,5 +303,5 @@ class FloorJudge(BaseJudge):
         """Read a floor JSON file into this judge; returns it."""
         if allow_pickle:
             raise InputError(f"{path}: FloorJudge loads JSON only, never pickles")
-        self.floor = SymptomFloor.from_json(Path(path).read_text(encoding="utf-8"), str(path))
+        self.floor = SymptomFloor.from_json(regular_file(path, "floor file").read_text(encoding="utf-8"), str(path))
         return self

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.hybrid import HYBRID_KEY, HybridJudge
@@ -26,8 +27,8 @@ __all__ = ["load_judge", "load"]
 def _floor_file(path: Path) -> SymptomFloor | None:
     """The floor `path` holds, or None when it is not a floor file (a program is read by `read_program`)."""
     try:
-        if path.suffix != ".json" or path.stat().st_size > MAX_PROGRAM_BYTES:
-            return None
+        if path.suffix != ".json" or regular_file(path, "program").stat().st_size > MAX_PROGRAM_BYTES:
+            return None  # (a FIFO or a device is refused before anything opens it)
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None  # read_program says what is wrong with it

@@ -151,6 +151,9 @@ class StrictJSONAdapter(dspy.JSONAdapter):
         missing = [name for name in signature.output_fields if name not in value]
         if missing:
             raise VerdictFormatError("parse", signature, completion, f"the answer lacks field(s) {missing}")
+        wrong = _wrong_type(signature, value)
+        if wrong is not None:  # never coerced: "passed": "true" is not a verdict
+            raise VerdictFormatError("invalid", signature, completion, wrong)
         plain = _plain_fields(signature, value)
         if plain is not None:
             return plain
@@ -163,6 +166,19 @@ class StrictJSONAdapter(dspy.JSONAdapter):
 
 
 _PLAIN = {str: (str,), bool: (bool,), float: (float, int)}  # annotation -> value types DSPy would keep as is
+_JSON_TYPE = {str: "a string", bool: "true or false", float: "a number"}
+
+
+def _wrong_type(signature, value: dict) -> str | None:
+    """The problem with the first output field of `value` whose JSON type is not its annotation's (a
+    string for ``str``, ``true``/``false`` for ``bool``, a number for ``float``), or None. DSPy's parse
+    would coerce ``"passed": "true"`` to True, ``"score": "0.9"`` to 0.9: a verdict field of the wrong
+    type is refused instead (an ``invalid`` abstention), whatever it would have been coerced to."""
+    for name, field in signature.output_fields.items():
+        kinds = _PLAIN.get(field.annotation)
+        if kinds is not None and type(value[name]) not in kinds:
+            return f"{name} must be {_JSON_TYPE[field.annotation]}, got {json.dumps(value[name])[:80]}"
+    return None
 
 
 def _plain_fields(signature, value: dict) -> dict | None:
@@ -230,25 +246,19 @@ def _raise_if_cut(watch, cause: BaseException | None = None) -> None:
         raise cut from cause
 
 
-def _as_bool(value):
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return value
-
-
 def verdict_from_fields(prediction, signature=None) -> Verdict:
     """A produced `Verdict` from the LM's parsed fields; raises `VerdictFormatError` ("invalid") on a
-    non-boolean ``passed`` or a non-finite ``score``. The contradiction rule is `Verdict.from_answer`'s."""
-    passed = _as_bool(prediction.passed)
+    ``passed`` that is not a boolean (the string ``"true"`` included: never coerced) or a ``score`` that
+    is not a finite number (a numeric string included). The contradiction rule is `Verdict.from_answer`'s."""
+    passed, score = prediction.passed, prediction.score
     problem = None
     if not isinstance(passed, bool):
         problem = f"passed is not a boolean: {passed!r}"
+    elif isinstance(score, bool) or not isinstance(score, (int, float)):
+        problem = f"score is not a number: {score!r}"
     else:
-        try:
-            score = float(prediction.score)
-        except (TypeError, ValueError):
-            score, problem = None, f"score is not a number: {prediction.score!r}"
-        if problem is None and not math.isfinite(score):
+        score = float(score)
+        if not math.isfinite(score):
             problem = f"score is not finite: {score!r}"
     if problem is not None:
         raise VerdictFormatError("invalid", signature, json.dumps(dict(prediction), default=str), problem)
@@ -386,7 +396,7 @@ class TrajectoryJudge(BaseJudge):
 
     def _prediction(self, raw) -> dspy.Prediction:
         verdict = verdict_from_fields(raw, self.judge.signature)
-        answer = {"passed": _as_bool(raw.passed), "score": float(raw.score)}
+        answer = {"passed": raw.passed, "score": float(raw.score)}
         if self.calibration is None:
             return verdict_prediction(verdict, answer)
         calibrated = verdict.with_operating_point(self.calibration.apply(verdict.score), self.threshold)

@@ -31,6 +31,7 @@ from typing import Iterable
 import orjson
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
+from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
@@ -207,12 +208,13 @@ def read_program(path, allow_unverified: bool = False) -> dict:
 
     Raises:
         ProgramError: naming the file: not JSON, too large, malformed, or not verifiable.
+        NotARegularFileError: the path is a FIFO, a socket or a device (`core.files.regular_file`).
     """
     path = Path(path)
     if path.suffix != ".json":
         raise ProgramError(f"{path}: frozen programs are JSON files; refusing {path.suffix or 'no suffix'}")
     try:
-        size = path.stat().st_size
+        size = regular_file(path, "program").stat().st_size  # never opens a FIFO or a device
         if size > MAX_PROGRAM_BYTES:
             raise ProgramError(f"{path}: {size} bytes; a frozen program is at most {MAX_PROGRAM_BYTES} bytes "
                                "(a judge's rubric, fields and demos take a few KB): refusing to read it")

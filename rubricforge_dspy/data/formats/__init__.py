@@ -43,7 +43,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Union
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, MissingFileError
+from rubricforge_dspy.core.files import NotARegularFileError, regular_file
 from rubricforge_dspy.data.formats import adapt, jsonl, tau2, tau_bench, webshop
 from rubricforge_dspy.data.formats import inspect_ai, langfuse, mini_swe, openai_agents, otel
 from rubricforge_dspy.data.formats import atif, openhands, swe_agent
@@ -137,6 +138,14 @@ def detect_format(path: PathLike) -> str:
     path = Path(path)
     if not path.is_file():
         raise TrajectoryFormatError(str(path), None, "not a file")
+    try:
+        return _sniff(path)
+    except RecursionError:  # a sniffer parsed a value nested deeper than `json` follows
+        raise TrajectoryFormatError(str(path), None, _too_deep(None)) from None
+
+
+def _sniff(path: Path) -> str:
+    """`detect_format` of a regular file."""
     if path.suffix == ".eval":  # an Inspect AI log archive (zip), never text
         if inspect_ai.sniff("", path):
             return "inspect"
@@ -216,11 +225,19 @@ def _files(paths: Iterable[PathLike], format: str,
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            for child in sorted(p for p in path.rglob("*") if not p.is_dir()):
                 if any(part.startswith(".") for part in child.relative_to(path).parts):
                     continue
                 if child.suffix not in _CANDIDATE_SUFFIXES:
                     report.ignored_files.append((str(child), NOT_CANDIDATE))
+                    continue
+                try:
+                    regular_file(child, "data file")  # a FIFO or a device among the data: refused, never opened
+                except MissingFileError:  # a symlink to nothing
+                    report.ignored_files.append((str(child), "a symlink to a missing file"))
+                    continue
+                except NotARegularFileError as exc:
+                    yield child, TrajectoryFormatError(str(child), None, exc.problem)
                     continue
                 try:
                     found = detect_format(child)
@@ -236,7 +253,10 @@ def _files(paths: Iterable[PathLike], format: str,
                 yield child, found
         elif path.exists():
             try:
+                regular_file(path, "data file", directory=True)  # a FIFO or a device: refused, never opened
                 yield path, detect_format(path) if format == "auto" else format
+            except NotARegularFileError as exc:
+                yield path, TrajectoryFormatError(str(path), None, exc.problem)
             except OSError as exc:
                 yield path, TrajectoryFormatError(str(path), None, f"cannot read file: {exc}")
         else:
@@ -323,6 +343,7 @@ def _iterate(path, format: str, label_threshold, on_error: str, report: LoadRepo
             continue
         rule = explicit or default_label_rule(fmt)
         report.label_rules.setdefault(fmt, str(rule))
+        index = None
         try:
             for index, result in readers[fmt](file, rule):
                 if isinstance(result, TrajectoryFormatError):
@@ -334,6 +355,15 @@ def _iterate(path, format: str, label_threshold, on_error: str, report: LoadRepo
                     yield _stamped(result, rule)
         except OSError as exc:
             fail(TrajectoryFormatError(str(file), None, f"cannot read file: {exc}"))
+        except RecursionError:  # a value nested deeper than the reader follows (the file's rest is not read)
+            fail(TrajectoryFormatError(str(file), None, _too_deep(index)))
+
+
+def _too_deep(index) -> str:
+    """The problem of a file whose JSON nests deeper than `json` follows (after record `index`, or None)."""
+    where = "" if index is None else f" after record {index}"
+    return (f"JSON nested too deeply{where} (deeper than any trajectory; the rest of the file was not read): "
+            "not a trajectory file")
 
 
 def _stamped(trajectory: Trajectory | TrajectoryCounts, rule: LabelRule) -> Trajectory | TrajectoryCounts:

@@ -234,19 +234,71 @@ STREAM_FROM = 1 << 22  # bytes: whole-document files below this are read whole (
 
 
 class _NotForIjson(RubricForgeError):
-    """The bytes read hold something ijson reads differently from `json` (a lone surrogate escape); never
-    leaves `stream_json_array`, which then reads the file as before."""
+    """The bytes read hold something ijson reads differently from `json` (a lone surrogate escape), or
+    nest deeper than ijson reads in bounded memory (`_Depth`); never leaves `stream_json_array`, which
+    then reads the file as before."""
+
+
+MAX_STREAM_DEPTH = 512  # arrays/objects nested deeper than this are not handed to ijson (`_Depth`)
+# Kept by the first pass: brackets, quotes, backslashes and every byte JSON allows after a backslash, so
+# a backslash and the byte it escapes stay together while most text goes; the second keeps brackets and quotes.
+_NOT_ESCAPE_OR_MARK = bytes(sorted(set(range(256)) - set(b'"[]{}\\/bfnrtu')))
+_NOT_MARK = bytes(sorted(set(range(256)) - set(b'"[]{}')))
+_DEPTH_BLOCK = 128
+
+
+class _Depth:
+    """The nesting depth of the JSON bytes fed to it, chunk by chunk (strings, and escapes split between
+    chunks, included); `feed` returns False once arrays and objects nest deeper than `MAX_STREAM_DEPTH`.
+
+    ijson keeps the prefix of every open container, so its memory grows with the square of the depth:
+    a record nested 200,000 levels deep took the process down (out of memory) before any error could be
+    raised. Such a file is read whole by `json` instead, which refuses it (`RecursionError`, which the
+    loaders turn into an error naming the file). Byte translations, replacements and counts do the work:
+    all bytes but those of brackets, quotes and escapes are dropped, then escaped backslashes and quotes,
+    then all but quotes and brackets; the brackets outside strings are walked one by one only in a block
+    that could reach the limit. (Exact for valid JSON; on invalid JSON, ijson stops at the first error.)"""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_string = False
+        self.carry = b""  # backslashes that ended the last chunk: they pair with what comes next
+
+    def feed(self, data: bytes) -> bool:
+        data = self.carry + data
+        cut = len(data.rstrip(b"\\"))
+        data, self.carry = data[:cut], data[cut:]
+        kept = data.translate(None, _NOT_ESCAPE_OR_MARK)
+        if b"\\\\" in kept:  # an escaped backslash (rare): dropped first, it escapes nothing after it
+            kept = kept.replace(b"\\\\", b"")
+        parts = kept.replace(b'\\"', b"").translate(None, _NOT_MARK).split(b'"')
+        brackets = b"".join(parts[1::2] if self.in_string else parts[0::2])
+        if len(parts) % 2 == 0:  # an odd number of quotes: the chunk ends on the other side
+            self.in_string = not self.in_string
+        for start in range(0, len(brackets), _DEPTH_BLOCK):
+            block = brackets[start:start + _DEPTH_BLOCK]
+            opens = block.count(b"[") + block.count(b"{")
+            if self.depth + opens <= MAX_STREAM_DEPTH:
+                self.depth += 2 * opens - len(block)
+                continue
+            for byte in block:
+                self.depth += 1 if byte in (91, 123) else -1  # "[" or "{"
+                if self.depth > MAX_STREAM_DEPTH:
+                    return False
+        return True
 
 
 class _GuardedReader:
-    """A binary file for ijson that stops (`_NotForIjson`) at a lone surrogate escape. Bytes are handed on
-    only once checked with their context: the last `_ESCAPE_CONTEXT` bytes of a read wait for the next
-    one, so an escape split between two reads is seen whole before ijson parses it."""
+    """A binary file for ijson that stops (`_NotForIjson`) at a lone surrogate escape, or where arrays
+    and objects nest deeper than `MAX_STREAM_DEPTH` (`_Depth`). Bytes are handed on only once checked
+    with their context: the last `_ESCAPE_CONTEXT` bytes of a read wait for the next one, so an escape
+    split between two reads is seen whole before ijson parses it."""
 
     def __init__(self, handle) -> None:
         self._handle = handle
         self._before = b""  # the last bytes handed on: context for the look-behind
         self._pending = b""  # bytes read but not handed on yet
+        self._depth = _Depth()
 
     def read(self, size: int = STREAM_CHUNK) -> bytes:
         while True:
@@ -262,6 +314,8 @@ class _GuardedReader:
             raise _NotForIjson()
         self._pending = data[safe:]
         self._before = data[max(0, safe - _ESCAPE_CONTEXT):safe]
+        if not self._depth.feed(data[lead:safe]):
+            raise _NotForIjson()
         return data[lead:safe]
 
 
@@ -625,7 +679,7 @@ def first_json_lines(path: Path, limit: int = 20) -> list[dict]:
                 continue
             try:
                 value = json.loads(line.decode("utf-8", errors="replace"))
-            except ValueError:
+            except (ValueError, RecursionError):  # not a JSON line (or nested too deeply to be one)
                 continue
             if isinstance(value, dict):
                 found.append(value)

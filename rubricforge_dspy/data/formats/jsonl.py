@@ -255,6 +255,9 @@ def _slow_line(path: Path, index: int, raw: bytes) -> Any:
     except json.JSONDecodeError as exc:
         return TrajectoryFormatError(str(path), index,
                                      f"malformed JSON (line {index + 1}, column {exc.colno}): {exc.msg}")
+    except RecursionError:
+        return TrajectoryFormatError(str(path), index, f"JSON nested too deeply (line {index + 1}): not a "
+                                                       "trajectory record")
 
 
 def _is_error(msg: dict, content: str) -> bool:
