@@ -26,7 +26,7 @@ from pathlib import Path
 from unittest import mock
 
 from rubricforge_dspy.data.formats import load_trajectories, swe_agent
-from rubricforge_dspy.data.formats._common import tool_error_family
+from rubricforge_dspy.data.formats._tool_errors import tool_error_family
 
 DATA = Path(__file__).resolve().parent / "data"
 OUT = Path(__file__).resolve().parent / "results" / "tool_error_marks.json"

@@ -94,12 +94,12 @@ def test_a_record_nested_200000_levels_deep_exits_2_naming_it_before_any_lm_call
 
 
 def test_the_streaming_depth_guard_agrees_with_the_real_depth_wherever_the_bytes_are_cut(monkeypatch):
-    """The guard in front of ijson (`_common._Depth`) follows strings and escapes split between reads: on
+    """The guard in front of ijson (`_json_stream.NestingDepth`) follows strings and escapes split between reads: on
     random JSON (brackets, quotes and backslashes inside strings) cut at random points, it stops exactly
     when arrays and objects nest deeper than the limit."""
     import random
 
-    from rubricforge_dspy.data.formats import _common
+    from rubricforge_dspy.data.formats import _json_stream
 
     rng = random.Random(7)
     texts = ['a"b', "\\", 'x\\"[', "]]]", "{{", '\\\\"', '"\n[', "", 'é\n\t/"', '\u00bf\\"', "/\\/]"]
@@ -120,8 +120,8 @@ def test_the_streaming_depth_guard_agrees_with_the_real_depth_wherever_the_bytes
         v = value(0)
         data = json.dumps(v, ensure_ascii=rng.random() < 0.5).encode()
         limit = rng.randint(0, 8)
-        monkeypatch.setattr(_common, "MAX_STREAM_DEPTH", limit)
-        guard, within, at = _common._Depth(), True, 0
+        monkeypatch.setattr(_json_stream, "MAX_STREAM_DEPTH", limit)
+        guard, within, at = _json_stream.NestingDepth(), True, 0
         while at < len(data) and within:
             step = rng.randint(1, 9)
             within = guard.feed(data[at:at + step])

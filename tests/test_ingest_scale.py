@@ -17,7 +17,7 @@ from rubricforge_dspy.core.verdict import Verdict, _surely_valid_line, _validato
 from rubricforge_dspy.data.export import record_of
 from rubricforge_dspy.data.formats import iter_trajectories, load_trajectories, trajectory_at
 from rubricforge_dspy.data.formats import jsonl
-from rubricforge_dspy.data.formats._common import IdSet
+from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +199,7 @@ def test_new_step_is_the_dataclass_step_with_the_same_check():
     import dataclasses
 
     from rubricforge_dspy.core.trajectory import STEP_KINDS, Step
-    from rubricforge_dspy.data.formats._common import new_step
+    from rubricforge_dspy.data.formats._steps import new_step
 
     for kind in STEP_KINDS:
         fields = dict(kind=kind, content="c", tool_name="t", arguments={"a": [1]}, call_id="id#2", is_error=True)

@@ -11,9 +11,9 @@ import pytest
 
 from rubricforge_dspy.data.export import record_of
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from rubricforge_dspy.data.formats import (_common, detect_format, inspect_ai, iter_trajectories, jsonl, langfuse,
+from rubricforge_dspy.data.formats import (_json_stream, detect_format, inspect_ai, iter_trajectories, jsonl, langfuse,
                                            load_trajectories, tau2, tau_bench)
-from rubricforge_dspy.data.formats._common import Malformed, has_bad_bytes, iter_json_array, read_text, stream_json_array
+from rubricforge_dspy.data.formats._json_stream import (Malformed, has_bad_bytes, iter_json_array, read_text, stream_json_array)
 
 ROOT = Path(__file__).resolve().parents[1]
 TAU_FILES = [ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json",
@@ -57,7 +57,7 @@ def _streamed(path: Path, strip_bom: bool) -> list:
 def test_the_stream_gives_the_whole_text_readers_elements_and_errors(tmp_path, monkeypatch, chunk):
     """User sees: the same values (numbers, escaped emoji, lone surrogates, repeated keys) and the same
     error naming the same element, whatever the read size (escapes split between reads included)."""
-    monkeypatch.setattr(_common, "STREAM_CHUNK", chunk)
+    monkeypatch.setattr(_json_stream, "STREAM_CHUNK", chunk)
     for n, document in enumerate(EDGE_DOCUMENTS):
         path = tmp_path / f"doc{n}.json"
         path.write_bytes(document)
@@ -68,13 +68,13 @@ def test_the_stream_gives_the_whole_text_readers_elements_and_errors(tmp_path, m
 @pytest.fixture(autouse=True)
 def _stream_small_files(monkeypatch):
     """The test documents are small: stream them all the same (loaders read files below STREAM_FROM whole)."""
-    monkeypatch.setattr(_common, "STREAM_FROM", 0)
+    monkeypatch.setattr(_json_stream, "STREAM_FROM", 0)
 
 
 def _never_read_whole(monkeypatch):
     def refuse(path):
         raise AssertionError(f"{path} was read whole")
-    monkeypatch.setattr(_common, "read_text", refuse)
+    monkeypatch.setattr(_json_stream, "read_text", refuse)
 
 
 def _results(read, path: Path) -> list:
@@ -102,7 +102,7 @@ def test_shipped_tau_bench_results_stream_to_the_same_trajectories(monkeypatch):
     whole = {}
     files = TAU_FILES + _raw_tau_files()
     with monkeypatch.context() as forced:  # every element through the whole-text reader: the old path
-        forced.setattr(_common.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_common.ijson.JSONError("off")))
+        forced.setattr(_json_stream.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_json_stream.ijson.JSONError("off")))
         for path in files:
             whole[path] = _results(tau_bench.read, path)
     _never_read_whole(monkeypatch)
@@ -127,7 +127,7 @@ def test_bad_tau_bench_documents_give_the_same_errors_streamed(tmp_path, monkeyp
     loaded and the same errors (file, record, problem) as the whole-text reader gave."""
     path = _tau_document(tmp_path, tail)
     with monkeypatch.context() as forced:
-        forced.setattr(_common.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_common.ijson.JSONError("off")))
+        forced.setattr(_json_stream.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_json_stream.ijson.JSONError("off")))
         whole = _results(tau_bench.read, path)
     streamed = _results(tau_bench.read, path)
     assert streamed == whole
@@ -147,8 +147,8 @@ def test_a_generic_json_array_streams_with_the_same_records_and_errors(tmp_path,
     broken.write_text(json.dumps(records)[:-1] + ", {\"id\": ]")
     for path in (good, broken):
         with monkeypatch.context() as forced:
-            forced.setattr(_common.ijson, "items",
-                           lambda *a, **k: (_ for _ in ()).throw(_common.ijson.JSONError("off")))
+            forced.setattr(_json_stream.ijson, "items",
+                           lambda *a, **k: (_ for _ in ()).throw(_json_stream.ijson.JSONError("off")))
             whole = _results(jsonl.read, path)
         assert _results(jsonl.read, path) == whole
         loaded = load_trajectories(path, on_error="skip")
@@ -162,10 +162,10 @@ def test_a_generic_json_array_streams_with_the_same_records_and_errors(tmp_path,
 def _ijson_off(context) -> None:
     """Every ijson parse refused: the loaders read whole, as before streaming."""
     def refuse(*args, **kwargs):
-        raise _common.ijson.JSONError("off")
-    context.setattr(_common.ijson, "items", refuse)
-    context.setattr(_common.ijson, "parse", refuse)
-    context.setattr(_common.ijson, "basic_parse", refuse)
+        raise _json_stream.ijson.JSONError("off")
+    context.setattr(_json_stream.ijson, "items", refuse)
+    context.setattr(_json_stream.ijson, "parse", refuse)
+    context.setattr(_json_stream.ijson, "basic_parse", refuse)
 
 
 def _compare(monkeypatch, read, path: Path) -> list:
@@ -231,7 +231,7 @@ def test_tau2_documents_stream_to_the_same_trajectories_and_errors(tmp_path, mon
     """User sees: a tau2 results file (repeated task/trial keys, bad records, malformed or truncated JSON,
     invalid UTF-8, NaN, a byte order mark, repeated or misplaced members) gives the same trajectories, ids
     and errors (file, record, problem) streamed as read whole, whatever the read size."""
-    monkeypatch.setattr(_common, "STREAM_CHUNK", chunk)
+    monkeypatch.setattr(_json_stream, "STREAM_CHUNK", chunk)
     (tmp_path / "mysub_2025-01-01").mkdir()
     for n, document in enumerate(TAU2_DOCUMENTS):
         path = tmp_path / "mysub_2025-01-01" / f"doc{n}.json"
@@ -296,7 +296,7 @@ def test_inspect_logs_stream_to_the_same_trajectories_and_errors(tmp_path, monke
     """User sees: an Inspect `.json` log (bad samples, malformed or truncated JSON, invalid UTF-8, NaN, a
     byte order mark, repeated or misplaced members) gives the same trajectories and errors streamed as
     read whole, whatever the read size."""
-    monkeypatch.setattr(_common, "STREAM_CHUNK", chunk)
+    monkeypatch.setattr(_json_stream, "STREAM_CHUNK", chunk)
     for n, document in enumerate(INSPECT_DOCUMENTS):
         path = tmp_path / f"log{n}.json"
         path.write_bytes(document)
@@ -342,7 +342,7 @@ def test_langfuse_exports_stream_to_the_same_trajectories_and_errors(tmp_path, m
     """User sees: a Langfuse export (an array of traces or a `data` page: bad traces, malformed or truncated
     JSON, invalid UTF-8, NaN, a byte order mark, one trace) gives the same trajectories and errors streamed
     as read whole, whatever the read size."""
-    monkeypatch.setattr(_common, "STREAM_CHUNK", chunk)
+    monkeypatch.setattr(_json_stream, "STREAM_CHUNK", chunk)
     for n, document in enumerate(_langfuse_documents()):
         path = tmp_path / f"export{n}.json"
         path.write_bytes(document)
@@ -371,10 +371,10 @@ def test_small_documents_are_read_whole_once_and_large_ones_streamed(tmp_path, m
     streamed once it counts as large (STREAM_FROM)."""
     path = tmp_path / "results.json"
     path.write_bytes(TAU2_DOCUMENTS[0])
-    monkeypatch.setattr(_common, "STREAM_FROM", path.stat().st_size + 1)
+    monkeypatch.setattr(_json_stream, "STREAM_FROM", path.stat().st_size + 1)
     calls = []
-    monkeypatch.setattr(tau2, "scan_json_object", lambda *a, **k: calls.append(a) or _common.scan_json_object(*a, **k))
+    monkeypatch.setattr(tau2, "scan_json_object", lambda *a, **k: calls.append(a) or _json_stream.scan_json_object(*a, **k))
     small = _results(tau2.read, path)
     assert calls == []
-    monkeypatch.setattr(_common, "STREAM_FROM", path.stat().st_size)
+    monkeypatch.setattr(_json_stream, "STREAM_FROM", path.stat().st_size)
     assert _results(tau2.read, path) == small and len(calls) == 1 and len(small) == 8

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.data.formats._common import TOOL_ERROR_FAMILIES, looks_like_tool_error, tool_error_family
+from rubricforge_dspy.data.formats._tool_errors import TOOL_ERROR_FAMILIES, looks_like_tool_error, tool_error_family
 from rubricforge_dspy.evidence.features import feature_values
 from rubricforge_dspy.evidence.render import render_trajectory
 

@@ -54,7 +54,7 @@ class Step:
       - "tool_call": the agent invoked `tool_name` with `arguments`.
       - "tool_result": what the tool returned; `is_error` marks a failed call.
       - "final_answer": the agent's closing message or submitted answer: its last text with no tool call
-        or observation after it (`loaders._common.finalize_answer`).
+        or observation after it (`data.formats._steps.finalize_answer`).
     """
 
     kind: StepKind

@@ -50,7 +50,7 @@ import dspy
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning, ServerError
 from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 from rubricforge_dspy.core.verdict import Verdict
-from rubricforge_dspy.data.formats._common import parse_arguments
+from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import steps_of
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm

@@ -7,7 +7,14 @@ Formats (see each module): ``tau_bench`` (tau-bench v1 results, tool-calling and
 ``spans``/``otel_attrs``), the agent logs ``inspect``
 (Inspect AI ``.json``/``.eval``, module ``inspect_ai``) and ``mini_swe``, and the coding-agent runs
 ``swe_agent``, ``openhands`` and ``atif``. ``dspy_prediction`` turns a live DSPy run into a `Trajectory`
-(used by `as_metric`; not a file format). ``_common`` holds the helpers every reader shares.
+(used by `as_metric`; not a file format).
+
+Each format module declares one `Format` record (``FORMAT = Format(...)``: name, reader, sniffers,
+label rule, priority, extensions); the registry (``_registry``) holds them, and the names (`FORMATS`), the
+readers, the default label rules and `detect_format` are derived from it. `register_format` adds a format
+of your own the same way the built-ins are added (docs/FORMAT.md, "A new format"). The private modules
+the readers share: ``_json_stream`` (whole-text and ijson streaming JSON readers), ``_steps`` (step
+builders), ``_tool_errors`` (tool-error rules), ``_records`` (counts, id sets, redaction).
 
 In: files, directories or lists of them. Out: `Trajectory` records (`rubricforge_dspy.core`) in a
 `Trajectories` list whose ``.report`` is the `LoadReport`.
@@ -16,7 +23,7 @@ Errors: with ``on_error="raise"`` the first bad record raises `TrajectoryFormatE
 problem)`; with ``on_error="skip"`` bad records are skipped and listed in a `LoadReport`, so nothing
 is dropped silently. JSONL inputs are streamed line by line; whole documents of 4 MiB or more (tau-bench
 and tau2 results, JSON arrays of generic records, Inspect `.json` logs, Langfuse exports) element by
-element (`_common.stream_json_array`, after a checking first pass); OTLP span JSON is grouped into traces
+element (`_json_stream.stream_json_array`, after a checking first pass); OTLP span JSON is grouped into traces
 across the file, so it is held whole (docs/FORMAT.md, "Large files").
 
 Trajectory ids (unique and stable for a given file layout):
@@ -36,8 +43,8 @@ load is an error.
 
 from __future__ import annotations
 
+import importlib
 import os
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,45 +52,57 @@ from typing import Union
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError
 from rubricforge_dspy.core.files import NotARegularFileError, regular_file
-from rubricforge_dspy.data.formats import adapt, jsonl, tau2, tau_bench, webshop
-from rubricforge_dspy.data.formats import inspect_ai, langfuse, mini_swe, openai_agents, otel
-from rubricforge_dspy.data.formats import atif, openhands, swe_agent
-from rubricforge_dspy.data.formats._common import (IdSet, TrajectoryCounts, first_json_lines, looks_like_tool_error,
-                                                  read_prefix)
 from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
-                                        parse_label_rule)
+                                              parse_label_rule)
+from rubricforge_dspy.data.formats import jsonl
+from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
+from rubricforge_dspy.data.formats._registry import (FileSample, Format, candidate_suffixes, detect, format_named,
+                                                     format_names, formats, not_candidate, register_format,
+                                                     unregister_format)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 __all__ = [
     "FORMATS",
+    "FileSample",
+    "Format",
     "LoadReport",
     "Trajectories",
     "default_label_rule",
     "detect_format",
+    "formats",
     "iter_trajectories",
     "iter_trajectory_counts",
     "TrajectoryCounts",
     "load_trajectories",
+    "register_format",
     "trajectory_at",
     "looks_like_tool_error",
     "TrajectoryFormatError",
+    "unregister_format",
 ]
 
-FORMATS: tuple[str, ...] = ("tau_bench", "tau2", "webshop_react", "adapt", "jsonl")
-FORMATS += ("otel", "langfuse", "inspect", "mini_swe")
-FORMATS += ("swe_agent", "openhands", "atif")
-FORMATS += ("openai_agents",)
-_READERS = {
-    "tau_bench": tau_bench.read,
-    "tau2": tau2.read,
-    "webshop_react": webshop.read,
-    "adapt": adapt.read,
-    "jsonl": jsonl.read,
-}
-_READERS.update({"otel": otel.read, "langfuse": langfuse.read, "inspect": inspect_ai.read, "mini_swe": mini_swe.read})
-_READERS.update({"swe_agent": swe_agent.read, "openhands": openhands.read, "atif": atif.read})
-_READERS.update({"openai_agents": openai_agents.read})
-_CANDIDATE_SUFFIXES = (".json", ".jsonl", ".eval", ".traj")
-NOT_CANDIDATE = "not a .json/.jsonl/.eval/.traj file"  # the reason a directory scan gives for files it does not open
+# The built-in formats: each module ends with ``FORMAT = Format(...)``; a new built-in format is one
+# module and one name here (registration order is the order of `FORMATS`).
+_BUILTIN = ("tau_bench", "tau2", "webshop", "adapt", "jsonl", "otel", "langfuse", "inspect_ai", "mini_swe",
+            "swe_agent", "openhands", "atif", "openai_agents")
+for _module in _BUILTIN:
+    register_format(importlib.import_module(f"{__name__}.{_module}").FORMAT)
+del _module
+
+
+def __getattr__(name: str):
+    """``FORMATS`` (the registered names) and ``NOT_CANDIDATE`` (the reason a directory scan gives for a
+    file it does not open), derived from the registry when read, so they include formats registered later."""
+    if name == "FORMATS":
+        return format_names()
+    if name == "NOT_CANDIDATE":
+        return not_candidate()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "FORMATS", "NOT_CANDIDATE"})
+
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -131,7 +150,8 @@ class Trajectories(list):
 
 
 def detect_format(path: PathLike) -> str:
-    """The format of a file, sniffed from its content (the name only matters for an empty ``.jsonl``).
+    """The format of a file, sniffed from its content by the registered formats (`Format.sniff`, in
+    priority order; the name only matters for an empty ``.jsonl`` and a binary ``.eval``).
 
     Raises `TrajectoryFormatError` naming the file when the content matches no known format.
     """
@@ -139,81 +159,21 @@ def detect_format(path: PathLike) -> str:
     if not path.is_file():
         raise TrajectoryFormatError(str(path), None, "not a file")
     try:
-        return _sniff(path)
+        return detect(path)
     except RecursionError:  # a sniffer parsed a value nested deeper than `json` follows
         raise TrajectoryFormatError(str(path), None, _too_deep(None)) from None
 
 
-def _sniff(path: Path) -> str:
-    """`detect_format` of a regular file."""
-    if path.suffix == ".eval":  # an Inspect AI log archive (zip), never text
-        if inspect_ai.sniff("", path):
-            return "inspect"
-        raise TrajectoryFormatError(str(path), None, "a .eval file that is not an Inspect AI log (zip with header.json)")
-    prefix = read_prefix(path)
-    head = prefix.lstrip("\ufeff \t\r\n")
-    if head.startswith("{") and any(jsonl.sniff_line(obj) for obj in first_json_lines(path, limit=5)):
-        # The generic JSONL wins over any sniff of the text: `rubricforge convert` writes it, and a
-        # converted mini-SWE-agent file carries the source's tags (mini_version) in its metadata.
-        return "jsonl"
-    if mini_swe.sniff(head, path):
-        return "mini_swe"
-    if head.startswith("["):
-        if tau_bench.sniff(head):
-            return "tau_bench"
-        if langfuse.sniff(head):
-            return "langfuse"
-        if openai_agents.sniff(head, path):
-            return "openai_agents"
-        if otel.sniff(head, path):
-            return "otel"
-        if openhands.sniff_array(head):
-            return "openhands"
-        if jsonl.sniff_array(head):
-            return "jsonl"  # a JSON array of generic records
-    elif head.startswith("{"):
-        for obj in first_json_lines(path, limit=5):  # JSON Lines: each line is a whole object
-            if jsonl.sniff_line(obj):
-                return "jsonl"
-            if webshop.sniff_line(obj):
-                return "webshop_react"
-            if openhands.sniff_line(obj):
-                return "openhands"
-        if langfuse.sniff(head):
-            return "langfuse"
-        if openai_agents.sniff(head, path):
-            return "openai_agents"
-        if otel.sniff(head, path):
-            return "otel"
-        if inspect_ai.sniff(head, path):
-            return "inspect"
-        if swe_agent.sniff(head):
-            return "swe_agent"
-        if atif.sniff(head):
-            return "atif"
-        if tau2.sniff(head):
-            return "tau2"
-        if adapt.sniff(head):
-            return "adapt"
-    if path.suffix == ".jsonl" and not head:
-        return "jsonl"  # an empty interchange file
-    hint = ""
-    if head.startswith("["):
-        hint = ("; a JSON array is read as tau-bench results (records with 'traj') or as generic records "
-                "(objects with 'id', 'task_id', 'messages', 'reward': docs/FORMAT.md)")
-    raise TrajectoryFormatError(str(path), None, f"unknown trajectory format (expected one of {FORMATS}){hint}")
-
-
 def default_label_rule(format: str) -> LabelRule:
-    """The label rule a format's loader states (``LABEL_RULE`` of its module); the generic
-    ``reward > 0`` for a loader that states none."""
-    module = sys.modules.get(getattr(_READERS.get(format), "__module__", ""))
-    return getattr(module, "LABEL_RULE", ANY_POSITIVE_REWARD)
+    """The label rule a format states (`Format.label_rule`); the generic ``reward > 0`` for a name that is
+    not registered."""
+    fmt = format_named(format)
+    return fmt.label_rule if fmt is not None else ANY_POSITIVE_REWARD
 
 
 def _check_options(format: str, on_error: str) -> None:
-    if format != "auto" and format not in FORMATS:
-        raise InputError(f"unknown format {format!r}; expected 'auto' or one of {FORMATS}")
+    if format != "auto" and format_named(format) is None:
+        raise InputError(f"unknown format {format!r}; expected 'auto' or one of {format_names()}")
     if on_error not in ("raise", "skip"):
         raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
 
@@ -222,14 +182,15 @@ def _files(paths: Iterable[PathLike], format: str,
            report: LoadReport) -> Iterator[tuple[Path, str | TrajectoryFormatError]]:
     """``(file, format)`` for every input: explicit files as given, directories scanned (sorted); a file
     that cannot be read comes with the error instead of its format."""
+    suffixes = candidate_suffixes()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             for child in sorted(p for p in path.rglob("*") if not p.is_dir()):
                 if any(part.startswith(".") for part in child.relative_to(path).parts):
                     continue
-                if child.suffix not in _CANDIDATE_SUFFIXES:
-                    report.ignored_files.append((str(child), NOT_CANDIDATE))
+                if child.suffix not in suffixes:
+                    report.ignored_files.append((str(child), not_candidate()))
                     continue
                 try:
                     regular_file(child, "data file")  # a FIFO or a device among the data: refused, never opened
@@ -280,7 +241,7 @@ def iter_trajectories(
     and records it in ``report`` (pass a `LoadReport` to read it afterwards). JSONL files are read
     one line at a time.
     """
-    yield from _iterate(path, format, label_threshold, on_error, report, _READERS)
+    yield from _iterate(path, format, label_threshold, on_error, report, _reader)
 
 
 def iter_trajectory_counts(
@@ -308,24 +269,30 @@ def iter_trajectory_counts(
         TrajectoryFormatError: as `iter_trajectories` raises it.
         InputError: an unknown `format` or `on_error`.
     """
-    yield from _iterate(path, format, label_threshold, on_error, report, _COUNTERS)
+    yield from _iterate(path, format, label_threshold, on_error, report, _counter)
 
 
-def _counted(read):
-    """A reader yielding `TrajectoryCounts` of what `read` yields (errors pass through)."""
+def _reader(name: str):
+    """The reader of a registered format."""
+    return format_named(name).read
+
+
+def _counter(name: str):
+    """A reader yielding `TrajectoryCounts`: the format's own (`Format.count`), else its reader's
+    trajectories counted (errors pass through)."""
+    fmt = format_named(name)
+    if fmt.count is not None:
+        return fmt.count
+
     def counts(file: Path, rule) -> Iterator:
-        for index, result in read(file, rule):
+        for index, result in fmt.read(file, rule):
             yield index, result if isinstance(result, TrajectoryFormatError) else TrajectoryCounts.of(result)
     return counts
 
 
-_COUNTERS = {fmt: _counted(read) for fmt, read in _READERS.items()}
-_COUNTERS["jsonl"] = jsonl.read_counts
-
-
-def _iterate(path, format: str, label_threshold, on_error: str, report: LoadReport | None, readers: dict) -> Iterator:
+def _iterate(path, format: str, label_threshold, on_error: str, report: LoadReport | None, reader) -> Iterator:
     """The one load loop of `iter_trajectories` and `iter_trajectory_counts`: files, label rules, errors,
-    duplicate ids and the report; `readers` maps a format to its reader."""
+    duplicate ids and the report; ``reader(format_name)`` gives the function that reads a file."""
     _check_options(format, on_error)
     report = report if report is not None else LoadReport()
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
@@ -345,7 +312,7 @@ def _iterate(path, format: str, label_threshold, on_error: str, report: LoadRepo
         report.label_rules.setdefault(fmt, str(rule))
         index = None
         try:
-            for index, result in readers[fmt](file, rule):
+            for index, result in reader(fmt)(file, rule):
                 if isinstance(result, TrajectoryFormatError):
                     fail(result)
                 elif not seen_ids.add(result.id):
@@ -434,7 +401,7 @@ def trajectory_at(
                     return _stamped(result, rule), count + 1
                 count += 1
             continue
-        for _, result in _READERS[fmt](file, rule):
+        for _, result in _reader(fmt)(file, rule):
             if isinstance(result, TrajectoryFormatError):
                 raise result
             if count == index:

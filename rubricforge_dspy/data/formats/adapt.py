@@ -13,18 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import (
-    Malformed,
-    as_reward,
-    error,
-    has_bad_bytes,
-    iter_json_object,
-    read_text,
-)
+from rubricforge_dspy.data.formats._json_stream import Malformed, has_bad_bytes, iter_json_object, read_text
+from rubricforge_dspy.data.formats._steps import as_reward, error
 from rubricforge_dspy.data.formats.webshop import parse_action
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "adapt"
+NAME = "adapt"
 # ADaPT's own ``success`` is ``score == 1`` (44 of 100 in the shipped dump; its ``overall.success_rate``).
 LABEL_RULE = FULL_REWARD
 DOMAIN = "webshop"
@@ -78,7 +73,7 @@ def convert(key: str, record: Any, *, path: Path, index: int, overall: Any, thre
         label=label_from_reward(reward, threshold),
         source=Source(str(path), index),
         hidden={
-            "format": FORMAT,
+            "format": NAME,
             "success": record.get("success"),
             "score": record.get("score"),
             "file_overall": overall,
@@ -111,3 +106,8 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
     if failure is not None:
         where = len(records) if failure.index is not None else None
         yield where, error(path, where, f"{failure.problem}; the rest of the file is unreadable")
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=140, description="an ADaPT WebShop dump",
+    sniff=lambda sample: sample.is_object and sniff(sample.head))

@@ -34,11 +34,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import (CallTracker, finalize_answer, looks_like_tool_error, parse_arguments,
-                                              redact, text_of)
+from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, parse_arguments, text_of
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "atif"
+NAME = "atif"
 LABEL_RULE = ANY_POSITIVE_REWARD  # only applied to rewards joined with --labels
 
 
@@ -177,9 +179,9 @@ def to_trajectory(record: Any, path: Path) -> Trajectory:
     name = "/".join(str(x) for x in (agent.get("name"), agent.get("model_name") or agent.get("model")) if x) \
         or "unknown"
     return Trajectory(
-        id=ident, task_id=ident, domain=FORMAT, agent=name, steps=tuple(steps), reward=None, label=None,
+        id=ident, task_id=ident, domain=NAME, agent=name, steps=tuple(steps), reward=None, label=None,
         source=Source(str(path), 0),
-        hidden={"format": FORMAT, "schema_version": record.get("schema_version"),
+        hidden={"format": NAME, "schema_version": record.get("schema_version"),
                 "system_prompt": "\n\n".join(system) or None, "agent": redact(agent),
                 "final_metrics": record.get("final_metrics"), "notes": record.get("notes"),
                 "extra": redact(record.get("extra")),
@@ -212,3 +214,8 @@ def sniff(head: str) -> bool:
     if '"steps"' not in head[:200000] or not _SNIFF_VERSION.search(start):
         return False
     return '"ATIF-' in start.upper() or bool(_SNIFF_STEP.search(head[:200000]))
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=120, description="an ATIF trajectory",
+    sniff=lambda sample: sample.is_object and sniff(sample.head))

@@ -29,13 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import (CallTracker, Malformed, error, finalize_answer,
-                                                   looks_like_tool_error, parse_arguments, scan_json_object,
-                                                   stream_json_array, text_of, worth_streaming)
+from rubricforge_dspy.data.formats._json_stream import Malformed, scan_json_object, stream_json_array, worth_streaming
+from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, parse_arguments, text_of
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.core.trajectory import (FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError,
                                         label_from_reward)
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "inspect"
+NAME = "inspect"
 LABEL_RULE = FULL_REWARD  # "C" (correct) is 1; a partial "P" (0.5) is not a success by default
 _LETTER_VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # inspect_ai.scorer.value_to_float defaults
 _ATTACHMENT = "attachment://"  # Inspect condenses long/binary content into sample["attachments"][hash]
@@ -119,7 +120,7 @@ def to_trajectory(sample: dict, header: dict, path: Path, index: int, threshold)
     reward = score_reward(sample.get("scores"))
     output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
     hidden = {
-        "format": FORMAT, "scores": sample.get("scores"), "target": sample.get("target"),
+        "format": NAME, "scores": sample.get("scores"), "target": sample.get("target"),
         "metadata": sample.get("metadata"), "store": sample.get("store"), "system_prompt": "\n\n".join(system) or None,
         "usage": output.get("usage"), "model_usage": sample.get("model_usage"), "sample_error": sample.get("error"),
     }
@@ -205,3 +206,8 @@ def sniff(head: str, path: Path) -> bool:
         return False
     return bool(re.search(r'"eval"\s*:\s*\{', head) and re.search(r'"task"\s*:', head)
                 and re.search(r'"(?:samples|status)"\s*:', head))
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=100, binary_extensions=(".eval",),
+    description="an Inspect AI log (zip with header.json)", sniff=lambda sample: sniff(sample.head, sample.path))

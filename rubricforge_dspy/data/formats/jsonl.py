@@ -23,23 +23,14 @@ from typing import Any
 import orjson
 
 from rubricforge_dspy.core.errors import OutputExistsError
-from rubricforge_dspy.data.formats._common import (
-    CallTracker,
-    TrajectoryCounts,
-    convert_each,
-    Malformed,
-    as_reward,
-    finalize_answer,
-    iter_json_array,
-    looks_like_tool_error,
-    new_step,
-    parse_arguments,
-    stream_json_array,
-    text_of,
-)
+from rubricforge_dspy.data.formats._json_stream import Malformed, iter_json_array, stream_json_array
+from rubricforge_dspy.data.formats._records import TrajectoryCounts
+from rubricforge_dspy.data.formats._steps import (CallTracker, as_reward, convert_each, finalize_answer, new_step, parse_arguments, text_of)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "jsonl"
+NAME = "jsonl"
 # The generic format: an explicit ``label`` wins; else any positive reward (warned about when graded).
 LABEL_RULE = ANY_POSITIVE_REWARD
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "core" / "schemas" / "trajectory.schema.json"
@@ -405,7 +396,7 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
         source=Source(str(path), index),
         trial=obj.get("trial"),
         hidden={
-            "format": FORMAT,
+            "format": NAME,
             "system_prompt": "\n\n".join(system) or None,
             "metadata": obj.get("metadata") or {},
             "label_source": "record" if given is not None else None,
@@ -424,7 +415,7 @@ def count(obj: Any, *, path: Path, index: int, threshold: float) -> TrajectoryCo
         id=obj["id"], task_id=str(obj["task_id"]), domain=obj.get("domain") or "unknown",
         agent=obj.get("agent") or "unknown", reward=reward, label=_label(reward, given, threshold),
         source=Source(str(path), index), trial=obj.get("trial"), n_steps=n_steps, n_tool_errors=n_errors,
-        hidden={"format": FORMAT, "label_source": "record" if given is not None else None})
+        hidden={"format": NAME, "label_source": "record" if given is not None else None})
 
 
 def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
@@ -545,3 +536,15 @@ def write_records(records: Iterable[dict], out_path) -> int:
     finally:
         partial.unlink(missing_ok=True)
     return n
+
+
+def _sniff_document(sample) -> bool:
+    """A JSON array of interchange records, or an empty ``.jsonl`` file (a `FileSample`)."""
+    if sample.is_array:
+        return sniff_array(sample.head)
+    return sample.path.suffix == ".jsonl" and not sample.head
+
+
+FORMAT = Format(
+    name=NAME, read=read, count=read_counts, label_rule=LABEL_RULE, priority=10, extensions=(".jsonl", ".json"),
+    description="generic trajectory records (docs/FORMAT.md)", sniff_record=sniff_line, sniff=_sniff_document)

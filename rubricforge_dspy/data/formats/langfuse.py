@@ -29,15 +29,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import (Malformed, convert_each, first_json_lines, read_prefix, redact,
-                                                   scan_json_array, scan_json_object, stream_json_array,
-                                                   worth_streaming)
+from rubricforge_dspy.data.formats._json_stream import (Malformed, first_json_lines, read_prefix, scan_json_array, scan_json_object, stream_json_array, worth_streaming)
+from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._steps import convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "langfuse"
+NAME = "langfuse"
 _KINDS = {"GENERATION": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent", "SPAN": "other", "EVENT": "other",
           "EVALUATOR": "evaluator", "GUARDRAIL": "evaluator", "RETRIEVER": "other", "EMBEDDING": "other"}
 UNATTRIBUTED = "unattributed"  # the role given to an input message that names none (never a step)
@@ -125,7 +126,7 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
     hidden = {k: redact(trace.get(k)) for k in _HIDDEN_TRACE_KEYS if trace.get(k) not in (None, [], {})}
     if unattributed:
         hidden["unattributed_messages"] = unattributed
-    return build_trajectory([root, *spans], trace_id=trace_id, path=path, index=index, fmt=FORMAT,
+    return build_trajectory([root, *spans], trace_id=trace_id, path=path, index=index, fmt=NAME,
                             threshold=threshold, reward=_reward(trace.get("scores")), hidden=hidden)
 
 
@@ -185,3 +186,8 @@ def sniff(head: str) -> bool:
     """True for a Langfuse trace export (observations with Langfuse's field names)."""
     start = head[:20000]
     return '"observations"' in start and ('"parentObservationId"' in start or '"projectId"' in start)
+
+
+FORMAT = Format(
+    name=NAME, read=read, priority=40, extensions=(".json", ".jsonl"), description="a Langfuse trace export",
+    sniff=lambda sample: sample.is_json and sniff(sample.head))

@@ -23,10 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import CallTracker, error, finalize_answer, redact, text_of
+from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, text_of
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "mini_swe"
+NAME = "mini_swe"
 LABEL_RULE = FULL_REWARD  # only used with --labels (resolved = 1)
 _COMMAND = re.compile(r"```(?:bash|mswea_bash_command)[ \t]*\n(.*?)\n?```", re.DOTALL)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -102,7 +104,7 @@ def read(path: Path, threshold) -> Iterator[tuple[int | str | None, Trajectory |
     yield 0, Trajectory(
         id=instance, task_id=instance, domain="swe", agent=f"mini-swe-agent/{model}" if model else "mini-swe-agent",
         steps=tuple(steps), reward=None, label=None, source=Source(str(path), 0),
-        hidden={"format": FORMAT, "info": redact(info),
+        hidden={"format": NAME, "info": redact(info),
                 "submission": info.get("submission"), "exit_status": info.get("exit_status"),
                 "model_stats": info.get("model_stats"), "system_prompt": "\n\n".join(extra["system"]) or None,
                 "exit_messages": extra["exit"],
@@ -115,3 +117,8 @@ def sniff(head: str, path: Path) -> bool:
     if re.search(r'"trajectory_format"\s*:\s*"mini-swe-agent', head) or '"mini_version"' in head[:100_000]:
         return True  # the format tag is written last; info.mini_version comes first
     return path.name.endswith(".traj.json") and head.startswith("[") and '"role"' in head[:2000]
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=15, description="a mini-SWE-agent trajectory",
+    sniff=lambda sample: sniff(sample.head, sample.path))

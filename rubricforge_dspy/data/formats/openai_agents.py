@@ -35,13 +35,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import first_json_lines, parse_arguments, redact
+from rubricforge_dspy.data.formats._json_stream import first_json_lines
+from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import normalize_messages
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "openai_agents"
+NAME = "openai_agents"
 TRACE, SPAN = "trace", "trace.span"
 _TRACE_KEYS = ("workflow_name", "group_id", "metadata")
 
@@ -172,7 +175,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Traje
         trace = traces.get(trace_id) or {}
         hidden = {key: redact(trace[key]) for key in _TRACE_KEYS if trace.get(key) not in (None, {}, [])}
         try:
-            yield index, build_trajectory(trace_spans, trace_id=trace_id, path=path, index=index, fmt=FORMAT,
+            yield index, build_trajectory(trace_spans, trace_id=trace_id, path=path, index=index, fmt=NAME,
                                           threshold=threshold, hidden=hidden)
         except (ValueError, TypeError) as exc:
             yield index, TrajectoryFormatError(str(path), f"trace {trace_id}", str(exc))
@@ -199,3 +202,8 @@ def sniff(head: str, path: Path) -> bool:
         except (ValueError, UnicodeDecodeError):
             return False
     return False
+
+
+FORMAT = Format(
+    name=NAME, read=read, priority=50, extensions=(".json", ".jsonl"), description="OpenAI Agents SDK trace records",
+    sniff=lambda sample: sample.is_json and sniff(sample.head, sample.path))

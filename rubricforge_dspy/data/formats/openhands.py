@@ -32,11 +32,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import first_json_lines, looks_like_tool_error, redact, text_of
+from rubricforge_dspy.data.formats._json_stream import first_json_lines
+from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._steps import text_of
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "openhands"
+NAME = "openhands"
 LABEL_RULE = FULL_REWARD  # only applied to rewards joined with --labels (resolved = 1)
 SKIPPED_ACTIONS = frozenset({"system", "recall", "change_agent_state", "null", "condensation", "delegate"})
 SKIPPED_OBSERVATIONS = frozenset({"agent_state_changed", "recall", "null", "think", "user_rejected", "condensation"})
@@ -128,9 +132,9 @@ def to_trajectory(record: Any, path: Path, index: int, default_id: str) -> Traje
     agent = "/".join(str(x) for x in (metadata.get("agent_class"), llm.get("model")) if x) or "openhands"
     hidden = {key: redact(extra[key]) for key in _HIDDEN_KEYS if key in extra}
     return Trajectory(
-        id=ident, task_id=ident, domain=FORMAT, agent=agent, steps=tuple(steps), reward=None, label=None,
+        id=ident, task_id=ident, domain=NAME, agent=agent, steps=tuple(steps), reward=None, label=None,
         source=Source(str(path), index),
-        hidden={"format": FORMAT, "system_prompt": "\n\n".join(system) or None, **hidden},
+        hidden={"format": NAME, "system_prompt": "\n\n".join(system) or None, **hidden},
     )
 
 
@@ -177,3 +181,9 @@ def sniff(head: str, path: Path) -> bool:
     if head.startswith("["):
         return sniff_array(head)
     return any(sniff_line(obj) for obj in first_json_lines(path, limit=3))
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=80, extensions=(".json", ".jsonl"),
+    description="OpenHands events or evaluation output", sniff_record=sniff_line,
+    sniff=lambda sample: sample.is_array and sniff_array(sample.head))

@@ -32,14 +32,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import first_json_lines, redact
+from rubricforge_dspy.data.formats._json_stream import first_json_lines
+from rubricforge_dspy.data.formats._records import redact
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import (check_schema_url, hidden_attributes, io_values, llm_messages,
                                                  maybe_json, span_kind, tool_info)
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "otel"
+NAME = "otel"
 _VALUE_KEYS = ("stringValue", "boolValue", "intValue", "doubleValue", "bytesValue")
 REWARD_ATTRIBUTES = ("eval.reward", "gen_ai.evaluation.score.value")
 
@@ -260,7 +262,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Traje
             resources.setdefault(trace, {}).update(resource)
     for index, (trace, spans) in enumerate(traces.items()):
         try:
-            yield index, build_trajectory(spans, trace_id=trace, path=path, index=index, fmt=FORMAT,
+            yield index, build_trajectory(spans, trace_id=trace, path=path, index=index, fmt=NAME,
                                           threshold=threshold, reward=_reward(spans),
                                           hidden={"resource": redact(resources.get(trace) or {})})
         except (ValueError, TypeError) as exc:
@@ -286,3 +288,8 @@ def sniff(head: str, path: Path) -> bool:
         return True
     return any("resourceSpans" in obj or isinstance(obj.get("context"), dict) and "trace_id" in obj["context"]
                for obj in first_json_lines(path, limit=3))
+
+
+FORMAT = Format(
+    name=NAME, read=read, priority=60, extensions=(".json", ".jsonl"), description="OpenTelemetry spans (OTLP JSON)",
+    sniff=lambda sample: sample.is_json and sniff(sample.head, sample.path))

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import parse_arguments, text_of
+from rubricforge_dspy.data.formats._steps import parse_arguments, text_of
 
 SEMCONV_MIN = (1, 26)
 SEMCONV_MAX = (1, 38)
@@ -177,79 +177,88 @@ def normalize_messages(value: Any, where: str, roleless: str | None = None) -> l
     if isinstance(value, str):
         return [Msg(role="user", content=value)]
     if isinstance(value, dict):
-        if isinstance(value.get("messages"), list):  # a request body
-            return normalize_messages(value["messages"], where, roleless)
-        if isinstance(value.get("contents"), (list, str)):  # a Gemini request body
-            return _gemini(value["contents"] if isinstance(value["contents"], list) else [value["contents"]], where)
-        if isinstance(value.get("args"), list) and set(value) <= {"args", "kwargs"} \
-                and all(isinstance(a, str) for a in value["args"]):  # LlamaIndex complete(prompt)
-            return [Msg(role="user", content=a) for a in value["args"]]
-        if isinstance(value.get("content"), dict) and isinstance(value["content"].get("parts"), list):
-            return _gemini([value["content"]], where)  # a Gemini / ADK response
-        if isinstance(value.get("candidates"), list):
-            return _gemini([c["content"] for c in value["candidates"] if isinstance(c, dict) and c.get("content")], where)
-        if isinstance(value.get("prompt"), str) and len(value) == 1:  # Vercel AI SDK
-            return [Msg(role="user", content=value["prompt"])]
-        if isinstance(value.get("output"), list) and value.get("object") == "response":
-            return normalize_messages(value["output"], where, roleless)
-        if isinstance(value.get("message"), dict):  # a gen_ai.choice / chat completion choice
-            return normalize_messages([value["message"]], where, roleless)
-        if isinstance(value.get("choices"), list):
-            return normalize_messages([c.get("message") for c in value["choices"] if isinstance(c, dict)], where, roleless)
-        if "role" in value or "type" in value:
-            return normalize_messages([value], where, roleless)
-        if "text" in value or "content" in value:
-            return [Msg(role=roleless or "assistant", content=text_of(value.get("text", value.get("content"))))]
-        raise ValueError(f"{where}: cannot read messages from an object with keys {sorted(value)[:8]}")
+        return _object_messages(value, where, roleless)
     if not isinstance(value, list):
         raise ValueError(f"{where}: expected a list of messages, got {type(value).__name__}")
     out: list[Msg] = []
     for i, item in enumerate(value):
         if not isinstance(item, dict):
             raise ValueError(f"{where}: message {i} is not an object")
-        if _responses_item(item, out):
-            continue
-        if "toolCallId" in item:  # Vercel AI SDK tool calls / results
-            if "toolName" in item and not any(k in item for k in ("output", "result")):
-                _responses_item({"type": "function_call", "call_id": item["toolCallId"], "name": item["toolName"],
-                                 "arguments": item.get("input", item.get("args"))}, out)
-            else:
-                out.append(Msg("tool", _text(item.get("output", item.get("result"))), tool_call_id=item["toolCallId"]))
-            continue
-        named = next((cid for m in out[::-1] if m.role == "assistant" for cid, n, _ in m.tool_calls
-                      if n == item.get("role")), None) if item.get("role") not in _ROLES else None
-        if named is not None:  # LangChain.js: a tool message whose role is the tool's name
-            out.append(Msg("tool", _text(item.get("content")), tool_call_id=item.get("tool_call_id") or named))
-            continue
-        if item.get("type") == "message" and "role" not in item:
-            item = {**item, "role": roleless or "assistant"}
-        role = roleless if roleless is not None and item.get("role") is None \
-            else _role(item.get("role"), f"{where}, message {i}")
-        if isinstance(item.get("parts"), list):
-            _from_parts(role, item["parts"], out)
-            continue
-        content = item.get("content")
-        if isinstance(content, list):  # content blocks; Anthropic tool_use / tool_result blocks become calls / results
-            blocks = [p for p in content if isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result")]
-            content = [p for p in content if not (isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result"))]
-            results = [Msg("tool", _text(b.get("content")), tool_call_id=b.get("tool_use_id"),
-                           is_error=bool(b.get("is_error"))) for b in blocks if b["type"] == "tool_result"]
-            item = {**item, "tool_calls": [*(item.get("tool_calls") or []),
-                                           *({"id": b.get("id"), "name": b.get("name"), "arguments": b.get("input")}
-                                             for b in blocks if b["type"] == "tool_use")]}
-            if results and not content and not item["tool_calls"]:
-                out.extend(results)
-                continue
-            content = "".join(str(p.get("text", p.get("content", ""))) if isinstance(p, dict) else str(p)
-                              for p in content if not (isinstance(p, dict) and p.get("type") in ("reasoning", "image")))
-        msg = Msg(role=role, content=_text(content),
-                  tool_call_id=(item.get("tool_call_id") or item.get("id")) if role == "tool" else None)
-        calls = maybe_json(item.get("tool_calls"))
-        for call in calls if isinstance(calls, list) else []:
-            if isinstance(call, dict):
-                msg.tool_calls.append(_call(call))
-        out.append(msg)
+        _add_message(item, f"{where}, message {i}", roleless, out)
     return out
+
+
+def _object_messages(value: dict, where: str, roleless: str | None) -> list[Msg]:
+    """`normalize_messages` of one object: a request body, a response, a choice or a single message."""
+    if isinstance(value.get("messages"), list):  # a request body
+        return normalize_messages(value["messages"], where, roleless)
+    if isinstance(value.get("contents"), (list, str)):  # a Gemini request body
+        return _gemini(value["contents"] if isinstance(value["contents"], list) else [value["contents"]], where)
+    if isinstance(value.get("args"), list) and set(value) <= {"args", "kwargs"} \
+            and all(isinstance(a, str) for a in value["args"]):  # LlamaIndex complete(prompt)
+        return [Msg(role="user", content=a) for a in value["args"]]
+    if isinstance(value.get("content"), dict) and isinstance(value["content"].get("parts"), list):
+        return _gemini([value["content"]], where)  # a Gemini / ADK response
+    if isinstance(value.get("candidates"), list):
+        return _gemini([c["content"] for c in value["candidates"] if isinstance(c, dict) and c.get("content")], where)
+    if isinstance(value.get("prompt"), str) and len(value) == 1:  # Vercel AI SDK
+        return [Msg(role="user", content=value["prompt"])]
+    if isinstance(value.get("output"), list) and value.get("object") == "response":
+        return normalize_messages(value["output"], where, roleless)
+    if isinstance(value.get("message"), dict):  # a gen_ai.choice / chat completion choice
+        return normalize_messages([value["message"]], where, roleless)
+    if isinstance(value.get("choices"), list):
+        return normalize_messages([c.get("message") for c in value["choices"] if isinstance(c, dict)], where, roleless)
+    if "role" in value or "type" in value:
+        return normalize_messages([value], where, roleless)
+    if "text" in value or "content" in value:
+        return [Msg(role=roleless or "assistant", content=text_of(value.get("text", value.get("content"))))]
+    raise ValueError(f"{where}: cannot read messages from an object with keys {sorted(value)[:8]}")
+
+
+def _add_message(item: dict, where: str, roleless: str | None, out: list[Msg]) -> None:
+    """Append the messages of one item of a message list (`where` names it) to `out`."""
+    if _responses_item(item, out):
+        return
+    if "toolCallId" in item:  # Vercel AI SDK tool calls / results
+        if "toolName" in item and not any(k in item for k in ("output", "result")):
+            _responses_item({"type": "function_call", "call_id": item["toolCallId"], "name": item["toolName"],
+                             "arguments": item.get("input", item.get("args"))}, out)
+        else:
+            out.append(Msg("tool", _text(item.get("output", item.get("result"))), tool_call_id=item["toolCallId"]))
+        return
+    named = next((cid for m in out[::-1] if m.role == "assistant" for cid, n, _ in m.tool_calls
+                  if n == item.get("role")), None) if item.get("role") not in _ROLES else None
+    if named is not None:  # LangChain.js: a tool message whose role is the tool's name
+        out.append(Msg("tool", _text(item.get("content")), tool_call_id=item.get("tool_call_id") or named))
+        return
+    if item.get("type") == "message" and "role" not in item:
+        item = {**item, "role": roleless or "assistant"}
+    role = roleless if roleless is not None and item.get("role") is None else _role(item.get("role"), where)
+    if isinstance(item.get("parts"), list):
+        _from_parts(role, item["parts"], out)
+        return
+    content = item.get("content")
+    if isinstance(content, list):  # content blocks; Anthropic tool_use / tool_result blocks become calls / results
+        blocks = [p for p in content if isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result")]
+        content = [p for p in content if not (isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result"))]
+        results = [Msg("tool", _text(b.get("content")), tool_call_id=b.get("tool_use_id"),
+                       is_error=bool(b.get("is_error"))) for b in blocks if b["type"] == "tool_result"]
+        item = {**item, "tool_calls": [*(item.get("tool_calls") or []),
+                                       *({"id": b.get("id"), "name": b.get("name"), "arguments": b.get("input")}
+                                         for b in blocks if b["type"] == "tool_use")]}
+        if results and not content and not item["tool_calls"]:
+            out.extend(results)
+            return
+        content = "".join(str(p.get("text", p.get("content", ""))) if isinstance(p, dict) else str(p)
+                          for p in content if not (isinstance(p, dict) and p.get("type") in ("reasoning", "image")))
+    msg = Msg(role=role, content=_text(content),
+              tool_call_id=(item.get("tool_call_id") or item.get("id")) if role == "tool" else None)
+    calls = maybe_json(item.get("tool_calls"))
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, dict):
+            msg.tool_calls.append(_call(call))
+    out.append(msg)
 
 
 def _indexed(attrs: dict, prefix: str) -> dict[int, dict[str, Any]]:

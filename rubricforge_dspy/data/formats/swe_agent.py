@@ -28,10 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import looks_like_tool_error, redact, text_of
+from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._steps import text_of
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "swe_agent"
+NAME = "swe_agent"
 LABEL_RULE = FULL_REWARD  # only applied to rewards joined with --labels (resolved = 1)
 _TRAJ_LIST = re.compile(r'"trajectory"\s*:\s*\[\s*(?:\]|\{)')
 # SWE-agent's own failure messages (its linter refusing an edit), besides the shared families
@@ -100,9 +103,9 @@ def to_trajectory(record: Any, path: Path, index: int = 0) -> Trajectory:
     ident = instance_id(path)
     history = record.get("history") or []
     return Trajectory(
-        id=ident, task_id=ident, domain=FORMAT, agent=str(model or "swe-agent"), steps=tuple(steps),
+        id=ident, task_id=ident, domain=NAME, agent=str(model or "swe-agent"), steps=tuple(steps),
         reward=None, label=None, source=Source(str(path), index),
-        hidden={"format": FORMAT, "info": redact(info),
+        hidden={"format": NAME, "info": redact(info),
                 "environment": redact(record.get("environment")), "replay_config": record.get("replay_config"),
                 "system_prompt": "\n\n".join(text_of(m.get("content")) for m in history
                                              if isinstance(m, dict) and m.get("role") == "system") or None,
@@ -131,3 +134,8 @@ def sniff(head: str) -> bool:
     """True for an SWE-agent ``.traj`` object (top-level ``trajectory`` and ``history``, entries with ``action``)."""
     start = head[:200000]
     return bool(_TRAJ_LIST.search(start)) and '"history"' in start and '"action"' in start
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=110, extensions=(".traj", ".json"),
+    description="an SWE-agent .traj file", sniff=lambda sample: sample.is_object and sniff(sample.head))

@@ -22,29 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import (
-    CallTracker,
-    IdSet,
-    check_messages,
-    Malformed,
-    as_reward,
-    error,
-    finalize_answer,
-    has_bad_bytes,
-    iter_json_array,
-    iter_json_object,
-    looks_like_tool_error,
-    parse_arguments,
-    read_text,
-    redact,
-    scan_json_object,
-    stream_json_array,
-    text_of,
-    worth_streaming,
-)
+from rubricforge_dspy.data.formats._json_stream import (Malformed, has_bad_bytes, iter_json_array, iter_json_object, read_text, scan_json_object, stream_json_array, worth_streaming)
+from rubricforge_dspy.data.formats._records import IdSet, redact
+from rubricforge_dspy.data.formats._steps import (CallTracker, as_reward, check_messages, error, finalize_answer, parse_arguments, text_of)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "tau2"
+NAME = "tau2"
 # tau2's own success check (pass^k): reward 1 (within 1e-6).
 LABEL_RULE = FULL_REWARD
 _SUBMISSION_DIR = re.compile(r"^(?P<name>.+?)_\d{4}-\d{2}-\d{2}$")
@@ -127,7 +112,7 @@ def convert(
     trial = sim.get("trial") if isinstance(sim.get("trial"), int) else None
     system = [text_of(m.get("content")) for m in messages if m["role"] == "system"]
     hidden = {
-        "format": FORMAT,
+        "format": NAME,
         "system_prompt": "\n\n".join(system) or env.get("policy"),
         "task": task,
         "instruction": scenario.get("instructions") if isinstance(scenario, dict) else None,
@@ -265,3 +250,8 @@ def _convert_all(path: Path, doc: dict, sims, repeated: IdSet,
         else:
             yield failure.index, error(path, failure.index,
                                        f"{failure.problem}; the rest of the file is unreadable")
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=130, description="tau2-bench simulation results",
+    sniff=lambda sample: sample.is_object and sniff(sample.head))

@@ -25,22 +25,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import (
-    CallTracker,
-    IdSet,
-    check_messages,
-    Malformed,
-    as_reward,
-    error,
-    finalize_answer,
-    looks_like_tool_error,
-    parse_arguments,
-    stream_json_array,
-    text_of,
-)
+from rubricforge_dspy.data.formats._json_stream import Malformed, stream_json_array
+from rubricforge_dspy.data.formats._records import IdSet
+from rubricforge_dspy.data.formats._steps import (CallTracker, as_reward, check_messages, error, finalize_answer, parse_arguments, text_of)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "tau_bench"
+NAME = "tau_bench"
 # tau-bench's own success check (pass^k): reward 1 (within 1e-6); its rewards are 0 or 1.
 LABEL_RULE = FULL_REWARD
 RESPOND = "respond"
@@ -241,7 +233,7 @@ def _hidden(record: dict, system_prompt: str | None, run: dict[str, Any], mode: 
     task = info.get("task") if isinstance(info.get("task"), dict) else {}
     reward_info = info.get("reward_info") if isinstance(info.get("reward_info"), dict) else {}
     hidden: dict[str, Any] = {
-        "format": FORMAT,
+        "format": NAME,
         "system_prompt": system_prompt,
         "info": info,
         "instruction": task.get("instruction"),
@@ -356,3 +348,8 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
         failure = exc
     if failure is not None:
         yield failure.index, error(path, failure.index, f"{failure.problem}; the rest of the file is unreadable")
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=30, description="tau-bench results (a JSON array of runs)",
+    sniff=lambda sample: sample.is_array and sniff(sample.head))

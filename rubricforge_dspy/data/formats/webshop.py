@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._common import as_reward, convert_each
+from rubricforge_dspy.data.formats._steps import as_reward, convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
+from rubricforge_dspy.data.formats._registry import Format
 
-FORMAT = "webshop_react"
+NAME = "webshop_react"
 # The WebShop paper's success rate counts reward 1 only; rewards are graded in [0, 1].
 LABEL_RULE = FULL_REWARD
 DOMAIN = "webshop"
@@ -116,7 +117,7 @@ def convert(record: Any, *, path: Path, index: int, threshold: float, seen: set[
             raise ValueError(f"step {i} has a non-string 'observation'")
     task_id = str(record.get("session") or f"line_{index}")
     hidden = {
-        "format": FORMAT,
+        "format": NAME,
         "instruction": record.get("instruction"),
         "score_in_final_obs": record.get("score_in_final_obs"),
         "purchased": record.get("purchased"),
@@ -144,3 +145,8 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
     seen: set[str] = set()
     yield from convert_each(path, iter_json_lines(path), lambda value, index: convert(
         value, path=path, index=index, threshold=threshold, seen=seen))
+
+
+FORMAT = Format(
+    name=NAME, read=read, label_rule=LABEL_RULE, priority=20, extensions=(".jsonl", ".json"),
+    description="ReAct WebShop episodes (JSON Lines)", sniff_record=sniff_line)

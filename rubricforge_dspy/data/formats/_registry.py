@@ -1,0 +1,229 @@
+"""The format registry: one `Format` record per trajectory format, registered once, from which the load
+loop derives everything it knows about formats (the names, the readers, the default label rules, the file
+suffixes a directory scan opens, and content sniffing).
+
+A format is one module that ends with ``FORMAT = Format(...)`` and one line that registers it: a built-in
+format is named in the list in ``formats/__init__``; a format of your own is registered by
+``register_format(my_module.FORMAT)`` (or ``register_format(Format(...))``), the same call. A later
+third-party plugin (an entry point of group ``rubricforge_dspy.formats`` naming a `Format`) and a
+declarative mapping format register through the same call.
+
+Detection (`detect`) reads a `FileSample` of the file and asks the formats in two rounds, each in
+``priority`` order (lower first, then registration order): first the record sniffers
+(``sniff_record``) on the first JSON lines of a file that starts with ``{`` (JSON Lines formats), then the
+document sniffers (``sniff``). The first format that answers True is the file's format.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, TrajectoryFormatError
+from rubricforge_dspy.data.formats._json_stream import first_json_lines, read_prefix
+
+Reader = Callable[[Path, LabelRule], Iterator[tuple[Any, Any]]]
+"""``read(path, label_rule)`` yields ``(record_index, Trajectory | TrajectoryFormatError)`` for each record."""
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+SNIFF_LINES = 5  # JSON lines a record sniffer sees
+
+
+@dataclass(frozen=True)
+class FileSample:
+    """What format sniffers see of a file: its path, the start of its text and its first JSON lines.
+
+    Attributes:
+        path: The file.
+        head: Its first MiB as text, without a leading byte order mark or white space.
+    """
+
+    path: Path
+    head: str
+
+    @classmethod
+    def of(cls, path: Path) -> "FileSample":
+        """The sample of a text file (its first MiB is read once)."""
+        return cls(path, read_prefix(path).lstrip("\ufeff \t\r\n"))
+
+    @property
+    def is_array(self) -> bool:
+        """The text starts with ``[`` (a JSON array)."""
+        return self.head.startswith("[")
+
+    @property
+    def is_object(self) -> bool:
+        """The text starts with ``{`` (a JSON object, or JSON Lines)."""
+        return self.head.startswith("{")
+
+    @property
+    def is_json(self) -> bool:
+        """The text starts as a JSON array or object."""
+        return self.is_array or self.is_object
+
+    @cached_property
+    def lines(self) -> list[dict]:
+        """The first parseable JSON objects among the file's first lines (none unless it starts with ``{``)."""
+        return first_json_lines(self.path, limit=SNIFF_LINES) if self.is_object else []
+
+
+@dataclass(frozen=True)
+class Format:
+    """A trajectory format: everything the loaders know about it, declared once (``FORMAT = Format(...)``
+    at the bottom of its module) and registered with `register_format`.
+
+    Attributes:
+        name: The name users pass as ``format=`` (lower case, digits, ``_``).
+        read: ``read(path, label_rule)`` yields ``(record_index, Trajectory | TrajectoryFormatError)``;
+            a bad record is yielded as an error naming the file and the record, never raised.
+        sniff: ``sniff(sample)`` is True when a `FileSample` is a document of this format (None: the
+            format is read only when asked for by name, or through `sniff_record`).
+        sniff_record: ``sniff_record(obj)`` is True when one JSON line (a dict) is a record of this
+            format: JSON Lines formats; tried before any `sniff`.
+        label_rule: The rule that turns a record's reward into a label (`default_label_rule`).
+        priority: Order of sniffing, lower first (ties: registration order). Built-in formats use
+            10..140; the generic JSONL is 10, since ``rubricforge convert`` writes it and its records
+            carry the source's tags.
+        extensions: File suffixes a directory scan opens for this format.
+        binary_extensions: Suffixes of a non-text form (an Inspect ``.eval`` zip): a file with one is
+            sniffed only by the formats that claim it, and is an error when none recognises it.
+        description: A short phrase naming the format for messages ("an Inspect AI log ...").
+        count: An optional faster reader yielding `TrajectoryCounts` instead of trajectories (the
+            generic JSONL counts without building steps); by default trajectories are read and counted.
+    """
+
+    name: str
+    read: Reader
+    sniff: Callable[[FileSample], bool] | None = None
+    sniff_record: Callable[[dict], bool] | None = None
+    label_rule: LabelRule = ANY_POSITIVE_REWARD
+    priority: int = 100
+    extensions: tuple[str, ...] = (".json",)
+    binary_extensions: tuple[str, ...] = ()
+    description: str = ""
+    count: Reader | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name) or self.name == "auto":
+            raise InputError(f"format name {self.name!r} must be lower case letters, digits and '_' (not 'auto')")
+        for what in ("read", "sniff", "sniff_record", "count"):
+            value = getattr(self, what)
+            if value is not None and not callable(value):
+                raise InputError(f"format {self.name!r}: {what} must be callable, got {value!r}")
+        if self.read is None:
+            raise InputError(f"format {self.name!r} has no read function")
+        for suffix in (*self.extensions, *self.binary_extensions):
+            if not (isinstance(suffix, str) and suffix.startswith(".") and len(suffix) > 1):
+                raise InputError(f"format {self.name!r}: extension {suffix!r} must start with '.'")
+
+
+_FORMATS: dict[str, Format] = {}
+
+
+def register_format(fmt: Format) -> Format:
+    """Make a format known to every loader (``load_trajectories``, ``detect_format``, the CLI's
+    ``--format`` once the command line is parsed after it).
+
+    Args:
+        fmt: The format's record.
+
+    Returns:
+        `fmt`, so a module may write ``FORMAT = register_format(Format(...))``.
+
+    Raises:
+        InputError: `fmt` is not a `Format`, or a format of the same name is registered already (the
+            message names both; a name is never silently replaced).
+    """
+    if not isinstance(fmt, Format):
+        raise InputError(f"register_format takes a Format record, got {type(fmt).__name__}")
+    held = _FORMATS.get(fmt.name)
+    if held is not None:
+        raise InputError(f"a format named {fmt.name!r} is registered already (read by "
+                         f"{_origin(held.read)}); cannot register another from {_origin(fmt.read)}: "
+                         "choose another name")
+    _FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def unregister_format(name: str) -> Format:
+    """Remove a registered format (for tests and plugins that replace a format they registered).
+
+    Raises:
+        InputError: no format of that name is registered.
+    """
+    try:
+        return _FORMATS.pop(name)
+    except KeyError:
+        raise InputError(f"no format named {name!r} is registered") from None
+
+
+def _origin(function: Callable) -> str:
+    return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
+
+
+def formats() -> tuple[Format, ...]:
+    """The registered formats, in registration order."""
+    return tuple(_FORMATS.values())
+
+
+def format_names() -> tuple[str, ...]:
+    """The registered format names, in registration order."""
+    return tuple(_FORMATS)
+
+
+def format_named(name: str) -> Format | None:
+    """The registered format of that name, or None."""
+    return _FORMATS.get(name)
+
+
+def candidate_suffixes() -> tuple[str, ...]:
+    """The file suffixes a directory scan opens (every format's extensions, first seen first)."""
+    seen: dict[str, None] = {}
+    for fmt in _FORMATS.values():
+        seen.update(dict.fromkeys((*fmt.extensions, *fmt.binary_extensions)))
+    return tuple(seen)
+
+
+def not_candidate() -> str:
+    """The reason a directory scan gives for a file it does not open."""
+    return f"not a {'/'.join(candidate_suffixes())} file"
+
+
+def _by_priority() -> list[Format]:
+    return sorted(_FORMATS.values(), key=lambda fmt: fmt.priority)  # stable: ties keep registration order
+
+
+_ARRAY_HINT = ("; a JSON array is read as tau-bench results (records with 'traj') or as generic records "
+               "(objects with 'id', 'task_id', 'messages', 'reward': docs/FORMAT.md)")
+
+
+def detect(path: Path) -> str:
+    """The name of the format of a regular file, sniffed from its content (see the module docstring).
+
+    Raises:
+        TrajectoryFormatError: naming the file when no registered format recognises it.
+    """
+    ordered = _by_priority()
+    claimants = [fmt for fmt in ordered if path.suffix in fmt.binary_extensions]
+    if claimants:  # a binary form (a zip): only the formats that read it may look
+        sample = FileSample(path, "")
+        for fmt in claimants:
+            if fmt.sniff is not None and fmt.sniff(sample):
+                return fmt.name
+        described = " or ".join(fmt.description or f"a {fmt.name} file" for fmt in claimants)
+        raise TrajectoryFormatError(str(path), None, f"a {path.suffix} file that is not {described}")
+    sample = FileSample.of(path)
+    for fmt in ordered:
+        if fmt.sniff_record is not None and any(fmt.sniff_record(obj) for obj in sample.lines):
+            return fmt.name
+    for fmt in ordered:
+        if fmt.sniff is not None and fmt.sniff(sample):
+            return fmt.name
+    hint = _ARRAY_HINT if sample.is_array else ""
+    raise TrajectoryFormatError(str(path), None,
+                                f"unknown trajectory format (expected one of {format_names()}){hint}")
