@@ -46,7 +46,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 

@@ -126,8 +126,8 @@ _FORMATS: dict[str, Format] = {}
 
 
 def register_format(fmt: Format) -> Format:
-    """Make a format known to every loader (``load_trajectories``, ``detect_format``, the CLI's
-    ``--format`` once the command line is parsed after it).
+    """Make a format known to every loader (``load_trajectories``, ``detect_format``, directory scans;
+    the command line's ``--format`` choices are those registered when ``rubricforge_dspy.cli`` is imported).
 
     Args:
         fmt: The format's record.
