@@ -7,8 +7,9 @@ by-task train/validation/test splits, and the generic JSONL export.
 
 Modules:
 
-- :mod:`.formats`: one loader per source format, format detection, `load_trajectories` (a
-  `Trajectories` list with ``.report``);
+- :mod:`.formats`: one loader per source format, each declared as one `Format` record in a registry
+  (`register_format` adds one of your own), format detection, `load_trajectories` (a `Trajectories` list
+  with ``.report``);
 - :mod:`.labels`: read a label file and join it onto trajectories by id (`join_labels`, a `Joined` list
   with ``.report``);
 - :mod:`.examples`: the data as ``dspy.Example``s (`load_examples`, `to_examples`; imports DSPy);
@@ -23,8 +24,8 @@ from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
     "rubricforge_dspy.data.formats": ["load_trajectories", "iter_trajectories", "LoadReport", "Trajectories",
-                                      "detect_format",
-                                      "default_label_rule", "FORMATS"],
+                                      "detect_format", "default_label_rule", "FORMATS", "Format", "FileSample",
+                                      "register_format", "unregister_format"],
     "rubricforge_dspy.data.labels": ["join_labels", "read_label_file", "LabelFile", "LabelJoin", "JoinReport",
                                      "Joined", "LabelFileError"],
     "rubricforge_dspy.data.examples": ["load_examples", "to_examples", "Examples", "ExamplesReport"],
