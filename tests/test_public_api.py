@@ -136,7 +136,7 @@ def test_the_top_level_imports_dspy_only_when_a_dspy_name_is_touched():
     code = ("import sys, rubricforge_dspy as rf\n"
             "before = 'dspy' in sys.modules\n"
             "rf.Trajectory, rf.Step, rf.Verdict, rf.load_trajectories, rf.RenderConfig\n"
-            "rf.RubricForgeError, rf.InputError, rf.ServerError, rf.freeze, rf.UncertifiedJudgeWarning\n"
+            "rf.RubricForgeError, rf.InputError, rf.ServerError, rf.freeze\n"
             "light = 'dspy' in sys.modules\n"
             "rf.TrajectoryJudge\n"
             "print(before, light, 'dspy' in sys.modules)")
