@@ -1,5 +1,5 @@
-"""Every relative link in README.md and docs/*.md points to a file (or folder) in the repository, and every
-JSON file inside the package is shipped as package data."""
+"""Every relative link in README.md, docs/*.md, evals/*.md and the committed run reports (artifacts/) points to
+a file (or folder) in the repository, and every JSON file inside the package is shipped as package data."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "evals").glob("*.md")),
+        *sorted((ROOT / "artifacts").rglob("*.md"))]
 # [text](target) and [text](target "title"), and reference definitions `[name]: target`
 INLINE = re.compile(r"\[[^\]]*\]\(\s*(?:<([^>]+)>|([^)\s]+))(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE = re.compile(r"(?m)^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)")
