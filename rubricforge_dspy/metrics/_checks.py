@@ -29,7 +29,7 @@ def as_1d(name: str, x: ArrayLike) -> np.ndarray:
     return arr
 
 
-def _require_real(name: str, arr: np.ndarray, what: str) -> None:
+def require_real(name: str, arr: np.ndarray, what: str) -> None:
     if arr.dtype == bool:
         return
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -43,7 +43,7 @@ def _require_real(name: str, arr: np.ndarray, what: str) -> None:
 def check_binary(name: str, y: ArrayLike) -> np.ndarray:
     """1-D array of 0/1 labels (bools and 0.0/1.0 floats accepted) -> int64 array."""
     arr = as_1d(name, y)
-    _require_real(name, arr, "binary 0/1 labels")
+    require_real(name, arr, "binary 0/1 labels")
     if arr.dtype != bool:
         bad = (arr != 0) & (arr != 1)
         if bad.any():
@@ -60,7 +60,7 @@ def check_mask(name: str, m: ArrayLike) -> np.ndarray:
 
 def check_finite(name: str, x: ArrayLike) -> np.ndarray:
     arr = as_1d(name, x)
-    _require_real(name, arr, "real numbers")
+    require_real(name, arr, "real numbers")
     arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains non-finite values (inf)")
@@ -98,7 +98,7 @@ def check_bootstrap_params(n_resamples: Any, confidence: Any) -> None:
         raise ValueError(f"confidence must be in the open interval (0, 1), got {confidence!r}")
 
 
-def undefined(reason: str) -> float:
+def undefined_metric(reason: str) -> float:
     warnings.warn(reason, UndefinedMetricWarning, stacklevel=3)
     return math.nan
 

@@ -23,7 +23,7 @@ from rubricforge_dspy.metrics._checks import (
     check_same_length,
     check_scores,
     graded_pair,
-    undefined,
+    undefined_metric,
 )
 
 
@@ -107,7 +107,7 @@ def roc_auc(y_true: ArrayLike, scores: ArrayLike) -> float:
     classes = np.unique(t)
     if classes.size < 2:
         only = "passed" if classes[0] == 1 else "failed"
-        return undefined(
+        return undefined_metric(
             f"ROC AUC is undefined: every trajectory in y_true {only} (one class present); "
             "returning nan"
         )
@@ -129,7 +129,7 @@ def false_pass_rate(y_true: ArrayLike, y_pred: ArrayLike) -> float:
     c = confusion_counts(y_true, y_pred)
     negatives = c["fp"] + c["tn"]
     if negatives == 0:
-        return undefined("false_pass_rate is undefined: no failed trajectories in y_true; returning nan")
+        return undefined_metric("false_pass_rate is undefined: no failed trajectories in y_true; returning nan")
     return c["fp"] / negatives
 
 
@@ -151,7 +151,7 @@ def spearman(scores: ArrayLike, rewards: ArrayLike) -> float:
     """
     s, r = graded_pair(scores, rewards)
     if s.size < 2:
-        return undefined("spearman is undefined for fewer than 2 items; returning nan")
+        return undefined_metric("spearman is undefined for fewer than 2 items; returning nan")
     return float(stats.spearmanr(s, r).statistic)
 
 
@@ -165,7 +165,7 @@ def kendall(scores: ArrayLike, rewards: ArrayLike) -> float:
     """
     s, r = graded_pair(scores, rewards)
     if s.size < 2:
-        return undefined("kendall is undefined for fewer than 2 items; returning nan")
+        return undefined_metric("kendall is undefined for fewer than 2 items; returning nan")
     return float(stats.kendalltau(s, r, variant="b").statistic)
 
 

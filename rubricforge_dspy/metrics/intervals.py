@@ -37,7 +37,7 @@ from rubricforge_dspy.metrics._checks import (
     check_same_length,
     check_scores,
     graded_pair,
-    undefined,
+    undefined_metric,
 )
 from rubricforge_dspy.metrics.agreement import (
     accuracy,
@@ -265,7 +265,7 @@ def percentile_interval(replicates: ArrayLike, confidence: float, what: str) -> 
     finite = np.isfinite(replicates)
     n_bad = int((~finite).sum())
     if n_bad == replicates.size:
-        nan = undefined(f"{what}: the statistic was undefined on every bootstrap resample; returning nan")
+        nan = undefined_metric(f"{what}: the statistic was undefined on every bootstrap resample; returning nan")
         return ConfidenceInterval(nan, nan)
     if n_bad:
         warnings.warn(f"{what}: the statistic was undefined (nan) on {n_bad} of {replicates.size} bootstrap "
