@@ -1,7 +1,8 @@
 """RubricForge-DSPy: induce an LLM judge's rubric for agent trajectories from labeled examples.
 
-The library's public surface for a DSPy user, stage by stage (each stage is a subpackage with its own
-curated names; docs/ARCHITECTURE.md)::
+The top level holds the names of a DSPy user's path, in two dozen names: load examples, judge, induce,
+load and save, evaluate, reward. Everything else lives in its stage subpackage, each with its own
+curated names (docs/ARCHITECTURE.md, docs/API.md)::
 
     load -> render -> judge -> induce -> freeze -> apply -> trust -> report
     data    evidence  judge    induction program    apply    trust    report
@@ -14,15 +15,21 @@ curated names; docs/ARCHITECTURE.md)::
     prediction = judge(trajectory=trajectories[0])     #   runs, if this LM is not the certified one
     verdict = rf.judge_verdict(judge, trajectories[0]) # never raises: an abstention, with .attempts
     verdicts = await judge.abatch(trajectories)        # or judge.batch(...) on threads; failures counted
+    judge = rf.RubricInducer(reflection_lm=dspy.LM(...)).compile(rf.TrajectoryJudge(), trainset=examples)
+    rf.freeze(judge, "programs/mine.json")             # JSON, never a pickle
+    metric = rf.as_metric(judge)                       # for dspy.Evaluate or an optimizer
+    reward = rf.as_reward_function(judge)              # for TRL (rf.as_verl_compute_score for verl)
 
 Names are imported lazily: ``import rubricforge_dspy`` imports nothing heavy, and DSPy is imported
 only when a DSPy-backed name (`TrajectoryJudge`, `load_judge`, `induce`, ...) is first touched, so
-`rubricforge stats` or `rubricforge report` do not pay for it. Deprecated names (`load`, `JudgeTrajectory`)
-still resolve, with a `DeprecationWarning`, but are not in ``__all__``.
+`rubricforge stats` or `rubricforge report` do not pay for it. Names the top level used to list
+(`EMBEDDED`, `HybridJudge`, `join_labels`, ...) and the old names `load` and `JudgeTrajectory` still
+resolve, with a `DeprecationWarning` naming the import to use, but are not in ``__all__``.
 """
 
 import importlib
 import os
+import warnings
 
 from rubricforge_dspy._lazy import lazy_exports
 
@@ -31,57 +38,68 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 __version__ = "0.1.0"
 
 _MODULES = {
-    # records and errors (core: no DSPy)
-    "rubricforge_dspy.core.trajectory": ["Trajectory", "Step", "Source", "LabelRule", "TrajectoryFormatError",
-                                         "UnlabeledError", "require_labels", "labeled_only"],
-    "rubricforge_dspy.core.verdict": ["Verdict", "read_verdicts"],
-    "rubricforge_dspy.core.rubric": ["SEED_RUBRIC"],
-    "rubricforge_dspy.core.criteria": ["attribute_reason"],
-    "rubricforge_dspy.core.presets": ["Preset", "EMBEDDED", "SERVER"],
-    "rubricforge_dspy.core.errors": ["RubricForgeError", "InputError", "ServerError", "RubricForgeWarning"],
-    # load
-    "rubricforge_dspy.data.formats": ["load_trajectories", "iter_trajectories", "LoadReport", "Trajectories"],
-    "rubricforge_dspy.data.labels": ["join_labels", "read_label_file", "Joined"],
-    "rubricforge_dspy.data.examples": ["load_examples", "to_examples", "Examples", "ExamplesReport"],
-    "rubricforge_dspy.data.split": ["split_by_task"],
-    # render
-    "rubricforge_dspy.evidence.render": ["RenderConfig", "render_trajectory"],
-    # the LM
-    "rubricforge_dspy.lm.config": ["LMConfig"],
-    "rubricforge_dspy.lm.engine": ["make_lm"],
-    "rubricforge_dspy.serve.embedded": ["open_lm"],
+    # records and errors
+    "rubricforge_dspy.core.trajectory": ["Trajectory", "Step"],
+    "rubricforge_dspy.core.verdict": ["Verdict"],
+    "rubricforge_dspy.core.errors": ["RubricForgeError", "InputError", "ServerError"],
+    # load examples
+    "rubricforge_dspy.data.formats": ["load_trajectories"],
+    "rubricforge_dspy.data.examples": ["load_examples"],
     # judge
-    "rubricforge_dspy.judge.contract": ["BaseJudge", "Verdicts"],
     "rubricforge_dspy.judge.module": ["TrajectoryJudge", "TrajectoryVerdictSignature", "VerdictFormatError"],
-    "rubricforge_dspy.judge.loading": ["load_judge"],
-    "rubricforge_dspy.judge.execution": ["judge_verdict", "ajudge_verdict", "RetryPolicy"],
-    "rubricforge_dspy.judge.metric": ["as_metric", "JudgeMetric"],
-    "rubricforge_dspy.judge.floor": ["SymptomFloor", "FloorJudge"],
-    "rubricforge_dspy.judge.hybrid": ["HybridJudge"],
-    "rubricforge_dspy.lm.circuit": ["JudgeUnavailableError"],
-    # induce, freeze
+    "rubricforge_dspy.judge.contract": ["BaseJudge"],
+    "rubricforge_dspy.evidence.render": ["RenderConfig"],
+    "rubricforge_dspy.judge.execution": ["judge_verdict", "ajudge_verdict"],
+    # induce
     "rubricforge_dspy.induction.teleprompter": ["RubricInducer"],
-    "rubricforge_dspy.induction.inducer": ["induce", "freeze_induced", "InductionConfig", "InductionResult"],
-    # rewards for RL trainers
-    "rubricforge_dspy.rewards.trainers": ["as_reward_function", "as_verl_compute_score", "RewardCounters",
-                                          "RewardAbstentionWarning", "RewardJudgeError"],
-    "rubricforge_dspy.program.store": ["freeze", "ProgramError"],
+    "rubricforge_dspy.induction.inducer": ["induce", "InductionConfig"],
+    # load and save
+    "rubricforge_dspy.judge.loading": ["load_judge"],
+    "rubricforge_dspy.program.store": ["freeze"],
     "rubricforge_dspy.program.drift": ["UncertifiedJudgeWarning"],
-    # apply
-    "rubricforge_dspy.apply.stream": ["judge_stream", "run_judge_file"],
-    # trust
+    # evaluate
+    "rubricforge_dspy.judge.metric": ["as_metric"],
     "rubricforge_dspy.trust.certify": ["certify_program"],
-    "rubricforge_dspy.trust.gate": ["gate_programs"],
-    "rubricforge_dspy.trust.audit": ["audit", "GoodhartWarning"],
-    # report
-    "rubricforge_dspy.report.write": ["write_report"],
+    # reward
+    "rubricforge_dspy.rewards.trainers": ["as_reward_function", "as_verl_compute_score"],
 }
-# Old names: resolved (they warn DeprecationWarning where they are defined), never listed in __all__.
-_DEPRECATED = {"load": "rubricforge_dspy.judge.loading", "JudgeTrajectory": "rubricforge_dspy.judge.module"}
-_lazy_getattr, __dir__, __all__ = lazy_exports(__name__, _MODULES)
+# Names the top level used to list: they still resolve, for one release, warning DeprecationWarning with the
+# import path that stays (the stage that owns each name). Never in __all__.
+_MOVED = {
+    "rubricforge_dspy.core": ["Source", "LabelRule", "TrajectoryFormatError", "UnlabeledError", "require_labels",
+                              "labeled_only", "read_verdicts", "SEED_RUBRIC", "attribute_reason", "Preset",
+                              "EMBEDDED", "SERVER", "RubricForgeWarning"],
+    "rubricforge_dspy.data": ["iter_trajectories", "LoadReport", "Trajectories", "join_labels", "read_label_file",
+                              "Joined", "to_examples", "Examples", "ExamplesReport", "split_by_task"],
+    "rubricforge_dspy.evidence": ["render_trajectory"],
+    "rubricforge_dspy.lm": ["LMConfig", "make_lm", "JudgeUnavailableError"],
+    "rubricforge_dspy.serve": ["open_lm"],
+    "rubricforge_dspy.judge": ["Verdicts", "RetryPolicy", "JudgeMetric", "SymptomFloor", "FloorJudge", "HybridJudge"],
+    "rubricforge_dspy.induction": ["freeze_induced", "InductionResult"],
+    "rubricforge_dspy.rewards": ["RewardCounters", "RewardAbstentionWarning", "RewardJudgeError"],
+    "rubricforge_dspy.program": ["ProgramError"],
+    "rubricforge_dspy.apply": ["judge_stream", "run_judge_file"],
+    "rubricforge_dspy.trust": ["gate_programs", "GoodhartWarning"],
+    "rubricforge_dspy.trust.audit": ["audit"],
+    "rubricforge_dspy.report": ["write_report"],
+}
+_MOVED_TO = {name: package for package, names in _MOVED.items() for name in names}
+# Old names for the same objects: resolved (they warn DeprecationWarning where they are defined).
+_RENAMED = {"load": "rubricforge_dspy.judge.loading", "JudgeTrajectory": "rubricforge_dspy.judge.module"}
+_lazy_getattr, _dir, __all__ = lazy_exports(__name__, _MODULES)
 
 
 def __getattr__(name: str):
-    if name in _DEPRECATED:
-        return getattr(importlib.import_module(_DEPRECATED[name]), name)
+    if name in _RENAMED:
+        return getattr(importlib.import_module(_RENAMED[name]), name)
+    if name in _MOVED_TO:
+        package = _MOVED_TO[name]
+        warnings.warn(f"rubricforge_dspy.{name} moved: import it as `from {package} import {name}` (the top level "
+                      f"keeps the names of the DSPy user's path; this alias goes in the next release)",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(package), name)
     return _lazy_getattr(name)
+
+
+def __dir__() -> list[str]:
+    return [name for name in _dir() if name not in _MOVED_TO]

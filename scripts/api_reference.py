@@ -71,7 +71,9 @@ def render() -> str:
              "(tests/test_api_doc.py fails when this page is out of date). Google-style docstrings on each "
              "name are the full reference: `help(rubricforge_dspy.RubricInducer)`.", "",
              "## `rubricforge_dspy` (top level)", "",
-             "What a DSPy user imports: `import rubricforge_dspy as rf`. Everything here is also in its stage.", ""]
+             "What a DSPy user imports: `import rubricforge_dspy as rf`, the names of its path (load examples, judge, "
+             "induce, load and save, evaluate, reward). Everything here is also in its stage; the rest is only "
+             "there.", ""]
     lines += _table("rubricforge_dspy", sorted(rf.__all__, key=str.lower))
     for stage in STAGES:
         module = importlib.import_module(f"rubricforge_dspy.{stage}")

@@ -32,7 +32,7 @@ DSPY_MARKER = re.compile(r"\[\s*\[\s*#+|#+\s*\]\s*\]|\[\[ ## \w+ ## \]\]")
 
 
 # Characters that read as ASCII letters or tag delimiters and that NFKC leaves alone: a short list written
-# for the tests, apart from the renderer's generated table (rubricforge_dspy/evidence/_lookalikes.py).
+# for the tests, apart from the renderer's generated table (rubricforge_dspy/evidence/lookalikes.json).
 HOMOGLYPHS = str.maketrans({
     **dict(zip("аеіорѕкухсԁјһɡ", "aeiopskyxcdjhg")),  # Cyrillic (and script g)
     **dict(zip("αοικρνυτ", "aoikpvut")),  # Greek

@@ -164,9 +164,9 @@ def test_few_tasks_get_fewer_folds_and_every_item_is_scored_once():
 
 
 def test_public_names():
-    import rubricforge_dspy
+    from rubricforge_dspy import judge
 
-    assert rubricforge_dspy.SymptomFloor is SymptomFloor and rubricforge_dspy.HybridJudge.__name__ == "HybridJudge"
+    assert judge.SymptomFloor is SymptomFloor and judge.HybridJudge.__name__ == "HybridJudge"
 
 
 @pytest.mark.parametrize("folder", ["otel", "langfuse"])

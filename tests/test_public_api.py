@@ -61,18 +61,28 @@ def test_an_unknown_name_is_an_attribute_error(package):
         module.no_such_name  # noqa: B018
 
 
+# The DSPy user's path: load examples, judge, induce, load and save, evaluate, reward (and the records and
+# errors those name). Everything else stays in its stage.
+TOP_LEVEL = {
+    "Trajectory", "Step", "Verdict", "RubricForgeError", "InputError", "ServerError",
+    "load_trajectories", "load_examples",
+    "TrajectoryJudge", "TrajectoryVerdictSignature", "BaseJudge", "RenderConfig", "judge_verdict", "ajudge_verdict",
+    "VerdictFormatError",
+    "RubricInducer", "induce", "InductionConfig",
+    "load_judge", "freeze", "UncertifiedJudgeWarning",
+    "as_metric", "certify_program",
+    "as_reward_function", "as_verl_compute_score",
+}
+
+
 def test_the_top_level_is_the_library_a_dspy_user_needs():
-    names = set(rubricforge_dspy.__all__)
-    assert {"Trajectory", "Step", "Source", "Verdict", "TrajectoryJudge", "TrajectoryVerdictSignature", "load_judge",
-            "judge_verdict", "ajudge_verdict", "BaseJudge", "FloorJudge", "freeze", "induce", "InductionConfig", "RenderConfig", "render_trajectory",
-            "load_trajectories", "join_labels", "as_metric", "VerdictFormatError", "UncertifiedJudgeWarning",
-            "RubricForgeError", "InputError", "ServerError", "SymptomFloor", "HybridJudge", "EMBEDDED",
-            "SERVER"} <= names
+    names = rubricforge_dspy.__all__
+    assert set(names) == TOP_LEVEL and len(names) == len(TOP_LEVEL) <= 26
     assert issubclass(rubricforge_dspy.InputError, rubricforge_dspy.RubricForgeError)
     assert issubclass(rubricforge_dspy.ServerError, rubricforge_dspy.RubricForgeError)
     assert issubclass(rubricforge_dspy.VerdictFormatError, rubricforge_dspy.RubricForgeError)
-    assert rubricforge_dspy.EMBEDDED.name == "embedded" and rubricforge_dspy.SERVER.name == "server"
-    assert not {"load", "JudgeTrajectory"} & names  # the old, confusable names are not advertised
+    assert issubclass(rubricforge_dspy.TrajectoryJudge, rubricforge_dspy.BaseJudge)
+    assert not {"load", "JudgeTrajectory"} & set(names)  # the old, confusable names are not advertised
 
 
 def test_the_old_names_still_work_and_say_they_are_deprecated(tmp_path):
@@ -87,6 +97,25 @@ def test_the_old_names_still_work_and_say_they_are_deprecated(tmp_path):
     with pytest.warns(DeprecationWarning, match="load_judge"):
         judge = rubricforge_dspy.load(tmp_path / "p.json", check_certificate=False)
     assert isinstance(judge, TrajectoryJudge)
+
+
+MOVED = sorted(rubricforge_dspy._MOVED_TO.items())
+
+
+@pytest.mark.parametrize(("name", "package"), MOVED, ids=[name for name, _ in MOVED])
+def test_a_name_moved_off_the_top_level_still_resolves_and_names_its_new_import(name, package):
+    """User code written against the old, wide top level keeps working for a release: the same object,
+    with a DeprecationWarning that says where to import it from."""
+    with pytest.warns(DeprecationWarning, match=f"from {package} import {name}"):
+        value = getattr(rubricforge_dspy, name)
+    assert value is getattr(importlib.import_module(package), name)
+    assert name not in rubricforge_dspy.__all__ and name not in dir(rubricforge_dspy)
+
+
+def test_a_moved_name_imported_with_from_warns_too():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    from rubricforge_dspy import EMBEDDED\nexcept DeprecationWarning as w:\n    print(w)")
+    assert "from rubricforge_dspy.core import EMBEDDED" in run_python(code)
 
 
 def test_the_same_object_under_every_name():
@@ -106,8 +135,8 @@ def run_python(code: str) -> str:
 def test_the_top_level_imports_dspy_only_when_a_dspy_name_is_touched():
     code = ("import sys, rubricforge_dspy as rf\n"
             "before = 'dspy' in sys.modules\n"
-            "rf.Trajectory, rf.Verdict, rf.load_trajectories, rf.RenderConfig, rf.render_trajectory, rf.EMBEDDED\n"
-            "rf.RubricForgeError, rf.InputError, rf.join_labels, rf.freeze\n"
+            "rf.Trajectory, rf.Step, rf.Verdict, rf.load_trajectories, rf.RenderConfig\n"
+            "rf.RubricForgeError, rf.InputError, rf.ServerError, rf.freeze\n"
             "light = 'dspy' in sys.modules\n"
             "rf.TrajectoryJudge\n"
             "print(before, light, 'dspy' in sys.modules)")

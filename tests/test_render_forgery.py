@@ -258,7 +258,7 @@ def test_every_disguise_of_the_search_folds_to_its_letter_and_the_table_is_what_
     import unicodedata as ud
     from pathlib import Path
 
-    from rubricforge_dspy.evidence import _lookalikes
+    from rubricforge_dspy.evidence._lookalikes import lookalikes
     from rubricforge_dspy.evidence.render import lookalike_fold
 
     for letter, disguises in _DISGUISES.items():
@@ -267,13 +267,13 @@ def test_every_disguise_of_the_search_folds_to_its_letter_and_the_table_is_what_
             assert lookalike_fold(letter.upper()) == {"i": "l"}.get(letter, letter)  # I reads as l
     assert lookalike_fold("k\u0301\u0430V\u0131\U0001d426\uff4f") == "kavimo"
     pytest.importorskip("confusable_homoglyphs", reason="the table's generator needs confusable-homoglyphs "
-                        f"{_lookalikes.CONFUSABLE_HOMOGLYPHS_VERSION} (pip install confusable-homoglyphs)")
+                        f"{lookalikes().confusable_homoglyphs_version} (pip install confusable-homoglyphs)")
     from importlib.metadata import version
 
-    if (version("confusable-homoglyphs"), ud.unidata_version) != (_lookalikes.CONFUSABLE_HOMOGLYPHS_VERSION,
-                                                                 _lookalikes.UNICODE_VERSION):
-        pytest.skip(f"the table was generated with confusable-homoglyphs {_lookalikes.CONFUSABLE_HOMOGLYPHS_VERSION} "
-                    f"and Unicode {_lookalikes.UNICODE_VERSION}; this environment has other versions")
+    if (version("confusable-homoglyphs"), ud.unidata_version) != (lookalikes().confusable_homoglyphs_version,
+                                                                 lookalikes().unicode_version):
+        pytest.skip(f"the table was generated with confusable-homoglyphs {lookalikes().confusable_homoglyphs_version} "
+                    f"and Unicode {lookalikes().unicode_version}; this environment has other versions")
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "scripts/make_lookalikes.py", "--check"], cwd=root, capture_output=True,
                           text=True, timeout=120)

@@ -44,7 +44,6 @@ from rubricforge_dspy.core.errors import InputError, RubricForgeError, ServerErr
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 
 STATE_SUFFIX = ".batch.json"
-TERMINAL_FAILURES = ("failed", "expired", "cancelled")
 ACTIVE = ("validating", "in_progress", "finalizing", "cancelling")
 ENDPOINT = "/v1/chat/completions"
 
@@ -317,7 +316,7 @@ def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, o
             summary.batch_status = batch.get("status")
             results = _results(client, batch)
             wanted = {tid: cid for cid, tid in state["requests"].items()}
-            failed_whole = summary.batch_status != "completed"  # failed, expired, cancelled (TERMINAL_FAILURES)
+            failed_whole = summary.batch_status != "completed"  # failed, expired, cancelled
             for trajectory in trajectories(observe=summary.resumed_batch):
                 custom_id = wanted.get(trajectory.id)
                 if custom_id is None or trajectory.id in done.ids:

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Iterable
 import dspy
 import orjson
 
+from rubricforge_dspy._dspy_compat import engine_specs
 from rubricforge_dspy.apply.job import BatchOutputError, ResumeState, claim_output, output_lock, read_done
 from rubricforge_dspy.apply.stream import (DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _EventLoop, _Writer,
                                           load_judge)
@@ -292,8 +293,7 @@ class _JudgeWorker:
             engines = list({id(d.engine): d.engine for d in self.loop.directs}.values())
             asyncio.run_coroutine_threadsafe(_close_pools(engines), self.loop.loop).result(timeout=60)
         for lm in self.lms:
-            for engine in {id(e): e for e in (getattr(lm, "_engine_spec", None),
-                                              getattr(lm, "_async_engine_spec", None))}.values():
+            for engine in {id(e): e for e in engine_specs(lm)}.values():
                 if hasattr(engine, "close"):
                     engine.close()
 
@@ -322,7 +322,7 @@ def _json_schema(judge: TrajectoryJudge, max_string_length: int | None) -> str |
     """The JSON schema of the judge's answer, as the HTTP path sends it in ``response_format``."""
     kwargs: dict = {}
     lm = SimpleNamespace(supported_params=frozenset({"response_format"}), supports_response_schema=True)
-    judge.adapter._prepare_response_format(lm, kwargs, judge.judge.signature)
+    judge.adapter.plan_response_format(lm, kwargs, judge.judge.signature)
     planned = kwargs.get("response_format")
     if planned is None:
         return None

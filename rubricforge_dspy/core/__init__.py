@@ -1,6 +1,7 @@
 """Records every stage shares: trajectories, verdicts, rubric text and criteria, presets, errors.
 
-In: nothing of the package (the standard library only: no DSPy, no numpy). Out: the records the
+In: nothing of the package; the standard library and orjson (verdict lines), no DSPy, no numpy
+(the import contract forbids DSPy and LM clients here). Out: the records the
 loaders produce (`Trajectory`), the record a judge's answer becomes (`Verdict`), the seed rubric and
 its criteria, the sizes of the presets, and the one exception hierarchy.
 

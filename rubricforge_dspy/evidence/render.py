@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.evidence._lookalikes import DELIMITERS, FOLD
+from rubricforge_dspy.evidence._lookalikes import lookalikes
 from rubricforge_dspy.evidence.clip import as_json, fit, sanitize
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.core.presets import LIBRARY, Preset
@@ -93,9 +93,13 @@ _IMITATION = re.compile(
     r"|\[\.\.\.\s*\d+\s+(?:steps?|chars)\s+elided|\[\d+ control characters? removed\]")
 
 
-# look-alikes of the quote tags' delimiters (scripts/make_lookalikes.py): quoted text writes those of "<" as "<"
-_LT_LOOKALIKE = re.compile(f"[{re.escape(DELIMITERS['<'].replace('<', ''))}]")
-_DELIMITERS_TO_ASCII = str.maketrans({c: d for d, chars in DELIMITERS.items() for c in chars})
+@lru_cache(maxsize=1)
+def _delimiter_tables() -> tuple[re.Pattern, dict[int, str]]:
+    """The look-alikes of the quote tags' delimiters (scripts/make_lookalikes.py): a pattern for those of
+    "<" (quoted text writes them as "<") and a translate table to their ASCII originals."""
+    delimiters = lookalikes().delimiters
+    return (re.compile(f"[{re.escape(delimiters['<'].replace('<', ''))}]"),
+            str.maketrans({c: d for d, chars in delimiters.items() for c in chars}))
 
 
 def _class(ranges) -> str:
@@ -107,7 +111,8 @@ def _class(ranges) -> str:
 def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern, re.Pattern]:
     """The fold as a translate table, its ASCII part, a pattern for runs of non-ASCII characters it may
     change, and a pattern for closing tags made of look-alikes: built on first use."""
-    table = {code: value for value, ranges in FOLD.items() for a, b in ranges for code in range(a, b + 1)}
+    fold, delimiters = lookalikes().fold, lookalikes().delimiters
+    table = {code: value for value, ranges in fold.items() for a, b in ranges for code in range(a, b + 1)}
     ascii_part = {code: value for code, value in table.items() if code < 128}
     bmp: list[tuple[int, int]] = []
     for code in sorted(c for c in table if 128 <= c < 0x10000):
@@ -116,7 +121,7 @@ def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern, re.Patte
     # (listing the other planes' ranges too makes it test them one by one, ~100 times slower)
     foldable = f"{_class(bmp)}\U00010000-\U0010ffff"
     # a closing tag: "<" or a look-alike, "/" or a look-alike, then letters (or their look-alikes)
-    tag = re.compile(f"[{re.escape(DELIMITERS['<'])}]\\s*[{re.escape(DELIMITERS['/'])}]\\s*[A-Za-z0-9|{foldable}]{{1,64}}")
+    tag = re.compile(f"[{re.escape(delimiters['<'])}]\\s*[{re.escape(delimiters['/'])}]\\s*[A-Za-z0-9|{foldable}]{{1,64}}")
     return table, ascii_part, re.compile(f"[{foldable}]+"), tag
 
 
@@ -142,7 +147,7 @@ def _lookalike_tag(text: str) -> bool:
     if text.isascii():
         return False
     tags = _fold_tables()[3].findall(text)
-    return any(not tag.isascii() and lookalike_fold(tag.translate(_DELIMITERS_TO_ASCII)).isascii() for tag in tags)
+    return any(not tag.isascii() and lookalike_fold(tag.translate(_delimiter_tables()[1])).isascii() for tag in tags)
 
 
 def neutralize(text: str) -> tuple[str, int]:
@@ -158,7 +163,7 @@ def neutralize(text: str) -> tuple[str, int]:
         The neutralized text and the number of field-marker replacements.
     """
     if not text.isascii():
-        text = _LT_LOOKALIKE.sub("<", text)
+        text = _delimiter_tables()[0].sub("<", text)
     if "#" not in text and "\uff03" not in text:  # both patterns need a hash sign
         return text, 0
     text, opened = _FIELD_OPEN.subn(lambda m: m.group().translate(_TO_PARENS), text)

@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 import dspy
 from dspy.teleprompt import Teleprompter
 
+from rubricforge_dspy._dspy_compat import input_keys
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.presets import LIBRARY
 from rubricforge_dspy.core.rubric import rubric_sha256
@@ -61,7 +62,7 @@ def _labeled_trajectory(example, index: int, where: str) -> Trajectory:
         raise InputError(f"{name}: expected a dspy.Example, got {type(example).__name__}; {_HOW}")
     if "trajectory" not in example:
         raise InputError(f"{name}: the example has no 'trajectory' field; {_HOW}")
-    inputs = example._input_keys
+    inputs = input_keys(example)
     if inputs is None or "trajectory" not in inputs:
         raise InputError(f"{name}: 'trajectory' is not marked as the input; call .with_inputs('trajectory')")
     extra = sorted(set(inputs) - {"trajectory"})

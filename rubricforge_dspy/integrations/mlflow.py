@@ -372,7 +372,7 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
     ``mlflow.genai.evaluate`` run logged (the `scorer`'s), are never touched.
 
     Args:
-        verdicts: a mapping trace id -> `Verdict` or verdict line (``rubricforge_dspy.read_verdicts(path)``
+        verdicts: a mapping trace id -> `Verdict` or verdict line (``rubricforge_dspy.core.read_verdicts(path)``
             gives one), or an iterable of verdict lines (with ``id``) or ``(trace id, Verdict)`` pairs.
         tracking_uri: the MLflow tracking server.
         name: the assessment name (not a label name: a label is read from HUMAN sources only).

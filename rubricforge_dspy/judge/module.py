@@ -23,12 +23,12 @@ import re
 import warnings
 from contextlib import contextmanager
 from functools import lru_cache
-from types import SimpleNamespace
 
 import dspy
 from dspy.clients.errors import error_boundary
 from dspy.utils.exceptions import AdapterParseError
 
+from rubricforge_dspy._dspy_compat import PlannedResponseFormat, engine_specs, json_response_format
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine, CompiledRequest, RequestCaptured, capture_request
@@ -91,15 +91,11 @@ class VerdictFormatError(AdapterParseError, RubricForgeError):
 def _response_format(adapter_type: type, signature, supported: bool, schema_ok: bool, native: bool):
     """The response format DSPy's JSON adapter plans for `signature` (a pydantic model class it builds with
     `pydantic.create_model`, ~2 ms of CPU), computed once per signature instead of once per call."""
-    lm = SimpleNamespace(supported_params=frozenset({"response_format"} if supported else ()),
-                         supports_response_schema=schema_ok)
-    kwargs: dict = {}
-    dspy.JSONAdapter._prepare_response_format(adapter_type(use_native_function_calling=native), lm, kwargs,
-                                              signature)
-    return kwargs.get("response_format")
+    return json_response_format(adapter_type(use_native_function_calling=native), signature,
+                                supports_response_format=supported, supports_schema=schema_ok)
 
 
-class StrictJSONAdapter(dspy.JSONAdapter):
+class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
     """DSPy's JSON adapter, minus the repair: the answer must be one JSON object (optionally inside a
     single ```json fence). Anything `json_repair` would have had to guess at is a parse failure.
 
@@ -129,7 +125,8 @@ class StrictJSONAdapter(dspy.JSONAdapter):
         _raise_if_cut(watch)
         return values
 
-    def _prepare_response_format(self, lm, lm_kwargs, signature):
+    def plan_response_format(self, lm, lm_kwargs, signature):
+        """Set ``lm_kwargs['response_format']`` to DSPy's plan for `signature`, computed once per signature."""
         planned = _response_format(dspy.JSONAdapter, signature, "response_format" in lm.supported_params,
                                    bool(getattr(lm, "supports_response_schema", False)),
                                    self.use_native_function_calling)
@@ -369,7 +366,7 @@ class TrajectoryJudge(BaseJudge):
             A `DirectCall`, or None.
         """
         lm = resolve_lm(self)
-        engine = getattr(lm, "_async_engine_spec", None)
+        engine = engine_specs(lm)[1]
         overridden = any(getattr(type(self), name) is not getattr(TrajectoryJudge, name)
                          for name in ("forward", "aforward", "render", "_prediction", "__call__", "acall"))
         if (overridden or type(self.adapter) is not StrictJSONAdapter or not isinstance(lm, dspy.LM)

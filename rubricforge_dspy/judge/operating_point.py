@@ -119,16 +119,6 @@ def from_manifest(manifest: Mapping | None) -> Calibration | None:
     return Calibration.from_dict(data) if data else None
 
 
-def calibrate_records(records: Iterable[dict], calibration: Calibration) -> list[dict]:
-    """Copies of verdict lines with ``score_calibrated`` set (abstentions keep ``score_calibrated`` 0.0:
-    an abstention is a fail whatever the map says)."""
-    out = []
-    for record in records:
-        calibrated = 0.0 if record.get("abstained") else calibration.apply(float(record["score"]))
-        out.append({**record, "score_calibrated": round(calibrated, 6)})
-    return out
-
-
 @dataclass(frozen=True)
 class Threshold:
     """A pass threshold (pass when ``score >= threshold``) and what it achieves on the data it was chosen on."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dspy
 
+from rubricforge_dspy._dspy_compat import engine_specs
+
 __all__ = ["resolve_lm", "one_attempt_lm", "sized_lm"]
 
 
@@ -39,8 +41,8 @@ def sized_lm(lm, connections: int | None = None, timeout: float | None = None, *
     changes or when it is not a `dspy.BaseLM`."""
     if not isinstance(lm, dspy.BaseLM):
         return lm
-    engine = getattr(lm, "_engine_spec", "auto")
-    if isinstance(engine, str):
+    engine, async_engine = engine_specs(lm)
+    if engine is None or isinstance(engine, str):  # DSPy's own engine ("auto"), or not a dspy.LM
         if timeout is not None:
             overrides["timeout"] = timeout
     elif hasattr(engine, "dump_state") and hasattr(type(engine), "load_state"):
@@ -52,7 +54,6 @@ def sized_lm(lm, connections: int | None = None, timeout: float | None = None, *
             changes["max_connections"] = connections
         if changes:
             overrides["engine"] = type(engine).load_state({**state, **changes})
-            async_engine = getattr(lm, "_async_engine_spec", None)
             if async_engine is not None and hasattr(type(async_engine), "load_state"):  # the pair is one unit
                 overrides["async_engine"] = type(async_engine).load_state({**async_engine.dump_state(), **changes})
     return lm.copy(**overrides) if overrides else lm

@@ -9,7 +9,7 @@ Modules:
 - :mod:`.certificate`: compute, format and recheck a certificate from verdict lines;
 - :mod:`.certify`: judge a held-out set and write the certificate (`certify_program`, `recheck_program`);
 - :mod:`.gate`: the promotion gate: two paired tests, one decision (`gate_programs`, `gate_verdict_files`);
-- :mod:`.audit`: the Goodhart audit (the function is ``trust.audit.audit``, also `rubricforge_dspy.audit`);
+- :mod:`.audit`: the Goodhart audit (the function is ``trust.audit.audit``);
 - :mod:`.floor_cv`: the floor on any labeled data, by task-grouped cross-validation;
 - :mod:`.floor_margin`: a judge's margin over the floor on the same items (``floor_margin.floor_margin``);
 - :mod:`.label_next`: rank unlabeled trajectories by what a label would teach.

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any, Callable
 
+from rubricforge_dspy._dspy_compat import input_keys
 from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 from rubricforge_dspy.data.formats import looks_like_tool_error
 
@@ -68,7 +69,7 @@ def _fields_text(fields: dict[str, Any]) -> str:
 def _input_fields(example, input_fields) -> dict[str, Any]:
     if input_fields is not None:
         return {name: example[name] for name in input_fields if name in example}
-    if getattr(example, "_input_keys", None) is None:
+    if input_keys(example) is None:
         raise ValueError("the example has no input keys: call example.with_inputs(...) (or pass input_fields=) so "
                          "the judge sees the request and never the example's labels")
     return dict(example.inputs().items())
