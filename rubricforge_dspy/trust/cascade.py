@@ -130,7 +130,8 @@ def _stage_confidences(stage: BaseJudge, name: str, items: list[Trajectory], num
 
 
 def _refusal(result: GridResult, n_units: int, tasks: int) -> CascadeCalibrationError:
-    level = result.delta if result.method == "fixed_sequence" else result.delta / result.n_tested
+    sequence = result.method in ("fixed_sequence", "split_fixed_sequence")
+    level = result.delta if sequence else result.delta / result.n_tested
     rate = result.disagreement if result.disagreement is not None else 0.0
     needed = decided_needed(result.alpha, level, rate) if rate < result.alpha else None
     labels = math.ceil(needed / result.coverage) if needed is not None and result.coverage > 0 else None
@@ -184,12 +185,13 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         alpha: bound on disagreement among decided items.
         delta: the guarantee holds with probability at least ``1 - delta``.
         max_false_pass: bound on the false-pass rate among decided failed items (None: not bounded).
-        method: ``"holm"`` (default), ``"bonferroni"`` or ``"fixed_sequence"`` over the threshold grid.
+        method: ``"holm"`` (default), ``"bonferroni"``, ``"fixed_sequence"`` or ``"split_fixed_sequence"``
+            over the threshold grid (`metrics.risk_control.learn_then_test`).
         names: stage names (default `stage_names`).
         pass_levels, fail_levels: per-stage threshold levels of the grid.
         stage_costs: cost per unit of each stage (default: 0 for a floor, 1 otherwise), to break ties.
         one_per_task: keep one trial per task (default; the guarantee's unit).
-        seed: the draw of that trial.
+        seed: the draw of that trial (and of the ordering part of ``"split_fixed_sequence"``).
         p_values: ``"binomial"`` (exact) or ``"hoeffding_bentkus"``.
         num_threads: threads of each stage's batch.
 
@@ -223,7 +225,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         reach &= _could_leave(conf[k], pass_levels, fail_levels) | np.isnan(conf[k])
     costs = stage_costs if stage_costs is not None else [0.0 if isinstance(s, FloorJudge) else 1.0 for s in stages]
     result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, pass_levels=pass_levels,
-                             fail_levels=fail_levels, stage_costs=costs, p_values=p_values)
+                             fail_levels=fail_levels, stage_costs=costs, p_values=p_values, seed=seed)
     tasks = len({f"{t.domain}/{t.task_id}" for t in trajectories})
     if not result.certified:
         raise _refusal(result, len(items), tasks)
