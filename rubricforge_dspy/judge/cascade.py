@@ -450,13 +450,16 @@ def read_cascade(path, load_stage: Callable[..., BaseJudge], *, lm=None, check_c
     stages, rules = [], []
     for entry in state["judge"]["stages"]:
         relative = Path(entry["path"])
-        if relative.is_absolute():
-            raise ProgramError(f"{path}: stage {entry['name']!r}: its path must be relative to the cascade file, "
-                               f"got {entry['path']}")
+        if relative.is_absolute() or ".." in relative.parts:
+            raise ProgramError(f"{path}: stage {entry['name']!r}: its path must be relative to the cascade file's "
+                               f"folder and stay inside it, got {entry['path']}")
         stage_path = path.parent / relative
-        if not stage_path.is_file():
+        if not stage_path.is_file():  # (a FIFO or a device is not a file: never opened)
             raise ProgramError(f"{path}: stage {entry['name']!r}: {stage_path} not found (a cascade's stage files "
                                "are kept beside it)")
+        if stage_path.stat().st_size > MAX_PROGRAM_BYTES:
+            raise ProgramError(f"{path}: stage {entry['name']!r}: {stage_path} is larger than a program "
+                               f"({MAX_PROGRAM_BYTES} bytes); refusing to read it")
         if _sha256(stage_path) != entry["sha256"]:
             _unverified(path, f"stage {entry['name']!r}: {stage_path} is not the file the cascade was saved with "
                               "(its sha256 differs)", allow_unverified)

@@ -162,3 +162,13 @@ def test_bad_rules_are_refused():
         StageRule("judge", 0.3, 0.5)
     with pytest.raises(InputError, match="one rule per stage"):
         Cascade([TrajectoryJudge()], [])
+
+
+def test_a_stage_path_outside_the_cascade_folder_is_refused(cascade, tmp_path):
+    path = tmp_path / "inner" / "cascade.json"
+    cascade.save(path)
+    state = json.loads(path.read_text())
+    state["judge"]["stages"][0]["path"] = "../cascade.floor.json"
+    path.write_text(json.dumps(state))
+    with pytest.raises(ProgramError, match="stay inside it"), pytest.warns(Warning, match="loaded anyway"):
+        read_cascade(path, load_judge, allow_unverified=True)
