@@ -32,7 +32,7 @@ import numpy as np
 
 from rubricforge_dspy.core.errors import InputError, ServerError
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
-from rubricforge_dspy.judge.cascade import Cascade, StageRule, stage_confidence
+from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts, StageRule, stage_confidence
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FloorJudge
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -41,7 +41,7 @@ from rubricforge_dspy.metrics.risk_control import (FAIL_LEVELS, PASS_LEVELS, Gri
                                                    decided_needed, learn_then_test)
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "THEOREM", "REFERENCES"]
+           "stage_names", "cascade_summary", "THEOREM", "REFERENCES"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
            "the disagreement with the label is at most alpha and, when max_false_pass is set, the false-pass rate "
@@ -241,3 +241,50 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
                        escalated, guarantee)
     rules = [StageRule(name, tp, tf) for name, (tp, tf) in zip(names, result.thresholds)]
     return Cascade(list(stages), rules, guarantee, report.to_dict())
+
+
+def _rates(verdicts, labels, mask) -> dict:
+    y = np.asarray(labels, dtype=bool)
+    passed = np.array([v.passed for v in verdicts], dtype=bool)
+    n, errors = int(mask.sum()), int((mask & (passed != y)).sum())
+    failed, false_passes = int((mask & ~y).sum()), int((mask & passed & ~y).sum())
+    return {"disagreement": errors / n if n else None,
+            "disagreement_ci95": list(proportion_ci(errors, n)) if n else None,
+            "false_pass": false_passes / failed if failed else None,
+            "false_pass_ci95": list(proportion_ci(false_passes, failed)) if failed else None}
+
+
+def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None) -> dict:
+    """What a cascade's batch did, for reports, certificates and the demo: per stage the items decided, their
+    share, the LM calls it made (a floor makes none), and with `labels` (held-out, 0/1, same order) the
+    realized disagreement and false-pass rate with exact 95% intervals; the escalated items (for a
+    person), and the LM calls against judging everything with the last stage.
+
+    Args:
+        cascade: the cascade that judged.
+        verdicts: its `CascadeVerdicts` (``cascade.batch(...)``).
+        labels: the items' labels, to report realized risks (never used to decide anything).
+
+    Returns:
+        A JSON-safe dict.
+    """
+    n = len(verdicts)
+    if labels is not None and len(labels) != n:
+        raise InputError(f"one label per verdict: {len(labels)} labels for {n} verdicts")
+    stages = np.array(verdicts.stages, dtype=object)
+    produced = np.array([not v.abstained for v in verdicts], dtype=bool)
+    rows, lm_calls = [], 0
+    for stage, rule in zip(cascade.stages, cascade.rules):
+        calls = 0 if isinstance(stage, FloorJudge) else int(verdicts.stage_calls.get(rule.name, 0))
+        lm_calls += calls
+        mine = (stages == rule.name) & produced
+        rows.append({"name": rule.name, **rule.to_dict(), "decided": int(mine.sum()),
+                     "share": float(mine.sum()) / n if n else 0.0, "lm_calls": calls,
+                     **(_rates(verdicts, labels, mine) if labels is not None else {})})
+    decided = (stages != ESCALATED) & produced
+    return {"n": n, "stages": rows, "escalated": int((stages == ESCALATED).sum()),
+            "failed": int((~produced & (stages != ESCALATED)).sum()), "lm_calls": lm_calls,
+            "lm_calls_judging_everything": n, "lm_calls_saved": n - lm_calls,
+            "coverage": float(decided.sum()) / n if n else 0.0,
+            **({"overall": _rates(verdicts, labels, decided)} if labels is not None else {}),
+            "guarantee": cascade.guarantee}

@@ -20,7 +20,7 @@ from rubricforge_dspy.metrics.risk_control import binomial_p_value, decided_need
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from rubricforge_dspy.trust.cascade import (CascadeCalibrationError, CascadeStageError, calibration_units,
-                                            fit_cascade)
+                                            cascade_summary, fit_cascade)
 from tests.cascade.test_cascade_judge import judge_answers
 from tests.helpers import make_trajectory
 from tests.test_hybrid import dataset
@@ -48,9 +48,15 @@ def test_fit_certifies_floor_then_judge_and_reports_each_stage(floor):
     assert floor_row["decided"] >= 60 and floor_row["disagreement"] == 0.0  # the floor is free: it decides first
     assert judge_row["calls"] == lm.calls  # the fit asked the judge once per item it could be left
     assert cascade.guarantee["alpha"] == 0.1 and "Learn then Test" in " ".join(cascade.guarantee["references"])
+    held_out = dataset(40, offset=5000)
     with dspy.context(lm=ScriptedLM(judge_answers)):
-        verdicts = cascade.batch(dataset(40, offset=5000))
+        verdicts = cascade.batch(held_out)
     assert verdicts.n_abstained == 0 and verdicts.decided_by["floor"] >= 10
+    summary = cascade_summary(cascade, verdicts, [t.label for t in held_out])
+    floor_summary, judge_summary = summary["stages"]
+    assert floor_summary["lm_calls"] == 0 and judge_summary["lm_calls"] == 40 - floor_summary["decided"]
+    assert summary["lm_calls_saved"] == floor_summary["decided"] and summary["coverage"] == 1.0
+    assert summary["overall"]["disagreement"] == 0.0 and summary["guarantee"]["alpha"] == 0.1
 
 
 def test_too_few_labels_are_refused_with_the_count_needed(floor):
