@@ -111,3 +111,22 @@ def test_an_lm_failure_stops_the_fit_instead_of_reading_as_a_confidence(floor):
         with dspy.context(lm=lm_for(fake)), pytest.raises(CascadeStageError, match="http_4xx") as failed:
             fit_cascade([floor, TrajectoryJudge()], dataset(8, offset=4000), alpha=0.1, delta=0.1)
     assert isinstance(failed.value, ServerError)
+
+
+def test_an_lm_error_is_never_an_escalation(floor):
+    """A server answering 400: a call raises; a batch records the judge stage's LM-error abstention (an error
+    to retry), never "escalated", while what the floor decided stands."""
+    from rubricforge_dspy.judge.cascade import Cascade, StageRule
+
+    cascade = Cascade([floor, TrajectoryJudge()], [StageRule("floor", float("inf"), 0.2), StageRule("judge", 0.8, 0.2)])
+    items = dataset(8, offset=6000)
+    with FakeOpenAI(lambda body, n: "http_400") as fake:
+        with dspy.context(lm=lm_for(fake)):
+            verdicts = cascade.batch(items, num_threads=2)
+            with pytest.raises(Exception) as raised:
+                cascade(trajectory=items[0])
+    assert not isinstance(raised.value, InputError)
+    left = [v for v, s in zip(verdicts, verdicts.stages) if s == "judge"]
+    assert left and all(v.abstained and v.error_kind == "http_4xx" for v in left)
+    assert ESCALATED not in verdicts.stages and "judge" not in verdicts.decided_by
+    assert verdicts.decided_by["floor"] == len(items) - len(left)
