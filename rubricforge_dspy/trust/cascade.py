@@ -13,7 +13,9 @@ draws of (a random task, a random trial of it), the population the guarantee spe
 calibration and later data by task (`data.split.split_by_task`).
 
 Each stage's confidences on the calibration units are computed once (its own ``batch``), and an LLM stage
-only on the units some threshold choice of the stages before it could leave. An answer that is not a
+only on the units some threshold choice of the stages before it could leave (with the default grid, whose
+levels include "never decide", that is every unit: calibrating costs one call per unit and LLM stage;
+judging later costs calls only for what the earlier stages leave). An answer that is not a
 verdict hands the unit on (as the cascade does when judging); an LM error stops the fit
 (`CascadeStageError`, exit 3): a failed call is never read as a confidence. The stages must not have been
 fit on the calibration data (assumption 3).
