@@ -32,9 +32,10 @@ from rubricforge_dspy.core.files import regular_file
 PASS_THRESHOLD = 0.5
 REASON_MAX_CHARS = 300
 # Why no verdict was produced. truncated: finish reason `length`; parse: not a strict JSON verdict;
-# invalid: JSON, but a field has the wrong type or a non-finite score; rate_limit: HTTP 429.
+# invalid: JSON, but a field has the wrong type or a non-finite score; rate_limit: HTTP 429;
+# escalated: no stage of a cascade (`judge.cascade`) decided; the item goes to a person.
 ERROR_KINDS = ("timeout", "connection", "http_5xx", "rate_limit", "http_4xx", "parse", "truncated",
-               "invalid", "other")
+               "invalid", "other", "escalated")
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "http_5xx", "rate_limit"})
 SCHEMA_NAME = "verdict.schema.json"
 

@@ -1,0 +1,487 @@
+"""The cascade: judges in order (the free floor first, LLM judges next), each deciding only when it is sure.
+
+Each stage is a judge (`FloorJudge`, `TrajectoryJudge`, `HybridJudge`) with two thresholds on its
+confidence: the stage's calibrated score when its verdict has one, else its score (the floor's: its
+probability). It decides *pass* when ``confidence >= t_pass``, *fail* when ``confidence <= t_fail``, and
+otherwise hands the trajectory to the next stage. A stage whose answer is not a verdict (unparseable,
+truncated, invalid) or contradicts itself (``passed`` against its score) hands it on too. What no stage
+decides is *escalated*: an abstention with error kind ``"escalated"`` (`core.verdict.ERROR_KINDS`), never
+counted as a verdict: it goes to a person. An LM or network error is not an escalation: a call raises it,
+``batch`` records it as that stage's LM-error abstention (retried on resume like any other).
+
+The thresholds come from `trust.cascade.fit_cascade` (Learn-then-Test, `metrics.risk_control`), which
+states the guarantee; this module only applies them.
+
+``batch`` runs stage by stage: a later stage sees only what the earlier ones left, so a trajectory the
+floor decides costs no LM call. Each verdict names its deciding stage: the Prediction's ``stage`` (name)
+and ``stage_index`` (None when escalated); ``batch`` returns `CascadeVerdicts`, whose ``stages`` list
+holds the same names (``"escalated"`` for an escalation).
+
+Storage: a JSON file beside its stage files, with the manifest and integrity of a program
+(`program.store.program_sha256` over the cascade's state and manifest)::
+
+    {"judge": {"kind": "rubricforge.cascade", "version": 1,
+               "stages": [{"name", "path" (relative to the cascade file), "sha256" (of the stage file),
+                           "t_pass" (null: never passes), "t_fail" (null: never fails)}, ...]},
+     "rubricforge": {"format_version", "kind", "versions", "created_at", "guarantee", "fit",
+                     "program_sha256"}}
+
+`read_cascade` verifies the cascade's hash and every stage file's sha256 before loading a stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import warnings
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import dspy
+import orjson
+
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, Verdict
+from rubricforge_dspy.evidence.features import feature_values
+from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, BaseJudge, Verdicts, \
+    trajectory_input, verdict_prediction
+from rubricforge_dspy.judge.execution import RetryPolicy
+from rubricforge_dspy.judge.fingerprint import digest
+from rubricforge_dspy.judge.module import VerdictFormatError
+from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
+from rubricforge_dspy.lm.fingerprint import package_version
+from rubricforge_dspy.program.store import (MANIFEST_KEY, MAX_PROGRAM_BYTES, OVERRIDE_HINT, PROGRAM_SHA_KEY,
+                                            ProgramError, UnverifiedProgramWarning, program_sha256)
+
+__all__ = ["CASCADE_KIND", "CASCADE_VERSION", "ESCALATED", "StageRule", "Cascade", "CascadeVerdicts",
+           "stage_confidence", "read_cascade", "is_cascade_file"]
+
+CASCADE_KIND = "rubricforge.cascade"
+CASCADE_VERSION = 1
+ESCALATED = "escalated"
+
+
+def stage_confidence(verdict: Verdict | Mapping[str, Any] | Any) -> float | None:
+    """A stage's confidence that the trajectory passed: its calibrated score, else its score; None when it
+    produced no verdict (an abstention) or contradicted itself (such a stage hands the item on)."""
+    get = verdict.get if isinstance(verdict, Mapping) else (lambda name: getattr(verdict, name, None))
+    if get("abstained") or get("contradiction"):
+        return None
+    calibrated = get("score_calibrated")
+    return float(calibrated if calibrated is not None else get("score"))
+
+
+@dataclass(frozen=True)
+class StageRule:
+    """One stage's decision rule: pass when ``confidence >= t_pass``, fail when ``<= t_fail``, else hand on.
+    ``t_pass = inf`` never passes, ``t_fail = -inf`` never fails."""
+
+    name: str
+    t_pass: float = math.inf
+    t_fail: float = -math.inf
+
+    def __post_init__(self):
+        if not self.name or self.name == ESCALATED:
+            raise InputError(f"a stage needs a name other than {ESCALATED!r}, got {self.name!r}")
+        if math.isnan(self.t_pass) or math.isnan(self.t_fail) or not self.t_fail < self.t_pass:
+            raise InputError(f"stage {self.name!r}: need t_fail < t_pass, got {self.t_fail} and {self.t_pass}")
+
+    def decide(self, confidence: float | None) -> bool | None:
+        """True (pass), False (fail) or None (hand on)."""
+        if confidence is None:
+            return None
+        if confidence >= self.t_pass:
+            return True
+        if confidence <= self.t_fail:
+            return False
+        return None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "t_pass": self.t_pass if math.isfinite(self.t_pass) else None,
+                "t_fail": self.t_fail if math.isfinite(self.t_fail) else None}
+
+
+class CascadeVerdicts(Verdicts):
+    """`Verdicts` of a cascade's batch, with ``stages``: per item, the deciding stage's name, ``"escalated"``,
+    or the name of the stage whose LM failed; and ``stage_calls``: items each stage was run on."""
+
+    def __init__(self, verdicts: Iterable[Verdict], stages: Sequence[str], stage_calls: Mapping[str, int]):
+        super().__init__(verdicts)
+        self.stages = list(stages)
+        self.stage_calls = dict(stage_calls)
+
+    @property
+    def decided_by(self) -> dict[str, int]:
+        """Stage name (or ``"escalated"``) -> items it decided (LM-error abstentions are not counted)."""
+        counts: dict[str, int] = {}
+        for verdict, stage in zip(self, self.stages):
+            if not verdict.abstained or verdict.error_kind == ESCALATED:
+                counts[stage] = counts.get(stage, 0) + 1
+        return counts
+
+
+def _accepts_features(stage) -> bool:
+    return "features" in inspect.signature(stage.forward).parameters
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Cascade(BaseJudge):
+    """Judges in order, each deciding only past its thresholds (see the module docstring).
+
+    Args:
+        stages: the judges, cheapest first.
+        rules: one `StageRule` per stage (or ``(t_pass, t_fail)`` pairs, named ``stage0``...).
+        guarantee: what the thresholds were certified for (``alpha``, ``delta``, ``max_false_pass``, method,
+            grid), recorded in the manifest; None for hand-set thresholds.
+        fit: the fit report (`trust.cascade.FitReport.to_dict`), recorded in the manifest.
+    """
+
+    def __init__(self, stages: Sequence[BaseJudge], rules: Sequence[StageRule | tuple[float, float]],
+                 guarantee: dict | None = None, fit: dict | None = None):
+        super().__init__()
+        if not stages or len(stages) != len(rules):
+            raise InputError(f"a cascade needs one rule per stage, got {len(stages)} stages and {len(rules)} rules")
+        self.stages = list(stages)
+        self.rules = [r if isinstance(r, StageRule) else StageRule(f"stage{k}", float(r[0]), float(r[1]))
+                      for k, r in enumerate(rules)]
+        if len({r.name for r in self.rules}) != len(self.rules):
+            raise InputError(f"stage names must differ, got {[r.name for r in self.rules]}")
+        self.guarantee = guarantee
+        self.fit_report = fit
+        self.manifest: dict | None = None
+
+    # -- identity
+    def _text_stage(self) -> BaseJudge:
+        return next((s for s in self.stages if s.rubric), self.stages[0])
+
+    @property
+    def rubric(self) -> str:
+        """The first LLM stage's rubric ("" for a cascade of floors)."""
+        return self._text_stage().rubric
+
+    @property
+    def render_config(self):
+        return getattr(self._text_stage(), "render_config", None)
+
+    @property
+    def rubric_sha256(self) -> str:
+        """sha256 over every stage's `rubric_sha256` and the thresholds."""
+        return digest({"stages": [s.rubric_sha256 for s in self.stages], "rules": [r.to_dict() for r in self.rules]})
+
+    def operating_point(self) -> dict:
+        return {"cascade": [{**rule.to_dict(), "stage": stage.operating_point()}
+                            for stage, rule in zip(self.stages, self.rules)]}
+
+    def check_certificate_on_first_run(self, where: str) -> None:
+        for stage in self.stages:
+            stage.check_certificate_on_first_run(where)
+
+    def render(self, trajectory: Trajectory | str, config=None) -> str:
+        """The text the first LLM stage reads (every text stage reads it when the cascade is given text)."""
+        return self._text_stage().render(trajectory, config)
+
+    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
+        """``{"trajectory": text}`` plus ``features`` when a stage reads them (the floor, a hybrid)."""
+        inputs: dict[str, Any] = {"trajectory": self.render(trajectory)}
+        if any(_accepts_features(s) for s in self.stages):
+            inputs["features"] = feature_values(trajectory)
+        return inputs
+
+    # -- one trajectory
+    def _stage_inputs(self, stage, item, features) -> dict:
+        inputs = {"trajectory": item}
+        if features is not None and _accepts_features(stage):
+            inputs["features"] = features
+        return inputs
+
+    def _decided(self, k: int, verdict: Verdict, passed: bool, confidence: float) -> Verdict:
+        name = self.rules[k].name
+        reason = " ".join(f"[{name}] {verdict.reason}".split())[:REASON_MAX_CHARS]
+        return Verdict(passed=passed, score=verdict.score, reason=reason, score_calibrated=confidence,
+                       attempts=verdict.attempts)
+
+    def _escalated(self, handed: list[str]) -> Verdict:
+        return Verdict.abstention(f"escalated: no stage decided ({'; '.join(handed)})", ESCALATED)
+
+    def _step(self, k: int, prediction, handed: list[str]):
+        verdict = Verdict.from_dict(dict(prediction))
+        confidence = stage_confidence(verdict)
+        decision = self.rules[k].decide(confidence)
+        if decision is None:
+            handed.append(f"{self.rules[k].name}: " + ("no usable verdict" if confidence is None
+                                                       else f"confidence {confidence:.3f}"))
+            return None
+        return verdict_prediction(self._decided(k, verdict, decision, confidence), getattr(prediction, "raw", None))
+
+    def _out(self, prediction, k: int | None):
+        prediction["stage"] = self.rules[k].name if k is not None else ESCALATED
+        prediction["stage_index"] = k
+        return prediction
+
+    def forward(self, trajectory: Trajectory | str, features: Mapping[str, float] | None = None) -> dspy.Prediction:
+        """Judge one trajectory: each stage in turn until one decides.
+
+        Args:
+            trajectory: a `Trajectory` (each stage reads what it needs), or text (then `features` is needed
+                by a floor or hybrid stage).
+            features: the observable features (`evidence.features.feature_values`), with text.
+
+        Returns:
+            The contract's Prediction with ``stage`` and ``stage_index``; an escalation is an abstention
+            with error kind ``"escalated"``.
+
+        Raises:
+            InputError: text without the features a stage needs. An LM stage's LM errors.
+        """
+        item, handed = trajectory_input(trajectory), []
+        for k, stage in enumerate(self.stages):
+            try:
+                prediction = stage(**self._stage_inputs(stage, item, features))
+            except VerdictFormatError as error:
+                handed.append(f"{self.rules[k].name}: {error.kind} answer")
+                continue
+            decided = self._step(k, prediction, handed)
+            if decided is not None:
+                return self._out(decided, k)
+        return self._out(verdict_prediction(self._escalated(handed), None), None)
+
+    async def aforward(self, trajectory: Trajectory | str,
+                       features: Mapping[str, float] | None = None) -> dspy.Prediction:
+        """The async `forward` (each stage's ``acall``)."""
+        item, handed = trajectory_input(trajectory), []
+        for k, stage in enumerate(self.stages):
+            try:
+                prediction = await stage.acall(**self._stage_inputs(stage, item, features))
+            except VerdictFormatError as error:
+                handed.append(f"{self.rules[k].name}: {error.kind} answer")
+                continue
+            decided = self._step(k, prediction, handed)
+            if decided is not None:
+                return self._out(decided, k)
+        return self._out(verdict_prediction(self._escalated(handed), None), None)
+
+    # -- many at once, stage by stage
+    def _items(self, examples) -> list:
+        items = [trajectory_input(item) for item in examples]
+        if any(_accepts_features(s) for s in self.stages) and not all(isinstance(i, Trajectory) for i in items):
+            raise InputError("a cascade with a floor or hybrid stage judges Trajectory objects in a batch (their "
+                             "features are computed from the steps); got rendered text")
+        return items
+
+    def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list) -> list[int]:
+        """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left."""
+        left = []
+        for i, verdict in zip(remaining, verdicts):
+            if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
+                final[i], stages[i] = verdict, self.rules[k].name  # the LM failed: not an escalation
+                continue
+            confidence = stage_confidence(verdict)
+            decision = self.rules[k].decide(confidence)
+            if decision is None:
+                left.append(i)
+            else:
+                final[i], stages[i] = self._decided(k, verdict, decision, confidence), self.rules[k].name
+        return left
+
+    def _finish(self, final: list, stages: list, remaining: list[int], calls: dict) -> CascadeVerdicts:
+        for i in remaining:
+            final[i], stages[i] = replace(self._escalated(["no stage was sure"]), attempts=0), ESCALATED
+        return CascadeVerdicts(final, stages, calls)
+
+    def batch(self, examples: Iterable[Any], num_threads: int | None = None, *,
+              policy: RetryPolicy = RetryPolicy(),
+              max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, **ignored) -> CascadeVerdicts:
+        """Judge many trajectories stage by stage: stage k runs (its own ``batch``) only on what stages < k
+        left, so a floor-decided trajectory costs no LM call. Failures are counted abstentions.
+
+        Args:
+            examples, num_threads, policy, max_consecutive_lm_errors, **ignored: as `BaseJudge.batch`.
+
+        Returns:
+            `CascadeVerdicts`, in input order.
+
+        Raises:
+            InputError: an item is not a trajectory, or is text where a stage needs features.
+            JudgeUnavailableError: a stage's circuit opened.
+        """
+        items = self._items(examples)
+        final: list = [None] * len(items)
+        stages: list = [None] * len(items)
+        remaining, calls = list(range(len(items))), {}
+        for k, stage in enumerate(self.stages):
+            if not remaining:
+                break
+            calls[self.rules[k].name] = len(remaining)
+            verdicts = stage.batch([items[i] for i in remaining], num_threads, policy=policy,
+                                   max_consecutive_lm_errors=max_consecutive_lm_errors, **ignored)
+            remaining = self._settle(k, remaining, verdicts, final, stages)
+        return self._finish(final, stages, remaining, calls)
+
+    async def abatch(self, examples: Iterable[Any], concurrency: int = 32, *,
+                     policy: RetryPolicy = RetryPolicy(),
+                     max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> CascadeVerdicts:
+        """The async `batch` (each stage's ``abatch``, stage by stage)."""
+        items = self._items(examples)
+        final: list = [None] * len(items)
+        stages: list = [None] * len(items)
+        remaining, calls = list(range(len(items))), {}
+        for k, stage in enumerate(self.stages):
+            if not remaining:
+                break
+            calls[self.rules[k].name] = len(remaining)
+            verdicts = await stage.abatch([items[i] for i in remaining], concurrency, policy=policy,
+                                          max_consecutive_lm_errors=max_consecutive_lm_errors)
+            remaining = self._settle(k, remaining, verdicts, final, stages)
+        return self._finish(final, stages, remaining, calls)
+
+    # -- storage
+    def save(self, path, save_program: bool = False, modules_to_serialize=None) -> None:
+        """Write the cascade JSON at `path` and each stage beside it (``<stem>.<stage name>.json``), the
+        stages pinned by their sha256 (see the module docstring). Raises `ProgramError` for a non-.json path."""
+        if save_program:
+            raise InputError("Cascade saves as JSON only; pickled programs are not supported")
+        path = Path(path)
+        if path.suffix != ".json":
+            raise ProgramError(f"{path}: a cascade is a JSON file (.json)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entries = []
+        for stage, rule in zip(self.stages, self.rules):
+            stage_path = path.with_name(f"{path.stem}.{rule.name}.json")
+            stage.save(stage_path)
+            entries.append({**rule.to_dict(), "path": stage_path.name, "sha256": _sha256(stage_path)})
+        manifest = {"format_version": 1, "kind": CASCADE_KIND,
+                    "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"),
+                                 "dspy": package_version("dspy")},
+                    "created_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+                    "guarantee": self.guarantee, "fit": self.fit_report}
+        state = orjson.loads(orjson.dumps({"judge": {"kind": CASCADE_KIND, "version": CASCADE_VERSION,
+                                                     "stages": entries}, MANIFEST_KEY: manifest}))
+        state[MANIFEST_KEY][PROGRAM_SHA_KEY] = program_sha256(state)
+        self.manifest = state[MANIFEST_KEY]
+        path.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+
+    def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
+             allow_unverified: bool = False):
+        """Read a cascade file into this judge (`read_cascade` with `judge.loading.load_judge` for the
+        stages); returns it."""
+        from rubricforge_dspy.judge.loading import load_judge
+
+        if allow_pickle:
+            raise InputError(f"{path}: Cascade loads JSON only, never pickles")
+        loaded = read_cascade(path, load_judge, allow_unverified=allow_unverified, check_certificate=False)
+        self.stages, self.rules = loaded.stages, loaded.rules
+        self.guarantee, self.fit_report, self.manifest = loaded.guarantee, loaded.fit_report, loaded.manifest
+        return self
+
+
+def _read_state(path: Path) -> dict:
+    try:
+        size = regular_file(path, "cascade").stat().st_size
+        if size > MAX_PROGRAM_BYTES:
+            raise ProgramError(f"{path}: {size} bytes; a cascade file is at most {MAX_PROGRAM_BYTES} bytes")
+        state = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise ProgramError(f"{path}: not a readable JSON cascade ({error})") from error
+    judge = state.get("judge") if isinstance(state, dict) else None
+    if not isinstance(judge, dict) or judge.get("kind") != CASCADE_KIND:
+        raise ProgramError(f"{path}: not a cascade (expected \"judge\": {{\"kind\": \"{CASCADE_KIND}\"}})")
+    if judge.get("version") != CASCADE_VERSION:
+        raise ProgramError(f"{path}: cascade version {judge.get('version')!r}; this release reads {CASCADE_VERSION}")
+    stages = judge.get("stages")
+    if not isinstance(stages, list) or not stages or not all(
+            isinstance(s, dict) and isinstance(s.get("path"), str) and isinstance(s.get("sha256"), str)
+            and isinstance(s.get("name"), str) for s in stages):
+        raise ProgramError(f"{path}: malformed cascade: 'judge.stages' must be a list of objects with a name, "
+                           "a path and a sha256")
+    return state
+
+
+def _unverified(path: Path, problem: str, allow_unverified: bool) -> None:
+    if not allow_unverified:
+        raise ProgramError(f"{path}: {problem}; refusing to load it. Re-fit or re-save it from a trusted source, "
+                           f"or {OVERRIDE_HINT}")
+    warnings.warn(f"{path}: {problem}; loaded anyway because unverified programs were allowed",
+                  UnverifiedProgramWarning, stacklevel=3)
+
+
+def _threshold(value, default: float, where: str) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProgramError(f"{where}: a threshold must be a finite number or null, got {value!r}")
+    return float(value)
+
+
+def read_cascade(path, load_stage: Callable[..., BaseJudge], *, lm=None, check_certificate: bool = True,
+                 allow_unverified: bool = False) -> Cascade:
+    """Load a cascade file, verifying it and each stage file first.
+
+    Args:
+        path: the cascade ``.json`` (`Cascade.save`).
+        load_stage: loads one stage file (`judge.loading.load_judge`), called as
+            ``load_stage(stage_path, check_certificate=..., allow_unverified=...)``.
+        lm: an LM to attach to the LLM stages (``set_lm``).
+        check_certificate: as `load_judge`'s, for each stage.
+        allow_unverified: load a cascade or stage whose hash does not match, warning
+            `UnverifiedProgramWarning`; refused otherwise.
+
+    Returns:
+        The `Cascade`.
+
+    Raises:
+        ProgramError: naming the file: unreadable, malformed, edited after it was saved, a stage file
+            missing, outside a relative path, or not the one whose sha256 the cascade recorded.
+    """
+    path = Path(path)
+    state = _read_state(path)
+    manifest = state.get(MANIFEST_KEY)
+    recorded = (manifest or {}).get(PROGRAM_SHA_KEY) if isinstance(manifest, dict) else None
+    if recorded is None or recorded != program_sha256(state):
+        _unverified(path, f"does not match its manifest's {PROGRAM_SHA_KEY} (its stages, thresholds or manifest "
+                          "were changed after it was saved, or it has none)", allow_unverified)
+    stages, rules = [], []
+    for entry in state["judge"]["stages"]:
+        relative = Path(entry["path"])
+        if relative.is_absolute() or ".." in relative.parts:
+            raise ProgramError(f"{path}: stage {entry['name']!r}: its path must be relative to the cascade file's "
+                               f"folder and stay inside it, got {entry['path']}")
+        stage_path = path.parent / relative
+        if not stage_path.is_file():  # (a FIFO or a device is not a file: never opened)
+            raise ProgramError(f"{path}: stage {entry['name']!r}: {stage_path} not found (a cascade's stage files "
+                               "are kept beside it)")
+        if stage_path.stat().st_size > MAX_PROGRAM_BYTES:
+            raise ProgramError(f"{path}: stage {entry['name']!r}: {stage_path} is larger than a program "
+                               f"({MAX_PROGRAM_BYTES} bytes); refusing to read it")
+        if _sha256(stage_path) != entry["sha256"]:
+            _unverified(path, f"stage {entry['name']!r}: {stage_path} is not the file the cascade was saved with "
+                              "(its sha256 differs)", allow_unverified)
+        stages.append(load_stage(stage_path, check_certificate=check_certificate, allow_unverified=allow_unverified))
+        where = f"{path}: stage {entry['name']!r}"
+        rules.append(StageRule(entry["name"], _threshold(entry.get("t_pass"), math.inf, where),
+                               _threshold(entry.get("t_fail"), -math.inf, where)))
+    cascade = Cascade(stages, rules, (manifest or {}).get("guarantee"), (manifest or {}).get("fit"))
+    cascade.manifest = manifest
+    if lm is not None:
+        cascade.set_lm(lm)
+    return cascade
+
+
+def is_cascade_file(path) -> bool:
+    """True when `path` is a ``.json`` file whose ``judge.kind`` is a cascade's (for `load_judge`'s dispatch);
+    reads at most `MAX_PROGRAM_BYTES`, never a FIFO or a device."""
+    path = Path(path)
+    try:
+        if path.suffix != ".json" or regular_file(path, "program").stat().st_size > MAX_PROGRAM_BYTES:
+            return False
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError, InputError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("judge"), dict) and data["judge"].get("kind") == CASCADE_KIND
