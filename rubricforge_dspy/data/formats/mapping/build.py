@@ -82,8 +82,8 @@ class Converter:
         system = self._field("system", record, key, file)
         steps, system_from_messages = self._steps(record, key, file)
         task = self._field("task", record, key, file)
-        if task is not None and not (steps and steps[0].kind == "user" and steps[0].content == _text(task)):
-            steps.insert(0, new_step("user", _text(task)))
+        if task is not None and not (steps and steps[0].kind == "user" and _text(task).strip() in steps[0].content):
+            steps.insert(0, new_step("user", _text(task)))  # unless the first user turn already states it
         final = self._field("final_answer", record, key, file)
         if final is not None:
             steps.append(new_step("final_answer", _text(final)))

@@ -45,7 +45,11 @@ def data_files(path: Path, mapping: Mapping) -> list[Path]:
 def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any, str, Any]]:
     """``(file, index, key, default id, value | TrajectoryFormatError)`` of every record under `path`."""
     root = path if path.is_dir() else path.parent
-    for file in data_files(path, mapping):
+    files = data_files(path, mapping)
+    if not files:
+        yield path, 0, None, "", TrajectoryFormatError(str(path), None, f"no file in this folder matches the mapping's "
+                                                                         f"glob {mapping.glob!r} (records.glob)")
+    for file in files:
         if mapping.source == "files":
             key = file.relative_to(root).with_suffix("").as_posix() if path.is_dir() else file.stem
             value = _whole(file)
@@ -60,8 +64,7 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
                 yield file, index, index, f"{file.stem}:{index}", value
         else:
             for index, key, value in _json_records(file, mapping.records_path):
-                default = f"{file.stem}:{key}" if isinstance(key, int) else str(key)
-                yield file, index, key, default, value
+                yield file, index, key, f"{file.stem}:{key}", value
 
 
 def _whole(file: Path) -> Any:
