@@ -127,6 +127,8 @@ class Converter:
 
     def _steps(self, record: Any, key: Any, file: str) -> tuple[list[Step], str | None]:
         mode = self.mapping.mode
+        if mode == "none":
+            return [], None
         if mode == "parallel":
             return self._parallel(record, key, file), None
         spec = self.mapping.step_fields

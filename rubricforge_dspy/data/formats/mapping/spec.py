@@ -112,7 +112,8 @@ class Mapping:
         glob: the pattern of data files in a folder.
         fields: record field name -> `Expr` (``id``, ``task_id``, ``domain``, ``agent``, ``trial``,
             ``task``, ``system``, ``final_answer``, ``reward``).
-        mode: ``"steps"``, ``"parallel"`` or ``"messages"``: how the observable steps are written.
+        mode: ``"steps"``, ``"parallel"``, ``"messages"``, or ``"none"`` (a task and an answer only): how
+            the observable steps are written.
         step_fields: the expressions of the chosen mode (per step, per message, or the parallel lists).
         roles: source role name -> ``user``/``assistant``/``system``/``tool``/``observation``/``skip``.
         label_rule: a `LabelRule` on the reward, or a `ValueSetRule` on a field, or None (unlabeled).
@@ -137,7 +138,7 @@ class Mapping:
     def field_names(self) -> list[str]:
         """Every mapped field, as `check_mapping` counts them (``steps.observation``, ``label``...)."""
         names = list(self.fields)
-        prefix = {"steps": "steps.", "messages": "messages.", "parallel": ""}[self.mode]
+        prefix = {"steps": "steps.", "messages": "messages.", "parallel": "", "none": ""}[self.mode]
         names += [prefix + key for key in self.step_fields]
         if self.label_field is not None:
             names.append("label")
@@ -247,10 +248,14 @@ def _steps_spec(document: dict, file: str) -> tuple[str, dict, dict]:
     stray = [key for key in PARALLEL_FIELDS[1:] if key in document and "actions" not in document]
     if stray:
         raise MappingError(file, stray[0], "parallel lists need 'actions' too (observations[i] answers actions[i])")
-    if len(given) != 1:
-        what = "none" if not given else " and ".join(given)
-        raise MappingError(file, given[1] if len(given) > 1 else "steps",
-                           f"give exactly one of 'steps', 'messages' or 'actions' (the steps of a record); got {what}")
+    if not given:  # a record that is a task and an answer (a leaderboard submission): no steps between
+        if "task" not in document and "final_answer" not in document:
+            raise MappingError(file, "steps", "give 'steps', 'messages' or 'actions' (the steps of a record), or at "
+                                              "least 'task' and 'final_answer'")
+        return "none", {}, {}
+    if len(given) > 1:
+        raise MappingError(file, given[1], "give exactly one of 'steps', 'messages' or 'actions' (the steps of a "
+                                           f"record); got {' and '.join(given)}")
     mode = given[0]
     if mode == "actions":
         return "parallel", {key: _compile(document[key], file, key) for key in PARALLEL_FIELDS if key in document}, {}
