@@ -59,12 +59,16 @@ def write_inputs(directory: Path, n: int) -> dict[str, tuple[Path, Path]]:
     for layout, records_spec in LAYOUTS.items():
         data = directory / f"{layout}.{'jsonl' if layout == 'jsonl' else 'json'}"
         with open(data, "w", encoding="utf-8") as out:
+            # written record by record: the parent stays small, so the child it forks starts small (a fork
+            # inherits the parent's resident pages, which `os.wait4` would report as the child's peak)
             if layout == "jsonl":
                 out.writelines(json.dumps(r) + "\n" for r in records())
-            elif layout == "dict":
-                out.write("{" + ",".join(f'"{r["task_id"]}": {json.dumps(r)}' for r in records()) + "}")
             else:
-                out.write("[" + ",".join(json.dumps(r) for r in records()) + "]")
+                dict_layout = layout == "dict"
+                out.write("{" if dict_layout else "[")
+                for i, r in enumerate(records()):
+                    out.write(("," if i else "") + (f'"{r["task_id"]}": ' if dict_layout else "") + json.dumps(r))
+                out.write("}" if dict_layout else "]")
         mapping_file = directory / f"{layout}.mapping.json"
         mapping_file.write_text(json.dumps({**mapping, "records": records_spec}))
         files[layout] = (data, mapping_file)

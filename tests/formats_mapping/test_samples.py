@@ -111,3 +111,15 @@ def test_every_field_that_resolved_to_nothing_is_counted():
     # HumanEval/0 and /2 have no reflections; HumanEval/1 submitted an empty solution
     assert stats.empty["steps.path"] == 2 and stats.empty["final_answer"] == 1
     assert [s.kind for s in trajectories[1].steps] == ["user", "assistant"]
+
+
+def test_a_mapping_is_a_format_with_name_read_and_label_rule():
+    from rubricforge_dspy.data.formats.mapping import MappedFormat
+
+    sample = SAMPLES["intercode_sql"]
+    fmt = MappedFormat.of(sample.mapping)
+    assert fmt.name == "intercode_sql" and str(fmt.label_rule) == "reward >= 1"
+    assert fmt.sniff(sample.data) is False  # chosen with --map, never detected
+    results = list(fmt.read(sample.data, fmt.label_rule))
+    assert [(index, t.id, t.label) for index, t in results] == [
+        ("0", "ic_sql:0", 1), ("1", "ic_sql:1", 1), ("802", "ic_sql:802", 0), ("524", "ic_sql:524", 0)]

@@ -14,7 +14,8 @@ Modules:
 - :mod:`.spec`: `load_mapping` (schema check naming the key), `Mapping`, `ValueSetRule`, `MappingError`;
 - :mod:`.source`: where the records are (ijson streaming for simple paths, JSON Lines line by line);
 - :mod:`.build`: one record -> one `Trajectory`, counting fields that resolved to nothing;
-- :mod:`.reader`: `iter_mapped` (the load loop with a `LoadReport`), `read_mapped`, `make_reader`, `MapStats`.
+- :mod:`.reader`: `iter_mapped` (the load loop with a `LoadReport`), `read_mapped`, `make_reader`, `MapStats`,
+  `MappedFormat` (a mapping as a format record: name, sniff, read, label_rule).
 
 The check of a mapping against data, which renders the first record, is `rubricforge_dspy.pipeline.map_check`
 (rendering sits above the data layer).
@@ -25,6 +26,7 @@ from rubricforge_dspy._lazy import lazy_exports
 _MODULES = {
     "rubricforge_dspy.data.formats.mapping.spec": ["Mapping", "MappingError", "ValueSetRule", "load_mapping",
                                                    "parse_mapping"],
-    "rubricforge_dspy.data.formats.mapping.reader": ["iter_mapped", "read_mapped", "make_reader", "MapStats"],
+    "rubricforge_dspy.data.formats.mapping.reader": ["iter_mapped", "read_mapped", "make_reader", "MapStats",
+                                                     "MappedFormat"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

@@ -65,6 +65,40 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
         stats.empty.update(converter.empty)
 
 
+@dataclass(frozen=True)
+class MappedFormat:
+    """A mapping as a format: the fields a format record has (``name``, ``sniff``, ``read``, ``label_rule``),
+    so the registry holds it beside the shipped formats and the plugins. A mapped format is chosen
+    explicitly (``--map``), never detected: `sniff` is False for every file.
+
+    Attributes:
+        mapping: the `Mapping`; name, label_rule: its name and label rule.
+    """
+
+    mapping: Mapping
+
+    @property
+    def name(self) -> str:
+        return self.mapping.name
+
+    @property
+    def label_rule(self) -> LabelSpec | None:
+        return self.mapping.label_rule
+
+    def sniff(self, path) -> bool:
+        """Always False: data are read through a mapping only when it is named."""
+        return False
+
+    def read(self, path, rule: LabelSpec | None = None):
+        """`read_mapped` of `path` (the formats' reader signature)."""
+        return read_mapped(Path(path), self.mapping, rule)
+
+    @classmethod
+    def of(cls, mapping: Mapping | str | Path) -> "MappedFormat":
+        """The format of a `Mapping` or of a mapping file."""
+        return cls(_as_mapping(mapping))
+
+
 def make_reader(mapping: Mapping | str | Path) -> Callable:
     """A reader with the formats' signature ``read(path, rule=None)`` for a mapping (what the format
     registry holds for a mapping format)."""
