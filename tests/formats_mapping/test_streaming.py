@@ -101,3 +101,10 @@ def test_memory_holds_a_record_not_the_file(tmp_path, layout):
         tracemalloc.stop()
     assert n == 200
     assert peak < size / 4, f"peak {peak} bytes for a {size}-byte file: the file was held whole"
+
+
+def test_a_path_naming_one_object_reads_it_as_one_record(tmp_path):
+    data = tmp_path / "one.json"
+    data.write_text(json.dumps({"meta": {"v": 1}, "episode": _record(7, 5)}), encoding="utf-8")
+    loaded = list(iter_mapped(data, _mapping("episode")))
+    assert [t.id for t in loaded] == ["r7"] and len(loaded[0].steps) == 41

@@ -49,12 +49,13 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
     if not files:
         yield path, 0, None, "", TrajectoryFormatError(str(path), None, f"no file in this folder matches the mapping's "
                                                                          f"glob {mapping.glob!r} (records.glob)")
+    inner = _compile(mapping.records_path, mapping.file, "records.path") if mapping.source == "files" else None
     for file in files:
         if mapping.source == "files":
             key = file.relative_to(root).with_suffix("").as_posix() if path.is_dir() else file.stem
             value = _whole(file)
             if not isinstance(value, TrajectoryFormatError) and mapping.records_path not in _ARRAY_ROOT:
-                value = _compile(mapping.records_path, mapping.file, "records.path")(value)
+                value = inner(value)
                 if value is None:
                     value = TrajectoryFormatError(str(file), None, f"records.path {mapping.records_path!r} "
                                                                    "resolved to nothing")
@@ -104,8 +105,10 @@ def _json_records_of(file: Path, records_path: str) -> Iterator[tuple[int, Any, 
     found = _compile(records_path, "", "records.path")(document)
     if records_path == "*" and isinstance(document, dict):
         found = document
-    if isinstance(found, dict):
+    if isinstance(found, dict) and records_path == "*":  # a dict of records: its values, keys kept
         yield from ((i, key, value) for i, (key, value) in enumerate(found.items()))
+    elif isinstance(found, dict):  # the path names one object: that is the record
+        yield 0, 0, found
     elif isinstance(found, list):
         yield from ((i, i, value) for i, value in enumerate(found))
     else:
