@@ -100,15 +100,15 @@ def get_requires_for_build_wheel(config_settings=None):
 
 CHILD = '''
 import json, sys
-from rubricforge_dspy.data.formats.plugins import discover_plugins
-plugins = discover_plugins()
-found = [p for p in plugins if p.name == "qa_demo"]
-plugin = found[0]
+from rubricforge_dspy.data.formats.plugins import discover_plugins, plugin_entries
+formats = discover_plugins()
+fmt = [f for f in formats if f.name == "qa_demo"][0]
+entry = [p for p in plugin_entries() if p.name == "qa_demo"][0]
 path = sys.argv[1]
-results = list(plugin.format.read(path, plugin.format.label_rule))
+results = list(fmt.read(path, fmt.label_rule))
 print(json.dumps({
-    "names": [p.name for p in plugins], "distribution": plugin.distribution, "entry_point": plugin.value,
-    "sniff": plugin.format.sniff(path),
+    "names": [f.name for f in formats], "distribution": entry.distribution, "entry_point": entry.value,
+    "sniff": fmt.sniff(path),
     "read": [[i, r.id, r.label] if hasattr(r, "label") else [i, "error", r.problem] for i, r in results],
 }))
 '''
@@ -141,7 +141,7 @@ def test_a_plugin_installed_in_a_venv_is_listed_and_reads_its_file(tmp_path):
     assert out["read"][:2] == [[0, "qa:0", 1], [1, "qa:1", 0]]
     assert out["read"][2][:2] == [2, "error"] and "not a qa record" in out["read"][2][2]
     # the environment running this test did not install it: not listed here
-    assert "qa_demo" not in [p.name for p in discover_plugins()]
+    assert "qa_demo" not in [f.name for f in discover_plugins()]
 
 
 def test_a_broken_plugin_is_an_error_naming_its_entry_point():

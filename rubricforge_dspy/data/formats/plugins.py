@@ -16,7 +16,8 @@ where the object (or a zero-argument callable returning it) has:
 * ``label_rule``: the `LabelRule` applied to its rewards (e.g. ``FULL_REWARD``), or None.
 
 The shipped formats' `Format` record has these fields, so a plugin may simply build one. `discover_plugins`
-loads them (importlib.metadata); a plugin that fails to load, or lacks a field, is an error naming the
+returns their format objects and `plugin_entries`
+the same with where each came from (importlib.metadata); a plugin that fails to load, or lacks a field, is an error naming the
 entry point and its package, never a silently missing format.
 """
 
@@ -81,14 +82,15 @@ def load_plugin(entry: EntryPoint) -> Plugin:
     return Plugin(format=obj, entry_point=entry.name, value=entry.value, distribution=dist)
 
 
-def discover_plugins(group: str = ENTRY_POINT_GROUP) -> list[Plugin]:
-    """Every format plugin installed in this environment, sorted by name.
+def plugin_entries(group: str = ENTRY_POINT_GROUP) -> list[Plugin]:
+    """Every format plugin installed in this environment with where it came from, sorted by name.
 
     Args:
         group: the entry point group (default ``rubricforge_dspy.formats``).
 
     Returns:
-        The `Plugin`s; their ``format`` objects are what the format registry registers.
+        The `Plugin`s (the format object, the entry point, the distribution that declared it): what
+        ``rubricforge formats`` lists.
 
     Raises:
         PluginError: a plugin cannot be loaded or lacks a field, or two plugins share a name.
@@ -101,3 +103,19 @@ def discover_plugins(group: str = ENTRY_POINT_GROUP) -> list[Plugin]:
             raise PluginError(f"two format plugins are named {plugin.name!r}: {other.value} "
                               f"({other.distribution}) and {plugin.value} ({plugin.distribution})")
     return sorted(plugins, key=lambda p: p.name)
+
+
+def discover_plugins(group: str = ENTRY_POINT_GROUP) -> list[Any]:
+    """The format objects of every installed plugin (``name``, ``sniff``, ``read``, ``label_rule``), sorted by
+    name: what the format registry registers beside the shipped formats.
+
+    Args:
+        group: the entry point group (default ``rubricforge_dspy.formats``).
+
+    Returns:
+        The plugins' format objects (`plugin_entries` gives them with their provenance).
+
+    Raises:
+        PluginError: a plugin cannot be loaded or lacks a field, or two plugins share a name.
+    """
+    return [plugin.format for plugin in plugin_entries(group)]
