@@ -123,3 +123,20 @@ def test_a_mapping_is_a_format_with_name_read_and_label_rule():
     results = list(fmt.read(sample.data, fmt.label_rule))
     assert [(index, t.id, t.label) for index, t in results] == [
         ("0", "ic_sql:0", 1), ("1", "ic_sql:1", 1), ("802", "ic_sql:802", 0), ("524", "ic_sql:524", 0)]
+
+
+def test_a_reward_canary_never_reaches_the_render(tmp_path):
+    canary_reward, canary = 1.7315926, "CANARY7f3a"
+    source = SAMPLES["intercode_bash"]
+    document = json.loads(source.data.read_text(encoding="utf-8"))
+    for record in document.values():
+        record["summary"] = {"max_reward": canary_reward, "note": canary}
+        record["turn_history"]["rewards"] = [canary_reward] * len(record["turn_history"]["rewards"])
+        record["dataset"] = canary
+    poisoned = tmp_path / "poisoned.json"
+    poisoned.write_text(json.dumps(document), encoding="utf-8")
+    trajectories = list(iter_mapped(poisoned, source.mapping))
+    assert [t.reward for t in trajectories] == [canary_reward] * 4 and {t.label for t in trajectories} == {1}
+    for trajectory in trajectories:
+        text = render_trajectory(trajectory, FULL_VIEW)
+        assert canary not in text and "1.7315926" not in text and "max_reward" not in text
