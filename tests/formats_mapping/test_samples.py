@@ -140,3 +140,11 @@ def test_a_reward_canary_never_reaches_the_render(tmp_path):
     for trajectory in trajectories:
         text = render_trajectory(trajectory, FULL_VIEW)
         assert canary not in text and "1.7315926" not in text and "max_reward" not in text
+
+
+def test_several_paths_load_as_one_with_ids_checked_across_them():
+    sample = SAMPLES["intercode_sql"]
+    report = LoadReport()
+    loaded = list(iter_mapped([sample.data, sample.data], sample.mapping, on_error="skip", report=report))
+    assert len(loaded) == 4 and report.loaded == 4
+    assert [problem for _, _, problem in report.skipped] == [f"duplicate trajectory id {i!r}" for i in sample.ids]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -117,7 +118,7 @@ def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSp
     a JSON array (or a dict of records) element by element.
 
     Args:
-        path: a data file, or a folder of them (matched with the mapping's glob).
+        path: a data file, a folder of them (matched with the mapping's glob), or a list of those.
         mapping: a `Mapping` or the path of a mapping file.
         label_threshold: None for the mapping's own label rule; a reward rule (``">=1"``, ``0.5``) overrides
             it for a mapping that labels from the reward.
@@ -150,17 +151,17 @@ def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSp
             raise exc
         report.skipped.append((exc.file, exc.record, exc.problem))
 
-    reader = read_mapped(Path(path), mapping, rule, stats)
     report.label_rules.setdefault(mapping.name, str(rule or mapping.label_rule or "unlabeled"))
-    for index, result in reader:
-        if isinstance(result, TrajectoryFormatError):
-            fail(result)
-        elif not seen.add(result.id):
-            fail(TrajectoryFormatError(result.source.file, index, f"duplicate trajectory id {result.id!r}"))
-        else:
-            report.loaded += 1
-            object.__setattr__(result, "hidden", {**result.hidden, "label_rule": str(rule or mapping.label_rule)})
-            yield result
+    for one in ([path] if isinstance(path, (str, os.PathLike)) else list(path)):
+        for index, result in read_mapped(Path(one), mapping, rule, stats):
+            if isinstance(result, TrajectoryFormatError):
+                fail(result)
+            elif not seen.add(result.id):
+                fail(TrajectoryFormatError(result.source.file, index, f"duplicate trajectory id {result.id!r}"))
+            else:
+                report.loaded += 1
+                object.__setattr__(result, "hidden", {**result.hidden, "label_rule": str(rule or mapping.label_rule)})
+                yield result
     _warn_empty(mapping, stats)
 
 
