@@ -26,7 +26,8 @@ class MapCheckReport:
 
     Attributes:
         mapping: the mapping file; name: the format name it defines; data: the data path.
-        records: records the mapping's ``records`` matched; loaded: trajectories built from them.
+        records: records the mapping's ``records`` matched and read; unreadable: records or files that could
+            not be parsed (also in `skipped`); loaded: trajectories built.
         skipped: ``(file, record, problem)`` of every record that could not become a trajectory.
         first_id, first_task_id, first_label, first_render: the first trajectory, rendered as the judge
             reads it (None when nothing loaded).
@@ -40,6 +41,7 @@ class MapCheckReport:
     name: str
     data: str
     records: int = 0
+    unreadable: int = 0
     loaded: int = 0
     skipped: list = field(default_factory=list)
     first_id: str | None = None
@@ -67,7 +69,8 @@ class MapCheckReport:
     def format(self) -> str:
         """The report as text: counts, skipped records, empty fields, then the first record as the judge reads it."""
         lines = [f"mapping {self.mapping} (format {self.name!r}) on {self.data}",
-                 f"records matched: {self.records}; loaded: {self.loaded}; skipped: {len(self.skipped)}",
+                 f"records matched: {self.records}" + (f" (and {self.unreadable} unreadable)" if self.unreadable else "")
+                 + f"; loaded: {self.loaded}; skipped: {len(self.skipped)}",
                  f"label rule: {self.label_rule}; labels: " + (", ".join(
                      f"{'unlabeled' if k is None else k}={v}" for k, v in sorted(self.labels.items(), key=str))
                      or "none")]
@@ -135,6 +138,7 @@ def check_mapping(data, mapping: Mapping | str | Path, empty_share: float = 0.5,
                 trajectory.id, trajectory.task_id, trajectory.label
             check.first_render = render_trajectory(trajectory, render_config or RenderConfig())
     check.records, check.loaded, check.skipped = stats.records, report.loaded, list(report.skipped)
+    check.unreadable = stats.unreadable
     check.empty = dict(stats.empty)
     for name in check.empty:
         if name not in check.fields:

@@ -70,3 +70,15 @@ def test_bad_arguments_are_input_errors(tmp_path):
     bad.write_text(json.dumps({"name": "x", "records": "*", "actions": "a", "lable": "ok == true"}), encoding="utf-8")
     with pytest.raises(MappingError, match="key 'lable'"):
         check_mapping(SAMPLES["mint"].data, bad)
+
+
+def test_unreadable_lines_are_counted_and_named(tmp_path):
+    source = SAMPLES["mint"]
+    data = tmp_path / "results.jsonl"
+    lines = source.data.read_text(encoding="utf-8").splitlines()
+    data.write_text("\n".join([lines[0], '{"state": {"history": [', lines[2]]) + "\n", encoding="utf-8")
+    report = check_mapping(data, source.mapping)
+    assert (report.records, report.unreadable, report.loaded) == (2, 1, 2)
+    (file, record, problem), = report.skipped
+    assert record == 1 and "malformed JSON (line 2" in problem
+    assert "records matched: 2 (and 1 unreadable); loaded: 2; skipped: 1" in report.format()

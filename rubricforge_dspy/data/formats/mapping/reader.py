@@ -23,11 +23,13 @@ _RECORD_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
 
 @dataclass
 class MapStats:
-    """What a mapped read saw: the records matched, and per field the records in which it resolved to
-    nothing (``empty``; field names as in the mapping, ``steps.observation``, ``label``...)."""
+    """What a mapped read saw: the records matched (and read), per field the records in which it resolved to
+    nothing (``empty``; field names as in the mapping, ``steps.observation``, ``label``...), and the records
+    or files that could not be parsed at all (``unreadable``; each is also an error in the load)."""
 
     records: int = 0
     empty: Counter = field(default_factory=Counter)
+    unreadable: int = 0  # records (or whole files) that could not even be parsed: never reached a field
 
     def empty_share(self, name: str) -> float:
         """The share of records in which field `name` resolved to nothing (0 when no record was seen)."""
@@ -54,6 +56,7 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
     try:
         for file, index, key, default_id, value in iter_records(Path(path), mapping):
             if isinstance(value, TrajectoryFormatError):
+                stats.unreadable += 1
                 yield index, value
                 continue
             record = index if mapping.source == "jsonl" else key
