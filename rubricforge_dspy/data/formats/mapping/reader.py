@@ -1,0 +1,175 @@
+"""Reading data through a mapping: the reader protocol of the formats (`make_reader`) and `iter_mapped`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._common import IdSet
+from rubricforge_dspy.data.formats.mapping.build import Converter
+from rubricforge_dspy.data.formats.mapping.source import iter_records
+from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
+
+logger = logging.getLogger(__name__)
+_RECORD_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
+
+
+@dataclass
+class MapStats:
+    """What a mapped read saw: the records matched (and read), per field the records in which it resolved to
+    nothing (``empty``; field names as in the mapping, ``steps.observation``, ``label``...), and the records
+    or files that could not be parsed at all (``unreadable``; each is also an error in the load)."""
+
+    records: int = 0
+    empty: Counter = field(default_factory=Counter)
+    unreadable: int = 0  # records (or whole files) that could not even be parsed: never reached a field
+
+    def empty_share(self, name: str) -> float:
+        """The share of records in which field `name` resolved to nothing (0 when no record was seen)."""
+        return self.empty[name] / self.records if self.records else 0.0
+
+
+def _as_mapping(mapping: Mapping | str | Path) -> Mapping:
+    return mapping if isinstance(mapping, Mapping) else load_mapping(mapping)
+
+
+def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
+                stats: MapStats | None = None) -> Iterator[tuple[Any, Trajectory | TrajectoryFormatError]]:
+    """``(record index, Trajectory | TrajectoryFormatError)`` of every record under `path`, as the shipped
+    readers yield them (a bad record is an error naming the file and record, never raised here).
+
+    Args:
+        path: a data file, or a folder of them (the mapping's glob).
+        mapping: the `Mapping`.
+        rule: a `LabelRule` overriding the mapping's reward rule (None: the mapping's own).
+        stats: filled with the records matched and the empty-field counts.
+    """
+    converter = Converter(mapping, rule)
+    stats = stats if stats is not None else MapStats()
+    try:
+        for file, index, key, default_id, value in iter_records(Path(path), mapping):
+            if isinstance(value, TrajectoryFormatError):
+                stats.unreadable += 1
+                yield index, value
+                continue
+            record = index if mapping.source == "jsonl" else key
+            try:
+                yield record, converter.convert(value, key, file, index, default_id)
+            except _RECORD_ERRORS as exc:
+                yield record, TrajectoryFormatError(str(file), record, f"{exc} (mapping {mapping.file})")
+    finally:
+        stats.records += converter.records
+        stats.empty.update(converter.empty)
+
+
+@dataclass(frozen=True)
+class MappedFormat:
+    """A mapping as a format: the fields a format record has (``name``, ``sniff``, ``read``, ``label_rule``),
+    so the registry holds it beside the shipped formats and the plugins. A mapped format is chosen
+    explicitly (``--map``), never detected: `sniff` is False for every file.
+
+    Attributes:
+        mapping: the `Mapping`; name, label_rule: its name and label rule.
+    """
+
+    mapping: Mapping
+
+    @property
+    def name(self) -> str:
+        return self.mapping.name
+
+    @property
+    def label_rule(self) -> LabelSpec | None:
+        return self.mapping.label_rule
+
+    def sniff(self, path) -> bool:
+        """Always False: data are read through a mapping only when it is named."""
+        return False
+
+    def read(self, path, rule: LabelSpec | None = None):
+        """`read_mapped` of `path` (the formats' reader signature)."""
+        return read_mapped(Path(path), self.mapping, rule)
+
+    @classmethod
+    def of(cls, mapping: Mapping | str | Path) -> "MappedFormat":
+        """The format of a `Mapping` or of a mapping file."""
+        return cls(_as_mapping(mapping))
+
+
+def make_reader(mapping: Mapping | str | Path) -> Callable:
+    """A reader with the formats' signature ``read(path, rule=None)`` for a mapping (what the format
+    registry holds for a mapping format)."""
+    mapping = _as_mapping(mapping)
+
+    def read(path: Path, rule: LabelSpec | None = None):
+        return read_mapped(path, mapping, rule)
+
+    read.__doc__ = f"Read {mapping.name} records through the mapping {mapping.file}."
+    return read
+
+
+def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSpec | str | float | None = None,
+                on_error: str = "raise", report: Any = None, stats: MapStats | None = None) -> Iterator[Trajectory]:
+    """The trajectories of a data file or folder read through a mapping, streamed: JSON Lines line by line,
+    a JSON array (or a dict of records) element by element.
+
+    Args:
+        path: a data file, a folder of them (matched with the mapping's glob), or a list of those.
+        mapping: a `Mapping` or the path of a mapping file.
+        label_threshold: None for the mapping's own label rule; a reward rule (``">=1"``, ``0.5``) overrides
+            it for a mapping that labels from the reward.
+        on_error: ``"raise"`` the first bad record (`TrajectoryFormatError` naming the file and record), or
+            ``"skip"`` it and list it in ``report.skipped``.
+        report: a `LoadReport` to fill (loaded, skipped, label rules); a new one when None.
+        stats: a `MapStats` to fill with the records matched and the empty-field counts.
+
+    Yields:
+        `Trajectory` records, ids unique (a repeated id is an error naming the record).
+
+    Raises:
+        TrajectoryFormatError: with ``on_error="raise"``, the first bad record.
+        MappingError: the mapping file is invalid (names the key).
+        InputError: an unknown `on_error`, or a reward threshold for a mapping that labels from a value set.
+    """
+    from rubricforge_dspy.core.trajectory import parse_label_rule
+    from rubricforge_dspy.data.formats import LoadReport
+
+    if on_error not in ("raise", "skip"):
+        raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    mapping = _as_mapping(mapping)
+    report = report if report is not None else LoadReport()
+    stats = stats if stats is not None else MapStats()
+    rule = None if label_threshold is None else parse_label_rule(label_threshold)
+    seen = IdSet()
+
+    def fail(exc: TrajectoryFormatError) -> None:
+        if on_error == "raise":
+            raise exc
+        report.skipped.append((exc.file, exc.record, exc.problem))
+
+    report.label_rules.setdefault(mapping.name, str(rule or mapping.label_rule or "unlabeled"))
+    for one in ([path] if isinstance(path, (str, os.PathLike)) else list(path)):
+        for index, result in read_mapped(Path(one), mapping, rule, stats):
+            if isinstance(result, TrajectoryFormatError):
+                fail(result)
+            elif not seen.add(result.id):
+                fail(TrajectoryFormatError(result.source.file, index, f"duplicate trajectory id {result.id!r}"))
+            else:
+                report.loaded += 1
+                object.__setattr__(result, "hidden", {**result.hidden, "label_rule": str(rule or mapping.label_rule)})
+                yield result
+    _warn_empty(mapping, stats)
+
+
+def _warn_empty(mapping: Mapping, stats: MapStats) -> None:
+    """Log every field that resolved to nothing in some record (`check_mapping` reports them in full)."""
+    for name, count in sorted(stats.empty.items()):
+        logger.warning("mapping %s: field '%s' resolved to nothing in %d of %d records", mapping.file, name, count,
+                       stats.records)

@@ -1,0 +1,320 @@
+"""The mapping file: its schema check, its compiled JMESPath expressions and its label rule.
+
+A mapping is JSON (always) or YAML (with PyYAML installed), validated against
+``rubricforge_dspy/core/schemas/mapping.schema.json`` before any data is read; every error names the
+mapping file and the offending key (``records.from``, ``steps.observation``, ``label``...).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Union
+
+import jmespath
+from jmespath.exceptions import JMESPathError
+
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, parse_label_rule
+
+SCHEMA_PATH = Path(__file__).resolve().parents[3] / "core" / "schemas" / "mapping.schema.json"
+SPECIAL = ("$key", "$file")  # not JMESPath: the record's key in its container, and the file's stem
+RECORD_FIELDS = ("id", "task_id", "domain", "agent", "trial", "task", "system", "final_answer", "reward")
+STEP_FIELDS = ("thought", "action", "tool", "arguments", "observation", "error")
+MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool", "arguments", "call_id", "tool_call_id", "error")
+PARALLEL_FIELDS = ("actions", "observations", "errors", "thoughts")
+_DEFAULT_GLOB = {"json": "*.json", "jsonl": "*.jsonl", "files": "*.json"}
+_MESSAGE_DEFAULTS = {"role": "role", "content": "content"}
+_VALUE_RULE = re.compile(r"^\s*(?P<field>.+?)\s+(?P<op>==|in)\s+(?P<value>.+?)\s*$", re.DOTALL)
+
+
+class MappingError(InputError):
+    """A mapping file that cannot be used: the message names the file, the key and the problem."""
+
+    def __init__(self, file: str, key: str | None, problem: str):
+        self.file = str(file)
+        self.key = key
+        self.problem = problem
+        where = self.file if not key else f"{self.file}: key '{key}'"
+        super().__init__(f"{where}: {problem}")
+
+
+class Expr:
+    """One field of a mapping: a compiled JMESPath expression, or ``$key`` / ``$file``."""
+
+    __slots__ = ("text", "_compiled")
+
+    def __init__(self, text: str, compiled: Any = None):
+        self.text = text
+        self._compiled = compiled
+
+    def __call__(self, value: Any, key: Any = None, file: str = "") -> Any:
+        if self.text == "$key":
+            return key
+        if self.text == "$file":
+            return file
+        return self._compiled.search(value)
+
+    def __repr__(self) -> str:
+        return f"Expr({self.text!r})"
+
+
+@dataclass(frozen=True)
+class ValueSetRule:
+    """A label read from a field: 1 when its value is in `passing`; 0 when it is in `failing`, or, with no
+    `failing` set, for any other value; a value in neither set is an error naming the record. A field that
+    resolves to nothing (null) leaves the record unlabeled (``label=None``) and is counted."""
+
+    field: str
+    passing: tuple = ()
+    failing: tuple | None = None
+
+    def label(self, value: Any) -> int:
+        """The label of `value` (never called with None); ValueError for a value in neither set."""
+        if _contains(self.passing, value):
+            return 1
+        if self.failing is None or _contains(self.failing, value):
+            return 0
+        raise ValueError(f"label field '{self.field}' is {value!r}: in neither the pass set {list(self.passing)} "
+                         f"nor the fail set {list(self.failing)} (add it to one of them in the mapping)")
+
+    def __str__(self) -> str:
+        text = f"{self.field} in {json.dumps(list(self.passing))}"
+        return text if self.failing is None else f"{text} (fail: {json.dumps(list(self.failing))})"
+
+
+def _contains(values: tuple, value: Any) -> bool:
+    """`value` in `values`, where True never equals 1 (a JSON boolean is not a number)."""
+    return any(type(v) is type(value) and v == value or (_number(v) and _number(value) and v == value)
+               for v in values)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+LabelSpec = Union[LabelRule, ValueSetRule]
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A validated mapping (`load_mapping`): where the records are and how each becomes a `Trajectory`.
+
+    Attributes:
+        name: the format name (``rubricforge formats`` lists it).
+        source: ``"json"`` (one document; `records_path` says where the records are), ``"jsonl"`` (one
+            record per line) or ``"files"`` (one file per record, found with `glob` in a folder).
+        records_path: the JMESPath of the records in a document (``*``: the values of an object).
+        glob: the pattern of data files in a folder.
+        fields: record field name -> `Expr` (``id``, ``task_id``, ``domain``, ``agent``, ``trial``,
+            ``task``, ``system``, ``final_answer``, ``reward``).
+        mode: ``"steps"``, ``"parallel"``, ``"messages"``, or ``"none"`` (a task and an answer only): how
+            the observable steps are written.
+        step_fields: the expressions of the chosen mode (per step, per message, or the parallel lists).
+        roles: source role name -> ``user``/``assistant``/``system``/``tool``/``observation``/``skip``.
+        label_rule: a `LabelRule` on the reward, or a `ValueSetRule` on a field, or None (unlabeled).
+        label_field: the `Expr` a `ValueSetRule` reads.
+        hidden: name -> `Expr` of values kept in ``hidden`` (never rendered).
+        file: the mapping file.
+    """
+
+    name: str
+    source: str
+    records_path: str | None
+    glob: str
+    fields: dict = field(compare=False)
+    mode: str
+    step_fields: dict = field(compare=False)
+    roles: dict = field(default_factory=dict, compare=False)
+    label_rule: LabelSpec | None = None
+    label_field: Expr | None = field(default=None, compare=False)
+    hidden: dict = field(default_factory=dict, compare=False)
+    file: str = ""
+
+    def field_names(self) -> list[str]:
+        """Every mapped field, as `check_mapping` counts them (``steps.observation``, ``label``...)."""
+        names = list(self.fields)
+        prefix = {"steps": "steps.", "messages": "messages.", "parallel": "", "none": ""}[self.mode]
+        names += [prefix + key for key in self.step_fields]
+        if self.label_field is not None:
+            names.append("label")
+        return names
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    """The mapping JSON Schema (draft 2020-12)."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _read_document(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise MappingError(str(path), None, "a YAML mapping needs PyYAML (pip install pyyaml), or write it "
+                                                "as JSON") from None
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise MappingError(str(path), None, f"malformed YAML: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MappingError(str(path), None, f"malformed JSON (line {exc.lineno}, column {exc.colno}): "
+                                            f"{exc.msg}") from None
+
+
+def load_mapping(path) -> Mapping:
+    """Read and check a mapping file (``.json``, or ``.yaml``/``.yml`` with PyYAML).
+
+    Args:
+        path: the mapping file.
+
+    Returns:
+        The `Mapping`, every expression compiled.
+
+    Raises:
+        MappingError: the file is missing, malformed, fails the schema (the message names the key), holds
+            a JMESPath expression that does not compile, or a label rule that cannot be read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MappingError(str(path), None, "no such mapping file")
+    return parse_mapping(_read_document(path), str(path))
+
+
+def _schema_problem(document: Any, file: str) -> None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    error = best_match(Draft202012Validator(schema()).iter_errors(document))
+    if error is None:
+        return
+    key = ".".join(str(p) for p in error.absolute_path)
+    message = error.message
+    if error.validator == "additionalProperties":
+        unexpected = re.findall(r"'([^']+)'", message.split("(")[-1])
+        if unexpected:
+            key = ".".join(filter(None, [key, unexpected[0]]))
+            message = "unknown key (see docs/MAPPING.md for the keys a mapping may have)"
+    elif error.validator == "required":
+        missing = re.findall(r"'([^']+)'", message)
+        key = ".".join(filter(None, [key, missing[0] if missing else ""]))
+        message = "missing: this key is required"
+    raise MappingError(file, key or None, message[:300])
+
+
+def _compile(text: str, file: str, key: str) -> Expr:
+    if text in SPECIAL:
+        return Expr(text)
+    try:
+        return Expr(text, jmespath.compile(text))
+    except JMESPathError as exc:
+        problem = str(exc).replace("\n", " ")
+        raise MappingError(file, key, f"not a JMESPath expression: {text!r} ({problem})") from None
+
+
+def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
+    """A `Mapping` from an already-read mapping document (what `load_mapping` reads); see there."""
+    _schema_problem(document, file)
+    records = document["records"]
+    if isinstance(records, str):
+        records = {"from": "json", "path": records}
+    source = records["from"]
+    if source == "jsonl" and "path" in records:
+        raise MappingError(file, "records.path", "a JSON Lines file has one record per line: no path")
+    records_path = records.get("path", "@") if source != "jsonl" else None
+    if records_path is not None:
+        _compile(records_path, file, "records.path")
+    fields = {key: _compile(document[key], file, key) for key in RECORD_FIELDS if key in document}
+    mode, step_fields, roles = _steps_spec(document, file)
+    label_rule, label_field = _label_spec(document, file)
+    hidden = {name: _compile(text, file, f"hidden.{name}") for name, text in document.get("hidden", {}).items()}
+    return Mapping(name=document["name"], source=source, records_path=records_path,
+                   glob=records.get("glob", _DEFAULT_GLOB[source]), fields=fields, mode=mode,
+                   step_fields=step_fields, roles=roles, label_rule=label_rule, label_field=label_field,
+                   hidden=hidden, file=file)
+
+
+def _steps_spec(document: dict, file: str) -> tuple[str, dict, dict]:
+    """``(mode, expressions, roles)`` of the one way the mapping writes steps."""
+    given = [key for key in ("steps", "messages", "actions") if key in document]
+    stray = [key for key in PARALLEL_FIELDS[1:] if key in document and "actions" not in document]
+    if stray:
+        raise MappingError(file, stray[0], "parallel lists need 'actions' too (observations[i] answers actions[i])")
+    if not given:  # a record that is a task and an answer (a leaderboard submission): no steps between
+        if "task" not in document and "final_answer" not in document:
+            raise MappingError(file, "steps", "give 'steps', 'messages' or 'actions' (the steps of a record), or at "
+                                              "least 'task' and 'final_answer'")
+        return "none", {}, {}
+    if len(given) > 1:
+        raise MappingError(file, given[1], "give exactly one of 'steps', 'messages' or 'actions' (the steps of a "
+                                           f"record); got {' and '.join(given)}")
+    mode = given[0]
+    if mode == "actions":
+        return "parallel", {key: _compile(document[key], file, key) for key in PARALLEL_FIELDS if key in document}, {}
+    spec = document[mode]
+    names = STEP_FIELDS if mode == "steps" else MESSAGE_FIELDS
+    exprs = {"path": _compile(spec["path"], file, f"{mode}.path")}
+    defaults = _MESSAGE_DEFAULTS if mode == "messages" else {}
+    for key in names:
+        text = spec.get(key, defaults.get(key))
+        if text is not None:
+            exprs[key] = _compile(text, file, f"{mode}.{key}")
+    if mode == "steps" and not any(key in spec for key in ("action", "tool", "observation", "thought")):
+        raise MappingError(file, "steps", "a step needs at least one of 'action', 'tool', 'observation', 'thought'")
+    return mode, exprs, dict(spec.get("roles", {}))
+
+
+def _literal(text: str, file: str) -> Any:
+    """A label value written in a rule: JSON (``true``, ``1``, ``["a", "b"]``) or a quoted literal."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)  # 'single-quoted' strings and lists of them; literals only
+    except (ValueError, SyntaxError):
+        raise MappingError(file, "label", f"cannot read the value {text!r}: write a JSON value or a "
+                                          "'quoted' string") from None
+
+
+def _label_spec(document: dict, file: str) -> tuple[LabelSpec | None, Expr | None]:
+    """The label rule and, for a value-set rule, the field it reads."""
+    spec = document.get("label")
+    if spec is None:
+        return (ANY_POSITIVE_REWARD if "reward" in document else None), None
+    if isinstance(spec, str):
+        text = spec.strip()
+        match = _VALUE_RULE.match(text)
+        if match:
+            value = _literal(match["value"], file)
+            values = value if match["op"] == "in" else [value]
+            if not isinstance(values, list) or not values:
+                raise MappingError(file, "label", f"'in' needs a non-empty list of values, got {match['value']!r}")
+            spec = {"field": match["field"], "pass": values}
+        else:
+            spec = {"rule": text}
+    if "rule" in spec:
+        if set(spec) != {"rule"}:
+            raise MappingError(file, "label", "'rule' (a rule on the reward) stands alone")
+        if "reward" not in document:
+            raise MappingError(file, "label.rule", "a rule on the reward needs a 'reward' field in the mapping")
+        try:
+            return parse_label_rule(spec["rule"]), None
+        except InputError as exc:
+            raise MappingError(file, "label.rule", f"{exc} (e.g. 'reward >= 1', 'reward > 0')") from None
+    if "field" not in spec:
+        raise MappingError(file, "label.field", "a label needs 'rule' (on the reward) or 'field' with a value set")
+    passing = spec.get("pass", [spec["equals"]] if "equals" in spec else None)
+    if passing is None or ("equals" in spec and "pass" in spec):
+        raise MappingError(file, "label.pass", "give the passing values: 'equals': v or 'pass': [v, ...]")
+    fail = spec.get("fail")
+    return ValueSetRule(spec["field"], tuple(passing), tuple(fail) if fail is not None else None), \
+        _compile(spec["field"], file, "label.field")
