@@ -338,7 +338,7 @@ def cmd_report(args) -> int:
 def cmd_demo(args) -> int:
     """Induce and evaluate on the demo data into ``--out`` (default outside any source tree)."""
     from rubricforge_dspy.pipeline.demo import (EMBEDDED_REFLECTION_TOKENS, SMALL_MODEL_NOTE, default_out_dir,
-                                                demo_sample, run_demo)
+                                                demo_header, demo_sample, run_demo)
     from rubricforge_dspy.cli.presets import resolve
 
     preset = resolve(args)
@@ -349,6 +349,8 @@ def cmd_demo(args) -> int:
     # a 135M model rambles to the cap otherwise
     reflection_tokens = EMBEDDED_REFLECTION_TOKENS if embedded else None
     with lm_from_args(args, reflection=True, reflection_max_tokens=reflection_tokens) as (judge_lm, reflection_lm):
+        print(demo_header(sample, preset, judge_lm=judge_lm, reflection_lm=reflection_lm, data_name=data.name),
+              file=sys.stderr)
         run_dir, program = run_demo(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, preset=preset,
                                     data_name=data.name, program=args.program, resume=args.resume)
     print(f"\ndemo output: {out}\nreport: {run_dir / 'report.md'}\nfrozen judge: {program}\n")
