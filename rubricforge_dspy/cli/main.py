@@ -419,7 +419,7 @@ def _serve_embedded(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.cli.trust import add_certify_parsers, add_gate_parser, add_label_next_parser
     from rubricforge_dspy.cli.presets import add_preset_arguments
-    from rubricforge_dspy.core.presets import EMBEDDED, SERVER
+    from rubricforge_dspy.core.presets import EMBEDDED, JUDGING_MAX_CONSECUTIVE_LM_ERRORS, SERVER
 
     parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -468,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_preset_arguments(p)
     p.add_argument("--no-cache", action="store_true",
                    help="no verdict cache at all (DSPy's own response cache is always off for judging)")
-    p.add_argument("--max-consecutive-errors", type=int, default=20,
+    p.add_argument("--max-consecutive-errors", type=int, default=JUDGING_MAX_CONSECUTIVE_LM_ERRORS,
                    help="stop (exit 3, output resumable) after this many calls in a row fail with LM/network "
                         "errors; 0 never stops")
     p.add_argument("--batch-api", action="store_true",

@@ -27,7 +27,7 @@ from rubricforge_dspy.core.sizes import sizes_explained
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
 from rubricforge_dspy.data.split import sample_by_task, split_by_task
-from rubricforge_dspy.induction.search import MIN_VAL_ITEMS
+from rubricforge_dspy.induction.search import MIN_VAL_ITEMS, InductionConfig
 from rubricforge_dspy.lm.config import lm_name
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def sizes_note(sample: list[Trajectory], config: ProtocolConfig) -> str:
     nothing): said once, instead of a warning from every step the sizes skip or make noisy (those are
     then logged at INFO, `core.sizes`; the line is also the report's first note, and each step's own note
     stays in the manifest and the report)."""
-    split = split_by_task(sample, config.fractions, config.seed)
+    split = split_by_task(sample, config.fractions, config.induction.seed)
 
     def one_class(part: list[Trajectory]) -> bool:
         return len({t.label for t in part}) < 2
@@ -100,7 +100,7 @@ def sizes_note(sample: list[Trajectory], config: ProtocolConfig) -> str:
     more = (f" and at least {enough} labeled tasks (--tasks, and --data when the file holds fewer), so that "
             f"validation holds {MIN_VAL_ITEMS} items") if enough else ""
     return (f"demo sizes: {len(sample)} tasks ({len(split.train)} train, {len(split.val)} validation, "
-            f"{len(split.test)} test), GEPA budget {config.budget}: a quick run of the whole pipeline, not a "
+            f"{len(split.test)} test), GEPA budget {config.induction.budget}: a quick run of the whole pipeline, not a "
             f"measurement. At these sizes {'; '.join(left_out)}. For numbers that mean something, use a real "
             f"model (--api-base/--model){more}.")
 
@@ -141,7 +141,9 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
 
 
 def protocol_config(preset: Preset, **overrides) -> ProtocolConfig:
-    """The protocol's sizes from a `rubricforge_dspy.core.presets.Preset`."""
-    return ProtocolConfig(budget=preset.budget, minibatch=preset.minibatch, render=RenderConfig.of(preset),
-                          demo_max_tokens=preset.demo_max_tokens, max_rubric_chars=preset.max_rubric_chars,
-                          concurrency=preset.concurrency, num_threads=preset.num_threads, **overrides)
+    """The protocol's sizes from a `rubricforge_dspy.core.presets.Preset`; `overrides` are other
+    `ProtocolConfig` fields."""
+    induction = InductionConfig(budget=preset.budget, minibatch=preset.minibatch,
+                                max_rubric_chars=preset.max_rubric_chars, num_threads=preset.num_threads)
+    return ProtocolConfig(induction=induction, render=RenderConfig.of(preset), demo_max_tokens=preset.demo_max_tokens,
+                          concurrency=preset.concurrency, **overrides)
