@@ -40,8 +40,8 @@ from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_ml
                                                write_verdicts_to_mlflow)
 from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
                                                stream_data)
-from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER,
-                                          InputError, ServerError)
+from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_NO,
+                                          EXIT_SERVER, AnswerIsNo, InputError, ServerError)
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
@@ -63,41 +63,17 @@ def _load(args, need_labels: bool = False, warn: bool = True):
 def cmd_stats(args) -> int:
     """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
     (each record is checked as every loading command checks it, but no step is built)."""
+    from rubricforge_dspy.data.stats import DataStats
+
     data = stream_data(args, counts=True)
-    n = unlabeled = positives = tool_errors = 0
-    reward_sum = 0.0
-    tasks, domains, agents = set(), set(), set()
-    for t in data.trajectories:
-        n += 1
-        tasks.add((t.domain, t.task_id))
-        domains.add(t.domain)
-        agents.add(t.agent)
-        tool_errors += t.n_tool_errors
-        if t.label is None:
-            unlabeled += 1
-        else:
-            positives += t.label
-            reward_sum += t.reward
-    report = data.report
-    labeled = n - unlabeled
-    stats = {
-        "trajectories": n,
-        "unlabeled": unlabeled,
-        "positives": positives,
-        "tasks": len(tasks),
-        "domains": sorted(domains),
-        "agents": sorted(agents),
-        "skipped": len(report.skipped),
-        "mean_reward": round(reward_sum / labeled, 4) if labeled else None,
-        "tool_errors": tool_errors,
-        "label_rules": ", ".join(f"{fmt}: {rule}" for fmt, rule in report.label_rules.items()),
-    }
+    stats = DataStats()
+    for counts in data.trajectories:
+        stats.add(counts)
     if args.json:
-        print(json.dumps({**stats, "label_rules": dict(report.label_rules), "warnings": data.tally.warnings(),
-                          "labels": data.to_dict()}, indent=2))
+        print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
+                          "warnings": data.tally.warnings(), "labels": data.to_dict()}, indent=2))
     else:
-        for key, value in stats.items():
-            print(f"{key:>13}: {', '.join(value) if isinstance(value, list) else value}")
+        print(stats.format(data.report))
     return 0
 
 
@@ -150,8 +126,7 @@ def cmd_render(args) -> int:
         chosen = list(enumerate(trajectories))
     else:
         if args.index < 0 or chosen_one is None:
-            print(f"error: --index {args.index} out of range (0..{count - 1})", file=sys.stderr)
-            return 2
+            raise InputError(f"--index {args.index} out of range (0..{count - 1})")
         chosen = [(args.index, chosen_one)]
     for i, t in chosen:
         if args.all:
@@ -160,25 +135,32 @@ def cmd_render(args) -> int:
     return 0
 
 
-def _judge_exit(summary) -> int:
-    """The exit code of a judging run: 0 when it produced at least one verdict, or when every item was
-    judged already (nothing to do, said so); 3 when it produced none (every line of this run an
-    abstention, whatever the kind: LM errors, truncated, unparsable answers), with the counts by kind."""
+def _epilogue(summary, report, join, tally) -> None:
+    """What every judging path (local, Ray, Batch API) says when it ends: the load's problems and the label
+    join, label warnings, the run's summary; then `JudgeUnavailableError` (exit 3) when the run produced no
+    verdict: every line of this run an abstention, whatever the kind (LM errors, truncated, unparsable
+    answers), with the counts by kind. Nothing judged because every item was judged already is said and
+    is not an error."""
+    from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+
+    print_load_problems(report, join.finish() if join else None)
+    print_label_warnings(tally)
+    print(summary.format(), file=sys.stderr)
     if not summary.judged:
         if summary.resumed:
             print(f"nothing to do: all {summary.resumed} item(s) were judged already in {summary.out_path}",
                   file=sys.stderr)
-        return 0
+        return
     if summary.n_abstained < summary.judged:
-        return 0
+        return
     kinds = ", ".join(f"{kind}={n}" for kind, n in sorted(summary.abstained.items()))
     example = "; ".join(f"{kind}: {(error.strip().splitlines() or [''])[0][:200]}"
                         for kind, error in sorted(summary.errors.items()))
-    print(f"error: no verdict was produced: every judge call failed; all {summary.judged} item(s) of this run "
-          f"abstained ({kinds}). {example}. The lines are in {summary.out_path}; fix the server or the "
-          "judge's settings (e.g. a larger --max-tokens for truncated answers) and judge again into a new --out",
-          file=sys.stderr)
-    return EXIT_SERVER
+    raise JudgeUnavailableError(
+        f"no verdict was produced: every judge call failed; all {summary.judged} item(s) of this run abstained "
+        f"({kinds}). {example}. The lines are in {summary.out_path}; fix the server or the judge's settings (e.g. "
+        "a larger --max-tokens for truncated answers) and judge again into a new --out")
 
 
 def cmd_judge(args) -> int:
@@ -188,19 +170,17 @@ def cmd_judge(args) -> int:
     require_input(args)
     spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
     try:
-        code = _judge(args)
+        _judge(args)
     except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line
         if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
             raise
         raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
-    if code == 0:
-        write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
-    return code
+    write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
+    return 0
 
 
-def _judge(args) -> int:
+def _judge(args) -> None:
     from rubricforge_dspy.apply.stream import run_judge_file
-    from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
     from rubricforge_dspy.data.label_checks import LabelTally
     from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.data.formats import LoadReport
@@ -220,55 +200,39 @@ def _judge(args) -> int:
         args.program = load_judge(args.program, allow_unverified=True)
     check_endpoints(args)
     if args.batch_api:
-        return _judge_batch_api(args, preset, render, report, join, tally)
-    if args.ray is not None:
+        summary = _judge_batch_api(args, render, report, join, tally)
+    elif args.ray is not None:
         summary = run_ray_judge(args, preset, render, report, join, tally)
         summary.skipped = len(report.skipped)
-        print_load_problems(report, join.finish() if join else None)
-        print_label_warnings(tally)
-        print(summary.format(), file=sys.stderr)
-        return _judge_exit(summary)
-    with lm_from_args(args) as lm:
-        print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, "
-              f"render {'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
-        summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm, render_config=render,
-                                 concurrency=preset.concurrency, on_error="skip" if args.skip_bad else "raise",
-                                 format=args.format, label_threshold=args.label_threshold,
-                                 cache=False if args.no_cache else True,
-                                 max_consecutive_lm_errors=args.max_consecutive_errors or None,
-                                 labels=join, load_report=report, on_trajectory=tally.add)
-    print_load_problems(report, join.finish() if join else None)
-    print_label_warnings(tally)
-    print(summary.format(), file=sys.stderr)
-    return _judge_exit(summary)
+    else:
+        with lm_from_args(args) as lm:
+            print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, render "
+                  f"{'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
+            summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm, render_config=render,
+                                     concurrency=preset.concurrency, on_error="skip" if args.skip_bad else "raise",
+                                     format=args.format, label_threshold=args.label_threshold,
+                                     cache=False if args.no_cache else True,
+                                     max_consecutive_lm_errors=args.max_consecutive_errors or None,
+                                     labels=join, load_report=report, on_trajectory=tally.add)
+    _epilogue(summary, report, join, tally)
 
 
-def _judge_batch_api(args, preset, render, report, join, tally) -> int:
-    """`judge --batch-api`: exit 0 when the batch produced a verdict (or nothing was left to judge), 3 when
-    it failed/expired/was cancelled or every item abstained (`_judge_exit`)."""
+def _judge_batch_api(args, render, report, join, tally):
+    """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
+    raises `BatchJobFailed` (a `ServerError`: exit 3)."""
     from rubricforge_dspy.apply.stream import load_judge
-    from rubricforge_dspy.apply.openai_batch import BatchJobFailed, run_batch_api
-    from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
+    from rubricforge_dspy.apply.openai_batch import run_batch_api
 
     judge = load_judge(args.program)
     if render is not None:
         judge.render_config = render
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
-        try:
-            summary = run_batch_api(judge, args.data, args.out, lm=lm, format=args.format,
-                                    label_threshold=args.label_threshold,
-                                    on_error="skip" if args.skip_bad else "raise",
-                                    cache=False if args.no_cache else True, limit=args.limit,
-                                    poll_interval=args.poll_interval, load_report=report, labels=join,
-                                    on_trajectory=tally.add)
-        except BatchJobFailed as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 3
-    print_load_problems(report, join.finish() if join else None)
-    print_label_warnings(tally)
-    print(summary.format(), file=sys.stderr)
-    return _judge_exit(summary)
+        return run_batch_api(judge, args.data, args.out, lm=lm, format=args.format,
+                             label_threshold=args.label_threshold, on_error="skip" if args.skip_bad else "raise",
+                             cache=False if args.no_cache else True, limit=args.limit,
+                             poll_interval=args.poll_interval, load_report=report, labels=join,
+                             on_trajectory=tally.add)
 
 
 def cmd_induce(args) -> int:
@@ -299,29 +263,10 @@ def cmd_induce(args) -> int:
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
                              log_dir=args.log_dir, concurrency=preset.concurrency, lm_name=lm_name(judge_lm))
-    result, stack, certificate = job.induction, job.hybrid, job.certificate
-    if stack is not None:
-        print(f"hybrid: LLM score + {len(stack.model.inputs) - 1} symptom features, fit on {stack.fit['n']} "
-              f"validation verdicts; passes at p >= {stack.threshold:.3f}", file=sys.stderr)
-    if job.not_certified:
-        print(job.not_certified, file=sys.stderr)
-    for row in result.sweep:
-        marker = " <- best" if row["candidate"] == result.best_index else ""
-        print(f"candidate {row['candidate']:>2}  val agreement {row['val_agreement']:.3f}  "
-              f"score {row['val_score']:.3f}  at call {row['discovered_at_metric_call']}{marker}")
-    if result.rejected:
-        print(f"rejected {len(result.rejected)} candidate rubric(s) that memorized training episodes "
-              f"(e.g. {'; '.join(result.rejected[0]['leaks'][:3])})", file=sys.stderr)
-    if result.lm_errors:
-        print(f"{result.lm_errors} judge call(s) failed with an LM error and scored as failures", file=sys.stderr)
-    if not result.beat_seed:
-        print("no candidate beat the seed rubric on validation; the frozen rubric is the seed", file=sys.stderr)
-    if certificate is not None:
-        fp = certificate["false_pass"]
-        low, high = fp["interval"] if isinstance(fp.get("interval"), (list, tuple)) else (None, None)
-        cap = f" (cap {args.max_false_pass})" if args.max_false_pass is not None else ""
-        print(f"certified on the test split: false-pass rate {fp['rate']} [{low}, {high}] on {fp['n']} failed "
-              f"item(s){cap}; see `rubricforge show {args.out}`", file=sys.stderr)
+    notes = job.summary()
+    if notes:
+        print(notes, file=sys.stderr)
+    print(job.format_sweep())
     print(f"frozen: {args.out}")
     return 0
 
@@ -372,8 +317,7 @@ def cmd_serve(args) -> int:
         cmd = sglang_router_command(args.router_workers, host=args.host, port=port)
     else:
         if not args.model:
-            print("error: --model (HF id or path) is required with --engine sglang", file=sys.stderr)
-            return 2
+            raise InputError("--model (HF id or path) is required with --engine sglang")
         cmd = sglang_launch_command(args.model, host=args.host, port=port, tp=args.tp, dp=args.dp,
                                     revision=args.revision, served_model_name=args.served_model_name)
     print(" ".join(cmd))
@@ -567,13 +511,23 @@ def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
+# The one place the package's errors become exit codes and one line on stderr (`rubricforge_dspy.core.errors`);
+# a command raises where it finds the problem and never returns an error's code itself.
+_EXITS: tuple[tuple[type[BaseException], int, str], ...] = (
+    (InputError, EXIT_INPUT, "error: {error}"),
+    (ServerError, EXIT_SERVER, "error: {kind}: {error}"),
+    (AnswerIsNo, EXIT_NO, "no: {error}"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. Exit codes (`rubricforge_dspy.core.errors`): 0 done, 2 bad input (`InputError`:
-    ``error: <message>``) or an environment that refuses (an `OSError` in `ENVIRONMENT_ERRNOS`: a full
-    disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or server that cannot be used
-    (`ServerError`), 4 the answer is no (`gate`, `certify --recheck`), 130 Ctrl-C; any other exception is
-    a bug: its traceback is printed and the exit code is 1. With -v the traceback of an expected error
-    is printed too, and so are DSPy's per-call error logs (`_quiet_dspy_call_errors`)."""
+    """Run one command. Exit codes (`rubricforge_dspy.core.errors`, mapped here only: `_EXITS`): 0 done,
+    2 bad input (`InputError`: ``error: <message>``) or an environment that refuses (an `OSError` in
+    `ENVIRONMENT_ERRNOS`: a full disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or
+    server that cannot be used (`ServerError`), 4 the answer is no (`AnswerIsNo`: `gate`, `certify
+    --recheck`), 130 Ctrl-C; any other exception is a bug: its traceback is printed and the exit code is
+    1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
+    (`_quiet_dspy_call_errors`)."""
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -583,12 +537,10 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_dspy_call_errors()
     try:
         return args.func(args)
-    except InputError as error:
-        _report(error, f"error: {error}", args.verbose)
-        return EXIT_INPUT
-    except ServerError as error:
-        _report(error, f"error: {type(error).__name__}: {error}", args.verbose)
-        return EXIT_SERVER
+    except (InputError, ServerError, AnswerIsNo) as error:
+        kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
+        _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
