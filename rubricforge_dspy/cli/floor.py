@@ -6,7 +6,6 @@ first command to run on new labeled data.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from rubricforge_dspy.cli.data_options import add_data_arguments
