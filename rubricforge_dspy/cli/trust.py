@@ -117,7 +117,7 @@ def cmd_label_next(args) -> int:
     from pathlib import Path
 
     from rubricforge_dspy.core.verdict import read_verdicts
-    from rubricforge_dspy.trust.label_next import pick, rank, write
+    from rubricforge_dspy.trust.label_next import format_picks, pick, rank, write
 
     if not args.program and not args.verdicts:
         raise InputError("give --program (judged now) and/or --verdicts files")
@@ -148,9 +148,8 @@ def cmd_label_next(args) -> int:
     n = write(chosen, args.out, where=main_name)
     print(f"wrote {n} of {len(trajectories)} trajectories to label (main judge {main_name}) -> {args.out}")
     tag_label_next_in_mlflow(args, chosen)
-    for i, c in enumerate(chosen, 1):
-        signals = ", ".join(f"{k} {v:.2f}" for k, v in c.signals.items())
-        print(f"{i:>3}. {c.trajectory.id}  priority {c.priority:.2f} ({signals})")
+    if chosen:
+        print(format_picks(chosen))
     print("fill in label (0/1) and reward (or write a CSV id,label), then: rubricforge induce --init PROGRAM "
           "--data LABELED... [--labels CSV]", file=sys.stderr)
     return 0
