@@ -41,7 +41,8 @@ JUDGES = ("oracle", INDUCED, HYBRID, "geval", "fewshot", "heuristic", FLOOR, LEN
 
 @dataclass(frozen=True)
 class ProtocolConfig:
-    """The settings of the evaluation protocol.
+    """The settings of the evaluation protocol: the induction's own `InductionConfig` (nested, every field
+    reaches `induce`), the split, the few-shot baseline, the ablation and the judging sizes.
 
     Attributes:
         induction: the induction's settings, as `induce` takes them (budget, minibatch, seed, false-pass
