@@ -54,8 +54,9 @@ def backfill_run(run_dir: Path, data: Path, threshold: float) -> dict:
     meta = json.loads((run_dir / "run.json").read_text())
     n_tasks = sum(part["tasks"] for part in meta["split"].values())
     config = meta["config"]
+    seed = config["induction"]["seed"] if "induction" in config else config["seed"]  # runs before the nesting: flat
     trajectories = load_trajectories(data, label_threshold=threshold)
-    split = split_by_task(sample_by_task(trajectories, n_tasks), tuple(config["fractions"]), config["seed"])
+    split = split_by_task(sample_by_task(trajectories, n_tasks), tuple(config["fractions"]), seed)
     predictions = run_dir / "predictions"
     persisted = sorted(record["id"] for _, record in read_lines(predictions / "induced.jsonl"))
     if sorted(t.id for t in split.test) != persisted:

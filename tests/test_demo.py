@@ -94,11 +94,12 @@ def test_the_demo_at_its_own_sizes_says_once_what_they_are_for_instead_of_warnin
 
 def test_sizes_that_leave_nothing_out_need_no_explanation():
     from rubricforge_dspy.pipeline.demo import sizes_note
+    from rubricforge_dspy.induction import InductionConfig
     from rubricforge_dspy.pipeline.protocol import ProtocolConfig
     from tests.helpers import make_dataset
 
-    assert sizes_note(make_dataset(80), ProtocolConfig(budget=200)) == ""
-    assert sizes_note(make_dataset(20), ProtocolConfig(budget=40)).startswith("demo sizes: 20 tasks")
+    assert sizes_note(make_dataset(80), ProtocolConfig(induction=InductionConfig(budget=200))) == ""
+    assert sizes_note(make_dataset(20), ProtocolConfig(induction=InductionConfig(budget=40))).startswith("demo sizes: 20 tasks")
 
 
 def test_size_warnings_still_warn_for_a_caller_that_has_not_explained_its_sizes(caplog):

@@ -97,9 +97,9 @@ def test_the_library_default_is_the_server_presets_sizes_one_request_at_a_time()
         SERVER.budget, SERVER.minibatch, SERVER.max_rubric_chars, 1)
     protocol = ProtocolConfig()
     assert protocol.render == RenderConfig.of(SERVER)
-    assert (protocol.budget, protocol.minibatch, protocol.demo_max_tokens, protocol.max_rubric_chars) == (
-        SERVER.budget, SERVER.minibatch, SERVER.demo_max_tokens, SERVER.max_rubric_chars)
-    assert (protocol.concurrency, protocol.num_threads) == (LIBRARY.concurrency, LIBRARY.num_threads) == (1, 1)
+    assert protocol.induction == induction  # nested, not copied: every induction setting reaches `induce`
+    assert protocol.demo_max_tokens == SERVER.demo_max_tokens
+    assert (protocol.concurrency, protocol.induction.num_threads) == (LIBRARY.concurrency, LIBRARY.num_threads) == (1, 1)
 
 
 def test_cli_help_names_the_presets_sizes():

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rubricforge_dspy.induction import InductionConfig
 from rubricforge_dspy.pipeline.protocol import JUDGES, ProtocolConfig, run_protocol
 from rubricforge_dspy.report import write_report
 from rubricforge_dspy.testing.scripted import ScriptedLM
@@ -20,7 +21,7 @@ def test_protocol_writes_every_judge_ablation_and_a_reproducible_report(tmp_path
         data, tmp_path / "run", judge_lm=ScriptedLM(scripted_judge, model="scripted-judge"),
         reflection_lm=make_reflection_lm([]), judge_lm_name="scripted-judge", reflection_lm_name="scripted-reflection",
         program_path=tmp_path / "programs" / "induced.json", dataset="synthetic",
-        config=ProtocolConfig(budget=60, minibatch=3),
+        config=ProtocolConfig(induction=InductionConfig(budget=60, minibatch=3)),
     )
     run = json.loads((run_dir / "run.json").read_text())
     assert run["lm"] == "scripted-judge" and run["beat_seed"] is True
@@ -82,7 +83,7 @@ def test_a_new_run_starts_over_unless_resumed(tmp_path):
         lm = ScriptedLM(scripted_judge, model="scripted-judge")
         run_protocol(data, tmp_path / "run", judge_lm=lm, reflection_lm=make_reflection_lm([]), judge_lm_name="j",
                      reflection_lm_name="r", program_path=tmp_path / "p.json", dataset="synthetic",
-                     config=ProtocolConfig(budget=20, minibatch=2, ablation=False), resume=resume)
+                     config=ProtocolConfig(induction=InductionConfig(budget=20, minibatch=2), ablation=False), resume=resume)
         return lm.calls
 
     (tmp_path / "run" / "predictions").mkdir(parents=True)

@@ -5,29 +5,21 @@ first command to run on new labeled data.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sys
 from pathlib import Path
 
 from rubricforge_dspy.cli.data_options import add_data_arguments
-from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY, floor_giveaway_sentence, giveaway_sentence
-from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR_FOLDS, FLOOR_RESAMPLES
 
-__all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "load_table", "format_floor_report"]
+__all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "load_table"]
 
 
 def load_labeled(args) -> tuple[list, dict]:
     """The labeled trajectories of ``--data`` (``--labels`` joined by id, `data_options.load_data`) and what
     was dropped, counted: malformed records skipped, unlabeled trajectories left out, label ids unmatched."""
     from rubricforge_dspy.cli.data_options import load_data
-    from rubricforge_dspy.judge.floor import FloorError
 
-    try:
-        data = load_data(args, need_labels=True)
-    except InputError as error:
-        raise FloorError(str(error)) from None
+    data = load_data(args, need_labels=True)
     join = data.join.to_dict() if data.join is not None else None
     dropped = {"skipped_records": len(data.report.skipped), "unlabeled_left_out": data.left_out,
                "labels_not_in_data": join["label_ids_without_trajectory"] if join else 0}
@@ -41,22 +33,18 @@ def load_table(args):
     `load_data(need_labels=True)`; returns ``(table, dropped)`` as `load_labeled` does."""
     from rubricforge_dspy.cli.data_options import no_labels_error, stream_data, warn_left_out
     from rubricforge_dspy.evidence.features import FeatureTableBuilder
-    from rubricforge_dspy.judge.floor import FloorError
 
     builder, seen, first = FeatureTableBuilder(), 0, None
-    try:
-        data = stream_data(args)
-        for trajectory in data.trajectories:
-            seen += 1
-            first = first or trajectory
-            if trajectory.label is not None:
-                builder.add(trajectory)
-        table = builder.finish()
-        left_out = seen - len(table)
-        if not len(table):  # the words of `load_data(need_labels=True)`
-            raise no_labels_error(args, seen, first)
-    except InputError as error:
-        raise FloorError(str(error)) from None
+    data = stream_data(args)
+    for trajectory in data.trajectories:
+        seen += 1
+        first = first or trajectory
+        if trajectory.label is not None:
+            builder.add(trajectory)
+    table = builder.finish()
+    left_out = seen - len(table)
+    if not len(table):  # the words of `load_data(need_labels=True)`
+        raise no_labels_error(args, seen, first)
     warn_left_out(left_out, len(table))
     join = data.join.to_dict() if data.join is not None else None
     dropped = {"skipped_records": len(data.report.skipped), "unlabeled_left_out": left_out,
@@ -64,41 +52,10 @@ def load_table(args):
     return table, dropped
 
 
-def _rate(row: dict, key: str, ci: str | None = None) -> str:
-    ci = ci or key
-    value, low, high = row.get(key), row.get(f"{ci}_ci_low"), row.get(f"{ci}_ci_high")
-    if value is None:
-        return "n/a"
-    return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
-
-
-def format_floor_report(report: dict, where: str) -> str:
-    level = int(round(100 * report["confidence"]))
-    lines = [f"data: {where}: {report['n']} trajectories on {report['tasks']} tasks, {report['positives']} passed "
-             f"(base pass rate {report['base_pass_rate']:.3f})",
-             f"task-grouped {report['folds']['n']}-fold cross-validation (seed {report['folds']['seed']}); "
-             f"{level}% intervals: exact Clopper-Pearson for the false-pass rate, bootstrap for kappa and AUC", ""]
-    header = f"{'judge':<12} {'kappa':<24} {'false-pass rate (exact)':<26} {'accuracy':<9} {'AUC':<24} {'n':>5}"
-    lines += [header, "-" * len(header)]
-    for row in report["rows"]:
-        accuracy = f"{row['accuracy']:.3f}" if row.get("accuracy") is not None else "n/a"
-        lines.append(f"{row['judge']:<12} {_rate(row, 'kappa'):<24} {_rate(row, 'false_pass_rate', 'false_pass'):<26} "
-                     f"{accuracy:<9} {_rate(row, 'auc'):<24} {row['n']:>5}")
-    length = next(r for r in report["rows"] if r["judge"] == LENGTH_ONLY)
-    lines += ["", giveaway_sentence(length["auc"], length["auc_ci_low"], length["auc_ci_high"]).replace("**", "")]
-    floor = next(r for r in report["rows"] if r["judge"] == FLOOR)
-    warning = floor_giveaway_sentence(floor["kappa"])
-    if warning:
-        lines.append("WARNING: " + warning.replace("**", ""))
-    for note in report.get("notes") or []:
-        lines.append(f"note: {note}")
-    return "\n".join(lines)
-
-
 def cmd_floor(args) -> int:
     # scikit-learn and DSPy: imported by this command only, so `rubricforge stats` starts light
     from rubricforge_dspy.judge.floor import SymptomFloor
-    from rubricforge_dspy.trust.floor_cv import floor_report, write_cv_verdicts
+    from rubricforge_dspy.trust.floor_cv import floor_report, format_floor_report, write_cv_verdicts
 
     trajectories, dropped = load_table(args)  # one streaming pass; the features are computed once per item
     report = floor_report(trajectories, n_splits=args.folds, seed=args.seed, n_resamples=args.resamples)

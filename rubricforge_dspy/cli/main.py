@@ -36,14 +36,14 @@ import traceback
 from pathlib import Path
 
 from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_mlflow_source_arguments,
-                                               reads_from_mlflow, require_input, spool_from_mlflow,
-                                               write_verdicts_to_mlflow)
+                                               reads_from_mlflow, require_input, spool_from_mlflow)
 from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
                                                stream_data)
-from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_SERVER,
-                                          InputError, ServerError)
+from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_NO,
+                                          EXIT_SERVER, AnswerIsNo, InputError, ServerError)
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
 
@@ -63,41 +63,17 @@ def _load(args, need_labels: bool = False, warn: bool = True):
 def cmd_stats(args) -> int:
     """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
     (each record is checked as every loading command checks it, but no step is built)."""
+    from rubricforge_dspy.data.stats import DataStats
+
     data = stream_data(args, counts=True)
-    n = unlabeled = positives = tool_errors = 0
-    reward_sum = 0.0
-    tasks, domains, agents = set(), set(), set()
-    for t in data.trajectories:
-        n += 1
-        tasks.add((t.domain, t.task_id))
-        domains.add(t.domain)
-        agents.add(t.agent)
-        tool_errors += t.n_tool_errors
-        if t.label is None:
-            unlabeled += 1
-        else:
-            positives += t.label
-            reward_sum += t.reward
-    report = data.report
-    labeled = n - unlabeled
-    stats = {
-        "trajectories": n,
-        "unlabeled": unlabeled,
-        "positives": positives,
-        "tasks": len(tasks),
-        "domains": sorted(domains),
-        "agents": sorted(agents),
-        "skipped": len(report.skipped),
-        "mean_reward": round(reward_sum / labeled, 4) if labeled else None,
-        "tool_errors": tool_errors,
-        "label_rules": ", ".join(f"{fmt}: {rule}" for fmt, rule in report.label_rules.items()),
-    }
+    stats = DataStats()
+    for counts in data.trajectories:
+        stats.add(counts)
     if args.json:
-        print(json.dumps({**stats, "label_rules": dict(report.label_rules), "warnings": data.tally.warnings(),
-                          "labels": data.to_dict()}, indent=2))
+        print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
+                          "warnings": data.tally.warnings(), "labels": data.to_dict()}, indent=2))
     else:
-        for key, value in stats.items():
-            print(f"{key:>13}: {', '.join(value) if isinstance(value, list) else value}")
+        print(stats.format(data.report))
     return 0
 
 
@@ -150,125 +126,13 @@ def cmd_render(args) -> int:
         chosen = list(enumerate(trajectories))
     else:
         if args.index < 0 or chosen_one is None:
-            print(f"error: --index {args.index} out of range (0..{count - 1})", file=sys.stderr)
-            return 2
+            raise InputError(f"--index {args.index} out of range (0..{count - 1})")
         chosen = [(args.index, chosen_one)]
     for i, t in chosen:
         if args.all:
             print(f"===== {i}: {t.id} =====")
         print(render_trajectory(t, config))
     return 0
-
-
-def _judge_exit(summary) -> int:
-    """The exit code of a judging run: 0 when it produced at least one verdict, or when every item was
-    judged already (nothing to do, said so); 3 when it produced none (every line of this run an
-    abstention, whatever the kind: LM errors, truncated, unparsable answers), with the counts by kind."""
-    if not summary.judged:
-        if summary.resumed:
-            print(f"nothing to do: all {summary.resumed} item(s) were judged already in {summary.out_path}",
-                  file=sys.stderr)
-        return 0
-    if summary.n_abstained < summary.judged:
-        return 0
-    kinds = ", ".join(f"{kind}={n}" for kind, n in sorted(summary.abstained.items()))
-    example = "; ".join(f"{kind}: {(error.strip().splitlines() or [''])[0][:200]}"
-                        for kind, error in sorted(summary.errors.items()))
-    print(f"error: no verdict was produced: every judge call failed; all {summary.judged} item(s) of this run "
-          f"abstained ({kinds}). {example}. The lines are in {summary.out_path}; fix the server or the "
-          "judge's settings (e.g. a larger --max-tokens for truncated answers) and judge again into a new --out",
-          file=sys.stderr)
-    return EXIT_SERVER
-
-
-def cmd_judge(args) -> int:
-    """Exit 0 when this run produced a verdict (or had nothing left to judge); 3 when it produced none
-    (every item abstained, whatever the kind, with the counts by kind) or when too many calls failed in
-    a row (`--max-consecutive-errors`); 2 for bad input, found before the first LM call."""
-    require_input(args)
-    spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
-    try:
-        code = _judge(args)
-    except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line
-        if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
-            raise
-        raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
-    if code == 0:
-        write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
-    return code
-
-
-def _judge(args) -> int:
-    from rubricforge_dspy.apply.stream import run_judge_file
-    from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
-    from rubricforge_dspy.data.label_checks import LabelTally
-    from rubricforge_dspy.data.labels import LabelJoin
-    from rubricforge_dspy.data.formats import LoadReport
-    from rubricforge_dspy.cli.presets import judge_render, resolve
-    from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
-    from rubricforge_dspy.judge.loading import load_judge
-
-    report, tally = LoadReport(), LabelTally()
-    join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
-
-    preset = resolve(args)
-    # A frozen program keeps the render it was induced with (None), but for the sizes the flags give.
-    unverified = args.allow_unverified_program
-    render = judge_render(args, preset, lambda: load_judge(args.program, check_certificate=False,
-                                                     allow_unverified=unverified).render_config)
-    if unverified and args.program is not None:  # loaded here, with the override; the library gets the judge
-        args.program = load_judge(args.program, allow_unverified=True)
-    check_endpoints(args)
-    if args.batch_api:
-        return _judge_batch_api(args, preset, render, report, join, tally)
-    if args.ray is not None:
-        summary = run_ray_judge(args, preset, render, report, join, tally)
-        summary.skipped = len(report.skipped)
-        print_load_problems(report, join.finish() if join else None)
-        print_label_warnings(tally)
-        print(summary.format(), file=sys.stderr)
-        return _judge_exit(summary)
-    with lm_from_args(args) as lm:
-        print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, "
-              f"render {'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
-        summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm, render_config=render,
-                                 concurrency=preset.concurrency, on_error="skip" if args.skip_bad else "raise",
-                                 format=args.format, label_threshold=args.label_threshold,
-                                 cache=False if args.no_cache else True,
-                                 max_consecutive_lm_errors=args.max_consecutive_errors or None,
-                                 labels=join, load_report=report, on_trajectory=tally.add)
-    print_load_problems(report, join.finish() if join else None)
-    print_label_warnings(tally)
-    print(summary.format(), file=sys.stderr)
-    return _judge_exit(summary)
-
-
-def _judge_batch_api(args, preset, render, report, join, tally) -> int:
-    """`judge --batch-api`: exit 0 when the batch produced a verdict (or nothing was left to judge), 3 when
-    it failed/expired/was cancelled or every item abstained (`_judge_exit`)."""
-    from rubricforge_dspy.apply.stream import load_judge
-    from rubricforge_dspy.apply.openai_batch import BatchJobFailed, run_batch_api
-    from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
-
-    judge = load_judge(args.program)
-    if render is not None:
-        judge.render_config = render
-    with lm_from_args(args) as lm:
-        print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
-        try:
-            summary = run_batch_api(judge, args.data, args.out, lm=lm, format=args.format,
-                                    label_threshold=args.label_threshold,
-                                    on_error="skip" if args.skip_bad else "raise",
-                                    cache=False if args.no_cache else True, limit=args.limit,
-                                    poll_interval=args.poll_interval, load_report=report, labels=join,
-                                    on_trajectory=tally.add)
-        except BatchJobFailed as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 3
-    print_load_problems(report, join.finish() if join else None)
-    print_label_warnings(tally)
-    print(summary.format(), file=sys.stderr)
-    return _judge_exit(summary)
 
 
 def cmd_induce(args) -> int:
@@ -299,29 +163,10 @@ def cmd_induce(args) -> int:
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
                              log_dir=args.log_dir, concurrency=preset.concurrency, lm_name=lm_name(judge_lm))
-    result, stack, certificate = job.induction, job.hybrid, job.certificate
-    if stack is not None:
-        print(f"hybrid: LLM score + {len(stack.model.inputs) - 1} symptom features, fit on {stack.fit['n']} "
-              f"validation verdicts; passes at p >= {stack.threshold:.3f}", file=sys.stderr)
-    if job.not_certified:
-        print(job.not_certified, file=sys.stderr)
-    for row in result.sweep:
-        marker = " <- best" if row["candidate"] == result.best_index else ""
-        print(f"candidate {row['candidate']:>2}  val agreement {row['val_agreement']:.3f}  "
-              f"score {row['val_score']:.3f}  at call {row['discovered_at_metric_call']}{marker}")
-    if result.rejected:
-        print(f"rejected {len(result.rejected)} candidate rubric(s) that memorized training episodes "
-              f"(e.g. {'; '.join(result.rejected[0]['leaks'][:3])})", file=sys.stderr)
-    if result.lm_errors:
-        print(f"{result.lm_errors} judge call(s) failed with an LM error and scored as failures", file=sys.stderr)
-    if not result.beat_seed:
-        print("no candidate beat the seed rubric on validation; the frozen rubric is the seed", file=sys.stderr)
-    if certificate is not None:
-        fp = certificate["false_pass"]
-        low, high = fp["interval"] if isinstance(fp.get("interval"), (list, tuple)) else (None, None)
-        cap = f" (cap {args.max_false_pass})" if args.max_false_pass is not None else ""
-        print(f"certified on the test split: false-pass rate {fp['rate']} [{low}, {high}] on {fp['n']} failed "
-              f"item(s){cap}; see `rubricforge show {args.out}`", file=sys.stderr)
+    notes = job.summary()
+    if notes:
+        print(notes, file=sys.stderr)
+    print(job.format_sweep())
     print(f"frozen: {args.out}")
     return 0
 
@@ -338,7 +183,7 @@ def cmd_report(args) -> int:
 def cmd_demo(args) -> int:
     """Induce and evaluate on the demo data into ``--out`` (default outside any source tree)."""
     from rubricforge_dspy.pipeline.demo import (EMBEDDED_REFLECTION_TOKENS, SMALL_MODEL_NOTE, default_out_dir,
-                                                demo_sample, run_demo)
+                                                demo_header, demo_sample, run_demo)
     from rubricforge_dspy.cli.presets import resolve
 
     preset = resolve(args)
@@ -349,6 +194,8 @@ def cmd_demo(args) -> int:
     # a 135M model rambles to the cap otherwise
     reflection_tokens = EMBEDDED_REFLECTION_TOKENS if embedded else None
     with lm_from_args(args, reflection=True, reflection_max_tokens=reflection_tokens) as (judge_lm, reflection_lm):
+        print(demo_header(sample, preset, judge_lm=judge_lm, reflection_lm=reflection_lm, data_name=data.name),
+              file=sys.stderr)
         run_dir, program = run_demo(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, preset=preset,
                                     data_name=data.name, program=args.program, resume=args.resume)
     print(f"\ndemo output: {out}\nreport: {run_dir / 'report.md'}\nfrozen judge: {program}\n")
@@ -370,8 +217,7 @@ def cmd_serve(args) -> int:
         cmd = sglang_router_command(args.router_workers, host=args.host, port=port)
     else:
         if not args.model:
-            print("error: --model (HF id or path) is required with --engine sglang", file=sys.stderr)
-            return 2
+            raise InputError("--model (HF id or path) is required with --engine sglang")
         cmd = sglang_launch_command(args.model, host=args.host, port=port, tp=args.tp, dp=args.dp,
                                     revision=args.revision, served_model_name=args.served_model_name)
     print(" ".join(cmd))
@@ -417,7 +263,7 @@ def _serve_embedded(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.cli.trust import add_certify_parsers, add_gate_parser, add_label_next_parser
     from rubricforge_dspy.cli.presets import add_preset_arguments
-    from rubricforge_dspy.core.presets import EMBEDDED, SERVER
+    from rubricforge_dspy.core.presets import EMBEDDED, JUDGING_MAX_CONSECUTIVE_LM_ERRORS, SERVER
 
     parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -466,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_preset_arguments(p)
     p.add_argument("--no-cache", action="store_true",
                    help="no verdict cache at all (DSPy's own response cache is always off for judging)")
-    p.add_argument("--max-consecutive-errors", type=int, default=20,
+    p.add_argument("--max-consecutive-errors", type=int, default=JUDGING_MAX_CONSECUTIVE_LM_ERRORS,
                    help="stop (exit 3, output resumable) after this many calls in a row fail with LM/network "
                         "errors; 0 never stops")
     p.add_argument("--batch-api", action="store_true",
@@ -565,13 +411,23 @@ def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
+# The one place the package's errors become exit codes and one line on stderr (`rubricforge_dspy.core.errors`);
+# a command raises where it finds the problem and never returns an error's code itself.
+_EXITS: tuple[tuple[type[BaseException], int, str], ...] = (
+    (InputError, EXIT_INPUT, "error: {error}"),
+    (ServerError, EXIT_SERVER, "error: {kind}: {error}"),
+    (AnswerIsNo, EXIT_NO, "no: {error}"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. Exit codes (`rubricforge_dspy.core.errors`): 0 done, 2 bad input (`InputError`:
-    ``error: <message>``) or an environment that refuses (an `OSError` in `ENVIRONMENT_ERRNOS`: a full
-    disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or server that cannot be used
-    (`ServerError`), 4 the answer is no (`gate`, `certify --recheck`), 130 Ctrl-C; any other exception is
-    a bug: its traceback is printed and the exit code is 1. With -v the traceback of an expected error
-    is printed too, and so are DSPy's per-call error logs (`_quiet_dspy_call_errors`)."""
+    """Run one command. Exit codes (`rubricforge_dspy.core.errors`, mapped here only: `_EXITS`): 0 done,
+    2 bad input (`InputError`: ``error: <message>``) or an environment that refuses (an `OSError` in
+    `ENVIRONMENT_ERRNOS`: a full disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or
+    server that cannot be used (`ServerError`), 4 the answer is no (`AnswerIsNo`: `gate`, `certify
+    --recheck`), 130 Ctrl-C; any other exception is a bug: its traceback is printed and the exit code is
+    1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
+    (`_quiet_dspy_call_errors`)."""
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -581,12 +437,10 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_dspy_call_errors()
     try:
         return args.func(args)
-    except InputError as error:
-        _report(error, f"error: {error}", args.verbose)
-        return EXIT_INPUT
-    except ServerError as error:
-        _report(error, f"error: {type(error).__name__}: {error}", args.verbose)
-        return EXIT_SERVER
+    except (InputError, ServerError, AnswerIsNo) as error:
+        kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
+        _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

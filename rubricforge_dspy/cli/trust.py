@@ -10,7 +10,7 @@ import sys
 from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, load_data
 from rubricforge_dspy.cli.integrations import (add_mlflow_source_arguments, require_input, spool_from_mlflow,
                                                tag_label_next_in_mlflow)
-from rubricforge_dspy.core.errors import EXIT_NO
+from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
@@ -19,67 +19,45 @@ __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
 
 
 def cmd_certify(args) -> int:
-    from rubricforge_dspy.trust.certificate import CertificateError, format_certificate
+    """Exit 0 when certified (or, with ``--recheck``, when the judge is not significantly worse); 4 when the
+    recheck finds it worse (`AnswerIsNo`); 2 for bad input (a `CertificateError` among them)."""
+    from rubricforge_dspy.trust.certificate import format_certificate
     from rubricforge_dspy.trust.certify import certify_program, recheck_program
 
     if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
         writable_file(args.out_program or args.program, "certified program")
     trajectories = load_data(args, need_labels=True).trajectories
     where = ", ".join(args.data)
-    try:
-        with lm_from_args(args) as lm:
-            print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
-            if args.recheck:
-                result = recheck_program(args.program, trajectories, lm=lm, verdicts_out=args.verdicts_out,
-                                         alpha=args.alpha, concurrency=args.concurrency, where=where)
-                print(result.format())
-                return EXIT_NO if result.worse else 0  # 4, never 1: 1 is a bug's
-            certificate = certify_program(args.program, trajectories, lm=lm, out_program=args.out_program,
-                                          verdicts_out=args.verdicts_out, concurrency=args.concurrency,
-                                          confidence=1.0 - args.alpha, seed=args.seed,
-                                          resamples=args.resamples, where=where)
-    except CertificateError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    with lm_from_args(args) as lm:
+        print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
+        if args.recheck:
+            result = recheck_program(args.program, trajectories, lm=lm, verdicts_out=args.verdicts_out,
+                                     alpha=args.alpha, concurrency=args.concurrency, where=where)
+            print(result.format())
+            if result.worse:
+                raise AnswerIsNo(f"{args.program}: the judge's false-pass rate on {where} is significantly higher "
+                                 "than certified")
+            return 0
+        certificate = certify_program(args.program, trajectories, lm=lm, out_program=args.out_program,
+                                      verdicts_out=args.verdicts_out, concurrency=args.concurrency,
+                                      confidence=1.0 - args.alpha, seed=args.seed,
+                                      resamples=args.resamples, where=where)
     print("\n".join(format_certificate(certificate)))
     print(f"written to: {args.out_program or args.program}")
     return 0
 
 
 def cmd_show(args) -> int:
-    from rubricforge_dspy.trust.certificate import CERTIFICATE_KEY, format_certificate
-    from rubricforge_dspy.program.store import MANIFEST_KEY, program_sha256, read_program
-    from rubricforge_dspy.core.rubric import parse_criteria
+    from rubricforge_dspy.trust.certificate import describe_program
 
-    state = read_program(args.program, allow_unverified=args.allow_unverified_program)
-    manifest = state.get(MANIFEST_KEY) or {}
-    verified = bool(manifest.get("program_sha256")) and manifest.get("program_sha256") == program_sha256(state)
-    rubric = manifest.get("rubric") or ""
-    criteria = parse_criteria(rubric)
-    print(f"program: {args.program}")
-    print(f"integrity: program_sha256 {str(manifest.get('program_sha256'))[:12]} (instructions, field texts, demos, "
-          "operating point, render, manifest)" + ("" if verified else ": UNVERIFIED, the content does not match it"))
-    print(f"rubric: sha256 {str(manifest.get('rubric_sha256'))[:12]}, {len(rubric)} chars, "
-          f"{len(criteria)} criteria" + (": " + "; ".join(f"{c.number}. {c.name}" for c in criteria) if criteria else ""))
-    print(f"induced with: {manifest.get('induced_with_lm')} on data {str(manifest.get('data_fingerprint'))[:12]} "
-          f"({manifest.get('created_at')})")
-    if manifest.get("calibration"):
-        cal = manifest["calibration"]
-        print(f"calibration: {cal.get('method')} fit on {cal.get('n')} verdicts")
-    if manifest.get("hybrid"):
-        hybrid = manifest["hybrid"]
-        print(f"hybrid: LLM score + symptom features, fit on {(hybrid.get('fit') or {}).get('n')} validation "
-              f"verdicts; passes at p >= {hybrid.get('threshold')}")
-    if manifest.get("floor"):
-        print(f"symptom floor: fit on {(manifest['floor'].get('trained_on') or {}).get('n')} training trajectories")
-    print("\n".join(format_certificate(manifest.get(CERTIFICATE_KEY))))
+    print(describe_program(args.program, allow_unverified=args.allow_unverified_program))
     return 0
 
 
 # -- gate (issue 11) --------------------------------------------------------------------------------
 
 def cmd_gate(args) -> int:
-    """Exit 0 when the candidate may replace the baseline, 4 (`EXIT_NO`) when not, 2 on bad input, 3 when
+    """Exit 0 when the candidate may replace the baseline, 4 (`AnswerIsNo`) when not, 2 on bad input, 3 when
     the judge LM cannot be used; 1 is a bug's, never the gate's answer."""
     import tempfile
 
@@ -88,16 +66,14 @@ def cmd_gate(args) -> int:
     if args.candidate_verdicts or args.baseline_verdicts:
         if not (args.candidate_verdicts and args.baseline_verdicts) or args.candidate or args.baseline or args.data \
                 or args.labels:
-            print("error: give --candidate-verdicts and --baseline-verdicts together, without "
-                  "--candidate/--baseline/--data/--labels (verdict files carry their labels)", file=sys.stderr)
-            return 2
+            raise InputError("give --candidate-verdicts and --baseline-verdicts together, without "
+                             "--candidate/--baseline/--data/--labels (verdict files carry their labels)")
         result = gate_verdict_files(args.candidate_verdicts, args.baseline_verdicts, args.margin, args.alpha,
                                     floor_path=args.floor_verdicts, require_beats_floor=args.require_beats_floor)
     else:
         if not (args.candidate and args.baseline and args.data) or args.floor_verdicts:
-            print("error: give --candidate, --baseline and --data (or two verdict files; --floor-verdicts goes "
-                  "with verdict files)", file=sys.stderr)
-            return 2
+            raise InputError("give --candidate, --baseline and --data (or two verdict files; --floor-verdicts goes "
+                             "with verdict files)")
         trajectories = load_data(args, need_labels=True).trajectories
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
@@ -106,7 +82,9 @@ def cmd_gate(args) -> int:
                                    margin=args.margin, alpha=args.alpha, concurrency=args.concurrency,
                                    require_beats_floor=args.require_beats_floor)
     print(result.markdown())
-    return 0 if result.may_replace else EXIT_NO
+    if not result.may_replace:
+        raise AnswerIsNo("the candidate may not replace the baseline (the reasons are above)")
+    return 0
 
 
 def add_gate_parser(sub) -> None:
@@ -139,11 +117,10 @@ def cmd_label_next(args) -> int:
     from pathlib import Path
 
     from rubricforge_dspy.core.verdict import read_verdicts
-    from rubricforge_dspy.trust.label_next import pick, rank, write
+    from rubricforge_dspy.trust.label_next import format_picks, pick, rank, write
 
     if not args.program and not args.verdicts:
-        print("error: give --program (judged now) and/or --verdicts files", file=sys.stderr)
-        return 2
+        raise InputError("give --program (judged now) and/or --verdicts files")
     require_input(args)
     spool_from_mlflow(args, args.out)
     trajectories = load_data(args).trajectories
@@ -171,9 +148,8 @@ def cmd_label_next(args) -> int:
     n = write(chosen, args.out, where=main_name)
     print(f"wrote {n} of {len(trajectories)} trajectories to label (main judge {main_name}) -> {args.out}")
     tag_label_next_in_mlflow(args, chosen)
-    for i, c in enumerate(chosen, 1):
-        signals = ", ".join(f"{k} {v:.2f}" for k, v in c.signals.items())
-        print(f"{i:>3}. {c.trajectory.id}  priority {c.priority:.2f} ({signals})")
+    if chosen:
+        print(format_picks(chosen))
     print("fill in label (0/1) and reward (or write a CSV id,label), then: rubricforge induce --init PROGRAM "
           "--data LABELED... [--labels CSV]", file=sys.stderr)
     return 0

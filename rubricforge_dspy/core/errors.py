@@ -15,7 +15,8 @@
 - Any other exception reaching the command line is a bug: its traceback is printed and the exit code
   is **1**.
 - A question the command answers "no" to (`rubricforge gate`: the candidate may not replace the baseline;
-  `rubricforge certify --recheck`: the judge got worse) exits **4** (`EXIT_NO`): never 1, which is a bug's.
+  `rubricforge certify --recheck`: the judge got worse) raises `AnswerIsNo` once the answer is printed:
+  ``no: <message>`` and exit **4** (`EXIT_NO`): never 1, which is a bug's.
 
 A `RubricForgeError` that is neither (a judge's answer that is not a verdict, a cut completion) is
 handled inside the library; reaching the command line it, too, is a bug.
@@ -32,7 +33,7 @@ import errno
 import os
 
 __all__ = ["RubricForgeError", "InputError", "MissingFileError", "OutputExistsError", "MissingExtraError",
-           "ServerError", "RubricForgeWarning", "missing_file", "EXIT_INPUT", "EXIT_SERVER",
+           "ServerError", "AnswerIsNo", "RubricForgeWarning", "missing_file", "EXIT_INPUT", "EXIT_SERVER",
            "EXIT_BUG", "EXIT_NO", "EXIT_INTERRUPTED", "ENVIRONMENT_ERRNOS"]
 
 EXIT_BUG = 1          # an unexpected exception: a bug (traceback printed)
@@ -80,6 +81,13 @@ def missing_file(path) -> MissingFileError:
 class ServerError(RubricForgeError, RuntimeError):
     """A judge LM or server that cannot be reached or used (unreachable, circuit open, Batch API job
     failed, server would not start). The command line exits 3."""
+
+
+class AnswerIsNo(RubricForgeError):
+    """The answer of a command that asks a question is no: `rubricforge gate` (the candidate may not replace
+    the baseline), `rubricforge certify --recheck` (the judge got significantly worse). Not a failure: the
+    run worked and its answer is printed; the message says the answer in one line. The command line exits 4
+    (`EXIT_NO`), which a CI step reads as "do not deploy"."""
 
 
 class RubricForgeWarning(UserWarning):

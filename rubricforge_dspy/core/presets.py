@@ -73,6 +73,12 @@ PRESETS = {p.name: p for p in (EMBEDDED, SERVER)}
 # The library's default (module docstring): the server preset's sizes, one request at a time.
 LIBRARY = replace(SERVER, name="library", concurrency=1, num_threads=1)
 
+# The dead-server circuit breaker's limits (`rubricforge_dspy.lm.circuit.LMCircuit`): LM calls failed in a row
+# before a run stops. Batch judging counts a verdict whose call failed after its retries (``rubricforge judge
+# --max-consecutive-errors``); induction counts each of GEPA's judge calls, made without retries.
+JUDGING_MAX_CONSECUTIVE_LM_ERRORS = 20
+INDUCTION_MAX_CONSECUTIVE_LM_ERRORS = 3
+
 
 def preset_for(api_base: str | None) -> Preset:
     """The command line's rule: ``embedded`` without an endpoint, ``server`` with one.

@@ -14,6 +14,7 @@ Modules:
   with ``.report``);
 - :mod:`.examples`: the data as ``dspy.Example``s (`load_examples`, `to_examples`; imports DSPy);
 - :mod:`.label_checks`: loud checks on the labels a command is about to use (`LabelTally`);
+- :mod:`.stats`: counts of an input in one streaming pass (`DataStats`, `rubricforge stats`);
 - :mod:`.split`: by-task, class-stratified splits (`split_by_task`; imports numpy);
 - :mod:`.export`: write trajectories as the generic JSONL (`rubricforge convert`).
 
@@ -30,6 +31,7 @@ _MODULES = {
                                      "Joined", "LabelFileError"],
     "rubricforge_dspy.data.examples": ["load_examples", "to_examples", "Examples", "ExamplesReport"],
     "rubricforge_dspy.data.label_checks": ["LabelTally"],
+    "rubricforge_dspy.data.stats": ["DataStats"],
     "rubricforge_dspy.data.split": ["Split", "split_by_task", "sample_by_task", "DEFAULT_FRACTIONS"],
     "rubricforge_dspy.data.export": ["convert_trajectories", "record_of"],
     "rubricforge_dspy.core.trajectory": ["TrajectoryFormatError"],

@@ -60,12 +60,12 @@ from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.core.presets import LIBRARY, Preset
 from rubricforge_dspy.core.trajectory import Step, Trajectory
 
-__all__ = ["DEFAULT_MAX_STEP_CHARS", "DEFAULT_MAX_TOKENS", "ELISION", "HEADER", "RENDER_VERSION", "RenderConfig",
+__all__ = ["DEFAULT_MAX_STEP_CHARS", "DEFAULT_RENDER_TOKENS", "ELISION", "HEADER", "RENDER_VERSION", "RenderConfig",
            "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters", "render_step",
            "render_trajectory", "render_with_overrides", "safe_name"]
 
 RENDER_VERSION = 3  # 1: flattened whitespace, fixed per-step clip, characters / 4; 2: no quoting of content
-DEFAULT_MAX_TOKENS = LIBRARY.render_tokens  # the library's default sizes (rubricforge_dspy.core.presets)
+DEFAULT_RENDER_TOKENS = LIBRARY.render_tokens  # estimated tokens of a whole render (the library's, core.presets)
 DEFAULT_MAX_STEP_CHARS = LIBRARY.step_chars
 ELISION = "[... {n} steps elided to fit the token budget ...]"
 CONTROL_NOTE = " [{n} control characters removed]"
@@ -230,7 +230,7 @@ class RenderConfig:
     least (in characters) before whole steps are elided; a step is cut only when the render does not fit.
     The defaults are the library's (`rubricforge_dspy.core.presets.LIBRARY`)."""
 
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens: int = DEFAULT_RENDER_TOKENS
     max_step_chars: int = DEFAULT_MAX_STEP_CHARS
 
     def __post_init__(self):
@@ -519,3 +519,14 @@ def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[
         tail.append(i)
         remaining -= costs[i]
     return head + tail[::-1], budget
+
+
+def __getattr__(name: str):
+    """``DEFAULT_MAX_TOKENS``, the old name of `DEFAULT_RENDER_TOKENS`, with a `DeprecationWarning`."""
+    if name == "DEFAULT_MAX_TOKENS":
+        import warnings
+
+        warnings.warn("rubricforge_dspy.evidence.render.DEFAULT_MAX_TOKENS is DEFAULT_RENDER_TOKENS (estimated "
+                      "tokens of a whole render)", DeprecationWarning, stacklevel=2)
+        return DEFAULT_RENDER_TOKENS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

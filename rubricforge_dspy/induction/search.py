@@ -48,7 +48,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.induction.memorization import Memorized
 from rubricforge_dspy.program.store import data_fingerprint
-from rubricforge_dspy.core.presets import LIBRARY
+from rubricforge_dspy.core.presets import INDUCTION_MAX_CONSECUTIVE_LM_ERRORS, LIBRARY
 from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
@@ -93,7 +93,7 @@ class InductionConfig:
     max_rubric_chars: int = LIBRARY.max_rubric_chars
     num_threads: int = LIBRARY.num_threads
     use_merge: bool = False
-    max_consecutive_lm_errors: int = 3
+    max_consecutive_lm_errors: int = INDUCTION_MAX_CONSECUTIVE_LM_ERRORS
     max_false_pass: float | None = None  # the false-pass cap (Neyman-Pearson operating point); None: none
     calibration: str | None = "platt"  # fit on validation verdicts: "platt", "isotonic" or None
 
@@ -349,6 +349,41 @@ def check_induction_data(train: list[Trajectory], val: list[Trajectory], config:
 
 
 
+def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[dspy.Example], *,
+             judge_lm: dspy.BaseLM, reflection_lm: dspy.BaseLM, config: InductionConfig, proposer: GuardedProposer,
+             checkpoint: GEPACheckpoint | None, resume: str) -> TrajectoryJudge:
+    """dspy.GEPA's compile of `student` under `judge_lm`, its failures as `JudgeUnavailableError`: the judge
+    LM's circuit opened (`student.circuit`), or the reflection LM failed (`resume` says how to go on)."""
+    # GEPA's run dir is a private directory (`GEPACheckpoint`): GEPA never reads the user's log dir
+    with checkpoint if checkpoint is not None else nullcontext() as run_dir:
+        optimizer = dspy.GEPA(
+            metric=make_feedback_metric(config.fp_weight),
+            max_metric_calls=config.budget,
+            reflection_minibatch_size=config.minibatch,
+            reflection_lm=reflection_lm,
+            instruction_proposer=proposer,
+            add_format_failure_as_feedback=True,
+            candidate_selection_strategy="pareto",
+            use_merge=config.use_merge,
+            num_threads=config.num_threads,
+            log_dir=run_dir,
+            track_stats=True,
+            seed=config.seed,
+            gepa_kwargs={"callbacks": [checkpoint], "stop_callbacks": [FileStopper(checkpoint.stop_file())]}
+            if checkpoint is not None else None,
+        )
+        try:
+            with dspy.context(lm=judge_lm):
+                return optimizer.compile(student, trainset=trainset, valset=valset)
+        except CircuitOpen as abort:
+            raise JudgeUnavailableError(str(abort)) from student.circuit.last
+        except LMError as error:
+            raise JudgeUnavailableError(
+                f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "
+                "Check the reflection LM's endpoint and model (reflection_lm=; command line: "
+                f"--reflection-api-base/--reflection-model); {resume}.") from error
+
+
 def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: TrajectoryJudge, judge_lm: dspy.BaseLM,
                reflection_lm: dspy.BaseLM, config: InductionConfig, log_dir: str | Path | None = None) -> InductionResult:
     """GEPA over `seed`'s rubric on labeled `train`, selection and operating point on `val`.
@@ -381,34 +416,8 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         })
 
     proposer = GuardedProposer(guard, base_instructions=REFLECTION_PROMPT, max_chars=config.max_rubric_chars)
-    # GEPA's run dir is a private directory (`GEPACheckpoint`): GEPA never reads the user's log dir
-    with checkpoint if checkpoint is not None else nullcontext() as run_dir:
-        optimizer = dspy.GEPA(
-            metric=make_feedback_metric(config.fp_weight),
-            max_metric_calls=config.budget,
-            reflection_minibatch_size=config.minibatch,
-            reflection_lm=reflection_lm,
-            instruction_proposer=proposer,
-            add_format_failure_as_feedback=True,
-            candidate_selection_strategy="pareto",
-            use_merge=config.use_merge,
-            num_threads=config.num_threads,
-            log_dir=run_dir,
-            track_stats=True,
-            seed=config.seed,
-            gepa_kwargs={"callbacks": [checkpoint], "stop_callbacks": [FileStopper(checkpoint.stop_file())]}
-            if checkpoint is not None else None,
-        )
-        try:
-            with dspy.context(lm=judge_lm):
-                optimized = optimizer.compile(student, trainset=trainset, valset=valset)
-        except CircuitOpen as abort:
-            raise JudgeUnavailableError(str(abort)) from circuit.last
-        except LMError as error:
-            raise JudgeUnavailableError(
-                f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "
-                "Check the reflection LM's endpoint and model (reflection_lm=; command line: "
-                f"--reflection-api-base/--reflection-model); {resume}.") from error
+    optimized = _compile(student, trainset, valset, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
+                         proposer=proposer, checkpoint=checkpoint, resume=resume)
     detailed = optimized.detailed_results
     if checkpoint is not None:  # GEPA's own run dir is gone; its files are in the user's log dir
         detailed = dataclasses.replace(detailed, log_dir=str(checkpoint.log_dir))

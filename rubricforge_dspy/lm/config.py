@@ -37,12 +37,12 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.lm.secrets import check_api_key_env, redact_url
 
 __all__ = [
-    "LMConfig", "StructuredOutput", "STRUCTURED_OUTPUTS", "SETTABLE_FIELDS", "DEFAULT_MAX_TOKENS",
+    "LMConfig", "StructuredOutput", "STRUCTURED_OUTPUTS", "SETTABLE_FIELDS", "DEFAULT_COMPLETION_TOKENS",
     "DEFAULT_API_KEY_ENV", "REFLECTION_DEFAULTS", "ENV_PREFIX", "REFLECTION_INFIX",
     "structured_response_format", "bound_strings", "lm_name",
 ]
 
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_COMPLETION_TOKENS = 256  # a judge's answer: the completion tokens the LM may generate (`max_tokens`)
 DEFAULT_API_KEY_ENV = "RUBRICFORGE_API_KEY"
 REFLECTION_DEFAULTS = {"max_tokens": 4096}
 ENV_PREFIX = "RUBRICFORGE_"
@@ -81,7 +81,7 @@ class LMConfig:
     api_key_env: str = DEFAULT_API_KEY_ENV
     structured_output: StructuredOutput = "json_schema"
     temperature: float = 0.0
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens: int = DEFAULT_COMPLETION_TOKENS
     seed: int = 0
     timeout: float = 120.0
     num_retries: int = 2
@@ -208,3 +208,14 @@ def lm_name(lm) -> str:
     base = getattr(config, "api_base", None)
     name = str(getattr(lm, "model", None) or type(lm).__name__)
     return f"{name} @ {redact_url(base)}" if base else name
+
+
+def __getattr__(name: str):
+    """``DEFAULT_MAX_TOKENS``, the old name of `DEFAULT_COMPLETION_TOKENS`, with a `DeprecationWarning`."""
+    if name == "DEFAULT_MAX_TOKENS":
+        import warnings
+
+        warnings.warn("rubricforge_dspy.lm.config.DEFAULT_MAX_TOKENS is DEFAULT_COMPLETION_TOKENS (the completion "
+                      "tokens of a judge's answer)", DeprecationWarning, stacklevel=2)
+        return DEFAULT_COMPLETION_TOKENS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

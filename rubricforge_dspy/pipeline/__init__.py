@@ -20,7 +20,7 @@ _MODULES = {
     "rubricforge_dspy.pipeline.induce_job": ["run_induce_job", "InduceJobResult", "induction_split",
                                              "induce_and_freeze"],
     "rubricforge_dspy.pipeline.protocol": ["run_protocol", "ProtocolConfig", "JUDGES"],
-    "rubricforge_dspy.pipeline.demo": ["run_demo", "demo_sample"],
+    "rubricforge_dspy.pipeline.demo": ["run_demo", "demo_sample", "demo_header"],
     "rubricforge_dspy.pipeline.report_job": ["report_main"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

@@ -9,9 +9,9 @@ induced judge and every baseline, and writes the report into the directory given
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-import sys
 from contextlib import nullcontext
 from importlib import resources
 from pathlib import Path
@@ -27,8 +27,10 @@ from rubricforge_dspy.core.sizes import sizes_explained
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
 from rubricforge_dspy.data.split import sample_by_task, split_by_task
-from rubricforge_dspy.induction.search import MIN_VAL_ITEMS
+from rubricforge_dspy.induction.search import MIN_VAL_ITEMS, InductionConfig
 from rubricforge_dspy.lm.config import lm_name
+
+logger = logging.getLogger(__name__)
 
 # Trial 0 of each task of the tau-bench GPT-4o airline run, shipped in the package (see DEMO_DATA.md beside this module).
 DEMO_DATA = Path(str(resources.files("rubricforge_dspy.pipeline").joinpath("demo-gpt-4o-airline.json")))
@@ -53,8 +55,8 @@ def default_out_dir() -> Path:
 def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: str | Path | None = None,
                 label_threshold=None) -> tuple[list[Trajectory], Path]:
     """One trial of `n_tasks` seeded-random tasks of the labeled trajectories in `data` (default: the
-    bundled GPT-4o airline sample), with `labels` joined by id; unlabeled ones are left out (said on
-    stderr). Returns the sample and the data file."""
+    bundled GPT-4o airline sample), with `labels` joined by id (the join's summary is logged); unlabeled
+    ones are left out (a logged warning with their count). Returns the sample and the data file."""
     data = Path(data) if data else DEMO_DATA
     if not data.exists():
         raise FileNotFoundError(f"demo data not found at {data}; give a tau-bench results file (data=; "
@@ -65,10 +67,10 @@ def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: st
     if labels:
         trajectories = join_labels(trajectories, labels, label_threshold)
         joined = trajectories.report
-        print(joined.summary(), file=sys.stderr)
+        logger.info("%s", joined.summary())
     unlabeled = [t.id for t in trajectories if t.label is None]
     if unlabeled:
-        print(f"WARNING: {len(unlabeled)} unlabeled trajectories left out (e.g. {unlabeled[0]})", file=sys.stderr)
+        logger.warning("%d unlabeled trajectories left out (e.g. %s)", len(unlabeled), unlabeled[0])
         trajectories = labeled_only(trajectories)
     return sample_by_task(trajectories, n_tasks), data
 
@@ -78,7 +80,7 @@ def sizes_note(sample: list[Trajectory], config: ProtocolConfig) -> str:
     nothing): said once, instead of a warning from every step the sizes skip or make noisy (those are
     then logged at INFO, `core.sizes`; the line is also the report's first note, and each step's own note
     stays in the manifest and the report)."""
-    split = split_by_task(sample, config.fractions, config.seed)
+    split = split_by_task(sample, config.fractions, config.induction.seed)
 
     def one_class(part: list[Trajectory]) -> bool:
         return len({t.label for t in part}) < 2
@@ -98,9 +100,20 @@ def sizes_note(sample: list[Trajectory], config: ProtocolConfig) -> str:
     more = (f" and at least {enough} labeled tasks (--tasks, and --data when the file holds fewer), so that "
             f"validation holds {MIN_VAL_ITEMS} items") if enough else ""
     return (f"demo sizes: {len(sample)} tasks ({len(split.train)} train, {len(split.val)} validation, "
-            f"{len(split.test)} test), GEPA budget {config.budget}: a quick run of the whole pipeline, not a "
+            f"{len(split.test)} test), GEPA budget {config.induction.budget}: a quick run of the whole pipeline, not a "
             f"measurement. At these sizes {'; '.join(left_out)}. For numbers that mean something, use a real "
             f"model (--api-base/--model){more}.")
+
+
+def demo_header(sample: list[Trajectory], preset: Preset, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
+                data_name: str = DEMO_DATA.name) -> str:
+    """What a person running the demo is told before it starts: the LMs, the data and the sizes of
+    `preset`, and (when they are too small for some step) once what the sizes are for (`sizes_note`)."""
+    lines = [f"judge LM: {lm_name(judge_lm)}", f"reflection LM: {lm_name(reflection_lm)}",
+             f"data: {data_name}, {len(sample)} tasks x 1 trial; preset {preset.name}: GEPA budget "
+             f"{preset.budget}, concurrency {preset.concurrency}, render {preset.render_tokens} tokens"]
+    note = sizes_note(sample, protocol_config(preset))
+    return "\n".join([*lines, note] if note else lines)
 
 
 def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
@@ -108,21 +121,16 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
              resume: bool = False) -> tuple[Path, Path]:
     """Run the protocol on the demo `sample` into the directory `out` (nothing is written elsewhere) and
     freeze the induced judge at `program` (default ``OUT/induced.json``), with the sizes of `preset`.
-    Prints the LMs and sizes on stderr, and once what the sizes are for when they are too small for some
-    step (`sizes_note`; those steps then do not warn). Returns (the run directory holding report.md, the
-    program)."""
+    When the sizes are too small for some step, what they are for is said once (`sizes_note`: the
+    report's first note; `demo_header` is the text for a person, which `rubricforge demo` prints) and
+    those steps then do not warn. Returns (the run directory holding report.md, the program)."""
     out = Path(out)
     program = Path(program) if program else out / "induced.json"
     embedded = preset.name == "embedded"
     judge_name, ref_name = lm_name(judge_lm), lm_name(reflection_lm)
-    print(f"judge LM: {judge_name}\nreflection LM: {ref_name}\n"
-          f"data: {data_name}, {len(sample)} tasks x 1 trial; preset {preset.name}: GEPA budget "
-          f"{preset.budget}, concurrency {preset.concurrency}, render {preset.render_tokens} tokens",
-          file=sys.stderr)
     config = protocol_config(preset)
     note = sizes_note(sample, config)
-    if note:
-        print(note, file=sys.stderr)
+    logger.debug("demo: %d tasks, preset %s; %s", len(sample), preset.name, note or "sizes leave nothing out")
     notes = " ".join(text for text in (note, SMALL_MODEL_NOTE if embedded else "") if text)
     with sizes_explained(note) if note else nullcontext():
         run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm,
@@ -133,7 +141,9 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
 
 
 def protocol_config(preset: Preset, **overrides) -> ProtocolConfig:
-    """The protocol's sizes from a `rubricforge_dspy.core.presets.Preset`."""
-    return ProtocolConfig(budget=preset.budget, minibatch=preset.minibatch, render=RenderConfig.of(preset),
-                          demo_max_tokens=preset.demo_max_tokens, max_rubric_chars=preset.max_rubric_chars,
-                          concurrency=preset.concurrency, num_threads=preset.num_threads, **overrides)
+    """The protocol's sizes from a `rubricforge_dspy.core.presets.Preset`; `overrides` are other
+    `ProtocolConfig` fields."""
+    induction = InductionConfig(budget=preset.budget, minibatch=preset.minibatch,
+                                max_rubric_chars=preset.max_rubric_chars, num_threads=preset.num_threads)
+    return ProtocolConfig(induction=induction, render=RenderConfig.of(preset), demo_max_tokens=preset.demo_max_tokens,
+                          concurrency=preset.concurrency, **overrides)

@@ -50,6 +50,41 @@ class InduceJobResult:
     certificate: dict | None = None
     not_certified: str | None = None
 
+    def format_sweep(self) -> str:
+        """The candidates GEPA accepted, one line each (validation agreement and score, the metric call
+        that found it), the frozen one marked ``<- best``."""
+        result = self.induction
+        return "\n".join(
+            f"candidate {row['candidate']:>2}  val agreement {row['val_agreement']:.3f}  score {row['val_score']:.3f}"
+            f"  at call {row['discovered_at_metric_call']}{' <- best' if row['candidate'] == result.best_index else ''}"
+            for row in result.sweep)
+
+    def summary(self) -> str:
+        """What a person should know of the job beside the sweep, one line each: the hybrid stack, why it
+        was not certified, candidates rejected for memorizing training episodes, failed judge calls, a
+        seed that no candidate beat, and the test-split certificate."""
+        result, stack, lines = self.induction, self.hybrid, []
+        if stack is not None:
+            lines.append(f"hybrid: LLM score + {len(stack.model.inputs) - 1} symptom features, fit on "
+                         f"{stack.fit['n']} validation verdicts; passes at p >= {stack.threshold:.3f}")
+        if self.not_certified:
+            lines.append(self.not_certified)
+        if result.rejected:
+            lines.append(f"rejected {len(result.rejected)} candidate rubric(s) that memorized training episodes "
+                         f"(e.g. {'; '.join(result.rejected[0]['leaks'][:3])})")
+        if result.lm_errors:
+            lines.append(f"{result.lm_errors} judge call(s) failed with an LM error and scored as failures")
+        if not result.beat_seed:
+            lines.append("no candidate beat the seed rubric on validation; the frozen rubric is the seed")
+        if self.certificate is not None:
+            fp = self.certificate["false_pass"]
+            low, high = fp["interval"] if isinstance(fp.get("interval"), (list, tuple)) else (None, None)
+            cap = result.config.max_false_pass if result.config is not None else None
+            lines.append(f"certified on the test split: false-pass rate {fp['rate']} [{low}, {high}] on {fp['n']} "
+                         f"failed item(s){f' (cap {cap})' if cap is not None else ''}; see `rubricforge show "
+                         f"{self.program}`")
+        return "\n".join(lines)
+
 
 def induction_split(trajectories: list[Trajectory], *, sample_tasks: int | None = None, seed: int = 0,
                     fractions: tuple[float, float, float] = DEFAULT_FRACTIONS) -> Split:

@@ -41,23 +41,30 @@ JUDGES = ("oracle", INDUCED, HYBRID, "geval", "fewshot", "heuristic", FLOOR, LEN
 
 @dataclass(frozen=True)
 class ProtocolConfig:
-    """The settings of the evaluation protocol (induction sizes, few-shot k, split fractions, seed)."""
+    """The settings of the evaluation protocol: the induction's own `InductionConfig` (nested, every field
+    reaches `induce`), the split, the few-shot baseline, the ablation and the judging sizes.
+
+    Attributes:
+        induction: the induction's settings, as `induce` takes them (budget, minibatch, seed, false-pass
+            weight and cap, calibration, merge, the consecutive LM error limit, rubric length, threads).
+            Its seed also seeds the split by task and the few-shot demos.
+        fewshot_k: demos of the few-shot baseline.
+        fractions: train/val/test shares of the tasks.
+        ablation: judge the test split once per criterion, without it.
+        concurrency: judge requests in flight on the test split.
+        render: the render of every LLM judge.
+        demo_max_tokens: the few-shot demos' smaller render budget (small models); None: the render's.
+    """
 
     # Sizes: the library's defaults (rubricforge_dspy.core.presets.LIBRARY); `pipeline.demo.protocol_config`
     # takes them from a preset instead.
-    budget: int = LIBRARY.budget
-    minibatch: int = LIBRARY.minibatch
-    seed: int = 0
-    fp_weight: float = 1.0
+    induction: InductionConfig = field(default_factory=InductionConfig)
     fewshot_k: int = 4
     fractions: tuple[float, float, float] = DEFAULT_FRACTIONS
     ablation: bool = True
     concurrency: int = LIBRARY.concurrency
     render: RenderConfig = field(default_factory=lambda: RenderConfig.of(LIBRARY))
-    demo_max_tokens: int | None = LIBRARY.demo_max_tokens  # FewShot demos rendered with a smaller budget (small models)
-    max_rubric_chars: int = LIBRARY.max_rubric_chars
-    max_false_pass: float | None = None
-    num_threads: int = LIBRARY.num_threads
+    demo_max_tokens: int | None = LIBRARY.demo_max_tokens
 
 
 def _slug(text: str) -> str:
@@ -184,15 +191,13 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
         clear_run(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    split = split_by_task(trajectories, config.fractions, config.seed)
+    split = split_by_task(trajectories, config.fractions, config.induction.seed)
     logger.info("split: %s", split.summary())
     cache_dir = out_dir / "cache"
 
     induction = induce_and_freeze(
         split.train, split.val, program_path, judge_lm=judge_lm, reflection_lm=reflection_lm,
-        config=InductionConfig(budget=config.budget, minibatch=config.minibatch, seed=config.seed,
-                               fp_weight=config.fp_weight, max_rubric_chars=config.max_rubric_chars,
-                               max_false_pass=config.max_false_pass, num_threads=config.num_threads),
+        config=config.induction,
         init=TrajectoryJudge(render_config=config.render), log_dir=out_dir / "gepa", lm_name=judge_lm_name,
     )
 
@@ -205,14 +210,14 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
         INDUCED: _judge_llm(induction.judge, test, predictions / f"{INDUCED}.jsonl", judge_lm, config, cache_dir),
         "geval": _judge_llm(geval_judge(config.render), test, predictions / "geval.jsonl", judge_lm, config,
                             cache_dir),
-        "fewshot": _judge_llm(fewshot_judge(split.train, config.fewshot_k, config.seed, config.render,
+        "fewshot": _judge_llm(fewshot_judge(split.train, config.fewshot_k, config.induction.seed, config.render,
                                             config.demo_max_tokens),
                               test, predictions / "fewshot.jsonl", judge_lm, config, cache_dir),
     }
 
     floor_notes = write_floor_predictions(out_dir, split, predictions)
     floor_notes += write_hybrid_predictions(out_dir, split, induction.val_verdicts, predictions / f"{INDUCED}.jsonl",
-                                            program_path, config.max_false_pass)
+                                            program_path, config.induction.max_false_pass)
     certify_from_predictions(program_path, predictions / f"{INDUCED}.jsonl", test, judge_lm,
                              floor_path=predictions / f"{FLOOR}.jsonl")
     hybrid_program = Path(program_path).with_suffix(".hybrid.json")
@@ -240,7 +245,7 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
         "graded": any(0.0 < t.reward < 1.0 for t in trajectories),
         "rubric": induction.judge.rubric, "beat_seed": induction.beat_seed,
         "sweep": induction.sweep, "program": str(program_path),
-        "config": {**asdict(config), "render": asdict(config.render)},
+        "config": asdict(config),
         "batches": batches, "wall_time_s": round(time.time() - started, 1), "notes": notes,
     }
     (out_dir / "run.json").write_text(json.dumps(run, indent=2, default=str))

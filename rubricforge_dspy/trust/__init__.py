@@ -23,12 +23,12 @@ from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
     "rubricforge_dspy.trust.certificate": ["compute_certificate", "certificate_for", "format_certificate", "recheck",
-                                           "check_held_out", "CertificateError"],
+                                           "check_held_out", "CertificateError", "describe_program"],
     "rubricforge_dspy.trust.certify": ["certify_program", "recheck_program", "judge_labeled"],
     "rubricforge_dspy.trust.gate": ["gate_programs", "gate_verdict_files", "decide", "pair", "Paired", "GateResult",
                                     "NonInferiority", "GateInputError"],
     "rubricforge_dspy.trust.audit": ["AuditReport", "GoodhartWarning", "sample_for_labeling", "load_labeled"],
-    "rubricforge_dspy.trust.floor_cv": ["cross_validate", "floor_report", "write_cv_verdicts"],
+    "rubricforge_dspy.trust.floor_cv": ["cross_validate", "floor_report", "format_floor_report", "write_cv_verdicts"],
     "rubricforge_dspy.trust.floor_margin": ["floor_margin_of_records", "FloorMarginError"],
     "rubricforge_dspy.trust.label_next": ["Candidate"],
 }

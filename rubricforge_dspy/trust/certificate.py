@@ -224,3 +224,46 @@ def format_certificate(certificate: Mapping | None) -> list[str]:
         f"{str(c['data_fingerprint'])[:12]}",
         *("  " + line for line in margin_lines(c.get("floor"))),
     ]
+
+
+def describe_program(path, *, allow_unverified: bool = False) -> str:
+    """What `rubricforge show` prints of a frozen program: its integrity, the rubric (sha256, length,
+    criteria), where it was induced, its calibration, hybrid stack and symptom floor, and its certificate
+    (`format_certificate`).
+
+    Args:
+        path: the program file (``.json``).
+        allow_unverified: describe a program whose manifest cannot verify it (marked UNVERIFIED) instead of
+            refusing it.
+
+    Raises:
+        InputError: the file is not a program, or (without `allow_unverified`) it cannot be verified.
+    """
+    from rubricforge_dspy.core.rubric import parse_criteria
+    from rubricforge_dspy.program.store import MANIFEST_KEY, program_sha256, read_program
+
+    state = read_program(path, allow_unverified=allow_unverified)
+    manifest = state.get(MANIFEST_KEY) or {}
+    verified = bool(manifest.get("program_sha256")) and manifest.get("program_sha256") == program_sha256(state)
+    rubric = manifest.get("rubric") or ""
+    criteria = parse_criteria(rubric)
+    lines = [
+        f"program: {path}",
+        f"integrity: program_sha256 {str(manifest.get('program_sha256'))[:12]} (instructions, field texts, demos, "
+        "operating point, render, manifest)" + ("" if verified else ": UNVERIFIED, the content does not match it"),
+        f"rubric: sha256 {str(manifest.get('rubric_sha256'))[:12]}, {len(rubric)} chars, {len(criteria)} criteria"
+        + (": " + "; ".join(f"{c.number}. {c.name}" for c in criteria) if criteria else ""),
+        f"induced with: {manifest.get('induced_with_lm')} on data {str(manifest.get('data_fingerprint'))[:12]} "
+        f"({manifest.get('created_at')})",
+    ]
+    if manifest.get("calibration"):
+        cal = manifest["calibration"]
+        lines.append(f"calibration: {cal.get('method')} fit on {cal.get('n')} verdicts")
+    if manifest.get("hybrid"):
+        hybrid = manifest["hybrid"]
+        lines.append(f"hybrid: LLM score + symptom features, fit on {(hybrid.get('fit') or {}).get('n')} validation "
+                     f"verdicts; passes at p >= {hybrid.get('threshold')}")
+    if manifest.get("floor"):
+        lines.append(f"symptom floor: fit on {(manifest['floor'].get('trained_on') or {}).get('n')} training "
+                     "trajectories")
+    return "\n".join([*lines, *format_certificate(manifest.get(CERTIFICATE_KEY))])

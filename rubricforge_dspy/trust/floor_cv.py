@@ -29,7 +29,7 @@ from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
-           "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
+           "format_floor_report", "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
 
 HEURISTIC = "heuristic"
 DEFAULT_FOLDS = FLOOR_FOLDS
@@ -220,3 +220,38 @@ def write_cv_verdicts(trajectories: Items, out_dir, *, n_splits: int = DEFAULT_F
             for line in verdict_lines(items, scorers[name](), name):
                 handle.write(json.dumps(line) + "\n")
     return written
+
+
+def _rate(row: dict, key: str, ci: str | None = None) -> str:
+    ci = ci or key
+    value, low, high = row.get(key), row.get(f"{ci}_ci_low"), row.get(f"{ci}_ci_high")
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
+
+
+def format_floor_report(report: dict, where: str) -> str:
+    """The floor report of `floor_report` as `rubricforge floor` prints it: the data (`where`), one row per
+    model (kappa, false-pass rate, accuracy, AUC with intervals), the length giveaway sentence and notes."""
+    from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY, floor_giveaway_sentence, giveaway_sentence
+
+    level = int(round(100 * report["confidence"]))
+    lines = [f"data: {where}: {report['n']} trajectories on {report['tasks']} tasks, {report['positives']} passed "
+             f"(base pass rate {report['base_pass_rate']:.3f})",
+             f"task-grouped {report['folds']['n']}-fold cross-validation (seed {report['folds']['seed']}); "
+             f"{level}% intervals: exact Clopper-Pearson for the false-pass rate, bootstrap for kappa and AUC", ""]
+    header = f"{'judge':<12} {'kappa':<24} {'false-pass rate (exact)':<26} {'accuracy':<9} {'AUC':<24} {'n':>5}"
+    lines += [header, "-" * len(header)]
+    for row in report["rows"]:
+        accuracy = f"{row['accuracy']:.3f}" if row.get("accuracy") is not None else "n/a"
+        lines.append(f"{row['judge']:<12} {_rate(row, 'kappa'):<24} {_rate(row, 'false_pass_rate', 'false_pass'):<26} "
+                     f"{accuracy:<9} {_rate(row, 'auc'):<24} {row['n']:>5}")
+    length = next(r for r in report["rows"] if r["judge"] == LENGTH_ONLY)
+    lines += ["", giveaway_sentence(length["auc"], length["auc_ci_low"], length["auc_ci_high"]).replace("**", "")]
+    floor = next(r for r in report["rows"] if r["judge"] == FLOOR)
+    warning = floor_giveaway_sentence(floor["kappa"])
+    if warning:
+        lines.append("WARNING: " + warning.replace("**", ""))
+    for note in report.get("notes") or []:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)

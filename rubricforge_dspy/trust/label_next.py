@@ -105,3 +105,10 @@ def write(chosen: Sequence[Candidate], out_path, where: str) -> int:
             yield to_record(c.trajectory, reward=None, label=None, metadata=metadata)
 
     return write_records(records(), out_path)
+
+
+def format_picks(chosen: Sequence[Candidate]) -> str:
+    """The picks as `rubricforge label-next` lists them: rank, trajectory id, priority and its signals."""
+    return "\n".join(f"{i:>3}. {c.trajectory.id}  priority {c.priority:.2f} "
+                     f"({', '.join(f'{k} {v:.2f}' for k, v in c.signals.items())})"
+                     for i, c in enumerate(chosen, 1))

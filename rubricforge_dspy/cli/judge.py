@@ -1,0 +1,115 @@
+"""`rubricforge judge`: judge a file of trajectories into a JSONL of verdicts, locally, on Ray (``--ray``) or
+through the endpoint's Batch API (``--batch-api``); the three paths end with one epilogue (`_epilogue`).
+`rubricforge_dspy.cli.main` registers the command and its flags."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rubricforge_dspy.cli.integrations import require_input, spool_from_mlflow, write_verdicts_to_mlflow
+from rubricforge_dspy.cli.lm_options import lm_from_args
+from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS
+from rubricforge_dspy.lm.config import lm_name
+
+__all__ = ["cmd_judge"]
+
+
+def _epilogue(summary, report, join, tally) -> None:
+    """What every judging path (local, Ray, Batch API) says when it ends: the load's problems and the label
+    join, label warnings, the run's summary; then `JudgeUnavailableError` (exit 3) when the run produced no
+    verdict: every line of this run an abstention, whatever the kind (LM errors, truncated, unparsable
+    answers), with the counts by kind. Nothing judged because every item was judged already is said and
+    is not an error."""
+    from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+
+    print_load_problems(report, join.finish() if join else None)
+    print_label_warnings(tally)
+    print(summary.format(), file=sys.stderr)
+    if not summary.judged:
+        if summary.resumed:
+            print(f"nothing to do: all {summary.resumed} item(s) were judged already in {summary.out_path}",
+                  file=sys.stderr)
+        return
+    if summary.n_abstained < summary.judged:
+        return
+    kinds = ", ".join(f"{kind}={n}" for kind, n in sorted(summary.abstained.items()))
+    example = "; ".join(f"{kind}: {(error.strip().splitlines() or [''])[0][:200]}"
+                        for kind, error in sorted(summary.errors.items()))
+    raise JudgeUnavailableError(
+        f"no verdict was produced: every judge call failed; all {summary.judged} item(s) of this run abstained "
+        f"({kinds}). {example}. The lines are in {summary.out_path}; fix the server or the judge's settings (e.g. "
+        "a larger --max-tokens for truncated answers) and judge again into a new --out")
+
+
+def cmd_judge(args) -> int:
+    """Exit 0 when this run produced a verdict (or had nothing left to judge); 3 when it produced none
+    (every item abstained, whatever the kind, with the counts by kind) or when too many calls failed in
+    a row (`--max-consecutive-errors`); 2 for bad input, found before the first LM call."""
+    require_input(args)
+    spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
+    try:
+        _judge(args)
+    except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line
+        if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
+    write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
+    return 0
+
+
+def _judge(args) -> None:
+    from rubricforge_dspy.apply.stream import run_judge_file
+    from rubricforge_dspy.data.label_checks import LabelTally
+    from rubricforge_dspy.data.labels import LabelJoin
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.cli.presets import judge_render, resolve
+    from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
+    from rubricforge_dspy.judge.loading import load_judge
+
+    report, tally = LoadReport(), LabelTally()
+    join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
+
+    preset = resolve(args)
+    # A frozen program keeps the render it was induced with (None), but for the sizes the flags give.
+    unverified = args.allow_unverified_program
+    render = judge_render(args, preset, lambda: load_judge(args.program, check_certificate=False,
+                                                     allow_unverified=unverified).render_config)
+    if unverified and args.program is not None:  # loaded here, with the override; the library gets the judge
+        args.program = load_judge(args.program, allow_unverified=True)
+    check_endpoints(args)
+    if args.batch_api:
+        summary = _judge_batch_api(args, render, report, join, tally)
+    elif args.ray is not None:
+        summary = run_ray_judge(args, preset, render, report, join, tally)
+        summary.skipped = len(report.skipped)
+    else:
+        with lm_from_args(args) as lm:
+            print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, render "
+                  f"{'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
+            summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm, render_config=render,
+                                     concurrency=preset.concurrency, on_error="skip" if args.skip_bad else "raise",
+                                     format=args.format, label_threshold=args.label_threshold,
+                                     cache=False if args.no_cache else True,
+                                     max_consecutive_lm_errors=args.max_consecutive_errors or None,
+                                     labels=join, load_report=report, on_trajectory=tally.add)
+    _epilogue(summary, report, join, tally)
+
+
+def _judge_batch_api(args, render, report, join, tally):
+    """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
+    raises `BatchJobFailed` (a `ServerError`: exit 3)."""
+    from rubricforge_dspy.apply.stream import load_judge
+    from rubricforge_dspy.apply.openai_batch import run_batch_api
+
+    judge = load_judge(args.program)
+    if render is not None:
+        judge.render_config = render
+    with lm_from_args(args) as lm:
+        print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
+        return run_batch_api(judge, args.data, args.out, lm=lm, format=args.format,
+                             label_threshold=args.label_threshold, on_error="skip" if args.skip_bad else "raise",
+                             cache=False if args.no_cache else True, limit=args.limit,
+                             poll_interval=args.poll_interval, load_report=report, labels=join,
+                             on_trajectory=tally.add)

@@ -1,0 +1,68 @@
+"""Counts of a trajectory input (`rubricforge stats`), taken in one pass over a stream: memory holds the
+per-task counters, never the trajectories.
+
+    stats = DataStats()
+    for t in iter_trajectory_counts(paths, report=report):
+        stats.add(t)
+    print(stats.format(report))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DataStats"]
+
+
+@dataclass
+class DataStats:
+    """How many trajectories, labeled or not, passing, on how many tasks, domains and agents, and with
+    how many tool errors. Add each trajectory (or `TrajectoryCounts`) with `add`; `to_dict` and `format`
+    read the load's `LoadReport` for the skipped records and the label rule of each format."""
+
+    trajectories: int = 0
+    unlabeled: int = 0
+    positives: int = 0
+    tool_errors: int = 0
+    reward_sum: float = 0.0  # over the labeled ones
+    tasks: set = field(default_factory=set)  # (domain, task_id)
+    domains: set = field(default_factory=set)
+    agents: set = field(default_factory=set)
+
+    def add(self, trajectory: Any) -> None:
+        """Count one trajectory: anything with ``domain``, ``task_id``, ``agent``, ``n_tool_errors``,
+        ``label`` and ``reward`` (a `Trajectory`, or the `TrajectoryCounts` of a counting load)."""
+        self.trajectories += 1
+        self.tasks.add((trajectory.domain, trajectory.task_id))
+        self.domains.add(trajectory.domain)
+        self.agents.add(trajectory.agent)
+        self.tool_errors += trajectory.n_tool_errors
+        if trajectory.label is None:
+            self.unlabeled += 1
+        else:
+            self.positives += trajectory.label
+            self.reward_sum += trajectory.reward
+
+    def to_dict(self, report: Any) -> dict:
+        """The counts as one flat record, in the order `format` shows them; `report` is the load's
+        `LoadReport` (``skipped``, ``label_rules``). ``mean_reward`` is over the labeled trajectories
+        (None when none is labeled)."""
+        labeled = self.trajectories - self.unlabeled
+        return {
+            "trajectories": self.trajectories,
+            "unlabeled": self.unlabeled,
+            "positives": self.positives,
+            "tasks": len(self.tasks),
+            "domains": sorted(self.domains),
+            "agents": sorted(self.agents),
+            "skipped": len(report.skipped),
+            "mean_reward": round(self.reward_sum / labeled, 4) if labeled else None,
+            "tool_errors": self.tool_errors,
+            "label_rules": ", ".join(f"{fmt}: {rule}" for fmt, rule in report.label_rules.items()),
+        }
+
+    def format(self, report: Any) -> str:
+        """One ``name: value`` line per count, names right-aligned (`to_dict`)."""
+        return "\n".join(f"{key:>13}: {', '.join(value) if isinstance(value, list) else value}"
+                         for key, value in self.to_dict(report).items())
