@@ -17,7 +17,7 @@ The same judge as the local path, called the same way: each Ray worker (an actor
 ``map_batches`` pool) holds a copy of the judge on a one-attempt LM per endpoint and, like
 `rubricforge judge`, takes the fast path when the judge offers one (`TrajectoryJudge.direct_call`: a plain
 judge on an LM built by `lm.make_lm`): one event loop per actor, kept across batches (the local path's
-`apply.stream._EventLoop`), ``concurrency`` calls in flight through
+`apply.executors.EventLoopExecutor`), ``concurrency`` calls in flight through
 `rubricforge_dspy.judge.execution.ajudge_verdict`; any other judge is called through `judge_verdict` from
 ``concurrency`` threads. Either way the render, the strict parse, the truncation rule, the retries of
 transient errors and the abstentions are those of `rubricforge judge`, and each verdict line is
@@ -32,7 +32,7 @@ that is exactly-once:
 2. Anti-join: the dataset is filtered on the driver's done ids before any LM call, so a re-run judges
    only what is missing.
 3. Workers write nothing: they return verdict lines (an ``id`` and a ``line`` column). The driver
-   appends each line through the batch writer of the local path (`apply.stream._Writer`: one unbuffered
+   appends each line through the batch writer of the local path (`apply.writer.VerdictWriter`: one unbuffered
    write per line), skipping an id it has already written in this run: when Ray re-executes a block
    after a worker died (actor restart, task retry), the block's ids come back a second time and are
    counted in ``summary.duplicates``, never written twice.
@@ -74,14 +74,17 @@ from typing import TYPE_CHECKING, Iterable
 import dspy
 import orjson
 
-from rubricforge_dspy.apply.job import BatchOutputError, ResumeState, claim_output, output_lock, read_done
-from rubricforge_dspy.apply.stream import (DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _EventLoop, _Writer,
-                                          load_judge)
+from rubricforge_dspy.apply.executors import EventLoopExecutor
+from rubricforge_dspy.apply.job import ResumeState, claim_job, output_lock, read_done
+from rubricforge_dspy.apply.options import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, JobOptions, job_options
+from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
+from rubricforge_dspy.apply.writer import VerdictWriter
 from rubricforge_dspy.core.errors import InputError, MissingExtraError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from rubricforge_dspy.judge.execution import RetryPolicy, as_verdict, count_verdict, judge_verdict
+from rubricforge_dspy.judge.execution import as_verdict, count_verdict, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
+from rubricforge_dspy.judge.loading import judge_from
 from rubricforge_dspy.judge.module import TrajectoryJudge, VerdictFormatError
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import LMConfig, bound_strings
@@ -96,7 +99,6 @@ if TYPE_CHECKING:
 __all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
            "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
 
-DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
 SGLANG_ENDPOINT = "ray.data.llm:sglang-engine"  # stands for the endpoint in the fingerprint of the in-Ray engine
 INSTALL_HINT = "pip install 'rubricforge-dspy[ray]'"
 
@@ -200,7 +202,7 @@ class _JudgeWorker:
     """One Ray actor: a judge copy per endpoint, lines returned for each batch Ray hands it.
 
     The fast path, when every copy offers one (`TrajectoryJudge.direct_call`: a plain judge on an LM built by
-    `lm.make_lm`): the local path's event loop (`apply.stream._EventLoop`), made once per actor and kept
+    `lm.make_lm`): the local path's event loop (`apply.executors.EventLoopExecutor`), made once per actor and kept
     across batches, keeps `threads` calls in flight through `ajudge_verdict`, the endpoints dealt
     round-robin item by item. Otherwise `threads` threads call `judge_verdict`. Either way the same retry
     policy, the same per-worker circuit breaker, the same verdict lines.
@@ -211,11 +213,11 @@ class _JudgeWorker:
     that opened it, and nothing is left for ``__del__`` (which may run on any thread, or never). The next
     batch opens new connections: one connect per call in flight, small next to the judge calls."""
 
-    def __init__(self, judge, configs: list[LMConfig], threads: int, policy: RetryPolicy, timeout: float | None,
-                 job: dict, max_consecutive_lm_errors: int | None):
+    def __init__(self, judge, configs: list[LMConfig], options: JobOptions, job: dict):
+        threads, policy = options.concurrency, options.policy
         self.judges, self.lms = [], []
         for config in configs:
-            lm = one_attempt_lm(make_lm(config), timeout, connections=threads) if judge.predictors() else None
+            lm = one_attempt_lm(make_lm(config), options.timeout, connections=threads) if judge.predictors() else None
             copy = judge.deepcopy()
             if lm is not None:
                 copy.set_lm(lm)
@@ -227,14 +229,14 @@ class _JudgeWorker:
         self.policy, self.job = policy, job
         self.tracker = UsageTotals()
         names = ", ".join(redact_url(c.api_base) for c in configs)
-        self.circuit = LMCircuit(max_consecutive_lm_errors, names, counted=" after retries",
+        self.circuit = LMCircuit(options.max_consecutive_lm_errors, names, counted=" after retries",
                                  advice=f"Stopped; {job['out']} keeps every verdict written so far: fix the "
                                         "server and re-run the same command to resume.")
         self.loop = self.pool = None
         offers = hasattr(judge, "direct_call") and judge.predictors()
         direct = [copy.direct_call() for copy in self.judges] if offers else []
         if direct and all(d is not None for d in direct):
-            self.loop = _EventLoop(direct, policy, self.tracker, threads, first)
+            self.loop = EventLoopExecutor(direct, policy, self.tracker, threads, first)
         else:
             self.turn = itertools.count(first)
             self.turn_lock = threading.Lock()
@@ -423,7 +425,7 @@ def sglang_processor(program, config, *, max_tokens: int = 256, temperature: flo
     _ray()
     from ray.data import llm as ray_llm
 
-    judge = _plain_judge(load_judge(program))
+    judge = _plain_judge(judge_from(program))
     lm = make_lm(LMConfig(model=config.model_source, api_base=SGLANG_ENDPOINT, max_tokens=max_tokens,
                           temperature=temperature, max_string_length=max_string_length))
     job_line = _job_line(judge, lm)
@@ -441,13 +443,13 @@ def _job_line(judge, lm) -> dict:
 
 # -- the driver ---------------------------------------------------------------------------------------
 
-def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMConfig | None = None,
-                  api_bases: list[str] | None = None, processor=None, workers: int = 2, concurrency: int = 16,
-                  batch_size: int | None = None, max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
-                  timeout: float | None = None, render_config=None, data: str | None = None,
-                  max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
-                  fsync_every: int = DEFAULT_FSYNC_EVERY, progress: bool = False,
-                  total: int | None = None) -> BatchSummary:
+_RAY_OPTIONS = JobOptions(concurrency=16, progress=False)  # a worker keeps more calls in flight than a process
+
+
+def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | None = None, *, out,
+                  lm_config: LMConfig | None = None, api_bases: list[str] | None = None, processor=None,
+                  workers: int = 2, batch_size: int | None = None, render_config=None, data: str | None = None,
+                  total: int | None = None, **overrides) -> BatchSummary:
     """Judge the Ray Dataset `ds` into the verdict file `out`: one line per id, exactly once (see the
     module docstring for how), resumable by running the same call again.
 
@@ -455,6 +457,10 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         ds: rows ``{"id", "trajectory"}`` (`trajectory_dataset`); ids must be unique.
         program: a frozen program path, a judge (`BaseJudge`), or None for the seed judge; with a
             `processor`, the processor's own judge is used instead (give the program to `sglang_processor`).
+        options: how the job runs (`JobOptions`; default ``JobOptions(concurrency=16, progress=False)``).
+            Its ``concurrency`` is the judge calls in flight per worker (on its event loop, or threads off
+            the fast path); ``max_consecutive_lm_errors`` counts per worker; ``cache`` and ``limit`` are
+            not used (a re-run resumes from `out`; limit the dataset instead).
         out: the verdict JSONL (the local path's format and job file, ``OUT.job.json``).
         lm_config: the judge LM (model, structured output, max_tokens, ...); its ``api_base`` is used when
             `api_bases` is not given. Not needed with a `processor`.
@@ -462,25 +468,17 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
             one: a single server or the SGLang Model Gateway.
         processor: instead of HTTP endpoints, a `sglang_processor` (SGLang engines inside Ray).
         workers: Ray actors judging at once (HTTP engine).
-        concurrency: judge calls in flight per worker (on its event loop, or threads off the fast path).
         batch_size: rows per call of a worker (the unit re-done after a worker dies); None: twice
-            `concurrency`, at least 32, so a worker keeps `concurrency` calls in flight through most of a
-            batch (a batch smaller than `concurrency` would cap the calls in flight at its size).
-        max_retries: retries of transient LM errors (`RetryPolicy`), with `backoff` and `max_backoff`.
-        backoff: see `max_retries`.
-        max_backoff: see `max_retries`.
-        timeout: per-call LM timeout in seconds (None: the configuration's).
+            the concurrency, at least 32, so a worker keeps its calls in flight through most of a
+            batch (a batch smaller than the concurrency would cap the calls in flight at its size).
         render_config: overrides the judge's render (a program keeps the one it was induced with).
         data: the input's fingerprint, recorded in ``OUT.job.json`` (a later run on other data is refused).
-        max_consecutive_lm_errors: per worker, stop after this many verdicts in a row abstained for an LM
-            error (after retries); None never stops.
-        fsync_every: fsync the output every N lines.
-        progress: show a progress bar.
         total: the rows of `ds`, when the caller knows them (the command line has counted its input); it
             sizes the progress bar and gives ``resumed`` as the rows not judged by this run. None: `ds` is
             never counted (`Dataset.count` runs the whole read for e.g. a JSON dataset), and ``resumed`` is
             the ids `out` held before this run (with `data` given, `out` belongs to this input, so they are
             the same).
+        **overrides: `JobOptions` fields, replacing those of `options` (``concurrency=8``).
 
     Returns:
         The `BatchSummary` (judged, passed, abstained by kind, resumed, LM calls, retries;
@@ -495,35 +493,23 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
     """
     ray = _ray()
-    if batch_size is None and concurrency >= 1:
-        batch_size = max(32, 2 * concurrency)
-    for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):
+    options = job_options(options, overrides, _RAY_OPTIONS)
+    if batch_size is None and options.concurrency >= 1:
+        batch_size = max(32, 2 * options.concurrency)
+    for name, value in (("workers", workers), ("concurrency", options.concurrency), ("batch_size", batch_size)):
         if value < 1:
             raise InputError(f"{name} must be >= 1, got {value}")
     if not ray.is_initialized():
         raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
-    judge = load_judge(program) if processor is None else None
-    if render_config is not None and judge is not None:
-        judge.render_config = render_config
-    if processor is not None:
-        job_judge, job_lm = processor.rubricforge_job["judge"], processor.rubricforge_job["lm"]
-        configs, pool = [], None
-    else:
-        if lm_config is None:
-            raise InputError("judge_dataset needs lm_config (the judge LM), or a processor")
-        pool, configs = pool_config(lm_config, api_bases)
-        job_judge, job_lm = judge, (one_attempt_lm(make_lm(pool), timeout) if judge.predictors() else None)
+    judge, configs, job_judge, job_lm = _job_judge(program, processor, render_config, lm_config, api_bases,
+                                                   options.timeout)
     job_line = _job_line(job_judge, job_lm)
     out = Path(out)
     started = time.perf_counter()
     with output_lock(out):
         fingerprint = judge_fingerprint(job_judge, job_lm)
         done = read_done(out)
-        claim_output(out, fingerprint, data, bool(done.ids))
-        foreign = {f for f in done.fingerprints if f not in (None, fingerprint.sha256)}
-        if done.ids and foreign:
-            raise BatchOutputError(f"{out}: holds verdicts of another judge configuration (fingerprints "
-                                   f"{sorted(foreign)[:3]}); this run is {fingerprint.sha256}. Use a new output path.")
+        claim_job(out, fingerprint, data, done)
         summary = BatchSummary(out_path=str(out), repaired_bytes=done.repaired_bytes, retried=done.retried,
                                program_sha256=job_line["program_sha256"], judge_fingerprint=fingerprint.sha256,
                                model=job_line["model"])
@@ -532,18 +518,31 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         if processor is not None:
             judged = processor(todo)
         else:
-            job = {"out": str(out), "line": job_line}
+            worker_options = replace(options, cache=None)  # what a worker reads (shipped to it by Ray)
             judged = todo.map_batches(
                 _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
-                fn_constructor_kwargs={"judge": judge, "configs": configs, "threads": concurrency,
-                                       "policy": RetryPolicy(max_retries, backoff, max_backoff),
-                                       "timeout": timeout, "job": job,
-                                       "max_consecutive_lm_errors": max_consecutive_lm_errors})
-        _drain(judged, out, done, fingerprint.sha256, summary, fsync_every, progress, total)
+                fn_constructor_kwargs={"judge": judge, "configs": configs, "options": worker_options,
+                                       "job": {"out": str(out), "line": job_line}})
+        _drain(judged, out, done, fingerprint.sha256, summary, options.fsync_every, options.progress, total)
         # the rows whose id was written already (ids are unique)
         summary.resumed = len(done_ids) if total is None else total - summary.judged
         summary.wall_time = time.perf_counter() - started
     return summary
+
+
+def _job_judge(program, processor, render_config, lm_config: LMConfig | None, api_bases: list[str] | None,
+               timeout: float | None) -> tuple:
+    """``(judge, configs, job_judge, job_lm)``: the judge the HTTP workers copy (None with a processor), one
+    LM configuration per endpoint, and the judge and LM the job is fingerprinted with."""
+    if processor is not None:
+        return None, [], processor.rubricforge_job["judge"], processor.rubricforge_job["lm"]
+    judge = judge_from(program)
+    if render_config is not None:
+        judge.render_config = render_config
+    if lm_config is None:
+        raise InputError("judge_dataset needs lm_config (the judge LM), or a processor")
+    pool, configs = pool_config(lm_config, api_bases)
+    return judge, configs, judge, (one_attempt_lm(make_lm(pool), timeout) if judge.predictors() else None)
 
 
 def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: BatchSummary, fsync_every: int,
@@ -553,7 +552,7 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
     written: set[str] = set()
     fast = 0  # lines judged on the workers' fast path
     done_ids = frozenset(done.ids)
-    writer = _Writer(out, fsync_every, done, fingerprint)
+    writer = VerdictWriter(out, fsync_every, done, fingerprint)
     bar = None
     if progress:
         from tqdm.auto import tqdm
