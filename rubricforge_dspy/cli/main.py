@@ -246,11 +246,11 @@ def _judge(args) -> int:
 def _judge_batch_api(args, preset, render, report, join, tally) -> int:
     """`judge --batch-api`: exit 0 when the batch produced a verdict (or nothing was left to judge), 3 when
     it failed/expired/was cancelled or every item abstained (`_judge_exit`)."""
-    from rubricforge_dspy.apply.stream import load_judge
     from rubricforge_dspy.apply.openai_batch import BatchJobFailed, run_batch_api
     from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
+    from rubricforge_dspy.judge.loading import judge_from
 
-    judge = load_judge(args.program)
+    judge = judge_from(args.program)
     if render is not None:
         judge.render_config = render
     with lm_from_args(args) as lm:
@@ -261,7 +261,8 @@ def _judge_batch_api(args, preset, render, report, join, tally) -> int:
                                     on_error="skip" if args.skip_bad else "raise",
                                     cache=False if args.no_cache else True, limit=args.limit,
                                     poll_interval=args.poll_interval, load_report=report, labels=join,
-                                    on_trajectory=tally.add)
+                                    on_trajectory=tally.add, on_status=lambda line: print(line, file=sys.stderr,
+                                                                                          flush=True))
         except BatchJobFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 3
