@@ -62,14 +62,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import dspy
 import orjson
@@ -77,20 +75,20 @@ import orjson
 from rubricforge_dspy.apply.executors import EventLoopExecutor
 from rubricforge_dspy.apply.job import ResumeState, claim_job, output_lock, read_done
 from rubricforge_dspy.apply.options import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, JobOptions, job_options
+from rubricforge_dspy.apply.ray_data import column, job_line, ray_module, row_trajectory, trajectory_dataset
+from rubricforge_dspy.apply.ray_sglang import JudgeAnswer, JudgePrompt, sglang_processor
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import VerdictWriter
-from rubricforge_dspy.core.errors import InputError, MissingExtraError
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from rubricforge_dspy.judge.execution import as_verdict, count_verdict, judge_verdict
+from rubricforge_dspy.judge.execution import count_verdict, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.judge.loading import judge_from
-from rubricforge_dspy.judge.module import TrajectoryJudge, VerdictFormatError
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
-from rubricforge_dspy.lm.config import LMConfig, bound_strings
+from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.lm.errors import error_kind
 from rubricforge_dspy.lm.secrets import redact_url
 
 if TYPE_CHECKING:
@@ -98,71 +96,6 @@ if TYPE_CHECKING:
 
 __all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
            "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
-
-SGLANG_ENDPOINT = "ray.data.llm:sglang-engine"  # stands for the endpoint in the fingerprint of the in-Ray engine
-INSTALL_HINT = "pip install 'rubricforge-dspy[ray]'"
-
-
-def _ray():
-    """The `ray` module with Ray Data, imported on first use (the ``[ray]`` extra is optional).
-
-    Raises:
-        MissingExtraError: Ray Data is not installed.
-    """
-    try:
-        import ray
-        import ray.data  # noqa: F401 - the part of Ray this module uses
-    except ImportError as missing:
-        raise MissingExtraError(f"judging on Ray needs Ray Data, which is not installed: {INSTALL_HINT} "
-                                f"({type(missing).__name__}: {missing})") from missing
-    return ray
-
-
-# -- the rows -----------------------------------------------------------------------------------------
-
-def trajectory_dataset(trajectories: Iterable[Trajectory], *, rows_per_block: int = 256,
-                       rows_per_chunk: int = 10_000) -> "ray.data.Dataset":
-    """A Ray Dataset of `trajectories`, one row ``{"id", "trajectory"}`` per trajectory.
-
-    The trajectories are consumed lazily, `rows_per_chunk` at a time: each chunk goes to Ray's object
-    store (which spills to disk when full) before the next is read, so the driver holds one chunk.
-
-    Args:
-        trajectories: `Trajectory` records (e.g. ``data.formats.iter_trajectories(path)``).
-        rows_per_block: rows per block: the unit Ray hands to a worker, and re-executes when one dies.
-        rows_per_chunk: trajectories read before they are handed to Ray.
-
-    Returns:
-        The dataset.
-
-    Raises:
-        InputError: no trajectories.
-        MissingExtraError: Ray Data is not installed.
-    """
-    ray = _ray()
-    parts = []
-    iterator = iter(trajectories)
-    while True:
-        rows = [{"id": t.id, "trajectory": t} for t in itertools.islice(iterator, max(1, rows_per_chunk))]
-        if not rows:
-            break
-        parts.append(ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // max(1, rows_per_block)))))
-    if not parts:
-        raise InputError("no trajectories to judge")
-    return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
-
-
-def _trajectory(row: dict) -> Trajectory:
-    trajectory = row.get("trajectory")
-    if not isinstance(trajectory, Trajectory):
-        raise InputError(f"row {row.get('id')!r}: the 'trajectory' column must hold a Trajectory "
-                         f"(build the dataset with trajectory_dataset), got {type(trajectory).__name__}")
-    return trajectory
-
-
-def _column(batch, name: str) -> list:
-    values = batch[name]
-    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 # -- the LM pool --------------------------------------------------------------------------------------
@@ -223,7 +156,7 @@ class _JudgeWorker:
                 copy.set_lm(lm)
                 self.lms.append(lm)
             self.judges.append(copy)
-        ray = _ray()
+        ray = ray_module()
         actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
         first = int(actor[-6:], 16) if actor else 0  # workers start apart
         self.policy, self.job = policy, job
@@ -269,8 +202,8 @@ class _JudgeWorker:
 
     def __call__(self, batch) -> dict:
         try:
-            trajectories = [_trajectory({"id": i, "trajectory": t})
-                            for i, t in zip(_column(batch, "id"), _column(batch, "trajectory"))]
+            trajectories = [row_trajectory({"id": i, "trajectory": t})
+                            for i, t in zip(column(batch, "id"), column(batch, "trajectory"))]
             if self.loop is not None:
                 records = self._drive(trajectories)
             else:
@@ -309,136 +242,6 @@ async def _close_pools(engines: list) -> None:
     await asyncio.gather(*others, return_exceptions=True)
     for engine in engines:
         await engine.aclose()
-
-
-# -- the in-Ray SGLang engine: preprocess and postprocess ----------------------------------------------
-
-def _plain_judge(judge) -> TrajectoryJudge:
-    if not isinstance(judge, TrajectoryJudge) or type(judge) is not TrajectoryJudge:
-        raise InputError(f"the in-Ray SGLang engine runs a plain judge (TrajectoryJudge); a "
-                         f"{type(judge).__name__} reads more than the text: judge it with engine 'http'")
-    return judge
-
-
-def _json_schema(judge: TrajectoryJudge, max_string_length: int | None) -> str | None:
-    """The JSON schema of the judge's answer, as the HTTP path sends it in ``response_format``."""
-    kwargs: dict = {}
-    lm = SimpleNamespace(supported_params=frozenset({"response_format"}), supports_response_schema=True)
-    judge.adapter._prepare_response_format(lm, kwargs, judge.judge.signature)
-    planned = kwargs.get("response_format")
-    if planned is None:
-        return None
-    schema = planned.model_json_schema() if hasattr(planned, "model_json_schema") else dict(planned)
-    return json.dumps(bound_strings(schema, max_string_length) if max_string_length else schema)
-
-
-class JudgePrompt:
-    """The preprocess step of `sglang_processor`: a row ``{"id", "trajectory"}`` -> the chat ``messages``
-    the judge's adapter builds (`StrictJSONAdapter.format`: the same messages the HTTP path sends) and the
-    ``sampling_params`` (greedy, ``max_new_tokens``, the answer's JSON schema)."""
-
-    def __init__(self, judge: TrajectoryJudge, max_tokens: int, temperature: float = 0.0,
-                 max_string_length: int | None = None):
-        self.judge = _plain_judge(judge)
-        self.params = {"temperature": temperature, "max_new_tokens": int(max_tokens)}
-        schema = _json_schema(self.judge, max_string_length)
-        if schema is not None:
-            self.params["json_schema"] = schema
-
-    def messages(self, trajectory: Trajectory) -> list[dict]:
-        """The chat messages for `trajectory` (its label is never read).
-
-        Args:
-            trajectory: the `Trajectory` to judge.
-
-        Returns:
-            ``[{"role": "system", ...}, {"role": "user", ...}]`` as the judge's adapter formats them.
-        """
-        predictor = self.judge.judge
-        return self.judge.adapter.format(predictor.signature, predictor.demos, self.judge.inputs_of(trajectory))
-
-    def __call__(self, row: dict) -> dict:
-        trajectory = _trajectory(row)
-        return {"id": row["id"], "trajectory": trajectory, "messages": self.messages(trajectory),
-                "sampling_params": dict(self.params)}
-
-
-class JudgeAnswer:
-    """The postprocess step of `sglang_processor`: the engine's ``generated_text`` -> a verdict line
-    (``{"id", "line"}``, as the HTTP workers return). The strict adapter parses it; an answer cut at
-    ``max_tokens`` (``finish_reason`` "length" when the row carries one; otherwise
-    ``num_generated_tokens >= max_tokens``, which is what SGLang's "length" means) is an abstention
-    (``truncated``), as are unparsable (``parse``) and wrong-typed (``invalid``) answers."""
-
-    def __init__(self, judge: TrajectoryJudge, max_tokens: int, job_line: dict):
-        self.judge = _plain_judge(judge)
-        self.max_tokens = int(max_tokens)
-        self.job_line = job_line
-
-    def verdict(self, row: dict) -> Verdict:
-        """The verdict (or abstention) in the engine's answer of `row`.
-
-        Args:
-            row: the engine's output row (``generated_text``, ``num_generated_tokens``, maybe ``finish_reason``).
-
-        Returns:
-            A produced `Verdict` (contradiction rule and operating point applied), or an abstention.
-        """
-        text = row.get("generated_text") or ""
-        finish = row.get("finish_reason")
-        generated = row.get("num_generated_tokens")
-        signature = self.judge.judge.signature
-        if finish == "length" or (finish is None and generated is not None and int(generated) >= self.max_tokens):
-            error = VerdictFormatError("truncated", signature, text,
-                                       f"the answer was cut at max_tokens={self.max_tokens} (finish reason 'length')")
-            return Verdict.abstention(error, "truncated")
-        try:
-            fields = self.judge.adapter.parse(signature, text)
-            return as_verdict(self.judge._prediction(dspy.Prediction(**fields)))
-        except VerdictFormatError as error:
-            return Verdict.abstention(error, error.kind)
-        except Exception as error:  # noqa: BLE001 - recorded, as judge_verdict records it
-            return Verdict.abstention(error, error_kind(error))
-
-    def __call__(self, row: dict) -> dict:
-        verdict = self.verdict(row)
-        line = verdict_line(_trajectory(row), verdict, attempts=1, **self.job_line)
-        return {"id": row["id"], "line": orjson.dumps(line)}
-
-
-def sglang_processor(program, config, *, max_tokens: int = 256, temperature: float = 0.0,
-                     max_string_length: int | None = None):
-    """A `ray.data.llm` processor running SGLang engines inside Ray (GPU nodes), for `judge_dataset`.
-
-    Args:
-        program: a frozen program path or a `TrajectoryJudge` (the plain judge only).
-        config: a ``ray.data.llm.SGLangEngineProcessorConfig`` (``model_source``, ``engine_kwargs``,
-            ``concurrency``, ``batch_size``, ``accelerator_type``).
-        max_tokens: the answer's token budget (``max_new_tokens``); an answer that reaches it abstains.
-        temperature: sampling temperature (0: greedy, as the HTTP path).
-        max_string_length: ``maxLength`` added to the schema's strings (see `LMConfig`).
-
-    Returns:
-        The processor (``processor(ds)`` maps rows ``{"id", "trajectory"}`` to ``{"id", "line"}``), with
-        ``rubricforge_job`` set to what `judge_dataset` needs to fingerprint the job.
-    """
-    _ray()
-    from ray.data import llm as ray_llm
-
-    judge = _plain_judge(judge_from(program))
-    lm = make_lm(LMConfig(model=config.model_source, api_base=SGLANG_ENDPOINT, max_tokens=max_tokens,
-                          temperature=temperature, max_string_length=max_string_length))
-    job_line = _job_line(judge, lm)
-    build = getattr(ray_llm, "build_processor", None) or ray_llm.build_llm_processor
-    processor = build(config, preprocess=JudgePrompt(judge, max_tokens, temperature, max_string_length),
-                      postprocess=JudgeAnswer(judge, max_tokens, job_line))
-    processor.rubricforge_job = {"judge": judge, "lm": lm}
-    return processor
-
-
-def _job_line(judge, lm) -> dict:
-    return {"judge_fingerprint": judge_fingerprint(judge, lm).sha256,
-            "program_sha256": getattr(judge, "rubric_sha256", None), "model": getattr(lm, "model", None)}
 
 
 # -- the driver ---------------------------------------------------------------------------------------
@@ -492,18 +295,12 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | No
         OutputLockedError: another process writes `out`.
         JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
     """
-    ray = _ray()
+    ray = ray_module()
     options = job_options(options, overrides, _RAY_OPTIONS)
-    if batch_size is None and options.concurrency >= 1:
-        batch_size = max(32, 2 * options.concurrency)
-    for name, value in (("workers", workers), ("concurrency", options.concurrency), ("batch_size", batch_size)):
-        if value < 1:
-            raise InputError(f"{name} must be >= 1, got {value}")
-    if not ray.is_initialized():
-        raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
+    batch_size = _checked_sizes(ray, options.concurrency, workers, batch_size)
     judge, configs, job_judge, job_lm = _job_judge(program, processor, render_config, lm_config, api_bases,
                                                    options.timeout)
-    job_line = _job_line(job_judge, job_lm)
+    line = job_line(job_judge, job_lm)
     out = Path(out)
     started = time.perf_counter()
     with output_lock(out):
@@ -511,8 +308,8 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | No
         done = read_done(out)
         claim_job(out, fingerprint, data, done)
         summary = BatchSummary(out_path=str(out), repaired_bytes=done.repaired_bytes, retried=done.retried,
-                               program_sha256=job_line["program_sha256"], judge_fingerprint=fingerprint.sha256,
-                               model=job_line["model"])
+                               program_sha256=line["program_sha256"], judge_fingerprint=fingerprint.sha256,
+                               model=line["model"])
         done_ids = frozenset(done.ids)
         todo = ds.filter(lambda row: row["id"] not in done_ids, num_cpus=0.25)  # the anti-join: what is missing
         if processor is not None:
@@ -522,12 +319,24 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | No
             judged = todo.map_batches(
                 _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
                 fn_constructor_kwargs={"judge": judge, "configs": configs, "options": worker_options,
-                                       "job": {"out": str(out), "line": job_line}})
+                                       "job": {"out": str(out), "line": line}})
         _drain(judged, out, done, fingerprint.sha256, summary, options.fsync_every, options.progress, total)
         # the rows whose id was written already (ids are unique)
         summary.resumed = len(done_ids) if total is None else total - summary.judged
         summary.wall_time = time.perf_counter() - started
     return summary
+
+
+def _checked_sizes(ray, concurrency: int, workers: int, batch_size: int | None) -> int:
+    """The batch size (default: twice the concurrency, at least 32), once the sizes and Ray are checked."""
+    if batch_size is None and concurrency >= 1:
+        batch_size = max(32, 2 * concurrency)
+    for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):
+        if value < 1:
+            raise InputError(f"{name} must be >= 1, got {value}")
+    if not ray.is_initialized():
+        raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
+    return batch_size
 
 
 def _job_judge(program, processor, render_config, lm_config: LMConfig | None, api_bases: list[str] | None,
@@ -561,9 +370,9 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
                    dynamic_ncols=True)
     try:
         for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
-            ids = _column(batch, "id")
-            flags = _column(batch, "fast") if "fast" in batch else [False] * len(ids)
-            for ident, raw, on_fast_path in zip(ids, _column(batch, "line"), flags):
+            ids = column(batch, "id")
+            flags = column(batch, "fast") if "fast" in batch else [False] * len(ids)
+            for ident, raw, on_fast_path in zip(ids, column(batch, "line"), flags):
                 if ident in written or ident in done_ids:
                     summary.duplicates += 1
                     continue

@@ -3,17 +3,18 @@ a verdict cache, and resume after any kill.
 
 `judge_stream` pulls trajectories lazily and keeps at most ``2 * concurrency`` of them in flight.
 The judge is called through the execution layer (`rubricforge_dspy.judge.execution`: retries of transient
-errors by exception type, every failure recorded as an abstention). A `TrajectoryJudge` on an LM built by
-`lm.make_lm` takes the fast path: `TrajectoryJudge.direct_call` (the request body built once per rubric,
-each item's text templated in, the answer parsed by the strict adapter) awaited through `ajudge_verdict`,
-the whole batch (reading, calls, writing) on one event loop's thread (`executors.EventLoopExecutor`, at most `concurrency`
-requests at once over one keep-alive pool) while the calling thread waits; any other judge or LM runs on
-`concurrency` worker threads through `judge_verdict`, the calling thread writing. Either way one thread
-alone writes the output (one verdict line per trajectory id, `rubricforge_dspy.core.verdict.verdict_line`,
-in completion order, each line a single unbuffered ``write``: `writer.VerdictWriter`), so a SIGKILL at any moment leaves
-complete lines plus at most one partial final line. On start, the existing output is read, a partial
-final line is truncated away, and ids already there are skipped: re-running the same command after a
-kill ends with exactly one line per id.
+errors by exception type, every failure recorded as an abstention), by an executor (`apply.executors`). A
+`TrajectoryJudge` on an LM built by `lm.make_lm` takes the fast path: `TrajectoryJudge.direct_call` (the
+request body built once per rubric, each item's text templated in, the answer parsed by the strict adapter)
+awaited through `ajudge_verdict`, the whole batch (reading, calls, writing) on one event loop's thread
+(`EventLoopExecutor`, at most `concurrency` requests at once over one keep-alive pool) while the calling
+thread waits; any other judge or LM runs on `concurrency` worker threads through `judge_verdict`
+(`ThreadExecutor`), the calling thread writing. Either way one thread alone writes the output
+(`apply.writer.VerdictWriter`: one verdict line per trajectory id, `core.verdict.verdict_line`, in
+completion order, each line a single unbuffered ``write``), so a SIGKILL at any moment leaves complete
+lines plus at most one partial final line. On start, the existing output is read, a partial final line is
+truncated away, and ids already there are skipped: re-running the same command after a kill ends with
+exactly one line per id. How the job runs (concurrency, retries, cache, limit, ...) is one `JobOptions`.
 
 An output file belongs to one job (`rubricforge_dspy.apply.job`): beside ``OUT`` the batch keeps
 ``OUT.job.json`` with the judge's and the input's fingerprints. A run whose judge or data differ is
@@ -28,6 +29,7 @@ import logging
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -329,11 +331,7 @@ def run_judge_file(program=None, data_path=None, out_path=None, options: JobOpti
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.data.labels import LabelJoin
 
-    options = job_options(options, overrides, _FILE_OPTIONS)
-    if options.on_duplicate is None:
-        from dataclasses import replace
-
-        options = replace(options, on_duplicate="skip" if on_error == "skip" else "raise")
+    options = _file_options(options, overrides, on_error)
     judge = judge_from(program)
     if render_config is not None:
         judge.render_config = render_config
@@ -365,6 +363,14 @@ def run_judge_file(program=None, data_path=None, out_path=None, options: JobOpti
             spill.remove()
     summary.skipped = len(report.skipped)
     return summary
+
+
+def _file_options(options: JobOptions | None, overrides: dict, on_error: str) -> JobOptions:
+    """`run_judge_file`'s options: a repeated id is skipped (counted) when bad records are, unless told."""
+    options = job_options(options, overrides, _FILE_OPTIONS)
+    if options.on_duplicate is not None:
+        return options
+    return replace(options, on_duplicate="skip" if on_error == "skip" else "raise")
 
 
 def _read_again(data_path, reading: dict, limit: int | None, join) -> Iterator[Trajectory]:
