@@ -11,6 +11,7 @@ from rubricforge_dspy.core.verdict import Verdict
 __all__ = ["BatchSummary", "UsageTotals"]
 
 
+@dataclass
 class BatchSummary:
     """What one `judge_stream` run did.
 
