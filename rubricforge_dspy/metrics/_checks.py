@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.exceptions import UndefinedMetricWarning
 
-def _as_1d(name: str, x: ArrayLike) -> np.ndarray:
+def as_1d(name: str, x: ArrayLike) -> np.ndarray:
     if x is None:
         raise ValueError(f"{name} is required, got None")
     arr = np.asarray(x)
@@ -29,7 +29,7 @@ def _as_1d(name: str, x: ArrayLike) -> np.ndarray:
     return arr
 
 
-def _require_real(name: str, arr: np.ndarray, what: str) -> None:
+def require_real(name: str, arr: np.ndarray, what: str) -> None:
     if arr.dtype == bool:
         return
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -40,10 +40,10 @@ def _require_real(name: str, arr: np.ndarray, what: str) -> None:
             raise ValueError(f"{name} contains {n_nan} NaN value(s); metrics need a value for every item")
 
 
-def _check_binary(name: str, y: ArrayLike) -> np.ndarray:
+def check_binary(name: str, y: ArrayLike) -> np.ndarray:
     """1-D array of 0/1 labels (bools and 0.0/1.0 floats accepted) -> int64 array."""
-    arr = _as_1d(name, y)
-    _require_real(name, arr, "binary 0/1 labels")
+    arr = as_1d(name, y)
+    require_real(name, arr, "binary 0/1 labels")
     if arr.dtype != bool:
         bad = (arr != 0) & (arr != 1)
         if bad.any():
@@ -54,21 +54,21 @@ def _check_binary(name: str, y: ArrayLike) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def _check_mask(name: str, m: ArrayLike) -> np.ndarray:
-    return _check_binary(name, m).astype(bool)
+def check_mask(name: str, m: ArrayLike) -> np.ndarray:
+    return check_binary(name, m).astype(bool)
 
 
-def _check_finite(name: str, x: ArrayLike) -> np.ndarray:
-    arr = _as_1d(name, x)
-    _require_real(name, arr, "real numbers")
+def check_finite(name: str, x: ArrayLike) -> np.ndarray:
+    arr = as_1d(name, x)
+    require_real(name, arr, "real numbers")
     arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains non-finite values (inf)")
     return arr
 
 
-def _check_scores(name: str, s: ArrayLike) -> np.ndarray:
-    arr = _check_finite(name, s)
+def check_scores(name: str, s: ArrayLike) -> np.ndarray:
+    arr = check_finite(name, s)
     if arr.min() < 0.0 or arr.max() > 1.0:
         raise ValueError(
             f"{name} must lie in [0, 1]; got values in [{arr.min():.6g}, {arr.max():.6g}]"
@@ -76,7 +76,7 @@ def _check_scores(name: str, s: ArrayLike) -> np.ndarray:
     return arr
 
 
-def _check_same_length(**arrays: np.ndarray) -> int:
+def check_same_length(**arrays: np.ndarray) -> int:
     lengths = {k: len(v) for k, v in arrays.items()}
     if len(set(lengths.values())) > 1:
         desc = ", ".join(f"{k} has {n}" for k, n in lengths.items())
@@ -84,29 +84,29 @@ def _check_same_length(**arrays: np.ndarray) -> int:
     return next(iter(lengths.values()))
 
 
-def _binary_pair(y_true: ArrayLike, y_pred: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    t = _check_binary("y_true", y_true)
-    p = _check_binary("y_pred", y_pred)
-    _check_same_length(y_true=t, y_pred=p)
+def binary_pair(y_true: ArrayLike, y_pred: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    t = check_binary("y_true", y_true)
+    p = check_binary("y_pred", y_pred)
+    check_same_length(y_true=t, y_pred=p)
     return t, p
 
 
-def _check_bootstrap_params(n_resamples: Any, confidence: Any) -> None:
+def check_bootstrap_params(n_resamples: Any, confidence: Any) -> None:
     if not isinstance(n_resamples, numbers.Integral) or isinstance(n_resamples, bool) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     if not isinstance(confidence, numbers.Real) or not (0.0 < float(confidence) < 1.0):
         raise ValueError(f"confidence must be in the open interval (0, 1), got {confidence!r}")
 
 
-def _undefined(reason: str) -> float:
+def undefined_metric(reason: str) -> float:
     warnings.warn(reason, UndefinedMetricWarning, stacklevel=3)
     return math.nan
 
 
 
-def _graded_pair(scores: ArrayLike, rewards: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    s = _check_scores("scores", scores)
-    r = _check_finite("rewards", rewards)
-    _check_same_length(scores=s, rewards=r)
+def graded_pair(scores: ArrayLike, rewards: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    s = check_scores("scores", scores)
+    r = check_finite("rewards", rewards)
+    check_same_length(scores=s, rewards=r)
     return s, r
 

@@ -17,13 +17,13 @@ from scipy import stats
 from sklearn import metrics as skm
 
 from rubricforge_dspy.metrics._checks import (
-    _binary_pair,
-    _check_binary,
-    _check_mask,
-    _check_same_length,
-    _check_scores,
-    _graded_pair,
-    _undefined,
+    binary_pair,
+    check_binary,
+    check_mask,
+    check_same_length,
+    check_scores,
+    graded_pair,
+    undefined_metric,
 )
 
 
@@ -52,7 +52,7 @@ def confusion_counts(y_true: ArrayLike, y_pred: ArrayLike) -> dict[str, int]:
     -------
     dict with int keys ``tp``, ``fp``, ``fn``, ``tn``.
     """
-    t, p = _binary_pair(y_true, y_pred)
+    t, p = binary_pair(y_true, y_pred)
     tn, fp, fn, tp = skm.confusion_matrix(t, p, labels=[0, 1]).ravel()
     return {"tp": int(tp), "fp": int(fp), "fn": int(fn), "tn": int(tn)}
 
@@ -62,7 +62,7 @@ def accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> float:
 
     Delegates to :func:`sklearn.metrics.accuracy_score`.
     """
-    t, p = _binary_pair(y_true, y_pred)
+    t, p = binary_pair(y_true, y_pred)
     return float(skm.accuracy_score(t, p))
 
 
@@ -74,7 +74,7 @@ def f1_positive(y_true: ArrayLike, y_pred: ArrayLike) -> float:
     :func:`sklearn.metrics.f1_score`. Returns ``nan`` when there is no positive anywhere
     (``TP + FP + FN == 0``), where F1 is undefined (``zero_division=nan``).
     """
-    t, p = _binary_pair(y_true, y_pred)
+    t, p = binary_pair(y_true, y_pred)
     return float(skm.f1_score(t, p, pos_label=1, average="binary", zero_division=np.nan))
 
 
@@ -87,7 +87,7 @@ def cohens_kappa(y_true: ArrayLike, y_pred: ArrayLike) -> float:
     :func:`sklearn.metrics.cohen_kappa_score`; ``nan`` (with scikit-learn's warning) when
     ``p_e == 1``, i.e. labels and verdicts are the same single class.
     """
-    t, p = _binary_pair(y_true, y_pred)
+    t, p = binary_pair(y_true, y_pred)
     return float(skm.cohen_kappa_score(t, p, labels=[0, 1]))
 
 
@@ -101,13 +101,13 @@ def roc_auc(y_true: ArrayLike, scores: ArrayLike) -> float:
     Returns ``nan`` and emits an ``UndefinedMetricWarning`` giving the reason when
     ``y_true`` contains a single class (the curve is undefined), instead of raising.
     """
-    t = _check_binary("y_true", y_true)
-    s = _check_scores("scores", scores)
-    _check_same_length(y_true=t, scores=s)
+    t = check_binary("y_true", y_true)
+    s = check_scores("scores", scores)
+    check_same_length(y_true=t, scores=s)
     classes = np.unique(t)
     if classes.size < 2:
         only = "passed" if classes[0] == 1 else "failed"
-        return _undefined(
+        return undefined_metric(
             f"ROC AUC is undefined: every trajectory in y_true {only} (one class present); "
             "returning nan"
         )
@@ -116,7 +116,7 @@ def roc_auc(y_true: ArrayLike, scores: ArrayLike) -> float:
 
 def predicted_positive_rate(y_pred: ArrayLike) -> float:
     """Fraction of items the judge passed: ``(TP + FP) / n``."""
-    p = _check_binary("y_pred", y_pred)
+    p = check_binary("y_pred", y_pred)
     return float(p.mean())
 
 
@@ -129,7 +129,7 @@ def false_pass_rate(y_true: ArrayLike, y_pred: ArrayLike) -> float:
     c = confusion_counts(y_true, y_pred)
     negatives = c["fp"] + c["tn"]
     if negatives == 0:
-        return _undefined("false_pass_rate is undefined: no failed trajectories in y_true; returning nan")
+        return undefined_metric("false_pass_rate is undefined: no failed trajectories in y_true; returning nan")
     return c["fp"] / negatives
 
 
@@ -149,9 +149,9 @@ def spearman(scores: ArrayLike, rewards: ArrayLike) -> float:
     of association between two things", *Am. J. Psychol.* 15(1), 1904). Delegates to
     :func:`scipy.stats.spearmanr`; ``nan`` when either input is constant or has < 2 items.
     """
-    s, r = _graded_pair(scores, rewards)
+    s, r = graded_pair(scores, rewards)
     if s.size < 2:
-        return _undefined("spearman is undefined for fewer than 2 items; returning nan")
+        return undefined_metric("spearman is undefined for fewer than 2 items; returning nan")
     return float(stats.spearmanr(s, r).statistic)
 
 
@@ -163,9 +163,9 @@ def kendall(scores: ArrayLike, rewards: ArrayLike) -> float:
     Delegates to :func:`scipy.stats.kendalltau` (``variant='b'``); ``nan`` when either
     input is constant or has < 2 items.
     """
-    s, r = _graded_pair(scores, rewards)
+    s, r = graded_pair(scores, rewards)
     if s.size < 2:
-        return _undefined("kendall is undefined for fewer than 2 items; returning nan")
+        return undefined_metric("kendall is undefined for fewer than 2 items; returning nan")
     return float(stats.kendalltau(s, r, variant="b").statistic)
 
 
@@ -174,7 +174,7 @@ def mean_abs_error(scores: ArrayLike, rewards: ArrayLike) -> float:
 
     Delegates to :func:`sklearn.metrics.mean_absolute_error`.
     """
-    s, r = _graded_pair(scores, rewards)
+    s, r = graded_pair(scores, rewards)
     return float(skm.mean_absolute_error(r, s))
 
 
@@ -203,9 +203,9 @@ def mcnemar_exact(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
     McNemarResult
         ``(b, c, p_value)``.
     """
-    a = _check_mask("correct_a", correct_a)
-    bb = _check_mask("correct_b", correct_b)
-    _check_same_length(correct_a=a, correct_b=bb)
+    a = check_mask("correct_a", correct_a)
+    bb = check_mask("correct_b", correct_b)
+    check_same_length(correct_a=a, correct_b=bb)
     b = int(np.count_nonzero(a & ~bb))
     c = int(np.count_nonzero(~a & bb))
     if b + c == 0:
@@ -238,7 +238,7 @@ def significance_mark(p: float) -> str:
 
 def graded_summary(scores: ArrayLike, rewards: ArrayLike) -> dict[str, Any]:
     """Graded agreement of judge scores with rewards: ``n, spearman, kendall, mae``."""
-    s, r = _graded_pair(scores, rewards)
+    s, r = graded_pair(scores, rewards)
     return {
         "n": int(s.size),
         "spearman": spearman(s, r),
@@ -257,10 +257,10 @@ def compare_paired(y_true: ArrayLike, pred_a: ArrayLike, pred_b: ArrayLike) -> d
     -------
     dict with ``n, accuracy_a, accuracy_b, b, c, p_value, mark``.
     """
-    t = _check_binary("y_true", y_true)
-    a = _check_binary("pred_a", pred_a)
-    b = _check_binary("pred_b", pred_b)
-    _check_same_length(y_true=t, pred_a=a, pred_b=b)
+    t = check_binary("y_true", y_true)
+    a = check_binary("pred_a", pred_a)
+    b = check_binary("pred_b", pred_b)
+    check_same_length(y_true=t, pred_a=a, pred_b=b)
     res = mcnemar_exact(a == t, b == t)
     return {
         "n": int(t.size),

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from rubricforge_dspy.metrics._checks import _check_binary, _check_mask, _check_same_length, _check_scores
+from rubricforge_dspy.metrics._checks import check_binary, check_mask, check_same_length, check_scores
 from rubricforge_dspy.metrics.intervals import proportion_ci
 
 DEFAULT_BINS = 10
@@ -37,9 +37,9 @@ def reliability_curve(y_true: ArrayLike, scores: ArrayLike, n_bins: int = DEFAUL
     "fraction_passed": [...]}``, each list with one entry per bin (``None`` for empty bins).
     """
     n_bins = _check_bins(n_bins)
-    t = _check_binary("y_true", y_true)
-    s = _check_scores("scores", scores)
-    _check_same_length(y_true=t, scores=s)
+    t = check_binary("y_true", y_true)
+    s = check_scores("scores", scores)
+    check_same_length(y_true=t, scores=s)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     which = np.searchsorted(edges[1:-1], s, side="left")
     count = np.bincount(which, minlength=n_bins)
@@ -70,9 +70,9 @@ def contradiction_summary(contradiction: ArrayLike, abstained: ArrayLike | None 
     (:func:`proportion_ci`); ``rate`` and the interval are None when every verdict abstained.
     Returns ``n_verdicts, contradictions, rate, ci_low, ci_high``.
     """
-    c = _check_mask("contradiction", contradiction)
-    produced = np.ones_like(c) if abstained is None else ~_check_mask("abstained", abstained)
-    _check_same_length(contradiction=c, abstained=produced)
+    c = check_mask("contradiction", contradiction)
+    produced = np.ones_like(c) if abstained is None else ~check_mask("abstained", abstained)
+    check_same_length(contradiction=c, abstained=produced)
     n, k = int(produced.sum()), int((c & produced).sum())
     low, high = proportion_ci(k, n, alpha) if n else (None, None)
     return {"n_verdicts": n, "contradictions": k, "rate": k / n if n else None, "ci_low": low, "ci_high": high}

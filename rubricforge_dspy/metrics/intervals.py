@@ -29,15 +29,15 @@ from scipy import stats
 from sklearn.exceptions import UndefinedMetricWarning
 
 from rubricforge_dspy.metrics._checks import (
-    _as_1d,
-    _binary_pair,
-    _check_binary,
-    _check_bootstrap_params,
-    _check_finite,
-    _check_same_length,
-    _check_scores,
-    _graded_pair,
-    _undefined,
+    as_1d,
+    binary_pair,
+    check_binary,
+    check_bootstrap_params,
+    check_finite,
+    check_same_length,
+    check_scores,
+    graded_pair,
+    undefined_metric,
 )
 from rubricforge_dspy.metrics.agreement import (
     accuracy,
@@ -94,7 +94,7 @@ def proportion_ci(k: int, n: int, alpha: float = 0.05, method: str = "exact") ->
 
 def cluster_codes(clusters: ArrayLike, n: int) -> np.ndarray:
     """Integer codes ``0..G-1`` of the cluster labels (e.g. task ids) of ``n`` items."""
-    labels = _as_1d("clusters", clusters)
+    labels = as_1d("clusters", clusters)
     if len(labels) != n:
         raise ValueError(f"Inconsistent numbers of items: clusters has {len(labels)}, the data has {n}")
     return np.unique(labels.astype(str), return_inverse=True)[1].reshape(-1)
@@ -102,7 +102,7 @@ def cluster_codes(clusters: ArrayLike, n: int) -> np.ndarray:
 
 def has_repeated_clusters(clusters: ArrayLike) -> bool:
     """True when some cluster (task) holds more than one item: the data needs the cluster bootstrap."""
-    labels = _as_1d("clusters", clusters).astype(str)
+    labels = as_1d("clusters", clusters).astype(str)
     return len(np.unique(labels)) < len(labels)
 
 
@@ -118,7 +118,7 @@ def resample_weights(n: int, n_resamples: int = 10_000, seed: int | np.random.Ge
     """
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
-    _check_bootstrap_params(n_resamples, 0.95)
+    check_bootstrap_params(n_resamples, 0.95)
     codes = np.arange(n) if clusters is None else cluster_codes(clusters, n)
     groups = int(codes.max()) + 1
     rng = np.random.default_rng(seed)
@@ -167,7 +167,7 @@ def _fixed_order(w: np.ndarray) -> np.ndarray:
 
 def weighted_mean(x: ArrayLike) -> WeightedStatistic:
     """``W -> sum_j W[:, j] x_j / sum_j W[:, j]``: the mean of ``x`` on each resample."""
-    x = _check_finite("x", x)
+    x = check_finite("x", x)
     if _exact(x):  # e.g. 0/1 indicators: an accuracy, a paired difference of verdicts
         return lambda w: (w @ x) / w.sum(axis=1)
     return lambda w: (_fixed_order(w) @ x) / w.sum(axis=1)
@@ -176,8 +176,8 @@ def weighted_mean(x: ArrayLike) -> WeightedStatistic:
 def weighted_ratio(numerator: ArrayLike, denominator: ArrayLike) -> WeightedStatistic:
     """``W -> (W @ numerator) / (W @ denominator)``, nan where a resample's denominator is 0
     (e.g. a false-pass rate on a resample with no failed item)."""
-    num, den = _check_finite("numerator", numerator), _check_finite("denominator", denominator)
-    _check_same_length(numerator=num, denominator=den)
+    num, den = check_finite("numerator", numerator), check_finite("denominator", denominator)
+    check_same_length(numerator=num, denominator=den)
     exact = _exact(num) and _exact(den)
 
     def ratio(w: np.ndarray) -> np.ndarray:
@@ -191,7 +191,7 @@ def weighted_ratio(numerator: ArrayLike, denominator: ArrayLike) -> WeightedStat
 def weighted_kappa(y_true: ArrayLike, y_pred: ArrayLike) -> WeightedStatistic:
     """Cohen's kappa ``(p_o - p_e) / (1 - p_e)`` of each resample (see :func:`cohens_kappa`), nan
     where ``p_e = 1``."""
-    t, p = _binary_pair(y_true, y_pred)
+    t, p = binary_pair(y_true, y_pred)
     columns = np.column_stack([t == p, t, p]).astype(np.float64)  # one pass over W for all three sums
 
     def kappa(w: np.ndarray) -> np.ndarray:
@@ -226,9 +226,9 @@ def weighted_auc(y_true: ArrayLike, scores: ArrayLike) -> WeightedStatistic:
     Raises:
         ValueError: labels not 0/1, scores outside ``[0, 1]`` or NaN, or lengths differ.
     """
-    t = _check_binary("y_true", y_true)
-    s = _check_scores("scores", scores)
-    _check_same_length(y_true=t, scores=s)
+    t = check_binary("y_true", y_true)
+    s = check_scores("scores", scores)
+    check_same_length(y_true=t, scores=s)
     order = np.argsort(s, kind="stable")
     ranked = s[order]
     level = np.r_[0, np.cumsum(ranked[1:] != ranked[:-1])]  # distinct-score index of each item, ascending
@@ -260,12 +260,12 @@ def percentile_interval(replicates: ArrayLike, confidence: float, what: str) -> 
     """The ``(1 - confidence)/2`` and ``(1 + confidence)/2`` percentiles of the finite replicates
     (Efron & Tibshirani 1993, ch. 13). Undefined (nan) replicates are excluded with one
     ``UndefinedMetricWarning`` naming ``what``; all undefined gives ``(nan, nan)``."""
-    _check_bootstrap_params(1, confidence)
+    check_bootstrap_params(1, confidence)
     replicates = np.asarray(replicates, dtype=np.float64)
     finite = np.isfinite(replicates)
     n_bad = int((~finite).sum())
     if n_bad == replicates.size:
-        nan = _undefined(f"{what}: the statistic was undefined on every bootstrap resample; returning nan")
+        nan = undefined_metric(f"{what}: the statistic was undefined on every bootstrap resample; returning nan")
         return ConfidenceInterval(nan, nan)
     if n_bad:
         warnings.warn(f"{what}: the statistic was undefined (nan) on {n_bad} of {replicates.size} bootstrap "
@@ -280,15 +280,15 @@ def percentile_interval(replicates: ArrayLike, confidence: float, what: str) -> 
 def _weighted_form(statistic: Callable[..., Any], arrays: tuple) -> WeightedStatistic | None:
     """The weighted version of a statistic of this package, validated like the statistic itself."""
     if statistic is accuracy:
-        t, p = _binary_pair(*arrays)
+        t, p = binary_pair(*arrays)
         return weighted_mean((t == p).astype(np.float64))
     if statistic is predicted_positive_rate:
-        return weighted_mean(_check_binary("y_pred", *arrays).astype(np.float64))
+        return weighted_mean(check_binary("y_pred", *arrays).astype(np.float64))
     if statistic is false_pass_rate:
-        t, p = _binary_pair(*arrays)
+        t, p = binary_pair(*arrays)
         return weighted_ratio(((t == 0) & (p == 1)).astype(np.float64), (t == 0).astype(np.float64))
     if statistic is mean_abs_error:
-        s, r = _graded_pair(*arrays)
+        s, r = graded_pair(*arrays)
         return weighted_mean(np.abs(s - r))
     if statistic is cohens_kappa:
         return weighted_kappa(*arrays)
@@ -308,7 +308,7 @@ def bootstrap_ci(statistic: Callable[..., Any], *arrays: ArrayLike, n_resamples:
     form; any other statistic is called once per resample on the resampled items. For a *rate*
     prefer :func:`proportion_ci`: percentile intervals of a rate from few items degenerate.
     """
-    _check_bootstrap_params(n_resamples, confidence)
+    check_bootstrap_params(n_resamples, confidence)
     if not callable(statistic):
         raise ValueError(f"statistic must be callable, got {statistic!r}")
     if not arrays:
@@ -316,8 +316,8 @@ def bootstrap_ci(statistic: Callable[..., Any], *arrays: ArrayLike, n_resamples:
     name = getattr(statistic, "__name__", "statistic")
     weighted = _weighted_form(statistic, arrays)
     if weighted is None:
-        arrs = tuple(_as_1d(f"arrays[{i}]", a) for i, a in enumerate(arrays))
-        _check_same_length(**{f"arrays[{i}]": a for i, a in enumerate(arrs)})
+        arrs = tuple(as_1d(f"arrays[{i}]", a) for i, a in enumerate(arrays))
+        check_same_length(**{f"arrays[{i}]": a for i, a in enumerate(arrs)})
         statistic(*arrs)  # validate the inputs once, with the statistic's own errors
         weighted = _looped(statistic, arrs)
     n = len(np.asarray(arrays[0]))
@@ -344,7 +344,7 @@ def _looped(statistic: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> We
 
 def accuracy_ci(y_true: ArrayLike, y_pred: ArrayLike, alpha: float = 0.05, method: str = "exact") -> ConfidenceInterval:
     """Exact (or Wilson) interval of :func:`accuracy`, a proportion of correct items (:func:`proportion_ci`)."""
-    t, p = _binary_pair(y_true, y_pred)
+    t, p = binary_pair(y_true, y_pred)
     return ConfidenceInterval(*proportion_ci(int((t == p).sum()), int(t.size), alpha, method))
 
 
@@ -362,11 +362,11 @@ def paired_bootstrap_abs_error(scores_a: ArrayLike, scores_b: ArrayLike, rewards
 
     Returns ``mean_diff, ci_low, ci_high, p_value, mae_a, mae_b``.
     """
-    _check_bootstrap_params(n_resamples, confidence)
-    a = _check_scores("scores_a", scores_a)
-    b = _check_scores("scores_b", scores_b)
-    r = _check_finite("rewards", rewards)
-    _check_same_length(scores_a=a, scores_b=b, rewards=r)
+    check_bootstrap_params(n_resamples, confidence)
+    a = check_scores("scores_a", scores_a)
+    b = check_scores("scores_b", scores_b)
+    r = check_finite("rewards", rewards)
+    check_same_length(scores_a=a, scores_b=b, rewards=r)
     err_a, err_b = np.abs(a - r), np.abs(b - r)
     d = err_a - err_b
     replicates = bootstrap({"d": weighted_mean(d)}, len(d), n_resamples=n_resamples, seed=seed,

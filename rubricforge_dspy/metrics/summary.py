@@ -9,11 +9,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from rubricforge_dspy.metrics._checks import (
-    _binary_pair,
-    _check_bootstrap_params,
-    _check_mask,
-    _check_same_length,
-    _check_scores,
+    binary_pair,
+    check_bootstrap_params,
+    check_mask,
+    check_same_length,
+    check_scores,
 )
 from rubricforge_dspy.metrics.agreement import (
     accuracy,
@@ -56,20 +56,20 @@ def binary_summary(
     intervals, resampling whole ``clusters`` (e.g. task ids) when some cluster holds several items
     (``bootstrap`` says ``"task-clustered"``), else items. ``auc`` is ``nan`` without ``scores``.
     """
-    t, p = _binary_pair(y_true, y_pred)
-    _check_bootstrap_params(n_resamples, confidence)
+    t, p = binary_pair(y_true, y_pred)
+    check_bootstrap_params(n_resamples, confidence)
     alpha = 1.0 - float(confidence)
     n_abstained = 0
     if abstained is not None:
-        m = _check_mask("abstained", abstained)
-        _check_same_length(y_true=t, abstained=m)
+        m = check_mask("abstained", abstained)
+        check_same_length(y_true=t, abstained=m)
         n_abstained = int(m.sum())
     clustered = clusters is not None and has_repeated_clusters(clusters)
     statistics = {"kappa": weighted_kappa(t, p)}
     auc = math.nan
     if scores is not None:
-        s = _check_scores("scores", scores)
-        _check_same_length(y_true=t, scores=s)
+        s = check_scores("scores", scores)
+        check_same_length(y_true=t, scores=s)
         auc = roc_auc(t, s)
         statistics["auc"] = weighted_auc(t, s)
     reps = bootstrap(statistics, int(t.size), n_resamples=n_resamples, seed=seed,
