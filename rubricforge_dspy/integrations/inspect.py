@@ -83,7 +83,7 @@ def rubricforge_scorer(program: str | Path | Any, lm: Any = None, allow_unverifi
         InputError: a missing or unverifiable program (when the scorer is built, before any sample).
     """
     judge, facts = judge_with_facts(program, make_lm(lm) if isinstance(lm, LMConfig) else lm,
-                                      allow_unverified=allow_unverified)
+                                    allow_unverified=allow_unverified)
 
     async def score(state: TaskState, target: Target) -> Score:  # the target is never read
         trajectory = state_to_trajectory(state)
