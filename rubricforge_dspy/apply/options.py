@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.judge.execution import RetryPolicy
 
 __all__ = ["JobOptions", "job_options", "DEFAULT_FSYNC_EVERY", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
@@ -21,8 +22,6 @@ __all__ = ["JobOptions", "job_options", "DEFAULT_FSYNC_EVERY", "DEFAULT_MAX_CONS
 # most `fsync_every` lines are re-judged on resume. Per-line fsync costs <1% at LM speed but cuts a
 # cache replay from ~5,000 to ~250 lines/s; every 16 lines keeps ~2,700/s.
 DEFAULT_FSYNC_EVERY = 16
-
-DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
 
 
 @dataclass(frozen=True)
