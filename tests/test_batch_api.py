@@ -59,6 +59,7 @@ def test_batch_api_verdicts_and_requests_are_those_of_online_judging(tmp_path):
         assert main(["judge", "--data", str(AIRLINE), "--limit", str(N), "--out", str(online_out),
                      "--api-base", fake.api_base, "--model", "m@r", "--concurrency", "2"]) == 0
         online_bodies = {json.dumps(b, sort_keys=True) for b in fake.chat_bodies}
+        online_bytes = {r["raw"] for r in fake.requests}
     with FakeOpenAI(responder) as fake:
         process = run_cli(batch_args(fake, batch_out))
         _, err = process.communicate(timeout=120)
@@ -66,6 +67,9 @@ def test_batch_api_verdicts_and_requests_are_those_of_online_judging(tmp_path):
         assert fake.batch_api.batches_created == 1 and "completed" in err
     submitted = [json.loads(x) for x in (tmp_path / "batch" / "v.jsonl.batch_input.jsonl").read_text().splitlines()]
     assert {json.dumps(s["body"], sort_keys=True) for s in submitted} == online_bodies
+    # The same bytes, not only the same JSON: each input line ends with its body, as the online path posts it.
+    raw_lines = (tmp_path / "batch" / "v.jsonl.batch_input.jsonl").read_bytes().splitlines()
+    assert {line[line.index(b'"body":') + len(b'"body":'):-1] for line in raw_lines} == online_bytes
     assert all(s["method"] == "POST" and s["url"] == "/v1/chat/completions" for s in submitted)
     online = {v["id"]: v for v in lines(online_out)}
     batch = {v["id"]: v for v in lines(batch_out)}

@@ -27,7 +27,7 @@ from rubricforge_dspy.data.split import split_by_task  # noqa: E402
 from rubricforge_dspy.evidence.render import render_trajectory  # noqa: E402
 from rubricforge_dspy.induction.inducer import InductionConfig, induce  # noqa: E402
 from rubricforge_dspy.integrations import mlflow as rf_mlflow  # noqa: E402
-from rubricforge_dspy.integrations._judging import load_judge_program  # noqa: E402
+from rubricforge_dspy.integrations._judging import judge_with_facts  # noqa: E402
 from rubricforge_dspy.judge.execution import judge_verdict  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
 from rubricforge_dspy.lm.engine import make_lm  # noqa: E402
@@ -212,7 +212,7 @@ def test_round_trip_induce_judge_write_back_idempotent_and_label_next(experiment
            out_path=program, lm_name="scripted-judge")
 
     with FakeOpenAI(responder=fake_judge) as fake:
-        judge, _ = load_judge_program(program, make_lm(LMConfig(model=fake.model, api_base=fake.api_base)))
+        judge, _ = judge_with_facts(program, make_lm(LMConfig(model=fake.model, api_base=fake.api_base)))
         verdicts = {t.id: judge_verdict(judge, t) for t in trajectories}
         bodies = [str(b) for b in fake.chat_bodies]
     assert bodies and not any(CANARY in b or EXPECT_CANARY in b for b in bodies)
@@ -410,7 +410,7 @@ def test_scorer_leaves_no_trace_of_the_judges_own_calls_and_a_judge_trace_is_cou
         assert _experiment_trace_ids(uri, "own-output") == agents  # the scorer's calls left no trace
         assert sorted(f.value for f in feedback) == [False, True]
         # the same judge called bare under autologging is traced: that is the trace to recognize
-        judge, _ = load_judge_program(program, _strict_lm())
+        judge, _ = judge_with_facts(program, _strict_lm())
         judge_verdict(judge, rf_mlflow.trace_to_trajectory(traces[0]))
         mlflow.flush_trace_async_logging()
     finally:
@@ -475,7 +475,7 @@ def test_write_back_never_replaces_what_an_evaluation_logged(tmp_path):
     assert judge_scorer.name != "rubricforge"
     mlflow.genai.evaluate(data=traces, scorers=[judge_scorer])
     mlflow.flush_trace_async_logging()
-    judge, _ = load_judge_program(program, _strict_lm())
+    judge, _ = judge_with_facts(program, _strict_lm())
     verdicts = {t.id: judge_verdict(judge, t) for t in (rf_mlflow.trace_to_trajectory(x) for x in traces)}
 
     def values(name):

@@ -8,12 +8,8 @@ import ast
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "rubricforge_dspy"
-# Being removed by the work on apply/ and data/formats/ (issue 27, items 1 and 2).
-IN_PROGRESS = ("rubricforge_dspy/apply/", "rubricforge_dspy/data/formats/")
 
 
 def module_name(path: Path) -> str:
@@ -74,12 +70,6 @@ def test_the_walk_finds_private_names_absolute_and_relative(tmp_path, monkeypatc
                                                 "rubricforge_dspy/stage/user.py:4: rubricforge_dspy.other._secret"]
 
 
-def test_no_module_imports_a_private_name_of_another_outside_the_parts_being_split():
-    found = [line for line in offenders() if not line.startswith(IN_PROGRESS)]
-    assert not found, "private names imported across files:\n" + "\n".join(found)
-
-
-@pytest.mark.xfail(strict=False, reason="apply/ and data/formats/ are being split (issue 27, items 1-2)")
-def test_no_module_imports_a_private_name_of_another_in_apply_and_data_formats():
-    found = [line for line in offenders() if line.startswith(IN_PROGRESS)]
+def test_no_module_imports_a_private_name_of_another():
+    found = offenders()
     assert not found, "private names imported across files:\n" + "\n".join(found)

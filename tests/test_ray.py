@@ -23,7 +23,7 @@ from rubricforge_dspy.apply.ray import (JudgeAnswer, JudgePrompt, judge_dataset,
 from rubricforge_dspy.apply.job import ResumeState  # noqa: E402
 from rubricforge_dspy.apply.ray import _JudgeWorker  # noqa: E402
 from rubricforge_dspy.core.verdict import read_verdicts  # noqa: E402
-from rubricforge_dspy.judge.execution import RetryPolicy  # noqa: E402
+from rubricforge_dspy.apply.options import JobOptions  # noqa: E402
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
@@ -152,8 +152,8 @@ def test_a_worker_closes_its_connections_when_a_batch_ends_and_when_it_fails(jud
     trajectories = make_dataset(6)
     dead_lines = {"out": "verdicts.jsonl", "line": JOB_LINE}
     with FakeOpenAI(keep_alive=True) as server:  # keeps each connection until the client closes it
-        worker = _JudgeWorker(judge_class(), [_config(server)], threads=3, policy=RetryPolicy(0), timeout=None,
-                              job=dead_lines, max_consecutive_lm_errors=None)
+        worker = _JudgeWorker(judge_class(), [_config(server)],
+                              JobOptions(concurrency=3, max_retries=0, max_consecutive_lm_errors=None), job=dead_lines)
         for _ in range(2):  # a worker judges many batches: each opens and closes its connections
             lines = worker(_batch(trajectories))
             assert len(lines["id"]) == 6 and lines["fast"] == [judge_class is TrajectoryJudge] * 6
@@ -161,8 +161,8 @@ def test_a_worker_closes_its_connections_when_a_batch_ends_and_when_it_fails(jud
         served = server.n_requests
     assert served == 12
     with FakeOpenAI(responder=lambda body, n: "http_500", keep_alive=True) as dead:
-        worker = _JudgeWorker(judge_class(), [_config(dead)], threads=3, policy=RetryPolicy(0), timeout=None,
-                              job=dead_lines, max_consecutive_lm_errors=2)
+        worker = _JudgeWorker(judge_class(), [_config(dead)],
+                              JobOptions(concurrency=3, max_retries=0, max_consecutive_lm_errors=2), job=dead_lines)
         with pytest.raises(JudgeUnavailableError, match="consecutive"):
             worker(_batch(trajectories))
         assert dead.n_requests >= 2 and _connections_to(dead.port) == 0

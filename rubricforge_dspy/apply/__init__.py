@@ -6,9 +6,14 @@ JSONL of verdict lines (`rubricforge_dspy.core.verdict`), one job per output fil
 
 Modules:
 
+- :mod:`.options`: `JobOptions`, how a job runs (one frozen record for the local, Ray and Batch API back ends);
 - :mod:`.stream`: `judge_stream` (concurrent, bounded memory, cache, retries) and `run_judge_file`;
+- :mod:`.summary`: `BatchSummary`, what a run did, and `UsageTotals`;
+- :mod:`.executors`: how the calls are made (one event loop for the fast path, or worker threads);
+- :mod:`.writer`: the crash-safe verdict writer and the checking pass's spill;
 - :mod:`.job`: the job a verdict file belongs to, and resuming it after any kill;
-- :mod:`.openai_batch`: the same through the OpenAI Batch API (`run_batch_api`).
+- :mod:`.openai_batch`: the same through the OpenAI Batch API (`run_batch_api`);
+- :mod:`.ray`: the same on a Ray cluster (`judge_dataset`; the ``[ray]`` extra).
 
 Names are imported lazily.
 """
@@ -16,8 +21,9 @@ Names are imported lazily.
 from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
-    "rubricforge_dspy.apply.stream": ["judge_stream", "run_judge_file", "load_judge", "BatchSummary", "UsageTotals",
-                                      "DuplicateIdError"],
+    "rubricforge_dspy.apply.options": ["JobOptions"],
+    "rubricforge_dspy.apply.stream": ["judge_stream", "run_judge_file", "DuplicateIdError"],
+    "rubricforge_dspy.apply.summary": ["BatchSummary", "UsageTotals"],
     "rubricforge_dspy.apply.job": ["read_done", "ResumeState", "BatchOutputError"],
     "rubricforge_dspy.apply.openai_batch": ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed"],
 }

@@ -33,7 +33,7 @@ import orjson
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.verdict import VerdictLineError, check_line
-from rubricforge_dspy.core.verdict import _parse_line as parse_line
+from rubricforge_dspy.core.verdict import parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -41,7 +41,7 @@ from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 __all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "DoneIndex",
            "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
            "job_path", "lock_path", "output_lock", "checked_output", "input_fingerprint", "checked_input",
-           "claim_output"]
+           "claim_output", "claim_job"]
 
 JOB_SUFFIX = ".job.json"
 LOCK_SUFFIX = ".lock"
@@ -556,3 +556,18 @@ def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"judge_fingerprint": fingerprint.sha256, "data_fingerprint": data,
                                 "judge_parts": fingerprint.parts}, indent=1, sort_keys=True, default=str))
+
+
+def claim_job(out_path, fingerprint: Fingerprint, data: str | None, done: ResumeState) -> None:
+    """`claim_output`, then refuse an output whose lines (the `done` of `read_done`) carry the fingerprint of
+    another judge configuration: every back end claims its output this way before its first call.
+
+    Raises:
+        BatchOutputError: `out_path` belongs to another job, or holds another judge's verdicts.
+    """
+    claim_output(out_path, fingerprint, data, bool(done.ids))
+    foreign = {f for f in done.fingerprints if f not in (None, fingerprint.sha256)}
+    if done.ids and foreign:
+        raise BatchOutputError(
+            f"{out_path}: holds verdicts of another judge configuration (fingerprints {sorted(foreign)[:3]}); "
+            f"this run is {fingerprint.sha256}. Use a new output path.")

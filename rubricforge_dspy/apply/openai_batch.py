@@ -4,12 +4,14 @@
 
     {"custom_id": "r0", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
 
-The body is the exact request online judging sends: the judge is called with an engine that captures
-the request its `ChatCompletionsEngine` would post instead of posting it. Results come back through
-the same engine, replaying each answer (or its HTTP status) into the judge, so parsing, truncation
+The body is the exact request online judging sends, byte for byte: the judge is called on the online
+LM inside `lm.engine.capture_request`, where its `ChatCompletionsEngine` raises the body it would post
+(`RequestCaptured`) instead of posting it, the one capture the fast path uses too; each line is written
+with `lm.engine.encode_body`'s encoder. Results come back through an engine that replays each answer (or
+its HTTP status) into the judge, so parsing, truncation
 (finish reason ``length``), contradictions and error kinds follow the one online code path
 (`execution.judge_verdict`). Verdict lines, ``OUT.job.json`` (ownership and fingerprint) and the
-verdict cache are those of `rubricforge_dspy.apply.stream`.
+verdict cache are those of `rubricforge_dspy.apply.stream` (the lines written by `writer.VerdictWriter`).
 
 Resume: ``OUT.batch.json`` holds the batch id, its input file id and the request -> trajectory id
 map; it is written (atomically) right after the batch is created and before any poll, so re-running
@@ -21,27 +23,35 @@ has); the state file is removed so the next run submits the rest again.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import httpx
+import orjson
 import tenacity
-from dspy.utils.exceptions import LMError
 
-from rubricforge_dspy.apply.stream import BatchSummary
-from rubricforge_dspy.apply.job import checked_input, claim_output, output_lock, read_done
+from rubricforge_dspy.apply.job import checked_input, claim_job, output_lock, read_done
+from rubricforge_dspy.apply.options import JobOptions, job_options
+from rubricforge_dspy.apply.summary import BatchSummary
+from rubricforge_dspy.apply.writer import VerdictWriter
+from rubricforge_dspy.core.errors import InputError, ServerError
+from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
-from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
-from rubricforge_dspy.lm.engine import ChatCompletionsEngine, http_error
-from rubricforge_dspy.lm.truncation import check_finish
+from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
+from rubricforge_dspy.lm.engine import ChatCompletionsEngine, RequestCaptured, capture_request, http_error
 from rubricforge_dspy.lm.errors import is_transient
-from rubricforge_dspy.core.errors import InputError, RubricForgeError, ServerError
-from rubricforge_dspy.core.verdict import Verdict, verdict_line
+from rubricforge_dspy.lm.truncation import check_finish
+
+__all__ = ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed", "batch_request", "poll",
+           "state_path"]
+
+logger = logging.getLogger(__name__)
 
 STATE_SUFFIX = ".batch.json"
 ACTIVE = ("validating", "in_progress", "finalizing", "cancelling")
@@ -53,19 +63,9 @@ class BatchJobFailed(ServerError):
     configuration); the message says which and what to do. The command line exits 3."""
 
 
-class CapturedRequest(LMError, RubricForgeError):
-    """Raised by `BatchEngine` in capture mode: carries the chat request body instead of sending it
-    (control flow inside `run_batch_api`; never escapes it)."""
-
-    def __init__(self, body: dict):
-        super().__init__("request captured for the Batch API")
-        self.body = body
-
-
-class BatchEngine(ChatCompletionsEngine):
-    """A `ChatCompletionsEngine` that never posts: with no `reply` set it raises `CapturedRequest`
-    holding the body it would send; with ``reply = (status_code, payload)`` it answers as if the server
-    had returned that (an HTTP error for a status >= 400, a completion otherwise)."""
+class _ReplayEngine(ChatCompletionsEngine):
+    """A `ChatCompletionsEngine` that never posts: it answers with ``reply = (status_code, payload)`` as if
+    the server had returned that (an HTTP error for a status >= 400, a completion otherwise)."""
 
     def __init__(self, config):
         super().__init__(config)
@@ -75,12 +75,27 @@ class BatchEngine(ChatCompletionsEngine):
         from dspy import lm15
 
         if self.reply is None:
-            raise CapturedRequest(self.body(request))
+            raise RuntimeError("no batch answer to replay")  # pragma: no cover - set around every call
         status, payload = self.reply
         if status >= 400:
             raise http_error(status, json.dumps(payload)[:500], None, "batch " + self.url)
         return check_finish(lm15.response_from_openai_chat(payload, model=request.model), "batch " + self.url,
                             request.model)
+
+
+def batch_request(judge, inputs: dict) -> dict:
+    """The body `judge` (on an LM built by `lm.make_lm`) would post for `inputs`, captured without a call
+    (`lm.engine.capture_request`): what online judging sends, for a Batch API input line.
+
+    Raises:
+        RuntimeError: the judge answered without making a request.
+    """
+    try:
+        with capture_request():
+            judge(**inputs)
+    except RequestCaptured as captured:
+        return captured.body
+    raise RuntimeError("the judge answered without a request being captured")
 
 
 def state_path(out_path) -> Path:
@@ -163,16 +178,17 @@ class BatchApiSummary(BatchSummary):
 
 
 def poll(client: BatchClient, batch_id: str, interval: float = 2.0, max_interval: float = 60.0,
-         progress: bool = True) -> dict:
-    """Poll until the batch leaves the active statuses; the wait doubles up to `max_interval`."""
+         on_status: Callable[[str], None] | None = None) -> dict:
+    """Poll until the batch leaves the active statuses; the wait doubles up to `max_interval`. Each status
+    line (``batch ID: STATUS (DONE/TOTAL done, FAILED failed)``) goes to `on_status`, when given."""
     wait = interval
     while True:
         batch = client.retrieve(batch_id)
         status = batch.get("status")
         counts = batch.get("request_counts") or {}
-        if progress:
-            print(f"batch {batch_id}: {status} ({counts.get('completed', 0)}/{counts.get('total', '?')} done, "
-                  f"{counts.get('failed', 0)} failed)", file=sys.stderr, flush=True)
+        if on_status is not None:
+            on_status(f"batch {batch_id}: {status} ({counts.get('completed', 0)}/{counts.get('total', '?')} done, "
+                      f"{counts.get('failed', 0)} failed)")
         if status not in ACTIVE:
             return batch
         time.sleep(wait)
@@ -197,158 +213,209 @@ def _results(client: BatchClient, batch: dict) -> dict[str, tuple[int, dict] | s
     return found
 
 
-def run_batch_api(judge, data_path, out_path, *, lm=None, format: str = "auto", label_threshold=None,
-                  on_error: str = "raise", cache=True, poll_interval: float = 2.0, max_poll_interval: float = 60.0,
-                  progress: bool = True, limit: int | None = None, load_report=None, labels=None,
-                  on_trajectory=None) -> BatchApiSummary:
+
+_BATCH_OPTIONS = JobOptions(cache=True)  # as `rubricforge judge`: the verdict cache next to the output
+
+
+def run_batch_api(judge, data_path, out_path, options: JobOptions | None = None, *, lm=None, format: str = "auto",
+                  label_threshold=None, on_error: str = "raise", poll_interval: float = 2.0,
+                  max_poll_interval: float = 60.0, load_report=None, labels=None, on_trajectory=None,
+                  on_status: Callable[[str], None] | None = None, **overrides) -> BatchApiSummary:
     """Judge `data_path` into `out_path` through the Batch API of `lm`'s endpoint; resumable (see module).
-    labels: a `labels.LabelJoin` joined onto the stream (as `batch.run_judge_file` does); on_trajectory:
-    called with every trajectory read (e.g. a `label_checks.LabelTally`). The output's lock
-    (`rubricforge_dspy.apply.job.output_lock`) is held for the whole run: a second process on the same
-    `out_path` raises `OutputLockedError`."""
+
+    Args:
+        judge: the judge (`judge.loading.judge_from` resolves a program argument to one).
+        data_path: a trajectory file or directory, or a list of them.
+        out_path: the verdict file; its lock (`apply.job.output_lock`) is held for the whole run: a second
+            process on the same `out_path` raises `OutputLockedError`.
+        options: how the job runs (`JobOptions`; default ``JobOptions(cache=True)``); this back end reads
+            ``cache``, ``limit``, ``progress`` and ``fsync_every`` (the provider schedules the calls).
+        lm: the judge LM, built by `lm.make_lm` on an OpenAI-compatible endpoint (default: the judge's).
+        format: the input format, or "auto".
+        label_threshold: None = each format's own rule.
+        on_error: the loader's policy for bad records ("raise" or "skip").
+        poll_interval: the first wait between polls, in seconds; it doubles up to `max_poll_interval`.
+        max_poll_interval: see `poll_interval`.
+        load_report: a `LoadReport` to fill.
+        labels: a `labels.LabelJoin` joined onto the stream (as `run_judge_file` does).
+        on_trajectory: called with every trajectory read (e.g. a `label_checks.LabelTally`).
+        on_status: called with each poll's status line; default: logged at INFO when ``options.progress``.
+        **overrides: `JobOptions` fields, replacing those of `options` (``limit=100``).
+
+    Returns:
+        The `BatchApiSummary` of the run.
+
+    Raises:
+        InputError: the LM has no OpenAI-compatible endpoint; a bad input (before anything is submitted).
+        BatchJobFailed: the batch failed, expired or was cancelled (its results kept), or a pending batch
+            belongs to another judge configuration.
+        ServerError: the Batch API cannot be reached.
+    """
+    options = job_options(options, overrides, _BATCH_OPTIONS)
+    if on_status is None and options.progress:
+        def on_status(line: str) -> None:
+            logger.info("%s", line)
+    reading = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
     with output_lock(out_path):
-        return _run_batch_api(judge, data_path, out_path, lm=lm, format=format, label_threshold=label_threshold,
-                              on_error=on_error, cache=cache, poll_interval=poll_interval,
-                              max_poll_interval=max_poll_interval, progress=progress, limit=limit,
-                              load_report=load_report, labels=labels, on_trajectory=on_trajectory)
+        run = _BatchRun(judge, data_path, Path(out_path), options, lm, reading, labels, load_report, on_trajectory)
+        return run.run(poll_interval, max_poll_interval, on_status)
 
 
-def _run_batch_api(judge, data_path, out_path, *, lm, format, label_threshold, on_error, cache, poll_interval,
-                   max_poll_interval, progress, limit, load_report, labels, on_trajectory) -> BatchApiSummary:
-    """`run_batch_api` with the output's lock held."""
-    from rubricforge_dspy.data.formats import iter_trajectories
-    from rubricforge_dspy.data.labels import LabelJoin
+class _BatchRun:
+    """One run of `run_batch_api` with the output's lock held: the judge on the online LM (whose requests are
+    captured) and on the replaying engine, the job claimed, the cache and the tally."""
 
-    started = time.perf_counter()
-    out_path = Path(out_path)
-    base_lm = resolve_lm(judge, lm)
-    config = getattr(getattr(base_lm, "engine", None), "config", None)
-    if config is None or not getattr(config, "api_base", None):
-        raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
-    online = one_attempt_lm(base_lm)
-    engine = BatchEngine(config)
-    batch_judge = judge.deepcopy()
-    batch_judge.set_lm(online.copy(engine=engine))
-    online_judge = judge.deepcopy()
-    online_judge.set_lm(online)
-    fingerprint = judge_fingerprint(online_judge, online)  # the same job as online judging
-    program, model = getattr(judge, "rubric_sha256", None), config.model
-    paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
-    # The whole input is checked (one streaming pass, ids only) before anything is submitted.
-    scan, data = checked_input(paths, format=format, label_threshold=label_threshold, on_error=on_error, limit=limit,
-                               labels=labels)
-    done = read_done(out_path)
-    claim_output(out_path, fingerprint, data, bool(done.ids))
-    verdict_cache: VerdictCache | None = open_cache(cache, out_path)
-    summary = BatchApiSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes, retried=done.retried,
-                              program_sha256=program, judge_fingerprint=fingerprint.sha256, model=model)
+    def __init__(self, judge, data_path, out_path: Path, options: JobOptions, lm, reading: dict, labels,
+                 load_report, on_trajectory):
+        self.started = time.perf_counter()
+        self.data_path, self.out_path, self.options, self.reading = data_path, out_path, options, reading
+        self.labels, self.load_report, self.on_trajectory = labels, load_report, on_trajectory
+        base_lm = resolve_lm(judge, lm)
+        self.config = config = getattr(getattr(base_lm, "engine", None), "config", None)
+        if config is None or not getattr(config, "api_base", None):
+            raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
+        online = one_attempt_lm(base_lm)
+        self.engine = _ReplayEngine(config)
+        self.replay_judge = judge.deepcopy()
+        self.replay_judge.set_lm(online.copy(engine=self.engine))
+        self.online_judge = judge.deepcopy()
+        self.online_judge.set_lm(online)
+        fingerprint = judge_fingerprint(self.online_judge, online)  # the same job as online judging
+        self.fingerprint = fingerprint.sha256
+        self.line = {"judge_fingerprint": fingerprint.sha256, "program_sha256": getattr(judge, "rubric_sha256", None),
+                     "model": config.model}
+        paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
+        # The whole input is checked (one streaming pass, ids only) before anything is submitted.
+        scan, self.data = checked_input(paths, limit=options.limit, labels=labels, **reading)
+        self.done = read_done(out_path)
+        claim_job(out_path, fingerprint, self.data, self.done)
+        self.cache: VerdictCache | None = open_cache(options.cache, out_path)
+        self.summary = BatchApiSummary(out_path=str(out_path), repaired_bytes=self.done.repaired_bytes,
+                                       retried=self.done.retried, program_sha256=self.line["program_sha256"],
+                                       judge_fingerprint=self.fingerprint, model=config.model)
+        self.writer: VerdictWriter | None = None
 
-    def trajectories(observe: bool):
+    def run(self, poll_interval: float, max_poll_interval: float, on_status) -> BatchApiSummary:
+        """Submit (or resume) the batch, wait for it, write its verdicts; the summary."""
+        summary, state_file = self.summary, state_path(self.out_path)
+        client = BatchClient(self.config.api_base, self.config.api_key)
+        try:
+            state = json.loads(state_file.read_text()) if state_file.exists() else None
+            if state is not None and state.get("judge_fingerprint") != self.fingerprint:
+                raise BatchJobFailed(f"{state_file}: a pending batch of another judge configuration; delete it "
+                                     "(and cancel batch " + str(state.get("batch_id")) + ") or use another --out")
+            self.writer = VerdictWriter(self.out_path, self.options.fsync_every, self.done, self.fingerprint)
+            if state is None:
+                state = self._submit(client, state_file)
+                if state is None:  # nothing left to ask
+                    return summary
+            else:
+                summary.resumed_batch = True
+            summary.batch_id, summary.submitted = state["batch_id"], len(state["requests"])
+            batch = poll(client, state["batch_id"], poll_interval, max_poll_interval, on_status)
+            summary.batch_status = batch.get("status")
+            failed_whole = summary.batch_status != "completed"  # failed, expired, cancelled
+            self._collect(_results(client, batch), state["requests"], failed_whole)
+            state_file.unlink(missing_ok=True)
+            if failed_whole:
+                errors = (batch.get("errors") or {}).get("data") or []
+                raise BatchJobFailed(
+                    f"batch {summary.batch_id} ended {summary.batch_status!r}"
+                    f"{': ' + json.dumps(errors)[:300] if errors else ''}; kept {summary.judged} verdicts in "
+                    f"{self.out_path}. Re-run the same command to submit the rest in a new batch.")
+        finally:
+            client.close()
+            if self.writer is not None:
+                self.writer.close()
+            if self.cache is not None and not isinstance(self.options.cache, VerdictCache):
+                self.cache.close()
+            summary.wall_time = time.perf_counter() - self.started
+        return summary
+
+    def _trajectories(self, observe: bool):
         """The input again; `observe`: the one pass of this run that feeds the label join and the
         `on_trajectory` watcher (and the load report), so nothing is counted twice."""
-        seen = set()
-        report = load_report if observe else None
+        from rubricforge_dspy.data.formats import iter_trajectories
+        from rubricforge_dspy.data.labels import LabelJoin
+
+        seen: set[str] = set()
+        labels, limit = self.labels, self.options.limit
+        report = self.load_report if observe else None
         joiner = labels if observe or labels is None else LabelJoin(labels.file, labels.rule)  # same labels, uncounted
-        for t in iter_trajectories(data_path, format=format, label_threshold=label_threshold, on_error=on_error,
-                                   report=report):
+        for t in iter_trajectories(self.data_path, report=report, **self.reading):
             if t.id in seen:
-                summary.duplicates += 1
+                self.summary.duplicates += 1
                 continue
             if limit is not None and len(seen) >= limit:
                 return
             seen.add(t.id)
             if joiner is not None:
                 t = joiner.apply(t)
-            if on_trajectory is not None and observe:
-                on_trajectory(t)
+            if observe and self.on_trajectory is not None:
+                self.on_trajectory(t)
             yield t
 
-    def write(handle, trajectory, verdict: Verdict, cached: bool, inputs: dict) -> None:
-        handle.write(json.dumps(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1,
-                                             judge_fingerprint=fingerprint.sha256, program_sha256=program,
-                                             model=model)) + "\n")
-        summary.count(verdict, cached)
-        if not verdict.abstained and verdict_cache is not None and not cached:
-            verdict_cache.put(fingerprint.sha256, input_sha256(inputs), verdict)
+    def _write(self, trajectory, verdict: Verdict, cached: bool, inputs: dict) -> None:
+        self.writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1, **self.line))
+        self.summary.count(verdict, cached)
+        if not verdict.abstained and self.cache is not None and not cached:
+            self.cache.put(self.fingerprint, input_sha256(inputs), verdict)
 
-    client = BatchClient(config.api_base, config.api_key)
-    state_file = state_path(out_path)
-    try:
-        state = json.loads(state_file.read_text()) if state_file.exists() else None
-        if state is not None and state.get("judge_fingerprint") != fingerprint.sha256:
-            raise BatchJobFailed(f"{state_file}: a pending batch of another judge configuration; delete it "
-                                 "(and cancel batch " + str(state.get("batch_id")) + ") or use another --out")
-        with out_path.open("a") as handle:
-            if state is None:
-                lines, requests = [], {}
-                for trajectory in trajectories(observe=True):
-                    if trajectory.id in done.ids:
-                        summary.resumed += 1
-                        continue
-                    inputs = batch_judge.inputs_of(trajectory)
-                    hit = verdict_cache.get(fingerprint.sha256, input_sha256(inputs)) if verdict_cache else None
-                    if hit is not None:
-                        write(handle, trajectory, hit, True, inputs)
-                        continue
-                    try:
-                        batch_judge(**inputs)
-                        raise RuntimeError("the judge answered without a request being captured")
-                    except CapturedRequest as captured:
-                        custom_id = f"r{len(requests)}"
-                        requests[custom_id] = trajectory.id
-                        lines.append(json.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT,
-                                                 "body": captured.body}))
-                if not requests:
-                    summary.wall_time = time.perf_counter() - started
-                    return summary
-                input_path = out_path.with_name(out_path.name + ".batch_input.jsonl")
-                input_path.write_text("\n".join(lines) + "\n")
-                uploaded = client.upload(input_path.read_bytes(), input_path.name)
-                batch = client.create(uploaded["id"], {"rubricforge_out": out_path.name})
-                state = {"batch_id": batch["id"], "input_file_id": uploaded["id"], "requests": requests,
-                         "judge_fingerprint": fingerprint.sha256, "data_fingerprint": data}
-                _write_json_atomic(state_file, state)
+    def _submit(self, client: BatchClient, state_file: Path) -> dict | None:
+        """Write the batch input (cache hits written as verdicts instead), upload it, create the batch and
+        record its state (atomically, before any poll); None when nothing is left to ask."""
+        lines, requests = [], {}
+        for trajectory in self._trajectories(observe=True):
+            if trajectory.id in self.done.ids:
+                self.summary.resumed += 1
+                continue
+            inputs = self.online_judge.inputs_of(trajectory)
+            hit = self.cache.get(self.fingerprint, input_sha256(inputs)) if self.cache else None
+            if hit is not None:
+                self._write(trajectory, hit, True, inputs)
+                continue
+            custom_id = f"r{len(requests)}"
+            requests[custom_id] = trajectory.id
+            lines.append(orjson.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT,
+                                       "body": batch_request(self.online_judge, inputs)}))
+        if not requests:
+            return None
+        input_path = self.out_path.with_name(self.out_path.name + ".batch_input.jsonl")
+        input_path.write_bytes(b"\n".join(lines) + b"\n")
+        uploaded = client.upload(input_path.read_bytes(), input_path.name)
+        batch = client.create(uploaded["id"], {"rubricforge_out": self.out_path.name})
+        state = {"batch_id": batch["id"], "input_file_id": uploaded["id"], "requests": requests,
+                 "judge_fingerprint": self.fingerprint, "data_fingerprint": self.data}
+        _write_json_atomic(state_file, state)
+        return state
+
+    def _collect(self, results: dict, requests: dict, failed_whole: bool) -> None:
+        """Write the verdict of each request the batch answered (replayed into the judge), in input order."""
+        wanted = {tid: cid for cid, tid in requests.items()}
+        for trajectory in self._trajectories(observe=self.summary.resumed_batch):
+            custom_id = wanted.get(trajectory.id)
+            if custom_id is None or trajectory.id in self.done.ids:
+                continue
+            result = results.get(custom_id)
+            inputs = self.replay_judge.inputs_of(trajectory)
+            if result is None:
+                if failed_whole:
+                    continue  # never answered: submitted again by the next run
+                result = "batch request missing from the output and error files"
+            if isinstance(result, str):
+                verdict = Verdict.abstention(result, "other")
+                self.summary.request_errors += 1
             else:
-                summary.resumed_batch = True
-            summary.batch_id = state["batch_id"]
-            summary.submitted = len(state["requests"])
-            batch = poll(client, state["batch_id"], poll_interval, max_poll_interval, progress)
-            summary.batch_status = batch.get("status")
-            results = _results(client, batch)
-            wanted = {tid: cid for cid, tid in state["requests"].items()}
-            failed_whole = summary.batch_status != "completed"  # failed, expired, cancelled
-            for trajectory in trajectories(observe=summary.resumed_batch):
-                custom_id = wanted.get(trajectory.id)
-                if custom_id is None or trajectory.id in done.ids:
-                    continue
-                result = results.get(custom_id)
-                inputs = batch_judge.inputs_of(trajectory)
-                if result is None:
-                    if failed_whole:
-                        continue  # never answered: submitted again by the next run
-                    result = "batch request missing from the output and error files"
-                if isinstance(result, str):
-                    verdict = Verdict.abstention(result, "other")
-                    summary.request_errors += 1
-                else:
-                    engine.reply = result
-                    extra = dict(inputs)
-                    verdict = judge_verdict(batch_judge, extra.pop("trajectory"), RetryPolicy(max_retries=0), **extra)
-                    engine.reply = None
-                    summary.request_errors += result[0] != 200
-                summary.lm_calls += 1
-                write(handle, trajectory, verdict, False, inputs)
-                handle.flush()
-        state_file.unlink(missing_ok=True)
-        if failed_whole:
-            errors = (batch.get("errors") or {}).get("data") or []
-            raise BatchJobFailed(
-                f"batch {summary.batch_id} ended {summary.batch_status!r}"
-                f"{': ' + json.dumps(errors)[:300] if errors else ''}; kept {summary.judged} verdicts in {out_path}. "
-                "Re-run the same command to submit the rest in a new batch.")
-    finally:
-        client.close()
-        if verdict_cache is not None and not isinstance(cache, VerdictCache):
-            verdict_cache.close()
-        summary.wall_time = time.perf_counter() - started
-    return summary
+                verdict = self._replay(result, inputs)
+                self.summary.request_errors += result[0] != 200
+            self.summary.lm_calls += 1
+            self._write(trajectory, verdict, False, inputs)
+
+    def _replay(self, result: tuple[int, dict], inputs: dict) -> Verdict:
+        """The verdict of the batch's answer `result`, through the judge's one online code path."""
+        self.engine.reply = result
+        extra = dict(inputs)
+        try:
+            return judge_verdict(self.replay_judge, extra.pop("trajectory"), RetryPolicy(max_retries=0), **extra)
+        finally:
+            self.engine.reply = None

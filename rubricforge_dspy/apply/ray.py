@@ -17,7 +17,7 @@ The same judge as the local path, called the same way: each Ray worker (an actor
 ``map_batches`` pool) holds a copy of the judge on a one-attempt LM per endpoint and, like
 `rubricforge judge`, takes the fast path when the judge offers one (`TrajectoryJudge.direct_call`: a plain
 judge on an LM built by `lm.make_lm`): one event loop per actor, kept across batches (the local path's
-`apply.stream._EventLoop`), ``concurrency`` calls in flight through
+`apply.executors.EventLoopExecutor`), ``concurrency`` calls in flight through
 `rubricforge_dspy.judge.execution.ajudge_verdict`; any other judge is called through `judge_verdict` from
 ``concurrency`` threads. Either way the render, the strict parse, the truncation rule, the retries of
 transient errors and the abstentions are those of `rubricforge judge`, and each verdict line is
@@ -32,7 +32,7 @@ that is exactly-once:
 2. Anti-join: the dataset is filtered on the driver's done ids before any LM call, so a re-run judges
    only what is missing.
 3. Workers write nothing: they return verdict lines (an ``id`` and a ``line`` column). The driver
-   appends each line through the batch writer of the local path (`apply.stream._Writer`: one unbuffered
+   appends each line through the batch writer of the local path (`apply.writer.VerdictWriter`: one unbuffered
    write per line), skipping an id it has already written in this run: when Ray re-executes a block
    after a worker died (actor restart, task retry), the block's ids come back a second time and are
    counted in ``summary.duplicates``, never written twice.
@@ -62,33 +62,34 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import dspy
 import orjson
 
 from rubricforge_dspy._dspy_compat import engine_specs
-from rubricforge_dspy.apply.job import BatchOutputError, ResumeState, claim_output, output_lock, read_done
-from rubricforge_dspy.apply.stream import (DEFAULT_FSYNC_EVERY, BatchSummary, UsageTotals, _EventLoop, _Writer,
-                                          load_judge)
-from rubricforge_dspy.core.errors import InputError, MissingExtraError
+from rubricforge_dspy.apply.executors import EventLoopExecutor
+from rubricforge_dspy.apply.job import ResumeState, claim_job, output_lock, read_done
+from rubricforge_dspy.apply.options import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, JobOptions, job_options
+from rubricforge_dspy.apply.ray_data import column, job_line, ray_module, row_trajectory, trajectory_dataset
+from rubricforge_dspy.apply.ray_sglang import JudgeAnswer, JudgePrompt, sglang_processor
+from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
+from rubricforge_dspy.apply.writer import VerdictWriter
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from rubricforge_dspy.judge.execution import RetryPolicy, as_verdict, count_verdict, judge_verdict
+from rubricforge_dspy.judge.execution import count_verdict, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
-from rubricforge_dspy.judge.module import TrajectoryJudge, VerdictFormatError
+from rubricforge_dspy.judge.loading import judge_from
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
-from rubricforge_dspy.lm.config import LMConfig, bound_strings
+from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.lm.errors import error_kind
 from rubricforge_dspy.lm.secrets import redact_url
 
 if TYPE_CHECKING:
@@ -96,72 +97,6 @@ if TYPE_CHECKING:
 
 __all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
            "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
-
-DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
-SGLANG_ENDPOINT = "ray.data.llm:sglang-engine"  # stands for the endpoint in the fingerprint of the in-Ray engine
-INSTALL_HINT = "pip install 'rubricforge-dspy[ray]'"
-
-
-def _ray():
-    """The `ray` module with Ray Data, imported on first use (the ``[ray]`` extra is optional).
-
-    Raises:
-        MissingExtraError: Ray Data is not installed.
-    """
-    try:
-        import ray
-        import ray.data  # noqa: F401 - the part of Ray this module uses
-    except ImportError as missing:
-        raise MissingExtraError(f"judging on Ray needs Ray Data, which is not installed: {INSTALL_HINT} "
-                                f"({type(missing).__name__}: {missing})") from missing
-    return ray
-
-
-# -- the rows -----------------------------------------------------------------------------------------
-
-def trajectory_dataset(trajectories: Iterable[Trajectory], *, rows_per_block: int = 256,
-                       rows_per_chunk: int = 10_000) -> "ray.data.Dataset":
-    """A Ray Dataset of `trajectories`, one row ``{"id", "trajectory"}`` per trajectory.
-
-    The trajectories are consumed lazily, `rows_per_chunk` at a time: each chunk goes to Ray's object
-    store (which spills to disk when full) before the next is read, so the driver holds one chunk.
-
-    Args:
-        trajectories: `Trajectory` records (e.g. ``data.formats.iter_trajectories(path)``).
-        rows_per_block: rows per block: the unit Ray hands to a worker, and re-executes when one dies.
-        rows_per_chunk: trajectories read before they are handed to Ray.
-
-    Returns:
-        The dataset.
-
-    Raises:
-        InputError: no trajectories.
-        MissingExtraError: Ray Data is not installed.
-    """
-    ray = _ray()
-    parts = []
-    iterator = iter(trajectories)
-    while True:
-        rows = [{"id": t.id, "trajectory": t} for t in itertools.islice(iterator, max(1, rows_per_chunk))]
-        if not rows:
-            break
-        parts.append(ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // max(1, rows_per_block)))))
-    if not parts:
-        raise InputError("no trajectories to judge")
-    return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
-
-
-def _trajectory(row: dict) -> Trajectory:
-    trajectory = row.get("trajectory")
-    if not isinstance(trajectory, Trajectory):
-        raise InputError(f"row {row.get('id')!r}: the 'trajectory' column must hold a Trajectory "
-                         f"(build the dataset with trajectory_dataset), got {type(trajectory).__name__}")
-    return trajectory
-
-
-def _column(batch, name: str) -> list:
-    values = batch[name]
-    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 # -- the LM pool --------------------------------------------------------------------------------------
@@ -201,7 +136,7 @@ class _JudgeWorker:
     """One Ray actor: a judge copy per endpoint, lines returned for each batch Ray hands it.
 
     The fast path, when every copy offers one (`TrajectoryJudge.direct_call`: a plain judge on an LM built by
-    `lm.make_lm`): the local path's event loop (`apply.stream._EventLoop`), made once per actor and kept
+    `lm.make_lm`): the local path's event loop (`apply.executors.EventLoopExecutor`), made once per actor and kept
     across batches, keeps `threads` calls in flight through `ajudge_verdict`, the endpoints dealt
     round-robin item by item. Otherwise `threads` threads call `judge_verdict`. Either way the same retry
     policy, the same per-worker circuit breaker, the same verdict lines.
@@ -212,30 +147,30 @@ class _JudgeWorker:
     that opened it, and nothing is left for ``__del__`` (which may run on any thread, or never). The next
     batch opens new connections: one connect per call in flight, small next to the judge calls."""
 
-    def __init__(self, judge, configs: list[LMConfig], threads: int, policy: RetryPolicy, timeout: float | None,
-                 job: dict, max_consecutive_lm_errors: int | None):
+    def __init__(self, judge, configs: list[LMConfig], options: JobOptions, job: dict):
+        threads, policy = options.concurrency, options.policy
         self.judges, self.lms = [], []
         for config in configs:
-            lm = one_attempt_lm(make_lm(config), timeout, connections=threads) if judge.predictors() else None
+            lm = one_attempt_lm(make_lm(config), options.timeout, connections=threads) if judge.predictors() else None
             copy = judge.deepcopy()
             if lm is not None:
                 copy.set_lm(lm)
                 self.lms.append(lm)
             self.judges.append(copy)
-        ray = _ray()
+        ray = ray_module()
         actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
         first = int(actor[-6:], 16) if actor else 0  # workers start apart
         self.policy, self.job = policy, job
         self.tracker = UsageTotals()
         names = ", ".join(redact_url(c.api_base) for c in configs)
-        self.circuit = LMCircuit(max_consecutive_lm_errors, names, counted=" after retries",
+        self.circuit = LMCircuit(options.max_consecutive_lm_errors, names, counted=" after retries",
                                  advice=f"Stopped; {job['out']} keeps every verdict written so far: fix the "
                                         "server and re-run the same command to resume.")
         self.loop = self.pool = None
         offers = hasattr(judge, "direct_call") and judge.predictors()
         direct = [copy.direct_call() for copy in self.judges] if offers else []
         if direct and all(d is not None for d in direct):
-            self.loop = _EventLoop(direct, policy, self.tracker, threads, first)
+            self.loop = EventLoopExecutor(direct, policy, self.tracker, threads, first)
         else:
             self.turn = itertools.count(first)
             self.turn_lock = threading.Lock()
@@ -268,8 +203,8 @@ class _JudgeWorker:
 
     def __call__(self, batch) -> dict:
         try:
-            trajectories = [_trajectory({"id": i, "trajectory": t})
-                            for i, t in zip(_column(batch, "id"), _column(batch, "trajectory"))]
+            trajectories = [row_trajectory({"id": i, "trajectory": t})
+                            for i, t in zip(column(batch, "id"), column(batch, "trajectory"))]
             if self.loop is not None:
                 records = self._drive(trajectories)
             else:
@@ -309,145 +244,15 @@ async def _close_pools(engines: list) -> None:
         await engine.aclose()
 
 
-# -- the in-Ray SGLang engine: preprocess and postprocess ----------------------------------------------
-
-def _plain_judge(judge) -> TrajectoryJudge:
-    if not isinstance(judge, TrajectoryJudge) or type(judge) is not TrajectoryJudge:
-        raise InputError(f"the in-Ray SGLang engine runs a plain judge (TrajectoryJudge); a "
-                         f"{type(judge).__name__} reads more than the text: judge it with engine 'http'")
-    return judge
-
-
-def _json_schema(judge: TrajectoryJudge, max_string_length: int | None) -> str | None:
-    """The JSON schema of the judge's answer, as the HTTP path sends it in ``response_format``."""
-    kwargs: dict = {}
-    lm = SimpleNamespace(supported_params=frozenset({"response_format"}), supports_response_schema=True)
-    judge.adapter.plan_response_format(lm, kwargs, judge.judge.signature)
-    planned = kwargs.get("response_format")
-    if planned is None:
-        return None
-    schema = planned.model_json_schema() if hasattr(planned, "model_json_schema") else dict(planned)
-    return json.dumps(bound_strings(schema, max_string_length) if max_string_length else schema)
-
-
-class JudgePrompt:
-    """The preprocess step of `sglang_processor`: a row ``{"id", "trajectory"}`` -> the chat ``messages``
-    the judge's adapter builds (`StrictJSONAdapter.format`: the same messages the HTTP path sends) and the
-    ``sampling_params`` (greedy, ``max_new_tokens``, the answer's JSON schema)."""
-
-    def __init__(self, judge: TrajectoryJudge, max_tokens: int, temperature: float = 0.0,
-                 max_string_length: int | None = None):
-        self.judge = _plain_judge(judge)
-        self.params = {"temperature": temperature, "max_new_tokens": int(max_tokens)}
-        schema = _json_schema(self.judge, max_string_length)
-        if schema is not None:
-            self.params["json_schema"] = schema
-
-    def messages(self, trajectory: Trajectory) -> list[dict]:
-        """The chat messages for `trajectory` (its label is never read).
-
-        Args:
-            trajectory: the `Trajectory` to judge.
-
-        Returns:
-            ``[{"role": "system", ...}, {"role": "user", ...}]`` as the judge's adapter formats them.
-        """
-        predictor = self.judge.judge
-        return self.judge.adapter.format(predictor.signature, predictor.demos, self.judge.inputs_of(trajectory))
-
-    def __call__(self, row: dict) -> dict:
-        trajectory = _trajectory(row)
-        return {"id": row["id"], "trajectory": trajectory, "messages": self.messages(trajectory),
-                "sampling_params": dict(self.params)}
-
-
-class JudgeAnswer:
-    """The postprocess step of `sglang_processor`: the engine's ``generated_text`` -> a verdict line
-    (``{"id", "line"}``, as the HTTP workers return). The strict adapter parses it; an answer cut at
-    ``max_tokens`` (``finish_reason`` "length" when the row carries one; otherwise
-    ``num_generated_tokens >= max_tokens``, which is what SGLang's "length" means) is an abstention
-    (``truncated``), as are unparsable (``parse``) and wrong-typed (``invalid``) answers."""
-
-    def __init__(self, judge: TrajectoryJudge, max_tokens: int, job_line: dict):
-        self.judge = _plain_judge(judge)
-        self.max_tokens = int(max_tokens)
-        self.job_line = job_line
-
-    def verdict(self, row: dict) -> Verdict:
-        """The verdict (or abstention) in the engine's answer of `row`.
-
-        Args:
-            row: the engine's output row (``generated_text``, ``num_generated_tokens``, maybe ``finish_reason``).
-
-        Returns:
-            A produced `Verdict` (contradiction rule and operating point applied), or an abstention.
-        """
-        text = row.get("generated_text") or ""
-        finish = row.get("finish_reason")
-        generated = row.get("num_generated_tokens")
-        signature = self.judge.judge.signature
-        if finish == "length" or (finish is None and generated is not None and int(generated) >= self.max_tokens):
-            error = VerdictFormatError("truncated", signature, text,
-                                       f"the answer was cut at max_tokens={self.max_tokens} (finish reason 'length')")
-            return Verdict.abstention(error, "truncated")
-        try:
-            fields = self.judge.adapter.parse(signature, text)
-            return as_verdict(self.judge._prediction(dspy.Prediction(**fields)))
-        except VerdictFormatError as error:
-            return Verdict.abstention(error, error.kind)
-        except Exception as error:  # noqa: BLE001 - recorded, as judge_verdict records it
-            return Verdict.abstention(error, error_kind(error))
-
-    def __call__(self, row: dict) -> dict:
-        verdict = self.verdict(row)
-        line = verdict_line(_trajectory(row), verdict, attempts=1, **self.job_line)
-        return {"id": row["id"], "line": orjson.dumps(line)}
-
-
-def sglang_processor(program, config, *, max_tokens: int = 256, temperature: float = 0.0,
-                     max_string_length: int | None = None):
-    """A `ray.data.llm` processor running SGLang engines inside Ray (GPU nodes), for `judge_dataset`.
-
-    Args:
-        program: a frozen program path or a `TrajectoryJudge` (the plain judge only).
-        config: a ``ray.data.llm.SGLangEngineProcessorConfig`` (``model_source``, ``engine_kwargs``,
-            ``concurrency``, ``batch_size``, ``accelerator_type``).
-        max_tokens: the answer's token budget (``max_new_tokens``); an answer that reaches it abstains.
-        temperature: sampling temperature (0: greedy, as the HTTP path).
-        max_string_length: ``maxLength`` added to the schema's strings (see `LMConfig`).
-
-    Returns:
-        The processor (``processor(ds)`` maps rows ``{"id", "trajectory"}`` to ``{"id", "line"}``), with
-        ``rubricforge_job`` set to what `judge_dataset` needs to fingerprint the job.
-    """
-    _ray()
-    from ray.data import llm as ray_llm
-
-    judge = _plain_judge(load_judge(program))
-    lm = make_lm(LMConfig(model=config.model_source, api_base=SGLANG_ENDPOINT, max_tokens=max_tokens,
-                          temperature=temperature, max_string_length=max_string_length))
-    job_line = _job_line(judge, lm)
-    build = getattr(ray_llm, "build_processor", None) or ray_llm.build_llm_processor
-    processor = build(config, preprocess=JudgePrompt(judge, max_tokens, temperature, max_string_length),
-                      postprocess=JudgeAnswer(judge, max_tokens, job_line))
-    processor.rubricforge_job = {"judge": judge, "lm": lm}
-    return processor
-
-
-def _job_line(judge, lm) -> dict:
-    return {"judge_fingerprint": judge_fingerprint(judge, lm).sha256,
-            "program_sha256": getattr(judge, "rubric_sha256", None), "model": getattr(lm, "model", None)}
-
-
 # -- the driver ---------------------------------------------------------------------------------------
 
-def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMConfig | None = None,
-                  api_bases: list[str] | None = None, processor=None, workers: int = 2, concurrency: int = 16,
-                  batch_size: int | None = None, max_retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0,
-                  timeout: float | None = None, render_config=None, data: str | None = None,
-                  max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
-                  fsync_every: int = DEFAULT_FSYNC_EVERY, progress: bool = False,
-                  total: int | None = None) -> BatchSummary:
+_RAY_OPTIONS = JobOptions(concurrency=16, progress=False)  # a worker keeps more calls in flight than a process
+
+
+def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | None = None, *, out,
+                  lm_config: LMConfig | None = None, api_bases: list[str] | None = None, processor=None,
+                  workers: int = 2, batch_size: int | None = None, render_config=None, data: str | None = None,
+                  total: int | None = None, **overrides) -> BatchSummary:
     """Judge the Ray Dataset `ds` into the verdict file `out`: one line per id, exactly once (see the
     module docstring for how), resumable by running the same call again.
 
@@ -455,6 +260,10 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         ds: rows ``{"id", "trajectory"}`` (`trajectory_dataset`); ids must be unique.
         program: a frozen program path, a judge (`BaseJudge`), or None for the seed judge; with a
             `processor`, the processor's own judge is used instead (give the program to `sglang_processor`).
+        options: how the job runs (`JobOptions`; default ``JobOptions(concurrency=16, progress=False)``).
+            Its ``concurrency`` is the judge calls in flight per worker (on its event loop, or threads off
+            the fast path); ``max_consecutive_lm_errors`` counts per worker; ``cache`` and ``limit`` are
+            not used (a re-run resumes from `out`; limit the dataset instead).
         out: the verdict JSONL (the local path's format and job file, ``OUT.job.json``).
         lm_config: the judge LM (model, structured output, max_tokens, ...); its ``api_base`` is used when
             `api_bases` is not given. Not needed with a `processor`.
@@ -462,25 +271,17 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
             one: a single server or the SGLang Model Gateway.
         processor: instead of HTTP endpoints, a `sglang_processor` (SGLang engines inside Ray).
         workers: Ray actors judging at once (HTTP engine).
-        concurrency: judge calls in flight per worker (on its event loop, or threads off the fast path).
         batch_size: rows per call of a worker (the unit re-done after a worker dies); None: twice
-            `concurrency`, at least 32, so a worker keeps `concurrency` calls in flight through most of a
-            batch (a batch smaller than `concurrency` would cap the calls in flight at its size).
-        max_retries: retries of transient LM errors (`RetryPolicy`), with `backoff` and `max_backoff`.
-        backoff: see `max_retries`.
-        max_backoff: see `max_retries`.
-        timeout: per-call LM timeout in seconds (None: the configuration's).
+            the concurrency, at least 32, so a worker keeps its calls in flight through most of a
+            batch (a batch smaller than the concurrency would cap the calls in flight at its size).
         render_config: overrides the judge's render (a program keeps the one it was induced with).
         data: the input's fingerprint, recorded in ``OUT.job.json`` (a later run on other data is refused).
-        max_consecutive_lm_errors: per worker, stop after this many verdicts in a row abstained for an LM
-            error (after retries); None never stops.
-        fsync_every: fsync the output every N lines.
-        progress: show a progress bar.
         total: the rows of `ds`, when the caller knows them (the command line has counted its input); it
             sizes the progress bar and gives ``resumed`` as the rows not judged by this run. None: `ds` is
             never counted (`Dataset.count` runs the whole read for e.g. a JSON dataset), and ``resumed`` is
             the ids `out` held before this run (with `data` given, `out` belongs to this input, so they are
             the same).
+        **overrides: `JobOptions` fields, replacing those of `options` (``concurrency=8``).
 
     Returns:
         The `BatchSummary` (judged, passed, abstained by kind, resumed, LM calls, retries;
@@ -494,7 +295,40 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
         OutputLockedError: another process writes `out`.
         JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
     """
-    ray = _ray()
+    ray = ray_module()
+    options = job_options(options, overrides, _RAY_OPTIONS)
+    batch_size = _checked_sizes(ray, options.concurrency, workers, batch_size)
+    judge, configs, job_judge, job_lm = _job_judge(program, processor, render_config, lm_config, api_bases,
+                                                   options.timeout)
+    line = job_line(job_judge, job_lm)
+    out = Path(out)
+    started = time.perf_counter()
+    with output_lock(out):
+        fingerprint = judge_fingerprint(job_judge, job_lm)
+        done = read_done(out)
+        claim_job(out, fingerprint, data, done)
+        summary = BatchSummary(out_path=str(out), repaired_bytes=done.repaired_bytes, retried=done.retried,
+                               program_sha256=line["program_sha256"], judge_fingerprint=fingerprint.sha256,
+                               model=line["model"])
+        done_ids = frozenset(done.ids)
+        todo = ds.filter(lambda row: row["id"] not in done_ids, num_cpus=0.25)  # the anti-join: what is missing
+        if processor is not None:
+            judged = processor(todo)
+        else:
+            worker_options = replace(options, cache=None)  # what a worker reads (shipped to it by Ray)
+            judged = todo.map_batches(
+                _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
+                fn_constructor_kwargs={"judge": judge, "configs": configs, "options": worker_options,
+                                       "job": {"out": str(out), "line": line}})
+        _drain(judged, out, done, fingerprint.sha256, summary, options.fsync_every, options.progress, total)
+        # the rows whose id was written already (ids are unique)
+        summary.resumed = len(done_ids) if total is None else total - summary.judged
+        summary.wall_time = time.perf_counter() - started
+    return summary
+
+
+def _checked_sizes(ray, concurrency: int, workers: int, batch_size: int | None) -> int:
+    """The batch size (default: twice the concurrency, at least 32), once the sizes and Ray are checked."""
     if batch_size is None and concurrency >= 1:
         batch_size = max(32, 2 * concurrency)
     for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):
@@ -502,48 +336,22 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, *, out, lm_config: LMCon
             raise InputError(f"{name} must be >= 1, got {value}")
     if not ray.is_initialized():
         raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
-    judge = load_judge(program) if processor is None else None
-    if render_config is not None and judge is not None:
-        judge.render_config = render_config
+    return batch_size
+
+
+def _job_judge(program, processor, render_config, lm_config: LMConfig | None, api_bases: list[str] | None,
+               timeout: float | None) -> tuple:
+    """``(judge, configs, job_judge, job_lm)``: the judge the HTTP workers copy (None with a processor), one
+    LM configuration per endpoint, and the judge and LM the job is fingerprinted with."""
     if processor is not None:
-        job_judge, job_lm = processor.rubricforge_job["judge"], processor.rubricforge_job["lm"]
-        configs, pool = [], None
-    else:
-        if lm_config is None:
-            raise InputError("judge_dataset needs lm_config (the judge LM), or a processor")
-        pool, configs = pool_config(lm_config, api_bases)
-        job_judge, job_lm = judge, (one_attempt_lm(make_lm(pool), timeout) if judge.predictors() else None)
-    job_line = _job_line(job_judge, job_lm)
-    out = Path(out)
-    started = time.perf_counter()
-    with output_lock(out):
-        fingerprint = judge_fingerprint(job_judge, job_lm)
-        done = read_done(out)
-        claim_output(out, fingerprint, data, bool(done.ids))
-        foreign = {f for f in done.fingerprints if f not in (None, fingerprint.sha256)}
-        if done.ids and foreign:
-            raise BatchOutputError(f"{out}: holds verdicts of another judge configuration (fingerprints "
-                                   f"{sorted(foreign)[:3]}); this run is {fingerprint.sha256}. Use a new output path.")
-        summary = BatchSummary(out_path=str(out), repaired_bytes=done.repaired_bytes, retried=done.retried,
-                               program_sha256=job_line["program_sha256"], judge_fingerprint=fingerprint.sha256,
-                               model=job_line["model"])
-        done_ids = frozenset(done.ids)
-        todo = ds.filter(lambda row: row["id"] not in done_ids, num_cpus=0.25)  # the anti-join: what is missing
-        if processor is not None:
-            judged = processor(todo)
-        else:
-            job = {"out": str(out), "line": job_line}
-            judged = todo.map_batches(
-                _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
-                fn_constructor_kwargs={"judge": judge, "configs": configs, "threads": concurrency,
-                                       "policy": RetryPolicy(max_retries, backoff, max_backoff),
-                                       "timeout": timeout, "job": job,
-                                       "max_consecutive_lm_errors": max_consecutive_lm_errors})
-        _drain(judged, out, done, fingerprint.sha256, summary, fsync_every, progress, total)
-        # the rows whose id was written already (ids are unique)
-        summary.resumed = len(done_ids) if total is None else total - summary.judged
-        summary.wall_time = time.perf_counter() - started
-    return summary
+        return None, [], processor.rubricforge_job["judge"], processor.rubricforge_job["lm"]
+    judge = judge_from(program)
+    if render_config is not None:
+        judge.render_config = render_config
+    if lm_config is None:
+        raise InputError("judge_dataset needs lm_config (the judge LM), or a processor")
+    pool, configs = pool_config(lm_config, api_bases)
+    return judge, configs, judge, (one_attempt_lm(make_lm(pool), timeout) if judge.predictors() else None)
 
 
 def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: BatchSummary, fsync_every: int,
@@ -553,7 +361,7 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
     written: set[str] = set()
     fast = 0  # lines judged on the workers' fast path
     done_ids = frozenset(done.ids)
-    writer = _Writer(out, fsync_every, done, fingerprint)
+    writer = VerdictWriter(out, fsync_every, done, fingerprint)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -562,9 +370,9 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
                    dynamic_ncols=True)
     try:
         for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
-            ids = _column(batch, "id")
-            flags = _column(batch, "fast") if "fast" in batch else [False] * len(ids)
-            for ident, raw, on_fast_path in zip(ids, _column(batch, "line"), flags):
+            ids = column(batch, "id")
+            flags = column(batch, "fast") if "fast" in batch else [False] * len(ids)
+            for ident, raw, on_fast_path in zip(ids, column(batch, "line"), flags):
                 if ident in written or ident in done_ids:
                     summary.duplicates += 1
                     continue

@@ -186,9 +186,9 @@ def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: An
     from rubricforge_dspy.core.verdict import read_verdicts
 
     if program is None:  # `judge` without --program judged with the seed rubric
-        from rubricforge_dspy.judge.module import TrajectoryJudge
+        from rubricforge_dspy.judge.loading import judge_from
 
-        program = TrajectoryJudge()
+        program = judge_from(None)
     integration = _mlflow()
     report = integration.log_verdicts_to_mlflow(read_verdicts(verdict_path), args.to_mlflow,
                                                 name=args.assessment_name, program=program,

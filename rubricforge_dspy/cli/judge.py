@@ -100,10 +100,10 @@ def _judge(args) -> None:
 def _judge_batch_api(args, render, report, join, tally):
     """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
     raises `BatchJobFailed` (a `ServerError`: exit 3)."""
-    from rubricforge_dspy.apply.stream import load_judge
     from rubricforge_dspy.apply.openai_batch import run_batch_api
+    from rubricforge_dspy.judge.loading import judge_from
 
-    judge = load_judge(args.program)
+    judge = judge_from(args.program)
     if render is not None:
         judge.render_config = render
     with lm_from_args(args) as lm:
@@ -112,4 +112,5 @@ def _judge_batch_api(args, render, report, join, tally):
                              label_threshold=args.label_threshold, on_error="skip" if args.skip_bad else "raise",
                              cache=False if args.no_cache else True, limit=args.limit,
                              poll_interval=args.poll_interval, load_report=report, labels=join,
-                             on_trajectory=tally.add)
+                             on_trajectory=tally.add,
+                             on_status=lambda line: print(line, file=sys.stderr, flush=True))

@@ -241,7 +241,8 @@ def check_line(record: Any, where: str) -> dict:
     return record
 
 
-def _parse_line(raw: bytes, path: Path, number: int) -> dict:
+def parse_line(raw: bytes, path: Path, number: int) -> dict:
+    """One verdict line of `path` (line `number`), checked (`check_line`); `VerdictLineError` says where and what."""
     try:
         try:
             record = orjson.loads(raw)
@@ -264,7 +265,7 @@ def read_lines(path) -> Iterator[tuple[int, dict]]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if raw.strip():
-                yield number, _parse_line(raw, path, number)
+                yield number, parse_line(raw, path, number)
 
 
 class VerdictIndex(dict):
@@ -302,7 +303,7 @@ def read_verdicts(path, *, torn_tail: bool = False) -> VerdictIndex:
             index.complete_bytes += len(raw)
             if not raw.strip():
                 continue
-            record = _parse_line(raw, path, number)
+            record = parse_line(raw, path, number)
             ident = record["id"]
             if ident in index:
                 error = VerdictLineError(f"{path}:{number}: duplicate id {ident!r} (first on line {index.lines[ident]})")

@@ -7,6 +7,7 @@ does (`judge_verdict`: retries, abstentions recorded, never an exception).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.verdict import PassRule, Verdict
-from rubricforge_dspy.judge.loading import load_judge
+from rubricforge_dspy.judge.loading import judge_from
 from rubricforge_dspy.program.store import CERTIFICATE_KEY, PROGRAM_SHA_KEY
 from rubricforge_dspy.trust.certificate import format_certificate
 
@@ -45,9 +46,10 @@ def certificate_summary(certificate: Any) -> str:
     return " | ".join(" ".join(line.split()) for line in format_certificate(certificate or None))
 
 
-def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool = False,
-                       check_certificate: bool = True) -> tuple[Any, ProgramFacts]:
-    """A judge ready to call and its `ProgramFacts`.
+def judge_with_facts(program: Any, lm: Any = None, *, allow_unverified: bool = False,
+                     check_certificate: bool = True) -> tuple[Any, ProgramFacts]:
+    """The judge a ``program`` argument names (`judge.loading.judge_from`, so a file is loaded by
+    `judge.loading.load_judge`, the one loader) and its `ProgramFacts`.
 
     Args:
         program: a frozen program file (path) or a judge already loaded (`rubricforge_dspy.load_judge`).
@@ -62,15 +64,12 @@ def load_judge_program(program: Any, lm: Any = None, *, allow_unverified: bool =
     Raises:
         InputError: the program file is missing or is not a verifiable program (`ProgramError`).
     """
-    if isinstance(program, (str, Path)):
-        if not Path(program).is_file():
-            raise InputError(f"{program}: no such program file; freeze one with `rubricforge induce`")
-        judge, where = load_judge(program, lm=lm, check_certificate=check_certificate,
-                            allow_unverified=allow_unverified), str(program)
-    else:
-        judge, where = program, type(program).__name__
-        if lm is not None:
-            judge.set_lm(lm)
+    if program is None:
+        raise InputError("no program: give a frozen program file or a judge")
+    if isinstance(program, (str, os.PathLike)) and not Path(program).is_file():
+        raise InputError(f"{program}: no such program file; freeze one with `rubricforge induce`")
+    judge = judge_from(program, lm, check_certificate=check_certificate, allow_unverified=allow_unverified)
+    where = str(program) if isinstance(program, (str, os.PathLike)) else type(program).__name__
     manifest = getattr(judge, "manifest", None) or {}
     rubric = getattr(judge, "rubric", None) or manifest.get("rubric") or ""
     model = getattr(lm, "model", None) or manifest.get("induced_with_lm")

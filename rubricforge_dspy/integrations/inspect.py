@@ -26,7 +26,7 @@ from typing import Any
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.inspect_ai import to_trajectory
 from rubricforge_dspy.judge.execution import judge_verdict
-from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, load_judge_program
+from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
 
@@ -82,8 +82,8 @@ def rubricforge_scorer(program: str | Path | Any, lm: Any = None, allow_unverifi
     Raises:
         InputError: a missing or unverifiable program (when the scorer is built, before any sample).
     """
-    judge, facts = load_judge_program(program, make_lm(lm) if isinstance(lm, LMConfig) else lm,
-                                      allow_unverified=allow_unverified)
+    judge, facts = judge_with_facts(program, make_lm(lm) if isinstance(lm, LMConfig) else lm,
+                                    allow_unverified=allow_unverified)
 
     async def score(state: TaskState, target: Target) -> Score:  # the target is never read
         trajectory = state_to_trajectory(state)

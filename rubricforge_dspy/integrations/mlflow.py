@@ -41,8 +41,7 @@ from rubricforge_dspy.data.formats.otel import to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryVerdictSignature
-from rubricforge_dspy.integrations._judging import (ProgramFacts, criterion_name,
-                                                    load_judge_program)
+from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 
 try:
     import mlflow
@@ -391,7 +390,7 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
     """
     if not name or not isinstance(name, str):
         raise InputError("log_verdicts_to_mlflow: give the assessment a name")
-    _, facts = load_judge_program(program, allow_unverified=allow_unverified, check_certificate=False)
+    _, facts = judge_with_facts(program, allow_unverified=allow_unverified, check_certificate=False)
     tracing = TracingClient(tracking_uri)
     report = WriteBackReport()
     for trace_id, verdict, line_model in _verdict_items(verdicts):
@@ -469,7 +468,7 @@ def scorer(program: Any, lm: Any = None, *, name: str = SCORER_NAME, allow_unver
     Raises:
         InputError: a missing or unverifiable program.
     """
-    judge, facts = load_judge_program(program, lm, allow_unverified=allow_unverified)
+    judge, facts = judge_with_facts(program, lm, allow_unverified=allow_unverified)
 
     def rubricforge_judge(trace) -> Feedback:
         why = judge_call(trace)

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping
 import dspy
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.presets import JUDGING_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import PassRule, Verdict
 from rubricforge_dspy.judge.cache import input_sha256
@@ -51,7 +52,7 @@ __all__ = ["BaseJudge", "Verdicts", "verdict_prediction", "trajectory_input", "i
 
 PREDICTION_FIELDS = ("passed", "score", "reason", "abstained", "error", "error_kind", "contradiction",
                      "score_calibrated", "raw", "calibrated", "decision_changed")
-DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = 20
+DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = JUDGING_MAX_CONSECUTIVE_LM_ERRORS  # defined once, in core.presets
 _CERTIFICATE_LOCK = threading.Lock()  # module-level: a lock on the module would not survive dspy's deepcopy
 
 

@@ -5,12 +5,17 @@ as a `HybridJudge`; a floor file (`judge.floor`, ``"kind": "rubricforge.symptom_
 `FloorJudge`. The endpoint is never read from the file: the LM is attached here, with ``set_lm``, or
 configured with `dspy.configure`. (Not `dspy.load`, which loads DSPy's pickled whole programs and
 refuses these JSON files.)
+
+`load_judge` is the one way to load a judge. `judge_from` resolves a ``program`` argument of the package's
+entry points (a path, a judge, or None) through it.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -75,6 +80,22 @@ def load_judge(path, lm=None, check_certificate: bool = True, allow_unverified: 
         judge.set_lm(lm)
     if check_certificate:
         judge.check_certificate_on_first_run(str(path))
+    return judge
+
+
+def judge_from(program: Any, lm: Any = None, *, check_certificate: bool = True,
+               allow_unverified: bool = False) -> BaseJudge:
+    """The judge a ``program`` argument names: a path is loaded (`load_judge`, with these arguments), a judge
+    is used as it is (`lm` attached when given), None is the seed judge (`TrajectoryJudge()`).
+
+    Raises:
+        ProgramError: as `load_judge`, for a path.
+    """
+    if isinstance(program, (str, os.PathLike)):
+        return load_judge(program, lm=lm, check_certificate=check_certificate, allow_unverified=allow_unverified)
+    judge = TrajectoryJudge() if program is None else program
+    if lm is not None:
+        judge.set_lm(lm)
     return judge
 
 

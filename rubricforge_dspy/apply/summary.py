@@ -1,0 +1,119 @@
+"""What a judging run reports: `BatchSummary` (the one tally of every back end) and `UsageTotals`."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rubricforge_dspy.core.verdict import Verdict
+
+__all__ = ["BatchSummary", "UsageTotals"]
+
+
+@dataclass
+class BatchSummary:
+    """What one `judge_stream` run did.
+
+    judged: verdict lines written by this run (LM verdicts and cache hits); passed: of those, passes;
+    abstained: abstentions by error kind; cached: lines served by the verdict cache; resumed: input
+    ids skipped because the output already had them; duplicates: input ids seen twice (skipped);
+    skipped: records the loader skipped (run_judge_file only); lm_calls/retries: judge calls made
+    and how many were retries; tokens: prompt/completion tokens reported by the LM, or None.
+    """
+
+    out_path: str
+    judged: int = 0
+    passed: int = 0
+    abstained: Counter = field(default_factory=Counter)
+    cached: int = 0
+    resumed: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    lm_calls: int = 0
+    retries: int = 0
+    repaired_bytes: int = 0
+    tokens: dict | None = None
+    wall_time: float = 0.0
+    program_sha256: str | None = None
+    judge_fingerprint: str | None = None
+    model: str | None = None
+    contradictions: int = 0
+    retried: int = 0  # abstentions for LM errors left by an earlier run, asked again
+    fast_path: bool = False  # judged through `TrajectoryJudge.direct_call` on one event loop
+    errors: dict = field(default_factory=dict)  # one example error message per abstention kind
+
+    def count(self, verdict: Verdict, cached: bool) -> None:
+        """Count one written verdict line (the one tally of online and Batch API judging)."""
+        self.judged += 1
+        self.passed += verdict.passed
+        self.cached += cached
+        self.contradictions += verdict.contradiction
+        if verdict.abstained:
+            self.abstained[verdict.error_kind] += 1
+            self.errors.setdefault(verdict.error_kind, verdict.error)
+
+    @property
+    def n_abstained(self) -> int:
+        return sum(self.abstained.values())
+
+    @property
+    def throughput(self) -> float:
+        """Verdict lines written per second of wall time."""
+        return self.judged / self.wall_time if self.wall_time > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "out_path": self.out_path, "judged": self.judged, "passed": self.passed,
+            "abstained": dict(self.abstained), "n_abstained": self.n_abstained, "cached": self.cached,
+            "resumed": self.resumed, "duplicates": self.duplicates, "skipped": self.skipped,
+            "lm_calls": self.lm_calls, "retries": self.retries, "repaired_bytes": self.repaired_bytes,
+            "tokens": self.tokens, "wall_time": round(self.wall_time, 3),
+            "throughput": round(self.throughput, 3), "program_sha256": self.program_sha256,
+            "judge_fingerprint": self.judge_fingerprint, "model": self.model,
+            "contradictions": self.contradictions, "retried": self.retried, "errors": dict(self.errors),
+        }
+
+    def format(self) -> str:
+        kinds = " ".join(f"{k}={v}" for k, v in sorted(self.abstained.items()))
+        abstained = f"{self.n_abstained}" + (f" ({kinds})" if kinds else "")
+        lines = [
+            f"judged {self.judged}: passed {self.passed}, failed {self.judged - self.passed}, "
+            f"abstained {abstained}, passed/score contradictions {self.contradictions} (counted as fails)",
+            f"cached {self.cached} | resumed {self.resumed} (re-asked {self.retried} failed calls) | "
+            f"duplicates {self.duplicates} | "
+            f"loader skipped {self.skipped} | LM calls {self.lm_calls} (retries {self.retries})",
+        ]
+        if self.tokens:
+            lines.append(f"tokens: prompt {self.tokens.get('prompt_tokens', 0):,} "
+                         f"completion {self.tokens.get('completion_tokens', 0):,}")
+        for kind, error in sorted(self.errors.items()):
+            lines.append(f"  e.g. {kind}: {error[:200]}")
+        lines.append(f"{self.wall_time:.1f}s, {self.throughput:.2f} verdicts/s -> {self.out_path}")
+        return "\n".join(lines)
+
+
+class UsageTotals:
+    """A DSPy usage tracker (`dspy.context(usage_tracker=...)`) that keeps running sums only,
+    so memory does not grow with the number of calls. Thread-safe."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.seen = False
+
+    def add_usage(self, lm: str, usage) -> None:
+        if not usage:
+            return
+        if not isinstance(usage, dict):
+            usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
+        with self._lock:
+            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(usage.get("completion_tokens") or 0)
+            self.seen = True
+
+    def totals(self) -> dict | None:
+        if not self.seen:
+            return None
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
