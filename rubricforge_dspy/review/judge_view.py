@@ -95,13 +95,14 @@ def _candidates(run_dir: Path, info: JudgeInfo) -> None:
         info.notes.append(f"{run_dir}: no sweep in run.json, so the candidates' validation scores are unknown")
 
 
-def load_judge_info(program=None, run_dir=None, figures_dirs=()) -> JudgeInfo:
+def load_judge_info(program=None, run_dir=None, figures_dirs=(), *, allow_unverified: bool = False) -> JudgeInfo:
     """Everything the judge page shows (module docstring).
 
     Args:
         program: a frozen program file, or None.
         run_dir: an induction or protocol run directory, or None.
         figures_dirs: more directories whose ``*.png`` are shown (e.g. a report's ``figures/``).
+        allow_unverified: read a program whose manifest cannot verify it, with a warning (`read_program`).
 
     Raises:
         ProgramError: the program cannot be read or verified.
@@ -109,7 +110,7 @@ def load_judge_info(program=None, run_dir=None, figures_dirs=()) -> JudgeInfo:
     """
     info = JudgeInfo()
     if program is not None:
-        state = read_program(program)
+        state = read_program(program, allow_unverified=allow_unverified)
         info.program_path = str(program)
         info.manifest = dict(state.get(MANIFEST_KEY) or {})
         info.rubric = state["judge"]["signature"]["instructions"]

@@ -46,6 +46,8 @@ class ReviewInputs:
         figures: more directories of report figures (``*.png``).
         render: the render the judge used when no program is given (default: the library's).
         data_format: the data's format, or "auto".
+        allow_unverified_program: show a program whose manifest cannot verify it (with a warning), as
+            ``--allow-unverified-program`` does elsewhere.
     """
 
     data: Sequence[str | Path]
@@ -59,6 +61,7 @@ class ReviewInputs:
     figures: Sequence[str | Path] = field(default_factory=tuple)
     render: RenderConfig | None = None
     data_format: str = "auto"
+    allow_unverified_program: bool = False
 
 
 def _label_next_ranks(path) -> dict[str, int]:
@@ -87,7 +90,8 @@ class ReviewState:
         self.inputs = inputs
         self.verdicts = VerdictFileIndex(inputs.verdicts)
         self.data = DataIndex(list(inputs.data), inputs.data_format)
-        self.judge: JudgeInfo = load_judge_info(inputs.program, inputs.run_dir, inputs.figures)
+        self.judge: JudgeInfo = load_judge_info(inputs.program, inputs.run_dir, inputs.figures,
+                                                  allow_unverified=inputs.allow_unverified_program)
         manifest = self.judge.manifest
         render = manifest.get("render")
         self.render = (RenderConfig(max_tokens=render["max_tokens"], max_step_chars=render["max_step_chars"])

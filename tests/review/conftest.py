@@ -22,7 +22,8 @@ def demo_inputs(tmp_path):
     from rubricforge_dspy.review import ReviewInputs
 
     return ReviewInputs(data=[DEMO_DATA], verdicts=DEMO_VERDICTS, labels_out=tmp_path / "labels.jsonl",
-                        labeler="tester", program=DEMO_PROGRAM, run_dir=DEMO_RUN)
+                        labeler="tester", program=DEMO_PROGRAM, run_dir=DEMO_RUN,
+                        allow_unverified_program=True)  # the demo's program predates program hashes
 
 
 def start(inputs):

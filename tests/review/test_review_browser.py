@@ -105,7 +105,7 @@ def test_label_three_items_with_the_keyboard_undo_one_and_keep_the_progress(brow
     try:
         browser.get(server.url)  # ?token=... sets the cookie and redirects to the queue
         assert "token=" not in browser.current_url
-        assert browser.find_element(By.ID, "progress").text.startswith("0 of 10 labeled")
+        assert browser.find_element(By.ID, "progress").text.startswith("0 of 4 labeled")
         browser.save_screenshot(str(artifacts / "review-queue.png"))
         browser.find_element(By.ID, "start").click()
         _wait(browser, lambda d: d.find_elements(By.ID, "item-id"), "the first item")
@@ -113,7 +113,7 @@ def test_label_three_items_with_the_keyboard_undo_one_and_keep_the_progress(brow
         for key in ("p", "f", "p"):
             labeled.append(_item_id(browser))
             _press(browser, key, leaving=labeled[-1])
-        assert browser.find_element(By.ID, "progress").text.startswith("3 of 10 labeled")
+        assert browser.find_element(By.ID, "progress").text.startswith("3 of 4 labeled")
         browser.save_screenshot(str(artifacts / "review-item.png"))
         _press(browser, "u", leaving=_item_id(browser))  # undo: back to the third item, unlabeled again
         assert _item_id(browser) == labeled[2]
@@ -123,14 +123,14 @@ def test_label_three_items_with_the_keyboard_undo_one_and_keep_the_progress(brow
         _press(browser, "j", leaving=labeled[1])
         assert _item_id(browser) == labeled[2]
         browser.refresh()
-        assert browser.find_element(By.ID, "progress").text.startswith("2 of 10 labeled")
+        assert browser.find_element(By.ID, "progress").text.startswith("2 of 4 labeled")
         assert _no_alert(browser)
     finally:
         server.stop()
     server = start(demo_inputs)  # a new run of the page reads the same journal back
     try:
         browser.get(server.url)
-        assert browser.find_element(By.ID, "progress").text.startswith("2 of 10 labeled")
+        assert browser.find_element(By.ID, "progress").text.startswith("2 of 4 labeled")
     finally:
         server.stop()
     lines = journal_lines(demo_inputs.labels_out)
