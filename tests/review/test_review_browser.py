@@ -144,10 +144,13 @@ def test_label_three_items_with_the_keyboard_undo_one_and_keep_the_progress(brow
 def test_the_adversarial_corpus_runs_nothing_in_the_browser(browser, tmp_path, artifacts):
     from selenium.webdriver.common.by import By
 
+    from rubricforge_dspy.data.formats import load_trajectories
+    from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
     from rubricforge_dspy.review import ReviewInputs
     from tests.review.corpus import PAYLOADS, write_corpus
 
     data, verdicts = write_corpus(tmp_path)
+    trajectories = {t.id: t for t in load_trajectories(data)}
     server = start(ReviewInputs(data=[data], verdicts=verdicts, labels_out=tmp_path / "l.jsonl", labeler="t"))
     try:
         browser.get(server.url)
@@ -164,11 +167,11 @@ def test_the_adversarial_corpus_runs_nothing_in_the_browser(browser, tmp_path, a
             assert not browser.find_elements(By.CSS_SELECTOR, "main script, main img, main iframe, main svg, "
                                                               "main style, main object, #evil-link, main meta")
             assert evidence.is_displayed() and browser.find_element(By.TAG_NAME, "body").is_displayed()
-            text = evidence.text
-            assert "window.__pwned" in text or "{{ 7*7 }}" in text or "display: none" in text \
-                or "choice" in text or "\uff1c" in text or "'; " in text  # the payload is there, as text
-            reason = browser.find_element(By.CSS_SELECTOR, "td.reason").text
-            assert reason.startswith("criterion 1 ") and PAYLOADS[index].strip()[:8] in reason.replace("\n", " ")
+            # the payloads are on the page as text: exactly what the judge read, and the reason as written
+            trajectory = trajectories[server.state.verdicts.ids[index]]
+            assert evidence.get_attribute("textContent") == render_trajectory(trajectory, RenderConfig())
+            reason = browser.find_element(By.CSS_SELECTOR, "td.reason").get_attribute("textContent")
+            assert reason == f"criterion 1 {PAYLOADS[index]}"
             seen += 1
             if index in (0, 1):
                 browser.save_screenshot(str(artifacts / f"adversarial-item-{index}.png"))
