@@ -83,7 +83,12 @@ class _Headers(BaseHTTPMiddleware):
                 for name, value in HEADERS.items():
                     refused.headers.setdefault(name, value)
                 return refused
-        response = await call_next(request)
+        enrichment = request.app.state.review.enrichment
+        enrichment.hold()
+        try:
+            response = await call_next(request)
+        finally:
+            enrichment.release()
         for name, value in HEADERS.items():
             response.headers[name] = value
         return response

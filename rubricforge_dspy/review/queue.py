@@ -82,7 +82,24 @@ class Enrichment:
         self.done = 0
         self.error: str | None = None
         self.finished = threading.Event()
+        self.idle = threading.Event()  # clear while a request is being answered: requests go first
+        self.idle.set()
+        self._busy = 0
+        self._busy_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+
+    def hold(self) -> None:
+        """A request starts: the background pass waits (it holds the GIL for whole items otherwise)."""
+        with self._busy_lock:
+            self._busy += 1
+            self.idle.clear()
+
+    def release(self) -> None:
+        with self._busy_lock:
+            self._busy -= 1
+            if self._busy <= 0:
+                self._busy = 0
+                self.idle.set()
 
     def start(self) -> "Enrichment":
         self._thread = threading.Thread(target=self._run, name="review-enrichment", daemon=True)
@@ -92,6 +109,7 @@ class Enrichment:
     def _run(self) -> None:
         try:
             for index, record in self.verdicts.iter_records():
+                self.idle.wait()
                 if self.criteria and record.get("reason"):
                     found = attribute_reason(record["reason"], self.criteria)
                     self.criterion[index] = found.label if found else ""
