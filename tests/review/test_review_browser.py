@@ -33,7 +33,7 @@ def _missing() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.slow]
 
 
 @pytest.fixture
