@@ -190,7 +190,7 @@ class DataIndex:
                     try:
                         record = orjson.loads(raw)
                     except orjson.JSONDecodeError:
-                        continue  # the loader says what is wrong with it when the item is opened
+                        continue  # not JSON: no id to index it by (its verdict's item says the id is not in --data)
                     ident = record.get("id") if isinstance(record, dict) else None
                     if not isinstance(ident, str):
                         continue

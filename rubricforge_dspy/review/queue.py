@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from rubricforge_dspy.core.criteria import Criterion, attribute_reason
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.evidence.symptoms import Symptoms, extract_symptoms
 from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex
 from rubricforge_dspy.trust.label_next import closeness
@@ -80,6 +81,7 @@ class Enrichment:
         self.criterion: list[str] = [""] * len(verdicts)
         self.symptoms: list[tuple[str, ...] | None] = [None] * len(verdicts)
         self.done = 0
+        self.unreadable = 0  # trajectories whose record could not be read (counted, shown on the queue page)
         self.error: str | None = None
         self.finished = threading.Event()
         self.idle = threading.Event()  # clear while a request is being answered: requests go first
@@ -114,7 +116,12 @@ class Enrichment:
                     found = attribute_reason(record["reason"], self.criteria)
                     self.criterion[index] = found.label if found else ""
                 if self.data is not None and record["id"] in self.data:
-                    self.symptoms[index] = tuple(symptom_names(extract_symptoms(self.data.get(record["id"]))))
+                    try:
+                        trajectory = self.data.get(record["id"])
+                    except InputError:  # a malformed record: its item page says what is wrong
+                        self.unreadable += 1
+                    else:
+                        self.symptoms[index] = tuple(symptom_names(extract_symptoms(trajectory)))
                 self.done = index + 1
         except Exception as error:  # shown on the page: the filters stay incomplete, and say so
             self.error = f"{type(error).__name__}: {error}"

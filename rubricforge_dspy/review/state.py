@@ -125,7 +125,7 @@ class ReviewState:
     def enrichment_status(self) -> dict:
         e = self.enrichment
         return {"done": e.done, "total": len(self.verdicts), "finished": e.finished.is_set(), "error": e.error,
-                "missing_data": self.missing_data}
+                "missing_data": self.missing_data, "unreadable": e.unreadable}
 
     def row(self, index: int) -> dict:
         """One queue row (what the index holds; nothing is read from disk)."""
