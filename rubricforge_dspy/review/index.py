@@ -85,31 +85,35 @@ class VerdictFileIndex:
                              "(`rubricforge judge --out`)")
 
     def _scan(self) -> None:
-        offset = 0
-        with self.path.open("rb") as handle:
+        offset, path, position = 0, self.path, self.position
+        ids, tasks, stages = self.ids.append, self.tasks.append, self.stages.append
+        offsets, scores, calibrated, flags, labels = (self.offsets.append, self.scores.append,
+                                                      self.calibrated.append, self.flags.append, self.labels.append)
+        nan = float("nan")
+        with path.open("rb") as handle:
             for number, raw in enumerate(handle, 1):
                 start, offset = offset, offset + len(raw)
                 if not raw.strip():
                     continue
-                record = parse_verdict_line(raw, self.path, number)
+                record = parse_verdict_line(raw, path, number)
+                get = record.get
                 ident = record["id"]
-                if ident in self.position:
-                    first = self._line_number(self.position[ident])
-                    raise VerdictLineError(f"{self.path}:{number}: duplicate id {ident!r} (first on line {first})")
-                self.position[ident] = len(self.ids)
-                self.ids.append(ident)
-                self.tasks.append(str(record.get("task_id") or ""))
-                stage = record.get("stage")
-                self.stages.append(ESCALATED if record.get("escalated") is True
-                                   else str(stage) if isinstance(stage, str) and stage else "")
-                self.offsets.append(start)
-                self.scores.append(float(record["score"]))
-                calibrated = record.get("score_calibrated")
-                self.calibrated.append(float("nan") if calibrated is None else float(calibrated))
-                self.flags.append(int(bool(record["passed"])) | (int(bool(record["abstained"])) << 1)
-                                  | (int(bool(record.get("contradiction"))) << 2))
-                label = record.get("label")
-                self.labels.append(-1 if label is None else int(label))
+                if ident in position:
+                    first = self._line_number(position[ident])
+                    raise VerdictLineError(f"{path}:{number}: duplicate id {ident!r} (first on line {first})")
+                position[ident] = len(position)
+                ids(ident)
+                tasks(str(get("task_id") or ""))
+                stage = get("stage")
+                stages(ESCALATED if get("escalated") is True else stage if type(stage) is str else "")
+                offsets(start)
+                scores(float(record["score"]))
+                value = get("score_calibrated")
+                calibrated(nan if value is None else float(value))
+                flags(int(bool(record["passed"])) | (int(bool(record["abstained"])) << 1)
+                      | (int(bool(get("contradiction"))) << 2))
+                label = get("label")
+                labels(-1 if label is None else int(label))
 
     def _line_number(self, index: int) -> int:
         with self.path.open("rb") as handle:

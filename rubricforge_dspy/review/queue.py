@@ -149,6 +149,7 @@ class Queue:
         self.groups: list[int] = []
         self.order = self._order()
         self._views: OrderedDict = OrderedDict()
+        self._tasks: dict[str, list[int]] | None = None
         self._lock = threading.Lock()
 
     def known_label(self, index: int) -> int | None:
@@ -187,20 +188,32 @@ class Queue:
     def labeled(self, index: int) -> bool:
         return self.labels.state(self.verdicts.ids[index]) is not None
 
-    def _match(self, index: int, filters: Filters) -> bool:
-        v = self.verdicts
-        if filters.task and v.tasks[index] != filters.task:
-            return False
-        if filters.stage and v.stages[index] != filters.stage:
-            return False
+    def _by_task(self) -> dict[str, list[int]]:
+        if self._tasks is None:
+            tasks: dict[str, list[int]] = {}
+            names = self.verdicts.tasks
+            for index in self.order:
+                tasks.setdefault(names[index], []).append(index)
+            self._tasks = tasks
+        return self._tasks
+
+    def _filtered(self, filters: Filters) -> list[int]:
+        items = self._by_task().get(filters.task, []) if filters.task else self.order
+        if filters.stage:
+            stages, wanted = self.verdicts.stages, filters.stage
+            items = [i for i in items if stages[i] == wanted]
         enrichment = self.enrichment
-        if filters.criterion and (enrichment is None or enrichment.criterion[index] != filters.criterion):
-            return False
-        if filters.symptom and (enrichment is None or filters.symptom not in (enrichment.symptoms[index] or ())):
-            return False
+        if filters.criterion:
+            criteria = enrichment.criterion if enrichment is not None else None
+            items = [i for i in items if criteria is not None and criteria[i] == filters.criterion]
+        if filters.symptom:
+            symptoms = enrichment.symptoms if enrichment is not None else None
+            items = [i for i in items if symptoms is not None and filters.symptom in (symptoms[i] or ())]
         if filters.labeled:
-            return self.labeled(index) == (filters.labeled == "yes")
-        return True
+            ids, want = self.verdicts.ids, filters.labeled == "yes"
+            labeled = {ident for ident, stack in self.labels.history.states.items() if stack}
+            items = [i for i in items if (ids[i] in labeled) == want]
+        return list(items)
 
     def view(self, filters: Filters) -> tuple[list[int], dict[int, int]]:
         """The filtered order and each item's position in it. Views without a `labeled` filter are cached
@@ -211,7 +224,7 @@ class Queue:
             if cacheable and filters in self._views:
                 self._views.move_to_end(filters)
                 return self._views[filters]
-        items = [index for index in self.order if self._match(index, filters)]
+        items = self._filtered(filters)
         result = (items, {index: position for position, index in enumerate(items)})
         if cacheable:
             with self._lock:
