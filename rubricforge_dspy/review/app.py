@@ -231,7 +231,7 @@ async def healthz(request: Request) -> Response:
     return PlainTextResponse("ok\n")
 
 
-def create_app(state: ReviewState, token: str, hosts: set[str] | None = None) -> Starlette:
+def create_app(state: ReviewState, token: str, hosts: set[str] | None = None, cookie: str | None = None) -> Starlette:
     """The review app over `state` (`review.state.ReviewState`), guarded by `token`.
 
     Args:
@@ -239,6 +239,7 @@ def create_app(state: ReviewState, token: str, hosts: set[str] | None = None) ->
         token: the run's token (`review.security.new_token`); the URL to open is ``/?token=<token>``.
         hosts: the Host header values accepted (``127.0.0.1:PORT``, ``localhost:PORT``); None accepts any
             (tests that do not know the port yet).
+        cookie: the token cookie's name (`ReviewServer` names it after the port).
 
     Returns:
         A Starlette (ASGI) application.
@@ -251,6 +252,6 @@ def create_app(state: ReviewState, token: str, hosts: set[str] | None = None) ->
     ]
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])
     app.state.review = state
-    app.state.guard = Guard(token, hosts)
+    app.state.guard = Guard(token, hosts, **({"cookie": cookie} if cookie else {}))
     app.state.templates = Jinja2Templates(env=_environment())
     return app

@@ -87,8 +87,14 @@ class Enrichment:
         self.idle = threading.Event()  # clear while a request is being answered: requests go first
         self.idle.set()
         self._busy = 0
+        self._stopped = False
         self._busy_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+
+    def stop(self) -> None:
+        """End the background pass (the review is closing)."""
+        self._stopped = True
+        self.idle.set()
 
     def hold(self) -> None:
         """A request starts: the background pass waits (it holds the GIL for whole items otherwise)."""
@@ -112,6 +118,8 @@ class Enrichment:
         try:
             for index, record in self.verdicts.iter_records():
                 self.idle.wait()
+                if self._stopped:
+                    return
                 if self.criteria and record.get("reason"):
                     found = attribute_reason(record["reason"], self.criteria)
                     self.criterion[index] = found.label if found else ""

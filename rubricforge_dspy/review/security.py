@@ -48,12 +48,15 @@ class Guard:
     Args:
         token: the run token (`new_token`).
         hosts: the ``host[:port]`` values a request's Host header may hold.
+        cookie: the cookie's name (one per port: a browser sends 127.0.0.1's cookies to every port, so two
+            pages open at once would otherwise overwrite each other's token).
     """
 
-    def __init__(self, token: str, hosts: set[str] | None = None):
+    def __init__(self, token: str, hosts: set[str] | None = None, cookie: str = COOKIE):
         if len(token) < 16:
             raise ValueError("a review token has at least 16 characters")
         self.token = token
+        self.cookie = cookie
         self.csrf = hmac.new(token.encode(), b"rubricforge review csrf", hashlib.sha256).hexdigest()
         self.hosts = set(hosts or ())
 
@@ -64,7 +67,7 @@ class Guard:
         return not self.hosts or (host or "") in self.hosts
 
     def cookie_ok(self, cookies) -> bool:
-        return self._same(cookies.get(COOKIE), self.token)
+        return self._same(cookies.get(self.cookie), self.token)
 
     def csrf_ok(self, value: str | None) -> bool:
         return self._same(value, self.csrf)
@@ -80,7 +83,7 @@ class Guard:
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             target = URL(request.url.path + (f"?{urlencode(rest)}" if rest else ""))
             response = RedirectResponse(str(target), status_code=303)
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
             return response
         if not self.cookie_ok(request.cookies):
             return refuse("no token: open the URL the review command printed (it holds ?token=...)")

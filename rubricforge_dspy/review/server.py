@@ -19,7 +19,7 @@ import uvicorn
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.review.app import create_app
-from rubricforge_dspy.review.security import new_token
+from rubricforge_dspy.review.security import COOKIE, new_token
 from rubricforge_dspy.review.state import ReviewInputs, ReviewState
 
 logger = logging.getLogger(__name__)
@@ -43,12 +43,15 @@ def _loopback(host: str) -> bool:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config, ready: threading.Event):
+    """uvicorn's server, which says when it accepts connections and then starts the review's background pass."""
+
+    def __init__(self, config, ready: threading.Event, started):
         super().__init__(config)
-        self._ready = ready
+        self._ready, self._started = ready, started
 
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets=sockets)
+        self._started()
         self._ready.set()
 
 
@@ -89,17 +92,16 @@ class ReviewServer:
         self.state = state
         shown = f"[{host}]" if ":" in host else host
         hosts = {f"{shown}:{self.port}"} | ({f"localhost:{self.port}"} if _loopback(host) else set())
-        self.app = create_app(state, self.token, hosts)
+        self.app = create_app(state, self.token, hosts, cookie=f"{COOKIE}_{self.port}")
         self.url = f"http://{shown}:{self.port}/?token={self.token}"
         self.ready = threading.Event()
         config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
-        self.server = _Server(config, self.ready)
+        self.server = _Server(config, self.ready, state.start)
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C), then release the labels file."""
         try:
-            self.state.start()
             self.server.run(sockets=[self.sock])
         finally:
             self.state.close()
@@ -107,7 +109,6 @@ class ReviewServer:
 
     def start(self, timeout: float = 30.0) -> str:
         """Serve in a background thread; returns the URL once uvicorn accepts connections."""
-        self.state.start()
         self._thread = threading.Thread(target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])),
                                         name="review-server", daemon=True)
         self._thread.start()

@@ -120,6 +120,7 @@ class ReviewState:
         return self
 
     def close(self) -> None:
+        self.enrichment.stop()
         self.labels.close()
 
     def enrichment_status(self) -> dict:

@@ -33,7 +33,7 @@ def test_every_page_needs_the_token(demo_server):
         for path in ("/", "/item/0", "/judge", "/commands", "/static/review.js", "/figure/reliability"):
             assert c.get(path).status_code == 403, path
         assert c.get("/?token=not-the-token").status_code == 403
-        assert c.get("/", cookies={COOKIE: "not-the-token"}).status_code == 403
+        assert c.get("/", cookies={f"{COOKIE}_{demo_server.port}": "not-the-token"}).status_code == 403
         assert c.get("/healthz").text == "ok\n"  # the readiness check shows nothing
     with client(demo_server) as c:
         page = c.get("/")
