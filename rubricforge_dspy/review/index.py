@@ -35,7 +35,7 @@ from rubricforge_dspy.data.formats import jsonl as jsonl_format
 __all__ = ["VerdictFileIndex", "DataIndex", "ItemSummary", "ESCALATED"]
 
 ESCALATED = "escalated"
-_ID_AT_START = re.compile(rb'\A\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_ID_AT_START = re.compile(rb'\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)"')  # `match` anchors it
 
 
 @dataclass(frozen=True)
@@ -187,9 +187,10 @@ class DataIndex:
                 start, offset = offset, offset + len(raw)
                 if not raw.strip():
                     continue
-                match = _ID_AT_START.match(raw[:512])
+                match = _ID_AT_START.match(raw, 0, 512)
                 if match:
-                    ident = orjson.loads(b'"' + match[1] + b'"')
+                    found = match[1]
+                    ident = found.decode() if b"\\" not in found else orjson.loads(b'"' + found + b'"')
                 else:
                     try:
                         record = orjson.loads(raw)

@@ -181,10 +181,12 @@ class Queue:
     def _order(self) -> list[int]:
         keys = []
         v = self.verdicts
+        probe: dict = {}  # one mapping reused for label-next's closeness (it reads "abstained" and "score")
         for index in range(len(v)):
             group = self._group(index)
             self.groups.append(group)
-            near = closeness({"abstained": bool(v.flags[index] & 2), "score": v.scores[index]})
+            probe["abstained"], probe["score"] = bool(v.flags[index] & 2), v.scores[index]
+            near = closeness(probe)
             second = self.label_next.get(v.ids[index], 0) if group == 1 else -near
             keys.append((group, second, index))
         keys.sort()
