@@ -81,7 +81,8 @@ class Guard:
             if not self._same(query, self.token):
                 return refuse("wrong token: open the URL the review command printed")
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            target = URL(request.url.path + (f"?{urlencode(rest)}" if rest else ""))
+            path = "/" + request.url.path.lstrip("/")  # never "//host": a redirect stays on this server
+            target = URL(path + (f"?{urlencode(rest)}" if rest else ""))
             response = RedirectResponse(str(target), status_code=303)
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
             return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import socket
 from contextlib import contextmanager
 
 import httpx
@@ -35,6 +36,11 @@ def test_every_page_needs_the_token(demo_server):
         assert c.get("/?token=not-the-token").status_code == 403
         assert c.get("/", cookies={f"{COOKIE}_{demo_server.port}": "not-the-token"}).status_code == 403
         assert c.get("/healthz").text == "ok\n"  # the readiness check shows nothing
+    with socket.create_connection(("127.0.0.1", demo_server.port), timeout=30) as raw:  # a path httpx would tidy
+        raw.sendall(f"GET //evil.example/?token={demo_server.token} HTTP/1.1\r\n"
+                    f"Host: 127.0.0.1:{demo_server.port}\r\nConnection: close\r\n\r\n".encode())
+        head = raw.makefile("rb").read().split(b"\r\n\r\n")[0].decode()
+    assert " 303 " in head.splitlines()[0] and "location: /evil.example/" in head.lower()  # stays on this server
     with client(demo_server) as c:
         page = c.get("/")
         assert page.status_code == 200 and "0 of 4 labeled" in page.text
