@@ -125,6 +125,12 @@ def test_label_three_items_with_the_keyboard_undo_one_and_keep_the_progress(brow
         browser.refresh()
         assert browser.find_element(By.ID, "progress").text.startswith("2 of 4 labeled")
         assert _no_alert(browser)
+        browser.get(f"http://127.0.0.1:{server.port}/judge")  # the figures load as pictures, under the CSP
+        images = browser.find_elements(By.CSS_SELECTOR, "figure img")
+        assert len(images) >= 4 and all(browser.execute_script("return arguments[0].complete && "
+                                                               "arguments[0].naturalWidth > 0", i) for i in images)
+        assert "Goal fulfilled" in browser.find_element(By.CSS_SELECTOR, "ol.criteria").text
+        browser.save_screenshot(str(artifacts / "review-judge.png"))
     finally:
         server.stop()
     server = start(demo_inputs)  # a new run of the page reads the same journal back
