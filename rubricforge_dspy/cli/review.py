@@ -1,0 +1,71 @@
+"""``rubricforge review``: serve the review page (see what the judge saw, label it). docs/REVIEW.md.
+
+`rubricforge_dspy.cli.main` registers it with `add_review_parser(sub)`; the command parses flags and
+calls `rubricforge_dspy.review.serve` (the library checks every input before the page starts).
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+
+__all__ = ["add_review_parser", "cmd_review"]
+
+
+def cmd_review(args) -> int:
+    from rubricforge_dspy.core.errors import MissingExtraError
+    from rubricforge_dspy.evidence.render import RenderConfig
+
+    try:
+        from rubricforge_dspy.review import ReviewInputs, serve
+        from rubricforge_dspy.review import server as _server  # noqa: F401  (imports starlette, uvicorn)
+    except ImportError as error:
+        raise MissingExtraError(f"rubricforge review needs starlette, jinja2 and uvicorn ({error.name} is missing): "
+                                "pip install 'rubricforge-dspy[review]'") from None
+    render = None
+    if args.render_tokens is not None or args.step_chars is not None:
+        base = RenderConfig()
+        render = RenderConfig(max_tokens=args.render_tokens or base.max_tokens,
+                              max_step_chars=args.step_chars or base.max_step_chars)
+    inputs = ReviewInputs(data=args.data, verdicts=args.verdicts, labels_out=args.labels_out,
+                          labeler=args.labeler or getpass.getuser(), program=args.program, run_dir=args.run_dir,
+                          labels=args.labels, label_next=args.label_next, figures=args.figures or (),
+                          render=render, data_format=args.format,
+                          allow_unverified_program=args.allow_unverified_program)
+
+    def announce(url: str) -> None:
+        print(f"review page (Ctrl-C to stop): {url}", flush=True)
+        print(f"labels go to {args.labels_out}; each label is one appended line", file=sys.stderr, flush=True)
+
+    try:
+        serve(inputs, host=args.host, port=args.port, allow_remote=args.allow_remote, on_ready=announce)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def add_review_parser(sub) -> None:
+    """Register ``rubricforge review`` on the subcommand parser `sub`."""
+    from rubricforge_dspy.cli.data_options import FORMAT_CHOICES
+
+    p = sub.add_parser("review", help="serve a local page to see what the judge saw and label it")
+    p.add_argument("--data", required=True, nargs="+", help="the trajectories the verdicts were judged on")
+    p.add_argument("--format", default="auto", choices=FORMAT_CHOICES)
+    p.add_argument("--verdicts", required=True, help="the verdict JSONL to review (`rubricforge judge --out`)")
+    p.add_argument("--labels-out", default="labels.jsonl",
+                   help="the labels file the page appends to (default: labels.jsonl); read it with --labels")
+    p.add_argument("--labeler", default=None, help="your name on every label line (default: the login name)")
+    p.add_argument("--program", default=None, help="the frozen program that judged (rubric, criteria, render)")
+    p.add_argument("--allow-unverified-program", action="store_true",
+                   help="show a --program whose manifest cannot verify it, with a warning")
+    p.add_argument("--run-dir", default=None, help="an induction run directory (GEPA candidates, figures)")
+    p.add_argument("--figures", nargs="+", default=None, help="more directories of report figures (*.png)")
+    p.add_argument("--labels", default=None, help="existing labels (CSV/JSONL/SWE-bench): disagreements first")
+    p.add_argument("--label-next", default=None, help="a `rubricforge label-next` output file: its order first")
+    p.add_argument("--render-tokens", type=int, default=None, help="the judge's render budget (without --program)")
+    p.add_argument("--step-chars", type=int, default=None, help="the judge's per-step floor (without --program)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default: a free one)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a --host other than the loopback (warned: plain HTTP, the token guards it)")
+    p.set_defaults(func=cmd_review)

@@ -1,0 +1,150 @@
+"""The judge page's content, read from existing files only: the program, the run directory, the figures.
+
+- the program (``--program``, `program.store.read_program`: verified like any load): its rubric, the
+  criteria (`core.criteria.parse_criteria`), the operating point and the certificate in its manifest;
+- the run directory (``--run-dir``, what `rubricforge induce --log-dir` / the protocol wrote): GEPA's
+  candidates (``gepa/candidates.json``, or ``candidates.json``) with their validation scores (the
+  ``sweep`` of ``run.json``), and the report's figures (``figures/*.png``);
+- a diff between any two rubric versions (the program's and the candidates'), by `difflib`.
+
+Figures are listed once, when the page starts; a request names a figure by its name in that list,
+never by a path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rubricforge_dspy.core.criteria import Criterion, parse_criteria
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
+
+__all__ = ["JudgeInfo", "RubricVersion", "load_judge_info", "rubric_diff"]
+
+MAX_RUN_FILE_BYTES = 20 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RubricVersion:
+    """One rubric text to show or compare: its name, text, and validation scores when it is a candidate."""
+
+    name: str
+    text: str
+    val_score: float | None = None
+    val_agreement: float | None = None
+    parents: tuple = ()
+    found_at: int | None = None
+
+
+@dataclass
+class JudgeInfo:
+    program_path: str | None = None
+    rubric: str = ""
+    criteria: list[Criterion] = field(default_factory=list)
+    manifest: dict = field(default_factory=dict)
+    versions: list[RubricVersion] = field(default_factory=list)
+    figures: dict[str, Path] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def certificate(self) -> dict | None:
+        value = self.manifest.get("certificate")
+        return value if isinstance(value, dict) else None
+
+    def operating_point(self) -> dict:
+        return {key: self.manifest[key] for key in ("threshold", "calibration", "render", "model", "lm")
+                if key in self.manifest}
+
+
+def _read_json(path: Path, what: str):
+    regular_file(path, what)
+    if path.stat().st_size > MAX_RUN_FILE_BYTES:
+        raise InputError(f"{path}: larger than {MAX_RUN_FILE_BYTES} bytes; not a {what}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{path}: not a readable {what} ({error})") from None
+
+
+def _candidates(run_dir: Path, info: JudgeInfo) -> None:
+    texts = None
+    for path in (run_dir / "gepa" / "candidates.json", run_dir / "candidates.json"):
+        if path.is_file():
+            texts = _read_json(path, "GEPA candidates file")
+            break
+    sweep = []
+    if (run_dir / "run.json").is_file():
+        sweep = _read_json(run_dir / "run.json", "run file").get("sweep") or []
+    if texts is None:
+        info.notes.append(f"{run_dir}: no GEPA candidates.json (looked in gepa/ and the directory itself)")
+        return
+    rows = {row.get("candidate"): row for row in sweep if isinstance(row, dict)}
+    for number, candidate in enumerate(texts if isinstance(texts, list) else []):
+        text = candidate.get("judge") if isinstance(candidate, dict) else candidate
+        if not isinstance(text, str):
+            continue
+        row = rows.get(number, {})
+        info.versions.append(RubricVersion(f"candidate {number}", text, row.get("val_score"),
+                                           row.get("val_agreement"), tuple(row.get("parents") or ()),
+                                           row.get("discovered_at_metric_call")))
+    if not sweep:
+        info.notes.append(f"{run_dir}: no sweep in run.json, so the candidates' validation scores are unknown")
+
+
+def load_judge_info(program=None, run_dir=None, figures_dirs=(), *, allow_unverified: bool = False) -> JudgeInfo:
+    """Everything the judge page shows (module docstring).
+
+    Args:
+        program: a frozen program file, or None.
+        run_dir: an induction or protocol run directory, or None.
+        figures_dirs: more directories whose ``*.png`` are shown (e.g. a report's ``figures/``).
+        allow_unverified: read a program whose manifest cannot verify it, with a warning (`read_program`).
+
+    Raises:
+        ProgramError: the program cannot be read or verified.
+        InputError: a run file is not readable JSON.
+    """
+    info = JudgeInfo()
+    if program is not None:
+        state = read_program(program, allow_unverified=allow_unverified)
+        info.program_path = str(program)
+        info.manifest = dict(state.get(MANIFEST_KEY) or {})
+        info.rubric = state["judge"]["signature"]["instructions"]
+        info.criteria = parse_criteria(info.rubric)
+        info.versions.append(RubricVersion("program", info.rubric))
+    dirs = [Path(d) for d in figures_dirs]
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        regular_file(run_dir, "run directory", directory=True)
+        _candidates(run_dir, info)
+        dirs.insert(0, run_dir / "figures")
+    for directory in dirs:
+        if directory.is_dir():
+            for path in sorted(directory.glob("*.png")):
+                if path.is_file():
+                    name = path.stem if path.stem not in info.figures else f"{directory.name}-{path.stem}"
+                    info.figures[name] = path
+    return info
+
+
+def rubric_diff(a: RubricVersion, b: RubricVersion) -> list[tuple[str, str]]:
+    """The unified diff of two rubric versions as ``(kind, line)``: kind ``add``, ``del``, ``hunk``,
+    ``head`` or ``same``."""
+    out = []
+    for line in difflib.unified_diff(a.text.splitlines(), b.text.splitlines(), a.name, b.name, lineterm="", n=3):
+        if line.startswith(("---", "+++")):
+            kind = "head"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        out.append((kind, line))
+    return out

@@ -1,0 +1,178 @@
+"""One open review: the verdict file, the data, the labels journal, the judge's files, and the queue.
+
+`ReviewState.open` checks every input before the page starts (a missing or malformed file is an
+`InputError` naming it), takes the labels file's lock, and starts the background pass that attributes
+criteria and finds symptoms (`review.queue.Enrichment`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from rubricforge_dspy.core.criteria import attribute_reason
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.verdict import PassRule
+from rubricforge_dspy.data.labels import read_label_file
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.evidence.symptoms import extract_symptoms
+from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex
+from rubricforge_dspy.review.judge_view import JudgeInfo, load_judge_info
+from rubricforge_dspy.review.labels import LabelsFile
+from rubricforge_dspy.review.queue import Enrichment, Queue, symptom_names
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ReviewInputs", "ReviewState"]
+
+
+@dataclass
+class ReviewInputs:
+    """What a review opens (the ``rubricforge review`` flags).
+
+    Attributes:
+        data: the trajectories (files or directories, any supported format).
+        verdicts: the verdict JSONL to review.
+        labels_out: the labels journal the page appends to.
+        labeler: the name kept on every label line.
+        program: the frozen program that judged (rubric, criteria, render, operating point), optional.
+        run_dir: an induction/protocol run directory (GEPA candidates, figures), optional.
+        labels: an existing ``--labels`` file (for disagreements), optional.
+        label_next: a `rubricforge label-next` output file (its order), optional.
+        figures: more directories of report figures (``*.png``).
+        render: the render the judge used when no program is given (default: the library's).
+        data_format: the data's format, or "auto".
+        allow_unverified_program: show a program whose manifest cannot verify it (with a warning), as
+            ``--allow-unverified-program`` does elsewhere.
+    """
+
+    data: Sequence[str | Path]
+    verdicts: str | Path
+    labels_out: str | Path
+    labeler: str
+    program: str | Path | None = None
+    run_dir: str | Path | None = None
+    labels: str | Path | None = None
+    label_next: str | Path | None = None
+    figures: Sequence[str | Path] = field(default_factory=tuple)
+    render: RenderConfig | None = None
+    data_format: str = "auto"
+    allow_unverified_program: bool = False
+
+
+def _label_next_ranks(path) -> dict[str, int]:
+    ranks: dict[str, int] = {}
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                raise InputError(f"{path}:{number}: not JSON; --label-next takes the file `rubricforge label-next` "
+                                 "wrote") from None
+            ident = record.get("id") if isinstance(record, dict) else None
+            if not isinstance(ident, str):
+                raise InputError(f"{path}:{number}: no id; --label-next takes the file `rubricforge label-next` wrote")
+            rank = ((record.get("metadata") or {}).get("label_next") or {}).get("rank", number)
+            ranks[ident] = int(rank)
+    return ranks
+
+
+class ReviewState:
+    """An open review (module docstring); `close` releases the labels file."""
+
+    def __init__(self, inputs: ReviewInputs):
+        self.inputs = inputs
+        self.verdicts = VerdictFileIndex(inputs.verdicts)
+        self.data = DataIndex(list(inputs.data), inputs.data_format)
+        self.judge: JudgeInfo = load_judge_info(inputs.program, inputs.run_dir, inputs.figures,
+                                                  allow_unverified=inputs.allow_unverified_program)
+        manifest = self.judge.manifest
+        render = manifest.get("render")
+        self.render = (RenderConfig(max_tokens=render["max_tokens"], max_step_chars=render["max_step_chars"])
+                       if isinstance(render, dict) else inputs.render or RenderConfig())
+        threshold = (manifest.get("threshold") or {}).get("pass_threshold")
+        self.rule = (PassRule("score_calibrated", float(threshold))
+                     if manifest.get("calibration") is not None and threshold is not None else PassRule())
+        existing = None
+        if inputs.labels is not None:
+            existing = {ident: entry.label for ident, entry in read_label_file(inputs.labels).entries.items()
+                        if entry.label is not None}
+        ranks = _label_next_ranks(inputs.label_next) if inputs.label_next is not None else None
+        missing = sum(1 for ident in self.verdicts.ids if ident not in self.data)
+        self.missing_data = missing
+        if missing == len(self.verdicts):
+            raise InputError(f"{inputs.verdicts}: none of its {missing} ids is in --data; give the data these "
+                             "verdicts were judged on")
+        self.labels = LabelsFile(inputs.labels_out, inputs.labeler).open()
+        self.enrichment = Enrichment(self.verdicts, self.data, self.judge.criteria)
+        self.queue = Queue(self.verdicts, self.labels, label_next=ranks, existing=existing,
+                           enrichment=self.enrichment)
+        self.title = Path(inputs.verdicts).name
+
+    def start(self) -> "ReviewState":
+        self.enrichment.start()
+        return self
+
+    def close(self) -> None:
+        self.enrichment.stop()
+        self.labels.close()
+
+    def enrichment_status(self) -> dict:
+        e = self.enrichment
+        return {"done": e.done, "total": len(self.verdicts), "finished": e.finished.is_set(), "error": e.error,
+                "missing_data": self.missing_data, "unreadable": e.unreadable}
+
+    def row(self, index: int) -> dict:
+        """One queue row (what the index holds; nothing is read from disk)."""
+        s = self.verdicts.summary(index)
+        current = self.labels.state(s.id)
+        return {"index": index, "id": s.id, "task": s.task_id, "stage": s.stage or "—", "passed": s.passed,
+                "abstained": s.abstained, "score": s.score, "calibrated": s.score_calibrated,
+                "group": self.queue.group_name(index), "known": self.queue.known_label(index),
+                "review": current.state if current else "", "criterion": self.enrichment.criterion[index]}
+
+    def item(self, index: int) -> dict:
+        """Everything the item page shows: the verdict line, the evidence the judge read, the labels."""
+        record = self.verdicts.record(index)
+        ident = record["id"]
+        trajectory, problem = None, None
+        try:
+            trajectory = self.data.get(ident)
+        except InputError as error:
+            problem = str(error)
+        if trajectory is None and problem is None:
+            problem = f"no trajectory with id {ident!r} in --data: the evidence cannot be shown"
+        found = attribute_reason(record.get("reason"), self.judge.criteria) if self.judge.criteria else None
+        symptoms = extract_symptoms(trajectory) if trajectory is not None else None
+        current = self.labels.state(ident)
+        return {"index": index, "record": record, "id": ident, "group": self.queue.group_name(index),
+                "evidence": render_trajectory(trajectory, self.render) if trajectory is not None else None,
+                "problem": problem, "explain": self.rule.explain(record), "rule": self.rule.to_dict(),
+                "criterion": found.label if found else None, "symptoms": symptoms.lines() if symptoms else [],
+                "symptom_names": symptom_names(symptoms) if symptoms else [],
+                "stage": self.verdicts.stages[index] or None, "known": self.queue.known_label(index),
+                "current": current}
+
+    def certificate_rows(self) -> list[tuple[str, str]]:
+        certificate = self.judge.certificate or {}
+        return [(str(key), json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value)
+                for key, value in certificate.items()]
+
+    def commands(self) -> list[dict]:
+        """The commands that turn the labels into a recompiled and certified judge."""
+        i = self.inputs
+        labels, data = shlex.quote(str(i.labels_out)), " ".join(shlex.quote(str(d)) for d in i.data)
+        program = shlex.quote(str(i.program)) if i.program else "PROGRAM.json"
+        new = shlex.quote(str(Path(str(i.program or "program.json")).with_suffix("")) + ".relabeled.json")
+        return [
+            {"what": "recompile: induce a new rubric starting from the current one, with your labels",
+             "command": f"rubricforge induce --data {data} --labels {labels} --init {program} --out {new}"},
+            {"what": "certify the recompiled judge on labeled data (bounds on its false-pass rate)",
+             "command": f"rubricforge certify {new} --data {data} --labels {labels}"},
+        ]

@@ -1,0 +1,188 @@
+"""The review page in a real browser: Debian's Chromium, headless, driven by Selenium through chromedriver.
+
+Label three items with the keyboard, undo one, reload and find the progress kept, read the labels file
+back through the package's readers; open every item of an adversarial corpus and find that nothing ran,
+no dialog opened, and no payload became an element of the page. Screenshots go to
+``$RUBRICFORGE_TEST_ARTIFACTS`` (else the test's temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rubricforge_dspy.data.label_journal import read_journal
+from tests.review.conftest import journal_lines, start
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def _missing() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install selenium)"
+    for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not os.access(path, os.X_OK):
+            return f"{path} not found: apt-get install {package}"
+    return None
+
+
+pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.slow]
+
+
+@pytest.fixture
+def artifacts(tmp_path) -> Path:
+    directory = Path(os.environ.get("RUBRICFORGE_TEST_ARTIFACTS") or tmp_path / "screenshots")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, condition, what: str):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, 30, poll_frequency=0.05).until(condition, message=what)
+
+
+def _item_id(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, "item-id").text
+
+
+def _press(driver, key: str, *, leaving: str | None = None) -> None:
+    """Press `key` on the page; when it navigates, wait until the page showing item `leaving` is gone."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    old = driver.find_element(By.TAG_NAME, "body")
+    ActionChains(driver).send_keys(key).perform()
+    if leaving is not None:
+        from selenium.webdriver.support import expected_conditions as EC
+
+        _wait(driver, EC.staleness_of(old), f"the page to change after pressing {key!r}")
+        _wait(driver, lambda d: d.execute_script("return document.readyState") == "complete", "the next page")
+
+
+def _no_alert(driver) -> bool:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        driver.switch_to.alert
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def test_label_three_items_with_the_keyboard_undo_one_and_keep_the_progress(browser, demo_inputs, artifacts):
+    from selenium.webdriver.common.by import By
+
+    server = start(demo_inputs)
+    try:
+        browser.get(server.url)  # ?token=... sets the cookie and redirects to the queue
+        assert "token=" not in browser.current_url
+        assert browser.find_element(By.ID, "progress").text.startswith("0 of 4 labeled")
+        browser.save_screenshot(str(artifacts / "review-queue.png"))
+        browser.find_element(By.ID, "start").click()
+        _wait(browser, lambda d: d.find_elements(By.ID, "item-id"), "the first item")
+        labeled = []
+        for key in ("p", "f", "p"):
+            labeled.append(_item_id(browser))
+            _press(browser, key, leaving=labeled[-1])
+        assert browser.find_element(By.ID, "progress").text.startswith("3 of 4 labeled")
+        browser.save_screenshot(str(artifacts / "review-item.png"))
+        _press(browser, "u", leaving=_item_id(browser))  # undo: back to the third item, unlabeled again
+        assert _item_id(browser) == labeled[2]
+        assert "none yet" in browser.find_element(By.ID, "current-label").text
+        _press(browser, "k", leaving=labeled[2])  # previous: the second item, labeled fail
+        assert _item_id(browser) == labeled[1] and "fail" in browser.find_element(By.ID, "current-label").text
+        _press(browser, "j", leaving=labeled[1])
+        assert _item_id(browser) == labeled[2]
+        browser.refresh()
+        assert browser.find_element(By.ID, "progress").text.startswith("2 of 4 labeled")
+        assert _no_alert(browser)
+        browser.get(f"http://127.0.0.1:{server.port}/judge")  # the figures load as pictures, under the CSP
+        images = browser.find_elements(By.CSS_SELECTOR, "figure img")
+        assert len(images) >= 4 and all(browser.execute_script("return arguments[0].complete && "
+                                                               "arguments[0].naturalWidth > 0", i) for i in images)
+        assert "Goal fulfilled" in browser.find_element(By.CSS_SELECTOR, "ol.criteria").text
+        browser.save_screenshot(str(artifacts / "review-judge.png"))
+    finally:
+        server.stop()
+    server = start(demo_inputs)  # a new run of the page reads the same journal back
+    try:
+        browser.get(server.url)
+        assert browser.find_element(By.ID, "progress").text.startswith("2 of 4 labeled")
+    finally:
+        server.stop()
+    lines = journal_lines(demo_inputs.labels_out)
+    assert [(l["id"], l["label"], l["undo"]) for l in lines] == [
+        (labeled[0], 1, False), (labeled[1], 0, False), (labeled[2], 1, False), (labeled[2], None, True)]
+    resolved = read_journal(demo_inputs.labels_out)
+    assert {k: e.label for k, e in resolved.entries.items()} == {labeled[0]: 1, labeled[1]: 0}
+    assert resolved.blank == [labeled[2]]
+
+
+def test_the_adversarial_corpus_runs_nothing_in_the_browser(browser, tmp_path, artifacts):
+    from selenium.webdriver.common.by import By
+
+    from rubricforge_dspy.data.formats import load_trajectories
+    from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+    from rubricforge_dspy.review import ReviewInputs
+    from tests.review.corpus import PAYLOADS, write_corpus
+
+    data, verdicts = write_corpus(tmp_path)
+    trajectories = {t.id: t for t in load_trajectories(data)}
+    server = start(ReviewInputs(data=[data], verdicts=verdicts, labels_out=tmp_path / "l.jsonl", labeler="t"))
+    try:
+        browser.get(server.url)
+        assert _no_alert(browser) and browser.execute_script("return window.__pwned === undefined")
+        assert not browser.find_elements(By.CSS_SELECTOR, "table.queue b, table.queue script")
+        browser.save_screenshot(str(artifacts / "adversarial-queue.png"))
+        seen = 0
+        for index in range(len(PAYLOADS)):
+            browser.get(f"http://127.0.0.1:{server.port}/item/{index}")
+            assert _no_alert(browser), f"item {index} opened a dialog"
+            assert browser.execute_script("return window.__pwned === undefined"), f"item {index} ran script"
+            evidence = browser.find_element(By.ID, "evidence")
+            assert not evidence.find_elements(By.CSS_SELECTOR, "*:not(span)"), f"item {index}: markup got in"
+            assert not browser.find_elements(By.CSS_SELECTOR, "main script, main img, main iframe, main svg, "
+                                                              "main style, main object, #evil-link, main meta")
+            assert evidence.is_displayed() and browser.find_element(By.TAG_NAME, "body").is_displayed()
+            # the payloads are on the page as text: exactly what the judge read, and the reason as written
+            trajectory = trajectories[server.state.verdicts.ids[index]]
+            assert evidence.get_attribute("textContent") == render_trajectory(trajectory, RenderConfig())
+            reason = browser.find_element(By.CSS_SELECTOR, "td.reason").get_attribute("textContent")
+            assert reason == f"criterion 1 {PAYLOADS[index]}"
+            seen += 1
+            if index in (0, 1):
+                browser.save_screenshot(str(artifacts / f"adversarial-item-{index}.png"))
+        assert seen == len(PAYLOADS)
+        errors = [entry for entry in browser.get_log("browser") if "pwned" in entry.get("message", "")]
+        assert errors == [] or all("Content Security Policy" in e["message"] for e in errors)
+    finally:
+        server.stop()
