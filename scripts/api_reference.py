@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "API.md"
 STAGES = ["core", "data", "evidence", "lm", "program", "judge", "serve", "induction", "rewards", "apply", "trust",
-          "report", "metrics", "pipeline"]
+          "report", "metrics", "pipeline", "review"]
 INTEGRATIONS = ["integrations.mlflow", "integrations.inspect"]
 
 

@@ -403,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.cli.floor import add_floor_parser
 
     add_floor_parser(sub, FORMATS)
+    from rubricforge_dspy.cli.review import add_review_parser
+
+    add_review_parser(sub)
     return parser
 
 

@@ -236,6 +236,10 @@ def read_label_file(path: str | Path) -> LabelFile:
             raise LabelFileError(f"{path}: JSON nested too deeply to be a label file") from None
         if isinstance(doc, dict) and "id" not in doc:
             result = _read_swebench(path, doc)
+        elif _starts_a_journal(head):  # the review page's labels journal: a changed mind is a new line that wins
+            from rubricforge_dspy.data.label_journal import read_journal
+
+            return read_journal(path)
         else:
             result = _read_jsonl(path, text)
     elif head.startswith("["):
@@ -369,3 +373,13 @@ def join_labels(trajectories: Iterable[Trajectory], labels: LabelFile | str | Pa
     join = LabelJoin(labels, rule)
     joined = [join.apply(t) for t in trajectories]
     return Joined(joined, join.finish())
+
+
+def _starts_a_journal(head: str) -> bool:
+    """True when the first line of a JSON Lines labels file is a labels-journal line (`data.label_journal`)."""
+    from rubricforge_dspy.data.label_journal import is_journal_record
+
+    try:
+        return is_journal_record(json.loads(head.split("\n", 1)[0]))
+    except (json.JSONDecodeError, RecursionError):
+        return False

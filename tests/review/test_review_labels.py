@@ -94,9 +94,6 @@ def test_a_journal_without_repeated_ids_reads_through_the_generic_labels_reader(
     assert {k: e.label for k, e in read.entries.items()} == {"a": 1, "b": 0} and read.blank == ["c"]
 
 
-@pytest.mark.xfail(strict=True, raises=LabelFileError,
-                   reason="integrator: data.labels._read_jsonl must hand a journal (lines with "
-                          "'rubricforge_labels') to data.label_journal.read_journal (last line wins)")
 def test_a_journal_with_a_changed_mind_reads_through_the_generic_labels_reader(tmp_path):
     path = tmp_path / "labels.jsonl"
     with LabelsFile(path, "ana") as labels:
