@@ -13,6 +13,8 @@
     rubricforge label-next --program P --data UNLABELED -k 20 --out FILE.jsonl
     rubricforge convert --data IN [--labels L] --out OUT.jsonl   any input as the generic JSONL
     rubricforge floor --data LABELED [--json]   the floor every judge must beat (no LM, seconds)
+    rubricforge cascade fit --stage floor.json --stage judge.json --data CAL --alpha 0.1 --out cascade.json
+    rubricforge judge --cascade cascade.json --data D --out V.jsonl   decided per stage, the rest to a person
 
 Every command that reads trajectories takes --labels FILE (CSV, JSONL or SWE-bench results.json,
 joined by id) and --label-threshold (default: each format's own rule); see docs/FORMAT.md.
@@ -303,7 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_arguments(p, required=False)  # --data, or --from-mlflow
     add_mlflow_source_arguments(p)
     add_mlflow_sink_arguments(p)
-    p.add_argument("--program", default=None, help="frozen program (default: the seed rubric)")
+    p.add_argument("--program", default=None, help="frozen program (default: the seed rubric); a cascade file is "
+                                                   "judged as with --cascade")
+    p.add_argument("--cascade", default=None,
+                   help="a fitted cascade (`rubricforge cascade fit`): each item's verdict line names the deciding "
+                        "stage; later stages run only on what earlier ones left; not resumable (docs/CASCADE.md)")
+    p.add_argument("--escalated-out", default=None,
+                   help="--cascade: the labeling queue of escalated items (default OUT.escalated.jsonl)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="load a program whose manifest cannot verify it (no program_sha256, or edited since it "
                         "was frozen), with a warning; refused otherwise")
@@ -404,8 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_floor_parser(sub, FORMATS)
     from rubricforge_dspy.cli.review import add_review_parser
+    from rubricforge_dspy.cli.cascade import add_cascade_parser
 
     add_review_parser(sub)
+    add_cascade_parser(sub, FORMATS)
     return parser
 
 

@@ -43,7 +43,8 @@ from rubricforge_dspy.metrics.risk_control import (FAIL_LEVELS, PASS_LEVELS, Gri
                                                    decided_needed, learn_then_test)
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "cascade_summary", "THEOREM", "REFERENCES"]
+           "stage_names", "cascade_summary", "format_fit_report", "format_cascade_summary", "THEOREM",
+           "REFERENCES"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
            "the disagreement with the label is at most alpha and, when max_false_pass is set, the false-pass rate "
@@ -290,3 +291,60 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
             "coverage": float(decided.sum()) / n if n else 0.0,
             **({"overall": _rates(verdicts, labels, decided)} if labels is not None else {}),
             "guarantee": cascade.guarantee}
+
+
+def _interval(ci) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
+
+
+def _rate(value, ci) -> str:
+    return "n/a" if value is None else f"{value:.3f} {_interval(ci)}"
+
+
+def _threshold_text(row: dict) -> str:
+    t_pass = "never" if row.get("t_pass") is None else f">= {row['t_pass']}"
+    t_fail = "never" if row.get("t_fail") is None else f"<= {row['t_fail']}"
+    return f"pass {t_pass}, fail {t_fail}"
+
+
+def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
+    """A fitted cascade's report (``cascade.fit_report``) as `rubricforge cascade fit` prints it: the
+    guarantee, then per stage its thresholds, what it decided on the calibration units and the realized
+    disagreement and false-pass rate with exact 95% intervals (descriptive; the guarantee is the bound)."""
+    guarantee = guarantee or report.get("guarantee") or {}
+    units = report.get("units", {})
+    bound = f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None else ""
+    lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} among decided items, with probability "
+             f">= {1 - guarantee.get('delta', 0):.2f} ({guarantee.get('method')}, "
+             f"{guarantee.get('grid', {}).get('vectors')} threshold vectors tested)",
+             f"calibration: {units.get('calibration_units')} units ({units.get('tasks')} tasks, one trial each; "
+             f"{units.get('dropped_trials', 0)} further trial(s) not used)"]
+    n = max(units.get("calibration_units") or 0, 1)
+    for row in report.get("stages", []):
+        lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} of {row['reached']} reached "
+                     f"({row['decided'] / n:.0%} of all); disagreement {_rate(row['disagreement'], row['disagreement_ci95'])}"
+                     f", false-pass {_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
+    lines.append(f"  escalated to a person: {report.get('escalated')} of {n} calibration units")
+    return "\n".join(lines)
+
+
+def format_cascade_summary(summary: dict) -> str:
+    """`cascade_summary` as text: coverage per stage, realized risks with exact 95% intervals (when labels
+    were given), the escalated items, and LM calls against judging everything with the last stage."""
+    n = summary["n"]
+    lines = [f"cascade on {n} item(s): {summary['coverage']:.0%} decided, {summary['escalated']} escalated to a person"
+             + (f", {summary['failed']} failed (no verdict)" if summary.get("failed") else "")]
+    for row in summary["stages"]:
+        risk = ""
+        if "disagreement" in row:
+            risk = (f"; disagreement {_rate(row['disagreement'], row['disagreement_ci95'])}, "
+                    f"false-pass {_rate(row['false_pass'], row['false_pass_ci95'])}")
+        lines.append(f"  {row['name']}: decided {row['decided']} ({row['share']:.0%}), {row['lm_calls']} LM call(s)"
+                     + risk)
+    overall = summary.get("overall")
+    if overall:
+        lines.append(f"  all decided: disagreement {_rate(overall['disagreement'], overall['disagreement_ci95'])}, "
+                     f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
+    lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
+                 f"everything with the last stage ({summary['lm_calls_saved']} saved)")
+    return "\n".join(lines)
