@@ -4,7 +4,8 @@
 The cascade's own ``batch`` runs stage by stage, so a later (LLM) stage is called only on what the
 earlier ones left: a trajectory the floor decides costs no LM request. Each verdict line is the contract's
 (`core.verdict.verdict_line`) plus ``stage`` (the deciding stage's name, ``"escalated"``, or the stage
-whose LM failed) and ``stage_index`` (None when escalated). The escalated items are written as a labeling
+whose LM failed), ``stage_index`` (None when escalated) and ``lm_stages_run`` (the LLM stages that were run
+on the item: its LM requests before retries; 0 for a floor-decided one). The escalated items are written as a labeling
 queue: generic JSONL (docs/FORMAT.md), ``label`` and ``reward`` null, beside the verdicts
 (``OUT.escalated.jsonl``) unless told where.
 
@@ -19,7 +20,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import orjson
 
@@ -60,6 +61,7 @@ class CascadeRun:
     abstained: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
     resumed: int = 0
+    verdicts: Any = field(default=None, repr=False)  # the `CascadeVerdicts`, in input order
 
     @property
     def n_abstained(self) -> int:
@@ -143,12 +145,15 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path, 
     model = getattr(lm, "model", None)
     lines, escalated = [], []
     run = CascadeRun(str(out_path), str(queue), judged=len(verdicts), decided_by=verdicts.decided_by,
-                     stage_calls=verdicts.stage_calls,
+                     stage_calls=verdicts.stage_calls, verdicts=verdicts,
                      lm_stages=[rule.name for stage, rule in zip(cascade.stages, cascade.rules) if stage.predictors()])
     for trajectory, verdict, stage in zip(trajectories, verdicts, verdicts.stages):
         line = verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, program_sha256=cascade.rubric_sha256,
                             model=model)
-        line["stage"], line["stage_index"] = stage, names.index(stage) if stage in names else None
+        index = names.index(stage) if stage in names else None
+        reached = names if index is None else names[: index + 1]
+        line["stage"], line["stage_index"] = stage, None if stage == ESCALATED else index
+        line["lm_stages_run"] = sum(name in run.lm_stages for name in reached)
         lines.append(line)
         if verdict.abstained:
             run.abstained[verdict.error_kind] = run.abstained.get(verdict.error_kind, 0) + 1

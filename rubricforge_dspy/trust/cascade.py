@@ -43,7 +43,7 @@ from rubricforge_dspy.metrics.risk_control import (FAIL_LEVELS, PASS_LEVELS, Gri
                                                    decided_needed, learn_then_test)
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "cascade_summary", "format_fit_report", "format_cascade_summary", "THEOREM",
+           "stage_names", "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM",
            "REFERENCES"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
@@ -347,4 +347,31 @@ def format_cascade_summary(summary: dict) -> str:
                      f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
     lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
                  f"everything with the last stage ({summary['lm_calls_saved']} saved)")
+    guarantee = summary.get("guarantee")
+    if guarantee:
+        bound = (f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None
+                 else "")
+        lines.append(f"  certified at fit: disagreement <= {guarantee['alpha']}{bound} with probability >= "
+                     f"{1 - guarantee['delta']:.2f} (the rates above are realized on these items, not the bound)")
+    else:
+        lines.append("  no certificate: hand-set thresholds (fit them with `rubricforge cascade fit`)")
     return "\n".join(lines)
+
+
+def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdicts_out, *, lm=None,
+                    concurrency: int = 4) -> dict:
+    """Judge labeled held-out `trajectories` with `cascade` (`apply.cascade.run_cascade`: the verdict lines into
+    `verdicts_out`, the escalated ones into its labeling queue beside it) and return `cascade_summary` with the
+    labels: coverage per stage, realized risks with exact intervals, LM calls against judging everything.
+    The labels are read after judging, never shown to a stage; nothing is written into the cascade (its
+    guarantee is its fit's).
+
+    Raises:
+        UnlabeledError: a trajectory has no label. InputError: `verdicts_out` exists.
+    """
+    from rubricforge_dspy.apply.cascade import run_cascade
+
+    trajectories = require_labels(list(trajectories), "measuring a cascade")
+    run = run_cascade(cascade, trajectories, verdicts_out, lm=lm, concurrency=concurrency)
+    summary = cascade_summary(cascade, run.verdicts, [t.label for t in trajectories])
+    return {**summary, "verdicts": str(verdicts_out), "escalated_queue": run.escalated_path}
