@@ -200,6 +200,10 @@ def cmd_demo(args) -> int:
               file=sys.stderr)
         run_dir, program = run_demo(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, preset=preset,
                                     data_name=data.name, program=args.program, resume=args.resume)
+    from rubricforge_dspy.pipeline.demo_cascade import cascade_lead
+
+    lead = json.loads((run_dir / "cascade_fit.json").read_text(encoding="utf-8"))
+    print("\n".join(cascade_lead(lead, embedded)[2:]).rstrip())
     print(f"\ndemo output: {out}\nreport: {run_dir / 'report.md'}\nfrozen judge: {program}\n")
     if embedded:
         print(SMALL_MODEL_NOTE)

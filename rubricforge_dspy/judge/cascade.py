@@ -125,6 +125,19 @@ class CascadeVerdicts(Verdicts):
         return counts
 
 
+def _save_without_lm(stage, path: Path) -> None:
+    """Save a stage with its predictors' LMs detached (a program never holds an LM; an LM whose engine
+    cannot be dumped, such as a scripted or custom one, would otherwise refuse the save), then reattach them."""
+    attached = [(predictor, predictor.lm) for predictor in stage.predictors()]
+    for predictor, _ in attached:
+        predictor.lm = None
+    try:
+        stage.save(path)
+    finally:
+        for predictor, lm in attached:
+            predictor.lm = lm
+
+
 def _accepts_features(stage) -> bool:
     return "features" in inspect.signature(stage.forward).parameters
 
@@ -355,7 +368,7 @@ class Cascade(BaseJudge):
         entries = []
         for stage, rule in zip(self.stages, self.rules):
             stage_path = path.with_name(f"{path.stem}.{rule.name}.json")
-            stage.save(stage_path)
+            _save_without_lm(stage, stage_path)
             entries.append({**rule.to_dict(), "path": stage_path.name, "sha256": _sha256(stage_path)})
         manifest = {"format_version": 1, "kind": CASCADE_KIND,
                     "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"),
