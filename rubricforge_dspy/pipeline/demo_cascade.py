@@ -88,7 +88,7 @@ def cascade_lead(result: dict, embedded: bool) -> list[str]:
         needed = result.get("needed_labels") or result.get("needed_decided")
         out += [f"**Nothing certified.** The cascade (the free symptom floor, then this judge, then a person) was "
                 f"calibrated on {n} held-out test trajectories at disagreement <= {result['alpha']} with probability "
-                f">= {1 - result['delta']:.2f} ({DEMO_METHOD}), and the fit refused: {result['reason']}.", "",
+                f">= {1 - result['delta']:.2f} ({DEMO_METHOD}): {result['reason']}.", "",
                 "So here every trajectory would go to a person: no verdict of this run can be acted on with a "
                 "guarantee." + (f" Certifying would take about {needed} labeled tasks." if needed else ""), ""]
     else:
