@@ -31,6 +31,7 @@ from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade
 from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.judge.execution import RetryPolicy
+from rubricforge_dspy.lm.circuit import JudgeUnavailableError
 
 __all__ = ["CascadeRun", "run_cascade", "escalated_path"]
 
@@ -129,7 +130,7 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path, 
         The `CascadeRun`.
 
     Raises:
-        InputError: an output exists, or no trajectory. JudgeUnavailableError: an LLM stage's circuit opened.
+        InputError: an output exists. JudgeUnavailableError: an LLM stage's circuit opened (nothing is written).
     """
     out_path = Path(out_path)
     queue = Path(escalated_out) if escalated_out is not None else escalated_path(out_path)
@@ -139,8 +140,12 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path, 
         raise InputError(f"concurrency must be >= 1, got {concurrency}")
     if lm is not None:
         cascade.set_lm(lm)
-    verdicts = cascade.batch(list(trajectories), concurrency, policy=policy,
-                             max_consecutive_lm_errors=max_consecutive_lm_errors)
+    try:
+        verdicts = cascade.batch(list(trajectories), concurrency, policy=policy,
+                                 max_consecutive_lm_errors=max_consecutive_lm_errors)
+    except JudgeUnavailableError as error:
+        raise JudgeUnavailableError(f"{error} (a cascade run writes its verdicts when it ends: nothing was written to "
+                                    f"{out_path}; run the same command again once the server answers)") from error
     names = [rule.name for rule in cascade.rules]
     model = getattr(lm, "model", None)
     lines, escalated = [], []

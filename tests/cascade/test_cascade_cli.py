@@ -170,3 +170,16 @@ def test_label_next_puts_escalated_items_first(halves, tmp_path):
     ranked = rank(data, verdicts, {"cascade": verdicts}, {})
     assert [c.trajectory.id for c in ranked[:2]] == sorted(t.id for t in data[4:])
     assert all(c.escalated for c in ranked[:2]) and not any(c.escalated for c in ranked[2:])
+
+
+def test_judge_cascade_with_a_dead_llm_stage_is_exit_3_never_an_escalation(halves, tmp_path, capsys):
+    cascade = save_cascade(halves, tmp_path, StageRule("judge", 0.8, 0.2))
+    out = tmp_path / "v.jsonl"
+    with FakeOpenAI(lambda body, n: "http_500") as fake:
+        assert main(["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0,
+                     "--limit", "40", "--out", str(out), "--concurrency", "1", "--max-consecutive-errors", "3",
+                     "--api-base", fake.url + "/v1", "--model", "fake-judge", "--timeout", "5"]) == 3
+        assert fake.n_requests >= 3
+    err = capsys.readouterr().err
+    assert "error: JudgeUnavailableError" in err and "nothing was written to" in err
+    assert not out.exists() and not Path(f"{out}.escalated.jsonl").exists()  # nothing half-written
