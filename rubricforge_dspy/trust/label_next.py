@@ -12,7 +12,8 @@ Signals, each in [0, 1], summed into the priority (a signal that cannot be compu
   removed), the share of ablations whose verdict differs from the main judge's: the item hinges on
   those criteria, and its label says whether they are right.
 
-Items a cascade escalated (a verdict line with ``stage: "escalated"``, `rubricforge judge --cascade`)
+Items a cascade escalated (a verdict line with ``stage: "escalated"``, `rubricforge judge --cascade`, or
+error kind ``"escalated"``)
 come first, whatever their priority: no stage was sure of them, a person is the cascade's last stage.
 Ties are broken by closeness, then by id. Among equal priorities nothing else is assumed; to spread
 labels over tasks, the first pass takes at most one trajectory per task, then fills up in rank order.
@@ -67,7 +68,7 @@ def score_item(trajectory: Trajectory, main: Mapping | None, judges: Mapping[str
         split = tuple(sorted(name for name, r in ablations.items() if _passed(r) != _passed(main)))
         signals["criteria_split"] = round(len(split) / len(ablations), 4)
     records = ([main] if main is not None else []) + list(judges.values())
-    escalated = any(r.get("stage") == "escalated" for r in records)
+    escalated = any(r.get("stage") == "escalated" or r.get("error_kind") == "escalated" for r in records)
     return Candidate(trajectory, round(sum(signals.values()), 4), signals, split, votes, escalated)
 
 

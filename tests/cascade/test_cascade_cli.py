@@ -183,3 +183,19 @@ def test_judge_cascade_with_a_dead_llm_stage_is_exit_3_never_an_escalation(halve
     err = capsys.readouterr().err
     assert "error: JudgeUnavailableError" in err and "nothing was written to" in err
     assert not out.exists() and not Path(f"{out}.escalated.jsonl").exists()  # nothing half-written
+
+
+def test_label_next_command_lists_a_cascade_runs_escalated_items_first(halves, tmp_path, capsys):
+    cascade = save_cascade(halves, tmp_path, None)
+    verdicts, picks = tmp_path / "v.jsonl", tmp_path / "to_label.jsonl"
+    assert main(["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0,
+                 "--limit", "40", "--out", str(verdicts)]) == 0
+    escalated = {x["id"] for x in lines_of(verdicts) if x["stage"] == "escalated"}
+    assert 0 < len(escalated) < 40
+    k = len(escalated) + 3
+    assert main(["label-next", "--verdicts", str(verdicts), "--data", str(halves / "cal.jsonl"), "-k", str(k),
+                 "--out", str(picks)]) == 0
+    chosen = lines_of(picks)
+    assert len(chosen) == k and {r["id"] for r in chosen[: len(escalated)]} == escalated
+    assert all(r["metadata"]["label_next"]["escalated"] for r in chosen[: len(escalated)])
+    assert not any(r["metadata"]["label_next"]["escalated"] for r in chosen[len(escalated):])
