@@ -61,7 +61,8 @@ def cmd_judge(args) -> int:
         if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
             raise
         raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
-    write_verdicts_to_mlflow(args, args.out, args.cascade or args.program)  # --to-mlflow: one assessment per trace and program
+    # --to-mlflow: one assessment per trace and program
+    write_verdicts_to_mlflow(args, args.out, args.cascade or args.program)
     return 0
 
 

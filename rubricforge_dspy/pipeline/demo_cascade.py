@@ -19,7 +19,8 @@ from typing import Sequence
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
 
-__all__ = ["DEMO_ALPHA", "DEMO_DELTA", "DEMO_MAX_FALSE_PASS", "DEMO_METHOD", "fit_demo_cascade", "cascade_lead", "lead_report"]
+__all__ = ["DEMO_ALPHA", "DEMO_DELTA", "DEMO_MAX_FALSE_PASS", "DEMO_METHOD", "fit_demo_cascade", "cascade_lead",
+           "lead_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,8 @@ def cascade_lead(result: dict, embedded: bool) -> list[str]:
                 f">= {1 - g['delta']:.2f} (calibrated on {n} held-out test trajectories; the rates below are realized "
                 "on them).", "",
                 f"- **decided for free** by the symptom floor (no LM call): {_pct(result['free'], n)}; {fp_text}",
-                f"- **sent to the LLM judge**: {_pct(result['to_llm'], n)}, of which it decided {result['llm_decided']}",
+                f"- **sent to the LLM judge**: {_pct(result['to_llm'], n)}, of which it decided "
+                f"{result['llm_decided']}",
                 f"- **escalated to a person**: {_pct(result['to_person'], n)}",
                 f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the LLM", ""]
     if embedded:

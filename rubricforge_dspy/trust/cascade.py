@@ -322,8 +322,9 @@ def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
     n = max(units.get("calibration_units") or 0, 1)
     for row in report.get("stages", []):
         lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} of {row['reached']} reached "
-                     f"({row['decided'] / n:.0%} of all); disagreement {_rate(row['disagreement'], row['disagreement_ci95'])}"
-                     f", false-pass {_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
+                     f"({row['decided'] / n:.0%} of all); disagreement "
+                     f"{_rate(row['disagreement'], row['disagreement_ci95'])}, false-pass "
+                     f"{_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
     lines.append(f"  escalated to a person: {report.get('escalated')} of {n} calibration units")
     return "\n".join(lines)
 
