@@ -114,9 +114,15 @@ def cascade_lead(result: dict, embedded: bool) -> list[str]:
 
 
 def lead_report(report_md: str | Path, lines: list[str]) -> None:
-    """Insert `lines` right after the report's title, so the report leads with them."""
+    """Insert `lines` (a section: its first line is its heading) right after the report's title, so the report
+    leads with them; a section with the same heading already there (a resumed run) is replaced."""
     path = Path(report_md)
     text = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[0] in text:
+        start = text.index(lines[0])
+        end = next((i for i in range(start + 1, len(text)) if text[i].startswith("## ")), len(text))
+        end = next((i for i in range(start + 1, end) if text[i].startswith("- ")), end)  # the facts that follow
+        del text[start:end]
     at = next((i + 1 for i, line in enumerate(text) if line.startswith("# ")), 0)
     while at < len(text) and text[at].strip() == "":
         at += 1
