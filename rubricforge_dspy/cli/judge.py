@@ -8,7 +8,8 @@ import contextlib
 import sys
 from pathlib import Path
 
-from rubricforge_dspy.cli.integrations import require_input, spool_from_mlflow, write_verdicts_to_mlflow
+from rubricforge_dspy.cli.integrations import (require_input, spool_from_mlflow, tag_escalated_in_mlflow,
+                                               write_verdicts_to_mlflow)
 from rubricforge_dspy.cli.lm_options import lm_from_args
 from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
@@ -61,8 +62,12 @@ def cmd_judge(args) -> int:
         if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
             raise
         raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
-    # --to-mlflow: one assessment per trace and program
+    # --to-mlflow: one assessment per trace and program; a cascade's escalated traces tagged for labeling there
     write_verdicts_to_mlflow(args, args.out, args.cascade or args.program)
+    if args.cascade is not None:
+        from rubricforge_dspy.apply.cascade import escalated_path
+
+        tag_escalated_in_mlflow(args, args.escalated_out or escalated_path(args.out))
     return 0
 
 
@@ -117,6 +122,7 @@ def _judge(args) -> None:
 
     cascade = _cascade_path(args)
     if cascade is not None:
+        args.cascade = cascade  # (also when given as --program: what --to-mlflow names)
         return _judge_cascade(args, cascade)
     report, tally = LoadReport(), LabelTally()
     join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
