@@ -78,8 +78,18 @@ def _certify_cascade(args) -> int:
 
 
 def cmd_show(args) -> int:
+    from rubricforge_dspy.judge.cascade import is_cascade_file
     from rubricforge_dspy.trust.certificate import describe_program
 
+    if is_cascade_file(args.program):
+        from rubricforge_dspy.judge.loading import load_judge
+        from rubricforge_dspy.trust.cascade import format_fit_report
+
+        cascade = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
+        print(f"cascade {args.program}: " + " -> ".join(r.name for r in cascade.rules) + " -> a person")
+        print(format_fit_report(cascade.fit_report, cascade.guarantee) if cascade.fit_report
+              else "hand-set thresholds: no guarantee (fit them with `rubricforge cascade fit`)")
+        return 0
     print(describe_program(args.program, allow_unverified=args.allow_unverified_program))
     return 0
 

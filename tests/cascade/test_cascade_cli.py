@@ -56,6 +56,9 @@ def test_cascade_fit_saves_a_cascade_that_load_judge_reads(halves, tmp_path, cap
     assert cascade.guarantee["alpha"] == 0.1 and cascade.fit_report["units"]["calibration_units"] == 250
     floor_row = cascade.fit_report["stages"][0]
     assert floor_row["decided"] > 0  # the floor's kappa on this set is 0.75: it decides a share for free
+    assert main(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert f"cascade {out}: floor -> a person" in shown and "certified: disagreement <= 0.1" in shown
 
 
 def test_cascade_fit_refuses_a_too_small_set_with_the_labels_needed(halves, tmp_path, capsys):
