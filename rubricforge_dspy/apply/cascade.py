@@ -87,7 +87,10 @@ class CascadeRun:
         if failed:
             kinds = ", ".join(f"{k}={n}" for k, n in sorted(self.abstained.items()) if k != ESCALATED)
             lines.append(f"  failed (no verdict, not escalated): {failed} ({kinds})")
-        lines.append(f"  LM calls: {self.lm_calls}, against {self.judged} judging everything with the last stage")
+        if self.lm_stages:
+            lines.append(f"  LM calls: {self.lm_calls}, against {self.judged} judging everything with the last stage")
+        else:
+            lines.append("  LM calls: 0 (no LLM stage)")
         return "\n".join(lines)
 
 
