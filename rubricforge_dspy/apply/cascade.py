@@ -33,7 +33,7 @@ from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.judge.execution import RetryPolicy
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError
 
-__all__ = ["CascadeRun", "run_cascade", "escalated_path"]
+__all__ = ["CascadeRun", "run_cascade", "escalated_path", "check_outputs"]
 
 
 def escalated_path(out_path) -> Path:
@@ -115,6 +115,16 @@ def _write_atomic(path: Path, lines: Sequence[dict]) -> None:
         raise
 
 
+def check_outputs(out_path, escalated_out=None) -> tuple[Path, Path]:
+    """The verdict file and the labeling queue of a cascade run, once neither exists (a cascade run is not
+    resumable); raises `InputError` naming the one that does."""
+    out_path = Path(out_path)
+    queue = Path(escalated_out) if escalated_out is not None else escalated_path(out_path)
+    _check_new(out_path, "the verdict file")
+    _check_new(queue, "the labeling queue")
+    return out_path, queue
+
+
 def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path, *, escalated_out=None, lm=None,
                 concurrency: int = 4, policy: RetryPolicy = RetryPolicy(),
                 max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> CascadeRun:
@@ -135,10 +145,7 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path, 
     Raises:
         InputError: an output exists. JudgeUnavailableError: an LLM stage's circuit opened (nothing is written).
     """
-    out_path = Path(out_path)
-    queue = Path(escalated_out) if escalated_out is not None else escalated_path(out_path)
-    _check_new(out_path, "the verdict file")
-    _check_new(queue, "the labeling queue")
+    out_path, queue = check_outputs(out_path, escalated_out)
     if concurrency < 1:
         raise InputError(f"concurrency must be >= 1, got {concurrency}")
     if lm is not None:

@@ -88,19 +88,21 @@ def _cascade_path(args) -> str | None:
 
 def _judge_cascade(args, path: str) -> None:
     """`judge --cascade`: stage by stage (`apply.cascade.run_cascade`), not resumable, no verdict cache."""
-    from rubricforge_dspy.apply.cascade import run_cascade
+    from rubricforge_dspy.apply.cascade import check_outputs, run_cascade
     from rubricforge_dspy.cli.data_options import load_data
+    from rubricforge_dspy.cli.presets import resolve
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.data.label_checks import LabelTally
     from rubricforge_dspy.judge.loading import load_judge
 
     if args.batch_api or args.ray is not None:
         raise InputError("--cascade runs locally, stage by stage: drop --batch-api / --ray")
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be at least 1, got {args.limit}")
+    check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
     cascade = load_judge(path, allow_unverified=args.allow_unverified_program)
     data = load_data(args)
     trajectories = data.trajectories[: args.limit] if args.limit else data.trajectories
-    from rubricforge_dspy.cli.presets import resolve
-
     concurrency = resolve(args).concurrency
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
