@@ -114,7 +114,7 @@ def plot_risk_coverage(section: dict):
         return None
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(5.5, 3.8))
+    fig = Figure(figsize=(5.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
     x = [p["coverage"] for p in points]
     y = [p["disagreement"] for p in points]
