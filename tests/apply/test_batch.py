@@ -18,7 +18,7 @@ from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.core.trajectory import Source
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-from tests.helpers import make_dataset, make_trajectory
+from tests.support.helpers import make_dataset, make_trajectory
 
 LINE_FIELDS = {"id", "task_id", "domain", "agent", "n_steps", "passed", "score", "reason", "abstained", "error",
                "error_kind", "contradiction", "cached", "attempts", "label", "reward", "program_sha256",

@@ -18,7 +18,7 @@ import pytest
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 N = 10  # enough items that the hashed replies cover several outcomes (a render change reshuffles them)
 COMPARED = ("passed", "score", "reason", "abstained", "error_kind", "contradiction")

@@ -19,10 +19,10 @@ import pytest
 from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
-from tests.helpers import make_dataset
-from tests.test_batch import assert_one_line_per_id, by_text, fake_lm
+from tests.support.helpers import make_dataset
+from tests.apply.test_batch import assert_one_line_per_id, by_text, fake_lm
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FAST = {"backoff": 0.01, "max_backoff": 0.05, "progress": False}
 
 
@@ -179,7 +179,7 @@ from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
-from tests.helpers import make_trajectory
+from tests.support.helpers import make_trajectory
 
 url, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 lm = make_lm(LMConfig(model="fake-judge", api_base=url + "/v1", cache=False, num_retries=0, timeout=10))

@@ -15,8 +15,8 @@ from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-from tests.test_batch import assert_one_line_per_id, by_text, fake_lm, read_lines, write_generic_jsonl
-from tests.test_hybrid import dataset
+from tests.apply.test_batch import assert_one_line_per_id, by_text, fake_lm, read_lines, write_generic_jsonl
+from tests.judge.test_hybrid import dataset
 
 
 def counting(monkeypatch) -> list[str]:
@@ -111,7 +111,7 @@ def test_the_judge_command_imports_neither_scipy_nor_scikit_learn(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     data = tmp_path / "in.jsonl"
     write_generic_jsonl(data, 3)
     out = tmp_path / "verdicts.jsonl"

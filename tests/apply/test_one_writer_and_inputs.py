@@ -19,7 +19,7 @@ from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 MINI_SWE = ROOT / "evals" / "data" / "mini_swe"
 OK = {"reason": "ok", "passed": True, "score": 0.9}

@@ -17,7 +17,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rubricforge-dspy[ray]'")
 pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'rubricforge-dspy[ray]'")
 
-from tests.helpers import make_dataset, make_trajectory  # noqa: E402
+from tests.support.helpers import make_dataset, make_trajectory  # noqa: E402
 from rubricforge_dspy.apply.ray import (JudgeAnswer, JudgePrompt, judge_dataset, pool_config,  # noqa: E402
                                         trajectory_dataset)
 from rubricforge_dspy.apply.job import ResumeState  # noqa: E402

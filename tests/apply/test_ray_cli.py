@@ -13,7 +13,7 @@ import pytest
 
 from rubricforge_dspy.data.formats.jsonl import to_record
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
-from tests.helpers import REPO, make_dataset
+from tests.support.helpers import REPO, make_dataset
 
 
 def _run(*args, timeout=300):

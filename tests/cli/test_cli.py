@@ -12,7 +12,7 @@ from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import render_trajectory
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 AIRLINE = DATA / "tau_bench_official" / "gpt-4o-airline.json"
 
 

@@ -20,8 +20,8 @@ from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_ml
 from rubricforge_dspy.core.errors import InputError  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.program.store import freeze  # noqa: E402
-from tests.helpers import REPO  # noqa: E402
-from tests.test_integrations_mlflow import human, local_store, run_agent  # noqa: E402
+from tests.support.helpers import REPO  # noqa: E402
+from tests.integrations.test_integrations_mlflow import human, local_store, run_agent  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:

@@ -23,7 +23,7 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import NotARegularFileError, regular_file
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 PROGRAM = ROOT / "programs" / "airline-smollm2-135m.json"
 OK = {"reason": "ok", "passed": True, "score": 0.9}
@@ -313,7 +313,7 @@ def test_induce_against_a_dead_endpoint_prints_one_line_and_exits_3(tmp_path):
 def test_the_gate_says_no_with_exit_4_never_the_bug_code(tmp_path, capsys):
     """User sees: `gate` refusing a candidate exits 4 (documented in its help), so a CI step can tell the
     gate's "no" from a crash (exit 1, a bug). Before: exit 1 for both."""
-    from tests.test_gate import paper_pairing, write_verdicts
+    from tests.trust.test_gate import paper_pairing, write_verdicts
 
     labels, induced, geval = paper_pairing()
     good = write_verdicts(tmp_path / "induced.jsonl", labels, induced)

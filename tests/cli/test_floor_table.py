@@ -18,9 +18,9 @@ from rubricforge_dspy.evidence.features import FEATURES, FeatureTable, feature_m
 from rubricforge_dspy.evidence.symptoms import heuristic_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.trust.floor_cv import cross_validate, floor_report, write_cv_verdicts
-from tests.helpers import bundled_missing, make_dataset
+from tests.support.helpers import bundled_missing, make_dataset
 
-SHIPPED = Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
+SHIPPED = Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 
 
 def _args(**extra) -> argparse.Namespace:

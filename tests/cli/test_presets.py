@@ -15,7 +15,7 @@ from rubricforge_dspy.core.presets import EMBEDDED, LIBRARY, SERVER, preset_for
 from rubricforge_dspy.evidence.render import RenderConfig, render_with_overrides
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 
-AIRLINE = Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
+AIRLINE = Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 
 
 def test_embedded_without_endpoint_server_with_one_and_flags_override(monkeypatch):

@@ -15,9 +15,9 @@ from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.data.formats.inspect_ai import score_reward
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from tests.agent_log_poison import CANARY, poison_agent_log
+from tests.support.agent_log_poison import CANARY, poison_agent_log
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 INSPECT = DATA / "inspect"
 MINI = DATA / "mini_swe"
 FULL_VIEW = RenderConfig(max_tokens=10**7, max_step_chars=10**7)

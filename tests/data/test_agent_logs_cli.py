@@ -11,11 +11,11 @@ from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import render_trajectory
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 DIRS = {"inspect": DATA / "inspect", "mini_swe": DATA / "mini_swe", "swe_agent": DATA / "swe_agent",
         "openhands": DATA / "openhands", "atif": DATA / "atif"}
 # A file of tool results answering no call (an upstream Inspect fixture) loads, but the generic format
-# refuses it by design (tests/test_convert.py checks that this is loud).
+# refuses it by design (tests/data/test_convert.py checks that this is loud).
 NOT_CONVERTIBLE = {"log_tool_call_error.json"}
 
 

@@ -14,7 +14,7 @@ from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.evidence.render import render_trajectory
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data" / "atif"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data" / "atif"
 OPENAGENTS = DATA / "openagents-regex-log" / "20251211-161750-ba4ddb16" / "trajectory.json"
 HELLO = DATA / "hello-world__abc123" / "agent" / "trajectory.json"
 

@@ -11,9 +11,9 @@ from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.export import HIDDEN_KEY
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import render_trajectory
-from tests.helpers import SHARED_RAW, shared_missing
+from tests.support.helpers import SHARED_RAW, shared_missing
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 SHARED_TAU2 = SHARED_RAW / "tau2_leaderboard"
 # log_tool_call_error.json (Inspect) holds tool messages that answer no tool call (an upstream fixture excerpt);
 # the generic JSONL rejects such orphan results, so it cannot round-trip (a documented gap, docs/FORMAT.md)

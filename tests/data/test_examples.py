@@ -19,7 +19,7 @@ from rubricforge_dspy.data import (Examples, Joined, Trajectories, join_labels, 
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 CANARY = "CANARY-EXAMPLES-5d1c"
 CANARY_REWARD = 0.7315926  # read from the data: label 1 under reward > 0

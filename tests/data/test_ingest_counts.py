@@ -17,9 +17,9 @@ from rubricforge_dspy.data.formats import (LoadReport, TrajectoryCounts, iter_tr
                                            load_trajectories)
 from rubricforge_dspy.data.formats import jsonl
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from tests.test_ingest_scale import AIRLINE, WEBSHOP, _generic, _mutations, _records
+from tests.data.test_ingest_scale import AIRLINE, WEBSHOP, _generic, _mutations, _records
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _both(data, **options) -> tuple[list, LoadReport, list, LoadReport]:
@@ -40,7 +40,7 @@ def test_counts_equal_the_loaded_trajectories_on_the_shipped_data(tmp_path):
     """User sees: the same trajectories, labels, rewards and tool-error counts from `stats` as from any
     loading command, on the 700 shipped episodes written as generic JSONL and on their own formats."""
     generic = _shipped_as_generic(tmp_path)
-    for data in (generic, AIRLINE, WEBSHOP, ROOT / "tests/data/adversarial/forgeries.jsonl", ROOT / "evals/data/otel/constructed_otlp.jsonl",
+    for data in (generic, AIRLINE, WEBSHOP, ROOT / "tests/fixtures/adversarial/forgeries.jsonl", ROOT / "evals/data/otel/constructed_otlp.jsonl",
                  ROOT / "evals/data/openhands/multi_swe_bench_output.jsonl"):
         for rule in (None, ">=1", 0.5):
             full, full_report, counted, counts_report = _both(data, label_threshold=rule)

@@ -20,7 +20,7 @@ from rubricforge_dspy.data.formats import jsonl
 from rubricforge_dspy.data.formats._common import IdSet
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json"
 WEBSHOP = ROOT / "evals/data/react_webshop/react_webshop_davinci002_500.jsonl"
 

@@ -20,8 +20,8 @@ from rubricforge_dspy.data.formats import (
 )
 from rubricforge_dspy.data.formats.jsonl import schema, validation_problem
 
-from tests.helpers import BUNDLED, REPO, shared_missing
-from tests.helpers import SHARED_RAW as SHARED
+from tests.support.helpers import BUNDLED, REPO, shared_missing
+from tests.support.helpers import SHARED_RAW as SHARED
 DOCS_FORMAT = REPO / "docs" / "FORMAT.md"
 
 # Records whose run crashed before any message (info.error set, traj == []): not loadable, reported as skipped.
@@ -274,7 +274,7 @@ def test_bundled_files_are_byte_copies_of_shared():
 def test_bundled_directory_load():
     trajectories = load_trajectories(BUNDLED)
     report = trajectories.report
-    # trace and agent-log samples (no outcome, or Inspect scorer labels: tests/test_agent_log_loaders.py) aside
+    # trace and agent-log samples (no outcome, or Inspect scorer labels: tests/data/test_agent_log_loaders.py) aside
     labeled = [t for t in trajectories if t.label is not None and t.hidden["format"] != "inspect"]
     assert len(labeled) == sum(v[1] for v in BUNDLED_EXPECTED.values())
     assert {t.hidden["format"] for t in trajectories if t.label is None} == {
@@ -411,7 +411,7 @@ REACT = (
 
 def test_text_actions_and_observations_render_as_actions_and_results(tmp_path):
     from rubricforge_dspy.evidence.render import render_trajectory
-    from tests.render_grammar import unquote
+    from tests.support.render_grammar import unquote
 
     (t,) = load_trajectories(_jsonl(tmp_path, *REACT))
     assert [s.kind for s in t.steps] == ["user", "assistant", "tool_call", "tool_result",
@@ -451,7 +451,7 @@ def test_action_and_observation_marks_are_checked_by_the_schema(tmp_path):
 
 def test_legacy_function_call_becomes_a_tool_call_and_its_result(tmp_path):
     from rubricforge_dspy.evidence.render import render_trajectory
-    from tests.render_grammar import unquote
+    from tests.support.render_grammar import unquote
 
     messages = (
         {"role": "user", "content": "Weather in Paris?"},

@@ -1,5 +1,5 @@
 """The OpenAI Agents SDK's exported trace records (format ``openai_agents``), on a sample the SDK wrote itself
-(tests/data/openai_agents/), and the otel loader's error naming a record once (issue #26, item 9)."""
+(tests/fixtures/openai_agents/), and the otel loader's error naming a record once (issue #26, item 9)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.evidence.render import render_trajectory
-from tests.helpers import REPO
+from tests.support.helpers import REPO
 
-SAMPLE = REPO / "tests" / "data" / "openai_agents" / "traces.jsonl"
+SAMPLE = REPO / "tests" / "fixtures" / "openai_agents" / "traces.jsonl"
 CANARY = "CANARY-WORKFLOW-METADATA-5e1d"
 
 

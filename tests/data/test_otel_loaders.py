@@ -14,9 +14,9 @@ from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from tests.trace_poison import CANARY, CANARY_REWARD, poison_trace_file
+from tests.support.trace_poison import CANARY, CANARY_REWARD, poison_trace_file
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 OTEL, LANGFUSE = DATA / "otel", DATA / "langfuse"
 FULL = RenderConfig(max_tokens=10**7, max_step_chars=10**7)
 

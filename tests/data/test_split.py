@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 
 from rubricforge_dspy.data.split import split_by_task
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 
 def test_every_task_lands_in_exactly_one_split_with_trials():

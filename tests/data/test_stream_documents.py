@@ -15,7 +15,7 @@ from rubricforge_dspy.data.formats import (_common, detect_format, inspect_ai, i
                                            load_trajectories, tau2, tau_bench)
 from rubricforge_dspy.data.formats._common import Malformed, has_bad_bytes, iter_json_array, read_text, stream_json_array
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TAU_FILES = [ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json",
              ROOT / "evals/data/tau_bench_grok" / ("tool-calling-grok-4-fast-reasoning-0.0_range_0--1_user-grok-4-fast-"
                                                  "reasoning-llm_1129144541.json")]

@@ -12,9 +12,9 @@ from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.core.presets import EMBEDDED
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from tests.swe_poison import CANARY, poison_swe_file
+from tests.support.swe_poison import CANARY, poison_swe_file
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 SWE = DATA / "swe_agent"
 OH = DATA / "openhands"
 ATIF = DATA / "atif" / "hello-world__abc123" / "agent" / "trajectory.json"

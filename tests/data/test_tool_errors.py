@@ -14,7 +14,7 @@ from rubricforge_dspy.data.formats._common import TOOL_ERROR_FAMILIES, looks_lik
 from rubricforge_dspy.evidence.features import feature_values
 from rubricforge_dspy.evidence.render import render_trajectory
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 
 POSITIVES = [
     # (family, text)

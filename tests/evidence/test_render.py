@@ -4,8 +4,8 @@ from pathlib import Path
 
 from rubricforge_dspy.evidence.render import ELISION, RenderConfig, estimate_tokens, render_trajectory
 from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
-from tests.helpers import make_trajectory
-from tests.render_grammar import parse, unquote
+from tests.support.helpers import make_trajectory
+from tests.support.render_grammar import parse, unquote
 
 
 def test_render_shows_observable_events_counters_and_marks_errors():
@@ -134,7 +134,7 @@ def test_render_never_exceeds_its_budget_on_shipped_data():
     from rubricforge_dspy.data.formats import load_trajectories
     from rubricforge_dspy.core.presets import PRESETS
 
-    data = Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
+    data = Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
     trajectories = load_trajectories(data)
     for preset in PRESETS.values():
         for t in trajectories[::10]:
@@ -144,7 +144,7 @@ def test_render_never_exceeds_its_budget_on_shipped_data():
 def test_render_command_honours_step_chars(capsys):
     from rubricforge_dspy.cli.main import main
 
-    data = str(Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json")
+    data = str(Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json")
     outputs = {}
     for chars in (40, 400):
         assert main(["render", "--data", data, "--index", "3", "--max-tokens", "1200", "--step-chars", str(chars)]) == 0

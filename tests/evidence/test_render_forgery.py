@@ -1,8 +1,8 @@
 """Untrusted text cannot forge the render's structure (issue #19, item 2).
 
-Every record of the adversarial corpus (tests/data/adversarial/, README.md there lists the attacks) is
+Every record of the adversarial corpus (tests/fixtures/adversarial/, README.md there lists the attacks) is
 rendered with every preset's budget (and a tight one), and the text is parsed with a small parser of the
-renderer's own grammar (tests/render_grammar.py): every character outside the quotes must belong to a
+renderer's own grammar (tests/support/render_grammar.py): every character outside the quotes must belong to a
 line the renderer writes, and those lines must be exactly the ones the trajectory calls for.
 """
 
@@ -24,9 +24,9 @@ from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import (RenderConfig, estimate_tokens, forged_markers, quote_nonce,
                                               render_step, render_trajectory, safe_name)
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from tests.render_grammar import DSPY_MARKER, GrammarError, parse
+from tests.support.render_grammar import DSPY_MARKER, GrammarError, parse
 
-CORPUS = Path(__file__).resolve().parent / "data" / "adversarial" / "forgeries.jsonl"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial" / "forgeries.jsonl"
 CONFIGS = {**{name: RenderConfig.of(preset) for name, preset in PRESETS.items()},
            "tight": RenderConfig(max_tokens=300, max_step_chars=40)}
 KIND = {"user": "USER", "assistant": "ASSISTANT", "final_answer": "FINAL ANSWER", "tool_call": "TOOL CALL",
@@ -169,7 +169,7 @@ def test_a_floor_and_a_hybrid_fit_before_the_feature_was_added_still_load_and_sc
     from rubricforge_dspy.judge.floor import FloorError, SymptomFloor, fit_logistic
     from rubricforge_dspy.judge.hybrid import LLM_INPUT, Stack
     from rubricforge_dspy.core.verdict import Verdict
-    from tests.helpers import make_dataset
+    from tests.support.helpers import make_dataset
 
     old = tuple(f for f in FEATURES if f != "forged_markers")
     items = make_dataset(24)
@@ -221,7 +221,7 @@ def test_no_content_reads_as_its_own_closing_tag_in_a_randomized_search():
 
     from rubricforge_dspy.evidence.clip import sanitize
     from rubricforge_dspy.evidence.render import neutralize
-    from tests.render_grammar import reads_as
+    from tests.support.render_grammar import reads_as
 
     rng = random.Random(26)
     syllables = [c + v for c, v in product("bdfgklmnprstvz", "aeiou")]
@@ -274,7 +274,7 @@ def test_every_disguise_of_the_search_folds_to_its_letter_and_the_table_is_what_
                                                                  _lookalikes.UNICODE_VERSION):
         pytest.skip(f"the table was generated with confusable-homoglyphs {_lookalikes.CONFUSABLE_HOMOGLYPHS_VERSION} "
                     f"and Unicode {_lookalikes.UNICODE_VERSION}; this environment has other versions")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "scripts/make_lookalikes.py", "--check"], cwd=root, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -2,7 +2,7 @@
 `RENDER_VERSION`, so a faster renderer must write byte-identical text).
 
 EXPECTED_* were computed by running this module's `_digest` on the code as it was at commit 86a59ce
-(before the render speed-ups of issue 20 part I), i.e. `python3 -c "from tests.test_render_golden import
+(before the render speed-ups of issue 20 part I), i.e. `python3 -c "from tests.evidence.test_render_golden import
 _digest, SHIPPED; print(_digest(SHIPPED))"` (and the same for `_synthetic_trajectories()`). A deliberate
 change of the render's text must bump `RENDER_VERSION` and recompute them.
 
@@ -28,14 +28,14 @@ from rubricforge_dspy.evidence.clip import fit, sanitize
 from rubricforge_dspy.evidence.render import RenderConfig, render_step, render_trajectory
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [ROOT / p for p in (
     "evals/data/tau_bench_official/gpt-4o-airline.json",
     "evals/data/react_webshop/react_webshop_davinci002_500.jsonl",
     "evals/data/openhands/multi_swe_bench_output.jsonl",
     "evals/data/mini_swe/github_issue.traj.json",
     "evals/data/tau_bench_grok/tool-calling-grok-4-fast-reasoning-0.0_range_0--1_user-grok-4-fast-reasoning-llm_1129144541.json",
-    "tests/data/adversarial/forgeries.jsonl",
+    "tests/fixtures/adversarial/forgeries.jsonl",
     "evals/data/otel/constructed_otlp.jsonl",
 )]
 EXPECTED_SHIPPED = "746534d352756a9b651e8abb5827be5888466d0b36ed0bcb51c6705bc157217d"

@@ -15,7 +15,7 @@ from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 
-AIRLINE = Path(__file__).resolve().parents[1] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
+AIRLINE = Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 ITEMS = 4  # the first items of the file; each is longer than the embedded render budget
 SENTINEL = "\x1fRUBRICFORGE-TRAJECTORY\x1f"
 

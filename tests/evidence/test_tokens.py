@@ -14,7 +14,7 @@ import pytest
 
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 
-SAMPLE = Path(__file__).resolve().parent / "data" / "token_sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "token_sample.jsonl"
 ALPHABETS = [string.ascii_lowercase + " ", string.ascii_letters + string.digits, string.punctuation + " \n\t",
              "".join(map(chr, range(32))), "日本語テキスト😀✈️éüß", string.printable]
 

@@ -21,7 +21,7 @@ from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 ERROR_CRITERION = "7. Error counter: fail the episode when the tool_errors counter is above zero."
 FORBIDDEN = re.compile(r"reward|hash|gold|evaluator|CANARY", re.IGNORECASE)
@@ -140,7 +140,7 @@ def test_reflection_prompt_asks_for_observable_numbered_criteria():
 
 def test_symptoms_see_failed_commits_and_unbacked_claims():
     from rubricforge_dspy.evidence.symptoms import extract_symptoms, heuristic_verdict
-    from tests.helpers import make_trajectory
+    from tests.support.helpers import make_trajectory
 
     failed, ok = make_trajectory(1, success=False), make_trajectory(2, success=True)
     s = extract_symptoms(failed)
@@ -266,7 +266,7 @@ def test_a_reflection_answer_cut_at_max_tokens_proposes_nothing_and_the_run_goes
     assert read_program(tmp_path / "p.json")["rubricforge"]["induction"]["reflection_failures"] >= 1
 
 
-# -- issue 19, item 6 (issue 26, item 4: tests/test_gepa_checkpoint.py): GEPA's checkpoint (a pickle) is only
+# -- issue 19, item 6 (issue 26, item 4: tests/induction/test_gepa_checkpoint.py): GEPA's checkpoint (a pickle) is only
 # resumed when the HMAC the run recorded verifies
 
 class _Bomb:
@@ -319,7 +319,7 @@ def test_a_crafted_gepa_state_is_refused_by_the_command_line(tmp_path, capsys):
     (log / "rubricforge_run.json").write_text("{}")
     (log / "gepa_state.bin").write_bytes(pickle.dumps(_Bomb(pwned)))
     data = tmp_path / "data.jsonl"
-    from tests.test_bad_input import jsonl_record, write_lines
+    from tests.data.test_bad_input import jsonl_record, write_lines
     write_lines(data, [jsonl_record(i, reward=float(i % 2)) for i in range(24)])
     code = main(["induce", "--data", str(data), "--out", str(tmp_path / "out"), "--log-dir", str(log),
                  "--api-base", "http://127.0.0.1:9/v1", "--model", "m"])

@@ -34,7 +34,7 @@ from rubricforge_dspy.lm.engine import make_lm  # noqa: E402
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text  # noqa: E402
 from rubricforge_dspy.testing.scripted import ScriptedLM  # noqa: E402
 from rubricforge_dspy.trust.label_next import pick, rank  # noqa: E402
-from tests.test_induce import make_reflection_lm, scripted_judge  # noqa: E402
+from tests.induction.test_induce import make_reflection_lm, scripted_judge  # noqa: E402
 
 CANARY = "CANARY-ASSESSMENT-7f3a"
 EXPECT_CANARY = "CANARY-EXPECTATION-91bc"

@@ -21,8 +21,8 @@ from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import CompiledRequest, encode_body, make_lm
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.helpers import make_dataset
-from tests.test_batch import read_lines
+from tests.support.helpers import make_dataset
+from tests.apply.test_batch import read_lines
 
 TEXTS = [
     "[1] USER: book a flight\n[2] AGENT: done",
@@ -259,7 +259,7 @@ from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 lm = make_lm(LMConfig(model="fake-judge@1", api_base=sys.argv[1], timeout=600.0))
 try:
     judge_stream(TrajectoryJudge(), make_dataset(40), sys.argv[2], lm=lm, concurrency=4, progress=False)
@@ -291,7 +291,7 @@ def test_ctrl_c_while_the_loop_judges_keeps_finished_lines_and_a_rerun_completes
         return answer(body, n)
 
     out = tmp_path / "v.jsonl"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     with FakeOpenAI(held) as fake:
         try:

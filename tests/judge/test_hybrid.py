@@ -21,7 +21,7 @@ from rubricforge_dspy.program.store import freeze, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.core.trajectory import Step
 from rubricforge_dspy.core.verdict import Verdict
-from tests.helpers import make_trajectory
+from tests.support.helpers import make_trajectory
 
 WRONG = "(booked on the wrong date)"
 
@@ -181,7 +181,7 @@ def test_induce_hybrid_cli_freezes_certifies_and_shows_the_hybrid(tmp_path, caps
     from rubricforge_dspy.cli.main import main
     from rubricforge_dspy.data.formats.jsonl import to_record
     from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-    from tests.test_faults_http import is_reflection, reflection_reply
+    from tests.lm.test_faults_http import is_reflection, reflection_reply
 
     data = tmp_path / "labeled.jsonl"
     data.write_text("".join(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n" for t in dataset(48)))

@@ -9,7 +9,7 @@ from rubricforge_dspy.lm.errors import error_kind, is_transient
 from rubricforge_dspy.judge.module import JudgeTrajectory, TrajectoryJudge, VerdictFormatError
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.scripted import Cut, ScriptedLM, system_text
-from tests.helpers import make_trajectory
+from tests.support.helpers import make_trajectory
 
 
 def run(judge, lm, trajectory="[1] USER: hi"):
@@ -130,7 +130,7 @@ def test_judge_call_is_deterministic_single_call():
 def test_program_hash_distinguishes_fewshot_demos_from_the_bare_rubric():
     from rubricforge_dspy.judge.baselines import fewshot_judge
     from rubricforge_dspy.core.rubric import rubric_sha256
-    from tests.helpers import make_dataset
+    from tests.support.helpers import make_dataset
 
     plain, fewshot = TrajectoryJudge(), fewshot_judge(make_dataset(8), k=4)
     assert plain.program_sha256 == rubric_sha256(SEED_RUBRIC)

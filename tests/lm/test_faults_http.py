@@ -22,9 +22,9 @@ from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, system_text, user_text
 from rubricforge_dspy.serve.process import free_port
 from rubricforge_dspy.data.split import split_by_task
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 CRITERION = "7. Error counter: fail the episode when the tool_errors counter is above zero."
 IMPROVED = SEED_RUBRIC.replace("\n\nScoring:", f"\n{CRITERION}\n\nScoring:")

@@ -24,7 +24,7 @@ from rubricforge_dspy.lm.errors import MAX_RETRY_AFTER, parse_retry_after
 from rubricforge_dspy.serve.embedded import EmbeddedServer, served_identity
 from rubricforge_dspy.testing.fake_server import DEFAULT_VERDICT, FakeOpenAI, Reply
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
 
 

@@ -26,7 +26,7 @@ from rubricforge_dspy.lm.truncation import finish_reasons
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
 from rubricforge_dspy.testing.scripted import last_user_text, request_messages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VERDICT = {"reason": "The booking tool returned a confirmation.", "passed": True, "score": 0.9}
 TEXT = "1. user: book flight HAT001\n2. assistant: booked!"
 

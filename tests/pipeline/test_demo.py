@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.pipeline.demo import default_out_dir
-from tests.test_induce_job import scripted_cli  # noqa: F401  (fixture)
+from tests.pipeline.test_induce_job import scripted_cli  # noqa: F401  (fixture)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -42,7 +42,7 @@ def test_default_demo_directory_is_the_user_cache_outside_the_working_directory(
     default = default_out_dir()
     assert default == Path.home() / ".cache" / "rubricforge" / "demo"
     assert not default.resolve().is_relative_to(Path.cwd().resolve())
-    assert not default.resolve().is_relative_to(Path(__file__).resolve().parents[1])  # not in this source tree
+    assert not default.resolve().is_relative_to(Path(__file__).resolve().parents[2])  # not in this source tree
 
 
 def test_demo_help_names_the_default_directory(capsys):
@@ -95,7 +95,7 @@ def test_the_demo_at_its_own_sizes_says_once_what_they_are_for_instead_of_warnin
 def test_sizes_that_leave_nothing_out_need_no_explanation():
     from rubricforge_dspy.pipeline.demo import sizes_note
     from rubricforge_dspy.pipeline.protocol import ProtocolConfig
-    from tests.helpers import make_dataset
+    from tests.support.helpers import make_dataset
 
     assert sizes_note(make_dataset(80), ProtocolConfig(budget=200)) == ""
     assert sizes_note(make_dataset(20), ProtocolConfig(budget=40)).startswith("demo sizes: 20 tasks")
@@ -107,7 +107,7 @@ def test_size_warnings_still_warn_for_a_caller_that_has_not_explained_its_sizes(
     from rubricforge_dspy.core.sizes import sizes_explained
     from rubricforge_dspy.data.split import split_by_task
     from rubricforge_dspy.induction.search import InductionConfig, check_induction_data
-    from tests.helpers import make_dataset
+    from tests.support.helpers import make_dataset
 
     split = split_by_task(make_dataset(24), seed=0)  # 6 validation items
     caplog.set_level(logging.INFO, logger="rubricforge_dspy")

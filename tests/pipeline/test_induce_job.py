@@ -15,8 +15,8 @@ from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.helpers import make_dataset
-from tests.test_induce import make_reflection_lm, scripted_judge
+from tests.support.helpers import make_dataset
+from tests.induction.test_induce import make_reflection_lm, scripted_judge
 
 
 def scripted_lms():

@@ -9,8 +9,8 @@ import pytest
 from rubricforge_dspy.pipeline.protocol import JUDGES, ProtocolConfig, run_protocol
 from rubricforge_dspy.report import write_report
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.helpers import make_dataset
-from tests.test_induce import make_reflection_lm, scripted_judge
+from tests.support.helpers import make_dataset
+from tests.induction.test_induce import make_reflection_lm, scripted_judge
 
 
 @pytest.mark.slow

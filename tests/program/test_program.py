@@ -7,7 +7,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import ProgramError, data_fingerprint, freeze, read_program
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 RUBRIC = "Judge it.\n1. Errors: no unresolved ERROR.\n2. Claims: grounded in tool results."
 

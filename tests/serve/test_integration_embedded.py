@@ -37,7 +37,7 @@ from rubricforge_dspy.serve import (
     open_lm,
     wait_for_health,
 )
-from tests.helpers import bundled_missing
+from tests.support.helpers import bundled_missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 try:
@@ -45,7 +45,7 @@ try:
 except EmbeddedUnavailable as missing:  # says what is missing (the server modules or the weights) and to run ./install.sh
     pytest.skip(f"no real llama.cpp server to start: {missing}", allow_module_level=True)
 
-DATA = Path(__file__).resolve().parents[1] / "evals" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_server_exits_when_its_parent_is_killed():
     script = ("import time\nfrom rubricforge_dspy.serve import EmbeddedServer\n"
               "server = EmbeddedServer(n_ctx=512)\nserver.start()\n"
               "print(server.server.pid, server.api_base, flush=True)\ntime.sleep(120)\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     try:
         _, api_base = parent.stdout.readline().split()
@@ -162,7 +162,7 @@ def test_embedded_judge_killed_then_rerun_resumes_and_a_fresh_out_hits_the_cache
 
     n = 4
     data = DATA / "tau_bench_official" / "gpt-4o-airline.json"
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUBRICFORGE_")}
     env["PYTHONPATH"] = str(repo)
     out = tmp_path / "run" / "v.jsonl"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "evals" / "data"
 SHARED_RAW = REPO.parent / "shared" / "data" / "raw"
 

@@ -22,7 +22,7 @@ from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 PASS = {"reason": "Looks done.", "passed": True, "score": 0.9}
 FAIL = {"reason": "A call returned an ERROR.", "passed": False, "score": 0.1}

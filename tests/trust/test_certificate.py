@@ -23,7 +23,7 @@ from rubricforge_dspy.data.formats.jsonl import to_record
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 
 def _flight(text: str) -> int:

@@ -21,9 +21,9 @@ from rubricforge_dspy.report import write_report
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
 from rubricforge_dspy.core.verdict import read_lines
-from tests.helpers import bundled_missing, make_dataset
-from tests.test_floor import SHIPPED
-from tests.test_gate import paper_pairing, write_verdicts
+from tests.support.helpers import bundled_missing, make_dataset
+from tests.judge.test_floor import SHIPPED
+from tests.trust.test_gate import paper_pairing, write_verdicts
 
 
 def write_jsonl(path, trajectories):
@@ -221,7 +221,7 @@ def test_report_of_verdict_files_gets_floor_rows_from_the_labeled_data(tmp_path,
 def test_floor_refuses_unlabeled_traces_unless_labels_are_given(tmp_path, capsys):
     from rubricforge_dspy.data.formats import load_trajectories
 
-    traces = Path(__file__).resolve().parents[1] / "evals" / "data" / "langfuse"
+    traces = Path(__file__).resolve().parents[2] / "evals" / "data" / "langfuse"
     if not traces.is_dir():
         pytest.skip(bundled_missing(traces))
     trajectories = load_trajectories(traces)

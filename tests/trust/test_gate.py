@@ -15,7 +15,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 
 def paper_pairing():

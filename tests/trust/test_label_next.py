@@ -13,7 +13,7 @@ from rubricforge_dspy.trust.label_next import closeness, pick, rank
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.evidence.render import render_trajectory
-from tests.helpers import make_dataset
+from tests.support.helpers import make_dataset
 
 
 def verdict(i, score, passed=None):
@@ -48,7 +48,7 @@ def test_pick_spreads_over_tasks_first():
 
 def test_label_next_cli_writes_a_file_ready_to_label(tmp_path, capsys):
     from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-    from tests.test_certificate import _write_jsonl
+    from tests.trust.test_certificate import _write_jsonl
 
     data = make_dataset(10)
     unlabeled = _write_jsonl(tmp_path / "pool.jsonl", data)
