@@ -12,7 +12,7 @@ from rubricforge_dspy.program.drift import UncertifiedJudgeWarning
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, estimate_tokens, system_text, user_text
 from tests.support.helpers import REPO
-from tests.lm.test_faults_http import is_reflection, reflection_reply
+from tests.support.induction_http import is_reflection, reflection_reply
 
 
 def run_walkthrough(argv):

@@ -15,8 +15,8 @@ from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-from tests.apply.test_batch import assert_one_line_per_id, by_text, fake_lm, read_lines, write_generic_jsonl
-from tests.judge.test_hybrid import dataset
+from tests.support.batch import assert_one_line_per_id, by_text, fake_lm, read_lines, write_generic_jsonl
+from tests.support.hybrid import dataset
 
 
 def counting(monkeypatch) -> list[str]:

@@ -11,9 +11,9 @@ from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import render_trajectory
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
+from tests.support.helpers import AIRLINE
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
-AIRLINE = DATA / "tau_bench_official" / "gpt-4o-airline.json"
 
 
 def test_stats_json_has_the_documented_keys(capsys):

@@ -21,7 +21,7 @@ from rubricforge_dspy.core.errors import InputError  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.program.store import freeze  # noqa: E402
 from tests.support.helpers import REPO  # noqa: E402
-from tests.integrations.test_integrations_mlflow import human, local_store, run_agent  # noqa: E402
+from tests.support.mlflow_runs import human, local_store, run_agent  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:

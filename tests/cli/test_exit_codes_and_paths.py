@@ -313,7 +313,7 @@ def test_induce_against_a_dead_endpoint_prints_one_line_and_exits_3(tmp_path):
 def test_the_gate_says_no_with_exit_4_never_the_bug_code(tmp_path, capsys):
     """User sees: `gate` refusing a candidate exits 4 (documented in its help), so a CI step can tell the
     gate's "no" from a crash (exit 1, a bug). Before: exit 1 for both."""
-    from tests.trust.test_gate import paper_pairing, write_verdicts
+    from tests.support.verdicts import paper_pairing, write_verdicts
 
     labels, induced, geval = paper_pairing()
     good = write_verdicts(tmp_path / "induced.jsonl", labels, induced)

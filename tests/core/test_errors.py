@@ -17,7 +17,7 @@ from rubricforge_dspy.judge.module import JudgeTrajectory, VerdictFormatError
 from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.errors import error_kind, is_outage, is_transient
 from rubricforge_dspy.serve.process import free_port
-from tests.test_optional_extras import import_every_module, refused_for_a_missing_extra
+from tests.support.extras import import_every_module, refused_for_a_missing_extra
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"

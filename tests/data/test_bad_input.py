@@ -10,48 +10,12 @@ import pytest
 
 from rubricforge_dspy.data.formats import LoadReport, detect_format, iter_trajectories, load_trajectories
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from tests.support.records import jsonl_record, tau_record, write_json, write_lines
 
 BAD_BYTES = b"\xff\xfe\xc3("
 
 
 # ----------------------------------------------------------------------------- record builders
-
-def jsonl_record(i: int, **changes) -> dict:
-    record = {
-        "id": f"run:t{i}:0",
-        "task_id": f"t{i}",
-        "messages": [
-            {"role": "system", "content": "policy"},
-            {"role": "user", "content": f"Book flight {i}."},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "book", "arguments": "{\"n\": 1}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
-            {"role": "assistant", "content": "Booked."},
-        ],
-        "reward": float(i % 2),
-    }
-    record.update(changes)
-    return record
-
-
-def tau_record(i: int, **changes) -> dict:
-    record = {
-        "task_id": i,
-        "reward": 1.0,
-        "trial": 0,
-        "info": {"task": {"instruction": "secret instruction", "actions": []}, "reward_info": {"reward": 1.0}},
-        "traj": [
-            {"role": "system", "content": "# Retail agent policy"},
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "x", "type": "function", "function": {"name": "get_order_details", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "x", "name": "get_order_details",
-             "content": "Error: order not found"},
-            {"role": "assistant", "content": "Sorry, no such order."},
-        ],
-    }
-    record.update(changes)
-    return record
 
 
 def webshop_record(i: int, **changes) -> dict:
@@ -97,18 +61,6 @@ def tau2_sim(i: int, **changes) -> dict:
     }
     sim.update(changes)
     return sim
-
-
-def write_lines(path: Path, lines: list) -> Path:
-    """One line per item: bytes and str written as is, anything else JSON-encoded."""
-    with open(path, "wb") as handle:
-        for line in lines:
-            if isinstance(line, str):
-                line = line.encode()
-            elif not isinstance(line, bytes):
-                line = json.dumps(line).encode()
-            handle.write(line + b"\n")
-    return path
 
 
 def assert_names(exc: TrajectoryFormatError, path: Path, record) -> None:
@@ -212,10 +164,6 @@ def test_jsonl_blank_lines_and_error_flags(tmp_path):
 
 
 # ----------------------------------------------------------------------------- tau-bench
-
-def write_json(path: Path, value) -> Path:
-    path.write_text(json.dumps(value), encoding="utf-8")
-    return path
 
 
 def test_tau_bench_missing_reward(tmp_path):

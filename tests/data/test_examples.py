@@ -44,7 +44,7 @@ def _record(i: int, reward, **extra) -> dict:
     }
 
 
-def _write_jsonl(path: Path, records: list[dict]) -> Path:
+def write_trajectories(path: Path, records: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
 
@@ -53,7 +53,7 @@ def _write_jsonl(path: Path, records: list[dict]) -> Path:
 def data(tmp_path):
     """t0 labeled by its reward (the canary value), t1 failed, t2 and t3 unlabeled (reward null); a
     label file labels t2 with a reward of its own and a canary column, and leaves t3 unlabeled."""
-    runs = _write_jsonl(tmp_path / "runs.jsonl", [_record(0, CANARY_REWARD), _record(1, 0.0),
+    runs = write_trajectories(tmp_path / "runs.jsonl", [_record(0, CANARY_REWARD), _record(1, 0.0),
                                                   _record(2, None), _record(3, None)])
     labels = tmp_path / "labels.csv"
     labels.write_text(f"id,reward,note\nrun:t2:0,{LABEL_FILE_REWARD},{CANARY}.label_file\n", encoding="utf-8")
@@ -170,7 +170,7 @@ def test_report_refuses_unlabeled_verdicts_instead_of_counting_them_failed(tmp_p
         write_report(path, tmp_path / "report.md", figures=False, n_resamples=100)
     # labeled through a label file, the same verdicts are reported
     labels = tmp_path / "labels.jsonl"
-    _write_jsonl(labels, [{"id": t.id, "label": 0} for t in trajectories[-4:]])
+    write_trajectories(labels, [{"id": t.id, "label": 0} for t in trajectories[-4:]])
     out = write_report(path, tmp_path / "report.md", figures=False, n_resamples=100, labels=labels)
     assert out.exists()
 

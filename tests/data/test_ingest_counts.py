@@ -17,7 +17,7 @@ from rubricforge_dspy.data.formats import (LoadReport, TrajectoryCounts, iter_tr
                                            load_trajectories)
 from rubricforge_dspy.data.formats import jsonl
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from tests.data.test_ingest_scale import AIRLINE, WEBSHOP, _generic, _mutations, _records
+from tests.support.ingest import AIRLINE, WEBSHOP, _generic, _mutations, _records
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.labels import LabelFileError, join_labels, read_label_file
 from rubricforge_dspy.data.formats import default_label_rule, load_trajectories
 from rubricforge_dspy.core.trajectory import LabelRule, label_from_reward, parse_label_rule
-from tests.data.test_bad_input import jsonl_record, write_lines
+from tests.support.records import jsonl_record, write_lines
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
 AIRLINE = DATA / "tau_bench_official" / "gpt-4o-airline.json"
@@ -221,7 +221,7 @@ def test_demo_data_takes_labels(tmp_path, monkeypatch):
 
 def test_report_joins_a_swebench_results_file_and_notes_unused_ids(tmp_path):
     from rubricforge_dspy.report import load_run
-    from tests.report.test_report_inputs import verdict, write
+    from tests.support.verdicts import verdict, write
 
     preds = write(tmp_path / "preds.jsonl", [verdict(i, i < 2, 0.9 if i < 2 else 0.1, None) for i in range(4)])
     results = tmp_path / "results.json"

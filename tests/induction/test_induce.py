@@ -20,30 +20,11 @@ from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
 from rubricforge_dspy.data.split import split_by_task
-from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.helpers import make_dataset
+from tests.support.induction import ERROR_CRITERION, make_reflection_lm, scripted_judge
 
-ERROR_CRITERION = "7. Error counter: fail the episode when the tool_errors counter is above zero."
 FORBIDDEN = re.compile(r"reward|hash|gold|evaluator|CANARY", re.IGNORECASE)
-
-
-def scripted_judge(messages):
-    """Naive judge: passes everything, unless its rubric has a criterion about the tool_errors counter."""
-    rubric, trajectory = system_text(messages), last_user_text(messages)
-    errors = int(re.search(r"tool_errors=(\d+)", trajectory).group(1))
-    if "tool_errors counter" in rubric and errors > 0:
-        return {"reason": "A tool call returned an error.", "passed": False, "score": 0.1}
-    return {"reason": "The agent says the task is done.", "passed": True, "score": 0.9}
-
-
-def make_reflection_lm(seen_prompts):
-    """A reflection LM that proposes the seed rubric plus a criterion on the error counter."""
-
-    def respond(messages):
-        seen_prompts.append("\n".join(m["content"] for m in messages))
-        return {"new_instruction": SEED_RUBRIC.replace("\n\nScoring:", f"\n{ERROR_CRITERION}\n\nScoring:")}
-
-    return ScriptedLM(respond, model="scripted-reflection")
 
 
 def agreement(judge, trajectories, lm):
@@ -319,7 +300,7 @@ def test_a_crafted_gepa_state_is_refused_by_the_command_line(tmp_path, capsys):
     (log / "rubricforge_run.json").write_text("{}")
     (log / "gepa_state.bin").write_bytes(pickle.dumps(_Bomb(pwned)))
     data = tmp_path / "data.jsonl"
-    from tests.data.test_bad_input import jsonl_record, write_lines
+    from tests.support.records import jsonl_record, write_lines
     write_lines(data, [jsonl_record(i, reward=float(i % 2)) for i in range(24)])
     code = main(["induce", "--data", str(data), "--out", str(tmp_path / "out"), "--log-dir", str(log),
                  "--api-base", "http://127.0.0.1:9/v1", "--model", "m"])

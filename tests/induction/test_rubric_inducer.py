@@ -19,7 +19,7 @@ from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.helpers import make_dataset
-from tests.induction.test_induce import make_reflection_lm, scripted_judge
+from tests.support.induction import make_reflection_lm, scripted_judge
 
 
 def examples(trajectories, **extra):

@@ -14,7 +14,7 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.judge.cache import (CACHE_DIRNAME, CACHE_FILENAME, VerdictCache, VerdictCacheWarning,
                                           text_sha256)
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
-from tests.cli.test_cli import AIRLINE
+from tests.support.helpers import AIRLINE
 
 PASSED = Verdict.from_answer(True, 0.8, "Booked and confirmed.")
 FAILED = {"reason": "The booking call errored.", "passed": False, "score": 0.1}

@@ -16,15 +16,9 @@ from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 from rubricforge_dspy.trust.floor_cv import cross_validate, floor_report, grouped_folds, task_groups
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.core.trajectory import Step
-from tests.support.helpers import bundled_missing, make_dataset, make_trajectory
+from tests.support.helpers import SHIPPED, bundled_missing, make_dataset, make_trajectory
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
-SHIPPED = {
-    "tau_bench": DATA / "tau_bench_official" / "gpt-4o-airline.json",
-    "tau_bench_grok": next((DATA / "tau_bench_grok").glob("*.json")),
-    "webshop_react": DATA / "react_webshop" / "react_webshop_davinci002_500.jsonl",
-    "adapt": DATA / "adapt" / "ADaPT_maxd3_webshop_gpt-3.5-turbo.json",
-}
 
 
 def test_features_of_a_known_episode():

@@ -4,7 +4,6 @@ and works through load(), batch judging and as_metric()."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import dspy
@@ -14,38 +13,13 @@ import pytest
 from rubricforge_dspy.evidence.features import FEATURES
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
-from rubricforge_dspy.judge.hybrid import HybridJudge, Stack, fit_stack, freeze_hybrid
+from rubricforge_dspy.judge.hybrid import HybridJudge, Stack, fit_stack
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.loading import load_judge as load
-from rubricforge_dspy.program.store import freeze, read_program
-from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
-from rubricforge_dspy.core.trajectory import Step
+from rubricforge_dspy.program.store import read_program
+from rubricforge_dspy.testing.scripted import ScriptedLM
 from rubricforge_dspy.core.verdict import Verdict
-from tests.support.helpers import make_trajectory
-
-WRONG = "(booked on the wrong date)"
-
-
-def episode(i: int, kind: str):
-    """ok: a clean booking. error: the booking errored (the symptoms see it; the LLM below does not).
-    wrong: a clean-looking booking of the wrong date (the LLM reads it; every feature equals an ok one)."""
-    t = make_trajectory(i, success=kind != "error", task=f"{kind}{i}")
-    if kind == "wrong":
-        steps = (*t.steps[:-1], Step("final_answer", f"Your flight is booked! {WRONG}"))
-        t = dataclasses.replace(t, steps=steps, label=0, reward=0.0)
-    return t
-
-
-def dataset(n: int, offset: int = 0):
-    kinds = ("ok", "ok", "error", "wrong")
-    return [episode(offset + i, kinds[i % 4]) for i in range(n)]
-
-
-def llm_blind_to_errors(messages):
-    text = last_user_text(messages)
-    if "wrong date" in text:
-        return {"reason": "The agent booked the wrong date.", "passed": False, "score": 0.1}
-    return {"reason": "The agent says the flight is booked.", "passed": True, "score": 0.9}
+from tests.support.hybrid import WRONG, dataset, episode, fitted, llm_blind_to_errors
 
 
 @pytest.fixture
@@ -55,17 +29,6 @@ def lm():
 
 def accuracy(verdicts, trajectories) -> float:
     return float(np.mean([bool(v.passed) == bool(t.label) for v, t in zip(verdicts, trajectories)]))
-
-
-def fitted(lm, tmp_path, max_false_pass=None):
-    train, val = dataset(40), dataset(24, offset=100)
-    llm = TrajectoryJudge()
-    path = tmp_path / "judge.json"
-    freeze(llm, path, lm="scripted-complementary")
-    with dspy.context(lm=lm):
-        val_verdicts = [judge_verdict(llm, t) for t in val]
-    stack = freeze_hybrid(path, val, val_verdicts, max_false_pass)
-    return train, path, stack, llm
 
 
 def test_the_hybrid_beats_both_of_its_parts(lm, tmp_path):
@@ -181,7 +144,7 @@ def test_induce_hybrid_cli_freezes_certifies_and_shows_the_hybrid(tmp_path, caps
     from rubricforge_dspy.cli.main import main
     from rubricforge_dspy.data.formats.jsonl import to_record
     from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-    from tests.lm.test_faults_http import is_reflection, reflection_reply
+    from tests.support.induction_http import is_reflection, reflection_reply
 
     data = tmp_path / "labeled.jsonl"
     data.write_text("".join(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n" for t in dataset(48)))

@@ -23,7 +23,7 @@ from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.helpers import make_trajectory
-from tests.judge.test_hybrid import dataset, fitted, llm_blind_to_errors
+from tests.support.hybrid import dataset, fitted, llm_blind_to_errors
 
 
 def lm_for(fake: FakeOpenAI, **overrides):

@@ -10,7 +10,7 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.judge.cache import VerdictCache, text_sha256
 from rubricforge_dspy.judge.metric import as_metric
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from tests.judge.test_proxy import example, judging, run_react, strict_verdict
+from tests.support.metric import example, judging, run_react, strict_verdict
 
 PASSED = Verdict.from_answer(True, 0.8, "Grounded claims hold.")
 CONTRADICTED = Verdict.from_answer(True, 0.2, "says pass, scores a fail")

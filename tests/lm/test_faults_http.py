@@ -18,35 +18,14 @@ from rubricforge_dspy.induction.inducer import InductionConfig, induce
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.core.rubric import SEED_RUBRIC
-from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, system_text, user_text
+from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
 from rubricforge_dspy.serve.process import free_port
 from rubricforge_dspy.data.split import split_by_task
 from tests.support.helpers import make_dataset
+from tests.support.induction_http import is_reflection, reflection_reply, rubric_judge
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
-CRITERION = "7. Error counter: fail the episode when the tool_errors counter is above zero."
-IMPROVED = SEED_RUBRIC.replace("\n\nScoring:", f"\n{CRITERION}\n\nScoring:")
-
-
-def is_reflection(body: dict) -> bool:
-    return "new_instruction" in json.dumps(body)
-
-
-def reflection_reply(body: dict, rubric: str = IMPROVED):
-    """The proposer's answer in the format its adapter asked for."""
-    if body.get("response_format"):
-        return {"new_instruction": rubric}
-    return f"[[ ## new_instruction ## ]]\n{rubric}\n\n[[ ## completed ## ]]"
-
-
-def rubric_judge(body: dict) -> dict:
-    """A judge whose verdict depends on its rubric: it fails errored episodes only when told to."""
-    errors = int(re.search(r"tool_errors=(\d+)", user_text(body)).group(1))
-    if "tool_errors counter" in system_text(body) and errors:
-        return {"reason": "A tool call returned an error.", "passed": False, "score": 0.1}
-    return {"reason": "The agent says the task is done.", "passed": True, "score": 0.9}
 
 
 def lm_for(fake: FakeOpenAI, **overrides):

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.pipeline.demo import default_out_dir
-from tests.pipeline.test_induce_job import scripted_cli  # noqa: F401  (fixture)
 
 
 def git(repo: Path, *args: str) -> str:

@@ -3,9 +3,7 @@ offline with scripted LMs."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 
-import pytest
 
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.export import convert_trajectories
@@ -14,13 +12,8 @@ from rubricforge_dspy.induction.inducer import InductionConfig
 from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 from rubricforge_dspy.program.store import read_program
-from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.helpers import make_dataset
-from tests.induction.test_induce import make_reflection_lm, scripted_judge
-
-
-def scripted_lms():
-    return ScriptedLM(scripted_judge, model="scripted-judge"), make_reflection_lm([])
+from tests.support.induction import scripted_lms
 
 
 def test_the_job_freezes_the_floor_hybrid_and_certificate_into_one_program(tmp_path):
@@ -64,19 +57,6 @@ def test_sampling_takes_one_trial_of_n_tasks_before_the_split():
     items = [*split.train, *split.val, *split.test]
     assert len({t.task_id for t in items}) == 12 == len(items)
     assert split.summary() == induction_split(data, sample_tasks=12, seed=3).summary()
-
-
-@pytest.fixture
-def scripted_cli(monkeypatch):
-    """`rubricforge` commands whose LMs are the scripted judge and reflection LMs."""
-    import rubricforge_dspy.cli.main as cli
-
-    @contextmanager
-    def fake_lms(args, reflection=False, reflection_max_tokens=None):
-        lms = scripted_lms()
-        yield lms if reflection else lms[0]
-
-    monkeypatch.setattr(cli, "lm_from_args", fake_lms)
 
 
 def test_rubricforge_induce_runs_the_job(tmp_path, capsys, scripted_cli):

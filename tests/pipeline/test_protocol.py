@@ -10,7 +10,7 @@ from rubricforge_dspy.pipeline.protocol import JUDGES, ProtocolConfig, run_proto
 from rubricforge_dspy.report import write_report
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.helpers import make_dataset
-from tests.induction.test_induce import make_reflection_lm, scripted_judge
+from tests.support.induction import make_reflection_lm, scripted_judge
 
 
 @pytest.mark.slow

@@ -84,7 +84,7 @@ def _judge_lines(rng, items, flip_fail, flip_pass, abstain=0.0):
     return lines
 
 
-def _write_jsonl(path: Path, lines, rng) -> None:
+def write_trajectories(path: Path, lines, rng) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     order = rng.permutation(len(lines))  # completion order, not id order
     path.write_text("".join(json.dumps(lines[k]) + "\n" for k in order))
@@ -120,7 +120,7 @@ def build_run(root: Path, *, n: int = 120, graded: bool = False, seed: int = 0, 
                     line["score"] = float(np.clip(it["reward"] + noise * rng.normal(), 0, 1))
                     line["passed"] = line["score"] >= 0.5
     for judge in judges:
-        _write_jsonl(root / "predictions" / f"{judge}.jsonl", preds[judge], rng)
+        write_trajectories(root / "predictions" / f"{judge}.jsonl", preds[judge], rng)
     meta = {"lm": "fake/judge-lm", "reflection_lm": "fake/reflector", "dataset": "synthetic",
             "split": {"train": {"trajectories": 30, "positives": 12}, "val": {"trajectories": 20, "positives": 8},
                       "test": {"trajectories": n, "positives": sum(it["label"] for it in items)}},
@@ -143,7 +143,7 @@ def build_run(root: Path, *, n: int = 120, graded: bool = False, seed: int = 0, 
                     new.update(passed=False, score=0.2)
                 lines.append(new)
             slug = re.sub(r"[^a-z0-9]+", "-", c.name.lower())
-            _write_jsonl(root / "ablation" / f"{c.number}_{slug}.jsonl", lines, rng)
+            write_trajectories(root / "ablation" / f"{c.number}_{slug}.jsonl", lines, rng)
             crit.append({"number": c.number, "name": c.name})
         (root / "ablation" / "criteria.json").write_text(json.dumps(crit))
     if attribution:

@@ -13,18 +13,7 @@ from scipy import stats
 from rubricforge_dspy import metrics as M
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.report import RunError, compute_report, load_run, render_markdown
-
-
-def verdict(i, passed, score, label, **extra):
-    """A verdict line as `rubricforge judge` writes it (batch._line), minus what users cannot know."""
-    return {"id": f"x{i:02d}", "passed": passed, "score": score, "reason": "r", "abstained": False,
-            "error": None, "error_kind": None, "label": label, **extra}
-
-
-def write(path: Path, lines) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
+from tests.support.verdicts import verdict, write
 
 
 def few_failures(tmp_path) -> Path:

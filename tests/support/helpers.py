@@ -9,6 +9,14 @@ from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "evals" / "data"
 SHARED_RAW = REPO.parent / "shared" / "data" / "raw"
+AIRLINE = BUNDLED / "tau_bench_official" / "gpt-4o-airline.json"
+# one shipped sample per format the symptom floor is tested on
+SHIPPED = {
+    "tau_bench": BUNDLED / "tau_bench_official" / "gpt-4o-airline.json",
+    "tau_bench_grok": next((BUNDLED / "tau_bench_grok").glob("*.json")),
+    "webshop_react": BUNDLED / "react_webshop" / "react_webshop_davinci002_500.jsonl",
+    "adapt": BUNDLED / "adapt" / "ADaPT_maxd3_webshop_gpt-3.5-turbo.json",
+}
 
 
 def shared_missing(path: Path = SHARED_RAW) -> str:

@@ -3,7 +3,6 @@ load, the canary recheck, and `rubricforge certify` / `show` end to end against 
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 
@@ -19,11 +18,11 @@ from rubricforge_dspy.trust.certify import certify_program
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.data.formats.jsonl import to_record
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.helpers import make_dataset
+from tests.support.records import write_labeled_jsonl
 
 
 def _flight(text: str) -> int:
@@ -171,16 +170,11 @@ def test_recheck_is_a_one_sided_exact_test_against_the_certified_rate():
     assert not calm.worse
 
 
-def _write_jsonl(path, trajectories):
-    path.write_text("".join(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n" for t in trajectories))
-    return path
-
-
 def test_certify_show_and_recheck_cli_against_the_fake_server(program, tmp_path, capsys):
     from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 
     path, _ = program
-    data = _write_jsonl(tmp_path / "held_out.jsonl", held_out())
+    data = write_labeled_jsonl(tmp_path / "held_out.jsonl", held_out())
     with FakeOpenAI(responder=lambda body, n: lenient_verdict(user_text(body))) as fake:
         lm_flags = ["--api-base", fake.api_base, "--model", fake.model]
         assert main(["certify", str(path), "--data", str(data), "--resamples", "200", *lm_flags]) == 0
@@ -191,7 +185,7 @@ def test_certify_show_and_recheck_cli_against_the_fake_server(program, tmp_path,
         assert "n 16 held-out items (8 passed, 8 failed, 16 tasks)" in shown
         assert "false-pass rate 0.500 (4/8)" in shown and f"@ {fake.api_base}" in shown
     # The LM behind the endpoint drifted: it now passes every failure of the canary set.
-    canary = _write_jsonl(tmp_path / "canary.jsonl", held_out())
+    canary = write_labeled_jsonl(tmp_path / "canary.jsonl", held_out())
     with FakeOpenAI(responder=lambda body, n: {"reason": "fine", "passed": True, "score": 0.9},
                     model=fake.model) as again:
         flags = ["--api-base", again.api_base, "--model", again.model]

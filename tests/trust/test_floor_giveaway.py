@@ -13,7 +13,7 @@ from rubricforge_dspy.core.trajectory import Step
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.trust.floor_margin import floor_margin_of_records, margin_lines
 from tests.support.helpers import make_dataset, make_trajectory
-from tests.trust.test_floor_margin import write_jsonl
+from tests.support.records import write_jsonl
 
 WARNING = "The observable features give the outcome away here"
 

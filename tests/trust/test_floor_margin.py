@@ -15,22 +15,15 @@ from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.trust.floor_margin import CROSS_VALIDATED_FLOOR, PROGRAM_FLOOR, floor_margin_of_records
 from rubricforge_dspy.trust.gate import gate_programs
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.data.formats.jsonl import to_record
 from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze, read_program
 from rubricforge_dspy.report import write_report
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
 from rubricforge_dspy.core.verdict import read_lines
 from tests.support.helpers import bundled_missing, make_dataset
-from tests.judge.test_floor import SHIPPED
-from tests.trust.test_gate import paper_pairing, write_verdicts
-
-
-def write_jsonl(path, trajectories):
-    with path.open("w") as handle:
-        for t in trajectories:
-            handle.write(json.dumps(to_record(t, reward=t.reward, label=t.label)) + "\n")
-    return str(path)
+from tests.support.helpers import SHIPPED
+from tests.support.verdicts import paper_pairing, write_verdicts
+from tests.support.records import write_jsonl
 
 
 # -- rubricforge floor ------------------------------------------------------------------------------

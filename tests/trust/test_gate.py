@@ -3,7 +3,6 @@ on two frozen programs judged by a scripted LM."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -16,23 +15,7 @@ from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
 from tests.support.helpers import make_dataset
-
-
-def paper_pairing():
-    """62 items: 10 passed, 52 failed. Induced TP 2, FP 6, FN 8, TN 46; G-Eval TP 2, FP 9, FN 8, TN 43.
-    Paired so the judges agree everywhere except 3 failed items that only G-Eval passes."""
-    labels = [1] * 10 + [0] * 52
-    induced = [True] * 2 + [False] * 8 + [True] * 6 + [False] * 46
-    geval = [True] * 2 + [False] * 8 + [True] * 9 + [False] * 43
-    return labels, induced, geval
-
-
-def write_verdicts(path, labels, passed):
-    with path.open("w") as handle:
-        for i, (y, p) in enumerate(zip(labels, passed)):
-            handle.write(json.dumps({"id": f"airline:{i}", "task_id": str(i // 2), "label": y, "passed": p,
-                                     "score": 0.9 if p else 0.1, "abstained": False}) + "\n")
-    return str(path)
+from tests.support.verdicts import paper_pairing, write_verdicts
 
 
 def confusion(labels, passed):

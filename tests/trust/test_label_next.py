@@ -48,10 +48,10 @@ def test_pick_spreads_over_tasks_first():
 
 def test_label_next_cli_writes_a_file_ready_to_label(tmp_path, capsys):
     from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-    from tests.trust.test_certificate import _write_jsonl
+    from tests.support.records import write_labeled_jsonl
 
     data = make_dataset(10)
-    unlabeled = _write_jsonl(tmp_path / "pool.jsonl", data)
+    unlabeled = write_labeled_jsonl(tmp_path / "pool.jsonl", data)
     program = tmp_path / "judge.json"
     freeze(TrajectoryJudge(), program)
 
