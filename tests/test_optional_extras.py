@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.extras import EXTRAS, IMPORTS_ITS_EXTRA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +40,7 @@ def _run_without_extras(code: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_every_module_imports_without_the_extras():
     run = _run_without_extras("""
 import json
@@ -57,6 +60,7 @@ print(json.dumps({"imported": sorted(modules), "failed": failed,
             "rubricforge_dspy.cli.integrations", "rubricforge_dspy.integrations"} <= set(found["imported"])
 
 
+@pytest.mark.slow
 def test_judging_on_ray_without_ray_is_a_clear_error_and_exit_2(tmp_path):
     """`apply.ray` imports without Ray; its functions raise `MissingExtraError` (an `InputError`, so
     exit 2 with one line naming the install), before anything is written."""
@@ -92,6 +96,7 @@ print(json.dumps({"raised": raised, "exit": cli_main.main(["stats", "--data", da
     assert "Traceback" not in run.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_the_ray_flag_without_ray_exits_2_naming_the_install(tmp_path):
     out = tmp_path / "verdicts.jsonl"
     run = _run_without_extras("""

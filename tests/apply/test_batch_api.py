@@ -146,6 +146,7 @@ def test_resume_after_kill_9_polls_the_same_batch(tmp_path):
     assert len(verdicts) == N and len({v["id"] for v in verdicts}) == N
 
 
+@pytest.mark.slow
 def test_batch_api_joins_labels_like_online_judging(tmp_path):
     """User sees: `judge --batch-api --labels FILE` writes the joined labels into the verdict lines and
     reports the label ids that matched no trajectory, as online `judge --labels` does."""

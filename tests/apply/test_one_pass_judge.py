@@ -103,6 +103,7 @@ def test_a_bad_record_is_refused_before_any_call_and_leaves_no_spill(tmp_path):
     assert not list(tmp_path.glob(".*.spill")) and not (tmp_path / "v.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_the_judge_command_imports_neither_scipy_nor_scikit_learn(tmp_path):
     """`rubricforge judge` pays for DSPy but not for the statistics stack (about 1 s of start-up CPU): scipy
     and scikit-learn load only where a statistic or a calibration is computed."""

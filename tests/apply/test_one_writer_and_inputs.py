@@ -57,6 +57,7 @@ def _wait_for(condition, timeout=90.0):
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("second_model", ["m@r", "other@r"])
 def test_two_concurrent_judges_on_one_out_the_second_exits_2_at_once(tmp_path, second_model):
     """User sees: two `rubricforge judge` on one --out started together: the second exits 2 at once naming
@@ -95,6 +96,7 @@ def test_two_concurrent_judges_on_one_out_the_second_exits_2_at_once(tmp_path, s
     assert not lock_path(out).exists()  # released by the run that held it
 
 
+@pytest.mark.slow
 def test_a_lock_left_by_a_killed_run_does_not_block_the_rerun(tmp_path):
     """User sees: `rubricforge judge` killed with SIGKILL mid-run, then re-run: the re-run is not refused,
     resumes, and the file ends with one line per id."""
@@ -115,6 +117,7 @@ def test_a_lock_left_by_a_killed_run_does_not_block_the_rerun(tmp_path):
     assert len(written) == n and len(set(written)) == n
 
 
+@pytest.mark.slow
 def test_the_batch_api_and_the_library_take_the_same_lock(tmp_path):
     """User sees: while one process writes OUT, `judge_stream`/`run_judge_file` and `run_batch_api` on the
     same OUT raise OutputLockedError (exit 2) naming the file and the holder's pid, before any request."""

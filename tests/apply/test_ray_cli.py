@@ -28,6 +28,7 @@ def _data(tmp_path, n):
     return path
 
 
+@pytest.mark.slow
 def test_several_api_base_without_ray_are_refused(tmp_path):
     with FakeOpenAI() as a:
         result = _run("judge", "--data", str(_data(tmp_path, 3)), "--out", str(tmp_path / "v.jsonl"),

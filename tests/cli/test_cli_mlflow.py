@@ -53,6 +53,7 @@ def test_flags_are_checked_before_anything_is_read():
     assert not from_mlflow_requested(parser().parse_args(["--data", "x.jsonl"]))
 
 
+@pytest.mark.slow
 def test_from_mlflow_loads_labels_and_counts_unlabeled(store, capsys):
     uri, ids = store
     got = load_from_mlflow(parser().parse_args(["--from-mlflow", uri, "--experiment", "cli", "--mlflow-page-size", "2"]))
@@ -63,6 +64,7 @@ def test_from_mlflow_loads_labels_and_counts_unlabeled(store, capsys):
         load_from_mlflow(parser().parse_args(["--from-mlflow", uri, "--experiment", "nope"]))
 
 
+@pytest.mark.slow
 def test_to_mlflow_writes_the_verdict_file_back(store, tmp_path):
     uri, ids = store
     program = tmp_path / "judge.json"
@@ -79,6 +81,7 @@ def test_to_mlflow_writes_the_verdict_file_back(store, tmp_path):
     assert values == [[True], [False], [True]]
 
 
+@pytest.mark.slow
 def test_judge_from_and_to_mlflow_end_to_end(store, tmp_path):
     """`rubricforge judge --from-mlflow ... --to-mlflow ...`: traces in, one assessment per trace out."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -102,6 +105,7 @@ def test_judge_from_and_to_mlflow_end_to_end(store, tmp_path):
     assert values == [[True], [False], [True]]
 
 
+@pytest.mark.slow
 def test_label_next_from_mlflow_tags_its_picks_there(store, tmp_path):
     """`label-next --from-mlflow` ranks the experiment's traces and tags the picks in MLflow, so a person labels
     them in the UI; nothing is judged here (the ranking comes from a verdict file), so no LM is needed."""
@@ -134,6 +138,7 @@ def _cli(*argv: str, cwd=REPO) -> subprocess.CompletedProcess:
                           env=env, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_judge_and_label_next_from_mlflow_after_genai_evaluate_with_the_scorer(store, tmp_path, monkeypatch):
     """Issue #26 item 7: after ``mlflow.genai.evaluate(..., scorers=[rf_mlflow.scorer(...)])`` the experiment
     holds the evaluation's own traces too (with scorer tracing on, MLflow keeps one per scorer call; before,
@@ -181,6 +186,7 @@ def test_judge_and_label_next_from_mlflow_after_genai_evaluate_with_the_scorer(s
     assert chosen in ids and mlflow.get_trace(chosen).info.tags.get("rubricforge.label_next") == "1"
 
 
+@pytest.mark.slow
 def test_stats_and_convert_read_from_mlflow(store, tmp_path):
     """Every command that reads trajectories takes --from-mlflow: stats and convert too (spooled to a temporary
     file that is removed, nothing left beside the output or in the working directory)."""

@@ -73,6 +73,7 @@ def one_clean_line(stderr: str) -> str:
 
 # -- item 2: exit codes ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["jsonl", "json document"])
 def test_a_record_nested_200000_levels_deep_exits_2_naming_it_before_any_lm_call(tmp_path, layout):
     """User sees: `judge` on a record nested 200,000 levels deep (a JSONL line, or an element of a JSON

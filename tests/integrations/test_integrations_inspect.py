@@ -86,6 +86,7 @@ def run(task, tmp_path):
     return {s.id: s.scores["rubricforge"] for s in log.samples}, log
 
 
+@pytest.mark.slow
 def test_inspect_eval_scored_by_the_frozen_judge_over_http(program, tmp_path):
     with FakeOpenAI(responder=fake_judge) as fake:
         scorer = rubricforge_scorer(str(program), lm=LMConfig(model=fake.model, api_base=fake.api_base))
@@ -105,6 +106,7 @@ def test_inspect_eval_scored_by_the_frozen_judge_over_http(program, tmp_path):
     assert result.metrics["accuracy"].value == pytest.approx(0.5)  # 1 of the 2 verdicts; the abstention unscored
 
 
+@pytest.mark.slow
 def test_inspect_scorer_offline_with_scripted_lm(program, tmp_path):
     seen = []
 

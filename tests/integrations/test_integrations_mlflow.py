@@ -253,6 +253,7 @@ def test_frozen_judge_as_mlflow_genai_scorer(experiment, tmp_path):
     assert (sum(v is True for v in values), sum(v is False for v in values)) == (passes, len(traces) - passes - 1)
 
 
+@pytest.mark.slow
 def test_scorer_offline_with_scripted_lm(tmp_path):
     """The scorer's feedback without any server: a ScriptedLM judge and a trace built in memory."""
     from rubricforge_dspy.judge.module import TrajectoryJudge
@@ -281,6 +282,7 @@ def test_scorer_offline_with_scripted_lm(tmp_path):
     assert broken.value is None and broken.error is not None and broken.metadata["abstained"] == "true"
 
 
+@pytest.mark.slow
 def test_scorer_metadata_shows_the_raw_and_calibrated_score_and_the_pass_threshold(tmp_path):
     """A program with a pass threshold on calibrated scores fails a run the LM scored 0.9: the feedback's
     metadata showed only "score": "0.9" beside value False; it now shows what decided it."""
@@ -303,6 +305,7 @@ def test_scorer_metadata_shows_the_raw_and_calibrated_score_and_the_pass_thresho
     assert feedback.metadata["pass_threshold"] == "0.7" and feedback.metadata["pass_threshold_on"] == "score_calibrated"
 
 
+@pytest.mark.slow
 def test_bad_or_disagreeing_human_labels_stop_the_load_naming_the_trace(tmp_path):
     uri = local_store(tmp_path, "labels")
     unsure = run_agent(1, fail=False)
@@ -338,6 +341,7 @@ def _experiment_trace_ids(uri: str, name: str) -> set[str]:
     return {t.info.trace_id for t in client.search_traces(locations=[exp_id], max_results=100)}
 
 
+@pytest.mark.slow
 def test_scorer_leaves_no_trace_of_the_judges_own_calls_and_a_judge_trace_is_counted_not_read(tmp_path):
     """`mlflow.genai.evaluate` turns on MLflow's DSPy autologging while scorers run: the scorer's judge call
     must not land in the experiment as a new trace. A judge call traced all the same (the user's own
@@ -392,6 +396,7 @@ def test_assessment_metadata_never_holds_the_string_none():
     assert abstained.metadata["error_kind"] == "parse"
 
 
+@pytest.mark.slow
 def test_label_next_tags_of_an_earlier_pick_are_cleared(tmp_path):
     uri = local_store(tmp_path, "tags")
     a, b, c = (run_agent(task, fail=False) for task in range(3))
@@ -408,6 +413,7 @@ def test_label_next_tags_of_an_earlier_pick_are_cleared(tmp_path):
     assert [tags(i) for i in (a, b, c)] == [(None, None)] * 3
 
 
+@pytest.mark.slow
 def test_write_back_never_replaces_what_an_evaluation_logged(tmp_path):
     """The scorer and ``judge --to-mlflow`` used to share the name ``rubricforge``, so writing back the very
     verdicts an evaluation had logged counted them "replaced" (and deleted the evaluation's). Their

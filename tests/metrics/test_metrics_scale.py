@@ -75,6 +75,7 @@ def test_weighted_auc_equals_pairs_and_sklearn_sample_weight(seed):
         assert got[0] == pytest.approx(M.roc_auc(y, scores), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_weighted_auc_on_many_distinct_scores_needs_memory_linear_in_items():
     """The one-hot form needed n x distinct-scores floats (80 GB here); this needs a few copies of W."""
     n = 100_000

@@ -6,6 +6,8 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.pipeline.demo import default_out_dir
 
@@ -14,6 +16,7 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
+@pytest.mark.slow
 def test_demo_writes_only_into_out_and_leaves_the_repository_clean(tmp_path, monkeypatch, capsys, scripted_cli):
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -52,6 +55,7 @@ def test_demo_help_names_the_default_directory(capsys):
     assert "~/.cache/rubricforge/demo" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_demo_at_its_own_sizes_says_once_what_they_are_for_instead_of_warning(tmp_path, capsys, caplog,
                                                                                    scripted_cli):
     """The demo chose its sizes (10 tasks, budget 6), then warned about them four to six times (one-class

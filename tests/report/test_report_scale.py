@@ -135,6 +135,7 @@ def test_report_numbers_equal_those_of_the_dict_records(tmp_path):
     assert main["abstained"] == sum(r["abstained"] for r in rows)
 
 
+@pytest.mark.slow
 def test_memory_per_line_is_bounded(tmp_path):
     rng = np.random.default_rng(6)
     n = 5000
