@@ -191,6 +191,7 @@ def test_a_read_only_existing_out_exits_2_before_any_lm_call(tmp_path):
     assert out.read_text() == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["judge", "convert", "induce"])
 def test_an_out_whose_parent_is_a_regular_file_exits_2(tmp_path, command):
     """User sees: an --out under a regular file (`notes.txt/v.jsonl`) exits 2 with one line naming the path,
@@ -243,6 +244,7 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_exits_2_naming_the_file_and_a_rerun_after_freeing_space_resumes(tmp_path):
     """User sees: the disk holding --out fills up while `judge` runs: exit 2 with one line naming the file
     and saying to free space and re-run; every verdict written before is kept, and the same command after
@@ -288,6 +290,7 @@ def test_a_full_disk_exits_2_naming_the_file_and_a_rerun_after_freeing_space_res
         assert "No space left on device" in one_clean_line(full.stderr)
 
 
+@pytest.mark.slow
 def test_induce_against_a_dead_endpoint_prints_one_line_and_exits_3(tmp_path):
     """User sees: `induce` against a closed port exits 3 with one error line, the last one, naming the
     endpoint: not ~41 KB of DSPy's per-call tracebacks (each with a whole rendered trajectory). With -v
@@ -337,6 +340,7 @@ def _wait_for(condition, timeout=120.0):
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["the file", "its directory"])
 def test_two_judges_through_a_symlink_and_its_target_the_second_exits_2_at_once(tmp_path, link):
     """User sees: one `judge` writes real/v.jsonl; a second started on a symlink to that file, or on the
@@ -379,6 +383,7 @@ def test_two_judges_through_a_symlink_and_its_target_the_second_exits_2_at_once(
     assert len(ids) == n and len(set(ids)) == n
 
 
+@pytest.mark.slow
 def test_an_out_that_is_a_fifo_or_a_directory_is_refused_at_once(tmp_path):
     """User sees: an --out that is a FIFO (or a directory) exits 2 at once naming it, no LM call. Before:
     the run blocked forever opening the FIFO."""

@@ -65,6 +65,7 @@ def test_an_unlabeled_item_in_a_table_is_refused():
         SymptomFloor.fit(table)
 
 
+@pytest.mark.slow
 def test_floor_output_is_identical_through_the_table_and_the_list(shipped, tmp_path, capsys):
     trajectories, dropped_list = load_labeled(_args())
     capsys.readouterr()

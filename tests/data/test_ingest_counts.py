@@ -36,6 +36,7 @@ def _shipped_as_generic(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_counts_equal_the_loaded_trajectories_on_the_shipped_data(tmp_path):
     """User sees: the same trajectories, labels, rewards and tool-error counts from `stats` as from any
     loading command, on the 700 shipped episodes written as generic JSONL and on their own formats."""
@@ -51,6 +52,7 @@ def test_counts_equal_the_loaded_trajectories_on_the_shipped_data(tmp_path):
     assert {c.label for c in counted} == {0, 1}
 
 
+@pytest.mark.slow
 def test_count_refuses_every_mutated_record_as_convert_does():
     """User sees: a record the full loader refuses is refused by `stats` with the same message, and one it
     accepts is counted the same (2,400 random mutations of shipped records)."""

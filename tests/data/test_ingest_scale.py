@@ -22,6 +22,7 @@ from tests.support.ingest import AIRLINE, ODD_VALUES, WEBSHOP, _generic, _mutati
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_structural_check_never_accepts_what_jsonschema_refuses():
     """User sees: a record refused before stays refused, with the same message (only valid records skip
     jsonschema). Checked on the shipped records and 2,400 random mutations of them."""

@@ -212,6 +212,7 @@ def _disguised_closing_tags(rng, words):
     return out
 
 
+@pytest.mark.slow
 def test_no_content_reads_as_its_own_closing_tag_in_a_randomized_search():
     """10^5 contents, each made of 16 disguised closing tags of random words of the nonce's form (an
     attacker's search: before the fix, 10 of them got a nonce among their own disguised words, about

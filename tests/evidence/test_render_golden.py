@@ -92,6 +92,7 @@ def _digest(trajectories_or_files) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow
 def test_shipped_renders_are_byte_identical_to_the_golden_digest():
     for path in SHIPPED:
         if not path.exists():

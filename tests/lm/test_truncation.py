@@ -62,6 +62,7 @@ def assert_truncated(judge, text=TEXT):
     assert verdict.abstained and verdict.error_kind == "truncated" and verdict.passed is False
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("engine", ["auto", "litellm"])
 def test_a_plain_dspy_lm_cut_answer_is_never_a_verdict_silenced_logging_and_dspy_cache_on(
