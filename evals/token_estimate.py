@@ -1,6 +1,6 @@
 """Does `rubricforge_dspy.evidence.tokens.estimate_tokens` ever count fewer tokens than a real tokenizer?
 
-    python -m evals.token_estimate [--out evals/results/token_estimate.json] [--sample tests/data/token_sample.jsonl]
+    python -m evals.token_estimate [--out evals/results/token_estimate.json] [--sample tests/fixtures/token_sample.jsonl]
 
 The reference is the SmolLM2-135M tokenizer (the embedded judge's: llama-cpp-python,
 ``Llama(weights, vocab_only=True).tokenize``, no BOS, special tokens not parsed). Measured texts:
@@ -15,7 +15,7 @@ The reference is the SmolLM2-135M tokenizer (the embedded judge's: llama-cpp-pyt
 Per set: texts, undercounts (real > estimate), the max / p99 / median of real / estimate, and the
 total real / total estimate (how much budget the caution costs); and the same for render version 1's
 characters / 4. `--sample` writes the texts with the
-highest ratio of each set (at most 2,000 characters each) for `tests/test_render.py`.
+highest ratio of each set (at most 2,000 characters each) for `tests/evidence/test_render.py`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from evals.simulator import judging
 from evals.simulator.model import (PAGE_TOKENS, Engine, GpuModel, Router, SimRequest, run_all_queued,
                                    run_closed_loop)
 from evals.simulator.server import FaultPlan, SimServer
-from tests.helpers import make_trajectory
+from tests.support.helpers import make_trajectory
 
 RUBRIC = "You grade agent episodes.\nCriteria:\n1. Goal: the user's goal is met by a successful tool result.\n"
 SHARP = RUBRIC + "2. Unresolved tool error: fail when a tool result marked ERROR is never resolved.\n"

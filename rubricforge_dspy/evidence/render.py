@@ -320,7 +320,7 @@ class _Part:
 # the estimate of ``a + b`` is the sum of theirs unless ``a`` ends with a letter or a space and ``b``
 # starts with a letter. In a quoted line every piece meets a quote tag ("<" or ">") or ends in the
 # prefix's ":" or "(": the line's estimate is its pieces' sum, the render's the lines' sum plus one per
-# line break (tests/test_render_golden.py checks the sum against the estimate of every render).
+# line break (tests/evidence/test_render_golden.py checks the sum against the estimate of every render).
 _SEP_TOKENS = {"": 0, " ": 1, "\n": 1}
 _HEADS: dict[str, int] = {}
 

@@ -10,7 +10,7 @@ LM owns history, usage tracking, callbacks and copies; its engine (`ScriptedEngi
 for a real server. One private DSPy hook remains, in `format_fields` only: to write a dict answer in
 the adapter's output format it uses `dspy.adapters.chat_adapter.FieldInfoWithName` and the adapter's
 ``format_field_with_value`` (the same hook `dspy.utils.dummies.DummyLM` uses).
-`tests/test_testing_doubles.py` fails naming that hook if a DSPy upgrade changes it.
+`tests/testing/test_testing_doubles.py` fails naming that hook if a DSPy upgrade changes it.
 """
 
 from __future__ import annotations

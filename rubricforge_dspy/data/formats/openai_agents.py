@@ -6,7 +6,7 @@ The SDK (``openai-agents``) records each run as a trace of spans and hands them 
 "span_data": {"type": ...}, "error"}``. Containers read (sniffed from the content): JSON Lines with one
 exported record per line (what a file-writing trace processor writes), a JSON array of records, or the
 body the SDK's ``BackendSpanExporter`` posts, ``{"data": [records]}`` (whole, or one per line).
-``tests/data/openai_agents/traces.jsonl`` is a sample written by the SDK itself.
+``tests/fixtures/openai_agents/traces.jsonl`` is a sample written by the SDK itself.
 
 Mapping (then ``spans.py``, shared with ``otel`` and ``langfuse``), by ``span_data.type``:
 
