@@ -351,10 +351,10 @@ def _checked_inputs(confidences: ArrayLike, labels: ArrayLike, weights: ArrayLik
     return conf, y.astype(bool), w, costs
 
 
-def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, delta: float, max_false_pass: float | None = None,
-                    method: str = "holm", *, pass_levels: Sequence[float] = PASS_LEVELS,
-                    fail_levels: Sequence[float] = FAIL_LEVELS, weights: ArrayLike | None = None,
-                    stage_costs: ArrayLike | None = None,
+def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, delta: float,
+                    max_false_pass: float | None = None, method: str = "holm", *,
+                    pass_levels: Sequence[float] = PASS_LEVELS, fail_levels: Sequence[float] = FAIL_LEVELS,
+                    weights: ArrayLike | None = None, stage_costs: ArrayLike | None = None,
                     p_values: str = "binomial", order_fraction: float = 0.3, seed: int = 0) -> GridResult:
     """Certify a threshold vector of a cascade by Learn-then-Test over the product grid (module docstring).
 
