@@ -16,14 +16,13 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Union
 
 from rubricforge_dspy.core.errors import InputError, missing_file
 
 __all__ = ["NotARegularFileError", "regular_file", "writable_file", "file_kind", "PathArg"]
 
 #: What a path argument may be: a `str` or anything `os.fspath` turns into one (a `Path`).
-PathArg = Union[str, "os.PathLike[str]"]
+PathArg = str | os.PathLike[str]
 
 
 class NotARegularFileError(InputError):
