@@ -10,7 +10,7 @@ import re
 # that merely mentions an error ("0 errors", "No errors found", "error_rate: 0.1", grep hits in error.py,
 # "test_error_handling PASSED", "exit code 0", "HTTP/1.1 200 OK", '{"error": null}') must never match,
 # so every pattern is anchored at the start of the output (\A) or of a line (^, MULTILINE) and names a
-# failure form that tools print, not a word. Examples of each family are in tests/test_tool_errors.py and
+# failure form that tools print, not a word. Examples of each family are in tests/data/test_tool_errors.py and
 # counts on the shipped data in evals/results/tool_error_marks.json (`python -m evals.tool_error_marks`).
 _ERRNO_NAMES = ("ENOENT|EACCES|EPERM|EEXIST|ENOTDIR|EISDIR|ENOTEMPTY|ECONNREFUSED|ECONNRESET|ETIMEDOUT|"
                 "EADDRINUSE|ENOSPC|EROFS|EMFILE|ENOTFOUND|EAI_AGAIN|EPIPE")
