@@ -28,6 +28,7 @@ resolve, with a `DeprecationWarning` naming the import to use, but are not in ``
 """
 
 import importlib
+from typing import Any
 import os
 import warnings
 
@@ -89,7 +90,7 @@ _RENAMED = {"load": "rubricforge_dspy.judge.loading", "JudgeTrajectory": "rubric
 _lazy_getattr, _dir, __all__ = lazy_exports(__name__, _MODULES)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _RENAMED:
         return getattr(importlib.import_module(_RENAMED[name]), name)
     if name in _MOVED_TO:
