@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._common import IdSet
+from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.source import iter_records
 from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
