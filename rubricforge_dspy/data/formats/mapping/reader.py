@@ -13,6 +13,7 @@ from typing import Any, Callable
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import IdSet
+from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.source import iter_records
 from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
@@ -101,6 +102,34 @@ class MappedFormat:
     def of(cls, mapping: Mapping | str | Path) -> "MappedFormat":
         """The format of a `Mapping` or of a mapping file."""
         return cls(_as_mapping(mapping))
+
+    def as_format(self) -> Format:
+        """The registry's `Format` record of this mapping (``origin`` ``mapping (<file>)``, never sniffed, no
+        suffix for directory scans: the loaders read a mapped format's paths through `iter_mapped`)."""
+        return Format(name=self.name, read=make_reader(self.mapping), sniff=None, label_rule=self.label_rule,
+                      extensions=(), description=f"a {self.name} log read through the mapping {self.mapping.file}",
+                      origin=f"mapping ({self.mapping.file})", mapping=self.mapping)
+
+
+def register_mapping(mapping: Mapping | str | Path) -> Format:
+    """Register a mapping as a format, so every loader reads it by name (``format=<its name>``; the command
+    line's ``--map``) and `formats` lists it. Registering the same mapping file again returns the record held.
+
+    Args:
+        mapping: a `Mapping` or the path of a mapping file.
+
+    Returns:
+        The registered `Format` (``origin`` ``mapping (<file>)``, ``mapping`` the `Mapping`).
+
+    Raises:
+        MappingError: the mapping file is invalid (names the key).
+        InputError: another format (built-in, plugin, another mapping) has the mapping's name.
+    """
+    mapping = _as_mapping(mapping)
+    held = format_named(mapping.name)
+    if held is not None and held.mapping is not None and held.mapping == mapping:
+        return held
+    return register_format(MappedFormat(mapping).as_format())
 
 
 def make_reader(mapping: Mapping | str | Path) -> Callable:
