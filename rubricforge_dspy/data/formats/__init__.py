@@ -57,8 +57,8 @@ from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Tr
 from rubricforge_dspy.data.formats import jsonl
 from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
 from rubricforge_dspy.data.formats._registry import (FileSample, Format, candidate_suffixes, detect, format_named,
-                                                     format_names, formats, not_candidate, register_format,
-                                                     unregister_format)
+                                                     format_names, formats, load_plugins, not_candidate,
+                                                     register_format, unregister_format)
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ __all__ = [
     "default_label_rule",
     "detect_format",
     "formats",
+    "load_plugins",
     "iter_trajectories",
     "iter_trajectory_counts",
     "TrajectoryCounts",
