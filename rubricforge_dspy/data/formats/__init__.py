@@ -331,8 +331,8 @@ def _iterate(path, format: str, label_threshold, on_error: str, report: LoadRepo
     """The one load loop of `iter_trajectories` and `iter_trajectory_counts`: files, label rules, errors,
     duplicate ids and the report; ``reader(format_name)`` gives the function that reads a file. A mapped
     load is `mapping.iter_mapped`'s loop (the same report, errors and duplicate ids)."""
-    _check_options(format, on_error)
     mapping = _chosen_mapping(format, mapping)
+    _check_options(format, on_error)
     if mapping is not None:
         yield from _iter_mapped(path, mapping, label_threshold, on_error, report, counts=reader is _counter)
         return
@@ -422,8 +422,8 @@ def trajectory_at(
         TrajectoryFormatError: with ``on_error="raise"``, the chosen record cannot be read, or a record
             of a file read in full is bad.
     """
-    _check_options(format, on_error)
     mapping = _chosen_mapping(format, mapping)
+    _check_options(format, on_error)
     if on_error != "raise" or mapping is not None:
         count = 0
         for trajectory in (iter_trajectories(path, format, label_threshold, on_error) if mapping is None else
