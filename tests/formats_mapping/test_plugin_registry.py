@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats import Format
+from rubricforge_dspy.data.formats import Format, register_format
 
 
 def _read(path, rule):
@@ -69,6 +69,9 @@ class Raising(Ducked):
 
 
 RAISING = Raising()
+
+# a module that registers its format itself on import (as a format of one's own is registered) and is a plugin
+SELF = register_format(Format(name="demo_self", read=_read, sniff=None, label_rule=FULL_REWARD))
 '''
 
 
@@ -109,12 +112,13 @@ ROWS = [{"q": "2+2?", "a": "4", "r": 1.0}, {"q": "capital of France?", "a": "Lyo
 
 
 def test_plugins_of_both_forms_are_listed_detected_and_read(on_path, tmp_path):
-    _distribution(on_path, "rf-demo-plugin", {"demo_record": "rf_demo_plugin:RECORD", "demo_duck": "rf_demo_plugin:DUCK"})
+    _distribution(on_path, "rf-demo-plugin", {"demo_record": "rf_demo_plugin:RECORD", "demo_duck": "rf_demo_plugin:DUCK",
+                                              "demo_self": "rf_demo_plugin:SELF"})
     added = load_plugins()
-    assert sorted(fmt.name for fmt in added) == ["demo_duck", "demo_record"]
+    assert sorted(fmt.name for fmt in added) == ["demo_duck", "demo_record", "demo_self"]
     assert load_plugins() == ()  # discovered once: asking again registers nothing twice
     origins = {fmt.name: fmt.origin for fmt in formats()}
-    assert origins["demo_record"] == origins["demo_duck"] == "plugin (rf-demo-plugin 0.1)"
+    assert origins["demo_record"] == origins["demo_duck"] == origins["demo_self"] == "plugin (rf-demo-plugin 0.1)"
     assert origins["tau_bench"] == "built-in"
     assert format_named("demo_duck").priority == 200 and format_named("demo_record").priority == 150
 

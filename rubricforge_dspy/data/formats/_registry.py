@@ -91,7 +91,9 @@ class Format:
             format is read only when asked for by name, or through `sniff_record`).
         sniff_record: ``sniff_record(obj)`` is True when one JSON line (a dict) is a record of this
             format: JSON Lines formats; tried before any `sniff`.
-        label_rule: The rule that turns a record's reward into a label (`default_label_rule`).
+        label_rule: The rule that turns a record's reward into a label (`default_label_rule`); a mapped
+            format's may be a value set on a field (``mapping.ValueSetRule``), and None means the format
+            gives labels itself.
         priority: Order of sniffing, lower first (ties: registration order). Built-in formats use
             10..140; the generic JSONL is 10, since ``rubricforge convert`` writes it and its records
             carry the source's tags.
@@ -211,6 +213,10 @@ def load_plugins() -> tuple[Format, ...]:
             held = _FORMATS.get(fmt.name)
             if held is not None and held.origin == fmt.origin:
                 continue  # this plugin's format, registered by an earlier call
+            if held is not None and held.read == fmt.read:  # its module registered it on import: say it is a plugin
+                _FORMATS[fmt.name] = fmt
+                added.append(fmt)
+                continue
             try:
                 added.append(register_format(fmt))
             except InputError as exc:
