@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -81,8 +80,10 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
                            for group, items in project.get("entry-points", {}).items())
     files = {
         "rf_plugin_qa_demo.py": Path("rf_plugin_qa_demo.py").read_bytes(),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\\nName: {project['name']}\\nVersion: {project['version']}\\n".encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\\nGenerator: wheel_backend\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+        f"{info}/METADATA":
+            f"Metadata-Version: 2.1\\nName: {project['name']}\\nVersion: {project['version']}\\n".encode(),
+        f"{info}/WHEEL":
+            b"Wheel-Version: 1.0\\nGenerator: wheel_backend\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
         f"{info}/entry_points.txt": entry_points.encode(),
     }
     name = f"{dist}-{project['version']}-py3-none-any.whl"

@@ -112,8 +112,8 @@ ROWS = [{"q": "2+2?", "a": "4", "r": 1.0}, {"q": "capital of France?", "a": "Lyo
 
 
 def test_plugins_of_both_forms_are_listed_detected_and_read(on_path, tmp_path):
-    _distribution(on_path, "rf-demo-plugin", {"demo_record": "rf_demo_plugin:RECORD", "demo_duck": "rf_demo_plugin:DUCK",
-                                              "demo_self": "rf_demo_plugin:SELF"})
+    _distribution(on_path, "rf-demo-plugin", {"demo_record": "rf_demo_plugin:RECORD",
+                                              "demo_duck": "rf_demo_plugin:DUCK", "demo_self": "rf_demo_plugin:SELF"})
     added = load_plugins()
     assert sorted(fmt.name for fmt in added) == ["demo_duck", "demo_record", "demo_self"]
     assert load_plugins() == ()  # discovered once: asking again registers nothing twice

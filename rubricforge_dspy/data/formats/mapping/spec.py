@@ -259,7 +259,8 @@ def _steps_spec(document: dict, file: str) -> tuple[str, dict, dict]:
                                            f"record); got {' and '.join(given)}")
     mode = given[0]
     if mode == "actions":
-        return "parallel", {key: compile_field(document[key], file, key) for key in PARALLEL_FIELDS if key in document}, {}
+        lists = {key: compile_field(document[key], file, key) for key in PARALLEL_FIELDS if key in document}
+        return "parallel", lists, {}
     spec = document[mode]
     names = STEP_FIELDS if mode == "steps" else MESSAGE_FIELDS
     exprs = {"path": compile_field(spec["path"], file, f"{mode}.path")}
