@@ -8,7 +8,7 @@ import pytest
 
 import rubricforge_dspy as rf
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.data.formats import (LoadReport, default_label_rule, formats, iter_trajectories,
+from rubricforge_dspy.data.formats import (LoadReport, default_label_rule, format_named, formats, iter_trajectories,
                                            iter_trajectory_counts, load_trajectories, trajectory_at, unregister_format)
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
 from rubricforge_dspy.data.formats.mapping import MappingError, iter_mapped, load_mapping, register_mapping
@@ -83,7 +83,8 @@ def registered():
         return fmt
     yield register
     for name in dict.fromkeys(names):
-        unregister_format(name)
+        if format_named(name) is not None:
+            unregister_format(name)
 
 
 def test_a_registered_mapping_is_a_format_read_by_name(registered):
@@ -110,3 +111,27 @@ def test_a_mapping_named_as_a_registered_format_is_refused(tmp_path, registered)
     registered(SAMPLES["intercode_sql"].mapping)
     with pytest.raises(InputError, match=r"'intercode_sql' is registered already \(mapping "):
         registered(other)
+
+
+def test_a_job_fingerprint_covers_the_mapping_file(tmp_path, registered):
+    """A verdict file judged through one mapping is not resumed on data read through a changed one."""
+    import json
+
+    from rubricforge_dspy.apply.job import checked_input
+
+    sample = SAMPLES["intercode_bash"]
+    document = json.loads(sample.mapping.read_text(encoding="utf-8"))
+    first, second = tmp_path / "a" / "mapping.json", tmp_path / "b" / "mapping.json"
+    for path, task in ((first, "query"), (second, "join(' ', [query, 'Answer briefly.'])")):
+        path.parent.mkdir()
+        path.write_text(json.dumps({**document, "task": task}), encoding="utf-8")
+
+    def fingerprint(mapping):
+        fmt = registered(mapping)
+        scan, data = checked_input([str(sample.data)], format=fmt.name, label_threshold=None, on_error="raise",
+                                   limit=None)
+        unregister_format(fmt.name)
+        return scan, data
+    scan, one = fingerprint(first)
+    assert scan.trajectories == len(sample.ids)
+    assert fingerprint(first)[1] == one and fingerprint(second)[1] != one

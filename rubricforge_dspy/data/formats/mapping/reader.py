@@ -183,7 +183,8 @@ def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSp
             raise exc
         report.skipped.append((exc.file, exc.record, exc.problem))
 
-    report.label_rules.setdefault(mapping.name, str(rule or mapping.label_rule or "unlabeled"))
+    rule_text = str(rule or mapping.label_rule or "unlabeled")
+    report.label_rules.setdefault(mapping.name, rule_text)
     for one in ([path] if isinstance(path, (str, os.PathLike)) else list(path)):
         for index, result in read_mapped(Path(one), mapping, rule, stats):
             if isinstance(result, TrajectoryFormatError):
@@ -192,7 +193,7 @@ def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSp
                 fail(TrajectoryFormatError(result.source.file, index, f"duplicate trajectory id {result.id!r}"))
             else:
                 report.loaded += 1
-                object.__setattr__(result, "hidden", {**result.hidden, "label_rule": str(rule or mapping.label_rule)})
+                object.__setattr__(result, "hidden", {**result.hidden, "label_rule": rule_text})
                 yield result
     _warn_empty(mapping, stats)
 
