@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -81,8 +80,10 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
                            for group, items in project.get("entry-points", {}).items())
     files = {
         "rf_plugin_qa_demo.py": Path("rf_plugin_qa_demo.py").read_bytes(),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\\nName: {project['name']}\\nVersion: {project['version']}\\n".encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\\nGenerator: wheel_backend\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+        f"{info}/METADATA":
+            f"Metadata-Version: 2.1\\nName: {project['name']}\\nVersion: {project['version']}\\n".encode(),
+        f"{info}/WHEEL":
+            b"Wheel-Version: 1.0\\nGenerator: wheel_backend\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
         f"{info}/entry_points.txt": entry_points.encode(),
     }
     name = f"{dist}-{project['version']}-py3-none-any.whl"
@@ -106,10 +107,14 @@ fmt = [f for f in formats if f.name == "qa_demo"][0]
 entry = [p for p in plugin_entries() if p.name == "qa_demo"][0]
 path = sys.argv[1]
 results = list(fmt.read(path, fmt.label_rule))
+from rubricforge_dspy.data.formats import detect_format, formats as registered, load_trajectories
+loaded = load_trajectories(path, on_error="skip")  # detected through the registry, read by the plugin
 print(json.dumps({
     "names": [f.name for f in formats], "distribution": entry.distribution, "entry_point": entry.value,
     "sniff": fmt.sniff(path),
     "read": [[i, r.id, r.label] if hasattr(r, "label") else [i, "error", r.problem] for i, r in results],
+    "registry": {f.name: f.origin for f in registered()}, "detected": detect_format(path),
+    "loaded": [[t.id, t.label] for t in loaded], "skipped": loaded.report.n_skipped,
 }))
 '''
 
@@ -140,6 +145,9 @@ def test_a_plugin_installed_in_a_venv_is_listed_and_reads_its_file(tmp_path):
     assert out["entry_point"] == "rf_plugin_qa_demo:FORMAT" and out["sniff"] is True
     assert out["read"][:2] == [[0, "qa:0", 1], [1, "qa:1", 0]]
     assert out["read"][2][:2] == [2, "error"] and "not a qa record" in out["read"][2][2]
+    assert out["registry"]["qa_demo"] == "plugin (rf-plugin-qa-demo 0.0.1)" and out["registry"]["jsonl"] == "built-in"
+    assert out["detected"] == "qa_demo"
+    assert out["loaded"] == [["qa:0", 1], ["qa:1", 0]] and out["skipped"] == 1
     # the environment running this test did not install it: not listed here
     assert "qa_demo" not in [f.name for f in discover_plugins()]
 
