@@ -124,39 +124,3 @@ def test_the_built_in_tables_are_derived_from_the_registry():
         module = __import__(fmt.read.__module__, fromlist=["FORMAT"])
         assert module.FORMAT is fmt and module.NAME == fmt.name
         assert default_label_rule(fmt.name) == fmt.label_rule
-
-
-def _data_modules():
-    import rubricforge_dspy.data as data
-    return sorted(Path(data.__path__[0]).rglob("*.py"))
-
-
-def test_no_data_module_imports_another_modules_private_name():
-    import ast
-    root = Path(__import__("rubricforge_dspy").__path__[0]).parent
-    found = []
-    for path in _data_modules():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rubricforge_dspy")):
-                continue
-            for alias in node.names:
-                target = root.joinpath(*node.module.split("."), alias.name)
-                is_module = target.with_suffix(".py").exists() or target.is_dir()
-                if alias.name.startswith("_") and not alias.name.startswith("__") and not is_module:
-                    found.append(f"{path.name}: from {node.module} import {alias.name}")
-    assert not found, found
-
-
-def test_data_formats_modules_and_functions_stay_small():
-    import ast
-    too_long = []
-    for path in _data_modules():
-        if "formats" not in path.parts:
-            continue
-        source = path.read_text(encoding="utf-8")
-        if len(source.splitlines()) > 600:
-            too_long.append(f"{path.name}: {len(source.splitlines())} lines")
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
-                too_long.append(f"{path.name}: {node.name} has {node.end_lineno - node.lineno + 1} lines")
-    assert not too_long, too_long
