@@ -101,8 +101,8 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from rubricforge_dspy.report.figures import write_figures
     from rubricforge_dspy.report import compute_report, load_run, render_markdown, write_report
+    from rubricforge_dspy.report.figures import write_figures
     import_s = time.perf_counter() - t0
 
     with tempfile.TemporaryDirectory() as tmp:

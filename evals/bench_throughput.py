@@ -28,11 +28,11 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from parse_rate import machine, sample_trajectories  # noqa: E402
 
-from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config  # noqa: E402
+from rubricforge_dspy.evidence.render import RenderConfig  # noqa: E402
+from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
 from rubricforge_dspy.lm.engine import make_lm  # noqa: E402
-from rubricforge_dspy.evidence.render import RenderConfig  # noqa: E402
 from rubricforge_dspy.serve import EmbeddedServer, free_port, launch_server  # noqa: E402
 from rubricforge_dspy.testing.fake_server import FakeOpenAI  # noqa: E402
 

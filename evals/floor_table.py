@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from rubricforge_dspy.trust.floor_cv import floor_report
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.trust.floor_cv import floor_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "evals" / "data"

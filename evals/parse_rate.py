@@ -23,12 +23,12 @@ from pathlib import Path
 
 import dspy
 
-from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config
-from rubricforge_dspy.lm.config import LMConfig
-from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.serve import EmbeddedServer
 
 MEASURED_RENDER = RenderConfig(max_tokens=1800, max_step_chars=700)

@@ -30,8 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.core.presets import PRESETS
+from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.tokens import estimate_tokens, word_like
 

@@ -9,8 +9,7 @@ import httpx
 import pytest
 
 from evals.simulator import judging
-from evals.simulator.model import (PAGE_TOKENS, Engine, GpuModel, Router, SimRequest, run_all_queued,
-                                   run_closed_loop)
+from evals.simulator.model import PAGE_TOKENS, Engine, GpuModel, Router, SimRequest, run_all_queued, run_closed_loop
 from evals.simulator.server import FaultPlan, SimServer
 from tests.support.helpers import make_trajectory
 

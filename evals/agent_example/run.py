@@ -35,15 +35,14 @@ from typing import Any
 import dspy
 
 from evals.agent_example.env import TASKS, Episode, ShopAgent, Task, run_episode
-from rubricforge_dspy.trust.audit import (DEFAULT_ALPHA, audit, baseline_from_manifest, load_labeled,
-                                    sample_for_labeling)
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
+from rubricforge_dspy.judge.metric import as_metric
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.metrics import false_pass_rate
 from rubricforge_dspy.program.store import freeze
-from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
-from rubricforge_dspy.judge.metric import as_metric
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.trust.audit import DEFAULT_ALPHA, audit, baseline_from_manifest, load_labeled, sample_for_labeling
 
 DEFAULT_OUT = Path("artifacts/agent_example")
 NO_AUDIT = "Goodhart audit skipped: the optimized agent produced no trajectory (every episode crashed)"

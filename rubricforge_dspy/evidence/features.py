@@ -48,9 +48,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from rubricforge_dspy.evidence.symptoms import extract_symptoms, heuristic_verdict
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Source, Trajectory
+from rubricforge_dspy.evidence.symptoms import extract_symptoms, heuristic_verdict
 
 __all__ = ["FEATURES", "LENGTH_FEATURES", "observable_only", "feature_values", "feature_matrix", "FeatureTable",
            "TableRow", "FeatureTableBuilder"]

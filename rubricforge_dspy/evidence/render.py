@@ -54,11 +54,11 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.presets import LIBRARY, Preset
+from rubricforge_dspy.core.trajectory import Step, Trajectory
 from rubricforge_dspy.evidence._lookalikes import lookalikes
 from rubricforge_dspy.evidence.clip import as_json, fit, sanitize
 from rubricforge_dspy.evidence.tokens import estimate_tokens
-from rubricforge_dspy.core.presets import LIBRARY, Preset
-from rubricforge_dspy.core.trajectory import Step, Trajectory
 
 __all__ = ["DEFAULT_MAX_STEP_CHARS", "DEFAULT_RENDER_TOKENS", "ELISION", "HEADER", "RENDER_VERSION", "RenderConfig",
            "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters", "render_step",

@@ -38,22 +38,22 @@ from dspy.utils.exceptions import LMError
 from gepa.utils import FileStopper
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
-from rubricforge_dspy.judge.execution import judge_verdict
-from rubricforge_dspy.lm.copies import sized_lm
+from rubricforge_dspy.core.presets import INDUCTION_MAX_CONSECUTIVE_LM_ERRORS, LIBRARY
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
+from rubricforge_dspy.core.sizes import warn_small
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
 from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer
-from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
-from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.induction.memorization import Memorized
+from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
+from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
+from rubricforge_dspy.lm.config import lm_name as describe_lm
+from rubricforge_dspy.lm.copies import sized_lm
 from rubricforge_dspy.program.store import data_fingerprint
-from rubricforge_dspy.core.presets import INDUCTION_MAX_CONSECUTIVE_LM_ERRORS, LIBRARY
-from rubricforge_dspy.core.sizes import warn_small
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
-from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 
 logger = logging.getLogger(__name__)
 

@@ -31,8 +31,13 @@ from rubricforge_dspy.core.presets import LIBRARY
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
-from rubricforge_dspy.induction.search import (InductionConfig, InductionResult, check_induction_data, run_search,
-                                               validation_metrics)
+from rubricforge_dspy.induction.search import (
+    InductionConfig,
+    InductionResult,
+    check_induction_data,
+    run_search,
+    validation_metrics,
+)
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.copies import resolve_lm

@@ -39,9 +39,9 @@ from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.otel import to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
+from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryVerdictSignature
-from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 
 try:
     import mlflow

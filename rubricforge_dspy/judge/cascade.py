@@ -48,15 +48,27 @@ from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, Verdict
 from rubricforge_dspy.evidence.features import feature_values
-from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, BaseJudge, Verdicts, \
-    trajectory_input, verdict_prediction
+from rubricforge_dspy.judge.contract import (
+    DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
+    BaseJudge,
+    Verdicts,
+    trajectory_input,
+    verdict_prediction,
+)
 from rubricforge_dspy.judge.execution import RetryPolicy
 from rubricforge_dspy.judge.fingerprint import digest
 from rubricforge_dspy.judge.module import VerdictFormatError
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.lm.fingerprint import package_version
-from rubricforge_dspy.program.store import (MANIFEST_KEY, MAX_PROGRAM_BYTES, OVERRIDE_HINT, PROGRAM_SHA_KEY,
-                                            ProgramError, UnverifiedProgramWarning, program_sha256)
+from rubricforge_dspy.program.store import (
+    MANIFEST_KEY,
+    MAX_PROGRAM_BYTES,
+    OVERRIDE_HINT,
+    PROGRAM_SHA_KEY,
+    ProgramError,
+    UnverifiedProgramWarning,
+    program_sha256,
+)
 
 __all__ = ["CASCADE_KIND", "CASCADE_VERSION", "ESCALATED", "StageRule", "Cascade", "CascadeVerdicts",
            "stage_confidence", "read_cascade", "is_cascade_file"]

@@ -29,7 +29,7 @@ import contextvars
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import dspy
 

@@ -38,16 +38,16 @@ from typing import Any, Literal
 
 import dspy
 
-from rubricforge_dspy.judge.cache import VerdictCache, input_sha256
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
-from rubricforge_dspy.lm.copies import resolve_lm
-from rubricforge_dspy.judge.fingerprint import judge_fingerprint
-from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
-from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
+from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge.cache import VerdictCache, input_sha256
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.fingerprint import judge_fingerprint
+from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.lm.copies import resolve_lm
 
 __all__ = ["JudgeMetric", "as_metric", "UNATTRIBUTED"]
 

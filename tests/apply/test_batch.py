@@ -8,18 +8,18 @@ from collections import Counter
 import dspy
 import pytest
 
-from rubricforge_dspy.apply.stream import BatchSummary, DuplicateIdError, judge_stream, run_judge_file
 from rubricforge_dspy.apply.job import BatchOutputError, read_done
-from rubricforge_dspy.judge.cache import VerdictCache, text_sha256
+from rubricforge_dspy.apply.stream import BatchSummary, DuplicateIdError, judge_stream, run_judge_file
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
+from rubricforge_dspy.core.trajectory import Source
+from rubricforge_dspy.judge.cache import VerdictCache
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
-from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
-from rubricforge_dspy.core.trajectory import Source
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-from tests.support.helpers import make_dataset, make_trajectory
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.batch import assert_one_line_per_id, by_text, fake_lm, read_lines, verdict_of, write_generic_jsonl
+from tests.support.helpers import make_dataset, make_trajectory
 
 LINE_FIELDS = {"id", "task_id", "domain", "agent", "n_steps", "passed", "score", "reason", "abstained", "error",
                "error_kind", "contradiction", "cached", "attempts", "label", "reward", "program_sha256",

@@ -19,8 +19,8 @@ import pytest
 from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
-from tests.support.helpers import make_dataset
 from tests.support.batch import assert_one_line_per_id, by_text, fake_lm
+from tests.support.helpers import make_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"backoff": 0.01, "max_backoff": 0.05, "progress": False}

@@ -21,8 +21,15 @@ from rubricforge_dspy.core.presets import PRESETS
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.core.trajectory import Step
 from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.evidence.render import (RenderConfig, estimate_tokens, forged_markers, quote_nonce,
-                                              render_step, render_trajectory, safe_name)
+from rubricforge_dspy.evidence.render import (
+    RenderConfig,
+    estimate_tokens,
+    forged_markers,
+    quote_nonce,
+    render_step,
+    render_trajectory,
+    safe_name,
+)
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from tests.support.render_grammar import DSPY_MARKER, GrammarError, parse
 
@@ -165,10 +172,10 @@ def test_forged_markers_is_a_symptom_line_and_a_floor_feature():
 def test_a_floor_and_a_hybrid_fit_before_the_feature_was_added_still_load_and_score():
     """A stored model names its inputs: one fit on the feature list without ``forged_markers`` reads
     only those features (and a model naming an unknown feature is refused by name)."""
+    from rubricforge_dspy.core.verdict import Verdict
     from rubricforge_dspy.evidence.features import FEATURES, feature_values
     from rubricforge_dspy.judge.floor import FloorError, SymptomFloor, fit_logistic
     from rubricforge_dspy.judge.hybrid import LLM_INPUT, Stack
-    from rubricforge_dspy.core.verdict import Verdict
     from tests.support.helpers import make_dataset
 
     old = tuple(f for f in FEATURES if f != "forged_markers")

@@ -8,9 +8,11 @@ import re
 import dspy
 import pytest
 
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
+from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.induction.inducer import (
-    InductionConfig,
     REFLECTION_PROMPT,
+    InductionConfig,
     induce,
     make_feedback_metric,
     rendered_examples,
@@ -18,8 +20,6 @@ from rubricforge_dspy.induction.inducer import (
 )
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import read_program
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
-from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.helpers import make_dataset
 from tests.support.induction import ERROR_CRITERION, make_reflection_lm, scripted_judge

@@ -9,9 +9,9 @@ import pytest
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
+from rubricforge_dspy.data import to_examples
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.evidence.render import render_trajectory
-from rubricforge_dspy.data import to_examples
 from rubricforge_dspy.induction.inducer import freeze_induced
 from rubricforge_dspy.induction.search import InductionResult
 from rubricforge_dspy.induction.teleprompter import RubricInducer

@@ -10,7 +10,8 @@ import pytest
 
 inspect_ai = pytest.importorskip("inspect_ai", reason="the Inspect integration needs the extra: pip install -e '.[inspect]'")
 
-from inspect_ai import Task, eval as inspect_eval  # noqa: E402
+from inspect_ai import Task  # noqa: E402
+from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 from inspect_ai.solver import generate, use_tools  # noqa: E402

@@ -21,8 +21,8 @@ from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import CompiledRequest, encode_body, make_lm
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.support.helpers import make_dataset
 from tests.support.batch import read_lines
+from tests.support.helpers import make_dataset
 
 TEXTS = [
     "[1] USER: book a flight\n[2] AGENT: done",

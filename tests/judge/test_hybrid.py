@@ -10,15 +10,15 @@ import dspy
 import numpy as np
 import pytest
 
+from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.evidence.features import FEATURES
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.judge.hybrid import HybridJudge, Stack, fit_stack
-from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.loading import load_judge as load
+from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from rubricforge_dspy.core.verdict import Verdict
 from tests.support.hybrid import WRONG, dataset, episode, fitted, llm_blind_to_errors
 
 

@@ -7,15 +7,14 @@ import json
 from dataclasses import replace
 
 import dspy
-
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 import pytest
 
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import DEFAULT_API_KEY_ENV, LMConfig, bound_strings, structured_response_format
 from rubricforge_dspy.lm.engine import ChatCompletionsEngine, make_lm
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config
-from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply
+from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
 SECRET = "sk-test-THIS-MUST-NEVER-LEAK-123"
 TRAJECTORY = "COUNTERS: steps=2\nEVENTS:\n[1] USER: Cancel ABC123.\n[2] FINAL ANSWER: Cancelled.\nFINAL ANSWER: Cancelled."

@@ -3,9 +3,9 @@ import json
 import pytest
 
 import rubricforge_dspy
+from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import ProgramError, data_fingerprint, freeze, read_program
-from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.helpers import make_dataset
 

@@ -18,13 +18,13 @@ from pathlib import Path
 import dspy
 import pytest
 
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError
-from rubricforge_dspy.evidence.render import RenderConfig
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.serve import (
     EmbeddedServer,
     EmbeddedUnavailable,
@@ -33,8 +33,8 @@ from rubricforge_dspy.serve import (
     find_weights,
     free_port,
     launch_server,
-    probe,
     open_lm,
+    probe,
     wait_for_health,
 )
 from tests.support.helpers import bundled_missing

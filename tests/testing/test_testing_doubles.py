@@ -13,7 +13,14 @@ import pytest
 import rubricforge_dspy.testing as testing
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError
 from rubricforge_dspy.testing.fake_server import estimate_tokens
-from rubricforge_dspy.testing.scripted import Cut, ScriptedEngine, ScriptedLM, format_fields, last_user_text, system_text
+from rubricforge_dspy.testing.scripted import (
+    Cut,
+    ScriptedEngine,
+    ScriptedLM,
+    format_fields,
+    last_user_text,
+    system_text,
+)
 
 HOOK = ("rubricforge_dspy.testing.scripted.format_fields uses the private DSPy hook "
         "dspy.adapters.chat_adapter.FieldInfoWithName + Adapter.format_field_with_value(fields_with_values, role=...)")
