@@ -48,7 +48,7 @@ def with_rubrics(bodies: list[dict], k: int) -> list[dict]:
     rng = random.Random(0)
     out = []
     marker = "your objective is:"
-    for i, body in enumerate(bodies):
+    for body in bodies:
         body = copy.deepcopy(body)
         system = body["messages"][0]
         at = system["content"].find(marker)

@@ -260,7 +260,7 @@ class GEPACheckpoint:
             _write_marker(self.marker, {**self.fingerprint, STATE_TAG_KEY: self._tags})
             _write_atomic(self.log_dir / GEPA_STATE, data)
             self._copied[GEPA_STATE] = signature
-        for directory, subdirectories, files in os.walk(self.run_dir):
+        for directory, _subdirectories, files in os.walk(self.run_dir):
             relative = Path(directory).relative_to(self.run_dir)
             target = self.log_dir / relative
             if relative != Path("."):
