@@ -94,7 +94,7 @@ def throughput(config: LMConfig, trajectories, render: RenderConfig, concurrency
         "trajectories": n, "concurrency": concurrency, "rounds": rounds,
         "bare_traj_per_s": rate["bare"], "judge_traj_per_s": rate["judge"],
         "ratio_judge_over_bare": rate["judge"] / rate["bare"],
-        "paired_ratios": [round(b / j, 3) for (b, _), (j, _) in zip(passes["bare"], passes["judge"])],
+        "paired_ratios": [round(b / j, 3) for (b, _), (j, _) in zip(passes["bare"], passes["judge"], strict=True)],
         "per_round_s": {side: [round(s, 2) for s, _ in runs] for side, runs in passes.items()},
         "parsed_per_round": {side: [p for _, p in runs] for side, runs in passes.items()},
     }

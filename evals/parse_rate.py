@@ -50,7 +50,7 @@ def sample_trajectories(total: int = 50):
     for i in range(total - sum(quotas)):
         quotas[i % len(quotas)] += 1
     chosen = []
-    for (relative, _), k in zip(SAMPLE, quotas):
+    for (relative, _), k in zip(SAMPLE, quotas, strict=True):
         if k == 0:
             continue
         loaded = load_trajectories(DATA / relative)

@@ -200,7 +200,7 @@ def forged_markers(step: Step) -> int:
 def _word(seed: bytes) -> str:
     digest = hashlib.sha256(seed).digest()
     return "".join(_CONSONANTS[a % len(_CONSONANTS)] + _VOWELS[b % len(_VOWELS)]
-                   for a, b in zip(digest[0:6:2], digest[1:6:2]))
+                   for a, b in zip(digest[0:6:2], digest[1:6:2], strict=True))
 
 
 def quote_nonce(texts: list[str]) -> str:
@@ -388,7 +388,7 @@ def _pieces(steps, cleaned: list | None = None) -> list[str]:
     """Every text of `steps` the render shows, as it shows it (sanitized, neutralized, names made safe);
     `cleaned`: the steps' `_clean_step` results when the caller has them."""
     out = []
-    for step, (content, arguments) in zip(steps, cleaned or map(_clean_step, steps)):
+    for step, (content, arguments) in zip(steps, cleaned or map(_clean_step, steps), strict=True):
         out.append(content[0])
         if arguments is not None:
             out.append(arguments[0])
@@ -429,7 +429,7 @@ def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None
     cleaned = [_clean_step(step) for step in trajectory.steps]
     nonce = quote_nonce(_pieces(trajectory.steps, cleaned))
     fence = _fence(nonce)
-    steps = [_step_part(i, step, fence, c) for i, (step, c) in enumerate(zip(trajectory.steps, cleaned), 1)]
+    steps = [_step_part(i, step, fence, c) for i, (step, c) in enumerate(zip(trajectory.steps, cleaned, strict=True), 1)]
     final = next((i for i in range(len(trajectory.steps) - 1, -1, -1) if trajectory.steps[i].kind == "final_answer"),
                  None)
     footer = _part(None, "FINAL ANSWER:", "(none)", fence, quoted=final is not None,
@@ -462,14 +462,14 @@ def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -
     # a long step's guaranteed share never exceeds a quarter of the budget: first and last steps always fit
     floors = [min(_floor(p, max_chars), max(1, budget // 4)) for p in parts]
     keep = list(range(len(parts)))
-    if sum(p.fixed + f for p, f in zip(parts, floors)) > budget:
+    if sum(p.fixed + f for p, f in zip(parts, floors, strict=True)) > budget:
         keep, budget = _head_and_tail(steps, floors, budget - footer.fixed - floors[-1])
         keep.append(len(parts) - 1)
         budget += footer.fixed + floors[-1]
     kept = [parts[i] for i in keep]
     shares = _water_fill([p.cost for p in kept], [floors[i] for i in keep], budget - sum(p.fixed for p in kept))
     lines, tokens = [], 0
-    for p, share in zip(kept, shares):
+    for p, share in zip(kept, shares, strict=True):
         whole = share >= p.cost
         body = p.body if whole else p.cut(share)
         lines.append(p.text(body))
@@ -485,7 +485,7 @@ def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -
 def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int]:
     """Shares of `available`: ``min(cost, max(floor, level))`` with the highest level that fits."""
     def total(level: int) -> int:
-        return sum(min(c, max(f, level)) for c, f in zip(costs, floors))
+        return sum(min(c, max(f, level)) for c, f in zip(costs, floors, strict=True))
 
     low, high = 0, max(costs, default=0)
     while low < high:
@@ -494,7 +494,7 @@ def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int
             low = middle
         else:
             high = middle - 1
-    return [min(c, max(f, low)) for c, f in zip(costs, floors)]
+    return [min(c, max(f, low)) for c, f in zip(costs, floors, strict=True)]
 
 
 def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[list[int], int]:
@@ -502,7 +502,7 @@ def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[
     them after the elision marker. The oldest tail step may get less than its floor (`floors` is
     updated) when at least `MIN_SHARE` tokens are left for it."""
     budget -= estimate_tokens(ELISION.format(n=len(steps))) + 1
-    costs = [p.fixed + f for p, f in zip(steps, floors)]
+    costs = [p.fixed + f for p, f in zip(steps, floors, strict=False)]  # floors[-1] is the footer's: not a step
     head, used = [], 0
     for i, cost in enumerate(costs):
         if used + cost > budget // 3:

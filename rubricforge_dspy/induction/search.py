@@ -257,7 +257,7 @@ def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajec
     manifest fields (``calibration``, ``threshold``) plus notes. Nothing is fit on one class."""
     from rubricforge_dspy.judge import operating_point as cal
 
-    rows = [(v.score, t.label) for v, t in zip(verdicts, val) if not v.abstained]
+    rows = [(v.score, t.label) for v, t in zip(verdicts, val, strict=True) if not v.abstained]
     if config.calibration is None or len({label for _, label in rows}) < 2:
         if config.max_false_pass is not None:
             raise InputError(f"max_false_pass={config.max_false_pass} (command line: --max-false-pass) needs "
@@ -422,7 +422,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     if checkpoint is not None:  # GEPA's own run dir is gone; its files are in the user's log dir
         detailed = dataclasses.replace(detailed, log_dir=str(checkpoint.log_dir))
     sweep = sweep_table(detailed)
-    for row, rate in zip(sweep, _candidate_false_pass_rates(detailed, val)):
+    for row, rate in zip(sweep, _candidate_false_pass_rates(detailed, val), strict=True):
         row["val_false_pass_rate"] = None if rate is None else round(rate, 6)
     best_index, selection, reason = select_candidate(sweep, config)
     best = detailed.candidates[best_index]

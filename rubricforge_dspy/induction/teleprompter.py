@@ -246,7 +246,7 @@ class RubricInducer(Teleprompter):
         result = run_search(train, val, seed=student, judge_lm=judge_lm, reflection_lm=self.reflection_lm,
                             config=self.config, log_dir=self.log_dir)
         judge = result.judge
-        for mine, theirs in zip(judge.predictors(), student.predictors()):
+        for mine, theirs in zip(judge.predictors(), student.predictors(), strict=True):
             mine.lm = theirs.lm
         if test:
             self._measure(judge, test, judge_lm, result)
@@ -262,6 +262,6 @@ class RubricInducer(Teleprompter):
                                for key, value in validation_metrics(verdicts, test).items()}
         if self.certify is not None:
             records = [{"id": t.id, "task_id": t.task_id, "label": t.label, **v.to_dict()}
-                       for t, v in zip(test, verdicts)]
+                       for t, v in zip(test, verdicts, strict=True)]
             result.certificate = self.certify(records, lm=judge_lm, data_fingerprint=data_fingerprint(test),
                                               rubric_sha256=rubric_sha256(judge.rubric))

@@ -111,7 +111,7 @@ def fit_stack(llm_verdicts: Sequence[Verdict], trajectories: Sequence[Trajectory
     trajectories = require_labels(trajectories, "the hybrid's stack fit")
     if len(llm_verdicts) != len(trajectories):
         raise FloorError(f"one verdict per trajectory: got {len(llm_verdicts)} verdicts, {len(trajectories)} items")
-    rows = [(v, t) for v, t in zip(llm_verdicts, trajectories) if not v.abstained]
+    rows = [(v, t) for v, t in zip(llm_verdicts, trajectories, strict=True) if not v.abstained]
     x = np.array([[v.score, *(feature_values(t)[n] for n in FEATURES)] for v, t in rows]).reshape(-1, len(HYBRID_INPUTS))
     y = [t.label for _, t in rows]
     model = fit_logistic(x, y, HYBRID_INPUTS)

@@ -246,7 +246,7 @@ class JudgeReward(_Rewarder):
                  **kwargs) -> list[float | None]:
         if len(prompts) != len(completions):
             raise InputError(f"reward function got {len(prompts)} prompts and {len(completions)} completions")
-        results = self.rewards(list(zip(prompts, completions)))
+        results = self.rewards(list(zip(prompts, completions, strict=True)))
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):  # TRL's hook for scalar metrics of a reward function
             log_metric(f"{self.__name__}/abstained", float(sum(v is None or v.abstained for _, v in results)))
@@ -298,7 +298,7 @@ class VerlComputeScore(_Rewarder):
         extra_infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
         if len(extra_infos) != len(solution_strs):
             raise InputError(f"compute_score got {len(solution_strs)} solution_strs and {len(extra_infos)} extra_infos")
-        items = [self._item(solution, extra) for solution, extra in zip(solution_strs, extra_infos)]
+        items = [self._item(solution, extra) for solution, extra in zip(solution_strs, extra_infos, strict=True)]
         return [self._result(reward, verdict) for reward, verdict in self.rewards(items)]
 
 

@@ -57,7 +57,7 @@ def assert_structure_is_the_renderers(trajectory, text: str, config: RenderConfi
     # the step lines and elision lines cover 1..n exactly once, in order
     numbers = [e.number for e in parsed.events]
     assert numbers == sorted(set(numbers)) and all(1 <= n <= len(steps) for n in numbers)
-    gaps = [b - a - 1 for a, b in zip([0, *numbers], [*numbers, len(steps) + 1]) if b - a > 1]
+    gaps = [b - a - 1 for a, b in zip([0, *numbers], [*numbers, len(steps) + 1], strict=True) if b - a > 1]
     assert parsed.elided == gaps
     for event in parsed.events:
         step = steps[event.number - 1]

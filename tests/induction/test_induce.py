@@ -30,7 +30,7 @@ FORBIDDEN = re.compile(r"reward|hash|gold|evaluator|CANARY", re.IGNORECASE)
 def agreement(judge, trajectories, lm):
     with dspy.context(lm=lm):
         verdicts = [judge(trajectory=t) for t in trajectories]
-    return sum(v.passed == bool(t.label) for v, t in zip(verdicts, trajectories)) / len(trajectories)
+    return sum(v.passed == bool(t.label) for v, t in zip(verdicts, trajectories, strict=True)) / len(trajectories)
 
 
 def test_metric_scores_agreement_and_cost_of_false_pass():
@@ -207,7 +207,7 @@ def false_pass_rate_of(judge, trajectories, lm):
 
     with dspy.context(lm=lm):
         verdicts = [judge_verdict(judge, t) for t in trajectories]
-    failed = [v for v, t in zip(verdicts, trajectories) if t.label == 0]
+    failed = [v for v, t in zip(verdicts, trajectories, strict=True) if t.label == 0]
     return sum(v.passed for v in failed) / len(failed), verdicts
 
 
@@ -225,7 +225,7 @@ def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_pa
     capped_fp, verdicts = false_pass_rate_of(capped_judge, split.test, lm)
     assert plain_fp == 1.0 and capped_fp <= 0.1
     # the passes that remain are the real successes: the cap did not just fail everything
-    assert any(v.passed for v, t in zip(verdicts, split.test) if t.label == 1)
+    assert any(v.passed for v, t in zip(verdicts, split.test, strict=True) if t.label == 1)
     assert all(v.score_calibrated is not None for v in verdicts)
     manifest = read_program(tmp_path / "capped.json")["rubricforge"]
     assert manifest["threshold"]["false_pass_rate"] <= 0.1 and manifest["induction"]["max_false_pass"] == 0.1

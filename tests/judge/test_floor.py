@@ -36,7 +36,7 @@ def test_features_are_defined_for_every_shipped_format(fmt):
     trajectories = load_trajectories(SHIPPED[fmt])
     x = feature_matrix(trajectories)
     assert x.shape == (len(trajectories), len(FEATURES)) and np.isfinite(x).all()
-    column = dict(zip(FEATURES, x.T))
+    column = dict(zip(FEATURES, x.T, strict=True))
     assert (column["tool_calls"] > 0).any() and column["log_steps"].std() > 0
     if fmt != "adapt":  # ADaPT logs hold actions only: no tool results, so no errors and no commits
         assert (column["successful_commits"] > 0).any()

@@ -34,9 +34,9 @@ DSPY_MARKER = re.compile(r"\[\s*\[\s*#+|#+\s*\]\s*\]|\[\[ ## \w+ ## \]\]")
 # Characters that read as ASCII letters or tag delimiters and that NFKC leaves alone: a short list written
 # for the tests, apart from the renderer's generated table (rubricforge_dspy/evidence/lookalikes.json).
 HOMOGLYPHS = str.maketrans({
-    **dict(zip("аеіорѕкухсԁјһɡ", "aeiopskyxcdjhg")),  # Cyrillic (and script g)
-    **dict(zip("αοικρνυτ", "aoikpvut")),  # Greek
-    **dict(zip("ᴀᴇɪᴏᴜᴋᴍɴʀᴛᴠᴢʙᴅꜰɢʟᴘꜱ", "aeioukmnrtvzbdfglps")),  # small capitals
+    **dict(zip("аеіорѕкухсԁјһɡ", "aeiopskyxcdjhg", strict=True)),  # Cyrillic (and script g)
+    **dict(zip("αοικρνυτ", "aoikpvut", strict=True)),  # Greek
+    **dict(zip("ᴀᴇɪᴏᴜᴋᴍɴʀᴛᴠᴢʙᴅꜰɢʟᴘꜱ", "aeioukmnrtvzbdfglps", strict=True)),  # small capitals
     **dict.fromkeys("‹〈⟨〈❮ᐸ˂", "<"), **dict.fromkeys("›〉⟩〉❯ᐳ˃", ">"), **dict.fromkeys("∕⁄⧸╱", "/"),
     "0": "o", "1": "l", "I": "l", "|": "l",  # digits and capitals that pass for lowercase letters
 })

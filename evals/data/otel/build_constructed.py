@@ -166,13 +166,13 @@ def main() -> None:
     (HERE / "constructed_otlp.jsonl").write_text(renumber("".join(json.dumps(x) + "\n" for x in lines), "d4e5f6"))
     console = "".join(json.dumps(sdk_span(s), indent=4) + "\n" for s in t["b"] + t["c"])  # ConsoleSpanExporter
     (HERE / "constructed_console_spans.json").write_text(renumber(console, "170817"))
-    for name, trace in zip(("constructed_mlflow_v2.json", "constructed_mlflow_v3.json"), mlflow_traces()):
+    for name, trace in zip(("constructed_mlflow_v2.json", "constructed_mlflow_v3.json"), mlflow_traces(), strict=True):
         (HERE / name).write_text(json.dumps(trace, indent=1) + "\n")
 
 
 def renumber(text: str, new: str) -> str:
     """Other trace ids per file, so that the directory loads without duplicate ids."""
-    for old, repl in zip(("a1", "b2", "c3"), (new[:2], new[2:4], new[4:])):
+    for old, repl in zip(("a1", "b2", "c3"), (new[:2], new[2:4], new[4:]), strict=True):
         text = text.replace(old * 16, repl * 16)
     return text
 
