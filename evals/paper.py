@@ -99,7 +99,8 @@ def write_summary(path: Path, rows, names, note: str = "") -> None:
              f"Judge LM: `{names[0]}`; reflection LM: `{names[1]}`.\n",
              "| dataset | judge | false-pass rate | accuracy | kappa | n |", "|---|---|---|---|---|---|"]
     for name, run_dir, report in rows:
-        for judge in ("induced", "hybrid", "geval", "fewshot", "heuristic", "floor", "length_only", "majority", "oracle"):
+        for judge in ("induced", "hybrid", "geval", "fewshot", "heuristic", "floor", "length_only", "majority",
+                      "oracle"):
             row = _main_row(report, judge)
             if row:
                 fmt = lambda v: "n/a" if v is None else f"{v:.3f}"

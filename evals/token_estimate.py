@@ -1,6 +1,7 @@
 """Does `rubricforge_dspy.evidence.tokens.estimate_tokens` ever count fewer tokens than a real tokenizer?
 
-    python -m evals.token_estimate [--out evals/results/token_estimate.json] [--sample tests/fixtures/token_sample.jsonl]
+    python -m evals.token_estimate [--out evals/results/token_estimate.json]
+        [--sample tests/fixtures/token_sample.jsonl]
 
 The reference is the SmolLM2-135M tokenizer (the embedded judge's: llama-cpp-python,
 ``Llama(weights, vocab_only=True).tokenize``, no BOS, special tokens not parsed). Measured texts:

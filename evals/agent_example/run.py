@@ -322,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--program", type=Path, default=None,
                         help="a frozen judge program (.json); its manifest's false_pass_rate is the audit baseline")
     parser.add_argument("--baseline-fpr", type=float, default=None, help="audit baseline false-pass rate (overrides)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="audit drift test level (one-sided exact binomial)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help="audit drift test level (one-sided exact binomial)")
     parser.add_argument("--demos", type=int, default=2, help="BootstrapFewShot max_bootstrapped_demos")
     parser.add_argument("--max-iters", type=int, default=8, help="ReAct max_iters")
     add_lm_arguments(parser, reflection=False)

@@ -199,7 +199,8 @@ def ideal_client(api_base: str, bodies: list[dict], timeout: float = 3600.0) -> 
             return time.perf_counter() - started, sum(results)
 
     wall, ok = asyncio.run(run())
-    return {"requests": len(bodies), "ok": ok, "wall_s": round(wall, 3), "throughput_per_s": round(len(bodies) / wall, 3)}
+    return {"requests": len(bodies), "ok": ok, "wall_s": round(wall, 3),
+            "throughput_per_s": round(len(bodies) / wall, 3)}
 
 
 def write_json(path: Path, payload: dict) -> None:

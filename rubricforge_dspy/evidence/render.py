@@ -61,8 +61,8 @@ from rubricforge_dspy.evidence.clip import as_json, fit, sanitize
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 
 __all__ = ["DEFAULT_MAX_STEP_CHARS", "DEFAULT_RENDER_TOKENS", "ELISION", "HEADER", "RENDER_VERSION", "RenderConfig",
-           "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters", "render_step",
-           "render_trajectory", "render_with_overrides", "safe_name"]
+           "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters",
+           "render_step", "render_trajectory", "render_with_overrides", "safe_name"]
 
 RENDER_VERSION = 3  # 1: flattened whitespace, fixed per-step clip, characters / 4; 2: no quoting of content
 DEFAULT_RENDER_TOKENS = LIBRARY.render_tokens  # estimated tokens of a whole render (the library's, core.presets)
@@ -121,7 +121,8 @@ def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern, re.Patte
     # (listing the other planes' ranges too makes it test them one by one, ~100 times slower)
     foldable = f"{_class(bmp)}\U00010000-\U0010ffff"
     # a closing tag: "<" or a look-alike, "/" or a look-alike, then letters (or their look-alikes)
-    tag = re.compile(f"[{re.escape(delimiters['<'])}]\\s*[{re.escape(delimiters['/'])}]\\s*[A-Za-z0-9|{foldable}]{{1,64}}")
+    tag = re.compile(f"[{re.escape(delimiters['<'])}]\\s*[{re.escape(delimiters['/'])}]\\s*"
+                     f"[A-Za-z0-9|{foldable}]{{1,64}}")
     return table, ascii_part, re.compile(f"[{foldable}]+"), tag
 
 
@@ -429,7 +430,8 @@ def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None
     cleaned = [_clean_step(step) for step in trajectory.steps]
     nonce = quote_nonce(_pieces(trajectory.steps, cleaned))
     fence = _fence(nonce)
-    steps = [_step_part(i, step, fence, c) for i, (step, c) in enumerate(zip(trajectory.steps, cleaned, strict=True), 1)]
+    steps = [_step_part(i, step, fence, c)
+             for i, (step, c) in enumerate(zip(trajectory.steps, cleaned, strict=True), 1)]
     final = next((i for i in range(len(trajectory.steps) - 1, -1, -1) if trajectory.steps[i].kind == "final_answer"),
                  None)
     footer = _part(None, "FINAL ANSWER:", "(none)", fence, quoted=final is not None,

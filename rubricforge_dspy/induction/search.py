@@ -385,7 +385,8 @@ def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[d
 
 
 def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: TrajectoryJudge, judge_lm: dspy.BaseLM,
-               reflection_lm: dspy.BaseLM, config: InductionConfig, log_dir: str | Path | None = None) -> InductionResult:
+               reflection_lm: dspy.BaseLM, config: InductionConfig,
+               log_dir: str | Path | None = None) -> InductionResult:
     """GEPA over `seed`'s rubric on labeled `train`, selection and operating point on `val`.
 
     The engine of `RubricInducer.compile`; the data must already be checked (`check_induction_data`).

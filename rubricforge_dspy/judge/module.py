@@ -358,7 +358,8 @@ class TrajectoryJudge(BaseJudge):
         There is one when the LM is a `dspy.LM` built by `lm.make_lm` (its async engine an
         `AsyncChatCompletionsEngine`) that makes one attempt per call with DSPy's response cache off (as
         `lm.copies.one_attempt_lm` makes it), the adapter is `StrictJSONAdapter`, the judge is a
-        `TrajectoryJudge` whose calls are not overridden by a subclass, and no DSPy callback is set anywhere (a callback would see no call on the fast path). The request DSPy builds is captured
+        `TrajectoryJudge` whose calls are not overridden by a subclass, and no DSPy callback is set
+        anywhere (a callback would see no call on the fast path). The request DSPy builds is captured
         once, without a call (`lm.engine.capture_request`), and must differ between two texts only by the
         text.
 
