@@ -195,7 +195,8 @@ def main(argv=None) -> int:
         "one_server_limit_per_s": round(one_limit, 3), "dataset": dataset, "runs": runs,
         "cpu_note": "client CPU = every process of the local Ray instance (driver, raylet, GCS, workers), simulators "
                     "excluded, sampled every 0.2 s; Ray's own start-up before the run is excluded; "
-                    "the whole-run figures include the workers' start-up (importing DSPy, seconds of CPU each), the steady_state ones do not",
+                    "the whole-run figures include the workers' start-up (importing DSPy, seconds of CPU each), "
+                    "the steady_state ones do not",
         "steady_note": "steady_state starts when 25% of the lines are written; the requests already in flight then "
                        "(up to workers x concurrency) finish inside the window, so its verdicts/s is biased upward and "
                        "can exceed the all-queued limit; its CPU per verdict is the number to model client cores with",

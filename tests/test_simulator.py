@@ -28,7 +28,8 @@ def body(system: str, episode: str, **extra) -> dict:
     schema = {"type": "object", "properties": {"reason": {"type": "string"}, "passed": {"type": "boolean"},
                                                "score": {"type": "number"}}}
     return {"model": "m", "messages": [{"role": "system", "content": system},
-                                       {"role": "user", "content": f"[[ ## trajectory ## ]]\n{episode}\n\nRespond with JSON"}],
+                                       {"role": "user",
+                                        "content": f"[[ ## trajectory ## ]]\n{episode}\n\nRespond with JSON"}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": schema}},
             "max_tokens": 256, "seed": 0, **extra}
 

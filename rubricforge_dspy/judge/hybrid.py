@@ -112,7 +112,8 @@ def fit_stack(llm_verdicts: Sequence[Verdict], trajectories: Sequence[Trajectory
     if len(llm_verdicts) != len(trajectories):
         raise FloorError(f"one verdict per trajectory: got {len(llm_verdicts)} verdicts, {len(trajectories)} items")
     rows = [(v, t) for v, t in zip(llm_verdicts, trajectories, strict=True) if not v.abstained]
-    x = np.array([[v.score, *(feature_values(t)[n] for n in FEATURES)] for v, t in rows]).reshape(-1, len(HYBRID_INPUTS))
+    x = np.array([[v.score, *(feature_values(t)[n] for n in FEATURES)] for v, t in rows])
+    x = x.reshape(-1, len(HYBRID_INPUTS))
     y = [t.label for _, t in rows]
     model = fit_logistic(x, y, HYBRID_INPUTS)
     threshold = PASS_THRESHOLD

@@ -14,8 +14,8 @@ Its return value follows DSPy's conventions:
   ``dspy.Prediction(score, feedback)``; the feedback is what decided the verdict (the raw score, the
   calibrated score when the program has a calibration, and the pass threshold: `core.verdict.PassRule`),
   the judge's reason and the rubric criterion it failed (``"unattributed"`` when the reason names
-  none). ``feedback=True`` returns that Prediction on every call, with a float score (use it for GEPA in graded mode: GEPA also scores with a trace);
-  ``feedback=False`` never does.
+  none). ``feedback=True`` returns that Prediction on every call, with a float score (use it for GEPA
+  in graded mode: GEPA also scores with a trace); ``feedback=False`` never does.
 
 An abstained verdict (the judge could not grade) scores 0 / False, with feedback saying so.
 
@@ -23,7 +23,8 @@ Verdicts are cached (`rubricforge_dspy.judge.cache.VerdictCache`; in memory by d
 cache on disk), keyed by (the judge's fingerprint, sha256 of the rendered text), as batch judging keys
 them: the same trajectory is judged once per metric, whatever the optimizer re-evaluates, and
 concurrent evaluations of one text make one LM call. Abstentions are never cached. The judge runs
-with DSPy tracing off, so its own predictor never enters the agent's trace (BootstrapFewShot calls the metric inside the agent's trace context).
+with DSPy tracing off, so its own predictor never enters the agent's trace (BootstrapFewShot calls the
+metric inside the agent's trace context).
 
 The prediction is read into a `Trajectory` by `data.formats.dspy_prediction.trajectory_from_prediction`
 (unlabeled: its label placeholders never reach the judge).

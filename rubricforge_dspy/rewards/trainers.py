@@ -127,7 +127,8 @@ def trajectory_from_messages(prompt: Any, completion: Any, *, index: int = 0) ->
     if isinstance(prompt, str) and isinstance(completion, str):
         steps = [Step("user", prompt), Step("final_answer", completion)]
     else:
-        prompt_messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _normalize(prompt, "prompt")
+        prompt_messages = ([{"role": "user", "content": prompt}] if isinstance(prompt, str)
+                           else _normalize(prompt, "prompt"))
         completion_messages = ([{"role": "assistant", "content": completion}] if isinstance(completion, str)
                                else _normalize(completion, "completion"))
         steps = steps_of([*prompt_messages, *completion_messages])
@@ -150,7 +151,8 @@ class _Rewarder:
             raise InputError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if max_consecutive_abstentions is not None and max_consecutive_abstentions < 1:
             raise InputError("max_consecutive_abstentions must be >= 1 (or None for no limit)")
-        if abstain_value is not None and (isinstance(abstain_value, bool) or not isinstance(abstain_value, (int, float))):
+        if abstain_value is not None and (isinstance(abstain_value, bool)
+                                          or not isinstance(abstain_value, (int, float))):
             raise InputError(f"abstain_value must be a number or None, got {abstain_value!r}")
         self.judge = judge
         self.abstain_value = None if abstain_value is None else float(abstain_value)

@@ -96,7 +96,8 @@ def test_corrupt_middle_line_and_foreign_program_are_refused(tmp_path):
     out = tmp_path / "v.jsonl"
     judge_stream(TrajectoryJudge(), data[:2], out, lm=scripted_lm(), progress=False, data="dataset-1")
     # What the user sees: which part of the judge changed, and what to do.
-    with pytest.raises(BatchOutputError, match=r"belongs to another job .*programs\.0\.signature\.instructions.*new --out"):
+    with pytest.raises(BatchOutputError,
+                       match=r"belongs to another job .*programs\.0\.signature\.instructions.*new --out"):
         judge_stream(TrajectoryJudge(rubric="Pass everything."), data, out, lm=scripted_lm(), progress=False)
     with pytest.raises(BatchOutputError, match=r"another judge configuration \(changed: lm\.model\)"):
         judge_stream(TrajectoryJudge(), data, out, lm=ScriptedLM(lambda m: verdict_of(""), model="other"),

@@ -200,7 +200,8 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, deadline: float)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs signal.SIGKILL, which this platform lacks (Windows): run it on Linux or macOS")
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"),
+                    reason="needs signal.SIGKILL, which this platform lacks (Windows): run it on Linux or macOS")
 def test_sigkill_mid_run_then_rerun_gives_exactly_one_line_per_id(tmp_path):
     n = 40
     script = tmp_path / "runner.py"

@@ -78,7 +78,8 @@ def test_postprocess_turns_answers_into_verdicts_and_abstentions():
     assert (cut["abstained"], cut["error_kind"]) == (True, "truncated")
     cut_json = _answer(judge, generated_text='{"reason": "ok", "passed": true, "score": 0.9}', finish_reason="length")
     assert (cut_json["abstained"], cut_json["error_kind"]) == (True, "truncated")
-    contradiction = _answer(judge, generated_text='{"reason": "x", "passed": true, "score": 0.1}', num_generated_tokens=9)
+    contradiction = _answer(judge, generated_text='{"reason": "x", "passed": true, "score": 0.1}',
+                            num_generated_tokens=9)
     assert (contradiction["passed"], contradiction["contradiction"], contradiction["abstained"]) == (False, True, False)
 
 

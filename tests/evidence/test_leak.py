@@ -85,7 +85,8 @@ def poisoned_copy(path: Path, tmp_path: Path) -> Path:
     target = tmp_path / path.parent.name / path.name
     target.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "webshop_react":
-        lines = [json.dumps(_poison_webshop(json.loads(line))) for line in path.read_text().splitlines() if line.strip()]
+        lines = [json.dumps(_poison_webshop(json.loads(line)))
+                 for line in path.read_text().splitlines() if line.strip()]
         target.write_text("\n".join(lines) + "\n")
         return target
     if fmt in TRACE_FORMATS:

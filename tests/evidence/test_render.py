@@ -138,7 +138,8 @@ def test_render_never_exceeds_its_budget_on_shipped_data():
     trajectories = load_trajectories(data)
     for preset in PRESETS.values():
         for t in trajectories[::10]:
-            assert estimate_tokens(render_trajectory(t, RenderConfig.of(preset))) <= preset.render_tokens, (preset.name, t.id)
+            rendered = render_trajectory(t, RenderConfig.of(preset))
+            assert estimate_tokens(rendered) <= preset.render_tokens, (preset.name, t.id)
 
 
 def test_render_command_honours_step_chars(capsys):

@@ -187,7 +187,9 @@ def test_recompiling_with_init_starts_from_the_parent_and_records_its_hash(tmp_p
 def test_induction_refuses_a_budget_below_one_validation_pass_and_one_class_labels():
     split = split_by_task(make_dataset(24), seed=0)
     lm = ScriptedLM(scripted_judge)
-    with pytest.raises(ValueError, match=r"budget=2 \(command line: --budget\) is smaller than one validation pass .*Use budget >="):
+    with pytest.raises(ValueError,
+                       match=r"budget=2 \(command line: --budget\) is smaller than one validation pass "
+                             r".*Use budget >="):
         induce(split.train, split.val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=2))
     one_class = [t for t in make_dataset(24) if t.label == 1]
     split = split_by_task(one_class, seed=0)
@@ -219,7 +221,8 @@ def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_pa
     plain = induce(split.train, split.val, judge_lm=lm, reflection_lm=unhelpful,
                    config=InductionConfig(budget=40, minibatch=3), out_path=tmp_path / "plain.json")
     capped = induce(split.train, split.val, judge_lm=lm, reflection_lm=unhelpful,
-                    config=InductionConfig(budget=40, minibatch=3, max_false_pass=0.1), out_path=tmp_path / "capped.json")
+                    config=InductionConfig(budget=40, minibatch=3, max_false_pass=0.1),
+                    out_path=tmp_path / "capped.json")
     plain_fp, _ = false_pass_rate_of(load_judge(tmp_path / "plain.json", check_certificate=False), split.test, lm)
     capped_judge = load_judge(tmp_path / "capped.json", check_certificate=False)
     capped_fp, verdicts = false_pass_rate_of(capped_judge, split.test, lm)
@@ -232,7 +235,8 @@ def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_pa
     assert manifest["calibration"]["method"] == "platt"
     assert capped.manifest["metrics"]["false_pass_rate"] <= 0.1 < plain.manifest["metrics"]["false_pass_rate"]
     # the operating point is part of the judge's fingerprint: no cached verdict of the uncapped judge is reused
-    assert capped_judge.fingerprint(lm).sha256 != load_judge(tmp_path / "plain.json", check_certificate=False).fingerprint(lm).sha256
+    plain_judge = load_judge(tmp_path / "plain.json", check_certificate=False)
+    assert capped_judge.fingerprint(lm).sha256 != plain_judge.fingerprint(lm).sha256
 
 
 def test_a_reflection_answer_cut_at_max_tokens_proposes_nothing_and_the_run_goes_on(tmp_path):

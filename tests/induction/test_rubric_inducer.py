@@ -63,7 +63,8 @@ def test_the_student_lm_is_the_judge_lm_and_the_returned_judge_keeps_it():
 def test_no_judge_lm_is_refused_before_any_call():
     reflection = ScriptedLM(lambda m: {"new_instruction": "x"})
     with dspy.context(lm=None), pytest.raises(InputError, match=r"no judge LM.*set_lm"):
-        RubricInducer(reflection_lm=reflection, budget=40).compile(TrajectoryJudge(), trainset=examples(make_dataset(8)))
+        RubricInducer(reflection_lm=reflection, budget=40).compile(TrajectoryJudge(),
+                                                                   trainset=examples(make_dataset(8)))
     assert reflection.calls == 0
 
 

@@ -100,7 +100,8 @@ def test_a_false_pass_cap_sets_the_hybrid_threshold(lm, tmp_path):
         verdicts = [judge_verdict(TrajectoryJudge(), t) for t in val]
     from rubricforge_dspy.evidence.features import feature_values
 
-    passed_failures = [stack.verdict(v, feature_values(t)).passed for v, t in zip(verdicts, val, strict=True) if not t.label]
+    passed_failures = [stack.verdict(v, feature_values(t)).passed
+                       for v, t in zip(verdicts, val, strict=True) if not t.label]
     assert stack.max_false_pass == 0.0 and not any(passed_failures)
 
 

@@ -42,7 +42,7 @@ from tests.support.helpers import bundled_missing
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 try:
     check_embedded()
-except EmbeddedUnavailable as missing:  # says what is missing (the server modules or the weights) and to run ./install.sh
+except EmbeddedUnavailable as missing:  # what is missing (the server modules or the weights); run ./install.sh
     pytest.skip(f"no real llama.cpp server to start: {missing}", allow_module_level=True)
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"

@@ -40,9 +40,10 @@ def test_the_private_dspy_hook_still_exists_as_the_scripted_lm_uses_it():
     assert "role" in inspect.signature(dspy.JSONAdapter.format_field_with_value).parameters, \
         f"DSPy {dspy.__version__}: JSONAdapter.format_field_with_value takes no `role` any more: {HOOK}"
     # and the hook still writes what each adapter parses back
-    assert dspy.JSONAdapter().parse(dspy.Signature("q -> a, b: int"), format_fields(dspy.JSONAdapter(),
-                                                                                    {"a": "x", "b": 2})) == {"a": "x", "b": 2}
-    assert dspy.ChatAdapter().parse(dspy.Signature("q -> a"), format_fields(dspy.ChatAdapter(), {"a": "x"})) == {"a": "x"}
+    written = format_fields(dspy.JSONAdapter(), {"a": "x", "b": 2})
+    assert dspy.JSONAdapter().parse(dspy.Signature("q -> a, b: int"), written) == {"a": "x", "b": 2}
+    written = format_fields(dspy.ChatAdapter(), {"a": "x"})
+    assert dspy.ChatAdapter().parse(dspy.Signature("q -> a"), written) == {"a": "x"}
 
 
 def test_the_public_dspy_engine_contract_the_scripted_lm_is_built_on():
