@@ -28,9 +28,9 @@ resolve, with a `DeprecationWarning` naming the import to use, but are not in ``
 """
 
 import importlib
-from typing import Any
 import os
 import warnings
+from typing import Any
 
 from rubricforge_dspy._lazy import lazy_exports
 

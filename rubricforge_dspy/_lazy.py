@@ -12,7 +12,9 @@ import sys
 from typing import Any, Callable, Mapping, Sequence
 
 
-def lazy_exports(package: str, modules: Mapping[str, Sequence[str]]) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+def lazy_exports(
+    package: str, modules: Mapping[str, Sequence[str]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """The module-level ``__getattr__``, ``__dir__`` and ``__all__`` of `package`.
 
     Args:

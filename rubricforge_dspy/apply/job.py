@@ -32,8 +32,7 @@ import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
-from rubricforge_dspy.core.verdict import VerdictLineError, check_line
-from rubricforge_dspy.core.verdict import parse_line
+from rubricforge_dspy.core.verdict import VerdictLineError, check_line, parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS

@@ -72,7 +72,8 @@ class ScriptedEngine:
     """A DSPy custom engine (``complete(Request) -> Response``) that answers with `owner.respond`.
 
     It counts calls on `owner`, formats dict answers with `owner.adapter`, reports token usage
-    estimated as the fake server does (`fake_server.estimate_tokens`), and raises `TruncatedCompletionError` for a `Cut` answer (finish reason ``length``), as
+    estimated as the fake server does (`fake_server.estimate_tokens`), and raises
+    `TruncatedCompletionError` for a `Cut` answer (finish reason ``length``), as
     `rubricforge_dspy.lm.engine.ChatCompletionsEngine` does for a real server's truncated reply.
     """
 

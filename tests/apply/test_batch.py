@@ -8,18 +8,18 @@ from collections import Counter
 import dspy
 import pytest
 
-from rubricforge_dspy.apply.stream import BatchSummary, DuplicateIdError, judge_stream, run_judge_file
 from rubricforge_dspy.apply.job import BatchOutputError, read_done
-from rubricforge_dspy.judge.cache import VerdictCache, text_sha256
+from rubricforge_dspy.apply.stream import BatchSummary, DuplicateIdError, judge_stream, run_judge_file
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
+from rubricforge_dspy.core.trajectory import Source
+from rubricforge_dspy.judge.cache import VerdictCache
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
-from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
-from rubricforge_dspy.core.trajectory import Source
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-from tests.support.helpers import make_dataset, make_trajectory
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.batch import assert_one_line_per_id, by_text, fake_lm, read_lines, verdict_of, write_generic_jsonl
+from tests.support.helpers import make_dataset, make_trajectory
 
 LINE_FIELDS = {"id", "task_id", "domain", "agent", "n_steps", "passed", "score", "reason", "abstained", "error",
                "error_kind", "contradiction", "cached", "attempts", "label", "reward", "program_sha256",
@@ -96,7 +96,8 @@ def test_corrupt_middle_line_and_foreign_program_are_refused(tmp_path):
     out = tmp_path / "v.jsonl"
     judge_stream(TrajectoryJudge(), data[:2], out, lm=scripted_lm(), progress=False, data="dataset-1")
     # What the user sees: which part of the judge changed, and what to do.
-    with pytest.raises(BatchOutputError, match=r"belongs to another job .*programs\.0\.signature\.instructions.*new --out"):
+    with pytest.raises(BatchOutputError,
+                       match=r"belongs to another job .*programs\.0\.signature\.instructions.*new --out"):
         judge_stream(TrajectoryJudge(rubric="Pass everything."), data, out, lm=scripted_lm(), progress=False)
     with pytest.raises(BatchOutputError, match=r"another judge configuration \(changed: lm\.model\)"):
         judge_stream(TrajectoryJudge(), data, out, lm=ScriptedLM(lambda m: verdict_of(""), model="other"),

@@ -81,7 +81,8 @@ def test_batch_api_verdicts_and_requests_are_those_of_online_judging(tmp_path):
     jobs = [json.loads((tmp_path / d / "v.jsonl.job.json").read_text()) for d in ("online", "batch")]
     for job in jobs:  # the two fake servers listen on different ports; all else is the same job
         job["judge_parts"]["lm"].pop("api_base")
-    assert jobs[0]["judge_parts"] == jobs[1]["judge_parts"] and jobs[0]["data_fingerprint"] == jobs[1]["data_fingerprint"]
+    assert jobs[0]["judge_parts"] == jobs[1]["judge_parts"]
+    assert jobs[0]["data_fingerprint"] == jobs[1]["data_fingerprint"]
     assert not (tmp_path / "batch" / "v.jsonl.batch.json").exists()  # finished: no pending batch left
 
 

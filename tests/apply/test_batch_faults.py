@@ -19,8 +19,8 @@ import pytest
 from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
-from tests.support.helpers import make_dataset
 from tests.support.batch import assert_one_line_per_id, by_text, fake_lm
+from tests.support.helpers import make_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"backoff": 0.01, "max_backoff": 0.05, "progress": False}
@@ -200,7 +200,8 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, deadline: float)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs signal.SIGKILL, which this platform lacks (Windows): run it on Linux or macOS")
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"),
+                    reason="needs signal.SIGKILL, which this platform lacks (Windows): run it on Linux or macOS")
 def test_sigkill_mid_run_then_rerun_gives_exactly_one_line_per_id(tmp_path):
     n = 40
     script = tmp_path / "runner.py"

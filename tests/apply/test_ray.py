@@ -17,18 +17,23 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rubricforge-dspy[ray]'")
 pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'rubricforge-dspy[ray]'")
 
-from tests.support.helpers import make_dataset, make_trajectory  # noqa: E402
-from rubricforge_dspy.apply.ray import (JudgeAnswer, JudgePrompt, judge_dataset, pool_config,  # noqa: E402
-                                        trajectory_dataset)
 from rubricforge_dspy.apply.job import ResumeState  # noqa: E402
-from rubricforge_dspy.apply.ray import _JudgeWorker  # noqa: E402
-from rubricforge_dspy.core.verdict import read_verdicts  # noqa: E402
 from rubricforge_dspy.apply.options import JobOptions  # noqa: E402
-from rubricforge_dspy.lm.circuit import JudgeUnavailableError  # noqa: E402
+from rubricforge_dspy.apply.ray import (  # noqa: E402
+    JudgeAnswer,
+    JudgePrompt,
+    _JudgeWorker,
+    judge_dataset,
+    pool_config,
+    trajectory_dataset,
+)
+from rubricforge_dspy.core.verdict import read_verdicts  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
+from rubricforge_dspy.lm.circuit import JudgeUnavailableError  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
 from rubricforge_dspy.lm.engine import make_lm  # noqa: E402
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text  # noqa: E402
+from tests.support.helpers import make_dataset, make_trajectory  # noqa: E402
 
 JOB_LINE = {"judge_fingerprint": "f" * 64, "program_sha256": "p" * 64, "model": "fake-judge"}
 
@@ -73,7 +78,8 @@ def test_postprocess_turns_answers_into_verdicts_and_abstentions():
     assert (cut["abstained"], cut["error_kind"]) == (True, "truncated")
     cut_json = _answer(judge, generated_text='{"reason": "ok", "passed": true, "score": 0.9}', finish_reason="length")
     assert (cut_json["abstained"], cut_json["error_kind"]) == (True, "truncated")
-    contradiction = _answer(judge, generated_text='{"reason": "x", "passed": true, "score": 0.1}', num_generated_tokens=9)
+    contradiction = _answer(judge, generated_text='{"reason": "x", "passed": true, "score": 0.1}',
+                            num_generated_tokens=9)
     assert (contradiction["passed"], contradiction["contradiction"], contradiction["abstained"]) == (False, True, False)
 
 

@@ -14,8 +14,8 @@ from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
-from tests.support.helpers import make_dataset
 from tests.support.batch import assert_one_line_per_id, fake_lm, verdict_of
+from tests.support.helpers import make_dataset
 
 
 def _scripted() -> ScriptedLM:

@@ -17,11 +17,11 @@ import pytest
 from rubricforge_dspy.data.formats import detect_format, iter_trajectories
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from tests.support.agent_log_poison import AGENT_LOG_FORMATS, NO_OUTCOME_FORMATS, poison_agent_log
+from tests.support.helpers import BUNDLED, shared_missing
+from tests.support.helpers import SHARED_RAW as SHARED
 from tests.support.swe_poison import SWE_FORMATS, poison_swe_file
 from tests.support.trace_poison import TRACE_FORMATS, poison_trace_file
 
-from tests.support.helpers import BUNDLED, shared_missing
-from tests.support.helpers import SHARED_RAW as SHARED
 CANARY = "CANARY7f3a"
 CANARY_REWARD = 0.7315926  # a reward no real file has; label = reward > 0 stays 1
 FULL_VIEW = RenderConfig(max_tokens=10**7, max_step_chars=10**7)  # render everything, hide nothing
@@ -85,7 +85,8 @@ def poisoned_copy(path: Path, tmp_path: Path) -> Path:
     target = tmp_path / path.parent.name / path.name
     target.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "webshop_react":
-        lines = [json.dumps(_poison_webshop(json.loads(line))) for line in path.read_text().splitlines() if line.strip()]
+        lines = [json.dumps(_poison_webshop(json.loads(line)))
+                 for line in path.read_text().splitlines() if line.strip()]
         target.write_text("\n".join(lines) + "\n")
         return target
     if fmt in TRACE_FORMATS:

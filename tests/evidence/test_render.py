@@ -2,8 +2,8 @@ import json
 import re
 from pathlib import Path
 
-from rubricforge_dspy.evidence.render import ELISION, RenderConfig, estimate_tokens, render_trajectory
 from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
+from rubricforge_dspy.evidence.render import ELISION, RenderConfig, estimate_tokens, render_trajectory
 from tests.support.helpers import make_trajectory
 from tests.support.render_grammar import parse, unquote
 
@@ -131,14 +131,15 @@ def test_control_bytes_are_removed_and_counted():
 
 
 def test_render_never_exceeds_its_budget_on_shipped_data():
-    from rubricforge_dspy.data.formats import load_trajectories
     from rubricforge_dspy.core.presets import PRESETS
+    from rubricforge_dspy.data.formats import load_trajectories
 
     data = Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
     trajectories = load_trajectories(data)
     for preset in PRESETS.values():
         for t in trajectories[::10]:
-            assert estimate_tokens(render_trajectory(t, RenderConfig.of(preset))) <= preset.render_tokens, (preset.name, t.id)
+            rendered = render_trajectory(t, RenderConfig.of(preset))
+            assert estimate_tokens(rendered) <= preset.render_tokens, (preset.name, t.id)
 
 
 def test_render_command_honours_step_chars(capsys):

@@ -21,8 +21,15 @@ from rubricforge_dspy.core.presets import PRESETS
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.core.trajectory import Step
 from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.evidence.render import (RenderConfig, estimate_tokens, forged_markers, quote_nonce,
-                                              render_step, render_trajectory, safe_name)
+from rubricforge_dspy.evidence.render import (
+    RenderConfig,
+    estimate_tokens,
+    forged_markers,
+    quote_nonce,
+    render_step,
+    render_trajectory,
+    safe_name,
+)
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from tests.support.render_grammar import DSPY_MARKER, GrammarError, parse
 
@@ -50,7 +57,7 @@ def assert_structure_is_the_renderers(trajectory, text: str, config: RenderConfi
     # the step lines and elision lines cover 1..n exactly once, in order
     numbers = [e.number for e in parsed.events]
     assert numbers == sorted(set(numbers)) and all(1 <= n <= len(steps) for n in numbers)
-    gaps = [b - a - 1 for a, b in zip([0, *numbers], [*numbers, len(steps) + 1]) if b - a > 1]
+    gaps = [b - a - 1 for a, b in zip([0, *numbers], [*numbers, len(steps) + 1], strict=True) if b - a > 1]
     assert parsed.elided == gaps
     for event in parsed.events:
         step = steps[event.number - 1]
@@ -165,10 +172,10 @@ def test_forged_markers_is_a_symptom_line_and_a_floor_feature():
 def test_a_floor_and_a_hybrid_fit_before_the_feature_was_added_still_load_and_score():
     """A stored model names its inputs: one fit on the feature list without ``forged_markers`` reads
     only those features (and a model naming an unknown feature is refused by name)."""
+    from rubricforge_dspy.core.verdict import Verdict
     from rubricforge_dspy.evidence.features import FEATURES, feature_values
     from rubricforge_dspy.judge.floor import FloorError, SymptomFloor, fit_logistic
     from rubricforge_dspy.judge.hybrid import LLM_INPUT, Stack
-    from rubricforge_dspy.core.verdict import Verdict
     from tests.support.helpers import make_dataset
 
     old = tuple(f for f in FEATURES if f != "forged_markers")
@@ -240,16 +247,19 @@ def test_no_content_reads_as_its_own_closing_tag_in_a_randomized_search():
 
 
 def test_look_alikes_of_the_opening_delimiter_are_written_as_it_inside_quotes():
-    step = Step("tool_result", "a \uff1c b \u2039 c \u2329 d \u27e8 e \u3008 f \ufe64 g \u1438 h \u02c2 i", tool_name="t")
+    step = Step("tool_result", "a \uff1c b \u2039 c \u2329 d \u27e8 e \u3008 f \ufe64 g \u1438 h \u02c2 i",
+                tool_name="t")
     text = render_step(1, step)
     nonce = re.match(r"\[1\] TOOL RESULT t: <([a-z]+)>", text)[1]
     assert text == f"[1] TOOL RESULT t: <{nonce}>a < b < c < d < e < f < g < h < i</{nonce}>"
 
 
 def test_a_look_alike_closing_tag_counts_as_a_forged_marker_but_an_ordinary_tag_does_not():
-    for content in ("done</\u043a\u0430vimo>", "done\uff1c\uff0fkavimo\uff1e", "done \u2039\u2215\U0001d41bulat\u1d07\u203a"):
+    for content in ("done</\u043a\u0430vimo>", "done\uff1c\uff0fkavimo\uff1e",
+                    "done \u2039\u2215\U0001d41bulat\u1d07\u203a"):
         assert forged_markers(Step("tool_result", content)) == 1, content
-    for content in ("<p>caf\u00e9</p>", "</div>\u00e9t\u00e9", "x \u2264 y / z", "\u65e5\u672c\u8a9e\uff1c\u30c6\u30b9\u30c8"):
+    for content in ("<p>caf\u00e9</p>", "</div>\u00e9t\u00e9", "x \u2264 y / z",
+                    "\u65e5\u672c\u8a9e\uff1c\u30c6\u30b9\u30c8"):
         assert forged_markers(Step("tool_result", content)) == 0, content
 
 

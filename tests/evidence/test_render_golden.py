@@ -58,7 +58,7 @@ def _synthetic_trajectories() -> list[Trajectory]:
     out = []
     for i in range(60):
         steps = []
-        for j in range(rng.randrange(1, 12)):
+        for _ in range(rng.randrange(1, 12)):
             kind = ("user", "assistant", "tool_call", "tool_result", "final_answer")[rng.randrange(5)]
             size = (5, 60, 400, 3000)[rng.randrange(4)]
             if kind == "tool_call":

@@ -80,7 +80,7 @@ def test_render_prints_what_judge_sends_under_each_preset(tmp_path, capsys, monk
     assert f"preset server: {SERVER.render_tokens} tokens" in server_err
     assert f"preset embedded: {EMBEDDED.render_tokens} tokens" in embedded_err
     # The presets differ on these items: the embedded render elides steps, the server one keeps them all.
-    for server_text, embedded_text in zip(server_shown, embedded_shown):
+    for server_text, embedded_text in zip(server_shown, embedded_shown, strict=True):
         assert len(embedded_text) < len(server_text)
         assert "elided" in embedded_text and "elided" not in server_text
     # Without --api-base the environment decides, as for judge; with neither, the embedded preset.

@@ -74,7 +74,7 @@ def test_estimate_is_never_below_characters_over_four():
 def test_estimate_of_joined_lines_is_at_most_the_sum_of_the_parts():
     # the renderer budgets lines one by one and joins them with line breaks
     texts = _random_texts(seed=1)
-    for a, b in zip(texts, texts[1:]):
+    for a, b in zip(texts, texts[1:], strict=False):
         assert estimate_tokens(a + "\n" + b) <= estimate_tokens(a) + estimate_tokens(b) + 1, (a, b)
 
 

@@ -82,8 +82,8 @@ def test_a_planted_pickle_with_its_hash_edited_is_refused_by_the_command_line(tm
     planted in its place, with the marker rewritten, is refused with exit 2 and never unpickled."""
     from rubricforge_dspy.cli.main import main
     from rubricforge_dspy.testing.fake_server import FakeOpenAI
-    from tests.support.records import jsonl_record, write_lines
     from tests.support.induction_http import is_reflection, reflection_reply, rubric_judge
+    from tests.support.records import jsonl_record, write_lines
 
     data, log, pwned = tmp_path / "data.jsonl", tmp_path / "log", tmp_path / "pwned"
     write_lines(data, [jsonl_record(i, reward=float(i % 2)) for i in range(24)])

@@ -8,9 +8,11 @@ import re
 import dspy
 import pytest
 
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
+from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.induction.inducer import (
-    InductionConfig,
     REFLECTION_PROMPT,
+    InductionConfig,
     induce,
     make_feedback_metric,
     rendered_examples,
@@ -18,8 +20,6 @@ from rubricforge_dspy.induction.inducer import (
 )
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.program.store import read_program
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
-from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.helpers import make_dataset
 from tests.support.induction import ERROR_CRITERION, make_reflection_lm, scripted_judge
@@ -30,7 +30,7 @@ FORBIDDEN = re.compile(r"reward|hash|gold|evaluator|CANARY", re.IGNORECASE)
 def agreement(judge, trajectories, lm):
     with dspy.context(lm=lm):
         verdicts = [judge(trajectory=t) for t in trajectories]
-    return sum(v.passed == bool(t.label) for v, t in zip(verdicts, trajectories)) / len(trajectories)
+    return sum(v.passed == bool(t.label) for v, t in zip(verdicts, trajectories, strict=True)) / len(trajectories)
 
 
 def test_metric_scores_agreement_and_cost_of_false_pass():
@@ -187,7 +187,9 @@ def test_recompiling_with_init_starts_from_the_parent_and_records_its_hash(tmp_p
 def test_induction_refuses_a_budget_below_one_validation_pass_and_one_class_labels():
     split = split_by_task(make_dataset(24), seed=0)
     lm = ScriptedLM(scripted_judge)
-    with pytest.raises(ValueError, match=r"budget=2 \(command line: --budget\) is smaller than one validation pass .*Use budget >="):
+    with pytest.raises(ValueError,
+                       match=r"budget=2 \(command line: --budget\) is smaller than one validation pass "
+                             r".*Use budget >="):
         induce(split.train, split.val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=2))
     one_class = [t for t in make_dataset(24) if t.label == 1]
     split = split_by_task(one_class, seed=0)
@@ -207,7 +209,7 @@ def false_pass_rate_of(judge, trajectories, lm):
 
     with dspy.context(lm=lm):
         verdicts = [judge_verdict(judge, t) for t in trajectories]
-    failed = [v for v, t in zip(verdicts, trajectories) if t.label == 0]
+    failed = [v for v, t in zip(verdicts, trajectories, strict=True) if t.label == 0]
     return sum(v.passed for v in failed) / len(failed), verdicts
 
 
@@ -219,20 +221,22 @@ def test_max_false_pass_sets_a_threshold_on_calibrated_scores_that_caps_false_pa
     plain = induce(split.train, split.val, judge_lm=lm, reflection_lm=unhelpful,
                    config=InductionConfig(budget=40, minibatch=3), out_path=tmp_path / "plain.json")
     capped = induce(split.train, split.val, judge_lm=lm, reflection_lm=unhelpful,
-                    config=InductionConfig(budget=40, minibatch=3, max_false_pass=0.1), out_path=tmp_path / "capped.json")
+                    config=InductionConfig(budget=40, minibatch=3, max_false_pass=0.1),
+                    out_path=tmp_path / "capped.json")
     plain_fp, _ = false_pass_rate_of(load_judge(tmp_path / "plain.json", check_certificate=False), split.test, lm)
     capped_judge = load_judge(tmp_path / "capped.json", check_certificate=False)
     capped_fp, verdicts = false_pass_rate_of(capped_judge, split.test, lm)
     assert plain_fp == 1.0 and capped_fp <= 0.1
     # the passes that remain are the real successes: the cap did not just fail everything
-    assert any(v.passed for v, t in zip(verdicts, split.test) if t.label == 1)
+    assert any(v.passed for v, t in zip(verdicts, split.test, strict=True) if t.label == 1)
     assert all(v.score_calibrated is not None for v in verdicts)
     manifest = read_program(tmp_path / "capped.json")["rubricforge"]
     assert manifest["threshold"]["false_pass_rate"] <= 0.1 and manifest["induction"]["max_false_pass"] == 0.1
     assert manifest["calibration"]["method"] == "platt"
     assert capped.manifest["metrics"]["false_pass_rate"] <= 0.1 < plain.manifest["metrics"]["false_pass_rate"]
     # the operating point is part of the judge's fingerprint: no cached verdict of the uncapped judge is reused
-    assert capped_judge.fingerprint(lm).sha256 != load_judge(tmp_path / "plain.json", check_certificate=False).fingerprint(lm).sha256
+    plain_judge = load_judge(tmp_path / "plain.json", check_certificate=False)
+    assert capped_judge.fingerprint(lm).sha256 != plain_judge.fingerprint(lm).sha256
 
 
 def test_a_reflection_answer_cut_at_max_tokens_proposes_nothing_and_the_run_goes_on(tmp_path):

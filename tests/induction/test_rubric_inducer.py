@@ -9,9 +9,9 @@ import pytest
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
+from rubricforge_dspy.data import to_examples
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.evidence.render import render_trajectory
-from rubricforge_dspy.data import to_examples
 from rubricforge_dspy.induction.inducer import freeze_induced
 from rubricforge_dspy.induction.search import InductionResult
 from rubricforge_dspy.induction.teleprompter import RubricInducer
@@ -63,7 +63,8 @@ def test_the_student_lm_is_the_judge_lm_and_the_returned_judge_keeps_it():
 def test_no_judge_lm_is_refused_before_any_call():
     reflection = ScriptedLM(lambda m: {"new_instruction": "x"})
     with dspy.context(lm=None), pytest.raises(InputError, match=r"no judge LM.*set_lm"):
-        RubricInducer(reflection_lm=reflection, budget=40).compile(TrajectoryJudge(), trainset=examples(make_dataset(8)))
+        RubricInducer(reflection_lm=reflection, budget=40).compile(TrajectoryJudge(),
+                                                                   trainset=examples(make_dataset(8)))
     assert reflection.calls == 0
 
 

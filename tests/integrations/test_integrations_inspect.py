@@ -8,9 +8,11 @@ import math
 
 import pytest
 
-inspect_ai = pytest.importorskip("inspect_ai", reason="the Inspect integration needs the extra: pip install -e '.[inspect]'")
+inspect_ai = pytest.importorskip("inspect_ai",
+                                 reason="the Inspect integration needs the extra: pip install -e '.[inspect]'")
 
-from inspect_ai import Task, eval as inspect_eval  # noqa: E402
+from inspect_ai import Task  # noqa: E402
+from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 from inspect_ai.solver import generate, use_tools  # noqa: E402
@@ -113,7 +115,8 @@ def test_inspect_scorer_offline_with_scripted_lm(program, tmp_path):
     def strict(messages):
         seen.append(last_user_text(messages))
         failed = "(ERROR)" in seen[-1]
-        return {"reason": "a tool call failed" if failed else "ok", "passed": not failed, "score": 0.1 if failed else 0.9}
+        return {"reason": "a tool call failed" if failed else "ok", "passed": not failed,
+                "score": 0.1 if failed else 0.9}
 
     scores, _ = run(make_task(rubricforge_scorer(str(program), lm=ScriptedLM(strict, model="scripted"))), tmp_path)
     assert {sid: s.value for sid, s in scores.items()} == {"s-ok": "C", "s-bad": "I", "s-abstain": "C"}

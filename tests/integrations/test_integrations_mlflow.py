@@ -271,7 +271,8 @@ def test_scorer_offline_with_scripted_lm(tmp_path):
     def strict(messages):
         seen.append(last_user_text(messages))
         failed = "(ERROR)" in seen[-1]
-        return {"reason": "a tool call failed" if failed else "ok", "passed": not failed, "score": 0.1 if failed else 0.9}
+        return {"reason": "a tool call failed" if failed else "ok", "passed": not failed,
+                "score": 0.1 if failed else 0.9}
 
     feedback = rf_mlflow.scorer(program, lm=ScriptedLM(strict, model="scripted"))(trace=trace)
     assert feedback.value is False and feedback.rationale == "a tool call failed" and feedback.error is None

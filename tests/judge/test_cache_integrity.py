@@ -11,8 +11,7 @@ import pytest
 
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.verdict import Verdict
-from rubricforge_dspy.judge.cache import (CACHE_DIRNAME, CACHE_FILENAME, VerdictCache, VerdictCacheWarning,
-                                          text_sha256)
+from rubricforge_dspy.judge.cache import CACHE_DIRNAME, CACHE_FILENAME, VerdictCache, VerdictCacheWarning, text_sha256
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 from tests.support.helpers import AIRLINE
 

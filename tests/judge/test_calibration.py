@@ -7,11 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from rubricforge_dspy.judge.operating_point import (CalibrationError, fit, from_manifest,
-                                          neyman_pearson_threshold)
-from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.metrics import expected_calibration_error
 from rubricforge_dspy.judge.loading import load_judge as load
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.operating_point import CalibrationError, fit, from_manifest, neyman_pearson_threshold
+from rubricforge_dspy.metrics import expected_calibration_error
 from rubricforge_dspy.program.store import freeze, read_program, update_manifest
 
 

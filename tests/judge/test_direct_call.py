@@ -21,8 +21,8 @@ from rubricforge_dspy.lm.copies import one_attempt_lm
 from rubricforge_dspy.lm.engine import CompiledRequest, encode_body, make_lm
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.support.helpers import make_dataset
 from tests.support.batch import read_lines
+from tests.support.helpers import make_dataset
 
 TEXTS = [
     "[1] USER: book a flight\n[2] AGENT: done",
@@ -61,7 +61,7 @@ def test_the_fast_path_sends_the_same_bytes_and_gives_the_same_predictions():
         fast = asyncio.run(run())
         requests = fake.requests
     assert n_slow == len(items) and len(requests) == 2 * len(items)
-    for i, item in enumerate(items):
+    for i in range(len(items)):
         assert requests[i]["raw"] == requests[n_slow + i]["raw"], f"request {i} differs"
         assert fast[i] == slow[i]
     assert len({json.dumps(p, sort_keys=True) for p in fast}) > 1  # the verdicts really depend on the text
@@ -187,7 +187,7 @@ def test_the_strict_parse_returns_what_dspys_json_parse_returns_for_every_field_
         try:
             expected = dspy.JSONAdapter.parse(adapter, signature, text)
         except Exception:  # noqa: BLE001 - DSPy refuses it: the strict parse must refuse it too
-            with pytest.raises(Exception):
+            with pytest.raises(VerdictFormatError):
                 adapter.parse(signature, text)
             continue
         got = adapter.parse(signature, text)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from rubricforge_dspy.core.judge_names import gives_away
+from rubricforge_dspy.core.trajectory import Step
+from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, feature_matrix, feature_values
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 from rubricforge_dspy.trust.floor_cv import cross_validate, floor_report, grouped_folds, task_groups
-from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.core.trajectory import Step
 from tests.support.helpers import SHIPPED, bundled_missing, make_dataset, make_trajectory
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"
@@ -36,7 +36,7 @@ def test_features_are_defined_for_every_shipped_format(fmt):
     trajectories = load_trajectories(SHIPPED[fmt])
     x = feature_matrix(trajectories)
     assert x.shape == (len(trajectories), len(FEATURES)) and np.isfinite(x).all()
-    column = dict(zip(FEATURES, x.T))
+    column = dict(zip(FEATURES, x.T, strict=True))
     assert (column["tool_calls"] > 0).any() and column["log_steps"].std() > 0
     if fmt != "adapt":  # ADaPT logs hold actions only: no tool results, so no errors and no commits
         assert (column["successful_commits"] > 0).any()

@@ -10,15 +10,15 @@ import dspy
 import numpy as np
 import pytest
 
+from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.evidence.features import FEATURES
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.judge.hybrid import HybridJudge, Stack, fit_stack
-from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.loading import load_judge as load
+from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from rubricforge_dspy.core.verdict import Verdict
 from tests.support.hybrid import WRONG, dataset, episode, fitted, llm_blind_to_errors
 
 
@@ -28,7 +28,7 @@ def lm():
 
 
 def accuracy(verdicts, trajectories) -> float:
-    return float(np.mean([bool(v.passed) == bool(t.label) for v, t in zip(verdicts, trajectories)]))
+    return float(np.mean([bool(v.passed) == bool(t.label) for v, t in zip(verdicts, trajectories, strict=True)]))
 
 
 def test_the_hybrid_beats_both_of_its_parts(lm, tmp_path):
@@ -100,7 +100,8 @@ def test_a_false_pass_cap_sets_the_hybrid_threshold(lm, tmp_path):
         verdicts = [judge_verdict(TrajectoryJudge(), t) for t in val]
     from rubricforge_dspy.evidence.features import feature_values
 
-    passed_failures = [stack.verdict(v, feature_values(t)).passed for v, t in zip(verdicts, val) if not t.label]
+    passed_failures = [stack.verdict(v, feature_values(t)).passed
+                       for v, t in zip(verdicts, val, strict=True) if not t.label]
     assert stack.max_false_pass == 0.0 and not any(passed_failures)
 
 

@@ -1,13 +1,12 @@
 import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
-
 from dspy.utils.exceptions import AdapterParseError
 
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
-from rubricforge_dspy.lm.errors import error_kind, is_transient
-from rubricforge_dspy.judge.module import JudgeTrajectory, TrajectoryJudge, VerdictFormatError
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.module import JudgeTrajectory, TrajectoryJudge, VerdictFormatError
+from rubricforge_dspy.lm.errors import error_kind, is_transient
 from rubricforge_dspy.testing.scripted import Cut, ScriptedLM, system_text
 from tests.support.helpers import make_trajectory
 
@@ -128,8 +127,8 @@ def test_judge_call_is_deterministic_single_call():
 
 
 def test_program_hash_distinguishes_fewshot_demos_from_the_bare_rubric():
-    from rubricforge_dspy.judge.baselines import fewshot_judge
     from rubricforge_dspy.core.rubric import rubric_sha256
+    from rubricforge_dspy.judge.baselines import fewshot_judge
     from tests.support.helpers import make_dataset
 
     plain, fewshot = TrajectoryJudge(), fewshot_judge(make_dataset(8), k=4)

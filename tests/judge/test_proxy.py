@@ -12,16 +12,18 @@ import dspy
 import pytest
 
 from rubricforge_dspy.core.criteria import attribute_reason
-from rubricforge_dspy.judge.cache import VerdictCache
-from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.data.formats.dspy_prediction import (condense_error, is_error_observation,
-                                                          trajectory_from_prediction)
-from rubricforge_dspy.judge.metric import UNATTRIBUTED, JudgeMetric, as_metric
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
+from rubricforge_dspy.data.formats.dspy_prediction import (
+    condense_error,
+    is_error_observation,
+    trajectory_from_prediction,
+)
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.judge.cache import VerdictCache
+from rubricforge_dspy.judge.metric import UNATTRIBUTED, JudgeMetric, as_metric
+from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
 from tests.support.metric import QUESTION, agent_respond, divide, example, judging, run_react, strict_verdict
-
 
 # ------------------------------------------------------------------ conversion
 

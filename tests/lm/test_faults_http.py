@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from rubricforge_dspy.cli.main import main
+from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.induction.inducer import InductionConfig, induce
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
-from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
 from rubricforge_dspy.serve.process import free_port
-from rubricforge_dspy.data.split import split_by_task
+from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
 from tests.support.helpers import make_dataset
 from tests.support.induction_http import is_reflection, reflection_reply, rubric_judge
 

@@ -7,18 +7,18 @@ import json
 from dataclasses import replace
 
 import dspy
-
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 import pytest
 
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import DEFAULT_API_KEY_ENV, LMConfig, bound_strings, structured_response_format
 from rubricforge_dspy.lm.engine import ChatCompletionsEngine, make_lm
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config
-from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply
+from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
 SECRET = "sk-test-THIS-MUST-NEVER-LEAK-123"
-TRAJECTORY = "COUNTERS: steps=2\nEVENTS:\n[1] USER: Cancel ABC123.\n[2] FINAL ANSWER: Cancelled.\nFINAL ANSWER: Cancelled."
+TRAJECTORY = ("COUNTERS: steps=2\nEVENTS:\n[1] USER: Cancel ABC123.\n[2] FINAL ANSWER: Cancelled.\n"
+              "FINAL ANSWER: Cancelled.")
 
 
 def judge_once(config: LMConfig, trajectory: str = TRAJECTORY):
@@ -164,10 +164,13 @@ def test_plain_call_sends_no_response_format():
 
 def test_structured_response_format_shapes():
     canonical = {"type": "json_schema", "name": "Out", "strict": True,
-                 "schema": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "enum": ["x"]}}}}
+                 "schema": {"type": "object",
+                            "properties": {"a": {"type": "string"}, "b": {"type": "string", "enum": ["x"]}}}}
     sent = structured_response_format(canonical, "json_schema")
-    assert sent == {"type": "json_schema", "json_schema": {"name": "Out", "schema": canonical["schema"], "strict": True}}
-    assert structured_response_format(canonical, "json_object_schema") == {"type": "json_object", "schema": canonical["schema"]}
+    assert sent == {"type": "json_schema",
+                    "json_schema": {"name": "Out", "schema": canonical["schema"], "strict": True}}
+    assert structured_response_format(canonical, "json_object_schema") == {"type": "json_object",
+                                                                           "schema": canonical["schema"]}
     assert structured_response_format({"type": "json_object"}, "json_schema") == {"type": "json_object"}
     assert structured_response_format(None, "json_schema") is None
     bounded = bound_strings(canonical["schema"], 10)

@@ -3,8 +3,8 @@
 import dspy
 
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm, sized_lm
 from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm, sized_lm
 from rubricforge_dspy.lm.engine import make_lm
 
 

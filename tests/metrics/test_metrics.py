@@ -60,7 +60,7 @@ def random_graded(seed: int, n: int | None = None):
 )
 def test_seed_paper_numbers(counts, acc, kappa, fpr):
     y_true, y_pred = from_counts(*counts)
-    assert M.confusion_counts(y_true, y_pred) == dict(zip(("tp", "fp", "fn", "tn"), counts))
+    assert M.confusion_counts(y_true, y_pred) == dict(zip(("tp", "fp", "fn", "tn"), counts, strict=True))
     assert round(M.accuracy(y_true, y_pred), 3) == acc
     assert round(M.cohens_kappa(y_true, y_pred), 3) == kappa
     assert round(M.false_pass_rate(y_true, y_pred), 3) == fpr

@@ -62,7 +62,7 @@ def test_weighted_auc_equals_the_one_hot_definition_exactly(seed):
 def test_weighted_auc_equals_pairs_and_sklearn_sample_weight(seed):
     y, scores, w = tied_case(seed)
     got = M.weighted_auc(y, scores)(w)
-    for row, value in zip(w, got):
+    for row, value in zip(w, got, strict=True):
         assert value == pytest.approx(pairwise_auc(y, scores, row), rel=1e-12, abs=0.0, nan_ok=True)
         keep = row > 0
         if len(np.unique(y[keep])) == 2:
@@ -93,7 +93,7 @@ def test_weighted_auc_on_many_distinct_scores_needs_memory_linear_in_items():
     assert peak < 20 * w.nbytes
     assert got.shape == (2,) and np.all((0.6 < got) & (got < 0.9))
     # and it is the AUC of each resample drawn explicitly, through scikit-learn
-    for row, value in zip(w, got):
+    for row, value in zip(w, got, strict=True):
         assert value == pytest.approx(skm.roc_auc_score(y, scores, sample_weight=row), rel=1e-9)
 
 

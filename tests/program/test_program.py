@@ -3,9 +3,9 @@ import json
 import pytest
 
 import rubricforge_dspy
+from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import ProgramError, data_fingerprint, freeze, read_program
-from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.helpers import make_dataset
 
@@ -81,6 +81,7 @@ def test_data_fingerprint_depends_on_labels_not_order():
 def test_package_level_api_is_the_documented_functions():
     import rubricforge_dspy.induction.inducer  # noqa: F401 - importing the submodule must not shadow the function
 
-    assert callable(rubricforge_dspy.induce) and rubricforge_dspy.induce.__module__ == "rubricforge_dspy.induction.inducer"
+    assert callable(rubricforge_dspy.induce)
+    assert rubricforge_dspy.induce.__module__ == "rubricforge_dspy.induction.inducer"
     assert rubricforge_dspy.load.__module__ == "rubricforge_dspy.judge.loading"
     assert rubricforge_dspy.TrajectoryJudge is TrajectoryJudge

@@ -12,8 +12,14 @@ import pytest
 import rubricforge_dspy
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.program.store import (MAX_PROGRAM_BYTES, ProgramError, UnverifiedProgramWarning, freeze,
-                                            program_sha256, read_program)
+from rubricforge_dspy.program.store import (
+    MAX_PROGRAM_BYTES,
+    ProgramError,
+    UnverifiedProgramWarning,
+    freeze,
+    program_sha256,
+    read_program,
+)
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 from tests.support.helpers import AIRLINE
 

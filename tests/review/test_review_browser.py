@@ -92,7 +92,7 @@ def _no_alert(driver) -> bool:
     from selenium.common.exceptions import NoAlertPresentException
 
     try:
-        driver.switch_to.alert
+        _alert = driver.switch_to.alert  # the property raises when no alert is open
     except NoAlertPresentException:
         return True
     return False

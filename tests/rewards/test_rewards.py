@@ -13,8 +13,12 @@ import pytest
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.judge.execution import RetryPolicy
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.rewards import (RewardAbstentionWarning, RewardJudgeError, as_reward_function,
-                                      as_verl_compute_score)
+from rubricforge_dspy.rewards import (
+    RewardAbstentionWarning,
+    RewardJudgeError,
+    as_reward_function,
+    as_verl_compute_score,
+)
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 
 CANARY = "CANARY-LABEL"

@@ -18,13 +18,13 @@ from pathlib import Path
 import dspy
 import pytest
 
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError
-from rubricforge_dspy.evidence.render import RenderConfig
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.serve import (
     EmbeddedServer,
     EmbeddedUnavailable,
@@ -33,8 +33,8 @@ from rubricforge_dspy.serve import (
     find_weights,
     free_port,
     launch_server,
-    probe,
     open_lm,
+    probe,
     wait_for_health,
 )
 from tests.support.helpers import bundled_missing
@@ -42,7 +42,7 @@ from tests.support.helpers import bundled_missing
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 try:
     check_embedded()
-except EmbeddedUnavailable as missing:  # says what is missing (the server modules or the weights) and to run ./install.sh
+except EmbeddedUnavailable as missing:  # what is missing (the server modules or the weights); run ./install.sh
     pytest.skip(f"no real llama.cpp server to start: {missing}", allow_module_level=True)
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"

@@ -46,8 +46,9 @@ SAMPLES = {
         task_ids=("Can you retrieve the contact details of the 'Gondrand' customs agency in New Caledonia? I'm "
                   "particularly interested in their postal code, email, name, and phone number. Also, please provide "
                   "a list of all available transitaires.",
-                  "I'm organizing a charity auction and I need to track the delivery of the donated items. Can you give "
-                  "me the tracking details for the package I sent using Pack & Send? The reference number is YZA890. "
+                  "I'm organizing a charity auction and I need to track the delivery of the donated items. "
+                  "Can you give me the tracking details for the package I sent using Pack & Send? "
+                  "The reference number is YZA890. "
                   "Additionally, I need to check the status of the package I sent through Pridnestrovie Post. The "
                   "tracking number is RB413450335SG."),
         labels=(1, 0), skipped=1, secrets=("finish_type", "query_count")),

@@ -34,9 +34,9 @@ DSPY_MARKER = re.compile(r"\[\s*\[\s*#+|#+\s*\]\s*\]|\[\[ ## \w+ ## \]\]")
 # Characters that read as ASCII letters or tag delimiters and that NFKC leaves alone: a short list written
 # for the tests, apart from the renderer's generated table (rubricforge_dspy/evidence/lookalikes.json).
 HOMOGLYPHS = str.maketrans({
-    **dict(zip("аеіорѕкухсԁјһɡ", "aeiopskyxcdjhg")),  # Cyrillic (and script g)
-    **dict(zip("αοικρνυτ", "aoikpvut")),  # Greek
-    **dict(zip("ᴀᴇɪᴏᴜᴋᴍɴʀᴛᴠᴢʙᴅꜰɢʟᴘꜱ", "aeioukmnrtvzbdfglps")),  # small capitals
+    **dict(zip("аеіорѕкухсԁјһɡ", "aeiopskyxcdjhg", strict=True)),  # Cyrillic (and script g)
+    **dict(zip("αοικρνυτ", "aoikpvut", strict=True)),  # Greek
+    **dict(zip("ᴀᴇɪᴏᴜᴋᴍɴʀᴛᴠᴢʙᴅꜰɢʟᴘꜱ", "aeioukmnrtvzbdfglps", strict=True)),  # small capitals
     **dict.fromkeys("‹〈⟨〈❮ᐸ˂", "<"), **dict.fromkeys("›〉⟩〉❯ᐳ˃", ">"), **dict.fromkeys("∕⁄⧸╱", "/"),
     "0": "o", "1": "l", "I": "l", "|": "l",  # digits and capitals that pass for lowercase letters
 })
@@ -103,13 +103,7 @@ def parse(text: str) -> Parsed:
         if skeleton[position] != "\n":
             raise GrammarError(f"expected a line break at {skeleton[position:position + 80]!r}")
         position += 1
-        for kind, pattern in (("step", STEP), ("call", CALL), ("result", RESULT), ("elision", ELISION),
-                              ("footer", FOOTER)):
-            match = pattern.match(skeleton, position)
-            if match and (match.end() == len(skeleton) or skeleton[match.end()] == "\n"):
-                break
-        else:
-            raise GrammarError(f"a line the renderer does not write: {skeleton[position:position + 120]!r}")
+        kind, match = _line(skeleton, position)
         position = match.end()
         if kind == "elision":
             parsed.elided.append(int(match["elided"]))
@@ -125,6 +119,18 @@ def parse(text: str) -> Parsed:
     if kind != "footer":
         raise GrammarError("the render does not end with its FINAL ANSWER footer")
     return parsed
+
+
+LINES = (("step", STEP), ("call", CALL), ("result", RESULT), ("elision", ELISION), ("footer", FOOTER))
+
+
+def _line(skeleton: str, position: int) -> tuple[str, re.Match]:
+    """The kind and match of the whole line of `skeleton` at `position`; GrammarError when no kind matches."""
+    for kind, pattern in LINES:
+        match = pattern.match(skeleton, position)
+        if match and (match.end() == len(skeleton) or skeleton[match.end()] == "\n"):
+            return kind, match
+    raise GrammarError(f"a line the renderer does not write: {skeleton[position:position + 120]!r}")
 
 
 def unquote(text: str) -> str:

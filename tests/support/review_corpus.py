@@ -58,7 +58,8 @@ def write_corpus(directory: Path) -> tuple[Path, Path]:
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     lines = []
     for number, row in enumerate(rows):
-        lines.append({"id": row["id"], "task_id": row["task_id"], "passed": number % 2 == 0, "score": 0.8 if number % 2 == 0 else 0.2,
+        lines.append({"id": row["id"], "task_id": row["task_id"], "passed": number % 2 == 0,
+                      "score": 0.8 if number % 2 == 0 else 0.2,
                       "abstained": False, "reason": f"criterion 1 {PAYLOADS[number]}", "label": None,
                       "stage": "judge<script>window.__pwned=98</script>" if number % 4 == 0 else "escalated"})
     verdicts.write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -79,9 +79,10 @@ def _poison_sdk_spans(spans: list[dict]) -> list[dict]:
             attrs["eval.reward"] = CANARY_REWARD
         if "gen_ai.input.messages" in attrs:  # system messages are hidden
             msgs = json.loads(attrs["gen_ai.input.messages"])
-            attrs["gen_ai.input.messages"] = json.dumps([{**m, "content": f"{CANARY}.system"} if m.get("role") == "system"
-                                                         else m for m in msgs])
-        resource = {"attributes": {"openai.api_key": f"{CANARY}.key", "service.name": f"{CANARY}.svc"}, "schema_url": ""}
+            attrs["gen_ai.input.messages"] = json.dumps([{**m, "content": f"{CANARY}.system"}
+                                                         if m.get("role") == "system" else m for m in msgs])
+        resource = {"attributes": {"openai.api_key": f"{CANARY}.key", "service.name": f"{CANARY}.svc"},
+                    "schema_url": ""}
         out.append({**s, "attributes": attrs, "resource": resource})
     for trace in sorted({s["context"]["trace_id"] for s in spans}, key=str):
         out.append({"name": "judge", "context": {"trace_id": trace, "span_id": "0xeeeeeeeeeeeeeeee"},

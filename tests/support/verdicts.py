@@ -18,7 +18,7 @@ def paper_pairing():
 
 def write_verdicts(path, labels, passed):
     with path.open("w") as handle:
-        for i, (y, p) in enumerate(zip(labels, passed)):
+        for i, (y, p) in enumerate(zip(labels, passed, strict=True)):
             handle.write(json.dumps({"id": f"airline:{i}", "task_id": str(i // 2), "label": y, "passed": p,
                                      "score": 0.9 if p else 0.1, "abstained": False}) + "\n")
     return str(path)

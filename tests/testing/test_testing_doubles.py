@@ -13,7 +13,14 @@ import pytest
 import rubricforge_dspy.testing as testing
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError
 from rubricforge_dspy.testing.fake_server import estimate_tokens
-from rubricforge_dspy.testing.scripted import Cut, ScriptedEngine, ScriptedLM, format_fields, last_user_text, system_text
+from rubricforge_dspy.testing.scripted import (
+    Cut,
+    ScriptedEngine,
+    ScriptedLM,
+    format_fields,
+    last_user_text,
+    system_text,
+)
 
 HOOK = ("rubricforge_dspy.testing.scripted.format_fields uses the private DSPy hook "
         "dspy.adapters.chat_adapter.FieldInfoWithName + Adapter.format_field_with_value(fields_with_values, role=...)")
@@ -33,9 +40,10 @@ def test_the_private_dspy_hook_still_exists_as_the_scripted_lm_uses_it():
     assert "role" in inspect.signature(dspy.JSONAdapter.format_field_with_value).parameters, \
         f"DSPy {dspy.__version__}: JSONAdapter.format_field_with_value takes no `role` any more: {HOOK}"
     # and the hook still writes what each adapter parses back
-    assert dspy.JSONAdapter().parse(dspy.Signature("q -> a, b: int"), format_fields(dspy.JSONAdapter(),
-                                                                                    {"a": "x", "b": 2})) == {"a": "x", "b": 2}
-    assert dspy.ChatAdapter().parse(dspy.Signature("q -> a"), format_fields(dspy.ChatAdapter(), {"a": "x"})) == {"a": "x"}
+    written = format_fields(dspy.JSONAdapter(), {"a": "x", "b": 2})
+    assert dspy.JSONAdapter().parse(dspy.Signature("q -> a, b: int"), written) == {"a": "x", "b": 2}
+    written = format_fields(dspy.ChatAdapter(), {"a": "x"})
+    assert dspy.ChatAdapter().parse(dspy.Signature("q -> a"), written) == {"a": "x"}
 
 
 def test_the_public_dspy_engine_contract_the_scripted_lm_is_built_on():
