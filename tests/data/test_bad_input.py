@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge_dspy.data.formats import LoadReport, detect_format, iter_trajectories, load_trajectories
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.data.formats import LoadReport, detect_format, iter_trajectories, load_trajectories
 from tests.support.records import jsonl_record, tau_record, write_json, write_lines
 
 BAD_BYTES = b"\xff\xfe\xc3("

@@ -14,8 +14,15 @@ import pytest
 
 from rubricforge_dspy.core.trajectory import Trajectory, UnlabeledError, labeled_only, require_labels
 from rubricforge_dspy.core.verdict import Verdict, read_verdicts, verdict_line
-from rubricforge_dspy.data import (Examples, Joined, Trajectories, join_labels, load_examples, load_trajectories,
-                                   to_examples)
+from rubricforge_dspy.data import (
+    Examples,
+    Joined,
+    Trajectories,
+    join_labels,
+    load_examples,
+    load_trajectories,
+    to_examples,
+)
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory

@@ -7,12 +7,29 @@ from pathlib import Path
 import pytest
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.trajectory import (FULL_REWARD, LabelRule, Source, Step, Trajectory, TrajectoryFormatError,
-                                              label_from_reward)
+from rubricforge_dspy.core.trajectory import (
+    FULL_REWARD,
+    LabelRule,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
 from rubricforge_dspy.data import formats as formats_package
-from rubricforge_dspy.data.formats import (FORMATS, Format, LoadReport, default_label_rule, detect_format, formats,
-                                           iter_trajectory_counts, load_trajectories, register_format, tau_bench,
-                                           unregister_format)
+from rubricforge_dspy.data.formats import (
+    FORMATS,
+    Format,
+    LoadReport,
+    default_label_rule,
+    detect_format,
+    formats,
+    iter_trajectory_counts,
+    load_trajectories,
+    register_format,
+    tau_bench,
+    unregister_format,
+)
 
 HEADER = "#toy-log v1"
 

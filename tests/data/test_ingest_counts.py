@@ -12,11 +12,16 @@ import pytest
 
 from rubricforge_dspy.cli.data_options import stream_data
 from rubricforge_dspy.cli.main import main
-from rubricforge_dspy.data.export import record_of
-from rubricforge_dspy.data.formats import (LoadReport, TrajectoryCounts, iter_trajectories, iter_trajectory_counts,
-                                           load_trajectories)
-from rubricforge_dspy.data.formats import jsonl
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.data.export import record_of
+from rubricforge_dspy.data.formats import (
+    LoadReport,
+    TrajectoryCounts,
+    iter_trajectories,
+    iter_trajectory_counts,
+    jsonl,
+    load_trajectories,
+)
 from tests.support.ingest import AIRLINE, WEBSHOP, _generic, _mutations, _records
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,11 +12,11 @@ import pytest
 
 from rubricforge_dspy.apply.job import BatchOutputError, ids_path, read_done
 from rubricforge_dspy.cli.main import main
-from rubricforge_dspy.core.verdict import Verdict, _surely_valid_line, _validator as verdict_validator, verdict_line
-from rubricforge_dspy.data.formats import iter_trajectories, load_trajectories, trajectory_at
-from rubricforge_dspy.data.formats import jsonl
-from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.core.verdict import Verdict, _surely_valid_line, verdict_line
+from rubricforge_dspy.core.verdict import _validator as verdict_validator
+from rubricforge_dspy.data.formats import iter_trajectories, jsonl, load_trajectories, trajectory_at
+from rubricforge_dspy.data.formats._records import IdSet
 from tests.support.ingest import AIRLINE, ODD_VALUES, WEBSHOP, _generic, _mutations, _records
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,8 +189,8 @@ def test_an_assistant_message_of_tool_calls_alone_is_still_read_as_actions():
 
 
 def test_the_label_rule_stamp_leaves_the_readers_dict_alone(tmp_path):
-    from rubricforge_dspy.data.formats import _stamped
     from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD
+    from rubricforge_dspy.data.formats import _stamped
 
     trajectory = next(iter(load_trajectories(AIRLINE)))
     before = dict(trajectory.hidden)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from rubricforge_dspy.cli.main import main
+from rubricforge_dspy.core.trajectory import LabelRule, label_from_reward, parse_label_rule
+from rubricforge_dspy.data.formats import default_label_rule, load_trajectories
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.labels import LabelFileError, join_labels, read_label_file
-from rubricforge_dspy.data.formats import default_label_rule, load_trajectories
-from rubricforge_dspy.core.trajectory import LabelRule, label_from_reward, parse_label_rule
 from tests.support.records import jsonl_record, write_lines
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"

@@ -19,9 +19,9 @@ from rubricforge_dspy.data.formats import (
     load_trajectories,
 )
 from rubricforge_dspy.data.formats.jsonl import schema, validation_problem
-
 from tests.support.helpers import BUNDLED, REPO, shared_missing
 from tests.support.helpers import SHARED_RAW as SHARED
+
 DOCS_FORMAT = REPO / "docs" / "FORMAT.md"
 
 # Records whose run crashed before any message (info.error set, traj == []): not loadable, reported as skipped.

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from rubricforge_dspy.cli.main import main
+from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.data.formats import FORMATS, detect_format, load_trajectories
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
-from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from tests.support.trace_poison import CANARY, CANARY_REWARD, poison_trace_file
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "data"

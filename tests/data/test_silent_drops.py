@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.cli.data_options import SHOWN
+from rubricforge_dspy.cli.main import main
+from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
-from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from tests.support.records import jsonl_record, tau_record, write_json, write_lines
 
 VERDICT = {"reason": "Booked as asked.", "passed": True, "score": 0.8}

@@ -9,11 +9,26 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge_dspy.data.export import record_of
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from rubricforge_dspy.data.formats import (_json_stream, detect_format, inspect_ai, iter_trajectories, jsonl, langfuse,
-                                           load_trajectories, tau2, tau_bench)
-from rubricforge_dspy.data.formats._json_stream import (Malformed, has_bad_bytes, iter_json_array, read_text, stream_json_array)
+from rubricforge_dspy.data.export import record_of
+from rubricforge_dspy.data.formats import (
+    _json_stream,
+    detect_format,
+    inspect_ai,
+    iter_trajectories,
+    jsonl,
+    langfuse,
+    load_trajectories,
+    tau2,
+    tau_bench,
+)
+from rubricforge_dspy.data.formats._json_stream import (
+    Malformed,
+    has_bad_bytes,
+    iter_json_array,
+    read_text,
+    stream_json_array,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TAU_FILES = [ROOT / "evals/data/tau_bench_official/gpt-4o-airline.json",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rubricforge_dspy.cli.main import main
-from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.core.presets import EMBEDDED
+from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from tests.support.swe_poison import CANARY, poison_swe_file
 

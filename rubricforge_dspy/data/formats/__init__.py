@@ -52,13 +52,28 @@ from typing import TYPE_CHECKING, Union
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError
 from rubricforge_dspy.core.files import NotARegularFileError, regular_file
-from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
-                                              parse_label_rule)
+from rubricforge_dspy.core.trajectory import (
+    ANY_POSITIVE_REWARD,
+    LabelRule,
+    Trajectory,
+    TrajectoryFormatError,
+    parse_label_rule,
+)
 from rubricforge_dspy.data.formats import jsonl
 from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
-from rubricforge_dspy.data.formats._registry import (FileSample, Format, candidate_suffixes, detect, format_named,
-                                                     format_names, formats, load_plugins, not_candidate,
-                                                     register_format, unregister_format)
+from rubricforge_dspy.data.formats._registry import (
+    FileSample,
+    Format,
+    candidate_suffixes,
+    detect,
+    format_named,
+    format_names,
+    formats,
+    load_plugins,
+    not_candidate,
+    register_format,
+    unregister_format,
+)
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 if TYPE_CHECKING:

@@ -29,12 +29,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import (
+    FULL_REWARD,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
 from rubricforge_dspy.data.formats._json_stream import Malformed, scan_json_object, stream_json_array, worth_streaming
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, parse_arguments, text_of
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
-from rubricforge_dspy.core.trajectory import (FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError,
-                                        label_from_reward)
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "inspect"
 LABEL_RULE = FULL_REWARD  # "C" (correct) is 1; a partial "P" (0.5) is not a success by default

@@ -23,12 +23,27 @@ from typing import Any
 import orjson
 
 from rubricforge_dspy.core.errors import OutputExistsError
+from rubricforge_dspy.core.trajectory import (
+    ANY_POSITIVE_REWARD,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
 from rubricforge_dspy.data.formats._json_stream import Malformed, iter_json_array, stream_json_array
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
-from rubricforge_dspy.data.formats._steps import (CallTracker, as_reward, convert_each, finalize_answer, new_step, parse_arguments, text_of)
-from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
-from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._steps import (
+    CallTracker,
+    as_reward,
+    convert_each,
+    finalize_answer,
+    new_step,
+    parse_arguments,
+    text_of,
+)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 NAME = "jsonl"
 # The generic format: an explicit ``label`` wins; else any positive reward (warned about when graded).

@@ -29,14 +29,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._json_stream import (Malformed, first_json_lines, read_prefix, scan_json_array, scan_json_object, stream_json_array, worth_streaming)
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._json_stream import (
+    Malformed,
+    first_json_lines,
+    read_prefix,
+    scan_json_array,
+    scan_json_object,
+    stream_json_array,
+    worth_streaming,
+)
 from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "langfuse"
 _KINDS = {"GENERATION": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent", "SPAN": "other", "EVENT": "other",

@@ -35,14 +35,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import normalize_messages
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "openai_agents"
 TRACE, SPAN = "trace", "trace.span"

@@ -32,14 +32,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.data.formats.otel_attrs import (check_schema_url, hidden_attributes, io_values, llm_messages,
-                                                 maybe_json, span_kind, tool_info)
-from rubricforge_dspy.data.formats.spans import Span, build_trajectory
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats.jsonl import iter_json_lines
+from rubricforge_dspy.data.formats.otel_attrs import (
+    check_schema_url,
+    hidden_attributes,
+    io_values,
+    llm_messages,
+    maybe_json,
+    span_kind,
+    tool_info,
+)
+from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 
 NAME = "otel"
 _VALUE_KEYS = ("stringValue", "boolValue", "intValue", "doubleValue", "bytesValue")

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import Source, Step, Trajectory, label_from_reward
 from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.otel_attrs import Msg, normalize_messages
-from rubricforge_dspy.core.trajectory import Source, Step, Trajectory, label_from_reward
 
 
 @dataclass

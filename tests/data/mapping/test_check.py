@@ -8,9 +8,8 @@ import json
 import pytest
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.data.formats.mapping import MappingError
+from rubricforge_dspy.data.formats.mapping import MappingError, iter_mapped
 from rubricforge_dspy.evidence.render import render_trajectory
-from rubricforge_dspy.data.formats.mapping import iter_mapped
 from rubricforge_dspy.pipeline.map_check import check_mapping
 from tests.support.mapping_samples import SAMPLES
 

@@ -8,8 +8,17 @@ import pytest
 
 import rubricforge_dspy as rf
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.data.formats import (LoadReport, default_label_rule, format_named, formats, iter_trajectories,
-                                           iter_trajectory_counts, load_trajectories, trajectory_at, unregister_format)
+from rubricforge_dspy.data.formats import (
+    LoadReport,
+    default_label_rule,
+    format_named,
+    formats,
+    iter_trajectories,
+    iter_trajectory_counts,
+    load_trajectories,
+    trajectory_at,
+    unregister_format,
+)
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
 from rubricforge_dspy.data.formats.mapping import MappingError, iter_mapped, load_mapping, register_mapping
 from tests.support.mapping_samples import SAMPLES

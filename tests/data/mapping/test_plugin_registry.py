@@ -11,8 +11,14 @@ import textwrap
 
 import pytest
 
-from rubricforge_dspy.data.formats import (detect_format, format_named, formats, load_plugins, load_trajectories,
-                                           unregister_format)
+from rubricforge_dspy.data.formats import (
+    detect_format,
+    format_named,
+    formats,
+    load_plugins,
+    load_trajectories,
+    unregister_format,
+)
 from rubricforge_dspy.data.formats.plugins import PluginError
 
 MODULE = '''
