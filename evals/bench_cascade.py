@@ -22,8 +22,9 @@ over the draws (0 for a draw that certifies nothing), and the coverage of one fi
 `judging.verdict` with a rubric holding the simulator's five trigger criteria; the floor's are real):
 20 task-grouped halves; each fits a floor -> judge cascade and a judge-only cascade at the same alpha and
 delta on one half (one trial per task) and judges the other; at alpha 0.10 and 0.20 (where the simulated
-judge alone is certifiable at all), with Holm and with the split fixed sequence. Reported per 1,000 trajectories: LM calls (the judge-only
-cascade calls the LM on every one), decided, escalated, and the realized D and F on the judged half.
+judge alone is certifiable at all), with Holm and with the split fixed sequence. Reported per 1,000
+trajectories: LM calls (the judge-only cascade calls the LM on every one), decided, escalated, and the
+realized D and F on the judged half.
 
 No real LM is called. Runtime: a few minutes on 2 cores.
 """
@@ -186,7 +187,8 @@ def simulated_confidences(items) -> np.ndarray:
 def realized(conf, y, thresholds) -> dict:
     decided, passed, stage = cascade_outcomes(conf, np.asarray(thresholds, dtype=np.float64)[None])
     d, p, s, yb = decided[0], passed[0], stage[0], y.astype(bool)
-    return {"decided": int(d.sum()), "escalated": int((~d).sum()), "lm_calls": int(((s == -1) | (s >= conf.shape[0] - 1)).sum()),
+    return {"decided": int(d.sum()), "escalated": int((~d).sum()),
+            "lm_calls": int(((s == -1) | (s >= conf.shape[0] - 1)).sum()),
             "errors": int((p[d] != yb[d]).sum()), "failed_decided": int((d & ~yb).sum()),
             "false_passes": int((d & p & ~yb).sum())}
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -201,7 +200,8 @@ def main(argv=None) -> int:
                   f"{row['client_cpu_ms_per_verdict']:.2f} ms CPU per verdict "
                   f"(ingest {row['ingest_cpu_ms_per_item']:.2f} ms per item, render "
                   f"{row['render_cpu_ms_per_trajectory_server']:.2f} ms); library: "
-                  f"{row['library_throughput_per_s']:.1f} verdicts/s, {row['library_cpu_ms_per_verdict']:.2f} ms", file=sys.stderr)
+                  f"{row['library_throughput_per_s']:.1f} verdicts/s, {row['library_cpu_ms_per_verdict']:.2f} ms",
+                  file=sys.stderr)
     marginal = {}
     for concurrency in args.concurrency:
         rows = sorted((r for r in runs if r["concurrency"] == concurrency), key=lambda r: r["n"])

@@ -3,7 +3,8 @@
     PYTHONPATH=. python -m evals.bench_cluster [--n 2000] [--workers 1 2 4 8] [--http]
 
 The exact request bodies of ``rubricforge judge --preset server`` on the shipped data (repeated to
-`--n` distinct ids, each repeat tagged so that its prompt differs after the rubric) run through the performance model (evals/simulator/model.py) in virtual time:
+`--n` distinct ids, each repeat tagged so that its prompt differs after the rubric) run through the
+performance model (evals/simulator/model.py) in virtual time:
 - the limit of N workers (every request queued at once), per routing policy: ``round_robin`` and
   ``cache_aware`` (sglang-router's policy: prefix match above a threshold, else the smallest tree,
   shortest queue when loads are imbalanced; the current SGLang gateway defaults: cache_threshold 0.3,
@@ -48,7 +49,7 @@ def with_rubrics(bodies: list[dict], k: int) -> list[dict]:
     rng = random.Random(0)
     out = []
     marker = "your objective is:"
-    for i, body in enumerate(bodies):
+    for body in bodies:
         body = copy.deepcopy(body)
         system = body["messages"][0]
         at = system["content"].find(marker)

@@ -8,7 +8,7 @@
 2. A server that dies after 200 requests: the command stops with exit 3 after 20 consecutive failures,
    then the same command against a healthy server restarted on the same port resumes and completes the
    file (the endpoint is part of the job's fingerprint: another URL is refused as another job).
-Writes evals/results/faults_sim.json. Not a test (tests/test_simulator.py and tests/test_faults_http.py are).
+Writes evals/results/faults_sim.json. Not a test (tests/test_simulator.py and tests/lm/test_faults_http.py are).
 """
 
 from __future__ import annotations

@@ -32,14 +32,14 @@ SWEEP = re.compile(r"candidate\s+(\d+)\s+val agreement ([\d.]+)\s+score ([\d.]+)
 def reload_check(program: Path, dataset: str, api_base: str) -> dict:
     import dspy
 
-    from rubricforge_dspy.judge.execution import judge_verdict
+    from rubricforge_dspy.data.formats import load_trajectories
+    from rubricforge_dspy.data.split import split_by_task
     from rubricforge_dspy.induction.inducer import validation_metrics
+    from rubricforge_dspy.judge.execution import judge_verdict
     from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.lm.config import LMConfig
     from rubricforge_dspy.lm.engine import make_lm
-    from rubricforge_dspy.data.formats import load_trajectories
     from rubricforge_dspy.program.store import read_program
-    from rubricforge_dspy.data.split import split_by_task
 
     path, threshold = DATASETS[dataset]
     trajectories = load_trajectories(path, label_threshold=threshold)

@@ -22,7 +22,6 @@ from pathlib import Path
 from evals.simulator import harness
 from evals.simulator.server import DEFAULT_MODEL_NAME
 
-
 SIMULATED_HEADER = """\
 > **SIMULATED, NOT A RESULT ABOUT ANY REAL JUDGE.** Written by `python -m evals.bench_paper_sim`: the judge and
 > reflection LM were the simulated server of evals/simulator (a keyword caricature of a 7B judge), so these

@@ -23,15 +23,15 @@ CPUs on this 2-core machine, so 4 workers can be placed), the endpoints round-ro
   subclass whose ``forward`` calls the parent's, so `direct_call` is None).
 
 Writes evals/results/ray_scale.json; with ``--label``, the runs are merged under ``labels[LABEL]`` and the
-file's other content (the first runs, at its top level: the thread path before the fast path) is kept. Simulated: never a real GPU; this machine's 2 cores run the
-simulators, the driver and the workers at once, so the fractions are what 2 cores allow.
+file's other content (the first runs, at its top level: the thread path before the fast path) is kept.
+Simulated: never a real GPU; this machine's 2 cores run the simulators, the driver and the workers at
+once, so the fractions are what 2 cores allow.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -178,7 +178,8 @@ def main(argv=None) -> int:
                 }
                 runs.append(row)
                 print(f"[ray] {n_servers} servers x {n_workers} workers: {row['verdicts_per_s']:.1f}/s = "
-                      f"{row['fraction_of_combined_limit']:.3f} of {limit:.0f}/s; {row['client_cpu_ms_per_verdict']:.1f} "
+                      f"{row['fraction_of_combined_limit']:.3f} of {limit:.0f}/s; "
+                      f"{row['client_cpu_ms_per_verdict']:.1f} "
                       f"ms client CPU per verdict (steady: {row['steady_state']})", file=sys.stderr)
     finally:
         ray.shutdown()
@@ -193,8 +194,9 @@ def main(argv=None) -> int:
         "speedup_note": f"real time = modelled GPU time / {args.speedup}",
         "one_server_limit_per_s": round(one_limit, 3), "dataset": dataset, "runs": runs,
         "cpu_note": "client CPU = every process of the local Ray instance (driver, raylet, GCS, workers), simulators "
-                    "excluded, sampled every 0.2 s; Ray's own start-up before the run is excluded; the whole-run figures "
-                    "include the workers' start-up (importing DSPy, seconds of CPU each), the steady_state ones do not",
+                    "excluded, sampled every 0.2 s; Ray's own start-up before the run is excluded; "
+                    "the whole-run figures include the workers' start-up (importing DSPy, seconds of CPU each), "
+                    "the steady_state ones do not",
         "steady_note": "steady_state starts when 25% of the lines are written; the requests already in flight then "
                        "(up to workers x concurrency) finish inside the window, so its verdicts/s is biased upward and "
                        "can exceed the all-queued limit; its CPU per verdict is the number to model client cores with",

@@ -101,8 +101,8 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from rubricforge_dspy.report.figures import write_figures
     from rubricforge_dspy.report import compute_report, load_run, render_markdown, write_report
+    from rubricforge_dspy.report.figures import write_figures
     import_s = time.perf_counter() - t0
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,7 +123,7 @@ def main() -> None:
     def fmt(name: str, ts: list[float]) -> str:
         cpu = CPU.get(name)
         if cpu is None and name.startswith("compute_report +"):
-            cpu = [a + b for a, b in zip(CPU["compute_report"], CPU["render_markdown"])]
+            cpu = [a + b for a, b in zip(CPU["compute_report"], CPU["render_markdown"], strict=True)]
         return (f"  {name:<36} wall best {min(ts):6.3f} s  mean {statistics.mean(ts):6.3f} s  first {ts[0]:6.3f} s"
                 f"   | CPU best {min(cpu):6.3f} s")
 
@@ -134,7 +134,7 @@ def main() -> None:
     print(fmt("load_run", t_load))
     print(fmt("compute_report", t_compute))
     print(fmt("render_markdown", t_render))
-    print(fmt("compute_report + render_markdown", [a + b for a, b in zip(t_compute, t_render)]))
+    print(fmt("compute_report + render_markdown", [a + b for a, b in zip(t_compute, t_render, strict=True)]))
     print(fmt("write_figures (4 PNGs)", t_fig))
     print(fmt("write_report, no figures", t_nofig))
     print(fmt("write_report, full (with figures)", t_full))

@@ -113,7 +113,8 @@ def main() -> int:
     results = {"benchmark": "rubricforge report, one verdict file, continuous scores, figures included",
                "commit": commit or None,
                "lm": "none (a report reads persisted verdicts; the verdict lines are generated, not judged)",
-               "machine": machine(), "command": "python -m rubricforge_dspy report --predictions FILE --out DIR/report.md",
+               "machine": machine(),
+               "command": "python -m rubricforge_dspy report --predictions FILE --out DIR/report.md",
                "runs": []}
     ok = True
     with tempfile.TemporaryDirectory() as tmp:

@@ -78,7 +78,8 @@ def main(argv=None) -> int:
     limit = run_all_queued(requests, model)
     limit_real = limit.throughput * args.speedup
     bounds = {c: run_closed_loop(sim_requests(bodies), model, c).throughput * args.speedup for c in args.concurrency}
-    print(f"[saturation] model limit {limit_real:.1f} req/s real ({limit.throughput:.2f} per modelled s)", file=sys.stderr)
+    print(f"[saturation] model limit {limit_real:.1f} req/s real ({limit.throughput:.2f} per modelled s)",
+          file=sys.stderr)
 
     sim = harness.start_simulator("--speedup", str(args.speedup))
     ideal = harness.ideal_client(sim.api_base, bodies)

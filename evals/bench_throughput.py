@@ -28,11 +28,11 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from parse_rate import machine, sample_trajectories  # noqa: E402
 
-from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config  # noqa: E402
+from rubricforge_dspy.evidence.render import RenderConfig  # noqa: E402
+from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.lm.config import LMConfig  # noqa: E402
 from rubricforge_dspy.lm.engine import make_lm  # noqa: E402
-from rubricforge_dspy.evidence.render import RenderConfig  # noqa: E402
 from rubricforge_dspy.serve import EmbeddedServer, free_port, launch_server  # noqa: E402
 from rubricforge_dspy.testing.fake_server import FakeOpenAI  # noqa: E402
 
@@ -94,7 +94,7 @@ def throughput(config: LMConfig, trajectories, render: RenderConfig, concurrency
         "trajectories": n, "concurrency": concurrency, "rounds": rounds,
         "bare_traj_per_s": rate["bare"], "judge_traj_per_s": rate["judge"],
         "ratio_judge_over_bare": rate["judge"] / rate["bare"],
-        "paired_ratios": [round(b / j, 3) for (b, _), (j, _) in zip(passes["bare"], passes["judge"])],
+        "paired_ratios": [round(b / j, 3) for (b, _), (j, _) in zip(passes["bare"], passes["judge"], strict=True)],
         "per_round_s": {side: [round(s, 2) for s, _ in runs] for side, runs in passes.items()},
         "parsed_per_round": {side: [p for _, p in runs] for side, runs in passes.items()},
     }

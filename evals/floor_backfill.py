@@ -24,14 +24,14 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rubricforge_dspy.core.verdict import read_lines
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.data.split import sample_by_task, split_by_task
+from rubricforge_dspy.pipeline.protocol import FLOOR, JUDGES, write_floor_predictions
+from rubricforge_dspy.program.store import MANIFEST_KEY, read_program, update_manifest
+from rubricforge_dspy.report import write_report
 from rubricforge_dspy.trust.certificate import CERTIFICATE_KEY
 from rubricforge_dspy.trust.floor_margin import floor_margin_of_records, floor_verdicts
-from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.program.store import MANIFEST_KEY, read_program, update_manifest
-from rubricforge_dspy.pipeline.protocol import FLOOR, JUDGES, write_floor_predictions
-from rubricforge_dspy.report import write_report
-from rubricforge_dspy.data.split import sample_by_task, split_by_task
-from rubricforge_dspy.core.verdict import read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTE = ("floor and length_only rows added after the run by evals/floor_backfill.py: fit on this run's own "

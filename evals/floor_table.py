@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from rubricforge_dspy.trust.floor_cv import floor_report
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.trust.floor_cv import floor_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "evals" / "data"
@@ -85,8 +85,8 @@ def table(results: list[dict]) -> str:
         v, low, high = row[key], row[f"{ci}_ci_low"], row[f"{ci}_ci_high"]
         return "n/a" if v is None else f"{v:+.2f}" if key == "kappa" else f"{v:.2f} [{low:.2f}, {high:.2f}]"
 
-    lines = ["| data | domain | n (tasks) | pass rate | floor κ | floor false-pass [95% exact] | floor AUC | length-only AUC "
-             "[95% CI] | length gives it away | Heuristic κ | Heuristic false-pass [95% exact] |",
+    lines = ["| data | domain | n (tasks) | pass rate | floor κ | floor false-pass [95% exact] | floor AUC | "
+             "length-only AUC [95% CI] | length gives it away | Heuristic κ | Heuristic false-pass [95% exact] |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rows = {row["judge"]: row for row in r["rows"]}

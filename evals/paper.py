@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.cli.presets import add_preset_arguments
 from rubricforge_dspy.core.presets import EMBEDDED, SERVER
-from rubricforge_dspy.pipeline.protocol import run_protocol
+from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.data.split import sample_by_task
+from rubricforge_dspy.pipeline.protocol import run_protocol
 
 DATA = Path(__file__).resolve().parent / "data"
 DATASETS = {
@@ -54,9 +54,9 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    from rubricforge_dspy.pipeline.demo import EMBEDDED_REFLECTION_TOKENS, SMALL_MODEL_NOTE, protocol_config
-    from rubricforge_dspy.lm.config import lm_name
     from rubricforge_dspy.cli.presets import resolve
+    from rubricforge_dspy.lm.config import lm_name
+    from rubricforge_dspy.pipeline.demo import EMBEDDED_REFLECTION_TOKENS, SMALL_MODEL_NOTE, protocol_config
 
     args = parse_args(argv)
     preset = resolve(args)
@@ -99,7 +99,8 @@ def write_summary(path: Path, rows, names, note: str = "") -> None:
              f"Judge LM: `{names[0]}`; reflection LM: `{names[1]}`.\n",
              "| dataset | judge | false-pass rate | accuracy | kappa | n |", "|---|---|---|---|---|---|"]
     for name, run_dir, report in rows:
-        for judge in ("induced", "hybrid", "geval", "fewshot", "heuristic", "floor", "length_only", "majority", "oracle"):
+        for judge in ("induced", "hybrid", "geval", "fewshot", "heuristic", "floor", "length_only", "majority",
+                      "oracle"):
             row = _main_row(report, judge)
             if row:
                 fmt = lambda v: "n/a" if v is None else f"{v:.3f}"

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import dspy
 
-from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_config
-from rubricforge_dspy.lm.config import LMConfig
-from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.serve import EmbeddedServer
 
 MEASURED_RENDER = RenderConfig(max_tokens=1800, max_step_chars=700)
@@ -36,7 +36,8 @@ MEASURED_RENDER = RenderConfig(max_tokens=1800, max_step_chars=700)
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLE = [  # (file under evals/data, how many)
     ("tau_bench_official/gpt-4o-airline.json", 20),
-    ("tau_bench_grok/tool-calling-grok-4-fast-reasoning-0.0_range_0--1_user-grok-4-fast-reasoning-llm_1129144541.json", 10),
+    ("tau_bench_grok/tool-calling-grok-4-fast-reasoning-0.0_range_0--1_"
+     "user-grok-4-fast-reasoning-llm_1129144541.json", 10),
     ("react_webshop/react_webshop_davinci002_500.jsonl", 10),
     ("adapt/ADaPT_maxd3_webshop_gpt-3.5-turbo.json", 10),
 ]
@@ -50,7 +51,7 @@ def sample_trajectories(total: int = 50):
     for i in range(total - sum(quotas)):
         quotas[i % len(quotas)] += 1
     chosen = []
-    for (relative, _), k in zip(SAMPLE, quotas):
+    for (relative, _), k in zip(SAMPLE, quotas, strict=True):
         if k == 0:
             continue
         loaded = load_trajectories(DATA / relative)
@@ -77,7 +78,8 @@ def run(config: LMConfig, trajectories, render: RenderConfig) -> dict:
             details = usage.get("prompt_tokens_details") or {}
             rows.append({"id": trajectory.id, "seconds": round(seconds, 3), "abstained": verdict.abstained,
                          "passed": verdict.passed, "score": verdict.score, "error": verdict.error,
-                         "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
+                         "prompt_tokens": usage.get("prompt_tokens"),
+                         "completion_tokens": usage.get("completion_tokens"),
                          "cached_tokens": details.get("cached_tokens")})
     latencies = [r["seconds"] for r in rows]
     prompts = [r["prompt_tokens"] for r in rows if r["prompt_tokens"]]

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.core.presets import PRESETS
+from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import RENDER_VERSION, RenderConfig, estimate_tokens, render_trajectory
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -1,6 +1,7 @@
 """Does `rubricforge_dspy.evidence.tokens.estimate_tokens` ever count fewer tokens than a real tokenizer?
 
-    python -m evals.token_estimate [--out evals/results/token_estimate.json] [--sample tests/data/token_sample.jsonl]
+    python -m evals.token_estimate [--out evals/results/token_estimate.json]
+        [--sample tests/fixtures/token_sample.jsonl]
 
 The reference is the SmolLM2-135M tokenizer (the embedded judge's: llama-cpp-python,
 ``Llama(weights, vocab_only=True).tokenize``, no BOS, special tokens not parsed). Measured texts:
@@ -15,7 +16,7 @@ The reference is the SmolLM2-135M tokenizer (the embedded judge's: llama-cpp-pyt
 Per set: texts, undercounts (real > estimate), the max / p99 / median of real / estimate, and the
 total real / total estimate (how much budget the caution costs); and the same for render version 1's
 characters / 4. `--sample` writes the texts with the
-highest ratio of each set (at most 2,000 characters each) for `tests/test_render.py`.
+highest ratio of each set (at most 2,000 characters each) for `tests/evidence/test_render.py`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import time
 import uuid
 from pathlib import Path
 
-from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.core.presets import PRESETS
+from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.tokens import estimate_tokens, word_like
 

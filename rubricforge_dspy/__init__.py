@@ -30,6 +30,7 @@ resolve, with a `DeprecationWarning` naming the import to use, but are not in ``
 import importlib
 import os
 import warnings
+from typing import Any
 
 from rubricforge_dspy._lazy import lazy_exports
 
@@ -89,7 +90,7 @@ _RENAMED = {"load": "rubricforge_dspy.judge.loading", "JudgeTrajectory": "rubric
 _lazy_getattr, _dir, __all__ = lazy_exports(__name__, _MODULES)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _RENAMED:
         return getattr(importlib.import_module(_RENAMED[name]), name)
     if name in _MOVED_TO:

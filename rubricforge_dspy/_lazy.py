@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 
-def lazy_exports(package: str, modules: Mapping[str, Sequence[str]]) -> tuple[Callable, Callable, list[str]]:
+def lazy_exports(
+    package: str, modules: Mapping[str, Sequence[str]]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """The module-level ``__getattr__``, ``__dir__`` and ``__all__`` of `package`.
 
     Args:
@@ -26,7 +28,7 @@ def lazy_exports(package: str, modules: Mapping[str, Sequence[str]]) -> tuple[Ca
     exports = {name: module for module, names in modules.items() for name in names}
     public = [name for names in modules.values() for name in names]
 
-    def __getattr__(name: str):
+    def __getattr__(name: str) -> Any:
         if name in exports:
             value = getattr(importlib.import_module(exports[name]), name)
             setattr(sys.modules[package], name, value)  # resolved once

@@ -86,7 +86,7 @@ def render() -> str:
         try:
             module = importlib.import_module(f"rubricforge_dspy.{name}")
         except ImportError as exc:  # the extra is absent: say so instead of a partial page
-            raise SystemExit(f"rubricforge_dspy.{name}: {exc}; install the extra to generate docs/API.md")
+            raise SystemExit(f"rubricforge_dspy.{name}: {exc}; install the extra to generate docs/API.md") from exc
         lines += [f"### `rubricforge_dspy.{name}`", "", _first_sentence(module), ""]
         lines += _table(module.__name__, list(module.__all__)) + [""]
     return "\n".join(lines).rstrip() + "\n"

@@ -68,6 +68,7 @@ def test_scripted_judge_rule():
     assert not scripted_judge_verdict("COUNTERS: tool_errors=0\nFINAL ANSWER: I placed it.")["passed"]
 
 
+@pytest.mark.slow
 def test_the_whole_example_offline(tmp_path):
     agent_lm, judge_lm = scripted_agent_lm(), scripted_judge_lm()
     summary = run_example(agent_lm, judge_lm, out_dir=tmp_path, mode="scripted")
@@ -105,6 +106,7 @@ def test_the_whole_example_offline(tmp_path):
     assert audit["p_value"] == pytest.approx(0.4) and not audit["drifted"]
 
 
+@pytest.mark.slow
 def test_cli_scripted_with_a_frozen_program(tmp_path, capsys):
     program = tmp_path / "program.json"
     freeze(TrajectoryJudge(), program, metrics={"false_pass_rate": 0.95})
@@ -118,6 +120,7 @@ def test_cli_scripted_with_a_frozen_program(tmp_path, capsys):
     assert (tmp_path / "out" / "summary.json").is_file()
 
 
+@pytest.mark.slow
 def test_crashing_agent_is_recorded_and_the_audit_skipped(tmp_path):
     from rubricforge_dspy.testing.scripted import ScriptedLM
 

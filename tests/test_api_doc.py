@@ -33,6 +33,7 @@ def test_every_public_class_and_function_has_its_own_docstring(package):
     assert not missing, f"{package}: public names without a docstring: {missing}"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (importlib.util.find_spec("mlflow") and importlib.util.find_spec("inspect_ai")),
                     reason="docs/API.md lists the MLflow and Inspect integrations: needs the [mlflow] and "
                            "[inspect] extras (.ci/run installs them)")

@@ -29,7 +29,8 @@ def _stand_in(tmp_path: Path, python: str, managed: bool) -> tuple[dict, Path]:
         (stdlib / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=system Python\n")
     (site / "sitecustomize.py").write_text(
         "import sysconfig\n_get_path = sysconfig.get_path\n"
-        f"sysconfig.get_path = lambda name, *a, **k: {str(stdlib)!r} if name == 'stdlib' else _get_path(name, *a, **k)\n")
+        f"sysconfig.get_path = lambda name, *a, **k: {str(stdlib)!r} if name == 'stdlib' "
+        "else _get_path(name, *a, **k)\n")
     shim = bin_dir / "python3"
     shim.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ] && [ "$2" = "pip" ]; then echo "$@" >> {pip_calls}; exit 0; fi\n'
                     f'PYTHONPATH={site} exec {python} "$@"\n')

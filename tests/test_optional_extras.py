@@ -13,49 +13,18 @@ virtual environment made by ``./install.sh`` alone."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
-import pkgutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 
-import rubricforge_dspy
+import pytest
+
+from tests.support.extras import EXTRAS, IMPORTS_ITS_EXTRA
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
-EXTRAS = ("ray", "mlflow", "inspect_ai")  # what the [ray], [mlflow] and [inspect] extras install
-# The modules that import their platform when imported: module -> (the platform's import name, the extra).
-IMPORTS_ITS_EXTRA = {"rubricforge_dspy.integrations.mlflow": ("mlflow", "mlflow"),
-                     "rubricforge_dspy.integrations.inspect": ("inspect_ai", "inspect")}
-
-
-def import_every_module() -> tuple[dict[str, types.ModuleType], dict[str, str]]:
-    """Import every module of the package (walked from the files, ``__main__`` aside).
-
-    Returns:
-        (the modules that imported, by name; ``{name: "ErrorType: message"}`` for those that did not).
-    """
-    modules, failed = {}, {}
-    for info in pkgutil.walk_packages(rubricforge_dspy.__path__, "rubricforge_dspy.",
-                                      onerror=lambda name: failed.setdefault(name, "the package did not import")):
-        if info.name.endswith("__main__"):
-            continue
-        try:
-            modules[info.name] = importlib.import_module(info.name)
-        except Exception as error:  # noqa: BLE001 - recorded, and judged by the caller
-            failed[info.name] = f"{type(error).__name__}: {error}"
-    return modules, failed
-
-
-def refused_for_a_missing_extra(name: str, error: str) -> bool:
-    """Whether `name` failed to import only because its extra is absent, saying how to install it."""
-    platform, extra = IMPORTS_ITS_EXTRA.get(name, (None, None))
-    return (platform is not None and importlib.util.find_spec(platform) is None
-            and error.startswith(("ImportError", "ModuleNotFoundError")) and f"rubricforge-dspy[{extra}]" in error)
 
 
 WITHOUT_EXTRAS = f"""
@@ -71,10 +40,11 @@ def _run_without_extras(code: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_every_module_imports_without_the_extras():
     run = _run_without_extras("""
 import json
-from tests.test_optional_extras import EXTRAS, import_every_module, refused_for_a_missing_extra
+from tests.support.extras import EXTRAS, import_every_module, refused_for_a_missing_extra
 modules, failed = import_every_module()
 print(json.dumps({"imported": sorted(modules), "failed": failed,
                   "refused": sorted(n for n, e in failed.items() if refused_for_a_missing_extra(n, e)),
@@ -90,6 +60,7 @@ print(json.dumps({"imported": sorted(modules), "failed": failed,
             "rubricforge_dspy.cli.integrations", "rubricforge_dspy.integrations"} <= set(found["imported"])
 
 
+@pytest.mark.slow
 def test_judging_on_ray_without_ray_is_a_clear_error_and_exit_2(tmp_path):
     """`apply.ray` imports without Ray; its functions raise `MissingExtraError` (an `InputError`, so
     exit 2 with one line naming the install), before anything is written."""
@@ -125,6 +96,7 @@ print(json.dumps({"raised": raised, "exit": cli_main.main(["stats", "--data", da
     assert "Traceback" not in run.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_the_ray_flag_without_ray_exits_2_naming_the_install(tmp_path):
     out = tmp_path / "verdicts.jsonl"
     run = _run_without_extras("""

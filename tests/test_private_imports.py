@@ -66,8 +66,10 @@ def test_the_walk_finds_private_names_absolute_and_relative(tmp_path, monkeypatc
                                  "from ._impl import _helper, public, __version__\n"
                                  "from rubricforge_dspy.other import _secret as secret\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    assert private_imports(pkg / "user.py") == ["rubricforge_dspy/stage/user.py:3: rubricforge_dspy.stage._impl._helper",
-                                                "rubricforge_dspy/stage/user.py:4: rubricforge_dspy.other._secret"]
+    assert private_imports(pkg / "user.py") == [
+        "rubricforge_dspy/stage/user.py:3: rubricforge_dspy.stage._impl._helper",
+        "rubricforge_dspy/stage/user.py:4: rubricforge_dspy.other._secret",
+    ]
 
 
 def test_no_module_imports_a_private_name_of_another():

@@ -13,8 +13,8 @@ import pytest
 import rubricforge_dspy
 
 # Every stage subpackage with a curated `__init__` (lm/ is left out: its engine is being split).
-STAGES = ["core", "data", "data.formats", "evidence", "judge", "program", "induction", "apply", "trust",
-          "pipeline", "report", "metrics", "serve", "cli", "testing", "rewards", "integrations"]
+STAGES = ["core", "data", "data.formats", "review", "data.formats.mapping", "evidence", "judge", "program", "induction",
+          "apply", "trust", "pipeline", "report", "metrics", "serve", "cli", "testing", "rewards", "integrations"]
 PACKAGES = ["rubricforge_dspy"] + [f"rubricforge_dspy.{stage}" for stage in STAGES]
 
 

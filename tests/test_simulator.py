@@ -9,10 +9,9 @@ import httpx
 import pytest
 
 from evals.simulator import judging
-from evals.simulator.model import (PAGE_TOKENS, Engine, GpuModel, Router, SimRequest, run_all_queued,
-                                   run_closed_loop)
+from evals.simulator.model import PAGE_TOKENS, Engine, GpuModel, Router, SimRequest, run_all_queued, run_closed_loop
 from evals.simulator.server import FaultPlan, SimServer
-from tests.helpers import make_trajectory
+from tests.support.helpers import make_trajectory
 
 RUBRIC = "You grade agent episodes.\nCriteria:\n1. Goal: the user's goal is met by a successful tool result.\n"
 SHARP = RUBRIC + "2. Unresolved tool error: fail when a tool result marked ERROR is never resolved.\n"
@@ -29,7 +28,8 @@ def body(system: str, episode: str, **extra) -> dict:
     schema = {"type": "object", "properties": {"reason": {"type": "string"}, "passed": {"type": "boolean"},
                                                "score": {"type": "number"}}}
     return {"model": "m", "messages": [{"role": "system", "content": system},
-                                       {"role": "user", "content": f"[[ ## trajectory ## ]]\n{episode}\n\nRespond with JSON"}],
+                                       {"role": "user",
+                                        "content": f"[[ ## trajectory ## ]]\n{episode}\n\nRespond with JSON"}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": schema}},
             "max_tokens": 256, "seed": 0, **extra}
 

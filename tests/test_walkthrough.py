@@ -8,11 +8,13 @@ import json
 import runpy
 import warnings
 
+import pytest
+
 from rubricforge_dspy.program.drift import UncertifiedJudgeWarning
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, estimate_tokens, system_text, user_text
-from tests.helpers import REPO
-from tests.test_faults_http import is_reflection, reflection_reply
+from tests.support.helpers import REPO
+from tests.support.induction_http import is_reflection, reflection_reply
 
 
 def run_walkthrough(argv):
@@ -23,6 +25,7 @@ def run_walkthrough(argv):
     return code, caught
 
 
+@pytest.mark.slow
 def test_the_walkthrough_runs_with_scripted_lms(tmp_path, capsys):
     code, caught = run_walkthrough(["--out", str(tmp_path)])
     assert code == 0
@@ -56,6 +59,7 @@ def server_judge(body: dict) -> dict:
     return {"reason": "The agent says the task is done.", "passed": True, "score": 0.9}
 
 
+@pytest.mark.slow
 def test_the_walkthrough_against_a_server_gives_the_reflection_lm_room_to_write_a_rubric(tmp_path, capsys):
     """With --api-base the reflection LM was the judge LM (max_tokens 256): a server cuts a whole rubric
     there (finish reason "length"), so every reflection was unusable and no rubric was ever proposed."""

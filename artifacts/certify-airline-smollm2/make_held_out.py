@@ -15,9 +15,9 @@ import numpy as np
 
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.data.formats.jsonl import to_record
-from rubricforge_dspy.program.store import data_fingerprint, data_ids, read_program, update_manifest
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.data.split import sample_by_task, split_by_task
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.program.store import data_fingerprint, data_ids, read_program, update_manifest
 
 PROGRAM = Path("programs/airline-smollm2-135m.json")
 SOURCE = "evals/data/tau_bench_official/gpt-4o-airline.json"

@@ -35,15 +35,14 @@ from typing import Any
 import dspy
 
 from evals.agent_example.env import TASKS, Episode, ShopAgent, Task, run_episode
-from rubricforge_dspy.trust.audit import (DEFAULT_ALPHA, audit, baseline_from_manifest, load_labeled,
-                                    sample_for_labeling)
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
+from rubricforge_dspy.judge.metric import as_metric
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.metrics import false_pass_rate
 from rubricforge_dspy.program.store import freeze
-from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
-from rubricforge_dspy.judge.metric import as_metric
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.trust.audit import DEFAULT_ALPHA, audit, baseline_from_manifest, load_labeled, sample_for_labeling
 
 DEFAULT_OUT = Path("artifacts/agent_example")
 NO_AUDIT = "Goodhart audit skipped: the optimized agent produced no trajectory (every episode crashed)"
@@ -323,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--program", type=Path, default=None,
                         help="a frozen judge program (.json); its manifest's false_pass_rate is the audit baseline")
     parser.add_argument("--baseline-fpr", type=float, default=None, help="audit baseline false-pass rate (overrides)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="audit drift test level (one-sided exact binomial)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help="audit drift test level (one-sided exact binomial)")
     parser.add_argument("--demos", type=int, default=2, help="BootstrapFewShot max_bootstrapped_demos")
     parser.add_argument("--max-iters", type=int, default=8, help="ReAct max_iters")
     add_lm_arguments(parser, reflection=False)

@@ -162,12 +162,12 @@ def capture_bodies(data_path: Path, model_name: str, render_tokens: int | None =
     project's fake server (sequentially, in file order)."""
     import dspy
 
+    from rubricforge_dspy.core.presets import SERVER
+    from rubricforge_dspy.data.formats import load_trajectories
+    from rubricforge_dspy.evidence.render import RenderConfig
     from rubricforge_dspy.judge.module import TrajectoryJudge
     from rubricforge_dspy.lm.config import LMConfig
     from rubricforge_dspy.lm.engine import make_lm
-    from rubricforge_dspy.data.formats import load_trajectories
-    from rubricforge_dspy.core.presets import SERVER
-    from rubricforge_dspy.evidence.render import RenderConfig
     from rubricforge_dspy.testing.fake_server import FakeOpenAI
 
     trajectories = load_trajectories(data_path)
@@ -199,7 +199,8 @@ def ideal_client(api_base: str, bodies: list[dict], timeout: float = 3600.0) -> 
             return time.perf_counter() - started, sum(results)
 
     wall, ok = asyncio.run(run())
-    return {"requests": len(bodies), "ok": ok, "wall_s": round(wall, 3), "throughput_per_s": round(len(bodies) / wall, 3)}
+    return {"requests": len(bodies), "ok": ok, "wall_s": round(wall, 3),
+            "throughput_per_s": round(len(bodies) / wall, 3)}
 
 
 def write_json(path: Path, payload: dict) -> None:

@@ -32,8 +32,7 @@ import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
-from rubricforge_dspy.core.verdict import VerdictLineError, check_line
-from rubricforge_dspy.core.verdict import parse_line
+from rubricforge_dspy.core.verdict import VerdictLineError, check_line, parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -505,6 +504,15 @@ def input_fingerprint(paths: Iterable, **settings) -> str:
     return digest.hexdigest()
 
 
+def _mapping_files(format: str) -> list[Path]:
+    """The mapping file of a mapped format (``--map``): part of what the data are, so of their fingerprint."""
+    from rubricforge_dspy.data.formats import format_named
+
+    fmt = format_named(format) if format not in (None, "auto") else None
+    mapping = None if fmt is None else fmt.mapping
+    return [Path(mapping.file)] if mapping is not None and Path(mapping.file).is_file() else []
+
+
 def checked_input(paths: list, *, format: str, label_threshold, on_error: str, limit: int | None,
                   labels=None, report=None, each=None) -> tuple[InputScan, str]:
     """Check the whole input before anything is paid, and fingerprint it for the job file.
@@ -517,7 +525,8 @@ def checked_input(paths: list, *, format: str, label_threshold, on_error: str, l
         each: called with each trajectory within `limit` during the same pass (`data.scan.scan_input`).
 
     Returns:
-        The scan (ids, counts; `data.scan.scan_input`) and `input_fingerprint` of the files and settings.
+        The scan (ids, counts; `data.scan.scan_input`) and `input_fingerprint` of the files (with the mapping
+        file of a mapped format: a changed mapping is changed data) and settings.
 
     Raises:
         InputError: a `limit` below 1, a malformed record (unless ``on_error="skip"``), a repeated id, or an
@@ -529,7 +538,8 @@ def checked_input(paths: list, *, format: str, label_threshold, on_error: str, l
                       label_ids=labels.file.entries if labels is not None else None, report=report, each=each)
     if labels is not None:
         labels.leave_out(scan.beyond_limit_labeled)
-    data = input_fingerprint(paths + ([labels.file.path] if labels is not None else []), format=format,
+    data = input_fingerprint(paths + ([labels.file.path] if labels is not None else []) + _mapping_files(format),
+                             format=format,
                              label_threshold=None if label_threshold is None else str(label_threshold))
     return scan, data
 

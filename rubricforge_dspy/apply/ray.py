@@ -204,7 +204,7 @@ class _JudgeWorker:
     def __call__(self, batch) -> dict:
         try:
             trajectories = [row_trajectory({"id": i, "trajectory": t})
-                            for i, t in zip(column(batch, "id"), column(batch, "trajectory"))]
+                            for i, t in zip(column(batch, "id"), column(batch, "trajectory"), strict=True)]
             if self.loop is not None:
                 records = self._drive(trajectories)
             else:
@@ -372,7 +372,7 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
         for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
             ids = column(batch, "id")
             flags = column(batch, "fast") if "fast" in batch else [False] * len(ids)
-            for ident, raw, on_fast_path in zip(ids, column(batch, "line"), flags):
+            for ident, raw, on_fast_path in zip(ids, column(batch, "line"), flags, strict=True):
                 if ident in written or ident in done_ids:
                     summary.duplicates += 1
                     continue

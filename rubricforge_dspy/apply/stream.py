@@ -35,8 +35,12 @@ from typing import Iterable, Iterator
 
 from rubricforge_dspy.apply.executors import EventLoopExecutor, ThreadExecutor
 from rubricforge_dspy.apply.job import ResumeState, checked_input, claim_job, output_lock, read_done
-from rubricforge_dspy.apply.options import (DEFAULT_FSYNC_EVERY, DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, JobOptions,
-                                            job_options)
+from rubricforge_dspy.apply.options import (
+    DEFAULT_FSYNC_EVERY,
+    DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
+    JobOptions,
+    job_options,
+)
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import Spill, VerdictWriter, judge_inputs
 from rubricforge_dspy.core.errors import InputError

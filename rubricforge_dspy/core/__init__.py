@@ -18,7 +18,13 @@ Modules:
 - ``schemas/``: the JSON Schemas of a trajectory record and a verdict line.
 """
 
-from rubricforge_dspy.core.criteria import Criterion, attribute_reason, parse_criteria, rubric_problems, without_criterion
+from rubricforge_dspy.core.criteria import (
+    Criterion,
+    attribute_reason,
+    parse_criteria,
+    rubric_problems,
+    without_criterion,
+)
 from rubricforge_dspy.core.errors import (
     InputError,
     MissingFileError,

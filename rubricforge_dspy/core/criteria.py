@@ -124,7 +124,7 @@ def attribute_reason(reason: str | int | None, criteria: str | Sequence[Criterio
     named = [(text.find(c.name.lower()), c.number) for c in criteria if _named(c) and c.name.lower() in text]
     if named:
         return by_number[min(named)[1]]
-    best: tuple | None = None
+    best: tuple[tuple[int, int, int], Criterion] | None = None
     for c in criteria:
         positions = [m.start() for stem in (_stems(c.name) if _named(c) else [])
                      for m in [re.search(r"\b" + re.escape(stem), text)] if m]

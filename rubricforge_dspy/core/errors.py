@@ -73,7 +73,7 @@ class MissingExtraError(InputError, ImportError):
     exits 2. The module that offers the feature imports without the extra; using it raises this."""
 
 
-def missing_file(path) -> MissingFileError:
+def missing_file(path: str | os.PathLike[str]) -> MissingFileError:
     """The `MissingFileError` for `path`, worded like the OS's `FileNotFoundError`."""
     return MissingFileError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
 

@@ -19,14 +19,17 @@ from pathlib import Path
 
 from rubricforge_dspy.core.errors import InputError, missing_file
 
-__all__ = ["NotARegularFileError", "regular_file", "writable_file", "file_kind"]
+__all__ = ["NotARegularFileError", "regular_file", "writable_file", "file_kind", "PathArg"]
+
+#: What a path argument may be: a `str` or anything `os.fspath` turns into one (a `Path`).
+PathArg = str | os.PathLike[str]
 
 
 class NotARegularFileError(InputError):
     """A path that was to be read names a FIFO, a socket, a device (or a directory where a file is
     expected). ``problem`` is the message without the path. The command line exits 2."""
 
-    def __init__(self, path, problem: str):
+    def __init__(self, path: PathArg, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{path}: {problem}")
@@ -43,7 +46,7 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def regular_file(path, what: str = "file", directory: bool = False) -> Path:
+def regular_file(path: PathArg, what: str = "file", directory: bool = False) -> Path:
     """`path` as a `Path`, once ``stat`` shows a regular file (or a directory, when `directory`).
 
     The check never opens the path, so it cannot block on a FIFO. A symlink is followed: what it points
@@ -76,7 +79,7 @@ def regular_file(path, what: str = "file", directory: bool = False) -> Path:
                                      f"(a FIFO or a device can block or never end); give the path of {wanted}")
 
 
-def writable_file(path, what: str = "output") -> Path:
+def writable_file(path: PathArg, what: str = "output") -> Path:
     """`path` as a `Path`, once it can be written: nothing there yet, or a regular file this process may
     write (opened for appending and closed at once: nothing changes); missing parent directories are
     created, and a file is created and removed in them to be sure. A symlink is followed (an output that

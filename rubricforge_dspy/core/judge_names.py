@@ -20,6 +20,7 @@ against such a floor: not beating it says nothing about the judge, and it leaves
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 __all__ = ["FLOOR", "LENGTH_ONLY", "HYBRID", "GIVEAWAY_AUC", "GIVEAWAY_RULE", "gives_away", "giveaway_sentence",
            "FLOOR_GIVEAWAY_KAPPA", "FLOOR_GIVEAWAY_RULE", "floor_gives_away", "floor_giveaway_sentence"]
@@ -36,18 +37,18 @@ FLOOR_GIVEAWAY_KAPPA = 0.95
 FLOOR_GIVEAWAY_RULE = f"symptom-floor kappa >= {FLOOR_GIVEAWAY_KAPPA} on held-out items"
 
 
-def _finite(x) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def gives_away(auc, auc_ci_low) -> bool | None:
+def gives_away(auc: float | None, auc_ci_low: float | None) -> bool | None:
     """True when length gives the outcome away (see the module docstring); None when the AUC is undefined."""
     if not _finite(auc):
         return None
     return bool(auc >= GIVEAWAY_AUC and _finite(auc_ci_low) and auc_ci_low > 0.5)
 
 
-def giveaway_sentence(auc, auc_ci_low, auc_ci_high) -> str:
+def giveaway_sentence(auc: float | None, auc_ci_low: float | None, auc_ci_high: float | None) -> str:
     """One sentence for a report, saying whether length alone gives the outcome away."""
     verdict = gives_away(auc, auc_ci_low)
     if verdict is None:
@@ -62,7 +63,7 @@ def giveaway_sentence(auc, auc_ci_low, auc_ci_high) -> str:
             f"{auc:.3f}{span} (the rule: {GIVEAWAY_RULE}).")
 
 
-def floor_gives_away(kappa) -> bool | None:
+def floor_gives_away(kappa: float | None) -> bool | None:
     """True when the symptom floor's held-out kappa says the observable features give the outcome away
     (see the module docstring); None when the kappa is undefined."""
     if not _finite(kappa):
@@ -70,7 +71,7 @@ def floor_gives_away(kappa) -> bool | None:
     return bool(kappa >= FLOOR_GIVEAWAY_KAPPA)
 
 
-def floor_giveaway_sentence(kappa) -> str | None:
+def floor_giveaway_sentence(kappa: float | None) -> str | None:
     """The warning of a floor that gives the outcome away (markdown bold on its first words), or None."""
     if not floor_gives_away(kappa):
         return None

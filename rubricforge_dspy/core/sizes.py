@@ -42,7 +42,7 @@ def sizes_explained(explanation: str) -> Iterator[None]:
         _EXPLAINED.reset(token)
 
 
-def warn_small(logger: logging.Logger, message: str, *args) -> None:
+def warn_small(logger: logging.Logger, message: str, *args: object) -> None:
     """Log a warning about data too small (or of one class) for a step to mean much; at INFO inside
     `sizes_explained`."""
     logger.log(logging.INFO if _EXPLAINED.get() else logging.WARNING, message, *args)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from rubricforge_dspy.core.errors import InputError
@@ -64,7 +64,7 @@ class Step:
     call_id: str | None = None
     is_error: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in STEP_KINDS:
             raise ValueError(f"unknown step kind {self.kind!r}; expected one of {STEP_KINDS}")
 
@@ -94,7 +94,7 @@ class Trajectory:
     trial: int | None = None
     hidden: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.label is not None and self.label not in (0, 1):
             raise ValueError(f"{self.source}: label must be 0, 1 or None (unlabeled), got {self.label!r}")
         if not self.steps:
@@ -170,7 +170,7 @@ class LabelRule:
     threshold: float
     inclusive: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not math.isfinite(float(self.threshold)):
             raise InputError(f"label threshold must be a finite number, got {self.threshold!r}")
 

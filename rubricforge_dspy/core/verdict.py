@@ -22,12 +22,17 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
+    from rubricforge_dspy.core.trajectory import Trajectory
 
 PASS_THRESHOLD = 0.5
 REASON_MAX_CHARS = 300
@@ -57,7 +62,7 @@ class Verdict:
     # the verdict did not come from it). Not compared, not in `to_dict` (a verdict line records it apart).
     attempts: int | None = field(default=None, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.score, (int, float)) or not math.isfinite(self.score) or not 0.0 <= self.score <= 1.0:
             raise ValueError(f"score must be a finite number in [0, 1], got {self.score!r}")
         if self.abstained and (self.passed or self.error_kind not in ERROR_KINDS):
@@ -124,7 +129,7 @@ class PassRule:
     on: str = "score"
     threshold: float = PASS_THRESHOLD
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.on not in ("score", "score_calibrated"):
             raise ValueError(f"a pass rule is on 'score' or 'score_calibrated', got {self.on!r}")
 
@@ -132,7 +137,9 @@ class PassRule:
         """Why `verdict` passed or failed under this rule, with the raw score, the calibrated score (when
         there is one) and the threshold, e.g. ``"calibrated score 0.62 is below the pass threshold 0.70
         (raw score 0.81)"``: a score alone would not say what decided the verdict."""
-        get = verdict.get if isinstance(verdict, Mapping) else (lambda name: getattr(verdict, name, None))
+        def get(name: str) -> Any:
+            return verdict.get(name) if isinstance(verdict, Mapping) else getattr(verdict, name, None)
+
         if get("abstained"):
             return f"no verdict was produced ({get('error_kind')})"
         raw, calibrated = float(get("score")), get("score_calibrated")
@@ -159,14 +166,15 @@ class PassRule:
 # -- the verdict line --------------------------------------------------------------------------------
 
 @lru_cache(maxsize=1)
-def line_schema() -> dict:
+def line_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one verdict line, as shipped in the package."""
-    text = resources.files("rubricforge_dspy.core").joinpath("schemas", SCHEMA_NAME).read_text("utf-8")
-    return json.loads(text)
+    text = resources.files("rubricforge_dspy.core").joinpath("schemas").joinpath(SCHEMA_NAME).read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 @lru_cache(maxsize=1)
-def _validator():
+def _validator() -> Draft202012Validator:
     import jsonschema
 
     schema = line_schema()
@@ -220,14 +228,15 @@ def _surely_valid_line(record: Any) -> bool:
     return kind is None or (type(kind) is str and kind in _KINDS_OR_NONE)
 
 
-def check_line(record: Any, where: str) -> dict:
+def check_line(record: Any, where: str) -> dict[str, Any]:
     """Validate one verdict line against the schema; raises `VerdictLineError` naming `where`
     (``file:line``) and the first problem, with the record's id when it has one. A line the structural
     check accepts costs microseconds; any other is checked by jsonschema."""
     if _surely_valid_line(record):
         if record["abstained"] and record["passed"]:
             raise VerdictLineError(f"{where}: an abstained verdict cannot be passed (id {record['id']})")
-        return record
+        valid: dict[str, Any] = record
+        return valid
     errors = sorted(_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         error = errors[0]
@@ -238,10 +247,11 @@ def check_line(record: Any, where: str) -> dict:
                                "See rubricforge_dspy/core/schemas/verdict.schema.json for the verdict line format.")
     if record["abstained"] and record["passed"]:
         raise VerdictLineError(f"{where}: an abstained verdict cannot be passed (id {record['id']})")
-    return record
+    checked: dict[str, Any] = record
+    return checked
 
 
-def parse_line(raw: bytes, path: Path, number: int) -> dict:
+def parse_line(raw: bytes, path: Path, number: int) -> dict[str, Any]:
     """One verdict line of `path` (line `number`), checked (`check_line`); `VerdictLineError` says where and what."""
     try:
         try:
@@ -259,7 +269,7 @@ def parse_line(raw: bytes, path: Path, number: int) -> dict:
         raise
 
 
-def read_lines(path) -> Iterator[tuple[int, dict]]:
+def read_lines(path: PathArg) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) for each non-blank line of a verdict JSONL, each validated."""
     path = regular_file(path, "verdict file")
     with path.open("rb") as handle:
@@ -268,14 +278,14 @@ def read_lines(path) -> Iterator[tuple[int, dict]]:
                 yield number, parse_line(raw, path, number)
 
 
-class VerdictIndex(dict):
+class VerdictIndex(dict[str, dict[str, Any]]):
     """id -> verdict line of one verdict file, in file order (a `dict`), with where each line was.
 
     lines: id -> its line number. torn_bytes: the length of a final line cut without its newline (a
     kill mid-write), skipped when read with ``torn_tail=True``; complete_bytes: the bytes before it.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
         self.lines: dict[str, int] = {}
@@ -283,7 +293,7 @@ class VerdictIndex(dict):
         self.complete_bytes = 0
 
 
-def read_verdicts(path, *, torn_tail: bool = False) -> VerdictIndex:
+def read_verdicts(path: PathArg, *, torn_tail: bool = False) -> VerdictIndex:
     """The id -> verdict line index of a verdict JSONL: the one reader of a verdict file by id.
 
     Every non-blank line is validated (`check_line`); a line that is not a verdict, or that repeats an
@@ -306,7 +316,8 @@ def read_verdicts(path, *, torn_tail: bool = False) -> VerdictIndex:
             record = parse_line(raw, path, number)
             ident = record["id"]
             if ident in index:
-                error = VerdictLineError(f"{path}:{number}: duplicate id {ident!r} (first on line {index.lines[ident]})")
+                error = VerdictLineError(f"{path}:{number}: duplicate id {ident!r} "
+                                         f"(first on line {index.lines[ident]})")
                 error.line = number
                 raise error
             index[ident] = record
@@ -314,7 +325,7 @@ def read_verdicts(path, *, torn_tail: bool = False) -> VerdictIndex:
     return index
 
 
-def verdict_line(trajectory, verdict: Verdict, *, cached: bool = False, attempts: int = 0,
+def verdict_line(trajectory: Trajectory, verdict: Verdict, *, cached: bool = False, attempts: int = 0,
                  judge_fingerprint: str | None = None, program_sha256: str | None = None,
                  model: str | None = None) -> dict[str, Any]:
     """The verdict line for `trajectory` (a `Trajectory`): what was judged, the verdict, how it was

@@ -8,8 +8,11 @@ by-task train/validation/test splits, and the generic JSONL export.
 Modules:
 
 - :mod:`.formats`: one loader per source format, each declared as one `Format` record in a registry
-  (`register_format` adds one of your own), format detection, `load_trajectories` (a `Trajectories` list
-  with ``.report``);
+  (`register_format` adds one of your own; installed plugins register the same way; ``formats.formats()``
+  lists them with their origin), format detection, `load_trajectories` (a `Trajectories` list with
+  ``.report``);
+- :mod:`.formats.mapping`: declarative mappings (docs/MAPPING.md): read a log no format knows from a few
+  JMESPath field paths (`load_mapping`, ``load_trajectories(path, mapping=...)``, `register_mapping`);
 - :mod:`.labels`: read a label file and join it onto trajectories by id (`join_labels`, a `Joined` list
   with ``.report``);
 - :mod:`.examples`: the data as ``dspy.Example``s (`load_examples`, `to_examples`; imports DSPy);
@@ -27,6 +30,9 @@ _MODULES = {
     "rubricforge_dspy.data.formats": ["load_trajectories", "iter_trajectories", "LoadReport", "Trajectories",
                                       "detect_format", "default_label_rule", "FORMATS", "Format", "FileSample",
                                       "register_format", "unregister_format"],
+    "rubricforge_dspy.data.formats.mapping": ["load_mapping", "register_mapping", "iter_mapped", "Mapping",
+                                              "MappingError"],
+    "rubricforge_dspy.data.formats.plugins": ["PluginError"],
     "rubricforge_dspy.data.labels": ["join_labels", "read_label_file", "LabelFile", "LabelJoin", "JoinReport",
                                      "Joined", "LabelFileError"],
     "rubricforge_dspy.data.examples": ["load_examples", "to_examples", "Examples", "ExamplesReport"],

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import dspy
 
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, require_labels
-from rubricforge_dspy.data.formats import LoadReport, PathLike, load_trajectories
+from rubricforge_dspy.data.formats import LoadReport, MappingLike, PathLike, load_trajectories
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.labels import JoinReport, LabelFile, join_labels
 
@@ -115,7 +115,8 @@ def to_examples(trajectories: Iterable[Trajectory], *, require_label: bool = Fal
 
 def load_examples(paths: PathLike | Iterable[PathLike], *, format: str | None = None,
                   labels: LabelFile | PathLike | None = None, label_rule: float | str | LabelRule | None = None,
-                  on_error: str = "raise", require_label: bool = False) -> Examples:
+                  on_error: str = "raise", require_label: bool = False,
+                  mapping: MappingLike | None = None) -> Examples:
     """Load trajectory files of any supported format as `dspy.Example`s, labels joined.
 
     Args:
@@ -127,6 +128,8 @@ def load_examples(paths: PathLike | Iterable[PathLike], *, format: str | None = 
             T``), ``">=T"``, or a `LabelRule`; None applies each format's own rule.
         on_error: "raise" at the first bad record, or "skip" it (listed in ``report.load.skipped``).
         require_label: refuse unlabeled trajectories (after the join) instead of giving ``label=None``.
+        mapping: a mapping file or `Mapping`: read `paths` through this declarative mapping (docs/MAPPING.md)
+            instead of a format (not together with `format`).
 
     Returns:
         `Examples` (a ``list[dspy.Example]``, inputs ``("trajectory",)``) whose ``.report`` holds the
@@ -137,10 +140,11 @@ def load_examples(paths: PathLike | Iterable[PathLike], *, format: str | None = 
             record; the message names the file and record.
         LabelFileError: the label file cannot be read (naming the file and line).
         UnlabeledError: with ``require_label``, some trajectory has no label (naming the first one).
-        InputError: an unknown `format`, `on_error` or `label_rule`.
+        InputError: an unknown `format`, `on_error` or `label_rule`, or both `format` and `mapping`.
+        MappingError: the mapping file is invalid (the message names the key).
     """
     trajectories = load_trajectories(paths, format=format or "auto", label_threshold=label_rule,
-                                     on_error=on_error)
+                                     on_error=on_error, mapping=mapping)
     load = trajectories.report
     join = None
     if labels is not None:

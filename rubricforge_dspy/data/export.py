@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 
 __all__ = ["HIDDEN_KEY", "record_of", "convert_trajectories"]
 

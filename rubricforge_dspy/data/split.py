@@ -77,7 +77,7 @@ def split_by_task(trajectories: list[Trajectory], fractions=DEFAULT_FRACTIONS, s
         order = rng.permutation(len(tasks))
         counts = _allocate(len(tasks), tuple(fractions))
         bounds = np.cumsum([0, *counts])
-        for part, (lo, hi) in zip(SPLIT_NAMES, zip(bounds[:-1], bounds[1:])):
+        for part, (lo, hi) in zip(SPLIT_NAMES, zip(bounds[:-1], bounds[1:], strict=True), strict=True):
             for i in order[lo:hi]:
                 assignment[tasks[i]] = part
 

@@ -48,9 +48,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from rubricforge_dspy.evidence.symptoms import extract_symptoms, heuristic_verdict
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Source, Trajectory
+from rubricforge_dspy.evidence.symptoms import extract_symptoms, heuristic_verdict
 
 __all__ = ["FEATURES", "LENGTH_FEATURES", "observable_only", "feature_values", "feature_matrix", "FeatureTable",
            "TableRow", "FeatureTableBuilder"]
@@ -169,11 +169,11 @@ class FeatureTable:
     @property
     def groups(self) -> list[str]:
         """Each item's task, ``domain/task_id`` (the cross-validation groups)."""
-        return [f"{d}/{t}" for d, t in zip(self.domains, self.task_ids)]
+        return [f"{d}/{t}" for d, t in zip(self.domains, self.task_ids, strict=True)]
 
     @property
     def n_tasks(self) -> int:
-        return len(set(zip(self.domains, self.task_ids)))
+        return len(set(zip(self.domains, self.task_ids, strict=True)))
 
     def matrix(self, names: Iterable[str] = FEATURES) -> np.ndarray:
         """The ``(n, len(names))`` columns `names` (what `feature_matrix` returns for the same items)."""
@@ -224,7 +224,7 @@ class FeatureTableBuilder:
         values = feature_values(trajectory)
         passed, score, _ = heuristic_verdict(trajectory)
         for column, value in zip(self._strings, (trajectory.id, trajectory.task_id, trajectory.domain,
-                                                 trajectory.agent)):
+                                                 trajectory.agent), strict=True):
             column.append(value)
         self._labels.append(-1 if trajectory.label is None else int(trajectory.label))
         self._rewards.append(float("nan") if trajectory.reward is None else float(trajectory.reward))

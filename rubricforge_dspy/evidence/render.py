@@ -54,15 +54,15 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.presets import LIBRARY, Preset
+from rubricforge_dspy.core.trajectory import Step, Trajectory
 from rubricforge_dspy.evidence._lookalikes import lookalikes
 from rubricforge_dspy.evidence.clip import as_json, fit, sanitize
 from rubricforge_dspy.evidence.tokens import estimate_tokens
-from rubricforge_dspy.core.presets import LIBRARY, Preset
-from rubricforge_dspy.core.trajectory import Step, Trajectory
 
 __all__ = ["DEFAULT_MAX_STEP_CHARS", "DEFAULT_RENDER_TOKENS", "ELISION", "HEADER", "RENDER_VERSION", "RenderConfig",
-           "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters", "render_step",
-           "render_trajectory", "render_with_overrides", "safe_name"]
+           "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters",
+           "render_step", "render_trajectory", "render_with_overrides", "safe_name"]
 
 RENDER_VERSION = 3  # 1: flattened whitespace, fixed per-step clip, characters / 4; 2: no quoting of content
 DEFAULT_RENDER_TOKENS = LIBRARY.render_tokens  # estimated tokens of a whole render (the library's, core.presets)
@@ -121,7 +121,8 @@ def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern, re.Patte
     # (listing the other planes' ranges too makes it test them one by one, ~100 times slower)
     foldable = f"{_class(bmp)}\U00010000-\U0010ffff"
     # a closing tag: "<" or a look-alike, "/" or a look-alike, then letters (or their look-alikes)
-    tag = re.compile(f"[{re.escape(delimiters['<'])}]\\s*[{re.escape(delimiters['/'])}]\\s*[A-Za-z0-9|{foldable}]{{1,64}}")
+    tag = re.compile(f"[{re.escape(delimiters['<'])}]\\s*[{re.escape(delimiters['/'])}]\\s*"
+                     f"[A-Za-z0-9|{foldable}]{{1,64}}")
     return table, ascii_part, re.compile(f"[{foldable}]+"), tag
 
 
@@ -200,7 +201,7 @@ def forged_markers(step: Step) -> int:
 def _word(seed: bytes) -> str:
     digest = hashlib.sha256(seed).digest()
     return "".join(_CONSONANTS[a % len(_CONSONANTS)] + _VOWELS[b % len(_VOWELS)]
-                   for a, b in zip(digest[0:6:2], digest[1:6:2]))
+                   for a, b in zip(digest[0:6:2], digest[1:6:2], strict=True))
 
 
 def quote_nonce(texts: list[str]) -> str:
@@ -320,7 +321,7 @@ class _Part:
 # the estimate of ``a + b`` is the sum of theirs unless ``a`` ends with a letter or a space and ``b``
 # starts with a letter. In a quoted line every piece meets a quote tag ("<" or ">") or ends in the
 # prefix's ":" or "(": the line's estimate is its pieces' sum, the render's the lines' sum plus one per
-# line break (tests/test_render_golden.py checks the sum against the estimate of every render).
+# line break (tests/evidence/test_render_golden.py checks the sum against the estimate of every render).
 _SEP_TOKENS = {"": 0, " ": 1, "\n": 1}
 _HEADS: dict[str, int] = {}
 
@@ -388,7 +389,7 @@ def _pieces(steps, cleaned: list | None = None) -> list[str]:
     """Every text of `steps` the render shows, as it shows it (sanitized, neutralized, names made safe);
     `cleaned`: the steps' `_clean_step` results when the caller has them."""
     out = []
-    for step, (content, arguments) in zip(steps, cleaned or map(_clean_step, steps)):
+    for step, (content, arguments) in zip(steps, cleaned or map(_clean_step, steps), strict=True):
         out.append(content[0])
         if arguments is not None:
             out.append(arguments[0])
@@ -429,7 +430,8 @@ def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None
     cleaned = [_clean_step(step) for step in trajectory.steps]
     nonce = quote_nonce(_pieces(trajectory.steps, cleaned))
     fence = _fence(nonce)
-    steps = [_step_part(i, step, fence, c) for i, (step, c) in enumerate(zip(trajectory.steps, cleaned), 1)]
+    steps = [_step_part(i, step, fence, c)
+             for i, (step, c) in enumerate(zip(trajectory.steps, cleaned, strict=True), 1)]
     final = next((i for i in range(len(trajectory.steps) - 1, -1, -1) if trajectory.steps[i].kind == "final_answer"),
                  None)
     footer = _part(None, "FINAL ANSWER:", "(none)", fence, quoted=final is not None,
@@ -462,14 +464,14 @@ def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -
     # a long step's guaranteed share never exceeds a quarter of the budget: first and last steps always fit
     floors = [min(_floor(p, max_chars), max(1, budget // 4)) for p in parts]
     keep = list(range(len(parts)))
-    if sum(p.fixed + f for p, f in zip(parts, floors)) > budget:
+    if sum(p.fixed + f for p, f in zip(parts, floors, strict=True)) > budget:
         keep, budget = _head_and_tail(steps, floors, budget - footer.fixed - floors[-1])
         keep.append(len(parts) - 1)
         budget += footer.fixed + floors[-1]
     kept = [parts[i] for i in keep]
     shares = _water_fill([p.cost for p in kept], [floors[i] for i in keep], budget - sum(p.fixed for p in kept))
     lines, tokens = [], 0
-    for p, share in zip(kept, shares):
+    for p, share in zip(kept, shares, strict=True):
         whole = share >= p.cost
         body = p.body if whole else p.cut(share)
         lines.append(p.text(body))
@@ -485,7 +487,7 @@ def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -
 def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int]:
     """Shares of `available`: ``min(cost, max(floor, level))`` with the highest level that fits."""
     def total(level: int) -> int:
-        return sum(min(c, max(f, level)) for c, f in zip(costs, floors))
+        return sum(min(c, max(f, level)) for c, f in zip(costs, floors, strict=True))
 
     low, high = 0, max(costs, default=0)
     while low < high:
@@ -494,7 +496,7 @@ def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int
             low = middle
         else:
             high = middle - 1
-    return [min(c, max(f, low)) for c, f in zip(costs, floors)]
+    return [min(c, max(f, low)) for c, f in zip(costs, floors, strict=True)]
 
 
 def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[list[int], int]:
@@ -502,7 +504,7 @@ def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[
     them after the elision marker. The oldest tail step may get less than its floor (`floors` is
     updated) when at least `MIN_SHARE` tokens are left for it."""
     budget -= estimate_tokens(ELISION.format(n=len(steps))) + 1
-    costs = [p.fixed + f for p, f in zip(steps, floors)]
+    costs = [p.fixed + f for p, f in zip(steps, floors, strict=False)]  # floors[-1] is the footer's: not a step
     head, used = [], 0
     for i, cost in enumerate(costs):
         if used + cost > budget // 3:

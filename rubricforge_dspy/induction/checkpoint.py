@@ -106,7 +106,8 @@ def checkpoint_key(directory: Path | None = None) -> bytes:
     except (OSError, ValueError) as error:
         raise InputError(f"{path}: unreadable GEPA checkpoint key ({error}); remove it to make a new one") from error
     if len(key) < 32:
-        raise InputError(f"{path}: the GEPA checkpoint key is too short ({len(key)} bytes); remove it to make a new one")
+        raise InputError(f"{path}: the GEPA checkpoint key is too short ({len(key)} bytes); "
+                         "remove it to make a new one")
     return key
 
 
@@ -187,7 +188,8 @@ class GEPACheckpoint:
             try:
                 previous = json.loads(marker.read_text())
             except (OSError, ValueError) as error:
-                raise InputError(f"{marker}: unreadable induction run marker ({error}); use a fresh --log-dir") from error
+                raise InputError(f"{marker}: unreadable induction run marker ({error}); "
+                                 "use a fresh --log-dir") from error
             if not isinstance(previous, dict):
                 raise InputError(f"{marker}: not an induction run marker; use a fresh --log-dir")
             tags = previous.pop(STATE_TAG_KEY, None) or []
@@ -260,7 +262,7 @@ class GEPACheckpoint:
             _write_marker(self.marker, {**self.fingerprint, STATE_TAG_KEY: self._tags})
             _write_atomic(self.log_dir / GEPA_STATE, data)
             self._copied[GEPA_STATE] = signature
-        for directory, subdirectories, files in os.walk(self.run_dir):
+        for directory, _subdirectories, files in os.walk(self.run_dir):
             relative = Path(directory).relative_to(self.run_dir)
             target = self.log_dir / relative
             if relative != Path("."):

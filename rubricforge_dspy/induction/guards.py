@@ -17,10 +17,10 @@ import logging
 from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
 from dspy.utils.exceptions import AdapterParseError
 
+from rubricforge_dspy.induction.memorization import Memorized
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.circuit import LMCircuit
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError
-from rubricforge_dspy.induction.memorization import Memorized
 
 __all__ = ["CircuitJudge", "GuardedProposer"]
 

@@ -26,9 +26,9 @@ from rubricforge_dspy.induction.search import (  # noqa: F401 - re-exported: the
     check_induction_data,
     fit_operating_point,
     make_feedback_metric,
+    rendered_examples,
     select_candidate,
     sweep_table,
-    rendered_examples,
     validation_metrics,
     verdict_outcome,
 )

@@ -38,22 +38,22 @@ from dspy.utils.exceptions import LMError
 from gepa.utils import FileStopper
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
-from rubricforge_dspy.judge.execution import judge_verdict
-from rubricforge_dspy.lm.copies import sized_lm
+from rubricforge_dspy.core.presets import INDUCTION_MAX_CONSECUTIVE_LM_ERRORS, LIBRARY
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
+from rubricforge_dspy.core.sizes import warn_small
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
 from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer
-from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
-from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.induction.memorization import Memorized
+from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
+from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
+from rubricforge_dspy.lm.config import lm_name as describe_lm
+from rubricforge_dspy.lm.copies import sized_lm
 from rubricforge_dspy.program.store import data_fingerprint
-from rubricforge_dspy.core.presets import INDUCTION_MAX_CONSECUTIVE_LM_ERRORS, LIBRARY
-from rubricforge_dspy.core.sizes import warn_small
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
-from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajec
     manifest fields (``calibration``, ``threshold``) plus notes. Nothing is fit on one class."""
     from rubricforge_dspy.judge import operating_point as cal
 
-    rows = [(v.score, t.label) for v, t in zip(verdicts, val) if not v.abstained]
+    rows = [(v.score, t.label) for v, t in zip(verdicts, val, strict=True) if not v.abstained]
     if config.calibration is None or len({label for _, label in rows}) < 2:
         if config.max_false_pass is not None:
             raise InputError(f"max_false_pass={config.max_false_pass} (command line: --max-false-pass) needs "
@@ -385,7 +385,8 @@ def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[d
 
 
 def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: TrajectoryJudge, judge_lm: dspy.BaseLM,
-               reflection_lm: dspy.BaseLM, config: InductionConfig, log_dir: str | Path | None = None) -> InductionResult:
+               reflection_lm: dspy.BaseLM, config: InductionConfig,
+               log_dir: str | Path | None = None) -> InductionResult:
     """GEPA over `seed`'s rubric on labeled `train`, selection and operating point on `val`.
 
     The engine of `RubricInducer.compile`; the data must already be checked (`check_induction_data`).
@@ -422,7 +423,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     if checkpoint is not None:  # GEPA's own run dir is gone; its files are in the user's log dir
         detailed = dataclasses.replace(detailed, log_dir=str(checkpoint.log_dir))
     sweep = sweep_table(detailed)
-    for row, rate in zip(sweep, _candidate_false_pass_rates(detailed, val)):
+    for row, rate in zip(sweep, _candidate_false_pass_rates(detailed, val), strict=True):
         row["val_false_pass_rate"] = None if rate is None else round(rate, 6)
     best_index, selection, reason = select_candidate(sweep, config)
     best = detailed.candidates[best_index]

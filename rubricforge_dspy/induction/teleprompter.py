@@ -31,8 +31,13 @@ from rubricforge_dspy.core.presets import LIBRARY
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
-from rubricforge_dspy.induction.search import (InductionConfig, InductionResult, check_induction_data, run_search,
-                                               validation_metrics)
+from rubricforge_dspy.induction.search import (
+    InductionConfig,
+    InductionResult,
+    check_induction_data,
+    run_search,
+    validation_metrics,
+)
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.copies import resolve_lm
@@ -241,7 +246,7 @@ class RubricInducer(Teleprompter):
         result = run_search(train, val, seed=student, judge_lm=judge_lm, reflection_lm=self.reflection_lm,
                             config=self.config, log_dir=self.log_dir)
         judge = result.judge
-        for mine, theirs in zip(judge.predictors(), student.predictors()):
+        for mine, theirs in zip(judge.predictors(), student.predictors(), strict=True):
             mine.lm = theirs.lm
         if test:
             self._measure(judge, test, judge_lm, result)
@@ -257,6 +262,6 @@ class RubricInducer(Teleprompter):
                                for key, value in validation_metrics(verdicts, test).items()}
         if self.certify is not None:
             records = [{"id": t.id, "task_id": t.task_id, "label": t.label, **v.to_dict()}
-                       for t, v in zip(test, verdicts)]
+                       for t, v in zip(test, verdicts, strict=True)]
             result.certificate = self.certify(records, lm=judge_lm, data_fingerprint=data_fingerprint(test),
                                               rubric_sha256=rubric_sha256(judge.rubric))

@@ -73,7 +73,8 @@ def judge_with_facts(program: Any, lm: Any = None, *, allow_unverified: bool = F
     manifest = getattr(judge, "manifest", None) or {}
     rubric = getattr(judge, "rubric", None) or manifest.get("rubric") or ""
     model = getattr(lm, "model", None) or manifest.get("induced_with_lm")
-    facts = ProgramFacts(where=where, rubric=rubric, rubric_sha256=manifest.get("rubric_sha256") or rubric_sha256(rubric),
+    facts = ProgramFacts(where=where, rubric=rubric,
+                         rubric_sha256=manifest.get("rubric_sha256") or rubric_sha256(rubric),
                          program_sha256=manifest.get(PROGRAM_SHA_KEY),
                          certificate_summary=certificate_summary(manifest.get(CERTIFICATE_KEY)), model=model,
                          pass_rule=judge.pass_rule())

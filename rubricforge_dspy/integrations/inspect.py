@@ -25,8 +25,8 @@ from typing import Any
 
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.inspect_ai import to_trajectory
-from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
+from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
 

@@ -39,9 +39,9 @@ from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.otel import to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
+from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryVerdictSignature
-from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 
 try:
     import mlflow
@@ -285,8 +285,8 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
             label, not_human = human_label(trace.info, label_name, f"{source}, trace {trace_id}")
             report.not_human += not_human
             try:
-                trajectory = trace_to_trajectory(trace, label=label, index=index, source=source,
-                                                 hidden={"experiment_id": report.experiment_id, "label_name": label_name})
+                hidden = {"experiment_id": report.experiment_id, "label_name": label_name}
+                trajectory = trace_to_trajectory(trace, label=label, index=index, source=source, hidden=hidden)
             except TrajectoryFormatError as exc:
                 if on_error == "raise":
                     raise

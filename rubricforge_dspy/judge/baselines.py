@@ -17,12 +17,12 @@ from __future__ import annotations
 import dspy
 import numpy as np
 
+from rubricforge_dspy.core.rubric import SEED_RUBRIC
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.evidence.symptoms import heuristic_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.core.rubric import SEED_RUBRIC
-from rubricforge_dspy.evidence.symptoms import heuristic_verdict
-from rubricforge_dspy.core.trajectory import Trajectory
 
 
 def verdict(passed: bool, score: float, reason: str) -> dspy.Prediction:

@@ -182,8 +182,8 @@ class VerdictCache:
 
     ``VerdictCache(directory)`` keeps them in the directory's SQLite file (created on first use; the
     file of earlier versions, so existing caches still hit); ``VerdictCache.in_memory()`` (or
-    ``VerdictCache(None)``) keeps them for this process (the judge as a DSPy metric). Both back ends answer the same hits for the same
-    keys, and a change of fingerprint misses in both. Abstentions are never stored.
+    ``VerdictCache(None)``) keeps them for this process (the judge as a DSPy metric). Both back ends
+    answer the same hits for the same keys, and a change of fingerprint misses in both. Abstentions are never stored.
 
     Thread-safe. `get_or_compute` makes one computation per key: concurrent requests for a key being
     computed wait for it. Counters: ``hits`` and ``misses`` (of `get` and `get_or_compute`), and

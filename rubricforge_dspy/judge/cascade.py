@@ -48,15 +48,27 @@ from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, Verdict
 from rubricforge_dspy.evidence.features import feature_values
-from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, BaseJudge, Verdicts, \
-    trajectory_input, verdict_prediction
+from rubricforge_dspy.judge.contract import (
+    DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
+    BaseJudge,
+    Verdicts,
+    trajectory_input,
+    verdict_prediction,
+)
 from rubricforge_dspy.judge.execution import RetryPolicy
 from rubricforge_dspy.judge.fingerprint import digest
 from rubricforge_dspy.judge.module import VerdictFormatError
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.lm.fingerprint import package_version
-from rubricforge_dspy.program.store import (MANIFEST_KEY, MAX_PROGRAM_BYTES, OVERRIDE_HINT, PROGRAM_SHA_KEY,
-                                            ProgramError, UnverifiedProgramWarning, program_sha256)
+from rubricforge_dspy.program.store import (
+    MANIFEST_KEY,
+    MAX_PROGRAM_BYTES,
+    OVERRIDE_HINT,
+    PROGRAM_SHA_KEY,
+    ProgramError,
+    UnverifiedProgramWarning,
+    program_sha256,
+)
 
 __all__ = ["CASCADE_KIND", "CASCADE_VERSION", "ESCALATED", "StageRule", "Cascade", "CascadeVerdicts",
            "stage_confidence", "read_cascade", "is_cascade_file"]
@@ -119,7 +131,7 @@ class CascadeVerdicts(Verdicts):
     def decided_by(self) -> dict[str, int]:
         """Stage name (or ``"escalated"``) -> items it decided (LM-error abstentions are not counted)."""
         counts: dict[str, int] = {}
-        for verdict, stage in zip(self, self.stages):
+        for verdict, stage in zip(self, self.stages, strict=True):
             if not verdict.abstained or verdict.error_kind == ESCALATED:
                 counts[stage] = counts.get(stage, 0) + 1
         return counts
@@ -192,7 +204,7 @@ class Cascade(BaseJudge):
 
     def operating_point(self) -> dict:
         return {"cascade": [{**rule.to_dict(), "stage": stage.operating_point()}
-                            for stage, rule in zip(self.stages, self.rules)]}
+                            for stage, rule in zip(self.stages, self.rules, strict=True)]}
 
     def check_certificate_on_first_run(self, where: str) -> None:
         for stage in self.stages:
@@ -293,7 +305,7 @@ class Cascade(BaseJudge):
     def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list) -> list[int]:
         """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left."""
         left = []
-        for i, verdict in zip(remaining, verdicts):
+        for i, verdict in zip(remaining, verdicts, strict=True):
             if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
                 final[i], stages[i] = verdict, self.rules[k].name  # the LM failed: not an escalation
                 continue
@@ -367,7 +379,7 @@ class Cascade(BaseJudge):
             raise ProgramError(f"{path}: a cascade is a JSON file (.json)")
         path.parent.mkdir(parents=True, exist_ok=True)
         entries = []
-        for stage, rule in zip(self.stages, self.rules):
+        for stage, rule in zip(self.stages, self.rules, strict=True):
             stage_path = path.with_name(f"{path.stem}.{rule.name}.json")
             _save_without_lm(stage, stage_path)
             entries.append({**rule.to_dict(), "path": stage_path.name, "sha256": _sha256(stage_path)})

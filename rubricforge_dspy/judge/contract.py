@@ -29,7 +29,7 @@ import contextvars
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import dspy
 
@@ -131,7 +131,7 @@ class BaseJudge(dspy.Module):
             The copy.
         """
         copied = super().deepcopy()
-        for (_, source), (_, target) in zip(self.named_sub_modules(), copied.named_sub_modules()):
+        for (_, source), (_, target) in zip(self.named_sub_modules(), copied.named_sub_modules(), strict=True):
             callbacks = getattr(source, "callbacks", None)
             if callbacks and hasattr(target, "callbacks"):
                 target.callbacks = list(callbacks)

@@ -22,8 +22,14 @@ from __future__ import annotations
 from dataclasses import asdict, is_dataclass
 
 from rubricforge_dspy.evidence.render import RENDER_VERSION
-from rubricforge_dspy.lm.fingerprint import (LM_SETTINGS, Fingerprint, digest, lm_fingerprint,
-                                             lm_settings, package_version)
+from rubricforge_dspy.lm.fingerprint import (
+    LM_SETTINGS,
+    Fingerprint,
+    digest,
+    lm_fingerprint,
+    lm_settings,
+    package_version,
+)
 
 __all__ = ["Fingerprint", "digest", "lm_fingerprint", "lm_settings", "LM_SETTINGS", "judge_parts", "judge_fingerprint",
            "signature_parts", "adapter_parts"]

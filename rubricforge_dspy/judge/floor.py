@@ -34,13 +34,19 @@ import numpy as np
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
-from rubricforge_dspy.evidence.features import (FEATURES, LENGTH_FEATURES, FeatureTable, check_names,
-                                                feature_matrix, feature_values)
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
+from rubricforge_dspy.evidence.features import (
+    FEATURES,
+    LENGTH_FEATURES,
+    FeatureTable,
+    check_names,
+    feature_matrix,
+    feature_values,
+)
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
 from rubricforge_dspy.lm.fingerprint import digest
-from rubricforge_dspy.core.trajectory import Trajectory, require_labels
-from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
 
 __all__ = ["FloorError", "LogisticModel", "fit_logistic", "SymptomFloor", "FloorJudge", "checked_features",
            "FLOOR_KIND", "FLOOR_VERSION"]

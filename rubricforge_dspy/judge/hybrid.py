@@ -36,15 +36,15 @@ import dspy
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.core.verdict import PASS_THRESHOLD, PassRule, Verdict
 from rubricforge_dspy.evidence.features import FEATURES, check_names, feature_values
-from rubricforge_dspy.judge.floor import FloorError, LogisticModel, checked_features, fit_logistic
 from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.fingerprint import digest
+from rubricforge_dspy.judge.floor import FloorError, LogisticModel, checked_features, fit_logistic
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES, neyman_pearson_threshold
 from rubricforge_dspy.program.store import build_manifest, save_judge, update_manifest
-from rubricforge_dspy.core.trajectory import Trajectory, require_labels
-from rubricforge_dspy.core.verdict import PASS_THRESHOLD, PassRule, Verdict
 
 __all__ = ["HYBRID_KEY", "LLM_INPUT", "HYBRID_INPUTS", "Stack", "fit_stack", "freeze_hybrid", "HybridJudge",
            "checked_features"]
@@ -111,8 +111,9 @@ def fit_stack(llm_verdicts: Sequence[Verdict], trajectories: Sequence[Trajectory
     trajectories = require_labels(trajectories, "the hybrid's stack fit")
     if len(llm_verdicts) != len(trajectories):
         raise FloorError(f"one verdict per trajectory: got {len(llm_verdicts)} verdicts, {len(trajectories)} items")
-    rows = [(v, t) for v, t in zip(llm_verdicts, trajectories) if not v.abstained]
-    x = np.array([[v.score, *(feature_values(t)[n] for n in FEATURES)] for v, t in rows]).reshape(-1, len(HYBRID_INPUTS))
+    rows = [(v, t) for v, t in zip(llm_verdicts, trajectories, strict=True) if not v.abstained]
+    x = np.array([[v.score, *(feature_values(t)[n] for n in FEATURES)] for v, t in rows])
+    x = x.reshape(-1, len(HYBRID_INPUTS))
     y = [t.label for _, t in rows]
     model = fit_logistic(x, y, HYBRID_INPUTS)
     threshold = PASS_THRESHOLD

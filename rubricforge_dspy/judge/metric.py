@@ -13,17 +13,18 @@ Its return value follows DSPy's conventions:
 - ``metric(gold, pred, trace, pred_name, pred_trace)`` (GEPA asking for feedback) ->
   ``dspy.Prediction(score, feedback)``; the feedback is what decided the verdict (the raw score, the
   calibrated score when the program has a calibration, and the pass threshold: `core.verdict.PassRule`),
-  the judge's reason and the rubric criterion it failed (``"unattributed"`` when the reason names none). ``feedback=True`` returns that Prediction on
-  every call, with a float score (use it for GEPA in graded mode: GEPA also scores with a trace);
-  ``feedback=False`` never does.
+  the judge's reason and the rubric criterion it failed (``"unattributed"`` when the reason names
+  none). ``feedback=True`` returns that Prediction on every call, with a float score (use it for GEPA
+  in graded mode: GEPA also scores with a trace); ``feedback=False`` never does.
 
 An abstained verdict (the judge could not grade) scores 0 / False, with feedback saying so.
 
 Verdicts are cached (`rubricforge_dspy.judge.cache.VerdictCache`; in memory by default, or pass a
 cache on disk), keyed by (the judge's fingerprint, sha256 of the rendered text), as batch judging keys
 them: the same trajectory is judged once per metric, whatever the optimizer re-evaluates, and
-concurrent evaluations of one text make one LM call. Abstentions are never cached. The judge runs with DSPy tracing off, so its own predictor never enters the agent's
-trace (BootstrapFewShot calls the metric inside the agent's trace context).
+concurrent evaluations of one text make one LM call. Abstentions are never cached. The judge runs
+with DSPy tracing off, so its own predictor never enters the agent's trace (BootstrapFewShot calls the
+metric inside the agent's trace context).
 
 The prediction is read into a `Trajectory` by `data.formats.dspy_prediction.trajectory_from_prediction`
 (unlabeled: its label placeholders never reach the judge).
@@ -38,16 +39,16 @@ from typing import Any, Literal
 
 import dspy
 
-from rubricforge_dspy.judge.cache import VerdictCache, input_sha256
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
-from rubricforge_dspy.lm.copies import resolve_lm
-from rubricforge_dspy.judge.fingerprint import judge_fingerprint
-from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
-from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
+from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge.cache import VerdictCache, input_sha256
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.fingerprint import judge_fingerprint
+from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.lm.copies import resolve_lm
 
 __all__ = ["JudgeMetric", "as_metric", "UNATTRIBUTED"]
 
@@ -165,8 +166,8 @@ class JudgeMetric:
         return score
 
     def __repr__(self) -> str:
-        return (f"JudgeMetric(mode={self.mode!r}, feedback={self.feedback!r}, lm={lm_name(self.lm) if self.lm is not None else None!r}, "
-                f"cache={self.cache!r})")
+        lm = lm_name(self.lm) if self.lm is not None else None
+        return f"JudgeMetric(mode={self.mode!r}, feedback={self.feedback!r}, lm={lm!r}, cache={self.cache!r})"
 
 
 def as_metric(judge, mode: Mode = "binary", feedback: bool | None = None, cache: bool | VerdictCache = True,

@@ -30,16 +30,16 @@ from dspy.utils.exceptions import AdapterParseError
 
 from rubricforge_dspy._dspy_compat import PlannedResponseFormat, engine_specs, json_response_format
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
-from rubricforge_dspy.lm.copies import resolve_lm
-from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine, CompiledRequest, RequestCaptured, capture_request
-from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
-from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
-from rubricforge_dspy.judge.operating_point import from_manifest
-from rubricforge_dspy.program.store import MANIFEST_KEY, ProgramError, read_program, save_judge
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, PassRule, Verdict
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
+from rubricforge_dspy.judge.operating_point import from_manifest
+from rubricforge_dspy.lm.copies import resolve_lm
+from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine, CompiledRequest, RequestCaptured, capture_request
+from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
+from rubricforge_dspy.program.store import MANIFEST_KEY, ProgramError, read_program, save_judge
 
 FORMAT_KINDS = ("parse", "truncated", "invalid")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -358,7 +358,8 @@ class TrajectoryJudge(BaseJudge):
         There is one when the LM is a `dspy.LM` built by `lm.make_lm` (its async engine an
         `AsyncChatCompletionsEngine`) that makes one attempt per call with DSPy's response cache off (as
         `lm.copies.one_attempt_lm` makes it), the adapter is `StrictJSONAdapter`, the judge is a
-        `TrajectoryJudge` whose calls are not overridden by a subclass, and no DSPy callback is set anywhere (a callback would see no call on the fast path). The request DSPy builds is captured
+        `TrajectoryJudge` whose calls are not overridden by a subclass, and no DSPy callback is set
+        anywhere (a callback would see no call on the fast path). The request DSPy builds is captured
         once, without a call (`lm.engine.capture_request`), and must differ between two texts only by the
         text.
 

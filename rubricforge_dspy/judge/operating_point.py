@@ -77,7 +77,8 @@ class Calibration:
 def _arrays(scores: Iterable[float], labels: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
     s, y = np.asarray(list(scores), dtype=float), np.asarray(list(labels))
     if s.shape != y.shape or s.ndim != 1:
-        raise CalibrationError(f"scores and labels must be two 1-D sequences of one length, got {s.shape} and {y.shape}")
+        raise CalibrationError(f"scores and labels must be two 1-D sequences of one length, "
+                               f"got {s.shape} and {y.shape}")
     if not np.all(np.isfinite(s)) or s.min(initial=0) < 0 or s.max(initial=1) > 1:
         raise CalibrationError("scores must be finite numbers in [0, 1]")
     if not np.isin(y, (0, 1)).all():
@@ -91,7 +92,8 @@ def fit(scores: Iterable[float], labels: Iterable[int], method: str = "platt") -
         raise CalibrationError(f"method must be one of {METHODS}, got {method!r}")
     s, y = _arrays(scores, labels)
     if len(np.unique(y)) < 2:
-        raise CalibrationError(f"calibration needs passed and failed items; all {len(y)} labels are {y[0] if len(y) else '-'}")
+        raise CalibrationError(f"calibration needs passed and failed items; "
+                               f"all {len(y)} labels are {y[0] if len(y) else '-'}")
     if method == "platt":
         from sklearn.linear_model import LogisticRegression
 

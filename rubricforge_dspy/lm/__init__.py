@@ -18,8 +18,9 @@ from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
     "rubricforge_dspy.lm.config": ["LMConfig", "StructuredOutput", "STRUCTURED_OUTPUTS", "SETTABLE_FIELDS",
-                                   "DEFAULT_COMPLETION_TOKENS", "DEFAULT_API_KEY_ENV", "REFLECTION_DEFAULTS", "ENV_PREFIX",
-                                   "REFLECTION_INFIX", "structured_response_format", "bound_strings", "lm_name"],
+                                   "DEFAULT_COMPLETION_TOKENS", "DEFAULT_API_KEY_ENV", "REFLECTION_DEFAULTS",
+                                   "ENV_PREFIX", "REFLECTION_INFIX", "structured_response_format", "bound_strings",
+                                   "lm_name"],
     "rubricforge_dspy.lm.engine": ["ChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS"],
     "rubricforge_dspy.lm.copies": ["resolve_lm", "one_attempt_lm", "sized_lm"],
     "rubricforge_dspy.lm.circuit": ["JudgeUnavailableError", "CircuitOpen", "LMCircuit"],

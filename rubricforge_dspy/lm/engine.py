@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import fields
 from functools import cached_property
-from urllib.parse import urlsplit, urlunsplit
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import dspy
 import orjson
@@ -243,8 +243,6 @@ class ChatCompletionsEngine:
     def _response(self, reply, request):
         """The lm15 response of an HTTP `reply`: an HTTP error status as its lm15 error, a body that is not
         JSON as a server error, a completion cut at max_tokens as `TruncatedCompletionError` (both engines)."""
-        from dspy import lm15
-
         return self._read(self._payload(reply), request.model)
 
     def _read(self, payload: dict, model: str | None):

@@ -90,7 +90,7 @@ def _diff(a: Any, b: Any, prefix: str) -> list[str]:
             names += _diff(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))
         return names
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [name for i, (x, y) in enumerate(zip(a, b)) for name in _diff(x, y, f"{prefix}.{i}")]
+        return [name for i, (x, y) in enumerate(zip(a, b, strict=True)) for name in _diff(x, y, f"{prefix}.{i}")]
     if a != b:
         return [prefix or "(all)"]
     return []

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.exceptions import UndefinedMetricWarning
 
+
 def as_1d(name: str, x: ArrayLike) -> np.ndarray:
     if x is None:
         raise ValueError(f"{name} is required, got None")

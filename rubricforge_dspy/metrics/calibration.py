@@ -59,7 +59,7 @@ def expected_calibration_error(y_true: ArrayLike, scores: ArrayLike, n_bins: int
     curve = reliability_curve(y_true, scores, n_bins)
     n = sum(curve["count"])
     return float(sum(c / n * abs(f - m) for c, f, m in zip(curve["count"], curve["fraction_passed"],
-                                                              curve["mean_score"]) if c))
+                                                              curve["mean_score"], strict=True) if c))
 
 
 def contradiction_summary(contradiction: ArrayLike, abstained: ArrayLike | None = None,

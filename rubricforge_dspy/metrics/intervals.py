@@ -261,23 +261,23 @@ def percentile_interval(replicates: ArrayLike, confidence: float, what: str) -> 
     (Efron & Tibshirani 1993, ch. 13). Undefined (nan) replicates are excluded with one
     ``UndefinedMetricWarning`` naming ``what``; all undefined gives ``(nan, nan)``."""
     check_bootstrap_params(1, confidence)
-    replicates = np.asarray(replicates, dtype=np.float64)
-    finite = np.isfinite(replicates)
+    values = np.asarray(replicates, dtype=np.float64)
+    finite = np.isfinite(values)
     n_bad = int((~finite).sum())
-    if n_bad == replicates.size:
+    if n_bad == values.size:
         nan = undefined_metric(f"{what}: the statistic was undefined on every bootstrap resample; returning nan")
         return ConfidenceInterval(nan, nan)
     if n_bad:
-        warnings.warn(f"{what}: the statistic was undefined (nan) on {n_bad} of {replicates.size} bootstrap "
+        warnings.warn(f"{what}: the statistic was undefined (nan) on {n_bad} of {values.size} bootstrap "
                       "resamples; they were excluded from the percentile interval", UndefinedMetricWarning,
                       stacklevel=2)
-        replicates = replicates[finite]
+        values = values[finite]
     alpha = 1.0 - float(confidence)
-    low, high = np.percentile(replicates, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
+    low, high = np.percentile(values, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
     return ConfidenceInterval(float(low), float(high))
 
 
-def _weighted_form(statistic: Callable[..., Any], arrays: tuple) -> WeightedStatistic | None:
+def _weighted_form(statistic: Callable[..., Any], arrays: tuple[ArrayLike, ...]) -> WeightedStatistic | None:
     """The weighted version of a statistic of this package, validated like the statistic itself."""
     if statistic is accuracy:
         t, p = binary_pair(*arrays)

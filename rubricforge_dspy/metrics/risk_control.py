@@ -43,8 +43,8 @@ Used as in "Trust or Escalate" (Jung, Brahman & Choi, ICLR 2025), which calibrat
 judge of a cascade with fixed-sequence testing; here the whole grid is tested with Holm by default, so
 small calibration sets do not stop at the first, tiny-sample test. ``"split_fixed_sequence"`` orders the
 grid on a random part of the units and tests the sequence on the rest at level ``delta`` each: no
-multiplicity penalty, which often certifies more on small sets than Holm over 56 or 3136 vectors. How many decided labels a bound
-needs: `decided_needed` (22 at alpha = delta = 0.1 with no errors, 45 at alpha = 0.05).
+multiplicity penalty, which often certifies more on small sets than Holm over 56 or 3136 vectors. How many
+decided labels a bound needs: `decided_needed` (22 at alpha = delta = 0.1 with no errors, 45 at alpha = 0.05).
 
 Pure statistics: numpy and scipy only, nothing else of the package.
 """
@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "GridResult", "binomial_p_value",
@@ -68,6 +69,9 @@ FWER_METHODS = ("holm", "bonferroni", "fixed_sequence")
 LTT_METHODS = (*FWER_METHODS, "split_fixed_sequence")
 P_VALUES = ("binomial", "hoeffding_bentkus")
 
+_Floats = NDArray[np.float64]
+_Bools = NDArray[np.bool_]
+
 
 def _check_rate(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
@@ -75,7 +79,7 @@ def _check_rate(name: str, value: float) -> float:
     return float(value)
 
 
-def binomial_p_value(k, n, alpha: float):
+def binomial_p_value(k: ArrayLike, n: ArrayLike, alpha: float) -> float | _Floats:
     """Exact p-value of ``H0: risk > alpha`` from ``k`` errors in ``n`` i.i.d. trials: ``P(Bin(n, alpha) <= k)``.
 
     Args:
@@ -87,20 +91,20 @@ def binomial_p_value(k, n, alpha: float):
         A float (or an array of the shape of ``k``).
     """
     alpha = _check_rate("alpha", alpha)
-    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
-    if np.any(k < 0) or np.any(k > n + 1e-9):
+    ks, ns = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    if np.any(ks < 0) or np.any(ks > ns + 1e-9):
         raise ValueError("errors k must lie in [0, n]")
-    k = np.minimum(k, n)  # weighted counts: rounding must not put k above n
-    p = np.where(n > 0, stats.binom.cdf(k, np.maximum(n, 1), alpha), 1.0)
+    ks = np.minimum(ks, ns)  # weighted counts: rounding must not put k above n
+    p = np.where(ns > 0, stats.binom.cdf(ks, np.maximum(ns, 1), alpha), 1.0)
     return float(p) if p.ndim == 0 else p
 
 
-def _kl_bernoulli(a, b):
+def _kl_bernoulli(a: _Floats, b: float) -> _Floats:
     a = np.clip(a, 1e-300, 1 - 1e-16)
     return a * np.log(a / b) + (1 - a) * np.log((1 - a) / (1 - b))
 
 
-def hoeffding_bentkus_p_value(k, n, alpha: float):
+def hoeffding_bentkus_p_value(k: ArrayLike, n: ArrayLike, alpha: float) -> float | _Floats:
     """Hoeffding-Bentkus p-value of ``H0: risk > alpha`` for a mean of ``n`` losses in [0, 1] summing to ``k``.
 
     ``min(exp(-n h(min(r, alpha), alpha)), e P(Bin(n, alpha) <= ceil(n r)))`` with ``r = k / n`` and
@@ -116,15 +120,15 @@ def hoeffding_bentkus_p_value(k, n, alpha: float):
         A float (or an array), capped at 1.
     """
     alpha = _check_rate("alpha", alpha)
-    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
-    if np.any(k < 0) or np.any(k > n + 1e-9):
+    ks, ns = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    if np.any(ks < 0) or np.any(ks > ns + 1e-9):
         raise ValueError("summed losses k must lie in [0, n]")
-    k = np.minimum(k, n)
-    safe = np.maximum(n, 1)
-    r = k / safe
+    ks = np.minimum(ks, ns)
+    safe = np.maximum(ns, 1)
+    r = ks / safe
     hoeffding = np.exp(-safe * _kl_bernoulli(np.minimum(r, alpha), alpha))
-    bentkus = math.e * stats.binom.cdf(np.ceil(k - 1e-9), safe, alpha)
-    p = np.where(n > 0, np.minimum(1.0, np.minimum(hoeffding, bentkus)), 1.0)
+    bentkus = math.e * stats.binom.cdf(np.ceil(ks - 1e-9), safe, alpha)
+    p = np.where(ns > 0, np.minimum(1.0, np.minimum(hoeffding, bentkus)), 1.0)
     return float(p) if p.ndim == 0 else p
 
 
@@ -166,16 +170,16 @@ def decided_needed(alpha: float, delta: float, error_rate: float = 0.0, max_n: i
         return n if binomial_p_value(0, n, alpha) <= delta else n + 1
     start, chunk = 1, 4096
     while start <= max_n:
-        n = np.arange(start, min(start + chunk, max_n + 1))
-        k = error_rate * n  # the Clopper-Pearson bound with k = rate * n (continuous in k: monotone in n)
-        ok = np.flatnonzero(stats.beta.ppf(1.0 - delta, k + 1, n - k) <= alpha)
+        ns = np.arange(start, min(start + chunk, max_n + 1))
+        k = error_rate * ns  # the Clopper-Pearson bound with k = rate * n (continuous in k: monotone in n)
+        ok = np.flatnonzero(stats.beta.ppf(1.0 - delta, k + 1, ns - k) <= alpha)
         if ok.size:
-            return int(n[ok[0]])
+            return int(ns[ok[0]])
         start, chunk = start + chunk, chunk * 2
     return None
 
 
-def fwer_reject(p_values: Sequence[float], delta: float, method: str = "holm") -> np.ndarray:
+def fwer_reject(p_values: Sequence[float] | _Floats, delta: float, method: str = "holm") -> _Bools:
     """Which hypotheses to reject with family-wise error at most `delta`.
 
     Args:
@@ -292,14 +296,14 @@ class GridResult:
     max_false_pass: float | None
     cost: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-safe (infinite thresholds as null)."""
         out = dict(self.__dict__)
         out["thresholds"] = [[None if not math.isfinite(t) else t for t in pair] for pair in self.thresholds]
         return out
 
 
-def _p_values(kind: str, k: np.ndarray, n: np.ndarray, level: float) -> np.ndarray:
+def _p_values(kind: str, k: _Floats, n: _Floats, level: float) -> _Floats:
     if kind == "binomial":
         return np.atleast_1d(binomial_p_value(k, n, level))
     if kind == "hoeffding_bentkus":
@@ -307,13 +311,13 @@ def _p_values(kind: str, k: np.ndarray, n: np.ndarray, level: float) -> np.ndarr
     raise ValueError(f"p_values must be one of {P_VALUES}, got {kind!r}")
 
 
-def _tally(decided, passed, y, w) -> dict:
+def _tally(decided: _Bools, passed: _Bools, y: _Bools, w: _Floats) -> dict[str, _Floats]:
     """Weighted counts of each vector: decided, disagreements, decided failed, false passes."""
     return {"n": decided.astype(np.float64) @ w, "errors": (decided & (passed != y)).astype(np.float64) @ w,
             "failed": (decided & ~y).astype(np.float64) @ w, "fp": (decided & passed & ~y).astype(np.float64) @ w}
 
 
-def _vector_p(tally: dict, alpha: float, beta: float | None, kind: str) -> np.ndarray:
+def _vector_p(tally: dict[str, _Floats], alpha: float, beta: float | None, kind: str) -> _Floats:
     """``max(p_D, p_F)`` of each vector (p_F only with a false-pass bound `beta`): the intersection-union test."""
     p = _p_values(kind, tally["errors"], tally["n"], alpha)
     if beta is not None:
@@ -321,7 +325,7 @@ def _vector_p(tally: dict, alpha: float, beta: float | None, kind: str) -> np.nd
     return np.minimum(p, 1.0)
 
 
-def _split(w: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _split(w: _Floats, fraction: float, seed: int) -> tuple[_Floats, _Floats]:
     """Multiplicities of a random ordering part (`fraction` of the units) and of the testing part."""
     units = np.repeat(np.arange(w.size), w.astype(np.int64))
     order = np.random.default_rng(seed).permutation(units.size)
@@ -330,7 +334,8 @@ def _split(w: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.nd
             np.bincount(units[order[cut:]], minlength=w.size).astype(np.float64))
 
 
-def _checked_inputs(confidences, labels, weights, stage_costs):
+def _checked_inputs(confidences: ArrayLike, labels: ArrayLike, weights: ArrayLike | None,
+                    stage_costs: ArrayLike | None) -> tuple[_Floats, _Bools, _Floats, _Floats]:
     conf = np.atleast_2d(np.asarray(confidences, dtype=np.float64))
     y = np.asarray(labels)
     if y.ndim != 1 or y.size != conf.shape[1] or not np.isin(y, (0, 1)).all():
@@ -346,9 +351,10 @@ def _checked_inputs(confidences, labels, weights, stage_costs):
     return conf, y.astype(bool), w, costs
 
 
-def learn_then_test(confidences, labels, alpha: float, delta: float, max_false_pass: float | None = None,
-                    method: str = "holm", *, pass_levels: Sequence[float] = PASS_LEVELS,
-                    fail_levels: Sequence[float] = FAIL_LEVELS, weights=None, stage_costs=None,
+def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, delta: float,
+                    max_false_pass: float | None = None, method: str = "holm", *,
+                    pass_levels: Sequence[float] = PASS_LEVELS, fail_levels: Sequence[float] = FAIL_LEVELS,
+                    weights: ArrayLike | None = None, stage_costs: ArrayLike | None = None,
                     p_values: str = "binomial", order_fraction: float = 0.3, seed: int = 0) -> GridResult:
     """Certify a threshold vector of a cascade by Learn-then-Test over the product grid (module docstring).
 
@@ -397,7 +403,8 @@ def learn_then_test(confidences, labels, alpha: float, delta: float, max_false_p
                    dict(method=method, p_values=p_values, alpha=alpha, delta=delta, max_false_pass=beta))
 
 
-def _chosen(grid, tally: dict, p, rejected, cost, total: float, settings: dict) -> GridResult:
+def _chosen(grid: _Floats, tally: dict[str, _Floats], p: _Floats, rejected: _Bools, cost: _Floats, total: float,
+            settings: dict[str, Any]) -> GridResult:
     """The `GridResult` of the rejected vector with most coverage, then least cost, then least disagreement
     (or, when none is rejected, of the vector with the smallest p-value)."""
     n_dec, errors, failed, fps = tally["n"], tally["errors"], tally["failed"], tally["fp"]

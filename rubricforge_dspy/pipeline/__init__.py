@@ -9,7 +9,9 @@ Modules:
 - :mod:`.induce_job`: split -> induce and freeze -> floor into the manifest -> hybrid -> certify;
 - :mod:`.protocol`: the evaluation protocol end to end (`ProtocolConfig`, `run_protocol`);
 - :mod:`.demo`: `rubricforge demo` on bundled tau-bench data, sized for the embedded model;
-- :mod:`.report_job`: `rubricforge report`, with the floor rows fit when asked.
+- :mod:`.report_job`: `rubricforge report`, with the floor rows fit when asked;
+- :mod:`.map_check`: `rubricforge map check`: a mapping run over data, its match counts, empty fields and the
+  first record as the judge would read it (`check_mapping`, `MapCheckReport`).
 
 Names are imported lazily, so `rubricforge report` imports the report job and not the induction.
 """
@@ -22,5 +24,6 @@ _MODULES = {
     "rubricforge_dspy.pipeline.protocol": ["run_protocol", "ProtocolConfig", "JUDGES"],
     "rubricforge_dspy.pipeline.demo": ["run_demo", "demo_sample", "demo_header"],
     "rubricforge_dspy.pipeline.report_job": ["report_main"],
+    "rubricforge_dspy.pipeline.map_check": ["check_mapping", "MapCheckReport"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

@@ -2,7 +2,8 @@
 
 In: a judge's state (its Signature, demos and, for a hybrid judge, the stack) and manifest fields.
 Out: a JSON program file (never a pickle) whose manifest pins the rubric by its sha256 and records
-versions, the LM, the data fingerprint, metrics and the certificate; and the drift check a loaded judge runs when it first runs with an LM.
+versions, the LM, the data fingerprint, metrics and the certificate; and the drift check a loaded judge
+runs when it first runs with an LM.
 
 Modules:
 

@@ -32,9 +32,9 @@ import orjson
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.core.files import regular_file
-from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.lm.fingerprint import package_version
 
 FORMAT_VERSION = 1

@@ -28,7 +28,8 @@ import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import regular_file
-from rubricforge_dspy.core.verdict import VerdictLineError, parse_line as parse_verdict_line
+from rubricforge_dspy.core.verdict import VerdictLineError
+from rubricforge_dspy.core.verdict import parse_line as parse_verdict_line
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.data.formats import jsonl as jsonl_format
 

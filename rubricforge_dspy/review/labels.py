@@ -19,8 +19,7 @@ import orjson
 
 from rubricforge_dspy.apply.job import output_lock
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.data.label_journal import (JournalHistory, JournalLine, iter_journal, journal_history,
-                                                 read_journal)
+from rubricforge_dspy.data.label_journal import JournalHistory, JournalLine, iter_journal, journal_history, read_journal
 
 __all__ = ["LabelsFile", "append_label", "read_labels", "LABELS"]
 

@@ -127,7 +127,8 @@ def trajectory_from_messages(prompt: Any, completion: Any, *, index: int = 0) ->
     if isinstance(prompt, str) and isinstance(completion, str):
         steps = [Step("user", prompt), Step("final_answer", completion)]
     else:
-        prompt_messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _normalize(prompt, "prompt")
+        prompt_messages = ([{"role": "user", "content": prompt}] if isinstance(prompt, str)
+                           else _normalize(prompt, "prompt"))
         completion_messages = ([{"role": "assistant", "content": completion}] if isinstance(completion, str)
                                else _normalize(completion, "completion"))
         steps = steps_of([*prompt_messages, *completion_messages])
@@ -150,7 +151,8 @@ class _Rewarder:
             raise InputError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if max_consecutive_abstentions is not None and max_consecutive_abstentions < 1:
             raise InputError("max_consecutive_abstentions must be >= 1 (or None for no limit)")
-        if abstain_value is not None and (isinstance(abstain_value, bool) or not isinstance(abstain_value, (int, float))):
+        if abstain_value is not None and (isinstance(abstain_value, bool)
+                                          or not isinstance(abstain_value, (int, float))):
             raise InputError(f"abstain_value must be a number or None, got {abstain_value!r}")
         self.judge = judge
         self.abstain_value = None if abstain_value is None else float(abstain_value)
@@ -246,7 +248,7 @@ class JudgeReward(_Rewarder):
                  **kwargs) -> list[float | None]:
         if len(prompts) != len(completions):
             raise InputError(f"reward function got {len(prompts)} prompts and {len(completions)} completions")
-        results = self.rewards(list(zip(prompts, completions)))
+        results = self.rewards(list(zip(prompts, completions, strict=True)))
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):  # TRL's hook for scalar metrics of a reward function
             log_metric(f"{self.__name__}/abstained", float(sum(v is None or v.abstained for _, v in results)))
@@ -298,7 +300,7 @@ class VerlComputeScore(_Rewarder):
         extra_infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
         if len(extra_infos) != len(solution_strs):
             raise InputError(f"compute_score got {len(solution_strs)} solution_strs and {len(extra_infos)} extra_infos")
-        items = [self._item(solution, extra) for solution, extra in zip(solution_strs, extra_infos)]
+        items = [self._item(solution, extra) for solution, extra in zip(solution_strs, extra_infos, strict=True)]
         return [self._result(reward, verdict) for reward, verdict in self.rewards(items)]
 
 

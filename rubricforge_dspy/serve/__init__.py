@@ -25,9 +25,9 @@ from rubricforge_dspy.serve.embedded import (
     embedded_lm,
     embedded_model_name,
     find_weights,
-    prefix_cache_stats,
     open_lm,
     open_lms,
+    prefix_cache_stats,
 )
 from rubricforge_dspy.serve.process import (
     ServerProcess,

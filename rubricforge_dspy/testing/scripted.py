@@ -10,7 +10,7 @@ LM owns history, usage tracking, callbacks and copies; its engine (`ScriptedEngi
 for a real server. One private DSPy hook remains, in `format_fields` only: to write a dict answer in
 the adapter's output format it uses `dspy.adapters.chat_adapter.FieldInfoWithName` and the adapter's
 ``format_field_with_value`` (the same hook `dspy.utils.dummies.DummyLM` uses).
-`tests/test_testing_doubles.py` fails naming that hook if a DSPy upgrade changes it.
+`tests/testing/test_testing_doubles.py` fails naming that hook if a DSPy upgrade changes it.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ class ScriptedEngine:
     """A DSPy custom engine (``complete(Request) -> Response``) that answers with `owner.respond`.
 
     It counts calls on `owner`, formats dict answers with `owner.adapter`, reports token usage
-    estimated as the fake server does (`fake_server.estimate_tokens`), and raises `TruncatedCompletionError` for a `Cut` answer (finish reason ``length``), as
+    estimated as the fake server does (`fake_server.estimate_tokens`), and raises
+    `TruncatedCompletionError` for a `Cut` answer (finish reason ``length``), as
     `rubricforge_dspy.lm.engine.ChatCompletionsEngine` does for a real server's truncated reply.
     """
 

@@ -22,8 +22,8 @@ from rubricforge_dspy.testing.scripted import ScriptedLM
 from rubricforge_dspy.trust.cascade import (CascadeCalibrationError, CascadeStageError, calibration_units,
                                             cascade_summary, fit_cascade)
 from tests.cascade.test_cascade_judge import judge_answers
-from tests.helpers import make_trajectory
-from tests.test_hybrid import dataset
+from tests.support.helpers import make_trajectory
+from tests.support.hybrid import dataset
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import ProgramError
 from rubricforge_dspy.rewards import as_reward_function
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
-from tests.helpers import make_trajectory
-from tests.test_hybrid import dataset
+from tests.support.helpers import make_trajectory
+from tests.support.hybrid import dataset
 
 UNSURE = "(unsure)"
 

@@ -92,7 +92,7 @@ def _no_alert(driver) -> bool:
     from selenium.common.exceptions import NoAlertPresentException
 
     try:
-        driver.switch_to.alert
+        _alert = driver.switch_to.alert  # the property raises when no alert is open
     except NoAlertPresentException:
         return True
     return False
@@ -153,7 +153,7 @@ def test_the_adversarial_corpus_runs_nothing_in_the_browser(browser, tmp_path, a
     from rubricforge_dspy.data.formats import load_trajectories
     from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
     from rubricforge_dspy.review import ReviewInputs
-    from tests.review.corpus import PAYLOADS, write_corpus
+    from tests.support.review_corpus import PAYLOADS, write_corpus
 
     data, verdicts = write_corpus(tmp_path)
     trajectories = {t.id: t for t in load_trajectories(data)}

@@ -22,7 +22,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.program.store import read_program, save_judge  # noqa: E402
 from rubricforge_dspy.review.labels import LabelsFile  # noqa: E402
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text  # noqa: E402
-from tests.helpers import make_dataset  # noqa: E402
+from tests.support.helpers import make_dataset  # noqa: E402
 
 ERROR_CRITERION = "7. Error counter: fail the episode when the tool_errors counter is above zero."
 

@@ -91,8 +91,9 @@ def traces(fx: Path) -> dict[str, list[dict]]:
 
 
 def request(spans: list[dict]) -> dict:
+    scope = {"scope": {"name": "constructed"}, "schemaUrl": SCHEMA, "spans": spans}
     return {"resourceSpans": [{"resource": {"attributes": kv({"service.name": "weather-demo"})}, "schemaUrl": SCHEMA,
-                               "scopeSpans": [{"scope": {"name": "constructed"}, "schemaUrl": SCHEMA, "spans": spans}]}]}
+                               "scopeSpans": [scope]}]}
 
 
 def sdk_span(s: dict) -> dict:
@@ -123,12 +124,13 @@ def mlflow_traces() -> list[dict]:
 
     history = [{"role": "system", "content": "You answer weather questions."},
                {"role": "user", "content": "Is it raining in Oslo?"}]
-    call = {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}
+    call = {"id": "call_9", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}
     first_out = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
     second_in = history + [{"role": "assistant", "content": None, "tool_calls": [call]},
                            {"role": "tool", "tool_call_id": "call_9", "content": "Error: weather service timeout"}]
-    second_out = {"choices": [{"index": 0, "message": {"role": "assistant",
-                                                       "content": "I could not reach the weather service; please try again."}}]}
+    sorry = "I could not reach the weather service; please try again."
+    second_out = {"choices": [{"index": 0, "message": {"role": "assistant", "content": sorry}}]}
 
     def v2(sid, parent, name, kind, t, inputs, outputs, status="OK"):
         return {"name": name, "context": {"span_id": f"0x{sid}", "trace_id": "0x" + "9a" * 16},
@@ -138,7 +140,8 @@ def mlflow_traces() -> list[dict]:
                                "mlflow.spanInputs": enc(inputs), "mlflow.spanOutputs": enc(outputs)}, "events": []}
 
     spans2 = [v2("0000000000000001", None, "agent", "AGENT", 0, {"messages": history[1:]}, second_out),
-              v2("0000000000000002", "0000000000000001", "Completions", "CHAT_MODEL", 1000, {"messages": history}, first_out),
+              v2("0000000000000002", "0000000000000001", "Completions", "CHAT_MODEL", 1000, {"messages": history},
+                 first_out),
               v2("0000000000000003", "0000000000000001", "get_weather", "TOOL", 2000, {"city": "Oslo"},
                  "Error: weather service timeout", status="ERROR"),
               v2("0000000000000004", "0000000000000001", "Completions", "CHAT_MODEL", 3000, {"messages": second_in},
@@ -166,13 +169,13 @@ def main() -> None:
     (HERE / "constructed_otlp.jsonl").write_text(renumber("".join(json.dumps(x) + "\n" for x in lines), "d4e5f6"))
     console = "".join(json.dumps(sdk_span(s), indent=4) + "\n" for s in t["b"] + t["c"])  # ConsoleSpanExporter
     (HERE / "constructed_console_spans.json").write_text(renumber(console, "170817"))
-    for name, trace in zip(("constructed_mlflow_v2.json", "constructed_mlflow_v3.json"), mlflow_traces()):
+    for name, trace in zip(("constructed_mlflow_v2.json", "constructed_mlflow_v3.json"), mlflow_traces(), strict=True):
         (HERE / name).write_text(json.dumps(trace, indent=1) + "\n")
 
 
 def renumber(text: str, new: str) -> str:
     """Other trace ids per file, so that the directory loads without duplicate ids."""
-    for old, repl in zip(("a1", "b2", "c3"), (new[:2], new[2:4], new[4:])):
+    for old, repl in zip(("a1", "b2", "c3"), (new[:2], new[2:4], new[4:]), strict=True):
         text = text.replace(old * 16, repl * 16)
     return text
 

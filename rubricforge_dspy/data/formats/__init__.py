@@ -48,18 +48,36 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError
 from rubricforge_dspy.core.files import NotARegularFileError, regular_file
-from rubricforge_dspy.core.trajectory import (ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError,
-                                              parse_label_rule)
+from rubricforge_dspy.core.trajectory import (
+    ANY_POSITIVE_REWARD,
+    LabelRule,
+    Trajectory,
+    TrajectoryFormatError,
+    parse_label_rule,
+)
 from rubricforge_dspy.data.formats import jsonl
 from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
-from rubricforge_dspy.data.formats._registry import (FileSample, Format, candidate_suffixes, detect, format_named,
-                                                     format_names, formats, not_candidate, register_format,
-                                                     unregister_format)
+from rubricforge_dspy.data.formats._registry import (
+    FileSample,
+    Format,
+    candidate_suffixes,
+    detect,
+    format_named,
+    format_names,
+    formats,
+    load_plugins,
+    not_candidate,
+    register_format,
+    unregister_format,
+)
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.data.formats.mapping import Mapping
 
 __all__ = [
     "FORMATS",
@@ -70,6 +88,7 @@ __all__ = [
     "default_label_rule",
     "detect_format",
     "formats",
+    "load_plugins",
     "iter_trajectories",
     "iter_trajectory_counts",
     "TrajectoryCounts",
@@ -86,7 +105,7 @@ __all__ = [
 _BUILTIN = ("tau_bench", "tau2", "webshop", "adapt", "jsonl", "otel", "langfuse", "inspect_ai", "mini_swe",
             "swe_agent", "openhands", "atif", "openai_agents")
 for _module in _BUILTIN:
-    register_format(importlib.import_module(f"{__name__}.{_module}").FORMAT)
+    register_format(importlib.import_module(f"{__name__}.{_module}").FORMAT, origin="built-in")
 del _module
 
 
@@ -105,6 +124,7 @@ def __dir__() -> list[str]:
 
 
 PathLike = Union[str, "os.PathLike[str]"]
+MappingLike = Union[str, "os.PathLike[str]", "Mapping"]  # a mapping file, or a `mapping.Mapping`
 
 
 @dataclass
@@ -165,8 +185,9 @@ def detect_format(path: PathLike) -> str:
 
 
 def default_label_rule(format: str) -> LabelRule:
-    """The label rule a format states (`Format.label_rule`); the generic ``reward > 0`` for a name that is
-    not registered."""
+    """The label rule a format states (`Format.label_rule`: a mapped format's is its mapping's own, which may
+    be a value set on a field, or None when it gives no labels); the generic ``reward > 0`` for a name that
+    is not registered."""
     fmt = format_named(format)
     return fmt.label_rule if fmt is not None else ANY_POSITIVE_REWARD
 
@@ -230,6 +251,8 @@ def iter_trajectories(
     label_threshold: float | str | LabelRule | None = None,
     on_error: str = "raise",
     report: LoadReport | None = None,
+    *,
+    mapping: MappingLike | None = None,
 ) -> Iterator[Trajectory]:
     """Yield the trajectories of a file, a directory (all known-format files, sorted) or a list of those.
 
@@ -240,8 +263,13 @@ def iter_trajectories(
     `TrajectoryFormatError(file, record_index, problem)` at the first bad record; ``"skip"`` skips it
     and records it in ``report`` (pass a `LoadReport` to read it afterwards). JSONL files are read
     one line at a time.
+
+    ``mapping=`` (a mapping file or a `mapping.Mapping`; docs/MAPPING.md) reads the paths through that
+    declarative mapping (``mapping.iter_mapped``: the same report, errors and duplicate-id checks) instead
+    of a registered format; it cannot be combined with a `format` other than "auto". A format registered by
+    ``mapping.register_mapping`` is read the same way when named as `format`.
     """
-    yield from _iterate(path, format, label_threshold, on_error, report, _reader)
+    yield from _iterate(path, format, label_threshold, on_error, report, _reader, mapping)
 
 
 def iter_trajectory_counts(
@@ -250,6 +278,8 @@ def iter_trajectory_counts(
     label_threshold: float | str | LabelRule | None = None,
     on_error: str = "raise",
     report: LoadReport | None = None,
+    *,
+    mapping: MappingLike | None = None,
 ) -> Iterator[TrajectoryCounts]:
     """`iter_trajectories`, yielding `TrajectoryCounts` (id, task, domain, agent, label, reward, step and
     tool-error counts) instead of whole trajectories: what ``rubricforge stats`` counts.
@@ -260,16 +290,16 @@ def iter_trajectory_counts(
 
     Args:
         path: a file, a directory or a list of them.
-        format, label_threshold, on_error, report: as for `iter_trajectories`.
+        format, label_threshold, on_error, report, mapping: as for `iter_trajectories`.
 
     Returns:
         An iterator of `TrajectoryCounts`, one per trajectory `iter_trajectories` would yield, in order.
 
     Raises:
         TrajectoryFormatError: as `iter_trajectories` raises it.
-        InputError: an unknown `format` or `on_error`.
+        InputError: an unknown `format` or `on_error`, or both `format` and `mapping`.
     """
-    yield from _iterate(path, format, label_threshold, on_error, report, _counter)
+    yield from _iterate(path, format, label_threshold, on_error, report, _counter, mapping)
 
 
 def _reader(name: str):
@@ -290,10 +320,37 @@ def _counter(name: str):
     return counts
 
 
-def _iterate(path, format: str, label_threshold, on_error: str, report: LoadReport | None, reader) -> Iterator:
+def _chosen_mapping(format: str, mapping: MappingLike | None):
+    """The mapping a load reads through: `mapping`, or the `Mapping` of a mapped format named as `format`
+    (None for any other format). Checks `format` and refuses both together."""
+    if mapping is not None:
+        if format not in ("auto", None):
+            raise InputError(f"give either format={format!r} or mapping=, not both: a mapping is the format of "
+                             "the data it reads (drop format=, or drop mapping= to read a registered format)")
+        return mapping
+    fmt = format_named(format) if format != "auto" else None
+    return None if fmt is None else fmt.mapping
+
+
+def _iter_mapped(path, mapping: MappingLike, label_threshold, on_error: str, report: LoadReport | None,
+                 counts: bool) -> Iterator:
+    """`iter_trajectories` (or, with `counts`, `iter_trajectory_counts`) through a mapping."""
+    from rubricforge_dspy.data.formats.mapping import iter_mapped
+
+    loaded = iter_mapped(path, mapping, label_threshold=label_threshold, on_error=on_error, report=report)
+    return (TrajectoryCounts.of(t) for t in loaded) if counts else loaded
+
+
+def _iterate(path, format: str, label_threshold, on_error: str, report: LoadReport | None, reader,
+             mapping: MappingLike | None = None) -> Iterator:
     """The one load loop of `iter_trajectories` and `iter_trajectory_counts`: files, label rules, errors,
-    duplicate ids and the report; ``reader(format_name)`` gives the function that reads a file."""
+    duplicate ids and the report; ``reader(format_name)`` gives the function that reads a file. A mapped
+    load is `mapping.iter_mapped`'s loop (the same report, errors and duplicate ids)."""
+    mapping = _chosen_mapping(format, mapping)
     _check_options(format, on_error)
+    if mapping is not None:
+        yield from _iter_mapped(path, mapping, label_threshold, on_error, report, counts=reader is _counter)
+        return
     report = report if report is not None else LoadReport()
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     seen_ids = IdSet()  # 8 bytes per id: a file of any length is read in bounded memory
@@ -357,6 +414,8 @@ def trajectory_at(
     format: str = "auto",
     label_threshold: float | str | LabelRule | None = None,
     on_error: str = "raise",
+    *,
+    mapping: MappingLike | None = None,
 ) -> tuple[Trajectory | None, int]:
     """The trajectory at position `index` of a load (as `iter_trajectories` yields them), reading the
     records before it as little as possible: in a generic JSON Lines file they are counted by line,
@@ -367,7 +426,8 @@ def trajectory_at(
     Args:
         path: a file, a directory or a list of them.
         index: the position, from 0.
-        format, label_threshold, on_error: as for `iter_trajectories`.
+        format, label_threshold, on_error, mapping: as for `iter_trajectories` (a mapped load reads the
+            records before `index` through the mapping).
 
     Returns:
         ``(trajectory, count)``: the trajectory (None when `index` is past the end) and how many
@@ -377,10 +437,12 @@ def trajectory_at(
         TrajectoryFormatError: with ``on_error="raise"``, the chosen record cannot be read, or a record
             of a file read in full is bad.
     """
+    mapping = _chosen_mapping(format, mapping)
     _check_options(format, on_error)
-    if on_error != "raise":
+    if on_error != "raise" or mapping is not None:
         count = 0
-        for trajectory in iter_trajectories(path, format, label_threshold, on_error):
+        for trajectory in (iter_trajectories(path, format, label_threshold, on_error) if mapping is None else
+                           _iter_mapped(path, mapping, label_threshold, on_error, None, counts=False)):
             if count == index:
                 return trajectory, count + 1
             count += 1
@@ -415,6 +477,8 @@ def load_trajectories(
     format: str = "auto",
     label_threshold: float | str | LabelRule | None = None,
     on_error: str = "raise",
+    *,
+    mapping: MappingLike | None = None,
 ) -> Trajectories:
     """All trajectories of the given file(s)/directory(ies), with the `LoadReport` of the load.
 
@@ -424,6 +488,9 @@ def load_trajectories(
         label_threshold: None applies each format's own rule (`default_label_rule`); a number T means
             ``reward > T``, ``">=T"`` means ``reward >= T`` (`parse_label_rule`).
         on_error: "raise" at the first bad record, or "skip" it and list it in the report.
+        mapping: a mapping file (``.json``/``.yaml``) or a `mapping.Mapping`: read the data through this
+            declarative mapping (docs/MAPPING.md) instead of a format; not with a `format` other than "auto".
+            A path may then be a folder of one file per record (the mapping's glob).
 
     Returns:
         `Trajectories`: a ``list[Trajectory]`` (ids unique; an unlabeled one has ``label=None``) whose
@@ -435,7 +502,9 @@ def load_trajectories(
         TrajectoryFormatError: with ``on_error="raise"``, the first bad record or unreadable file (naming
             the file and record); with either policy, a path that does not exist or a file named
             explicitly whose format is unknown.
-        InputError: an unknown `format` or `on_error`.
+        InputError: an unknown `format` or `on_error`, or both `format` and `mapping`.
+        MappingError: the mapping file is invalid (the message names the key).
     """
     report = LoadReport()
-    return Trajectories(iter_trajectories(path_or_paths, format, label_threshold, on_error, report), report)
+    return Trajectories(iter_trajectories(path_or_paths, format, label_threshold, on_error, report, mapping=mapping),
+                        report)

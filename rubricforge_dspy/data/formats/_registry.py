@@ -4,9 +4,15 @@ suffixes a directory scan opens, and content sniffing).
 
 A format is one module that ends with ``FORMAT = Format(...)`` and one line that registers it: a built-in
 format is named in the list in ``formats/__init__``; a format of your own is registered by
-``register_format(my_module.FORMAT)`` (or ``register_format(Format(...))``), the same call. A later
-third-party plugin (an entry point of group ``rubricforge_dspy.formats`` naming a `Format`) and a
-declarative mapping format register through the same call.
+``register_format(my_module.FORMAT)`` (or ``register_format(Format(...))``), the same call. A third-party
+plugin (an entry point of group ``rubricforge_dspy.formats``, `plugins`) and a declarative mapping
+(``mapping.register_mapping``) register through the same call; each record says where it came from
+(`Format.origin`: ``built-in``, ``plugin (<distribution>)``, ``mapping (<file>)``, ``registered (<module>)``).
+
+Plugins are discovered once, lazily, the first time the registry is asked what it holds (`formats`,
+`format_names`, `format_named`, `candidate_suffixes`, `detect`): importing the package never imports a
+third party's code. A plugin that cannot be loaded raises `plugins.PluginError` (naming the entry point
+and its distribution) from that first use and from every later one: a format is never silently missing.
 
 Detection (`detect`) reads a `FileSample` of the file and asks the formats in two rounds, each in
 ``priority`` order (lower first, then registration order): first the record sniffers
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -85,7 +91,9 @@ class Format:
             format is read only when asked for by name, or through `sniff_record`).
         sniff_record: ``sniff_record(obj)`` is True when one JSON line (a dict) is a record of this
             format: JSON Lines formats; tried before any `sniff`.
-        label_rule: The rule that turns a record's reward into a label (`default_label_rule`).
+        label_rule: The rule that turns a record's reward into a label (`default_label_rule`); a mapped
+            format's may be a value set on a field (``mapping.ValueSetRule``), and None means the format
+            gives labels itself.
         priority: Order of sniffing, lower first (ties: registration order). Built-in formats use
             10..140; the generic JSONL is 10, since ``rubricforge convert`` writes it and its records
             carry the source's tags.
@@ -95,6 +103,10 @@ class Format:
         description: A short phrase naming the format for messages ("an Inspect AI log ...").
         count: An optional faster reader yielding `TrajectoryCounts` instead of trajectories (the
             generic JSONL counts without building steps); by default trajectories are read and counted.
+        origin: Where the format comes from (set by `register_format`): ``built-in``,
+            ``plugin (<distribution>)``, ``mapping (<file>)`` or ``registered (<module>)``.
+        mapping: The `Mapping` of a mapped format (None for any other): the loaders read the paths given
+            through ``mapping.iter_mapped`` (a folder as the mapping's glob says, never scanned or sniffed).
     """
 
     name: str
@@ -107,6 +119,8 @@ class Format:
     binary_extensions: tuple[str, ...] = ()
     description: str = ""
     count: Reader | None = field(default=None, repr=False)
+    origin: str = field(default="", compare=False)
+    mapping: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name) or self.name == "auto":
@@ -125,15 +139,18 @@ class Format:
 _FORMATS: dict[str, Format] = {}
 
 
-def register_format(fmt: Format) -> Format:
+def register_format(fmt: Format, *, origin: str | None = None) -> Format:
     """Make a format known to every loader (``load_trajectories``, ``detect_format``, directory scans;
     the command line's ``--format`` choices are those registered when ``rubricforge_dspy.cli`` is imported).
 
     Args:
         fmt: The format's record.
+        origin: Where it comes from (`Format.origin`); None keeps the record's own, else
+            ``registered (<module of its reader>)``.
 
     Returns:
-        `fmt`, so a module may write ``FORMAT = register_format(Format(...))``.
+        The record registered (`fmt`, with its origin), so a module may write
+        ``FORMAT = register_format(Format(...))``. Registering the very record held already returns it.
 
     Raises:
         InputError: `fmt` is not a `Format`, or a format of the same name is registered already (the
@@ -142,10 +159,17 @@ def register_format(fmt: Format) -> Format:
     if not isinstance(fmt, Format):
         raise InputError(f"register_format takes a Format record, got {type(fmt).__name__}")
     held = _FORMATS.get(fmt.name)
+    if held is fmt and origin in (None, fmt.origin):
+        return held
     if held is not None:
-        raise InputError(f"a format named {fmt.name!r} is registered already (read by "
+        raise InputError(f"a format named {fmt.name!r} is registered already ({held.origin}, read by "
                          f"{_origin(held.read)}); cannot register another from {_origin(fmt.read)}: "
                          "choose another name")
+    origin = origin or fmt.origin or f"registered ({getattr(fmt.read, '__module__', '?')})"
+    if not fmt.origin:  # the record as given (a module's FORMAT stays the registered object); origin is not compared
+        object.__setattr__(fmt, "origin", origin)
+    elif origin != fmt.origin:
+        fmt = replace(fmt, origin=origin)
     _FORMATS[fmt.name] = fmt
     return fmt
 
@@ -166,25 +190,73 @@ def _origin(function: Callable) -> str:
     return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
+_PLUGINS: dict[str, Any] = {"loaded": False, "error": None}
+
+
+def load_plugins() -> tuple[Format, ...]:
+    """Register the format of every installed plugin not registered yet (`plugins.plugin_formats`).
+
+    The registry calls it once, on first use; call it again after installing a plugin in a running process.
+
+    Returns:
+        The formats registered by this call.
+
+    Raises:
+        PluginError: a plugin cannot be loaded, lacks a field, or is named as a registered format.
+    """
+    from rubricforge_dspy.data.formats.plugins import PluginError, plugin_formats
+
+    _PLUGINS["loaded"] = True  # first: a plugin whose import asks the registry does not discover again
+    added = []
+    try:
+        for fmt, where in plugin_formats():
+            held = _FORMATS.get(fmt.name)
+            if held is not None and held.origin == fmt.origin:
+                continue  # this plugin's format, registered by an earlier call
+            if held is not None and held.read == fmt.read:  # its module registered it on import: say it is a plugin
+                _FORMATS[fmt.name] = fmt
+                added.append(fmt)
+                continue
+            try:
+                added.append(register_format(fmt))
+            except InputError as exc:
+                raise PluginError(f"{where}: {exc}") from None
+    except PluginError as exc:
+        _PLUGINS["error"] = exc
+        raise
+    _PLUGINS["error"] = None
+    return tuple(added)
+
+
+def _registered() -> dict[str, Format]:
+    """The registry, the installed plugins discovered first (once; a plugin's error is raised every time)."""
+    if not _PLUGINS["loaded"]:
+        load_plugins()
+    elif _PLUGINS["error"] is not None:
+        raise _PLUGINS["error"]
+    return _FORMATS
+
+
 def formats() -> tuple[Format, ...]:
-    """The registered formats, in registration order."""
-    return tuple(_FORMATS.values())
+    """The registered formats (built-in, plugin, mapping, your own), in registration order; each says where
+    it comes from (`Format.origin`)."""
+    return tuple(_registered().values())
 
 
 def format_names() -> tuple[str, ...]:
     """The registered format names, in registration order."""
-    return tuple(_FORMATS)
+    return tuple(_registered())
 
 
 def format_named(name: str) -> Format | None:
     """The registered format of that name, or None."""
-    return _FORMATS.get(name)
+    return _registered().get(name)
 
 
 def candidate_suffixes() -> tuple[str, ...]:
     """The file suffixes a directory scan opens (every format's extensions, first seen first)."""
     seen: dict[str, None] = {}
-    for fmt in _FORMATS.values():
+    for fmt in _registered().values():
         seen.update(dict.fromkeys((*fmt.extensions, *fmt.binary_extensions)))
     return tuple(seen)
 
@@ -195,7 +267,7 @@ def not_candidate() -> str:
 
 
 def _by_priority() -> list[Format]:
-    return sorted(_FORMATS.values(), key=lambda fmt: fmt.priority)  # stable: ties keep registration order
+    return sorted(_registered().values(), key=lambda fmt: fmt.priority)  # stable: ties keep registration order
 
 
 _ARRAY_HINT = ("; a JSON array is read as tau-bench results (records with 'traj') or as generic records "

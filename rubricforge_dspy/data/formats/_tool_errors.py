@@ -10,7 +10,7 @@ import re
 # that merely mentions an error ("0 errors", "No errors found", "error_rate: 0.1", grep hits in error.py,
 # "test_error_handling PASSED", "exit code 0", "HTTP/1.1 200 OK", '{"error": null}') must never match,
 # so every pattern is anchored at the start of the output (\A) or of a line (^, MULTILINE) and names a
-# failure form that tools print, not a word. Examples of each family are in tests/test_tool_errors.py and
+# failure form that tools print, not a word. Examples of each family are in tests/data/test_tool_errors.py and
 # counts on the shipped data in evals/results/tool_error_marks.json (`python -m evals.tool_error_marks`).
 _ERRNO_NAMES = ("ENOENT|EACCES|EPERM|EEXIST|ENOTDIR|EISDIR|ENOTEMPTY|ECONNREFUSED|ECONNRESET|ETIMEDOUT|"
                 "EADDRINUSE|ENOSPC|EROFS|EMFILE|ENOTFOUND|EAI_AGAIN|EPIPE")
@@ -40,7 +40,8 @@ TOOL_ERROR_FAMILIES: dict[str, tuple[str, re.Pattern]] = {
     # "EACCES: permission denied, mkdir '/app'") and Python's "[Errno 2] ...".
     "shell": ("shell and OS diagnostics: 'bash: x: command not found', 'cat: x: No such file or directory', "
               "'Permission denied', 'sh: 1: x: not found', make '*** Error 2', 'ENOENT:', '[Errno 2]'",
-              re.compile(r"^[\w.+/~-]{1,80}(?:: line \d+)?: (?:[^\n]{0,300}?: )?(?:\[Errno \d+\] )?(?:command not found|No such file or "
+              re.compile(r"^[\w.+/~-]{1,80}(?:: line \d+)?: (?:[^\n]{0,300}?: )?(?:\[Errno \d+\] )?"
+                         r"(?:command not found|No such file or "
                          r"directory|Permission denied|Is a directory|Not a directory|Operation not permitted|"
                          r"Directory not empty|File exists|Read-only file system|No space left on device)\s*$"
                          r"|^(?:/bin/)?(?:ba|da|z|k)?sh: \d+: [^\n]{1,200}: not found\s*$"

@@ -13,11 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import (
+    FULL_REWARD,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
 from rubricforge_dspy.data.formats._json_stream import Malformed, has_bad_bytes, iter_json_object, read_text
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import as_reward, error
 from rubricforge_dspy.data.formats.webshop import parse_action
-from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "adapt"
 # ADaPT's own ``success`` is ``score == 1`` (44 of 100 in the shipped dump; its ``overall.success_rate``).

@@ -34,11 +34,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, parse_arguments, text_of
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
-from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "atif"
 LABEL_RULE = ANY_POSITIVE_REWARD  # only applied to rewards joined with --labels

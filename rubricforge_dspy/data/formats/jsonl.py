@@ -5,11 +5,12 @@ draft 2020-12); see ``docs/FORMAT.md``. Mapping: ``user`` -> ``user`` step; ``as
 ``assistant`` step, its ``tool_calls`` (or legacy ``function_call``, or text ``action``) -> ``tool_call``
 steps; ``tool`` (or legacy ``function``, or a ``user`` message marked ``"observation": true``) ->
 ``tool_result`` (error flag from ``is_error`` / ``error``, else the ``Error: ...`` content shape); the
-closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` messages go to ``hidden["system_prompt"]`` and ``metadata`` to
-``hidden["metadata"]``; neither is ever a step.
+closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` messages go to
+``hidden["system_prompt"]`` and ``metadata`` to ``hidden["metadata"]``; neither is ever a step.
 
 ``"reward": null`` (and no ``label``) marks an unlabeled episode (``label=None, reward=None``): judge it,
-or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read as well (streamed, one record at a time).
+or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read
+as well (streamed, one record at a time).
 """
 
 from __future__ import annotations
@@ -23,12 +24,27 @@ from typing import Any
 import orjson
 
 from rubricforge_dspy.core.errors import OutputExistsError
+from rubricforge_dspy.core.trajectory import (
+    ANY_POSITIVE_REWARD,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
 from rubricforge_dspy.data.formats._json_stream import Malformed, iter_json_array, stream_json_array
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
-from rubricforge_dspy.data.formats._steps import (CallTracker, as_reward, convert_each, finalize_answer, new_step, parse_arguments, text_of)
-from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
-from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._steps import (
+    CallTracker,
+    as_reward,
+    convert_each,
+    finalize_answer,
+    new_step,
+    parse_arguments,
+    text_of,
+)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 NAME = "jsonl"
 # The generic format: an explicit ``label`` wins; else any positive reward (warned about when graded).

@@ -29,14 +29,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._json_stream import (Malformed, first_json_lines, read_prefix, scan_json_array, scan_json_object, stream_json_array, worth_streaming)
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._json_stream import (
+    Malformed,
+    first_json_lines,
+    read_prefix,
+    scan_json_array,
+    scan_json_object,
+    stream_json_array,
+    worth_streaming,
+)
 from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "langfuse"
 _KINDS = {"GENERATION": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent", "SPAN": "other", "EVENT": "other",
@@ -114,7 +122,9 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
     if not isinstance(record, dict):
         raise ValueError(f"a trace export must be a JSON object, got {type(record).__name__}")
     trace = record["trace"] if isinstance(record.get("trace"), dict) else record
-    observations = record.get("observations") if isinstance(record.get("observations"), list) else trace.get("observations")
+    observations = record.get("observations")
+    if not isinstance(observations, list):
+        observations = trace.get("observations")
     if not isinstance(observations, list) or "id" not in trace:
         raise ValueError("not a Langfuse trace export: expected {trace: {id, ...}, observations: [...]} "
                          "or a trace with an observations list")
@@ -122,7 +132,8 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
     unattributed: list[dict] = []
     spans = [to_span(obs, f"observation {i}", unattributed) for i, obs in enumerate(observations)]
     root = Span(span_id=f"trace:{trace_id}", parent_id=None, name=str(trace.get("name") or ""), start=float("-inf"),
-                end=float("-inf"), kind="other", value_in=_text(trace.get("input")), value_out=_text(trace.get("output")))
+                end=float("-inf"), kind="other", value_in=_text(trace.get("input")),
+                value_out=_text(trace.get("output")))
     hidden = {k: redact(trace.get(k)) for k in _HIDDEN_TRACE_KEYS if trace.get(k) not in (None, [], {})}
     if unattributed:
         hidden["unattributed_messages"] = unattributed

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, text_of
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._records import redact
 from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, text_of
 
 NAME = "mini_swe"
 LABEL_RULE = FULL_REWARD  # only used with --labels (resolved = 1)

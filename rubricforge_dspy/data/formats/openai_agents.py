@@ -6,7 +6,7 @@ The SDK (``openai-agents``) records each run as a trace of spans and hands them 
 "span_data": {"type": ...}, "error"}``. Containers read (sniffed from the content): JSON Lines with one
 exported record per line (what a file-writing trace processor writes), a JSON array of records, or the
 body the SDK's ``BackendSpanExporter`` posts, ``{"data": [records]}`` (whole, or one per line).
-``tests/data/openai_agents/traces.jsonl`` is a sample written by the SDK itself.
+``tests/fixtures/openai_agents/traces.jsonl`` is a sample written by the SDK itself.
 
 Mapping (then ``spans.py``, shared with ``otel`` and ``langfuse``), by ``span_data.type``:
 
@@ -35,14 +35,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import normalize_messages
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "openai_agents"
 TRACE, SPAN = "trace", "trace.span"

@@ -32,13 +32,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import text_of
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "openhands"
 LABEL_RULE = FULL_REWARD  # only applied to rewards joined with --labels (resolved = 1)

@@ -32,14 +32,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.data.formats.otel_attrs import (check_schema_url, hidden_attributes, io_values, llm_messages,
-                                                 maybe_json, span_kind, tool_info)
-from rubricforge_dspy.data.formats.spans import Span, build_trajectory
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats.jsonl import iter_json_lines
+from rubricforge_dspy.data.formats.otel_attrs import (
+    check_schema_url,
+    hidden_attributes,
+    io_values,
+    llm_messages,
+    maybe_json,
+    span_kind,
+    tool_info,
+)
+from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 
 NAME = "otel"
 _VALUE_KEYS = ("stringValue", "boolValue", "intValue", "doubleValue", "bytesValue")
@@ -152,9 +159,9 @@ def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
     kind = span_kind(attrs, name, where)
     error, message = _is_error(raw.get("status") or {"status_code": raw.get("status_code"),
                                                       "description": raw.get("status_message")})
+    model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name")
     span = Span(span_id=hex_id(span_id, 16) or f"{trace}:{name}", parent_id=hex_id(parent, 16), name=name,
-                start=_seconds(start), end=_seconds(end), kind=kind, error=error,
-                model=attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name"),
+                start=_seconds(start), end=_seconds(end), kind=kind, error=error, model=model,
                 agent_name=attrs.get("gen_ai.agent.name"), hidden=hidden_attributes(attrs))
     if kind == "evaluator":
         span.hidden = {k: v for k, v in attrs.items() if not k.startswith("gen_ai.usage")}

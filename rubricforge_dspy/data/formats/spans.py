@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import Source, Step, Trajectory, label_from_reward
 from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.otel_attrs import Msg, normalize_messages
-from rubricforge_dspy.core.trajectory import Source, Step, Trajectory, label_from_reward
 
 
 @dataclass
@@ -102,7 +102,8 @@ def _join_tools(history: list[tuple[float, int, Msg]], tool_spans: list[Span]) -
         failed = span.error or (result is not None and looks_like_tool_error(result))
         open_calls = [c for c in calls if not c[2]]
         match = next((c for c in open_calls if cid and c[0].tool_calls[c[1]][0] == cid), None) or next(
-            (c for c in open_calls if c[0].tool_calls[c[1]][1] == name and not (cid and c[0].tool_calls[c[1]][0])), None) \
+            (c for c in open_calls
+             if c[0].tool_calls[c[1]][1] == name and not (cid and c[0].tool_calls[c[1]][0])), None) \
             or next((c for c in open_calls if c[0].tool_calls[c[1]][1] == name), None)  # ids disagree: by name
         if match is None:  # a tool run no LLM message mentions: its own call and result
             cid = cid or span.span_id

@@ -22,12 +22,36 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.data.formats._json_stream import (Malformed, has_bad_bytes, iter_json_array, iter_json_object, read_text, scan_json_object, stream_json_array, worth_streaming)
+from rubricforge_dspy.core.trajectory import (
+    FULL_REWARD,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
+from rubricforge_dspy.data.formats._json_stream import (
+    Malformed,
+    has_bad_bytes,
+    iter_json_array,
+    iter_json_object,
+    read_text,
+    scan_json_object,
+    stream_json_array,
+    worth_streaming,
+)
 from rubricforge_dspy.data.formats._records import IdSet, redact
-from rubricforge_dspy.data.formats._steps import (CallTracker, as_reward, check_messages, error, finalize_answer, parse_arguments, text_of)
-from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
-from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._steps import (
+    CallTracker,
+    as_reward,
+    check_messages,
+    error,
+    finalize_answer,
+    parse_arguments,
+    text_of,
+)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 NAME = "tau2"
 # tau2's own success check (pass^k): reward 1 (within 1e-6).

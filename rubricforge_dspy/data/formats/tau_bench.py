@@ -25,12 +25,27 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import (
+    FULL_REWARD,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
 from rubricforge_dspy.data.formats._json_stream import Malformed, stream_json_array
 from rubricforge_dspy.data.formats._records import IdSet
-from rubricforge_dspy.data.formats._steps import (CallTracker, as_reward, check_messages, error, finalize_answer, parse_arguments, text_of)
-from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
-from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
 from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._steps import (
+    CallTracker,
+    as_reward,
+    check_messages,
+    error,
+    finalize_answer,
+    parse_arguments,
+    text_of,
+)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 NAME = "tau_bench"
 # tau-bench's own success check (pass^k): reward 1 (within 1e-6); its rewards are 0 or 1.

@@ -21,10 +21,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import (
+    FULL_REWARD,
+    Source,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    label_from_reward,
+)
+from rubricforge_dspy.data.formats._registry import Format
 from rubricforge_dspy.data.formats._steps import as_reward, convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError, label_from_reward
-from rubricforge_dspy.data.formats._registry import Format
 
 NAME = "webshop_react"
 # The WebShop paper's success rate counts reward 1 only; rewards are graded in [0, 1].

@@ -15,7 +15,11 @@ Modules:
 - :mod:`.source`: where the records are (ijson streaming for simple paths, JSON Lines line by line);
 - :mod:`.build`: one record -> one `Trajectory`, counting fields that resolved to nothing;
 - :mod:`.reader`: `iter_mapped` (the load loop with a `LoadReport`), `read_mapped`, `make_reader`, `MapStats`,
-  `MappedFormat` (a mapping as a format record: name, sniff, read, label_rule).
+  `MappedFormat` (a mapping as a format: name, sniff, read, label_rule; ``as_format()`` its `Format` record),
+  `register_mapping` (a mapping registered as a format, read by name: ``load_trajectories(..., format=name)``).
+
+``load_trajectories(path, mapping=M)`` (and `iter_trajectories`, `load_examples`...) read through a mapping
+without registering it.
 
 The check of a mapping against data, which renders the first record, is `rubricforge_dspy.pipeline.map_check`
 (rendering sits above the data layer).
@@ -27,6 +31,6 @@ _MODULES = {
     "rubricforge_dspy.data.formats.mapping.spec": ["Mapping", "MappingError", "ValueSetRule", "load_mapping",
                                                    "parse_mapping"],
     "rubricforge_dspy.data.formats.mapping.reader": ["iter_mapped", "read_mapped", "make_reader", "MapStats",
-                                                     "MappedFormat"],
+                                                     "MappedFormat", "register_mapping"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

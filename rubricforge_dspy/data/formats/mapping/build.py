@@ -17,8 +17,16 @@ import jmespath
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import LabelRule, Source, Step, Trajectory
-from rubricforge_dspy.data.formats._common import (CallTracker, as_reward, finalize_answer, looks_like_tool_error,
-                                                  new_step, parse_arguments, redact, text_of)
+from rubricforge_dspy.data.formats._records import redact
+from rubricforge_dspy.data.formats._steps import (
+    CallTracker,
+    as_reward,
+    finalize_answer,
+    new_step,
+    parse_arguments,
+    text_of,
+)
+from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule
 
 TEXT_ACTION = "action"  # the tool name of a plain-text action (as the generic JSONL names it)

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._common import IdSet
+from rubricforge_dspy.data.formats._records import IdSet
+from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.source import iter_records
 from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
@@ -102,6 +103,34 @@ class MappedFormat:
         """The format of a `Mapping` or of a mapping file."""
         return cls(_as_mapping(mapping))
 
+    def as_format(self) -> Format:
+        """The registry's `Format` record of this mapping (``origin`` ``mapping (<file>)``, never sniffed, no
+        suffix for directory scans: the loaders read a mapped format's paths through `iter_mapped`)."""
+        return Format(name=self.name, read=make_reader(self.mapping), sniff=None, label_rule=self.label_rule,
+                      extensions=(), description=f"a {self.name} log read through the mapping {self.mapping.file}",
+                      origin=f"mapping ({self.mapping.file})", mapping=self.mapping)
+
+
+def register_mapping(mapping: Mapping | str | Path) -> Format:
+    """Register a mapping as a format, so every loader reads it by name (``format=<its name>``; the command
+    line's ``--map``) and `formats` lists it. Registering the same mapping file again returns the record held.
+
+    Args:
+        mapping: a `Mapping` or the path of a mapping file.
+
+    Returns:
+        The registered `Format` (``origin`` ``mapping (<file>)``, ``mapping`` the `Mapping`).
+
+    Raises:
+        MappingError: the mapping file is invalid (names the key).
+        InputError: another format (built-in, plugin, another mapping) has the mapping's name.
+    """
+    mapping = _as_mapping(mapping)
+    held = format_named(mapping.name)
+    if held is not None and held.mapping is not None and held.mapping == mapping:
+        return held
+    return register_format(MappedFormat(mapping).as_format())
+
 
 def make_reader(mapping: Mapping | str | Path) -> Callable:
     """A reader with the formats' signature ``read(path, rule=None)`` for a mapping (what the format
@@ -154,7 +183,8 @@ def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSp
             raise exc
         report.skipped.append((exc.file, exc.record, exc.problem))
 
-    report.label_rules.setdefault(mapping.name, str(rule or mapping.label_rule or "unlabeled"))
+    rule_text = str(rule or mapping.label_rule or "unlabeled")
+    report.label_rules.setdefault(mapping.name, rule_text)
     for one in ([path] if isinstance(path, (str, os.PathLike)) else list(path)):
         for index, result in read_mapped(Path(one), mapping, rule, stats):
             if isinstance(result, TrajectoryFormatError):
@@ -163,7 +193,7 @@ def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSp
                 fail(TrajectoryFormatError(result.source.file, index, f"duplicate trajectory id {result.id!r}"))
             else:
                 report.loaded += 1
-                object.__setattr__(result, "hidden", {**result.hidden, "label_rule": str(rule or mapping.label_rule)})
+                object.__setattr__(result, "hidden", {**result.hidden, "label_rule": rule_text})
                 yield result
     _warn_empty(mapping, stats)
 

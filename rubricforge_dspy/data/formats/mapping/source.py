@@ -19,9 +19,9 @@ import ijson
 import orjson
 
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from rubricforge_dspy.data.formats._common import Malformed, stream_json_array
+from rubricforge_dspy.data.formats._json_stream import Malformed, stream_json_array
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.data.formats.mapping.spec import Mapping, compile_path
+from rubricforge_dspy.data.formats.mapping.spec import Mapping, compile_field
 
 _ARRAY_ROOT = ("@", "[*]", "[]", "@[*]", "@[]")
 _SIMPLE = re.compile(r"^(?P<prefix>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?P<tail>\[\*\]|\[\]|\.\*)$")
@@ -49,7 +49,7 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
     if not files:
         yield path, 0, None, "", TrajectoryFormatError(str(path), None, f"no file in this folder matches the mapping's "
                                                                          f"glob {mapping.glob!r} (records.glob)")
-    inner = compile_path(mapping.records_path, mapping.file, "records.path") if mapping.source == "files" else None
+    inner = compile_field(mapping.records_path, mapping.file, "records.path") if mapping.source == "files" else None
     for file in files:
         if mapping.source == "files":
             key = file.relative_to(root).with_suffix("").as_posix() if path.is_dir() else file.stem
@@ -79,7 +79,8 @@ def _json_records(file: Path, records_path: str) -> Iterator[tuple[int, Any, Any
     """``(index, key, value)`` of the records of one JSON document; a document in which the path matches
     no record gives one error naming the file (never an empty load that looks like success)."""
     n = 0
-    for n, item in enumerate(_json_records_of(file, records_path), 1):
+    for item in _json_records_of(file, records_path):
+        n += 1
         yield item
     if n == 0:
         yield 0, 0, TrajectoryFormatError(str(file), None, f"records.path {records_path!r} matched no records")
@@ -102,7 +103,7 @@ def _json_records_of(file: Path, records_path: str) -> Iterator[tuple[int, Any, 
     if isinstance(document, TrajectoryFormatError):
         yield 0, 0, document
         return
-    found = compile_path(records_path, "", "records.path")(document)
+    found = compile_field(records_path, "", "records.path")(document)
     if records_path == "*" and isinstance(document, dict):
         found = document
     if isinstance(found, dict) and records_path == "*":  # a dict of records: its values, keys kept

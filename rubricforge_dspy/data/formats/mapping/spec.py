@@ -210,7 +210,8 @@ def _schema_problem(document: Any, file: str) -> None:
     raise MappingError(file, key or None, message[:300])
 
 
-def compile_path(text: str, file: str, key: str) -> Expr:
+def compile_field(text: str, file: str, key: str) -> Expr:
+    """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath."""
     if text in SPECIAL:
         return Expr(text)
     try:
@@ -231,11 +232,11 @@ def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
         raise MappingError(file, "records.path", "a JSON Lines file has one record per line: no path")
     records_path = records.get("path", "@") if source != "jsonl" else None
     if records_path is not None:
-        compile_path(records_path, file, "records.path")
-    fields = {key: compile_path(document[key], file, key) for key in RECORD_FIELDS if key in document}
+        compile_field(records_path, file, "records.path")
+    fields = {key: compile_field(document[key], file, key) for key in RECORD_FIELDS if key in document}
     mode, step_fields, roles = _steps_spec(document, file)
     label_rule, label_field = _label_spec(document, file)
-    hidden = {name: compile_path(text, file, f"hidden.{name}") for name, text in document.get("hidden", {}).items()}
+    hidden = {name: compile_field(text, file, f"hidden.{name}") for name, text in document.get("hidden", {}).items()}
     return Mapping(name=document["name"], source=source, records_path=records_path,
                    glob=records.get("glob", _DEFAULT_GLOB[source]), fields=fields, mode=mode,
                    step_fields=step_fields, roles=roles, label_rule=label_rule, label_field=label_field,
@@ -258,15 +259,16 @@ def _steps_spec(document: dict, file: str) -> tuple[str, dict, dict]:
                                            f"record); got {' and '.join(given)}")
     mode = given[0]
     if mode == "actions":
-        return "parallel", {key: compile_path(document[key], file, key) for key in PARALLEL_FIELDS if key in document}, {}
+        lists = {key: compile_field(document[key], file, key) for key in PARALLEL_FIELDS if key in document}
+        return "parallel", lists, {}
     spec = document[mode]
     names = STEP_FIELDS if mode == "steps" else MESSAGE_FIELDS
-    exprs = {"path": compile_path(spec["path"], file, f"{mode}.path")}
+    exprs = {"path": compile_field(spec["path"], file, f"{mode}.path")}
     defaults = _MESSAGE_DEFAULTS if mode == "messages" else {}
     for key in names:
         text = spec.get(key, defaults.get(key))
         if text is not None:
-            exprs[key] = compile_path(text, file, f"{mode}.{key}")
+            exprs[key] = compile_field(text, file, f"{mode}.{key}")
     if mode == "steps" and not any(key in spec for key in ("action", "tool", "observation", "thought")):
         raise MappingError(file, "steps", "a step needs at least one of 'action', 'tool', 'observation', 'thought'")
     return mode, exprs, dict(spec.get("roles", {}))
@@ -317,4 +319,4 @@ def _label_spec(document: dict, file: str) -> tuple[LabelSpec | None, Expr | Non
         raise MappingError(file, "label.pass", "give the passing values: 'equals': v or 'pass': [v, ...]")
     fail = spec.get("fail")
     return ValueSetRule(spec["field"], tuple(passing), tuple(fail) if fail is not None else None), \
-        compile_path(spec["field"], file, "label.field")
+        compile_field(spec["field"], file, "label.field")
