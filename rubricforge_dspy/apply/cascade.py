@@ -161,8 +161,9 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path, 
     lines, escalated = [], []
     run = CascadeRun(str(out_path), str(queue), judged=len(verdicts), decided_by=verdicts.decided_by,
                      stage_calls=verdicts.stage_calls, verdicts=verdicts,
-                     lm_stages=[rule.name for stage, rule in zip(cascade.stages, cascade.rules) if stage.predictors()])
-    for trajectory, verdict, stage in zip(trajectories, verdicts, verdicts.stages):
+                     lm_stages=[rule.name for stage, rule in zip(cascade.stages, cascade.rules, strict=True)
+                                if stage.predictors()])
+    for trajectory, verdict, stage in zip(trajectories, verdicts, verdicts.stages, strict=True):
         line = verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, program_sha256=cascade.rubric_sha256,
                             model=model)
         index = names.index(stage) if stage in names else None

@@ -8,8 +8,12 @@ import contextlib
 import sys
 from pathlib import Path
 
-from rubricforge_dspy.cli.integrations import (require_input, spool_from_mlflow, tag_escalated_in_mlflow,
-                                               write_verdicts_to_mlflow)
+from rubricforge_dspy.cli.integrations import (
+    require_input,
+    spool_from_mlflow,
+    tag_escalated_in_mlflow,
+    write_verdicts_to_mlflow,
+)
 from rubricforge_dspy.cli.lm_options import lm_from_args
 from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
@@ -115,11 +119,11 @@ def _judge_cascade(args, path: str) -> None:
 
 def _judge(args) -> None:
     from rubricforge_dspy.apply.stream import run_judge_file
-    from rubricforge_dspy.data.label_checks import LabelTally
-    from rubricforge_dspy.data.labels import LabelJoin
-    from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.label_checks import LabelTally
+    from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.judge.loading import load_judge
 
     cascade = _cascade_path(args)

@@ -37,17 +37,36 @@ import threading
 import traceback
 from pathlib import Path
 
-from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_mlflow_source_arguments,
-                                               reads_from_mlflow, require_input, spool_from_mlflow)
-from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
-                                               stream_data)
-from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_NO,
-                                          EXIT_SERVER, AnswerIsNo, InputError, ServerError)
-from rubricforge_dspy.core.files import writable_file
-from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.cli.data_options import (
+    FORMAT_CHOICES,
+    add_data_arguments,
+    add_label_arguments,
+    load_data,
+    stream_data,
+)
+from rubricforge_dspy.cli.integrations import (
+    add_mlflow_sink_arguments,
+    add_mlflow_source_arguments,
+    reads_from_mlflow,
+    require_input,
+    spool_from_mlflow,
+)
 from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
+from rubricforge_dspy.core.errors import (
+    ENVIRONMENT_ERRNOS,
+    EXIT_BUG,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_NO,
+    EXIT_SERVER,
+    AnswerIsNo,
+    InputError,
+    ServerError,
+)
+from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.lm.config import lm_name
 
 FORMATS = FORMAT_CHOICES
 
@@ -138,11 +157,11 @@ def cmd_render(args) -> int:
 
 
 def cmd_induce(args) -> int:
+    from rubricforge_dspy.cli.presets import render_from_args, resolve
     from rubricforge_dspy.induction.inducer import InductionConfig
     from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.judge.module import TrajectoryJudge
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
-    from rubricforge_dspy.cli.presets import render_from_args, resolve
 
     require_input(args)
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
@@ -184,9 +203,15 @@ def cmd_report(args) -> int:
 
 def cmd_demo(args) -> int:
     """Induce and evaluate on the demo data into ``--out`` (default outside any source tree)."""
-    from rubricforge_dspy.pipeline.demo import (EMBEDDED_REFLECTION_TOKENS, SMALL_MODEL_NOTE, default_out_dir,
-                                                demo_header, demo_sample, run_demo)
     from rubricforge_dspy.cli.presets import resolve
+    from rubricforge_dspy.pipeline.demo import (
+        EMBEDDED_REFLECTION_TOKENS,
+        SMALL_MODEL_NOTE,
+        default_out_dir,
+        demo_header,
+        demo_sample,
+        run_demo,
+    )
 
     preset = resolve(args)
     embedded = preset.name == "embedded"
@@ -267,8 +292,8 @@ def _serve_embedded(args) -> int:
 # -- certify / show (issue 11) ---------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    from rubricforge_dspy.cli.trust import add_certify_parsers, add_gate_parser, add_label_next_parser
     from rubricforge_dspy.cli.presets import add_preset_arguments
+    from rubricforge_dspy.cli.trust import add_certify_parsers, add_gate_parser, add_label_next_parser
     from rubricforge_dspy.core.presets import EMBEDDED, JUDGING_MAX_CONSECUTIVE_LM_ERRORS, SERVER
 
     parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
@@ -415,8 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.cli.floor import add_floor_parser
 
     add_floor_parser(sub, FORMATS)
-    from rubricforge_dspy.cli.review import add_review_parser
     from rubricforge_dspy.cli.cascade import add_cascade_parser
+    from rubricforge_dspy.cli.review import add_review_parser
 
     add_review_parser(sub)
     add_cascade_parser(sub, FORMATS)

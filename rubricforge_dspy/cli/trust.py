@@ -8,12 +8,16 @@ import contextlib
 import sys
 
 from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, load_data
-from rubricforge_dspy.cli.integrations import (add_mlflow_source_arguments, require_input, spool_from_mlflow,
-                                               tag_label_next_in_mlflow)
+from rubricforge_dspy.cli.integrations import (
+    add_mlflow_source_arguments,
+    require_input,
+    spool_from_mlflow,
+    tag_label_next_in_mlflow,
+)
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 
 __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
 
@@ -167,8 +171,8 @@ def cmd_label_next(args) -> int:
     judges = {str(path): read_verdicts(path) for path in args.verdicts or []}
     ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}
     if args.program:
-        from rubricforge_dspy.trust.certify import judge_labeled
         from rubricforge_dspy.judge.loading import load_judge
+        from rubricforge_dspy.trust.certify import judge_labeled
 
         with contextlib.ExitStack() as stack:
             out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "v.jsonl")

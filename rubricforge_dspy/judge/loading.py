@@ -3,9 +3,9 @@
 A plain program loads as a `TrajectoryJudge`; one whose manifest holds a hybrid stack (`judge.hybrid`)
 as a `HybridJudge`; a floor file (`judge.floor`, ``"kind": "rubricforge.symptom_floor"``) as a
 `FloorJudge`; a cascade file (`judge.cascade`, ``"judge": {"kind": "rubricforge.cascade"}``) as a
-`Cascade`, each stage loaded by `load_judge` after its sha256 is checked. The endpoint is never read from the file: the LM is attached here, with ``set_lm``, or
-configured with `dspy.configure`. (Not `dspy.load`, which loads DSPy's pickled whole programs and
-refuses these JSON files.)
+`Cascade`, each stage loaded by `load_judge` after its sha256 is checked. The endpoint is never read
+from the file: the LM is attached here, with ``set_lm``, or configured with `dspy.configure`. (Not
+`dspy.load`, which loads DSPy's pickled whole programs and refuses these JSON files.)
 
 `load_judge` is the one way to load a judge. `judge_from` resolves a ``program`` argument of the package's
 entry points (a path, a judge, or None) through it.

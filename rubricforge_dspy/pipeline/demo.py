@@ -2,9 +2,9 @@
 
 Samples a few airline tasks (one trial each) from the tau-bench authors' GPT-4o run, splits them
 by task, induces a rubric with a small GEPA budget, freezes it, judges the held-out tasks with the
-induced judge and every baseline, fits a certified cascade (the floor, then the induced judge, then a person;
-`demo_cascade`) on the held-out tasks, and writes the report, led by the cascade, into the directory given (``--out``; default
-`default_out_dir`, outside any source tree; the committed example run is ``artifacts/demo/``). With
+induced judge and every baseline, fits a certified cascade (the floor, then the induced judge, then a
+person; `demo_cascade`) on the held-out tasks, and writes the report, led by the cascade, into the
+directory given (``--out``; default `default_out_dir`, outside any source tree; the committed example run is ``artifacts/demo/``). With
 --api-base/--model the same command runs against a real model (use larger --tasks/--budget there).
 """
 
@@ -19,18 +19,18 @@ from pathlib import Path
 
 import dspy
 
-from rubricforge_dspy.core.trajectory import Trajectory, labeled_only
-from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.data.scan import require_trajectories
-from rubricforge_dspy.data.labels import join_labels
 from rubricforge_dspy.core.presets import Preset
 from rubricforge_dspy.core.sizes import sizes_explained
-from rubricforge_dspy.evidence.render import RenderConfig
-from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade, lead_report
-from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
+from rubricforge_dspy.core.trajectory import Trajectory, labeled_only
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.data.labels import join_labels
+from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.split import sample_by_task, split_by_task
+from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.search import MIN_VAL_ITEMS, InductionConfig
 from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade, lead_report
+from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ sections are in :mod:`rubricforge_dspy.report.markdown_comparisons`."""
 from __future__ import annotations
 
 from rubricforge_dspy.report.cascade import cascade_markdown
-from rubricforge_dspy.report.cells import ci, cell, figure, judge_name, num, pval, split_table, table
+from rubricforge_dspy.report.cells import cell, ci, figure, judge_name, num, pval, split_table, table
 from rubricforge_dspy.report.markdown_comparisons import (
     ablation_section,
     disagreements_section,

@@ -39,11 +39,18 @@ from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FloorJudge
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.metrics.intervals import proportion_ci
-from rubricforge_dspy.metrics.risk_control import (FAIL_LEVELS, PASS_LEVELS, GridResult, cascade_outcomes,
-                                                   decided_needed, learn_then_test)
+from rubricforge_dspy.metrics.risk_control import (
+    FAIL_LEVELS,
+    PASS_LEVELS,
+    GridResult,
+    cascade_outcomes,
+    decided_needed,
+    learn_then_test,
+)
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM",
+           "stage_names", "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary",
+           "THEOREM",
            "REFERENCES"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
@@ -164,7 +171,8 @@ def _stage_rows(names, conf, y, result: GridResult, calls, unparsed) -> tuple[li
         failed, false_passes = int((mine & ~yb).sum()), int((mine & passed[0] & ~yb).sum())
         d_ci = proportion_ci(errors, n) if n else (0.0, 1.0)
         f_ci = proportion_ci(false_passes, failed) if failed else (0.0, 1.0)
-        rows.append({"name": name, "t_pass": result.thresholds[k][0] if math.isfinite(result.thresholds[k][0]) else None,
+        t_pass = result.thresholds[k][0]
+        rows.append({"name": name, "t_pass": t_pass if math.isfinite(t_pass) else None,
                      "t_fail": result.thresholds[k][1] if math.isfinite(result.thresholds[k][1]) else None,
                      "reached": int(((stage[0] == -1) | (stage[0] >= k)).sum()), "decided": n,
                      "decided_pass": int((mine & passed[0]).sum()), "share_decided": n / max(len(y), 1),
@@ -220,7 +228,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     y = np.array([t.label for t in items], dtype=np.int64)
     conf = np.full((len(stages), len(items)), np.nan)
     reach, calls, unparsed = np.ones(len(items), dtype=bool), [], []
-    for k, (stage, name) in enumerate(zip(stages, names)):
+    for k, (stage, name) in enumerate(zip(stages, names, strict=True)):
         where = np.flatnonzero(reach)
         conf[k, where], bad = _stage_confidences(stage, name, [items[i] for i in where], num_threads)
         calls.append(int(where.size))
@@ -242,7 +250,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     report = FitReport(result.to_dict(), rows, {"calibration_units": len(items), "trajectories": len(trajectories),
                                                 "tasks": tasks, "dropped_trials": len(trajectories) - len(items)},
                        escalated, guarantee)
-    rules = [StageRule(name, tp, tf) for name, (tp, tf) in zip(names, result.thresholds)]
+    rules = [StageRule(name, tp, tf) for name, (tp, tf) in zip(names, result.thresholds, strict=True)]
     return Cascade(list(stages), rules, guarantee, report.to_dict())
 
 
@@ -277,7 +285,7 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
     stages = np.array(verdicts.stages, dtype=object)
     produced = np.array([not v.abstained for v in verdicts], dtype=bool)
     rows, lm_calls = [], 0
-    for stage, rule in zip(cascade.stages, cascade.rules):
+    for stage, rule in zip(cascade.stages, cascade.rules, strict=True):
         calls = 0 if isinstance(stage, FloorJudge) else int(verdicts.stage_calls.get(rule.name, 0))
         lm_calls += calls
         mine = (stages == rule.name) & produced

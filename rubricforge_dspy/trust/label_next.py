@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD
+from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 
 
 @dataclass(frozen=True)

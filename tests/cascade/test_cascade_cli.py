@@ -5,11 +5,8 @@ floor-decided trajectory makes no request to a recording OpenAI-compatible serve
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-
-import pytest
 
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.verdict import check_line
@@ -17,31 +14,9 @@ from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.judge.cascade import Cascade, StageRule
 from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.loading import load_judge
-from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.trust.label_next import rank
-
-ROOT = Path(__file__).resolve().parents[2]
-WEBSHOP = ROOT / "evals" / "data" / "react_webshop" / "react_webshop_davinci002_500.jsonl"
-REWARD_ABOVE_0 = ["--label-threshold", "0"]  # the labeling the benchmark's floor kappa 0.75 is measured on
-
-
-@pytest.fixture(scope="module")
-def halves(tmp_path_factory):
-    """The shipped webshop set split by task (one trial per task): the floor is fit on one half, the cascade
-    calibrated and run on the other (assumption 3: the stages are not fit on the calibration data)."""
-    root = tmp_path_factory.mktemp("webshop")
-    lines = WEBSHOP.read_text().splitlines()
-    (root / "train.jsonl").write_text("\n".join(lines[0::2]) + "\n")
-    (root / "cal.jsonl").write_text("\n".join(lines[1::2]) + "\n")
-    train = load_trajectories(root / "train.jsonl", label_threshold=0.0)
-    floor = SymptomFloor.fit(list(train))
-    (root / "floor.json").write_text(floor.to_json())
-    return root
-
-
-def lines_of(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text().splitlines()]
+from tests.support.cascade import REWARD_ABOVE_0, lines_of, save_cascade
 
 
 def test_cascade_fit_saves_a_cascade_that_load_judge_reads(halves, tmp_path, capsys):
@@ -78,18 +53,6 @@ def test_cascade_fit_rejects_bad_bounds_before_any_work(halves, tmp_path, capsys
     assert main(["cascade", "fit", "--stage", str(halves / "floor.json"), "--data", str(halves / "cal.jsonl"),
                  "--alpha", "1.5", "--out", str(tmp_path / "c.json")]) == 2
     assert "--alpha" in capsys.readouterr().err
-
-
-def save_cascade(halves, tmp_path, judge_rule: StageRule | None) -> Path:
-    """A floor (fail below 0.05, pass above 0.95), then (optionally) the seed LLM judge."""
-    floor = FloorJudge(SymptomFloor.from_json((halves / "floor.json").read_text()))
-    stages, rules = [floor], [StageRule("floor", 0.95, 0.05)]
-    if judge_rule is not None:
-        stages.append(TrajectoryJudge())
-        rules.append(judge_rule)
-    path = tmp_path / "cascade.json"
-    Cascade(stages, rules).save(path)
-    return path
 
 
 def test_judge_with_a_floor_only_cascade_makes_no_request_and_queues_the_rest(halves, tmp_path, capsys):

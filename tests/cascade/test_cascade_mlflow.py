@@ -17,12 +17,11 @@ import mlflow  # noqa: E402
 
 from rubricforge_dspy.judge.cascade import Cascade, StageRule  # noqa: E402
 from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor  # noqa: E402
-from tests.helpers import REPO  # noqa: E402
-from tests.test_cli_mlflow import store  # noqa: E402,F401  (fixture)
-from tests.test_hybrid import dataset  # noqa: E402
+from tests.support.helpers import REPO  # noqa: E402
+from tests.support.hybrid import dataset  # noqa: E402
 
 
-def test_judge_cascade_to_mlflow_tags_the_escalated_traces_for_labeling(store, tmp_path):  # noqa: F811
+def test_judge_cascade_to_mlflow_tags_the_escalated_traces_for_labeling(store, tmp_path):
     uri, ids = store
     cascade = tmp_path / "cascade.json"
     floor = FloorJudge(SymptomFloor.fit(dataset(40)))

@@ -5,7 +5,6 @@ labels needed: it never crashes and never invents a number)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.formats import load_trajectories
@@ -13,8 +12,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade, lead_report
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.cascade.test_cascade_cli import REWARD_ABOVE_0, halves, save_cascade  # noqa: F401  (fixture)
-from tests.test_induce_job import scripted_cli  # noqa: F401  (fixture)
+from tests.support.cascade import REWARD_ABOVE_0, save_cascade
 
 UNSURE = {"reason": "Cannot tell from the pages.", "passed": True, "score": 0.5}
 
