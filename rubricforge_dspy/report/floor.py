@@ -4,8 +4,17 @@ of the ``floor`` and ``length_only`` judges (their verdicts are persisted like e
 
 from __future__ import annotations
 
-from rubricforge_dspy.core.judge_names import (FLOOR, FLOOR_GIVEAWAY_RULE, GIVEAWAY_RULE, HYBRID, LENGTH_ONLY,
-                                               floor_gives_away, floor_giveaway_sentence, gives_away, giveaway_sentence)
+from rubricforge_dspy.core.judge_names import (
+    FLOOR,
+    FLOOR_GIVEAWAY_RULE,
+    GIVEAWAY_RULE,
+    HYBRID,
+    LENGTH_ONLY,
+    floor_giveaway_sentence,
+    floor_gives_away,
+    giveaway_sentence,
+    gives_away,
+)
 
 __all__ = ["floor_table", "NO_FLOOR_NOTE"]
 

@@ -3,7 +3,7 @@ function per section, named after its table."""
 
 from __future__ import annotations
 
-from rubricforge_dspy.report.cells import ci, figure, judge_name, num, pval, table
+from rubricforge_dspy.report.cells import ci, figure, num, pval, table
 from rubricforge_dspy.report.comparisons import CATEGORIES
 
 __all__ = ["ablation_section", "false_pass_gap_section", "disagreements_section", "sweep_section"]

@@ -27,7 +27,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, parse_label_rule
-
 from rubricforge_dspy.data.labels import LabelFileError, read_label_file
 from rubricforge_dspy.report.extras import load_ablations, load_attribution, rubric_from
 from rubricforge_dspy.report.records import (

@@ -36,13 +36,12 @@ import dspy
 from scipy import stats
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError, RubricForgeWarning
+from rubricforge_dspy.core.rubric import rubric_sha256
+from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError, require_labels
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.metrics import accuracy, proportion_ci
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.core.rubric import rubric_sha256
-from rubricforge_dspy.core.trajectory import (STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError,
-                                              require_labels)
 
 __all__ = ["GoodhartWarning", "AuditReport", "audit", "baseline_from_manifest", "sample_for_labeling",
            "load_labeled", "drift_p_value", "DEFAULT_ALPHA"]

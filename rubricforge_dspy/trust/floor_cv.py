@@ -21,12 +21,20 @@ from typing import Sequence
 import numpy as np
 
 from rubricforge_dspy import metrics
-from rubricforge_dspy.core.judge_names import (FLOOR, FLOOR_FOLDS, FLOOR_GIVEAWAY_RULE, FLOOR_RESAMPLES, GIVEAWAY_RULE,
-                                               LENGTH_ONLY, floor_gives_away, gives_away)
-from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
-from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
+from rubricforge_dspy.core.judge_names import (
+    FLOOR,
+    FLOOR_FOLDS,
+    FLOOR_GIVEAWAY_RULE,
+    FLOOR_RESAMPLES,
+    GIVEAWAY_RULE,
+    LENGTH_ONLY,
+    floor_gives_away,
+    gives_away,
+)
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
+from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
+from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
            "format_floor_report", "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]

@@ -264,8 +264,8 @@ def gate_programs(candidate_program, baseline_program, trajectories, *, lm, verd
     the candidate's margin over the symptom floor is always reported (required with `require_beats_floor`)."""
     from pathlib import Path
 
-    from rubricforge_dspy.trust.certify import judge_labeled
     from rubricforge_dspy.judge.loading import load_judge
+    from rubricforge_dspy.trust.certify import judge_labeled
 
     if not trajectories:
         raise GateInputError("no labeled trajectories to gate on")
@@ -284,8 +284,8 @@ def _program_floor(program, trajectories, candidate: list, alpha: float, require
     """The candidate's margin over the floor (its own, else cross-validated on the gate's data); None when no
     floor can be fit and none is required."""
     from rubricforge_dspy.judge.floor import FloorError
-    from rubricforge_dspy.trust.floor_margin import floor_verdicts
     from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
+    from rubricforge_dspy.trust.floor_margin import floor_verdicts
 
     manifest = read_program(program).get(MANIFEST_KEY) or {}
     try:
