@@ -49,7 +49,8 @@ __all__ = ["GoodhartWarning", "AuditReport", "audit", "baseline_from_manifest", 
 DEFAULT_ALPHA = 0.05
 FEW_FAILURES = 10
 _FULL = RenderConfig(max_tokens=10**9, max_step_chars=10**9)  # the labeler reads everything
-_LABELS = {1: 1, 0: 0, True: 1, False: 0, "1": 1, "0": 0, "pass": 1, "fail": 0, "passed": 1, "failed": 0}
+# True/False hash and compare equal to 1/0, so the int keys cover bool labels too.
+_LABELS = {1: 1, 0: 0, "1": 1, "0": 0, "pass": 1, "fail": 0, "passed": 1, "failed": 0}
 
 
 class GoodhartWarning(RubricForgeWarning):
@@ -178,7 +179,7 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
     y_true = [int(t.label) for t in labeled]
     y_pred = [int(bool(v.passed) and not v.abstained) for v in verdicts]
     n_failed = y_true.count(0)
-    false_pass_ids = [t.id for t, y, p in zip(labeled, y_true, y_pred) if y == 0 and p == 1]
+    false_pass_ids = [t.id for t, y, p in zip(labeled, y_true, y_pred, strict=True) if y == 0 and p == 1]
     rate = len(false_pass_ids) / n_failed if n_failed else None
 
     notes = []
