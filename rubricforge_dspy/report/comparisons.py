@@ -108,7 +108,7 @@ def false_pass_gap_table(run: Run, *, n_resamples: int, seed: int, confidence: f
     for group, values in (("domain", it.domain), ("agent", it.agent)):
         names, codes = np.unique(np.asarray(values, dtype=str), return_inverse=True)  # sorted, one pass
         members = np.split(np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes))[:-1])
-        for value, index in zip(names.tolist(), members):
+        for value, index in zip(names.tolist(), members, strict=True):
             rows.append(_gap_row(group, value, index, *args))
     if it.n_steps is not None:
         for stratum, mask in _tertiles(it.n_steps):

@@ -222,7 +222,7 @@ def _sources(inputs: Sequence[str | Path]) -> tuple[Path, dict, list[tuple[str, 
     notes = ["no run.json: judge names are the file stems; " + (
         f"'{stems[0]}' (the first file) is the judge the others are compared with" if len(stems) > 1
         else "a single judge")]
-    return paths[0].parent, {}, list(zip(stems, paths)), notes
+    return paths[0].parent, {}, list(zip(stems, paths, strict=True)), notes
 
 
 def _run_dir_judges(run_dir: Path) -> tuple[dict, list[tuple[str, Path]], list[str]]:
