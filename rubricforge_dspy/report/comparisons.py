@@ -200,7 +200,8 @@ def sweep_table(run: Run) -> dict | None:
                      "val_score": r.get("val_score"), "val_agreement": r.get("val_agreement"),
                      "discovered_at_metric_call": r.get("discovered_at_metric_call"),
                      "rubric_sha256": r.get("rubric_sha256"), "rubric_chars": r.get("rubric_chars")})
-    scored = [i for i, r in enumerate(rows) if isinstance(r["val_score"], (int, float)) and not isinstance(r["val_score"], bool)
+    scored = [i for i, r in enumerate(rows)
+              if isinstance(r["val_score"], (int, float)) and not isinstance(r["val_score"], bool)
               and math.isfinite(r["val_score"])]
     best = max(scored, key=lambda i: (rows[i]["val_score"], -i)) if scored else None
     return {"rows": rows, "best": best}

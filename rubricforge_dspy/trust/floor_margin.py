@@ -137,4 +137,5 @@ def margin_lines(margin: Mapping | None) -> list[str]:
             f"({num(m['kappa'], True)}), false-pass rate {num(margin['judge']['false_pass_rate'])} vs "
             f"{num(margin['floor']['false_pass_rate'])} ({num(m['false_pass_rate'], True)}), AUC "
             f"{num(margin['judge']['auc'])} vs {num(margin['floor']['auc'])}",
-            f"  McNemar: {mc['b']} item(s) only the judge got right, {mc['c']} only the floor; p = {num(mc['p_value'])}"]
+            f"  McNemar: {mc['b']} item(s) only the judge got right, {mc['c']} only the floor; "
+            f"p = {num(mc['p_value'])}"]
