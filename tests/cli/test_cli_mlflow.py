@@ -117,7 +117,7 @@ def test_label_next_from_mlflow_tags_its_picks_there(store, tmp_path):
     uri, ids = store
     verdicts = tmp_path / "verdicts.jsonl"
     verdicts.write_text("".join(json.dumps({"id": i, "passed": True, "score": s, "abstained": False, "reason": "r",
-                                            "model": "m"}) + "\n" for i, s in zip(ids, (0.9, 0.52, 0.48))))
+                                            "model": "m"}) + "\n" for i, s in zip(ids, (0.9, 0.52, 0.48), strict=True)))
     env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     out = tmp_path / "to_label.jsonl"
     done = subprocess.run([sys.executable, "-m", "rubricforge_dspy", "label-next", "--from-mlflow", uri,

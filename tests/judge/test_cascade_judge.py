@@ -81,7 +81,7 @@ def test_batch_runs_stage_by_stage_and_counts_what_each_decided(cascade):
     assert verdicts.decided_by == {"floor": errored, "judge": len(items) - errored - 2, ESCALATED: 2}
     assert verdicts.errors == {ESCALATED: 2} and verdicts.n_abstained == 2
     assert list(awaited) == list(verdicts) and awaited.stages == verdicts.stages
-    for t, v, stage in zip(items, verdicts, verdicts.stages):
+    for t, v, stage in zip(items, verdicts, verdicts.stages, strict=True):
         line = check_line({**verdict_line(t, v), "stage": stage}, "test")  # the verdict line schema takes it
         if stage != ESCALATED:
             assert v.passed == bool(t.label), t.id

@@ -41,7 +41,7 @@ def lenient_verdict(text: str) -> dict:
 def _records(labels, passed, scores, tasks=None, **extra):
     tasks = tasks or [f"t{i}" for i in range(len(labels))]
     return [{"id": f"i{i}", "task_id": tasks[i], "label": int(y), "passed": bool(p), "score": float(s),
-             "abstained": False, **extra} for i, (y, p, s) in enumerate(zip(labels, passed, scores))]
+             "abstained": False, **extra} for i, (y, p, s) in enumerate(zip(labels, passed, scores, strict=True))]
 
 
 @pytest.fixture

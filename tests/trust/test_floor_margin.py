@@ -77,7 +77,7 @@ def test_floor_command_refuses_one_class(tmp_path, capsys):
 
 def _records(labels, passed):
     return [{"id": f"i{i}", "label": y, "passed": p, "score": 0.9 if p else 0.1, "abstained": False}
-            for i, (y, p) in enumerate(zip(labels, passed))]
+            for i, (y, p) in enumerate(zip(labels, passed, strict=True))]
 
 
 def test_margin_counts_items_only_one_side_got_right():
@@ -153,7 +153,7 @@ def test_gate_programs_require_beating_the_floor(tmp_path):
 
 def _lines(path, labels, scores):
     with path.open("w") as handle:
-        for i, (y, s) in enumerate(zip(labels, scores)):
+        for i, (y, s) in enumerate(zip(labels, scores, strict=True)):
             handle.write(json.dumps({"id": f"x{i:03d}", "task_id": f"t{i}", "label": y, "passed": s >= 0.5,
                                      "score": s, "abstained": False, "n_steps": 5}) + "\n")
     return path

@@ -19,9 +19,9 @@ from tests.support.verdicts import paper_pairing, write_verdicts
 
 
 def confusion(labels, passed):
-    return {"tp": sum(y and p for y, p in zip(labels, passed)), "fp": sum(not y and p for y, p in zip(labels, passed)),
-            "fn": sum(y and not p for y, p in zip(labels, passed)),
-            "tn": sum(not y and not p for y, p in zip(labels, passed))}
+    return {"tp": sum(y and p for y, p in zip(labels, passed, strict=True)), "fp": sum(not y and p for y, p in zip(labels, passed, strict=True)),
+            "fn": sum(y and not p for y, p in zip(labels, passed, strict=True)),
+            "tn": sum(not y and not p for y, p in zip(labels, passed, strict=True))}
 
 
 def test_the_paper_pairing_has_the_stated_counts_and_mcnemar_p():
