@@ -61,7 +61,8 @@ def test_flags_are_checked_before_anything_is_read():
 @pytest.mark.slow
 def test_from_mlflow_loads_labels_and_counts_unlabeled(store, capsys):
     uri, ids = store
-    got = load_from_mlflow(parser().parse_args(["--from-mlflow", uri, "--experiment", "cli", "--mlflow-page-size", "2"]))
+    args = ["--from-mlflow", uri, "--experiment", "cli", "--mlflow-page-size", "2"]
+    got = load_from_mlflow(parser().parse_args(args))
     assert [t.id for t in got] == ids
     assert [t.label for t in got[:2]] == [1, 0] and got[2].label is None
     assert "2 labeled, 1 unlabeled" in capsys.readouterr().err

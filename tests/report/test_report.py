@@ -258,7 +258,8 @@ def test_abstained_but_passed_line_is_refused(tmp_path):
     target = next(line for line in lines if line["passed"])
     target["abstained"] = True
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    with pytest.raises(RunError, match=rf"geval\.jsonl:\d+: an abstained verdict cannot be passed \(id {target['id']}\)"):
+    match = rf"geval\.jsonl:\d+: an abstained verdict cannot be passed \(id {target['id']}\)"
+    with pytest.raises(RunError, match=match):
         load_run(root)
 
 
