@@ -4,8 +4,9 @@ Samples a few airline tasks (one trial each) from the tau-bench authors' GPT-4o 
 by task, induces a rubric with a small GEPA budget, freezes it, judges the held-out tasks with the
 induced judge and every baseline, fits a certified cascade (the floor, then the induced judge, then a
 person; `demo_cascade`) on the held-out tasks, and writes the report, led by the cascade, into the
-directory given (``--out``; default `default_out_dir`, outside any source tree; the committed example run is ``artifacts/demo/``). With
---api-base/--model the same command runs against a real model (use larger --tasks/--budget there).
+directory given (``--out``; default `default_out_dir`, outside any source tree; the committed example run
+is ``artifacts/demo/``). With --api-base/--model the same command runs against a real model (use larger
+--tasks/--budget there).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
 
 logger = logging.getLogger(__name__)
 
-# Trial 0 of each task of the tau-bench GPT-4o airline run, shipped in the package (see DEMO_DATA.md beside this module).
+# Trial 0 of each task of the tau-bench GPT-4o airline run, shipped in the package
+# (see DEMO_DATA.md beside this module).
 DEMO_DATA = Path(str(resources.files("rubricforge_dspy.pipeline").joinpath("demo-gpt-4o-airline.json")))
 EMBEDDED_REFLECTION_TOKENS = 800
 

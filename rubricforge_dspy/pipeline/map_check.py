@@ -69,7 +69,8 @@ class MapCheckReport:
     def format(self) -> str:
         """The report as text: counts, skipped records, empty fields, then the first record as the judge reads it."""
         lines = [f"mapping {self.mapping} (format {self.name!r}) on {self.data}",
-                 f"records matched: {self.records}" + (f" (and {self.unreadable} unreadable)" if self.unreadable else "")
+                 f"records matched: {self.records}"
+                 + (f" (and {self.unreadable} unreadable)" if self.unreadable else "")
                  + f"; loaded: {self.loaded}; skipped: {len(self.skipped)}",
                  f"label rule: {self.label_rule}; labels: " + (", ".join(
                      f"{'unlabeled' if k is None else k}={v}" for k, v in sorted(self.labels.items(), key=str))

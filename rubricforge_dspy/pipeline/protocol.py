@@ -18,19 +18,26 @@ from pathlib import Path
 import dspy
 import orjson
 
-from rubricforge_dspy.judge.baselines import (Majority, fewshot_judge, geval_judge, heuristic, length_only, oracle,
-                                        symptom_floor)
 from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.core.judge_names import FLOOR, HYBRID, LENGTH_ONLY
-from rubricforge_dspy.induction.inducer import InductionConfig
-from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.core.presets import LIBRARY
-from rubricforge_dspy.core.sizes import warn_small
-from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.core.rubric import parse_criteria, without_criterion
-from rubricforge_dspy.data.split import DEFAULT_FRACTIONS, split_by_task
+from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
+from rubricforge_dspy.data.split import DEFAULT_FRACTIONS, split_by_task
+from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.induction.inducer import InductionConfig
+from rubricforge_dspy.judge.baselines import (
+    Majority,
+    fewshot_judge,
+    geval_judge,
+    heuristic,
+    length_only,
+    oracle,
+    symptom_floor,
+)
+from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.pipeline.induce_job import induce_and_freeze
 
 logger = logging.getLogger(__name__)
@@ -117,11 +124,11 @@ def write_hybrid_predictions(out_dir: Path, split, val_verdicts, induced_path: P
     """The hybrid judge (`floor.hybrid`): its stack fit on the induced judge's validation verdicts, its
     test verdicts computed from the induced judge's persisted test verdicts (no extra LM call); the
     stack is also frozen into ``<program>.hybrid.json`` next to the program. Notes when it cannot be fit."""
+    from rubricforge_dspy.core.verdict import read_verdicts
     from rubricforge_dspy.evidence.features import feature_values
     from rubricforge_dspy.judge.floor import FloorError
     from rubricforge_dspy.judge.hybrid import HYBRID_KEY, fit_stack
     from rubricforge_dspy.program.store import update_manifest
-    from rubricforge_dspy.core.verdict import read_verdicts
 
     try:
         stack = fit_stack(val_verdicts, split.val, max_false_pass)
@@ -145,9 +152,9 @@ def certify_from_predictions(program_path, path: Path, test: list[Trajectory], j
     """Write the induced judge's certificate, measured on the test split it never saw (its persisted
     verdicts: no extra judge call), into the frozen program, with its margin over the symptom floor's
     verdicts on the same items (`floor_path`, when written). None when the test split has one class."""
-    from rubricforge_dspy.trust.certificate import CERTIFICATE_KEY, certificate_for
-    from rubricforge_dspy.program.store import data_fingerprint, read_program, update_manifest
     from rubricforge_dspy.core.verdict import read_verdicts
+    from rubricforge_dspy.program.store import data_fingerprint, read_program, update_manifest
+    from rubricforge_dspy.trust.certificate import CERTIFICATE_KEY, certificate_for
 
     if len({t.label for t in test}) < 2:
         warn_small(logger, "the test split has one class: the induced judge is not certified")

@@ -108,7 +108,7 @@ def false_pass_gap_table(run: Run, *, n_resamples: int, seed: int, confidence: f
     for group, values in (("domain", it.domain), ("agent", it.agent)):
         names, codes = np.unique(np.asarray(values, dtype=str), return_inverse=True)  # sorted, one pass
         members = np.split(np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes))[:-1])
-        for value, index in zip(names.tolist(), members):
+        for value, index in zip(names.tolist(), members, strict=True):
             rows.append(_gap_row(group, value, index, *args))
     if it.n_steps is not None:
         for stratum, mask in _tertiles(it.n_steps):
@@ -200,7 +200,8 @@ def sweep_table(run: Run) -> dict | None:
                      "val_score": r.get("val_score"), "val_agreement": r.get("val_agreement"),
                      "discovered_at_metric_call": r.get("discovered_at_metric_call"),
                      "rubric_sha256": r.get("rubric_sha256"), "rubric_chars": r.get("rubric_chars")})
-    scored = [i for i, r in enumerate(rows) if isinstance(r["val_score"], (int, float)) and not isinstance(r["val_score"], bool)
+    scored = [i for i, r in enumerate(rows)
+              if isinstance(r["val_score"], (int, float)) and not isinstance(r["val_score"], bool)
               and math.isfinite(r["val_score"])]
     best = max(scored, key=lambda i: (rows[i]["val_score"], -i)) if scored else None
     return {"rows": rows, "best": best}

@@ -67,7 +67,7 @@ def plot_over_credit(report: dict) -> Figure:
     x = np.arange(len(rows))
     colors = [_INDUCED_COLOR if r.get("induced") else _OTHER_COLOR for r in rows]
     ax.bar(x, np.nan_to_num(fpr), color=colors, yerr=err, capsize=4, ecolor="#333333")
-    for xi, v, h in zip(x, fpr, hi):
+    for xi, v, h in zip(x, fpr, hi, strict=True):
         top = 0.0 if math.isnan(v) else (h if not math.isnan(h) else v)
         ax.text(xi, top + 0.02, "n/a" if math.isnan(v) else f"{v:.2f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, names, rotation=20, ha="right")
@@ -89,7 +89,7 @@ def plot_confusion(report: dict) -> Figure:
     for key, label, color in _CONFUSION:
         vals = np.array([r[key] for r in rows], dtype=float)
         ax.barh(y, vals, left=left, color=color, label=label, height=0.7)
-        for yi, l, v in zip(y, left, vals):
+        for yi, l, v in zip(y, left, vals, strict=True):
             if v >= 0.04 * report["items"]["n"]:
                 ax.text(l + v / 2, yi, f"{int(v)}", ha="center", va="center", fontsize=7)
         left += vals
@@ -116,14 +116,15 @@ def plot_reliability(report: dict) -> Figure:
                         wspace=0.35, hspace=0.6)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     n = max(1, report["items"]["n"])
-    for ax, row in zip(axes, rows):
+    for ax, row in zip(axes, rows, strict=False):
         ax.plot([0, 1], [0, 1], color="#999999", lw=0.8, ls="--")
         curves = [("reliability", _INDUCED_COLOR if row.get("induced") else "#555555", "score")]
         if row.get("reliability_calibrated"):
             curves.append(("reliability_calibrated", "#2ca02c", "calibrated"))
         for key, color, name in curves:
             curve = row[key]
-            pts = [(m, f, c) for m, f, c in zip(curve["mean_score"], curve["fraction_passed"], curve["count"]) if c]
+            bins = zip(curve["mean_score"], curve["fraction_passed"], curve["count"], strict=True)
+            pts = [(m, f, c) for m, f, c in bins if c]
             xs, ys, cs = (np.array([p[i] for p in pts], dtype=float) for i in range(3))
             ax.plot(xs, ys, color=color, lw=1.0, marker=None, label=name)
             ax.scatter(xs, ys, s=8 + 200 * cs / n, color=color, alpha=0.7, linewidths=0)
@@ -152,7 +153,7 @@ def plot_scores(run: "Run", report: dict) -> Figure:
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     reward, label = run.items.reward, run.items.label
     jitter = np.random.default_rng(0).uniform(-0.18, 0.18, size=len(label))
-    for ax, judge in zip(axes, judges):
+    for ax, judge in zip(axes, judges, strict=False):
         p = run.predictions[judge]
         color = _INDUCED_COLOR if judge == run.induced else "#555555"
         if run.graded:

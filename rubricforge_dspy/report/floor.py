@@ -1,11 +1,20 @@
 """The floor in the report: does the induced judge beat the symptom floor, does episode length alone
-give the outcome away, and does the floor itself (`rubricforge_dspy.core.judge_names`)? Computed from the main table's rows
-of the ``floor`` and ``length_only`` judges (their verdicts are persisted like every judge's)."""
+give the outcome away, and does the floor itself (`rubricforge_dspy.core.judge_names`)? Computed from the main
+table's rows of the ``floor`` and ``length_only`` judges (their verdicts are persisted like every judge's)."""
 
 from __future__ import annotations
 
-from rubricforge_dspy.core.judge_names import (FLOOR, FLOOR_GIVEAWAY_RULE, GIVEAWAY_RULE, HYBRID, LENGTH_ONLY,
-                                               floor_gives_away, floor_giveaway_sentence, gives_away, giveaway_sentence)
+from rubricforge_dspy.core.judge_names import (
+    FLOOR,
+    FLOOR_GIVEAWAY_RULE,
+    GIVEAWAY_RULE,
+    HYBRID,
+    LENGTH_ONLY,
+    floor_giveaway_sentence,
+    floor_gives_away,
+    giveaway_sentence,
+    gives_away,
+)
 
 __all__ = ["floor_table", "NO_FLOOR_NOTE"]
 
@@ -18,7 +27,8 @@ def floor_table(main: list[dict], induced: str, notes: list[str]) -> dict:
     """What the report says above its tables about the floor (see the module docstring)."""
     rows = {row["judge"]: row for row in main}
     out = {"floor": FLOOR in rows, "length_only": LENGTH_ONLY in rows, "hybrid": HYBRID in rows,
-           "giveaway_rule": GIVEAWAY_RULE, "gives_away": None, "giveaway_sentence": None, "vs_floor": None, "hybrid_row": None,
+           "giveaway_rule": GIVEAWAY_RULE, "gives_away": None, "giveaway_sentence": None, "vs_floor": None,
+           "hybrid_row": None,
            "floor_giveaway_rule": FLOOR_GIVEAWAY_RULE, "floor_gives_away": None, "floor_giveaway_sentence": None}
     if LENGTH_ONLY in rows:
         r = rows[LENGTH_ONLY]
@@ -36,8 +46,9 @@ def floor_table(main: list[dict], induced: str, notes: list[str]) -> dict:
                            "p_value": mc.get("p_value"), "beats_floor": (mc.get("b") or 0) > (mc.get("c") or 0)}
     if HYBRID in rows and FLOOR in rows and induced in rows:
         h = rows[HYBRID]
+        best_other = max(rows[induced]["accuracy"], rows[FLOOR]["accuracy"])
         out["hybrid_row"] = {"kappa": h["kappa"], "false_pass": h["false_pass_rate"],
-                             "beats_both": bool(h["accuracy"] > max(rows[induced]["accuracy"], rows[FLOOR]["accuracy"]))}
+                             "beats_both": bool(h["accuracy"] > best_other)}
     if not (out["floor"] and out["length_only"]):
         notes.append(NO_FLOOR_NOTE)
     return out

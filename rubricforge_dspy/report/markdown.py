@@ -113,7 +113,8 @@ def main_section(report: dict, links: dict[str, str] | None) -> list[str]:
     for r in report["main"]:
         mc = r["mcnemar"]
         rows.append([
-            judge_name(r, _kind(report)), f"{num(r['false_pass_rate'])} {ci(r['false_pass_ci_low'], r['false_pass_ci_high'])}",
+            judge_name(r, _kind(report)),
+            f"{num(r['false_pass_rate'])} {ci(r['false_pass_ci_low'], r['false_pass_ci_high'])}",
             r["n"], f"{num(r['accuracy'])} {ci(r['accuracy_ci_low'], r['accuracy_ci_high'])}", num(r["f1"]),
             f"{num(r['kappa'])} {ci(r['kappa_ci_low'], r['kappa_ci_high'])}",
             f"{num(r['auc'])} {ci(r['auc_ci_low'], r['auc_ci_high'])}", r["false_fail_count"],
@@ -146,7 +147,8 @@ def task_clustered_section(report: dict) -> list[str]:
 
 def error_decomposition_section(report: dict, links: dict[str, str] | None) -> list[str]:
     header = ["judge", "FP (false pass)", "TP", "FN (false fail)", "TN", "abstained on passed", "abstained on failed"]
-    rows = [[judge_name(r, _kind(report)), r["fp"], r["tp"], r["fn"], r["tn"], r["abstained_on_passed"], r["abstained_on_failed"]]
+    rows = [[judge_name(r, _kind(report)), r["fp"], r["tp"], r["fn"], r["tn"], r["abstained_on_passed"],
+             r["abstained_on_failed"]]
             for r in report["main"]]
     out = ["## Error decomposition", "", *table(header, rows), "",
            "Positive class = passed. Abstentions are already inside FN / TN (they are fail verdicts)."]
@@ -157,7 +159,8 @@ def calibration_section(report: dict, links: dict[str, str] | None) -> list[str]
     cal = report["calibration"]
     after = any(r["ece_calibrated"] is not None for r in cal["rows"])
     header = ["judge", "ECE"] + (["ECE after calibration"] if after else [])
-    rows = [[judge_name(r, _kind(report)), num(r["ece"]), *([num(r["ece_calibrated"])] if after else [])] for r in cal["rows"]]
+    rows = [[judge_name(r, _kind(report)), num(r["ece"]), *([num(r["ece_calibrated"])] if after else [])]
+            for r in cal["rows"]]
     out = ["## Calibration", "", *table(header, rows), "",
            f"Expected calibration error of the score against the pass/fail label, {cal['n_bins']} {cal['binning']} "
            "bins over [0, 1]: the item-weighted mean |fraction passed − mean score| per bin (0 = calibrated)."

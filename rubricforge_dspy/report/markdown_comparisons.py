@@ -3,15 +3,13 @@ function per section, named after its table."""
 
 from __future__ import annotations
 
-from rubricforge_dspy.report.cells import ci, figure, judge_name, num, pval, table
+from rubricforge_dspy.report.cells import ci, figure, num, pval, table
 from rubricforge_dspy.report.comparisons import CATEGORIES
 
 __all__ = ["ablation_section", "false_pass_gap_section", "disagreements_section", "sweep_section"]
 
 
 def ablation_section(report: dict) -> list[str]:
-    meta, settings = report["meta"], report["settings"]
-    induced, base = meta["induced"], settings["baseline"]
     out: list[str] = []
     out += ["## Criterion ablation (leave one out)", ""]
     ab = report["ablation"]
@@ -64,8 +62,9 @@ def false_pass_gap_section(report: dict) -> list[str]:
         out += table(header, rows, ["l", "l"] + ["r"] * (len(header) - 2))
         out += ["", f"Computed on the failed items of each stratum (false passes in parentheses). Gap > 0: "
                 f"`{induced}` passes fewer failed trajectories than `{base}`. CI: bootstrap over the stratum's "
-                f"failed items (whole tasks when tasks repeat); p: exact McNemar on them (`b` = failed items only `{induced}` failed, `c` = only "
-                f"`{base}` failed). Length strata are tertiles of `n_steps` (absent without it)."]
+                f"failed items (whole tasks when tasks repeat); p: exact McNemar on them (`b` = failed items only "
+                f"`{induced}` failed, `c` = only `{base}` failed). Length strata are tertiles of `n_steps` (absent "
+                f"without it)."]
     out.append("")
 
     return out

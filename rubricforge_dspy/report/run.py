@@ -27,7 +27,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, parse_label_rule
-
 from rubricforge_dspy.data.labels import LabelFileError, read_label_file
 from rubricforge_dspy.report.extras import load_ablations, load_attribution, rubric_from
 from rubricforge_dspy.report.records import (
@@ -223,7 +222,7 @@ def _sources(inputs: Sequence[str | Path]) -> tuple[Path, dict, list[tuple[str, 
     notes = ["no run.json: judge names are the file stems; " + (
         f"'{stems[0]}' (the first file) is the judge the others are compared with" if len(stems) > 1
         else "a single judge")]
-    return paths[0].parent, {}, list(zip(stems, paths)), notes
+    return paths[0].parent, {}, list(zip(stems, paths, strict=True)), notes
 
 
 def _run_dir_judges(run_dir: Path) -> tuple[dict, list[tuple[str, Path]], list[str]]:

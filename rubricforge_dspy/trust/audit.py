@@ -36,13 +36,12 @@ import dspy
 from scipy import stats
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError, RubricForgeWarning
+from rubricforge_dspy.core.rubric import rubric_sha256
+from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError, require_labels
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.metrics import accuracy, proportion_ci
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.core.rubric import rubric_sha256
-from rubricforge_dspy.core.trajectory import (STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError,
-                                              require_labels)
 
 __all__ = ["GoodhartWarning", "AuditReport", "audit", "baseline_from_manifest", "sample_for_labeling",
            "load_labeled", "drift_p_value", "DEFAULT_ALPHA"]
@@ -50,7 +49,8 @@ __all__ = ["GoodhartWarning", "AuditReport", "audit", "baseline_from_manifest", 
 DEFAULT_ALPHA = 0.05
 FEW_FAILURES = 10
 _FULL = RenderConfig(max_tokens=10**9, max_step_chars=10**9)  # the labeler reads everything
-_LABELS = {1: 1, 0: 0, True: 1, False: 0, "1": 1, "0": 0, "pass": 1, "fail": 0, "passed": 1, "failed": 0}
+# True/False hash and compare equal to 1/0, so the int keys cover bool labels too.
+_LABELS = {1: 1, 0: 0, "1": 1, "0": 0, "pass": 1, "fail": 0, "passed": 1, "failed": 0}
 
 
 class GoodhartWarning(RubricForgeWarning):
@@ -179,7 +179,7 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
     y_true = [int(t.label) for t in labeled]
     y_pred = [int(bool(v.passed) and not v.abstained) for v in verdicts]
     n_failed = y_true.count(0)
-    false_pass_ids = [t.id for t, y, p in zip(labeled, y_true, y_pred) if y == 0 and p == 1]
+    false_pass_ids = [t.id for t, y, p in zip(labeled, y_true, y_pred, strict=True) if y == 0 and p == 1]
     rate = len(false_pass_ids) / n_failed if n_failed else None
 
     notes = []

@@ -30,11 +30,11 @@ from typing import Iterable, Mapping
 import numpy as np
 from scipy import stats
 
-from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy import metrics
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.judge.fingerprint import lm_fingerprint
 from rubricforge_dspy.program.store import CERTIFICATE_KEY  # noqa: F401 - re-exported for trust callers
-from rubricforge_dspy.evidence.render import RENDER_VERSION
 
 ECE_BINS = 10
 BOOTSTRAP_RESAMPLES = 2_000

@@ -12,12 +12,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from rubricforge_dspy.trust.certificate import (BOOTSTRAP_RESAMPLES, CERTIFICATE_KEY, CertificateError, Recheck, certificate_for,
-                                          check_held_out, recheck)
-from rubricforge_dspy.judge.loading import load_judge
-from rubricforge_dspy.program.store import MANIFEST_KEY, data_fingerprint, read_program, update_manifest
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import read_verdicts
+from rubricforge_dspy.judge.loading import load_judge
+from rubricforge_dspy.program.store import MANIFEST_KEY, data_fingerprint, read_program, update_manifest
+from rubricforge_dspy.trust.certificate import (
+    BOOTSTRAP_RESAMPLES,
+    CERTIFICATE_KEY,
+    CertificateError,
+    Recheck,
+    certificate_for,
+    check_held_out,
+    recheck,
+)
 
 
 @contextmanager

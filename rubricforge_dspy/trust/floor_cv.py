@@ -21,12 +21,20 @@ from typing import Sequence
 import numpy as np
 
 from rubricforge_dspy import metrics
-from rubricforge_dspy.core.judge_names import (FLOOR, FLOOR_FOLDS, FLOOR_GIVEAWAY_RULE, FLOOR_RESAMPLES, GIVEAWAY_RULE,
-                                               LENGTH_ONLY, floor_gives_away, gives_away)
-from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
-from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
+from rubricforge_dspy.core.judge_names import (
+    FLOOR,
+    FLOOR_FOLDS,
+    FLOOR_GIVEAWAY_RULE,
+    FLOOR_RESAMPLES,
+    GIVEAWAY_RULE,
+    LENGTH_ONLY,
+    floor_gives_away,
+    gives_away,
+)
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
+from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
+from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
            "format_floor_report", "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
@@ -181,7 +189,7 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
         "giveaway_rule": GIVEAWAY_RULE,
         "floor_gives_away": floor_gives_away(rows[0]["kappa"]),  # no judge can be compared against it then
         "floor_giveaway_rule": FLOOR_GIVEAWAY_RULE,
-        "floor_fit_on_all": {"coefficients": dict(zip(full.features, full.model.coef)),
+        "floor_fit_on_all": {"coefficients": dict(zip(full.features, full.model.coef, strict=True)),
                              "intercept": full.model.intercept,
                              "note": "standardized inputs: a coefficient is the change of the log-odds of "
                                      "passing per standard deviation of the feature"},
@@ -195,7 +203,7 @@ def verdict_lines(trajectories: Items, scores: np.ndarray, name: str) -> list[di
         trajectories = trajectories.rows()
     return [verdict_line(t, Verdict.from_answer(float(s) >= PASS_THRESHOLD, float(s),
                                                 f"{name}: out-of-fold p(pass) = {float(s):.3f}"), model=name)
-            for t, s in zip(trajectories, scores)]
+            for t, s in zip(trajectories, scores, strict=True)]
 
 
 def write_cv_verdicts(trajectories: Items, out_dir, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,

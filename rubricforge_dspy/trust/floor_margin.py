@@ -25,9 +25,9 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from rubricforge_dspy import metrics
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR_GIVEAWAY_RULE, floor_gives_away
-from rubricforge_dspy import metrics
 
 __all__ = ["FloorMarginError", "floor_margin", "floor_margin_of_records", "floor_verdicts", "margin_lines",
            "PROGRAM_FLOOR", "CROSS_VALIDATED_FLOOR"]
@@ -103,9 +103,9 @@ def floor_verdicts(trajectories, floor: Mapping | None = None) -> tuple[list[dic
     cross-validated by task on `trajectories` themselves (`floor.cv`: each item scored by a floor that
     never saw its task)."""
     from rubricforge_dspy.core.judge_names import FLOOR
-    from rubricforge_dspy.trust.floor_cv import cross_validate, verdict_lines
-    from rubricforge_dspy.judge.floor import SymptomFloor
     from rubricforge_dspy.core.verdict import verdict_line
+    from rubricforge_dspy.judge.floor import SymptomFloor
+    from rubricforge_dspy.trust.floor_cv import cross_validate, verdict_lines
 
     items = list(trajectories)
     if floor is not None:
@@ -137,4 +137,5 @@ def margin_lines(margin: Mapping | None) -> list[str]:
             f"({num(m['kappa'], True)}), false-pass rate {num(margin['judge']['false_pass_rate'])} vs "
             f"{num(margin['floor']['false_pass_rate'])} ({num(m['false_pass_rate'], True)}), AUC "
             f"{num(margin['judge']['auc'])} vs {num(margin['floor']['auc'])}",
-            f"  McNemar: {mc['b']} item(s) only the judge got right, {mc['c']} only the floor; p = {num(mc['p_value'])}"]
+            f"  McNemar: {mc['b']} item(s) only the judge got right, {mc['c']} only the floor; "
+            f"p = {num(mc['p_value'])}"]

@@ -126,7 +126,7 @@ def false_pass_noninferiority(paired: Paired, margin: float = 0.05, alpha: float
         raise GateInputError(f"margin must be in (0, 1), got {margin}")
     if not 0.0 < alpha < 0.5:
         raise GateInputError(f"alpha must be in (0, 0.5), got {alpha}")
-    failed = [(c, b) for y, c, b in zip(paired.labels, paired.candidate, paired.baseline) if y == 0]
+    failed = [(c, b) for y, c, b in zip(paired.labels, paired.candidate, paired.baseline, strict=True) if y == 0]
     if not failed:
         raise GateInputError("no failed (label 0) items: the false-pass rate cannot be compared")
     n = len(failed)
@@ -175,8 +175,8 @@ class GateResult:
         n, failed = len(p.ids), fp.n
 
         def counts(verdicts) -> tuple[str, str]:
-            right = sum(int(v) == y for v, y in zip(verdicts, p.labels))
-            false_passes = sum(v and y == 0 for v, y in zip(verdicts, p.labels))
+            right = sum(int(v) == y for v, y in zip(verdicts, p.labels, strict=True))
+            false_passes = sum(v and y == 0 for v, y in zip(verdicts, p.labels, strict=True))
             return f"{right}/{n} ({right / n:.3f})", f"{false_passes}/{failed} ({false_passes / failed:.3f})"
 
         (acc_c, fp_c), (acc_b, fp_b) = counts(p.candidate), counts(p.baseline)
@@ -224,8 +224,8 @@ def decide(paired: Paired, margin: float = 0.05, alpha: float = 0.05,
     if require_beats_floor and floor is None:
         raise GateInputError("--require-beats-floor needs the floor's verdicts on the same items "
                              "(--floor-verdicts with verdict files, or --data)")
-    correct_c = [int(v) == y for v, y in zip(paired.candidate, paired.labels)]
-    correct_b = [int(v) == y for v, y in zip(paired.baseline, paired.labels)]
+    correct_c = [int(v) == y for v, y in zip(paired.candidate, paired.labels, strict=True)]
+    correct_b = [int(v) == y for v, y in zip(paired.baseline, paired.labels, strict=True)]
     b, c, p = mcnemar_exact(correct_c, correct_b)
     return GateResult(paired, b, c, p, false_pass_noninferiority(paired, margin, alpha), names, floor,
                       require_beats_floor)
@@ -264,8 +264,8 @@ def gate_programs(candidate_program, baseline_program, trajectories, *, lm, verd
     the candidate's margin over the symptom floor is always reported (required with `require_beats_floor`)."""
     from pathlib import Path
 
-    from rubricforge_dspy.trust.certify import judge_labeled
     from rubricforge_dspy.judge.loading import load_judge
+    from rubricforge_dspy.trust.certify import judge_labeled
 
     if not trajectories:
         raise GateInputError("no labeled trajectories to gate on")
@@ -284,8 +284,8 @@ def _program_floor(program, trajectories, candidate: list, alpha: float, require
     """The candidate's margin over the floor (its own, else cross-validated on the gate's data); None when no
     floor can be fit and none is required."""
     from rubricforge_dspy.judge.floor import FloorError
-    from rubricforge_dspy.trust.floor_margin import floor_verdicts
     from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
+    from rubricforge_dspy.trust.floor_margin import floor_verdicts
 
     manifest = read_program(program).get(MANIFEST_KEY) or {}
     try:

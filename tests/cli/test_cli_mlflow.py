@@ -61,7 +61,8 @@ def test_flags_are_checked_before_anything_is_read():
 @pytest.mark.slow
 def test_from_mlflow_loads_labels_and_counts_unlabeled(store, capsys):
     uri, ids = store
-    got = load_from_mlflow(parser().parse_args(["--from-mlflow", uri, "--experiment", "cli", "--mlflow-page-size", "2"]))
+    args = ["--from-mlflow", uri, "--experiment", "cli", "--mlflow-page-size", "2"]
+    got = load_from_mlflow(parser().parse_args(args))
     assert [t.id for t in got] == ids
     assert [t.label for t in got[:2]] == [1, 0] and got[2].label is None
     assert "2 labeled, 1 unlabeled" in capsys.readouterr().err
@@ -117,7 +118,7 @@ def test_label_next_from_mlflow_tags_its_picks_there(store, tmp_path):
     uri, ids = store
     verdicts = tmp_path / "verdicts.jsonl"
     verdicts.write_text("".join(json.dumps({"id": i, "passed": True, "score": s, "abstained": False, "reason": "r",
-                                            "model": "m"}) + "\n" for i, s in zip(ids, (0.9, 0.52, 0.48))))
+                                            "model": "m"}) + "\n" for i, s in zip(ids, (0.9, 0.52, 0.48), strict=True)))
     env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     out = tmp_path / "to_label.jsonl"
     done = subprocess.run([sys.executable, "-m", "rubricforge_dspy", "label-next", "--from-mlflow", uri,

@@ -81,7 +81,8 @@ def test_a_record_nested_200000_levels_deep_exits_2_naming_it_before_any_lm_call
     the depth) exits 2 with one line naming the file, and no LM call. Before: a RecursionError traceback
     and exit 1 (JSONL), or the process killed for memory (the document)."""
     if layout == "jsonl":
-        data = write_jsonl(tmp_path / "deep.jsonl", [record(0), json.dumps(record(1))[:-1] + f', "x": {nested(DEEP)}}}'])
+        deep = json.dumps(record(1))[:-1] + f', "x": {nested(DEEP)}}}'
+        data = write_jsonl(tmp_path / "deep.jsonl", [record(0), deep])
     else:
         data = tmp_path / "deep.json"
         data.write_text("[" + json.dumps(record(0)) + ", " + json.dumps(record(1))[:-1] + f', "x": {nested(DEEP)}}}]')
@@ -445,8 +446,9 @@ def _readers(tmp_path):
 @pytest.mark.parametrize("reader", list(_readers(Path("."))))
 def test_every_reader_refuses_a_fifo_without_opening_it(tmp_path, reader):
     """User sees: a FIFO given as a program, floor, labels, verdict or data file is refused at once with
-    `NotARegularFileError` (a data file: the loader's record error, with the same words; exit 2) naming it. Before: `load_judge` and `show` blocked forever (here the
-    watchdog unblocks them, and they fail otherwise or not at all)."""
+    `NotARegularFileError` (a data file: the loader's record error, with the same words; exit 2) naming it.
+    Before: `load_judge` and `show` blocked forever (here the watchdog unblocks them, and they fail
+    otherwise or not at all)."""
     name, read = _readers(tmp_path)[reader]
     fifo = tmp_path / name
     os.mkfifo(fifo)

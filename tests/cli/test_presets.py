@@ -99,7 +99,8 @@ def test_the_library_default_is_the_server_presets_sizes_one_request_at_a_time()
     assert protocol.render == RenderConfig.of(SERVER)
     assert protocol.induction == induction  # nested, not copied: every induction setting reaches `induce`
     assert protocol.demo_max_tokens == SERVER.demo_max_tokens
-    assert (protocol.concurrency, protocol.induction.num_threads) == (LIBRARY.concurrency, LIBRARY.num_threads) == (1, 1)
+    assert ((protocol.concurrency, protocol.induction.num_threads) == (LIBRARY.concurrency, LIBRARY.num_threads)
+            == (1, 1))
 
 
 def test_cli_help_names_the_presets_sizes():

@@ -81,7 +81,7 @@ def test_batch_runs_stage_by_stage_and_counts_what_each_decided(cascade):
     assert verdicts.decided_by == {"floor": errored, "judge": len(items) - errored - 2, ESCALATED: 2}
     assert verdicts.errors == {ESCALATED: 2} and verdicts.n_abstained == 2
     assert list(awaited) == list(verdicts) and awaited.stages == verdicts.stages
-    for t, v, stage in zip(items, verdicts, verdicts.stages):
+    for t, v, stage in zip(items, verdicts, verdicts.stages, strict=True):
         line = check_line({**verdict_line(t, v), "stage": stage}, "test")  # the verdict line schema takes it
         if stage != ESCALATED:
             assert v.passed == bool(t.label), t.id
@@ -93,11 +93,13 @@ def test_evaluate_and_metric_count_an_escalation_as_an_abstention(cascade):
     devset = [dspy.Example(trajectory=t, label=t.label).with_inputs("trajectory") for t in items]
     lm = ScriptedLM(judge_answers)
     with dspy.context(lm=lm):
-        result = dspy.Evaluate(devset=devset, metric=lambda e, p, trace=None: (not p.abstained) and p.passed == bool(e.label),
+        result = dspy.Evaluate(devset=devset,
+                               metric=lambda e, p, trace=None: (not p.abstained) and p.passed == bool(e.label),
                                num_threads=2, display_progress=False)(cascade)
         assert result.score == pytest.approx(100 * 8 / 9, abs=0.01)
         metric = Cascade([TrajectoryJudge()], [StageRule("judge", 0.8, 0.2)]).as_metric(lm=lm)
-        scores = [metric(dspy.Example(question="q").with_inputs("question"), dspy.Prediction(trajectory={}, answer="maybe"))]
+        example = dspy.Example(question="q").with_inputs("question")
+        scores = [metric(example, dspy.Prediction(trajectory={}, answer="maybe"))]
     assert scores == [0.0] and metric.abstentions == 1 and metric.verdicts == 1
 
 

@@ -101,7 +101,8 @@ def test_sizes_that_leave_nothing_out_need_no_explanation():
     from tests.support.helpers import make_dataset
 
     assert sizes_note(make_dataset(80), ProtocolConfig(induction=InductionConfig(budget=200))) == ""
-    assert sizes_note(make_dataset(20), ProtocolConfig(induction=InductionConfig(budget=40))).startswith("demo sizes: 20 tasks")
+    note = sizes_note(make_dataset(20), ProtocolConfig(induction=InductionConfig(budget=40)))
+    assert note.startswith("demo sizes: 20 tasks")
 
 
 def test_size_warnings_still_warn_for_a_caller_that_has_not_explained_its_sizes(caplog):

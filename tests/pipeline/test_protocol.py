@@ -83,7 +83,8 @@ def test_a_new_run_starts_over_unless_resumed(tmp_path):
         lm = ScriptedLM(scripted_judge, model="scripted-judge")
         run_protocol(data, tmp_path / "run", judge_lm=lm, reflection_lm=make_reflection_lm([]), judge_lm_name="j",
                      reflection_lm_name="r", program_path=tmp_path / "p.json", dataset="synthetic",
-                     config=ProtocolConfig(induction=InductionConfig(budget=20, minibatch=2), ablation=False), resume=resume)
+                     config=ProtocolConfig(induction=InductionConfig(budget=20, minibatch=2), ablation=False),
+                     resume=resume)
         return lm.calls
 
     (tmp_path / "run" / "predictions").mkdir(parents=True)

@@ -115,7 +115,7 @@ def build_run(root: Path, *, n: int = 120, graded: bool = False, seed: int = 0, 
     }
     if graded:  # graded scores track rewards more or less closely
         for judge, noise in (("induced", 0.15), ("geval", 0.3), ("fewshot", 0.25), ("heuristic", 0.4)):
-            for line, it in zip(preds[judge], items):
+            for line, it in zip(preds[judge], items, strict=True):
                 if not line["abstained"]:
                     line["score"] = float(np.clip(it["reward"] + noise * rng.normal(), 0, 1))
                     line["passed"] = line["score"] >= 0.5
@@ -132,7 +132,7 @@ def build_run(root: Path, *, n: int = 120, graded: bool = False, seed: int = 0, 
     if ablation:
         base = preds["induced"]
         crit = []
-        for c, (ff, fp) in zip(CRITERIA[:3], ((0.3, 0.0), (0.0, 0.2), (0.05, 0.05))):
+        for c, (ff, fp) in zip(CRITERIA[:3], ((0.3, 0.0), (0.0, 0.2), (0.05, 0.05)), strict=True):
             lines = []
             for line in base:
                 new = dict(line)
@@ -258,7 +258,8 @@ def test_abstained_but_passed_line_is_refused(tmp_path):
     target = next(line for line in lines if line["passed"])
     target["abstained"] = True
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    with pytest.raises(RunError, match=rf"geval\.jsonl:\d+: an abstained verdict cannot be passed \(id {target['id']}\)"):
+    match = rf"geval\.jsonl:\d+: an abstained verdict cannot be passed \(id {target['id']}\)"
+    with pytest.raises(RunError, match=match):
         load_run(root)
 
 
@@ -345,7 +346,7 @@ def test_ablation_deltas(binary_run):
     assert [r["number"] for r in ab["rows"]] == [1, 2, 3]
     assert [r["name"] for r in ab["rows"]] == [c.name for c in CRITERIA[:3]]
     files = sorted((root / "ablation").glob("*.jsonl"))
-    for r, f in zip(ab["rows"], files):
+    for r, f in zip(ab["rows"], files, strict=True):
         rows = sorted((json.loads(x) for x in f.read_text().splitlines()), key=lambda d: d["id"])
         p = np.array([int(d["passed"] and not d["abstained"]) for d in rows])
         assert r["delta_accuracy"] == pytest.approx(M.accuracy(y, p) - M.accuracy(y, p_full))
@@ -392,7 +393,7 @@ def test_disagreements_cover_every_differing_item(binary_run):
     dg = report["disagreements"]
     rows, y, p_ind, _, _ = arrays(root, "induced")
     _, _, p_ge, _, _ = arrays(root, "geval")
-    expected = {r["id"] for r, a, b in zip(rows, p_ind, p_ge) if a != b}
+    expected = {r["id"] for r, a, b in zip(rows, p_ind, p_ge, strict=True) if a != b}
     assert {r["id"] for r in dg["rows"]} == expected and expected
     assert sum(dg["counts"].values()) == len(expected)
     assert dg["counts"]["baseline_false_pass"] == int(((p_ge == 1) & (p_ind == 0) & (y == 0)).sum())

@@ -19,7 +19,8 @@ def line(i: int, rng: np.random.Generator, **extra) -> dict:
     abstained = bool(rng.random() < 0.1)
     passed = bool(rng.random() < 0.5) and not abstained
     out = {"id": f"v{i:04d}", "passed": passed, "score": round(float(rng.random()), 2), "abstained": abstained,
-           "reason": None if i % 7 == 0 else f"  criterion {i % 5}\n holds  ", "error": "Timeout" if abstained else None,
+           "reason": None if i % 7 == 0 else f"  criterion {i % 5}\n holds  ",
+           "error": "Timeout" if abstained else None,
            "label": int(rng.random() < 0.5)}
     # optional fields present on some lines only, some null
     if i % 3:

@@ -127,8 +127,9 @@ def test_bad_audit_arguments():
 def test_report_round_trips_to_json():
     report = audit(TrajectoryJudge(), make_dataset(4), baseline_false_pass_rate=0.5, lm=careful())
     data = json.loads(json.dumps(report.to_dict()))
-    assert set(data) >= {"n", "n_failed", "n_abstained", "accuracy", "false_pass_rate", "baseline_false_pass_rate",
-                         "baseline_source", "alpha", "p_value", "drifted", "delta", "interval", "false_pass_ids", "notes"}
+    assert set(data) >= {"n", "n_failed", "n_abstained", "accuracy", "false_pass_rate",
+                         "baseline_false_pass_rate", "baseline_source", "alpha", "p_value", "drifted", "delta",
+                         "interval", "false_pass_ids", "notes"}
     assert isinstance(report, AuditReport) and data["delta"] == -0.5
 
 

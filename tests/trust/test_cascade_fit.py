@@ -102,13 +102,13 @@ def test_a_floor_decided_trajectory_makes_no_lm_request(floor):
             verdicts = cascade.batch(items, num_threads=4)
             one = cascade(trajectory=items[2])  # errored: the floor decides it
         bodies = fake.chat_bodies
-    by_floor = [t for t, s in zip(items, verdicts.stages) if s == "floor"]
+    by_floor = [t for t, s in zip(items, verdicts.stages, strict=True) if s == "floor"]
     assert by_floor and one.stage == "floor"
     assert len(bodies) == len(items) - len(by_floor)
     sent = "\n".join(user_text(b) for b in bodies)
     for t in by_floor:
         assert f"HAT{int(t.task_id[len('error'):]):03d}" not in sent, t.id
-    assert all(v.passed == bool(t.label) for t, v in zip(items, verdicts))
+    assert all(v.passed == bool(t.label) for t, v in zip(items, verdicts, strict=True))
 
 
 def test_an_lm_failure_stops_the_fit_instead_of_reading_as_a_confidence(floor):
@@ -131,7 +131,7 @@ def test_an_lm_error_is_never_an_escalation(floor):
             with pytest.raises(Exception) as raised:
                 cascade(trajectory=items[0])
     assert not isinstance(raised.value, InputError)
-    left = [v for v, s in zip(verdicts, verdicts.stages) if s == "judge"]
+    left = [v for v, s in zip(verdicts, verdicts.stages, strict=True) if s == "judge"]
     assert left and all(v.abstained and v.error_kind == "http_4xx" for v in left)
     assert ESCALATED not in verdicts.stages and "judge" not in verdicts.decided_by
     assert verdicts.decided_by["floor"] == len(items) - len(left)

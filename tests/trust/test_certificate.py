@@ -41,7 +41,7 @@ def lenient_verdict(text: str) -> dict:
 def _records(labels, passed, scores, tasks=None, **extra):
     tasks = tasks or [f"t{i}" for i in range(len(labels))]
     return [{"id": f"i{i}", "task_id": tasks[i], "label": int(y), "passed": bool(p), "score": float(s),
-             "abstained": False, **extra} for i, (y, p, s) in enumerate(zip(labels, passed, scores))]
+             "abstained": False, **extra} for i, (y, p, s) in enumerate(zip(labels, passed, scores, strict=True))]
 
 
 @pytest.fixture
@@ -212,8 +212,8 @@ def test_drift_ignores_a_loopback_port_but_not_another_host():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncertifiedJudgeWarning)
-        assert check_drift(manifest("http://127.0.0.1:4000/v1"), make_lm(LMConfig(model="m@rev1",
-                                                                                   api_base="http://127.0.0.1:5000/v1"))) == []
+        other = make_lm(LMConfig(model="m@rev1", api_base="http://127.0.0.1:5000/v1"))
+        assert check_drift(manifest("http://127.0.0.1:4000/v1"), other) == []
     with pytest.warns(UncertifiedJudgeWarning, match="api_base: certified 'http://gpu-a:30000/v1'"):
         check_drift(manifest("http://gpu-a:30000/v1"), make_lm(LMConfig(model="m@rev1", api_base="http://gpu-b:30000/v1")))
     with pytest.warns(UncertifiedJudgeWarning, match="max_tokens"):

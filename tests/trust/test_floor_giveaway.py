@@ -83,7 +83,7 @@ def test_report_flags_a_floor_that_gives_the_outcome_away(tmp_path):
 
 def _records(labels, passed):
     return [{"id": f"i{i}", "label": y, "passed": p, "score": 0.9 if p else 0.1, "abstained": False}
-            for i, (y, p) in enumerate(zip(labels, passed))]
+            for i, (y, p) in enumerate(zip(labels, passed, strict=True))]
 
 
 def test_certificate_floor_margin_flags_a_floor_that_gives_the_outcome_away():

@@ -77,7 +77,7 @@ def test_floor_command_refuses_one_class(tmp_path, capsys):
 
 def _records(labels, passed):
     return [{"id": f"i{i}", "label": y, "passed": p, "score": 0.9 if p else 0.1, "abstained": False}
-            for i, (y, p) in enumerate(zip(labels, passed))]
+            for i, (y, p) in enumerate(zip(labels, passed, strict=True))]
 
 
 def test_margin_counts_items_only_one_side_got_right():
@@ -153,7 +153,7 @@ def test_gate_programs_require_beating_the_floor(tmp_path):
 
 def _lines(path, labels, scores):
     with path.open("w") as handle:
-        for i, (y, s) in enumerate(zip(labels, scores)):
+        for i, (y, s) in enumerate(zip(labels, scores, strict=True)):
             handle.write(json.dumps({"id": f"x{i:03d}", "task_id": f"t{i}", "label": y, "passed": s >= 0.5,
                                      "score": s, "abstained": False, "n_steps": 5}) + "\n")
     return path
@@ -203,7 +203,8 @@ def test_report_of_verdict_files_gets_floor_rows_from_the_labeled_data(tmp_path,
     rows = {row["judge"]: row for row in report["main"]}
     assert set(rows) == {"mine", "floor", "length_only"} and rows["floor"]["n"] == 40
     assert rows["floor"]["false_pass_rate"] < rows["mine"]["false_pass_rate"] == 1.0
-    assert not any("no floor rows" in w for w in report["warnings"]) and report["floor"]["vs_floor"]["beats_floor"] is False
+    assert not any("no floor rows" in w for w in report["warnings"])
+    assert report["floor"]["vs_floor"]["beats_floor"] is False
     short = write_jsonl(tmp_path / "short.jsonl", trajectories[:10])
     assert main(["report", "--predictions", str(verdicts), "--floor-data", short, "--out", str(out)]) == 2
     assert "not in the data" in capsys.readouterr().err

@@ -19,9 +19,10 @@ from tests.support.verdicts import paper_pairing, write_verdicts
 
 
 def confusion(labels, passed):
-    return {"tp": sum(y and p for y, p in zip(labels, passed)), "fp": sum(not y and p for y, p in zip(labels, passed)),
-            "fn": sum(y and not p for y, p in zip(labels, passed)),
-            "tn": sum(not y and not p for y, p in zip(labels, passed))}
+    return {"tp": sum(y and p for y, p in zip(labels, passed, strict=True)),
+            "fp": sum(not y and p for y, p in zip(labels, passed, strict=True)),
+            "fn": sum(y and not p for y, p in zip(labels, passed, strict=True)),
+            "tn": sum(not y and not p for y, p in zip(labels, passed, strict=True))}
 
 
 def test_the_paper_pairing_has_the_stated_counts_and_mcnemar_p():
@@ -43,7 +44,8 @@ def test_gate_passes_the_induced_judge_and_fails_geval_as_a_candidate(tmp_path, 
     assert "**PASS" in out and "| false passes / failed items | 6/52 (0.115) | 9/52 (0.173) |" in out
     assert "p = 0.25." in out
     # G-Eval is worse on false passes: +3/52 = +0.058 > the 0.05 margin.
-    assert main(["gate", "--candidate-verdicts", b, "--baseline-verdicts", a]) == 4  # no: its own exit code (1 is a bug's)
+    # no: its own exit code (1 is a bug's)
+    assert main(["gate", "--candidate-verdicts", b, "--baseline-verdicts", a]) == 4
     out = capsys.readouterr().out
     assert "**FAIL" in out and "difference +0.058" in out
 
