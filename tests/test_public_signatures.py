@@ -1,8 +1,8 @@
 """Every public callable of the package is fully annotated: the package ships `py.typed`, so a user's type
 checker reads these signatures. Public means a function or class named in a curated `__all__` (the top level
-and every subpackage: the packages tests/test_public_api.py checks, and lm/), with a class's ``__init__`` and public methods, its own
-and those it inherits from the package's classes. Each parameter but ``self``/``cls`` needs an annotation,
-and each callable but ``__init__`` a return annotation."""
+and every subpackage: the packages tests/test_public_api.py checks, and lm/), with a class's ``__init__`` and
+public methods, its own and those it inherits from the package's classes. Each parameter but ``self``/``cls``
+needs an annotation, and each callable but ``__init__`` a return annotation."""
 
 import importlib
 import inspect
