@@ -284,7 +284,7 @@ class _BatchRun:
         self.labels, self.load_report, self.on_trajectory = labels, load_report, on_trajectory
         base_lm = resolve_lm(judge, lm)
         self.config = config = getattr(getattr(base_lm, "engine", None), "config", None)
-        if config is None or not getattr(config, "api_base", None):
+        if base_lm is None or config is None or not getattr(config, "api_base", None):
             raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
         online = one_attempt_lm(base_lm)
         self.engine = _ReplayEngine(config)
