@@ -301,12 +301,11 @@ _FILE_OPTIONS = JobOptions(cache=True)  # a file's run keeps a verdict cache by 
 
 
 def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathArg | Iterable[PathArg] | None = None,
-                   out_path: PathArg | None = None, options: JobOptions | None = None, *,
+                   out_path: PathArg | None = None, options: JobOptions | None = None, *, on_error: str = "raise",
                    lm: dspy.BaseLM | LMConfig | None = None, render_config: RenderConfig | None = None,
-                   on_error: str = "raise", format: str = "auto",
-                   label_threshold: float | str | LabelRule | None = None, labels: str | Path | LabelJoin | None = None,
-                   load_report: LoadReport | None = None, on_trajectory: Callable[[Trajectory], Any] | None = None,
-                   **overrides: Any) -> BatchSummary:
+                   label_threshold: float | str | LabelRule | None = None, format: str = "auto",
+                   labels: str | Path | LabelJoin | None = None, load_report: LoadReport | None = None,
+                   on_trajectory: Callable[[Trajectory], Any] | None = None, **overrides: Any) -> BatchSummary:
     """Judge the trajectory file `data_path` into `out_path` (resumable); the Python API of `rubricforge judge`.
 
     The input is read once (`data.scan.scan_input`), before the first LM call: every record is checked,
@@ -357,7 +356,6 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
         judge.render_config = render_config
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
     join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
-    options.check(limit=False)  # the limit: by `checked_input`, in the words of the CLI
     out_path = Path(out_path)
     report = load_report if load_report is not None else LoadReport()
     reading: dict[str, Any] = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
@@ -373,9 +371,8 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
             spill.add(trajectory)
 
         try:
-            # One pass over the whole input before the first LM call: a bad record, a repeated id or an
-            # empty input costs seconds, not the verdicts paid before the judge reaches it; the same pass
-            # joins the labels, tallies, and renders each trajectory into the spill the judging pass reads.
+            # One pass over the whole input before the first LM call (a bad record, a repeated id or an empty input
+            # costs seconds); it joins the labels, tallies, and renders each trajectory into the judged spill.
             scan, data = checked_input(paths, limit=options.limit, labels=join, report=report, each=each, **reading)
             stream = spill.items() if spill.usable else _read_again(data_path, reading, options.limit, join)
             summary = _judge_stream(judge, stream, out_path, options, lm=_as_lm(lm), data=data, done=done)
@@ -386,11 +383,12 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
 
 
 def _file_options(options: JobOptions | None, overrides: dict, on_error: str) -> JobOptions:
-    """`run_judge_file`'s options: a repeated id is skipped (counted) when bad records are, unless told."""
+    """`run_judge_file`'s options, checked: a repeated id is skipped (counted) when bad records are, unless told."""
     options = job_options(options, overrides, _FILE_OPTIONS)
-    if options.on_duplicate is not None:
-        return options
-    return replace(options, on_duplicate="skip" if on_error == "skip" else "raise")
+    if options.on_duplicate is None:
+        options = replace(options, on_duplicate="skip" if on_error == "skip" else "raise")
+    options.check(limit=False)  # the limit: by `checked_input`, in the words of the CLI
+    return options
 
 
 def _read_again(data_path, reading: dict, limit: int | None, join) -> Iterator[Trajectory]:
