@@ -43,7 +43,7 @@ import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import dspy
 
@@ -115,7 +115,8 @@ def _normalize(messages: Any, where: str) -> list[dict]:
     return out
 
 
-def trajectory_from_messages(prompt: Any, completion: Any, *, index: int = 0) -> Trajectory:
+def trajectory_from_messages(prompt: str | Sequence[Mapping[str, Any]],
+                             completion: str | Sequence[Mapping[str, Any]], *, index: int = 0) -> Trajectory:
     """One rollout as an unlabeled `Trajectory`: a string prompt is the user turn and a string completion
     the final answer (TRL's standard format); message lists (conversational format, with tool calls and
     tool results) are read by the generic JSONL loader's message reader (`data.formats.jsonl.steps_of`).
