@@ -12,6 +12,8 @@ Modules:
 - :mod:`.executors`: how the calls are made (one event loop for the fast path, or worker threads);
 - :mod:`.writer`: the crash-safe verdict writer and the checking pass's spill;
 - :mod:`.job`: the job a verdict file belongs to, and resuming it after any kill;
+- :mod:`.cascade`: a certified cascade over a file, stage by stage (`run_cascade`; the labeling queue of
+  what it escalated; not resumable);
 - :mod:`.openai_batch`: the same through the OpenAI Batch API (`run_batch_api`);
 - :mod:`.ray`: the same on a Ray cluster (`judge_dataset`; the ``[ray]`` extra).
 
@@ -25,6 +27,7 @@ _MODULES = {
     "rubricforge_dspy.apply.stream": ["judge_stream", "run_judge_file", "DuplicateIdError"],
     "rubricforge_dspy.apply.summary": ["BatchSummary", "UsageTotals"],
     "rubricforge_dspy.apply.job": ["read_done", "ResumeState", "BatchOutputError"],
+    "rubricforge_dspy.apply.cascade": ["run_cascade", "CascadeRun"],
     "rubricforge_dspy.apply.openai_batch": ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

@@ -18,7 +18,7 @@ from rubricforge_dspy.core.errors import InputError
 
 __all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
            "load_from_mlflow", "spool_from_mlflow", "reads_from_mlflow", "write_verdicts_to_mlflow",
-           "tag_label_next_in_mlflow"]
+           "tag_label_next_in_mlflow", "tag_escalated_in_mlflow"]
 
 SPOOL_SUFFIX = ".from-mlflow.jsonl"
 SHOWN = 20  # judges' own traces listed one per line
@@ -205,5 +205,23 @@ def tag_label_next_in_mlflow(args: argparse.Namespace, chosen, stream=None) -> i
                                    experiment=args.experiment)
     print(f"MLflow: tagged {n} trace(s) rubricforge.label_next=<rank> (an earlier pick's tags cleared); label them "
           f"in the UI as a feedback named {args.label_name!r}, then re-run with --from-mlflow",
+          file=stream or sys.stderr)
+    return n
+
+
+def tag_escalated_in_mlflow(args: argparse.Namespace, queue_path, stream=None) -> int:
+    """``judge --cascade --to-mlflow``: tag the traces the cascade escalated (its labeling queue, in order) for
+    labeling in MLflow, as `label-next` tags its picks; returns how many (0 without the flag or escalations)."""
+    if getattr(args, "to_mlflow", None) is None:
+        return 0
+    import orjson
+
+    with open(queue_path, "rb") as handle:
+        ids = [orjson.loads(line)["id"] for line in handle if line.strip()]
+    if not ids:
+        return 0
+    n = _mlflow().tag_for_labeling(ids, args.to_mlflow, label_name=getattr(args, "label_name", None) or "label",
+                                   experiment=getattr(args, "experiment", None))
+    print(f"MLflow: tagged {n} escalated trace(s) rubricforge.label_next=<rank> for a person to label",
           file=stream or sys.stderr)
     return n

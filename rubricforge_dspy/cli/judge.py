@@ -4,12 +4,18 @@ through the endpoint's Batch API (``--batch-api``); the three paths end with one
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
-from rubricforge_dspy.cli.integrations import require_input, spool_from_mlflow, write_verdicts_to_mlflow
+from rubricforge_dspy.cli.integrations import (
+    require_input,
+    spool_from_mlflow,
+    tag_escalated_in_mlflow,
+    write_verdicts_to_mlflow,
+)
 from rubricforge_dspy.cli.lm_options import lm_from_args
-from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS
+from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
 
 __all__ = ["cmd_judge"]
@@ -20,7 +26,8 @@ def _epilogue(summary, report, join, tally) -> None:
     join, label warnings, the run's summary; then `JudgeUnavailableError` (exit 3) when the run produced no
     verdict: every line of this run an abstention, whatever the kind (LM errors, truncated, unparsable
     answers), with the counts by kind. Nothing judged because every item was judged already is said and
-    is not an error."""
+    is not an error. An escalation (a cascade's item that no stage was sure of) is not a failure of the
+    judge: a run whose every item was escalated ends with exit 0 and says that everything went to a person."""
     from rubricforge_dspy.cli.data_options import print_label_warnings, print_load_problems
     from rubricforge_dspy.lm.circuit import JudgeUnavailableError
 
@@ -32,7 +39,11 @@ def _epilogue(summary, report, join, tally) -> None:
             print(f"nothing to do: all {summary.resumed} item(s) were judged already in {summary.out_path}",
                   file=sys.stderr)
         return
-    if summary.n_abstained < summary.judged:
+    escalated = summary.abstained.get("escalated", 0)
+    if escalated and escalated == summary.judged:
+        print(f"every item ({escalated}) was escalated: no stage was sure enough, all of them went to a person "
+              f"(the labeling queue: {getattr(summary, 'escalated_path', 'see above')})", file=sys.stderr)
+    if summary.n_abstained - escalated < summary.judged:
         return
     kinds = ", ".join(f"{kind}={n}" for kind, n in sorted(summary.abstained.items()))
     example = "; ".join(f"{kind}: {(error.strip().splitlines() or [''])[0][:200]}"
@@ -55,19 +66,70 @@ def cmd_judge(args) -> int:
         if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
             raise
         raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
-    write_verdicts_to_mlflow(args, args.out, args.program)  # --to-mlflow: one assessment per trace and program
+    # --to-mlflow: one assessment per trace and program; a cascade's escalated traces tagged for labeling there
+    write_verdicts_to_mlflow(args, args.out, args.cascade or args.program)
+    if args.cascade is not None:
+        from rubricforge_dspy.apply.cascade import escalated_path
+
+        tag_escalated_in_mlflow(args, args.escalated_out or escalated_path(args.out))
     return 0
+
+
+def _cascade_path(args) -> str | None:
+    """The cascade file of this run: ``--cascade``, or a ``--program`` that is a cascade file."""
+    from rubricforge_dspy.judge.cascade import is_cascade_file
+
+    if args.cascade is not None:
+        if args.program is not None:
+            raise InputError("give --cascade or --program, not both")
+        return args.cascade
+    if args.program is not None and is_cascade_file(args.program):
+        return args.program
+    if args.escalated_out is not None:
+        raise InputError("--escalated-out goes with --cascade")
+    return None
+
+
+def _judge_cascade(args, path: str) -> None:
+    """`judge --cascade`: stage by stage (`apply.cascade.run_cascade`), not resumable, no verdict cache."""
+    from rubricforge_dspy.apply.cascade import check_outputs, run_cascade
+    from rubricforge_dspy.cli.data_options import load_data
+    from rubricforge_dspy.cli.presets import resolve
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.label_checks import LabelTally
+    from rubricforge_dspy.judge.loading import load_judge
+
+    if args.batch_api or args.ray is not None:
+        raise InputError("--cascade runs locally, stage by stage: drop --batch-api / --ray")
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be at least 1, got {args.limit}")
+    check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
+    cascade = load_judge(path, allow_unverified=args.allow_unverified_program)
+    data = load_data(args)
+    trajectories = data.trajectories[: args.limit] if args.limit else data.trajectories
+    concurrency = resolve(args).concurrency
+    needs_lm = any(stage.predictors() for stage in cascade.stages)
+    with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
+        if lm is not None:
+            print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
+        run = run_cascade(cascade, trajectories, args.out, escalated_out=args.escalated_out, lm=lm,
+                          concurrency=concurrency, max_consecutive_lm_errors=args.max_consecutive_errors or None)
+    _epilogue(run, LoadReport(), None, LabelTally())
 
 
 def _judge(args) -> None:
     from rubricforge_dspy.apply.stream import run_judge_file
-    from rubricforge_dspy.data.label_checks import LabelTally
-    from rubricforge_dspy.data.labels import LabelJoin
-    from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.label_checks import LabelTally
+    from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.judge.loading import load_judge
 
+    cascade = _cascade_path(args)
+    if cascade is not None:
+        args.cascade = cascade  # (also when given as --program: what --to-mlflow names)
+        return _judge_cascade(args, cascade)
     report, tally = LoadReport(), LabelTally()
     join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
 

@@ -13,6 +13,8 @@
     rubricforge label-next --program P --data UNLABELED -k 20 --out FILE.jsonl
     rubricforge convert --data IN [--labels L] --out OUT.jsonl   any input as the generic JSONL
     rubricforge floor --data LABELED [--json]   the floor every judge must beat (no LM, seconds)
+    rubricforge cascade fit --stage floor.json --stage judge.json --data CAL --alpha 0.1 --out cascade.json
+    rubricforge judge --cascade cascade.json --data D --out V.jsonl   decided per stage, the rest to a person
 
 Every command that reads trajectories takes --labels FILE (CSV, JSONL or SWE-bench results.json,
 joined by id) and --label-threshold (default: each format's own rule); see docs/FORMAT.md.
@@ -35,17 +37,36 @@ import threading
 import traceback
 from pathlib import Path
 
-from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_mlflow_source_arguments,
-                                               reads_from_mlflow, require_input, spool_from_mlflow)
-from rubricforge_dspy.cli.data_options import (FORMAT_CHOICES, add_data_arguments, add_label_arguments, load_data,
-                                               stream_data)
-from rubricforge_dspy.core.errors import (ENVIRONMENT_ERRNOS, EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_NO,
-                                          EXIT_SERVER, AnswerIsNo, InputError, ServerError)
-from rubricforge_dspy.core.files import writable_file
-from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.cli.data_options import (
+    FORMAT_CHOICES,
+    add_data_arguments,
+    add_label_arguments,
+    load_data,
+    stream_data,
+)
+from rubricforge_dspy.cli.integrations import (
+    add_mlflow_sink_arguments,
+    add_mlflow_source_arguments,
+    reads_from_mlflow,
+    require_input,
+    spool_from_mlflow,
+)
 from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
+from rubricforge_dspy.core.errors import (
+    ENVIRONMENT_ERRNOS,
+    EXIT_BUG,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_NO,
+    EXIT_SERVER,
+    AnswerIsNo,
+    InputError,
+    ServerError,
+)
+from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.lm.config import lm_name
 
 FORMATS = FORMAT_CHOICES
 
@@ -136,11 +157,11 @@ def cmd_render(args) -> int:
 
 
 def cmd_induce(args) -> int:
+    from rubricforge_dspy.cli.presets import render_from_args, resolve
     from rubricforge_dspy.induction.inducer import InductionConfig
     from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.judge.module import TrajectoryJudge
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
-    from rubricforge_dspy.cli.presets import render_from_args, resolve
 
     require_input(args)
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
@@ -182,9 +203,15 @@ def cmd_report(args) -> int:
 
 def cmd_demo(args) -> int:
     """Induce and evaluate on the demo data into ``--out`` (default outside any source tree)."""
-    from rubricforge_dspy.pipeline.demo import (EMBEDDED_REFLECTION_TOKENS, SMALL_MODEL_NOTE, default_out_dir,
-                                                demo_header, demo_sample, run_demo)
     from rubricforge_dspy.cli.presets import resolve
+    from rubricforge_dspy.pipeline.demo import (
+        EMBEDDED_REFLECTION_TOKENS,
+        SMALL_MODEL_NOTE,
+        default_out_dir,
+        demo_header,
+        demo_sample,
+        run_demo,
+    )
 
     preset = resolve(args)
     embedded = preset.name == "embedded"
@@ -198,6 +225,10 @@ def cmd_demo(args) -> int:
               file=sys.stderr)
         run_dir, program = run_demo(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm, preset=preset,
                                     data_name=data.name, program=args.program, resume=args.resume)
+    from rubricforge_dspy.pipeline.demo_cascade import cascade_lead
+
+    lead = json.loads((run_dir / "cascade_fit.json").read_text(encoding="utf-8"))
+    print("\n".join(cascade_lead(lead, embedded)[2:]).rstrip())
     print(f"\ndemo output: {out}\nreport: {run_dir / 'report.md'}\nfrozen judge: {program}\n")
     if embedded:
         print(SMALL_MODEL_NOTE)
@@ -261,8 +292,8 @@ def _serve_embedded(args) -> int:
 # -- certify / show (issue 11) ---------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    from rubricforge_dspy.cli.trust import add_certify_parsers, add_gate_parser, add_label_next_parser
     from rubricforge_dspy.cli.presets import add_preset_arguments
+    from rubricforge_dspy.cli.trust import add_certify_parsers, add_gate_parser, add_label_next_parser
     from rubricforge_dspy.core.presets import EMBEDDED, JUDGING_MAX_CONSECUTIVE_LM_ERRORS, SERVER
 
     parser = argparse.ArgumentParser(prog="rubricforge", description=__doc__,
@@ -303,7 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_arguments(p, required=False)  # --data, or --from-mlflow
     add_mlflow_source_arguments(p)
     add_mlflow_sink_arguments(p)
-    p.add_argument("--program", default=None, help="frozen program (default: the seed rubric)")
+    p.add_argument("--program", default=None, help="frozen program (default: the seed rubric); a cascade file is "
+                                                   "judged as with --cascade")
+    p.add_argument("--cascade", default=None,
+                   help="a fitted cascade (`rubricforge cascade fit`): each item's verdict line names the deciding "
+                        "stage; later stages run only on what earlier ones left; not resumable (docs/CASCADE.md)")
+    p.add_argument("--escalated-out", default=None,
+                   help="--cascade: the labeling queue of escalated items (default OUT.escalated.jsonl)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="load a program whose manifest cannot verify it (no program_sha256, or edited since it "
                         "was frozen), with a warning; refused otherwise")
@@ -403,9 +440,11 @@ def build_parser() -> argparse.ArgumentParser:
     from rubricforge_dspy.cli.floor import add_floor_parser
 
     add_floor_parser(sub, FORMATS)
+    from rubricforge_dspy.cli.cascade import add_cascade_parser
     from rubricforge_dspy.cli.review import add_review_parser
 
     add_review_parser(sub)
+    add_cascade_parser(sub, FORMATS)
     return parser
 
 

@@ -8,12 +8,16 @@ import contextlib
 import sys
 
 from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, load_data
-from rubricforge_dspy.cli.integrations import (add_mlflow_source_arguments, require_input, spool_from_mlflow,
-                                               tag_label_next_in_mlflow)
+from rubricforge_dspy.cli.integrations import (
+    add_mlflow_source_arguments,
+    require_input,
+    spool_from_mlflow,
+    tag_label_next_in_mlflow,
+)
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 
 __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
 
@@ -21,9 +25,12 @@ __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
 def cmd_certify(args) -> int:
     """Exit 0 when certified (or, with ``--recheck``, when the judge is not significantly worse); 4 when the
     recheck finds it worse (`AnswerIsNo`); 2 for bad input (a `CertificateError` among them)."""
+    from rubricforge_dspy.judge.cascade import is_cascade_file
     from rubricforge_dspy.trust.certificate import format_certificate
     from rubricforge_dspy.trust.certify import certify_program, recheck_program
 
+    if is_cascade_file(args.program):
+        return _certify_cascade(args)
     if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
         writable_file(args.out_program or args.program, "certified program")
     trajectories = load_data(args, need_labels=True).trajectories
@@ -47,9 +54,46 @@ def cmd_certify(args) -> int:
     return 0
 
 
+def _certify_cascade(args) -> int:
+    """`certify CASCADE.json --data HELD_OUT`: coverage per stage and realized risks on labeled held-out data
+    (`trust.cascade.measure_cascade`); the cascade file is not changed (its guarantee is its fit's)."""
+    import tempfile
+    from pathlib import Path
+
+    from rubricforge_dspy.judge.loading import load_judge
+    from rubricforge_dspy.trust.cascade import format_cascade_summary, measure_cascade
+
+    if args.recheck or args.out_program:
+        raise InputError(f"{args.program} is a cascade: its guarantee is its fit's (`rubricforge cascade fit`); "
+                         "certify measures it on held-out data without --recheck or --out-program")
+    cascade = load_judge(args.program)
+    trajectories = load_data(args, need_labels=True).trajectories
+    needs_lm = any(stage.predictors() for stage in cascade.stages)
+    with contextlib.ExitStack() as stack:
+        out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "cascade.jsonl")
+        lm = stack.enter_context(lm_from_args(args)) if needs_lm else None
+        if lm is not None:
+            print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
+        summary = measure_cascade(cascade, trajectories, out, lm=lm, concurrency=args.concurrency)
+    print(format_cascade_summary(summary))
+    if args.verdicts_out:
+        print(f"verdicts: {args.verdicts_out}; escalated (to label): {summary['escalated_queue']}")
+    return 0
+
+
 def cmd_show(args) -> int:
+    from rubricforge_dspy.judge.cascade import is_cascade_file
     from rubricforge_dspy.trust.certificate import describe_program
 
+    if is_cascade_file(args.program):
+        from rubricforge_dspy.judge.loading import load_judge
+        from rubricforge_dspy.trust.cascade import format_fit_report
+
+        cascade = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
+        print(f"cascade {args.program}: " + " -> ".join(r.name for r in cascade.rules) + " -> a person")
+        print(format_fit_report(cascade.fit_report, cascade.guarantee) if cascade.fit_report
+              else "hand-set thresholds: no guarantee (fit them with `rubricforge cascade fit`)")
+        return 0
     print(describe_program(args.program, allow_unverified=args.allow_unverified_program))
     return 0
 
@@ -127,8 +171,8 @@ def cmd_label_next(args) -> int:
     judges = {str(path): read_verdicts(path) for path in args.verdicts or []}
     ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}
     if args.program:
-        from rubricforge_dspy.trust.certify import judge_labeled
         from rubricforge_dspy.judge.loading import load_judge
+        from rubricforge_dspy.trust.certify import judge_labeled
 
         with contextlib.ExitStack() as stack:
             out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "v.jsonl")

@@ -17,6 +17,8 @@ Modules:
 - :mod:`.floor`: `SymptomFloor`, the logistic regression over observable features (plain JSON), and
   `FloorJudge`, the floor behind the contract;
 - :mod:`.hybrid`: `HybridJudge`, the LLM judge's score stacked with the floor's features;
+- :mod:`.cascade`: `Cascade`, judges in order (the free floor first), each deciding only past its
+  certified thresholds, the rest escalated to a person (`trust.cascade.fit_cascade` fits it);
 - :mod:`.baselines`: the baseline judges of the evaluation protocol;
 - :mod:`.metric`: `as_metric`: the judge as a DSPy metric (a reward proxy).
 
@@ -37,6 +39,7 @@ _MODULES = {
                                                "neyman_pearson_threshold"],
     "rubricforge_dspy.judge.floor": ["SymptomFloor", "FloorJudge", "FloorError"],
     "rubricforge_dspy.judge.hybrid": ["HybridJudge", "freeze_hybrid"],
+    "rubricforge_dspy.judge.cascade": ["Cascade", "StageRule", "CascadeVerdicts", "read_cascade", "is_cascade_file"],
     "rubricforge_dspy.judge.baselines": ["geval_judge", "fewshot_judge"],
     "rubricforge_dspy.judge.metric": ["as_metric", "JudgeMetric"],
 }

@@ -137,8 +137,22 @@ class CascadeVerdicts(Verdicts):
         return counts
 
 
+def _save_without_lm(stage, path: Path) -> None:
+    """Save a stage with its predictors' LMs detached (a program never holds an LM; an LM whose engine
+    cannot be dumped, such as a scripted or custom one, would otherwise refuse the save), then reattach them."""
+    attached = [(predictor, predictor.lm) for predictor in stage.predictors()]
+    for predictor, _ in attached:
+        predictor.lm = None
+    try:
+        stage.save(path)
+    finally:
+        for predictor, lm in attached:
+            predictor.lm = lm
+
+
 def _accepts_features(stage) -> bool:
-    return "features" in inspect.signature(stage.forward).parameters
+    # (the class's forward: reading `stage.forward` off an instance makes DSPy warn of a direct call)
+    return "features" in inspect.signature(type(stage).forward).parameters
 
 
 def _sha256(path: Path) -> str:
@@ -367,7 +381,7 @@ class Cascade(BaseJudge):
         entries = []
         for stage, rule in zip(self.stages, self.rules, strict=True):
             stage_path = path.with_name(f"{path.stem}.{rule.name}.json")
-            stage.save(stage_path)
+            _save_without_lm(stage, stage_path)
             entries.append({**rule.to_dict(), "path": stage_path.name, "sha256": _sha256(stage_path)})
         manifest = {"format_version": 1, "kind": CASCADE_KIND,
                     "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"),

@@ -296,7 +296,7 @@ class FloorJudge(BaseJudge):
     async def aforward(self, trajectory: Trajectory | str,
                        features: Mapping[str, float] | None = None) -> dspy.Prediction:
         """`forward` (no I/O: the floor is a formula)."""
-        return self.forward(trajectory, features)
+        return type(self).forward(self, trajectory, features)  # (not `self.forward`: DSPy warns on a direct call)
 
     def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
         """Write the floor as its plain JSON (`SymptomFloor.to_json`); `load_judge` reads it back."""

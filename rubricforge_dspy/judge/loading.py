@@ -2,9 +2,10 @@
 
 A plain program loads as a `TrajectoryJudge`; one whose manifest holds a hybrid stack (`judge.hybrid`)
 as a `HybridJudge`; a floor file (`judge.floor`, ``"kind": "rubricforge.symptom_floor"``) as a
-`FloorJudge`. The endpoint is never read from the file: the LM is attached here, with ``set_lm``, or
-configured with `dspy.configure`. (Not `dspy.load`, which loads DSPy's pickled whole programs and
-refuses these JSON files.)
+`FloorJudge`; a cascade file (`judge.cascade`, ``"judge": {"kind": "rubricforge.cascade"}``) as a
+`Cascade`, each stage loaded by `load_judge` after its sha256 is checked. The endpoint is never read
+from the file: the LM is attached here, with ``set_lm``, or configured with `dspy.configure`. (Not
+`dspy.load`, which loads DSPy's pickled whole programs and refuses these JSON files.)
 
 `load_judge` is the one way to load a judge. `judge_from` resolves a ``program`` argument of the package's
 entry points (a path, a judge, or None) through it.
@@ -20,6 +21,7 @@ from typing import Any
 import orjson
 
 from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.judge.cascade import is_cascade_file, read_cascade
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.hybrid import HYBRID_KEY, HybridJudge
@@ -49,7 +51,8 @@ def load_judge(path, lm=None, check_certificate: bool = True, allow_unverified: 
     """Load a saved judge, ready to call.
 
     Args:
-        path: a frozen program (JSON, see `program.store`), or a floor file (`SymptomFloor.to_json`).
+        path: a frozen program (JSON, see `program.store`), a floor file (`SymptomFloor.to_json`), or a
+            cascade file (`Cascade.save`).
         lm: a `dspy.LM` to attach (``judge.set_lm(lm)``); without one the judge uses the LM set later
             with ``set_lm``, or whatever `dspy.configure` sets.
         check_certificate: when the judge first runs with an LM (once per LM), warn
@@ -60,12 +63,16 @@ def load_judge(path, lm=None, check_certificate: bool = True, allow_unverified: 
 
     Returns:
         A `TrajectoryJudge`; a `HybridJudge` when the program's manifest holds a hybrid stack; a
-        `FloorJudge` for a floor file. All implement `judge.contract.BaseJudge`.
+        `FloorJudge` for a floor file; a `Cascade` for a cascade file. All implement
+        `judge.contract.BaseJudge`.
 
     Raises:
         ProgramError: the file is not a readable, verifiable, well-formed program (too large, malformed,
             edited after it was frozen, or without a manifest), unless `allow_unverified`.
     """
+    if is_cascade_file(path):
+        return read_cascade(path, load_judge, lm=lm, check_certificate=check_certificate,
+                            allow_unverified=allow_unverified)
     floor = _floor_file(Path(path))
     if floor is not None:
         return FloorJudge(floor)

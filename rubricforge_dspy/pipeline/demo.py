@@ -2,8 +2,9 @@
 
 Samples a few airline tasks (one trial each) from the tau-bench authors' GPT-4o run, splits them
 by task, induces a rubric with a small GEPA budget, freezes it, judges the held-out tasks with the
-induced judge and every baseline, and writes the report into the directory given (``--out``; default
-`default_out_dir`, outside any source tree; the committed example run is ``artifacts/demo/``). With
+induced judge and every baseline, fits a certified cascade (the floor, then the induced judge, then a
+person; `demo_cascade`) on the held-out tasks, and writes the report, led by the cascade, into the
+directory given (``--out``; default `default_out_dir`, outside any source tree; the committed example run is ``artifacts/demo/``). With
 --api-base/--model the same command runs against a real model (use larger --tasks/--budget there).
 """
 
@@ -18,17 +19,18 @@ from pathlib import Path
 
 import dspy
 
-from rubricforge_dspy.core.trajectory import Trajectory, labeled_only
-from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.data.scan import require_trajectories
-from rubricforge_dspy.data.labels import join_labels
 from rubricforge_dspy.core.presets import Preset
 from rubricforge_dspy.core.sizes import sizes_explained
-from rubricforge_dspy.evidence.render import RenderConfig
-from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
+from rubricforge_dspy.core.trajectory import Trajectory, labeled_only
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.data.labels import join_labels
+from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.split import sample_by_task, split_by_task
+from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.search import MIN_VAL_ITEMS, InductionConfig
 from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade, lead_report
+from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +139,9 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
                                judge_lm_name=judge_name, reflection_lm_name=ref_name, program_path=program,
                                dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)", config=config,
                                resume=resume, notes=notes)
+    # the report leads with the cascade: decided for free, to the LLM, to a person (or why nothing is certified)
+    result = fit_demo_cascade(sample, config.fractions, config.induction.seed, program, judge_lm, run_dir)
+    lead_report(run_dir / "report.md", cascade_lead(result, embedded))
     return run_dir, program
 
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from rubricforge_dspy.report.run import Run
 
 __all__ = ["FIGURES", "DPI", "plot_over_credit", "plot_confusion", "plot_reliability", "plot_scores", "plot_sweep",
-           "save_png", "write_figures"]
+           "save_png", "write_figures", "write_cascade_figure"]
 
 FIGURES = ("over_credit", "confusion", "reliability", "scores", "sweep")
 DPI = 100
@@ -233,3 +233,13 @@ def write_figures(run: "Run", report: dict, out_dir: str | Path) -> dict[str, Pa
             if fig is not None:
                 written[name] = save_png(fig, out_dir / f"{name}.png")
     return written
+
+
+def write_cascade_figure(section: dict, out_dir: str | Path) -> dict[str, Path]:
+    """The cascade's risk-coverage figure (`report.cascade.plot_risk_coverage`) as ``out_dir/risk_coverage.png``;
+    nothing without labels."""
+    from rubricforge_dspy.report.cascade import plot_risk_coverage
+
+    with _style():
+        fig = plot_risk_coverage(section)
+        return {} if fig is None else {"risk_coverage": save_png(fig, Path(out_dir) / "risk_coverage.png")}

@@ -3,7 +3,8 @@ sections are in :mod:`rubricforge_dspy.report.markdown_comparisons`."""
 
 from __future__ import annotations
 
-from rubricforge_dspy.report.cells import ci, cell, figure, judge_name, num, pval, split_table, table
+from rubricforge_dspy.report.cascade import cascade_markdown
+from rubricforge_dspy.report.cells import cell, ci, figure, judge_name, num, pval, split_table, table
 from rubricforge_dspy.report.markdown_comparisons import (
     ablation_section,
     disagreements_section,
@@ -201,6 +202,7 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
     relative paths; figures are embedded only when given."""
     meta = report["meta"]
     out = [f"# Judge report: {meta.get('dataset') or meta['run']}", "", *_facts(report), ""]
+    out += cascade_markdown(report.get("cascade"), figure_links)
     out += floor_section(report)
     out += ["## How to read this", "", HOW_TO_READ, ""]
     if meta.get("split") is not None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from rubricforge_dspy.report.cascade import cascade_lines, cascade_section
 from rubricforge_dspy.report.compute import compute_report
 from rubricforge_dspy.report.markdown import render_markdown
 from rubricforge_dspy.report.run import load_run
@@ -20,21 +21,28 @@ def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Pat
                  label_threshold=None) -> Path:
     """Load ``run_dir`` (a run directory or verdict file(s), see docs/REPORT.md), write ``out_path``
     (markdown), ``<stem>.json`` (all numbers) and, with ``figures``, ``figures/*.png`` next to the
-    markdown. Returns ``out_path``."""
+    markdown. Returns ``out_path``. A cascade's verdict file (lines with ``stage``) adds the cascade section
+    (`report.cascade`) and its risk-coverage figure."""
     run = load_run(run_dir, labels=labels, label_threshold=label_threshold)
     report = compute_report(run, n_resamples=n_resamples, seed=seed)
+    found = cascade_lines([run_dir] if isinstance(run_dir, (str, Path)) else run_dir)
+    if found is not None:
+        report["cascade"] = cascade_section(*found)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     links: dict[str, str] = {}
     if figures:
         try:
-            from rubricforge_dspy.report.figures import write_figures
+            from rubricforge_dspy.report.figures import write_cascade_figure, write_figures
         except ImportError as error:  # matplotlib is the optional `plots` extra
             report["warnings"].append(f"figures skipped: {error} (install rubricforge-dspy[plots])")
         else:
             written = write_figures(run, report, out_path.parent / FIGURES_DIR)
+            if "cascade" in report:
+                written.update(write_cascade_figure(report["cascade"], out_path.parent / FIGURES_DIR))
             links = {name: f"{FIGURES_DIR}/{path.name}" for name, path in written.items()}
     out_path.write_text(render_markdown(report, links), encoding="utf-8")
     out_path.with_suffix(".json").write_text(
         json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return out_path
+

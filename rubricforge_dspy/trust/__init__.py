@@ -12,6 +12,7 @@ Modules:
 - :mod:`.audit`: the Goodhart audit (the function is ``trust.audit.audit``);
 - :mod:`.floor_cv`: the floor on any labeled data, by task-grouped cross-validation;
 - :mod:`.floor_margin`: a judge's margin over the floor on the same items (``floor_margin.floor_margin``);
+- :mod:`.cascade`: fit a certified cascade's thresholds (Learn-then-Test) and summarize what it did;
 - :mod:`.label_next`: rank unlabeled trajectories by what a label would teach.
 
 A function named like its module (``audit``, ``floor_margin``) is not re-exported here, so that the
@@ -30,6 +31,8 @@ _MODULES = {
     "rubricforge_dspy.trust.audit": ["AuditReport", "GoodhartWarning", "sample_for_labeling", "load_labeled"],
     "rubricforge_dspy.trust.floor_cv": ["cross_validate", "floor_report", "format_floor_report", "write_cv_verdicts"],
     "rubricforge_dspy.trust.floor_margin": ["floor_margin_of_records", "FloorMarginError"],
+    "rubricforge_dspy.trust.cascade": ["fit_cascade", "cascade_summary", "CascadeCalibrationError",
+                                       "CascadeStageError"],
     "rubricforge_dspy.trust.label_next": ["Candidate"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

@@ -39,11 +39,19 @@ from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FloorJudge
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.metrics.intervals import proportion_ci
-from rubricforge_dspy.metrics.risk_control import (FAIL_LEVELS, PASS_LEVELS, GridResult, cascade_outcomes,
-                                                   decided_needed, learn_then_test)
+from rubricforge_dspy.metrics.risk_control import (
+    FAIL_LEVELS,
+    PASS_LEVELS,
+    GridResult,
+    cascade_outcomes,
+    decided_needed,
+    learn_then_test,
+)
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "cascade_summary", "THEOREM", "REFERENCES"]
+           "stage_names", "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary",
+           "THEOREM",
+           "REFERENCES"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
            "the disagreement with the label is at most alpha and, when max_false_pass is set, the false-pass rate "
@@ -163,7 +171,8 @@ def _stage_rows(names, conf, y, result: GridResult, calls, unparsed) -> tuple[li
         failed, false_passes = int((mine & ~yb).sum()), int((mine & passed[0] & ~yb).sum())
         d_ci = proportion_ci(errors, n) if n else (0.0, 1.0)
         f_ci = proportion_ci(false_passes, failed) if failed else (0.0, 1.0)
-        rows.append({"name": name, "t_pass": result.thresholds[k][0] if math.isfinite(result.thresholds[k][0]) else None,
+        t_pass = result.thresholds[k][0]
+        rows.append({"name": name, "t_pass": t_pass if math.isfinite(t_pass) else None,
                      "t_fail": result.thresholds[k][1] if math.isfinite(result.thresholds[k][1]) else None,
                      "reached": int(((stage[0] == -1) | (stage[0] >= k)).sum()), "decided": n,
                      "decided_pass": int((mine & passed[0]).sum()), "share_decided": n / max(len(y), 1),
@@ -219,7 +228,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     y = np.array([t.label for t in items], dtype=np.int64)
     conf = np.full((len(stages), len(items)), np.nan)
     reach, calls, unparsed = np.ones(len(items), dtype=bool), [], []
-    for k, (stage, name) in enumerate(zip(stages, names)):
+    for k, (stage, name) in enumerate(zip(stages, names, strict=True)):
         where = np.flatnonzero(reach)
         conf[k, where], bad = _stage_confidences(stage, name, [items[i] for i in where], num_threads)
         calls.append(int(where.size))
@@ -241,7 +250,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     report = FitReport(result.to_dict(), rows, {"calibration_units": len(items), "trajectories": len(trajectories),
                                                 "tasks": tasks, "dropped_trials": len(trajectories) - len(items)},
                        escalated, guarantee)
-    rules = [StageRule(name, tp, tf) for name, (tp, tf) in zip(names, result.thresholds)]
+    rules = [StageRule(name, tp, tf) for name, (tp, tf) in zip(names, result.thresholds, strict=True)]
     return Cascade(list(stages), rules, guarantee, report.to_dict())
 
 
@@ -276,7 +285,7 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
     stages = np.array(verdicts.stages, dtype=object)
     produced = np.array([not v.abstained for v in verdicts], dtype=bool)
     rows, lm_calls = [], 0
-    for stage, rule in zip(cascade.stages, cascade.rules):
+    for stage, rule in zip(cascade.stages, cascade.rules, strict=True):
         calls = 0 if isinstance(stage, FloorJudge) else int(verdicts.stage_calls.get(rule.name, 0))
         lm_calls += calls
         mine = (stages == rule.name) & produced
@@ -290,3 +299,88 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
             "coverage": float(decided.sum()) / n if n else 0.0,
             **({"overall": _rates(verdicts, labels, decided)} if labels is not None else {}),
             "guarantee": cascade.guarantee}
+
+
+def _interval(ci) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
+
+
+def _rate(value, ci) -> str:
+    return "n/a" if value is None else f"{value:.3f} {_interval(ci)}"
+
+
+def _threshold_text(row: dict) -> str:
+    t_pass = "never" if row.get("t_pass") is None else f">= {row['t_pass']}"
+    t_fail = "never" if row.get("t_fail") is None else f"<= {row['t_fail']}"
+    return f"pass {t_pass}, fail {t_fail}"
+
+
+def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
+    """A fitted cascade's report (``cascade.fit_report``) as `rubricforge cascade fit` prints it: the
+    guarantee, then per stage its thresholds, what it decided on the calibration units and the realized
+    disagreement and false-pass rate with exact 95% intervals (descriptive; the guarantee is the bound)."""
+    guarantee = guarantee or report.get("guarantee") or {}
+    units = report.get("units", {})
+    bound = f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None else ""
+    lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} among decided items, with probability "
+             f">= {1 - guarantee.get('delta', 0):.2f} ({guarantee.get('method')}, "
+             f"{guarantee.get('grid', {}).get('vectors')} threshold vectors tested)",
+             f"calibration: {units.get('calibration_units')} units ({units.get('tasks')} tasks, one trial each; "
+             f"{units.get('dropped_trials', 0)} further trial(s) not used)"]
+    n = max(units.get("calibration_units") or 0, 1)
+    for row in report.get("stages", []):
+        lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} of {row['reached']} reached "
+                     f"({row['decided'] / n:.0%} of all); disagreement "
+                     f"{_rate(row['disagreement'], row['disagreement_ci95'])}, false-pass "
+                     f"{_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
+    lines.append(f"  escalated to a person: {report.get('escalated')} of {n} calibration units")
+    return "\n".join(lines)
+
+
+def format_cascade_summary(summary: dict) -> str:
+    """`cascade_summary` as text: coverage per stage, realized risks with exact 95% intervals (when labels
+    were given), the escalated items, and LM calls against judging everything with the last stage."""
+    n = summary["n"]
+    lines = [f"cascade on {n} item(s): {summary['coverage']:.0%} decided, {summary['escalated']} escalated to a person"
+             + (f", {summary['failed']} failed (no verdict)" if summary.get("failed") else "")]
+    for row in summary["stages"]:
+        risk = ""
+        if "disagreement" in row:
+            risk = (f"; disagreement {_rate(row['disagreement'], row['disagreement_ci95'])}, "
+                    f"false-pass {_rate(row['false_pass'], row['false_pass_ci95'])}")
+        lines.append(f"  {row['name']}: decided {row['decided']} ({row['share']:.0%}), {row['lm_calls']} LM call(s)"
+                     + risk)
+    overall = summary.get("overall")
+    if overall:
+        lines.append(f"  all decided: disagreement {_rate(overall['disagreement'], overall['disagreement_ci95'])}, "
+                     f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
+    lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
+                 f"everything with the last stage ({summary['lm_calls_saved']} saved)")
+    guarantee = summary.get("guarantee")
+    if guarantee:
+        bound = (f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None
+                 else "")
+        lines.append(f"  certified at fit: disagreement <= {guarantee['alpha']}{bound} with probability >= "
+                     f"{1 - guarantee['delta']:.2f} (the rates above are realized on these items, not the bound)")
+    else:
+        lines.append("  no certificate: hand-set thresholds (fit them with `rubricforge cascade fit`)")
+    return "\n".join(lines)
+
+
+def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdicts_out, *, lm=None,
+                    concurrency: int = 4) -> dict:
+    """Judge labeled held-out `trajectories` with `cascade` (`apply.cascade.run_cascade`: the verdict lines into
+    `verdicts_out`, the escalated ones into its labeling queue beside it) and return `cascade_summary` with the
+    labels: coverage per stage, realized risks with exact intervals, LM calls against judging everything.
+    The labels are read after judging, never shown to a stage; nothing is written into the cascade (its
+    guarantee is its fit's).
+
+    Raises:
+        UnlabeledError: a trajectory has no label. InputError: `verdicts_out` exists.
+    """
+    from rubricforge_dspy.apply.cascade import run_cascade
+
+    trajectories = require_labels(list(trajectories), "measuring a cascade")
+    run = run_cascade(cascade, trajectories, verdicts_out, lm=lm, concurrency=concurrency)
+    summary = cascade_summary(cascade, run.verdicts, [t.label for t in trajectories])
+    return {**summary, "verdicts": str(verdicts_out), "escalated_queue": run.escalated_path}

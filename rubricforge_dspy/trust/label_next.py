@@ -12,6 +12,9 @@ Signals, each in [0, 1], summed into the priority (a signal that cannot be compu
   removed), the share of ablations whose verdict differs from the main judge's: the item hinges on
   those criteria, and its label says whether they are right.
 
+Items a cascade escalated (a verdict line with ``stage: "escalated"``, `rubricforge judge --cascade`, or
+error kind ``"escalated"``)
+come first, whatever their priority: no stage was sure of them, a person is the cascade's last stage.
 Ties are broken by closeness, then by id. Among equal priorities nothing else is assumed; to spread
 labels over tasks, the first pass takes at most one trajectory per task, then fills up in rank order.
 """
@@ -22,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD
+from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Candidate:
     signals: dict
     split_criteria: tuple[str, ...] = ()
     votes: dict = field(default_factory=dict)
+    escalated: bool = False
 
 
 def closeness(record: Mapping, threshold: float = PASS_THRESHOLD) -> float:
@@ -63,21 +67,24 @@ def score_item(trajectory: Trajectory, main: Mapping | None, judges: Mapping[str
     if main is not None and ablations:
         split = tuple(sorted(name for name, r in ablations.items() if _passed(r) != _passed(main)))
         signals["criteria_split"] = round(len(split) / len(ablations), 4)
-    return Candidate(trajectory, round(sum(signals.values()), 4), signals, split, votes)
+    records = ([main] if main is not None else []) + list(judges.values())
+    escalated = any(r.get("stage") == "escalated" or r.get("error_kind") == "escalated" for r in records)
+    return Candidate(trajectory, round(sum(signals.values()), 4), signals, split, votes, escalated)
 
 
 def rank(trajectories: Sequence[Trajectory], main: Mapping[str, Mapping] | None,
          judges: Mapping[str, Mapping[str, Mapping]], ablations: Mapping[str, Mapping[str, Mapping]],
          threshold: float = PASS_THRESHOLD) -> list[Candidate]:
     """All trajectories, most informative first. `main`, and each of `judges` / `ablations`, map a
-    trajectory id to its verdict line."""
+    trajectory id to its verdict line. Items a cascade escalated lead."""
     candidates = []
     for t in trajectories:
         candidates.append(score_item(
             t, (main or {}).get(t.id),
             {name: v[t.id] for name, v in judges.items() if t.id in v},
             {name: v[t.id] for name, v in ablations.items() if t.id in v}, threshold))
-    return sorted(candidates, key=lambda c: (-c.priority, -c.signals.get("closeness", 0.0), c.trajectory.id))
+    return sorted(candidates, key=lambda c: (not c.escalated, -c.priority, -c.signals.get("closeness", 0.0),
+                                             c.trajectory.id))
 
 
 def pick(ranked: Sequence[Candidate], k: int) -> list[Candidate]:
@@ -99,7 +106,7 @@ def write(chosen: Sequence[Candidate], out_path, where: str) -> int:
     overwrite an existing file."""
     def records():
         for rank_, c in enumerate(chosen, 1):
-            metadata = {"label_next": {"rank": rank_, "priority": c.priority, **c.signals,
+            metadata = {"label_next": {"rank": rank_, "priority": c.priority, **c.signals, "escalated": c.escalated,
                                        "split_criteria": list(c.split_criteria), "votes": c.votes,
                                        "from": where}}
             yield to_record(c.trajectory, reward=None, label=None, metadata=metadata)
@@ -109,6 +116,6 @@ def write(chosen: Sequence[Candidate], out_path, where: str) -> int:
 
 def format_picks(chosen: Sequence[Candidate]) -> str:
     """The picks as `rubricforge label-next` lists them: rank, trajectory id, priority and its signals."""
-    return "\n".join(f"{i:>3}. {c.trajectory.id}  priority {c.priority:.2f} "
+    return "\n".join(f"{i:>3}. {c.trajectory.id}  {'escalated, ' if c.escalated else ''}priority {c.priority:.2f} "
                      f"({', '.join(f'{k} {v:.2f}' for k, v in c.signals.items())})"
                      for i, c in enumerate(chosen, 1))

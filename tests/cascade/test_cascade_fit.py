@@ -19,8 +19,13 @@ from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.metrics.risk_control import binomial_p_value, decided_needed
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from rubricforge_dspy.trust.cascade import (CascadeCalibrationError, CascadeStageError, calibration_units,
-                                            cascade_summary, fit_cascade)
+from rubricforge_dspy.trust.cascade import (
+    CascadeCalibrationError,
+    CascadeStageError,
+    calibration_units,
+    cascade_summary,
+    fit_cascade,
+)
 from tests.cascade.test_cascade_judge import judge_answers
 from tests.support.helpers import make_trajectory
 from tests.support.hybrid import dataset

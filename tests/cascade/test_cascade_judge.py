@@ -40,6 +40,7 @@ def judge_answers(messages):
 
 def unsure(i: int):
     import dataclasses
+
     from rubricforge_dspy.core.trajectory import Step
 
     t = make_trajectory(i, success=True, task=f"unsure{i}")

@@ -9,9 +9,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rubricforge_dspy.metrics.risk_control import (binomial_p_value, cascade_outcomes, decided_needed, fwer_reject,
-                                                   hoeffding_bentkus_p_value, learn_then_test, risk_upper_bound,
-                                                   threshold_grid)
+from rubricforge_dspy.metrics.risk_control import (
+    binomial_p_value,
+    cascade_outcomes,
+    decided_needed,
+    fwer_reject,
+    hoeffding_bentkus_p_value,
+    learn_then_test,
+    risk_upper_bound,
+    threshold_grid,
+)
 
 
 def test_binomial_p_value_is_the_exact_lower_tail():

@@ -160,7 +160,8 @@ def test_mini_swe_current_layout_uses_instance_id_and_hides_info(tmp_path):
                          {"role": "user", "content": "Fix the bug"},
                          {"role": "assistant", "content": "Look first.\n\n```bash\nls\n```"},
                          {"role": "user", "content": "<returncode>0</returncode>\n<output>\nsetup.py\n</output>"},
-                         {"role": "assistant", "content": "Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"},
+                         {"role": "assistant",
+                          "content": "Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"},
                          {"role": "exit", "content": "diff --git a/x b/x"}],
             "trajectory_format": "mini-swe-agent-1.1"}
     path = tmp_path / "django__django-11099.traj.json"

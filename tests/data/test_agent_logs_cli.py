@@ -37,7 +37,8 @@ def test_judge_writes_one_verdict_per_trajectory_of_every_agent_log_format(tmp_p
 
 def test_convert_round_trips_every_agent_log_sample(tmp_path):
     for name, folder in DIRS.items():
-        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".eval", ".traj")):
+        suffixes = (".json", ".jsonl", ".eval", ".traj")
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in suffixes):
             if path.name in NOT_CONVERTIBLE:
                 continue
             out = tmp_path / f"{name}-{path.parent.name}-{path.name}.jsonl"  # two ATIF runs are both trajectory.json

@@ -112,7 +112,8 @@ def _observation_list_and_flags(r):
 
 VARIANTS = {"no ids, no agent": _drop_ids, "OpenAI-shaped calls": _openai_calls, "name/input calls": _name_input_calls,
             "content-part messages": _content_parts, "other types and extra fields": _types_and_extras,
-            "assistant/human sources": _alt_sources, "observation list with is_error flags": _observation_list_and_flags,
+            "assistant/human sources": _alt_sources,
+            "observation list with is_error flags": _observation_list_and_flags,
             "version 1.6 without prefix": lambda r: r.update(schema_version="1.6"),
             "lower-case prefix": lambda r: r.update(schema_version="atif-v1.5")}
 

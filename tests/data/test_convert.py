@@ -23,7 +23,7 @@ INPUTS = sorted(p for p in DATA.glob("*/*.json*") if p.name not in ORPHAN_TOOL_R
 
 def _same(original, back) -> None:
     assert [t.id for t in back] == [t.id for t in original]
-    for a, b in zip(original, back):
+    for a, b in zip(original, back, strict=True):
         assert b.steps == a.steps, a.id
         assert render_trajectory(b) == render_trajectory(a)
         assert (b.label, b.reward, b.task_id, b.domain, b.agent, b.trial) == \
@@ -39,7 +39,8 @@ def test_convert_round_trip_keeps_steps_ids_labels_and_hidden(path, tmp_path, ca
     original = load_trajectories(path)
     back = load_trajectories(out)
     _same(original, back)
-    for a, b in zip(original, back):  # the loader's hidden fields travel under metadata["hidden"], never as steps
+    # the loader's hidden fields travel under metadata["hidden"], never as steps
+    for a, b in zip(original, back, strict=True):
         kept = b.hidden["metadata"][HIDDEN_KEY]
         assert kept["format"] == a.hidden["format"]
         assert kept == json.loads(json.dumps({k: v for k, v in a.hidden.items() if k in kept}, default=str))

@@ -46,7 +46,8 @@ def test_counts_equal_the_loaded_trajectories_on_the_shipped_data(tmp_path):
     """User sees: the same trajectories, labels, rewards and tool-error counts from `stats` as from any
     loading command, on the 700 shipped episodes written as generic JSONL and on their own formats."""
     generic = _shipped_as_generic(tmp_path)
-    for data in (generic, AIRLINE, WEBSHOP, ROOT / "tests/fixtures/adversarial/forgeries.jsonl", ROOT / "evals/data/otel/constructed_otlp.jsonl",
+    for data in (generic, AIRLINE, WEBSHOP, ROOT / "tests/fixtures/adversarial/forgeries.jsonl",
+                 ROOT / "evals/data/otel/constructed_otlp.jsonl",
                  ROOT / "evals/data/openhands/multi_swe_bench_output.jsonl"):
         for rule in (None, ">=1", 0.5):
             full, full_report, counted, counts_report = _both(data, label_threshold=rule)

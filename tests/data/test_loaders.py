@@ -27,9 +27,12 @@ DOCS_FORMAT = REPO / "docs" / "FORMAT.md"
 # Records whose run crashed before any message (info.error set, traj == []): not loadable, reported as skipped.
 CRASHED = {
     "tau_bench_agentverify/assertions-agent-none-0.1_range_0-100_6_18_2025.json": 34,
-    "tau_bench_grok/react-grok-4-fast-reasoning-0.0_range_0--1_user-grok-4-fast-reasoning-llm_1129215652.json": 1,
-    "tau_bench_grok/tool-calling-grok-4-1-fast-reasoning-0.0_range_0--1_user-grok-4-1-fast-reasoning-llm_1129145530.json": 1,
-    "tau_bench_llama31_8b/tool-calling-Llama-3.1-8B-Instruct-1.0_range_0--1_user-gpt-4o-llm_locale-en_checkpoint.json": 1,
+    "tau_bench_grok/react-grok-4-fast-reasoning-0.0_range_0--1_"
+    "user-grok-4-fast-reasoning-llm_1129215652.json": 1,
+    "tau_bench_grok/tool-calling-grok-4-1-fast-reasoning-0.0_range_0--1_"
+    "user-grok-4-1-fast-reasoning-llm_1129145530.json": 1,
+    "tau_bench_llama31_8b/tool-calling-Llama-3.1-8B-Instruct-1.0_range_0--1_"
+    "user-gpt-4o-llm_locale-en_checkpoint.json": 1,
 }
 
 

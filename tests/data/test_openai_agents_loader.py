@@ -72,7 +72,8 @@ def test_trace_metadata_is_hidden_and_a_bad_record_is_named(tmp_path):
                  "span_data": {"type": "guardrail", "name": f"{CANARY}-guardrail", "triggered": True}}
     path = tmp_path / "export.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in [items[0], broken, guardrail, *items[1:]]))
-    with pytest.raises(TrajectoryFormatError, match=r"export\.jsonl, record 1: span 'span_x': a span needs a span_data object"):
+    with pytest.raises(TrajectoryFormatError,
+                       match=r"export\.jsonl, record 1: span 'span_x': a span needs a span_data object"):
         load_trajectories(path)
     loaded = load_trajectories(path, on_error="skip")
     assert len(loaded) == 2 and [(r, "span_data" in p) for _, r, p in loaded.report.skipped] == [(1, True)]

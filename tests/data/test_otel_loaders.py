@@ -38,7 +38,8 @@ def assert_paired(t):
 
 
 @pytest.mark.parametrize("path,fmt", [(p, "otel") for p in sorted(OTEL.glob("*.json*"))]
-                         + [(p, "langfuse") for p in sorted(LANGFUSE.glob("*.json"))], ids=lambda x: getattr(x, "name", x))
+                         + [(p, "langfuse") for p in sorted(LANGFUSE.glob("*.json"))],
+                         ids=lambda x: getattr(x, "name", x))
 def test_every_sample_is_detected_and_selectable_by_name(path, fmt):
     assert fmt in FORMATS and detect_format(path) == fmt
     auto = load_trajectories(path)
@@ -82,10 +83,12 @@ def test_langfuse_pydantic_ai_history_is_not_duplicated():
     assert "You are a creative joke writer" in t.hidden["system_prompt"]
 
 
-@pytest.mark.parametrize("name,calls,last", [("google-adk-2025-08-28.trace.json", 1, "final_answer"),  # Gemini parts
-                                             ("claude-agent-2025-12-22.trace.json", 2, "final_answer"),  # tool_use blocks
-                                             ("langgraph-js-2025-10-30.trace.json", 1, "final_answer"),  # role = tool name
-                                             ("vercel-aisdk-2025-11-17.trace.json", 1, "tool_result")])  # toolCallId items
+@pytest.mark.parametrize("name,calls,last", [
+    ("google-adk-2025-08-28.trace.json", 1, "final_answer"),  # Gemini parts
+    ("claude-agent-2025-12-22.trace.json", 2, "final_answer"),  # tool_use blocks
+    ("langgraph-js-2025-10-30.trace.json", 1, "final_answer"),  # role = tool name
+    ("vercel-aisdk-2025-11-17.trace.json", 1, "tool_result"),  # toolCallId items
+])
 def test_langfuse_message_dialects_pair_calls_and_results(name, calls, last):
     [t] = load_trajectories(LANGFUSE / name)
     assert t.n_tool_calls == calls and t.steps[0].kind == "user" and t.steps[-1].kind == last

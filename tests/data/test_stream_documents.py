@@ -40,7 +40,8 @@ EDGE_DOCUMENTS = [
     b'["\\ud83d\\ude00", "x", "\\ud800", "\\udc00x"]',  # escaped emoji; lone surrogates
     b'["\\ud800\\u0041", 1]',  # a lone high surrogate before another escape: ijson would join the two
     b'[{"a": 1, "a": 2}, 0.1, 9223372036854775807, 12345678901234567890123]',
-    b'[1, 2, "\xff", 3]', b'[NaN, 1]', b'[1] trailing', b'{"a": 1}', b'\xef\xbb\xbf[1, 2]', b'\xef\xbb\xbf\xef\xbb\xbf[1]',
+    b'[1, 2, "\xff", 3]', b'[NaN, 1]', b'[1] trailing', b'{"a": 1}', b'\xef\xbb\xbf[1, 2]',
+    b'\xef\xbb\xbf\xef\xbb\xbf[1]',
     b'[1,]', b'[1, 2 3]', b'', b'  \n[1]', b'[]', b'[1, 2', b'[\n1,\n{"a": tru}]', b'\xa0[1]',
     b'[' + b','.join(json.dumps({"k": "\U0001F600" * i + "\\", "n": i}).encode() for i in range(30)) + b']',
     b'["' + b'\\ud83d\\ude00' * 40 + b'", "' + b'a' * 30 + b'\\ud83d\\u0041"]',
@@ -117,7 +118,8 @@ def test_shipped_tau_bench_results_stream_to_the_same_trajectories(monkeypatch):
     whole = {}
     files = TAU_FILES + _raw_tau_files()
     with monkeypatch.context() as forced:  # every element through the whole-text reader: the old path
-        forced.setattr(_json_stream.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_json_stream.ijson.JSONError("off")))
+        forced.setattr(_json_stream.ijson, "items",
+                       lambda *a, **k: (_ for _ in ()).throw(_json_stream.ijson.JSONError("off")))
         for path in files:
             whole[path] = _results(tau_bench.read, path)
     _never_read_whole(monkeypatch)
@@ -142,7 +144,8 @@ def test_bad_tau_bench_documents_give_the_same_errors_streamed(tmp_path, monkeyp
     loaded and the same errors (file, record, problem) as the whole-text reader gave."""
     path = _tau_document(tmp_path, tail)
     with monkeypatch.context() as forced:
-        forced.setattr(_json_stream.ijson, "items", lambda *a, **k: (_ for _ in ()).throw(_json_stream.ijson.JSONError("off")))
+        forced.setattr(_json_stream.ijson, "items",
+                       lambda *a, **k: (_ for _ in ()).throw(_json_stream.ijson.JSONError("off")))
         whole = _results(tau_bench.read, path)
     streamed = _results(tau_bench.read, path)
     assert streamed == whole
@@ -169,7 +172,8 @@ def test_a_generic_json_array_streams_with_the_same_records_and_errors(tmp_path,
         loaded = load_trajectories(path, on_error="skip")
         assert len(loaded) == 4 and loaded.report.skipped[0][1] == 2
     _never_read_whole(monkeypatch)
-    assert [t.id for t in iter_trajectories(good, on_error="skip")] == [r["id"] for i, r in enumerate(records) if i != 2]
+    kept = [r["id"] for i, r in enumerate(records) if i != 2]
+    assert [t.id for t in iter_trajectories(good, on_error="skip")] == kept
 
 
 # ----------------------------------------------------------------------------- tau2-bench results
@@ -388,7 +392,8 @@ def test_small_documents_are_read_whole_once_and_large_ones_streamed(tmp_path, m
     path.write_bytes(TAU2_DOCUMENTS[0])
     monkeypatch.setattr(_json_stream, "STREAM_FROM", path.stat().st_size + 1)
     calls = []
-    monkeypatch.setattr(tau2, "scan_json_object", lambda *a, **k: calls.append(a) or _json_stream.scan_json_object(*a, **k))
+    monkeypatch.setattr(tau2, "scan_json_object",
+                        lambda *a, **k: calls.append(a) or _json_stream.scan_json_object(*a, **k))
     small = _results(tau2.read, path)
     assert calls == []
     monkeypatch.setattr(_json_stream, "STREAM_FROM", path.stat().st_size)

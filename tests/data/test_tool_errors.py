@@ -22,7 +22,8 @@ POSITIVES = [
     ("error_prefix", "Error: payment method not found"),  # real: tau_bench_official
     ("error_prefix", "Unknown action search_flights"),
     ("error_prefix", '# var_3 = "Error: user not found"'),
-    ("error_label", "ERROR:\nNo replacement was performed, old_str `DEF(idseqsingle);` did not appear verbatim"),  # real: openhands
+    # real: openhands
+    ("error_label", "ERROR:\nNo replacement was performed, old_str `DEF(idseqsingle);` did not appear verbatim"),
     ("error_label", "error: pathspec 'feature' did not match any file(s) known to git"),
     ("error_label", "fatal: not a git repository (or any of the parent directories): .git"),
     ("error_label", "ERROR: Could not find a version that satisfies the requirement nosuchpkg"),
@@ -82,7 +83,8 @@ NEGATIVES = [
     "===== 12 passed, 0 errors in 0.42s =====",
     "exit code 0",
     "returncode: 0",
-    "<returncode>0</returncode>\n<output>\ntotal 24\n-rwxr-xr-x 1 root root 368 existing_lint_error.py\n</output>",  # real: mini_swe
+    "<returncode>0</returncode>\n<output>\ntotal 24\n-rwxr-xr-x 1 root root 368 existing_lint_error.py\n"
+    "</output>",  # real: mini_swe
     "HTTP/1.1 200 OK",
     "status_code: 200",
     '{"error": null, "result": 3}',
@@ -98,7 +100,8 @@ NEGATIVES = [
     "Handled the Traceback (most recent call last) in the log parser",
     "def test_not_found():\n    assert client.get('/x').status_code == 404",
     "Your proposed edit has been applied. No syntax errors.",
-    "[File: src/marshmallow/fields.py (1997 lines total)]\n1462: if precision not in units:\n1463:     msg = 'error'",  # real-ish: swe_agent
+    "[File: src/marshmallow/fields.py (1997 lines total)]\n1462: if precision not in units:\n"
+    "1463:     msg = 'error'",  # real-ish: swe_agent
     "The file errors.log was created.",
     "warning: LF will be replaced by CRLF in README.md",
     "Successfully installed requests-2.31.0\nerror_handler registered",

@@ -40,7 +40,8 @@ TOOL_ERROR_FAMILIES: dict[str, tuple[str, re.Pattern]] = {
     # "EACCES: permission denied, mkdir '/app'") and Python's "[Errno 2] ...".
     "shell": ("shell and OS diagnostics: 'bash: x: command not found', 'cat: x: No such file or directory', "
               "'Permission denied', 'sh: 1: x: not found', make '*** Error 2', 'ENOENT:', '[Errno 2]'",
-              re.compile(r"^[\w.+/~-]{1,80}(?:: line \d+)?: (?:[^\n]{0,300}?: )?(?:\[Errno \d+\] )?(?:command not found|No such file or "
+              re.compile(r"^[\w.+/~-]{1,80}(?:: line \d+)?: (?:[^\n]{0,300}?: )?(?:\[Errno \d+\] )?"
+                         r"(?:command not found|No such file or "
                          r"directory|Permission denied|Is a directory|Not a directory|Operation not permitted|"
                          r"Directory not empty|File exists|Read-only file system|No space left on device)\s*$"
                          r"|^(?:/bin/)?(?:ba|da|z|k)?sh: \d+: [^\n]{1,200}: not found\s*$"

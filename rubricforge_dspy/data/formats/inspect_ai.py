@@ -10,7 +10,8 @@ One trajectory per sample and epoch, id ``{file name}/{eval.task}:{sample.id}:{e
 keeps two runs of one task apart: a log directory holds many), task id ``str(sample.id)``, trial = the
 epoch. Steps come from ``sample["messages"]`` (``attachment://`` references resolved from the sample's
 ``attachments``): system messages are hidden; user -> ``user``; assistant -> its text (if any) then
-one ``tool_call`` per ``tool_calls`` entry; tool -> ``tool_result`` (``error`` not null, or the text reads as a failure (`looks_like_tool_error`) -> ``is_error``).
+one ``tool_call`` per ``tool_calls`` entry; tool -> ``tool_result`` (``error`` not null, or the text reads as
+a failure (`looks_like_tool_error`) -> ``is_error``).
 The last assistant text becomes the final answer.
 
 Reward: the first scorer of ``sample["scores"]``: a number as is; ``"C"`` 1, ``"P"`` 0.5, ``"I"``/``"N"`` 0

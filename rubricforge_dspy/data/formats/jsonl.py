@@ -5,11 +5,12 @@ draft 2020-12); see ``docs/FORMAT.md``. Mapping: ``user`` -> ``user`` step; ``as
 ``assistant`` step, its ``tool_calls`` (or legacy ``function_call``, or text ``action``) -> ``tool_call``
 steps; ``tool`` (or legacy ``function``, or a ``user`` message marked ``"observation": true``) ->
 ``tool_result`` (error flag from ``is_error`` / ``error``, else the ``Error: ...`` content shape); the
-closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` messages go to ``hidden["system_prompt"]`` and ``metadata`` to
-``hidden["metadata"]``; neither is ever a step.
+closing assistant text -> ``final_answer`` (see `finalize_answer`). ``system`` messages go to
+``hidden["system_prompt"]`` and ``metadata`` to ``hidden["metadata"]``; neither is ever a step.
 
 ``"reward": null`` (and no ``label``) marks an unlabeled episode (``label=None, reward=None``): judge it,
-or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read as well (streamed, one record at a time).
+or join labels with ``--labels``. A file holding one JSON array of such records (``[{...}, {...}]``) is read
+as well (streamed, one record at a time).
 """
 
 from __future__ import annotations

@@ -122,7 +122,9 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
     if not isinstance(record, dict):
         raise ValueError(f"a trace export must be a JSON object, got {type(record).__name__}")
     trace = record["trace"] if isinstance(record.get("trace"), dict) else record
-    observations = record.get("observations") if isinstance(record.get("observations"), list) else trace.get("observations")
+    observations = record.get("observations")
+    if not isinstance(observations, list):
+        observations = trace.get("observations")
     if not isinstance(observations, list) or "id" not in trace:
         raise ValueError("not a Langfuse trace export: expected {trace: {id, ...}, observations: [...]} "
                          "or a trace with an observations list")
@@ -130,7 +132,8 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
     unattributed: list[dict] = []
     spans = [to_span(obs, f"observation {i}", unattributed) for i, obs in enumerate(observations)]
     root = Span(span_id=f"trace:{trace_id}", parent_id=None, name=str(trace.get("name") or ""), start=float("-inf"),
-                end=float("-inf"), kind="other", value_in=_text(trace.get("input")), value_out=_text(trace.get("output")))
+                end=float("-inf"), kind="other", value_in=_text(trace.get("input")),
+                value_out=_text(trace.get("output")))
     hidden = {k: redact(trace.get(k)) for k in _HIDDEN_TRACE_KEYS if trace.get(k) not in (None, [], {})}
     if unattributed:
         hidden["unattributed_messages"] = unattributed

@@ -159,9 +159,9 @@ def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
     kind = span_kind(attrs, name, where)
     error, message = _is_error(raw.get("status") or {"status_code": raw.get("status_code"),
                                                       "description": raw.get("status_message")})
+    model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name")
     span = Span(span_id=hex_id(span_id, 16) or f"{trace}:{name}", parent_id=hex_id(parent, 16), name=name,
-                start=_seconds(start), end=_seconds(end), kind=kind, error=error,
-                model=attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name"),
+                start=_seconds(start), end=_seconds(end), kind=kind, error=error, model=model,
                 agent_name=attrs.get("gen_ai.agent.name"), hidden=hidden_attributes(attrs))
     if kind == "evaluator":
         span.hidden = {k: v for k, v in attrs.items() if not k.startswith("gen_ai.usage")}

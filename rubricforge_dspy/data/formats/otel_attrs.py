@@ -64,9 +64,9 @@ def check_schema_url(url: Any) -> None:
         version = f"{match.group(1)}.{match.group(2)}"
         raise ValueError(
             f"schemaUrl {url!r} declares semantic conventions {version}, newer than the GenAI conventions this "
-            f"loader reads (1.{SEMCONV_MIN[1]} - 1.{SEMCONV_MAX[1]}); check docs/FORMAT.md for the attribute names read, "
-            f"and re-export with an instrumentation pinned to semconv <= 1.{SEMCONV_MAX[1]} (or convert to the generic "
-            f"JSONL)")
+            f"loader reads (1.{SEMCONV_MIN[1]} - 1.{SEMCONV_MAX[1]}); check docs/FORMAT.md for the attribute names "
+            f"read, and re-export with an instrumentation pinned to semconv <= 1.{SEMCONV_MAX[1]} (or convert to the "
+            f"generic JSONL)")
 
 
 def maybe_json(value: Any) -> Any:
@@ -307,7 +307,8 @@ def _event_messages(events: list[tuple[str, dict]], where: str) -> tuple[list[Ms
             body = maybe_json(ev.get("message")) if name == "gen_ai.choice" and "message" in ev else ev
             body = dict(body) if isinstance(body, dict) else {"content": body}
             body["role"] = body.get("role") or _EVENT_ROLES.get(name, "assistant")
-            (outputs if name == "gen_ai.choice" else inputs).extend(normalize_messages([body], f"{where}, event {name}"))
+            target = outputs if name == "gen_ai.choice" else inputs
+            target.extend(normalize_messages([body], f"{where}, event {name}"))
     return inputs, outputs
 
 
@@ -325,7 +326,8 @@ def llm_messages(attrs: dict, events: list[tuple[str, dict]], where: str) -> tup
         return inputs, _as_output(outputs)
     if "mlflow.spanInputs" in attrs or "mlflow.spanOutputs" in attrs:
         return (normalize_messages(maybe_json(attrs.get("mlflow.spanInputs")), f"{where}, mlflow.spanInputs"),
-                _as_output(normalize_messages(maybe_json(attrs.get("mlflow.spanOutputs")), f"{where}, mlflow.spanOutputs")))
+                _as_output(normalize_messages(maybe_json(attrs.get("mlflow.spanOutputs")),
+                                              f"{where}, mlflow.spanOutputs")))
     if any(k.startswith("llm.input_messages.") or k.startswith("llm.output_messages.") for k in attrs):
         return (_flat_messages(attrs, "llm.input_messages", "oi", where),
                 _as_output(_flat_messages(attrs, "llm.output_messages", "oi", where)))
@@ -353,7 +355,8 @@ def span_kind(attrs: dict, name: str, where: str) -> str:
     oi = attrs.get("openinference.span.kind")
     if oi is not None:
         if str(oi).upper() not in OPENINFERENCE_KINDS:
-            raise ValueError(f"{where}: unknown openinference.span.kind {oi!r} (this loader reads {OPENINFERENCE_KINDS})")
+            raise ValueError(f"{where}: unknown openinference.span.kind {oi!r} "
+                             f"(this loader reads {OPENINFERENCE_KINDS})")
         oi = str(oi).upper()
         return {"LLM": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent", "EVALUATOR": "evaluator",
                 "GUARDRAIL": "evaluator"}.get(oi, "other")
@@ -368,7 +371,8 @@ def span_kind(attrs: dict, name: str, where: str) -> str:
         return "agent"
     if any(k.startswith(EVAL_PREFIXES) for k in attrs) and not any(k.startswith("gen_ai.input") for k in attrs):
         return "evaluator"
-    return "llm" if op is not None or any(k.startswith(("gen_ai.prompt", "llm.input_messages")) for k in attrs) else "other"
+    prompted = any(k.startswith(("gen_ai.prompt", "llm.input_messages")) for k in attrs)
+    return "llm" if op is not None or prompted else "other"
 
 
 def tool_info(attrs: dict, span_name: str = "unknown") -> tuple[str, str | None, Any, str | None]:
@@ -389,7 +393,8 @@ def tool_info(attrs: dict, span_name: str = "unknown") -> tuple[str, str | None,
 def io_values(attrs: dict) -> tuple[str | None, str | None]:
     """An agent/chain span's ``input.value`` / ``output.value`` (text), for traces without LLM messages."""
     if "mlflow.spanInputs" in attrs or "mlflow.spanOutputs" in attrs:
-        return tuple(None if attrs.get(k) is None else _text(attrs[k]) for k in ("mlflow.spanInputs", "mlflow.spanOutputs"))
+        return tuple(None if attrs.get(k) is None else _text(attrs[k])
+                     for k in ("mlflow.spanInputs", "mlflow.spanOutputs"))
     return attrs.get("input.value"), attrs.get("output.value")
 
 

@@ -102,7 +102,8 @@ def _join_tools(history: list[tuple[float, int, Msg]], tool_spans: list[Span]) -
         failed = span.error or (result is not None and looks_like_tool_error(result))
         open_calls = [c for c in calls if not c[2]]
         match = next((c for c in open_calls if cid and c[0].tool_calls[c[1]][0] == cid), None) or next(
-            (c for c in open_calls if c[0].tool_calls[c[1]][1] == name and not (cid and c[0].tool_calls[c[1]][0])), None) \
+            (c for c in open_calls
+             if c[0].tool_calls[c[1]][1] == name and not (cid and c[0].tool_calls[c[1]][0])), None) \
             or next((c for c in open_calls if c[0].tool_calls[c[1]][1] == name), None)  # ids disagree: by name
         if match is None:  # a tool run no LLM message mentions: its own call and result
             cid = cid or span.span_id

@@ -11,7 +11,8 @@ per trajectory entry: the ``thought`` as assistant text, the ``action`` as a ``t
 name = the action's first word, i.e. the SWE-agent command such as ``edit``, ``find_file``, ``python``
 or ``submit``; arguments = the whole action text) and the ``observation`` as its ``tool_result``
 (``is_error`` when it reads like a failure: `looks_like_tool_error`, a Python traceback, 
-``command not found`` or SWE-agent's "Your proposed edit has introduced new syntax error(s)"). The final ``submit`` is an action like any other.
+``command not found`` or SWE-agent's "Your proposed edit has introduced new syntax error(s)"). The final
+``submit`` is an action like any other.
 
 Id: the instance id, from the file name ``<instance_id>.traj`` (SWE-bench runs write
 ``<instance_id>/<instance_id>.traj``), so a SWE-bench ``results.json`` joins by id via ``--labels``.

@@ -104,7 +104,7 @@ def test_no_label_reward_or_hidden_canary_reaches_the_render(name, tmp_path):
     poisoned = load_trajectories(data, mapping=mapping, on_error="skip")
     assert [t.id for t in poisoned] == list(sample.ids)
     assert [t.label for t in poisoned] == list(sample.labels)  # read from the canary values
-    for before, after in zip(original, poisoned):
+    for before, after in zip(original, poisoned, strict=True):
         if before.reward is not None:
             assert after.reward == pytest.approx(before.reward + REWARD_DIGITS)
         assert all(CANARY in str(value) for key, value in after.hidden.items()

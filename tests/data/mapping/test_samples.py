@@ -66,7 +66,8 @@ def test_chat_messages_map_roles_and_tool_calls():
     first = trajectories[0]
     kinds = [s.kind for s in first.steps]
     assert kinds == ["user", "tool_call", "tool_result", "tool_call", "tool_result", "tool_call", "final_answer"]
-    assert first.steps[1].tool_name == "transitaires_for_transitaires" and first.steps[2].call_id == first.steps[1].call_id
+    assert first.steps[1].tool_name == "transitaires_for_transitaires"
+    assert first.steps[2].call_id == first.steps[1].call_id
     assert first.steps[3].arguments == {"is_id": "ACT_AGENCE_CALEDONIENNE_DE_TRANSIT"}
     assert "AutoGPT" in first.hidden["system_prompt"] and "AutoGPT" not in render_trajectory(first, FULL_VIEW)
     assert first.hidden["win"] is True

@@ -89,7 +89,8 @@ def test_memory_holds_a_record_not_the_file(tmp_path, layout):
         else:
             out.write("[" if layout == "array" else "{")
             for i, r in enumerate(records):
-                out.write(("," if i else "") + (json.dumps(r) if layout == "array" else f'"{r["id"]}": {json.dumps(r)}'))
+                item = json.dumps(r) if layout == "array" else f'"{r["id"]}": {json.dumps(r)}'
+                out.write(("," if i else "") + item)
             out.write("]" if layout == "array" else "}")
             mapping = _mapping("@" if layout == "array" else "*")
     size = data.stat().st_size

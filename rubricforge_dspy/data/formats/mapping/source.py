@@ -79,7 +79,8 @@ def _json_records(file: Path, records_path: str) -> Iterator[tuple[int, Any, Any
     """``(index, key, value)`` of the records of one JSON document; a document in which the path matches
     no record gives one error naming the file (never an empty load that looks like success)."""
     n = 0
-    for n, item in enumerate(_json_records_of(file, records_path), 1):
+    for item in _json_records_of(file, records_path):
+        n += 1
         yield item
     if n == 0:
         yield 0, 0, TrajectoryFormatError(str(file), None, f"records.path {records_path!r} matched no records")

@@ -1,0 +1,83 @@
+"""`rubricforge cascade fit`: fit a certified cascade (docs/CASCADE.md) from saved stages and labeled
+calibration data, and save it beside its stages. `rubricforge judge --cascade` judges with it.
+
+    rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl [--labels L]
+        --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--method holm] --out cascade.json
+
+Exit 2 when nothing can be certified (`CascadeCalibrationError`: the message says how many labels the
+requested alpha would need), 3 when an LLM stage's LM fails on the calibration items (`CascadeStageError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.lm.config import lm_name
+
+__all__ = ["add_cascade_parser", "cmd_cascade_fit"]
+
+METHODS = ("holm", "bonferroni", "fixed_sequence", "split_fixed_sequence")
+
+
+def _check(args) -> None:
+    if not 0 < args.alpha < 1 or not 0 < args.delta < 1:
+        raise InputError(f"--alpha and --delta must be in (0, 1), got {args.alpha} and {args.delta}")
+    if args.max_false_pass is not None and not 0 < args.max_false_pass < 1:
+        raise InputError(f"--max-false-pass must be in (0, 1), got {args.max_false_pass}")
+    if not args.out.endswith(".json"):
+        raise InputError(f"--out {args.out}: a cascade is a .json file")
+
+
+def cmd_cascade_fit(args) -> int:
+    """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
+    needed) or for bad input; 3 when an LLM stage's LM fails."""
+    from rubricforge_dspy.judge.loading import load_judge
+    from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report
+
+    _check(args)
+    writable_file(args.out, "cascade")
+    stages = [load_judge(path, allow_unverified=args.allow_unverified_program) for path in args.stage]
+    trajectories = load_data(args, need_labels=True).trajectories
+    needs_lm = any(stage.predictors() for stage in stages)
+    with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
+        if lm is not None:
+            print(f"judge LM: {lm_name(lm)} (for the LLM stages)", file=sys.stderr)
+            for stage in stages:
+                if stage.predictors():
+                    stage.set_lm(lm)
+        cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
+                              names=args.name, seed=args.seed, num_threads=args.concurrency)
+    cascade.save(args.out)
+    print(format_fit_report(cascade.fit_report, cascade.guarantee))
+    print(f"written to: {args.out} (stages beside it: "
+          + ", ".join(f"{args.out[:-5]}.{rule.name}.json" for rule in cascade.rules) + ")")
+    return 0
+
+
+def add_cascade_parser(sub, formats: tuple[str, ...]) -> None:
+    p = sub.add_parser("cascade", help="a certified cascade: the free floor, then LLM judges, then a person")
+    commands = p.add_subparsers(dest="cascade_command", required=True)
+    f = commands.add_parser("fit", help="fit per-stage thresholds on labeled calibration data (Learn-then-Test)",
+                            description=__doc__)
+    f.add_argument("--stage", action="append", required=True,
+                   help="a saved judge (floor file, frozen program, hybrid), cheapest first; repeat per stage")
+    f.add_argument("--name", action="append", default=None,
+                   help="stage names, one per --stage (default: floor, judge, judge2...)")
+    add_data_arguments(f, formats)
+    f.add_argument("--alpha", type=float, required=True, help="bound on disagreement among decided items")
+    f.add_argument("--max-false-pass", type=float, default=None,
+                   help="also bound the false-pass rate among decided failed items")
+    f.add_argument("--delta", type=float, default=0.1, help="the bounds hold with probability >= 1 - delta")
+    f.add_argument("--method", choices=METHODS, default="holm", help="family-wise procedure (default holm)")
+    f.add_argument("--seed", type=int, default=0, help="the trial kept per task, and the split's ordering part")
+    f.add_argument("--concurrency", type=int, default=4, help="threads of each stage's calibration batch")
+    f.add_argument("--allow-unverified-program", action="store_true",
+                   help="load a stage whose manifest cannot verify it, with a warning; refused otherwise")
+    f.add_argument("--out", required=True, help="the cascade .json (its stages are saved beside it)")
+    add_lm_arguments(f, reflection=False)
+    f.set_defaults(func=cmd_cascade_fit)
