@@ -59,7 +59,7 @@ def cmd_cascade_fit(args) -> int:
     return 0
 
 
-def add_cascade_parser(sub, formats: tuple[str, ...]) -> None:
+def add_cascade_parser(sub) -> None:
     p = sub.add_parser("cascade", help="a certified cascade: the free floor, then LLM judges, then a person")
     commands = p.add_subparsers(dest="cascade_command", required=True)
     f = commands.add_parser("fit", help="fit per-stage thresholds on labeled calibration data (Learn-then-Test)",
@@ -68,7 +68,7 @@ def add_cascade_parser(sub, formats: tuple[str, ...]) -> None:
                    help="a saved judge (floor file, frozen program, hybrid), cheapest first; repeat per stage")
     f.add_argument("--name", action="append", default=None,
                    help="stage names, one per --stage (default: floor, judge, judge2...)")
-    add_data_arguments(f, formats)
+    add_data_arguments(f)
     f.add_argument("--alpha", type=float, required=True, help="bound on disagreement among decided items")
     f.add_argument("--max-false-pass", type=float, default=None,
                    help="also bound the false-pass rate among decided failed items")

@@ -1,4 +1,4 @@
-"""The command line's data options (``--data --format --label-threshold --labels --skip-bad``) and the
+"""The command line's data options (``--data --format --map --label-threshold --labels --skip-bad``) and the
 load every command that reads trajectories does with them: load, join labels, and say what happened
 (skipped records with their reasons, ignored files, the label join, label warnings) on stderr.
 """
@@ -11,15 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.scan import require_trajectories
-from rubricforge_dspy.data.formats import FORMATS
-from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 
-__all__ = ["FORMAT_CHOICES", "add_data_arguments", "load_data", "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN",
-           "stream_data"]
+__all__ = ["format_arg", "add_format_arguments", "apply_mapping", "add_data_arguments", "load_data",
+           "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN", "stream_data"]
 
-FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # what --format accepts
 SHOWN = 20  # problems listed one per line before "... and N more"
 
 
@@ -31,10 +29,48 @@ def label_rule_arg(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_data_arguments(parser: argparse.ArgumentParser, formats, *, required: bool = True) -> None:
-    """``--data``, ``--format``, ``--label-threshold``, ``--labels`` and ``--skip-bad``."""
+def format_arg(name: str) -> str:
+    """argparse type of ``--format``: "auto" or a registered format (built-in, plugin or mapping), checked when
+    the command line is parsed, so a plugin is looked up only then (never when the CLI is imported)."""
+    from rubricforge_dspy.data.formats import format_names
+
+    names = format_names()
+    if name != "auto" and name not in names:
+        raise argparse.ArgumentTypeError(f"unknown format {name!r}: auto or one of {', '.join(names)} "
+                                         "(`rubricforge formats` lists them; --map MAP reads any other log)")
+    return name
+
+
+def add_format_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--format`` and ``--map`` (a declarative mapping of a log no built-in format reads: docs/MAPPING.md)."""
+    parser.add_argument("--format", default="auto", type=format_arg, metavar="FORMAT",
+                        help="the input format (default: auto-detect; `rubricforge formats` lists them)")
+    parser.add_argument("--map", default=None, metavar="MAP",
+                        help="a mapping file (.json or .yaml) that says where a log's records and fields are "
+                             "(docs/MAPPING.md; `rubricforge map check` tries it); instead of --format")
+
+
+def apply_mapping(args: argparse.Namespace) -> None:
+    """``--map``: register the mapping as a format and read the data with it (``args.format`` = its name).
+
+    Raises:
+        InputError: --map beside a --format other than auto; a mapping that does not validate (`MappingError`).
+    """
+    mapping = getattr(args, "map", None)
+    if mapping is None:
+        return
+    if getattr(args, "format", "auto") not in ("auto", None):
+        raise InputError(f"--map {mapping} and --format {args.format} both say how to read the data: give one")
+    from rubricforge_dspy.data.formats.mapping import register_mapping
+
+    args.format = register_mapping(mapping).name
+
+
+def add_data_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """``--data``, ``--format``/``--map``, ``--label-threshold``, ``--labels`` and ``--skip-bad`` (format names
+    are checked against the registry when the command line is parsed: `format_arg`)."""
     parser.add_argument("--data", required=required, nargs="+", default=None, help="trajectory file(s) or directory")
-    parser.add_argument("--format", default="auto", choices=formats)
+    add_format_arguments(parser)
     add_label_arguments(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip (and list) malformed records instead of stopping at the first one")
@@ -99,8 +135,8 @@ def stream_data(args, *, warn: bool = True, counts: bool = False) -> LoadedData:
 
     counts: yield `TrajectoryCounts` instead of trajectories (`iter_trajectory_counts`: every record
     checked the same, no steps built), for a command that only counts (``stats``)."""
-    from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.data.formats import LoadReport, iter_trajectories, iter_trajectory_counts
+    from rubricforge_dspy.data.labels import LabelJoin
 
     report = LoadReport()
     joiner = LabelJoin(args.labels, args.label_threshold) if getattr(args, "labels", None) else None

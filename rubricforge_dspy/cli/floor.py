@@ -84,10 +84,10 @@ def cmd_floor(args) -> int:
     return 0
 
 
-def add_floor_parser(sub, formats: tuple[str, ...]) -> None:
+def add_floor_parser(sub) -> None:
     p = sub.add_parser("floor", help="the floor every judge must beat: symptom and length-only models by "
                                      "task-grouped cross-validation, and the Heuristic (no LM, seconds)")
-    add_data_arguments(p, formats)
+    add_data_arguments(p)
     p.add_argument("--folds", type=int, default=FLOOR_FOLDS, help=f"cross-validation folds (default {FLOOR_FOLDS})")
     p.add_argument("--seed", type=int, default=0, help="fold shuffling and bootstrap seed")
     p.add_argument("--resamples", type=int, default=FLOOR_RESAMPLES, help="bootstrap resamples for kappa/AUC")

@@ -37,7 +37,8 @@ def add_mlflow_source_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--label-name", default="label",
                        help="the HUMAN feedback assessment that holds the label (default: label); other sources "
                             "(LLM judges, code) are never labels")
-    group.add_argument("--mlflow-page-size", type=int, default=100, metavar="N", help="traces per request (default 100)")
+    group.add_argument("--mlflow-page-size", type=int, default=100, metavar="N",
+                       help="traces per request (default 100)")
 
 
 def add_mlflow_sink_arguments(parser: argparse.ArgumentParser) -> None:

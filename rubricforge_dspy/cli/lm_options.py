@@ -14,8 +14,14 @@ from contextlib import contextmanager
 from typing import Any, Mapping
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.lm.config import (DEFAULT_API_KEY_ENV, ENV_PREFIX, REFLECTION_INFIX, SETTABLE_FIELDS,
-                                        STRUCTURED_OUTPUTS, LMConfig)
+from rubricforge_dspy.lm.config import (
+    DEFAULT_API_KEY_ENV,
+    ENV_PREFIX,
+    REFLECTION_INFIX,
+    SETTABLE_FIELDS,
+    STRUCTURED_OUTPUTS,
+    LMConfig,
+)
 from rubricforge_dspy.lm.secrets import check_api_key_env
 
 __all__ = ["add_lm_arguments", "lm_config", "lm_configs", "lm_from_args"]

@@ -31,6 +31,7 @@ import argparse
 import errno
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -38,9 +39,9 @@ import traceback
 from pathlib import Path
 
 from rubricforge_dspy.cli.data_options import (
-    FORMAT_CHOICES,
     add_data_arguments,
     add_label_arguments,
+    apply_mapping,
     load_data,
     stream_data,
 )
@@ -68,11 +69,9 @@ from rubricforge_dspy.core.errors import (
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 
-FORMATS = FORMAT_CHOICES
-
 
 def _add_data_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    add_data_arguments(parser, FORMATS, required=required)
+    add_data_arguments(parser, required=required)
 
 
 def _load(args, need_labels: bool = False, warn: bool = True):
@@ -320,7 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--index", type=int, default=0)
     group.add_argument("--all", action="store_true")
-    p.add_argument("--program", default=None, help="frozen program whose render to use, as `judge --program` (default: the preset's)")
+    p.add_argument("--program", default=None,
+                   help="frozen program whose render to use, as `judge --program` (default: the preset's)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="load a program whose manifest cannot verify it (no program_sha256, or edited since it "
                         "was frozen), with a warning; refused otherwise")
@@ -369,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="accept an --init program whose manifest cannot verify it, with a warning")
     p.add_argument("--budget", type=int, default=None,
-                   help=f"max judge calls (metric calls; embedded preset {EMBEDDED.budget}, server preset {SERVER.budget})")
+                   help=f"max judge calls (metric calls; embedded preset {EMBEDDED.budget}, "
+                        f"server preset {SERVER.budget})")
     p.add_argument("--minibatch", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fp-weight", type=float, default=1.0, help="cost of a false pass relative to a false fail")
@@ -439,12 +440,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_label_next_parser(sub)
     from rubricforge_dspy.cli.floor import add_floor_parser
 
-    add_floor_parser(sub, FORMATS)
+    add_floor_parser(sub)
     from rubricforge_dspy.cli.cascade import add_cascade_parser
     from rubricforge_dspy.cli.review import add_review_parser
 
     add_review_parser(sub)
-    add_cascade_parser(sub, FORMATS)
+    add_cascade_parser(sub)
+    from rubricforge_dspy.cli.mapping import add_mapping_parsers
+
+    add_mapping_parsers(sub)
     return parser
 
 
@@ -470,7 +474,11 @@ def main(argv: list[str] | None = None) -> int:
     --recheck`), 130 Ctrl-C; any other exception is a bug: its traceback is printed and the exit code is
     1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
     (`_quiet_dspy_call_errors`)."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except InputError as error:  # a format plugin that cannot be used, found when --format is checked
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_INPUT
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -478,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_dspy_call_errors()
     try:
+        apply_mapping(args)  # --map: the mapping becomes the format the data is read with
         return args.func(args)
     except (InputError, ServerError, AnswerIsNo) as error:
         kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
@@ -486,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout went away (`rubricforge render ... | head`): not a bug
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not fail again
+        return 128 + signal.SIGPIPE
     except OSError as error:
         if error.errno not in ENVIRONMENT_ERRNOS:
             return _bug()

@@ -66,7 +66,8 @@ def add_preset_arguments(parser: argparse.ArgumentParser, induction: bool = Fals
     group.add_argument("--preset", choices=sorted(PRESETS), default=None)
     if judging:
         group.add_argument("--concurrency", type=int, default=None,
-                           help=f"judge requests in flight (embedded {EMBEDDED.concurrency}, server {SERVER.concurrency})")
+                           help=f"judge requests in flight (embedded {EMBEDDED.concurrency}, "
+                                f"server {SERVER.concurrency})")
     group.add_argument("--render-tokens", *render_tokens_aliases, dest="render_tokens", type=int, default=None,
                        help=f"token budget of each rendered trajectory (embedded {EMBEDDED.render_tokens}, "
                             f"server {SERVER.render_tokens})")
@@ -76,4 +77,5 @@ def add_preset_arguments(parser: argparse.ArgumentParser, induction: bool = Fals
                             f"server {SERVER.step_chars})")
     if induction:
         group.add_argument("--num-threads", type=int, default=None,
-                           help=f"GEPA evaluation threads (embedded {EMBEDDED.num_threads}, server {SERVER.num_threads})")
+                           help=f"GEPA evaluation threads (embedded {EMBEDDED.num_threads}, "
+                                f"server {SERVER.num_threads})")

@@ -46,11 +46,11 @@ def cmd_review(args) -> int:
 
 def add_review_parser(sub) -> None:
     """Register ``rubricforge review`` on the subcommand parser `sub`."""
-    from rubricforge_dspy.cli.data_options import FORMAT_CHOICES
+    from rubricforge_dspy.cli.data_options import add_format_arguments
 
     p = sub.add_parser("review", help="serve a local page to see what the judge saw and label it")
     p.add_argument("--data", required=True, nargs="+", help="the trajectories the verdicts were judged on")
-    p.add_argument("--format", default="auto", choices=FORMAT_CHOICES)
+    add_format_arguments(p)
     p.add_argument("--verdicts", required=True, help="the verdict JSONL to review (`rubricforge judge --out`)")
     p.add_argument("--labels-out", default="labels.jsonl",
                    help="the labels file the page appends to (default: labels.jsonl); read it with --labels")

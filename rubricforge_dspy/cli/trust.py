@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from rubricforge_dspy.cli.data_options import FORMAT_CHOICES, add_data_arguments, load_data
+from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
 from rubricforge_dspy.cli.integrations import (
     add_mlflow_source_arguments,
     require_input,
@@ -137,7 +137,7 @@ def add_gate_parser(sub) -> None:
                        description=f"May the candidate judge replace the baseline (docs/CERTIFICATE.md)? {exits}.")
     p.add_argument("--candidate", default=None, help="candidate frozen program")
     p.add_argument("--baseline", default=None, help="baseline frozen program")
-    add_data_arguments(p, FORMAT_CHOICES, required=False)  # --data: labeled trajectories to judge both on
+    add_data_arguments(p, required=False)  # --data: labeled trajectories to judge both on
     p.add_argument("--candidate-verdicts", default=None, help="verdict JSONL of the candidate (instead of --data)")
     p.add_argument("--baseline-verdicts", default=None, help="verdict JSONL of the baseline, same labeled items")
     p.add_argument("--margin", type=float, default=0.05,
@@ -201,7 +201,7 @@ def cmd_label_next(args) -> int:
 
 def add_label_next_parser(sub) -> None:
     p = sub.add_parser("label-next", help="rank unlabeled trajectories by how much a label would teach")
-    add_data_arguments(p, FORMAT_CHOICES, required=False)  # --data, or --from-mlflow (the picks are tagged there)
+    add_data_arguments(p, required=False)  # --data, or --from-mlflow (the picks are tagged there)
     add_mlflow_source_arguments(p)
     p.add_argument("--program", default=None, help="frozen program whose verdicts lead the ranking (judged now)")
     p.add_argument("--verdicts", nargs="+", default=None,
@@ -219,7 +219,7 @@ def add_label_next_parser(sub) -> None:
 def add_certify_parsers(sub) -> None:
     p = sub.add_parser("certify", help="judge held-out labeled data and write a certificate into the program")
     p.add_argument("program", help="frozen program (.json)")
-    add_data_arguments(p, FORMAT_CHOICES)
+    add_data_arguments(p)
     p.add_argument("--out-program", default=None, help="write the certified program here (default: in place)")
     p.add_argument("--recheck", action="store_true",
                    help="re-judge a labeled canary set; exit 4 when the false-pass rate is significantly "

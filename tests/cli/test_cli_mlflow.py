@@ -15,8 +15,13 @@ pytest.importorskip("mlflow", reason="the MLflow flags need the extra: pip insta
 
 import mlflow  # noqa: E402
 
-from rubricforge_dspy.cli.integrations import (add_mlflow_sink_arguments, add_mlflow_source_arguments,  # noqa: E402
-                                               from_mlflow_requested, load_from_mlflow, write_verdicts_to_mlflow)
+from rubricforge_dspy.cli.integrations import (  # noqa: E402
+    add_mlflow_sink_arguments,
+    add_mlflow_source_arguments,
+    from_mlflow_requested,
+    load_from_mlflow,
+    write_verdicts_to_mlflow,
+)
 from rubricforge_dspy.core.errors import InputError  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.program.store import freeze  # noqa: E402

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 from rubricforge_dspy.cli.main import build_parser, main
-from rubricforge_dspy.lm.copies import one_attempt_lm, sized_lm
-from rubricforge_dspy.lm.config import LMConfig
-from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.cli.presets import render_from_args, resolve
 from rubricforge_dspy.core.presets import EMBEDDED, LIBRARY, SERVER, preset_for
 from rubricforge_dspy.evidence.render import RenderConfig, render_with_overrides
+from rubricforge_dspy.lm.config import LMConfig
+from rubricforge_dspy.lm.copies import one_attempt_lm, sized_lm
+from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 
 AIRLINE = Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"

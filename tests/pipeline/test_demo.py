@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -96,8 +95,8 @@ def test_the_demo_at_its_own_sizes_says_once_what_they_are_for_instead_of_warnin
 
 
 def test_sizes_that_leave_nothing_out_need_no_explanation():
-    from rubricforge_dspy.pipeline.demo import sizes_note
     from rubricforge_dspy.induction import InductionConfig
+    from rubricforge_dspy.pipeline.demo import sizes_note
     from rubricforge_dspy.pipeline.protocol import ProtocolConfig
     from tests.support.helpers import make_dataset
 

@@ -3,8 +3,6 @@ offline with scripted LMs."""
 
 from __future__ import annotations
 
-
-
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.export import convert_trajectories
 from rubricforge_dspy.data.split import Split, split_by_task

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from rubricforge_dspy import metrics as M
+from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
+from rubricforge_dspy.pipeline.report_job import report_main
 from rubricforge_dspy.report import (
     RunError,
     attribute_reason,
@@ -22,9 +25,6 @@ from rubricforge_dspy.report import (
     render_markdown,
     write_report,
 )
-from rubricforge_dspy.pipeline.report_job import report_main
-from rubricforge_dspy.core.rubric import SEED_RUBRIC, parse_criteria
-from scipy import stats
 
 
 def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:

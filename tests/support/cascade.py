@@ -10,6 +10,7 @@ from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.judge.cascade import Cascade, StageRule
 from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.testing.scripted import last_user_text
 from tests.support.helpers import REPO
 
 WEBSHOP = REPO / "evals" / "data" / "react_webshop" / "react_webshop_davinci002_500.jsonl"
@@ -43,3 +44,16 @@ def save_cascade(halves: Path, tmp_path: Path, judge_rule: StageRule | None) -> 
     path = tmp_path / "cascade.json"
     Cascade(stages, rules).save(path)
     return path
+
+
+UNSURE = "(unsure)"
+
+
+def judge_answers(messages):
+    """Reads wrong dates (fails them), is unsure of episodes marked UNSURE, passes the rest; blind to tool errors."""
+    text = last_user_text(messages)
+    if "wrong date" in text:
+        return {"reason": "The agent booked the wrong date.", "passed": False, "score": 0.1}
+    if UNSURE in text or "maybe" in text:
+        return {"reason": "Cannot tell.", "passed": True, "score": 0.5}
+    return {"reason": "The agent says the flight is booked.", "passed": True, "score": 0.9}

@@ -9,6 +9,11 @@ import dspy
 import pytest
 from scipy import stats
 
+from rubricforge_dspy.core.trajectory import TrajectoryFormatError
+from rubricforge_dspy.judge.loading import load_judge
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.program.store import freeze
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.trust.audit import (
     AuditReport,
     GoodhartWarning,
@@ -17,11 +22,6 @@ from rubricforge_dspy.trust.audit import (
     load_labeled,
     sample_for_labeling,
 )
-from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.judge.loading import load_judge
-from rubricforge_dspy.program.store import freeze
-from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
-from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from tests.support.helpers import make_dataset
 
 PASS = {"reason": "Looks done.", "passed": True, "score": 0.9}

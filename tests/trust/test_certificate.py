@@ -12,15 +12,15 @@ import pytest
 from scipy import stats
 
 from rubricforge_dspy import metrics
-from rubricforge_dspy.program.drift import UncertifiedJudgeWarning
-from rubricforge_dspy.trust.certificate import CertificateError, compute_certificate, recheck
-from rubricforge_dspy.trust.certify import certify_program
-from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.cli.main import main
-from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.judge.loading import load_judge
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.program.drift import UncertifiedJudgeWarning
 from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
+from rubricforge_dspy.trust.certificate import CertificateError, compute_certificate, recheck
+from rubricforge_dspy.trust.certify import certify_program
 from tests.support.helpers import make_dataset
 from tests.support.records import write_labeled_jsonl
 
@@ -199,9 +199,9 @@ def test_certify_show_and_recheck_cli_against_the_fake_server(program, tmp_path,
 
 
 def test_drift_ignores_a_loopback_port_but_not_another_host():
-    from rubricforge_dspy.program.drift import check_drift
     from rubricforge_dspy.lm.config import LMConfig
     from rubricforge_dspy.lm.engine import make_lm
+    from rubricforge_dspy.program.drift import check_drift
 
     def manifest(base):
         from rubricforge_dspy.judge.fingerprint import lm_fingerprint
@@ -224,10 +224,10 @@ def test_drift_ignores_a_loopback_port_but_not_another_host():
 def test_a_certificate_measured_on_another_render_version_warns(tmp_path):
     """Render version 2 changed what the judge reads; a certificate made on version 1 text (or before
     versions were recorded) no longer covers it, and loading the program says so."""
-    from rubricforge_dspy.program.drift import check_drift
     from rubricforge_dspy.judge.fingerprint import lm_fingerprint
     from rubricforge_dspy.lm.config import LMConfig
     from rubricforge_dspy.lm.engine import make_lm
+    from rubricforge_dspy.program.drift import check_drift
 
     lm = make_lm(LMConfig(model="m@rev1", api_base="http://gpu-a:30000/v1"))
     fp = lm_fingerprint(lm)

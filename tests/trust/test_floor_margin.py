@@ -8,23 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge_dspy.trust.certify import certify_program
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.judge_names import gives_away
+from rubricforge_dspy.core.rubric import SEED_RUBRIC
+from rubricforge_dspy.core.verdict import read_lines
 from rubricforge_dspy.judge.floor import SymptomFloor
-from rubricforge_dspy.trust.floor_margin import CROSS_VALIDATED_FLOOR, PROGRAM_FLOOR, floor_margin_of_records
-from rubricforge_dspy.trust.gate import gate_programs
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze, read_program
 from rubricforge_dspy.report import write_report
-from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
-from rubricforge_dspy.core.verdict import read_lines
-from tests.support.helpers import bundled_missing, make_dataset
-from tests.support.helpers import SHIPPED
-from tests.support.verdicts import paper_pairing, write_verdicts
+from rubricforge_dspy.trust.certify import certify_program
+from rubricforge_dspy.trust.floor_margin import CROSS_VALIDATED_FLOOR, PROGRAM_FLOOR, floor_margin_of_records
+from rubricforge_dspy.trust.gate import gate_programs
+from tests.support.helpers import SHIPPED, bundled_missing, make_dataset
 from tests.support.records import write_jsonl
-
+from tests.support.verdicts import paper_pairing, write_verdicts
 
 # -- rubricforge floor ------------------------------------------------------------------------------
 
@@ -179,9 +177,9 @@ def test_report_says_above_the_tables_when_length_gives_the_outcome_away(tmp_pat
 
 
 def test_protocol_says_why_there_is_no_hybrid_row(tmp_path):
-    from rubricforge_dspy.pipeline.protocol import write_hybrid_predictions
-    from rubricforge_dspy.data.split import Split
     from rubricforge_dspy.core.verdict import Verdict
+    from rubricforge_dspy.data.split import Split
+    from rubricforge_dspy.pipeline.protocol import write_hybrid_predictions
 
     passed_only = [t for t in make_dataset(4) if t.label]
     split = Split(train=make_dataset(6), val=passed_only, test=make_dataset(4))

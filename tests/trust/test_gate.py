@@ -9,11 +9,11 @@ import pytest
 from scipy import stats
 
 from rubricforge_dspy.cli.main import main
-from rubricforge_dspy.trust.gate import Paired, decide, false_pass_noninferiority, gate_programs, tango_z
+from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import freeze
-from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
+from rubricforge_dspy.trust.gate import Paired, decide, false_pass_noninferiority, gate_programs, tango_z
 from tests.support.helpers import make_dataset
 from tests.support.verdicts import paper_pairing, write_verdicts
 

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from rubricforge_dspy.cli.main import main
-from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.trust.label_next import closeness, pick, rank
 from rubricforge_dspy.data.formats import load_trajectories
-from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.evidence.render import render_trajectory
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.program.store import freeze
+from rubricforge_dspy.trust.label_next import closeness, pick, rank
 from tests.support.helpers import make_dataset
 
 

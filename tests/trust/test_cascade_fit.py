@@ -26,7 +26,7 @@ from rubricforge_dspy.trust.cascade import (
     cascade_summary,
     fit_cascade,
 )
-from tests.cascade.test_cascade_judge import judge_answers
+from tests.support.cascade import judge_answers
 from tests.support.helpers import make_trajectory
 from tests.support.hybrid import dataset
 

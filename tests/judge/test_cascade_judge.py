@@ -21,21 +21,10 @@ from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import ProgramError
 from rubricforge_dspy.rewards import as_reward_function
-from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
+from rubricforge_dspy.testing.scripted import ScriptedLM
+from tests.support.cascade import UNSURE, judge_answers
 from tests.support.helpers import make_trajectory
 from tests.support.hybrid import dataset
-
-UNSURE = "(unsure)"
-
-
-def judge_answers(messages):
-    """Reads wrong dates (fails them), is unsure of episodes marked UNSURE, passes the rest; blind to tool errors."""
-    text = last_user_text(messages)
-    if "wrong date" in text:
-        return {"reason": "The agent booked the wrong date.", "passed": False, "score": 0.1}
-    if UNSURE in text or "maybe" in text:
-        return {"reason": "Cannot tell.", "passed": True, "score": 0.5}
-    return {"reason": "The agent says the flight is booked.", "passed": True, "score": 0.9}
 
 
 def unsure(i: int):

@@ -1,0 +1,80 @@
+"""`--map` on the commands that read trajectories, `rubricforge map check` and `rubricforge formats`
+(docs/MAPPING.md): a log no built-in format reads is read through a mapping file, checked before use."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rubricforge_dspy.cli.main import main
+from tests.support.helpers import REPO
+
+MAPPED = REPO / "evals" / "data" / "mapped"
+BASH = MAPPED / "intercode_bash"
+BASH_DATA = str(next(BASH.glob("*.sample.json")))
+MINT = MAPPED / "mint_gsm8k"
+
+
+def test_stats_reads_a_log_through_its_mapping(capsys):
+    assert main(["stats", "--map", str(BASH / "mapping.json"), "--data", BASH_DATA, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["trajectories"] == 4 and stats["positives"] == 3 and stats["skipped"] == 0
+
+
+def test_without_the_mapping_the_log_is_an_unknown_format(capsys):
+    assert main(["stats", "--data", BASH_DATA]) == 2
+    assert "format" in capsys.readouterr().err
+
+
+def test_render_through_a_yaml_mapping_shows_the_record_without_its_label(capsys):
+    assert main(["render", "--map", str(MINT / "mapping.yaml"), "--data", str(MINT / "results.sample.jsonl"),
+                 "--index", "0"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("QUOTES:") and "EVENTS:" in text and "task_success" not in text
+
+
+def test_map_and_format_together_are_refused(capsys):
+    assert main(["stats", "--map", str(BASH / "mapping.json"), "--format", "jsonl", "--data", BASH_DATA]) == 2
+    assert "give one" in capsys.readouterr().err
+
+
+def test_an_unknown_format_is_a_usage_error_naming_the_formats(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["stats", "--format", "nope", "--data", BASH_DATA])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown format 'nope'" in err and "tau_bench" in err and "--map" in err
+
+
+def test_map_check_reports_matches_and_the_first_record_as_the_judge_reads_it(capsys):
+    assert main(["map", "check", "--map", str(BASH / "mapping.json"), "--data", BASH_DATA]) == 0
+    out = capsys.readouterr().out
+    assert "records matched: 4; loaded: 4; skipped: 0" in out and "--- as the judge reads it ---" in out
+
+
+def test_map_check_exits_2_when_a_field_resolves_to_nothing(tmp_path, capsys):
+    mapping = json.loads((BASH / "mapping.json").read_text())
+    mapping["name"] = "bash_wrong_paths"
+    mapping["task_id"] = "no_such_field"
+    bad = tmp_path / "mapping.json"
+    bad.write_text(json.dumps(mapping))
+    assert main(["map", "check", "--map", str(bad), "--data", BASH_DATA]) == 2
+    captured = capsys.readouterr()
+    assert "task_id: 4" in captured.out and "does not read" in captured.err
+
+
+def test_a_bad_mapping_names_its_key(tmp_path, capsys):
+    bad = tmp_path / "mapping.json"
+    bad.write_text(json.dumps({"name": "x", "records": {"from": "json"}, "id": "id", "task-id": "t"}))
+    assert main(["stats", "--map", str(bad), "--data", BASH_DATA]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "task-id" in err
+
+
+def test_formats_lists_built_in_and_mapping_formats(capsys):
+    assert main(["formats", "--json", "--map", str(BASH / "mapping.json")]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["tau_bench"]["origin"] == "built-in" and by_name["tau_bench"]["label_rule"] == "reward >= 1"
+    assert by_name["intercode_bash"]["origin"].startswith("mapping")
