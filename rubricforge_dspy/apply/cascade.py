@@ -20,11 +20,12 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import verdict_line
 from rubricforge_dspy.data.formats.jsonl import to_record, write_records
@@ -33,10 +34,13 @@ from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.judge.execution import RetryPolicy
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError
 
+if TYPE_CHECKING:
+    import dspy
+
 __all__ = ["CascadeRun", "run_cascade", "escalated_path", "check_outputs"]
 
 
-def escalated_path(out_path) -> Path:
+def escalated_path(out_path: PathArg) -> Path:
     """Where the labeling queue of a cascade run goes by default: ``OUT.escalated.jsonl`` beside ``OUT``."""
     out_path = Path(out_path)
     return out_path.with_name(f"{out_path.name}.escalated.jsonl")
@@ -115,7 +119,7 @@ def _write_atomic(path: Path, lines: Sequence[dict]) -> None:
         raise
 
 
-def check_outputs(out_path, escalated_out=None) -> tuple[Path, Path]:
+def check_outputs(out_path: PathArg, escalated_out: PathArg | None = None) -> tuple[Path, Path]:
     """The verdict file and the labeling queue of a cascade run, once neither exists (a cascade run is not
     resumable); raises `InputError` naming the one that does."""
     out_path = Path(out_path)
@@ -125,7 +129,8 @@ def check_outputs(out_path, escalated_out=None) -> tuple[Path, Path]:
     return out_path, queue
 
 
-def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path, *, escalated_out=None, lm=None,
+def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: PathArg, *,
+                escalated_out: PathArg | None = None, lm: dspy.BaseLM | None = None,
                 concurrency: int = 4, policy: RetryPolicy = RetryPolicy(),
                 max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> CascadeRun:
     """Judge `trajectories` with `cascade` into the verdict JSONL `out_path` and the labeling queue.

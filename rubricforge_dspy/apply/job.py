@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.core.files import PathArg, writable_file
 from rubricforge_dspy.core.verdict import VerdictLineError, check_line, parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
@@ -355,7 +355,7 @@ def _tail(path: Path, start: int, known: set, retry_kinds: frozenset) -> tuple[l
     return records, torn, start
 
 
-def read_done(out_path, repair: bool = True, retry_kinds: frozenset = LM_ERROR_KINDS) -> ResumeState:
+def read_done(out_path: PathArg, repair: bool = True, retry_kinds: frozenset[str] = LM_ERROR_KINDS) -> ResumeState:
     """Ids already judged in `out_path` (each line checked as `rubricforge_dspy.core.verdict.read_verdicts`
     checks it, in one streaming pass that keeps the ids only, never the lines). A final
     line without its newline (a kill mid-write) is truncated away when `repair` is true; any other line

@@ -28,7 +28,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import httpx
 import orjson
@@ -39,6 +39,8 @@ from rubricforge_dspy.apply.options import JobOptions, job_options
 from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.apply.writer import VerdictWriter
 from rubricforge_dspy.core.errors import InputError, ServerError
+from rubricforge_dspy.core.files import PathArg
+from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
@@ -47,6 +49,14 @@ from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.lm.engine import ChatCompletionsEngine, RequestCaptured, capture_request, http_error
 from rubricforge_dspy.lm.errors import is_transient
 from rubricforge_dspy.lm.truncation import check_finish
+
+if TYPE_CHECKING:
+    import dspy
+
+    from rubricforge_dspy.core.trajectory import LabelRule
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.labels import LabelJoin
+    from rubricforge_dspy.judge.contract import BaseJudge
 
 __all__ = ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed", "batch_request", "poll",
            "state_path"]
@@ -217,10 +227,12 @@ def _results(client: BatchClient, batch: dict) -> dict[str, tuple[int, dict] | s
 _BATCH_OPTIONS = JobOptions(cache=True)  # as `rubricforge judge`: the verdict cache next to the output
 
 
-def run_batch_api(judge, data_path, out_path, options: JobOptions | None = None, *, lm=None, format: str = "auto",
-                  label_threshold=None, on_error: str = "raise", poll_interval: float = 2.0,
-                  max_poll_interval: float = 60.0, load_report=None, labels=None, on_trajectory=None,
-                  on_status: Callable[[str], None] | None = None, **overrides) -> BatchApiSummary:
+def run_batch_api(judge: BaseJudge, data_path: PathArg | Iterable[PathArg], out_path: PathArg,
+                  options: JobOptions | None = None, *, lm: dspy.BaseLM | None = None, format: str = "auto",
+                  label_threshold: float | str | LabelRule | None = None, on_error: str = "raise",
+                  poll_interval: float = 2.0, max_poll_interval: float = 60.0, load_report: LoadReport | None = None,
+                  labels: LabelJoin | None = None, on_trajectory: Callable[[Trajectory], Any] | None = None,
+                  on_status: Callable[[str], None] | None = None, **overrides: Any) -> BatchApiSummary:
     """Judge `data_path` into `out_path` through the Batch API of `lm`'s endpoint; resumable (see module).
 
     Args:
@@ -272,7 +284,7 @@ class _BatchRun:
         self.labels, self.load_report, self.on_trajectory = labels, load_report, on_trajectory
         base_lm = resolve_lm(judge, lm)
         self.config = config = getattr(getattr(base_lm, "engine", None), "config", None)
-        if config is None or not getattr(config, "api_base", None):
+        if base_lm is None or config is None or not getattr(config, "api_base", None):
             raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
         online = one_attempt_lm(base_lm)
         self.engine = _ReplayEngine(config)

@@ -9,9 +9,10 @@ the back end one `JobOptions`. Each back end reads the fields it uses: the Batch
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
+from rubricforge_dspy.judge.cache import VerdictCache
 from rubricforge_dspy.judge.contract import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.judge.execution import RetryPolicy
 
@@ -56,7 +57,7 @@ class JobOptions:
     backoff: float = 0.5
     max_backoff: float = 8.0
     timeout: float | None = None
-    cache: Any = None
+    cache: bool | PathArg | VerdictCache | None = None
     progress: bool = True
     limit: int | None = None
     on_duplicate: str | None = None

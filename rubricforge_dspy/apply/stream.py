@@ -31,7 +31,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from rubricforge_dspy.apply.executors import EventLoopExecutor, ThreadExecutor
 from rubricforge_dspy.apply.job import ResumeState, checked_input, claim_job, output_lock, read_done
@@ -44,6 +44,7 @@ from rubricforge_dspy.apply.options import (
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import Spill, VerdictWriter, judge_inputs
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
@@ -53,6 +54,16 @@ from rubricforge_dspy.judge.loading import judge_from
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
+
+if TYPE_CHECKING:
+    import dspy
+
+    from rubricforge_dspy.core.trajectory import LabelRule
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.labels import LabelJoin
+    from rubricforge_dspy.evidence.render import RenderConfig
+    from rubricforge_dspy.judge.contract import BaseJudge
+    from rubricforge_dspy.lm.config import LMConfig
 
 __all__ = ["judge_stream", "run_judge_file", "DuplicateIdError", "BatchSummary", "UsageTotals", "JobOptions",
            "DEFAULT_FSYNC_EVERY", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
@@ -64,8 +75,9 @@ class DuplicateIdError(TrajectoryFormatError):
     """Two input trajectories share an id; the message names the file and record of the second."""
 
 
-def judge_stream(judge, trajectories: Iterable[Trajectory], out_path, options: JobOptions | None = None, *,
-                 lm=None, data: str | None = None, **overrides) -> BatchSummary:
+def judge_stream(judge: BaseJudge | Callable[..., Any], trajectories: Iterable[Trajectory], out_path: PathArg,
+                 options: JobOptions | None = None, *, lm: dspy.BaseLM | None = None, data: str | None = None,
+                 **overrides: Any) -> BatchSummary:
     """Judge `trajectories` (any iterable, consumed lazily) into the JSONL `out_path`; resumable.
 
     Ids already in `out_path` are skipped (resumed); a torn last line is repaired, and abstentions for
@@ -288,9 +300,12 @@ def _as_lm(lm):
 _FILE_OPTIONS = JobOptions(cache=True)  # a file's run keeps a verdict cache by default
 
 
-def run_judge_file(program=None, data_path=None, out_path=None, options: JobOptions | None = None, *, lm=None,
-                   render_config=None, on_error: str = "raise", format: str = "auto", label_threshold=None,
-                   labels=None, load_report=None, on_trajectory=None, **overrides) -> BatchSummary:
+def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathArg | Iterable[PathArg] | None = None,
+                   out_path: PathArg | None = None, options: JobOptions | None = None, *, on_error: str = "raise",
+                   lm: dspy.BaseLM | LMConfig | None = None, render_config: RenderConfig | None = None,
+                   label_threshold: float | str | LabelRule | None = None, format: str = "auto",
+                   labels: str | Path | LabelJoin | None = None, load_report: LoadReport | None = None,
+                   on_trajectory: Callable[[Trajectory], Any] | None = None, **overrides: Any) -> BatchSummary:
     """Judge the trajectory file `data_path` into `out_path` (resumable); the Python API of `rubricforge judge`.
 
     The input is read once (`data.scan.scan_input`), before the first LM call: every record is checked,
@@ -341,10 +356,9 @@ def run_judge_file(program=None, data_path=None, out_path=None, options: JobOpti
         judge.render_config = render_config
     paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
     join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
-    options.check(limit=False)  # the limit: by `checked_input`, in the words of the CLI
     out_path = Path(out_path)
     report = load_report if load_report is not None else LoadReport()
-    reading = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
+    reading: dict[str, Any] = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
     with output_lock(out_path):  # taken before anything else: a second run is refused at once
         done = read_done(out_path)
         spill = Spill(judge, out_path, done.ids)
@@ -357,9 +371,8 @@ def run_judge_file(program=None, data_path=None, out_path=None, options: JobOpti
             spill.add(trajectory)
 
         try:
-            # One pass over the whole input before the first LM call: a bad record, a repeated id or an
-            # empty input costs seconds, not the verdicts paid before the judge reaches it; the same pass
-            # joins the labels, tallies, and renders each trajectory into the spill the judging pass reads.
+            # One pass over the whole input before the first LM call (a bad record, a repeated id or an empty input
+            # costs seconds); it joins the labels, tallies, and renders each trajectory into the judged spill.
             scan, data = checked_input(paths, limit=options.limit, labels=join, report=report, each=each, **reading)
             stream = spill.items() if spill.usable else _read_again(data_path, reading, options.limit, join)
             summary = _judge_stream(judge, stream, out_path, options, lm=_as_lm(lm), data=data, done=done)
@@ -370,11 +383,12 @@ def run_judge_file(program=None, data_path=None, out_path=None, options: JobOpti
 
 
 def _file_options(options: JobOptions | None, overrides: dict, on_error: str) -> JobOptions:
-    """`run_judge_file`'s options: a repeated id is skipped (counted) when bad records are, unless told."""
+    """`run_judge_file`'s options, checked: a repeated id is skipped (counted) when bad records are, unless told."""
     options = job_options(options, overrides, _FILE_OPTIONS)
-    if options.on_duplicate is not None:
-        return options
-    return replace(options, on_duplicate="skip" if on_error == "skip" else "raise")
+    if options.on_duplicate is None:
+        options = replace(options, on_duplicate="skip" if on_error == "skip" else "raise")
+    options.check(limit=False)  # the limit: by `checked_input`, in the words of the CLI
+    return options
 
 
 def _read_again(data_path, reading: dict, limit: int | None, join) -> Iterator[Trajectory]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from rubricforge_dspy.core.verdict import Verdict
 
@@ -103,7 +104,7 @@ class UsageTotals:
         self.completion_tokens = 0
         self.seen = False
 
-    def add_usage(self, lm: str, usage) -> None:
+    def add_usage(self, lm: str, usage: Any) -> None:  # OpenAI's usage: a mapping, a pydantic model or None
         if not usage:
             return
         if not isinstance(usage, dict):

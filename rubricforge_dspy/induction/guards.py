@@ -13,10 +13,13 @@ unusable or memorizing candidates.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+import dspy
 from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
 from dspy.utils.exceptions import AdapterParseError
 
+from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.induction.memorization import Memorized
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.circuit import LMCircuit
@@ -32,7 +35,7 @@ class CircuitJudge(TrajectoryJudge):
 
     circuit: LMCircuit | None = None
 
-    def forward(self, trajectory):
+    def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         if self.circuit is None:
             return super().forward(trajectory)
         return self.circuit.call(super().forward, trajectory)
@@ -41,7 +44,7 @@ class CircuitJudge(TrajectoryJudge):
 class GuardedProposer(InstructionProposer):
     """DSPy's instruction proposer, minus candidates that memorize training episodes."""
 
-    def __init__(self, guard: Memorized, **kwargs):
+    def __init__(self, guard: Memorized, **kwargs: Any):
         super().__init__(**kwargs)
         self.guard = guard
         self.failures: list[str] = []  # reflection answers that were cut or did not parse: no proposal

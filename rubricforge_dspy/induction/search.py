@@ -32,6 +32,7 @@ import logging
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import dspy
 from dspy.utils.exceptions import LMError
@@ -198,7 +199,7 @@ def _feedback(gold, pred, outcome: str) -> str:
     )
 
 
-def make_feedback_metric(fp_weight: float = 1.0):
+def make_feedback_metric(fp_weight: float = 1.0) -> Callable[..., dspy.Prediction]:
     """GEPA feedback metric: (gold, pred, trace, pred_name, pred_trace) -> Prediction(score, feedback)."""
 
     def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):

@@ -20,7 +20,7 @@ import dataclasses
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import dspy
 from dspy.teleprompt import Teleprompter
@@ -167,7 +167,7 @@ class RubricInducer(Teleprompter):
                  max_false_pass: float | None = None, seed: int = 0, log_dir: str | Path | None = None,
                  minibatch: int = LIBRARY.minibatch, calibration: str | None = "platt",
                  num_threads: int = LIBRARY.num_threads, val_fraction: float = 0.25,
-                 certify: Certify | None = None, **settings):
+                 certify: Certify | None = None, **settings: Any):
         super().__init__()
         if reflection_lm is None:
             raise InputError("RubricInducer needs a reflection_lm (the LM that writes candidate rubrics)")
@@ -183,13 +183,13 @@ class RubricInducer(Teleprompter):
 
     @classmethod
     def from_config(cls, config: InductionConfig, *, reflection_lm: dspy.BaseLM, log_dir: str | Path | None = None,
-                    **options) -> "RubricInducer":
+                    **options: Any) -> "RubricInducer":
         """An inducer with the settings of `config` (an `InductionConfig`)."""
         return cls(reflection_lm=reflection_lm, log_dir=log_dir, **dataclasses.asdict(config), **options)
 
-    def compile(self, student: TrajectoryJudge, *, trainset: list[dspy.Example], teacher=None,
+    def compile(self, student: TrajectoryJudge, *, trainset: list[dspy.Example], teacher: None = None,
                 valset: list[dspy.Example] | None = None, testset: list[dspy.Example] | None = None,
-                **kwargs) -> TrajectoryJudge:
+                **kwargs: Any) -> TrajectoryJudge:
         """Evolve `student`'s rubric on `trainset`, choose on `valset`, fit the operating point there.
 
         Args:

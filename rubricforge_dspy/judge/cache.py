@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rubricforge_dspy.core.errors import RubricForgeError, RubricForgeWarning
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.lm.fingerprint import digest
 
@@ -86,7 +87,7 @@ class _DiskStore:
     """The SQLite back end: one file in `directory`, the schema above (files without the ``digest``
     column gain it; their rows, without a digest, are misses)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory: PathArg):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / CACHE_FILENAME
@@ -194,7 +195,7 @@ class VerdictCache:
     (``bypassed`` is True; verdicts are kept in memory for this process). One `VerdictCacheWarning` each.
     """
 
-    def __init__(self, directory):
+    def __init__(self, directory: PathArg | None):
         self.hits = 0
         self.misses = 0
         self.rejected = 0
@@ -202,9 +203,10 @@ class VerdictCache:
         self.set_aside: Path | None = None
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], threading.Event] = {}
-        self._store = _MemoryStore() if directory is None else self._open_disk(Path(directory))
-        self.directory = self._store.directory if not self.bypassed else Path(directory)
-        self.path = self._store.path if not self.bypassed else Path(directory) / CACHE_FILENAME
+        disk = None if directory is None else Path(directory)
+        self._store = _MemoryStore() if disk is None else self._open_disk(disk)
+        self.directory = self._store.directory if disk is None or not self.bypassed else disk
+        self.path = self._store.path if disk is None or not self.bypassed else disk / CACHE_FILENAME
 
     def _open_disk(self, directory: Path):
         path = directory / CACHE_FILENAME
@@ -354,7 +356,7 @@ def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
     return "not a database" in text or "malformed" in text or "corrupt" in text
 
 
-def open_cache(cache, out_path=None) -> VerdictCache | None:
+def open_cache(cache: bool | PathArg | VerdictCache | None, out_path: PathArg | None = None) -> VerdictCache | None:
     """Resolve a `cache` argument: None/False = no cache; True = ``.rubricforge_cache/`` next to
     `out_path`; a path = that directory; a `VerdictCache` = itself."""
     if cache is None or cache is False:

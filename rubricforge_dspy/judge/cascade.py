@@ -44,13 +44,15 @@ import dspy
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, Verdict
 from rubricforge_dspy.evidence.features import feature_values
+from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.contract import (
     DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
     BaseJudge,
+    JudgeT,
     Verdicts,
     trajectory_input,
     verdict_prediction,
@@ -194,7 +196,7 @@ class Cascade(BaseJudge):
         return self._text_stage().rubric
 
     @property
-    def render_config(self):
+    def render_config(self) -> RenderConfig | None:
         return getattr(self._text_stage(), "render_config", None)
 
     @property
@@ -210,7 +212,7 @@ class Cascade(BaseJudge):
         for stage in self.stages:
             stage.check_certificate_on_first_run(where)
 
-    def render(self, trajectory: Trajectory | str, config=None) -> str:
+    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The text the first LLM stage reads (every text stage reads it when the cascade is given text)."""
         return self._text_stage().render(trajectory, config)
 
@@ -324,7 +326,8 @@ class Cascade(BaseJudge):
 
     def batch(self, examples: Iterable[Any], num_threads: int | None = None, *,
               policy: RetryPolicy = RetryPolicy(),
-              max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, **ignored) -> CascadeVerdicts:
+              max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
+              **ignored: Any) -> CascadeVerdicts:
         """Judge many trajectories stage by stage: stage k runs (its own ``batch``) only on what stages < k
         left, so a floor-decided trajectory costs no LM call. Failures are counted abstentions.
 
@@ -369,7 +372,7 @@ class Cascade(BaseJudge):
         return self._finish(final, stages, remaining, calls)
 
     # -- storage
-    def save(self, path, save_program: bool = False, modules_to_serialize=None) -> None:
+    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
         """Write the cascade JSON at `path` and each stage beside it (``<stem>.<stage name>.json``), the
         stages pinned by their sha256 (see the module docstring). Raises `ProgramError` for a non-.json path."""
         if save_program:
@@ -394,8 +397,8 @@ class Cascade(BaseJudge):
         self.manifest = state[MANIFEST_KEY]
         path.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
-    def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
-             allow_unverified: bool = False):
+    def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
+             allow_unverified: bool = False) -> JudgeT:
         """Read a cascade file into this judge (`read_cascade` with `judge.loading.load_judge` for the
         stages); returns it."""
         from rubricforge_dspy.judge.loading import load_judge
@@ -446,8 +449,8 @@ def _threshold(value, default: float, where: str) -> float:
     return float(value)
 
 
-def read_cascade(path, load_stage: Callable[..., BaseJudge], *, lm=None, check_certificate: bool = True,
-                 allow_unverified: bool = False) -> Cascade:
+def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dspy.BaseLM | None = None,
+                 check_certificate: bool = True, allow_unverified: bool = False) -> Cascade:
     """Load a cascade file, verifying it and each stage file first.
 
     Args:
@@ -500,7 +503,7 @@ def read_cascade(path, load_stage: Callable[..., BaseJudge], *, lm=None, check_c
     return cascade
 
 
-def is_cascade_file(path) -> bool:
+def is_cascade_file(path: PathArg) -> bool:
     """True when `path` is a ``.json`` file whose ``judge.kind`` is a cascade's (for `load_judge`'s dispatch);
     reads at most `MAX_PROGRAM_BYTES`, never a FIFO or a device."""
     path = Path(path)

@@ -29,7 +29,7 @@ import contextvars
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 import dspy
 
@@ -47,12 +47,17 @@ from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.lm.fingerprint import lm_fingerprint
 from rubricforge_dspy.program.drift import check_drift
 
+if TYPE_CHECKING:
+    from rubricforge_dspy.judge.metric import JudgeMetric
+    from rubricforge_dspy.lm.fingerprint import Fingerprint
+
 __all__ = ["BaseJudge", "Verdicts", "verdict_prediction", "trajectory_input", "input_sha256",
            "PREDICTION_FIELDS"]
 
 PREDICTION_FIELDS = ("passed", "score", "reason", "abstained", "error", "error_kind", "contradiction",
                      "score_calibrated", "raw", "calibrated", "decision_changed")
 DEFAULT_MAX_CONSECUTIVE_LM_ERRORS = JUDGING_MAX_CONSECUTIVE_LM_ERRORS  # defined once, in core.presets
+JudgeT = TypeVar("JudgeT", bound="BaseJudge")  # a judge's copy, or a judge loaded in place, is of its own type
 _CERTIFICATE_LOCK = threading.Lock()  # module-level: a lock on the module would not survive dspy's deepcopy
 
 
@@ -119,7 +124,7 @@ class BaseJudge(dspy.Module):
                       "another digest)", DeprecationWarning, stacklevel=2)
         return self.rubric_sha256
 
-    def deepcopy(self):
+    def deepcopy(self: JudgeT) -> JudgeT:
         """A deep copy of this judge, with the same DSPy callbacks.
 
         DSPy drops a module's own ``callbacks`` when it copies or pickles one (`BaseModule.__getstate__`),
@@ -159,7 +164,7 @@ class BaseJudge(dspy.Module):
         ``score >= 0.5``; ``pass_rule().explain(verdict)`` says why a verdict passed or failed."""
         return PassRule()
 
-    def fingerprint(self, lm=None):
+    def fingerprint(self, lm: dspy.BaseLM | None = None) -> Fingerprint:
         """`judge.fingerprint.judge_fingerprint` of this judge answering with `lm` (default: its
         predictor's LM, else the configured one).
 
@@ -171,7 +176,7 @@ class BaseJudge(dspy.Module):
         """
         return judge_fingerprint(self, resolve_lm(self, lm))
 
-    def as_metric(self, **options):
+    def as_metric(self, **options: Any) -> JudgeMetric:
         """This judge as a DSPy metric (GEPA, MIPROv2, BootstrapFewShot, Evaluate).
 
         Args:
@@ -208,7 +213,7 @@ class BaseJudge(dspy.Module):
     def batch(self, examples: Iterable[Any], num_threads: int | None = None, *,
               policy: RetryPolicy = RetryPolicy(),
               max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
-              **ignored) -> Verdicts:
+              **ignored: Any) -> Verdicts:
         """Judge many trajectories on threads; every failure is a counted abstention.
 
         Unlike `dspy.Module.batch`, which turns a failed call into ``None``, each item goes through

@@ -19,12 +19,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable
 
 import tenacity
 
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.lm.circuit import LMCircuit
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS, error_kind, is_transient, retry_after
+
+if TYPE_CHECKING:
+    import dspy
+
+    from rubricforge_dspy.core.trajectory import Trajectory
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,8 @@ class RetryPolicy:
             raise ValueError("max_retries, backoff and max_backoff must be >= 0")
 
 
-def judge_verdict(judge, trajectory, policy: RetryPolicy = RetryPolicy(),
-                  stop: threading.Event | None = None, circuit: LMCircuit | None = None, **inputs) -> Verdict:
+def judge_verdict(judge: Callable[..., Any], trajectory: Trajectory | str, policy: RetryPolicy = RetryPolicy(),
+                  stop: threading.Event | None = None, circuit: LMCircuit | None = None, **inputs: Any) -> Verdict:
     """Call `judge(trajectory=...)` and always return a recorded `Verdict` with the attempts made.
 
     Args:
@@ -79,9 +85,9 @@ def judge_verdict(judge, trajectory, policy: RetryPolicy = RetryPolicy(),
     return _counted(replace(verdict, attempts=int(retrying.statistics.get("attempt_number", 1))), circuit)
 
 
-async def ajudge_verdict(judge, trajectory, policy: RetryPolicy = RetryPolicy(),
+async def ajudge_verdict(judge: dspy.Module, trajectory: Trajectory | str, policy: RetryPolicy = RetryPolicy(),
                          stop: asyncio.Event | None = None, circuit: LMCircuit | None = None,
-                         **inputs) -> Verdict:
+                         **inputs: Any) -> Verdict:
     """The async twin of `judge_verdict`: awaits ``judge.acall(trajectory=...)`` with the same retry
     policy (tenacity's `AsyncRetrying`, the waits are ``asyncio`` sleeps) and the same recording rule.
 
@@ -165,7 +171,7 @@ def _wait(policy: RetryPolicy):
     return wait
 
 
-def as_verdict(prediction) -> Verdict:
+def as_verdict(prediction: Any) -> Verdict:
     """The `Verdict` in a judge's prediction (a `TrajectoryJudge`'s, or any module returning
     ``passed``, ``score`` and ``reason``); the contradiction rule applies either way."""
     if isinstance(prediction, Verdict):

@@ -20,6 +20,7 @@ is left out. The parts are kept (`Fingerprint.parts`) so a mismatch can say *wha
 from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.lm.fingerprint import (
@@ -30,6 +31,9 @@ from rubricforge_dspy.lm.fingerprint import (
     lm_settings,
     package_version,
 )
+
+if TYPE_CHECKING:
+    import dspy
 
 __all__ = ["Fingerprint", "digest", "lm_fingerprint", "lm_settings", "LM_SETTINGS", "judge_parts", "judge_fingerprint",
            "signature_parts", "adapter_parts"]
@@ -77,7 +81,7 @@ def _render_parts(render) -> dict | None:
     return {**asdict(render), "version": RENDER_VERSION}
 
 
-def judge_fingerprint(judge, lm) -> Fingerprint:
+def judge_fingerprint(judge: dspy.Module, lm: dspy.BaseLM | None) -> Fingerprint:
     """The fingerprint of `judge` answering with `lm` (see the module docstring for what it covers)."""
     parts = judge_parts(judge, lm)
     return Fingerprint(digest(parts), parts)

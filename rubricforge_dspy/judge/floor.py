@@ -26,13 +26,13 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import dspy
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
@@ -45,7 +45,7 @@ from rubricforge_dspy.evidence.features import (
     feature_values,
 )
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
+from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
 from rubricforge_dspy.lm.fingerprint import digest
 
 __all__ = ["FloorError", "LogisticModel", "fit_logistic", "SymptomFloor", "FloorJudge", "checked_features",
@@ -263,7 +263,7 @@ class FloorJudge(BaseJudge):
     def operating_point(self) -> dict:
         return {"floor": self.floor.to_dict(), "threshold": PASS_THRESHOLD}
 
-    def render(self, trajectory: Trajectory | str, config=None) -> str:
+    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The trajectory's text (what the floor's reason may be read against; the floor itself reads
         only the features)."""
         trajectory = trajectory_input(trajectory)
@@ -298,14 +298,14 @@ class FloorJudge(BaseJudge):
         """`forward` (no I/O: the floor is a formula)."""
         return type(self).forward(self, trajectory, features)  # (not `self.forward`: DSPy warns on a direct call)
 
-    def save(self, path, save_program: bool = False, modules_to_serialize=None):
+    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
         """Write the floor as its plain JSON (`SymptomFloor.to_json`); `load_judge` reads it back."""
         if save_program:
             raise InputError("FloorJudge saves as JSON only; pickled programs are not supported")
         Path(path).write_text(self.floor.to_json(), encoding="utf-8")
 
-    def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
-             allow_unverified: bool = False):
+    def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
+             allow_unverified: bool = False) -> JudgeT:
         """Read a floor JSON file into this judge; returns it."""
         if allow_pickle:
             raise InputError(f"{path}: FloorJudge loads JSON only, never pickles")

@@ -30,16 +30,18 @@ sees the features.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import dspy
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, PassRule, Verdict
 from rubricforge_dspy.evidence.features import FEATURES, check_names, feature_values
-from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
+from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.fingerprint import digest
 from rubricforge_dspy.judge.floor import FloorError, LogisticModel, checked_features, fit_logistic
 from rubricforge_dspy.judge.module import TrajectoryJudge
@@ -149,15 +151,15 @@ class HybridJudge(BaseJudge):
         return self.llm.rubric
 
     @property
-    def render_config(self):
+    def render_config(self) -> RenderConfig:
         return self.llm.render_config
 
     @render_config.setter
-    def render_config(self, value) -> None:
+    def render_config(self, value: RenderConfig) -> None:
         self.llm.render_config = value
 
     @property
-    def adapter(self):
+    def adapter(self) -> dspy.Adapter:
         return self.llm.adapter
 
     @property
@@ -179,7 +181,7 @@ class HybridJudge(BaseJudge):
     def check_certificate_on_first_run(self, where: str) -> None:
         self.llm.check_certificate_on_first_run(where)  # the LLM part runs the check when it is called
 
-    def render(self, trajectory: Trajectory | str, config=None) -> str:
+    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The LLM part's text (the features are a separate input, `inputs_of`)."""
         return self.llm.render(trajectory, config)
 
@@ -221,7 +223,7 @@ class HybridJudge(BaseJudge):
         llm = Verdict.from_dict(dict(llm_prediction))
         return verdict_prediction(self.stack.verdict(llm, features), llm_prediction.raw, before=llm)
 
-    def save(self, path, save_program: bool = False, modules_to_serialize=None):
+    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
         """Save as a frozen JSON program: the LLM part's, with the stack in its manifest."""
         if save_program:
             raise InputError("HybridJudge saves as JSON only; pickled programs are not supported")
@@ -229,15 +231,15 @@ class HybridJudge(BaseJudge):
         self.llm.manifest = {**manifest, HYBRID_KEY: self.stack.to_dict()}
         save_judge(self.llm, path)
 
-    def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
-             allow_unverified: bool = False):
+    def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
+             allow_unverified: bool = False) -> JudgeT:
         """Load a hybrid program into this judge (`load_judge` is the usual way); returns it."""
         self.llm.load(path, allow_pickle=allow_pickle, allow_unverified=allow_unverified)
         self.stack = HybridJudge.from_judge(self.llm, str(path)).stack
         return self
 
 
-def freeze_hybrid(program_path, val: Sequence[Trajectory], llm_verdicts: Sequence[Verdict],
+def freeze_hybrid(program_path: PathArg, val: Sequence[Trajectory], llm_verdicts: Sequence[Verdict],
                   max_false_pass: float | None = None) -> Stack:
     """Fit the stack on the frozen LLM judge's validation verdicts and write it into the program at
     `program_path` (its manifest's ``"hybrid"``): `judge.load` then returns the hybrid. Returns the stack."""

@@ -35,7 +35,7 @@ The prediction is read into a `Trajectory` by `data.formats.dspy_prediction.traj
 from __future__ import annotations
 
 import threading
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import dspy
 
@@ -49,6 +49,9 @@ from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import resolve_lm
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.judge.contract import BaseJudge
 
 __all__ = ["JudgeMetric", "as_metric", "UNATTRIBUTED"]
 
@@ -68,8 +71,9 @@ class JudgeMetric:
     not), ``abstentions``, ``passes``; ``cache.hits`` / ``cache.misses`` for the cache.
     """
 
-    def __init__(self, judge, *, mode: Mode = "binary", feedback: bool | None = None, cache: bool | VerdictCache = True,
-                 lm=None, render_config: RenderConfig | None = None, input_fields: list[str] | None = None,
+    def __init__(self, judge: BaseJudge, *, mode: Mode = "binary", feedback: bool | None = None,
+                 cache: bool | VerdictCache = True, lm: dspy.BaseLM | None = None,
+                 render_config: RenderConfig | None = None, input_fields: list[str] | None = None,
                  use_trace: bool = False):
         if mode not in ("binary", "graded"):
             raise ValueError(f"mode must be 'binary' or 'graded', got {mode!r}")
@@ -90,7 +94,7 @@ class JudgeMetric:
         self.calls = self.verdicts = self.abstentions = self.passes = 0
 
     # -- what the judge reads
-    def to_trajectory(self, example, pred, trace=None) -> Trajectory:
+    def to_trajectory(self, example: dspy.Example, pred: dspy.Prediction, trace: list[Any] | None = None) -> Trajectory:
         return trajectory_from_prediction(example, pred, trace if self.use_trace else None,
                                           input_fields=self.input_fields)
 
@@ -105,7 +109,7 @@ class JudgeMetric:
             inputs["trajectory"] = self.render(trajectory)
         return inputs
 
-    def judge_lm(self):
+    def judge_lm(self) -> dspy.BaseLM | None:
         """The LM the judge will use: ``lm=``, else the judge's own, else the configured one."""
         return resolve_lm(self.judge, self.lm)
 
@@ -170,9 +174,9 @@ class JudgeMetric:
         return f"JudgeMetric(mode={self.mode!r}, feedback={self.feedback!r}, lm={lm!r}, cache={self.cache!r})"
 
 
-def as_metric(judge, mode: Mode = "binary", feedback: bool | None = None, cache: bool | VerdictCache = True,
-              lm=None, render_config: RenderConfig | None = None, *, input_fields: list[str] | None = None,
-              use_trace: bool = False) -> JudgeMetric:
+def as_metric(judge: BaseJudge, mode: Mode = "binary", feedback: bool | None = None, cache: bool | VerdictCache = True,
+              lm: dspy.BaseLM | None = None, render_config: RenderConfig | None = None, *,
+              input_fields: list[str] | None = None, use_trace: bool = False) -> JudgeMetric:
     """A DSPy metric that rewards an agent program with `judge`'s verdicts (see the module docstring).
 
     Args:

@@ -23,6 +23,7 @@ import re
 import warnings
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
 import dspy
 from dspy.clients.errors import error_boundary
@@ -30,11 +31,12 @@ from dspy.utils.exceptions import AdapterParseError
 
 from rubricforge_dspy._dspy_compat import PlannedResponseFormat, engine_specs, json_response_format
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, PassRule, Verdict
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input, verdict_prediction
+from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.operating_point import from_manifest
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine, CompiledRequest, RequestCaptured, capture_request
@@ -79,7 +81,7 @@ class VerdictFormatError(AdapterParseError, RubricForgeError):
     """The LM answered, but not with a verdict: ``kind`` is ``parse`` (not strict JSON), ``truncated``
     (cut at max_tokens) or ``invalid`` (JSON with a wrong-typed or non-finite field)."""
 
-    def __init__(self, kind: str, signature, lm_response: str, message: str):
+    def __init__(self, kind: str, signature: type[dspy.Signature] | None, lm_response: str, message: str):
         if kind not in FORMAT_KINDS:
             raise ValueError(f"kind must be one of {FORMAT_KINDS}, got {kind!r}")
         self.kind = kind
@@ -105,7 +107,8 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
 
     The structured-output schema of a signature is built once and reused (DSPy builds it on every call)."""
 
-    def __call__(self, lm, lm_kwargs, signature, demos, inputs):
+    def __call__(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature],
+                 demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         with watch_completions() as watch:
             try:
                 values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
@@ -115,7 +118,8 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
         _raise_if_cut(watch)
         return values
 
-    async def acall(self, lm, lm_kwargs, signature, demos, inputs):
+    async def acall(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature],
+                    demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         with watch_completions() as watch:
             try:
                 values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
@@ -125,7 +129,7 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
         _raise_if_cut(watch)
         return values
 
-    def plan_response_format(self, lm, lm_kwargs, signature):
+    def plan_response_format(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature]) -> None:
         """Set ``lm_kwargs['response_format']`` to DSPy's plan for `signature`, computed once per signature."""
         planned = _response_format(dspy.JSONAdapter, signature, "response_format" in lm.supported_params,
                                    bool(getattr(lm, "supports_response_schema", False)),
@@ -133,7 +137,7 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
         if planned is not None:
             lm_kwargs["response_format"] = planned
 
-    def parse(self, signature, completion: str):
+    def parse(self, signature: type[dspy.Signature], completion: str) -> dict[str, Any]:
         text = (completion or "").strip()
         fenced = _FENCE.match(text)
         if fenced:
@@ -243,7 +247,7 @@ def _raise_if_cut(watch, cause: BaseException | None = None) -> None:
         raise cut from cause
 
 
-def verdict_from_fields(prediction, signature=None) -> Verdict:
+def verdict_from_fields(prediction: dspy.Prediction, signature: type[dspy.Signature] | None = None) -> Verdict:
     """A produced `Verdict` from the LM's parsed fields; raises `VerdictFormatError` ("invalid") on a
     ``passed`` that is not a boolean (the string ``"true"`` included: never coerced) or a ``score`` that
     is not a finite number (a numeric string included). The contradiction rule is `Verdict.from_answer`'s."""
@@ -413,7 +417,7 @@ class TrajectoryJudge(BaseJudge):
             return None
         return {"calibration": self.calibration.to_dict(), "threshold": self.threshold}
 
-    def save(self, path, save_program: bool = False, modules_to_serialize=None):
+    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
         """Save as a frozen JSON program (`program.store.save_judge`); never a pickle.
 
         Args:
@@ -429,8 +433,8 @@ class TrajectoryJudge(BaseJudge):
             raise InputError("TrajectoryJudge saves as JSON only; pickled programs are not supported")
         save_judge(self, path)
 
-    def load(self, path, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
-             allow_unverified: bool = False):
+    def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
+             allow_unverified: bool = False) -> JudgeT:
         """Load a frozen JSON program into this judge (never a pickle); `load_judge` is the usual way.
 
         Args:

@@ -16,10 +16,12 @@ Either way the command line exits 3 (`JudgeUnavailableError` is a `ServerError`)
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 from rubricforge_dspy.core.errors import ServerError
 from rubricforge_dspy.lm.errors import is_outage
+
+T = TypeVar("T")
 
 __all__ = ["JudgeUnavailableError", "CircuitOpen", "LMCircuit"]
 
@@ -90,7 +92,7 @@ class LMCircuit:
             cause = self.last if isinstance(self.last, BaseException) else None
             raise JudgeUnavailableError(self.message) from cause
 
-    def call(self, function: Callable, *args, **kwargs):
+    def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`function(*args, **kwargs)` through the circuit: `CircuitOpen` instead of the call when the
         circuit is open, and when this call's failure opens it; any exception is re-raised after being
         counted (an outage) or not (an answer that is not a verdict, `lm.errors.is_outage`)."""

@@ -31,10 +31,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.lm.secrets import check_api_key_env, redact_url
+
+if TYPE_CHECKING:
+    import dspy
 
 __all__ = [
     "LMConfig", "StructuredOutput", "STRUCTURED_OUTPUTS", "SETTABLE_FIELDS", "DEFAULT_COMPLETION_TOKENS",
@@ -199,7 +202,7 @@ def bound_strings(schema: Any, limit: int) -> Any:
     return out
 
 
-def lm_name(lm) -> str:
+def lm_name(lm: dspy.BaseLM | None) -> str:
     """A loggable name of `lm`: its model string (which carries the revision) and, when it has one,
     its endpoint (any secret in the URL redacted); never its key."""
     if lm is None:

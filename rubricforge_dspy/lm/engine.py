@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import fields
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import dspy
@@ -37,6 +37,9 @@ from rubricforge_dspy.lm.config import LMConfig, structured_response_format
 from rubricforge_dspy.lm.errors import parse_retry_after
 from rubricforge_dspy.lm.secrets import redact_text, redact_url
 from rubricforge_dspy.lm.truncation import check_finish
+
+if TYPE_CHECKING:
+    from dspy import lm15
 
 __all__ = ["ChatCompletionsEngine", "AsyncChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS",
            "encode_body", "CompiledRequest", "RequestCaptured", "capture_request"]
@@ -106,7 +109,7 @@ class CompiledRequest:
             return None
 
 
-def _http_error(status: int, text: str, retry_after: str | None, url: str = ""):
+def _http_error(status: int, text: str, retry_after: str | None, url: str = "") -> lm15.ProviderError:
     """The DSPy (lm15) error for an HTTP error status, as DSPy's own clients raise it: 429 a rate limit
     (with ``Retry-After``), 5xx a server error, other 4xx a request error; the message names the URL."""
     from dspy import lm15
@@ -171,7 +174,7 @@ class ChatCompletionsEngine:
         """`url` with any secret in it redacted (`lm.secrets.redact_url`), for messages."""
         return redact_url(self.url)
 
-    def body(self, request) -> dict[str, Any]:
+    def body(self, request: lm15.Request) -> dict[str, Any]:
         """The JSON body sent for a canonical `dspy.lm15.Request`."""
         from dspy.clients.lm15_boundary import request_kwargs
 
@@ -213,13 +216,13 @@ class ChatCompletionsEngine:
         key = self.config.api_key
         return {**_JSON, "Authorization": f"Bearer {key}"} if key else _JSON
 
-    def _captured(self, request) -> dict[str, Any]:
+    def _captured(self, request: lm15.Request) -> dict[str, Any]:
         body = self.body(request)
         if _CAPTURE.get():
             raise RequestCaptured(body, request.model)
         return body
 
-    def complete(self, request):
+    def complete(self, request: lm15.Request) -> lm15.Response:
         content = encode_body(self._captured(request))
         with self._transport_errors():
             reply = self._http().post(self.url, content=content, headers=self.headers())
@@ -269,7 +272,7 @@ class ChatCompletionsEngine:
                                    provider="openai-compatible", status=reply.status_code)
         return payload
 
-    def stream(self, request):
+    def stream(self, request: lm15.Request) -> NoReturn:
         from dspy import lm15
 
         raise lm15.UnsupportedFeatureError("ChatCompletionsEngine does not stream")

@@ -10,9 +10,12 @@ import hashlib
 import json
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubricforge_dspy.lm.secrets import redact_url
+
+if TYPE_CHECKING:
+    import dspy
 
 __all__ = ["Fingerprint", "LM_SETTINGS", "LOCAL_SERVER", "digest", "package_version", "lm_settings",
            "lm_fingerprint"]
@@ -49,7 +52,7 @@ def package_version(package: str) -> str | None:
         return None
 
 
-def lm_settings(lm) -> dict:
+def lm_settings(lm: dspy.BaseLM | None) -> dict[str, Any]:
     """The answer-changing settings of a `dspy.LM` (or None for no LM), read from the LM and its engine.
 
     The endpoint (``api_base``) is written with any secret in it redacted (`lm.secrets.redact_url`). For a
@@ -76,7 +79,7 @@ def lm_settings(lm) -> dict:
     return values
 
 
-def lm_fingerprint(lm) -> Fingerprint:
+def lm_fingerprint(lm: dspy.BaseLM | None) -> Fingerprint:
     """The `Fingerprint` of `lm` (a ``dspy.LM``): its model, endpoint identity and sampling settings, never
     its API key."""
     parts = lm_settings(lm)

@@ -17,13 +17,16 @@ per call and thread-safe, never ``lm.history[-1]`` (which another thread may hav
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import dspy
 from dspy.clients import base_lm
 from dspy.utils.exceptions import LMError
 
 from rubricforge_dspy.core.errors import RubricForgeError
+
+if TYPE_CHECKING:
+    from dspy import lm15
 
 __all__ = ["TruncatedCompletionError", "CUT_REASONS", "check_finish", "finish_reasons", "CompletionWatch",
            "watch_completions"]
@@ -46,7 +49,7 @@ class TruncatedCompletionError(LMError, RubricForgeError):
         self.partial = partial
 
 
-def check_finish(response, where: str, model: str | None = None):
+def check_finish(response: lm15.Response, where: str, model: str | None = None) -> lm15.Response:
     """Return the lm15 `response`, or raise `TruncatedCompletionError` when it was cut at max_tokens."""
     if _is_cut(getattr(response, "finish_reason", None)):
         text = "".join(getattr(part, "text", "") or "" for part in getattr(response.message, "parts", []) or [])

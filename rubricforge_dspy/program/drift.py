@@ -10,7 +10,7 @@ LM, when it first runs with that LM (`judge.contract.BaseJudge`), not when it is
 from __future__ import annotations
 
 import warnings
-from typing import Mapping
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import dspy
@@ -42,7 +42,7 @@ def _comparable(parts: Mapping) -> dict:
     return parts
 
 
-def check_drift(manifest: Mapping | None, lm, where: str = "program") -> list[str]:
+def check_drift(manifest: Mapping[str, Any] | None, lm: dspy.BaseLM | None, where: str = "program") -> list[str]:
     """Warn `UncertifiedJudgeWarning` when there is no certificate, or when `lm` (else the configured
     `dspy.settings.lm`) differs from the certified LM; returns the differing fingerprint parts.
 

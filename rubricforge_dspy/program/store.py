@@ -26,16 +26,19 @@ import json
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import orjson
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.lm.fingerprint import package_version
+
+if TYPE_CHECKING:
+    import dspy
 
 FORMAT_VERSION = 1
 MANIFEST_KEY = "rubricforge"
@@ -86,7 +89,7 @@ def data_ids(trajectories: Iterable[Trajectory]) -> dict:
     return {"ids": sorted({t.id for t in items}), "tasks": sorted({f"{t.domain}/{t.task_id}" for t in items})}
 
 
-def build_manifest(judge, *, lm: str | None = None, data_fingerprint: str | None = None,
+def build_manifest(judge: dspy.Module, *, lm: str | None = None, data_fingerprint: str | None = None,
                    metrics: dict | None = None, extra: dict | None = None,
                    seen: dict | None = None) -> dict:
     """The manifest recorded with a frozen judge. `seen` (see `data_ids`): the trajectories and tasks
@@ -113,7 +116,7 @@ def build_manifest(judge, *, lm: str | None = None, data_fingerprint: str | None
     }
 
 
-def freeze(judge, path, **manifest_fields) -> dict:
+def freeze(judge: dspy.Module, path: PathArg, **manifest_fields: Any) -> dict[str, Any]:
     """Attach a fresh manifest to `judge` and save it to `path` as a JSON program.
 
     Args:
@@ -134,7 +137,7 @@ def freeze(judge, path, **manifest_fields) -> dict:
     return judge.manifest
 
 
-def save_judge(judge, path) -> None:
+def save_judge(judge: dspy.Module, path: PathArg) -> None:
     """Save `judge` as a JSON program at `path` with its manifest (rubric hash, program hash), never a pickle.
 
     Raises:
@@ -195,7 +198,7 @@ def _check_shape(path: Path, state) -> None:
             raise bad(f"manifest '{key}' must be an object")
 
 
-def read_program(path, allow_unverified: bool = False) -> dict:
+def read_program(path: PathArg, allow_unverified: bool = False) -> dict[str, Any]:
     """Parse and verify a frozen program file.
 
     Args:
@@ -248,7 +251,8 @@ def read_program(path, allow_unverified: bool = False) -> dict:
     return state
 
 
-def update_manifest(path, fields: dict, out_path=None, allow_unverified: bool = False) -> dict:
+def update_manifest(path: PathArg, fields: dict[str, Any], out_path: PathArg | None = None,
+                    allow_unverified: bool = False) -> dict[str, Any]:
     """Set `fields` in the manifest of the program at `path` (verified first; see `read_program` for
     `allow_unverified`) and write it to `out_path` (default: in place, atomically) with a fresh
     ``program_sha256``; the program stays loadable. Returns the manifest."""

@@ -27,7 +27,8 @@ from typing import Iterable
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
+from rubricforge_dspy.core.trajectory import LabelRule, Trajectory
 from rubricforge_dspy.core.verdict import VerdictLineError
 from rubricforge_dspy.core.verdict import parse_line as parse_verdict_line
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
@@ -69,7 +70,7 @@ class VerdictFileIndex:
         InputError: the file holds no verdict.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: PathArg):
         self.path = regular_file(path, "verdict file")
         self.ids: list[str] = []
         self.tasks: list[str] = []
@@ -211,7 +212,7 @@ class DataIndex:
     def __contains__(self, ident: str) -> bool:
         return ident in self._lines or ident in self._whole
 
-    def get(self, ident: str, label_rule=None):
+    def get(self, ident: str, label_rule: LabelRule | None = None) -> Trajectory | None:
         """The `Trajectory` of `ident`, or None when the data has no such id.
 
         Raises:

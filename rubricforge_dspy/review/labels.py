@@ -19,7 +19,9 @@ import orjson
 
 from rubricforge_dspy.apply.job import output_lock
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.data.label_journal import JournalHistory, JournalLine, iter_journal, journal_history, read_journal
+from rubricforge_dspy.data.labels import LabelFile
 
 __all__ = ["LabelsFile", "append_label", "read_labels", "LABELS"]
 
@@ -41,7 +43,7 @@ class LabelsFile:
         labeler: who labels (kept on every line).
     """
 
-    def __init__(self, path, labeler: str):
+    def __init__(self, path: PathArg, labeler: str):
         if not labeler or not str(labeler).strip():
             raise InputError("a labeler name is needed (kept on every label line)")
         self.path = Path(path)
@@ -139,13 +141,13 @@ class LabelsFile:
         return out
 
 
-def append_label(path, ident: str, choice: str, *, labeler: str, note: str = "") -> JournalLine:
+def append_label(path: PathArg, ident: str, choice: str, *, labeler: str, note: str = "") -> JournalLine:
     """Open the journal at `path` (taking its lock), append one label, close it."""
     with LabelsFile(path, labeler) as labels:
         return labels.label(ident, choice, note)
 
 
-def read_labels(path):
+def read_labels(path: PathArg) -> LabelFile:
     """The journal at `path` as the package's `LabelFile` (last line per id wins; `data.label_journal`)."""
     return read_journal(path)
 

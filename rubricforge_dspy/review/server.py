@@ -14,6 +14,7 @@ import logging
 import socket
 import threading
 import warnings
+from typing import Callable
 
 import uvicorn
 
@@ -126,7 +127,7 @@ class ReviewServer:
 
 
 def serve(inputs: ReviewInputs, *, host: str = DEFAULT_HOST, port: int | None = None, allow_remote: bool = False,
-          on_ready=None) -> None:
+          on_ready: Callable[[str], object] | None = None) -> None:
     """Open the review of `inputs` and serve it until interrupted.
 
     Args:

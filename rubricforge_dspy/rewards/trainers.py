@@ -43,7 +43,7 @@ import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import dspy
 
@@ -115,7 +115,8 @@ def _normalize(messages: Any, where: str) -> list[dict]:
     return out
 
 
-def trajectory_from_messages(prompt: Any, completion: Any, *, index: int = 0) -> Trajectory:
+def trajectory_from_messages(prompt: str | Sequence[Mapping[str, Any]],
+                             completion: str | Sequence[Mapping[str, Any]], *, index: int = 0) -> Trajectory:
     """One rollout as an unlabeled `Trajectory`: a string prompt is the user turn and a string completion
     the final answer (TRL's standard format); message lists (conversational format, with tool calls and
     tool results) are read by the generic JSONL loader's message reader (`data.formats.jsonl.steps_of`).
@@ -143,8 +144,8 @@ def trajectory_from_messages(prompt: Any, completion: Any, *, index: int = 0) ->
 class _Rewarder:
     """Judges rollouts concurrently and keeps the counters; the shared part of the TRL and verl callables."""
 
-    def __init__(self, judge, *, abstain_value: float | None, mode: Mode, max_concurrency: int, lm,
-                 retry: RetryPolicy, max_consecutive_abstentions: int | None, name: str):
+    def __init__(self, judge: dspy.Module, *, abstain_value: float | None, mode: Mode, max_concurrency: int,
+                 lm: dspy.BaseLM | None, retry: RetryPolicy, max_consecutive_abstentions: int | None, name: str):
         if mode not in ("graded", "binary"):
             raise InputError(f"mode must be 'graded' or 'binary', got {mode!r}")
         if max_concurrency < 1:
@@ -258,7 +259,8 @@ class JudgeReward(_Rewarder):
 class VerlComputeScore(_Rewarder):
     """verl's ``compute_score`` backed by a judge; build it with `as_verl_compute_score`."""
 
-    def __init__(self, judge, *, prompt_key: str | None, return_dict: bool, batched: bool, **options):
+    def __init__(self, judge: dspy.Module, *, prompt_key: str | None, return_dict: bool, batched: bool,
+                 **options: Any):
         super().__init__(judge, **options)
         self.prompt_key = prompt_key
         self.return_dict = return_dict
@@ -304,9 +306,9 @@ class VerlComputeScore(_Rewarder):
         return [self._result(reward, verdict) for reward, verdict in self.rewards(items)]
 
 
-def as_reward_function(judge, *, abstain_value: float | None = None, mode: Mode = "graded", max_concurrency: int = 8,
-                       lm=None, retry: RetryPolicy = RetryPolicy(), max_consecutive_abstentions: int | None = 64,
-                       name: str = "rubricforge_judge") -> JudgeReward:
+def as_reward_function(judge: dspy.Module, *, abstain_value: float | None = None, mode: Mode = "graded",
+                       max_concurrency: int = 8, lm: dspy.BaseLM | None = None, retry: RetryPolicy = RetryPolicy(),
+                       max_consecutive_abstentions: int | None = 64, name: str = "rubricforge_judge") -> JudgeReward:
     """`judge` as a TRL GRPO reward function (``GRPOTrainer(reward_funcs=[...])``).
 
     Args:
@@ -331,9 +333,10 @@ def as_reward_function(judge, *, abstain_value: float | None = None, mode: Mode 
                        retry=retry, max_consecutive_abstentions=max_consecutive_abstentions, name=name)
 
 
-def as_verl_compute_score(judge, *, abstain_value: float, mode: Mode = "graded", batched: bool = False,
+def as_verl_compute_score(judge: dspy.Module, *, abstain_value: float, mode: Mode = "graded", batched: bool = False,
                           prompt_key: str | None = None, return_dict: bool = False, max_concurrency: int = 8,
-                          lm=None, retry: RetryPolicy = RetryPolicy(), max_consecutive_abstentions: int | None = 64,
+                          lm: dspy.BaseLM | None = None, retry: RetryPolicy = RetryPolicy(),
+                          max_consecutive_abstentions: int | None = 64,
                           name: str = "rubricforge_judge") -> VerlComputeScore:
     """`judge` as verl's ``custom_reward_function`` (``compute_score``).
 

@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import dspy
 
@@ -213,7 +213,7 @@ class EmbeddedServer:
 
 
 @contextmanager
-def embedded_lm(base: LMConfig | None = None, **server_options) -> Iterator[dspy.LM]:
+def embedded_lm(base: LMConfig | None = None, **server_options: Any) -> Iterator[dspy.LM]:
     """A `dspy.LM` on a freshly started embedded server, stopped on exit."""
     server = EmbeddedServer(**server_options)
     with server:
@@ -221,7 +221,7 @@ def embedded_lm(base: LMConfig | None = None, **server_options) -> Iterator[dspy
 
 
 @contextmanager
-def open_lm(config: LMConfig, **server_options) -> Iterator[dspy.LM]:
+def open_lm(config: LMConfig, **server_options: Any) -> Iterator[dspy.LM]:
     """Open the `dspy.LM` for `config` for a `with` block: the embedded server (started here, stopped on exit) when
     ``config.is_embedded``, else a client for its endpoint."""
     if config.is_embedded:
@@ -232,7 +232,7 @@ def open_lm(config: LMConfig, **server_options) -> Iterator[dspy.LM]:
 
 
 @contextmanager
-def open_lms(judge: LMConfig, reflection: LMConfig, **server_options) -> Iterator[tuple[dspy.LM, dspy.LM]]:
+def open_lms(judge: LMConfig, reflection: LMConfig, **server_options: Any) -> Iterator[tuple[dspy.LM, dspy.LM]]:
     """(judge LM, reflection LM); when both are embedded they share one server."""
     with ExitStack() as stack:
         server = None

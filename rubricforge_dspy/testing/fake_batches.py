@@ -16,12 +16,21 @@ from __future__ import annotations
 import json
 import threading
 import time
+from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI
+
+# A route's answer: the HTTP status and its payload (JSON as a dict, or raw bytes).
+Reply = tuple[int, dict[str, Any] | bytes]
 
 
 class FakeBatches:
-    def __init__(self, fake, line_delay: float = 0.02, line_errors=(), batch_fault: str | None = None,
+    def __init__(self, fake: FakeOpenAI, line_delay: float = 0.02, line_errors: Iterable[str] = (),
+                 batch_fault: str | None = None,
                  expire_after: int = 1):
         self.fake = fake
         self.line_delay = line_delay
@@ -34,7 +43,7 @@ class FakeBatches:
         self.lock = threading.RLock()
 
     # -- routes: (method, path, headers, raw body) -> (status, payload: dict | bytes) --------------
-    def handle(self, method: str, path: str, headers, raw: bytes):
+    def handle(self, method: str, path: str, headers: Message, raw: bytes) -> Reply:
         parts = [p for p in path.split("?")[0].strip("/").split("/") if p]
         if parts and parts[0] == "v1":
             parts = parts[1:]
@@ -63,7 +72,7 @@ class FakeBatches:
         return {"id": file_id, "object": "file", "bytes": len(self.files[file_id]), "purpose": "batch",
                 "created_at": int(time.time()), "filename": file_id}
 
-    def upload(self, headers, raw: bytes):
+    def upload(self, headers: Message, raw: bytes) -> Reply:
         content_type = headers.get("Content-Type", "")
         if not content_type.startswith("multipart/form-data"):
             return 400, {"error": {"message": "expected multipart/form-data"}}
@@ -80,7 +89,7 @@ class FakeBatches:
             self.files[file_id] = data
         return self.file_object(file_id)
 
-    def create(self, body: dict):
+    def create(self, body: dict[str, Any]) -> Reply:
         if body.get("input_file_id") not in self.files or body.get("endpoint") != "/v1/chat/completions":
             return 400, {"error": {"message": "unknown input_file_id or unsupported endpoint"}}
         with self.lock:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import dspy
 from dspy import lm15
@@ -96,7 +96,7 @@ class ScriptedEngine:
                                  finish_reason=finish, usage=usage)
         return check_finish(response, "scripted LM", owner.model)
 
-    def stream(self, request: lm15.Request):
+    def stream(self, request: lm15.Request) -> Iterator[Any]:  # lm15's stream events (not exported by DSPy)
         return lm15.response_to_events(self.complete(request))
 
     def close(self) -> None:
@@ -112,7 +112,7 @@ class AsyncScriptedEngine:
     async def complete(self, request: lm15.Request) -> lm15.Response:
         return self.sync.complete(request)
 
-    async def stream(self, request: lm15.Request):
+    async def stream(self, request: lm15.Request) -> AsyncIterator[Any]:
         for event in self.sync.stream(request):
             yield event
 
@@ -132,7 +132,7 @@ class ScriptedLM(dspy.LM):
     """
 
     def __init__(self, respond: Responder, adapter: dspy.Adapter | None = None, model: str = "scripted",
-                 temperature: float = 0.0, max_tokens: int = 1000, **kwargs):
+                 temperature: float = 0.0, max_tokens: int = 1000, **kwargs: Any):
         engine = ScriptedEngine(self)
         super().__init__(model, engine=engine, async_engine=AsyncScriptedEngine(engine), temperature=temperature,
                          max_tokens=max_tokens, cache=False, **kwargs)
@@ -141,7 +141,7 @@ class ScriptedLM(dspy.LM):
         self.calls = 0
         self._lock = threading.Lock()
 
-    def copy(self, **kwargs) -> "ScriptedLM":
+    def copy(self, **kwargs: Any) -> "ScriptedLM":
         """A copy with its own engine, call counter and history (DSPy's `copy` would share the engine)."""
         engine = ScriptedEngine(self)
         copied = super().copy(engine=engine, async_engine=AsyncScriptedEngine(engine), **kwargs)
