@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 
@@ -37,6 +38,6 @@ def record_of(trajectory: Trajectory) -> dict:
     return to_record(trajectory, reward=trajectory.reward, label=trajectory.label, metadata=metadata or None)
 
 
-def convert_trajectories(trajectories: Iterable[Trajectory], out_path) -> int:
+def convert_trajectories(trajectories: Iterable[Trajectory], out_path: PathArg) -> int:
     """Write `trajectories` to a new generic JSONL file; returns how many were written."""
     return write_records((record_of(t) for t in trajectories), out_path)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, Trajectory, parse_label_rule
 
 __all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "read_label_file",
@@ -213,7 +213,7 @@ def _read_swebench(path: Path, doc: Any) -> LabelFile:
     return out
 
 
-def read_label_file(path: str | Path) -> LabelFile:
+def read_label_file(path: PathArg) -> LabelFile:
     """Read a CSV, JSONL or SWE-bench results label file (see the module docstring)."""
     path = Path(path)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class Split:
         return out
 
 
-def _allocate(n: int, fractions: tuple[float, float, float]) -> list[int]:
+def _allocate(n: int, fractions: Sequence[float]) -> list[int]:
     """Largest-remainder allocation of n items to the three fractions."""
     exact = [f * n for f in fractions]
     counts = [int(x) for x in exact]
@@ -52,7 +53,8 @@ def _allocate(n: int, fractions: tuple[float, float, float]) -> list[int]:
     return counts
 
 
-def split_by_task(trajectories: list[Trajectory], fractions=DEFAULT_FRACTIONS, seed: int = 0) -> Split:
+def split_by_task(trajectories: list[Trajectory], fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                  seed: int = 0) -> Split:
     """Split `trajectories` so that each task (domain, task_id) falls in exactly one part.
 
     Raises:
@@ -75,7 +77,7 @@ def split_by_task(trajectories: list[Trajectory], fractions=DEFAULT_FRACTIONS, s
     for stratum in sorted(strata):
         tasks = sorted(strata[stratum])
         order = rng.permutation(len(tasks))
-        counts = _allocate(len(tasks), tuple(fractions))
+        counts = _allocate(len(tasks), fractions)
         bounds = np.cumsum([0, *counts])
         for part, (lo, hi) in zip(SPLIT_NAMES, zip(bounds[:-1], bounds[1:], strict=True), strict=True):
             for i in order[lo:hi]:

@@ -16,17 +16,20 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.judge.cascade import is_cascade_file, read_cascade
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.hybrid import HYBRID_KEY, HybridJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.store import MAX_PROGRAM_BYTES, ProgramError
+
+if TYPE_CHECKING:
+    import dspy
 
 __all__ = ["load_judge", "load"]
 
@@ -47,7 +50,8 @@ def _floor_file(path: Path) -> SymptomFloor | None:
         raise ProgramError(f"{path}: malformed floor: {error}") from error
 
 
-def load_judge(path, lm=None, check_certificate: bool = True, allow_unverified: bool = False) -> BaseJudge:
+def load_judge(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: bool = True,
+               allow_unverified: bool = False) -> BaseJudge:
     """Load a saved judge, ready to call.
 
     Args:

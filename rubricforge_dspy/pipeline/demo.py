@@ -22,7 +22,7 @@ import dspy
 
 from rubricforge_dspy.core.presets import Preset
 from rubricforge_dspy.core.sizes import sizes_explained
-from rubricforge_dspy.core.trajectory import Trajectory, labeled_only
+from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, labeled_only
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.data.labels import join_labels
 from rubricforge_dspy.data.scan import require_trajectories
@@ -57,7 +57,7 @@ def default_out_dir() -> Path:
 
 
 def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: str | Path | None = None,
-                label_threshold=None) -> tuple[list[Trajectory], Path]:
+                label_threshold: float | str | LabelRule | None = None) -> tuple[list[Trajectory], Path]:
     """One trial of `n_tasks` seeded-random tasks of the labeled trajectories in `data` (default: the
     bundled GPT-4o airline sample), with `labels` joined by id (the join's summary is logged); unlabeled
     ones are left out (a logged warning with their count). Returns the sample and the data file."""

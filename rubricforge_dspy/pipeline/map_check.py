@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.data.formats import LoadReport
 from rubricforge_dspy.data.formats.mapping.reader import MapStats, iter_mapped
 from rubricforge_dspy.data.formats.mapping.spec import Mapping, load_mapping
@@ -106,7 +107,7 @@ class MapCheckReport:
         return problems
 
 
-def check_mapping(data, mapping: Mapping | str | Path, empty_share: float = 0.5,
+def check_mapping(data: PathArg, mapping: Mapping | str | Path, empty_share: float = 0.5,
                   render_config: RenderConfig | None = None) -> MapCheckReport:
     """Try a mapping on data: counts, skipped records, empty fields and the first record as the judge reads it.
 

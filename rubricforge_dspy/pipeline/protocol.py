@@ -19,6 +19,7 @@ import dspy
 import orjson
 
 from rubricforge_dspy.apply.stream import judge_stream
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.judge_names import FLOOR, HYBRID, LENGTH_ONLY
 from rubricforge_dspy.core.presets import LIBRARY
 from rubricforge_dspy.core.rubric import parse_criteria, without_criterion
@@ -183,8 +184,8 @@ def clear_run(out_dir: Path) -> None:
             path.unlink()
 
 
-def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
-                 judge_lm_name: str, reflection_lm_name: str, program_path, dataset: str,
+def run_protocol(trajectories: list[Trajectory], out_dir: PathArg, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
+                 judge_lm_name: str, reflection_lm_name: str, program_path: PathArg, dataset: str,
                  config: ProtocolConfig = ProtocolConfig(), notes: str = "", resume: bool = False) -> Path:
     """Run the whole protocol on `trajectories`; returns the run directory holding report.md.
 
@@ -193,7 +194,7 @@ def run_protocol(trajectories: list[Trajectory], out_dir, *, judge_lm: dspy.LM, 
     """
     from rubricforge_dspy.report import write_report
 
-    out_dir = Path(out_dir)
+    out_dir, program_path = Path(out_dir), Path(program_path)
     if not resume:
         clear_run(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

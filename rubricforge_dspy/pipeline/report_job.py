@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import LabelRule, Trajectory
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.judge.floor import FloorError
 from rubricforge_dspy.report import write_report
@@ -30,7 +31,7 @@ def refuse_unlabeled(trajectories: list[Trajectory]) -> None:
                          "LABELS.jsonl (one {\"id\", \"label\": 0|1} per line)")
 
 
-def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data, out_dir: Path,
+def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data: PathArg | Sequence[PathArg], out_dir: Path,
                         labels: str | Path | None = None) -> list[Path]:
     """The floor's and the length-only model's verdict files for the items of `verdict_files`
     (`trust.floor_cv.write_cv_verdicts`: task-grouped cross-validation on those items of `floor_data`, the
@@ -55,7 +56,8 @@ def floor_verdict_files(verdict_files: Sequence[str | Path], floor_data, out_dir
 
 
 def report_main(predictions: str | Path | Sequence[str | Path], out_path: str | Path,
-                labels: str | Path | None = None, label_threshold=None, floor_data=None) -> Path:
+                labels: str | Path | None = None, label_threshold: float | str | LabelRule | None = None,
+                floor_data: PathArg | Sequence[PathArg] | None = None) -> Path:
     """``rubricforge report --predictions RUN/ --out RUN/report.md``, or ``--predictions a.jsonl [b.jsonl ...]
     [--floor-data LABELED]``: markdown report with figures. With `floor_data`, the floor and length-only
     rows are added to verdict files (written to ``floor_verdicts/`` next to the report). Returns the

@@ -26,7 +26,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, parse_label_rule
+from rubricforge_dspy.core.files import PathArg
+from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, parse_label_rule
 from rubricforge_dspy.data.labels import LabelFileError, read_label_file
 from rubricforge_dspy.report.extras import load_ablations, load_attribution, rubric_from
 from rubricforge_dspy.report.records import (
@@ -70,7 +71,7 @@ class Run:
     lines_lm: str | None = None  # the judge models the compared-with judge's verdict lines record
 
 
-def read_labels(path: str | Path, label_threshold=None) -> dict[str, dict]:
+def read_labels(path: PathArg, label_threshold: float | str | LabelRule | None = None) -> dict[str, dict]:
     """``{id: {"label": 0|1, "reward": float}}`` from a label file read by
     `rubricforge_dspy.data.labels.read_label_file` (CSV, JSONL or SWE-bench results; docs/FORMAT.md). A
     reward without a label is labeled by ``label_threshold`` (a number T: reward > T, ``">=T"``),
@@ -253,7 +254,7 @@ def _run_dir_judges(run_dir: Path) -> tuple[dict, list[tuple[str, Path]], list[s
 
 
 def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | None = None,
-             label_threshold=None) -> Run:
+             label_threshold: float | str | LabelRule | None = None) -> Run:
     """Load and validate a run directory or verdict file(s) (see the module docstring); raises
     :class:`RunError` naming the file, line and what to do."""
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)

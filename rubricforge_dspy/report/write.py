@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rubricforge_dspy.report.cascade import cascade_lines, cascade_section
 from rubricforge_dspy.report.compute import compute_report
 from rubricforge_dspy.report.markdown import render_markdown
 from rubricforge_dspy.report.run import load_run
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.core.trajectory import LabelRule
 
 __all__ = ["write_report", "FIGURES_DIR"]
 
@@ -18,7 +21,7 @@ FIGURES_DIR = "figures"
 
 def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Path, figures: bool = True, *,
                  n_resamples: int = 10_000, seed: int = 0, labels: str | Path | None = None,
-                 label_threshold=None) -> Path:
+                 label_threshold: float | str | LabelRule | None = None) -> Path:
     """Load ``run_dir`` (a run directory or verdict file(s), see docs/REPORT.md), write ``out_path``
     (markdown), ``<stem>.json`` (all numbers) and, with ``figures``, ``figures/*.png`` next to the
     markdown. Returns ``out_path``. A cascade's verdict file (lines with ``stage``) adds the cascade section

@@ -36,6 +36,7 @@ import dspy
 from scipy import stats
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError, RubricForgeWarning
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError, require_labels
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
@@ -232,7 +233,7 @@ def _step_dict(step: Step) -> dict[str, Any]:
     return out
 
 
-def sample_for_labeling(trajectories: Sequence[Trajectory], k: int, seed: int = 0, *, path) -> Path:
+def sample_for_labeling(trajectories: Sequence[Trajectory], k: int, seed: int = 0, *, path: PathArg) -> Path:
     """Write a random sample of `k` trajectories (all when fewer) to the JSONL file `path` for labeling.
 
     Each line: ``id, task_id, domain, agent, trial, label (null: fill in 1 = accomplished, 0 = not),
@@ -279,7 +280,7 @@ def _parse_steps(raw, where: str) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def load_labeled(path) -> list[Trajectory]:
+def load_labeled(path: PathArg) -> list[Trajectory]:
     """Read a labeled sample written by `sample_for_labeling`.
 
     Raises `TrajectoryFormatError` naming the file and record (0-based index; the message also gives the

@@ -25,16 +25,20 @@ import math
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
 
 from rubricforge_dspy import metrics
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.judge.fingerprint import lm_fingerprint
 from rubricforge_dspy.program.store import CERTIFICATE_KEY  # noqa: F401 - re-exported for trust callers
+
+if TYPE_CHECKING:
+    import dspy
 
 ECE_BINS = 10
 BOOTSTRAP_RESAMPLES = 2_000
@@ -107,8 +111,9 @@ def compute_certificate(records: Iterable[Mapping], *, confidence: float = 0.95,
     }
 
 
-def certificate_for(records: Iterable[Mapping], *, lm, data_fingerprint: str, rubric_sha256: str | None,
-                    floor: tuple[list[Mapping], str] | None = None, **options) -> dict:
+def certificate_for(records: Iterable[Mapping[str, Any]], *, lm: dspy.BaseLM | None, data_fingerprint: str,
+                    rubric_sha256: str | None, floor: tuple[Sequence[Mapping[str, Any]], str] | None = None,
+                    **options: Any) -> dict[str, Any]:
     """`compute_certificate` plus what binds it: data fingerprint, LM fingerprint, rubric hash, date; and,
     with `floor` (the floor's verdict lines on the same items, and where the floor came from), the
     judge's margin over it."""
@@ -226,7 +231,7 @@ def format_certificate(certificate: Mapping | None) -> list[str]:
     ]
 
 
-def describe_program(path, *, allow_unverified: bool = False) -> str:
+def describe_program(path: PathArg, *, allow_unverified: bool = False) -> str:
     """What `rubricforge show` prints of a frozen program: its integrity, the rubric (sha256, length,
     criteria), where it was induced, its calibration, hybrid stack and symptom floor, and its certificate
     (`format_certificate`).

@@ -10,8 +10,9 @@ from __future__ import annotations
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import read_verdicts
 from rubricforge_dspy.judge.loading import load_judge
@@ -26,9 +27,14 @@ from rubricforge_dspy.trust.certificate import (
     recheck,
 )
 
+if TYPE_CHECKING:
+    import dspy
+
+    from rubricforge_dspy.judge.contract import BaseJudge
+
 
 @contextmanager
-def _verdict_path(verdicts_out) -> Iterator[Path]:
+def _verdict_path(verdicts_out: PathArg | None) -> Iterator[Path]:
     if verdicts_out is not None:
         yield Path(verdicts_out)
         return
@@ -36,7 +42,8 @@ def _verdict_path(verdicts_out) -> Iterator[Path]:
         yield Path(tmp) / "verdicts.jsonl"
 
 
-def judge_labeled(judge, trajectories: list[Trajectory], out_path, *, lm, concurrency: int = 4) -> list[dict]:
+def judge_labeled(judge: BaseJudge, trajectories: list[Trajectory], out_path: PathArg, *, lm: dspy.BaseLM | None,
+                  concurrency: int = 4) -> list[dict]:
     """Judge `trajectories` into `out_path` (resumable) and return their verdict lines, in input order.
     Every trajectory must end up with exactly one line; lines of other ids in the file are refused.
 
@@ -83,7 +90,8 @@ def floor_of(trajectories: list[Trajectory], manifest: dict, where: str) -> tupl
         return None
 
 
-def certify_program(program_path, trajectories: list[Trajectory], *, lm, out_program=None, verdicts_out=None,
+def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm: dspy.BaseLM | None,
+                    out_program: PathArg | None = None, verdicts_out: PathArg | None = None,
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
                     resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data") -> dict:
     """Judge held-out `trajectories` with the program at `program_path` on `lm` and write the certificate
@@ -131,7 +139,8 @@ def certify_program(program_path, trajectories: list[Trajectory], *, lm, out_pro
     return certificate
 
 
-def recheck_program(program_path, trajectories: list[Trajectory], *, lm, verdicts_out=None, alpha: float = 0.05,
+def recheck_program(program_path: PathArg, trajectories: list[Trajectory], *, lm: dspy.BaseLM | None,
+                    verdicts_out: PathArg | None = None, alpha: float = 0.05,
                     concurrency: int = 4, where: str = "canary") -> Recheck:
     """Re-judge the labeled canary `trajectories` and test their false-pass rate against the certificate."""
     manifest = read_program(program_path).get(MANIFEST_KEY) or {}

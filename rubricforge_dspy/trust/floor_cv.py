@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from rubricforge_dspy import metrics
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.judge_names import (
     FLOOR,
     FLOOR_FOLDS,
@@ -206,13 +208,12 @@ def verdict_lines(trajectories: Items, scores: np.ndarray, name: str) -> list[di
             for t, s in zip(trajectories, scores, strict=True)]
 
 
-def write_cv_verdicts(trajectories: Items, out_dir, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
-                      names: Sequence[str] = (FLOOR, LENGTH_ONLY, HEURISTIC)) -> dict:
+def write_cv_verdicts(trajectories: Items, out_dir: PathArg, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
+                      names: Sequence[str] = (FLOOR, LENGTH_ONLY, HEURISTIC)) -> dict[str, Path]:
     """Out-of-fold verdict files ``OUT/<name>.jsonl`` of the floor, the length-only model (same folds) and
     the Heuristic on `trajectories`, for `rubricforge report` and `gate --floor-verdicts`; returns
     ``{name: path}``."""
     import json
-    from pathlib import Path
 
     folds = grouped_folds(trajectories, n_splits, seed)
     items = _table(trajectories, "the floor's cross-validation")

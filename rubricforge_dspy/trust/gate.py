@@ -33,12 +33,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from scipy import optimize, stats
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.metrics import mcnemar_exact
+
+if TYPE_CHECKING:
+    import dspy
+
+    from rubricforge_dspy.core.trajectory import Trajectory
 
 
 class GateInputError(InputError):
@@ -242,8 +248,8 @@ def _floor(candidate: list, floor_records: list | None, source: str, alpha: floa
         raise GateInputError(str(error)) from None
 
 
-def gate_verdict_files(candidate_path, baseline_path, margin: float = 0.05, alpha: float = 0.05, *,
-                       floor_path=None, require_beats_floor: bool = False) -> GateResult:
+def gate_verdict_files(candidate_path: PathArg, baseline_path: PathArg, margin: float = 0.05, alpha: float = 0.05,
+                       *, floor_path: PathArg | None = None, require_beats_floor: bool = False) -> GateResult:
     """The gate on two verdict JSONL files judged on the same labeled items (and, with `floor_path`, the
     symptom floor's verdict file on them: ``rubricforge floor --verdicts-dir DIR`` writes DIR/floor.jsonl)."""
     from rubricforge_dspy.core.verdict import read_verdicts
@@ -257,7 +263,8 @@ def gate_verdict_files(candidate_path, baseline_path, margin: float = 0.05, alph
                   require_beats_floor=require_beats_floor)
 
 
-def gate_programs(candidate_program, baseline_program, trajectories, *, lm, verdicts_dir,
+def gate_programs(candidate_program: PathArg, baseline_program: PathArg, trajectories: list[Trajectory], *,
+                  lm: dspy.BaseLM | None, verdicts_dir: PathArg,
                   margin: float = 0.05, alpha: float = 0.05, concurrency: int = 4,
                   require_beats_floor: bool = False) -> GateResult:
     """Judge `trajectories` with both frozen programs on `lm` (verdicts kept in `verdicts_dir`), then gate;

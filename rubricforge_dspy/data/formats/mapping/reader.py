@@ -5,18 +5,22 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.source import iter_records
 from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.data.formats import LoadReport
 
 logger = logging.getLogger(__name__)
 _RECORD_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
@@ -90,11 +94,12 @@ class MappedFormat:
     def label_rule(self) -> LabelSpec | None:
         return self.mapping.label_rule
 
-    def sniff(self, path) -> bool:
+    def sniff(self, path: PathArg) -> bool:
         """Always False: data are read through a mapping only when it is named."""
         return False
 
-    def read(self, path, rule: LabelSpec | None = None):
+    def read(self, path: PathArg, rule: LabelSpec | None = None
+             ) -> Iterator[tuple[Any, Trajectory | TrajectoryFormatError]]:
         """`read_mapped` of `path` (the formats' reader signature)."""
         return read_mapped(Path(path), self.mapping, rule)
 
@@ -144,8 +149,9 @@ def make_reader(mapping: Mapping | str | Path) -> Callable:
     return read
 
 
-def iter_mapped(path, mapping: Mapping | str | Path, *, label_threshold: LabelSpec | str | float | None = None,
-                on_error: str = "raise", report: Any = None, stats: MapStats | None = None) -> Iterator[Trajectory]:
+def iter_mapped(path: PathArg | Iterable[PathArg], mapping: Mapping | str | Path, *,
+                label_threshold: LabelSpec | str | float | None = None, on_error: str = "raise",
+                report: LoadReport | None = None, stats: MapStats | None = None) -> Iterator[Trajectory]:
     """The trajectories of a data file or folder read through a mapping, streamed: JSON Lines line by line,
     a JSON array (or a dict of records) element by element.
 

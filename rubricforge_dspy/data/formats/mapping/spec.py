@@ -19,6 +19,7 @@ import jmespath
 from jmespath.exceptions import JMESPathError
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, parse_label_rule
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "core" / "schemas" / "mapping.schema.json"
@@ -170,7 +171,7 @@ def _read_document(path: Path) -> Any:
                                             f"{exc.msg}") from None
 
 
-def load_mapping(path) -> Mapping:
+def load_mapping(path: PathArg) -> Mapping:
     """Read and check a mapping file (``.json``, or ``.yaml``/``.yml`` with PyYAML).
 
     Args:
