@@ -37,9 +37,8 @@ def cmd_review(args) -> int:
 
     def announce(url: str) -> None:
         print(f"review page (Ctrl-C to stop): {url}", flush=True)
-        print(f"labels go to {args.labels_out}; each label is one appended line"
-              + (f", and HUMAN feedback {args.label_name!r} on its trace in MLflow at {args.to_mlflow}" if sink else ""),
-              file=sys.stderr, flush=True)
+        also = f", and HUMAN feedback {args.label_name!r} on its trace in MLflow at {args.to_mlflow}" if sink else ""
+        print(f"labels go to {args.labels_out}; each label is one appended line{also}", file=sys.stderr, flush=True)
 
     try:
         state = serve(inputs, host=args.host, port=args.port, allow_remote=args.allow_remote, on_ready=announce,

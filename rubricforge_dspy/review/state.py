@@ -18,12 +18,12 @@ from typing import Any, Sequence
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.verdict import PassRule
+from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex
 from rubricforge_dspy.review.judge_view import JudgeInfo, load_judge_info
-from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.review.labels import LabelsFile
 from rubricforge_dspy.review.queue import Enrichment, Queue, symptom_names
 
