@@ -6,6 +6,11 @@ failure to log is counted and shown on the page while the label stays in the fil
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 from contextlib import contextmanager
 
 import httpx
@@ -21,7 +26,7 @@ from rubricforge_dspy.data.label_journal import read_journal  # noqa: E402
 from rubricforge_dspy.integrations.mlflow import MlflowLoadReport, load_mlflow_traces  # noqa: E402
 from rubricforge_dspy.integrations.mlflow_labels import HumanLabelSink  # noqa: E402
 from rubricforge_dspy.review import ReviewInputs, ReviewServer, ReviewState  # noqa: E402
-from tests.review.conftest import journal_lines  # noqa: E402
+from tests.review.conftest import ROOT, journal_lines  # noqa: E402
 from tests.support.mlflow_runs import human, local_store, run_agent  # noqa: E402
 
 EXPERIMENT = "review"
@@ -126,3 +131,52 @@ def test_an_unknown_experiment_is_refused_before_the_page_starts(traced):
     uri, _, _ = traced
     with pytest.raises(InputError, match="no such experiment"):
         HumanLabelSink(uri, experiment="no-such-experiment")
+
+
+def run_review(inputs, *flags):
+    """``rubricforge review`` as a process (the real command line); returns it and the URL it printed."""
+    command = [sys.executable, "-c", "import sys; from rubricforge_dspy.cli.main import main; sys.exit(main())",
+               "review", "--data", *map(str, inputs.data), "--verdicts", str(inputs.verdicts), "--labels-out",
+               str(inputs.labels_out), "--labeler", "cli", *flags]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    line = process.stdout.readline()  # printed once the page accepts connections
+    assert line.startswith("review page (Ctrl-C to stop): "), (line, process.communicate()[1])
+    return process, line.split(": ", 1)[1].strip()
+
+
+def label_and_stop(process, url: str, index: int, choice: str) -> tuple[int, str]:
+    with httpx.Client(follow_redirects=False, timeout=60) as c:
+        base = url.split("/?")[0]
+        assert c.get(url).status_code == 303
+        page = c.get(base + "/item/0").text
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)[1]
+        assert c.post(base + "/label", data={"index": str(index), "choice": choice, "csrf": csrf}).status_code == 303
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err
+
+
+def test_the_command_logs_to_mlflow_and_exits_3_when_a_label_did_not_reach_it(traced, tmp_path):
+    uri, ids, inputs = traced
+    process, url = run_review(inputs, "--to-mlflow", uri, "--experiment", EXPERIMENT)
+    code, err = label_and_stop(process, url, 1, "fail")
+    assert code == 0, err
+    assert "MLflow: 1 label(s) logged" in err
+    assert {t.id: t.label for t in load_mlflow_traces(uri, EXPERIMENT)}[ids[1]] == 0  # read back: cli's fail
+
+    other = local_store(tmp_path, "elsewhere", db="other")  # holds none of these traces
+    process, url = run_review(inputs, "--to-mlflow", other)
+    code, err = label_and_stop(process, url, 2, "pass")
+    assert code == 3, err  # a label that did not reach MLflow is never a quiet exit 0
+    assert "1 label action(s) are in" in err and "NOT logged to MLflow" in err and ids[2] in err
+    assert journal_lines(inputs.labels_out)[-1]["id"] == ids[2]  # the label itself is in the file
+
+
+def test_the_command_refuses_an_unknown_experiment_before_serving(traced):
+    from rubricforge_dspy.cli.main import main
+
+    uri, _, inputs = traced
+    code = main(["review", "--data", *map(str, inputs.data), "--verdicts", str(inputs.verdicts), "--labels-out",
+                 str(inputs.labels_out), "--to-mlflow", uri, "--experiment", "no-such-experiment"])
+    assert code == 2 and not inputs.labels_out.exists()
