@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,7 @@ class ReviewState:
         self.inputs = inputs
         self.on_label = on_label
         self.sink = SinkStatus(name=sink_name) if on_label is not None else None
+        self._writing = threading.Lock()
         self.verdicts = VerdictFileIndex(inputs.verdicts)
         self.data = DataIndex(list(inputs.data), inputs.data_format)
         self.judge: JudgeInfo = load_judge_info(inputs.program, inputs.run_dir, inputs.figures,
@@ -164,13 +166,15 @@ class ReviewState:
 
     def label(self, ident: str, choice: str, note: str = "") -> JournalLine:
         """Append a label to the labels file, then send it to `on_label` (a failure there is counted)."""
-        line = self.labels.label(ident, choice, note)
-        self._send(line)
+        with self._writing:  # one action at a time (requests run in threads): the file's order is MLflow's
+            line = self.labels.label(ident, choice, note)
+            self._send(line)
         return line
 
     def undo(self) -> JournalLine | None:
         """Undo the last action in the labels file, then send the restoring line to `on_label`."""
-        return self._send(self.labels.undo())
+        with self._writing:
+            return self._send(self.labels.undo())
 
     def enrichment_status(self) -> dict:
         e = self.enrichment
