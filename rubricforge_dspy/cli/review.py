@@ -13,7 +13,7 @@ __all__ = ["add_review_parser", "cmd_review"]
 
 
 def cmd_review(args) -> int:
-    from rubricforge_dspy.core.errors import MissingExtraError
+    from rubricforge_dspy.core.errors import EXIT_SERVER, MissingExtraError
     from rubricforge_dspy.evidence.render import RenderConfig
 
     try:
@@ -33,15 +33,46 @@ def cmd_review(args) -> int:
                           render=render, data_format=args.format,
                           allow_unverified_program=args.allow_unverified_program)
 
+    sink = _mlflow_sink(args)
+
     def announce(url: str) -> None:
         print(f"review page (Ctrl-C to stop): {url}", flush=True)
-        print(f"labels go to {args.labels_out}; each label is one appended line", file=sys.stderr, flush=True)
+        also = f", and HUMAN feedback {args.label_name!r} on its trace in MLflow at {args.to_mlflow}" if sink else ""
+        print(f"labels go to {args.labels_out}; each label is one appended line{also}", file=sys.stderr, flush=True)
 
     try:
-        serve(inputs, host=args.host, port=args.port, allow_remote=args.allow_remote, on_ready=announce)
+        state = serve(inputs, host=args.host, port=args.port, allow_remote=args.allow_remote, on_ready=announce,
+                      on_label=sink, sink_name=f"MLflow at {args.to_mlflow}" if sink else "the label sink")
     except KeyboardInterrupt:
-        pass
+        return 0
+    if sink is None or state.sink is None:
+        return 0
+    print(sink.report.summary(), file=sys.stderr)
+    if state.sink.failed:
+        print(f"error: {state.sink.failed} label action(s) are in {args.labels_out} but were NOT logged to MLflow "
+              f"(last: {state.sink.last_error}); ids: {', '.join(dict.fromkeys(state.sink.failed_ids))}",
+              file=sys.stderr)
+        return EXIT_SERVER
     return 0
+
+
+def _mlflow_sink(args):
+    """``--to-mlflow``: the `HumanLabelSink` the page sends each label to (MLflow checked now), else None."""
+    if args.to_mlflow is None:
+        if args.experiment is not None:
+            from rubricforge_dspy.core.errors import InputError
+
+            raise InputError("--experiment goes with --to-mlflow URI")
+        return None
+    from rubricforge_dspy.cli.integrations import INSTALL_HINT
+    from rubricforge_dspy.core.errors import InputError
+
+    try:
+        from rubricforge_dspy.integrations.mlflow_labels import HumanLabelSink
+    except ImportError as exc:
+        raise InputError(f"{INSTALL_HINT} ({exc})") from exc
+    return HumanLabelSink(args.to_mlflow, label_name=args.label_name, experiment=args.experiment,
+                          journal=str(args.labels_out))
 
 
 def add_review_parser(sub) -> None:
@@ -64,6 +95,14 @@ def add_review_parser(sub) -> None:
     p.add_argument("--label-next", default=None, help="a `rubricforge label-next` output file: its order first")
     p.add_argument("--render-tokens", type=int, default=None, help="the judge's render budget (without --program)")
     p.add_argument("--step-chars", type=int, default=None, help="the judge's per-step floor (without --program)")
+    mlflow = p.add_argument_group("MLflow (each label also as HUMAN feedback on its trace)")
+    mlflow.add_argument("--to-mlflow", metavar="URI", default=None,
+                        help="also log each label (a changed mind overrides, a skip or undo clears) as your HUMAN "
+                             "feedback on the item's MLflow trace (ids must be trace ids: data from --from-mlflow)")
+    mlflow.add_argument("--experiment", metavar="NAME", default=None,
+                        help="with --to-mlflow: the experiment the traces must belong to (checked)")
+    mlflow.add_argument("--label-name", default="label",
+                        help="the feedback name (default: label, what --from-mlflow --label-name reads)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default: a free one)")
     p.add_argument("--allow-remote", action="store_true",

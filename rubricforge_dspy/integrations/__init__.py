@@ -6,7 +6,9 @@ Optional extras, one module each; each module imports its platform when it is im
 - `rubricforge_dspy.integrations.mlflow` (``pip install "rubricforge-dspy[mlflow]"``): pull MLflow
   traces with their HUMAN label assessments (`load_mlflow_traces`), write verdicts back as LLM-judge
   assessments (`log_verdicts_to_mlflow`), a frozen judge as an ``mlflow.genai`` scorer (`scorer`), and
-  the traces ``label-next`` picks tagged for labeling in MLflow's UI (`tag_for_labeling`).
+  the traces ``label-next`` picks tagged for labeling in MLflow's UI (`tag_for_labeling`); and
+  `rubricforge_dspy.integrations.mlflow_labels`: the review page's labels logged as HUMAN feedback as
+  they are saved (`HumanLabelSink`, ``rubricforge review --to-mlflow``).
 - `rubricforge_dspy.integrations.inspect` (``pip install "rubricforge-dspy[inspect]"``): a frozen judge
   as an Inspect AI scorer (`rubricforge_scorer`).
 

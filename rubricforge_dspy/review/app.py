@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -99,7 +100,8 @@ def _page(request: Request, template: str, **context) -> Response:
     templates: Jinja2Templates = request.app.state.templates
     progress = state.queue.progress()
     return templates.TemplateResponse(request, template, {"csrf": request.app.state.guard.csrf,
-                                                          "progress": progress, "title": state.title, **context})
+                                                          "progress": progress, "title": state.title,
+                                                          "sink": state.sink, **context})
 
 
 def _link(path: str, filters: Filters, **more) -> str:
@@ -177,7 +179,7 @@ async def label_action(request: Request) -> Response:
     if not 0 <= index < len(state.verdicts) or choice not in ("pass", "fail", "skip"):
         return PlainTextResponse("400: a label names an item of this file and pass, fail or skip\n", status_code=400)
     note = form.get("note") if isinstance(form.get("note"), str) else ""
-    state.labels.label(state.verdicts.ids[index], choice, note)
+    await run_in_threadpool(state.label, state.verdicts.ids[index], choice, note)  # the file, then the sink
     filters = Filters.from_query(form)
     items, positions = state.queue.view(Filters(**{**filters.__dict__, "labeled": ""}))
     position = positions.get(index)
@@ -190,7 +192,7 @@ async def undo_action(request: Request) -> Response:
     if refused is not None:
         return refused
     state: ReviewState = request.app.state.review
-    line = state.labels.undo()
+    line = await run_in_threadpool(state.undo)
     filters = Filters.from_query(form)
     if line is None or line.id not in state.verdicts.position:
         return RedirectResponse(_link("/", filters), status_code=303)

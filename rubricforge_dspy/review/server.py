@@ -127,16 +127,22 @@ class ReviewServer:
 
 
 def serve(inputs: ReviewInputs, *, host: str = DEFAULT_HOST, port: int | None = None, allow_remote: bool = False,
-          on_ready: Callable[[str], object] | None = None) -> None:
-    """Open the review of `inputs` and serve it until interrupted.
+          on_ready: Callable[[str], object] | None = None, on_label: Callable[..., object] | None = None,
+          sink_name: str = "the label sink") -> ReviewState:
+    """Open the review of `inputs` and serve it until interrupted (Ctrl-C).
 
     Args:
         inputs: what to review (`ReviewInputs`).
         host, port, allow_remote: where to listen (`ReviewServer`).
         on_ready: called with the URL to open (it holds the token) once the server accepts connections; the
             command line prints it. Without it, the URL is logged at INFO.
+        on_label, sink_name: a callback given each line the page appends to the labels file, and what it sends
+            to (`ReviewState`): ``rubricforge review --to-mlflow`` logs each label to MLflow with it.
+
+    Returns:
+        The closed `ReviewState` (its ``sink`` holds the callback's counts: sent, failed).
     """
-    state = ReviewState(inputs)
+    state = ReviewState(inputs, on_label=on_label, sink_name=sink_name)
     try:
         server = ReviewServer(state, host, port, allow_remote=allow_remote)
     except BaseException:
@@ -148,4 +154,8 @@ def serve(inputs: ReviewInputs, *, host: str = DEFAULT_HOST, port: int | None = 
             (on_ready or (lambda url: logger.info("review page: %s", url)))(server.url)
 
     threading.Thread(target=announce, name="review-announce", daemon=True).start()
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # Ctrl-C is how the page is stopped (uvicorn re-raises the signal it caught)
+        pass
+    return state

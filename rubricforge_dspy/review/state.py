@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rubricforge_dspy.core.criteria import attribute_reason
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.verdict import PassRule
+from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
@@ -83,11 +86,34 @@ def _label_next_ranks(path) -> dict[str, int]:
     return ranks
 
 
-class ReviewState:
-    """An open review (module docstring); `close` releases the labels file."""
+@dataclass
+class SinkStatus:
+    """What the ``on_label`` callback (e.g. the MLflow sink) did: lines sent, failures and the last error."""
 
-    def __init__(self, inputs: ReviewInputs):
+    name: str = ""
+    sent: int = 0
+    failed: int = 0
+    last_error: str | None = None
+    failed_ids: list[str] = field(default_factory=list)
+
+
+class ReviewState:
+    """An open review (module docstring); `close` releases the labels file.
+
+    Args:
+        inputs: what to review (`ReviewInputs`).
+        on_label: called with each `JournalLine` the page appends (a label, a skip, an undo), after it is
+            in the labels file: ``rubricforge review --to-mlflow`` passes the MLflow sink. A failure is
+            counted in `sink` and shown on every page; the line stays in the file.
+        sink_name: what `on_label` sends to, as the page names it (``"MLflow"``).
+    """
+
+    def __init__(self, inputs: ReviewInputs, *, on_label: Callable[[JournalLine], Any] | None = None,
+                 sink_name: str = "the label sink"):
         self.inputs = inputs
+        self.on_label = on_label
+        self.sink = SinkStatus(name=sink_name) if on_label is not None else None
+        self._writing = threading.Lock()
         self.verdicts = VerdictFileIndex(inputs.verdicts)
         self.data = DataIndex(list(inputs.data), inputs.data_format)
         self.judge: JudgeInfo = load_judge_info(inputs.program, inputs.run_dir, inputs.figures,
@@ -122,6 +148,33 @@ class ReviewState:
     def close(self) -> None:
         self.enrichment.stop()
         self.labels.close()
+
+    def _send(self, line: JournalLine | None) -> JournalLine | None:
+        if line is None or self.on_label is None or self.sink is None:
+            return line
+        try:
+            self.on_label(line)
+        except Exception as error:  # any failure of the sink: counted and shown, the label stays in the file
+            self.sink.failed += 1
+            self.sink.failed_ids.append(line.id)
+            self.sink.last_error = f"{type(error).__name__}: {error}"
+            logger.error("label of %s (%s) is in %s but NOT in %s: %s", line.id, line.state, self.inputs.labels_out,
+                         self.sink.name, self.sink.last_error, exc_info=not isinstance(error, RubricForgeError))
+        else:
+            self.sink.sent += 1
+        return line
+
+    def label(self, ident: str, choice: str, note: str = "") -> JournalLine:
+        """Append a label to the labels file, then send it to `on_label` (a failure there is counted)."""
+        with self._writing:  # one action at a time (requests run in threads): the file's order is MLflow's
+            line = self.labels.label(ident, choice, note)
+            self._send(line)
+        return line
+
+    def undo(self) -> JournalLine | None:
+        """Undo the last action in the labels file, then send the restoring line to `on_label`."""
+        with self._writing:
+            return self._send(self.labels.undo())
 
     def enrichment_status(self) -> dict:
         e = self.enrichment
