@@ -100,12 +100,12 @@ def test_judge_cascade_asks_the_lm_only_for_what_the_floor_left(halves, tmp_path
     assert all(any(text in body for body in asked) for text in left)
     assert all(x["label"] in (0, 1) for x in lines)  # the labels ride along in the lines, never in a request
     assert [r["id"] for r in lines_of(queue)] == [x["id"] for x in by_stage["escalated"]]
-    # an existing output is refused (a cascade run is not resumable), before any request
+    # the same output on other data (another label threshold) is another job: refused before any request
     with FakeOpenAI() as fake:
         assert main(["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), "--out", str(out),
                      "--api-base", fake.url + "/v1", "--model", "fake-judge"]) == 2
         assert fake.n_requests == 0
-    assert "not resumable" in capsys.readouterr().err
+    assert "belongs to another job (other input data)" in capsys.readouterr().err
 
 
 def test_judge_program_that_is_a_cascade_file_runs_as_a_cascade(halves, tmp_path):
