@@ -150,9 +150,7 @@ class CascadeJob:
                 break
             self.run_.stage_calls[self.names[k]] = len(items)
             items = self._llm_stage(k, stage, items) if stage.predictors() else self._free_stage(k, stage, items)
-        escalation = self.cascade.escalation()
-        for item in items:
-            self._write(item, escalation, ESCALATED, None)
+        # (the last stage escalates what it hands on as it goes: nothing is left here)
 
     def _free_stage(self, k: int, stage, items: list[_Item]) -> list[_Item]:
         """A stage without an LM (the floor): one batch, settled in input order."""
@@ -161,12 +159,16 @@ class CascadeJob:
         return [item for item, verdict in zip(items, verdicts, strict=True) if not self._settle(k, item, verdict)]
 
     def _settle(self, k: int, item: _Item, verdict: Verdict) -> bool:
-        """Write the item's line when stage `k` settles it (True); False when it hands it on."""
+        """Write the item's line when stage `k` settles it (True); False when it hands it on. What the last
+        stage hands on is escalated at once (its line is written now, not after the stage)."""
         settled = self.cascade.settle(k, verdict)
-        if settled is None:
-            return False
-        self._write(item, settled, self.names[k], k)
-        return True
+        if settled is not None:
+            self._write(item, settled, self.names[k], k)
+            return True
+        if k == len(self.names) - 1:
+            self._write(item, self.cascade.escalation(), ESCALATED, None)
+            return True
+        return False
 
     def _llm_stage(self, k: int, stage, items: list[_Item]) -> list[_Item]:
         """An LLM stage on worker threads (see the module docstring); the items it hands on, in input order."""
