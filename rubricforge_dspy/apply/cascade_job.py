@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Sequence
 
@@ -174,7 +174,9 @@ class CascadeJob:
         """An LLM stage on worker threads (see the module docstring); the items it hands on, in input order."""
         circuit = LMCircuit(self.limit, lm_name(resolve_lm(stage)), counted=" after retries",
                             advice=f"Stopped at stage {self.names[k]!r}.")
-        stop, pending, left = threading.Event(), {}, []
+        stop = threading.Event()
+        pending: dict[Future, _Item] = {}
+        left: list[_Item] = []
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="rubricforge-cascade")
         interrupted = False
         try:
@@ -189,7 +191,7 @@ class CascadeJob:
             interrupted = True  # in-flight calls stop retrying; the ones that finished are written
             stop.set()
             for future in [f for f in pending if f.done() and not f.cancelled() and f.exception() is None]:
-                self._take(k, pending.pop(future), *future.result(), left, circuit)
+                self._take(k, pending.pop(future), future.result(), left, circuit)
             raise
         finally:
             pool.shutdown(wait=not interrupted, cancel_futures=True)
@@ -198,12 +200,14 @@ class CascadeJob:
     def _collect(self, k: int, pending: dict, left: list, circuit: LMCircuit) -> None:
         finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
         for future in finished:
-            self._take(k, pending.pop(future), *future.result(), left, circuit)
+            self._take(k, pending.pop(future), future.result(), left, circuit)
         circuit.raise_if_open()
 
-    def _take(self, k: int, item: _Item, verdict: Verdict, usage: dict | None, left: list,
+    def _take(self, k: int, item: _Item, result: tuple[Verdict, dict | None], left: list,
               circuit: LMCircuit) -> None:
-        """Account one finished call of stage `k` and settle its item (or keep it for the next stage)."""
+        """Account one finished call of stage `k` (`_call`'s result) and settle its item (or keep it for the next
+        stage)."""
+        verdict, usage = result
         run = self.run_
         item.lm_stages += 1
         run.lm_requests += verdict.attempts or 0
