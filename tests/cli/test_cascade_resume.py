@@ -1,11 +1,16 @@
 """`judge --cascade` is crash-safe, resumable and counts its tokens, against a recording OpenAI-compatible server on
 127.0.0.1: the tokens in the lines, the run summary, the job file, `certify` and `report` equal what the server
-served; an LLM stage whose server dies mid-run leaves the floor's lines (exit 3); the same command again asks
-the LM only for the items not in the file; another cascade on the same output is refused."""
+served; an LLM stage whose server dies mid-run leaves the floor's lines (exit 3), and so does a SIGKILL; the same
+command again asks the LM only for the items not in the file; another cascade on the same output is refused."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 from rubricforge_dspy.cli.main import main
@@ -14,6 +19,7 @@ from rubricforge_dspy.judge.cascade import StageRule
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from tests.support.cascade import REWARD_ABOVE_0, lines_of, save_cascade
+from tests.support.helpers import REPO
 
 SURE = {"reason": "The agent bought the item.", "passed": True, "score": 0.9}
 UNSURE = {"reason": "Cannot tell from the pages.", "passed": True, "score": 0.5}
@@ -137,3 +143,42 @@ def test_another_cascade_on_the_same_output_is_refused(halves, tmp_path, capsys)
         assert fake.n_requests == 0
     assert "belongs to another job (another judge configuration" in capsys.readouterr().err
     assert out.read_bytes() == before
+
+
+def test_a_killed_run_keeps_the_floors_lines_and_the_same_command_resumes(halves, tmp_path):
+    """SIGKILL while the LLM stage's first request is held by the server: the floor's lines are on disk (they are
+    written before the first LM request); the same command again asks only for what the floor left."""
+    cascade = save_cascade(halves, tmp_path, StageRule("judge", 0.8, 0.2))
+    out = tmp_path / "v.jsonl"
+    reached, release = threading.Event(), threading.Event()
+
+    def held_then_answer(body, n):
+        if n == 0:
+            reached.set()
+            release.wait(120)  # held until the run that sent it is killed
+        return _answers(body, n)
+
+    with FakeOpenAI(held_then_answer) as fake:
+        argv = ["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--limit",
+                "60", "--out", str(out), "--concurrency", "1", "--api-base", fake.url + "/v1", "--model", "fake-judge"]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen([sys.executable, "-m", "rubricforge_dspy", *argv], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert reached.wait(300), "the run never reached its LLM stage"
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(60) == -signal.SIGKILL
+        finally:
+            release.set()
+            if process.poll() is None:
+                process.kill()
+        killed = lines_of(out)
+        assert killed and {x["stage"] for x in killed} == {"floor"}
+        before = fake.n_requests
+        assert main(argv) == 0
+        asked = [user_text(r["body"]) for r in fake.requests[before:]]
+    final = lines_of(out)
+    assert len(final) == 60 and {x["id"] for x in final if x["stage"] == "floor"} == {x["id"] for x in killed}
+    assert len(asked) == 60 - len(killed) == sum(x["lm_stages_run"] for x in final)
+    unique = _instructions(halves)
+    assert not any(unique[x["id"]] in body for x in killed if x["id"] in unique for body in asked)
