@@ -13,7 +13,8 @@ Modules:
 - :mod:`.writer`: the crash-safe verdict writer and the checking pass's spill;
 - :mod:`.job`: the job a verdict file belongs to, and resuming it after any kill;
 - :mod:`.cascade`: a certified cascade over a file, stage by stage (`run_cascade`; the labeling queue of
-  what it escalated; not resumable);
+  what it escalated; each line written as it is settled, resumable, tokens per line), and
+  :mod:`.cascade_job`, one run of it;
 - :mod:`.openai_batch`: the same through the OpenAI Batch API (`run_batch_api`);
 - :mod:`.ray`: the same on a Ray cluster (`judge_dataset`; the ``[ray]`` extra).
 

@@ -39,7 +39,8 @@ from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 
 __all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "DoneIndex",
            "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
-           "job_path", "lock_path", "output_lock", "checked_output", "input_fingerprint", "checked_input",
+           "job_path", "lock_path", "output_lock", "checked_output", "input_fingerprint", "files_fingerprint",
+           "checked_input",
            "claim_output", "claim_job"]
 
 JOB_SUFFIX = ".job.json"
@@ -538,10 +539,16 @@ def checked_input(paths: list, *, format: str, label_threshold, on_error: str, l
                       label_ids=labels.file.entries if labels is not None else None, report=report, each=each)
     if labels is not None:
         labels.leave_out(scan.beyond_limit_labeled)
-    data = input_fingerprint(paths + ([labels.file.path] if labels is not None else []) + _mapping_files(format),
-                             format=format,
-                             label_threshold=None if label_threshold is None else str(label_threshold))
-    return scan, data
+    return scan, files_fingerprint(paths, format=format, label_threshold=label_threshold,
+                                   label_file=labels.file.path if labels is not None else None)
+
+
+def files_fingerprint(paths: list, *, format: str, label_threshold, label_file=None) -> str:
+    """The data fingerprint of a judging job (``data_fingerprint`` in ``OUT.job.json``): `input_fingerprint`
+    of the input files, the label file, the mapping file of a mapped format (a changed mapping is changed
+    data), the format and the label threshold."""
+    return input_fingerprint(list(paths) + ([label_file] if label_file is not None else []) + _mapping_files(format),
+                             format=format, label_threshold=None if label_threshold is None else str(label_threshold))
 
 
 def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines: bool) -> None:

@@ -91,8 +91,10 @@ def _cascade_path(args) -> str | None:
 
 
 def _judge_cascade(args, path: str) -> None:
-    """`judge --cascade`: stage by stage (`apply.cascade.run_cascade`), not resumable, no verdict cache."""
+    """`judge --cascade`: stage by stage (`apply.cascade.run_cascade`), each line written as it is settled;
+    the same command again resumes the job. No verdict cache."""
     from rubricforge_dspy.apply.cascade import check_outputs, run_cascade
+    from rubricforge_dspy.apply.job import files_fingerprint
     from rubricforge_dspy.cli.data_options import load_data
     from rubricforge_dspy.cli.presets import resolve
     from rubricforge_dspy.data.formats import LoadReport
@@ -107,13 +109,17 @@ def _judge_cascade(args, path: str) -> None:
     cascade = load_judge(path, allow_unverified=args.allow_unverified_program)
     data = load_data(args)
     trajectories = data.trajectories[: args.limit] if args.limit else data.trajectories
+    paths = [args.data] if isinstance(args.data, (str, Path)) else list(args.data)
+    fingerprint = files_fingerprint(paths, format=args.format, label_threshold=args.label_threshold,
+                                    label_file=getattr(args, "labels", None))
     concurrency = resolve(args).concurrency
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
         if lm is not None:
             print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
         run = run_cascade(cascade, trajectories, args.out, escalated_out=args.escalated_out, lm=lm,
-                          concurrency=concurrency, max_consecutive_lm_errors=args.max_consecutive_errors or None)
+                          concurrency=concurrency, max_consecutive_lm_errors=args.max_consecutive_errors or None,
+                          data=fingerprint, cascade_file=path)
     _epilogue(run, LoadReport(), None, LabelTally())
 
 

@@ -338,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "judged as with --cascade")
     p.add_argument("--cascade", default=None,
                    help="a fitted cascade (`rubricforge cascade fit`): each item's verdict line names the deciding "
-                        "stage; later stages run only on what earlier ones left; not resumable (docs/CASCADE.md)")
+                        "stage; later stages run only on what earlier ones left; the same command again resumes "
+                        "(docs/CASCADE.md)")
     p.add_argument("--escalated-out", default=None,
                    help="--cascade: the labeling queue of escalated items (default OUT.escalated.jsonl)")
     p.add_argument("--allow-unverified-program", action="store_true",

@@ -74,7 +74,8 @@ def _certify_cascade(args) -> int:
         lm = stack.enter_context(lm_from_args(args)) if needs_lm else None
         if lm is not None:
             print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
-        summary = measure_cascade(cascade, trajectories, out, lm=lm, concurrency=args.concurrency)
+        summary = measure_cascade(cascade, trajectories, out, lm=lm, concurrency=args.concurrency,
+                                  cascade_file=args.program)
     print(format_cascade_summary(summary))
     if args.verdicts_out:
         print(f"verdicts: {args.verdicts_out}; escalated (to label): {summary['escalated_queue']}")

@@ -304,24 +304,34 @@ class Cascade(BaseJudge):
                              "features are computed from the steps); got rendered text")
         return items
 
+    def settle(self, k: int, verdict: Verdict) -> Verdict | None:
+        """What stage `k`'s `verdict` (from the stage's own ``batch``) makes of an item: the cascade's verdict
+        when the stage settles it (it decided; or its LM failed, kept as that LM-error abstention: never an
+        escalation), None when it hands the item on."""
+        if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
+            return verdict
+        confidence = stage_confidence(verdict)
+        decision = self.rules[k].decide(confidence)
+        return None if decision is None else self._decided(k, verdict, decision, confidence)
+
+    def escalation(self) -> Verdict:
+        """The verdict of an item no stage decided in a batch: an abstention of kind ``"escalated"``."""
+        return replace(self._escalated(["no stage was sure"]), attempts=0)
+
     def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list) -> list[int]:
         """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left."""
         left = []
         for i, verdict in zip(remaining, verdicts, strict=True):
-            if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
-                final[i], stages[i] = verdict, self.rules[k].name  # the LM failed: not an escalation
-                continue
-            confidence = stage_confidence(verdict)
-            decision = self.rules[k].decide(confidence)
-            if decision is None:
+            settled = self.settle(k, verdict)
+            if settled is None:
                 left.append(i)
             else:
-                final[i], stages[i] = self._decided(k, verdict, decision, confidence), self.rules[k].name
+                final[i], stages[i] = settled, self.rules[k].name
         return left
 
     def _finish(self, final: list, stages: list, remaining: list[int], calls: dict) -> CascadeVerdicts:
         for i in remaining:
-            final[i], stages[i] = replace(self._escalated(["no stage was sure"]), attempts=0), ESCALATED
+            final[i], stages[i] = self.escalation(), ESCALATED
         return CascadeVerdicts(final, stages, calls)
 
     def batch(self, examples: Iterable[Any], num_threads: int | None = None, *,

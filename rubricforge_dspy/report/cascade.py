@@ -1,25 +1,108 @@
 """The cascade section of a report: what a certified cascade (`rubricforge judge --cascade`) did, read from its
-verdict lines only (``stage``, ``stage_index``, ``lm_stages_run``; docs/CASCADE.md).
+verdict lines (``stage``, ``stage_index``, ``lm_stages_run``, ``lm_tokens``; docs/CASCADE.md) and the job
+file beside them (``OUT.job.json``: the runs' LM spend), never from DSPy.
 
 Per stage: the items it decided and their share (coverage), and on labeled lines the realized disagreement
 and false-pass rate with exact (Clopper-Pearson) 95% intervals: descriptive numbers on these items, not
 the guarantee (the guarantee is the fit's bound, `trust.cascade`); the items escalated to a person; the LM
-requests spent against judging everything with the last stage (one per item); and a risk-coverage
-figure: after each stage, the share decided so far against the disagreement among them.
+requests and tokens spent against judging everything with the last stage (one request per item; the tokens
+an estimate: tokens per LM-judged item times all items, `token_spend`); and a risk-coverage figure: after
+each stage, the share decided so far against the disagreement among them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import orjson
 
 from rubricforge_dspy.metrics.intervals import proportion_ci
 
-__all__ = ["ESCALATED", "cascade_lines", "cascade_section", "cascade_markdown", "plot_risk_coverage"]
+__all__ = ["ESCALATED", "TOKEN_KEYS", "cascade_lines", "cascade_section", "cascade_markdown", "plot_risk_coverage",
+           "token_spend", "format_token_spend", "line_tokens", "job_runs"]
 
 ESCALATED = "escalated"
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens")
+
+
+def token_spend(tokens: Mapping[str, int] | None, lm_items: int, n: int, unreported: int = 0) -> dict:
+    """The LM tokens a cascade spent, and an estimate of what judging all `n` items with the LLM would cost.
+
+    Args:
+        tokens: prompt and completion tokens summed over the LM-judged items that reported usage (None: no
+            usage reported).
+        lm_items: the items those tokens are of (LM-judged, usage reported).
+        n: all items.
+        unreported: LM-judged items whose LM reported no usage (not in `tokens`).
+
+    Returns:
+        ``tokens`` (with ``total_tokens``), ``lm_items``, ``unreported``, and ``estimate_judging_everything``:
+        tokens per LM-judged item times `n`, per kind and in total (None when no LM-judged item reported
+        usage), with ``per_item``. An estimate, not a measurement: the items the earlier stages decided may
+        be shorter or longer than the ones that reached the LM.
+    """
+    tokens = None if tokens is None else {k: int(tokens.get(k) or 0) for k in TOKEN_KEYS}
+    if tokens is not None:
+        tokens["total_tokens"] = tokens["prompt_tokens"] + tokens["completion_tokens"]
+    estimate = None
+    if tokens is not None and lm_items > 0:
+        per_item = {k: tokens[k] / lm_items for k in (*TOKEN_KEYS, "total_tokens")}
+        estimate = {**{k: round(per_item[k] * n) for k in per_item}, "per_item": round(per_item["total_tokens"], 1),
+                    "basis": f"{n} items x the mean tokens of the {lm_items} LM-judged item(s)"}
+    return {"tokens": tokens, "lm_items": lm_items, "unreported": unreported, "estimate_judging_everything": estimate}
+
+
+def format_token_spend(spend: Mapping | None, lm_calls: int) -> str:
+    """One line: the tokens spent and the estimate of judging everything with the last stage."""
+    if not spend or lm_calls == 0:
+        return "LM tokens: 0 (no LM call)"
+    tokens = spend.get("tokens")
+    if tokens is None:
+        return f"LM tokens: not reported by the LM ({lm_calls} LM call(s))"
+    text = (f"LM tokens: {tokens['total_tokens']:,} (prompt {tokens['prompt_tokens']:,}, completion "
+            f"{tokens['completion_tokens']:,})")
+    if spend.get("unreported"):
+        text += f", {spend['unreported']} LM-judged item(s) without reported usage not counted"
+    estimate = spend.get("estimate_judging_everything")
+    if estimate:
+        text += (f"; judging everything with the last stage: about {estimate['total_tokens']:,} (estimate: "
+                 f"{estimate['basis']}, {estimate['per_item']:,} each)")
+    return text
+
+
+def line_tokens(lines: Iterable[Mapping]) -> tuple[dict, dict, int, int]:
+    """Tokens from cascade verdict lines (``lm_tokens``: stage -> prompt/completion tokens of its LM call on the
+    item): per stage, in total, the LM-judged items that reported usage and those that did not."""
+    by_stage: dict[str, dict] = {}
+    total = dict.fromkeys(TOKEN_KEYS, 0)
+    items = unreported = 0
+    for line in lines:
+        spent = line.get("lm_tokens") or {}
+        if not spent:
+            unreported += int(line.get("lm_stages_run") or 0) > 0
+            continue
+        items += 1
+        for stage, used in spent.items():
+            row = by_stage.setdefault(stage, {**dict.fromkeys(TOKEN_KEYS, 0), "items": 0})
+            row["items"] += 1
+            for key in TOKEN_KEYS:
+                row[key] += int(used.get(key) or 0)
+                total[key] += int(used.get(key) or 0)
+    return by_stage, total, items, unreported
+
+
+def job_runs(verdicts_path: str | Path) -> list[dict]:
+    """The runs a cascade job recorded in its job file (``OUT.job.json``, ``cascade_runs``): per run the items
+    judged and resumed, LM calls, tokens (every call's, also of items whose verdicts were not kept) and how it
+    ended; [] when there is no job file or it records none."""
+    path = Path(verdicts_path)
+    job = path.with_name(path.name + ".job.json")
+    try:
+        runs = orjson.loads(job.read_bytes()).get("cascade_runs") or []
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return []
+    return [run for run in runs if isinstance(run, dict)]
 
 
 def cascade_lines(paths: Iterable[str | Path]) -> tuple[str, list[dict]] | None:
@@ -67,14 +150,26 @@ def cascade_section(source: str, lines: Sequence[dict]) -> dict:
         curve.append({"after": name, "coverage": len(cumulative) / n if n else 0.0, **_rates(cumulative)})
     lm_calls = sum(int(x.get("lm_stages_run") or 0) for x in lines)
     escalated = sum(x.get("stage") == ESCALATED for x in lines)
+    by_stage, total, lm_items, unreported = line_tokens(lines)
+    for row in stages:
+        row["tokens"] = by_stage.get(row["name"])
+    runs = job_runs(source)
     return {"source": source, "n": n, "stages": stages, "curve": curve, "escalated": escalated,
             "failed": sum(bool(x.get("abstained")) and x.get("stage") != ESCALATED for x in lines),
             "coverage": len(decided) / n if n else 0.0, "overall": _rates(decided), "lm_calls": lm_calls,
-            "lm_calls_judging_everything": n, "lm_calls_saved": n - lm_calls}
+            "lm_calls_judging_everything": n, "lm_calls_saved": n - lm_calls,
+            "token_spend": token_spend(total if lm_items else None, lm_items, n, unreported),
+            "tokens_by_stage": by_stage, "runs": runs}
 
 
 def _rate(value, ci) -> str:
     return "n/a" if value is None else f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _tokens(row: Mapping | None) -> str:
+    if not row:
+        return ""
+    return f"{row['prompt_tokens'] + row['completion_tokens']:,} ({row['items']} item(s))"
 
 
 def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None = None) -> list[str]:
@@ -87,19 +182,29 @@ def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None =
            f"{section['escalated']} escalated to a person"
            + (f", {section['failed']} failed (no verdict)" if section["failed"] else "") + ". "
            f"LM requests: {section['lm_calls']}, against {section['lm_calls_judging_everything']} judging everything "
-           f"with the last stage ({section['lm_calls_saved']} saved). Realized rates are on these labeled items, "
+           f"with the last stage ({section['lm_calls_saved']} saved). "
+           f"{format_token_spend(section.get('token_spend'), section['lm_calls'])}. "
+           "Realized rates are on these labeled items, "
            "with exact 95% intervals; the certified bound is the fit's (`cascade.json`).", "",
-           "| stage | decided | share | disagreement [95% CI] | false-pass [95% CI] |", "|---|---|---|---|---|"]
+           "| stage | decided | share | disagreement [95% CI] | false-pass [95% CI] | LM tokens |",
+           "|---|---|---|---|---|---|"]
     for row in section["stages"]:
         out.append(f"| {row['name']} | {row['decided']} | {row['share']:.1%} | "
                    f"{_rate(row['disagreement'], row['disagreement_ci95'])} | "
-                   f"{_rate(row['false_pass'], row['false_pass_ci95'])} |")
+                   f"{_rate(row['false_pass'], row['false_pass_ci95'])} | {_tokens(row.get('tokens'))} |")
     overall = section["overall"]
     out.append(f"| all decided | {n - section['escalated'] - section['failed']} | {section['coverage']:.1%} | "
                f"{_rate(overall['disagreement'], overall['disagreement_ci95'])} | "
-               f"{_rate(overall['false_pass'], overall['false_pass_ci95'])} |")
-    out.append(f"| escalated | {section['escalated']} | {section['escalated'] / n if n else 0:.1%} | (a person) | |")
+               f"{_rate(overall['false_pass'], overall['false_pass_ci95'])} | |")
+    out.append(f"| escalated | {section['escalated']} | {section['escalated'] / n if n else 0:.1%} | (a person) | | |")
     out.append("")
+    runs = section.get("runs") or []
+    paid = [run["tokens"] for run in runs if run.get("tokens")]
+    if len(runs) > 1 or paid:
+        total = sum(t.get("prompt_tokens", 0) + t.get("completion_tokens", 0) for t in paid)
+        out += [f"Over the job's {len(runs)} run(s) (`{Path(section['source']).name}.job.json`): "
+                f"{sum(int(run.get('lm_calls') or 0) for run in runs)} LM request(s), {total:,} tokens paid, calls "
+                "whose verdicts were not kept included (LM errors, items in flight when a run stopped).", ""]
     link = (figure_links or {}).get("risk_coverage")
     if link:
         out += [f"![risk against coverage after each stage]({link})", ""]

@@ -47,6 +47,7 @@ from rubricforge_dspy.metrics.risk_control import (
     decided_needed,
     learn_then_test,
 )
+from rubricforge_dspy.report.cascade import format_token_spend
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
            "stage_names", "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary",
@@ -265,16 +266,19 @@ def _rates(verdicts, labels, mask) -> dict:
             "false_pass_ci95": list(proportion_ci(false_passes, failed)) if failed else None}
 
 
-def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None) -> dict:
+def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None,
+                    spend: dict | None = None) -> dict:
     """What a cascade's batch did, for reports, certificates and the demo: per stage the items decided, their
     share, the LM calls it made (a floor makes none), and with `labels` (held-out, 0/1, same order) the
     realized disagreement and false-pass rate with exact 95% intervals; the escalated items (for a
-    person), and the LM calls against judging everything with the last stage.
+    person), and the LM calls (and, with `spend`, tokens) against judging everything with the last stage.
 
     Args:
         cascade: the cascade that judged.
         verdicts: its `CascadeVerdicts` (``cascade.batch(...)``).
         labels: the items' labels, to report realized risks (never used to decide anything).
+        spend: the tokens spent and the estimate of judging everything (`report.cascade.token_spend`; a
+            cascade run's ``token_spend()``), reported as ``token_spend``.
 
     Returns:
         A JSON-safe dict.
@@ -298,7 +302,7 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
             "lm_calls_judging_everything": n, "lm_calls_saved": n - lm_calls,
             "coverage": float(decided.sum()) / n if n else 0.0,
             **({"overall": _rates(verdicts, labels, decided)} if labels is not None else {}),
-            "guarantee": cascade.guarantee}
+            "token_spend": spend, "guarantee": cascade.guarantee}
 
 
 def _interval(ci) -> str:
@@ -356,6 +360,8 @@ def format_cascade_summary(summary: dict) -> str:
                      f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
     lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
                  f"everything with the last stage ({summary['lm_calls_saved']} saved)")
+    if summary.get("token_spend") is not None:
+        lines.append("  " + format_token_spend(summary["token_spend"], summary["lm_calls"]))
     guarantee = summary.get("guarantee")
     if guarantee:
         bound = (f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None
@@ -368,19 +374,25 @@ def format_cascade_summary(summary: dict) -> str:
 
 
 def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdicts_out, *, lm=None,
-                    concurrency: int = 4) -> dict:
+                    concurrency: int = 4, cascade_file=None) -> dict:
     """Judge labeled held-out `trajectories` with `cascade` (`apply.cascade.run_cascade`: the verdict lines into
     `verdicts_out`, the escalated ones into its labeling queue beside it) and return `cascade_summary` with the
-    labels: coverage per stage, realized risks with exact intervals, LM calls against judging everything.
-    The labels are read after judging, never shown to a stage; nothing is written into the cascade (its
-    guarantee is its fit's).
+    labels: coverage per stage, realized risks with exact intervals, LM calls and tokens against judging
+    everything. The labels are read after judging, never shown to a stage; nothing is written into the cascade
+    (its guarantee is its fit's). `cascade_file`: the file it was loaded from (in the job's fingerprint).
 
     Raises:
-        UnlabeledError: a trajectory has no label. InputError: `verdicts_out` exists.
+        UnlabeledError: a trajectory has no label. InputError: `verdicts_out` exists (a measurement is of one
+        whole run: it is never resumed).
     """
+    from pathlib import Path
+
     from rubricforge_dspy.apply.cascade import run_cascade
 
     trajectories = require_labels(list(trajectories), "measuring a cascade")
-    run = run_cascade(cascade, trajectories, verdicts_out, lm=lm, concurrency=concurrency)
-    summary = cascade_summary(cascade, run.verdicts, [t.label for t in trajectories])
+    if Path(verdicts_out).exists():
+        raise InputError(f"{verdicts_out} exists: certify measures a cascade in one whole run; give a new "
+                         "--verdicts-out or remove it")
+    run = run_cascade(cascade, trajectories, verdicts_out, lm=lm, concurrency=concurrency, cascade_file=cascade_file)
+    summary = cascade_summary(cascade, run.verdicts, [t.label for t in trajectories], run.token_spend())
     return {**summary, "verdicts": str(verdicts_out), "escalated_queue": run.escalated_path}

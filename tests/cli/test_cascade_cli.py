@@ -100,12 +100,13 @@ def test_judge_cascade_asks_the_lm_only_for_what_the_floor_left(halves, tmp_path
     assert all(any(text in body for body in asked) for text in left)
     assert all(x["label"] in (0, 1) for x in lines)  # the labels ride along in the lines, never in a request
     assert [r["id"] for r in lines_of(queue)] == [x["id"] for x in by_stage["escalated"]]
-    # an existing output is refused (a cascade run is not resumable), before any request
+    # the same output on other data (another label threshold, another server) is another job: refused before any request
     with FakeOpenAI() as fake:
         assert main(["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), "--out", str(out),
                      "--api-base", fake.url + "/v1", "--model", "fake-judge"]) == 2
         assert fake.n_requests == 0
-    assert "not resumable" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "belongs to another job (" in err and "other input data" in err
 
 
 def test_judge_program_that_is_a_cascade_file_runs_as_a_cascade(halves, tmp_path):
@@ -147,8 +148,11 @@ def test_judge_cascade_with_a_dead_llm_stage_is_exit_3_never_an_escalation(halve
                      "--api-base", fake.url + "/v1", "--model", "fake-judge", "--timeout", "5"]) == 3
         assert fake.n_requests >= 3
     err = capsys.readouterr().err
-    assert "error: JudgeUnavailableError" in err and "nothing was written to" in err
-    assert not out.exists() and not Path(f"{out}.escalated.jsonl").exists()  # nothing half-written
+    assert "error: JudgeUnavailableError" in err and "verdict line(s) of this run are kept" in err
+    lines = lines_of(out)  # the floor's verdicts are kept; the judge's failures are LM errors, never escalations
+    assert {x["stage"] for x in lines} == {"floor", "judge"}
+    assert all(x["abstained"] and x["error_kind"] not in ("escalated", None) for x in lines if x["stage"] == "judge")
+    assert not any(x["stage"] == "escalated" for x in lines) and lines_of(Path(f"{out}.escalated.jsonl")) == []
 
 
 def test_label_next_command_lists_a_cascade_runs_escalated_items_first(halves, tmp_path, capsys):

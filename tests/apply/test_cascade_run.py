@@ -1,0 +1,79 @@
+"""`apply.cascade.run_cascade` offline (a scripted LM): every verdict line carries its LM call's tokens and they add
+up to the run's; an interrupt in the LLM stage keeps the floor's lines and the finished calls' lines, records the
+run as interrupted, and the next run asks the LM only for the items not in the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubricforge_dspy.apply.cascade import run_cascade
+from rubricforge_dspy.data.formats import load_trajectories
+from rubricforge_dspy.judge.cascade import Cascade, StageRule
+from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
+
+SURE = {"reason": "The agent bought the item.", "passed": True, "score": 0.9}
+UNSURE = {"reason": "Cannot tell from the pages.", "passed": True, "score": 0.5}
+
+
+def _cascade(halves) -> Cascade:
+    floor = FloorJudge(SymptomFloor.from_json((halves / "floor.json").read_text()))
+    return Cascade([floor, TrajectoryJudge()], [StageRule("floor", 0.95, 0.05), StageRule("judge", 0.8, 0.2)])
+
+
+def _data(halves, n=40):
+    return list(load_trajectories(halves / "cal.jsonl", label_threshold=0.0))[:n]
+
+
+def _answer(messages):
+    return SURE if len(last_user_text(messages)) % 2 else UNSURE  # a fixed answer per trajectory
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_each_line_carries_its_tokens_and_they_add_up_to_the_run(halves, tmp_path):
+    out, lm = tmp_path / "v.jsonl", ScriptedLM(_answer)
+    run = run_cascade(_cascade(halves), _data(halves), out, lm=lm, concurrency=2)
+    lines = _lines(out)
+    judged = [x for x in lines if x["lm_stages_run"]]
+    assert len(lines) == 40 and len(judged) == lm.calls == run.lm_calls > 0
+    assert all(set(x["lm_tokens"]) == {"judge"} and x["lm_tokens"]["judge"]["prompt_tokens"] > 0 for x in judged)
+    assert all(x["lm_tokens"] == {} for x in lines if not x["lm_stages_run"])
+    summed = {k: sum(x["lm_tokens"]["judge"][k] for x in judged) for k in ("prompt_tokens", "completion_tokens")}
+    assert run.tokens == summed == run.item_tokens and run.lm_items == len(judged)
+    spend = run.token_spend()
+    total = summed["prompt_tokens"] + summed["completion_tokens"]
+    assert spend["estimate_judging_everything"]["total_tokens"] == round(total / len(judged) * 40)
+    assert f"LM tokens: {total:,}" in run.format()
+
+
+def test_an_interrupt_in_the_llm_stage_keeps_what_was_settled_and_the_next_run_resumes(halves, tmp_path):
+    out, calls = tmp_path / "v.jsonl", []
+
+    def interrupted(messages):
+        calls.append(last_user_text(messages))
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # Ctrl-C during the LLM stage
+        return _answer(messages)
+
+    data = _data(halves)
+    with pytest.raises(KeyboardInterrupt):
+        run_cascade(_cascade(halves), data, out, lm=ScriptedLM(interrupted), concurrency=1)
+    kept = _lines(out)
+    assert {x["stage"] for x in kept} >= {"floor"} and sum(x["stage"] != "floor" for x in kept) == 3
+    runs = json.loads(Path(f"{out}.job.json").read_text())["cascade_runs"]
+    assert [r["outcome"] for r in runs] == ["interrupted"]
+
+    lm = ScriptedLM(_answer)
+    run = run_cascade(_cascade(halves), data, out, lm=lm, concurrency=1)
+    final = _lines(out)
+    assert len(final) == 40 and len({x["id"] for x in final}) == 40 and run.resumed == len(kept)
+    assert lm.calls == 40 - len(kept) - sum(x["stage"] == "floor" for x in final if x["id"] not in
+                                            {k["id"] for k in kept})
+    assert {x["id"]: x for x in final if x["id"] in {k["id"] for k in kept}} == {x["id"]: x for x in kept}
