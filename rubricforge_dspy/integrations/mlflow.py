@@ -113,11 +113,11 @@ def _where(tracking_uri: str, experiment: str) -> str:
     return f"mlflow {tracking_uri} experiment {experiment!r}"
 
 
-def _server_error(tracking_uri: str, exc: Exception) -> ServerError:
+def as_server_error(tracking_uri: str, exc: Exception) -> ServerError:
     return ServerError(f"MLflow at {tracking_uri}: {type(exc).__name__}: {exc}")
 
 
-def _experiment_id(client: MlflowClient, tracking_uri: str, experiment: str) -> str:
+def experiment_id_of(client: MlflowClient, tracking_uri: str, experiment: str) -> str:
     try:
         found = client.get_experiment_by_name(experiment)
         if found is None and str(experiment).isdigit():
@@ -126,14 +126,14 @@ def _experiment_id(client: MlflowClient, tracking_uri: str, experiment: str) -> 
         if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")):
             found = None
         else:
-            raise _server_error(tracking_uri, exc) from exc
+            raise as_server_error(tracking_uri, exc) from exc
     if found is None:
         raise InputError(f"{_where(tracking_uri, experiment)}: no such experiment (give its name or id; list them "
                          "with `mlflow experiments search`)")
     return found.experiment_id
 
 
-def _is_human_feedback(assessment: Any, name: str) -> bool:
+def is_human_feedback(assessment: Any, name: str) -> bool:
     return (assessment.name == name and getattr(assessment, "feedback", None) is not None
             and assessment.valid is not False and assessment.source.source_type == AssessmentSourceType.HUMAN)
 
@@ -159,7 +159,7 @@ def human_label(info: Any, label_name: str, where: str) -> tuple[int | None, int
     assessments = list(getattr(info, "assessments", None) or [])
     not_human = sum(a.name == label_name and a.source.source_type != AssessmentSourceType.HUMAN for a in assessments)
     labels = {label_value(a.feedback.value, f"{where}, assessment {a.assessment_id}")
-              for a in assessments if _is_human_feedback(a, label_name)}
+              for a in assessments if is_human_feedback(a, label_name)}
     if len(labels) > 1:
         raise InputError(f"{where}: its HUMAN assessments named {label_name!r} disagree (pass and fail); keep one "
                          "(mlflow.override_feedback marks the other invalid)")
@@ -264,7 +264,7 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
         raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     report = report if report is not None else MlflowLoadReport()
     client = MlflowClient(tracking_uri)
-    report.experiment_id = _experiment_id(client, tracking_uri, experiment)
+    report.experiment_id = experiment_id_of(client, tracking_uri, experiment)
     source = _where(tracking_uri, experiment)
     token, index = None, 0
     while True:
@@ -274,7 +274,7 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
         except MlflowException as exc:
             if "INVALID_PARAMETER_VALUE" in str(getattr(exc, "error_code", "")):
                 raise InputError(f"{source}: MLflow refused the search: {exc.message}") from exc
-            raise _server_error(tracking_uri, exc) from exc
+            raise as_server_error(tracking_uri, exc) from exc
         report.pages += 1
         for trace in page:
             trace_id = trace.info.trace_id
@@ -401,7 +401,7 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
             if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")):
                 raise InputError(f"MLflow at {tracking_uri}: no trace {trace_id!r} (the verdict's id must be the "
                                  "trace id `load_mlflow_traces` gave)") from exc
-            raise _server_error(tracking_uri, exc) from exc
+            raise as_server_error(tracking_uri, exc) from exc
         assessments = [a for a in (info.assessments or []) if a.name == name]
         report.human_untouched += any(a.source.source_type == AssessmentSourceType.HUMAN for a in assessments)
         mine = [a for a in assessments if a.source.source_type == AssessmentSourceType.LLM_JUDGE
@@ -416,7 +416,7 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
                 tracing.delete_assessment(trace_id, old.assessment_id)
             tracing.log_assessment(trace_id, feedback)
         except MlflowException as exc:
-            raise _server_error(tracking_uri, exc) from exc
+            raise as_server_error(tracking_uri, exc) from exc
         if mine:
             report.replaced += 1
         else:
@@ -489,7 +489,7 @@ def _experiment_of(tracing: Any, trace_id: str, tracking_uri: str) -> str | None
     except MlflowException as exc:
         if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
             raise InputError(f"MLflow at {tracking_uri}: no trace {trace_id!r} to tag") from exc
-        raise _server_error(tracking_uri, exc) from exc
+        raise as_server_error(tracking_uri, exc) from exc
     return getattr(info, "experiment_id", None)
 
 
@@ -511,7 +511,7 @@ def _clear_label_next_tags(tracing: Any, client: Any, experiment_ids: Iterable[s
                             tracing.delete_trace_tag(trace.info.trace_id, key)
                     cleared += 1
             except MlflowException as exc:
-                raise _server_error(tracking_uri, exc) from exc
+                raise as_server_error(tracking_uri, exc) from exc
             token = page.token
             if not token:
                 break
@@ -543,7 +543,7 @@ def tag_for_labeling(trace_ids: Iterable[Any], tracking_uri: str, *, label_name:
     tracing = TracingClient(tracking_uri)
     client = MlflowClient(tracking_uri)
     ids = [item.trajectory.id if hasattr(item, "trajectory") else str(item) for item in trace_ids]
-    experiments = {_experiment_id(client, tracking_uri, experiment)} if experiment is not None else {
+    experiments = {experiment_id_of(client, tracking_uri, experiment)} if experiment is not None else {
         e for e in (_experiment_of(tracing, trace_id, tracking_uri) for trace_id in ids) if e is not None}
     cleared = _clear_label_next_tags(tracing, client, sorted(experiments), set(ids), tracking_uri)
     if cleared:
@@ -555,6 +555,6 @@ def tag_for_labeling(trace_ids: Iterable[Any], tracking_uri: str, *, label_name:
         except MlflowException as exc:
             if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
                 raise InputError(f"MLflow at {tracking_uri}: no trace {trace_id!r} to tag") from exc
-            raise _server_error(tracking_uri, exc) from exc
+            raise as_server_error(tracking_uri, exc) from exc
         count += 1
     return count

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.integrations.mlflow import _experiment_id, _is_human_feedback, _server_error
+from rubricforge_dspy.integrations.mlflow import as_server_error, experiment_id_of, is_human_feedback
 
 try:
     from mlflow import MlflowClient
@@ -79,11 +79,11 @@ class HumanLabelSink:
         self.experiment_id = None
         try:
             if experiment is not None:
-                self.experiment_id = _experiment_id(mlflow_client, tracking_uri, experiment)
+                self.experiment_id = experiment_id_of(mlflow_client, tracking_uri, experiment)
             else:
                 mlflow_client.search_experiments(max_results=1)  # reachable now, not at the first label
         except MlflowException as exc:
-            raise _server_error(tracking_uri, exc) from exc
+            raise as_server_error(tracking_uri, exc) from exc
         self.report = LabelSinkReport()
 
     def _info(self, trace_id: str) -> Any:
@@ -93,7 +93,7 @@ class HumanLabelSink:
             if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")):
                 raise InputError(f"MLflow at {self.tracking_uri}: no trace {trace_id!r} (label an item whose id is a "
                                  "trace id: verdicts judged on --from-mlflow data)") from exc
-            raise _server_error(self.tracking_uri, exc) from exc
+            raise as_server_error(self.tracking_uri, exc) from exc
         if self.experiment_id is not None and str(info.experiment_id) != str(self.experiment_id):
             raise InputError(f"MLflow at {self.tracking_uri}: trace {trace_id!r} is in experiment "
                              f"{info.experiment_id}, not in --experiment {self.experiment_id}")
@@ -108,7 +108,7 @@ class HumanLabelSink:
         """
         trace_id, labeler = str(line.id), str(line.labeler)
         info = self._info(trace_id)
-        mine = sorted((a for a in (info.assessments or []) if _is_human_feedback(a, self.label_name)
+        mine = sorted((a for a in (info.assessments or []) if is_human_feedback(a, self.label_name)
                        and a.source.source_id == labeler), key=lambda a: a.create_time_ms or 0)
         try:
             if line.label is None or line.skip:
@@ -129,7 +129,7 @@ class HumanLabelSink:
                     self.client.log_assessment(trace_id, feedback)
                     done = "overridden" if mine else "logged"
         except MlflowException as exc:
-            raise _server_error(self.tracking_uri, exc) from exc
+            raise as_server_error(self.tracking_uri, exc) from exc
         setattr(self.report, done, getattr(self.report, done) + 1)
         _log.info("MLflow trace %s: label of %s %s", trace_id, labeler, done)
         return done
