@@ -39,3 +39,27 @@ def lazy_exports(
         return sorted(set(vars(sys.modules[package])) | set(public))
 
     return __getattr__, __dir__, public
+
+
+def renamed_constants(module: str, renames: Mapping[str, tuple[str, str]]) -> Callable[[str], Any]:
+    """The module-level ``__getattr__`` of `module` that still answers old names of its constants.
+
+    Args:
+        module: the module's ``__name__``.
+        renames: old name -> (new name, what the value is), e.g. ``{"DEFAULT_MAX_TOKENS": ("DEFAULT_RENDER_TOKENS",
+            "estimated tokens of a whole render")}``.
+
+    Returns:
+        ``__getattr__``: an old name returns the new constant's value with a `DeprecationWarning` naming both.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in renames:
+            import warnings
+
+            new, what = renames[name]
+            warnings.warn(f"{module}.{name} is {new} ({what})", DeprecationWarning, stacklevel=2)
+            return getattr(sys.modules[module], new)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -53,6 +53,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
+from rubricforge_dspy._lazy import renamed_constants
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.presets import LIBRARY, Preset
 from rubricforge_dspy.core.trajectory import Step, Trajectory
@@ -523,12 +524,5 @@ def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[
     return head + tail[::-1], budget
 
 
-def __getattr__(name: str):
-    """``DEFAULT_MAX_TOKENS``, the old name of `DEFAULT_RENDER_TOKENS`, with a `DeprecationWarning`."""
-    if name == "DEFAULT_MAX_TOKENS":
-        import warnings
-
-        warnings.warn("rubricforge_dspy.evidence.render.DEFAULT_MAX_TOKENS is DEFAULT_RENDER_TOKENS (estimated "
-                      "tokens of a whole render)", DeprecationWarning, stacklevel=2)
-        return DEFAULT_RENDER_TOKENS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_constants(__name__, {  # the old name, with a DeprecationWarning
+    "DEFAULT_MAX_TOKENS": ("DEFAULT_RENDER_TOKENS", "estimated tokens of a whole render")})

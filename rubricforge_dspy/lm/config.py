@@ -33,6 +33,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
+from rubricforge_dspy._lazy import renamed_constants
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.lm.secrets import check_api_key_env, redact_url
 
@@ -213,12 +214,5 @@ def lm_name(lm: dspy.BaseLM | None) -> str:
     return f"{name} @ {redact_url(base)}" if base else name
 
 
-def __getattr__(name: str):
-    """``DEFAULT_MAX_TOKENS``, the old name of `DEFAULT_COMPLETION_TOKENS`, with a `DeprecationWarning`."""
-    if name == "DEFAULT_MAX_TOKENS":
-        import warnings
-
-        warnings.warn("rubricforge_dspy.lm.config.DEFAULT_MAX_TOKENS is DEFAULT_COMPLETION_TOKENS (the completion "
-                      "tokens of a judge's answer)", DeprecationWarning, stacklevel=2)
-        return DEFAULT_COMPLETION_TOKENS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_constants(__name__, {  # the old name, with a DeprecationWarning
+    "DEFAULT_MAX_TOKENS": ("DEFAULT_COMPLETION_TOKENS", "the completion tokens of a judge's answer")})

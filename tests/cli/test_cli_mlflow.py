@@ -26,7 +26,6 @@ from rubricforge_dspy.core.errors import InputError  # noqa: E402
 from rubricforge_dspy.judge.module import TrajectoryJudge  # noqa: E402
 from rubricforge_dspy.program.store import freeze  # noqa: E402
 from tests.support.helpers import REPO  # noqa: E402
-from tests.support.mlflow_runs import human, local_store, run_agent  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,16 +35,6 @@ def parser() -> argparse.ArgumentParser:
     add_mlflow_source_arguments(p)
     add_mlflow_sink_arguments(p)
     return p
-
-
-@pytest.fixture
-def store(tmp_path):
-    uri = local_store(tmp_path, "cli")
-    ids = [run_agent(task, fail=task == 1) for task in range(3)]
-    mlflow.flush_trace_async_logging()
-    human(ids[0], True)
-    human(ids[1], "fail")
-    return uri, ids
 
 
 def test_flags_are_checked_before_anything_is_read():
