@@ -16,6 +16,18 @@ BASH_DATA = str(next(BASH.glob("*.sample.json")))
 MINT = MAPPED / "mint_gsm8k"
 
 
+@pytest.fixture(autouse=True)
+def _registry_as_before():
+    """`--map` registers the mapping in this process (as the command does in its own): unregister what a test
+    added, so later tests see only the formats they expect."""
+    from rubricforge_dspy.data.formats import format_names, unregister_format
+
+    before = set(format_names())
+    yield
+    for name in set(format_names()) - before:
+        unregister_format(name)
+
+
 def test_stats_reads_a_log_through_its_mapping(capsys):
     assert main(["stats", "--map", str(BASH / "mapping.json"), "--data", BASH_DATA, "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
