@@ -13,7 +13,7 @@ __all__ = ["add_review_parser", "cmd_review"]
 
 
 def cmd_review(args) -> int:
-    from rubricforge_dspy.core.errors import EXIT_SERVER, MissingExtraError
+    from rubricforge_dspy.core.errors import MissingExtraError, ServerError
     from rubricforge_dspy.evidence.render import RenderConfig
 
     try:
@@ -49,10 +49,9 @@ def cmd_review(args) -> int:
         return 0
     print(sink.report.summary(), file=sys.stderr)
     if state.sink.failed:
-        print(f"error: {state.sink.failed} label action(s) are in {args.labels_out} but were NOT logged to MLflow "
-              f"(last: {state.sink.last_error}); ids: {', '.join(dict.fromkeys(state.sink.failed_ids))}",
-              file=sys.stderr)
-        return EXIT_SERVER
+        raise ServerError(f"{state.sink.failed} label action(s) are in {args.labels_out} but were NOT logged to "
+                          f"MLflow (last: {state.sink.last_error}); ids: "
+                          f"{', '.join(dict.fromkeys(state.sink.failed_ids))}")
     return 0
 
 
