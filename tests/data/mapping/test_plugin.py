@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -119,6 +120,24 @@ print(json.dumps({
 '''
 
 
+def _venv_on_this_environment(venv: Path) -> Path:
+    """A new venv that sees the packages of the environment running this test (not the base interpreter's).
+
+    `--system-site-packages` would expose the *base* Python's site-packages: on a clean machine those lack the
+    project's dependencies, and on a machine where they have them the test would pass for the wrong reason.
+    Instead, the running environment's site directories are added with `site.addsitedir` (their `.pth` files,
+    the editable install's among them, processed too), after the new venv's own.
+    """
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    new_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    ours = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+    Path(new_site, "_running_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in ours), encoding="utf-8")
+    return python
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="the throwaway package's build backend reads pyproject.toml "
                                                       "with tomllib (Python 3.11+)")
@@ -129,8 +148,7 @@ def test_a_plugin_installed_in_a_venv_is_listed_and_reads_its_file(tmp_path):
     (package / "rf_plugin_qa_demo.py").write_text(PLUGIN_MODULE, encoding="utf-8")
     (package / "wheel_backend.py").write_text(BACKEND, encoding="utf-8")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = _venv_on_this_environment(venv)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--no-index", str(package)], check=True, capture_output=True, cwd=package)
     data = tmp_path / "answers.qa"
