@@ -183,7 +183,8 @@ class LabelsFile:
         side = self.path.with_name(f"{self.path.name}.torn-{stamp}")
         fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.write(fd, text)
+            with os.fdopen(os.dup(fd), "wb") as handle:  # a buffered file writes it all, or raises
+                handle.write(text)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -131,6 +131,56 @@ def test_a_full_disk_mid_run_loses_no_label_before_or_after_it(tmp_path, monkeyp
     assert {i: e.label for i, e in read_label_file(path).entries.items()} == wanted  # certify, --labels
 
 
+def test_a_failed_write_that_cannot_be_cut_back_stops_the_file_and_a_restart_repairs_it(tmp_path, monkeypatch):
+    path = tmp_path / "labels.jsonl"
+    real_write = os.write
+    labels = LabelsFile(path, "ana").open()
+    labels.label("a", "pass")
+
+    def write(fd, data):
+        if fd == labels._fd:
+            real_write(fd, bytes(data[:12]))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    def ftruncate(fd, size):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    try:
+        with pytest.raises(LabelNotSavedError, match="nor cut back"):
+            labels.label("b", "fail")
+        monkeypatch.undo()
+        with pytest.raises(LabelNotSavedError, match="takes no more labels"):  # nothing glued to the half line
+            labels.label("c", "fail")
+    finally:
+        monkeypatch.undo()
+        labels.close()
+    with LabelsFile(path, "ana") as restarted:  # the restart cuts the half line, keeping it aside
+        (side,) = tmp_path.glob("labels.jsonl.torn-*")
+        assert len(side.read_bytes()) == 12 and restarted.notices
+        restarted.label("c", "fail")
+    assert [(l["id"], l["label"]) for l in journal_lines(path)] == [("a", 1), ("c", 0)]
+
+
+def test_a_journal_an_older_writer_tore_opens_with_every_whole_label_and_says_so(tmp_path):
+    """A full disk under the old writer left half a line and the next label glued after it."""
+    path = tmp_path / "labels.jsonl"
+    with LabelsFile(path, "ana") as labels:
+        for ident in ("a", "b", "c"):
+            labels.label(ident, "pass")
+    a, b, c = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(a + b[:20] + b + c)
+    with LabelsFile(path, "ana") as labels:
+        assert sorted(labels.history.states) == ["a", "b", "c"]
+        (notice,) = labels.notices
+        assert "1 torn line(s) inside (line 2)" in notice
+        labels.label("d", "fail")
+    read = read_label_file(path)
+    assert sorted(read.entries) == ["a", "b", "c", "d"] and read.torn == [2]
+
+
 @pytest.mark.parametrize("name, text", [
     ("labels.csv", "id,label\na,1\nb,0\n"),
     ("labels.json", json.dumps([{"id": "a", "label": 1}, {"id": "b", "label": 0}], indent=1)),

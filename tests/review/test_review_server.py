@@ -187,3 +187,17 @@ def test_a_verdict_file_rewritten_while_the_page_runs_is_refused_never_mixing_id
     finally:
         server.stop()
     assert not demo_inputs.labels_out.exists() or journal_lines(demo_inputs.labels_out) == []
+
+
+def test_a_torn_labels_file_repaired_at_start_is_said_on_the_page(demo_inputs):
+    from tests.review.conftest import start
+
+    demo_inputs.labels_out.write_bytes(b'{"rubricforge_labels":1,"id":"x","la')  # a kill mid-write
+    server = start(demo_inputs)
+    try:
+        with client(server) as c:
+            page = html.unescape(c.get("/").text)
+    finally:
+        server.stop()
+    (side,) = demo_inputs.labels_out.parent.glob("labels.jsonl.torn-*")
+    assert "its last line was torn" in page and str(side) in page
