@@ -148,8 +148,8 @@ ABANDONED = "rubricforge_abandoned_plugin_call"  # set on a plugin's thread that
 
 
 def register_format(fmt: Format, *, origin: str | None = None) -> Format:
-    """Make a format known to every loader (``load_trajectories``, ``detect_format``, directory scans;
-    the command line's ``--format`` choices are those registered when ``rubricforge_dspy.cli`` is imported).
+    """Make a format known to every loader (``load_trajectories``, ``detect_format``, directory scans,
+    the command line's ``--format``, which checks a name when the command line is parsed).
 
     Args:
         fmt: The format's record.
@@ -247,7 +247,7 @@ def load_plugins() -> tuple[Format, ...]:
         _PLUGIN_OF[fmt.name] = where
         added.append(fmt)
     for where in set(_BROKEN) - installed:
-        del _BROKEN[where]
+        _BROKEN.pop(where, None)
     return tuple(added)
 
 
@@ -256,10 +256,10 @@ def _skip(where: str, names: set[str], error: Exception) -> None:
     format out of the registry, and say so once (`plugins.PluginWarning`)."""
     from rubricforge_dspy.data.formats.plugins import PluginWarning
 
-    for name in [name for name, held in _PLUGIN_OF.items() if held == where]:
+    for name in [name for name, held in list(_PLUGIN_OF.items()) if held == where]:
         names.add(name)
         _FORMATS.pop(name, None)
-        del _PLUGIN_OF[name]
+        _PLUGIN_OF.pop(name, None)
     _BROKEN[where] = (frozenset(names), error)
     warnings.warn(PluginWarning(f"format plugin skipped: {error}"), stacklevel=2)
 
