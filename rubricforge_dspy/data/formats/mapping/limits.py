@@ -124,21 +124,21 @@ def tree_problem(parsed: dict) -> str | None:
 class _Budget:
     """The work and the characters one evaluation may still spend."""
 
-    __slots__ = ("steps", "chars")
+    __slots__ = ("steps", "chars", "limit", "char_limit")
 
     def __init__(self, steps: int, chars: int):
-        self.steps = steps
-        self.chars = chars
+        self.steps = self.limit = steps
+        self.chars = self.char_limit = chars
 
     def charge(self, steps: int, chars: int = 0) -> None:
         self.steps -= steps
         self.chars -= chars
         if self.steps < 0:
-            raise EvaluationLimitError(f"the evaluation went past {MAX_EVAL_STEPS:,} steps (an expression "
+            raise EvaluationLimitError(f"the evaluation went past {self.limit:,} steps (an expression "
                                        "whose output grows with every step, or a record too large for it)")
         if self.chars < 0:
-            raise EvaluationLimitError(f"the evaluation built or returned more than {max_record_bytes():,} "
-                                       f"characters, the record cap ({RECORD_CAP_ENV})")
+            raise EvaluationLimitError(f"the evaluation built or returned more than {self.char_limit:,} "
+                                       f"characters (the record cap, {RECORD_CAP_ENV})")
 
     def walk(self, value: Any, chars: bool = True) -> None:
         """Charge every value reachable from `value`, each time it is reached (shared values count once per
@@ -231,15 +231,22 @@ class _Interpreter(TreeInterpreter):
         return super().visit_comparator(node, value)
 
 
-def search(compiled: Any, value: Any) -> Any:
+def search(compiled: Any, value: Any, size: int = 0) -> Any:
     """`compiled` (a ``jmespath.compile`` result) evaluated on `value` within the budget: the result, which
-    has been walked (so it serializes to at most `max_record_bytes` characters of strings).
+    has been walked (so it serializes to at most `max_record_bytes` characters of strings, plus `size`).
+
+    Args:
+        compiled: the compiled expression.
+        value: what it reads.
+        size: the bytes of the document `value` was read from, when the expression selects from a whole
+            document (a records path): the budget grows by 4 steps and 1 character per byte, so selecting
+            every record of a large document stays within it. 0 for a record's fields.
 
     Raises:
         EvaluationLimitError: the evaluation, or its result, went past `MAX_EVAL_STEPS` or
-            `max_record_bytes` characters.
+            `max_record_bytes` characters (plus what `size` adds).
     """
-    budget = _Budget(MAX_EVAL_STEPS, max_record_bytes())
+    budget = _Budget(MAX_EVAL_STEPS + 4 * size, max_record_bytes() + size)
     result = _Interpreter(budget).visit(compiled.parsed, value)
     if isinstance(result, (list, dict)):
         budget.walk(result)

@@ -35,8 +35,8 @@ from rubricforge_dspy.data.formats._json_stream import (
     stream_json_array,
 )
 from rubricforge_dspy.data.formats.jsonl import line_value
-from rubricforge_dspy.data.formats.mapping.limits import RECORD_CAP_ENV, max_record_bytes
-from rubricforge_dspy.data.formats.mapping.spec import Mapping, compile_field
+from rubricforge_dspy.data.formats.mapping.limits import RECORD_CAP_ENV, EvaluationLimitError, max_record_bytes
+from rubricforge_dspy.data.formats.mapping.spec import Expr, Mapping, compile_field
 
 _ARRAY_ROOT = ("@", "[*]", "[]", "@[*]", "@[]")
 _SIMPLE = re.compile(r"^(?P<prefix>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?P<tail>\[\*\]|\[\]|\.\*)$")
@@ -72,7 +72,7 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
             size = file.stat().st_size
             value = _over_cap(file, None, f"the file is {size:,} bytes", cap) if size > cap else _whole(file)
             if not isinstance(value, TrajectoryFormatError) and mapping.records_path not in _ARRAY_ROOT:
-                value = inner(value)
+                value = _select(inner, value, file, size)
                 if value is None:
                     value = TrajectoryFormatError(str(file), None, f"records.path {mapping.records_path!r} "
                                                                    "resolved to nothing")
@@ -83,6 +83,15 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
         else:
             for index, key, value in _json_records(file, mapping.records_path, cap):
                 yield file, index, key, f"{file.stem}:{key}", value
+
+
+def _select(path: Expr, document: Any, file: Path, size: int) -> Any:
+    """The records path's value on a document of `size` bytes (its budget grows with them), or the error
+    naming the file when it goes past it."""
+    try:
+        return path(document, size=size)
+    except EvaluationLimitError as exc:
+        return TrajectoryFormatError(str(file), None, str(exc))
 
 
 def _over_cap(file: Path, record: int | None, what: str, cap: int) -> TrajectoryFormatError:
@@ -183,7 +192,10 @@ def _json_records_of(file: Path, records_path: str, cap: int | None) -> Iterator
     if isinstance(document, TrajectoryFormatError):
         yield 0, 0, document
         return
-    found = compile_field(records_path, "", "records.path")(document)
+    found = _select(compile_field(records_path, "", "records.path"), document, file, file.stat().st_size)
+    if isinstance(found, TrajectoryFormatError):
+        yield 0, 0, found
+        return
     if records_path == "*" and isinstance(document, dict):
         found = document
     if isinstance(found, dict) and records_path == "*":  # a dict of records: its values, keys kept

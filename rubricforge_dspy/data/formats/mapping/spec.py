@@ -62,8 +62,9 @@ class Expr:
         self._compiled = compiled
         self.key = key
 
-    def __call__(self, value: Any, key: Any = None, file: str = "") -> Any:
-        """The value of the expression on `value` (`limits.search`: within the evaluation budget).
+    def __call__(self, value: Any, key: Any = None, file: str = "", size: int = 0) -> Any:
+        """The value of the expression on `value` (`limits.search`: within the evaluation budget, grown by
+        `size`, the bytes of the document `value` is, for a records path).
 
         Raises:
             EvaluationLimitError: the evaluation went past a limit; the message names the field and the
@@ -74,7 +75,7 @@ class Expr:
         if self.text == "$file":
             return file
         try:
-            return search(self._compiled, value)
+            return search(self._compiled, value, size)
         except EvaluationLimitError as exc:
             where = f"{self.key}: " if self.key else ""
             raise EvaluationLimitError(f"{where}{_shown(self.text)}: {exc}") from None
