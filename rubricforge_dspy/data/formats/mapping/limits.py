@@ -11,7 +11,9 @@ bounded where it could otherwise ask for unbounded work:
   with jmespath's own lexer (which does not recurse) before the parser (which does, a few frames per
   token) sees it; its brackets nest at most `MAX_EXPRESSION_DEPTH` levels, and so does the tree it compiles
   to (the interpreter recurses once per level of that tree). `expression_problem` says which is exceeded.
-* An evaluation: `search` runs jmespath's own interpreter with a budget of `MAX_EVAL_STEPS` units of work
+* An evaluation of an expression that builds values sharing parts or calls a function (`needs_budget`;
+  a path, projection or filter without them gives at most the record's own values): `search` runs
+  jmespath's own interpreter with a budget of `MAX_EVAL_STEPS` units of work
   (one per node visited, one per element of every list or object a node returns, the elements a flatten
   or merge builds, the values an equality or ``contains`` compares, the values ``to_string`` writes, and
   the result's values, walked once), and of `max_record_bytes` characters for the strings it builds and
@@ -30,6 +32,7 @@ bounded where it could otherwise ask for unbounded work:
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from jmespath import functions
@@ -52,7 +55,7 @@ DEFAULT_MAX_RECORD_MB = 64
 
 __all__ = ["MAX_MAPPING_BYTES", "MAX_MAPPING_DEPTH", "MAX_EXPRESSION_CHARS", "MAX_EXPRESSION_TOKENS",
            "MAX_EXPRESSION_DEPTH", "MAX_EVAL_STEPS", "MAX_STREAM_DEPTH", "RECORD_CAP_ENV", "DEFAULT_MAX_RECORD_MB",
-           "EvaluationLimitError", "max_record_bytes", "expression_problem", "tree_problem", "search"]
+           "EvaluationLimitError", "max_record_bytes", "expression_problem", "tree_problem", "needs_budget", "search"]
 
 _OPENING = frozenset(("lparen", "lbracket", "lbrace", "filter"))  # "[?" closes with "]"; "[]" is one token
 _CLOSING = frozenset(("rparen", "rbracket", "rbrace"))
@@ -63,6 +66,10 @@ class EvaluationLimitError(InputError):
     of `max_record_bytes`): the record is a bad record, named with the expression and the limit."""
 
 
+_local = threading.local()
+_parsed_cap: tuple[str, int] = ("", 0)  # the variable's last text and its value
+
+
 def max_record_bytes() -> int:
     """The record cap in bytes: ``$RUBRICFORGE_MAX_RECORD_MB`` MiB (a positive number), else
     `DEFAULT_MAX_RECORD_MB` MiB.
@@ -70,9 +77,12 @@ def max_record_bytes() -> int:
     Raises:
         InputError: the variable is set to something that is not a positive number.
     """
+    global _parsed_cap
     text = os.environ.get(RECORD_CAP_ENV, "").strip()
     if not text:
         return DEFAULT_MAX_RECORD_MB << 20
+    if text == _parsed_cap[0]:
+        return _parsed_cap[1]
     try:
         megabytes = float(text)
     except ValueError:
@@ -80,7 +90,8 @@ def max_record_bytes() -> int:
     if not 0 < megabytes < 1 << 40:
         raise InputError(f"{RECORD_CAP_ENV}={text!r}: give the record cap in MiB, a positive number "
                          f"(default {DEFAULT_MAX_RECORD_MB})")
-    return max(1, int(megabytes * (1 << 20)))
+    _parsed_cap = (text, max(1, int(megabytes * (1 << 20))))
+    return _parsed_cap[1]
 
 
 def expression_problem(text: str) -> str | None:
@@ -197,8 +208,13 @@ class _Interpreter(TreeInterpreter):
     """jmespath's tree interpreter, charging `_Budget` for each node visited and each element returned."""
 
     def __init__(self, budget: _Budget):
-        super().__init__(Options(custom_functions=_Functions(budget)))
+        self._functions_with_budget = _Functions(budget)
+        super().__init__(Options(custom_functions=self._functions_with_budget))
         self._budget = budget
+
+    def renew(self, budget: _Budget) -> None:
+        """Spend `budget` from now on."""
+        self._budget = self._functions_with_budget._budget = budget
 
     def visit(self, node, *args, **kwargs):
         self._budget.charge(1)
@@ -231,6 +247,24 @@ class _Interpreter(TreeInterpreter):
         return super().visit_comparator(node, value)
 
 
+_SHARING = frozenset(("multi_select_list", "multi_select_dict", "function_expression", "expref"))
+
+
+def needs_budget(parsed: dict) -> bool:
+    """True when the compiled tree builds values that share parts (``[a, a]``, ``{x: a}``) or calls a
+    function: only then can its work or its result outgrow the record (and its length), so only then is
+    it evaluated with a budget. Paths, projections, filters, flattens, slices, comparisons and ``||``
+    without them give the record's own values or lists of them: at most the record's size, each node
+    visited at most once per value of the record."""
+    stack = [parsed]
+    while stack:
+        node = stack.pop()
+        if node.get("type") in _SHARING:
+            return True
+        stack.extend(child for child in node.get("children", ()) if isinstance(child, dict))
+    return False
+
+
 def search(compiled: Any, value: Any, size: int = 0) -> Any:
     """`compiled` (a ``jmespath.compile`` result) evaluated on `value` within the budget: the result, which
     has been walked (so it serializes to at most `max_record_bytes` characters of strings, plus `size`).
@@ -247,7 +281,11 @@ def search(compiled: Any, value: Any, size: int = 0) -> Any:
             `max_record_bytes` characters (plus what `size` adds).
     """
     budget = _Budget(MAX_EVAL_STEPS + 4 * size, max_record_bytes() + size)
-    result = _Interpreter(budget).visit(compiled.parsed, value)
+    interpreter = getattr(_local, "interpreter", None)
+    if interpreter is None:  # one per thread, its budget renewed for each evaluation
+        interpreter = _local.interpreter = _Interpreter(budget)
+    interpreter.renew(budget)
+    result = interpreter.visit(compiled.parsed, value)
     if isinstance(result, (list, dict)):
         budget.walk(result)
     return result

@@ -26,6 +26,7 @@ from rubricforge_dspy.data.formats.mapping.limits import (
     MAX_MAPPING_DEPTH,
     EvaluationLimitError,
     expression_problem,
+    needs_budget,
     search,
     tree_problem,
 )
@@ -55,16 +56,18 @@ class MappingError(InputError):
 class Expr:
     """One field of a mapping: a compiled JMESPath expression, or ``$key`` / ``$file``."""
 
-    __slots__ = ("text", "_compiled", "key")
+    __slots__ = ("text", "_compiled", "key", "_budgeted")
 
     def __init__(self, text: str, compiled: Any = None, key: str | None = None):
         self.text = text
         self._compiled = compiled
         self.key = key
+        self._budgeted = compiled is not None and needs_budget(compiled.parsed)
 
     def __call__(self, value: Any, key: Any = None, file: str = "", size: int = 0) -> Any:
-        """The value of the expression on `value` (`limits.search`: within the evaluation budget, grown by
-        `size`, the bytes of the document `value` is, for a records path).
+        """The value of the expression on `value`: an expression that may build more than it reads
+        (`needs_budget`) is evaluated within the budget (`limits.search`, grown by `size`, the bytes of the
+        document `value` is, for a records path).
 
         Raises:
             EvaluationLimitError: the evaluation went past a limit; the message names the field and the
@@ -74,6 +77,8 @@ class Expr:
             return key
         if self.text == "$file":
             return file
+        if not self._budgeted:
+            return self._compiled.search(value)
         try:
             return search(self._compiled, value, size)
         except EvaluationLimitError as exc:
