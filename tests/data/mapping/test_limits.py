@@ -33,8 +33,9 @@ from tests.support.helpers import REPO
 # The classic "billion laughs" in YAML, inside a key the schema checks: 9 levels of 9 aliases, 9^9 strings once
 # expanded (the schema checker's message used to expand it: past 1 GiB, or a minute without one).
 LOLS = ",".join(['"lol"'] * 9)
+ALIASES = [f"  {c}: &{c} [{','.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)]
 BOMB = "name: bomb\nrecords: {from: jsonl}\nid: id\ntask: task\nhidden:\n" + "\n".join(
-    [f"  a: &a [{LOLS}]"] + [f"  {c}: &{c} [{','.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]) + "\n"
+    [f"  a: &a [{LOLS}]", *ALIASES]) + "\n"
 MAPPING = {"name": "limits_test", "records": {"from": "jsonl"}, "id": "id", "task": "task",
            "final_answer": "answer"}
 RECORDS = [{"id": "r1", "task": "add 2 and 2", "answer": "4"}, {"id": "r2", "task": "add 3 and 3", "answer": "6"}]
@@ -109,6 +110,14 @@ def test_a_fifo_mapping_is_not_a_regular_file(tmp_path, capsys):
     assert main(["map", "check", "--map", str(fifo), "--data", str(write_data(tmp_path))]) == 2
     err = capsys.readouterr().err
     assert "FIFO" in err and "not a regular file" in err and "no such" not in err
+
+
+def test_a_fifo_given_as_the_data_is_not_a_regular_file(tmp_path, capsys):
+    fifo = tmp_path / "data.jsonl"
+    os.mkfifo(fifo)
+    assert main(["map", "check", "--map", str(write_mapping(tmp_path)), "--data", str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert "FIFO" in err and "no such file" not in err
 
 
 def test_a_missing_mapping_is_still_named_missing(tmp_path):
