@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,12 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge_dspy.apply.job import OutputLockedError, job_path, lock_path, output_lock
+from rubricforge_dspy.apply.job import OutputLockedError, job_path, lock_path, output_lock, read_done
+from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.cli.main import main
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.judge.cascade import StageRule
-from rubricforge_dspy.testing.fake_server import FakeOpenAI
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
+from tests.support.batch import assert_one_line_per_id, fake_lm, verdict_of
 from tests.support.cascade import REWARD_ABOVE_0, save_cascade
+from tests.support.helpers import make_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
@@ -146,7 +152,7 @@ def test_the_batch_api_and_the_library_take_the_same_lock(tmp_path):
             judge.set_lm(lm)
             with pytest.raises(OutputLockedError, match=str(out)):
                 run_batch_api(judge, AIRLINE, out, lm=lm, limit=2, progress=False, poll_interval=0.1)
-            assert fake.n_requests == 0 and not out.exists()
+            assert fake.n_requests == 0 and out.read_bytes() == b""  # made by the holder's lock; nothing written
     finally:
         holder.kill()
         holder.wait()
@@ -245,6 +251,49 @@ def test_judge_on_a_renamed_file_being_written_exits_2_before_any_request(tmp_pa
     err = capsys.readouterr().err
     assert f"{renamed} is being written by another process" in err and f"pid {holder.pid}" in err, err
     assert renamed.read_bytes() == b""
+
+
+def test_the_file_lock_moves_with_the_rewrite_of_a_resume(tmp_path):
+    """User sees: a resume that drops an LM-error line rewrites OUT (a new file renamed into place); the run
+    writes on into the new file, and the new file is the one held: reached under another name, it is refused."""
+    data = make_dataset(6)
+    out = tmp_path / "v.jsonl"
+    seen = []
+
+    def responder(body, n):
+        seen.append(n)
+        return Reply(status=500) if len(seen) == 3 else verdict_of(user_text(body))
+
+    with FakeOpenAI(responder) as fake:
+        assert judge_stream(TrajectoryJudge(), data, out, lm=fake_lm(fake), progress=False, concurrency=1,
+                            max_retries=0).n_abstained == 1
+        copy, renamed = tmp_path / "copy.jsonl", tmp_path / "renamed.jsonl"
+        shutil.copy(out, copy)
+        inode = copy.stat().st_ino
+        with output_lock(copy):
+            assert read_done(copy).retried == 1 and copy.stat().st_ino != inode  # rewritten by rename
+            os.link(copy, renamed)
+            os.unlink(copy)
+            with pytest.raises(OutputLockedError, match=f"{renamed} is being written .* under another name"):
+                with output_lock(renamed):
+                    pass
+        again = judge_stream(TrajectoryJudge(), data, out, lm=fake_lm(fake), progress=False, concurrency=1)
+    assert (again.resumed, again.judged, again.n_abstained) == (5, 1, 0)
+    assert_one_line_per_id(out, [t.id for t in data])
+
+
+def test_a_file_swapped_in_under_a_held_name_is_not_written(tmp_path):
+    """User sees: while a run holds OUT, another file is renamed onto the name OUT; the run's writer refuses it
+    (InputError, exit 2) before any request, and the swapped-in file keeps its bytes."""
+    out, other = tmp_path / "v.jsonl", tmp_path / "other.jsonl"
+    other.write_bytes(b"")
+    with FakeOpenAI(lambda body, k: OK) as fake:
+        with output_lock(out):
+            os.replace(other, out)
+            with pytest.raises(InputError, match=f"{out}: the output was replaced by another file"):
+                judge_stream(TrajectoryJudge(), make_dataset(3), out, lm=fake_lm(fake), progress=False)
+        assert fake.n_requests == 0
+    assert out.read_bytes() == b""
 
 
 def test_a_hard_linked_job_file_is_never_written_through(tmp_path):
