@@ -55,7 +55,7 @@ from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 __all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "DoneIndex",
            "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
            "job_path", "lock_path", "output_lock", "checked_output", "check_owned", "input_fingerprint",
-           "files_fingerprint",
+           "files_fingerprint", "replace_file",
            "checked_input",
            "claim_output", "claim_job"]
 
@@ -455,9 +455,19 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _replace_with(target: Path, data: bytes, keep: bool = False) -> int | None:
-    """Write `data` to a new file renamed onto `target` (atomically); with `keep`, the new file's descriptor
-    (appending) is returned open, so later appends reach the file renamed into place and no other."""
+def replace_file(target: Path, data: bytes, keep: bool = False) -> int | None:
+    """Write `data` to a new file (``TARGET.tmp``, created now) renamed onto `target`: atomic, and never
+    written through another name of a file (a link at either name is replaced, not followed).
+
+    Args:
+        target: the file to replace (or create).
+        data: its new bytes.
+        keep: return the new file's descriptor, open for appending, so later appends reach the file renamed
+            into place and no other (the caller closes it).
+
+    Returns:
+        The descriptor with `keep`, else None.
+    """
     temporary = target.with_name(target.name + ".tmp")
     fd = _new_file(temporary, append=True)
     try:
@@ -483,7 +493,7 @@ def _write_index(path: Path, ids: Iterable[str], fingerprints: set, keep: bool =
     header = {"version": _INDEX_VERSION, "covered": stat.st_size, "size": stat.st_size,
               "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino, "probe": probe, "count": len(ids),
               "fingerprints": sorted(fingerprints, key=str)}
-    return _replace_with(ids_path(path), orjson.dumps(header) + b"\n" + orjson.dumps(ids) + b"\n", keep)
+    return replace_file(ids_path(path), orjson.dumps(header) + b"\n" + orjson.dumps(ids) + b"\n", keep)
 
 
 class DoneIndex:
@@ -778,7 +788,7 @@ def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines
     elif has_lines:
         return  # a file from an older version: its lines are checked one by one (read_done)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_with(path, json.dumps({"judge_fingerprint": fingerprint.sha256, "data_fingerprint": data,
+    replace_file(path, json.dumps({"judge_fingerprint": fingerprint.sha256, "data_fingerprint": data,
                                     "judge_parts": fingerprint.parts}, indent=1, sort_keys=True, default=str).encode())
 
 
