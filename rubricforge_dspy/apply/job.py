@@ -472,6 +472,7 @@ def replace_file(target: Path, data: bytes, keep: bool = False) -> int | None:
     fd = _new_file(temporary, append=True)
     try:
         _write_all(fd, data)
+        os.fsync(fd)  # on disk before the rename: a crash leaves the old file or the new one, never an empty one
         os.replace(temporary, target)
     except BaseException:
         os.close(fd)

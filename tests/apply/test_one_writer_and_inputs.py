@@ -458,3 +458,20 @@ def test_a_limit_below_one_is_refused_not_a_quiet_exit_0(tmp_path, capsys, limit
     assert code == 2
     assert "--limit must be at least 1" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_replaced_side_file_never_writes_through_a_link_planted_at_its_temporary(tmp_path):
+    """`replace_file` (the job file, the done index, the Batch API's state): a symlink or hard link planted at
+    ``TARGET.tmp`` or at ``TARGET`` is replaced, and the file it pointed to keeps its bytes."""
+    from rubricforge_dspy.apply.job import replace_file
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target = tmp_path / "state.json"
+    (tmp_path / "state.json.tmp").symlink_to(victim)
+    replace_file(target, b'{"a": 1}')
+    assert target.read_bytes() == b'{"a": 1}' and victim.read_text() == "keep me"
+    target.unlink()
+    os.link(victim, target)  # the target itself another name of someone's file
+    replace_file(target, b"new")
+    assert target.read_bytes() == b"new" and victim.read_text() == "keep me"
