@@ -17,7 +17,7 @@ trace id), so a verdict file judged on ``--from-mlflow`` data names the traces. 
 assessments, and other sources' (LLM judges, code), are never touched; `load_mlflow_traces` reads the
 labels back (``--from-mlflow ... --label-name``).
 
-Every MLflow call of the sink runs under `integrations.mlflow.bounded_http` (5 s a request, one retry):
+Every MLflow call of the sink runs under `integrations.mlflow_http.bounded_http` (5 s a request, one retry):
 a dead or hung server costs a label seconds, not MLflow's default minutes, and a server that does not
 answer at start is a `ServerError` naming the tracking URI. The review page calls the sink from a
 background worker (`review.state.ReviewState`), so even those seconds never hold up the page.
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError, ServerError
-from rubricforge_dspy.integrations.mlflow import bounded_http, experiment_id_of, is_human_feedback
+from rubricforge_dspy.integrations.mlflow import experiment_id_of, is_human_feedback
+from rubricforge_dspy.integrations.mlflow_http import bounded_http
 
 try:
     from mlflow import MlflowClient

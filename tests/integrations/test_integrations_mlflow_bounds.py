@@ -1,4 +1,4 @@
-"""`integrations.mlflow.bounded_http`: MLflow's HTTP settings are in the process environment only while a bounded
+"""`integrations.mlflow_http.bounded_http`: MLflow's HTTP settings are in the process environment only while a bounded
 call runs (MLflow reads them there at each request), a value the user set wins, and nothing is left behind, also
 when two threads overlap or when the call fails."""
 
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("mlflow", reason="the MLflow integration needs the extra: pip install -e '.[mlflow]'")
 
 from rubricforge_dspy.core.errors import ServerError  # noqa: E402
-from rubricforge_dspy.integrations.mlflow import HTTP_BOUNDS, bounded_http  # noqa: E402
+from rubricforge_dspy.integrations.mlflow_http import HTTP_BOUNDS, bounded_http  # noqa: E402
 from rubricforge_dspy.integrations.mlflow_labels import HumanLabelSink  # noqa: E402
 from tests.support.mlflow_server import free_port  # noqa: E402
 

@@ -25,6 +25,7 @@ from typing import Any
 import ijson
 import orjson
 
+from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import (
@@ -232,7 +233,7 @@ def _unreadable(file: Path, index: int, exc: Exception) -> TrajectoryFormatError
                                                    "the file is unreadable")
 
 
-class _Stop(Exception):
+class _Stop(RubricForgeError):
     """Raised through ijson by `_CappedReader`: the rest of the file is not read (``too_big``: a record past
     the cap; else nested too deeply)."""
 
