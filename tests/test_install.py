@@ -80,7 +80,8 @@ def test_a_venv_or_an_unmanaged_python_installs(tmp_path):
 
 def _ci_function(function: str, env: dict) -> subprocess.CompletedProcess:
     """Run one function of `.ci/run` (sourced: `main` does not run)."""
-    return subprocess.run(["bash", "-c", f'set -euo pipefail; source "$1"; {function}', "ci", str(ROOT / ".ci" / "run")],
+    script = f'set -euo pipefail; source "$1"; {function}'
+    return subprocess.run(["bash", "-c", script, "ci", str(ROOT / ".ci" / "run")],
                           env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -89,7 +90,8 @@ def test_ci_refuses_a_base_interpreter_that_has_the_projects_dependencies(tmp_pa
     # (a nested venv with --system-site-packages sees it): .ci/run stops, naming the packages.
     base = tmp_path / "base"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True, timeout=120)
-    site = subprocess.run([str(base / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = subprocess.run([str(base / "bin" / "python"), "-c", where],
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "ijson.py").write_text("", encoding="utf-8")
     Path(site, "yaml").mkdir()
