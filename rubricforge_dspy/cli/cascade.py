@@ -2,7 +2,10 @@
 calibration data, and save it beside its stages. `rubricforge judge --cascade` judges with it.
 
     rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl [--labels L]
-        --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--method holm] --out cascade.json
+        --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--method split_fixed_sequence] --out cascade.json
+
+Every labeled trajectory is used; the task is the statistical unit (its trials' losses are averaged). A stage the
+certified thresholds leave deciding nothing is dropped from the saved cascade (the output says so).
 
 Exit 2 when nothing can be certified (`CascadeCalibrationError`: the message says how many labels the
 requested alpha would need), 3 when an LLM stage's LM fails on the calibration items (`CascadeStageError`).
@@ -18,10 +21,10 @@ from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.metrics.risk_control import DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
 __all__ = ["add_cascade_parser", "cmd_cascade_fit"]
 
-METHODS = ("holm", "bonferroni", "fixed_sequence", "split_fixed_sequence")
 
 
 def _check(args) -> None:
@@ -51,7 +54,8 @@ def cmd_cascade_fit(args) -> int:
                 if stage.predictors():
                     stage.set_lm(lm)
         cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
-                              names=args.name, seed=args.seed, num_threads=args.concurrency)
+                              names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
+                              one_per_task=args.one_per_task)
     cascade.save(args.out)
     print(format_fit_report(cascade.fit_report, cascade.guarantee))
     print(f"written to: {args.out} (stages beside it: "
@@ -73,8 +77,16 @@ def add_cascade_parser(sub) -> None:
     f.add_argument("--max-false-pass", type=float, default=None,
                    help="also bound the false-pass rate among decided failed items")
     f.add_argument("--delta", type=float, default=0.1, help="the bounds hold with probability >= 1 - delta")
-    f.add_argument("--method", choices=METHODS, default="holm", help="family-wise procedure (default holm)")
-    f.add_argument("--seed", type=int, default=0, help="the trial kept per task, and the split's ordering part")
+    f.add_argument("--method", choices=LTT_METHODS, default=DEFAULT_METHOD,
+                   help=f"how the threshold vectors are tested (default {DEFAULT_METHOD}: 30%% of the tasks order "
+                        "them, the rest test them in that order; holm/bonferroni: every distinct vector at once; "
+                        "fail_first_sequence: an order fixed in advance, fail-only vectors first)")
+    f.add_argument("--p-values", choices=("auto", *P_VALUES), default="auto",
+                   help="auto (default): exact binomial with one trial per task, else betting over task means")
+    f.add_argument("--one-per-task", action="store_true",
+                   help="keep one drawn trial per task (the rest are counted as dropped); default: every trial")
+    f.add_argument("--seed", type=int, default=0,
+                   help="the order of the tasks, the split's ordering share, the trial kept with --one-per-task")
     f.add_argument("--concurrency", type=int, default=4, help="threads of each stage's calibration batch")
     f.add_argument("--allow-unverified-program", action="store_true",
                    help="load a stage whose manifest cannot verify it, with a warning; refused otherwise")
