@@ -236,7 +236,8 @@ def test_task_level_guarantee_holds_where_the_population_risk_is_known():
     grid = threshold_grid(1)
     decided, passed, _ = cascade_outcomes(c[None], grid)
     wrong = (decided & (passed != y.astype(bool))).mean(axis=1)
-    risk = {tuple(map(tuple, g)): w / d if d else 0.0 for g, w, d in zip(grid, wrong, decided.mean(axis=1), strict=True)}
+    shares = decided.mean(axis=1)
+    risk = {tuple(map(tuple, g)): w / d if d else 0.0 for g, w, d in zip(grid, wrong, shares, strict=True)}
     draws, alpha, delta = 300, 0.1, 0.1
     for method in ("split_fixed_sequence", "holm", "fail_first_sequence"):
         broken = certified = 0
