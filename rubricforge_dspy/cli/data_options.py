@@ -30,15 +30,21 @@ def label_rule_arg(text: str):
 
 
 def format_arg(name: str) -> str:
-    """argparse type of ``--format``: "auto" or a registered format (built-in, plugin or mapping), checked when
-    the command line is parsed, so a plugin is looked up only then (never when the CLI is imported)."""
-    from rubricforge_dspy.data.formats import format_names
+    """argparse type of ``--format``: "auto" or a format name, checked without importing a plugin when it can be:
+    "auto" and a registered name (a built-in's) are taken as they are; any other name discovers the installed
+    plugins (it may be a plugin's) and is refused, naming the entry point, when its plugin was skipped
+    (`rubricforge_dspy.data.formats.plugins`), or as unknown with the names there are."""
+    if name == "auto":
+        return name
+    from rubricforge_dspy.data.formats import format_named, format_names
 
-    names = format_names()
-    if name != "auto" and name not in names:
-        raise argparse.ArgumentTypeError(f"unknown format {name!r}: auto or one of {', '.join(names)} "
-                                         "(`rubricforge formats` lists them; --map MAP reads any other log)")
-    return name
+    try:
+        if format_named(name) is not None:
+            return name
+    except InputError as exc:  # a plugin that cannot be used: its entry point and why (argparse exits 2)
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    raise argparse.ArgumentTypeError(f"unknown format {name!r}: auto or one of {', '.join(format_names())} "
+                                     "(`rubricforge formats` lists them; --map MAP reads any other log)")
 
 
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +74,7 @@ def apply_mapping(args: argparse.Namespace) -> None:
 
 def add_data_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """``--data``, ``--format``/``--map``, ``--label-threshold``, ``--labels`` and ``--skip-bad`` (format names
-    are checked against the registry when the command line is parsed: `format_arg`)."""
+    are checked when the command line is parsed, a plugin discovered only for a name not registered: `format_arg`)."""
     parser.add_argument("--data", required=required, nargs="+", default=None, help="trajectory file(s) or directory")
     add_format_arguments(parser)
     add_label_arguments(parser)
@@ -103,18 +109,19 @@ class LoadedData:
 def print_load_problems(report, join=None, stream=None) -> None:
     """Each skipped record and ignored file with its reason (the first `SHOWN` of each), then the join."""
     stream = stream or sys.stderr
-    from rubricforge_dspy.data.formats import NOT_CANDIDATE as NOT_JSON  # counted, not listed one by one
+    from rubricforge_dspy.data.formats import not_candidate
 
-    not_json = [f for f, p in report.ignored_files if p == NOT_JSON]
+    unopened = not_candidate(discover=False)  # counted, not listed one by one (the scan's own reason: no discovery)
+    not_json = [f for f, p in report.ignored_files if p == unopened]
     for what, rows in (("skipped", [(f, r, p) for f, r, p in report.skipped]),
-                       ("ignored file", [(f, None, p) for f, p in report.ignored_files if p != NOT_JSON])):
+                       ("ignored file", [(f, None, p) for f, p in report.ignored_files if p != unopened])):
         for file, record, problem in rows[:SHOWN]:
             where = file if record is None else f"{file}, record {record}"
             print(f"{what}: {where}: {problem}", file=stream)
         if len(rows) > SHOWN:
             print(f"{what}: ... and {len(rows) - SHOWN} more", file=stream)
     if not_json:
-        print(f"ignored {len(not_json)} file(s): {NOT_JSON} (e.g. {not_json[0]})", file=stream)
+        print(f"ignored {len(not_json)} file(s): {unopened} (e.g. {not_json[0]})", file=stream)
     if report.skipped:
         print(f"{len(report.skipped)} record(s) skipped (--skip-bad)", file=stream)
     if join is not None:

@@ -17,6 +17,7 @@ from rubricforge_dspy.cli.integrations import (
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
 from rubricforge_dspy.lm.config import lm_name
 
 __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
@@ -83,6 +84,8 @@ def _certify_cascade(args) -> int:
 
 
 def cmd_show(args) -> int:
+    """What a program or a cascade file holds. Every text taken from the file (names, models, dates, methods)
+    is printed escaped (`core.terminal.terminal_safe`): a file cannot drive the terminal or add a line."""
     from rubricforge_dspy.judge.cascade import is_cascade_file
     from rubricforge_dspy.trust.certificate import describe_program
 
@@ -91,11 +94,14 @@ def cmd_show(args) -> int:
         from rubricforge_dspy.trust.cascade import format_fit_report
 
         cascade = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
-        print(f"cascade {args.program}: " + " -> ".join(r.name for r in cascade.rules) + " -> a person")
-        print(format_fit_report(cascade.fit_report, cascade.guarantee) if cascade.fit_report
-              else "hand-set thresholds: no guarantee (fit them with `rubricforge cascade fit`)")
+        print(f"cascade {terminal_safe(args.program)}: " + " -> ".join(terminal_safe(r.name) for r in cascade.rules)
+              + " -> a person")
+        print(terminal_safe(format_fit_report(terminal_safe_strings(cascade.fit_report),
+                                              terminal_safe_strings(cascade.guarantee)), keep_newlines=True)
+              if cascade.fit_report else "hand-set thresholds: no guarantee (fit them with `rubricforge cascade fit`)")
         return 0
-    print(describe_program(args.program, allow_unverified=args.allow_unverified_program))
+    print(terminal_safe(describe_program(args.program, allow_unverified=args.allow_unverified_program),
+                        keep_newlines=True))
     return 0
 
 

@@ -15,6 +15,7 @@ Modules:
 - :mod:`.presets`: the sizes that depend on where the judge runs (`EMBEDDED`, `SERVER`);
 - :mod:`.errors`: `RubricForgeError`, `InputError` (exit 2), `ServerError` (exit 3);
 - :mod:`.files`: `regular_file`, the one check that a path about to be read is a regular file;
+- :mod:`.terminal`: `terminal_safe`, text from a file made safe to print on a terminal;
 - ``schemas/``: the JSON Schemas of a trajectory record and a verdict line.
 """
 

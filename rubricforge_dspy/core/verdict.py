@@ -37,9 +37,10 @@ if TYPE_CHECKING:
 PASS_THRESHOLD = 0.5
 REASON_MAX_CHARS = 300
 # Why no verdict was produced. truncated: finish reason `length`; parse: not a strict JSON verdict;
-# invalid: JSON, but a field has the wrong type or a non-finite score; rate_limit: HTTP 429;
+# invalid: JSON, but a field has the wrong type or a non-finite score; rate_limit: HTTP 429; not_json: a 2xx
+# reply whose body is not a JSON completion (an HTML page: `lm.errors`);
 # escalated: no stage of a cascade (`judge.cascade`) decided; the item goes to a person.
-ERROR_KINDS = ("timeout", "connection", "http_5xx", "rate_limit", "http_4xx", "parse", "truncated",
+ERROR_KINDS = ("timeout", "connection", "http_5xx", "rate_limit", "http_4xx", "not_json", "parse", "truncated",
                "invalid", "other", "escalated")
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "http_5xx", "rate_limit"})
 SCHEMA_NAME = "verdict.schema.json"

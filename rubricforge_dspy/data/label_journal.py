@@ -15,10 +15,20 @@ The state of an id is its last line's (last wins). A line without a label (a ski
 joins nothing: as a generic label reader counts a blank row. `read_journal` resolves the file into the
 package's `LabelFile` (the same record every ``--labels`` reader returns), and `journal_history`
 replays it (the per-id states and the action order an undo pops).
+
+Torn lines. The writer cuts a line it could not write whole back off the file, but a journal may still
+hold one (a kill mid-write, or a full disk under an older writer, which then appended the next labels
+right after the half line). Readers lose nothing silently: a line that is not whole JSON is a torn
+line, counted (`LabelFile.torn`, `JournalHistory.torn`, the join summary) and logged as a warning;
+when a whole journal line follows the torn text on the same line (the marker
+``{"rubricforge_labels":`` cannot occur inside a JSON string, so it starts a line), that line is read.
+A last line that is whole JSON but lacks its newline is read like any other.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,11 +38,14 @@ import orjson
 from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.data.labels import LabelEntry, LabelFile, LabelFileError
 
-__all__ = ["JOURNAL_KEY", "JOURNAL_VERSION", "JournalLine", "JournalHistory", "is_journal_record",
-           "iter_journal", "journal_history", "read_journal"]
+__all__ = ["JOURNAL_KEY", "JOURNAL_VERSION", "JournalLine", "JournalHistory", "TornLine", "is_journal_record",
+           "starts_a_journal", "iter_journal", "journal_history", "read_journal"]
+
+logger = logging.getLogger(__name__)
 
 JOURNAL_KEY = "rubricforge_labels"
 JOURNAL_VERSION = 1
+_MARKER = re.compile(rb'\{\s*"' + JOURNAL_KEY.encode() + rb'"\s*:')  # how every journal line begins
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,25 @@ def is_journal_record(record: Any) -> bool:
     return isinstance(record, dict) and record.get(JOURNAL_KEY) == JOURNAL_VERSION
 
 
+def starts_a_journal(first_line: bytes) -> bool:
+    """True when `first_line` (a file's first line) is a labels-journal line, whole or torn (it begins as one).
+
+    A CSV, a JSON array, a generic JSONL labels file or a SWE-bench report is not: ``--labels-out`` never
+    writes into those (`review.labels.LabelsFile.open`)."""
+    try:
+        return is_journal_record(orjson.loads(first_line))
+    except orjson.JSONDecodeError:
+        return _MARKER.match(first_line.lstrip()) is not None
+
+
+@dataclass(frozen=True)
+class TornLine:
+    """A line of the journal that is not whole JSON (a write cut short): where, and its text."""
+
+    line: int
+    text: bytes
+
+
 def _line_of(record: Any, where: str, number: int) -> JournalLine:
     if not is_journal_record(record):
         raise LabelFileError(f"{where}: not a labels journal line (no \"{JOURNAL_KEY}\": {JOURNAL_VERSION}); a "
@@ -87,31 +119,56 @@ def _line_of(record: Any, where: str, number: int) -> JournalLine:
     return JournalLine(ident, label, skip, texts["note"], texts["labeler"], texts["time"], undo, number)
 
 
-def iter_journal(path, *, torn_tail: bool = True) -> Iterator[JournalLine]:
+def _parse(raw: bytes) -> tuple[Any, bytes] | None:
+    """``(record, torn text before it)`` for a line that is JSON whole, or whose tail after torn text is a
+    journal line; None when no part of it is."""
+    try:
+        return orjson.loads(raw), b""
+    except orjson.JSONDecodeError:
+        pass
+    for match in _MARKER.finditer(raw, 1):
+        try:
+            record = orjson.loads(raw[match.start():])
+        except orjson.JSONDecodeError:
+            continue
+        if is_journal_record(record):
+            return record, raw[:match.start()]
+    return None
+
+
+def iter_journal(path, torn: list[TornLine] | None = None) -> Iterator[JournalLine]:
     """The lines of a labels journal, each checked, in file order.
 
     Args:
         path: the journal.
-        torn_tail: skip a final line cut without its newline (a kill mid-write; the writer fsyncs whole
-            lines, so only the last can be torn) instead of refusing it.
+        torn: a list that receives each torn line (`TornLine`: not whole JSON, a write cut short; module
+            docstring), which is then skipped; None refuses the file at the first torn line.
 
     Raises:
-        LabelFileError: a line is not JSON or not a journal line (naming the file and line).
+        LabelFileError: a line is not a journal line (naming the file and line), or torn when `torn` is None.
         MissingFileError, NotARegularFileError: as `core.files.regular_file`.
     """
     path = regular_file(path, "labels file")
     with Path(path).open("rb") as handle:
         for number, raw in enumerate(handle, 1):
-            if torn_tail and not raw.endswith(b"\n"):
-                return
             if not raw.strip():
                 continue
             where = f"{path}:{number}"
-            try:
-                record = orjson.loads(raw)
-            except orjson.JSONDecodeError as error:
-                raise LabelFileError(f"{where}: not JSON ({error})") from None
-            yield _line_of(record, where, number)
+            parsed = _parse(raw.rstrip(b"\r\n"))
+            if parsed is None or parsed[1]:
+                if torn is None:
+                    raise LabelFileError(f"{where}: a torn line (not whole JSON: a write was cut short there); "
+                                         "`rubricforge review` on this file keeps its whole lines and reports it")
+                torn.append(TornLine(number, raw if parsed is None else parsed[1]))
+                if parsed is None:
+                    continue
+            yield _line_of(parsed[0], where, number)
+
+
+def _say_torn(path, torn: list[TornLine]) -> None:
+    if torn:
+        logger.warning("%s: %d torn line(s) (line %s): text a write cut short, not read; every whole label line "
+                       "is read", path, len(torn), ", ".join(str(t.line) for t in torn[:10]))
 
 
 @dataclass
@@ -121,6 +178,7 @@ class JournalHistory:
 
     states: dict[str, list[JournalLine]] = field(default_factory=dict)
     actions: list[str] = field(default_factory=list)
+    torn: list[TornLine] = field(default_factory=list)
 
     def current(self, ident: str) -> JournalLine | None:
         stack = self.states.get(ident)
@@ -144,29 +202,34 @@ class JournalHistory:
 
 
 def journal_history(path) -> JournalHistory:
-    """Replay the journal at `path` (see `JournalHistory`)."""
+    """Replay the journal at `path` (see `JournalHistory`); torn lines are skipped and listed in ``torn``."""
     history = JournalHistory()
-    for line in iter_journal(path):
+    for line in iter_journal(path, history.torn):
         history.apply(line)
+    _say_torn(path, history.torn)
     return history
 
 
 def read_journal(path) -> LabelFile:
     """A labels journal as the package's `LabelFile`: each id's last line wins; ids whose state is a
-    skip or a cleared label are listed in ``blank`` (not joined), as a generic reader lists blank rows.
+    skip or a cleared label are listed in ``blank`` (not joined), as a generic reader lists blank rows;
+    the numbers of torn lines (module docstring) are in ``torn`` (and logged as a warning).
 
     Raises:
         LabelFileError: as `iter_journal`, or when no id has a label.
     """
     last: dict[str, JournalLine] = {}
-    for line in iter_journal(path):
+    torn: list[TornLine] = []
+    for line in iter_journal(path, torn):
         last[line.id] = line
-    out = LabelFile(str(path), "jsonl", {})
+    _say_torn(path, torn)
+    out = LabelFile(str(path), "jsonl", {}, torn=[t.line for t in torn])
     for ident, line in last.items():
         if line.label is None:
             out.blank.append(ident)
         else:
             out.entries[ident] = LabelEntry(line.label, None, line.line)
     if not out.entries:
-        raise LabelFileError(f"{path}: no labels (every id is skipped or unlabeled)")
+        raise LabelFileError(f"{path}: no labels (every id is skipped or unlabeled"
+                             + (f"; {len(torn)} torn line(s) not read" if torn else "") + ")")
     return out

@@ -84,6 +84,7 @@ class LabelFile:
     entries: dict[str, LabelEntry]
     blank: list[str] = field(default_factory=list)  # rows with neither label nor reward
     unlabeled: dict[str, str] = field(default_factory=dict)  # SWE-bench ids with no outcome -> the list named
+    torn: list[int] = field(default_factory=list)  # a labels journal's torn lines (a write cut short), not read
 
     def summary(self) -> str:
         text = f"{self.path} ({self.kind}): {len(self.entries)} labeled ids"
@@ -92,6 +93,9 @@ class LabelFile:
         if self.unlabeled:
             text += (f", {len(self.unlabeled)} ids listed only as error/incomplete/submitted (outcome unknown, "
                      "not labeled)")
+        if self.torn:
+            text += (f", {len(self.torn)} torn lines (a write cut short; line "
+                     f"{', '.join(map(str, self.torn[:LISTED]))}) not read")
         return text
 
 
@@ -265,6 +269,7 @@ class JoinReport:
     blank: int = 0
     outcome_unknown: int = 0
     beyond_limit: int = 0  # labels of trajectories a --limit left out (neither joined nor unmatched)
+    torn: int = 0  # torn lines of a labels journal (a write cut short): text not read
 
     def summary(self) -> str:
         text = (f"labels {self.file}: {self.matched} of {self.labels} labels joined ({self.changed} changed a "
@@ -278,6 +283,8 @@ class JoinReport:
             text += f"; {self.beyond_limit} labels of trajectories past --limit not used"
         if self.blank or self.outcome_unknown:
             text += f"; {self.blank} blank rows, {self.outcome_unknown} ids with unknown outcome not joined"
+        if self.torn:
+            text += f"; WARNING: {self.torn} torn lines in the labels file (a write cut short there) not read"
         return text
 
     def to_dict(self) -> dict:
@@ -285,7 +292,7 @@ class JoinReport:
                 "trajectories_without_label": len(self.without_label),
                 "label_ids_without_trajectory": len(self.without_trajectory),
                 "blank_rows": self.blank, "outcome_unknown": self.outcome_unknown,
-                "beyond_limit": self.beyond_limit,
+                "beyond_limit": self.beyond_limit, "torn_lines": self.torn,
                 "examples": {"trajectories_without_label": self.without_label[:LISTED],
                              "label_ids_without_trajectory": self.without_trajectory[:LISTED]}}
 
@@ -313,7 +320,7 @@ class LabelJoin:
         self.file = labels if isinstance(labels, LabelFile) else read_label_file(labels)
         self.rule = None if rule is None else parse_label_rule(rule)
         self.report = JoinReport(self.file.path, labels=len(self.file.entries), blank=len(self.file.blank),
-                                 outcome_unknown=len(self.file.unlabeled))
+                                 outcome_unknown=len(self.file.unlabeled), torn=len(self.file.torn))
         self._seen: set[str] = set()
         self._left_out: set[str] = set()
 
@@ -376,10 +383,8 @@ def join_labels(trajectories: Iterable[Trajectory], labels: LabelFile | str | Pa
 
 
 def _starts_a_journal(head: str) -> bool:
-    """True when the first line of a JSON Lines labels file is a labels-journal line (`data.label_journal`)."""
-    from rubricforge_dspy.data.label_journal import is_journal_record
+    """True when the first line of a JSON Lines labels file is a labels-journal line, whole or torn
+    (`data.label_journal.starts_a_journal`)."""
+    from rubricforge_dspy.data.label_journal import starts_a_journal
 
-    try:
-        return is_journal_record(json.loads(head.split("\n", 1)[0]))
-    except (json.JSONDecodeError, RecursionError):
-        return False
+    return starts_a_journal(head.split("\n", 1)[0].encode())

@@ -13,6 +13,9 @@ the file recorded next to it protects nothing (whoever plants the file rewrites 
 - On resume the log dir's state is read once, its tag checked with the key, and only those verified
   bytes are written into the private directory GEPA reads. A state without a tag that verifies is refused
   (`InputError`) and never unpickled: editing the marker does not help without the key.
+- Nothing in the log dir is read before it is known to be a regular file (the marker by
+  `core.files.regular_file`, the state opened without blocking and checked on its descriptor): a FIFO there
+  would block ``induce`` forever. A ``--log-dir`` that exists and is not a directory is refused by name.
 
 A checkpoint therefore resumes only on an account that holds the key that tagged it (copying a log dir
 to another machine or user means starting again; the data and settings are in the marker).
@@ -32,6 +35,7 @@ import tempfile
 from pathlib import Path
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import NotARegularFileError, file_kind, regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +133,10 @@ def _read_regular(path: Path) -> bytes:
     except OSError as error:
         raise InputError(f"{path}: cannot read the GEPA checkpoint ({error}); refusing to resume from it") from error
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InputError(f"{path}: not a regular file; refusing to resume from it")
+        mode = os.fstat(handle.fileno()).st_mode  # (opened without blocking: a FIFO is seen here, never read)
+        if not stat.S_ISREG(mode):
+            raise NotARegularFileError(path, f"the GEPA checkpoint is {file_kind(mode)}, not a regular file; "
+                                             "refusing to resume from it")
         return handle.read()
 
 
@@ -183,11 +189,16 @@ class GEPACheckpoint:
         """Stamp or check the log dir (class docstring); the log dir's GEPA state when its tag verifies,
         None when there is none."""
         marker, state = self.marker, self.log_dir / GEPA_STATE
+        if os.path.lexists(self.log_dir) and not self.log_dir.is_dir():
+            kind = file_kind(os.stat(self.log_dir).st_mode) if self.log_dir.exists() else "a link to nothing"
+            raise InputError(f"{self.log_dir}: the --log-dir is {kind}, not a directory; give a directory's path "
+                             "(made if missing)")
         tags: list = []
         if marker.exists():
+            regular_file(marker, "induction run marker")  # a FIFO would block the read below forever
             try:
                 previous = json.loads(marker.read_text())
-            except (OSError, ValueError) as error:
+            except (OSError, ValueError, RecursionError) as error:
                 raise InputError(f"{marker}: unreadable induction run marker ({error}); "
                                  "use a fresh --log-dir") from error
             if not isinstance(previous, dict):

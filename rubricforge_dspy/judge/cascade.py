@@ -35,6 +35,7 @@ import hashlib
 import inspect
 import math
 import warnings
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +45,7 @@ import dspy
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import PathArg, regular_file
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, Verdict
 from rubricforge_dspy.evidence.features import feature_values
@@ -70,6 +71,7 @@ from rubricforge_dspy.program.store import (
     ProgramError,
     UnverifiedProgramWarning,
     program_sha256,
+    read_json_document,
 )
 
 __all__ = ["CASCADE_KIND", "CASCADE_VERSION", "ESCALATED", "StageRule", "Cascade", "CascadeVerdicts",
@@ -78,6 +80,9 @@ __all__ = ["CASCADE_KIND", "CASCADE_VERSION", "ESCALATED", "StageRule", "Cascade
 CASCADE_KIND = "rubricforge.cascade"
 CASCADE_VERSION = 1
 ESCALATED = "escalated"
+MAX_CASCADE_NESTING = 16  # cascades whose stages are cascades, this many deep at most (`read_cascade`)
+# The cascade files being loaded, outermost first (`read_cascade`): a stage that is one of them is a cycle.
+_LOADING: ContextVar[tuple[Path, ...]] = ContextVar("rubricforge_cascades_loading", default=())
 
 
 def stage_confidence(verdict: Verdict | Mapping[str, Any] | Any) -> float | None:
@@ -422,13 +427,7 @@ class Cascade(BaseJudge):
 
 
 def _read_state(path: Path) -> dict:
-    try:
-        size = regular_file(path, "cascade").stat().st_size
-        if size > MAX_PROGRAM_BYTES:
-            raise ProgramError(f"{path}: {size} bytes; a cascade file is at most {MAX_PROGRAM_BYTES} bytes")
-        state = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as error:
-        raise ProgramError(f"{path}: not a readable JSON cascade ({error})") from error
+    state = read_json_document(path, "cascade")
     judge = state.get("judge") if isinstance(state, dict) else None
     if not isinstance(judge, dict) or judge.get("kind") != CASCADE_KIND:
         raise ProgramError(f"{path}: not a cascade (expected \"judge\": {{\"kind\": \"{CASCADE_KIND}\"}})")
@@ -477,9 +476,30 @@ def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dsp
 
     Raises:
         ProgramError: naming the file: unreadable, malformed, edited after it was saved, a stage file
-            missing, outside a relative path, or not the one whose sha256 the cascade recorded.
+            missing, outside a relative path, or not the one whose sha256 the cascade recorded; a cascade
+            that is its own stage, directly or through other cascades (a cycle, named), or cascades nested
+            more than `MAX_CASCADE_NESTING` deep.
     """
     path = Path(path)
+    chain = _LOADING.get()
+    here = path.resolve()
+    if here in chain:
+        cycle = " -> ".join(str(p) for p in (*chain[chain.index(here):], here))
+        raise ProgramError(f"{path}: the cascade is a stage of itself (a cycle of stages: {cycle}); refusing to "
+                           "load it: a stage must be a program, a floor, or a cascade outside the cycle")
+    if len(chain) >= MAX_CASCADE_NESTING:
+        raise ProgramError(f"{path}: cascades nested more than {MAX_CASCADE_NESTING} deep (a cascade whose stage "
+                           f"is a cascade, and so on, from {chain[0]}); refusing to load it")
+    token = _LOADING.set((*chain, here))
+    try:
+        return _read_cascade(path, load_stage, lm=lm, check_certificate=check_certificate,
+                             allow_unverified=allow_unverified)
+    finally:
+        _LOADING.reset(token)
+
+
+def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm, check_certificate: bool,
+                  allow_unverified: bool) -> Cascade:
     state = _read_state(path)
     manifest = state.get(MANIFEST_KEY)
     recorded = (manifest or {}).get(PROGRAM_SHA_KEY) if isinstance(manifest, dict) else None
@@ -515,12 +535,13 @@ def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dsp
 
 def is_cascade_file(path: PathArg) -> bool:
     """True when `path` is a ``.json`` file whose ``judge.kind`` is a cascade's (for `load_judge`'s dispatch);
-    reads at most `MAX_PROGRAM_BYTES`, never a FIFO or a device."""
+    reads at most `MAX_PROGRAM_BYTES`, never a FIFO or a device, nothing nested too deeply
+    (`program.store.read_json_document`: False, and the loader then says what is wrong with the file)."""
     path = Path(path)
+    if path.suffix != ".json":
+        return False
     try:
-        if path.suffix != ".json" or regular_file(path, "program").stat().st_size > MAX_PROGRAM_BYTES:
-            return False
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError, InputError):
+        data = read_json_document(path, "program")
+    except InputError:
         return False
     return isinstance(data, dict) and isinstance(data.get("judge"), dict) and data["judge"].get("kind") == CASCADE_KIND

@@ -36,6 +36,7 @@ from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict
+from rubricforge_dspy.data.formats._json_stream import MAX_STREAM_DEPTH, within_depth
 from rubricforge_dspy.evidence.features import (
     FEATURES,
     LENGTH_FEATURES,
@@ -230,6 +231,11 @@ class SymptomFloor:
 
     @classmethod
     def from_json(cls, text: str, where: str = "floor") -> "SymptomFloor":
+        """The floor `text` holds (`to_json`); `FloorError` naming `where` for anything else, including arrays
+        or objects nested more than `MAX_STREAM_DEPTH` deep (refused before they are parsed or hashed)."""
+        if not within_depth(text):
+            raise FloorError(f"{where}: arrays or objects nested too deeply (more than {MAX_STREAM_DEPTH} levels; a "
+                             "floor nests a few): refusing to read it")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:

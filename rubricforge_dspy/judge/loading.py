@@ -18,15 +18,14 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from rubricforge_dspy.core.files import PathArg, regular_file
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.judge.cascade import is_cascade_file, read_cascade
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.hybrid import HYBRID_KEY, HybridJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.program.store import MAX_PROGRAM_BYTES, ProgramError
+from rubricforge_dspy.program.store import ProgramError, read_json_document
 
 if TYPE_CHECKING:
     import dspy
@@ -36,11 +35,11 @@ __all__ = ["load_judge", "load"]
 
 def _floor_file(path: Path) -> SymptomFloor | None:
     """The floor `path` holds, or None when it is not a floor file (a program is read by `read_program`)."""
-    try:
-        if path.suffix != ".json" or regular_file(path, "program").stat().st_size > MAX_PROGRAM_BYTES:
-            return None  # (a FIFO or a device is refused before anything opens it)
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+    if path.suffix != ".json":
+        return None
+    try:  # (a FIFO, a device, a file too large or nested too deeply: refused before it is read or parsed)
+        data = read_json_document(path, "program")
+    except InputError:
         return None  # read_program says what is wrong with it
     if not isinstance(data, dict) or data.get("kind") != FLOOR_KIND:
         return None

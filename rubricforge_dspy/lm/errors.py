@@ -7,6 +7,11 @@ API client talks HTTP itself) map to the same kinds:
 - `error_kind(error)`: one of `rubricforge_dspy.core.verdict.ERROR_KINDS`;
 - `is_transient(error)`: a timeout, a connection error, an HTTP 5xx or an HTTP 429 (`RETRYABLE_KINDS`),
   the errors every retry loop of the package retries;
+- ``not_json``: a reply with a success status (2xx) whose body is not a JSON completion, told by the error's
+  ``status`` (DSPy's and lm15's provider errors carry it), not its message: an HTML page (a proxy's login
+  or error page, a captive portal, a wrong ``--api-base`` serving a web site) or an empty body. It is not
+  retried (the same URL serves the same page), but it is an outage: the circuit breaker counts it and a
+  resumed run asks again;
 - `retry_after(error)`: the wait the server asked for (``Retry-After``, seconds or HTTP-date, read by
   `parse_retry_after`), bounded by `MAX_RETRY_AFTER`; the retry loops wait at least that long;
 - `is_outage(error)`, `LM_ERROR_KINDS`: the server did not answer (any LM or network error, as opposed
@@ -35,7 +40,7 @@ MAX_RETRY_AFTER = 60.0
 
 # Abstentions of these kinds mean the server did not answer: a resumed run asks again, and the circuit
 # breaker counts them. The others (parse, truncated, invalid) are answers.
-LM_ERROR_KINDS = frozenset({"timeout", "connection", "http_5xx", "rate_limit", "http_4xx", "other"})
+LM_ERROR_KINDS = frozenset({"timeout", "connection", "http_5xx", "rate_limit", "http_4xx", "not_json", "other"})
 
 # Most specific first: a DSPy error class (or lm15's / httpx's) -> kind.
 _KINDS_BY_TYPE = (
@@ -68,13 +73,21 @@ def status_kind(status: int) -> str:
     return "http_4xx"
 
 
+def _success_status(error: BaseException) -> bool:
+    status = getattr(error, "status", None)
+    return isinstance(status, int) and 200 <= status < 300
+
+
 def error_kind(error: BaseException) -> str:
-    """The kind of an LM call's failure (one of `verdict.ERROR_KINDS`), from its type alone."""
+    """The kind of an LM call's failure (one of `verdict.ERROR_KINDS`), from its type alone (and, for a
+    provider error, the HTTP status it carries: a 2xx one is a reply that is not JSON, ``not_json``)."""
     kind = getattr(error, "kind", None)  # VerdictFormatError: parse | truncated | invalid
     if isinstance(error, dspy_errors.AdapterParseError) and kind:
         return kind
     if getattr(error, "default_code", None) == "truncated":
         return "truncated"
+    if isinstance(error, (dspy_errors.LMProviderError, lm15.ProviderError)) and _success_status(error):
+        return "not_json"  # a provider "error" with a success status: the body could not be read as a reply
     if isinstance(error, httpx.HTTPStatusError):
         return status_kind(error.response.status_code)
     for cls, name in _KINDS_BY_TYPE:
@@ -89,8 +102,8 @@ def is_transient(error: BaseException) -> bool:
 
 
 def is_outage(error: BaseException) -> bool:
-    """The LM did not answer (an LM or network error, or an unknown one); false for an answer that is not
-    a verdict (parse, truncated, invalid)."""
+    """The LM did not answer (an LM or network error, a reply that is not JSON, or an unknown one); false for
+    an answer that is not a verdict (parse, truncated, invalid)."""
     return error_kind(error) in LM_ERROR_KINDS
 
 

@@ -16,7 +16,11 @@ render configuration, calibration, threshold, hybrid stack, certificate...), wit
 whose content no longer matches is refused with a `ProgramError`, unless the caller passes
 ``allow_unverified=True`` (``--allow-unverified-program``), which warns `UnverifiedProgramWarning`.
 The hash detects edits and corruption; it is not a signature (whoever can write the file can recompute
-it). Program files larger than `MAX_PROGRAM_BYTES` are refused before they are read.
+it). Program files larger than `MAX_PROGRAM_BYTES` are refused before they are read, and files whose arrays
+or objects nest deeper than `MAX_STREAM_DEPTH` before they are parsed: hashing walks the parsed value
+recursively, so a document nested ~1,000 deep would otherwise end in a RecursionError. `read_json_document`
+is the one reader of every judge document the package parses and hashes (programs, hybrid programs,
+cascades, floors).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.data.formats._json_stream import MAX_STREAM_DEPTH, within_depth
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.lm.fingerprint import package_version
 
@@ -160,6 +165,39 @@ def save_judge(judge: dspy.Module, path: PathArg) -> None:
     path.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
 
+def read_json_document(path: PathArg, what: str = "program") -> Any:
+    """The parsed JSON of a judge document (a program, a cascade, a floor), once it is a regular file of at
+    most `MAX_PROGRAM_BYTES` whose arrays and objects nest at most `MAX_STREAM_DEPTH` deep.
+
+    Every check comes before the next step can hang or recurse: ``stat`` before anything opens the path (a
+    FIFO), the size before it is read, the depth (on the bytes) before it is parsed and hashed.
+
+    Args:
+        path: the file.
+        what: what the file is for the user ("program", "cascade", "floor"), used in the messages.
+
+    Returns:
+        The parsed value (any JSON value: the caller checks its shape).
+
+    Raises:
+        ProgramError: naming the file: too large, nested too deeply, unreadable, or not JSON.
+        NotARegularFileError: the path is a FIFO, a socket, a device or a directory.
+    """
+    path = Path(path)
+    try:
+        size = regular_file(path, what).stat().st_size  # never opens a FIFO or a device
+        if size > MAX_PROGRAM_BYTES:
+            raise ProgramError(f"{path}: {size} bytes; a {what} file is at most {MAX_PROGRAM_BYTES} bytes "
+                               "(a judge's rubric, fields and demos take a few KB): refusing to read it")
+        data = path.read_bytes()
+        if not within_depth(data):
+            raise ProgramError(f"{path}: arrays or objects nested too deeply (more than {MAX_STREAM_DEPTH} levels; "
+                               f"a {what} nests a few): refusing to read it. Is this a RubricForge {what}?")
+        return orjson.loads(data)
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise ProgramError(f"{path}: not a readable JSON {what} ({error})") from error
+
+
 def _check_shape(path: Path, state) -> None:
     """Refuse, naming the file, a program whose structure is not a judge's (wrong types, missing parts)."""
     def bad(what: str):
@@ -210,20 +248,13 @@ def read_program(path: PathArg, allow_unverified: bool = False) -> dict[str, Any
         The parsed file: ``{"judge": ..., "metadata": ..., "rubricforge": manifest or absent}``.
 
     Raises:
-        ProgramError: naming the file: not JSON, too large, malformed, or not verifiable.
+        ProgramError: naming the file: not JSON, too large, nested too deeply, malformed, or not verifiable.
         NotARegularFileError: the path is a FIFO, a socket or a device (`core.files.regular_file`).
     """
     path = Path(path)
     if path.suffix != ".json":
         raise ProgramError(f"{path}: frozen programs are JSON files; refusing {path.suffix or 'no suffix'}")
-    try:
-        size = regular_file(path, "program").stat().st_size  # never opens a FIFO or a device
-        if size > MAX_PROGRAM_BYTES:
-            raise ProgramError(f"{path}: {size} bytes; a frozen program is at most {MAX_PROGRAM_BYTES} bytes "
-                               "(a judge's rubric, fields and demos take a few KB): refusing to read it")
-        state = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as error:
-        raise ProgramError(f"{path}: not a readable JSON program ({error})") from error
+    state = read_json_document(path, "program")
     _check_shape(path, state)
     instructions = state["judge"]["signature"]["instructions"]
     manifest = state.get(MANIFEST_KEY)

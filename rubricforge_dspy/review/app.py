@@ -5,6 +5,13 @@ path), the judge (``/judge``), a figure (``/figure/{name}``: a name from the lis
 commands that recompile and certify with the labels (``/commands``). Actions (POST, token cookie and
 CSRF token required): ``/label`` and ``/undo``. ``/healthz`` answers ``ok`` to anyone (a readiness check;
 it shows nothing). The safety model is `review.security`'s.
+
+A label the labels file did not take (`review.labels.LabelNotSavedError`: a full or failing disk) is
+answered with an error status (507 for a full disk, 500 otherwise) and a page that says "not saved:
+<reason>" and links back to the item; a verdict file rewritten while the page runs
+(`review.state.VerdictFileChangedError`) is answered 409, and every page says so at its top. The forms
+are plain HTML forms (review.js only submits them on a key), so the browser shows that answer as it
+shows any page. Repairs of the labels file found at start (`LabelsFile.notices`) are shown on every page.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from rubricforge_dspy.review.judge_view import rubric_diff
+from rubricforge_dspy.review.labels import SPACE_ERRNOS, LabelNotSavedError
 from rubricforge_dspy.review.queue import Filters
 from rubricforge_dspy.review.security import CSRF_FIELD, CSRF_HEADER, HEADERS, Guard, refuse
-from rubricforge_dspy.review.state import ReviewState
+from rubricforge_dspy.review.state import ReviewState, VerdictFileChangedError
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +109,19 @@ def _page(request: Request, template: str, **context) -> Response:
     progress = state.queue.progress()
     return templates.TemplateResponse(request, template, {"csrf": request.app.state.guard.csrf,
                                                           "progress": progress, "title": state.title,
-                                                          "sink": state.sink, **context})
+                                                          "sink": state.sink, "notices": state.labels.notices,
+                                                          "verdicts_changed": state.verdicts_changed(), **context})
+
+
+def _refused(request: Request, error: Exception, back: str | None) -> Response:
+    """The page of an action or view refused: the error's message, a link back, an error status."""
+    if isinstance(error, LabelNotSavedError):
+        status, heading = (507 if error.errno in SPACE_ERRNOS else 500), "Not saved"
+    else:
+        status, heading = 409, "The verdict file changed"
+    response = _page(request, "refused.html", heading=heading, message=str(error), back=back)
+    response.status_code = status
+    return response
 
 
 def _link(path: str, filters: Filters, **more) -> str:
@@ -151,7 +171,10 @@ async def item_page(request: Request) -> Response:
         position = positions[index]
     prev_link = _link(f"/item/{items[position - 1]}", filters) if position > 0 else None
     next_link = _link(f"/item/{items[position + 1]}", filters) if position + 1 < len(items) else None
-    item = state.item(index)
+    try:
+        item = state.item(index)
+    except VerdictFileChangedError as error:
+        return _refused(request, error, None)
     return _page(request, "item.html", item=item, filters=filters, position=position + 1, shown=len(items),
                  prev_link=prev_link, next_link=next_link, queue_link=_link("/", filters),
                  hidden_filters=filters.query(), segments=evidence_segments(item["evidence"])
@@ -179,7 +202,10 @@ async def label_action(request: Request) -> Response:
     if not 0 <= index < len(state.verdicts) or choice not in ("pass", "fail", "skip"):
         return PlainTextResponse("400: a label names an item of this file and pass, fail or skip\n", status_code=400)
     note = form.get("note") if isinstance(form.get("note"), str) else ""
-    await run_in_threadpool(state.label, state.verdicts.ids[index], choice, note)  # the file, then the sink
+    try:  # the file, then the sink
+        await run_in_threadpool(state.label, state.verdicts.ids[index], choice, note)
+    except (LabelNotSavedError, VerdictFileChangedError) as error:
+        return _refused(request, error, _link(f"/item/{index}", Filters.from_query(form)))
     filters = Filters.from_query(form)
     items, positions = state.queue.view(Filters(**{**filters.__dict__, "labeled": ""}))
     position = positions.get(index)
@@ -192,7 +218,10 @@ async def undo_action(request: Request) -> Response:
     if refused is not None:
         return refused
     state: ReviewState = request.app.state.review
-    line = await run_in_threadpool(state.undo)
+    try:
+        line = await run_in_threadpool(state.undo)
+    except LabelNotSavedError as error:
+        return _refused(request, error, "/")
     filters = Filters.from_query(form)
     if line is None or line.id not in state.verdicts.position:
         return RedirectResponse(_link("/", filters), status_code=303)

@@ -3,13 +3,29 @@
 One writer per file: `LabelsFile.open` takes the package's output lock (`apply.job.output_lock`: an
 exclusive ``flock`` on ``LABELS.lock`` beside the real path, a symlink refused) and holds it until
 `close`; a second review (or any other writer) on the same file is refused at once with the holder's pid.
-Every line is written whole with one ``write`` on an ``O_APPEND`` descriptor and ``fsync``-ed before the
-call returns: a label the page confirmed is on disk. A torn last line (a kill mid-write) is cut off
-before the first append, so the file stays a valid journal.
+
+Only a journal is written to: an existing non-empty file whose first line is not a journal line (a CSV,
+a JSON array, a generic labels file: a mistaken ``--labels-out``) is refused before any byte is written.
+
+No label is lost:
+
+- every line is written whole on an ``O_APPEND`` descriptor and ``fsync``-ed before the call returns:
+  a label the page confirmed is on disk;
+- a write or fsync that fails (a full disk: ENOSPC, a failing disk: EIO, ...) or falls short cuts the
+  file back to its length before the line (``ftruncate``) and raises `LabelNotSavedError` ("not saved:
+  <reason>"), so no half line stays for the next label to be glued to; if even the cut fails, the file
+  takes no more lines until the page is started again (which repairs it, as below);
+- at open, a last line without its newline is kept (newline added) when it is a whole journal line;
+  else it is torn (a kill mid-write): its text is kept beside the journal in ``LABELS.torn-<UTC time>``,
+  it is cut off, and the repair is logged as a warning and listed in `LabelsFile.notices` (the page shows
+  them). Torn lines inside the file (left by an older writer) are counted and reported the same way;
+  the whole lines after them are read (`data.label_journal`).
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 from contextlib import ExitStack
 from datetime import datetime, timezone
@@ -20,17 +36,48 @@ import orjson
 from rubricforge_dspy.apply.job import output_lock
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
-from rubricforge_dspy.data.label_journal import JournalHistory, JournalLine, iter_journal, journal_history, read_journal
-from rubricforge_dspy.data.labels import LabelFile
+from rubricforge_dspy.data.label_journal import (
+    JournalHistory,
+    JournalLine,
+    is_journal_record,
+    iter_journal,
+    journal_history,
+    read_journal,
+    starts_a_journal,
+)
+from rubricforge_dspy.data.labels import LabelFile, LabelFileError
 
-__all__ = ["LabelsFile", "append_label", "read_labels", "LABELS"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["LabelsFile", "LabelNotSavedError", "append_label", "read_labels", "LABELS"]
 
 LABELS = {"pass": 1, "fail": 0, "skip": None}
 MAX_NOTE_CHARS = 2000
 
 
+FIRST_LINE_BYTES = 1 << 16  # enough of a file's first line to tell a journal line from anything else
+SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class LabelNotSavedError(InputError):
+    """A label the labels file did not take (a full or failing disk): the file is as it was before it.
+
+    Attributes:
+        errno: the OS's error number (``errno.ENOSPC``...), or None.
+    """
+
+    def __init__(self, message: str, errno_: int | None = None):
+        super().__init__(message)
+        self.errno = errno_
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
+
+
+def _reason(error: OSError) -> str:
+    name = errno.errorcode.get(error.errno or 0)
+    return f"{error.strerror or error}" + (f" ({name})" if name else "")
 
 
 class LabelsFile:
@@ -49,15 +96,28 @@ class LabelsFile:
         self.path = Path(path)
         self.labeler = str(labeler).strip()
         self.history = JournalHistory()
+        self.notices: list[str] = []  # repairs found at open (a torn line): logged, and shown on the page
         self._stack: ExitStack | None = None
         self._fd: int | None = None
+        self._broken: str | None = None  # why no more line may be written (a failed write not undone)
 
     def open(self) -> "LabelsFile":
+        """Take the lock, refuse a file that is not a journal, repair its tail, replay it, open it to append.
+
+        Raises:
+            OutputLockedError: another process writes the file.
+            LabelFileError: the file exists, is not empty and is not a labels journal (nothing written).
+        """
         stack = ExitStack()
         try:
             stack.enter_context(output_lock(self.path))
+            self._refuse_other_files()
             self._repair_tail()
             self.history = journal_history(self.path) if self.path.exists() else JournalHistory()
+            if self.history.torn:
+                self._notice(f"{self.path}: {len(self.history.torn)} torn line(s) inside (line "
+                             f"{', '.join(str(t.line) for t in self.history.torn[:10])}): text of earlier writes cut "
+                             "short, not read; every whole label line after them is read")
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except BaseException:
             stack.close()
@@ -65,22 +125,70 @@ class LabelsFile:
         self._stack = stack
         return self
 
-    def _repair_tail(self) -> None:
-        """Cut a final line without its newline (a kill mid-write): it was never confirmed to anyone."""
+    def _notice(self, text: str) -> None:
+        logger.warning("%s", text)
+        self.notices.append(text)
+
+    def _refuse_other_files(self) -> None:
+        """A non-empty file whose first line is not a journal line is not written to (module docstring)."""
         if not self.path.exists():
             return
-        size = self.path.stat().st_size
-        if size == 0:
+        with self.path.open("rb") as handle:
+            first = handle.readline(FIRST_LINE_BYTES)
+        if first and not starts_a_journal(first.rstrip(b"\r\n")):
+            raise LabelFileError(f"{self.path}: not a labels journal (its first line is not a line `rubricforge "
+                                 "review` writes: a CSV, JSON or other labels file?); the labels file "
+                                 "(--labels-out) is a new file or a journal the page wrote: give another path "
+                                 "(and read this one with --labels). Nothing was written to it")
+
+    def _repair_tail(self) -> None:
+        """A final line without its newline: kept (newline added) when it is a whole journal line; else torn
+        (a kill mid-write, never confirmed to anyone): its text kept in a side file, then cut off."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
             return
         with self.path.open("rb+") as handle:
-            handle.seek(max(0, size - 1))
-            if handle.read(1) == b"\n":
+            size = handle.seek(0, os.SEEK_END)
+            keep, block = size, 1 << 16
+            while keep > 0:  # the start of the last line: after the last newline
+                start = max(0, keep - block)
+                handle.seek(start)
+                chunk = handle.read(keep - start)
+                if keep == size and chunk.endswith(b"\n"):
+                    return
+                found = chunk.rfind(b"\n")
+                if found >= 0:
+                    keep = start + found + 1
+                    break
+                keep = start
+            handle.seek(keep)
+            tail = handle.read()
+            if _whole_journal_line(tail):
+                handle.seek(0, os.SEEK_END)
+                handle.write(b"\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+                logger.info("%s: its last line lacked its newline: kept, newline added", self.path)
                 return
-            handle.seek(0)
-            keep = handle.read().rfind(b"\n") + 1
+            side = self._keep_aside(tail)
             handle.truncate(keep)
             handle.flush()
             os.fsync(handle.fileno())
+        self._notice(f"{self.path}: its last line was torn ({len(tail)} bytes without a newline: a write cut short, "
+                     f"never confirmed); cut off, its text kept in {side}. If an item's label is missing, label it "
+                     "again")
+
+    def _keep_aside(self, text: bytes) -> Path:
+        """Write `text` to a new ``LABELS.torn-<UTC time>`` beside the journal (fsync-ed); its path."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        side = self.path.with_name(f"{self.path.name}.torn-{stamp}")
+        fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(os.dup(fd), "wb") as handle:  # a buffered file writes it all, or raises
+                handle.write(text)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return side
 
     def close(self) -> None:
         if self._fd is not None:
@@ -97,15 +205,43 @@ class LabelsFile:
         self.close()
 
     def _write(self, line: JournalLine) -> JournalLine:
+        """Append `line` whole and fsync it; on any failure cut the file back and raise `LabelNotSavedError`."""
         if self._fd is None:
             raise InputError(f"{self.path}: the labels file is not open for writing")
-        data = orjson.dumps(line.to_record()) + b"\n"
-        written = os.write(self._fd, data)
-        if written != len(data):  # a full disk: say so rather than leave half a line unnoticed
-            raise OSError(f"{self.path}: wrote {written} of {len(data)} bytes of a label line")
-        os.fsync(self._fd)
+        what = f"not saved: the {'undo' if line.undo else line.state + ' label'} of {line.id}"
+        if self._broken is not None:
+            raise LabelNotSavedError(f"{what}: {self._broken}")
+        data = memoryview(orjson.dumps(line.to_record()) + b"\n")
+        before = os.fstat(self._fd).st_size  # one writer (the lock): nobody else moves the end
+        try:
+            while data:
+                written = os.write(self._fd, data)
+                if written <= 0:
+                    raise OSError(errno.EIO, "the file system took no byte of the line")
+                data = data[written:]
+            os.fsync(self._fd)
+        except OSError as error:
+            self._cut_back(before, error, what)
         self.history.apply(line)
         return line
+
+    def _cut_back(self, size: int, error: OSError, what: str) -> None:
+        """Truncate the file to `size` (its length before a failed line) and raise `LabelNotSavedError`."""
+        reason = _reason(error)
+        try:
+            os.ftruncate(self._fd, size)
+            os.fsync(self._fd)
+        except OSError as again:
+            self._broken = (f"{self.path}: a line could not be written ({reason}) nor cut back ({_reason(again)}): "
+                            "the file takes no more labels; stop the page and start it again (it cuts the torn "
+                            "line, keeping its text beside the file)")
+            logger.error("%s", self._broken)
+            raise LabelNotSavedError(f"{what}: {self._broken}", error.errno) from error
+        message = (f"{what}: {self.path}: {reason}; the labels file is as it was before it (every earlier label "
+                   "kept): " + ("free disk space, then label the item again" if error.errno in SPACE_ERRNOS
+                                else "label the item again"))
+        logger.error("%s", message)
+        raise LabelNotSavedError(message, error.errno) from error
 
     def state(self, ident: str) -> JournalLine | None:
         """The id's current label line, or None when it was never labeled (or every label was undone)."""
@@ -139,6 +275,13 @@ class LabelsFile:
             if state in out:
                 out[state] += 1
         return out
+
+
+def _whole_journal_line(raw: bytes) -> bool:
+    try:
+        return is_journal_record(orjson.loads(raw))
+    except orjson.JSONDecodeError:
+        return False
 
 
 def append_label(path: PathArg, ident: str, choice: str, *, labeler: str, note: str = "") -> JournalLine:

@@ -3,12 +3,18 @@
 `ReviewState.open` checks every input before the page starts (a missing or malformed file is an
 `InputError` naming it), takes the labels file's lock, and starts the background pass that attributes
 criteria and finds symptoms (`review.queue.Enrichment`).
+
+The verdict file is indexed once, by byte offset (`review.index.VerdictFileIndex`): if it is rewritten
+while the page runs, an offset would name another line. Its size, ``mtime_ns`` and inode are recorded at
+open and checked before an item is shown and before a label is saved, and the line read must carry the
+id the index holds; otherwise `VerdictFileChangedError` refuses the action (ids are never mixed).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import threading
 from collections.abc import Callable
@@ -30,7 +36,19 @@ from rubricforge_dspy.review.queue import Enrichment, Queue, symptom_names
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ReviewInputs", "ReviewState"]
+__all__ = ["ReviewInputs", "ReviewState", "VerdictFileChangedError"]
+
+
+class VerdictFileChangedError(InputError):
+    """The verdict file changed since the page opened it: its items' places may name other ids now."""
+
+
+def _file_identity(path) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns, found.st_ino
 
 
 @dataclass
@@ -115,6 +133,7 @@ class ReviewState:
         self.sink = SinkStatus(name=sink_name) if on_label is not None else None
         self._writing = threading.Lock()
         self.verdicts = VerdictFileIndex(inputs.verdicts)
+        self._verdicts_identity = _file_identity(self.verdicts.path)  # (size, mtime_ns, inode) at open
         self.data = DataIndex(list(inputs.data), inputs.data_format)
         self.judge: JudgeInfo = load_judge_info(inputs.program, inputs.run_dir, inputs.figures,
                                                   allow_unverified=inputs.allow_unverified_program)
@@ -164,9 +183,46 @@ class ReviewState:
             self.sink.sent += 1
         return line
 
+    def verdicts_changed(self) -> str | None:
+        """Why the verdict file is not the one the page opened (size, mtime or inode differ), or None."""
+        now = _file_identity(self.verdicts.path)
+        if now == self._verdicts_identity:
+            return None
+        return (f"{self.verdicts.path}: the verdict file changed since the page opened it ("
+                + ("it is gone" if now is None else "size, modification time or inode differ")
+                + "); its items may name other ids now, so nothing is shown or saved for them: stop the page and "
+                "start `rubricforge review` again to review the file as it is now")
+
+    def verdict_record(self, index: int) -> dict:
+        """The verdict line of item `index`, read again from disk, once the file is checked unchanged.
+
+        Raises:
+            VerdictFileChangedError: the file changed since the page opened it, or the line read names
+                another id than the index holds.
+        """
+        changed = self.verdicts_changed()
+        if changed is None:
+            try:
+                record = self.verdicts.record(index)
+            except ValueError:  # the offset fell inside another line
+                record = None
+            if isinstance(record, dict) and record.get("id") == self.verdicts.ids[index]:
+                return record
+            changed = (f"{self.verdicts.path}: the verdict file changed since the page opened it (item {index} "
+                       f"is no longer {self.verdicts.ids[index]!r}); nothing is shown or saved for it: stop the "
+                       "page and start `rubricforge review` again to review the file as it is now")
+        raise VerdictFileChangedError(changed)
+
     def label(self, ident: str, choice: str, note: str = "") -> JournalLine:
-        """Append a label to the labels file, then send it to `on_label` (a failure there is counted)."""
+        """Append a label to the labels file, then send it to `on_label` (a failure there is counted).
+
+        Raises:
+            VerdictFileChangedError: the verdict file changed since the page opened it (nothing written).
+            LabelNotSavedError: the labels file did not take the line (a full disk...; the file is unchanged).
+        """
         with self._writing:  # one action at a time (requests run in threads): the file's order is MLflow's
+            if ident in self.verdicts.position:
+                self.verdict_record(self.verdicts.position[ident])
             line = self.labels.label(ident, choice, note)
             self._send(line)
         return line
@@ -192,7 +248,7 @@ class ReviewState:
 
     def item(self, index: int) -> dict:
         """Everything the item page shows: the verdict line, the evidence the judge read, the labels."""
-        record = self.verdicts.record(index)
+        record = self.verdict_record(index)
         ident = record["id"]
         trajectory, problem = None, None
         try:

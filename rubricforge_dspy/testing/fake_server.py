@@ -19,7 +19,8 @@ A reply is one of:
     ``"truncated"`` (200 with a verdict cut mid-JSON and finish reason ``length``, as a server does
     at ``max_tokens``), ``"drop"`` (close the connection without a response),
     ``"http_429_retry_after"`` / ``"http_503_retry_after"`` (the status with a ``Retry-After`` header:
-    `retry_after`, delay-seconds or an HTTP-date; default ``"2"``).
+    `retry_after`, delay-seconds or an HTTP-date; default ``"2"``), ``"html_200"`` (HTTP 200 with an HTML
+    page, ``Content-Type: text/html``, instead of a JSON completion: a proxy's login or error page).
 ``delay`` adds a fixed sleep before every reply; ``die_after=N`` shuts the server down after N chat
 requests (later requests are refused: a server dying mid-batch).
 
@@ -42,9 +43,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 FAULTS = ("timeout", "http_500", "http_503", "http_400", "http_429", "garbage", "truncated", "drop",
-          "http_429_retry_after", "http_503_retry_after")
+          "http_429_retry_after", "http_503_retry_after", "html_200")
 DEFAULT_VERDICT = {"reason": "The tool results show the task was completed.", "passed": True, "score": 0.9}
 TRUNCATED_CONTENT = '{"reason": "The agent called book_reservation and the tool returned an err'
+HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><h1>Sign in to continue</h1>"
+             b"<form method=\"post\"><input name=\"user\"></form></body></html>\n")
 
 
 class _Server(ThreadingHTTPServer):
@@ -64,6 +67,7 @@ class Reply:
     drop: bool = False
     finish_reason: str = "stop"
     retry_after: str | None = None  # sent as the Retry-After header of an error status
+    page: bytes | None = None  # sent as the whole response body (text/html) instead of a completion
 
 
 def fault_reply(name: str, hang_seconds: float, retry_after: str = "2") -> Reply:
@@ -77,6 +81,8 @@ def fault_reply(name: str, hang_seconds: float, retry_after: str = "2") -> Reply
         return Reply(content=TRUNCATED_CONTENT, finish_reason="length")
     if name == "drop":
         return Reply(drop=True)
+    if name == "html_200":
+        return Reply(page=HTML_PAGE)
     if name.startswith("http_"):
         return Reply(status=int(name[5:]))
     raise ValueError(f"unknown fault {name!r}; expected a verdict dict, a Reply, or one of {FAULTS}")
@@ -198,9 +204,10 @@ class FakeOpenAI:
         try:
             if reply.drop:
                 return 500, {"error": {"message": "fake fault: dropped", "type": "fake_fault", "code": 500}}
-            if reply.status != 200:
-                return reply.status, {"error": {"message": f"fake fault: HTTP {reply.status}",
-                                                "type": "fake_fault", "code": reply.status}}
+            if reply.status != 200 or reply.page is not None:  # (a batch line is JSON: a page becomes its error)
+                status = 500 if reply.page is not None else reply.status
+                return status, {"error": {"message": f"fake fault: HTTP {status}", "type": "fake_fault",
+                                          "code": status}}
             content = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
             return 200, self._completion(body, content, reply.finish_reason)
         finally:
@@ -238,13 +245,14 @@ def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHand
         def log_message(self, *args) -> None:  # keep test output clean
             pass
 
-        def _send(self, status: int, payload, headers: dict | None = None) -> None:
+        def _send(self, status: int, payload, headers: dict | None = None, content_type: str | None = None) -> None:
             binary = isinstance(payload, bytes)
             data = payload if binary else json.dumps(payload).encode("utf-8")
             self.send_response(status)
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
-            self.send_header("Content-Type", "application/octet-stream" if binary else "application/json")
+            self.send_header("Content-Type", content_type or ("application/octet-stream" if binary
+                                                              else "application/json"))
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -291,6 +299,9 @@ def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHand
                     self._send(reply.status, {"error": {"message": f"fake fault: HTTP {reply.status}",
                                                         "type": "fake_fault", "code": reply.status}},
                                {"Retry-After": reply.retry_after} if reply.retry_after is not None else None)
+                    return
+                if reply.page is not None:
+                    self._send(200, reply.page, content_type="text/html; charset=utf-8")
                     return
                 content = reply.content
                 if not isinstance(content, str):

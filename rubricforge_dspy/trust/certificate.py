@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -245,15 +245,17 @@ def describe_program(path: PathArg, *, allow_unverified: bool = False) -> str:
         InputError: the file is not a program, or (without `allow_unverified`) it cannot be verified.
     """
     from rubricforge_dspy.core.rubric import parse_criteria
+    from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
     from rubricforge_dspy.program.store import MANIFEST_KEY, program_sha256, read_program
 
     state = read_program(path, allow_unverified=allow_unverified)
     manifest = state.get(MANIFEST_KEY) or {}
     verified = bool(manifest.get("program_sha256")) and manifest.get("program_sha256") == program_sha256(state)
     rubric = manifest.get("rubric") or ""
-    criteria = parse_criteria(rubric)
+    criteria = [replace(c, name=terminal_safe(c.name)) for c in parse_criteria(rubric)]
+    manifest = terminal_safe_strings(manifest)  # whatever the file says is printed escaped (core.terminal)
     lines = [
-        f"program: {path}",
+        f"program: {terminal_safe(path)}",
         f"integrity: program_sha256 {str(manifest.get('program_sha256'))[:12]} (instructions, field texts, demos, "
         "operating point, render, manifest)" + ("" if verified else ": UNVERIFIED, the content does not match it"),
         f"rubric: sha256 {str(manifest.get('rubric_sha256'))[:12]}, {len(rubric)} chars, {len(criteria)} criteria"

@@ -230,3 +230,38 @@ def test_report_joins_a_swebench_results_file_and_notes_unused_ids(tmp_path):
     run = load_run(preds, labels=results)
     assert run.items.label.tolist() == [1, 0, 1, 0]
     assert any("1 label id(s) match no verdict (e.g. x09)" in note for note in run.warnings)
+
+
+# ------------------------------------------------------------------------------- the review page's journal
+
+def journal_bytes(ident: str, label: int | None) -> bytes:
+    """One labels-journal line as `rubricforge review` writes it (compact JSON, its newline)."""
+    return json.dumps({"rubricforge_labels": 1, "id": ident, "label": label, "skip": False, "note": "",
+                       "labeler": "ana", "time": "2026-11-27T20:31:04+00:00", "undo": False},
+                      separators=(",", ":")).encode() + b"\n"
+
+
+def test_a_journal_torn_in_the_middle_and_at_the_end_reads_every_whole_label_and_counts_the_torn(tmp_path, capsys):
+    """What a full disk left under the old writer: half a line, later labels appended right after it (so glued
+    to it), and another half line at the end. Every whole label is read; the torn pieces are counted, loudly."""
+    data = unlabeled_file(tmp_path)
+    path = tmp_path / "labels.jsonl"
+    t0, t1, t2, t3 = (journal_bytes(f"run:t{i}:0", i % 2) for i in range(4))
+    path.write_bytes(t0 + t1[:30] + t2 + t3 + t1[:25])  # line 2: torn t1 glued to t2; line 4: torn tail
+    read = read_label_file(path)
+    assert {k: e.label for k, e in read.entries.items()} == {"run:t0:0": 0, "run:t2:0": 0, "run:t3:0": 1}
+    assert read.torn == [2, 4] and "2 torn lines" in read.summary()
+    assert main(["stats", "--data", str(data), "--labels", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "3 of 3 labels joined" in err and "2 torn lines" in err
+
+
+def test_a_whole_last_journal_line_without_its_newline_is_read(tmp_path, capsys):
+    data = unlabeled_file(tmp_path)
+    path = tmp_path / "labels.jsonl"
+    path.write_bytes(journal_bytes("run:t0:0", 1) + journal_bytes("run:t1:0", 0).rstrip(b"\n"))
+    read = read_label_file(path)
+    assert {k: e.label for k, e in read.entries.items()} == {"run:t0:0": 1, "run:t1:0": 0} and read.torn == []
+    assert main(["stats", "--data", str(data), "--labels", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "2 of 2 labels joined" in err and "torn" not in err

@@ -199,3 +199,57 @@ def test_a_copy_interrupted_between_the_marker_and_the_state_still_resumes(tmp_p
     (tmp_path / "log" / "gepa_state.bin").write_bytes(b"state C")
     with pytest.raises(InputError, match="no valid HMAC"):
         module.GEPACheckpoint(tmp_path / "log", fingerprint).verified_state()
+
+
+
+def test_a_fifo_as_the_run_marker_is_refused_before_it_is_read(tmp_path, config_dir):
+    """User sees: `rubricforge induce --log-dir LOG` where LOG's run marker (``rubricforge_run.json``) is a FIFO
+    exits 2 with one line naming it, "not a regular file", and no LM call. Before: the marker was opened and
+    read, and `induce` blocked forever on the FIFO (here: killed at the timeout, and the test fails)."""
+    import subprocess
+    import sys
+
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI
+    from tests.support.records import jsonl_record, write_lines
+
+    root = Path(__file__).resolve().parents[2]
+    data, log = tmp_path / "data.jsonl", tmp_path / "log"
+    write_lines(data, [jsonl_record(i, reward=float(i % 2)) for i in range(24)])
+    log.mkdir()
+    os.mkfifo(log / "rubricforge_run.json")
+    with FakeOpenAI(lambda body, n: {"reason": "ok", "passed": True, "score": 0.9}) as server:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "rubricforge_dspy.cli.main", "induce", "--data", str(data), "--out",
+                 str(tmp_path / "out.json"), "--log-dir", str(log), "--budget", "30", "--api-base", server.api_base,
+                 "--model", server.model, "--timeout", "10"],
+                env={**os.environ, "PYTHONPATH": str(root), "RUBRICFORGE_CONFIG_DIR": str(config_dir)},
+                cwd=root, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("induce blocked on the FIFO rubricforge_run.json in its --log-dir")
+        calls = server.n_requests
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(errors) == 1 and str(log / "rubricforge_run.json") in errors[0], errors
+    assert "not a regular file" in errors[0] and calls == 0
+
+
+def test_every_file_read_from_the_log_dir_must_be_regular_and_the_log_dir_a_directory(tmp_path):
+    """The checkpoint beside a marker of this run, as a FIFO: refused by name as "not a regular file" (the
+    marker's words); a `--log-dir` naming a FIFO or a regular file: an `InputError` naming it ("not a
+    directory"), never an OSError from listing it."""
+    from rubricforge_dspy.core.files import NotARegularFileError
+    from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
+
+    log = tmp_path / "log"
+    log.mkdir()
+    (log / "rubricforge_run.json").write_text(json.dumps({"a": 1}))
+    os.mkfifo(log / "gepa_state.bin")
+    with pytest.raises(NotARegularFileError, match="gepa_state.bin: .*a FIFO.*not a regular file"):
+        GEPACheckpoint(log, {"a": 1}, key=b"k" * 32).verified_state()
+    fifo, plain = tmp_path / "fifo", tmp_path / "plain"
+    os.mkfifo(fifo)
+    plain.write_text("x")
+    for path in (fifo, plain):
+        with pytest.raises(InputError, match=f"{path}: .*not a directory"):
+            GEPACheckpoint(path, {"a": 1}, key=b"k" * 32).verified_state()

@@ -152,7 +152,7 @@ def test_no_cache_means_no_cache_even_with_the_same_model_name(tmp_path):
 
 
 @pytest.mark.parametrize("fault, kind", [("http_500", "http_5xx"), ("timeout", "timeout"), ("garbage", "parse"),
-                                         ("drop", "connection")])
+                                         ("drop", "connection"), ("html_200", "not_json")])
 def test_judge_records_each_fault_by_kind(tmp_path, fault, kind, capsys):
     """User sees: every failed call is a line with abstained true and its error kind; when no call produced
     a verdict, whatever the kind (an unparsable answer too), the command exits 3 saying so."""
@@ -164,6 +164,39 @@ def test_judge_records_each_fault_by_kind(tmp_path, fault, kind, capsys):
     assert len(lines) == 2 and all(line["abstained"] and line["error_kind"] == kind for line in lines)
     assert code == 3
     assert "every judge call failed" in capsys.readouterr().err
+
+
+def test_an_html_page_answered_with_200_is_not_json_not_retried_and_opens_the_circuit(tmp_path, capsys):
+    """User sees: a judge server (or a proxy in front of it) that answers every call with an HTML page and
+    HTTP 200 is named as such: lines of kind ``not_json`` (not ``http_5xx``), each asked once (the same URL
+    gives the same page: not retried), and after --max-consecutive-errors of them the run stops with exit 3,
+    naming the URL; a resumed run asks them again."""
+    import dspy
+
+    from rubricforge_dspy.judge.execution import judge_verdict
+    from rubricforge_dspy.judge.module import TrajectoryJudge
+    from rubricforge_dspy.lm.errors import LM_ERROR_KINDS, error_kind, is_outage, is_transient
+
+    out = tmp_path / "v.jsonl"
+    with FakeOpenAI(lambda body, n: "html_200") as fake:
+        code = main(["judge", "--data", str(AIRLINE), "--limit", "12", "--out", str(out), "--concurrency", "1",
+                     "--max-consecutive-errors", "3", "--api-base", fake.api_base, "--model", "m@r"])
+        asked = fake.n_requests
+        judge = TrajectoryJudge()
+        for lm in (lm_for(fake), dspy.LM(f"openai/{fake.model}", api_base=fake.api_base, api_key="x", cache=False,
+                                          num_retries=0)):  # the package's engine and DSPy's own
+            judge.set_lm(lm)
+            with pytest.raises(Exception) as raised:
+                judge(trajectory="1. user: book it")
+            assert error_kind(raised.value) == "not_json"
+            assert not is_transient(raised.value) and is_outage(raised.value)
+            assert judge_verdict(judge, "1. user: book it").attempts == 1
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "JudgeUnavailableError" in err and fake.api_base in err and "not JSON" in err
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 3 == asked and all(line["error_kind"] == "not_json" for line in lines)
+    assert "not_json" in LM_ERROR_KINDS  # resumed: asked again
 
 
 @pytest.mark.slow

@@ -43,3 +43,16 @@ def test_the_command_prints_the_tokened_url_serves_it_and_stops_on_ctrl_c(tmp_pa
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 0
     assert not (tmp_path / "labels.jsonl.lock").exists()  # released
+
+
+def test_labels_out_naming_a_csv_labels_file_exits_2_before_any_write(tmp_path, capsys):
+    from rubricforge_dspy.cli.main import main
+
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,label\ndemo-gpt-4o-airline:0:0,1\n")
+    before = labels.read_bytes()
+    code = main(["review", "--data", str(DEMO_DATA), "--verdicts", str(DEMO_VERDICTS), "--program", str(DEMO_PROGRAM),
+                 "--allow-unverified-program", "--labels-out", str(labels), "--labeler", "cli"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{labels}" in err and "not a labels journal" in err and "Traceback" not in err
+    assert labels.read_bytes() == before and list(tmp_path.iterdir()) == [labels]

@@ -127,3 +127,77 @@ def test_a_non_loopback_address_needs_the_explicit_flag(demo_inputs):
         assert server.app.state.guard.hosts == {f"0.0.0.0:{server.port}"}
     finally:
         state.close()
+
+
+def test_a_label_the_disk_refuses_is_answered_not_saved_on_the_page(demo_server, demo_inputs, monkeypatch):
+    """A full disk at the 2nd label: the answer is an error status with a page saying "not saved" and why (what
+    the browser shows after the form's submit: review.js submits the form, it does not fetch), the file keeps
+    only whole lines, and the next label is saved after it."""
+    import errno
+    import os
+
+    labels = demo_server.state.labels
+    real_write = os.write
+    writes = []
+
+    def write(fd, data):
+        if fd == labels._fd:
+            writes.append(len(data))
+            if len(writes) == 2:
+                real_write(fd, bytes(data[:10]))
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    csrf = demo_server.app.state.guard.csrf
+    ids = demo_server.state.verdicts.ids
+    with client(demo_server) as c:
+        assert c.post("/label", data={"index": "0", "choice": "pass", "csrf": csrf}).status_code == 303
+        refused = c.post("/label", data={"index": "1", "choice": "fail", "note": "wrong date", "csrf": csrf})
+        assert refused.status_code == 507 and refused.headers["content-type"].startswith("text/html")
+        shown = html.unescape(re.sub(r"<[^>]+>", "", refused.text))
+        assert "not saved" in shown and "No space left on device" in shown and ids[1] in shown
+        assert 'href="/item/1"' in refused.text  # back to the item, to label it again
+        assert "none yet" in c.get("/item/1").text and "1 of 4 labeled" in c.get("/").text
+        assert c.post("/label", data={"index": "2", "choice": "fail", "csrf": csrf}).status_code == 303
+    monkeypatch.undo()
+    assert [(l["id"], l["label"]) for l in journal_lines(demo_inputs.labels_out)] == [(ids[0], 1), (ids[2], 0)]
+
+
+def test_a_verdict_file_rewritten_while_the_page_runs_is_refused_never_mixing_ids(demo_inputs, tmp_path):
+    import dataclasses
+    import shutil
+
+    from tests.review.conftest import DEMO_VERDICTS, start
+
+    verdicts = tmp_path / "verdicts.jsonl"
+    shutil.copyfile(DEMO_VERDICTS, verdicts)
+    server = start(dataclasses.replace(demo_inputs, verdicts=verdicts))
+    try:
+        csrf = server.app.state.guard.csrf
+        with client(server) as c:
+            assert c.get("/item/0").status_code == 200
+            lines = verdicts.read_bytes().splitlines(keepends=True)
+            verdicts.write_bytes(b"".join(reversed(lines)))  # rewritten in place: item 0 is now another id
+            for answer in (c.get("/item/0"), c.post("/label", data={"index": "0", "choice": "pass", "csrf": csrf})):
+                assert answer.status_code == 409, answer.text
+                shown = html.unescape(re.sub(r"<[^>]+>", "", answer.text))
+                assert "changed since the page opened it" in shown and str(verdicts) in shown
+            assert "changed since the page opened it" in c.get("/").text  # said on every page
+    finally:
+        server.stop()
+    assert not demo_inputs.labels_out.exists() or journal_lines(demo_inputs.labels_out) == []
+
+
+def test_a_torn_labels_file_repaired_at_start_is_said_on_the_page(demo_inputs):
+    from tests.review.conftest import start
+
+    demo_inputs.labels_out.write_bytes(b'{"rubricforge_labels":1,"id":"x","la')  # a kill mid-write
+    server = start(demo_inputs)
+    try:
+        with client(server) as c:
+            page = html.unescape(c.get("/").text)
+    finally:
+        server.stop()
+    (side,) = demo_inputs.labels_out.parent.glob("labels.jsonl.torn-*")
+    assert "its last line was torn" in page and str(side) in page

@@ -175,11 +175,15 @@ def detect_format(path: PathLike) -> str:
 
     Raises `TrajectoryFormatError` naming the file when the content matches no known format.
     """
-    path = Path(path)
+    return _detect(Path(path))
+
+
+def _detect(path: Path, discover: bool = True) -> str:
+    """`detect_format`; `discover` False asks only the formats registered so far (no plugin discovered)."""
     if not path.is_file():
         raise TrajectoryFormatError(str(path), None, "not a file")
     try:
-        return detect(path)
+        return detect(path, discover=discover)
     except RecursionError:  # a sniffer parsed a value nested deeper than `json` follows
         raise TrajectoryFormatError(str(path), None, _too_deep(None)) from None
 
@@ -202,16 +206,18 @@ def _check_options(format: str, on_error: str) -> None:
 def _files(paths: Iterable[PathLike], format: str,
            report: LoadReport) -> Iterator[tuple[Path, str | TrajectoryFormatError]]:
     """``(file, format)`` for every input: explicit files as given, directories scanned (sorted); a file
-    that cannot be read comes with the error instead of its format."""
-    suffixes = candidate_suffixes()
+    that cannot be read comes with the error instead of its format. A named format (registered: a built-in,
+    a mapping, or a plugin already discovered by its lookup) scans directories without discovering plugins."""
+    discover = format == "auto"
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
+            suffixes = candidate_suffixes(discover=discover)
             for child in sorted(p for p in path.rglob("*") if not p.is_dir()):
                 if any(part.startswith(".") for part in child.relative_to(path).parts):
                     continue
                 if child.suffix not in suffixes:
-                    report.ignored_files.append((str(child), not_candidate()))
+                    report.ignored_files.append((str(child), not_candidate(discover=discover)))
                     continue
                 try:
                     regular_file(child, "data file")  # a FIFO or a device among the data: refused, never opened
@@ -222,7 +228,7 @@ def _files(paths: Iterable[PathLike], format: str,
                     yield child, TrajectoryFormatError(str(child), None, exc.problem)
                     continue
                 try:
-                    found = detect_format(child)
+                    found = _detect(child, discover)
                 except TrajectoryFormatError as exc:
                     report.ignored_files.append((str(child), exc.problem))
                     continue

@@ -154,7 +154,9 @@ class _NotForIjson(RubricForgeError):
     then reads the file as before."""
 
 
-MAX_STREAM_DEPTH = 512  # arrays/objects nested deeper than this are not handed to ijson (`NestingDepth`)
+# Arrays/objects nested deeper than this are not handed to ijson (`NestingDepth`), and a document the
+# package hashes (a program, a cascade, a floor: `program.store.read_json_document`) is refused (`within_depth`).
+MAX_STREAM_DEPTH = 512
 # Kept by the first pass: brackets, quotes, backslashes and every byte JSON allows after a backslash, so
 # a backslash and the byte it escapes stay together while most text goes; the second keeps brackets and quotes.
 _NOT_ESCAPE_OR_MARK = bytes(sorted(set(range(256)) - set(b'"[]{}\\/bfnrtu')))
@@ -201,6 +203,12 @@ class NestingDepth:
                 if self.depth > MAX_STREAM_DEPTH:
                     return False
         return True
+
+
+def within_depth(data: bytes | str) -> bool:
+    """True when arrays and objects in the JSON `data` nest at most `MAX_STREAM_DEPTH` deep (`NestingDepth`,
+    exact for valid JSON). Checked on the bytes, before any parser or ``json.dumps`` recurses into them."""
+    return NestingDepth().feed(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
 
 
 class _GuardedReader:

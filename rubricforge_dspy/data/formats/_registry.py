@@ -9,10 +9,15 @@ plugin (an entry point of group ``rubricforge_dspy.formats``, `plugins`) and a d
 (``mapping.register_mapping``) register through the same call; each record says where it came from
 (`Format.origin`: ``built-in``, ``plugin (<distribution>)``, ``mapping (<file>)``, ``registered (<module>)``).
 
-Plugins are discovered once, lazily, the first time the registry is asked what it holds (`formats`,
-`format_names`, `format_named`, `candidate_suffixes`, `detect`): importing the package never imports a
-third party's code. A plugin that cannot be loaded raises `plugins.PluginError` (naming the entry point
-and its distribution) from that first use and from every later one: a format is never silently missing.
+Plugins are discovered once, lazily, the first time the registry needs them: to list what it holds
+(`formats`, `format_names`), to detect a file's format (`detect`, the suffixes of a directory scan), or to
+look up a name that is not registered (`format_named`). Importing the package never imports a third party's
+code, and neither does reading with a registered format (``format="jsonl"``: `format_named` finds it, and a
+directory scan for it passes ``discover=False``). A plugin that cannot be used (its import or factory raises
+or hangs, a field is missing, its name is taken, its sniffer raises or hangs: `plugins.call_bounded`) is
+skipped with one `plugins.PluginWarning` naming its entry point and distribution, and the other formats
+carry on; a lookup of its name (`format_named`) raises its `plugins.PluginError`, so a command that names it
+fails naming it. A format is never silently missing.
 
 Detection (`detect`) reads a `FileSample` of the file and asks the formats in two rounds, each in
 ``priority`` order (lower first, then registration order): first the record sniffers
@@ -23,6 +28,8 @@ document sniffers (``sniff``). The first format that answers True is the file's 
 from __future__ import annotations
 
 import re
+import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -137,11 +144,12 @@ class Format:
 
 
 _FORMATS: dict[str, Format] = {}
+ABANDONED = "rubricforge_abandoned_plugin_call"  # set on a plugin's thread that was waited for too long (`plugins`)
 
 
 def register_format(fmt: Format, *, origin: str | None = None) -> Format:
-    """Make a format known to every loader (``load_trajectories``, ``detect_format``, directory scans;
-    the command line's ``--format`` choices are those registered when ``rubricforge_dspy.cli`` is imported).
+    """Make a format known to every loader (``load_trajectories``, ``detect_format``, directory scans,
+    the command line's ``--format``, which checks a name when the command line is parsed).
 
     Args:
         fmt: The format's record.
@@ -154,10 +162,15 @@ def register_format(fmt: Format, *, origin: str | None = None) -> Format:
 
     Raises:
         InputError: `fmt` is not a `Format`, or a format of the same name is registered already (the
-            message names both; a name is never silently replaced).
+            message names both; a name is never silently replaced), or the caller is a plugin's import
+            that was abandoned for not finishing in time (`plugins.call_bounded`).
     """
     if not isinstance(fmt, Format):
         raise InputError(f"register_format takes a Format record, got {type(fmt).__name__}")
+    abandoned = getattr(threading.current_thread(), ABANDONED, None)
+    if abandoned is not None:  # a plugin's import that finished after it was skipped: it stays skipped
+        raise InputError(f"{abandoned}: cannot register format {fmt.name!r}: the plugin was skipped (it did not "
+                         "finish loading in time)")
     held = _FORMATS.get(fmt.name)
     if held is fmt and origin in (None, fmt.origin):
         return held
@@ -190,112 +203,175 @@ def _origin(function: Callable) -> str:
     return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
-_PLUGINS: dict[str, Any] = {"loaded": False, "error": None}
+_PLUGINS: dict[str, Any] = {"loaded": False}
+_PLUGIN_OF: dict[str, str] = {}  # a plugin format's name -> where its entry point is (`plugins.entry_where`)
+_BROKEN: dict[str, tuple[frozenset[str], Any]] = {}  # where -> (the names it answers to, its PluginError)
 
 
 def load_plugins() -> tuple[Format, ...]:
-    """Register the format of every installed plugin not registered yet (`plugins.plugin_formats`).
+    """Register the format of every installed plugin not registered yet (`plugins.load_format`), skipping, with
+    one `plugins.PluginWarning` each, the plugins that cannot be used.
 
-    The registry calls it once, on first use; call it again after installing a plugin in a running process.
+    The registry calls it when it first needs the plugins (detection, the list of formats, a name that is not
+    registered); call it again after installing a plugin in a running process. A plugin skipped once is not
+    tried again while it stays installed (its warning is not repeated); one no longer installed is forgotten.
 
     Returns:
         The formats registered by this call.
-
-    Raises:
-        PluginError: a plugin cannot be loaded, lacks a field, or is named as a registered format.
     """
-    from rubricforge_dspy.data.formats.plugins import PluginError, plugin_formats
+    from rubricforge_dspy.data.formats import plugins
 
     _PLUGINS["loaded"] = True  # first: a plugin whose import asks the registry does not discover again
     added = []
-    try:
-        for fmt, where in plugin_formats():
+    installed = set()
+    for entry in plugins.installed_entry_points():
+        where = plugins.entry_where(entry)
+        installed.add(where)
+        if where in _BROKEN:
+            continue
+        try:
+            fmt = plugins.load_format(entry)
             held = _FORMATS.get(fmt.name)
             if held is not None and held.origin == fmt.origin:
                 continue  # this plugin's format, registered by an earlier call
             if held is not None and held.read == fmt.read:  # its module registered it on import: say it is a plugin
                 _FORMATS[fmt.name] = fmt
-                added.append(fmt)
-                continue
-            try:
-                added.append(register_format(fmt))
-            except InputError as exc:
-                raise PluginError(f"{where}: {exc}") from None
-    except PluginError as exc:
-        _PLUGINS["error"] = exc
-        raise
-    _PLUGINS["error"] = None
+            else:
+                try:
+                    fmt = register_format(fmt)
+                except InputError as exc:
+                    raise plugins.PluginError(f"{where}: {exc}") from None
+        except plugins.PluginError as exc:
+            _skip(where, {entry.name}, exc)
+            continue
+        _PLUGIN_OF[fmt.name] = where
+        added.append(fmt)
+    for where in set(_BROKEN) - installed:
+        _BROKEN.pop(where, None)
     return tuple(added)
 
 
-def _registered() -> dict[str, Format]:
-    """The registry, the installed plugins discovered first (once; a plugin's error is raised every time)."""
-    if not _PLUGINS["loaded"]:
+def _skip(where: str, names: set[str], error: Exception) -> None:
+    """Skip a plugin that cannot be used: remember why (under the names a command may give it), take its
+    format out of the registry, and say so once (`plugins.PluginWarning`)."""
+    from rubricforge_dspy.data.formats.plugins import PluginWarning
+
+    for name in [name for name, held in list(_PLUGIN_OF.items()) if held == where]:
+        names.add(name)
+        _FORMATS.pop(name, None)
+        _PLUGIN_OF.pop(name, None)
+    _BROKEN[where] = (frozenset(names), error)
+    warnings.warn(PluginWarning(f"format plugin skipped: {error}"), stacklevel=2)
+
+
+def _broken(name: str):
+    """The `PluginError` of the skipped plugin a command names by `name` (its entry point's or format's), or None."""
+    return next((error for names, error in _BROKEN.values() if name in names), None)
+
+
+def _sniffed(fmt: Format, sniff: Callable[[Any], bool], value: Any) -> bool:
+    """``sniff(value)``; a plugin's sniffer that raised or hung (a `PluginError`) answers False and its plugin is
+    skipped (`_skip`). Any other format's error propagates."""
+    from rubricforge_dspy.data.formats.plugins import PluginError
+
+    if _FORMATS.get(fmt.name) is not fmt:
+        return False  # skipped earlier in this detection
+    try:
+        return sniff(value)
+    except PluginError as exc:
+        where = _PLUGIN_OF.get(fmt.name)
+        if where is None:
+            raise
+        _skip(where, {fmt.name}, exc)
+        return False
+
+
+def _registered(discover: bool = True) -> dict[str, Format]:
+    """The registry; with `discover`, the installed plugins are discovered first (once)."""
+    if discover and not _PLUGINS["loaded"]:
         load_plugins()
-    elif _PLUGINS["error"] is not None:
-        raise _PLUGINS["error"]
     return _FORMATS
 
 
 def formats() -> tuple[Format, ...]:
     """The registered formats (built-in, plugin, mapping, your own), in registration order; each says where
-    it comes from (`Format.origin`)."""
+    it comes from (`Format.origin`). Installed plugins are discovered first (a broken one is skipped with a
+    `plugins.PluginWarning`)."""
     return tuple(_registered().values())
 
 
 def format_names() -> tuple[str, ...]:
-    """The registered format names, in registration order."""
+    """The registered format names, in registration order (plugins discovered first, as `formats`)."""
     return tuple(_registered())
 
 
 def format_named(name: str) -> Format | None:
-    """The registered format of that name, or None."""
-    return _registered().get(name)
+    """The registered format of that name, or None. A name that is not registered yet discovers the installed
+    plugins first (a registered one, a built-in's, never imports a plugin).
+
+    Raises:
+        plugins.PluginError: `name` is the format (or entry point name) of a plugin that was skipped: the
+            message names its entry point, its distribution and why.
+    """
+    fmt = _FORMATS.get(name)
+    if fmt is None:
+        fmt = _registered().get(name)
+    if fmt is None and (error := _broken(name)) is not None:
+        from rubricforge_dspy.data.formats.plugins import PluginError
+
+        raise PluginError(f"format {name!r} cannot be used: its plugin was skipped: {error}")
+    return fmt
 
 
-def candidate_suffixes() -> tuple[str, ...]:
-    """The file suffixes a directory scan opens (every format's extensions, first seen first)."""
+def candidate_suffixes(*, discover: bool = True) -> tuple[str, ...]:
+    """The file suffixes a directory scan opens (every format's extensions, first seen first); `discover`
+    False: of the formats registered so far, without discovering plugins."""
     seen: dict[str, None] = {}
-    for fmt in _registered().values():
+    for fmt in _registered(discover).values():
         seen.update(dict.fromkeys((*fmt.extensions, *fmt.binary_extensions)))
     return tuple(seen)
 
 
-def not_candidate() -> str:
-    """The reason a directory scan gives for a file it does not open."""
-    return f"not a {'/'.join(candidate_suffixes())} file"
+def not_candidate(*, discover: bool = True) -> str:
+    """The reason a directory scan gives for a file it does not open (`discover`: as `candidate_suffixes`)."""
+    return f"not a {'/'.join(candidate_suffixes(discover=discover))} file"
 
 
-def _by_priority() -> list[Format]:
-    return sorted(_registered().values(), key=lambda fmt: fmt.priority)  # stable: ties keep registration order
+def _by_priority(discover: bool = True) -> list[Format]:
+    return sorted(_registered(discover).values(), key=lambda fmt: fmt.priority)  # stable: ties keep registration order
 
 
 _ARRAY_HINT = ("; a JSON array is read as tau-bench results (records with 'traj') or as generic records "
                "(objects with 'id', 'task_id', 'messages', 'reward': docs/FORMAT.md)")
 
 
-def detect(path: Path) -> str:
+def detect(path: Path, *, discover: bool = True) -> str:
     """The name of the format of a regular file, sniffed from its content (see the module docstring).
+
+    Args:
+        path: the file.
+        discover: discover the installed plugins first (False: ask only the formats registered so far, as a
+            directory scan for a named format does).
 
     Raises:
         TrajectoryFormatError: naming the file when no registered format recognises it.
     """
-    ordered = _by_priority()
+    ordered = _by_priority(discover)
     claimants = [fmt for fmt in ordered if path.suffix in fmt.binary_extensions]
     if claimants:  # a binary form (a zip): only the formats that read it may look
         sample = FileSample(path, "")
         for fmt in claimants:
-            if fmt.sniff is not None and fmt.sniff(sample):
+            if fmt.sniff is not None and _sniffed(fmt, fmt.sniff, sample):
                 return fmt.name
         described = " or ".join(fmt.description or f"a {fmt.name} file" for fmt in claimants)
         raise TrajectoryFormatError(str(path), None, f"a {path.suffix} file that is not {described}")
     sample = FileSample.of(path)
     for fmt in ordered:
-        if fmt.sniff_record is not None and any(fmt.sniff_record(obj) for obj in sample.lines):
+        if fmt.sniff_record is not None and any(_sniffed(fmt, fmt.sniff_record, obj) for obj in sample.lines):
             return fmt.name
     for fmt in ordered:
-        if fmt.sniff is not None and fmt.sniff(sample):
+        if fmt.sniff is not None and _sniffed(fmt, fmt.sniff, sample):
             return fmt.name
     hint = _ARRAY_HINT if sample.is_array else ""
     raise TrajectoryFormatError(str(path), None,
-                                f"unknown trajectory format (expected one of {format_names()}){hint}")
+                                f"unknown trajectory format (expected one of {tuple(_registered(discover))}){hint}")

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge_dspy.data.formats.plugins import ENTRY_POINT_GROUP, PluginError, discover_plugins, load_plugin
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.data.formats.plugins import (
+    ENTRY_POINT_GROUP,
+    PLUGIN_TIMEOUT_ENV,
+    PluginError,
+    discover_plugins,
+    load_plugin,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -177,3 +184,17 @@ def test_a_broken_plugin_is_an_error_naming_its_entry_point():
     incomplete = EntryPoint(name="half", value="json:JSONDecoder", group=ENTRY_POINT_GROUP)
     with pytest.raises(PluginError, match="has no name, sniff, read, label_rule"):
         load_plugin(incomplete)
+
+
+@pytest.mark.parametrize("exit_call", ["sys:exit", "_thread:exit"])  # SystemExit(0) from the plugin's factory
+def test_a_plugin_that_exits_is_a_plugin_error_and_the_process_goes_on(exit_call):
+    exiting = EntryPoint(name="quitter", value=exit_call, group=ENTRY_POINT_GROUP)
+    with pytest.raises(PluginError, match=r"entry point 'quitter'.*calling the factory failed: SystemExit"):
+        load_plugin(exiting)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf"])
+def test_a_bad_plugin_timeout_is_refused_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv(PLUGIN_TIMEOUT_ENV, value)
+    with pytest.raises(InputError, match=rf"{PLUGIN_TIMEOUT_ENV}='{value}': give the seconds"):
+        load_plugin(EntryPoint(name="json", value="json:loads", group=ENTRY_POINT_GROUP))

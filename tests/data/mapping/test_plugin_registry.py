@@ -1,7 +1,8 @@
 """Plugins register through the format registry: a distribution on ``sys.path`` with an entry point of group
 ``rubricforge_dspy.formats`` (found by importlib.metadata, as an installed package is) is listed by `formats`
 with its origin, detected and read by the loaders; both forms (a `Format` record, an object with
-``sniff(path)``) work; a broken plugin is a loud `PluginError` from every use of the registry."""
+``sniff(path)``) work; a broken plugin is skipped with one `PluginWarning` naming it, and naming its format is a
+`PluginError` (tests/data/test_plugin_containment.py: raising, exiting and hanging plugins)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import textwrap
 
 import pytest
 
+from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from rubricforge_dspy.data.formats import (
     detect_format,
     format_named,
@@ -19,7 +21,7 @@ from rubricforge_dspy.data.formats import (
     load_trajectories,
     unregister_format,
 )
-from rubricforge_dspy.data.formats.plugins import PluginError
+from rubricforge_dspy.data.formats.plugins import PluginError, PluginWarning
 
 MODULE = '''
 import json
@@ -106,7 +108,7 @@ def on_path(tmp_path, monkeypatch):
     from rubricforge_dspy.data.formats import _registry
     for name in [name for name in _registry._FORMATS if name not in before]:
         unregister_format(name)
-    load_plugins()  # clears a broken plugin's error: the environment without the folder has none
+    load_plugins()  # forgets the plugins skipped: the environment without the folder has none
 
 
 def _write(path, kind, rows):
@@ -142,28 +144,35 @@ def test_plugins_of_both_forms_are_listed_detected_and_read(on_path, tmp_path):
     assert scanned.report.label_rules == {"demo_record": "reward >= 1", "demo_duck": "reward >= 1"}
 
 
-def test_a_broken_plugin_fails_every_use_of_the_registry_naming_it(on_path, tmp_path):
+def test_a_broken_plugin_is_skipped_with_a_warning_and_naming_it_is_an_error(on_path, tmp_path):
     _distribution(on_path, "rf-broken-plugin", {"ghost": "rf_no_such_module:FORMAT"}, module=None)
-    with pytest.raises(PluginError, match=r"entry point 'ghost' = 'rf_no_such_module:FORMAT'.*package "
-                                          r"rf-broken-plugin 0.1\).*cannot be loaded"):
-        load_plugins()
-    for use in (formats, lambda: format_named("jsonl"), lambda: load_trajectories(tmp_path, format="jsonl")):
-        with pytest.raises(PluginError, match="rf-broken-plugin"):
-            use()
+    with pytest.warns(PluginWarning, match=r"entry point 'ghost' = 'rf_no_such_module:FORMAT'.*package "
+                                           r"rf-broken-plugin 0.1\).*cannot be loaded"):
+        assert load_plugins() == ()
+    assert format_named("jsonl") is not None and "tau_bench" in [fmt.name for fmt in formats()]
+    with pytest.raises(PluginError, match="format 'ghost' cannot be used.*rf-broken-plugin"):
+        format_named("ghost")
+    with pytest.raises(PluginError, match="rf-broken-plugin"):
+        load_trajectories(tmp_path, format="ghost")
 
 
 def test_a_plugin_named_as_a_shipped_format_is_refused(on_path):
     module = MODULE.replace('name="demo_record"', 'name="tau_bench"')
     _distribution(on_path, "rf-clash-plugin", {"clash": "rf_demo_plugin:RECORD"}, module=module)
-    with pytest.raises(PluginError, match=r"entry point 'clash'.*rf-clash-plugin 0.1.*'tau_bench' is registered "
-                                          r"already \(built-in"):
+    with pytest.warns(PluginWarning, match=r"entry point 'clash'.*rf-clash-plugin 0.1.*'tau_bench' is registered "
+                                           r"already \(built-in"):
         load_plugins()
+    assert format_named("tau_bench").origin == "built-in"
 
 
-def test_a_sniffer_that_raises_is_an_error_naming_the_plugin(on_path, tmp_path):
+def test_a_sniffer_that_raises_is_skipped_naming_the_plugin(on_path, tmp_path):
     _distribution(on_path, "rf-raising-plugin", {"raising": "rf_demo_plugin:RAISING"})
     load_plugins()
     unknown = tmp_path / "x.json"
     unknown.write_text('{"neither": "format"}', encoding="utf-8")
-    with pytest.raises(PluginError, match=r"entry point 'raising'.*sniff\(.*x\.json\) raised RuntimeError"):
-        detect_format(unknown)
+    with pytest.warns(PluginWarning, match=r"entry point 'raising'.*sniff\(.*x\.json\) raised RuntimeError"):
+        with pytest.raises(TrajectoryFormatError, match="unknown trajectory format"):
+            detect_format(unknown)
+    assert format_named("jsonl") is not None
+    with pytest.raises(PluginError, match="format 'demo_raising' cannot be used.*entry point 'raising'"):
+        format_named("demo_raising")
