@@ -163,7 +163,8 @@ def fit(data: LabeledSet, conf: np.ndarray, items: np.ndarray, choice: str, alph
         rng = np.random.default_rng(10_000 + seed)
         tasks, first = np.unique(groups, return_index=True)
         counts = np.ones(tasks.size, dtype=np.int64) if weights is None else weights[first].astype(np.int64)
-        picked = np.concatenate([rng.choice(data.members[k], size=c, replace=True) for k, c in zip(tasks, counts)])
+        picked = np.concatenate([rng.choice(data.members[k], size=c, replace=True)
+                                 for k, c in zip(tasks, counts, strict=True)])
         return learn_then_test(conf[None, picked], data.y[picked], alpha, DELTA, max_false_pass, method,
                                groups=np.arange(picked.size), p_values="binomial", seed=seed)
     return learn_then_test(conf[None, items], data.y[items], alpha, DELTA, max_false_pass, method,
@@ -383,7 +384,7 @@ def acceptance(results: list[dict]) -> dict:
 
 def summary_table(results: list[dict], alpha: float) -> str:
     """Markdown: per set and method, the mean test coverage at `alpha` for each p-value choice."""
-    lines = [f"| set (tasks, trials/task, floor κ OOF) | p-values | " + " | ".join(METHODS) + " |",
+    lines = ["| set (tasks, trials/task, floor κ OOF) | p-values | " + " | ".join(METHODS) + " |",
              "|---|---|" + "---|" * len(METHODS)]
     for d in results:
         if "coverage" not in d:
@@ -430,9 +431,10 @@ def main(argv=None) -> int:
         floor_kappa = float(cohens_kappa(labeled.y, (cv.scores >= 0.5).astype(int)))
         row = {"dataset": data["name"], "file": data["file"], "shipped": data["shipped"], "n": len(data["items"]),
                "tasks": labeled.n_tasks, "multi_trial": labeled.multi_trial,
-               "trials_per_task": round(float(labeled.trials.mean()), 2), "max_trials_per_task": int(labeled.trials.max()),
-               "pass_rate": round(float(labeled.y.mean()), 4), "floor_kappa_out_of_fold": round(floor_kappa, 4),
-               "coverage": coverage_part(labeled, args.seeds), "validity": validity_part(labeled, args.draws, args.seed)}
+               "trials_per_task": round(float(labeled.trials.mean()), 2),
+               "max_trials_per_task": int(labeled.trials.max()), "pass_rate": round(float(labeled.y.mean()), 4),
+               "floor_kappa_out_of_fold": round(floor_kappa, 4), "coverage": coverage_part(labeled, args.seeds),
+               "validity": validity_part(labeled, args.draws, args.seed)}
         if data["name"] in SIMULATED_SETS and not args.no_simulated:
             row["simulated_floor_then_judge"] = simulated_part(data, population(data["items"]), args)
         row["wall_time_s"] = round(time.perf_counter() - t0, 1)

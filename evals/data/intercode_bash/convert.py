@@ -42,7 +42,9 @@ def main(repo: str) -> int:
             for key, record in json.loads(shown.stdout).items():
                 turns = record["turn_history"]
                 messages = [{"role": "user", "content": record["query"]}]
-                for action, observation, valid in zip(turns["actions"], turns["observations"], turns["valid_action"]):
+                # a few records' parallel lists differ in length: the turns up to the shortest are kept
+                steps = zip(turns["actions"], turns["observations"], turns["valid_action"], strict=False)
+                for action, observation, valid in steps:
                     messages.append({"role": "assistant", "content": None, "action": str(action)})
                     messages.append({"role": "user", "observation": True, "content": cut(observation),
                                      **({"is_error": True} if not valid else {})})

@@ -62,8 +62,8 @@ def main(repo: str) -> int:
                 "id": f"mint-alfworld:{model}:{task['task_id']}", "task_id": str(task["task_id"]), "trial": trial,
                 "domain": "alfworld", "agent": model, "messages": messages(record),
                 "reward": 1.0 if success else 0.0, "label": int(success),
-                "metadata": {"terminate_reason": state["terminate_reason"], "task_type": task["metadata"].get("task_type"),
-                             "reference": task.get("reference"), "origin": PATH.format(model=model)}},
+                "metadata": {"terminate_reason": state["terminate_reason"],
+                             "task_type": task["metadata"].get("task_type"), "reference": task.get("reference"), "origin": PATH.format(model=model)}},
                 ensure_ascii=False))
     return 0
 
