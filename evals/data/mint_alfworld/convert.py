@@ -63,7 +63,8 @@ def main(repo: str) -> int:
                 "domain": "alfworld", "agent": model, "messages": messages(record),
                 "reward": 1.0 if success else 0.0, "label": int(success),
                 "metadata": {"terminate_reason": state["terminate_reason"],
-                             "task_type": task["metadata"].get("task_type"), "reference": task.get("reference"), "origin": PATH.format(model=model)}},
+                             "task_type": task["metadata"].get("task_type"), "reference": task.get("reference"),
+                             "origin": PATH.format(model=model)}},
                 ensure_ascii=False))
     return 0
 
