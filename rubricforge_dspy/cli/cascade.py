@@ -78,7 +78,7 @@ def add_cascade_parser(sub) -> None:
                    help="also bound the false-pass rate among decided failed items")
     f.add_argument("--delta", type=float, default=0.1, help="the bounds hold with probability >= 1 - delta")
     f.add_argument("--method", choices=LTT_METHODS, default=DEFAULT_METHOD,
-                   help=f"how the threshold vectors are tested (default {DEFAULT_METHOD}: 30%% of the tasks order "
+                   help=f"how the threshold vectors are tested (default {DEFAULT_METHOD}: 20%% of the tasks order "
                         "them, the rest test them in that order; holm/bonferroni: every distinct vector at once; "
                         "fail_first_sequence: an order fixed in advance, fail-only vectors first)")
     f.add_argument("--p-values", choices=("auto", *P_VALUES), default="auto",

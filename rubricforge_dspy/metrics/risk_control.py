@@ -517,6 +517,16 @@ def _tally(decided: _Bools, passed: _Bools, y: _Bools, units: _Units, alpha: flo
     return tally
 
 
+def _gap(tally: dict[str, _Floats], alpha: float, beta: float | None) -> _Floats:
+    """The evidence against each vector's null on the ordering share: the smaller of the gaps
+    ``alpha * decided - errors`` (and ``beta * failed decided - false passes``), per ordering trial."""
+    n = max(float(tally["n"].max(initial=0.0)), 1.0)
+    gap = alpha * tally["n"] - tally["errors"]
+    if beta is not None:
+        gap = np.minimum(gap, beta * tally["failed"] - tally["fp"])
+    return gap / n
+
+
 def _split_tasks(task_weight: _Floats, fraction: float, seed: int) -> tuple[_Floats, _Floats]:
     """Multiplicities of a random ordering part (`fraction` of the task units) and of the testing part."""
     units = np.repeat(np.arange(task_weight.size), task_weight.astype(np.int64))
@@ -570,7 +580,7 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                     groups: ArrayLike | None = None, levels: Sequence[Sequence[float] | None] | None = None,
                     pass_levels: Sequence[float] = PASS_LEVELS, fail_levels: Sequence[float] = FAIL_LEVELS,
                     weights: ArrayLike | None = None, stage_costs: ArrayLike | None = None,
-                    p_values: str = "auto", order_fraction: float = 0.3, seed: int = 0) -> GridResult:
+                    p_values: str = "auto", order_fraction: float = 0.2, seed: int = 0) -> GridResult:
     """Certify a threshold vector of a cascade by Learn-then-Test over the grid (module docstring).
 
     Args:
@@ -581,8 +591,11 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         delta: the family-wise error level (the guarantee holds with probability >= 1 - delta).
         max_false_pass: the bound on the false-pass rate among decided failed items (None: not bounded).
         method: ``"split_fixed_sequence"`` (default): a random `order_fraction` of the tasks orders the grid
-            by its p-values there, and the other tasks test that sequence at level `delta` each (Angelopoulos
-            et al. 2021, sec. 4: an order learned on held-apart data keeps the fixed-sequence guarantee);
+            surest first (by the p-values there, ties by the evidence against each vector's null,
+            ``alpha * decided - errors`` and the same for false passes: the smaller; 20% measured best on the
+            benchmark sets), and the other tasks test that sequence at level `delta` each
+            (Angelopoulos et al. 2021, sec. 4: an order learned on held-apart data keeps the fixed-sequence
+            guarantee);
             ``"holm"`` or ``"bonferroni"`` over the whole grid; ``"fail_first_sequence"``: a fixed sequence in
             an order fixed before the data, "fail only" vectors first, each group by its label-free decided
             share (`prior_share`), vectors that can decide nothing left out.
@@ -615,7 +628,7 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
     if method == "split_fixed_sequence":
         w_order, w_test = _split_tasks(units.task_weight, _check_rate("order_fraction", order_fraction), seed)
         first = _tally(decided, passed, y, units.restricted(w_order), alpha, beta, kind, delta)
-        order = np.lexsort((-first["n"], first["p"]))
+        order = np.lexsort((-first["n"], -_gap(first, alpha, beta), first["p"]))  # surest first, then most evidence
         units, order_units = units.restricted(w_test), int(w_order.sum())
     elif method == "fail_first_sequence":
         share = prior_share(grid, stages)

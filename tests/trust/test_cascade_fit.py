@@ -80,7 +80,7 @@ def test_a_refusal_of_the_split_sequence_counts_its_ordering_share(floor):
     with pytest.raises(CascadeCalibrationError) as refused:
         fit_cascade([floor], dataset(20, offset=2000), alpha=0.05, delta=0.1)
     message = str(refused.value)
-    assert "14 trials of 14 tasks tested, 6 more tasks ordered the grid (split fixed sequence: 30% of the tasks)" \
+    assert "16 trials of 16 tasks tested, 4 more tasks ordered the grid (split fixed sequence: 20% of the tasks)" \
         in message
     assert "with the ordering share" in message
 
