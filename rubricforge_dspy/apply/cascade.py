@@ -14,12 +14,17 @@ asked again, from the first stage), a different cascade or other data is refused
 Each verdict line is the contract's (`core.verdict.verdict_line`) plus ``stage`` (the deciding stage's name,
 ``"escalated"``, or the stage whose LM failed), ``stage_index`` (None when escalated), ``lm_stages_run``
 (the LLM stages that were run on the item: its LM requests before retries; 0 for a floor-decided one) and
-``lm_tokens`` (per LLM stage run on it, the prompt and completion tokens its LM reported; ``{}`` without).
+``lm_tokens`` (per LLM stage run on it, the prompt and completion tokens its LM reported; ``{}`` without);
+an escalated line (an abstention of kind ``"escalated"``) also carries ``escalated_by`` and
+``escalation_confidence``: the last stage that handed it on with a confidence, and that confidence (also its
+``score_calibrated``; None when no stage gave one), by which a person's queue takes the nearest first.
 The escalated items are written as a labeling queue: generic JSONL (docs/FORMAT.md), ``label`` and
 ``reward`` null, beside the verdicts (``OUT.escalated.jsonl``) unless told where; it is rebuilt from the
 verdict file at the end of every run (also one stopped by an LM failure), so it always lists every
-escalated line of the file. Each run's LM spend (requests, tokens of every call, how it ended) is appended
-to ``cascade_runs`` in ``OUT.job.json``.
+escalated line of the file, and a resumed run counts them all (``escalated_in_file``). Each run's LM spend
+(requests, tokens of every call, how it ended), the cascade's stages, LLM stages and guarantee, and the cascade
+and data files are appended to ``cascade_runs`` in ``OUT.job.json`` (the report reads them). A cascade without
+an LLM stage resolves no LM: none is needed, and a configured one is not part of its job.
 """
 
 from __future__ import annotations

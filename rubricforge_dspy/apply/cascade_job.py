@@ -232,7 +232,7 @@ class CascadeJob:
         line = verdict_line(item.trajectory, verdict, attempts=verdict.attempts or 0, model=self.model,
                             program_sha256=self.cascade.rubric_sha256, judge_fingerprint=self.fingerprint)
         line.update(stage=stage, stage_index=index, lm_stages_run=item.lm_stages, lm_tokens=item.tokens)
-        if stage == ESCALATED:  # who escalated it, at what confidence (also its score_calibrated; None: no stage gave one)
+        if stage == ESCALATED:  # who escalated it, at what confidence (also its score_calibrated; None: none gave one)
             line.update(escalated_by=item.last[0] if item.last else None,
                         escalation_confidence=item.last[1] if item.last else None)
         self.writer.write(line)
