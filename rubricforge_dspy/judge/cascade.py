@@ -241,22 +241,30 @@ class Cascade(BaseJudge):
         return Verdict(passed=passed, score=verdict.score, reason=reason, score_calibrated=confidence,
                        attempts=verdict.attempts)
 
-    def _escalated(self, handed: list[str]) -> Verdict:
-        return Verdict.abstention(f"escalated: no stage decided ({'; '.join(handed)})", ESCALATED)
+    def _escalated(self, handed: list[str], last: tuple[str, float] | None = None) -> Verdict:
+        """The escalation: an abstention of kind ``"escalated"`` whose ``score_calibrated`` is the confidence of
+        the last stage that gave one (`last`: its name and confidence; None when no stage gave one), so a
+        person's queue can take the nearest-the-threshold first."""
+        verdict = Verdict.abstention(f"escalated: no stage decided ({'; '.join(handed)})", ESCALATED)
+        return verdict if last is None else replace(verdict, score_calibrated=last[1])
 
-    def _step(self, k: int, prediction, handed: list[str]):
+    def _step(self, k: int, prediction, handed: list[str], last: list):
         verdict = Verdict.from_dict(dict(prediction))
         confidence = stage_confidence(verdict)
         decision = self.rules[k].decide(confidence)
         if decision is None:
             handed.append(f"{self.rules[k].name}: " + ("no usable verdict" if confidence is None
                                                        else f"confidence {confidence:.3f}"))
+            if confidence is not None:
+                last[:] = [(self.rules[k].name, confidence)]
             return None
         return verdict_prediction(self._decided(k, verdict, decision, confidence), getattr(prediction, "raw", None))
 
-    def _out(self, prediction, k: int | None):
+    def _out(self, prediction, k: int | None, last: list | None = None):
         prediction["stage"] = self.rules[k].name if k is not None else ESCALATED
         prediction["stage_index"] = k
+        if k is None:  # the escalating stage: the last one that gave a confidence (None: none did)
+            prediction["escalated_by"] = last[0][0] if last else None
         return prediction
 
     def forward(self, trajectory: Trajectory | str, features: Mapping[str, float] | None = None) -> dspy.Prediction:
@@ -274,32 +282,32 @@ class Cascade(BaseJudge):
         Raises:
             InputError: text without the features a stage needs. An LM stage's LM errors.
         """
-        item, handed = trajectory_input(trajectory), []
+        item, handed, last = trajectory_input(trajectory), [], []
         for k, stage in enumerate(self.stages):
             try:
                 prediction = stage(**self._stage_inputs(stage, item, features))
             except VerdictFormatError as error:
                 handed.append(f"{self.rules[k].name}: {error.kind} answer")
                 continue
-            decided = self._step(k, prediction, handed)
+            decided = self._step(k, prediction, handed, last)
             if decided is not None:
                 return self._out(decided, k)
-        return self._out(verdict_prediction(self._escalated(handed), None), None)
+        return self._out(verdict_prediction(self._escalated(handed, last[0] if last else None), None), None, last)
 
     async def aforward(self, trajectory: Trajectory | str,
                        features: Mapping[str, float] | None = None) -> dspy.Prediction:
         """The async `forward` (each stage's ``acall``)."""
-        item, handed = trajectory_input(trajectory), []
+        item, handed, last = trajectory_input(trajectory), [], []
         for k, stage in enumerate(self.stages):
             try:
                 prediction = await stage.acall(**self._stage_inputs(stage, item, features))
             except VerdictFormatError as error:
                 handed.append(f"{self.rules[k].name}: {error.kind} answer")
                 continue
-            decided = self._step(k, prediction, handed)
+            decided = self._step(k, prediction, handed, last)
             if decided is not None:
                 return self._out(decided, k)
-        return self._out(verdict_prediction(self._escalated(handed), None), None)
+        return self._out(verdict_prediction(self._escalated(handed, last[0] if last else None), None), None, last)
 
     # -- many at once, stage by stage
     def _items(self, examples) -> list:
@@ -319,24 +327,35 @@ class Cascade(BaseJudge):
         decision = self.rules[k].decide(confidence)
         return None if decision is None else self._decided(k, verdict, decision, confidence)
 
-    def escalation(self) -> Verdict:
-        """The verdict of an item no stage decided in a batch: an abstention of kind ``"escalated"``."""
-        return replace(self._escalated(["no stage was sure"]), attempts=0)
+    def escalation(self, last: tuple[str, float] | None = None) -> Verdict:
+        """The verdict of an item no stage decided in a batch: an abstention of kind ``"escalated"`` carrying
+        the confidence of the stage that escalated it (`last`: the name and confidence of the last stage that
+        gave one; `escalating` finds it) as ``score_calibrated``, named in the error."""
+        why = "no stage was sure" if last is None else f"no stage was sure; last: {last[0]} confidence {last[1]:.3f}"
+        return replace(self._escalated([why], last), attempts=0)
 
-    def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list) -> list[int]:
-        """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left."""
+    def escalating(self, k: int, verdict: Verdict) -> tuple[str, float] | None:
+        """``(stage name, confidence)`` of stage `k`'s `verdict` when it gave a confidence (it handed the item
+        on unsure), else None: the caller keeps the last one for `escalation`."""
+        confidence = stage_confidence(verdict)
+        return None if confidence is None else (self.rules[k].name, confidence)
+
+    def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list, last: dict) -> list[int]:
+        """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left (with
+        their confidence in `last`)."""
         left = []
         for i, verdict in zip(remaining, verdicts, strict=True):
             settled = self.settle(k, verdict)
             if settled is None:
                 left.append(i)
+                last[i] = self.escalating(k, verdict) or last.get(i)
             else:
                 final[i], stages[i] = settled, self.rules[k].name
         return left
 
-    def _finish(self, final: list, stages: list, remaining: list[int], calls: dict) -> CascadeVerdicts:
+    def _finish(self, final: list, stages: list, remaining: list[int], calls: dict, last: dict) -> CascadeVerdicts:
         for i in remaining:
-            final[i], stages[i] = self.escalation(), ESCALATED
+            final[i], stages[i] = self.escalation(last.get(i)), ESCALATED
         return CascadeVerdicts(final, stages, calls)
 
     def batch(self, examples: Iterable[Any], num_threads: int | None = None, *,
@@ -359,15 +378,15 @@ class Cascade(BaseJudge):
         items = self._items(examples)
         final: list = [None] * len(items)
         stages: list = [None] * len(items)
-        remaining, calls = list(range(len(items))), {}
+        remaining, calls, last = list(range(len(items))), {}, {}
         for k, stage in enumerate(self.stages):
             if not remaining:
                 break
             calls[self.rules[k].name] = len(remaining)
             verdicts = stage.batch([items[i] for i in remaining], num_threads, policy=policy,
                                    max_consecutive_lm_errors=max_consecutive_lm_errors, **ignored)
-            remaining = self._settle(k, remaining, verdicts, final, stages)
-        return self._finish(final, stages, remaining, calls)
+            remaining = self._settle(k, remaining, verdicts, final, stages, last)
+        return self._finish(final, stages, remaining, calls, last)
 
     async def abatch(self, examples: Iterable[Any], concurrency: int = 32, *,
                      policy: RetryPolicy = RetryPolicy(),
@@ -376,15 +395,15 @@ class Cascade(BaseJudge):
         items = self._items(examples)
         final: list = [None] * len(items)
         stages: list = [None] * len(items)
-        remaining, calls = list(range(len(items))), {}
+        remaining, calls, last = list(range(len(items))), {}, {}
         for k, stage in enumerate(self.stages):
             if not remaining:
                 break
             calls[self.rules[k].name] = len(remaining)
             verdicts = await stage.abatch([items[i] for i in remaining], concurrency, policy=policy,
                                           max_consecutive_lm_errors=max_consecutive_lm_errors)
-            remaining = self._settle(k, remaining, verdicts, final, stages)
-        return self._finish(final, stages, remaining, calls)
+            remaining = self._settle(k, remaining, verdicts, final, stages, last)
+        return self._finish(final, stages, remaining, calls, last)
 
     # -- storage
     def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:

@@ -340,12 +340,19 @@ def _rates(verdicts, labels, mask) -> dict:
             "false_pass_ci95": list(proportion_ci(false_passes, failed)) if failed else None}
 
 
+def _makes_lm_calls(stage: BaseJudge) -> bool:
+    """A stage with a predictor calls an LM; a floor (or a cascade of floors) does not."""
+    return bool(stage.predictors()) if hasattr(stage, "predictors") else not isinstance(stage, FloorJudge)
+
+
 def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None,
                     spend: dict | None = None) -> dict:
     """What a cascade's batch did, for reports, certificates and the demo: per stage the items decided, their
     share, the LM calls it made (a floor makes none), and with `labels` (held-out, 0/1, same order) the
     realized disagreement and false-pass rate with exact 95% intervals; the escalated items (for a
-    person), and the LM calls (and, with `spend`, tokens) against judging everything with the last stage.
+    person), and the LM calls (and, with `spend`, tokens) against judging everything with the last stage:
+    ``lm_calls_saved`` and ``lm_calls_judging_everything`` are None when no stage of the cascade makes LM calls
+    (nothing to save against; a stage the fit dropped is not in the cascade).
 
     Args:
         cascade: the cascade that judged.
@@ -363,8 +370,9 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
     stages = np.array(verdicts.stages, dtype=object)
     produced = np.array([not v.abstained for v in verdicts], dtype=bool)
     rows, lm_calls = [], 0
+    has_lm = any(_makes_lm_calls(stage) for stage in cascade.stages)
     for stage, rule in zip(cascade.stages, cascade.rules, strict=True):
-        calls = 0 if isinstance(stage, FloorJudge) else int(verdicts.stage_calls.get(rule.name, 0))
+        calls = int(verdicts.stage_calls.get(rule.name, 0)) if _makes_lm_calls(stage) else 0
         lm_calls += calls
         mine = (stages == rule.name) & produced
         rows.append({"name": rule.name, **rule.to_dict(), "decided": int(mine.sum()),
@@ -372,8 +380,9 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
                      **(_rates(verdicts, labels, mine) if labels is not None else {})})
     decided = (stages != ESCALATED) & produced
     return {"n": n, "stages": rows, "escalated": int((stages == ESCALATED).sum()),
-            "failed": int((~produced & (stages != ESCALATED)).sum()), "lm_calls": lm_calls,
-            "lm_calls_judging_everything": n, "lm_calls_saved": n - lm_calls,
+            "failed": int((~produced & (stages != ESCALATED)).sum()), "lm_calls": lm_calls, "lm_stages": [
+                rule.name for stage, rule in zip(cascade.stages, cascade.rules, strict=True) if _makes_lm_calls(stage)],
+            "lm_calls_judging_everything": n if has_lm else None, "lm_calls_saved": n - lm_calls if has_lm else None,
             "coverage": float(decided.sum()) / n if n else 0.0,
             **({"overall": _rates(verdicts, labels, decided)} if labels is not None else {}),
             "token_spend": spend, "guarantee": cascade.guarantee}
@@ -384,7 +393,7 @@ def _interval(ci) -> str:
 
 
 def _rate(value, ci) -> str:
-    return "n/a" if value is None else f"{value:.3f} {_interval(ci)}"
+    return "n/a (none decided)" if value is None else f"{value:.3f} {_interval(ci)}"
 
 
 def _threshold_text(row: dict) -> str:
@@ -395,13 +404,15 @@ def _threshold_text(row: dict) -> str:
 
 def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
     """A fitted cascade's report (``cascade.fit_report``) as `rubricforge cascade fit` prints it: the
-    guarantee, then per stage its thresholds, what it decided on the calibration units and the realized
-    disagreement and false-pass rate with exact 95% intervals (descriptive; the guarantee is the bound)."""
+    guarantee (alpha, delta, method), then per stage kept its thresholds, its decided share of all calibration
+    trajectories and the realized disagreement (D) and false-pass rate (FP) with exact 95% intervals
+    (descriptive; the guarantee is the bound), the escalated share, and each stage the fit dropped."""
     guarantee = guarantee or report.get("guarantee") or {}
     units = report.get("units", {})
     bound = f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None else ""
     lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} among decided items, with probability "
-             f">= {1 - guarantee.get('delta', 0):.2f} ({guarantee.get('method')}, "
+             f">= {1 - guarantee.get('delta', 0):.2f} (alpha {guarantee.get('alpha')}, delta {guarantee.get('delta')}; "
+             f"{guarantee.get('method')}, "
              f"{guarantee.get('p_values', 'binomial')} p-values, "
              f"{guarantee.get('grid', {}).get('vectors')} distinct threshold vectors)"]
     if guarantee.get("method_why"):
@@ -416,20 +427,28 @@ def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
         lines.append(f"calibration: {units.get('calibration_units')} units ({units.get('tasks')} tasks, one trial "
                      f"each; {units.get('dropped_trials', 0)} further trial(s) not used)")
     n = max(units.get("trials_used") or units.get("calibration_units") or 0, 1)
+    dropped = {row["name"]: row for row in report.get("dropped", [])}
+    lines.append(f"per stage, on the {n} calibration trajectories (share of all of them; disagreement D and "
+                 "false-pass FP realized, with exact 95% intervals: descriptive, the certificate is the bound):")
+    calls = {}
     for row in report.get("stages", []):
-        lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} of {row['reached']} reached "
-                     f"({row['decided'] / n:.0%} of all); disagreement "
-                     f"{_rate(row['disagreement'], row['disagreement_ci95'])}, false-pass "
-                     f"{_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
-    lines.append(f"  escalated to a person: {report.get('escalated')} of {n} calibration trajectories")
-    for row in report.get("dropped", []):
-        lines.append(f"  dropped stage {row['name']}: {row['reason']}")
+        calls[row["name"]] = row["calls"]
+        if row["name"] in dropped:  # not in the cascade: said below, never as a stage that decides
+            continue
+        lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} ({row['decided'] / n:.0%} of "
+                     f"all; {row['reached']} reached it): D {_rate(row['disagreement'], row['disagreement_ci95'])}, "
+                     f"FP {_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
+    lines.append(f"  escalated to a person: {report.get('escalated')} ({report.get('escalated', 0) / n:.0%} of all)")
+    for name, row in dropped.items():
+        ran = f" (it ran on {calls[name]} in the fit)" if name in calls else ""
+        lines.append(f"  dropped stage {name}{ran}: {row['reason']}; not in the cascade")
     return "\n".join(lines)
 
 
 def format_cascade_summary(summary: dict) -> str:
     """`cascade_summary` as text: coverage per stage, realized risks with exact 95% intervals (when labels
-    were given), the escalated items, and LM calls against judging everything with the last stage."""
+    were given), the escalated items, and LM calls against judging everything with the last stage (the calls
+    saved only when a stage makes LM calls)."""
     n = summary["n"]
     lines = [f"cascade on {n} item(s): {summary['coverage']:.0%} decided, {summary['escalated']} escalated to a person"
              + (f", {summary['failed']} failed (no verdict)" if summary.get("failed") else "")]
@@ -444,8 +463,11 @@ def format_cascade_summary(summary: dict) -> str:
     if overall:
         lines.append(f"  all decided: disagreement {_rate(overall['disagreement'], overall['disagreement_ci95'])}, "
                      f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
-    lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
-                 f"everything with the last stage ({summary['lm_calls_saved']} saved)")
+    if summary.get("lm_calls_saved") is None:
+        lines.append("  LM calls: 0 (no stage of the cascade makes LM calls)")
+    else:
+        lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
+                     f"everything with the last stage ({summary['lm_calls_saved']} saved)")
     if summary.get("token_spend") is not None:
         lines.append("  " + format_token_spend(summary["token_spend"], summary["lm_calls"]))
     guarantee = summary.get("guarantee")
