@@ -199,6 +199,27 @@ class HybridJudge(BaseJudge):
         """The judge part's cost per item when it declares one (a recorded stage: 0), else None."""
         return getattr(self.llm, "cost_per_item", None)
 
+    @classmethod
+    def from_judge(cls, judge: TrajectoryJudge, where: str = "program") -> "HybridJudge":
+        """The hybrid a loaded program describes (its manifest's ``"hybrid"``)."""
+        return cls(judge, Stack.from_dict((judge.manifest or {}).get(HYBRID_KEY), f"{where}: {HYBRID_KEY}"))
+
+    @classmethod
+    def from_recorded_document(cls, data: Mapping, path: Path, allow_unverified: bool = False) -> "HybridJudge":
+        """The hybrid over a recorded stage that a ``rubricforge.recorded_hybrid`` JSON at `path` describes (its
+        verdict file checked by sha256, `RecordedJudge.from_document`).
+
+        Raises:
+            ProgramError: malformed, the verdict file missing or changed. FloorError: a malformed stack.
+        """
+        from rubricforge_dspy.judge.recorded import RecordedJudge
+        from rubricforge_dspy.program.store import ProgramError
+
+        if data.get("version") != HYBRID_VERSION or not isinstance(data.get("judge"), Mapping):
+            raise ProgramError(f"{path}: malformed hybrid stage: expected version {HYBRID_VERSION} and a \"judge\"")
+        judge = RecordedJudge.from_document(data["judge"], path, allow_unverified)
+        return cls(judge, Stack.from_dict(data.get(HYBRID_KEY), f"{path}: {HYBRID_KEY}"))
+
     # -- what makes it a judge like the others
     @property
     def rubric(self) -> str:
