@@ -66,11 +66,12 @@ def _judge_part(args):
     from rubricforge_dspy.judge.module import TrajectoryJudge
     from rubricforge_dspy.judge.recorded import RecordedJudge
 
-    if args.judge_verdicts and args.judge:
+    verdicts, program = getattr(args, "judge_verdicts", None), getattr(args, "judge", None)
+    if verdicts and program:
         raise InputError("give --judge-verdicts or --judge, not both")
-    if args.judge_verdicts:
-        return RecordedJudge.from_file(args.judge_verdicts)
-    if args.judge:
+    if verdicts:
+        return RecordedJudge.from_file(verdicts)
+    if program:
         judge = load_judge(args.judge)
         if type(judge) is not TrajectoryJudge:
             raise InputError(f"--judge {args.judge}: the hybrid's judge is a plain frozen program, got a "
