@@ -26,7 +26,10 @@ Storage: a JSON file beside its stage files, with the manifest and integrity of 
      "rubricforge": {"format_version", "kind", "versions", "created_at", "guarantee", "fit",
                      "program_sha256"}}
 
-`read_cascade` verifies the cascade's hash and every stage file's sha256 before loading a stage.
+`read_cascade` verifies the cascade's hash and every stage file's sha256 before loading a stage. A stage of
+this package's classes saves itself (a program, a floor, a hybrid, a cascade, a recorded stage naming its
+verdict file by sha256); any other judge (a user's `BaseJudge`, a callable in `judge.recorded.CallableJudge`) is
+saved by its import path, loaded only with ``allow_import`` (`judge.recorded`), or refused with the reason.
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ from rubricforge_dspy.judge.cascade import Cascade
 from rubricforge_dspy.judge.floor import FloorJudge
 from rubricforge_dspy.judge.hybrid import HybridJudge
 from rubricforge_dspy.judge.loading import load_judge
+from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.recorded import RecordedJudge
+from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 from tests.support.cascade import REWARD_ABOVE_0, lines_of
 from tests.support.recorded import other_tool_verdicts
@@ -132,3 +134,20 @@ def test_the_hybrid_stage_from_judge_verdicts_cross_validates_saves_and_is_a_sta
     result = cascade.batch(list(load_trajectories(halves / "cal.jsonl", label_threshold=0.0)))
     reached = result.stage_calls["hybrid"]
     assert 0 < reached < 250 and stage.llm.n_lookups == reached  # looked up only the items the floor left
+
+
+def test_the_hybrid_stage_with_a_live_judge_asks_once_per_labeled_item(halves, tmp_path, capsys):
+    program = tmp_path / "judge.json"
+    freeze(TrajectoryJudge(), program, lm="fake-judge")
+    small = tmp_path / "small.jsonl"
+    small.write_text("\n".join((halves / "train.jsonl").read_text().splitlines()[:60]) + "\n")
+    answers = [{"reason": "Bought it.", "passed": True, "score": 0.9}, {"reason": "No.", "passed": False, "score": 0.2}]
+    hybrid = tmp_path / "hybrid.json"
+    with FakeOpenAI(lambda body, n: answers[n % 2]) as fake:
+        assert main(["floor", "--data", str(small), *REWARD_ABOVE_0, "--judge", str(program), "--save-floor",
+                     str(hybrid), "--json", "--api-base", fake.url + "/v1", "--model", "fake-judge"]) == 0
+        assert fake.n_requests == 60
+    report = json.loads(capsys.readouterr().out)
+    assert {"judge", "hybrid"} <= {row["judge"] for row in report["rows"]} and report["judge"]["graded"] == 60
+    loaded = load_judge(hybrid)  # the program with the stack in its manifest, as `induce --hybrid` writes
+    assert isinstance(loaded, HybridJudge) and loaded.stack.with_passed and loaded.stack.fit["n"] == 60
