@@ -4,6 +4,12 @@ calibration data, and save it beside its stages. `rubricforge judge --cascade` j
     rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl [--labels L]
         --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--method split_fixed_sequence] --out cascade.json
 
+A stage is a saved judge (a floor, a frozen program, a hybrid, a cascade), or recorded verdicts (docs/CASCADE.md,
+"Any judge as a stage"): a verdict JSONL (``rubricforge judge``'s, or any tool's lines in the verdict-line
+schema), ``mlflow:<experiment>/<assessment name>`` (``--mlflow-uri``), or ``inspect:<log.eval>:<scorer>``; a
+recorded stage looks each trajectory up by id and makes no LM call; an id it has no verdict for is handed on
+(counted in the output).
+
 Every labeled trajectory is used; the task is the statistical unit (its trials' losses are averaged). A stage the
 certified thresholds leave deciding nothing is dropped from the saved cascade (the output says so).
 
@@ -15,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
@@ -23,8 +31,10 @@ from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.metrics.risk_control import DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
-__all__ = ["add_cascade_parser", "cmd_cascade_fit"]
+if TYPE_CHECKING:
+    from rubricforge_dspy.judge.contract import BaseJudge
 
+__all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage"]
 
 
 def _check(args) -> None:
@@ -36,15 +46,40 @@ def _check(args) -> None:
         raise InputError(f"--out {args.out}: a cascade is a .json file")
 
 
+def load_stage(spec: str, args) -> BaseJudge:
+    """The stage a ``--stage`` value names: a verdict JSONL (``.jsonl``) or a platform's verdicts
+    (``mlflow:``/``inspect:``) as a recorded stage (`judge.recorded.RecordedJudge`), else a saved judge
+    (`load_judge`). Every verdict line is checked here, before any work (exit 2 naming the file and line)."""
+    from rubricforge_dspy.integrations.recorded import is_platform_stage, platform_stage
+    from rubricforge_dspy.judge.loading import load_judge
+    from rubricforge_dspy.judge.recorded import RecordedJudge
+
+    if is_platform_stage(spec) and not Path(spec).exists():
+        return platform_stage(spec, args.mlflow_uri)
+    if spec.endswith(".jsonl"):
+        return RecordedJudge.from_file(spec)
+    return load_judge(spec, allow_unverified=args.allow_unverified_program, allow_import=args.allow_import_stage)
+
+
+def _missing_notes(names, stages) -> list[str]:
+    """One line per recorded stage (or hybrid over one) that had no verdict for some calibration items."""
+    notes = []
+    for name, stage in zip(names, stages, strict=False):
+        part = getattr(stage, "llm", stage)
+        if getattr(part, "n_missing", 0):
+            notes.append(f"note: stage {name!r}: {part.n_missing} of {part.n_lookups} calibration item(s) have no "
+                         f"verdict in {part.source}: handed on (the first: {part.missing_ids[0]})")
+    return notes
+
+
 def cmd_cascade_fit(args) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
-    from rubricforge_dspy.judge.loading import load_judge
-    from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report
+    from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report, stage_names
 
     _check(args)
     writable_file(args.out, "cascade")
-    stages = [load_judge(path, allow_unverified=args.allow_unverified_program) for path in args.stage]
+    stages = [load_stage(spec, args) for spec in args.stage]
     trajectories = load_data(args, need_labels=True).trajectories
     needs_lm = any(stage.predictors() for stage in stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
@@ -58,6 +93,9 @@ def cmd_cascade_fit(args) -> int:
                               one_per_task=args.one_per_task)
     cascade.save(args.out)
     print(format_fit_report(cascade.fit_report, cascade.guarantee))
+    names = args.name if args.name is not None else stage_names(stages)
+    for note in _missing_notes(names, stages):
+        print(note)
     print(f"written to: {args.out} (stages beside it: "
           + ", ".join(f"{args.out[:-5]}.{rule.name}.json" for rule in cascade.rules) + ")")
     return 0
@@ -69,7 +107,13 @@ def add_cascade_parser(sub) -> None:
     f = commands.add_parser("fit", help="fit per-stage thresholds on labeled calibration data (Learn-then-Test)",
                             description=__doc__)
     f.add_argument("--stage", action="append", required=True,
-                   help="a saved judge (floor file, frozen program, hybrid), cheapest first; repeat per stage")
+                   help="a saved judge (floor file, frozen program, hybrid), or recorded verdicts: a verdict .jsonl, "
+                        "mlflow:<experiment>/<assessment name>, inspect:<log.eval>:<scorer>; cheapest first; repeat "
+                        "per stage")
+    f.add_argument("--mlflow-uri", default=None, metavar="URI",
+                   help="the MLflow server of an mlflow: stage (default: $MLFLOW_TRACKING_URI)")
+    f.add_argument("--allow-import-stage", action="store_true",
+                   help="load a Python stage (a stage file naming code to import, module:attr); refused otherwise")
     f.add_argument("--name", action="append", default=None,
                    help="stage names, one per --stage (default: floor, judge, judge2...)")
     add_data_arguments(f)

@@ -26,7 +26,10 @@ Storage: a JSON file beside its stage files, with the manifest and integrity of 
      "rubricforge": {"format_version", "kind", "versions", "created_at", "guarantee", "fit",
                      "program_sha256"}}
 
-`read_cascade` verifies the cascade's hash and every stage file's sha256 before loading a stage.
+`read_cascade` verifies the cascade's hash and every stage file's sha256 before loading a stage. A stage of
+this package's classes saves itself (a program, a floor, a hybrid, a cascade, a recorded stage naming its
+verdict file by sha256); any other judge (a user's `BaseJudge`, a callable in `judge.recorded.CallableJudge`) is
+saved by its import path, loaded only with ``allow_import`` (`judge.recorded`), or refused with the reason.
 """
 
 from __future__ import annotations
@@ -144,6 +147,18 @@ class CascadeVerdicts(Verdicts):
         return counts
 
 
+def _save_stage(stage, path: Path) -> None:
+    """Save one stage: a stage of this package's classes saves itself (`_save_without_lm`); any other judge (a
+    user's `BaseJudge`, a `judge.recorded.CallableJudge`) is saved by its import path
+    (`judge.recorded.save_python_stage`), or refused with the reason (`ProgramError`)."""
+    from rubricforge_dspy.judge.recorded import CallableJudge, save_python_stage
+
+    if type(stage).__module__.startswith("rubricforge_dspy.") and not isinstance(stage, CallableJudge):
+        _save_without_lm(stage, path)
+    else:
+        save_python_stage(stage, path)
+
+
 def _save_without_lm(stage, path: Path) -> None:
     """Save a stage with its predictors' LMs detached (a program never holds an LM; an LM whose engine
     cannot be dumped, such as a scripted or custom one, would otherwise refuse the save), then reattach them."""
@@ -160,6 +175,11 @@ def _save_without_lm(stage, path: Path) -> None:
 def _accepts_features(stage) -> bool:
     # (the class's forward: reading `stage.forward` off an instance makes DSPy warn of a direct call)
     return "features" in inspect.signature(type(stage).forward).parameters
+
+
+def _reads_ids(stage) -> bool:
+    """A stage that looks trajectories up by id (a recorded stage, a hybrid over one: ``needs_trajectory``)."""
+    return bool(getattr(stage, "needs_trajectory", False))
 
 
 def _sha256(path: Path) -> str:
@@ -312,9 +332,11 @@ class Cascade(BaseJudge):
     # -- many at once, stage by stage
     def _items(self, examples) -> list:
         items = [trajectory_input(item) for item in examples]
-        if any(_accepts_features(s) for s in self.stages) and not all(isinstance(i, Trajectory) for i in items):
-            raise InputError("a cascade with a floor or hybrid stage judges Trajectory objects in a batch (their "
-                             "features are computed from the steps); got rendered text")
+        needs = any(_accepts_features(s) or _reads_ids(s) for s in self.stages)
+        if needs and not all(isinstance(i, Trajectory) for i in items):
+            raise InputError("a cascade with a floor, hybrid or recorded stage judges Trajectory objects in a batch "
+                             "(their features are computed from the steps, a recorded verdict is found by id); got "
+                             "rendered text")
         return items
 
     def settle(self, k: int, verdict: Verdict) -> Verdict | None:
@@ -418,7 +440,10 @@ class Cascade(BaseJudge):
         entries = []
         for stage, rule in zip(self.stages, self.rules, strict=True):
             stage_path = path.with_name(f"{path.stem}.{rule.name}.json")
-            _save_without_lm(stage, stage_path)
+            try:
+                _save_stage(stage, stage_path)
+            except ProgramError as error:
+                raise ProgramError(f"{path}: stage {rule.name!r} cannot be saved: {error}") from None
             entries.append({**rule.to_dict(), "path": stage_path.name, "sha256": _sha256(stage_path)})
         manifest = {"format_version": 1, "kind": CASCADE_KIND,
                     "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"),
@@ -432,14 +457,15 @@ class Cascade(BaseJudge):
         path.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
     def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
-             allow_unverified: bool = False) -> JudgeT:
+             allow_unverified: bool = False, allow_import: bool = False) -> JudgeT:
         """Read a cascade file into this judge (`read_cascade` with `judge.loading.load_judge` for the
-        stages); returns it."""
+        stages); returns it. `allow_import`: as `read_cascade`'s."""
         from rubricforge_dspy.judge.loading import load_judge
 
         if allow_pickle:
             raise InputError(f"{path}: Cascade loads JSON only, never pickles")
-        loaded = read_cascade(path, load_judge, allow_unverified=allow_unverified, check_certificate=False)
+        loaded = read_cascade(path, load_judge, allow_unverified=allow_unverified, check_certificate=False,
+                              allow_import=allow_import)
         self.stages, self.rules = loaded.stages, loaded.rules
         self.guarantee, self.fit_report, self.manifest = loaded.guarantee, loaded.fit_report, loaded.manifest
         return self
@@ -478,7 +504,8 @@ def _threshold(value, default: float, where: str) -> float:
 
 
 def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dspy.BaseLM | None = None,
-                 check_certificate: bool = True, allow_unverified: bool = False) -> Cascade:
+                 check_certificate: bool = True, allow_unverified: bool = False,
+                 allow_import: bool = False) -> Cascade:
     """Load a cascade file, verifying it and each stage file first.
 
     Args:
@@ -489,6 +516,8 @@ def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dsp
         check_certificate: as `load_judge`'s, for each stage.
         allow_unverified: load a cascade or stage whose hash does not match, warning
             `UnverifiedProgramWarning`; refused otherwise.
+        allow_import: import the code a Python stage names (`judge.recorded.load_python_stage`); refused
+            otherwise (passed to `load_stage` as ``allow_import``).
 
     Returns:
         The `Cascade`.
@@ -512,13 +541,13 @@ def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dsp
     token = _LOADING.set((*chain, here))
     try:
         return _read_cascade(path, load_stage, lm=lm, check_certificate=check_certificate,
-                             allow_unverified=allow_unverified)
+                             allow_unverified=allow_unverified, allow_import=allow_import)
     finally:
         _LOADING.reset(token)
 
 
 def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm, check_certificate: bool,
-                  allow_unverified: bool) -> Cascade:
+                  allow_unverified: bool, allow_import: bool) -> Cascade:
     state = _read_state(path)
     manifest = state.get(MANIFEST_KEY)
     recorded = (manifest or {}).get(PROGRAM_SHA_KEY) if isinstance(manifest, dict) else None
@@ -541,7 +570,8 @@ def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm, check
         if _sha256(stage_path) != entry["sha256"]:
             _unverified(path, f"stage {entry['name']!r}: {stage_path} is not the file the cascade was saved with "
                               "(its sha256 differs)", allow_unverified)
-        stages.append(load_stage(stage_path, check_certificate=check_certificate, allow_unverified=allow_unverified))
+        stages.append(load_stage(stage_path, check_certificate=check_certificate, allow_unverified=allow_unverified,
+                                 **({"allow_import": True} if allow_import else {})))
         where = f"{path}: stage {entry['name']!r}"
         rules.append(StageRule(entry["name"], _threshold(entry.get("t_pass"), math.inf, where),
                                _threshold(entry.get("t_fail"), -math.inf, where)))

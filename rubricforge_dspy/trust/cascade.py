@@ -43,6 +43,7 @@ from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts, StageRule, stage_confidence
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FloorJudge
+from rubricforge_dspy.judge.recorded import as_stage
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.metrics.intervals import proportion_ci
 from rubricforge_dspy.metrics.risk_control import (
@@ -59,9 +60,8 @@ from rubricforge_dspy.metrics.risk_control import (
 from rubricforge_dspy.report.cascade import format_token_spend
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary",
-           "THEOREM",
-           "REFERENCES"]
+           "stage_names", "stage_cost", "cascade_summary", "measure_cascade", "format_fit_report",
+           "format_cascade_summary", "THEOREM", "REFERENCES"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
            "the disagreement with the label is at most alpha and, when max_false_pass is set, the false-pass rate "
@@ -133,10 +133,11 @@ def calibration_units(trajectories: Sequence[Trajectory], one_per_task: bool = F
 
 
 def stage_names(stages: Sequence[BaseJudge]) -> list[str]:
-    """Default stage names: a floor's own name (``floor``), ``judge``, ``judge2``... for the others."""
+    """Default stage names: a floor's own name (``floor``), a stage's ``stage_name`` when it has one (``recorded``,
+    ``hybrid``), ``judge``, ``judge2``... for the others."""
     names, seen = [], {}
     for stage in stages:
-        base = stage.floor.name if isinstance(stage, FloorJudge) else "judge"
+        base = stage.floor.name if isinstance(stage, FloorJudge) else getattr(stage, "stage_name", None) or "judge"
         seen[base] = seen.get(base, 0) + 1
         names.append(base if seen[base] == 1 else f"{base}{seen[base]}")
     return names
@@ -239,7 +240,8 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
     Args:
-        stages: the judges, cheapest first (e.g. ``[FloorJudge(floor), load_judge("judge.json")]``), with
+        stages: the judges, cheapest first (e.g. ``[FloorJudge(floor), load_judge("judge.json")]``; any
+            `BaseJudge`, or a callable returning a `Verdict`, `judge.recorded.as_stage`), with
             their LMs attached or configured; none fit on `trajectories`.
         trajectories: labeled calibration trajectories (whole tasks; every trial is used).
         alpha: bound on disagreement among decided items.
@@ -269,6 +271,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     trajectories = require_labels(list(trajectories), "the cascade fit")
     if not stages:
         raise InputError("a cascade needs at least one stage")
+    stages = [as_stage(stage) for stage in stages]  # a callable returning a Verdict is a stage too
     names = list(names) if names is not None else stage_names(stages)
     if len(names) != len(stages):
         raise InputError(f"one name per stage: {len(names)} names for {len(stages)} stages")
@@ -288,7 +291,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         calls.append(int(where.size))
         unparsed.append(int(bad))
         reach &= _could_leave(conf[k], levels[k], pass_levels, fail_levels) | np.isnan(conf[k])
-    costs = stage_costs if stage_costs is not None else [0.0 if isinstance(s, FloorJudge) else 1.0 for s in stages]
+    costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
     result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, groups=groups.astype(str),
                              levels=levels, pass_levels=pass_levels, fail_levels=fail_levels, stage_costs=costs,
                              p_values=p_values, seed=seed)
@@ -317,6 +320,15 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         escalated, guarantee, dropped)
     rules = [StageRule(names[k], *result.thresholds[k]) for k in kept]
     return Cascade([stages[k] for k in kept], rules, guarantee, report.to_dict())
+
+
+def stage_cost(stage: BaseJudge) -> float:
+    """A stage's cost per item (the fit's tie-break): its ``cost_per_item`` when it declares one (a recorded
+    stage: 0), 0 for a floor, else 1 (one LM call)."""
+    declared = getattr(stage, "cost_per_item", None)
+    if declared is not None:
+        return float(declared)
+    return 0.0 if isinstance(stage, FloorJudge) else 1.0
 
 
 def _decides_something(thresholds: tuple[float, float]) -> bool:

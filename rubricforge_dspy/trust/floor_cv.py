@@ -39,7 +39,8 @@ from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, Featur
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
-           "format_floor_report", "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
+           "summary_row", "format_floor_report", "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS",
+           "DEFAULT_RESAMPLES"]
 
 HEURISTIC = "heuristic"
 DEFAULT_FOLDS = FLOOR_FOLDS
@@ -133,8 +134,10 @@ def cross_validate(trajectories: Items, features: Sequence[str] = FEATURES, *,
     return CrossValidated(name, scores, fold_of, notes)
 
 
-def _row(name: str, description: str, y: np.ndarray, verdicts: np.ndarray, scores: np.ndarray,
-         groups: list[str], *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> dict:
+def summary_row(name: str, description: str, y: np.ndarray, verdicts: np.ndarray, scores: np.ndarray,
+                groups: list[str], *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> dict:
+    """One row of the report: `metrics.binary_summary` of `verdicts`/`scores` against `y` (kappa and AUC intervals
+    resampling whole `groups`), its warnings added to `notes`."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summary = metrics.binary_summary(y, verdicts, scores, n_resamples=n_resamples, seed=seed,
@@ -172,11 +175,11 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
     notes = [*floor.notes, *length.notes]
     options = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "notes": notes}
     rows = [
-        _row(FLOOR, f"symptom floor: logistic regression on {len(FEATURES)} observable features, "
+        summary_row(FLOOR, f"symptom floor: logistic regression on {len(FEATURES)} observable features, "
              f"task-grouped {len(folds)}-fold cross-validation", y, floor.verdicts, floor.scores, groups, **options),
-        _row(LENGTH_ONLY, "length only: logistic regression on steps and user turns, same folds", y,
+        summary_row(LENGTH_ONLY, "length only: logistic regression on steps and user turns, same folds", y,
              length.verdicts, length.scores, groups, **options),
-        _row(HEURISTIC, "fixed Heuristic surface rule (no training)", y,
+        summary_row(HEURISTIC, "fixed Heuristic surface rule (no training)", y,
              items.heuristic_passed.astype(np.int64), items.heuristic_score, groups, **options),
     ]
     length_row = rows[1]
