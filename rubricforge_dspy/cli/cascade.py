@@ -19,6 +19,7 @@ requested alpha would need), 3 when an LLM stage's LM fails on the calibration i
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from pathlib import Path
@@ -33,6 +34,30 @@ from rubricforge_dspy.metrics.risk_control import DEFAULT_METHOD, LTT_METHODS, P
 
 if TYPE_CHECKING:
     from rubricforge_dspy.judge.contract import BaseJudge
+
+FIT_DESCRIPTION = """\
+Fit a certified cascade: each stage decides only where its thresholds are certified, on labeled
+calibration data, so that with probability >= 1 - delta the disagreement among decided items is
+<= alpha (and, with --max-false-pass, the false-pass rate too); what no stage decides goes to a
+person. Stages run cheapest first; a stage certified to decide nothing is dropped.
+
+A stage is a saved judge (a floor, a frozen program, a hybrid, a cascade) or recorded verdicts:
+a verdict .jsonl (rubricforge judge's, or any tool's lines in the verdict-line schema),
+mlflow:<experiment>/<assessment name>, or inspect:<log.eval>:<scorer>. A recorded stage looks each
+trajectory up by id and makes no LM call; an id it has no verdict for is handed on (counted).
+
+Every labeled trajectory is used; the task is the statistical unit (its trials' losses averaged)."""
+
+FIT_EPILOG = """\
+example:
+  rubricforge floor --data fit.jsonl --save-floor floor.json
+  rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl \\
+      --alpha 0.1 --delta 0.1 --out cascade.json
+  rubricforge judge --cascade cascade.json --data runs.jsonl --out preds.jsonl
+
+exit codes: 0 saved; 2 bad input, or nothing certified (the message says what was used and
+about how many labeled tasks the requested alpha needs); 3 an LLM stage's LM failed.
+docs/CASCADE.md has the theorem, its assumptions and the benchmark."""
 
 __all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage"]
 
@@ -105,7 +130,8 @@ def add_cascade_parser(sub) -> None:
     p = sub.add_parser("cascade", help="a certified cascade: the free floor, then LLM judges, then a person")
     commands = p.add_subparsers(dest="cascade_command", required=True)
     f = commands.add_parser("fit", help="fit per-stage thresholds on labeled calibration data (Learn-then-Test)",
-                            description=__doc__)
+                            description=FIT_DESCRIPTION, epilog=FIT_EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--stage", action="append", required=True,
                    help="a saved judge (floor file, frozen program, hybrid), or recorded verdicts: a verdict .jsonl, "
                         "mlflow:<experiment>/<assessment name>, inspect:<log.eval>:<scorer>; cheapest first; repeat "
