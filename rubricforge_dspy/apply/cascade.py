@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 
-from rubricforge_dspy.apply.job import checked_output, job_path
+from rubricforge_dspy.apply.job import checked_output, job_path, replace_file
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -276,10 +276,7 @@ def record_run(out_path: Path, run: CascadeRun) -> None:
     if job is None:
         return
     job[RUNS_KEY] = [*(job.get(RUNS_KEY) or []), run.record()]
-    path = job_path(out_path)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_bytes(orjson.dumps(job, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    os.replace(temporary, path)
+    replace_file(job_path(out_path), orjson.dumps(job, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
 
 
 def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: PathArg, *,

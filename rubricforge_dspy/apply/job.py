@@ -6,12 +6,27 @@ fingerprint (`input_fingerprint`: the input files' bytes and load settings). `cl
 a run whose judge or input differ, saying what changed; `read_done` reads which ids are already
 judged, repairing a line cut by a kill and dropping abstentions for LM errors so they are asked again.
 
-One writer per output file: `output_lock` holds an exclusive ``flock`` on ``OUT.lock`` for the whole
-run; a second process on the same ``OUT`` is refused at once (`OutputLockedError`, exit 2) with the
-holder's pid. The kernel releases the lock when its process dies, so a killed run never blocks a re-run.
-The lock is the file's, not the path's: ``OUT.lock`` sits beside the real path of ``OUT`` (its directory
-resolved), and an ``OUT`` that is a symlink, or anything but a regular file, is refused
-(`checked_output`), so two runs cannot reach one file through two names.
+One writer per output file, keyed on the file (its device and inode), not on its name. `output_lock`
+holds two exclusive ``flock`` locks for the whole run, and a second writer meeting either is refused at
+once (`OutputLockedError`, exit 2) with the holder's pid:
+
+- the lock of the NAME, ``OUT.lock`` beside the real path of ``OUT`` (its directory resolved), which holds
+  the holder's pid and serializes runs on one name before the file exists;
+- the lock of the FILE: ``OUT`` itself is opened (created when missing, so the file exists from the
+  moment it is owned; removed again if the run fails before writing a byte) and flocked on that
+  descriptor. The kernel keys a flock on the inode, so a run reaching the file by ANY name (a hard link
+  made at any time, a rename while it is written) meets it; its message finds the holder's pid in
+  ``/proc/locks``.
+
+Before locking, `checked_output` refuses an ``OUT`` that is a symlink, anything but a regular file, or a
+regular file with more than one name (``st_nlink > 1``: a hard link), each with one line (`InputError`,
+exit 2). After locking, the file's identity is checked again on the descriptor (still one name, still
+the file at ``OUT``), and the verdict writer checks that the descriptor it appends to is the file the lock
+holds (`check_owned`); the one rewrite of ``OUT`` under the lock (`read_done` dropping lines to ask again,
+by rename) moves the file lock to the new file before the rename. The files written beside ``OUT`` are never
+written through another name: the job file (``OUT.job.json``) and the done index (``OUT.ids``) are written
+whole to a new file renamed into place, and the index is then appended through that new file's descriptor.
+The kernel releases both locks when their process dies, so a killed run never blocks a re-run.
 """
 
 from __future__ import annotations
@@ -31,7 +46,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import PathArg, writable_file
+from rubricforge_dspy.core.files import PathArg, file_kind, writable_file
 from rubricforge_dspy.core.verdict import VerdictLineError, check_line, parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
@@ -39,7 +54,8 @@ from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 
 __all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "DoneIndex",
            "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
-           "job_path", "lock_path", "output_lock", "checked_output", "input_fingerprint", "files_fingerprint",
+           "job_path", "lock_path", "output_lock", "checked_output", "check_owned", "input_fingerprint",
+           "files_fingerprint", "replace_file",
            "checked_input",
            "claim_output", "claim_job"]
 
@@ -60,8 +76,8 @@ class OutputLockedError(InputError):
 
 def checked_output(out_path) -> Path:
     """The output file ``OUT`` as the lock knows it: its real directory (symlinks in it resolved) and its
-    name, once checked, before anything is paid: ``OUT`` is a regular file this process may append to,
-    or does not exist yet (its directory is created).
+    name, once checked, before anything is paid: ``OUT`` is a regular file with one name this process may
+    append to, or does not exist yet (its directory is created).
 
     Args:
         out_path: the output file a run is about to write.
@@ -70,24 +86,157 @@ def checked_output(out_path) -> Path:
         ``realpath(dirname(OUT)) / basename(OUT)``: one path per file, whichever name reached it.
 
     Raises:
-        InputError: ``OUT`` is a symlink (two runs could write one file through a link and its target),
-            a directory, a FIFO or a device, a file that cannot be written (read-only, on a read-only file
-            system), or its directory cannot be created (a parent is a regular file, no permission).
+        InputError: ``OUT`` is a symlink (two runs could write one file through a link and its target), a
+            regular file with several names (hard links: the same), a directory, a FIFO or a device, a file
+            that cannot be written (read-only, on a read-only file system), or its directory cannot be
+            created (a parent is a regular file, no permission).
     """
     out = Path(out_path)
     try:
-        mode = os.lstat(out).st_mode
+        st = os.lstat(out)
     except OSError:
-        mode = None  # nothing there, or not reachable: `writable_file` says which
-    if mode is not None and stat.S_ISLNK(mode):
+        st = None  # nothing there, or not reachable: `writable_file` says which
+    if st is not None and stat.S_ISLNK(st.st_mode):
         raise InputError(f"{out}: the output is a symlink (to {os.readlink(out)}); give the path of the file "
                          "itself: through a link and its target, two runs would write one file at once")
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise _linked(out, st.st_nlink)
     writable_file(out, "output")
     parent = out.parent
     return Path(os.path.realpath(parent)) / out.name
 
 
-_HELD: dict[str, int] = {}  # lock files this process holds -> nesting depth (run_judge_file -> judge_stream)
+def _linked(out, names: int) -> InputError:
+    return InputError(f"{out}: the output has {names} names (hard links); through two of them two runs would "
+                      f"write one file at once: use a copy of it (cp {out} NEW) or another path, or remove its "
+                      "other names")
+
+
+def _inode_holder(st: os.stat_result) -> str:
+    """The pid holding a flock on the file `st` describes, from ``/proc/locks`` (Linux), else "unknown"."""
+    try:
+        with open("/proc/locks") as handle:
+            rows = handle.read().splitlines()
+    except OSError:
+        return "unknown"
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for row in rows:
+        fields = row.split()
+        if "->" in fields or "FLOCK" not in fields:
+            continue  # a waiter, or a POSIX lock: not ours to report
+        at = fields.index("FLOCK")
+        if len(fields) > at + 4 and fields[at + 4] == wanted and fields[at + 3] != str(os.getpid()):
+            return fields[at + 3]
+    return "unknown"
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never a link, never blocks (a FIFO)
+
+
+def _own_file(out: Path, shown) -> tuple[int, bool]:
+    """The output's own descriptor, holding the flock of its inode, and whether this call created the file.
+
+    Opened without following a symlink; then checked on the descriptor (a regular file with one name) and
+    against the path (it still names this file), so a link or a swap made after `checked_output` is seen."""
+    while True:
+        created = True
+        try:
+            fd = os.open(out, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            created = False
+            try:
+                fd = os.open(out, _OPEN_FLAGS)
+            except FileNotFoundError:
+                continue  # removed between the two opens: create it
+            except OSError as error:
+                raise _refused_open(out, shown, error) from None
+        except OSError as error:
+            raise _refused_open(out, shown, error) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise InputError(f"{shown}: the output became {file_kind(st.st_mode)} after it was checked; "
+                                 "give a regular file's path")
+            if st.st_nlink > 1:
+                raise _linked(shown, st.st_nlink)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise InputError(f"{shown}: cannot lock the output: {error.strerror}") from None
+                raise OutputLockedError(
+                    f"{shown} is being written by another process under another name (pid {_inode_holder(st)}; "
+                    "the file was renamed or hard-linked while it was written). Two runs on one file would judge "
+                    "every item twice: wait for it to finish, stop it, or use another path") from None
+            if _same_file(out, st):
+                return fd, created
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # the name was given to another file between our open and our lock: own that one
+
+
+def _refused_open(out: Path, shown, error: OSError) -> InputError:
+    if error.errno == errno.ELOOP:
+        return InputError(f"{shown}: the output became a symlink after it was checked; give the path of the file "
+                          "itself")
+    return InputError(f"{shown}: cannot open the output {out}: {error.strerror}")
+
+
+def _same_file(path: Path, st: os.stat_result) -> bool:
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
+class _Held:
+    """A lock this process holds: how many `output_lock` blocks hold it (run_judge_file -> judge_stream),
+    the output file it locks (`checked_output`'s path) and the descriptor holding that file's flock."""
+
+    def __init__(self, out: Path, fd: int):
+        self.out, self.fd, self.depth = out, fd, 1
+
+
+def _held_for(out_path) -> _Held | None:
+    out = Path(out_path)
+    key = str(lock_path(Path(os.path.realpath(out.parent)) / out.name))
+    with _HELD_GUARD:
+        return _HELD.get(key)
+
+
+def check_owned(out_path, fd: int) -> None:
+    """Check that the descriptor `fd`, opened on `out_path` to write it, is the file whose lock this process
+    holds (`output_lock`), with one name: nothing when no lock of `out_path` is held here.
+
+    Raises:
+        InputError: `fd` is another file (``OUT`` was replaced after it was locked) or has several names.
+    """
+    held = _held_for(out_path)
+    if held is None:
+        return
+    st, ours = os.fstat(fd), os.fstat(held.fd)
+    if (st.st_dev, st.st_ino) != (ours.st_dev, ours.st_ino):
+        raise InputError(f"{out_path}: the output was replaced by another file after this run locked it; "
+                         "nothing was written to it: run again")
+    if st.st_nlink > 1:
+        raise _linked(out_path, st.st_nlink)
+
+
+def _relock(out_path, fd: int) -> None:
+    """`out_path` now names the file open as `fd`, whose flock `fd` holds (its rewrite, renamed into place):
+    it becomes the held file lock of `out_path` (the old file's is released); `fd` is closed when no lock of
+    `out_path` is held here."""
+    held = _held_for(out_path)
+    if held is None:
+        os.close(fd)
+        return
+    old, held.fd = held.fd, fd
+    os.close(old)
+
+
+_HELD: dict[str, _Held] = {}  # lock files this process holds (name locks, by path) -> the lock
 _HELD_GUARD = threading.Lock()
 
 
@@ -133,11 +282,13 @@ def _acquire(path: Path, out_path) -> int:
 
 @contextmanager
 def output_lock(out_path) -> Iterator[Path]:
-    """Hold the exclusive lock of `out_path` (``OUT.lock``, `fcntl.flock`) for the ``with`` block.
+    """Hold the exclusive locks of `out_path` for the ``with`` block: its name's (``OUT.lock``) and its file's
+    (a `fcntl.flock` on ``OUT`` itself, which is created when missing); see the module docstring.
 
     The holder's pid is written in the lock file, so a refused run can name it. Re-entrant within one
-    process (the lock is taken once); released (and the lock file removed) on exit, and by the kernel
-    if the process dies, so a killed run never blocks the next one.
+    process (the locks are taken once); released (and the lock file removed) on exit, and by the kernel
+    if the process dies, so a killed run never blocks the next one. An ``OUT`` this block created is removed
+    when the block ends by an exception with the file still empty.
 
     Args:
         out_path: the output file to own.
@@ -146,37 +297,45 @@ def output_lock(out_path) -> Iterator[Path]:
         The lock file's path.
 
     Raises:
-        OutputLockedError: another process holds the lock (the message names the file and its pid).
-        InputError: the output is refused by `checked_output` (a symlink, not a regular file, not
-            writable, no directory for it), or the lock file cannot be created.
+        OutputLockedError: another process holds either lock (the message names the file and its pid),
+            whichever name of the file it reached it by.
+        InputError: the output is refused by `checked_output` (a symlink, not a regular file, several names,
+            not writable, no directory for it), or became one of those after the check, or the lock file
+            cannot be created.
     """
-    path = lock_path(checked_output(out_path))  # the file's lock, whichever name reached it
+    out = checked_output(out_path)
+    path = lock_path(out)  # the name's lock, whichever name of the directory reached it
     key = str(path)
     with _HELD_GUARD:
-        if key in _HELD:
-            _HELD[key] += 1
-            nested = True
-        else:
-            nested = False
-    if nested:
+        held = _HELD.get(key)
+        if held is not None:
+            held.depth += 1
+    if held is not None:
         try:
             yield path
         finally:
             with _HELD_GUARD:
-                _HELD[key] -= 1
+                held.depth -= 1
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = _acquire(path, out_path)
+    held = None
     try:
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError as error:  # e.g. a full disk: say which file, before anything is paid
             raise OSError(error.errno, error.strerror, str(path)) from error
+        own, created = _own_file(out, out_path)  # the file's lock, whichever name reached it
+        held = _Held(out, own)
         with _HELD_GUARD:
-            _HELD[key] = 1
+            _HELD[key] = held
         try:
             yield path
+        except BaseException:
+            if created:
+                _remove_if_empty(out, held.fd)  # refused or failed before a byte: as if never started
+            raise
         finally:
             with _HELD_GUARD:
                 _HELD.pop(key, None)
@@ -185,7 +344,19 @@ def output_lock(out_path) -> Iterator[Path]:
             except OSError:
                 pass
     finally:
+        if held is not None:
+            os.close(held.fd)
         os.close(fd)
+
+
+def _remove_if_empty(out: Path, fd: int) -> None:
+    """Remove `out`, created by `output_lock`, when it is still that file and empty."""
+    try:
+        st = os.fstat(fd)
+        if st.st_size == 0 and _same_file(out, st):
+            out.unlink()
+    except OSError:
+        pass
 
 
 # -- resume ----------------------------------------------------------------------------------------
@@ -270,9 +441,52 @@ def _load_index(path: Path) -> tuple[dict, list] | None:
         return None
 
 
-def _write_index(path: Path, ids: Iterable[str], fingerprints: set) -> None:
+def _new_file(path: Path, append: bool = False) -> int:
+    """A descriptor writing a file created now at `path` (whatever was there, a link included, is removed
+    first): a temporary written and renamed into place is never another name of someone's file."""
+    path.unlink(missing_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | (os.O_APPEND if append else 0),
+                   0o644)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def replace_file(target: Path, data: bytes, keep: bool = False) -> int | None:
+    """Write `data` to a new file (``TARGET.tmp``, created now) renamed onto `target`: atomic, and never
+    written through another name of a file (a link at either name is replaced, not followed).
+
+    Args:
+        target: the file to replace (or create).
+        data: its new bytes.
+        keep: return the new file's descriptor, open for appending, so later appends reach the file renamed
+            into place and no other (the caller closes it).
+
+    Returns:
+        The descriptor with `keep`, else None.
+    """
+    temporary = target.with_name(target.name + ".tmp")
+    fd = _new_file(temporary, append=True)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)  # on disk before the rename: a crash leaves the old file or the new one, never an empty one
+        os.replace(temporary, target)
+    except BaseException:
+        os.close(fd)
+        raise
+    if keep:
+        return fd
+    os.close(fd)
+    return None
+
+
+def _write_index(path: Path, ids: Iterable[str], fingerprints: set, keep: bool = False) -> int | None:
     """Record the ids of every line of `path` (all done: no retried abstention left in it) in ``OUT.ids``,
-    atomically, with what identifies the file: inode, size, mtime and a hash of its last bytes."""
+    atomically, with what identifies the file: inode, size, mtime and a hash of its last bytes. With `keep`,
+    the new index's descriptor is returned, open for appending (`DoneIndex`)."""
     ids = list(ids)
     stat = path.stat()
     with path.open("rb") as handle:
@@ -280,10 +494,7 @@ def _write_index(path: Path, ids: Iterable[str], fingerprints: set) -> None:
     header = {"version": _INDEX_VERSION, "covered": stat.st_size, "size": stat.st_size,
               "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino, "probe": probe, "count": len(ids),
               "fingerprints": sorted(fingerprints, key=str)}
-    target = ids_path(path)
-    temporary = target.with_name(target.name + ".tmp")
-    temporary.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(ids) + b"\n")
-    os.replace(temporary, target)
+    return replace_file(ids_path(path), orjson.dumps(header) + b"\n" + orjson.dumps(ids) + b"\n", keep)
 
 
 class DoneIndex:
@@ -304,10 +515,9 @@ class DoneIndex:
 
     def __init__(self, out_path, done: ResumeState, fingerprint: str | None):
         self._path = Path(out_path)
-        _write_index(self._path, done.ids, done.fingerprints)
+        self._fd: int | None = _write_index(self._path, done.ids, done.fingerprints, keep=True)
         self._end = self._path.stat().st_size
         self._fingerprint = fingerprint
-        self._fd: int | None = os.open(ids_path(self._path), os.O_WRONLY | os.O_APPEND)
         self._started = False
 
     def add(self, ident: str, size: int, done: bool = True) -> None:
@@ -322,9 +532,7 @@ class DoneIndex:
         if not self._started:
             data = orjson.dumps({"fingerprint": self._fingerprint}) + b"\n" + data
             self._started = True
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
+        _write_all(self._fd, data)
 
     def close(self) -> None:
         """Stop appending (idempotent)."""
@@ -442,17 +650,26 @@ def _first_line(path: Path, ident: str) -> int | None:
 
 def _drop_lines(path: Path, retried: set, complete: int) -> None:
     """Rewrite `path` (atomically, streaming) without the lines of the `retried` ids, blank lines and
-    anything after its first `complete` bytes (a torn final line)."""
+    anything after its first `complete` bytes (a torn final line). The new file is flocked before it is
+    renamed into place and becomes the file lock this process holds for `path` (`_relock`)."""
     temporary = path.with_name(path.name + ".tmp")
-    with path.open("rb") as source, temporary.open("wb") as target:
-        read = 0
-        for raw in source:
-            read += len(raw)
-            if read > complete:
-                break
-            if raw.strip() and orjson.loads(raw)["id"] not in retried:
-                target.write(raw)
-    os.replace(temporary, path)
+    fd = _new_file(temporary)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a file created now: nobody else holds it
+        with path.open("rb") as source, open(os.dup(fd), "wb") as target:
+            read = 0
+            for raw in source:
+                read += len(raw)
+                if read > complete:
+                    break
+                if raw.strip() and orjson.loads(raw)["id"] not in retried:
+                    target.write(raw)
+        os.replace(temporary, path)
+    except BaseException:
+        os.close(fd)
+        temporary.unlink(missing_ok=True)
+        raise
+    _relock(path, fd)
 
 
 def _resume_from_index(path: Path, state: ResumeState, retry_kinds: frozenset) -> ResumeState | None:
@@ -552,7 +769,8 @@ def files_fingerprint(paths: list, *, format: str, label_threshold, label_file=N
 
 
 def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines: bool) -> None:
-    """Record (or check) which job `out_path` belongs to; raises `BatchOutputError` on a mismatch."""
+    """Record (or check) which job `out_path` belongs to; raises `BatchOutputError` on a mismatch. The job file
+    is written whole to a new file renamed into place: a link to it is replaced, never written through."""
     path = job_path(out_path)
     if path.exists():
         job = json.loads(path.read_text())
@@ -571,8 +789,8 @@ def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines
     elif has_lines:
         return  # a file from an older version: its lines are checked one by one (read_done)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"judge_fingerprint": fingerprint.sha256, "data_fingerprint": data,
-                                "judge_parts": fingerprint.parts}, indent=1, sort_keys=True, default=str))
+    replace_file(path, json.dumps({"judge_fingerprint": fingerprint.sha256, "data_fingerprint": data,
+                                    "judge_parts": fingerprint.parts}, indent=1, sort_keys=True, default=str).encode())
 
 
 def claim_job(out_path, fingerprint: Fingerprint, data: str | None, done: ResumeState) -> None:

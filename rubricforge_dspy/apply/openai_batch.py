@@ -34,7 +34,7 @@ import httpx
 import orjson
 import tenacity
 
-from rubricforge_dspy.apply.job import checked_input, claim_job, output_lock, read_done
+from rubricforge_dspy.apply.job import checked_input, claim_job, output_lock, read_done, replace_file
 from rubricforge_dspy.apply.options import JobOptions, job_options
 from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.apply.writer import VerdictWriter
@@ -114,12 +114,9 @@ def state_path(out_path) -> Path:
 
 
 def _write_json_atomic(path: Path, value: dict) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w") as handle:
-        json.dump(value, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    """Replace `path` with `value` as JSON: a new file renamed into place (`apply.job.replace_file`: a link
+    planted at either name is replaced, never written through)."""
+    replace_file(path, json.dumps(value, indent=1, sort_keys=True).encode("utf-8"))
 
 
 class BatchClient:

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import orjson
 
-from rubricforge_dspy.apply.job import DoneIndex, ResumeState
+from rubricforge_dspy.apply.job import DoneIndex, ResumeState, check_owned
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.render import render_trajectory
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -28,15 +28,17 @@ __all__ = ["VerdictWriter", "Spill", "Spilled", "judge_inputs"]
 class VerdictWriter:
     """Appends verdict lines: one unbuffered write per line, fsync every `fsync_every` lines; each
     written id goes to the done index (`DoneIndex`, ``OUT.ids``) after its line, so the next resume
-    reads the index only."""
+    reads the index only. The file it opens must be the one whose lock the run holds (`apply.job.check_owned`:
+    not replaced since it was locked, one name)."""
 
     def __init__(self, path: Path, fsync_every: int, done: ResumeState, fingerprint: str | None):
         self._path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         self._fsync_every = fsync_every
         self._unsynced = 0
         try:
+            check_owned(path, self._fd)  # the file whose lock this run holds, with one name (`apply.job`)
             with self._named():
                 self._index = DoneIndex(path, done, fingerprint)
         except BaseException:

@@ -7,6 +7,7 @@ calls `rubricforge_dspy.review.serve` (the library checks every input before the
 from __future__ import annotations
 
 import getpass
+import logging
 import sys
 
 __all__ = ["add_review_parser", "cmd_review"]
@@ -70,6 +71,8 @@ def _mlflow_sink(args):
         from rubricforge_dspy.integrations.mlflow_labels import HumanLabelSink
     except ImportError as exc:
         raise InputError(f"{INSTALL_HINT} ({exc})") from exc
+    if not getattr(args, "verbose", False):  # urllib3 logs each retry; the failure itself is reported once (-v: all)
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     return HumanLabelSink(args.to_mlflow, label_name=args.label_name, experiment=args.experiment,
                           journal=str(args.labels_out))
 

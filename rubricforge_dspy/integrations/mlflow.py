@@ -24,6 +24,10 @@
   the next `load_mlflow_traces` reads those labels. The tags of an earlier pick in the same experiment
   are removed first, so the tags always show the latest pick only. (Labeling sessions need Databricks; the open-source
   server has none, so tags it is.)
+- `bounded_http`: short timeouts and few retries for the calls made under it (the review page's label sink
+  uses it): MLflow's HTTP client otherwise retries a dead server for minutes. MLflow reads its
+  ``MLFLOW_HTTP_REQUEST_*`` settings from the process environment at each request, so they are set there
+  only while such a call runs, and only those the user has not set.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ The trajectory id is the trace id (`load_mlflow_traces` and ``--from-mlflow`` gi
 trace id), so a verdict file judged on ``--from-mlflow`` data names the traces. Another person's
 assessments, and other sources' (LLM judges, code), are never touched; `load_mlflow_traces` reads the
 labels back (``--from-mlflow ... --label-name``).
+
+Every MLflow call of the sink runs under `integrations.mlflow_http.bounded_http` (5 s a request, one retry):
+a dead or hung server costs a label seconds, not MLflow's default minutes, and a server that does not
+answer at start is a `ServerError` naming the tracking URI. The review page calls the sink from a
+background worker (`review.state.ReviewState`), so even those seconds never hold up the page.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.integrations.mlflow import as_server_error, experiment_id_of, is_human_feedback
+from rubricforge_dspy.core.errors import InputError, ServerError
+from rubricforge_dspy.integrations.mlflow import experiment_id_of, is_human_feedback
+from rubricforge_dspy.integrations.mlflow_http import bounded_http
 
 try:
     from mlflow import MlflowClient
@@ -56,6 +62,16 @@ class LabelSinkReport:
                 f"{self.unchanged} unchanged")
 
 
+def _why(exc: Exception) -> str:
+    """The reason of a failed MLflow request in a few words (MLflow's message holds urllib3's whole chain)."""
+    text = str(exc)
+    for needle, short in (("Connection refused", "connection refused"), ("timed out", "timed out"),
+                          ("Name or service not known", "unknown host"), ("Max retries exceeded", "no answer")):
+        if needle in text:
+            return short
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 class HumanLabelSink:
     """Log each labels-journal line as the labeler's HUMAN feedback on its trace (module docstring).
 
@@ -78,12 +94,14 @@ class HumanLabelSink:
         mlflow_client = MlflowClient(tracking_uri)
         self.experiment_id = None
         try:
-            if experiment is not None:
-                self.experiment_id = experiment_id_of(mlflow_client, tracking_uri, experiment)
-            else:
-                mlflow_client.search_experiments(max_results=1)  # reachable now, not at the first label
-        except MlflowException as exc:
-            raise as_server_error(tracking_uri, exc) from exc
+            with bounded_http():
+                if experiment is not None:
+                    self.experiment_id = experiment_id_of(mlflow_client, tracking_uri, experiment)
+                else:
+                    mlflow_client.search_experiments(max_results=1)  # reachable now, not at the first label
+        except (MlflowException, ServerError) as exc:
+            raise ServerError(f"MLflow at {tracking_uri} cannot be used ({_why(exc)}): start it, or give "
+                              "--to-mlflow the URI of a running tracking server") from exc
         self.report = LabelSinkReport()
 
     def _info(self, trace_id: str) -> Any:
@@ -93,7 +111,7 @@ class HumanLabelSink:
             if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")):
                 raise InputError(f"MLflow at {self.tracking_uri}: no trace {trace_id!r} (label an item whose id is a "
                                  "trace id: verdicts judged on --from-mlflow data)") from exc
-            raise as_server_error(self.tracking_uri, exc) from exc
+            raise ServerError(f"MLflow at {self.tracking_uri}: {_why(exc)}") from exc
         if self.experiment_id is not None and str(info.experiment_id) != str(self.experiment_id):
             raise InputError(f"MLflow at {self.tracking_uri}: trace {trace_id!r} is in experiment "
                              f"{info.experiment_id}, not in --experiment {self.experiment_id}")
@@ -106,6 +124,10 @@ class HumanLabelSink:
         Raises:
             InputError: no such trace (or not in the experiment); ServerError: MLflow failed.
         """
+        with bounded_http():
+            return self._log(line)
+
+    def _log(self, line: Any) -> str:
         trace_id, labeler = str(line.id), str(line.labeler)
         info = self._info(trace_id)
         mine = sorted((a for a in (info.assessments or []) if is_human_feedback(a, self.label_name)
@@ -129,7 +151,7 @@ class HumanLabelSink:
                     self.client.log_assessment(trace_id, feedback)
                     done = "overridden" if mine else "logged"
         except MlflowException as exc:
-            raise as_server_error(self.tracking_uri, exc) from exc
+            raise ServerError(f"MLflow at {self.tracking_uri}: {_why(exc)}") from exc
         setattr(self.report, done, getattr(self.report, done) + 1)
         _log.info("MLflow trace %s: label of %s %s", trace_id, labeler, done)
         return done

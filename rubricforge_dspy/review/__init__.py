@@ -10,6 +10,7 @@ Modules:
 - :mod:`.app`: `create_app`, the Starlette routes and Jinja2 templates (autoescaped);
 - :mod:`.security`: the token, CSRF and Content-Security-Policy rules;
 - :mod:`.state`: `ReviewInputs` and `ReviewState` (the open review);
+- :mod:`.sink`: `LabelSender`, the background worker that hands each saved label to ``on_label`` (MLflow);
 - :mod:`.index`: the byte-offset indexes of the verdict file and the data;
 - :mod:`.queue`: the order of the work and its filters;
 - :mod:`.judge_view`: the rubric, criteria, candidates, diffs, certificate and figures;

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import orjson
 
-from rubricforge_dspy.apply.job import output_lock
+from rubricforge_dspy.apply.job import check_owned, output_lock
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.data.label_journal import (
@@ -119,6 +119,7 @@ class LabelsFile:
                              f"{', '.join(str(t.line) for t in self.history.torn[:10])}): text of earlier writes cut "
                              "short, not read; every whole label line after them is read")
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            check_owned(self.path, self._fd)  # the file the lock holds, with one name (apply.job)
         except BaseException:
             stack.close()
             raise

@@ -4,6 +4,8 @@
   (``?token=...``); the first request with it sets an ``HttpOnly; SameSite=Strict`` cookie and is
   redirected to the same URL without it (as Jupyter does), so the token never stays in the address bar,
   the history or a Referer. A request with neither a valid cookie nor a valid ``?token`` is refused (403).
+  The cookie is named after the port (`ReviewServer`); a browser still sends it to every port of the
+  host, so another server on 127.0.0.1 the browser visits receives it (docs/SECURITY.md).
 - **CSRF.** A state-changing request (POST) needs the cookie *and* the CSRF token (a separate value,
   derived from the run token) in the form field ``csrf`` or the header ``X-CSRF-Token``; the
   ``SameSite=Strict`` cookie alone would already keep other sites out, the second check keeps out a

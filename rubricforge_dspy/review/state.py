@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rubricforge_dspy.core.criteria import attribute_reason
-from rubricforge_dspy.core.errors import InputError, RubricForgeError
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.verdict import PassRule
 from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
@@ -33,6 +33,7 @@ from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex
 from rubricforge_dspy.review.judge_view import JudgeInfo, load_judge_info
 from rubricforge_dspy.review.labels import LabelsFile
 from rubricforge_dspy.review.queue import Enrichment, Queue, symptom_names
+from rubricforge_dspy.review.sink import LabelSender, SinkStatus
 
 logger = logging.getLogger(__name__)
 
@@ -104,25 +105,16 @@ def _label_next_ranks(path) -> dict[str, int]:
     return ranks
 
 
-@dataclass
-class SinkStatus:
-    """What the ``on_label`` callback (e.g. the MLflow sink) did: lines sent, failures and the last error."""
-
-    name: str = ""
-    sent: int = 0
-    failed: int = 0
-    last_error: str | None = None
-    failed_ids: list[str] = field(default_factory=list)
-
-
 class ReviewState:
     """An open review (module docstring); `close` releases the labels file.
 
     Args:
         inputs: what to review (`ReviewInputs`).
         on_label: called with each `JournalLine` the page appends (a label, a skip, an undo), after it is
-            in the labels file: ``rubricforge review --to-mlflow`` passes the MLflow sink. A failure is
-            counted in `sink` and shown on every page; the line stays in the file.
+            in the labels file: ``rubricforge review --to-mlflow`` passes the MLflow sink. It is called from a
+            background thread (`review.sink.LabelSender`), one line at a time in the file's order, so a
+            label is answered without waiting for it; a failure is counted in `sink` and shown on every
+            page, and the line stays in the file. `close` sends what is still waiting.
         sink_name: what `on_label` sends to, as the page names it (``"MLflow"``).
     """
 
@@ -131,6 +123,7 @@ class ReviewState:
         self.inputs = inputs
         self.on_label = on_label
         self.sink = SinkStatus(name=sink_name) if on_label is not None else None
+        self._sender: LabelSender | None = None
         self._writing = threading.Lock()
         self.verdicts = VerdictFileIndex(inputs.verdicts)
         self._verdicts_identity = _file_identity(self.verdicts.path)  # (size, mtime_ns, inode) at open
@@ -159,28 +152,29 @@ class ReviewState:
         self.queue = Queue(self.verdicts, self.labels, label_next=ranks, existing=existing,
                            enrichment=self.enrichment)
         self.title = Path(inputs.verdicts).name
+        if on_label is not None and self.sink is not None:
+            self._sender = LabelSender(on_label, self.sink, str(inputs.labels_out))
 
     def start(self) -> "ReviewState":
         self.enrichment.start()
         return self
 
     def close(self) -> None:
-        self.enrichment.stop()
-        self.labels.close()
+        try:
+            if self._sender is not None:
+                self._sender.close()  # the labels still waiting go out first (or are counted as not sent)
+        finally:
+            self.enrichment.stop()
+            self.labels.close()
+
+    def wait_for_sink(self, timeout: float | None = None) -> bool:
+        """Block until every line appended so far was sent to `on_label` or failed there (True), or until
+        `timeout` seconds pass (False). True at once without `on_label`."""
+        return self._sender.wait(timeout) if self._sender is not None else True
 
     def _send(self, line: JournalLine | None) -> JournalLine | None:
-        if line is None or self.on_label is None or self.sink is None:
-            return line
-        try:
-            self.on_label(line)
-        except Exception as error:  # any failure of the sink: counted and shown, the label stays in the file
-            self.sink.failed += 1
-            self.sink.failed_ids.append(line.id)
-            self.sink.last_error = f"{type(error).__name__}: {error}"
-            logger.error("label of %s (%s) is in %s but NOT in %s: %s", line.id, line.state, self.inputs.labels_out,
-                         self.sink.name, self.sink.last_error, exc_info=not isinstance(error, RubricForgeError))
-        else:
-            self.sink.sent += 1
+        if line is not None and self._sender is not None:
+            self._sender.put(line)  # sent in the background, in the order of the file
         return line
 
     def verdicts_changed(self) -> str | None:
@@ -214,7 +208,8 @@ class ReviewState:
         raise VerdictFileChangedError(changed)
 
     def label(self, ident: str, choice: str, note: str = "") -> JournalLine:
-        """Append a label to the labels file, then send it to `on_label` (a failure there is counted).
+        """Append a label to the labels file, then queue it for `on_label` (sent in the background, in the file's
+        order; a failure there is counted).
 
         Raises:
             VerdictFileChangedError: the verdict file changed since the page opened it (nothing written).
@@ -228,7 +223,7 @@ class ReviewState:
         return line
 
     def undo(self) -> JournalLine | None:
-        """Undo the last action in the labels file, then send the restoring line to `on_label`."""
+        """Undo the last action in the labels file, then queue the restoring line for `on_label`."""
         with self._writing:
             return self._send(self.labels.undo())
 

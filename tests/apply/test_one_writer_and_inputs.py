@@ -1,10 +1,12 @@
 """Issue 19, items 3, 5 and 7 (input part): one writer per output file, exit 3 when no verdict was
-produced, and the whole input checked before the first LM call. Each test states what the user sees."""
+produced, and the whole input checked before the first LM call; issue 33, item 2: one writer per FILE
+(a hard link or a rename cannot give two runs one file). Each test states what the user sees."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,10 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge_dspy.apply.job import OutputLockedError, lock_path, output_lock
+from rubricforge_dspy.apply.job import OutputLockedError, job_path, lock_path, output_lock, read_done
+from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.cli.main import main
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
-from rubricforge_dspy.testing.fake_server import FakeOpenAI
+from rubricforge_dspy.judge.cascade import StageRule
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.testing.fake_server import FakeOpenAI, Reply, user_text
+from tests.support.batch import assert_one_line_per_id, fake_lm, verdict_of
+from tests.support.cascade import REWARD_ABOVE_0, save_cascade
+from tests.support.helpers import make_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRLINE = ROOT / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json"
@@ -143,13 +152,163 @@ def test_the_batch_api_and_the_library_take_the_same_lock(tmp_path):
             judge.set_lm(lm)
             with pytest.raises(OutputLockedError, match=str(out)):
                 run_batch_api(judge, AIRLINE, out, lm=lm, limit=2, progress=False, poll_interval=0.1)
-            assert fake.n_requests == 0 and not out.exists()
+            assert fake.n_requests == 0 and out.read_bytes() == b""  # made by the holder's lock; nothing written
     finally:
         holder.kill()
         holder.wait()
     with output_lock(out):  # the kernel released the killed holder's lock
         with output_lock(out):  # re-entrant within one process
             pass
+
+
+# -- one writer per FILE: a hard link or a rename gives no second writer -----------------------------
+
+def _hold(out):
+    """A process holding `output_lock(out)` until killed, once it holds it."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, sys.argv[1]);"
+        "from rubricforge_dspy.apply.job import output_lock\n"
+        "with output_lock(sys.argv[2]):\n print('held', flush=True); time.sleep(120)"), str(ROOT), str(out)],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.parametrize("name", ["link", "original"])
+def test_judge_refuses_a_hard_linked_out_at_once(tmp_path, capsys, name):
+    """User sees: `judge --out` naming a verdict file that has a second name (a hard link) exits 2 at once,
+    by either name, saying so and what to do; nothing is asked, the file is unchanged. (Today's two runs on
+    the two names both exit 0 and every item is paid twice.)"""
+    out, link = tmp_path / "v.jsonl", tmp_path / "alias.jsonl"
+    argv = ["judge", "--data", str(AIRLINE), "--concurrency", "1", "--model", "m@r", "--no-cache"]
+    with FakeOpenAI(lambda body, k: OK) as fake:
+        assert main([*argv, "--limit", "3", "--out", str(out), "--api-base", fake.api_base]) == 0
+        before = out.read_bytes()
+        os.link(out, link)
+        given = link if name == "link" else out
+        capsys.readouterr()
+        assert main([*argv, "--limit", "6", "--out", str(given), "--api-base", fake.api_base]) == 2
+        assert fake.n_requests == 3  # the first run's only
+    err = capsys.readouterr().err
+    assert f"{given}: the output has 2 names (hard links)" in err and "Traceback" not in err, err
+    assert out.read_bytes() == before and not lock_path(given).exists()
+
+
+def test_judge_cascade_refuses_a_hard_linked_out_at_once(halves, tmp_path, capsys):
+    """User sees: `judge --cascade --out L` where L is a hard link of another run's verdict file exits 2 at
+    once: no stage runs, no request, neither the file nor a labeling queue is written."""
+    cascade = save_cascade(halves, tmp_path, StageRule("judge", 0.8, 0.2))
+    out, link = tmp_path / "v.jsonl", tmp_path / "alias.jsonl"
+    out.write_bytes(b"")
+    os.link(out, link)
+    with FakeOpenAI(lambda body, n: OK) as fake:
+        assert main(["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0,
+                     "--limit", "20", "--out", str(link), "--api-base", fake.url + "/v1",
+                     "--model", "fake-judge"]) == 2
+        assert fake.n_requests == 0
+    err = capsys.readouterr().err
+    assert f"{link}: the output has 2 names (hard links)" in err, err
+    assert out.read_bytes() == b"" and not Path(f"{link}.escalated.jsonl").exists()
+    assert not job_path(link).exists()
+
+
+@pytest.mark.parametrize("existed", [True, False])
+def test_a_file_renamed_while_written_keeps_one_writer(tmp_path, existed):
+    """User sees: a verdict file being written is given a new name (hard-linked, then the old name removed:
+    a rename) after its run checked it; a second run on the new name is refused (exit 2) naming the holder's
+    pid, although no name of the file has a second link and the new name's lock file is free."""
+    out, renamed = tmp_path / "v.jsonl", tmp_path / "renamed.jsonl"
+    if existed:
+        out.write_text(json.dumps({"id": "t0"}) + "\n")
+    holder = _hold(out)
+    try:
+        os.link(out, renamed)
+        os.unlink(out)
+        with pytest.raises(OutputLockedError, match=f"{renamed}.*another name.*pid {holder.pid}"):
+            with output_lock(renamed):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with output_lock(renamed):  # the holder is gone: the file is free again
+        pass
+
+
+def test_judge_on_a_renamed_file_being_written_exits_2_before_any_request(tmp_path, capsys):
+    """User sees: the same, from the command line: `judge --out NEW` exits 2 at once, nothing asked."""
+    out, renamed = tmp_path / "v.jsonl", tmp_path / "renamed.jsonl"
+    holder = _hold(out)
+    try:
+        os.link(out, renamed)
+        os.unlink(out)
+        with FakeOpenAI(lambda body, k: OK) as fake:
+            assert main(["judge", "--data", str(AIRLINE), "--limit", "2", "--out", str(renamed), "--model", "m@r",
+                         "--api-base", fake.api_base, "--no-cache"]) == 2
+            assert fake.n_requests == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert f"{renamed} is being written by another process" in err and f"pid {holder.pid}" in err, err
+    assert renamed.read_bytes() == b""
+
+
+def test_the_file_lock_moves_with_the_rewrite_of_a_resume(tmp_path):
+    """User sees: a resume that drops an LM-error line rewrites OUT (a new file renamed into place); the run
+    writes on into the new file, and the new file is the one held: reached under another name, it is refused."""
+    data = make_dataset(6)
+    out = tmp_path / "v.jsonl"
+    seen = []
+
+    def responder(body, n):
+        seen.append(n)
+        return Reply(status=500) if len(seen) == 3 else verdict_of(user_text(body))
+
+    with FakeOpenAI(responder) as fake:
+        assert judge_stream(TrajectoryJudge(), data, out, lm=fake_lm(fake), progress=False, concurrency=1,
+                            max_retries=0).n_abstained == 1
+        copy, renamed = tmp_path / "copy.jsonl", tmp_path / "renamed.jsonl"
+        shutil.copy(out, copy)
+        inode = copy.stat().st_ino
+        with output_lock(copy):
+            assert read_done(copy).retried == 1 and copy.stat().st_ino != inode  # rewritten by rename
+            os.link(copy, renamed)
+            os.unlink(copy)
+            with pytest.raises(OutputLockedError, match=f"{renamed} is being written .* under another name"):
+                with output_lock(renamed):
+                    pass
+        again = judge_stream(TrajectoryJudge(), data, out, lm=fake_lm(fake), progress=False, concurrency=1)
+    assert (again.resumed, again.judged, again.n_abstained) == (5, 1, 0)
+    assert_one_line_per_id(out, [t.id for t in data])
+
+
+def test_a_file_swapped_in_under_a_held_name_is_not_written(tmp_path):
+    """User sees: while a run holds OUT, another file is renamed onto the name OUT; the run's writer refuses it
+    (InputError, exit 2) before any request, and the swapped-in file keeps its bytes."""
+    out, other = tmp_path / "v.jsonl", tmp_path / "other.jsonl"
+    other.write_bytes(b"")
+    with FakeOpenAI(lambda body, k: OK) as fake:
+        with output_lock(out):
+            os.replace(other, out)
+            with pytest.raises(InputError, match=f"{out}: the output was replaced by another file"):
+                judge_stream(TrajectoryJudge(), make_dataset(3), out, lm=fake_lm(fake), progress=False)
+        assert fake.n_requests == 0
+    assert out.read_bytes() == b""
+
+
+def test_a_hard_linked_job_file_is_never_written_through(tmp_path):
+    """User sees: ``OUT.job.json`` sharing its inode with a file of the user's (a hard link): the run records
+    its job in a new file; the user's file keeps its bytes."""
+    out = tmp_path / "v.jsonl"
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"note": "my notes, not a job"}')
+    os.link(mine, job_path(out))
+    with FakeOpenAI(lambda body, k: OK) as fake:
+        assert main(["judge", "--data", str(AIRLINE), "--limit", "2", "--out", str(out), "--model", "m@r",
+                     "--api-base", fake.api_base, "--no-cache"]) == 0
+    assert mine.read_text() == '{"note": "my notes, not a job"}'
+    assert json.loads(job_path(out).read_text())["judge_fingerprint"]
+    assert len(ids_of(out)) == 2
 
 
 # -- exit 3 when no verdict was produced ---------------------------------------------------------
@@ -299,3 +458,20 @@ def test_a_limit_below_one_is_refused_not_a_quiet_exit_0(tmp_path, capsys, limit
     assert code == 2
     assert "--limit must be at least 1" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_replaced_side_file_never_writes_through_a_link_planted_at_its_temporary(tmp_path):
+    """`replace_file` (the job file, the done index, the Batch API's state): a symlink or hard link planted at
+    ``TARGET.tmp`` or at ``TARGET`` is replaced, and the file it pointed to keeps its bytes."""
+    from rubricforge_dspy.apply.job import replace_file
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target = tmp_path / "state.json"
+    (tmp_path / "state.json.tmp").symlink_to(victim)
+    replace_file(target, b'{"a": 1}')
+    assert target.read_bytes() == b'{"a": 1}' and victim.read_text() == "keep me"
+    target.unlink()
+    os.link(victim, target)  # the target itself another name of someone's file
+    replace_file(target, b"new")
+    assert target.read_bytes() == b"new" and victim.read_text() == "keep me"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -90,3 +91,29 @@ def test_formats_lists_built_in_and_mapping_formats(capsys):
     by_name = {row["name"]: row for row in rows}
     assert by_name["tau_bench"]["origin"] == "built-in" and by_name["tau_bench"]["label_rule"] == "reward >= 1"
     assert by_name["intercode_bash"]["origin"].startswith("mapping")
+
+
+def test_a_fifo_given_as_the_mapping_is_not_a_regular_file(tmp_path, capsys):
+    fifo = tmp_path / "mapping.json"
+    os.mkfifo(fifo)
+    assert main(["stats", "--map", str(fifo), "--data", BASH_DATA]) == 2
+    err = capsys.readouterr().err
+    assert "FIFO" in err and "not a regular file" in err and "no such mapping file" not in err
+
+
+def test_map_check_refuses_a_glob_outside_the_data_folder(tmp_path, capsys):
+    mapping = json.loads((BASH / "mapping.json").read_text())
+    mapping["records"] = {"from": "files", "glob": "/etc/*.json", "path": "*"}
+    bad = tmp_path / "mapping.json"
+    bad.write_text(json.dumps(mapping))
+    assert main(["map", "check", "--map", str(bad), "--data", str(BASH)]) == 2
+    err = capsys.readouterr().err
+    assert "records.glob" in err and "is absolute" in err and "Traceback" not in err
+
+
+def test_map_check_names_a_record_past_the_record_cap(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RUBRICFORGE_MAX_RECORD_MB", "0.001")  # 1,048 bytes: the sample's records are larger
+    assert main(["map", "check", "--map", str(MINT / "mapping.yaml"), "--data", str(MINT / "results.sample.jsonl")
+                 ]) == 2
+    out = capsys.readouterr().out
+    assert "over the record cap of 1,048 bytes" in out and "RUBRICFORGE_MAX_RECORD_MB" in out

@@ -5,13 +5,11 @@ failure to log is counted and shown on the page while the label stays in the fil
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -19,59 +17,25 @@ import pytest
 pytest.importorskip("mlflow", reason="the MLflow sink needs the extra: pip install -e '.[mlflow]'")
 pytestmark = pytest.mark.slow  # a SQLite MLflow store and traced agent runs: several seconds
 
-import mlflow  # noqa: E402
 from mlflow.tracing.client import TracingClient  # noqa: E402
 
 from rubricforge_dspy.data.label_journal import read_journal  # noqa: E402
 from rubricforge_dspy.integrations.mlflow import MlflowLoadReport, load_mlflow_traces  # noqa: E402
 from rubricforge_dspy.integrations.mlflow_labels import HumanLabelSink  # noqa: E402
-from rubricforge_dspy.review import ReviewInputs, ReviewServer, ReviewState  # noqa: E402
+from rubricforge_dspy.review import ReviewState  # noqa: E402
 from tests.review.conftest import ROOT, journal_lines  # noqa: E402
-from tests.support.mlflow_runs import human, local_store, run_agent  # noqa: E402
+from tests.support.mlflow_runs import local_store  # noqa: E402
+from tests.support.review_mlflow import post_label, post_undo, serving, traced_inputs  # noqa: E402
 
 EXPERIMENT = "review"
 
 
 @pytest.fixture
 def traced(tmp_path):
-    """Three traced agent runs in a local store, spooled to a JSONL data file (ids = trace ids, as
-    ``--from-mlflow`` spools them), and a verdict file on them; alice labeled the first trace pass in MLflow."""
-    from rubricforge_dspy.data.export import convert_trajectories
-
+    """Three traced agent runs in a local store and a review of them (`traced_inputs`)."""
     uri = local_store(tmp_path, EXPERIMENT)
-    ids = [run_agent(task, fail=task == 1) for task in range(3)]
-    mlflow.flush_trace_async_logging()  # traces are exported asynchronously
-    human(ids[0], True)  # another person's label: never touched by the page
-    data = tmp_path / "traces.jsonl"
-    assert convert_trajectories(load_mlflow_traces(uri, EXPERIMENT), data) == 3
-    verdicts = tmp_path / "verdicts.jsonl"
-    verdicts.write_text("".join(json.dumps({"id": i, "passed": True, "score": 0.8, "abstained": False,
-                                            "reason": "The agent says it is booked."}) + "\n" for i in ids))
-    inputs = ReviewInputs(data=[data], verdicts=verdicts, labels_out=tmp_path / "labels.jsonl", labeler="tester")
+    ids, inputs = traced_inputs(tmp_path, uri, EXPERIMENT)
     return uri, ids, inputs
-
-
-@contextmanager
-def serving(state):
-    server = ReviewServer(state)
-    server.start()  # returns once uvicorn accepts connections
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", follow_redirects=False, timeout=60) as c:
-            assert c.get(f"/?token={server.token}").status_code == 303  # sets the token cookie
-            yield server, c
-    finally:
-        server.stop()
-
-
-def post_label(server, c, ident: str, choice: str, note: str = "") -> None:
-    index = server.state.verdicts.position[ident]
-    answer = c.post("/label", data={"index": str(index), "choice": choice, "note": note,
-                                    "csrf": server.app.state.guard.csrf})
-    assert answer.status_code == 303, answer.text
-
-
-def post_undo(server, c) -> None:
-    assert c.post("/undo", data={"csrf": server.app.state.guard.csrf}).status_code == 303
 
 
 def test_labels_saved_on_the_page_are_read_back_from_mlflow_as_human_labels(traced):
@@ -86,6 +50,7 @@ def test_labels_saved_on_the_page_are_read_back_from_mlflow_as_human_labels(trac
         post_label(server, c, t2, "fail")
         post_label(server, c, t2, "skip")  # no label: the fail is cleared
         post_undo(server, c)  # takes back the skip: the fail stands again
+        assert state.wait_for_sink(timeout=120)  # sent in the background, in the file's order
         page = c.get("/").text
     assert state.sink.failed == 0 and state.sink.sent == 6
     assert 'id="sink-status"' in page and "6 label action(s) sent to MLflow" in page
@@ -118,6 +83,7 @@ def test_a_label_mlflow_cannot_take_stays_in_the_file_and_the_page_says_so(trace
     state = ReviewState(inputs, on_label=sink, sink_name=f"MLflow at {other}")
     with serving(state) as (server, c):
         post_label(server, c, ids[0], "fail", "tool error")
+        assert state.wait_for_sink(timeout=120)
         page = c.get(f"/item/{server.state.verdicts.position[ids[0]]}").text
     assert [(line["id"], line["label"]) for line in journal_lines(inputs.labels_out)] == [(ids[0], 0)]  # kept
     assert state.sink.failed == 1 and state.sink.sent == 0 and state.sink.failed_ids == [ids[0]]

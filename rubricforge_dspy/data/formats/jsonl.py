@@ -241,7 +241,7 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             yield index, _slow_line(path, index, raw)
 
 
-def _line_value(path: Path, index: int, raw: bytes) -> Any:
+def line_value(path: Path, index: int, raw: bytes) -> Any:
     """One line's value (orjson, else `json` for the same value or error as before)."""
     try:
         return orjson.loads(raw)
@@ -459,7 +459,7 @@ def read_line(path: Path, line_index: int, offset: int, threshold) -> tuple[int,
     with open(path, "rb") as handle:
         handle.seek(offset)
         raw = handle.readline()
-    return next(convert_each(path, [(line_index, _line_value(path, line_index, raw))],
+    return next(convert_each(path, [(line_index, line_value(path, line_index, raw))],
                              lambda value, index: convert(value, path=path, index=index, threshold=threshold)))
 
 

@@ -14,6 +14,8 @@ Modules:
 - :mod:`.spec`: `load_mapping` (schema check naming the key), `Mapping`, `ValueSetRule`, `MappingError`;
 - :mod:`.source`: where the records are (ijson streaming for simple paths, JSON Lines line by line);
 - :mod:`.build`: one record -> one `Trajectory`, counting fields that resolved to nothing;
+- :mod:`.limits`: the resource limits (mapping size and nesting, YAML aliases, expression size, the evaluation
+  budget, the record cap); each ends in one line naming it, exit 2 (docs/MAPPING.md, "Limits");
 - :mod:`.reader`: `iter_mapped` (the load loop with a `LoadReport`), `read_mapped`, `make_reader`, `MapStats`,
   `MappedFormat` (a mapping as a format: name, sniff, read, label_rule; ``as_format()`` its `Format` record),
   `register_mapping` (a mapping registered as a format, read by name: ``load_trajectories(..., format=name)``).

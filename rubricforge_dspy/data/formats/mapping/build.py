@@ -64,7 +64,8 @@ class Converter:
         self.rule = _effective_rule(mapping, rule)
         self.records = 0
         self.empty: Counter = Counter()
-        self._defaults = {key: Expr(text, jmespath.compile(text)) for key, text in _CALL_DEFAULTS.items()}
+        self._defaults = {key: Expr(text, jmespath.compile(text), f"messages.{key}")
+                          for key, text in _CALL_DEFAULTS.items()}
 
     def _field(self, name: str, record: Any, key: Any, file: str) -> Any:
         expr = self.mapping.fields.get(name)

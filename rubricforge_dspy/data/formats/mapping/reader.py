@@ -67,8 +67,11 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
             record = index if mapping.source == "jsonl" else key
             try:
                 yield record, converter.convert(value, key, file, index, default_id)
-            except _RECORD_ERRORS as exc:
+            except _RECORD_ERRORS as exc:  # EvaluationLimitError included: an InputError is a ValueError
                 yield record, TrajectoryFormatError(str(file), record, f"{exc} (mapping {mapping.file})")
+            except RecursionError:  # data nest at most MAX_STREAM_DEPTH levels; a safety net all the same
+                yield record, TrajectoryFormatError(str(file), record, "nested too deeply for the mapping to read "
+                                                                      f"(mapping {mapping.file})")
     finally:
         stats.records += converter.records
         stats.empty.update(converter.empty)

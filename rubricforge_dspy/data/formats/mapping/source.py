@@ -5,6 +5,13 @@ values of a top-level object, ``a.b[*]`` / ``a.b.*`` for an array / object membe
 ijson, one record at a time, so memory holds one record; any other JMESPath reads the document whole
 (the path is evaluated by `jmespath`). JSON Lines are read one line at a time.
 
+Every read is bounded (`limits`): a JSON line, a per-record file or a streamed record larger than
+`max_record_bytes` is a bad record naming the file, the record and the cap, read in memory bounded by the
+cap (a long line is skipped in 1 MiB reads; a streamed record stops the file's stream, the rest of the
+file being named unreadable); a document read whole that is larger than the cap has each record's size
+checked. Data nest at most `MAX_STREAM_DEPTH` levels (`NestingDepth`, the streaming guard of the shipped
+readers): a deeper record or document is a bad record, never handed to a recursive parser.
+
 Every record comes as ``(file, key, default_id, value | TrajectoryFormatError)``.
 """
 
@@ -18,10 +25,19 @@ from typing import Any
 import ijson
 import orjson
 
+from rubricforge_dspy.core.errors import RubricForgeError
+from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.core.trajectory import TrajectoryFormatError
-from rubricforge_dspy.data.formats._json_stream import Malformed, stream_json_array
-from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.data.formats.mapping.spec import Mapping, compile_field
+from rubricforge_dspy.data.formats._json_stream import (
+    MAX_STREAM_DEPTH,
+    STREAM_CHUNK,
+    Malformed,
+    NestingDepth,
+    stream_json_array,
+)
+from rubricforge_dspy.data.formats.jsonl import line_value
+from rubricforge_dspy.data.formats.mapping.limits import RECORD_CAP_ENV, EvaluationLimitError, max_record_bytes
+from rubricforge_dspy.data.formats.mapping.spec import Expr, Mapping, compile_field
 
 _ARRAY_ROOT = ("@", "[*]", "[]", "@[*]", "@[]")
 _SIMPLE = re.compile(r"^(?P<prefix>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?P<tail>\[\*\]|\[\]|\.\*)$")
@@ -30,10 +46,10 @@ _SIMPLE = re.compile(r"^(?P<prefix>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-
 def data_files(path: Path, mapping: Mapping) -> list[Path]:
     """The data files of `path`: the file itself, or a folder's files matching the mapping's glob (sorted;
     hidden files and folders left out)."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
+    if not path.exists():
         raise TrajectoryFormatError(str(path), None, "no such file or directory")
+    if regular_file(path, "data file", directory=True).is_file():
+        return [path]
     found = sorted(p for p in path.glob(mapping.glob) if p.is_file()
                    and not any(part.startswith(".") for part in p.relative_to(path).parts))
     if not found and "**" not in mapping.glob:
@@ -50,60 +66,137 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
         yield path, 0, None, "", TrajectoryFormatError(str(path), None, f"no file in this folder matches the mapping's "
                                                                          f"glob {mapping.glob!r} (records.glob)")
     inner = compile_field(mapping.records_path, mapping.file, "records.path") if mapping.source == "files" else None
+    cap = max_record_bytes()
     for file in files:
         if mapping.source == "files":
             key = file.relative_to(root).with_suffix("").as_posix() if path.is_dir() else file.stem
-            value = _whole(file)
+            size = file.stat().st_size
+            value = _over_cap(file, None, f"the file is {size:,} bytes", cap) if size > cap else _whole(file)
             if not isinstance(value, TrajectoryFormatError) and mapping.records_path not in _ARRAY_ROOT:
-                value = inner(value)
+                value = _select(inner, value, file, size)
                 if value is None:
                     value = TrajectoryFormatError(str(file), None, f"records.path {mapping.records_path!r} "
                                                                    "resolved to nothing")
             yield file, 0, key, key, value
         elif mapping.source == "jsonl":
-            for index, value in iter_json_lines(file):
+            for index, value in _json_lines(file, cap):
                 yield file, index, index, f"{file.stem}:{index}", value
         else:
-            for index, key, value in _json_records(file, mapping.records_path):
+            for index, key, value in _json_records(file, mapping.records_path, cap):
                 yield file, index, key, f"{file.stem}:{key}", value
 
 
-def _whole(file: Path) -> Any:
+def _select(path: Expr, document: Any, file: Path, size: int) -> Any:
+    """The records path's value on a document of `size` bytes (its budget grows with them), or the error
+    naming the file when it goes past it."""
     try:
-        return orjson.loads(file.read_bytes())
+        return path(document, size=size)
+    except EvaluationLimitError as exc:
+        return TrajectoryFormatError(str(file), None, str(exc))
+
+
+def _over_cap(file: Path, record: int | None, what: str, cap: int) -> TrajectoryFormatError:
+    """The bad record of a record larger than the record cap (named by `what`)."""
+    return TrajectoryFormatError(str(file), record, f"{what}, over the record cap of {cap:,} bytes (set "
+                                                    f"{RECORD_CAP_ENV} to a larger number of MiB to read it)")
+
+
+def _too_deep(file: Path, record: int | None) -> TrajectoryFormatError:
+    return TrajectoryFormatError(str(file), record, f"JSON nested more than {MAX_STREAM_DEPTH} levels deep (deeper "
+                                                    "than any trajectory): not read")
+
+
+def _json_lines(file: Path, cap: int) -> Iterator[tuple[int, Any]]:
+    """``(line index, value | TrajectoryFormatError)`` of every non-blank line, as `iter_json_lines` reads
+    them, each line read in at most `cap` bytes: a longer one is skipped (in 1 MiB reads) and named."""
+    with open(file, "rb") as handle:
+        index = -1
+        while True:
+            raw = handle.readline(cap + 1)
+            if not raw:
+                return
+            index += 1
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                size = len(raw)
+                while (rest := handle.readline(1 << 20)):
+                    size += len(rest)
+                    if rest.endswith(b"\n"):
+                        break
+                yield index, _over_cap(file, index, f"line {index + 1} is {size:,} bytes", cap)
+            elif not NestingDepth().feed(raw):
+                yield index, _too_deep(file, index)
+            elif raw.strip():
+                yield index, line_value(file, index, raw)
+
+
+def _whole(file: Path) -> Any:
+    data = file.read_bytes()
+    if not NestingDepth().feed(data):
+        return _too_deep(file, None)
+    try:
+        return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         return TrajectoryFormatError(str(file), None, f"malformed JSON: {exc}")
 
 
-def _json_records(file: Path, records_path: str) -> Iterator[tuple[int, Any, Any]]:
+def _json_records(file: Path, records_path: str, cap: int) -> Iterator[tuple[int, Any, Any]]:
     """``(index, key, value)`` of the records of one JSON document; a document in which the path matches
-    no record gives one error naming the file (never an empty load that looks like success)."""
+    no record gives one error naming the file (never an empty load that looks like success). In a document
+    larger than `cap`, a record may be too: each is checked (`_record_size`)."""
     n = 0
-    for item in _json_records_of(file, records_path):
+    big = file.stat().st_size > cap
+    for index, key, value in _json_records_of(file, records_path, cap if big else None):
         n += 1
-        yield item
+        if big and not isinstance(value, TrajectoryFormatError) and _record_size(value, cap) > cap:
+            value = _over_cap(file, index, f"record {index} is more than {cap:,} bytes of JSON", cap)
+        yield index, key, value
     if n == 0:
         yield 0, 0, TrajectoryFormatError(str(file), None, f"records.path {records_path!r} matched no records")
 
 
-def _json_records_of(file: Path, records_path: str) -> Iterator[tuple[int, Any, Any]]:
+def _record_size(value: Any, cap: int) -> int:
+    """About the bytes `value` takes as JSON (strings and keys by length, 8 per other value), counted up to
+    a little past `cap` and no further, without recursion."""
+    size, stack = 0, [value]
+    while stack and size <= cap:
+        item = stack.pop()
+        if isinstance(item, str):
+            size += len(item) + 2
+        elif isinstance(item, dict):
+            size += 2 + sum(len(key) + 4 for key in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            size += 2 + len(item)
+            stack.extend(item)
+        else:
+            size += 8
+    return size
+
+
+def _json_records_of(file: Path, records_path: str, cap: int | None) -> Iterator[tuple[int, Any, Any]]:
+    """The records of one document; `cap` (for a document larger than the record cap) streams with a
+    guard that stops at a record larger than it."""
     head = _head(file)
     if records_path in _ARRAY_ROOT and head == b"[":
-        yield from _stream_array(file)
+        yield from (_stream_array(file) if cap is None else _stream_items(file, "", cap))
         return
     simple = _SIMPLE.match(records_path) if head == b"{" else None
     if records_path == "*" and head == b"{":
-        yield from _stream_members(file, "")
+        yield from _stream_members(file, "", cap)
         return
     if simple:
         prefix = simple["prefix"]
-        yield from (_stream_members(file, prefix) if simple["tail"] == ".*" else _stream_items(file, prefix))
+        yield from (_stream_members(file, prefix, cap) if simple["tail"] == ".*"
+                    else _stream_items(file, prefix, cap))
         return
     document = _whole(file)
     if isinstance(document, TrajectoryFormatError):
         yield 0, 0, document
         return
-    found = compile_field(records_path, "", "records.path")(document)
+    found = _select(compile_field(records_path, "", "records.path"), document, file, file.stat().st_size)
+    if isinstance(found, TrajectoryFormatError):
+        yield 0, 0, found
+        return
     if records_path == "*" and isinstance(document, dict):
         found = document
     if isinstance(found, dict) and records_path == "*":  # a dict of records: its values, keys kept
@@ -131,6 +224,8 @@ def _stream_array(file: Path) -> Iterator[tuple[int, Any, Any]]:
     except Malformed as exc:
         at = exc.index if exc.index is not None else index + 1
         yield at, at, TrajectoryFormatError(str(file), at, f"{exc.problem}; the rest of the JSON array is unreadable")
+    except RecursionError:  # deeper than the streaming guard lets ijson read, and than `json` follows
+        yield index + 1, index + 1, _too_deep(file, index + 1)
 
 
 def _unreadable(file: Path, index: int, exc: Exception) -> TrajectoryFormatError:
@@ -138,23 +233,67 @@ def _unreadable(file: Path, index: int, exc: Exception) -> TrajectoryFormatError
                                                    "the file is unreadable")
 
 
-def _stream_members(file: Path, prefix: str) -> Iterator[tuple[int, Any, Any]]:
-    """The members of the object at `prefix` (``""``: the document), one at a time, with their keys."""
-    index = 0
-    try:
-        with open(file, "rb") as handle:
-            for index, (key, value) in enumerate(ijson.kvitems(handle, prefix, use_float=True)):
-                yield index, key, value
-    except (ijson.JSONError, UnicodeDecodeError) as exc:
-        yield index + 1, index + 1, _unreadable(file, index + 1, exc)
+class _Stop(RubricForgeError):
+    """Raised through ijson by `_CappedReader`: the rest of the file is not read (``too_big``: a record past
+    the cap; else nested too deeply)."""
+
+    def __init__(self, too_big: bool):
+        super().__init__("record past the cap" if too_big else "nested too deeply")
+        self.too_big = too_big
 
 
-def _stream_items(file: Path, prefix: str) -> Iterator[tuple[int, Any, Any]]:
-    """The elements of the array at `prefix`, one at a time."""
+class _CappedReader:
+    """A binary file for ijson that stops (`_Stop`) where arrays and objects nest deeper than
+    `MAX_STREAM_DEPTH` (`NestingDepth`) or, with a `cap`, where more than `cap` bytes (and two reads of
+    slack: ijson reads ahead) are read between two records (`mark`), so a record past the cap is never
+    built whole."""
+
+    def __init__(self, handle, cap: int | None):
+        self._handle = handle
+        self._cap = cap
+        self._depth = NestingDepth()
+        self.since = 0  # bytes read since the last record
+
+    def mark(self) -> None:
+        self.since = 0
+
+    def read(self, size: int = STREAM_CHUNK) -> bytes:
+        data = self._handle.read(size)
+        self.since += len(data)
+        if self._cap is not None and self.since > self._cap + 2 * STREAM_CHUNK:
+            raise _Stop(too_big=True)
+        if not self._depth.feed(data):
+            raise _Stop(too_big=False)
+        return data
+
+
+def _stream(file: Path, cap: int | None, records) -> Iterator[tuple[int, Any, Any]]:
+    """``(index, key, value)`` of `records(reader)` (ijson ``(key, value)`` pairs read through a
+    `_CappedReader`); a malformed tail, a record past the cap or nested too deeply ends the file with one
+    error naming the record."""
     index = -1
     try:
         with open(file, "rb") as handle:
-            for index, value in enumerate(ijson.items(handle, prefix + ".item", use_float=True)):
-                yield index, index, value
+            reader = _CappedReader(handle, cap)
+            for index, (key, value) in enumerate(records(reader)):
+                reader.mark()
+                yield index, index if key is None else key, value
     except (ijson.JSONError, UnicodeDecodeError) as exc:
         yield index + 1, index + 1, _unreadable(file, index + 1, exc)
+    except _Stop as stop:
+        at = index + 1
+        error = _over_cap(file, at, f"record {at} is more than {cap:,} bytes", cap) if stop.too_big \
+            else _too_deep(file, at)
+        yield at, at, TrajectoryFormatError(str(file), at, f"{error.problem}; the rest of the file is not read")
+
+
+def _stream_members(file: Path, prefix: str, cap: int | None = None) -> Iterator[tuple[int, Any, Any]]:
+    """The members of the object at `prefix` (``""``: the document), one at a time, with their keys."""
+    return _stream(file, cap, lambda reader: ijson.kvitems(reader, prefix, use_float=True, buf_size=STREAM_CHUNK))
+
+
+def _stream_items(file: Path, prefix: str, cap: int | None = None) -> Iterator[tuple[int, Any, Any]]:
+    """The elements of the array at `prefix` (``""``: the document), one at a time."""
+    item = f"{prefix}.item" if prefix else "item"
+    return _stream(file, cap, lambda reader: ((None, value) for value in
+                                              ijson.items(reader, item, use_float=True, buf_size=STREAM_CHUNK)))

@@ -12,15 +12,24 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Union
 
 import jmespath
 from jmespath.exceptions import JMESPathError
 
-from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import PathArg
+from rubricforge_dspy.core.errors import InputError, MissingFileError
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, parse_label_rule
+from rubricforge_dspy.data.formats.mapping.limits import (
+    MAX_MAPPING_BYTES,
+    MAX_MAPPING_DEPTH,
+    EvaluationLimitError,
+    expression_problem,
+    needs_budget,
+    search,
+    tree_problem,
+)
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "core" / "schemas" / "mapping.schema.json"
 SPECIAL = ("$key", "$file")  # not JMESPath: the record's key in its container, and the file's stem
@@ -47,18 +56,34 @@ class MappingError(InputError):
 class Expr:
     """One field of a mapping: a compiled JMESPath expression, or ``$key`` / ``$file``."""
 
-    __slots__ = ("text", "_compiled")
+    __slots__ = ("text", "_compiled", "key", "_budgeted")
 
-    def __init__(self, text: str, compiled: Any = None):
+    def __init__(self, text: str, compiled: Any = None, key: str | None = None):
         self.text = text
         self._compiled = compiled
+        self.key = key
+        self._budgeted = compiled is not None and needs_budget(compiled.parsed)
 
-    def __call__(self, value: Any, key: Any = None, file: str = "") -> Any:
+    def __call__(self, value: Any, key: Any = None, file: str = "", size: int = 0) -> Any:
+        """The value of the expression on `value`: an expression that may build more than it reads
+        (`needs_budget`) is evaluated within the budget (`limits.search`, grown by `size`, the bytes of the
+        document `value` is, for a records path).
+
+        Raises:
+            EvaluationLimitError: the evaluation went past a limit; the message names the field and the
+                expression (the reader makes the record a bad record).
+        """
         if self.text == "$key":
             return key
         if self.text == "$file":
             return file
-        return self._compiled.search(value)
+        if not self._budgeted:
+            return self._compiled.search(value)
+        try:
+            return search(self._compiled, value, size)
+        except EvaluationLimitError as exc:
+            where = f"{self.key}: " if self.key else ""
+            raise EvaluationLimitError(f"{where}{_shown(self.text)}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"Expr({self.text!r})"
@@ -152,23 +177,91 @@ def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
-def _read_document(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise MappingError(str(path), None, "a YAML mapping needs PyYAML (pip install pyyaml), or write it "
-                                                "as JSON") from None
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise MappingError(str(path), None, f"malformed YAML: {exc}") from None
+def _shown(text: str) -> str:
+    """An expression as a message shows it: quoted, cut to 80 characters."""
+    return repr(text) if len(text) <= 80 else repr(text[:80]) + f"... ({len(text):,} characters)"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The mapping file's bytes, once `regular_file` shows a regular file of at most `MAX_MAPPING_BYTES`."""
     try:
-        return json.loads(text)
+        regular_file(path, "mapping file")
+    except MissingFileError:
+        raise MappingError(str(path), None, "no such mapping file") from None
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_MAPPING_BYTES + 1)
+    if len(data) > MAX_MAPPING_BYTES:
+        raise MappingError(str(path), None, f"larger than {MAX_MAPPING_BYTES:,} bytes, the most a mapping file may "
+                                            "be (a mapping is a few hundred bytes): refusing to read it")
+    return data
+
+
+def _too_deep(path: Path) -> MappingError:
+    return MappingError(str(path), None, f"nested more than {MAX_MAPPING_DEPTH} levels deep (a mapping nests 3): "
+                                         "refusing to read it")
+
+
+def _depth(document: Any) -> int:
+    """How deeply lists and objects nest in `document`, walked without recursion."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_MAPPING_DEPTH:
+                stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+def _read_yaml(path: Path, text: str) -> Any:
+    """A YAML mapping, its parser events checked first: an alias (``*name``), which a mapping never needs
+    and which expands a few hundred bytes into billions of values, and nesting past `MAX_MAPPING_DEPTH`
+    are refused before anything is built."""
+    try:
+        import yaml
+    except ImportError:
+        raise MappingError(str(path), None, "a YAML mapping needs PyYAML (pip install pyyaml), or write it "
+                                            "as JSON") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    opening, closing = (yaml.MappingStartEvent, yaml.SequenceStartEvent), (yaml.MappingEndEvent,
+                                                                        yaml.SequenceEndEvent)
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.AliasEvent):
+                mark = event.start_mark
+                where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+                raise MappingError(str(path), None, f"a YAML alias (*{event.anchor}){where}: aliases are refused "
+                                                    "(a mapping needs none, and they can expand without end); "
+                                                    "write the value out")
+            if isinstance(event, opening):
+                depth += 1
+                if depth > MAX_MAPPING_DEPTH:
+                    raise _too_deep(path)
+            elif isinstance(event, closing):
+                depth -= 1
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        raise MappingError(str(path), None, f"malformed YAML: {exc}") from None
+
+
+def _read_document(path: Path) -> Any:
+    try:
+        text = _read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MappingError(str(path), None, f"not UTF-8 text (byte {exc.start})") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return _read_yaml(path, text)
+    try:
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise MappingError(str(path), None, f"malformed JSON (line {exc.lineno}, column {exc.colno}): "
                                             f"{exc.msg}") from None
+    except RecursionError:
+        raise _too_deep(path) from None
+    if _depth(document) > MAX_MAPPING_DEPTH:
+        raise _too_deep(path)
+    return document
 
 
 def load_mapping(path: PathArg) -> Mapping:
@@ -182,11 +275,12 @@ def load_mapping(path: PathArg) -> Mapping:
 
     Raises:
         MappingError: the file is missing, malformed, fails the schema (the message names the key), holds
-            a JMESPath expression that does not compile, or a label rule that cannot be read.
+            a JMESPath expression that does not compile, or a label rule that cannot be read; or it is past a
+            limit (`limits`: its size, its nesting, a YAML alias, an expression's length, tokens or depth,
+            a glob that is absolute or climbs out of the data folder).
+        NotARegularFileError: the path is a FIFO, a device, a directory...: not a regular file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise MappingError(str(path), None, "no such mapping file")
     return parse_mapping(_read_document(path), str(path))
 
 
@@ -215,11 +309,18 @@ def compile_field(text: str, file: str, key: str) -> Expr:
     """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath."""
     if text in SPECIAL:
         return Expr(text)
+    problem = expression_problem(text)
+    if problem is not None:
+        raise MappingError(file, key, f"{_shown(text)}: {problem}")
     try:
-        return Expr(text, jmespath.compile(text))
+        compiled = jmespath.compile(text)
     except JMESPathError as exc:
         problem = str(exc).replace("\n", " ")
-        raise MappingError(file, key, f"not a JMESPath expression: {text!r} ({problem})") from None
+        raise MappingError(file, key, f"not a JMESPath expression: {_shown(text)} ({problem[:300]})") from None
+    problem = tree_problem(compiled.parsed)
+    if problem is not None:
+        raise MappingError(file, key, f"{_shown(text)}: {problem}")
+    return Expr(text, compiled, key)
 
 
 def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
@@ -239,9 +340,23 @@ def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
     label_rule, label_field = _label_spec(document, file)
     hidden = {name: compile_field(text, file, f"hidden.{name}") for name, text in document.get("hidden", {}).items()}
     return Mapping(name=document["name"], source=source, records_path=records_path,
-                   glob=records.get("glob", _DEFAULT_GLOB[source]), fields=fields, mode=mode,
+                   glob=_glob(records.get("glob", _DEFAULT_GLOB[source]), file), fields=fields, mode=mode,
                    step_fields=step_fields, roles=roles, label_rule=label_rule, label_field=label_field,
                    hidden=hidden, file=file)
+
+
+def _glob(pattern: str, file: str) -> str:
+    """`pattern` (``records.glob``), once it is a pattern relative to the data folder that stays inside it."""
+    posix = pattern.replace("\\", "/")
+    if posix.startswith(("/", "~")) or PureWindowsPath(pattern).drive:
+        raise MappingError(file, "records.glob", f"{pattern!r} is absolute: a glob matches files inside the data "
+                                                 "folder given with --data; write it relative to that folder "
+                                                 "(e.g. '*.json', 'runs/**/*.json')")
+    if ".." in PurePosixPath(posix).parts:
+        raise MappingError(file, "records.glob", f"{pattern!r} climbs out of the data folder ('..'): a glob "
+                                                 "matches files inside the folder given with --data; give that "
+                                                 "folder instead")
+    return pattern
 
 
 def _steps_spec(document: dict, file: str) -> tuple[str, dict, dict]:
