@@ -458,14 +458,31 @@ class Cascade(BaseJudge):
 
     def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
              allow_unverified: bool = False, allow_import: bool = False) -> JudgeT:
-        """Read a cascade file into this judge (`read_cascade` with `judge.loading.load_judge` for the
-        stages); returns it. `allow_import`: as `read_cascade`'s."""
-        from rubricforge_dspy.judge.loading import load_judge
+        """Read a cascade file into this cascade's own stages, as DSPy's ``module.load`` reads a program into a
+        module of the same structure: stage k of the file is loaded by ``self.stages[k].load`` (so a stage of
+        another kind refuses it), after the cascade and every stage file are verified (`read_cascade`); the
+        thresholds and manifest are the file's. To build a cascade from its file alone, use
+        `judge.loading.load_judge`. Returns it.
 
+        Raises:
+            InputError: the file has another number of stages than this cascade. ProgramError: as `read_cascade`.
+        """
         if allow_pickle:
             raise InputError(f"{path}: Cascade loads JSON only, never pickles")
-        loaded = read_cascade(path, load_judge, allow_unverified=allow_unverified, check_certificate=False,
+        mine = iter(self.stages)
+
+        def into_own_stage(stage_path: PathArg, **options: Any) -> BaseJudge:
+            stage = next(mine, None)
+            if stage is None:
+                raise InputError(f"{path}: the file has more stages than this cascade ({len(self.stages)}); build "
+                                 "the cascade from its file with load_judge(path)")
+            return stage.load(stage_path, allow_unverified=options.get("allow_unverified", False))
+
+        loaded = read_cascade(path, into_own_stage, allow_unverified=allow_unverified, check_certificate=False,
                               allow_import=allow_import)
+        if next(mine, None) is not None:
+            raise InputError(f"{path}: the file has {len(loaded.stages)} stage(s), this cascade {len(self.stages)}; "
+                             "build the cascade from its file with load_judge(path)")
         self.stages, self.rules = loaded.stages, loaded.rules
         self.guarantee, self.fit_report, self.manifest = loaded.guarantee, loaded.fit_report, loaded.manifest
         return self
