@@ -85,6 +85,10 @@ def grouped_folds(trajectories: Items, n_splits: int = DEFAULT_FOLDS,
         raise FloorError(f"task-grouped cross-validation needs at least 2 tasks, got {n_groups}")
     # StratifiedGroupKFold needs some class with at least k members; fewer tasks give fewer folds
     k = min(n_splits, n_groups, int(np.bincount(y, minlength=2).max()))
+    if k < 2:
+        raise FloorError(f"task-grouped cross-validation needs 2 folds, and so at least 2 labeled trajectories of one "
+                         f"class (got {np.bincount(y, minlength=2).tolist()} failed/passed on {n_groups} tasks): "
+                         "label more trajectories")
     splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "the least populated class has fewer members than n_splits"
