@@ -1,7 +1,7 @@
 """The certified cascade on every labeled set: coverage per method and p-value, validity where the truth is known.
 
     PYTHONPATH=. python -m evals.bench_cascade                  # writes evals/results/cascade.json (~10 min, 2 cores)
-    PYTHONPATH=. python -m evals.bench_cascade --quick          # 100 draws, 6 seeds, no part (c): a smoke run
+    PYTHONPATH=. python -m evals.bench_cascade --quick          # 100 draws, 6 seeds, no (c) or (d): a smoke run
     PYTHONPATH=. python -m evals.bench_cascade --shipped-only   # the sets under evals/data/ only
 
 Every labeled set: the files under evals/data/ (among them two public multi-agent sets, MINT ALFWorld and InterCode
@@ -34,6 +34,20 @@ violating draws with its exact 95% Clopper-Pearson interval must be <= delta wit
 one half (every trial, grouped by task) and judges the other; at alpha 0.10 and 0.20, with the split fixed sequence
 and Holm. Reported per 1,000 trajectories: LM calls, decided, escalated, and the realized D and F on the judged half.
 
+(d) **Floor -> hybrid(judge) -> person against recorded verdicts of the simulated judge** (the issue's acceptance):
+the simulated judge of (c) judges every item of `HYBRID_SETS` once; its verdicts are written as verdict lines
+(`core.verdict.verdict_line`, as ``rubricforge judge`` writes them) and read back as a recorded stage
+(`judge.recorded.RecordedJudge.from_file`). Per seed (5) a by-task 40/40/20 split: on the 40% fit share the floor
+(`SymptomFloor.fit`) and the hybrid (`trust.hybrid_cv.fit_hybrid_stack` over the recorded verdicts, in a
+`HybridJudge`: what ``rubricforge floor --judge-verdicts V --save-floor`` fits); on the 40% calibration share
+`fit_cascade` (the library's default method) at alpha 0.2, delta 0.1; the fitted cascade judges the 20% test share
+(`Cascade.batch`). Pooled over the seeds (a refused seed sends its whole test share to a person): certified seeds,
+person share, the share of items that reach the judge (the hybrid needs the judge's verdict, so an item the floor
+decides never reaches it; the LM calls a live judge would make), D and F on the decided items with exact 95%
+intervals, and the judge alone on the same decided items and on every test item. Also floor -> judge -> person (the
+recorded stage itself), each with the judge's calls costed 1 in the fit's tie-break (a live judge) and with the
+library's default (a recorded stage costs 0), and floor -> hybrid with ``max_false_pass`` 0.3 / 0.25 / 0.2.
+
 No real LM is called anywhere.
 """
 
@@ -44,17 +58,23 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+import orjson
 from scipy import stats
 
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
+from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.features import FeatureTable
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
+from rubricforge_dspy.judge.cascade import ESCALATED, stage_confidence
+from rubricforge_dspy.judge.floor import FloorError, FloorJudge, SymptomFloor
+from rubricforge_dspy.judge.hybrid import HybridJudge
+from rubricforge_dspy.judge.recorded import RecordedJudge
 from rubricforge_dspy.metrics import cohens_kappa
 from rubricforge_dspy.metrics.risk_control import (
     DEFAULT_METHOD,
@@ -63,7 +83,9 @@ from rubricforge_dspy.metrics.risk_control import (
     learn_then_test,
     threshold_grid,
 )
+from rubricforge_dspy.trust.cascade import CascadeCalibrationError, fit_cascade
 from rubricforge_dspy.trust.floor_cv import cross_validate
+from rubricforge_dspy.trust.hybrid_cv import fit_hybrid_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "evals" / "results" / "cascade.json"
@@ -76,6 +98,17 @@ SIMULATED_ALPHAS = (0.10, 0.20)  # 0.20: where the simulated judge alone can be 
 SIMULATED_SETS = ("react-webshop-react-webshop-davinci002-500", "tau-bench-official-gpt-4o-airline")
 SPLIT = (0.4, 0.4, 0.2)  # fit / calibrate / test shares of the tasks
 TAU2_POOL = "tau2-leaderboard-airline-4-agents-pooled"
+SIM_MODEL = "simulated-7b-judge@sim1"  # the simulator's model name (evals/simulator/README.md)
+HYBRID_ALPHA, HYBRID_SEEDS = 0.20, 5  # part (d): the issue's acceptance (alpha 0.2, delta 0.1, 5 seeds)
+# part (d)'s sets: part (c)'s two, the two public multi-agent sets, and webshop with reward-1 labels (a weak floor)
+HYBRID_SETS = (*SIMULATED_SETS, "mint-alfworld-mint-alfworld-6agents", "intercode-bash-intercode-bash-7agents",
+               "react-webshop-react-webshop-davinci002-500__reward-1")
+# part (d)'s cascades: (stages, the judge stage's cost in the fit's tie-break, max_false_pass); the recorded stage
+# stands in for a live judge (one call per item reaching it), so "judge_costs_1" is the primary row; the library's
+# default costs a recorded stage 0. The max_false_pass rows check whether bounding F fixes the F criterion.
+HYBRID_VARIANTS = (("floor_hybrid_person", "judge_costs_1", None), ("floor_hybrid_person", "library_default", None),
+                   ("floor_judge_person", "judge_costs_1", None), ("floor_judge_person", "library_default", None),
+                   *(("floor_hybrid_person", "judge_costs_1", beta) for beta in (0.30, 0.25, 0.20)))
 
 
 def machine() -> dict:
@@ -291,16 +324,19 @@ SIM_RUBRIC = SEED_RUBRIC.replace("\n\nScoring:", "\n" + "\n".join(
         "Handed off to a human: fail when the agent transferred the user to a human agent."), 7)) + "\n\nScoring:")
 
 
-def simulated_confidences(items) -> np.ndarray:
+def simulated_verdicts(items) -> list[Verdict]:
+    """The simulated judge's verdict on every item (`judging.verdict` on the rendered episode, read as the judge
+    reads an LM's answer: `Verdict.from_answer`, the contradiction rule applied)."""
     from evals.simulator.judging import verdict
 
     config = RenderConfig()
-    out = []
-    for t in items:
-        answer = verdict(SIM_RUBRIC, render_trajectory(t, config))
-        score = float(answer["score"])
-        out.append(np.nan if bool(answer["passed"]) != (score >= 0.5) else score)  # a contradiction hands on
-    return np.array(out)
+    answers = (verdict(SIM_RUBRIC, render_trajectory(t, config)) for t in items)
+    return [Verdict.from_answer(bool(a["passed"]), float(a["score"]), a["reason"]) for a in answers]
+
+
+def simulated_confidences(items) -> np.ndarray:
+    """Part (c)'s judge row: each simulated verdict's confidence, NaN (hands on) where it contradicts itself."""
+    return np.array([np.nan if (c := stage_confidence(v)) is None else c for v in simulated_verdicts(items)])
 
 
 def realized(conf, y, thresholds) -> dict:
@@ -353,14 +389,144 @@ def simulated_part(data: dict, pop: dict, args) -> list[dict]:
             for method in SIM_METHODS for alpha in SIMULATED_ALPHAS]
 
 
+def record_verdicts(items, path: Path) -> RecordedJudge:
+    """Part (d)'s judge: the simulated judge's verdict on every item written as verdict lines (`verdict_line`, what
+    ``rubricforge judge`` writes; model named simulated), read back as a recorded stage (`RecordedJudge.from_file`,
+    as ``--judge-verdicts`` and ``cascade fit --stage V.jsonl`` read it)."""
+    with path.open("wb") as out:
+        for t, v in zip(items, simulated_verdicts(items), strict=True):
+            out.write(orjson.dumps(verdict_line(t, v, model=SIM_MODEL)) + b"\n")
+    return RecordedJudge.from_file(path)
+
+
+def hybrid_stage(judge: RecordedJudge, fit_items) -> tuple[FloorJudge, HybridJudge]:
+    """The floor and the hybrid fit on `fit_items` as ``rubricforge floor --judge-verdicts V --save-floor`` fits
+    them (`SymptomFloor.fit`; `trust.hybrid_cv.fit_hybrid_stack` over the recorded verdicts, by id)."""
+    table = FeatureTable.build(fit_items)
+    stack = fit_hybrid_stack([judge.verdicts.get(i) for i in table.ids], table, str(judge.source))
+    return FloorJudge(SymptomFloor.fit(table)), HybridJudge(judge, stack)
+
+
+def _rate(k: int, n: int) -> dict:
+    return {"rate": round(k / n, 4) if n else None, "k": k, "n": n, "ci95": cp(k, n) if n else None}
+
+
+def judged_seed(cascade, judge: RecordedJudge, test_items, fit_report: dict | None) -> dict:
+    """One seed's test share judged by the fitted cascade (`Cascade.batch`), with the judge alone on the same
+    decided items and on all of them; None for `cascade`: nothing certified (every item goes to a person)."""
+    y = np.array([t.label for t in test_items], dtype=bool)
+    alone = np.array([judge.verdicts[t.id].passed for t in test_items], dtype=bool)
+    n = len(test_items)
+    if cascade is None:
+        decided, passed, calls, by = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), 0, {}
+    else:
+        out = cascade.batch(test_items)
+        decided = np.array([s != ESCALATED for s in out.stages], dtype=bool)
+        passed = np.array([v.passed for v in out], dtype=bool)
+        judging = [r.name for r, stage in zip(cascade.rules, cascade.stages, strict=True)
+                   if not isinstance(stage, FloorJudge)]
+        calls = sum(out.stage_calls.get(name, 0) for name in judging)
+        by = out.decided_by
+    return {"certified": cascade is not None, "n_test": n, "decided": int(decided.sum()), "decided_by": by,
+            "escalated": int((~decided).sum()), "reached_judge": int(calls),
+            "errors": int((decided & (passed != y)).sum()), "failed_decided": int((decided & ~y).sum()),
+            "false_passes": int((decided & passed & ~y).sum()),
+            "judge_errors_same_items": int((decided & (alone != y)).sum()),
+            "judge_false_passes_same_items": int((decided & alone & ~y).sum()),
+            "judge_errors_all": int((alone != y).sum()), "failed_all": int((~y).sum()),
+            "judge_false_passes_all": int((alone & ~y).sum()),
+            "thresholds": None if cascade is None else [r.to_dict() for r in cascade.rules],
+            "dropped": [] if fit_report is None else [d["name"] for d in fit_report.get("dropped", [])]}
+
+
+def pooled(runs: list[dict]) -> dict:
+    """Part (d)'s pooled numbers over the seeds (an uncertified seed: every test item to a person, no call)."""
+    total = {k: sum(r[k] for r in runs) for k in runs[0] if isinstance(runs[0][k], int) and not isinstance(
+        runs[0][k], bool)}
+    n, decided = total["n_test"], total["decided"]
+    return {"seeds": len(runs), "certified_seeds": sum(r["certified"] for r in runs), "n_test": n,
+            "person_share": round(total["escalated"] / n, 4), "decided_share": round(decided / n, 4),
+            "reach_judge_share": round(total["reached_judge"] / n, 4),
+            "never_reach_judge_share": round(1 - total["reached_judge"] / n, 4),
+            "lm_calls_saved_vs_judging_everything": round(1 - total["reached_judge"] / n, 4),
+            "cascade_D_decided": _rate(total["errors"], decided),
+            "cascade_FP_decided": _rate(total["false_passes"], total["failed_decided"]),
+            "judge_alone_D_same_decided": _rate(total["judge_errors_same_items"], decided),
+            "judge_alone_FP_same_decided": _rate(total["judge_false_passes_same_items"], total["failed_decided"]),
+            "judge_alone_D_all_test": _rate(total["judge_errors_all"], n),
+            "judge_alone_FP_all_test": _rate(total["judge_false_passes_all"], total["failed_all"])}
+
+
+def hybrid_criteria(summary: dict) -> dict:
+    """The issue's acceptance for floor -> hybrid(judge) -> person, on the pooled numbers."""
+    def at_most(a: dict, b: dict) -> bool | None:
+        return None if a["rate"] is None or b["rate"] is None else a["rate"] <= b["rate"]
+
+    return {"certified_every_seed": summary["certified_seeds"] == summary["seeds"],
+            "person_share_le_0_10": summary["person_share"] <= 0.10,
+            "half_never_reach_judge": summary["never_reach_judge_share"] >= 0.5,
+            "D_le_judge_alone_same_items": at_most(summary["cascade_D_decided"],
+                                                   summary["judge_alone_D_same_decided"]),
+            "FP_le_judge_alone_same_items": at_most(summary["cascade_FP_decided"],
+                                                    summary["judge_alone_FP_same_decided"])}
+
+
+def hybrid_part(data: dict, seeds: int) -> dict:
+    """(d): per seed a by-task 40/40/20 split; the floor and the hybrid fit on 40%, `fit_cascade` on 40%, the
+    test share judged (`HYBRID_VARIANTS`)."""
+    items = data["items"]
+    task_of = np.unique([f"{t.domain}/{t.task_id}" for t in items], return_inverse=True)[1]
+    n_tasks = int(task_of.max()) + 1
+    runs: dict[tuple, list[dict]] = {variant: [] for variant in HYBRID_VARIANTS}
+    with tempfile.TemporaryDirectory() as folder:
+        judge = record_verdicts(items, Path(folder) / "simulated_judge.verdicts.jsonl")
+        for seed in range(seeds):
+            tasks = np.random.default_rng(seed).permutation(n_tasks)
+            cut1, cut2 = int(round(SPLIT[0] * n_tasks)), int(round((SPLIT[0] + SPLIT[1]) * n_tasks))
+            fit_items, cal_items, test_items = ([items[i] for i in np.flatnonzero(np.isin(task_of, part))]
+                                                for part in (tasks[:cut1], tasks[cut1:cut2], tasks[cut2:]))
+            floor, hybrid = hybrid_stage(judge, fit_items)
+            for variant in HYBRID_VARIANTS:
+                name, costs, beta = variant
+                stages = [floor, hybrid if name == "floor_hybrid_person" else judge]
+                try:
+                    cascade = fit_cascade(stages, cal_items, HYBRID_ALPHA, DELTA, beta, seed=seed,
+                                          stage_costs=(0.0, 1.0) if costs == "judge_costs_1" else None)
+                    run = judged_seed(cascade, judge, test_items, cascade.fit_report)
+                except CascadeCalibrationError as error:
+                    run = {**judged_seed(None, judge, test_items, None), "refusal": str(error)}
+                runs[variant].append({"seed": seed, **run})
+    rows = []
+    for (name, costs, beta), seed_runs in runs.items():
+        summary = pooled(seed_runs)
+        rows.append({"cascade": name, "stage_costs": costs, "alpha": HYBRID_ALPHA, "max_false_pass": beta,
+                     "delta": DELTA, "method": DEFAULT_METHOD, **summary,
+                     **({"acceptance": hybrid_criteria(summary)} if name == "floor_hybrid_person" else {}),
+                     "per_seed": seed_runs})
+    y = np.array([t.label for t in items], dtype=bool)
+    alone = np.array([judge.verdicts[t.id].passed for t in items], dtype=bool)
+    return {"seeds": seeds, "split": "by task: 40% floor and hybrid fit, 40% calibration (every trial), 20% test",
+            "judge": f"simulated ({SIM_MODEL}: evals/simulator judging.verdict, the part (c) rubric), written as "
+                     "verdict lines and read back as a RecordedJudge",
+            "judge_alone_whole_set": {"pass_rate": round(float(alone.mean()), 4),
+                                      "kappa": round(float(cohens_kappa(y.astype(int), alone.astype(int))), 4),
+                                      "D": _rate(int((alone != y).sum()), y.size),
+                                      "FP": _rate(int((alone & ~y).sum()), int((~y).sum()))},
+            "rows": rows}
+
+
 def simulated_only(args) -> int:
     out = json.loads(Path(args.out).read_text())
     rows = {row["dataset"]: row for row in out["datasets"]}
     for data in datasets(shipped_only=True):
         if data["name"] in SIMULATED_SETS and data["name"] in rows:
             rows[data["name"]]["simulated_floor_then_judge"] = simulated_part(data, population(data["items"]), args)
+        if data["name"] in HYBRID_SETS and data["name"] in rows:
+            rows[data["name"]]["hybrid_cascade"] = hybrid_part(data, HYBRID_SEEDS)
+    out["acceptance"] = acceptance(out["datasets"])
     out["simulated_rerun"] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "splits": args.splits,
-                              "note": "part (c) recomputed with --simulated-only; parts (a) and (b) from the run above"}
+                              "note": "parts (c) and (d) recomputed with --simulated-only; parts (a) and (b) from the "
+                                      "run above"}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
@@ -379,6 +545,11 @@ def acceptance(results: list[dict]) -> dict:
                 out["coverage_ge_0_6_in_2_of_3_seeds"][f"{method}/{choice}"] = {
                     "met_on_every_strong_set": all(v >= 2 / 3 for v in shares.values()), "share_of_seeds": shares}
     out["all_valid"] = all(r["valid"] for d in results for r in d.get("validity", {}).get("rows", []))
+    out["hybrid_cascade_alpha_0_2"] = {
+        d["dataset"]: next(r["acceptance"] for r in d["hybrid_cascade"]["rows"]
+                           if r["cascade"] == "floor_hybrid_person" and r["stage_costs"] == "judge_costs_1"
+                           and r["max_false_pass"] is None)
+        for d in results if "hybrid_cascade" in d}
     return out
 
 
@@ -408,13 +579,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--splits", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="100 draws, 6 seeds, no part (c)")
+    parser.add_argument("--quick", action="store_true", help="100 draws, 6 seeds, no parts (c) and (d)")
     parser.add_argument("--only", nargs="*", help="only the sets whose name contains one of these")
     parser.add_argument("--shipped-only", action="store_true")
-    parser.add_argument("--no-simulated", action="store_true", help="skip part (c)")
+    parser.add_argument("--no-simulated", action="store_true", help="skip parts (c) and (d) (the simulated judge)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--simulated-only", action="store_true",
-                        help="recompute part (c) only, into the existing --out file (parts a and b kept)")
+                        help="recompute parts (c) and (d) only, into the existing --out file (a and b kept)")
     args = parser.parse_args(argv)
     if args.quick:
         args.draws, args.seeds, args.no_simulated = min(args.draws, 100), min(args.seeds, 6), True
@@ -437,6 +608,8 @@ def main(argv=None) -> int:
                "validity": validity_part(labeled, args.draws, args.seed)}
         if data["name"] in SIMULATED_SETS and not args.no_simulated:
             row["simulated_floor_then_judge"] = simulated_part(data, population(data["items"]), args)
+        if data["name"] in HYBRID_SETS and not args.no_simulated:
+            row["hybrid_cascade"] = hybrid_part(data, HYBRID_SEEDS)
         row["wall_time_s"] = round(time.perf_counter() - t0, 1)
         results.append(row)
         best = max((r for r in row["coverage"]["rows"] if r["alpha"] == 0.10), key=lambda r: r["mean_test_coverage"])
@@ -446,7 +619,8 @@ def main(argv=None) -> int:
               f"{row['wall_time_s']} s", file=sys.stderr)
     out = {"benchmark": "evals/bench_cascade.py", "machine": machine(),
            "lm": {"floor": "none: the symptom floor (real; fit on a share of the tasks, see 'method')",
-                  "judge": "part (c) only: simulated (evals/simulator judging.verdict); no real LM is called"},
+                  "judge": "parts (c) and (d) only: simulated (evals/simulator judging.verdict; in (d) recorded as "
+                           "verdict lines); no real LM is called"},
            "method": {"ltt_methods": list(METHODS), "default_method_in_code": DEFAULT_METHOD,
                       "p_values": "auto (binomial with one trial per task, else betting); one_per_task (binomial on "
                                   "one drawn trial per task); hoeffding_bentkus; betting (on one-trial sets)",
