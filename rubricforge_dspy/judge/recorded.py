@@ -159,7 +159,10 @@ class RecordedJudge(BaseJudge):
             else _checked_levels(confidence_levels, source)
         self.manifest = None
         self.stage_name = "recorded"
-        self.cost_per_item = 0.0  # no LM call (`trust.cascade.fit_cascade`'s tie-break)
+        # the fit's tie-break (`trust.cascade.stage_cost`): recorded verdicts stand for a judge's calls (the tool
+        # that wrote them paid one per item, and judging new items means running it again), so one, like an LM
+        # stage: among equally good cascades the free floor decides first
+        self.cost_per_item = 1.0
         self.reset_counts()
 
     # -- construction

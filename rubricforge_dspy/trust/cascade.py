@@ -324,7 +324,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
 
 def stage_cost(stage: BaseJudge) -> float:
     """A stage's cost per item (the fit's tie-break): its ``cost_per_item`` when it declares one (a recorded
-    stage: 0), 0 for a floor, else 1 (one LM call)."""
+    stage, and a hybrid over one: 1, the judge's call it stands for), 0 for a floor, else 1 (one LM call)."""
     declared = getattr(stage, "cost_per_item", None)
     if declared is not None:
         return float(declared)
