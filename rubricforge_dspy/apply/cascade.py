@@ -14,12 +14,17 @@ asked again, from the first stage), a different cascade or other data is refused
 Each verdict line is the contract's (`core.verdict.verdict_line`) plus ``stage`` (the deciding stage's name,
 ``"escalated"``, or the stage whose LM failed), ``stage_index`` (None when escalated), ``lm_stages_run``
 (the LLM stages that were run on the item: its LM requests before retries; 0 for a floor-decided one) and
-``lm_tokens`` (per LLM stage run on it, the prompt and completion tokens its LM reported; ``{}`` without).
+``lm_tokens`` (per LLM stage run on it, the prompt and completion tokens its LM reported; ``{}`` without);
+an escalated line (an abstention of kind ``"escalated"``) also carries ``escalated_by`` and
+``escalation_confidence``: the last stage that handed it on with a confidence, and that confidence (also its
+``score_calibrated``; None when no stage gave one), by which a person's queue takes the nearest first.
 The escalated items are written as a labeling queue: generic JSONL (docs/FORMAT.md), ``label`` and
 ``reward`` null, beside the verdicts (``OUT.escalated.jsonl``) unless told where; it is rebuilt from the
 verdict file at the end of every run (also one stopped by an LM failure), so it always lists every
-escalated line of the file. Each run's LM spend (requests, tokens of every call, how it ended) is appended
-to ``cascade_runs`` in ``OUT.job.json``.
+escalated line of the file, and a resumed run counts them all (``escalated_in_file``). Each run's LM spend
+(requests, tokens of every call, how it ended), the cascade's stages, LLM stages and guarantee, and the cascade
+and data files are appended to ``cascade_runs`` in ``OUT.job.json`` (the report reads them). A cascade without
+an LLM stage resolves no LM: none is needed, and a configured one is not part of its job.
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ if TYPE_CHECKING:
 
     from rubricforge_dspy.judge.cascade import Cascade
 
-__all__ = ["CascadeRun", "run_cascade", "escalated_path", "check_outputs", "cascade_fingerprint", "RUNS_KEY"]
+__all__ = ["CascadeRun", "run_cascade", "escalated_path", "check_outputs", "cascade_fingerprint", "count_escalated",
+           "RUNS_KEY"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +87,11 @@ class CascadeRun:
             reported usage and their tokens (the basis of the estimate); ``unreported``: written LM-judged
             items without usage; ``abstained`` / ``errors``: abstentions by kind (escalations included) and
             one message per kind; ``outcome``: ``"complete"``, ``"LM failure"`` or ``"interrupted"``;
-            ``verdicts``: the `CascadeVerdicts` of this run's items in input order (a complete run only).
+            ``verdicts``: the `CascadeVerdicts` of this run's items in input order (a complete run only);
+            ``escalated_in_file``: the escalated lines of the whole verdict file after this run (the earlier
+            runs' of a resumed job included: what the labeling queue holds), None before it is counted;
+            ``stages``: the cascade's stage names; ``guarantee``: the cascade's certificate (None: hand-set);
+            ``cascade_file`` / ``data_files``: what was judged with what (for the report's title).
     """
 
     out_path: str
@@ -100,6 +110,11 @@ class CascadeRun:
     unreported: int = 0
     outcome: str = "complete"
     verdicts: Any = field(default=None, repr=False)
+    escalated_in_file: int | None = None
+    stages: list = field(default_factory=list)
+    guarantee: dict | None = None
+    cascade_file: str | None = None
+    data_files: list | None = None
 
     @property
     def n_abstained(self) -> int:
@@ -130,7 +145,9 @@ class CascadeRun:
         """The run as recorded in ``OUT.job.json`` (``cascade_runs``)."""
         return {"outcome": self.outcome, "judged": self.judged, "resumed": self.resumed,
                 "decided_by": self.decided_by, "stage_calls": self.stage_calls, "lm_calls": self.lm_calls,
-                "lm_requests": self.lm_requests, "tokens": self.tokens, "escalated_out": self.escalated_path}
+                "lm_requests": self.lm_requests, "tokens": self.tokens, "escalated_out": self.escalated_path,
+                "escalated_in_file": self.escalated_in_file, "stages": self.stages, "lm_stages": self.lm_stages,
+                "guarantee": self.guarantee, "cascade_file": self.cascade_file, "data_files": self.data_files}
 
     def format(self) -> str:
         """The run in a few lines: per stage what it decided and what it cost, the queue for a person."""
@@ -140,7 +157,12 @@ class CascadeRun:
             cost = f"{calls} LM call(s)" if name in self.lm_stages else "no LM call"
             lines.append(f"  {name}: ran on {calls}, decided {self.decided_by.get(name, 0)} ({cost})")
         failed = self.n_abstained - self.escalated
-        lines.append(f"  escalated to a person: {self.escalated} -> {self.escalated_path}")
+        total = self.escalated_in_file
+        if total is not None and total != self.escalated:
+            lines.append(f"  escalated to a person: {self.escalated} this run, {total} in all in {self.out_path} "
+                         f"(earlier runs' included) -> {self.escalated_path}")
+        else:
+            lines.append(f"  escalated to a person: {self.escalated} -> {self.escalated_path}")
         if failed:
             kinds = ", ".join(f"{k}={n}" for k, n in sorted(self.abstained.items()) if k != ESCALATED)
             lines.append(f"  failed (no verdict, not escalated): {failed} ({kinds})")
@@ -199,26 +221,39 @@ def check_outputs(out_path: PathArg, escalated_out: PathArg | None = None) -> tu
     return out_path, queue
 
 
+def _escalated_lines(out_path: Path):
+    """The escalated verdict lines of `out_path`, in file order (a torn last line is skipped)."""
+    if not out_path.exists():
+        return
+    with out_path.open("rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n") or ESCALATED.encode() not in raw:
+                continue
+            line = orjson.loads(raw)
+            if line.get("stage") == ESCALATED:
+                yield line
+
+
+def count_escalated(out_path: PathArg) -> int:
+    """The escalated lines of a cascade's verdict file: of every run of its job (what its labeling queue lists)."""
+    return sum(1 for _ in _escalated_lines(Path(out_path)))
+
+
 def write_queue(out_path: Path, queue: Path, trajectories: Sequence[Trajectory]) -> int:
     """Rebuild the labeling queue from the verdict file: one generic JSONL record (label and reward null) per
     escalated line, in the file's order, written beside it and renamed into place. Returns the count; an
     escalated id that is not among `trajectories` (a run with a smaller --limit) is logged and left out."""
     by_id = {t.id: t for t in trajectories}
     records, missing = [], 0
-    if out_path.exists():
-        with out_path.open("rb") as handle:
-            for raw in handle:
-                if not raw.endswith(b"\n") or not raw.strip():
-                    continue
-                line = orjson.loads(raw)
-                if line.get("stage") != ESCALATED:
-                    continue
-                trajectory = by_id.get(line["id"])
-                if trajectory is None:
-                    missing += 1
-                    continue
-                records.append(to_record(trajectory, reward=None, label=None,
-                                         metadata={"cascade": {"escalated": True, "why": line.get("error")}}))
+    for line in _escalated_lines(out_path):
+        trajectory = by_id.get(line["id"])
+        if trajectory is None:
+            missing += 1
+            continue
+        records.append(to_record(trajectory, reward=None, label=None,
+                                 metadata={"cascade": {"escalated": True, "why": line.get("error"),
+                                                       "escalated_by": line.get("escalated_by"),
+                                                       "confidence": line.get("escalation_confidence")}}))
     if missing:
         logger.warning("%d escalated item(s) of %s are not in this run's input: left out of %s", missing, out_path,
                        queue)
@@ -248,7 +283,8 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: 
                 escalated_out: PathArg | None = None, lm: dspy.BaseLM | None = None,
                 concurrency: int = 4, policy: RetryPolicy = RetryPolicy(),
                 max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
-                data: str | None = None, cascade_file: PathArg | None = None) -> CascadeRun:
+                data: str | None = None, cascade_file: PathArg | None = None,
+                data_files: Sequence[PathArg] | None = None) -> CascadeRun:
     """Judge `trajectories` with `cascade` into the verdict JSONL `out_path` and the labeling queue; resumable.
 
     Args:
@@ -257,13 +293,15 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: 
             must differ.
         out_path: the verdict file; an existing one of the same job is resumed (see the module docstring).
         escalated_out: the labeling queue (default `escalated_path`); rebuilt at the end of each run.
-        lm: the LM of the LLM stages (default: theirs, else `dspy.settings.lm`).
+        lm: the LM of the LLM stages (default: theirs, else `dspy.settings.lm`); a cascade without an LLM
+            stage needs none and resolves none.
         concurrency: calls in flight at once in each stage.
         policy, max_consecutive_lm_errors: as `BaseJudge.batch` (the dead-server circuit is per LLM stage;
             None: never stop).
         data: the input's fingerprint (`apply.job.files_fingerprint`), recorded in ``OUT.job.json``; a resume
             on other data is refused.
         cascade_file: the file the cascade was loaded from; its sha256 is part of the job's fingerprint.
+        data_files: the input files, recorded with the run (the report's title names them).
 
     Returns:
         The `CascadeRun`.
@@ -279,4 +317,4 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: 
 
     return CascadeJob(cascade, out_path, escalated_out=escalated_out, lm=lm, concurrency=concurrency,
                       policy=policy, max_consecutive_lm_errors=max_consecutive_lm_errors, data=data,
-                      cascade_file=cascade_file).run(trajectories)
+                      cascade_file=cascade_file, data_files=data_files).run(trajectories)

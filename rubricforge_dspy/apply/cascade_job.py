@@ -26,6 +26,7 @@ from rubricforge_dspy.apply.cascade import (
     CascadeRun,
     cascade_fingerprint,
     check_outputs,
+    count_escalated,
     escalated_path,
     record_run,
     write_queue,
@@ -50,12 +51,13 @@ __all__ = ["CascadeJob"]
 class _Item:
     """One trajectory on its way through the stages: the LLM stages run on it and their tokens."""
 
-    __slots__ = ("index", "trajectory", "lm_stages", "tokens")
+    __slots__ = ("index", "trajectory", "lm_stages", "tokens", "last")
 
     def __init__(self, index: int, trajectory: Trajectory):
         self.index, self.trajectory = index, trajectory
         self.lm_stages = 0
         self.tokens: dict[str, dict] = {}
+        self.last: tuple[str, float] | None = None  # the last stage that handed it on with a confidence
 
 
 def _call(stage, trajectory: Trajectory, policy: RetryPolicy, stop: threading.Event) -> tuple[Verdict, dict | None]:
@@ -83,7 +85,7 @@ class CascadeJob:
 
     def __init__(self, cascade: Cascade, out_path, *, escalated_out, lm, concurrency: int, policy: RetryPolicy,
                  max_consecutive_lm_errors: int | None, data: str | None, cascade_file=None,
-                 fsync_every: int = DEFAULT_FSYNC_EVERY):
+                 data_files=None, fsync_every: int = DEFAULT_FSYNC_EVERY):
         if concurrency < 1:
             raise InputError(f"concurrency must be >= 1, got {concurrency}")
         if lm is not None:
@@ -94,11 +96,16 @@ class CascadeJob:
         self.queue = Path(escalated_out) if escalated_out is not None else escalated_path(self.out_path)
         self.escalated_out, self.cascade_file = escalated_out, cascade_file
         self.names = [rule.name for rule in cascade.rules]
-        self.lm = resolve_lm(cascade, lm)
+        # A cascade whose stages make no LM call (floors) has no LM: none is resolved, and a configured one is
+        # not part of its job (a resume under another configured LM is the same job).
+        self.lm = resolve_lm(cascade, lm) if cascade.predictors() else None
         self.model = getattr(self.lm, "model", None) if cascade.predictors() else None
         self.run_ = CascadeRun(str(self.out_path), str(self.queue),
                                lm_stages=[r.name for s, r in zip(cascade.stages, cascade.rules, strict=True)
-                                          if s.predictors()])
+                                          if s.predictors()],
+                               stages=[r.name for r in cascade.rules], guarantee=cascade.guarantee,
+                               cascade_file=None if cascade_file is None else str(cascade_file),
+                               data_files=None if data_files is None else [str(f) for f in data_files])
         self.settled: dict[int, tuple[Verdict, str]] = {}
 
     def run(self, trajectories: Sequence[Trajectory]) -> CascadeRun:
@@ -141,6 +148,7 @@ class CascadeJob:
         try:
             self.writer.close()
         finally:  # the record first: a queue on disk is then always one the job's record names
+            self.run_.escalated_in_file = count_escalated(self.out_path)
             record_run(self.out_path, self.run_)
             write_queue(self.out_path, self.queue, trajectories)
 
@@ -165,8 +173,9 @@ class CascadeJob:
         if settled is not None:
             self._write(item, settled, self.names[k], k)
             return True
+        item.last = self.cascade.escalating(k, verdict) or item.last
         if k == len(self.names) - 1:
-            self._write(item, self.cascade.escalation(), ESCALATED, None)
+            self._write(item, self.cascade.escalation(item.last), ESCALATED, None)
             return True
         return False
 
@@ -223,6 +232,9 @@ class CascadeJob:
         line = verdict_line(item.trajectory, verdict, attempts=verdict.attempts or 0, model=self.model,
                             program_sha256=self.cascade.rubric_sha256, judge_fingerprint=self.fingerprint)
         line.update(stage=stage, stage_index=index, lm_stages_run=item.lm_stages, lm_tokens=item.tokens)
+        if stage == ESCALATED:  # who escalated it, at what confidence (also its score_calibrated; None: none gave one)
+            line.update(escalated_by=item.last[0] if item.last else None,
+                        escalation_confidence=item.last[1] if item.last else None)
         self.writer.write(line)
         self.settled[item.index] = (verdict, stage)
         run = self.run_

@@ -2,7 +2,16 @@
 calibration data, and save it beside its stages. `rubricforge judge --cascade` judges with it.
 
     rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl [--labels L]
-        --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--method holm] --out cascade.json
+        --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--method split_fixed_sequence] --out cascade.json
+
+A stage is a saved judge (a floor, a frozen program, a hybrid, a cascade), or recorded verdicts (docs/CASCADE.md,
+"Any judge as a stage"): a verdict JSONL (``rubricforge judge``'s, or any tool's lines in the verdict-line
+schema), ``mlflow:<experiment>/<assessment name>`` (``--mlflow-uri``), or ``inspect:<log.eval>:<scorer>``; a
+recorded stage looks each trajectory up by id and makes no LM call; an id it has no verdict for is handed on
+(counted in the output).
+
+Every labeled trajectory is used; the task is the statistical unit (its trials' losses are averaged). A stage the
+certified thresholds leave deciding nothing is dropped from the saved cascade (the output says so).
 
 Exit 2 when nothing can be certified (`CascadeCalibrationError`: the message says how many labels the
 requested alpha would need), 3 when an LLM stage's LM fails on the calibration items (`CascadeStageError`).
@@ -10,18 +19,47 @@ requested alpha would need), 3 when an LLM stage's LM fails on the calibration i
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.metrics.risk_control import DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
-__all__ = ["add_cascade_parser", "cmd_cascade_fit"]
+if TYPE_CHECKING:
+    from rubricforge_dspy.judge.contract import BaseJudge
 
-METHODS = ("holm", "bonferroni", "fixed_sequence", "split_fixed_sequence")
+FIT_DESCRIPTION = """\
+Fit a certified cascade: each stage decides only where its thresholds are certified, on labeled
+calibration data, so that with probability >= 1 - delta the disagreement among decided items is
+<= alpha (and, with --max-false-pass, the false-pass rate too); what no stage decides goes to a
+person. Stages run cheapest first; a stage certified to decide nothing is dropped.
+
+A stage is a saved judge (a floor, a frozen program, a hybrid, a cascade) or recorded verdicts:
+a verdict .jsonl (rubricforge judge's, or any tool's lines in the verdict-line schema),
+mlflow:<experiment>/<assessment name>, or inspect:<log.eval>:<scorer>. A recorded stage looks each
+trajectory up by id and makes no LM call; an id it has no verdict for is handed on (counted).
+
+Every labeled trajectory is used; the task is the statistical unit (its trials' losses averaged)."""
+
+FIT_EPILOG = """\
+example:
+  rubricforge floor --data fit.jsonl --save-floor floor.json
+  rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl \\
+      --alpha 0.1 --delta 0.1 --out cascade.json
+  rubricforge judge --cascade cascade.json --data runs.jsonl --out preds.jsonl
+
+exit codes: 0 saved; 2 bad input, or nothing certified (the message says what was used and
+about how many labeled tasks the requested alpha needs); 3 an LLM stage's LM failed.
+docs/CASCADE.md has the theorem, its assumptions and the benchmark."""
+
+__all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage"]
 
 
 def _check(args) -> None:
@@ -33,15 +71,40 @@ def _check(args) -> None:
         raise InputError(f"--out {args.out}: a cascade is a .json file")
 
 
+def load_stage(spec: str, args) -> BaseJudge:
+    """The stage a ``--stage`` value names: a verdict JSONL (``.jsonl``) or a platform's verdicts
+    (``mlflow:``/``inspect:``) as a recorded stage (`judge.recorded.RecordedJudge`), else a saved judge
+    (`load_judge`). Every verdict line is checked here, before any work (exit 2 naming the file and line)."""
+    from rubricforge_dspy.integrations.recorded import is_platform_stage, platform_stage
+    from rubricforge_dspy.judge.loading import load_judge
+    from rubricforge_dspy.judge.recorded import RecordedJudge
+
+    if is_platform_stage(spec) and not Path(spec).exists():
+        return platform_stage(spec, args.mlflow_uri)
+    if spec.endswith(".jsonl"):
+        return RecordedJudge.from_file(spec)
+    return load_judge(spec, allow_unverified=args.allow_unverified_program, allow_import=args.allow_import_stage)
+
+
+def _missing_notes(names, stages) -> list[str]:
+    """One line per recorded stage (or hybrid over one) that had no verdict for some calibration items."""
+    notes = []
+    for name, stage in zip(names, stages, strict=False):
+        part = getattr(stage, "llm", stage)
+        if getattr(part, "n_missing", 0):
+            notes.append(f"note: stage {name!r}: {part.n_missing} of {part.n_lookups} calibration item(s) have no "
+                         f"verdict in {part.source}: handed on (the first: {part.missing_ids[0]})")
+    return notes
+
+
 def cmd_cascade_fit(args) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
-    from rubricforge_dspy.judge.loading import load_judge
-    from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report
+    from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report, stage_names
 
     _check(args)
     writable_file(args.out, "cascade")
-    stages = [load_judge(path, allow_unverified=args.allow_unverified_program) for path in args.stage]
+    stages = [load_stage(spec, args) for spec in args.stage]
     trajectories = load_data(args, need_labels=True).trajectories
     needs_lm = any(stage.predictors() for stage in stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
@@ -51,9 +114,13 @@ def cmd_cascade_fit(args) -> int:
                 if stage.predictors():
                     stage.set_lm(lm)
         cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
-                              names=args.name, seed=args.seed, num_threads=args.concurrency)
+                              names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
+                              one_per_task=args.one_per_task)
     cascade.save(args.out)
     print(format_fit_report(cascade.fit_report, cascade.guarantee))
+    names = args.name if args.name is not None else stage_names(stages)
+    for note in _missing_notes(names, stages):
+        print(note)
     print(f"written to: {args.out} (stages beside it: "
           + ", ".join(f"{args.out[:-5]}.{rule.name}.json" for rule in cascade.rules) + ")")
     return 0
@@ -63,9 +130,16 @@ def add_cascade_parser(sub) -> None:
     p = sub.add_parser("cascade", help="a certified cascade: the free floor, then LLM judges, then a person")
     commands = p.add_subparsers(dest="cascade_command", required=True)
     f = commands.add_parser("fit", help="fit per-stage thresholds on labeled calibration data (Learn-then-Test)",
-                            description=__doc__)
+                            description=FIT_DESCRIPTION, epilog=FIT_EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--stage", action="append", required=True,
-                   help="a saved judge (floor file, frozen program, hybrid), cheapest first; repeat per stage")
+                   help="a saved judge (floor file, frozen program, hybrid), or recorded verdicts: a verdict .jsonl, "
+                        "mlflow:<experiment>/<assessment name>, inspect:<log.eval>:<scorer>; cheapest first; repeat "
+                        "per stage")
+    f.add_argument("--mlflow-uri", default=None, metavar="URI",
+                   help="the MLflow server of an mlflow: stage (default: $MLFLOW_TRACKING_URI)")
+    f.add_argument("--allow-import-stage", action="store_true",
+                   help="load a Python stage (a stage file naming code to import, module:attr); refused otherwise")
     f.add_argument("--name", action="append", default=None,
                    help="stage names, one per --stage (default: floor, judge, judge2...)")
     add_data_arguments(f)
@@ -73,8 +147,16 @@ def add_cascade_parser(sub) -> None:
     f.add_argument("--max-false-pass", type=float, default=None,
                    help="also bound the false-pass rate among decided failed items")
     f.add_argument("--delta", type=float, default=0.1, help="the bounds hold with probability >= 1 - delta")
-    f.add_argument("--method", choices=METHODS, default="holm", help="family-wise procedure (default holm)")
-    f.add_argument("--seed", type=int, default=0, help="the trial kept per task, and the split's ordering part")
+    f.add_argument("--method", choices=LTT_METHODS, default=DEFAULT_METHOD,
+                   help=f"how the threshold vectors are tested (default {DEFAULT_METHOD}: 20%% of the tasks order "
+                        "them, the rest test them in that order; holm/bonferroni: every distinct vector at once; "
+                        "fail_first_sequence: an order fixed in advance, fail-only vectors first)")
+    f.add_argument("--p-values", choices=("auto", *P_VALUES), default="auto",
+                   help="auto (default): exact binomial with one trial per task, else betting over task means")
+    f.add_argument("--one-per-task", action="store_true",
+                   help="keep one drawn trial per task (the rest are counted as dropped); default: every trial")
+    f.add_argument("--seed", type=int, default=0,
+                   help="the order of the tasks, the split's ordering share, the trial kept with --one-per-task")
     f.add_argument("--concurrency", type=int, default=4, help="threads of each stage's calibration batch")
     f.add_argument("--allow-unverified-program", action="store_true",
                    help="load a stage whose manifest cannot verify it, with a warning; refused otherwise")

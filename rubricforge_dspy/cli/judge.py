@@ -119,7 +119,7 @@ def _judge_cascade(args, path: str) -> None:
             print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
         run = run_cascade(cascade, trajectories, args.out, escalated_out=args.escalated_out, lm=lm,
                           concurrency=concurrency, max_consecutive_lm_errors=args.max_consecutive_errors or None,
-                          data=fingerprint, cascade_file=path)
+                          data=fingerprint, cascade_file=path, data_files=paths)
     _epilogue(run, LoadReport(), None, LabelTally())
 
 

@@ -11,6 +11,9 @@ Optional extras, one module each; each module imports its platform when it is im
   they are saved (`HumanLabelSink`, ``rubricforge review --to-mlflow``).
 - `rubricforge_dspy.integrations.inspect` (``pip install "rubricforge-dspy[inspect]"``): a frozen judge
   as an Inspect AI scorer (`rubricforge_scorer`).
+- `rubricforge_dspy.integrations.recorded`: another platform's judge as a recorded cascade stage: an MLflow
+  assessment (`mlflow_recorded`, the mlflow extra, imported when called) or an Inspect log's score
+  (`inspect_recorded`, read by the package's own log reader), ``cascade fit --stage mlflow:...|inspect:...``.
 
 Both map the platform's own records through the file loaders of `rubricforge_dspy.data.formats`
 (``otel`` for MLflow traces, ``inspect_ai`` for Inspect messages), so a trace judged live renders as

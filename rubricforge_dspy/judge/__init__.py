@@ -19,6 +19,8 @@ Modules:
 - :mod:`.hybrid`: `HybridJudge`, the LLM judge's score stacked with the floor's features;
 - :mod:`.cascade`: `Cascade`, judges in order (the free floor first), each deciding only past its
   certified thresholds, the rest escalated to a person (`trust.cascade.fit_cascade` fits it);
+- :mod:`.recorded`: any judge as a stage: `RecordedJudge` (another tool's verdicts, looked up by id, frozen
+  by the file's sha256) and `CallableJudge` (a callable returning a Verdict, saved by import path);
 - :mod:`.baselines`: the baseline judges of the evaluation protocol;
 - :mod:`.metric`: `as_metric`: the judge as a DSPy metric (a reward proxy).
 
@@ -40,6 +42,7 @@ _MODULES = {
     "rubricforge_dspy.judge.floor": ["SymptomFloor", "FloorJudge", "FloorError"],
     "rubricforge_dspy.judge.hybrid": ["HybridJudge", "freeze_hybrid"],
     "rubricforge_dspy.judge.cascade": ["Cascade", "StageRule", "CascadeVerdicts", "read_cascade", "is_cascade_file"],
+    "rubricforge_dspy.judge.recorded": ["RecordedJudge", "CallableJudge", "as_stage"],
     "rubricforge_dspy.judge.baselines": ["geval_judge", "fewshot_judge"],
     "rubricforge_dspy.judge.metric": ["as_metric", "JudgeMetric"],
 }

@@ -26,7 +26,10 @@ Storage: a JSON file beside its stage files, with the manifest and integrity of 
      "rubricforge": {"format_version", "kind", "versions", "created_at", "guarantee", "fit",
                      "program_sha256"}}
 
-`read_cascade` verifies the cascade's hash and every stage file's sha256 before loading a stage.
+`read_cascade` verifies the cascade's hash and every stage file's sha256 before loading a stage. A stage of
+this package's classes saves itself (a program, a floor, a hybrid, a cascade, a recorded stage naming its
+verdict file by sha256); any other judge (a user's `BaseJudge`, a callable in `judge.recorded.CallableJudge`) is
+saved by its import path, loaded only with ``allow_import`` (`judge.recorded`), or refused with the reason.
 """
 
 from __future__ import annotations
@@ -144,6 +147,18 @@ class CascadeVerdicts(Verdicts):
         return counts
 
 
+def _save_stage(stage, path: Path) -> None:
+    """Save one stage: a stage of this package's classes saves itself (`_save_without_lm`); any other judge (a
+    user's `BaseJudge`, a `judge.recorded.CallableJudge`) is saved by its import path
+    (`judge.recorded.save_python_stage`), or refused with the reason (`ProgramError`)."""
+    from rubricforge_dspy.judge.recorded import CallableJudge, save_python_stage
+
+    if type(stage).__module__.startswith("rubricforge_dspy.") and not isinstance(stage, CallableJudge):
+        _save_without_lm(stage, path)
+    else:
+        save_python_stage(stage, path)
+
+
 def _save_without_lm(stage, path: Path) -> None:
     """Save a stage with its predictors' LMs detached (a program never holds an LM; an LM whose engine
     cannot be dumped, such as a scripted or custom one, would otherwise refuse the save), then reattach them."""
@@ -160,6 +175,11 @@ def _save_without_lm(stage, path: Path) -> None:
 def _accepts_features(stage) -> bool:
     # (the class's forward: reading `stage.forward` off an instance makes DSPy warn of a direct call)
     return "features" in inspect.signature(type(stage).forward).parameters
+
+
+def _reads_ids(stage) -> bool:
+    """A stage that looks trajectories up by id (a recorded stage, a hybrid over one: ``needs_trajectory``)."""
+    return bool(getattr(stage, "needs_trajectory", False))
 
 
 def _sha256(path: Path) -> str:
@@ -241,22 +261,30 @@ class Cascade(BaseJudge):
         return Verdict(passed=passed, score=verdict.score, reason=reason, score_calibrated=confidence,
                        attempts=verdict.attempts)
 
-    def _escalated(self, handed: list[str]) -> Verdict:
-        return Verdict.abstention(f"escalated: no stage decided ({'; '.join(handed)})", ESCALATED)
+    def _escalated(self, handed: list[str], last: tuple[str, float] | None = None) -> Verdict:
+        """The escalation: an abstention of kind ``"escalated"`` whose ``score_calibrated`` is the confidence of
+        the last stage that gave one (`last`: its name and confidence; None when no stage gave one), so a
+        person's queue can take the nearest-the-threshold first."""
+        verdict = Verdict.abstention(f"escalated: no stage decided ({'; '.join(handed)})", ESCALATED)
+        return verdict if last is None else replace(verdict, score_calibrated=last[1])
 
-    def _step(self, k: int, prediction, handed: list[str]):
+    def _step(self, k: int, prediction, handed: list[str], last: list):
         verdict = Verdict.from_dict(dict(prediction))
         confidence = stage_confidence(verdict)
         decision = self.rules[k].decide(confidence)
         if decision is None:
             handed.append(f"{self.rules[k].name}: " + ("no usable verdict" if confidence is None
                                                        else f"confidence {confidence:.3f}"))
+            if confidence is not None:
+                last[:] = [(self.rules[k].name, confidence)]
             return None
         return verdict_prediction(self._decided(k, verdict, decision, confidence), getattr(prediction, "raw", None))
 
-    def _out(self, prediction, k: int | None):
+    def _out(self, prediction, k: int | None, last: list | None = None):
         prediction["stage"] = self.rules[k].name if k is not None else ESCALATED
         prediction["stage_index"] = k
+        if k is None:  # the escalating stage: the last one that gave a confidence (None: none did)
+            prediction["escalated_by"] = last[0][0] if last else None
         return prediction
 
     def forward(self, trajectory: Trajectory | str, features: Mapping[str, float] | None = None) -> dspy.Prediction:
@@ -274,39 +302,41 @@ class Cascade(BaseJudge):
         Raises:
             InputError: text without the features a stage needs. An LM stage's LM errors.
         """
-        item, handed = trajectory_input(trajectory), []
+        item, handed, last = trajectory_input(trajectory), [], []
         for k, stage in enumerate(self.stages):
             try:
                 prediction = stage(**self._stage_inputs(stage, item, features))
             except VerdictFormatError as error:
                 handed.append(f"{self.rules[k].name}: {error.kind} answer")
                 continue
-            decided = self._step(k, prediction, handed)
+            decided = self._step(k, prediction, handed, last)
             if decided is not None:
                 return self._out(decided, k)
-        return self._out(verdict_prediction(self._escalated(handed), None), None)
+        return self._out(verdict_prediction(self._escalated(handed, last[0] if last else None), None), None, last)
 
     async def aforward(self, trajectory: Trajectory | str,
                        features: Mapping[str, float] | None = None) -> dspy.Prediction:
         """The async `forward` (each stage's ``acall``)."""
-        item, handed = trajectory_input(trajectory), []
+        item, handed, last = trajectory_input(trajectory), [], []
         for k, stage in enumerate(self.stages):
             try:
                 prediction = await stage.acall(**self._stage_inputs(stage, item, features))
             except VerdictFormatError as error:
                 handed.append(f"{self.rules[k].name}: {error.kind} answer")
                 continue
-            decided = self._step(k, prediction, handed)
+            decided = self._step(k, prediction, handed, last)
             if decided is not None:
                 return self._out(decided, k)
-        return self._out(verdict_prediction(self._escalated(handed), None), None)
+        return self._out(verdict_prediction(self._escalated(handed, last[0] if last else None), None), None, last)
 
     # -- many at once, stage by stage
     def _items(self, examples) -> list:
         items = [trajectory_input(item) for item in examples]
-        if any(_accepts_features(s) for s in self.stages) and not all(isinstance(i, Trajectory) for i in items):
-            raise InputError("a cascade with a floor or hybrid stage judges Trajectory objects in a batch (their "
-                             "features are computed from the steps); got rendered text")
+        needs = any(_accepts_features(s) or _reads_ids(s) for s in self.stages)
+        if needs and not all(isinstance(i, Trajectory) for i in items):
+            raise InputError("a cascade with a floor, hybrid or recorded stage judges Trajectory objects in a batch "
+                             "(their features are computed from the steps, a recorded verdict is found by id); got "
+                             "rendered text")
         return items
 
     def settle(self, k: int, verdict: Verdict) -> Verdict | None:
@@ -319,24 +349,35 @@ class Cascade(BaseJudge):
         decision = self.rules[k].decide(confidence)
         return None if decision is None else self._decided(k, verdict, decision, confidence)
 
-    def escalation(self) -> Verdict:
-        """The verdict of an item no stage decided in a batch: an abstention of kind ``"escalated"``."""
-        return replace(self._escalated(["no stage was sure"]), attempts=0)
+    def escalation(self, last: tuple[str, float] | None = None) -> Verdict:
+        """The verdict of an item no stage decided in a batch: an abstention of kind ``"escalated"`` carrying
+        the confidence of the stage that escalated it (`last`: the name and confidence of the last stage that
+        gave one; `escalating` finds it) as ``score_calibrated``, named in the error."""
+        why = "no stage was sure" if last is None else f"no stage was sure; last: {last[0]} confidence {last[1]:.3f}"
+        return replace(self._escalated([why], last), attempts=0)
 
-    def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list) -> list[int]:
-        """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left."""
+    def escalating(self, k: int, verdict: Verdict) -> tuple[str, float] | None:
+        """``(stage name, confidence)`` of stage `k`'s `verdict` when it gave a confidence (it handed the item
+        on unsure), else None: the caller keeps the last one for `escalation`."""
+        confidence = stage_confidence(verdict)
+        return None if confidence is None else (self.rules[k].name, confidence)
+
+    def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list, last: dict) -> list[int]:
+        """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left (with
+        their confidence in `last`)."""
         left = []
         for i, verdict in zip(remaining, verdicts, strict=True):
             settled = self.settle(k, verdict)
             if settled is None:
                 left.append(i)
+                last[i] = self.escalating(k, verdict) or last.get(i)
             else:
                 final[i], stages[i] = settled, self.rules[k].name
         return left
 
-    def _finish(self, final: list, stages: list, remaining: list[int], calls: dict) -> CascadeVerdicts:
+    def _finish(self, final: list, stages: list, remaining: list[int], calls: dict, last: dict) -> CascadeVerdicts:
         for i in remaining:
-            final[i], stages[i] = self.escalation(), ESCALATED
+            final[i], stages[i] = self.escalation(last.get(i)), ESCALATED
         return CascadeVerdicts(final, stages, calls)
 
     def batch(self, examples: Iterable[Any], num_threads: int | None = None, *,
@@ -359,15 +400,15 @@ class Cascade(BaseJudge):
         items = self._items(examples)
         final: list = [None] * len(items)
         stages: list = [None] * len(items)
-        remaining, calls = list(range(len(items))), {}
+        remaining, calls, last = list(range(len(items))), {}, {}
         for k, stage in enumerate(self.stages):
             if not remaining:
                 break
             calls[self.rules[k].name] = len(remaining)
             verdicts = stage.batch([items[i] for i in remaining], num_threads, policy=policy,
                                    max_consecutive_lm_errors=max_consecutive_lm_errors, **ignored)
-            remaining = self._settle(k, remaining, verdicts, final, stages)
-        return self._finish(final, stages, remaining, calls)
+            remaining = self._settle(k, remaining, verdicts, final, stages, last)
+        return self._finish(final, stages, remaining, calls, last)
 
     async def abatch(self, examples: Iterable[Any], concurrency: int = 32, *,
                      policy: RetryPolicy = RetryPolicy(),
@@ -376,15 +417,15 @@ class Cascade(BaseJudge):
         items = self._items(examples)
         final: list = [None] * len(items)
         stages: list = [None] * len(items)
-        remaining, calls = list(range(len(items))), {}
+        remaining, calls, last = list(range(len(items))), {}, {}
         for k, stage in enumerate(self.stages):
             if not remaining:
                 break
             calls[self.rules[k].name] = len(remaining)
             verdicts = await stage.abatch([items[i] for i in remaining], concurrency, policy=policy,
                                           max_consecutive_lm_errors=max_consecutive_lm_errors)
-            remaining = self._settle(k, remaining, verdicts, final, stages)
-        return self._finish(final, stages, remaining, calls)
+            remaining = self._settle(k, remaining, verdicts, final, stages, last)
+        return self._finish(final, stages, remaining, calls, last)
 
     # -- storage
     def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
@@ -399,7 +440,10 @@ class Cascade(BaseJudge):
         entries = []
         for stage, rule in zip(self.stages, self.rules, strict=True):
             stage_path = path.with_name(f"{path.stem}.{rule.name}.json")
-            _save_without_lm(stage, stage_path)
+            try:
+                _save_stage(stage, stage_path)
+            except ProgramError as error:
+                raise ProgramError(f"{path}: stage {rule.name!r} cannot be saved: {error}") from None
             entries.append({**rule.to_dict(), "path": stage_path.name, "sha256": _sha256(stage_path)})
         manifest = {"format_version": 1, "kind": CASCADE_KIND,
                     "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"),
@@ -413,14 +457,32 @@ class Cascade(BaseJudge):
         path.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
     def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
-             allow_unverified: bool = False) -> JudgeT:
-        """Read a cascade file into this judge (`read_cascade` with `judge.loading.load_judge` for the
-        stages); returns it."""
-        from rubricforge_dspy.judge.loading import load_judge
+             allow_unverified: bool = False, allow_import: bool = False) -> JudgeT:
+        """Read a cascade file into this cascade's own stages, as DSPy's ``module.load`` reads a program into a
+        module of the same structure: stage k of the file is loaded by ``self.stages[k].load`` (so a stage of
+        another kind refuses it), after the cascade and every stage file are verified (`read_cascade`); the
+        thresholds and manifest are the file's. To build a cascade from its file alone, use
+        `judge.loading.load_judge`. Returns it.
 
+        Raises:
+            InputError: the file has another number of stages than this cascade. ProgramError: as `read_cascade`.
+        """
         if allow_pickle:
             raise InputError(f"{path}: Cascade loads JSON only, never pickles")
-        loaded = read_cascade(path, load_judge, allow_unverified=allow_unverified, check_certificate=False)
+        mine = iter(self.stages)
+
+        def into_own_stage(stage_path: PathArg, **options: Any) -> BaseJudge:
+            stage = next(mine, None)
+            if stage is None:
+                raise InputError(f"{path}: the file has more stages than this cascade ({len(self.stages)}); build "
+                                 "the cascade from its file with load_judge(path)")
+            return stage.load(stage_path, allow_unverified=options.get("allow_unverified", False))
+
+        loaded = read_cascade(path, into_own_stage, allow_unverified=allow_unverified, check_certificate=False,
+                              allow_import=allow_import)
+        if next(mine, None) is not None:
+            raise InputError(f"{path}: the file has {len(loaded.stages)} stage(s), this cascade {len(self.stages)}; "
+                             "build the cascade from its file with load_judge(path)")
         self.stages, self.rules = loaded.stages, loaded.rules
         self.guarantee, self.fit_report, self.manifest = loaded.guarantee, loaded.fit_report, loaded.manifest
         return self
@@ -459,7 +521,8 @@ def _threshold(value, default: float, where: str) -> float:
 
 
 def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dspy.BaseLM | None = None,
-                 check_certificate: bool = True, allow_unverified: bool = False) -> Cascade:
+                 check_certificate: bool = True, allow_unverified: bool = False,
+                 allow_import: bool = False) -> Cascade:
     """Load a cascade file, verifying it and each stage file first.
 
     Args:
@@ -470,6 +533,8 @@ def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dsp
         check_certificate: as `load_judge`'s, for each stage.
         allow_unverified: load a cascade or stage whose hash does not match, warning
             `UnverifiedProgramWarning`; refused otherwise.
+        allow_import: import the code a Python stage names (`judge.recorded.load_python_stage`); refused
+            otherwise (passed to `load_stage` as ``allow_import``).
 
     Returns:
         The `Cascade`.
@@ -493,13 +558,13 @@ def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dsp
     token = _LOADING.set((*chain, here))
     try:
         return _read_cascade(path, load_stage, lm=lm, check_certificate=check_certificate,
-                             allow_unverified=allow_unverified)
+                             allow_unverified=allow_unverified, allow_import=allow_import)
     finally:
         _LOADING.reset(token)
 
 
 def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm, check_certificate: bool,
-                  allow_unverified: bool) -> Cascade:
+                  allow_unverified: bool, allow_import: bool) -> Cascade:
     state = _read_state(path)
     manifest = state.get(MANIFEST_KEY)
     recorded = (manifest or {}).get(PROGRAM_SHA_KEY) if isinstance(manifest, dict) else None
@@ -522,7 +587,8 @@ def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm, check
         if _sha256(stage_path) != entry["sha256"]:
             _unverified(path, f"stage {entry['name']!r}: {stage_path} is not the file the cascade was saved with "
                               "(its sha256 differs)", allow_unverified)
-        stages.append(load_stage(stage_path, check_certificate=check_certificate, allow_unverified=allow_unverified))
+        stages.append(load_stage(stage_path, check_certificate=check_certificate, allow_unverified=allow_unverified,
+                                 **({"allow_import": True} if allow_import else {})))
         where = f"{path}: stage {entry['name']!r}"
         rules.append(StageRule(entry["name"], _threshold(entry.get("t_pass"), math.inf, where),
                                _threshold(entry.get("t_fail"), -math.inf, where)))

@@ -25,11 +25,24 @@ Storage: the stack is frozen into the program JSON, in the manifest under ``"hyb
 ``hybrid(trajectory=t)`` computes both; ``hybrid(trajectory=text, features={...})`` takes them as given.
 Bare text without features is refused (`InputError`), never scored as if it had none. The LLM never
 sees the features.
+
+The hybrid stage (``rubricforge floor --judge-verdicts V.jsonl --save-floor hybrid.json``, docs/FLOOR.md): the
+same stack fit on any judge's recorded verdicts, with the judge's verdict as an input beside its score
+(``llm_passed``, `fit_stack` ``with_passed``), over a `judge.recorded.RecordedJudge` that looks each
+trajectory up by id. It is saved as its own JSON, the recorded stage's document (its verdict file named relative
+to the JSON, pinned by sha256) beside the stack::
+
+    {"kind": "rubricforge.recorded_hybrid", "version": 1, "judge": {recorded stage}, "hybrid": {stack}}
+
+With a live program instead (``--judge PROGRAM``), the hybrid is the program with the stack in its manifest, as
+above. As a cascade stage either one asks its judge only about the items that reach it.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import dspy
@@ -39,7 +52,7 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, PassRule, Verdict
-from rubricforge_dspy.evidence.features import FEATURES, check_names, feature_values
+from rubricforge_dspy.evidence.features import FEATURES, FeatureTable, check_names, feature_values
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.fingerprint import digest
@@ -48,13 +61,16 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES, neyman_pearson_threshold
 from rubricforge_dspy.program.store import build_manifest, save_judge, update_manifest
 
-__all__ = ["HYBRID_KEY", "LLM_INPUT", "HYBRID_INPUTS", "Stack", "fit_stack", "freeze_hybrid", "HybridJudge",
+__all__ = ["HYBRID_KEY", "LLM_INPUT", "LLM_PASSED", "HYBRID_INPUTS", "RECORDED_HYBRID_KIND", "Stack", "fit_stack",
+           "stack_inputs", "stack_matrix", "freeze_hybrid", "HybridJudge",
            "checked_features"]
 
 HYBRID_KEY = "hybrid"
 HYBRID_KIND = "rubricforge.hybrid"
 HYBRID_VERSION = 1
+RECORDED_HYBRID_KIND = "rubricforge.recorded_hybrid"  # a hybrid whose judge is a recorded stage (own JSON file)
 LLM_INPUT = "llm_score"
+LLM_PASSED = "llm_passed"  # the judge's verdict (1 passed, 0 failed), an input of a stack fit `with_passed`
 HYBRID_INPUTS: tuple[str, ...] = (LLM_INPUT, *FEATURES)
 
 
@@ -67,8 +83,19 @@ class Stack:
     max_false_pass: float | None = None
     fit: dict = field(default_factory=dict)
 
-    def probability(self, llm_score: float, features: Mapping[str, float]) -> float:
-        row = [float(llm_score), *(float(features[name]) for name in self.model.inputs[1:])]
+    @property
+    def with_passed(self) -> bool:
+        """True when the judge's verdict (``llm_passed``) is an input beside its score."""
+        return self.model.inputs[1:2] == (LLM_PASSED,)
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The trajectory features the stack reads (after the judge's inputs)."""
+        return self.model.inputs[2 if self.with_passed else 1:]
+
+    def probability(self, llm_score: float, features: Mapping[str, float], llm_passed: bool | None = None) -> float:
+        judge = [float(llm_score)] + ([float(bool(llm_passed))] if self.with_passed else [])
+        row = [*judge, *(float(features[name]) for name in self.features)]
         return float(self.model.predict(np.array([row]))[0])
 
     def verdict(self, llm: Verdict, features: Mapping[str, float]) -> Verdict:
@@ -76,7 +103,7 @@ class Stack:
         used by `HybridJudge` and by the protocol on persisted verdicts)."""
         if llm.abstained:
             return llm
-        p = self.probability(llm.score, features)
+        p = self.probability(llm.score, features, llm.passed)
         reason = f"hybrid p(pass) = {p:.3f} from the LLM score {llm.score:.2f} and the symptoms. LLM: {llm.reason}"
         return Verdict(passed=p >= self.threshold, score=p, reason=" ".join(reason.split())[:300],
                        score_calibrated=p)
@@ -96,7 +123,7 @@ class Stack:
         try:
             if model.inputs[:1] != (LLM_INPUT,):
                 raise ValueError(f"{where}: model inputs must start with {LLM_INPUT!r}")
-            check_names(model.inputs[1:], f"{where}: model inputs")
+            check_names(model.inputs[2 if model.inputs[1:2] == (LLM_PASSED,) else 1:], f"{where}: model inputs")
         except ValueError as error:
             raise FloorError(f"{error}; expected {LLM_INPUT!r} then feature names, got {list(model.inputs)}") from None
         threshold = data.get("threshold")
@@ -105,45 +132,93 @@ class Stack:
         return cls(model, float(threshold), data.get("max_false_pass"), dict(data.get("fit") or {}))
 
 
-def fit_stack(llm_verdicts: Sequence[Verdict], trajectories: Sequence[Trajectory],
-              max_false_pass: float | None = None) -> Stack:
-    """Fit the stack on the LLM judge's validation verdicts and the validation trajectories (same order);
-    abstentions are left out (counted). With `max_false_pass`, the Neyman-Pearson pass threshold."""
+def stack_inputs(with_passed: bool = False) -> tuple[str, ...]:
+    """The stack's inputs: the judge's score, its verdict when `with_passed`, then every feature."""
+    return (LLM_INPUT, *((LLM_PASSED,) if with_passed else ()), *FEATURES)
 
-    trajectories = require_labels(trajectories, "the hybrid's stack fit")
-    if len(llm_verdicts) != len(trajectories):
-        raise FloorError(f"one verdict per trajectory: got {len(llm_verdicts)} verdicts, {len(trajectories)} items")
-    rows = [(v, t) for v, t in zip(llm_verdicts, trajectories, strict=True) if not v.abstained]
-    x = np.array([[v.score, *(feature_values(t)[n] for n in FEATURES)] for v, t in rows])
-    x = x.reshape(-1, len(HYBRID_INPUTS))
-    y = [t.label for _, t in rows]
-    model = fit_logistic(x, y, HYBRID_INPUTS)
+
+def stack_matrix(verdicts: Sequence[Verdict], features: np.ndarray, with_passed: bool = False) -> np.ndarray:
+    """The stack's input rows: each verdict's score (and verdict) beside its item's feature row (`FEATURES`)."""
+    judge = [[v.score, *((float(v.passed),) if with_passed else ())] for v in verdicts]
+    return np.hstack([np.asarray(judge, dtype=np.float64).reshape(len(verdicts), -1),
+                      np.asarray(features, dtype=np.float64).reshape(len(verdicts), len(FEATURES))])
+
+
+def fit_stack(llm_verdicts: Sequence[Verdict | None], trajectories: Sequence[Trajectory] | FeatureTable,
+              max_false_pass: float | None = None, *, with_passed: bool = False,
+              on: str = "validation verdicts of the LLM judge") -> Stack:
+    """Fit the stack on the judge's verdicts and the labeled trajectories (same order; or their `FeatureTable`);
+    abstentions and items without a verdict (None) are left out, counted. With `max_false_pass`, the
+    Neyman-Pearson pass threshold; `with_passed`: the judge's verdict is an input beside its score."""
+    if isinstance(trajectories, FeatureTable):
+        table = trajectories.require_labels("the hybrid's stack fit")
+        labels, matrix = table.labels.tolist(), table.matrix(FEATURES)
+    else:
+        items = require_labels(trajectories, "the hybrid's stack fit")
+        labels = [t.label for t in items]
+        matrix = np.array([[feature_values(t)[n] for n in FEATURES] for t in items]).reshape(-1, len(FEATURES))
+    if len(llm_verdicts) != len(labels):
+        raise FloorError(f"one verdict per trajectory: got {len(llm_verdicts)} verdicts, {len(labels)} items")
+    keep = [i for i, v in enumerate(llm_verdicts) if v is not None and not v.abstained]
+    x = stack_matrix([llm_verdicts[i] for i in keep], matrix[keep], with_passed)
+    y = [labels[i] for i in keep]
+    model = fit_logistic(x, y, stack_inputs(with_passed))
     threshold = PASS_THRESHOLD
     if max_false_pass is not None:
         chosen = neyman_pearson_threshold(model.predict(x), y, max_false_pass)
         threshold = min(chosen.threshold, NOTHING_PASSES)
+    missing = sum(v is None for v in llm_verdicts)
     return Stack(model, float(threshold), max_false_pass,
-                 {"n": len(rows), "positives": int(sum(y)), "abstained_excluded": len(trajectories) - len(rows),
-                  "on": "validation verdicts of the LLM judge"})
+                 {"n": len(keep), "positives": int(sum(y)),
+                  "abstained_excluded": len(labels) - len(keep) - missing,
+                  **({"missing_excluded": missing} if missing else {}), "on": on})
 
 
 class HybridJudge(BaseJudge):
-    """An LLM judge (`TrajectoryJudge`) and a frozen `Stack`; see the module docstring.
+    """A judge and a frozen `Stack` over its score and the trajectory's features; see the module docstring.
 
     Args:
-        llm: the LLM part.
+        llm: the judge part: an LLM judge (`TrajectoryJudge`), or a recorded stage (`judge.recorded.RecordedJudge`:
+            ``rubricforge floor --judge-verdicts``), looked up by id.
         stack: the fitted stack over its score and the features.
     """
 
-    def __init__(self, llm: TrajectoryJudge, stack: Stack):
+    def __init__(self, llm: BaseJudge, stack: Stack):
         super().__init__()
         self.llm = llm
         self.stack = stack
+        self.stage_name = "hybrid"
+
+    @property
+    def needs_trajectory(self) -> bool:
+        """True when the judge part looks trajectories up by id (a recorded stage)."""
+        return bool(getattr(self.llm, "needs_trajectory", False))
+
+    @property
+    def cost_per_item(self) -> float | None:
+        """The judge part's cost per item when it declares one (a recorded stage: 0), else None."""
+        return getattr(self.llm, "cost_per_item", None)
 
     @classmethod
     def from_judge(cls, judge: TrajectoryJudge, where: str = "program") -> "HybridJudge":
         """The hybrid a loaded program describes (its manifest's ``"hybrid"``)."""
         return cls(judge, Stack.from_dict((judge.manifest or {}).get(HYBRID_KEY), f"{where}: {HYBRID_KEY}"))
+
+    @classmethod
+    def from_recorded_document(cls, data: Mapping, path: Path, allow_unverified: bool = False) -> "HybridJudge":
+        """The hybrid over a recorded stage that a ``rubricforge.recorded_hybrid`` JSON at `path` describes (its
+        verdict file checked by sha256, `RecordedJudge.from_document`).
+
+        Raises:
+            ProgramError: malformed, the verdict file missing or changed. FloorError: a malformed stack.
+        """
+        from rubricforge_dspy.judge.recorded import RecordedJudge
+        from rubricforge_dspy.program.store import ProgramError
+
+        if data.get("version") != HYBRID_VERSION or not isinstance(data.get("judge"), Mapping):
+            raise ProgramError(f"{path}: malformed hybrid stage: expected version {HYBRID_VERSION} and a \"judge\"")
+        judge = RecordedJudge.from_document(data["judge"], path, allow_unverified)
+        return cls(judge, Stack.from_dict(data.get(HYBRID_KEY), f"{path}: {HYBRID_KEY}"))
 
     # -- what makes it a judge like the others
     @property
@@ -151,20 +226,20 @@ class HybridJudge(BaseJudge):
         return self.llm.rubric
 
     @property
-    def render_config(self) -> RenderConfig:
-        return self.llm.render_config
+    def render_config(self) -> RenderConfig | None:
+        return getattr(self.llm, "render_config", None)
 
     @render_config.setter
     def render_config(self, value: RenderConfig) -> None:
         self.llm.render_config = value
 
     @property
-    def adapter(self) -> dspy.Adapter:
-        return self.llm.adapter
+    def adapter(self) -> dspy.Adapter | None:
+        return getattr(self.llm, "adapter", None)
 
     @property
     def manifest(self) -> dict | None:
-        return self.llm.manifest
+        return getattr(self.llm, "manifest", None)
 
     @property
     def rubric_sha256(self) -> str:
@@ -186,14 +261,15 @@ class HybridJudge(BaseJudge):
         return self.llm.render(trajectory, config)
 
     def inputs_of(self, trajectory: Trajectory) -> dict:
-        """``{"trajectory": the LLM part's text, "features": the trajectory's observable features}``."""
-        return {"trajectory": self.llm.render(trajectory), "features": feature_values(trajectory)}
+        """``{"trajectory": what the judge part reads (an LLM's text; a recorded stage: the Trajectory),
+        "features": the trajectory's observable features}``."""
+        return {"trajectory": self.llm.inputs_of(trajectory)["trajectory"], "features": feature_values(trajectory)}
 
-    def _inputs(self, trajectory, features) -> tuple[str, dict[str, float]]:
+    def _inputs(self, trajectory, features) -> tuple[Trajectory | str, dict[str, float]]:
         trajectory = trajectory_input(trajectory)
         if isinstance(trajectory, Trajectory):
-            return self.llm.render(trajectory), feature_values(trajectory)
-        return trajectory, checked_features(features, self.stack.model.inputs[1:], "hybrid")
+            return self.llm.inputs_of(trajectory)["trajectory"], feature_values(trajectory)
+        return trajectory, checked_features(features, self.stack.features, "hybrid")
 
     def forward(self, trajectory: Trajectory | str, features: Mapping[str, float] | None = None) -> dspy.Prediction:
         """Judge one trajectory: the LLM part's verdict, then the stack over its score and the features.
@@ -224,9 +300,23 @@ class HybridJudge(BaseJudge):
         return verdict_prediction(self.stack.verdict(llm, features), llm_prediction.raw, before=llm)
 
     def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
-        """Save as a frozen JSON program: the LLM part's, with the stack in its manifest."""
+        """Save as a frozen JSON program: the LLM part's, with the stack in its manifest; a hybrid over a
+        recorded stage as its own JSON (``"kind": "rubricforge.recorded_hybrid"``: the recorded stage's
+        document, its verdict file named relative to `path` and pinned by sha256, and the stack)."""
         if save_program:
             raise InputError("HybridJudge saves as JSON only; pickled programs are not supported")
+        if hasattr(self.llm, "to_document"):
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if getattr(self.llm, "path", None) is None:
+                self.llm.write_lines(path.with_name(f"{path.stem}.verdicts.jsonl"))
+            document = {"kind": RECORDED_HYBRID_KIND, "version": HYBRID_VERSION,
+                        "judge": self.llm.to_document(path.parent), HYBRID_KEY: self.stack.to_dict()}
+            path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            return
+        if not isinstance(self.llm, TrajectoryJudge):
+            raise InputError(f"a hybrid over a {type(self.llm).__name__} cannot be saved: its judge part must be a "
+                             "program (TrajectoryJudge) or a recorded stage")
         manifest = self.llm.manifest or build_manifest(self.llm)
         self.llm.manifest = {**manifest, HYBRID_KEY: self.stack.to_dict()}
         save_judge(self.llm, path)

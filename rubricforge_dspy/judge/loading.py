@@ -3,7 +3,11 @@
 A plain program loads as a `TrajectoryJudge`; one whose manifest holds a hybrid stack (`judge.hybrid`)
 as a `HybridJudge`; a floor file (`judge.floor`, ``"kind": "rubricforge.symptom_floor"``) as a
 `FloorJudge`; a cascade file (`judge.cascade`, ``"judge": {"kind": "rubricforge.cascade"}``) as a
-`Cascade`, each stage loaded by `load_judge` after its sha256 is checked. The endpoint is never read
+`Cascade`, each stage loaded by `load_judge` after its sha256 is checked; a recorded stage
+(``"kind": "rubricforge.recorded_judge"``) as a `RecordedJudge`, a hybrid over one
+(``"rubricforge.recorded_hybrid"``) as a `HybridJudge`, both once their verdict file's sha256 is the recorded
+one; a Python stage (``"rubricforge.python_stage"``) by importing what it names, only with ``allow_import``
+(`judge.recorded`). The endpoint is never read
 from the file: the LM is attached here, with ``set_lm``, or configured with `dspy.configure`. (Not
 `dspy.load`, which loads DSPy's pickled whole programs and refuses these JSON files.)
 
@@ -23,8 +27,9 @@ from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.judge.cascade import is_cascade_file, read_cascade
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, SymptomFloor
-from rubricforge_dspy.judge.hybrid import HYBRID_KEY, HybridJudge
+from rubricforge_dspy.judge.hybrid import HYBRID_KEY, RECORDED_HYBRID_KIND, HybridJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.recorded import PYTHON_STAGE_KIND, RECORDED_KIND, RecordedJudge, load_python_stage
 from rubricforge_dspy.program.store import ProgramError, read_json_document
 
 if TYPE_CHECKING:
@@ -33,24 +38,38 @@ if TYPE_CHECKING:
 __all__ = ["load_judge", "load"]
 
 
-def _floor_file(path: Path) -> SymptomFloor | None:
-    """The floor `path` holds, or None when it is not a floor file (a program is read by `read_program`)."""
+_STAGE_KINDS = (FLOOR_KIND, RECORDED_KIND, RECORDED_HYBRID_KIND, PYTHON_STAGE_KIND)
+
+
+def _stage_document(path: Path) -> dict | None:
+    """The stage document `path` holds (a floor, a recorded stage, a hybrid over one, a Python stage), or None
+    when it is not one (a program is read by `read_program`)."""
     if path.suffix != ".json":
         return None
     try:  # (a FIFO, a device, a file too large or nested too deeply: refused before it is read or parsed)
         data = read_json_document(path, "program")
     except InputError:
         return None  # read_program says what is wrong with it
-    if not isinstance(data, dict) or data.get("kind") != FLOOR_KIND:
-        return None
+    return data if isinstance(data, dict) and data.get("kind") in _STAGE_KINDS else None
+
+
+def _stage(data: dict, path: Path, allow_unverified: bool, allow_import: bool) -> BaseJudge:
+    kind = data["kind"]
     try:
-        return SymptomFloor.from_dict(data, str(path))
+        if kind == FLOOR_KIND:
+            return FloorJudge(SymptomFloor.from_dict(data, str(path)))
+        if kind == RECORDED_KIND:
+            return RecordedJudge.from_document(data, path, allow_unverified)
+        if kind == RECORDED_HYBRID_KIND:
+            return HybridJudge.from_recorded_document(data, path, allow_unverified)
     except FloorError as error:
-        raise ProgramError(f"{path}: malformed floor: {error}") from error
+        raise ProgramError(f"{path}: malformed {'floor' if kind == FLOOR_KIND else 'hybrid stack'}: {error}") \
+            from error
+    return load_python_stage(data, path, allow_import)
 
 
 def load_judge(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: bool = True,
-               allow_unverified: bool = False) -> BaseJudge:
+               allow_unverified: bool = False, allow_import: bool = False) -> BaseJudge:
     """Load a saved judge, ready to call.
 
     Args:
@@ -62,23 +81,32 @@ def load_judge(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: 
             `UncertifiedJudgeWarning` if the program has no certificate or that LM is not the one it was
             certified with (`program.drift.check_drift`). Loading itself never warns.
         allow_unverified: load a program whose manifest cannot verify it (no ``program_sha256``, or
-            content that no longer matches it), warning `UnverifiedProgramWarning`; refused otherwise.
+            content that no longer matches it), or a recorded stage whose verdict file changed, warning
+            `UnverifiedProgramWarning`; refused otherwise.
+        allow_import: import the module a Python stage names (``module:attr``, `judge.recorded`); without it
+            such a file (or a cascade holding one) is refused: loading a file never imports code unasked.
 
     Returns:
         A `TrajectoryJudge`; a `HybridJudge` when the program's manifest holds a hybrid stack; a
-        `FloorJudge` for a floor file; a `Cascade` for a cascade file. All implement
+        `FloorJudge` for a floor file; a `Cascade` for a cascade file; a `RecordedJudge` (or a `HybridJudge`
+        over one) for a recorded stage; the imported judge for a Python stage. All implement
         `judge.contract.BaseJudge`.
 
     Raises:
         ProgramError: the file is not a readable, verifiable, well-formed program (too large, malformed,
-            edited after it was frozen, or without a manifest), unless `allow_unverified`.
+            edited after it was frozen, or without a manifest), unless `allow_unverified`; a recorded stage's
+            verdict file changed; a Python stage without `allow_import`.
+        VerdictLineError: a line of a recorded stage's verdict file that is not a verdict.
     """
     if is_cascade_file(path):
         return read_cascade(path, load_judge, lm=lm, check_certificate=check_certificate,
-                            allow_unverified=allow_unverified)
-    floor = _floor_file(Path(path))
-    if floor is not None:
-        return FloorJudge(floor)
+                            allow_unverified=allow_unverified, allow_import=allow_import)
+    document = _stage_document(Path(path))
+    if document is not None:
+        stage = _stage(document, Path(path), allow_unverified, allow_import)
+        if lm is not None and stage.predictors():
+            stage.set_lm(lm)
+        return stage
     judge = TrajectoryJudge()
     judge.load(path, allow_unverified=allow_unverified)
     if (judge.manifest or {}).get(HYBRID_KEY) is not None:
@@ -94,7 +122,7 @@ def load_judge(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: 
 
 
 def judge_from(program: Any, lm: Any = None, *, check_certificate: bool = True,
-               allow_unverified: bool = False) -> BaseJudge:
+               allow_unverified: bool = False, allow_import: bool = False) -> BaseJudge:
     """The judge a ``program`` argument names: a path is loaded (`load_judge`, with these arguments), a judge
     is used as it is (`lm` attached when given), None is the seed judge (`TrajectoryJudge()`).
 
@@ -102,7 +130,8 @@ def judge_from(program: Any, lm: Any = None, *, check_certificate: bool = True,
         ProgramError: as `load_judge`, for a path.
     """
     if isinstance(program, (str, os.PathLike)):
-        return load_judge(program, lm=lm, check_certificate=check_certificate, allow_unverified=allow_unverified)
+        return load_judge(program, lm=lm, check_certificate=check_certificate, allow_unverified=allow_unverified,
+                          allow_import=allow_import)
     judge = TrajectoryJudge() if program is None else program
     if lm is not None:
         judge.set_lm(lm)

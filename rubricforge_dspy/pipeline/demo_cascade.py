@@ -31,14 +31,20 @@ DEMO_METHOD = "split_fixed_sequence"
 
 
 def _result_of(cascade, n: int) -> dict:
+    """What the lead shows of a certified cascade. The stages are the ones the fit kept (a stage certified to
+    decide nothing is dropped: not in the cascade, never called); LM calls saved are counted only when an LLM
+    stage is kept (None otherwise: the cascade makes no LM call, there is nothing to save against)."""
     rows = {row["name"]: row for row in cascade.fit_report["stages"]}
-    floor, judge = rows.get("floor", {}), rows.get("judge", {})
-    to_llm = judge.get("reached", 0) if judge.get("t_pass") is not None or judge.get("t_fail") is not None else 0
+    kept = {rule.name for rule in cascade.rules}
+    floor, judge = rows.get("floor", {}), rows.get("judge", {}) if "judge" in kept else {}
+    has_lm = any(stage.predictors() for stage in cascade.stages)
+    to_llm = judge.get("reached", 0)
     return {"certified": True, "n": n, "guarantee": cascade.guarantee,
             "free": floor.get("decided", 0), "free_false_pass": floor.get("false_pass"),
             "free_false_pass_ci95": floor.get("false_pass_ci95"), "free_disagreement": floor.get("disagreement"),
-            "to_llm": to_llm, "llm_decided": judge.get("decided", 0) if to_llm else 0,
-            "to_person": cascade.fit_report["escalated"], "lm_calls_saved": n - to_llm, "stages": list(rows.values())}
+            "to_llm": to_llm, "llm_decided": judge.get("decided", 0),
+            "to_person": cascade.fit_report["escalated"], "lm_calls_saved": n - to_llm if has_lm else None,
+            "dropped": list(cascade.fit_report.get("dropped") or []), "stages": list(rows.values())}
 
 
 def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program: str | Path, judge_lm,
@@ -99,13 +105,21 @@ def cascade_lead(result: dict, embedded: bool) -> list[str]:
             f"realized false-pass {fp:.3f} [{result['free_false_pass_ci95'][0]:.3f}, "
             f"{result['free_false_pass_ci95'][1]:.3f}]")
         out += [f"Certified: among decided trajectories, disagreement with the label <= {g['alpha']} with probability "
-                f">= {1 - g['delta']:.2f} (calibrated on {n} held-out test trajectories; the rates below are realized "
-                "on them).", "",
-                f"- **decided for free** by the symptom floor (no LM call): {_pct(result['free'], n)}; {fp_text}",
-                f"- **sent to the LLM judge**: {_pct(result['to_llm'], n)}, of which it decided "
-                f"{result['llm_decided']}",
-                f"- **escalated to a person**: {_pct(result['to_person'], n)}",
-                f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the LLM", ""]
+                f">= {1 - g['delta']:.2f} ({g.get('method', DEMO_METHOD)}; calibrated on {n} held-out test "
+                "trajectories; the rates below are realized on them).", "",
+                f"- **decided for free** by the symptom floor (no LM call): {_pct(result['free'], n)}; {fp_text}"]
+        if result.get("lm_calls_saved") is None:  # the fit dropped the LLM stage: no LM call is ever made
+            dropped = ", ".join(row["name"] for row in result.get("dropped") or []) or "the LLM judge"
+            out += [f"- **dropped by the fit**: {dropped} (certified to decide nothing here): the cascade makes no "
+                    "LM call"]
+        else:
+            out += [f"- **sent to the LLM judge**: {_pct(result['to_llm'], n)}, of which it decided "
+                    f"{result['llm_decided']}"]
+        out += [f"- **escalated to a person**: {_pct(result['to_person'], n)}"]
+        if result.get("lm_calls_saved") is not None:
+            out += [f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the "
+                    "LLM"]
+        out += [""]
     if embedded:
         out += ["The LLM stage here is the embedded 135M model: expect it to decide little or nothing; the floor's "
                 "stage is real. With a real judge and a few hundred labeled tasks the same command certifies more "

@@ -6,8 +6,12 @@ Per stage: the items it decided and their share (coverage), and on labeled lines
 and false-pass rate with exact (Clopper-Pearson) 95% intervals: descriptive numbers on these items, not
 the guarantee (the guarantee is the fit's bound, `trust.cascade`); the items escalated to a person; the LM
 requests and tokens spent against judging everything with the last stage (one request per item; the tokens
-an estimate: tokens per LM-judged item times all items, `token_spend`); and a risk-coverage figure: after
-each stage, the share decided so far against the disagreement among them.
+an estimate: tokens per LM-judged item times all items, `token_spend`; the calls saved only when a stage of
+the cascade makes LM calls, as its job recorded); the certified alpha, delta and method (the cascade's
+guarantee, as the job's runs recorded it, else from the cascade file a run names); which cascade judged which
+data (the report's title); and a risk-coverage figure: after each stage, the share decided so far against the
+disagreement among them. An escalated line is neither a pass nor a fail: the section counts it apart, and the
+report's metrics are on the decided items (`report.run.decided_run`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import orjson
 from rubricforge_dspy.metrics.intervals import proportion_ci
 
 __all__ = ["ESCALATED", "TOKEN_KEYS", "cascade_lines", "cascade_section", "cascade_markdown", "plot_risk_coverage",
-           "token_spend", "format_token_spend", "line_tokens", "job_runs"]
+           "token_spend", "format_token_spend", "line_tokens", "job_runs", "cascade_title", "certificate_text"]
 
 ESCALATED = "escalated"
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens")
@@ -154,12 +158,61 @@ def cascade_section(source: str, lines: Sequence[dict]) -> dict:
     for row in stages:
         row["tokens"] = by_stage.get(row["name"])
     runs = job_runs(source)
+    last = next((run for run in reversed(runs) if "stages" in run), {})  # a run that recorded what it ran
+    has_lm = bool(last["lm_stages"]) if "lm_stages" in last else (True if lm_calls else None)
+    guarantee, certificate = _guarantee(last)
     return {"source": source, "n": n, "stages": stages, "curve": curve, "escalated": escalated,
             "failed": sum(bool(x.get("abstained")) and x.get("stage") != ESCALATED for x in lines),
             "coverage": len(decided) / n if n else 0.0, "overall": _rates(decided), "lm_calls": lm_calls,
-            "lm_calls_judging_everything": n, "lm_calls_saved": n - lm_calls,
+            "lm_stages": last.get("lm_stages"), "has_lm_stage": has_lm,
+            "lm_calls_judging_everything": n if has_lm else None, "lm_calls_saved": n - lm_calls if has_lm else None,
             "token_spend": token_spend(total if lm_items else None, lm_items, n, unreported),
-            "tokens_by_stage": by_stage, "runs": runs}
+            "tokens_by_stage": by_stage, "runs": runs, "guarantee": guarantee, "certificate": certificate,
+            "cascade_file": last.get("cascade_file"), "data_files": last.get("data_files")}
+
+
+def _guarantee(run: Mapping) -> tuple[dict | None, str]:
+    """The cascade's certificate as its job recorded it (the last run's ``guarantee``), else read from the
+    cascade file the run names (its manifest; shown, not verified: judging verified it), and where it came from:
+    ``"certified"``, ``"hand-set"`` (the cascade has none) or ``"unknown"`` (nothing recorded it)."""
+    if "guarantee" in run:
+        guarantee = run["guarantee"]
+        return (guarantee, "certified") if guarantee else (None, "hand-set")
+    path = run.get("cascade_file")
+    if path:
+        try:
+            manifest = orjson.loads(Path(path).read_bytes()).get("rubricforge") or {}
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            manifest = None
+        if isinstance(manifest, dict):
+            guarantee = manifest.get("guarantee")
+            return (guarantee, "certified") if guarantee else (None, "hand-set")
+    return None, "unknown"
+
+
+def cascade_title(section: Mapping) -> str:
+    """Which cascade judged which data: ``cascade `c.json` on `data.jsonl` `` (what the job recorded), else the
+    verdict file's name."""
+    cascade, data = section.get("cascade_file"), section.get("data_files")
+    if not cascade and not data:
+        return f"cascade verdicts `{Path(section['source']).name}`"
+    where = f"cascade `{Path(cascade).name}`" if cascade else "a cascade"
+    return where + (f" on `{', '.join(Path(d).name for d in data)}`" if data else "")
+
+
+def certificate_text(section: Mapping) -> str:
+    """The certified alpha, delta and method (or that there is none)."""
+    guarantee = section.get("guarantee")
+    if guarantee:
+        bound = (f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None
+                 else "")
+        return (f"Certified at fit: disagreement <= {guarantee.get('alpha')}{bound} among decided items, with "
+                f"probability >= {1 - float(guarantee.get('delta') or 0):.2f} (alpha {guarantee.get('alpha')}, delta "
+                f"{guarantee.get('delta')}, method {guarantee.get('method')}"
+                + (f", {guarantee['p_values']} p-values" if guarantee.get("p_values") else "") + ").")
+    if section.get("certificate") == "hand-set":
+        return "No certificate: the cascade's thresholds were set by hand (fit them with `rubricforge cascade fit`)."
+    return "No certificate recorded with this verdict file (its job file names no fitted cascade)."
 
 
 def _rate(value, ci) -> str:
@@ -177,15 +230,22 @@ def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None =
     if not section:
         return []
     n = section["n"]
+    if section.get("lm_calls_saved") is not None:
+        calls = (f"LM requests: {section['lm_calls']}, against {section['lm_calls_judging_everything']} judging "
+                 f"everything with the last stage ({section['lm_calls_saved']} saved). "
+                 f"{format_token_spend(section.get('token_spend'), section['lm_calls'])}. ")
+    elif section.get("has_lm_stage") is False:
+        calls = "LM requests: 0 (no stage of this cascade makes LM calls). "
+    else:
+        calls = f"LM requests: {section['lm_calls']}. "
+    title = cascade_title(section)
     out = ["## Cascade: decided per stage, escalated to a person", "",
-           f"From `{section['source']}`: {n} item(s), {section['coverage']:.0%} decided, "
-           f"{section['escalated']} escalated to a person"
-           + (f", {section['failed']} failed (no verdict)" if section["failed"] else "") + ". "
-           f"LM requests: {section['lm_calls']}, against {section['lm_calls_judging_everything']} judging everything "
-           f"with the last stage ({section['lm_calls_saved']} saved). "
-           f"{format_token_spend(section.get('token_spend'), section['lm_calls'])}. "
+           f"**{title[0].upper()}{title[1:]}** (from `{section['source']}`): "
+           f"{n} item(s), {section['coverage']:.0%} decided, {section['escalated']} escalated to a person (neither "
+           "a pass nor a fail: counted apart, never as a false fail)"
+           + (f", {section['failed']} failed (no verdict)" if section["failed"] else "") + ". " + calls +
            "Realized rates are on these labeled items, "
-           "with exact 95% intervals; the certified bound is the fit's (`cascade.json`).", "",
+           "with exact 95% intervals; the certified bound is the fit's.", "", certificate_text(section), "",
            "| stage | decided | share | disagreement [95% CI] | false-pass [95% CI] | LM tokens |",
            "|---|---|---|---|---|---|"]
     for row in section["stages"]:

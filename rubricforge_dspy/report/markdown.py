@@ -3,7 +3,7 @@ sections are in :mod:`rubricforge_dspy.report.markdown_comparisons`."""
 
 from __future__ import annotations
 
-from rubricforge_dspy.report.cascade import cascade_markdown
+from rubricforge_dspy.report.cascade import cascade_markdown, cascade_title
 from rubricforge_dspy.report.cells import cell, ci, figure, judge_name, num, pval, split_table, table
 from rubricforge_dspy.report.markdown_comparisons import (
     ablation_section,
@@ -23,7 +23,9 @@ HOW_TO_READ = (
     "visible as a lower pass rate. Accuracy and F1 mix the two errors and depend on the base pass rate, so "
     "a lenient judge can look accurate on a mostly-passing test set; compare the predicted-pass rate with the "
     "base pass rate to see leniency directly. Abstentions are counted and scored as fail verdicts, so a "
-    "judge cannot lower its false-pass rate by abstaining without paying in false fails. McNemar compares "
+    "judge cannot lower its false-pass rate by abstaining without paying in false fails; a cascade's "
+    "escalations (no stage was sure: a person decides) are neither passes nor fails, and are left out of the "
+    "metrics and counted apart. McNemar compares "
     "each judge's per-item correctness with the induced judge's on the same items (exact binomial test on "
     "the discordant items; `b` = only the induced judge right, `c` = only this judge right). Marks: "
     "`***` p < 0.001, `**` p < 0.01, `*` p < 0.05, `ns` otherwise. Rates (false-pass rate, accuracy) carry "
@@ -55,7 +57,9 @@ def _facts(report: dict) -> list[str]:
                      + ("; the others are compared with it)" if others else ")")]
     facts += [
         f"{items['n']} test items on {items['n_tasks']} tasks ({items['n_passed']} passed, {items['n_failed']} "
-        f"failed; base pass rate {num(items['base_pass_rate'])})",
+        f"failed; base pass rate {num(items['base_pass_rate'])})"
+        + (f"; {items['escalated_left_out']} more escalated to a person, neither passes nor fails, left out of every "
+           "metric and figure" if items.get("escalated_left_out") else ""),
         "graded rewards" if meta["graded"] else "binary rewards",
         f"{conf}% intervals: exact Clopper-Pearson for rates; {settings['n_resamples']} bootstrap resamples "
         f"(seed {settings['seed']}) of {resampled} for the rest",
@@ -204,7 +208,8 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
     """The report as markdown. ``figure_links`` maps figure names (see ``figures.FIGURES``) to
     relative paths; figures are embedded only when given."""
     meta = report["meta"]
-    out = [f"# Judge report: {meta.get('dataset') or meta['run']}", "", *_facts(report), ""]
+    title = cascade_title(report["cascade"]) if report.get("cascade") else meta.get("dataset") or meta["run"]
+    out = [f"# Judge report: {title}", "", *_facts(report), ""]
     out += cascade_markdown(report.get("cascade"), figure_links)
     out += floor_section(report)
     out += ["## How to read this", "", HOW_TO_READ, ""]

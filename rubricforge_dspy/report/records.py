@@ -51,7 +51,8 @@ class Items:
 class Predictions:
     """One judge's verdicts, aligned to :class:`Items`. ``passed`` is False wherever ``abstained``
     (the verdict schema refuses an abstained pass). ``score_calibrated`` is None unless every
-    verdict carries one."""
+    verdict carries one. ``escalated``: the items a cascade escalated to a person (`run.decided_run` leaves
+    them out of the metrics)."""
 
     judge: str
     path: Path
@@ -62,6 +63,7 @@ class Predictions:
     score_calibrated: np.ndarray | None
     reason: Sequence[str]  # whitespace-collapsed, "" when absent (a LineFields, read back when indexed)
     error: Sequence[str | None]
+    escalated: np.ndarray | None = None  # bool: escalated by a cascade (neither a pass nor a fail)
 
     @property
     def verdict(self) -> np.ndarray:
@@ -138,6 +140,7 @@ class VerdictColumns:
     codes: dict[str, np.ndarray]  # int32, per categorical field
     categories: dict[str, np.ndarray]  # object arrays of str, then None
     models: tuple[str, ...] = ()  # the lines' judge models (``model``), distinct, in file order
+    escalated: np.ndarray | None = None  # bool: a cascade's escalation (an abstention of kind "escalated")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -170,7 +173,7 @@ def read_columns(path: Path) -> VerdictColumns:
     ids: list[str] = []
     row: dict[str, int] = {}
     lines, steps, codes = array("q"), array("q"), {f: array("i") for f in CATEGORICAL}
-    flags = {f: bytearray() for f in ("passed", "abstained", "contradiction")}
+    flags = {f: bytearray() for f in ("passed", "abstained", "contradiction", "escalated")}
     label = array("b")
     floats = {f: array("d") for f in ("score", "score_calibrated", "reward")}
     index: dict[str, dict[str, int]] = {f: {} for f in CATEGORICAL}
@@ -187,6 +190,7 @@ def read_columns(path: Path) -> VerdictColumns:
             flags["passed"].append(r["passed"])
             flags["abstained"].append(r["abstained"])
             flags["contradiction"].append(bool(r.get("contradiction", False)))
+            flags["escalated"].append(bool(r["abstained"]) and r.get("error_kind") == "escalated")
             floats["score"].append(r["score"])
             calibrated, reward = r.get("score_calibrated"), r.get("reward")
             floats["score_calibrated"].append(nan if calibrated is None else calibrated)
@@ -216,7 +220,8 @@ def read_columns(path: Path) -> VerdictColumns:
         label=np.frombuffer(label, dtype=np.int8).copy(), reward=np.frombuffer(floats["reward"]).copy(),
         n_steps=np.frombuffer(steps, dtype=np.int64).copy(),
         codes={f: np.frombuffer(codes[f], dtype=np.int32).copy() for f in CATEGORICAL},
-        categories={f: np.array([*index[f], None], dtype=object) for f in CATEGORICAL}, models=tuple(models))
+        categories={f: np.array([*index[f], None], dtype=object) for f in CATEGORICAL}, models=tuple(models),
+        escalated=flag("escalated"))
 
 
 class LineFields(Sequence):

@@ -20,7 +20,7 @@ each default is stated in the report's warnings. Items are aligned by sorted id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -45,7 +45,8 @@ from rubricforge_dspy.report.records import (
     relative,
 )
 
-__all__ = ["RunError", "Items", "Predictions", "Ablation", "Run", "load_run", "read_labels", "ITEM_DEFAULTS"]
+__all__ = ["RunError", "Items", "Predictions", "Ablation", "Run", "load_run", "read_labels", "ITEM_DEFAULTS",
+           "decided_run"]
 
 ITEM_DEFAULTS = {"domain": "unknown", "agent": "unknown"}
 _ITEM_FIELDS = ("task_id", "domain", "agent", "n_steps", "label", "reward")
@@ -198,6 +199,7 @@ def align(judge: str, columns: VerdictColumns, reference: VerdictColumns, items:
         score_calibrated=None if np.isnan(calibrated).any() else calibrated,
         reason=LineFields(path, lines, items.ids, "reason", collapse_whitespace),
         error=LineFields(path, lines, items.ids, "error"),
+        escalated=None if columns.escalated is None else columns.escalated[rows],
     )
 
 
@@ -295,3 +297,51 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
                predictions=predictions, ablations=ablations, attribution=attribution, rubric=rubric,
                sweep=sweep or None, warnings=notes, reference_kind=reference_kind,
                lines_lm=", ".join(loaded[induced].models) or None)
+
+
+def _take(predictions: Predictions, keep: np.ndarray, ids: tuple[str, ...]) -> Predictions:
+    """`predictions` at the rows `keep` (its free-text fields read back from the same lines)."""
+    reason, error = predictions.reason, predictions.error
+    lines = reason.lines[keep] if isinstance(reason, LineFields) else None
+    return replace(
+        predictions, passed=predictions.passed[keep], score=predictions.score[keep],
+        abstained=predictions.abstained[keep], contradiction=predictions.contradiction[keep],
+        score_calibrated=None if predictions.score_calibrated is None else predictions.score_calibrated[keep],
+        reason=(LineFields(reason.path, lines, ids, "reason", collapse_whitespace) if lines is not None
+                else [reason[k] for k in np.flatnonzero(keep)]),
+        error=(LineFields(error.path, error.lines[keep], ids, "error") if isinstance(error, LineFields)
+               else [error[k] for k in np.flatnonzero(keep)]),
+        escalated=None if predictions.escalated is None else predictions.escalated[keep])
+
+
+def decided_run(run: Run) -> tuple[Run, int]:
+    """The run without the items a cascade escalated to a person, and how many were left out.
+
+    An escalated line is an abstention of kind ``"escalated"``: no stage was sure, a person decides. It is
+    neither a pass nor a fail, so the metrics, confusion counts and figures are computed on the items every
+    judge decided (the judges stay paired on the same items); the report counts the escalated apart (its
+    cascade section) and says so in its warnings. A run without escalations is returned as is."""
+    escalated = np.zeros(len(run.items), dtype=bool)
+    for predictions in run.predictions.values():
+        if predictions.escalated is not None:
+            escalated |= predictions.escalated
+    left_out = int(escalated.sum())
+    if not left_out:
+        return run, 0
+    keep = ~escalated
+    if not keep.any():
+        raise RunError(f"{run.run_dir}: every one of the {len(run.items)} item(s) was escalated to a person by the "
+                       "cascade: there is no verdict to measure (label the escalated queue, or report the cascade's "
+                       "section alone)")
+    it = run.items
+    pick = np.flatnonzero(keep)
+    ids = tuple(it.ids[k] for k in pick)
+    items = Items(ids=ids, task_id=tuple(it.task_id[k] for k in pick), domain=tuple(it.domain[k] for k in pick),
+                  agent=tuple(it.agent[k] for k in pick), n_steps=None if it.n_steps is None else it.n_steps[keep],
+                  label=it.label[keep], reward=it.reward[keep])
+    predictions = {judge: _take(p, keep, ids) for judge, p in run.predictions.items()}
+    ablations = tuple(replace(a, predictions=_take(a.predictions, keep, ids)) for a in run.ablations)
+    notes = [*run.warnings, f"{left_out} of {len(it)} item(s) were escalated to a person by the cascade (no stage "
+                            "was sure): neither passes nor fails, they are left out of the metrics, confusion "
+                            f"counts and figures, which are on the {len(ids)} decided item(s)"]
+    return replace(run, items=items, predictions=predictions, ablations=ablations, warnings=notes), left_out

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 from rubricforge_dspy.report.cascade import cascade_lines, cascade_section
 from rubricforge_dspy.report.compute import compute_report
 from rubricforge_dspy.report.markdown import render_markdown
-from rubricforge_dspy.report.run import load_run
+from rubricforge_dspy.report.run import decided_run, load_run
 
 if TYPE_CHECKING:
     from rubricforge_dspy.core.trajectory import LabelRule
@@ -25,9 +25,11 @@ def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Pat
     """Load ``run_dir`` (a run directory or verdict file(s), see docs/REPORT.md), write ``out_path``
     (markdown), ``<stem>.json`` (all numbers) and, with ``figures``, ``figures/*.png`` next to the
     markdown. Returns ``out_path``. A cascade's verdict file (lines with ``stage``) adds the cascade section
-    (`report.cascade`) and its risk-coverage figure."""
-    run = load_run(run_dir, labels=labels, label_threshold=label_threshold)
+    (`report.cascade`) and its risk-coverage figure; its escalated items are neither passes nor fails: the
+    metrics, confusion counts and figures are on the decided items (`report.run.decided_run`)."""
+    run, escalated = decided_run(load_run(run_dir, labels=labels, label_threshold=label_threshold))
     report = compute_report(run, n_resamples=n_resamples, seed=seed)
+    report["items"]["escalated_left_out"] = escalated
     found = cascade_lines([run_dir] if isinstance(run_dir, (str, Path)) else run_dir)
     if found is not None:
         report["cascade"] = cascade_section(*found)

@@ -3,7 +3,8 @@
 Order (fixed when the page starts, so items do not move under the reviewer's hands):
 
 1. items the cascade escalated (no stage decided them: a person is the last stage), nearest the pass
-   threshold first;
+   threshold first by the confidence of the stage that escalated them (the line's ``score_calibrated``), those
+   without one last;
 2. items `rubricforge label-next` picked (its output file, by its rank);
 3. disagreements with an existing label (the verdict line's own ``label``, or a ``--labels`` file):
    false passes (passed, label 0) before false fails;
@@ -178,6 +179,18 @@ class Queue:
             return 2 if passed else 3
         return 4
 
+    def _escalation_key(self, index: int, probe: dict) -> float:
+        """An escalated item's place in its group: nearest the threshold first, by the confidence of the stage
+        that escalated it (the line's ``score_calibrated``; an escalation is an abstention, so its ``score`` says
+        nothing, but a line that is not an abstention is placed by its score). An escalation no stage gave a
+        confidence for comes after the others (file order)."""
+        confidence = self.verdicts.calibrated[index]
+        if confidence != confidence:  # NaN: none recorded
+            if probe["abstained"]:
+                return 1.0
+            confidence = probe["score"]
+        return -closeness({"abstained": False, "score": confidence})
+
     def _order(self) -> list[int]:
         keys = []
         v = self.verdicts
@@ -186,8 +199,10 @@ class Queue:
             group = self._group(index)
             self.groups.append(group)
             probe["abstained"], probe["score"] = bool(v.flags[index] & 2), v.scores[index]
-            near = closeness(probe)
-            second = self.label_next.get(v.ids[index], 0) if group == 1 else -near
+            if group == 0:
+                second = self._escalation_key(index, probe)
+            else:
+                second = self.label_next.get(v.ids[index], 0) if group == 1 else -closeness(probe)
             keys.append((group, second, index))
         keys.sort()
         return [key[2] for key in keys]

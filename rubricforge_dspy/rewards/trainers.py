@@ -141,6 +141,12 @@ def trajectory_from_messages(prompt: str | Sequence[Mapping[str, Any]],
                       steps=tuple(steps), reward=None, label=None, source=Source(SOURCE_FILE, index))
 
 
+def _calls_an_lm(judge) -> bool:
+    """Whether `judge` has a predictor (an LM call): a `FloorJudge`, or a cascade whose stages are all floors,
+    has none."""
+    return bool(judge.predictors()) if hasattr(judge, "predictors") else True
+
+
 class _Rewarder:
     """Judges rollouts concurrently and keeps the counters; the shared part of the TRL and verl callables."""
 
@@ -169,6 +175,10 @@ class _Rewarder:
         self._lm_copy = None
 
     def _judge_lm(self):
+        """The one-attempt copy of the judge's LM; None for a judge that makes no LM call (a floor, a cascade
+        of floors): it needs no LM, and none is resolved or set."""
+        if not _calls_an_lm(self.judge):
+            return None
         lm = resolve_lm(self.judge, self.lm)
         if lm is None:
             raise InputError("no judge LM: pass lm= to the reward function, set the judge's (judge.set_lm(lm)) "
@@ -192,7 +202,7 @@ class _Rewarder:
                 trajectory = trajectory_from_messages(prompt, completion, index=index)
             except ValueError:
                 return None
-            with dspy.context(lm=lm, trace=None):
+            with dspy.context(**({"lm": lm} if lm is not None else {}), trace=None):
                 return judge_verdict(self.judge, trajectory, self.retry)
 
         if len(items) == 1 or self.max_concurrency == 1:
@@ -319,7 +329,8 @@ def as_reward_function(judge: dspy.Module, *, abstain_value: float | None = None
             1.0 when it passed, else 0.0.
         max_concurrency: judge requests in flight per trainer call (threads).
         lm: the judge's LM (default: the judge's own, else ``dspy.settings.lm``); one attempt per call,
-            transient errors retried by `retry`.
+            transient errors retried by `retry`. A judge that makes no LM call (a `FloorJudge`, a cascade of
+            floors) needs none: no LM is resolved.
         retry: the retry policy of transient LM errors (`judge.execution.RetryPolicy`).
         max_consecutive_abstentions: raise `RewardJudgeError` after this many abstentions in a row (None:
             never).
@@ -352,7 +363,8 @@ def as_verl_compute_score(judge: dspy.Module, *, abstain_value: float, mode: Mod
             reads the response alone). Only that field is read; ``ground_truth`` never is.
         return_dict: return ``{"score", "judge_passed", "judge_abstained"}`` (verl logs the extra keys).
         max_concurrency: judge requests in flight per batched call.
-        lm: the judge's LM (default: the judge's own, else ``dspy.settings.lm``).
+        lm: the judge's LM (default: the judge's own, else ``dspy.settings.lm``; none for a judge that makes
+            no LM call).
         retry: the retry policy of transient LM errors.
         max_consecutive_abstentions: raise `RewardJudgeError` after this many abstentions in a row.
         name: the function's ``__name__``.

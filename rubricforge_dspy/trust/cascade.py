@@ -7,10 +7,16 @@ cascade decides, the disagreement with the label is at most ``alpha`` and, when 
 (failed trajectories passed, over the failed ones decided) is at most ``max_false_pass``. Disagreement is
 always bounded: a cascade that fails everything has no false passes.
 
-The unit is the task. Trials of one task are not independent, so by default one trial per task is kept
-for calibration (drawn with `seed`; the number dropped is reported): the calibration units are then i.i.d.
-draws of (a random task, a random trial of it), the population the guarantee speaks of. Split
-calibration and later data by task (`data.split.split_by_task`).
+The unit is the task, and every trial counts. Trials of one task are not independent, so each task contributes
+the mean of its trials' losses (`metrics.risk_control`): the task means are i.i.d., and the guarantee speaks of
+the population (a random task, a random trial of it). Every labeled trajectory is used (the fit reports the tasks
+and trials); `one_per_task=True` keeps one drawn trial per task instead (counted as dropped). Split calibration
+and later data by task (`data.split.split_by_task`).
+
+Each stage's grid comes from the values its confidence can take (`BaseJudge.confidence_levels`: a pass/fail
+verdict has two, so its thresholds are 6 distinct rules, not 56), fixed before any label is seen. A stage the
+certified thresholds leave deciding nothing is dropped from the returned cascade (``fit_report["dropped"]``
+says which and why): judging never pays for it.
 
 Each stage's confidences on the calibration units are computed once (its own ``batch``), and an LLM stage
 only on the units some threshold choice of the stages before it could leave (with the default grid, whose
@@ -37,31 +43,46 @@ from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts, StageRule, stage_confidence
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FloorJudge
+from rubricforge_dspy.judge.recorded import as_stage
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.metrics.intervals import proportion_ci
 from rubricforge_dspy.metrics.risk_control import (
+    DEFAULT_METHOD,
     FAIL_LEVELS,
     PASS_LEVELS,
     GridResult,
     cascade_outcomes,
     decided_needed,
     learn_then_test,
+    stage_pairs,
+    tasks_needed,
 )
 from rubricforge_dspy.report.cascade import format_token_spend
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary",
-           "THEOREM",
-           "REFERENCES"]
+           "stage_names", "stage_cost", "cascade_summary", "measure_cascade", "format_fit_report",
+           "format_cascade_summary", "THEOREM", "REFERENCES"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
            "the disagreement with the label is at most alpha and, when max_false_pass is set, the false-pass rate "
-           "is at most max_false_pass. Assumes calibration and later tasks are exchangeable, one trial per task, "
-           "and stages not fit on the calibration data.")
+           "is at most max_false_pass, for the population of a random task and a random trial of it. Assumes "
+           "calibration and later tasks are i.i.d. (trials within a task may be dependent: their losses are "
+           "averaged per task), the threshold grid fixed before the labels, and stages not fit on the "
+           "calibration data.")
 REFERENCES = ("Angelopoulos, Bates, Candes, Jordan, Lei 2021, Learn then Test, arXiv:2110.01052",
+              "Waudby-Smith, Ramdas 2024, Estimating means of bounded random variables by betting, JRSSB 86(1)",
               "Jung, Brahman, Choi, ICLR 2025, Trust or Escalate",
               "Bates, Angelopoulos, Lei, Malik, Jordan 2021, Distribution-free risk-controlling prediction sets",
               "Berger 1982, Multiparameter hypothesis testing and acceptance sampling (intersection-union)")
+
+
+METHOD_WHY = {
+    "split_fixed_sequence": "the default: the most coverage at equal validity on the benchmark sets "
+                            "(evals/bench_cascade.py); an order learned on a share of the tasks, no multiplicity cost",
+    "holm": "Holm over every distinct threshold vector",
+    "bonferroni": "Bonferroni over every distinct threshold vector",
+    "fail_first_sequence": "a fixed sequence ordered before the data, fail-only vectors first",
+}
 
 
 class CascadeCalibrationError(InputError):
@@ -85,20 +106,22 @@ class FitReport:
     ``stages``: per stage, its name, thresholds, units reached and decided, share decided, realized
     disagreement and false-pass rate on the calibration units with exact (Clopper-Pearson) 95% intervals,
     unparseable answers, and ``calls``: the units it was run on during the fit. ``chosen``: the
-    `GridResult`. ``units``: calibration units, tasks and trials dropped (one per task)."""
+    `GridResult`. ``units``: calibration tasks and trials used (tested, ordering) and trials dropped (only
+    with ``one_per_task``). ``dropped``: the stages certified to decide nothing, removed from the cascade."""
 
     chosen: dict
     stages: list[dict]
     units: dict
     escalated: int
     guarantee: dict = field(default_factory=dict)
+    dropped: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def calibration_units(trajectories: Sequence[Trajectory], one_per_task: bool = True, seed: int = 0) -> np.ndarray:
-    """Indices of the calibration units: every trajectory, or (default) one trial drawn per task
+def calibration_units(trajectories: Sequence[Trajectory], one_per_task: bool = False, seed: int = 0) -> np.ndarray:
+    """Indices of the calibration items: every trajectory (default), or one trial drawn per task
     (``domain/task_id``) with `seed`."""
     if not one_per_task:
         return np.arange(len(trajectories))
@@ -110,18 +133,19 @@ def calibration_units(trajectories: Sequence[Trajectory], one_per_task: bool = T
 
 
 def stage_names(stages: Sequence[BaseJudge]) -> list[str]:
-    """Default stage names: a floor's own name (``floor``), ``judge``, ``judge2``... for the others."""
+    """Default stage names: a floor's own name (``floor``), a stage's ``stage_name`` when it has one (``recorded``,
+    ``hybrid``), ``judge``, ``judge2``... for the others."""
     names, seen = [], {}
     for stage in stages:
-        base = stage.floor.name if isinstance(stage, FloorJudge) else "judge"
+        base = stage.floor.name if isinstance(stage, FloorJudge) else getattr(stage, "stage_name", None) or "judge"
         seen[base] = seen.get(base, 0) + 1
         names.append(base if seen[base] == 1 else f"{base}{seen[base]}")
     return names
 
 
-def _could_leave(conf: np.ndarray, pass_levels, fail_levels) -> np.ndarray:
-    """Units some (t_pass, t_fail) pair of the grid hands on, given one stage's confidences."""
-    pairs = [(tp, tf) for tp in pass_levels for tf in fail_levels if tf < tp]
+def _could_leave(conf: np.ndarray, levels, pass_levels, fail_levels) -> np.ndarray:
+    """Units some (t_pass, t_fail) pair of the stage's grid hands on, given its confidences."""
+    pairs = stage_pairs(levels, pass_levels, fail_levels)
     left = np.zeros(conf.size, dtype=bool)
     with np.errstate(invalid="ignore"):
         for tp, tf in pairs:
@@ -140,26 +164,50 @@ def _stage_confidences(stage: BaseJudge, name: str, items: list[Trajectory], num
     return conf, sum(v.abstained for v in verdicts)
 
 
-def _refusal(result: GridResult, n_units: int, tasks: int) -> CascadeCalibrationError:
-    sequence = result.method in ("fixed_sequence", "split_fixed_sequence")
+def _refusal(result: GridResult, n_items: int, tasks: int) -> CascadeCalibrationError:
+    """Why nothing was certified, and what more labels of this kind of data can and cannot buy."""
+    sequence = result.method in ("split_fixed_sequence", "fail_first_sequence")
     level = result.delta if sequence else result.delta / result.n_tested
     rate = result.disagreement if result.disagreement is not None else 0.0
-    needed = decided_needed(result.alpha, level, rate) if rate < result.alpha else None
-    labels = math.ceil(needed / result.coverage) if needed is not None and result.coverage > 0 else None
     bound = f" and false-pass <= {result.max_false_pass}" if result.max_false_pass is not None else ""
-    seen = (f"the closest vector decides {result.n_decided} with {result.errors} disagreement(s) "
-            f"(p = {result.p_value:.3g})")
-    if needed is None:
+    used = (f"{result.n_trials} trials of {result.n_tasks} tasks tested"
+            + (f", {result.n_order_tasks} more tasks ordered the grid (split fixed sequence: "
+               f"{result.n_order_tasks / max(result.n_order_tasks + result.n_tasks, 1):.0%} of the tasks)"
+               if result.n_order_tasks else "")
+            + f"; {n_items} calibration trajectories of {tasks} tasks given")
+    seen = (f"the closest vector decides {result.n_decided} trials with {result.errors} disagreement(s)"
+            + (f" and {result.false_passes} false pass(es) of {result.n_failed_decided} failed"
+               if result.max_false_pass is not None else "") + f" (p = {result.p_value:.3g}, needs <= {level:.3g}: "
+            f"delta {result.delta}" + ("" if sequence else f" over {result.n_tested} vectors") + f", {result.method}, "
+            f"{result.p_values} p-values)")
+    share = result.coverage
+    needed = labels = None
+    if rate >= result.alpha:
         advice = (f"at its observed disagreement {rate:.3f} >= alpha {result.alpha} no number of labels suffices: "
                   "raise alpha, or use stronger stages")
     else:
-        advice = (f"certifying needs at least {needed} decided labels at its observed disagreement {rate:.3f} "
-                  f"(tested at {level:.3g}: delta {result.delta} over {result.n_tested} vectors, {result.method})"
-                  + (f", about {labels} labeled tasks at its coverage {result.coverage:.2f}" if labels else ""))
+        trials = max(result.n_trials / max(result.n_tasks, 1), 1.0)
+        if result.p_values == "binomial":
+            needed = decided_needed(result.alpha, level, rate)
+            labels = math.ceil(needed / share) if needed is not None and share > 0 else None
+            need_tasks = labels
+        else:
+            need_tasks = tasks_needed(result.alpha, level, share, rate)
+            needed = math.ceil(need_tasks * share * trials) if need_tasks is not None else None
+            labels = math.ceil(need_tasks * trials) if need_tasks is not None else None
+        if need_tasks is None:
+            advice = "no number of tasks suffices at this coverage and error rate: raise alpha or use stronger stages"
+        else:
+            total = (math.ceil(need_tasks * (result.n_order_tasks + result.n_tasks) / max(result.n_tasks, 1))
+                     if result.n_order_tasks else need_tasks)
+            advice = (f"certifying it needs about {need_tasks} labeled tasks in the test"
+                      + (f" (about {total} with the ordering share)" if total != need_tasks else "")
+                      + f" at its coverage {share:.2f} and disagreement {rate:.3f}"
+                      + (f": more trials of the same {tasks} tasks cannot replace tasks (the task is the unit)"
+                         if result.p_values != "binomial" else ""))
     return CascadeCalibrationError(
         f"cascade fit refused: no threshold vector is certified for disagreement <= {result.alpha}{bound} with "
-        f"probability >= {1 - result.delta:.2f} from {n_units} calibration units ({tasks} tasks); {seen}; {advice}",
-        needed, labels)
+        f"probability >= {1 - result.delta:.2f} ({used}); {seen}; {advice}", needed, labels)
 
 
 def _stage_rows(names, conf, y, result: GridResult, calls, unparsed) -> tuple[list[dict], int]:
@@ -184,31 +232,36 @@ def _stage_rows(names, conf, y, result: GridResult, calls, unparsed) -> tuple[li
 
 
 def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory], alpha: float, delta: float,
-                max_false_pass: float | None = None, method: str = "holm", *, names: Sequence[str] | None = None,
-                pass_levels: Sequence[float] = PASS_LEVELS, fail_levels: Sequence[float] = FAIL_LEVELS,
-                stage_costs: Sequence[float] | None = None, one_per_task: bool = True, seed: int = 0,
-                p_values: str = "binomial", num_threads: int | None = None) -> Cascade:
+                max_false_pass: float | None = None, method: str = DEFAULT_METHOD, *,
+                names: Sequence[str] | None = None, pass_levels: Sequence[float] = PASS_LEVELS,
+                fail_levels: Sequence[float] = FAIL_LEVELS, stage_costs: Sequence[float] | None = None,
+                one_per_task: bool = False, seed: int = 0, p_values: str = "auto",
+                num_threads: int | None = None) -> Cascade:
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
     Args:
-        stages: the judges, cheapest first (e.g. ``[FloorJudge(floor), load_judge("judge.json")]``), with
+        stages: the judges, cheapest first (e.g. ``[FloorJudge(floor), load_judge("judge.json")]``; any
+            `BaseJudge`, or a callable returning a `Verdict`, `judge.recorded.as_stage`), with
             their LMs attached or configured; none fit on `trajectories`.
-        trajectories: labeled calibration trajectories (whole tasks).
+        trajectories: labeled calibration trajectories (whole tasks; every trial is used).
         alpha: bound on disagreement among decided items.
         delta: the guarantee holds with probability at least ``1 - delta``.
         max_false_pass: bound on the false-pass rate among decided failed items (None: not bounded).
-        method: ``"holm"`` (default), ``"bonferroni"``, ``"fixed_sequence"`` or ``"split_fixed_sequence"``
-            over the threshold grid (`metrics.risk_control.learn_then_test`).
+        method: ``"split_fixed_sequence"`` (default), ``"holm"``, ``"bonferroni"`` or ``"fail_first_sequence"``
+            (`metrics.risk_control.learn_then_test`).
         names: stage names (default `stage_names`).
-        pass_levels, fail_levels: per-stage threshold levels of the grid.
-        stage_costs: cost per unit of each stage (default: 0 for a floor, 1 otherwise), to break ties.
-        one_per_task: keep one trial per task (default; the guarantee's unit).
-        seed: the draw of that trial (and of the ordering part of ``"split_fixed_sequence"``).
-        p_values: ``"binomial"`` (exact) or ``"hoeffding_bentkus"``.
+        pass_levels, fail_levels: the thresholds of a stage with a continuous confidence; a stage whose
+            ``confidence_levels`` are set gets one threshold per level instead.
+        stage_costs: cost per item of each stage (default: 0 for a floor, 1 otherwise), to break ties.
+        one_per_task: keep one drawn trial per task (the rest counted as dropped); default: every trial.
+        seed: the order of the tasks (betting p-values), the ordering share of the split, the drawn trial.
+        p_values: ``"auto"`` (exact binomial with one trial per task, else betting), ``"binomial"``,
+            ``"betting"`` or ``"hoeffding_bentkus"``.
         num_threads: threads of each stage's batch.
 
     Returns:
-        The `Cascade`; ``cascade.fit_report`` is the `FitReport` as a dict, ``cascade.guarantee`` the bound.
+        The `Cascade` (stages certified to decide nothing dropped); ``cascade.fit_report`` is the `FitReport` as
+        a dict, ``cascade.guarantee`` the bound.
 
     Raises:
         CascadeCalibrationError: nothing can be certified (with the labels it would need).
@@ -218,6 +271,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     trajectories = require_labels(list(trajectories), "the cascade fit")
     if not stages:
         raise InputError("a cascade needs at least one stage")
+    stages = [as_stage(stage) for stage in stages]  # a callable returning a Verdict is a stage too
     names = list(names) if names is not None else stage_names(stages)
     if len(names) != len(stages):
         raise InputError(f"one name per stage: {len(names)} names for {len(stages)} stages")
@@ -227,6 +281,8 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         raise CascadeCalibrationError(f"no calibration data: certifying needs at least {decided_needed(alpha, delta)} "
                                       "decided labels", decided_needed(alpha, delta))
     y = np.array([t.label for t in items], dtype=np.int64)
+    groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=object)
+    levels = [stage_levels(stage) for stage in stages]
     conf = np.full((len(stages), len(items)), np.nan)
     reach, calls, unparsed = np.ones(len(items), dtype=bool), [], []
     for k, (stage, name) in enumerate(zip(stages, names, strict=True)):
@@ -234,25 +290,55 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         conf[k, where], bad = _stage_confidences(stage, name, [items[i] for i in where], num_threads)
         calls.append(int(where.size))
         unparsed.append(int(bad))
-        reach &= _could_leave(conf[k], pass_levels, fail_levels) | np.isnan(conf[k])
-    costs = stage_costs if stage_costs is not None else [0.0 if isinstance(s, FloorJudge) else 1.0 for s in stages]
-    result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, pass_levels=pass_levels,
-                             fail_levels=fail_levels, stage_costs=costs, p_values=p_values, seed=seed)
+        reach &= _could_leave(conf[k], levels[k], pass_levels, fail_levels) | np.isnan(conf[k])
+    costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
+    result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, groups=groups.astype(str),
+                             levels=levels, pass_levels=pass_levels, fail_levels=fail_levels, stage_costs=costs,
+                             p_values=p_values, seed=seed)
     tasks = len({f"{t.domain}/{t.task_id}" for t in trajectories})
     if not result.certified:
         raise _refusal(result, len(items), tasks)
     rows, escalated = _stage_rows(names, conf, y, result, calls, unparsed)
     guarantee = {"alpha": alpha, "delta": delta, "max_false_pass": max_false_pass, "method": method,
-                 "p_values": p_values, "grid": {"pass_levels": [x if math.isfinite(x) else None for x in pass_levels],
-                                                "fail_levels": [x if math.isfinite(x) else None for x in fail_levels],
-                                                "vectors": result.n_tested},
-                 "unit": "task: one trial per task" if one_per_task else "trajectory (all trials)",
+                 "method_why": METHOD_WHY.get(method, "chosen by the caller"),
+                 "p_values": result.p_values, "grid": {
+                     "pass_levels": [x if math.isfinite(x) else None for x in pass_levels],
+                     "fail_levels": [x if math.isfinite(x) else None for x in fail_levels],
+                     "stage_levels": [None if lv is None else list(lv) for lv in levels],
+                     "vectors": result.n_tested},
+                 "unit": ("task: one trial per task" if one_per_task else
+                          "task: every trial, losses averaged within a task"),
                  "theorem": THEOREM, "references": list(REFERENCES)}
-    report = FitReport(result.to_dict(), rows, {"calibration_units": len(items), "trajectories": len(trajectories),
-                                                "tasks": tasks, "dropped_trials": len(trajectories) - len(items)},
-                       escalated, guarantee)
-    rules = [StageRule(name, tp, tf) for name, (tp, tf) in zip(names, result.thresholds, strict=True)]
-    return Cascade(list(stages), rules, guarantee, report.to_dict())
+    kept = [k for k, row in enumerate(rows) if row["decided"] > 0 or _decides_something(result.thresholds[k])]
+    dropped = [{"name": names[k], "reason": "certified to decide nothing (its thresholds never pass and never "
+                                            "fail): judging would pay for it and throw its answers away"}
+               for k in range(len(stages)) if k not in kept]
+    report = FitReport(result.to_dict(), rows, {
+        "calibration_units": int(result.n_tasks + result.n_order_tasks), "trajectories": len(trajectories),
+        "trials_used": len(items), "tasks": tasks, "tested_tasks": result.n_tasks,
+        "ordering_tasks": result.n_order_tasks, "dropped_trials": len(trajectories) - len(items)},
+        escalated, guarantee, dropped)
+    rules = [StageRule(names[k], *result.thresholds[k]) for k in kept]
+    return Cascade([stages[k] for k in kept], rules, guarantee, report.to_dict())
+
+
+def stage_cost(stage: BaseJudge) -> float:
+    """A stage's cost per item (the fit's tie-break): its ``cost_per_item`` when it declares one (a recorded
+    stage, and a hybrid over one: 1, the judge's call it stands for), 0 for a floor, else 1 (one LM call)."""
+    declared = getattr(stage, "cost_per_item", None)
+    if declared is not None:
+        return float(declared)
+    return 0.0 if isinstance(stage, FloorJudge) else 1.0
+
+
+def _decides_something(thresholds: tuple[float, float]) -> bool:
+    return math.isfinite(thresholds[0]) or math.isfinite(thresholds[1])
+
+
+def stage_levels(stage: BaseJudge) -> tuple[float, ...] | None:
+    """The values a stage's confidence can take (`BaseJudge.confidence_levels`), None when continuous."""
+    levels = getattr(stage, "confidence_levels", None)
+    return None if levels is None else tuple(sorted({float(v) for v in levels}))
 
 
 def _rates(verdicts, labels, mask) -> dict:
@@ -266,12 +352,19 @@ def _rates(verdicts, labels, mask) -> dict:
             "false_pass_ci95": list(proportion_ci(false_passes, failed)) if failed else None}
 
 
+def _makes_lm_calls(stage: BaseJudge) -> bool:
+    """A stage with a predictor calls an LM; a floor (or a cascade of floors) does not."""
+    return bool(stage.predictors()) if hasattr(stage, "predictors") else not isinstance(stage, FloorJudge)
+
+
 def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None,
                     spend: dict | None = None) -> dict:
     """What a cascade's batch did, for reports, certificates and the demo: per stage the items decided, their
     share, the LM calls it made (a floor makes none), and with `labels` (held-out, 0/1, same order) the
     realized disagreement and false-pass rate with exact 95% intervals; the escalated items (for a
-    person), and the LM calls (and, with `spend`, tokens) against judging everything with the last stage.
+    person), and the LM calls (and, with `spend`, tokens) against judging everything with the last stage:
+    ``lm_calls_saved`` and ``lm_calls_judging_everything`` are None when no stage of the cascade makes LM calls
+    (nothing to save against; a stage the fit dropped is not in the cascade).
 
     Args:
         cascade: the cascade that judged.
@@ -289,8 +382,9 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
     stages = np.array(verdicts.stages, dtype=object)
     produced = np.array([not v.abstained for v in verdicts], dtype=bool)
     rows, lm_calls = [], 0
+    has_lm = any(_makes_lm_calls(stage) for stage in cascade.stages)
     for stage, rule in zip(cascade.stages, cascade.rules, strict=True):
-        calls = 0 if isinstance(stage, FloorJudge) else int(verdicts.stage_calls.get(rule.name, 0))
+        calls = int(verdicts.stage_calls.get(rule.name, 0)) if _makes_lm_calls(stage) else 0
         lm_calls += calls
         mine = (stages == rule.name) & produced
         rows.append({"name": rule.name, **rule.to_dict(), "decided": int(mine.sum()),
@@ -298,8 +392,9 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
                      **(_rates(verdicts, labels, mine) if labels is not None else {})})
     decided = (stages != ESCALATED) & produced
     return {"n": n, "stages": rows, "escalated": int((stages == ESCALATED).sum()),
-            "failed": int((~produced & (stages != ESCALATED)).sum()), "lm_calls": lm_calls,
-            "lm_calls_judging_everything": n, "lm_calls_saved": n - lm_calls,
+            "failed": int((~produced & (stages != ESCALATED)).sum()), "lm_calls": lm_calls, "lm_stages": [
+                rule.name for stage, rule in zip(cascade.stages, cascade.rules, strict=True) if _makes_lm_calls(stage)],
+            "lm_calls_judging_everything": n if has_lm else None, "lm_calls_saved": n - lm_calls if has_lm else None,
             "coverage": float(decided.sum()) / n if n else 0.0,
             **({"overall": _rates(verdicts, labels, decided)} if labels is not None else {}),
             "token_spend": spend, "guarantee": cascade.guarantee}
@@ -310,7 +405,7 @@ def _interval(ci) -> str:
 
 
 def _rate(value, ci) -> str:
-    return "n/a" if value is None else f"{value:.3f} {_interval(ci)}"
+    return "n/a (none decided)" if value is None else f"{value:.3f} {_interval(ci)}"
 
 
 def _threshold_text(row: dict) -> str:
@@ -321,29 +416,51 @@ def _threshold_text(row: dict) -> str:
 
 def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
     """A fitted cascade's report (``cascade.fit_report``) as `rubricforge cascade fit` prints it: the
-    guarantee, then per stage its thresholds, what it decided on the calibration units and the realized
-    disagreement and false-pass rate with exact 95% intervals (descriptive; the guarantee is the bound)."""
+    guarantee (alpha, delta, method), then per stage kept its thresholds, its decided share of all calibration
+    trajectories and the realized disagreement (D) and false-pass rate (FP) with exact 95% intervals
+    (descriptive; the guarantee is the bound), the escalated share, and each stage the fit dropped."""
     guarantee = guarantee or report.get("guarantee") or {}
     units = report.get("units", {})
     bound = f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None else ""
     lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} among decided items, with probability "
-             f">= {1 - guarantee.get('delta', 0):.2f} ({guarantee.get('method')}, "
-             f"{guarantee.get('grid', {}).get('vectors')} threshold vectors tested)",
-             f"calibration: {units.get('calibration_units')} units ({units.get('tasks')} tasks, one trial each; "
-             f"{units.get('dropped_trials', 0)} further trial(s) not used)"]
-    n = max(units.get("calibration_units") or 0, 1)
+             f">= {1 - guarantee.get('delta', 0):.2f} (alpha {guarantee.get('alpha')}, delta {guarantee.get('delta')}; "
+             f"{guarantee.get('method')}, "
+             f"{guarantee.get('p_values', 'binomial')} p-values, "
+             f"{guarantee.get('grid', {}).get('vectors')} distinct threshold vectors)"]
+    if guarantee.get("method_why"):
+        lines.append(f"method: {guarantee['method']}: {guarantee['method_why']}")
+    if "trials_used" in units:
+        lines.append(f"calibration: {units['trials_used']} trajectories of {units.get('tasks')} tasks used"
+                     + (f" ({units.get('tested_tasks')} tasks tested, {units['ordering_tasks']} ordered the grid)"
+                        if units.get("ordering_tasks") else "")
+                     + (f"; {units['dropped_trials']} trial(s) dropped (one per task kept)"
+                        if units.get("dropped_trials") else "; none dropped"))
+    else:  # a cascade fit before every trial counted
+        lines.append(f"calibration: {units.get('calibration_units')} units ({units.get('tasks')} tasks, one trial "
+                     f"each; {units.get('dropped_trials', 0)} further trial(s) not used)")
+    n = max(units.get("trials_used") or units.get("calibration_units") or 0, 1)
+    dropped = {row["name"]: row for row in report.get("dropped", [])}
+    lines.append(f"per stage, on the {n} calibration trajectories (share of all of them; disagreement D and "
+                 "false-pass FP realized, with exact 95% intervals: descriptive, the certificate is the bound):")
+    calls = {}
     for row in report.get("stages", []):
-        lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} of {row['reached']} reached "
-                     f"({row['decided'] / n:.0%} of all); disagreement "
-                     f"{_rate(row['disagreement'], row['disagreement_ci95'])}, false-pass "
-                     f"{_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
-    lines.append(f"  escalated to a person: {report.get('escalated')} of {n} calibration units")
+        calls[row["name"]] = row["calls"]
+        if row["name"] in dropped:  # not in the cascade: said below, never as a stage that decides
+            continue
+        lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} ({row['decided'] / n:.0%} of "
+                     f"all; {row['reached']} reached it): D {_rate(row['disagreement'], row['disagreement_ci95'])}, "
+                     f"FP {_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
+    lines.append(f"  escalated to a person: {report.get('escalated')} ({report.get('escalated', 0) / n:.0%} of all)")
+    for name, row in dropped.items():
+        ran = f" (it ran on {calls[name]} in the fit)" if name in calls else ""
+        lines.append(f"  dropped stage {name}{ran}: {row['reason']}; not in the cascade")
     return "\n".join(lines)
 
 
 def format_cascade_summary(summary: dict) -> str:
     """`cascade_summary` as text: coverage per stage, realized risks with exact 95% intervals (when labels
-    were given), the escalated items, and LM calls against judging everything with the last stage."""
+    were given), the escalated items, and LM calls against judging everything with the last stage (the calls
+    saved only when a stage makes LM calls)."""
     n = summary["n"]
     lines = [f"cascade on {n} item(s): {summary['coverage']:.0%} decided, {summary['escalated']} escalated to a person"
              + (f", {summary['failed']} failed (no verdict)" if summary.get("failed") else "")]
@@ -358,8 +475,11 @@ def format_cascade_summary(summary: dict) -> str:
     if overall:
         lines.append(f"  all decided: disagreement {_rate(overall['disagreement'], overall['disagreement_ci95'])}, "
                      f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
-    lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
-                 f"everything with the last stage ({summary['lm_calls_saved']} saved)")
+    if summary.get("lm_calls_saved") is None:
+        lines.append("  LM calls: 0 (no stage of the cascade makes LM calls)")
+    else:
+        lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
+                     f"everything with the last stage ({summary['lm_calls_saved']} saved)")
     if summary.get("token_spend") is not None:
         lines.append("  " + format_token_spend(summary["token_spend"], summary["lm_calls"]))
     guarantee = summary.get("guarantee")

@@ -39,7 +39,8 @@ from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, Featur
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
-           "format_floor_report", "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS", "DEFAULT_RESAMPLES"]
+           "summary_row", "format_floor_report", "verdict_lines", "write_cv_verdicts", "DEFAULT_FOLDS",
+           "DEFAULT_RESAMPLES"]
 
 HEURISTIC = "heuristic"
 DEFAULT_FOLDS = FLOOR_FOLDS
@@ -84,6 +85,10 @@ def grouped_folds(trajectories: Items, n_splits: int = DEFAULT_FOLDS,
         raise FloorError(f"task-grouped cross-validation needs at least 2 tasks, got {n_groups}")
     # StratifiedGroupKFold needs some class with at least k members; fewer tasks give fewer folds
     k = min(n_splits, n_groups, int(np.bincount(y, minlength=2).max()))
+    if k < 2:
+        raise FloorError(f"task-grouped cross-validation needs 2 folds, and so at least 2 labeled trajectories of one "
+                         f"class (got {np.bincount(y, minlength=2).tolist()} failed/passed on {n_groups} tasks): "
+                         "label more trajectories")
     splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "the least populated class has fewer members than n_splits"
@@ -133,8 +138,10 @@ def cross_validate(trajectories: Items, features: Sequence[str] = FEATURES, *,
     return CrossValidated(name, scores, fold_of, notes)
 
 
-def _row(name: str, description: str, y: np.ndarray, verdicts: np.ndarray, scores: np.ndarray,
-         groups: list[str], *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> dict:
+def summary_row(name: str, description: str, y: np.ndarray, verdicts: np.ndarray, scores: np.ndarray,
+                groups: list[str], *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> dict:
+    """One row of the report: `metrics.binary_summary` of `verdicts`/`scores` against `y` (kappa and AUC intervals
+    resampling whole `groups`), its warnings added to `notes`."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summary = metrics.binary_summary(y, verdicts, scores, n_resamples=n_resamples, seed=seed,
@@ -172,11 +179,11 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
     notes = [*floor.notes, *length.notes]
     options = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "notes": notes}
     rows = [
-        _row(FLOOR, f"symptom floor: logistic regression on {len(FEATURES)} observable features, "
+        summary_row(FLOOR, f"symptom floor: logistic regression on {len(FEATURES)} observable features, "
              f"task-grouped {len(folds)}-fold cross-validation", y, floor.verdicts, floor.scores, groups, **options),
-        _row(LENGTH_ONLY, "length only: logistic regression on steps and user turns, same folds", y,
+        summary_row(LENGTH_ONLY, "length only: logistic regression on steps and user turns, same folds", y,
              length.verdicts, length.scores, groups, **options),
-        _row(HEURISTIC, "fixed Heuristic surface rule (no training)", y,
+        summary_row(HEURISTIC, "fixed Heuristic surface rule (no training)", y,
              items.heuristic_passed.astype(np.int64), items.heuristic_score, groups, **options),
     ]
     length_row = rows[1]

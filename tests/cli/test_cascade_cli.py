@@ -28,7 +28,7 @@ def test_cascade_fit_saves_a_cascade_that_load_judge_reads(halves, tmp_path, cap
     cascade = load_judge(out)
     assert isinstance(cascade, Cascade) and [r.name for r in cascade.rules] == ["floor"]
     assert isinstance(cascade.stages[0], FloorJudge)
-    assert cascade.guarantee["alpha"] == 0.1 and cascade.fit_report["units"]["calibration_units"] == 250
+    assert cascade.guarantee["alpha"] == 0.1 and cascade.fit_report["units"]["trials_used"] == 250
     floor_row = cascade.fit_report["stages"][0]
     assert floor_row["decided"] > 0  # the floor's kappa on this set is 0.75: it decides a share for free
     assert main(["show", str(out)]) == 0
@@ -43,9 +43,9 @@ def test_cascade_fit_refuses_a_too_small_set_with_the_labels_needed(halves, tmp_
     assert main(["cascade", "fit", "--stage", str(halves / "floor.json"), "--data", str(small), *REWARD_ABOVE_0,
                  "--alpha", "0.2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "cascade fit refused" in err and "from 12 calibration units" in err
-    needed = int(err.split("certifying needs at least ")[1].split()[0])  # how many labels alpha 0.2 would need
-    assert needed > 12 and "labeled tasks" in err
+    assert "cascade fit refused" in err and "12 calibration trajectories of 12 tasks given" in err
+    needed = int(err.split("certifying it needs about ")[1].split()[0])  # how many labeled tasks alpha 0.2 needs
+    assert needed > 12 and "with the ordering share" in err
     assert not out.exists()
 
 

@@ -127,7 +127,13 @@ def test_save_and_load_round_trip_and_a_tampered_stage_is_refused(cascade, tmp_p
     loaded = read_cascade(path, load_judge, check_certificate=False)
     assert [r.to_dict() for r in loaded.rules] == [r.to_dict() for r in cascade.rules]
     assert loaded.rubric_sha256 == cascade.rubric_sha256
-    assert isinstance(Cascade([TrajectoryJudge()], [(0.9, 0.1)]).load(path), Cascade)
+    into = Cascade([FloorJudge(cascade.stages[0].floor), TrajectoryJudge()], [(0.9, 0.1), (0.9, 0.1)])
+    assert into.load(path) is into and [r.to_dict() for r in into.rules] == [r.to_dict() for r in cascade.rules]
+    with pytest.raises(ProgramError, match="malformed program"):
+        Cascade([TrajectoryJudge()], [(0.9, 0.1)]).load(path)  # stage 0 of another kind refuses the floor's file
+    three = Cascade([FloorJudge(cascade.stages[0].floor), TrajectoryJudge(), TrajectoryJudge()], [(0.9, 0.1)] * 3)
+    with pytest.raises(InputError, match="build the cascade from its file with load_judge"):
+        three.load(path)  # another structure: load_judge builds it from the file
     items = dataset(8, offset=800)
     with dspy.context(lm=ScriptedLM(judge_answers)):
         assert list(loaded.batch(items)) == list(cascade.batch(items))

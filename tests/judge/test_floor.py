@@ -171,3 +171,14 @@ def test_features_are_defined_for_the_trace_formats(folder):
     x = feature_matrix(trajectories)
     assert len(trajectories) >= 2 and np.isfinite(x).all()
     assert (x[:, FEATURES.index("tool_calls")] > 0).any() and (x[:, FEATURES.index("user_turns")] > 0).all()
+
+
+def test_cross_validation_of_one_trajectory_per_class_is_refused_by_name():
+    """Two labeled trajectories, one of each class: no two folds exist; a FloorError (exit 2) says why."""
+    from rubricforge_dspy.judge.floor import FloorError
+    from rubricforge_dspy.trust.floor_cv import grouped_folds
+    from tests.support.helpers import make_trajectory
+
+    items = [make_trajectory(0, success=True, task="a"), make_trajectory(1, success=False, task="b")]
+    with pytest.raises(FloorError, match="at least 2 labeled trajectories of one class"):
+        grouped_folds(items)

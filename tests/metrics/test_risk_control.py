@@ -10,13 +10,17 @@ import pytest
 from scipy import stats
 
 from rubricforge_dspy.metrics.risk_control import (
+    betting_p_value,
     binomial_p_value,
     cascade_outcomes,
     decided_needed,
     fwer_reject,
+    group_index,
     hoeffding_bentkus_p_value,
     learn_then_test,
     risk_upper_bound,
+    stage_pairs,
+    task_means,
     threshold_grid,
 )
 
@@ -106,7 +110,7 @@ def test_the_family_wise_guarantee_holds_by_simulation_and_a_naive_choice_breaks
     grid = threshold_grid(1)
     for _ in range(draws):
         pick = rng.integers(0, c.size, size=n)
-        result = learn_then_test(c[pick], y[pick], alpha, delta)
+        result = learn_then_test(c[pick], y[pick], alpha, delta, method="holm")
         if result.certified:
             certified += 1
             bad_ltt += true_risk(c, y, result.thresholds) > alpha
@@ -125,8 +129,8 @@ def test_false_pass_bound_is_an_intersection_union_test():
     """p = max(p_D, p_F): certifying a false-pass bound too can only shrink the certified set."""
     rng = np.random.default_rng(7)
     c, y = population(400, rng)
-    plain = learn_then_test(c, y, 0.1, 0.1)
-    both = learn_then_test(c, y, 0.1, 0.1, max_false_pass=0.02)
+    plain = learn_then_test(c, y, 0.1, 0.1, method="holm")
+    both = learn_then_test(c, y, 0.1, 0.1, max_false_pass=0.02, method="holm")
     assert both.n_rejected <= plain.n_rejected
     if both.certified:
         assert risk_upper_bound(both.false_passes, both.n_failed_decided, 0.1) <= 0.02 + 1e-12
@@ -135,9 +139,9 @@ def test_false_pass_bound_is_an_intersection_union_test():
 def test_too_few_units_certify_nothing_and_weights_count_as_units():
     c = np.array([0.99] * 10 + [0.01] * 10)
     y = np.array([1] * 10 + [0] * 10)
-    small = learn_then_test(c, y, 0.1, 0.1)
+    small = learn_then_test(c, y, 0.1, 0.1, method="holm")
     assert not small.certified and small.p_value == pytest.approx(0.9 ** 20)
-    big = learn_then_test(c, y, 0.1, 0.1, weights=np.full(20, 10))  # 200 units, no errors
+    big = learn_then_test(c, y, 0.1, 0.1, weights=np.full(20, 10), method="holm")  # 200 units, no errors
     assert big.certified and big.coverage == 1.0 and big.errors == 0
     assert big.thresholds[0][0] <= 0.99 and big.thresholds[0][1] >= 0.01
 
@@ -160,3 +164,88 @@ def test_a_learned_order_keeps_the_guarantee_and_certifies_more_on_small_sets():
     assert low <= 0.1, counts
     with pytest.raises(ValueError, match="multiplicity"):
         learn_then_test(c[:10], y[:10], 0.1, 0.1, weights=np.full(10, 0.5))
+
+
+# -- every trial counts, the task is the unit -------------------------------------------------------------------
+
+
+def test_betting_p_value_is_valid_at_the_null_and_tighter_than_hoeffding_bentkus_on_steady_task_means():
+    """Under E[X] = m exactly (the boundary of the null), P(p <= delta) <= delta (here far below); with task
+    means that vary little below m the betting p-value is far smaller than Hoeffding-Bentkus'."""
+    rng = np.random.default_rng(3)
+    m, draws = 0.1, 2000
+    x = rng.binomial(5, m, size=(draws, 60)) / 5  # a task's mean over 5 trials, mean exactly m
+    p = betting_p_value(x, m)
+    assert p.shape == (draws,) and np.all((p > 0) & (p <= 1))
+    assert np.mean(p <= 0.1) <= 0.1 and np.mean(p <= 0.05) <= 0.05
+    steady = np.full(60, 0.03)
+    assert betting_p_value(steady, m) < 0.02 and 5 * betting_p_value(steady, m) < hoeffding_bentkus_p_value(1.8, 60, m)
+    with pytest.raises(ValueError):
+        betting_p_value(np.array([0.5, 1.5]), m)
+
+
+def test_task_means_average_trials_within_a_task():
+    index, n_tasks = group_index(np.array(["b", "a", "b", "b"]), 4)
+    assert n_tasks == 2 and index.tolist() == [1, 0, 1, 1]
+    means = task_means(np.array([[1.0, 0.0, 0.0, 1.0]]), index, n_tasks)
+    assert means.tolist() == [[0.0, pytest.approx(2 / 3)]]
+
+
+def test_every_trial_is_used_and_reported():
+    """Five trials of 60 tasks: all 300 trials are tested (no trial dropped); the betting p-value is the
+    default; 'binomial' is refused with several trials per task (its units would not be i.i.d.)."""
+    rng = np.random.default_rng(11)
+    c, y = population(300, rng)
+    groups = np.repeat(np.arange(60), 5)
+    result = learn_then_test(c, y, 0.1, 0.1, groups=groups, method="holm")
+    assert result.n_tasks == 60 and result.n_trials == 300 and result.max_trials_per_task == 5
+    assert result.p_values == "betting"
+    with pytest.raises(ValueError, match="one trial per task"):
+        learn_then_test(c, y, 0.1, 0.1, groups=groups, p_values="binomial")
+    one = learn_then_test(c[::5], y[::5], 0.1, 0.1, groups=groups[::5], method="holm")
+    assert one.p_values == "binomial" and one.n_trials == 60
+
+
+def test_a_pass_fail_stage_has_six_distinct_rules_not_fifty_six():
+    assert stage_pairs((0, 1)) == [(math.inf, -math.inf), (math.inf, 0.0), (math.inf, 1.0), (1.0, -math.inf),
+                                   (1.0, 0.0), (0.0, -math.inf)]
+    assert len(stage_pairs(None)) == 56
+    assert threshold_grid([None, (0.0, 1.0)]).shape == (56 * 6, 2, 2)
+    # every pair of a discrete stage is a different decision on its levels
+    outcomes = {tuple(map(tuple, np.stack(cascade_outcomes(np.array([[0.0, 1.0]]), g[None])[:2]).reshape(2, -1)))
+                for g in threshold_grid([(0.0, 1.0)])}
+    assert len(outcomes) == 6
+
+
+def test_a_fixed_sequence_in_raw_grid_order_is_not_offered():
+    with pytest.raises(ValueError, match="method must be one of"):
+        learn_then_test(np.array([0.9, 0.1]), np.array([1, 0]), 0.1, 0.1, method="fixed_sequence")
+
+
+def test_task_level_guarantee_holds_where_the_population_risk_is_known():
+    """A population of 4,000 tasks x 5 correlated trials (a task's difficulty moves all its trials); 300
+    calibration draws of 100 tasks with every trial, each method: the share of draws whose certified vector
+    breaks D <= alpha on the population (task-uniform) stays within delta's binomial interval."""
+    rng = np.random.default_rng(99)
+    tasks, trials = 4000, 5
+    difficulty = rng.normal(0, 1.5, size=tasks)[:, None]
+    y = (rng.random((tasks, trials)) < 1 / (1 + np.exp(difficulty + rng.normal(0, 1, (tasks, trials))))).astype(int)
+    z = np.where(y == 1, rng.normal(2.0, 1, y.shape), rng.normal(-2.0, 1, y.shape)) - 0.5 * difficulty
+    c = (1 / (1 + np.exp(-2 * z))).ravel()
+    y, groups = y.ravel(), np.repeat(np.arange(tasks), trials)
+    grid = threshold_grid(1)
+    decided, passed, _ = cascade_outcomes(c[None], grid)
+    wrong = (decided & (passed != y.astype(bool))).mean(axis=1)
+    shares = decided.mean(axis=1)
+    risk = {tuple(map(tuple, g)): w / d if d else 0.0 for g, w, d in zip(grid, wrong, shares, strict=True)}
+    draws, alpha, delta = 300, 0.1, 0.1
+    for method in ("split_fixed_sequence", "holm", "fail_first_sequence"):
+        broken = certified = 0
+        for draw in range(draws):
+            pick = np.flatnonzero(np.isin(groups, rng.choice(tasks, size=100, replace=False)))
+            result = learn_then_test(c[None, pick], y[pick], alpha, delta, groups=groups[pick], method=method,
+                                     seed=draw)
+            certified += result.certified
+            broken += result.certified and risk[result.thresholds] > alpha
+        assert certified >= draws // 10, (method, certified)  # else the check is blind
+        assert stats.binomtest(broken, draws).proportion_ci(0.95, "exact").low <= delta, (method, broken)

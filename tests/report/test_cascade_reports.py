@@ -25,7 +25,8 @@ def test_certify_a_cascade_reports_coverage_risks_and_calls_without_changing_it(
                  "--verdicts-out", str(verdicts)]) == 0
     out = capsys.readouterr().out
     assert "cascade on 250 item(s)" in out and "floor: decided" in out and "disagreement" in out
-    assert "LM calls: 0, against 250" in out and "no certificate: hand-set thresholds" in out
+    assert "LM calls: 0 (no stage of the cascade makes LM calls)" in out and "saved" not in out
+    assert "no certificate: hand-set thresholds" in out
     assert cascade.read_bytes() == before and len(verdicts.read_text().splitlines()) == 250
     assert main(["certify", str(cascade), "--data", str(halves / "cal.jsonl"), "--recheck"]) == 2
 
@@ -43,7 +44,7 @@ def test_report_of_a_cascade_verdict_file_has_the_section_and_the_figure(halves,
     text = report.read_text()
     assert "## Cascade: decided per stage, escalated to a person" in text
     assert f"| floor | {len(floor)} |" in text and f"{wrong / len(floor):.3f} [" in text
-    assert "LM requests: 0, against 250" in text
+    assert "LM requests: 0 (no stage of this cascade makes LM calls)" in text and "saved" not in text
     assert (report.parent / "figures" / "risk_coverage.png").stat().st_size > 1000
     numbers = json.loads(report.with_suffix(".json").read_text())["cascade"]
     assert numbers["escalated"] == sum(x["stage"] == "escalated" for x in lines) and numbers["lm_calls"] == 0
@@ -59,9 +60,12 @@ def test_the_demo_cascade_certifies_the_floor_where_it_can_and_says_what_reached
     assert result["certified"], result.get("reason")
     assert result["free"] > 0 and result["llm_decided"] == 0
     assert result["free"] + result["llm_decided"] + result["to_person"] == result["n"]
-    assert result["lm_calls_saved"] == result["n"] - result["to_llm"]
+    # the never-sure judge is dropped by the fit: the cascade makes no LM call, so none is claimed saved
+    assert [row["name"] for row in result["dropped"]] == ["judge"] and result["to_llm"] == 0
+    assert result["lm_calls_saved"] is None
     lead = "\n".join(cascade_lead(result, embedded=True))
     assert f"**decided for free** by the symptom floor (no LM call): {result['free']} of {result['n']}" in lead
+    assert "**dropped by the fit**: judge" in lead and "saved" not in lead and "sent to the LLM" not in lead
     assert (tmp_path / "cascade.json").is_file() and (tmp_path / "cascade_fit.json").is_file()
 
 

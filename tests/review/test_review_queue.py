@@ -71,3 +71,20 @@ def test_the_data_index_reads_one_record_by_offset_whatever_its_key_order(tmp_pa
     for row in rows:
         assert data.get(row["id"]).id == row["id"]
     assert data.get("absent") is None
+
+
+def test_escalated_lines_come_nearest_the_threshold_first_by_the_escalating_stage_confidence(tmp_path):
+    """Escalations are abstentions (score 0.0): their order is the confidence of the stage that escalated them
+    (``score_calibrated``), nearest the threshold first; one without a confidence comes last."""
+
+    def escalated(ident, confidence):
+        return {"id": ident, "task_id": "t", "passed": False, "score": 0.0, "abstained": True,
+                "error": "escalated: no stage was sure", "error_kind": "escalated", "stage": "escalated",
+                "score_calibrated": confidence, "escalated_by": None if confidence is None else "judge"}
+
+    rows = [escalated("none", None), escalated("far", 0.21), escalated("nearest", 0.52), escalated("near", 0.7),
+            verdict("rest", True, 0.5)]
+    index = VerdictFileIndex(write(tmp_path / "v.jsonl", rows))
+    with LabelsFile(tmp_path / "l.jsonl", "ana") as labels:
+        order = [index.ids[i] for i in Queue(index, labels).order]
+    assert order == ["nearest", "near", "far", "none", "rest"]

@@ -184,3 +184,18 @@ def test_a_reward_call_raises_no_deprecation_warning_of_the_package_own_api():
     assert rewards == [0.9, 0.1]
     deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
     assert deprecations == [], [str(w.message) for w in deprecations]
+
+
+def test_a_judge_that_makes_no_lm_call_rewards_with_no_lm_configured():
+    """A floor, and a cascade of floors, need no LM: no LM is resolved, none is required (issue #34)."""
+    from rubricforge_dspy.judge.cascade import Cascade, StageRule
+    from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor
+    from tests.support.hybrid import dataset
+
+    floor = FloorJudge(SymptomFloor.fit(dataset(40)))
+    prompts = ["Book a flight to Oslo."] * 2
+    completions = ["I booked the flight.", [{"role": "assistant", "content": "Done."}]]
+    for judge in (floor, Cascade([floor], [StageRule("floor", 0.5, 0.49)])):
+        with dspy.context(lm=None):
+            rewards = as_reward_function(judge, mode="binary")(prompts=prompts, completions=completions)
+        assert len(rewards) == 2 and all(r in (0.0, 1.0) for r in rewards)

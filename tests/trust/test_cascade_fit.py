@@ -4,6 +4,7 @@ it would need, an LM failure that stops the fit, and, against a real recording O
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import dspy
@@ -18,13 +19,14 @@ from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.metrics.risk_control import binomial_p_value, decided_needed
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-from rubricforge_dspy.testing.scripted import ScriptedLM
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.trust.cascade import (
     CascadeCalibrationError,
     CascadeStageError,
     calibration_units,
     cascade_summary,
     fit_cascade,
+    format_fit_report,
 )
 from tests.support.cascade import judge_answers
 from tests.support.helpers import make_trajectory
@@ -40,7 +42,7 @@ def test_fit_certifies_floor_then_judge_and_reports_each_stage(floor):
     calibration = dataset(240, offset=1000)  # 60 errored (the floor sees them), 60 wrong dates (the judge does)
     lm = ScriptedLM(judge_answers)
     with dspy.context(lm=lm):
-        cascade = fit_cascade([floor, TrajectoryJudge()], calibration, alpha=0.1, delta=0.1)
+        cascade = fit_cascade([floor, TrajectoryJudge()], calibration, alpha=0.1, delta=0.1, method="holm")
     report = cascade.fit_report
     chosen = report["chosen"]
     assert chosen["certified"] and chosen["n_tested"] == 56 * 56 and chosen["method"] == "holm"
@@ -66,20 +68,65 @@ def test_fit_certifies_floor_then_judge_and_reports_each_stage(floor):
 
 def test_too_few_labels_are_refused_with_the_count_needed(floor):
     with pytest.raises(CascadeCalibrationError) as refused:
-        fit_cascade([floor], dataset(16, offset=2000), alpha=0.05, delta=0.1)
+        fit_cascade([floor], dataset(16, offset=2000), alpha=0.05, delta=0.1, method="holm")
     error = refused.value
     assert isinstance(error, InputError)  # the command line exits 2
     assert error.needed_decided == decided_needed(0.05, 0.1 / 56, 0.0) and error.needed_decided > 16
-    assert re.search(rf"needs at least {error.needed_decided} decided labels", str(error))
-    assert "16 calibration units" in str(error)
+    assert re.search(rf"needs about {error.needed_labels} labeled tasks in the test", str(error))
+    assert "16 trials of 16 tasks tested" in str(error) and "16 calibration trajectories of 16 tasks" in str(error)
 
 
-def test_one_trial_per_task_is_the_calibration_unit():
+def test_a_refusal_of_the_split_sequence_counts_its_ordering_share(floor):
+    with pytest.raises(CascadeCalibrationError) as refused:
+        fit_cascade([floor], dataset(20, offset=2000), alpha=0.05, delta=0.1)
+    message = str(refused.value)
+    assert "16 trials of 16 tasks tested, 4 more tasks ordered the grid (split fixed sequence: 20% of the tasks)" \
+        in message
+    assert "with the ordering share" in message
+
+
+def test_every_trial_is_a_calibration_item_unless_one_per_task_is_asked():
     items = [make_trajectory(i, success=True, task=f"t{i % 5}", trial=i // 5) for i in range(20)]
-    units = calibration_units(items, seed=3)
+    units = calibration_units(items, one_per_task=True, seed=3)
     assert len(units) == 5 and len({items[i].task_id for i in units}) == 5
-    assert np.array_equal(units, calibration_units(items, seed=3))
-    assert len(calibration_units(items, one_per_task=False)) == 20
+    assert np.array_equal(units, calibration_units(items, one_per_task=True, seed=3))
+    assert len(calibration_units(items)) == 20
+
+
+def test_a_fit_uses_every_trial_with_the_task_as_unit_and_says_so(floor):
+    """Three trials of each of 320 tasks: every trajectory is used (none dropped), the p-values are the betting
+    ones over task means, and the fit's report and text say how many tasks and trials were used."""
+    base = dataset(320, offset=7000)
+    items = [dataclasses.replace(t, id=f"{t.id}#{k}", trial=k) for t in base for k in range(3)]
+    cascade = fit_cascade([floor], items, alpha=0.1, delta=0.1)
+    units, chosen = cascade.fit_report["units"], cascade.fit_report["chosen"]
+    assert units["trials_used"] == 960 and units["dropped_trials"] == 0 and units["tasks"] == 320
+    assert chosen["p_values"] == "betting" and chosen["n_tasks"] + chosen["n_order_tasks"] == 320
+    assert chosen["n_trials"] == 3 * chosen["n_tasks"] and chosen["max_trials_per_task"] == 3
+    text = format_fit_report(cascade.fit_report)
+    assert "960 trajectories of 320 tasks used" in text and "none dropped" in text
+    assert "split_fixed_sequence" in text and "betting p-values" in text
+
+
+def test_a_stage_certified_to_decide_nothing_is_dropped_and_never_called(floor):
+    """The judge guesses (a coin by the episode's number): the certified cascade leaves it nothing to decide, so
+    it is dropped; the fit says so, and judging with the cascade makes no LM call."""
+
+    def guessing(messages):
+        text = last_user_text(messages)
+        flip = sum(map(ord, text)) % 2 == 0
+        return {"reason": "A guess.", "passed": flip, "score": 0.95 if flip else 0.05}
+
+    calibration = dataset(240, offset=8000)
+    with dspy.context(lm=ScriptedLM(guessing)):
+        cascade = fit_cascade([floor, TrajectoryJudge()], calibration, alpha=0.2, delta=0.1)
+    assert [rule.name for rule in cascade.rules] == ["floor"] and len(cascade.stages) == 1
+    assert cascade.fit_report["dropped"][0]["name"] == "judge"
+    assert "certified to decide nothing" in format_fit_report(cascade.fit_report)
+    lm = ScriptedLM(guessing)
+    with dspy.context(lm=lm):
+        verdicts = cascade.batch(dataset(20, offset=9000))
+    assert lm.calls == 0 and "judge" not in verdicts.decided_by
 
 
 def lm_for(fake: FakeOpenAI):
