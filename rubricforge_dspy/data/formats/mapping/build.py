@@ -286,13 +286,13 @@ def _scalar_text(value: Any, name: str) -> str:
 
 def _effective_rule(mapping: Mapping, rule: LabelSpec | None) -> LabelSpec | None:
     """The label rule to apply: the mapping's own, or a `LabelRule` given by the caller (``--label-threshold``),
-    which only applies to a mapping that labels from the reward."""
+    which applies wherever the mapping gives a reward (over a value-set label too: the caller asked for it), and
+    is refused, naming the mapping, where it gives none."""
     if rule is None or rule == mapping.label_rule:
         return mapping.label_rule
-    if isinstance(mapping.label_rule, ValueSetRule):
-        raise InputError(f"{mapping.file}: labels come from '{mapping.label_rule.field}' (a value set), so the "
-                         f"reward rule {rule} does not apply; drop the threshold or change the mapping's 'label'")
     if "reward" not in mapping.fields:
-        raise InputError(f"{mapping.file}: the mapping gives no 'reward', so the label rule {rule} has nothing to "
-                         "apply to")
+        given = (f"labels come from '{mapping.label_rule.field}' (a value set)"
+                 if isinstance(mapping.label_rule, ValueSetRule) else "it gives no label")
+        raise InputError(f"{mapping.file}: the mapping gives no 'reward' ({given}), so the reward rule {rule} does "
+                         "not apply; drop the threshold, or join rewards with --labels FILE")
     return rule
