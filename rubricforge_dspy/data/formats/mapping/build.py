@@ -27,6 +27,7 @@ from rubricforge_dspy.data.formats._steps import (
     text_of,
 )
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
+from rubricforge_dspy.data.formats.mapping.functions import set_record
 from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule
 
 TEXT_ACTION = "action"  # the tool name of a plain-text action (as the generic JSONL names it)
@@ -66,21 +67,27 @@ class Converter:
         self.empty: Counter = Counter()
         self._defaults = {key: Expr(text, jmespath.compile(text), f"messages.{key}")
                           for key, text in _CALL_DEFAULTS.items()}
+        self._index: Any = None
 
     def _field(self, name: str, record: Any, key: Any, file: str) -> Any:
         expr = self.mapping.fields.get(name)
         if expr is None:
             return None
-        value = expr(record, key, file)
+        value = expr(record, key, file, 0, self._index)
         if is_empty(value):
             self.empty[name] += 1
             return None
         return value
 
-    def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str) -> Trajectory:
-        """The `Trajectory` of one record; ValueError (naming the field) for a record that cannot be one."""
+    def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str, name: str | None = None
+                ) -> Trajectory:
+        """The `Trajectory` of one record; ValueError (naming the field) for a record that cannot be one.
+        `name` is the data file's name as ``$file`` / ``file()`` give it (its path under the data folder
+        without the suffix; default the file's stem)."""
         self.records += 1
-        file = path.stem
+        file = name if name is not None else path.stem
+        self._index = index
+        set_record(file, index, key)
         ident = self._field("id", record, key, file)
         if ident is None:
             if "id" in self.mapping.fields:

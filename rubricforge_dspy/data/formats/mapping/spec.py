@@ -21,6 +21,7 @@ from jmespath.exceptions import JMESPathError
 from rubricforge_dspy.core.errors import InputError, MissingFileError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, parse_label_rule
+from rubricforge_dspy.data.formats.mapping.functions import interpreter
 from rubricforge_dspy.data.formats.mapping.limits import (
     MAX_MAPPING_BYTES,
     MAX_MAPPING_DEPTH,
@@ -32,7 +33,8 @@ from rubricforge_dspy.data.formats.mapping.limits import (
 )
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "core" / "schemas" / "mapping.schema.json"
-SPECIAL = ("$key", "$file")  # not JMESPath: the record's key in its container, and the file's stem
+SPECIAL = ("$key", "$file", "$index")  # not JMESPath: the record's key, its file (under the data folder, no
+# suffix) and its index in the file; inside an expression: key(), file(), index() (`functions`)
 RECORD_FIELDS = ("id", "task_id", "domain", "agent", "trial", "task", "system", "final_answer", "reward")
 STEP_FIELDS = ("thought", "action", "tool", "arguments", "observation", "error")
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool", "arguments", "call_id", "tool_call_id", "error")
@@ -54,17 +56,19 @@ class MappingError(InputError):
 
 
 class Expr:
-    """One field of a mapping: a compiled JMESPath expression, or ``$key`` / ``$file``."""
+    """One field of a mapping: a compiled JMESPath expression (evaluated with the mapping functions,
+    `functions.MappingFunctions`), or ``$key`` / ``$file`` / ``$index``."""
 
-    __slots__ = ("text", "_compiled", "key", "_budgeted")
+    __slots__ = ("text", "_compiled", "key", "_budgeted", "_parsed")
 
     def __init__(self, text: str, compiled: Any = None, key: str | None = None):
         self.text = text
         self._compiled = compiled
+        self._parsed = compiled.parsed if compiled is not None else None
         self.key = key
         self._budgeted = compiled is not None and needs_budget(compiled.parsed)
 
-    def __call__(self, value: Any, key: Any = None, file: str = "", size: int = 0) -> Any:
+    def __call__(self, value: Any, key: Any = None, file: str = "", size: int = 0, index: Any = None) -> Any:
         """The value of the expression on `value`: an expression that may build more than it reads
         (`needs_budget`) is evaluated within the budget (`limits.search`, grown by `size`, the bytes of the
         document `value` is, for a records path).
@@ -73,12 +77,10 @@ class Expr:
             EvaluationLimitError: the evaluation went past a limit; the message names the field and the
                 expression (the reader makes the record a bad record).
         """
-        if self.text == "$key":
-            return key
-        if self.text == "$file":
-            return file
         if not self._budgeted:
-            return self._compiled.search(value)
+            if self._parsed is not None:
+                return interpreter().visit(self._parsed, value)
+            return key if self.text == "$key" else file if self.text == "$file" else index
         try:
             return search(self._compiled, value, size)
         except EvaluationLimitError as exc:
@@ -146,6 +148,8 @@ class Mapping:
         label_field: the `Expr` a `ValueSetRule` reads.
         hidden: name -> `Expr` of values kept in ``hidden`` (never rendered).
         file: the mapping file.
+        record_filter: ``records.filter``: a record on which it is false, null or empty is left out, counted
+            (`MapStats.filtered`); None keeps every record.
     """
 
     name: str
@@ -160,6 +164,8 @@ class Mapping:
     label_field: Expr | None = field(default=None, compare=False)
     hidden: dict = field(default_factory=dict, compare=False)
     file: str = ""
+    record_filter: Expr | None = field(default=None, compare=False)
+    filter_text: str | None = None
 
     def field_names(self) -> list[str]:
         """Every mapped field, as `check_mapping` counts them (``steps.observation``, ``label``...)."""
@@ -339,10 +345,12 @@ def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
     mode, step_fields, roles = _steps_spec(document, file)
     label_rule, label_field = _label_spec(document, file)
     hidden = {name: compile_field(text, file, f"hidden.{name}") for name, text in document.get("hidden", {}).items()}
+    filter_text = records.get("filter")
+    record_filter = compile_field(filter_text, file, "records.filter") if filter_text is not None else None
     return Mapping(name=document["name"], source=source, records_path=records_path,
                    glob=_glob(records.get("glob", _DEFAULT_GLOB[source]), file), fields=fields, mode=mode,
                    step_fields=step_fields, roles=roles, label_rule=label_rule, label_field=label_field,
-                   hidden=hidden, file=file)
+                   hidden=hidden, file=file, record_filter=record_filter, filter_text=filter_text)
 
 
 def _glob(pattern: str, file: str) -> str:
