@@ -58,13 +58,20 @@ def _text(value: Any) -> str:
 
 class Converter:
     """Turns the records of one mapping into trajectories and counts, per field, the records in which
-    it resolved to nothing (`empty`; `records` counts the records seen)."""
+    it resolved to nothing (`empty`; `records` counts the records seen).
 
-    def __init__(self, mapping: Mapping, rule: LabelSpec | None = None):
+    With `audit` (``map check``), it also counts what the error flag said against what the tool output's
+    text says (`flags`: ``results``, ``flag_true``, ``flag_false``, ``flag_null``, ``text_error``,
+    ``flag_true_text_error``) and keeps the label field's raw value in ``hidden["label_value"]``."""
+
+    def __init__(self, mapping: Mapping, rule: LabelSpec | None = None, audit: bool = False):
         self.mapping = mapping
         self.rule = _effective_rule(mapping, rule)
         self.records = 0
         self.empty: Counter = Counter()
+        self.audit = audit
+        self.flags: Counter = Counter()
+        self._label_value: Any = None
         self._defaults = {key: Expr(text, jmespath.compile(text), f"messages.{key}")
                           for key, text in _CALL_DEFAULTS.items()}
         self._index: Any = None
@@ -115,6 +122,8 @@ class Converter:
                                                             system_from_messages])) or None}
         for name, expr in self.mapping.hidden.items():
             hidden[name] = redact(expr(record, key, file))
+        if self.audit:
+            hidden["label_value"] = self._label_value
         return Trajectory(
             id=ident, task_id=_scalar_text(task_id, "task_id") if task_id is not None else ident,
             domain=_scalar_text(self._field("domain", record, key, file) or self.mapping.name, "domain"),
@@ -124,11 +133,12 @@ class Converter:
             hidden=hidden)
 
     def _label(self, record: Any, key: Any, file: str) -> tuple[float | None, int | None]:
+        self._label_value = None
         reward_value = self._field("reward", record, key, file)
         reward = as_reward(reward_value) if reward_value is not None else None
         rule = self.rule
         if isinstance(rule, ValueSetRule):
-            value = self.mapping.label_field(record, key, file)
+            value = self._label_value = self.mapping.label_field(record, key, file)
             if is_empty(value):
                 self.empty["label"] += 1
                 return reward, None
@@ -136,6 +146,9 @@ class Converter:
         if isinstance(rule, LabelRule) and reward is not None:
             return reward, rule.label(reward)
         return reward, None
+
+    def _error(self, flag: Any, content: str) -> bool:
+        return _audit_error(self.flags, flag, content) if self.audit else _is_error(flag, content)
 
     def _count_empty(self, name: str, values: list) -> None:
         if all(is_empty(v) for v in values):
@@ -196,7 +209,7 @@ class Converter:
             return
         content = _text(observation)
         call_id, name = calls.result(None) if call is not None else (None, None)
-        steps.append(new_step("tool_result", content, name, None, call_id, _is_error(values.get("error"), content)))
+        steps.append(new_step("tool_result", content, name, None, call_id, self._error(values.get("error"), content)))
 
     def _parallel(self, record: Any, key: Any, file: str) -> list[Step]:
         lists = {}
@@ -256,7 +269,7 @@ class Converter:
             else:
                 raw_id = spec["tool_call_id"](msg) if role == "tool" else None
                 call_id, name = calls.result(raw_id if isinstance(raw_id, str) and raw_id else None)
-                steps.append(new_step("tool_result", text, name, None, call_id, _is_error(spec["error"](msg), text)))
+                steps.append(new_step("tool_result", text, name, None, call_id, self._error(spec["error"](msg), text)))
         self._count_empty("messages.content", contents)
         return steps, "\n\n".join(system) or None
 
@@ -273,6 +286,22 @@ class Converter:
             raw_id = spec["call_id"](call)
             call_id = calls.call(raw_id if isinstance(raw_id, str) and raw_id else None, str(name))
             steps.append(new_step("tool_call", "", str(name), parse_arguments(spec["arguments"](call)), call_id))
+
+
+def _audit_error(flags: Counter, flag: Any, content: str) -> bool:
+    """`_is_error`, counting in `flags` what the flag said and what the text says."""
+    text_error = looks_like_tool_error(content)
+    flagged = _is_error(flag, content)
+    flags["results"] += 1
+    flags["text_error"] += text_error
+    if flag is None or (not isinstance(flag, bool) and is_empty(flag)):
+        flags["flag_null"] += 1
+    elif flagged:
+        flags["flag_true"] += 1
+        flags["flag_true_text_error"] += text_error
+    else:
+        flags["flag_false"] += 1
+    return flagged
 
 
 def _is_error(flag: Any, content: str) -> bool:

@@ -37,6 +37,8 @@ class MapStats:
     empty: Counter = field(default_factory=Counter)
     unreadable: int = 0  # records (or whole files) that could not even be parsed: never reached a field
     filtered: int = 0  # records left out by ``records.filter`` (read, not converted, not errors)
+    audit: bool = False  # count the error flag against the output text (`flags`), keep raw label values
+    flags: Counter = field(default_factory=Counter)  # `Converter.flags`, with `audit`
 
     def empty_share(self, name: str) -> float:
         """The share of records in which field `name` resolved to nothing (0 when no record was seen)."""
@@ -58,8 +60,8 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
         rule: a `LabelRule` overriding the mapping's reward rule (None: the mapping's own).
         stats: filled with the records matched and the empty-field counts.
     """
-    converter = Converter(mapping, rule)
     stats = stats if stats is not None else MapStats()
+    converter = Converter(mapping, rule, audit=stats.audit)
     path = Path(path)
     folder = path.is_dir()
     root = path if folder else path.parent
@@ -90,6 +92,7 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
     finally:
         stats.records += converter.records
         stats.empty.update(converter.empty)
+        stats.flags.update(converter.flags)
 
 
 def _falsy(value: Any) -> bool:
