@@ -74,6 +74,7 @@ class Converter:
         self._label_value: Any = None
         self._defaults = {key: Expr(text, jmespath.compile(text), f"messages.{key}")
                           for key, text in _CALL_DEFAULTS.items()}
+        self._defaults["tool_calls"] = _default_tool_calls  # the one default that builds a list: written out
         self._index: Any = None
 
     def _field(self, name: str, record: Any, key: Any, file: str) -> Any:
@@ -286,6 +287,22 @@ class Converter:
             raw_id = spec["call_id"](call)
             call_id = calls.call(raw_id if isinstance(raw_id, str) and raw_id else None, str(name))
             steps.append(new_step("tool_call", "", str(name), parse_arguments(spec["arguments"](call)), call_id))
+
+
+def _default_tool_calls(message: Any) -> Any:
+    """``tool_calls || (function_call && [function_call])`` (`_CALL_DEFAULTS`), as the interpreter gives it,
+    without the evaluation budget a built list asks of a user's expression (this one builds one element)."""
+    if not isinstance(message, dict):
+        return None
+    calls = message.get("tool_calls")
+    if not _jmespath_false(calls):
+        return calls
+    call = message.get("function_call")
+    return call if _jmespath_false(call) else [call]
+
+
+def _jmespath_false(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)
 
 
 def _audit_error(flags: Counter, flag: Any, content: str) -> bool:

@@ -128,8 +128,8 @@ def _json_lines(file: Path, cap: int) -> Iterator[tuple[int, Any]]:
                     if rest.endswith(b"\n"):
                         break
                 yield index, _over_cap(file, index, f"line {index + 1} is {size:,} bytes", cap)
-            elif not NestingDepth().feed(raw):
-                yield index, _too_deep(file, index)
+            elif raw.count(b"[") + raw.count(b"{") > MAX_STREAM_DEPTH and not NestingDepth().feed(raw):
+                yield index, _too_deep(file, index)  # (never deeper than its opening brackets: counted first)
             elif raw.strip():
                 yield index, line_value(file, index, raw)
 
