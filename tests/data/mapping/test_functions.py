@@ -119,3 +119,34 @@ def test_an_unsafe_pattern_or_a_long_string_is_a_bad_record_naming_the_limit(tmp
     assert [t.id for t in loaded] == ["3"]
     problems = [problem for _, _, problem in report.skipped]
     assert "itself repeats" in problems[0] and f"at most {MAX_REGEX_INPUT:,} characters" in problems[1]
+
+
+_EXPRESSIONS = ["a", "a.b", "a[0]", "a[-1].c", "@", "a || b", "a && b", "!a", "map(&[!@][0], v)", "map(&!@, v)",
+                "to_string(a)", "join(':', [a, to_string(b)])", "join('-', [s, s])", "a == `false`", "a != b",
+                "[a][0]", "[a, b][1]", "[a][3]", "split(s, ',')", "length(v)", "not_null(a, b)", "map(&a, v)",
+                "v[0] == `1`", "to_string(v)", "a.b.c || `\"none\"`"]
+_DOCUMENTS = [{"a": 1, "b": True, "v": [True, False, None], "s": "x,y"}, {"a": None, "b": 0, "v": [], "s": ""},
+              {"a": {"b": 2, "c": 3}, "v": [{"a": 1}, 2], "s": "q"}, {"a": [1, {"c": 5}], "b": "", "v": [1, True]},
+              None, [1, 2], "str", {"a": False, "b": [], "v": [0, False], "s": "a,b"}]
+
+
+@pytest.mark.parametrize("text", _EXPRESSIONS)
+def test_a_field_read_without_the_interpreter_gives_what_the_interpreter_gives(text):
+    """Most fields are read by plain Python functions (the CPU of a mapped read); each gives the interpreter's
+    value, of the same type, or the same kind of error, on every document."""
+    import jmespath
+
+    from rubricforge_dspy.data.formats.mapping.functions import OPTIONS
+    from rubricforge_dspy.data.formats.mapping.spec import compile_field
+
+    field = compile_field(text, "m.json", "id")
+    for document in _DOCUMENTS:
+        try:
+            want, want_error = jmespath.search(text, document, options=OPTIONS), None
+        except jmespath.exceptions.JMESPathError as exc:
+            want, want_error = None, type(exc)
+        try:
+            got, got_error = field(document), None
+        except jmespath.exceptions.JMESPathError as exc:
+            got, got_error = None, type(exc)
+        assert (got, type(got), got_error) == (want, type(want), want_error), (text, document)
