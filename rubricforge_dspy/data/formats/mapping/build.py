@@ -28,7 +28,7 @@ from rubricforge_dspy.data.formats._steps import (
 )
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.mapping.functions import set_record
-from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule
+from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule, jmespath_false
 
 TEXT_ACTION = "action"  # the tool name of a plain-text action (as the generic JSONL names it)
 ROLE_TARGETS = ("user", "assistant", "system", "tool", "observation", "skip")
@@ -295,14 +295,10 @@ def _default_tool_calls(message: Any) -> Any:
     if not isinstance(message, dict):
         return None
     calls = message.get("tool_calls")
-    if not _jmespath_false(calls):
+    if not jmespath_false(calls):
         return calls
     call = message.get("function_call")
-    return call if _jmespath_false(call) else [call]
-
-
-def _jmespath_false(value: Any) -> bool:
-    return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)
+    return call if jmespath_false(call) else [call]
 
 
 def _audit_error(flags: Counter, flag: Any, content: str) -> bool:

@@ -18,7 +18,7 @@ from rubricforge_dspy.data.formats._registry import Format, format_named, regist
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.functions import set_record
 from rubricforge_dspy.data.formats.mapping.source import file_name, iter_records
-from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
+from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, jmespath_false, load_mapping
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport
@@ -80,7 +80,7 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
             try:
                 if keep is not None:
                     set_record(name, index, key)
-                    if _falsy(keep(value, key, name, 0, index)):
+                    if jmespath_false(keep(value, key, name, 0, index)):
                         stats.filtered += 1
                         continue
                 yield record, converter.convert(value, key, file, index, default_id, name)
@@ -93,11 +93,6 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
         stats.records += converter.records
         stats.empty.update(converter.empty)
         stats.flags.update(converter.flags)
-
-
-def _falsy(value: Any) -> bool:
-    """JMESPath's falsehood: false, null, an empty string, list or object."""
-    return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)
 
 
 @dataclass(frozen=True)

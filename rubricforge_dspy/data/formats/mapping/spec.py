@@ -199,11 +199,11 @@ def _native(node: dict, calls: bool = True) -> Any:
         if any(part is None for part in parts):
             return None
         if kind == "not_expression":
-            return lambda value: _false(parts[0](value))
+            return lambda value: jmespath_false(parts[0](value))
         left, right = parts
         if kind == "or_expression":
-            return lambda value: right(value) if _false(found := left(value)) else found
-        return lambda value: found if _false(found := left(value)) else right(value)
+            return lambda value: right(value) if jmespath_false(found := left(value)) else found
+        return lambda value: found if jmespath_false(found := left(value)) else right(value)
     if kind in ("subexpression", "index_expression"):
         parts = [_native(child, calls) for child in node["children"]]
         if any(part is None for part in parts):
@@ -230,7 +230,7 @@ def _equal(left: Any, right: Any) -> bool:
     return left == right
 
 
-def _false(value: Any) -> bool:
+def jmespath_false(value: Any) -> bool:
     """JMESPath's falsehood (``TreeInterpreter._is_false``): null, false, an empty string, list or object."""
     return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)
 
