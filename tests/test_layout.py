@@ -86,6 +86,7 @@ TOP_LEVEL = {
     "test_walkthrough.py": "examples/walkthrough.py",
     "test_simulator.py": "evals/simulator/",
     "test_doc_links.py": "README.md and docs/: every relative link resolves",
+    "test_doc_paths.py": "README.md and docs/: every repository path cited in backticks or links exists",
     "test_private_imports.py": "no module of the package imports another's private name",
     "test_sizes.py": "no module of the package over 600 lines, no function over 80",
     "test_dspy_compat.py": "rubricforge_dspy/_dspy_compat.py, the one module that touches DSPy's private hooks",

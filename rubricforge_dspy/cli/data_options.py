@@ -57,19 +57,56 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_mapping(args: argparse.Namespace) -> None:
-    """``--map``: register the mapping as a format and read the data with it (``args.format`` = its name).
+    """``--map``: register the mapping as a format and read the data with it (``args.format`` = its name);
+    ``--labels-key``: the labels file is read with it (``args.labels`` becomes a `LabelsPath` carrying it).
+
+    A mapping that gives no reward (its label from a value set, or no label) has nothing a ``--label-threshold``
+    could apply to in the data: with ``--labels`` the threshold goes with the labels file (it labels the file's
+    rewards; ``args.label_threshold`` is then None for the loader); without, or when the labels file has no
+    reward either, it is refused naming both.
 
     Raises:
-        InputError: --map beside a --format other than auto; a mapping that does not validate (`MappingError`).
+        InputError: --map beside a --format other than auto; a mapping that does not validate (`MappingError`);
+            --labels-key without --labels; a --label-threshold with no reward to apply to.
     """
+    labels, key = getattr(args, "labels", None), getattr(args, "labels_key", None)
+    if key is not None and not labels:
+        raise InputError(f"--labels-key {key!r} says how to read a labels file: give the file with --labels FILE")
     mapping = getattr(args, "map", None)
     if mapping is None:
+        if labels and key is not None:
+            args.labels = _labels_path(labels, key)
         return
     if getattr(args, "format", "auto") not in ("auto", None):
         raise InputError(f"--map {mapping} and --format {args.format} both say how to read the data: give one")
     from rubricforge_dspy.data.formats.mapping import register_mapping
 
-    args.format = register_mapping(mapping).name
+    registered = register_mapping(mapping)
+    args.format = registered.name
+    threshold = getattr(args, "label_threshold", None)
+    rule = None
+    if threshold is not None and "reward" not in registered.mapping.fields:
+        if not labels:
+            raise InputError(f"--label-threshold {threshold}: the mapping {mapping} gives no 'reward' (its label "
+                             f"is {registered.mapping.label_rule or 'absent'}), so there is no reward to label; "
+                             "drop the threshold, or join rewards with --labels FILE")
+        rule, args.label_threshold = threshold, None  # it labels the labels file's rewards, not the data's
+    if labels and (key is not None or rule is not None):
+        args.labels = _labels_path(labels, key, rule)
+        if rule is not None:
+            from rubricforge_dspy.data.labels import read_label_file
+
+            read = read_label_file(args.labels)
+            if not any(entry.reward is not None for entry in read.entries.values()):
+                raise InputError(f"--label-threshold {rule}: neither the mapping {mapping} nor the labels file "
+                                 f"{labels} gives a reward to label (the file gives labels only); drop the "
+                                 "threshold")
+
+
+def _labels_path(labels, key, rule=None):
+    from rubricforge_dspy.data.labels import LabelsPath
+
+    return LabelsPath(labels, key if key is not None else getattr(labels, "key", None), rule)
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -89,6 +126,10 @@ def add_label_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels", default=None, metavar="FILE",
                         help="labels joined by trajectory id: CSV (id,label|reward), JSONL "
                              "({\"id\", \"label\"|\"reward\"}) or a SWE-bench results.json; docs/FORMAT.md")
+    parser.add_argument("--labels-key", default=None, metavar="EXPR",
+                        help="the labels file's records are keyed by this JMESPath expression (on each JSONL record "
+                             "or CSV row), not by an 'id': e.g. \"join(':', [model, to_string(task_id)])\"; "
+                             "docs/MAPPING.md")
 
 
 @dataclass

@@ -33,7 +33,8 @@ def cmd_formats(args: argparse.Namespace) -> int:
 
 def cmd_map_check(args: argparse.Namespace) -> int:
     """Print what a mapping reads from the data (`MapCheckReport.format`); exit 2 when it does not read it
-    cleanly (nothing loaded, a record skipped, or a field empty in more than ``--empty-share`` of records)."""
+    cleanly (nothing loaded, a record skipped, a field empty in more than ``--empty-share`` of records, or the
+    label leaking into the render); warnings (a constant label, an error flag marking every result) exit 0."""
     from rubricforge_dspy.pipeline.map_check import check_mapping
 
     if not 0.0 <= args.empty_share <= 1.0:
@@ -43,8 +44,8 @@ def cmd_map_check(args: argparse.Namespace) -> int:
     print(report.format())
     if not report.ok:
         raise InputError(f"the mapping {args.map} does not read {', '.join(args.data)} cleanly (above: "
-                         "what matched, what was skipped and which fields were mostly empty); fix the mapping's "
-                         "paths and check again")
+                         "what matched, what was skipped, which fields were mostly empty and what leaks the label); "
+                         "fix the mapping and check again")
     return 0
 
 

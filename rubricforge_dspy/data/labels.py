@@ -17,6 +17,13 @@ Label files (`read_label_file`, chosen by content):
   label: the harness could not evaluate the patch, so its outcome is unknown; these ids are counted
   in ``LabelFile.unlabeled`` and reported, never silently given a 0.
 
+A label file whose records are not keyed by the trajectory id is read with a **key expression**
+(``read_label_file(path, key=EXPR)``; the command line's ``--labels-key EXPR``): a JMESPath expression,
+with the mapping functions (docs/MAPPING.md), evaluated on each JSONL record or CSV row (its columns by
+their lower-cased header) gives that record's id, e.g. ``join(':', [model, to_string(task.id)])``.
+A record on which it gives nothing is an error naming the file and line. (`LabelsPath`: a path that carries
+its key expression, so every reader of ``--labels`` uses it.)
+
 Rows with neither a label nor a reward (blank cells, ``null``) are counted as blank, not joined. A
 repeated id is an error naming the file and both lines (or lists).
 
@@ -42,7 +49,8 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, Trajectory, parse_label_rule
 
-__all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "read_label_file",
+__all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "LabelsPath",
+           "read_label_file",
            "join_labels", "SWEBENCH_POSITIVE", "SWEBENCH_NEGATIVE", "SWEBENCH_ERROR", "SWEBENCH_NEUTRAL"]
 
 ID_COLUMNS = ("id", "instance_id")
@@ -144,23 +152,66 @@ def _add(out: LabelFile, rid: Any, label: Any, reward: Any, line: int, where: st
         out.entries[rid] = entry
 
 
-def _read_csv(path: Path, text: str) -> LabelFile:
+class LabelsPath(str):
+    """A labels file's path that carries the key expression its records are read with (``--labels-key``):
+    a `str`, so it goes wherever a path goes, and `read_label_file` reads ``.key`` from it.
+
+    Attributes:
+        key: the JMESPath expression giving each record's id (None: the ``id`` column or member).
+        rule: the reward rule for the file's rewards when the data have no reward to carry one (``--label-threshold``
+            with a mapping that gives none); `LabelJoin` uses it when given no rule.
+    """
+
+    key: str | None
+    rule: LabelRule | None
+
+    def __new__(cls, path: PathArg, key: str | None = None, rule: LabelRule | str | float | None = None
+                ) -> "LabelsPath":
+        made = super().__new__(cls, str(path))
+        made.key = key
+        made.rule = None if rule is None else parse_label_rule(rule)
+        return made
+
+
+def _key_expression(text: str | None):
+    """The compiled key expression (the mapping compiler: its limits and functions), or None."""
+    if text is None:
+        return None
+    from rubricforge_dspy.data.formats.mapping.spec import compile_field
+
+    return compile_field(text, "--labels-key", "key")
+
+
+def _keyed_id(key, record: Any, where: str) -> Any:
+    """The id `key` gives on `record`; an error naming the line when it gives nothing or not a scalar."""
+    try:
+        rid = key(record)
+    except InputError as exc:
+        raise LabelFileError(f"{where}: --labels-key {key.text!r}: {exc}") from None
+    if rid is None or isinstance(rid, (bool, list, dict)) or (isinstance(rid, str) and not rid.strip()):
+        raise LabelFileError(f"{where}: --labels-key {key.text!r} gives {rid!r} here, not an id (a string or "
+                             "a number)")
+    return rid
+
+
+def _read_csv(path: Path, text: str, key=None) -> LabelFile:
     out = LabelFile(str(path), "csv", {})
     reader = csv.DictReader(io.StringIO(text))
     columns = [c.strip().lower() for c in reader.fieldnames or []]
     id_col = next((c for c in ID_COLUMNS if c in columns), None)
-    if id_col is None or not ({"label", "reward"} & set(columns)):
+    if (id_col is None and key is None) or not ({"label", "reward"} & set(columns)):
         raise LabelFileError(f"{path}:1: a CSV label file needs a header with an 'id' column and a 'label' and/or "
                              f"'reward' column; found {reader.fieldnames}")
     seen: dict[str, int] = {}
     for row in reader:
         row = {str(k).strip().lower(): v for k, v in row.items() if k is not None}
         line = reader.line_num
-        _add(out, row.get(id_col), row.get("label"), row.get("reward"), line, f"{path}:{line}", seen)
+        rid = row.get(id_col) if key is None else _keyed_id(key, row, f"{path}:{line}")
+        _add(out, rid, row.get("label"), row.get("reward"), line, f"{path}:{line}", seen)
     return out
 
 
-def _read_jsonl(path: Path, text: str) -> LabelFile:
+def _read_jsonl(path: Path, text: str, key=None) -> LabelFile:
     out = LabelFile(str(path), "jsonl", {})
     seen: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), 1):
@@ -173,9 +224,12 @@ def _read_jsonl(path: Path, text: str) -> LabelFile:
             raise LabelFileError(f"{where}: not JSON ({exc.msg})") from None
         except RecursionError:
             raise LabelFileError(f"{where}: JSON nested too deeply to be a label") from None
-        if not isinstance(record, dict) or "id" not in record or not ({"label", "reward"} & set(record)):
-            raise LabelFileError(f"{where}: expected {{\"id\": ..., \"label\": 0|1 and/or \"reward\": number}}")
-        _add(out, record["id"], record.get("label"), record.get("reward"), number, where, seen)
+        if not isinstance(record, dict) or ("id" not in record and key is None) \
+                or not ({"label", "reward"} & set(record)):
+            raise LabelFileError(f"{where}: expected {{\"id\": ..., \"label\": 0|1 and/or \"reward\": number}}"
+                                 + ("" if key is not None else " (records keyed otherwise: --labels-key EXPR)"))
+        rid = record["id"] if key is None else _keyed_id(key, record, where)
+        _add(out, rid, record.get("label"), record.get("reward"), number, where, seen)
     return out
 
 
@@ -217,8 +271,20 @@ def _read_swebench(path: Path, doc: Any) -> LabelFile:
     return out
 
 
-def read_label_file(path: PathArg) -> LabelFile:
-    """Read a CSV, JSONL or SWE-bench results label file (see the module docstring)."""
+def read_label_file(path: PathArg, key: str | None = None) -> LabelFile:
+    """Read a CSV, JSONL or SWE-bench results label file (see the module docstring).
+
+    Args:
+        path: the labels file (a `LabelsPath` brings its key expression).
+        key: a JMESPath expression giving each JSONL record's or CSV row's id (None: the ``id`` member or
+            column; a SWE-bench results file and a labels journal are keyed by id and take none).
+
+    Raises:
+        LabelFileError: the file cannot be read or parsed, or the key gives no id on a record (named by line).
+        MappingError: the key expression does not compile or is past a limit.
+    """
+    key = key if key is not None else getattr(path, "key", None)
+    compiled = _key_expression(key)
     path = Path(path)
     try:
         text = regular_file(path, "labels file").read_text(encoding="utf-8-sig")  # never opens a FIFO
@@ -238,19 +304,19 @@ def read_label_file(path: PathArg) -> LabelFile:
             doc = None  # several objects: JSON Lines
         except RecursionError:
             raise LabelFileError(f"{path}: JSON nested too deeply to be a label file") from None
-        if isinstance(doc, dict) and "id" not in doc:
+        if isinstance(doc, dict) and "id" not in doc and compiled is None:
             result = _read_swebench(path, doc)
-        elif _starts_a_journal(head):  # the review page's labels journal: a changed mind is a new line that wins
-            from rubricforge_dspy.data.label_journal import read_journal
+        elif _starts_a_journal(head) and compiled is None:  # the review page's labels journal: a changed mind
+            from rubricforge_dspy.data.label_journal import read_journal  # is a new line that wins
 
             return read_journal(path)
         else:
-            result = _read_jsonl(path, text)
+            result = _read_jsonl(path, text, compiled)
     elif head.startswith("["):
         raise LabelFileError(f"{path}: a JSON array is not a label file; write one {{\"id\", \"label\"}} object per "
                              "line (JSONL), a CSV with id,label columns, or a SWE-bench results.json")
     else:
-        result = _read_csv(path, text)
+        result = _read_csv(path, text, compiled)
     if not result.entries and not result.unlabeled:
         raise LabelFileError(f"{path}: no labels (every row lacks a label and a reward)")
     return result
@@ -318,6 +384,7 @@ class LabelJoin:
 
     def __init__(self, labels: LabelFile | str | Path, rule: LabelRule | str | float | None = None):
         self.file = labels if isinstance(labels, LabelFile) else read_label_file(labels)
+        rule = rule if rule is not None else getattr(labels, "rule", None)  # a `LabelsPath`'s own
         self.rule = None if rule is None else parse_label_rule(rule)
         self.report = JoinReport(self.file.path, labels=len(self.file.entries), blank=len(self.file.blank),
                                  outcome_unknown=len(self.file.unlabeled), torn=len(self.file.torn))
@@ -330,7 +397,7 @@ class LabelJoin:
         if entry is None:
             self.report.without_label.append(trajectory.id)
             return trajectory
-        rule = self.rule or parse_label_rule(trajectory.hidden.get("label_rule") or ANY_POSITIVE_REWARD)
+        rule = self.rule or _reward_rule(trajectory.hidden.get("label_rule"))
         label, reward = entry.resolve(rule)
         if reward is None:
             reward = float(label) if trajectory.reward is None else trajectory.reward
@@ -380,6 +447,15 @@ def join_labels(trajectories: Iterable[Trajectory], labels: LabelFile | str | Pa
     join = LabelJoin(labels, rule)
     joined = [join.apply(t) for t in trajectories]
     return Joined(joined, join.finish())
+
+
+def _reward_rule(text: str | None) -> LabelRule:
+    """The reward rule a trajectory was labeled by (``hidden["label_rule"]``), else reward > 0: a mapping that
+    labels from a value set, or gives no label (``unlabeled``), has no reward rule for a labels file's rewards."""
+    try:
+        return parse_label_rule(text or ANY_POSITIVE_REWARD)
+    except InputError:
+        return ANY_POSITIVE_REWARD
 
 
 def _starts_a_journal(head: str) -> bool:

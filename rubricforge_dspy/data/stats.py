@@ -25,7 +25,8 @@ class DataStats:
     unlabeled: int = 0
     positives: int = 0
     tool_errors: int = 0
-    reward_sum: float = 0.0  # over the labeled ones
+    reward_sum: float = 0.0  # over the ones with a reward
+    rewarded: int = 0  # trajectories with a reward (a label from a value set or a labels file may come without)
     tasks: set = field(default_factory=set)  # (domain, task_id)
     domains: set = field(default_factory=set)
     agents: set = field(default_factory=set)
@@ -42,13 +43,14 @@ class DataStats:
             self.unlabeled += 1
         else:
             self.positives += trajectory.label
+        if trajectory.reward is not None:
+            self.rewarded += 1
             self.reward_sum += trajectory.reward
 
     def to_dict(self, report: Any) -> dict:
         """The counts as one flat record, in the order `format` shows them; `report` is the load's
-        `LoadReport` (``skipped``, ``label_rules``). ``mean_reward`` is over the labeled trajectories
-        (None when none is labeled)."""
-        labeled = self.trajectories - self.unlabeled
+        `LoadReport` (``skipped``, ``label_rules``). ``mean_reward`` is over the trajectories with a reward
+        (None when none has one: a mapping may label from a value set, a labels file may give labels only)."""
         return {
             "trajectories": self.trajectories,
             "unlabeled": self.unlabeled,
@@ -57,7 +59,7 @@ class DataStats:
             "domains": sorted(self.domains),
             "agents": sorted(self.agents),
             "skipped": len(report.skipped),
-            "mean_reward": round(self.reward_sum / labeled, 4) if labeled else None,
+            "mean_reward": round(self.reward_sum / self.rewarded, 4) if self.rewarded else None,
             "tool_errors": self.tool_errors,
             "label_rules": ", ".join(f"{fmt}: {rule}" for fmt, rule in report.label_rules.items()),
         }

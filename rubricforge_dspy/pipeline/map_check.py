@@ -4,13 +4,30 @@ Reads the data through the mapping (every record, streamed), and reports how man
 loaded, the records skipped and why, the first trajectory rendered exactly as the judge reads it, the
 labels it gave, and, per mapped field, in how many records it resolved to nothing; a field empty in more
 than `empty_share` of the records is flagged. It lives here, above the data layer, because it renders.
+
+What the data show decides, not the mapping's shape:
+
+* the error flag (``errors``, ``steps.error``, ``messages.error``) may be null everywhere (the output's text
+  then decides, as for a built-in format): never "mostly empty". A flag that marks every one of the tool
+  results as failed, or more than 90% where their text looks like an error in fewer than half, is a warning
+  (a null negated with ``!`` is true);
+* a label that is the same for every record (a value-set typo labels every record 0) is a warning;
+* a **leak** is a problem: every record is rendered as the judge reads it and searched for what gives the
+  label away: the label field's own value (``completedCorrect``, ``task_success``), a reward that is not a
+  whole number, the label's or the reward's field name (``is_solved``, ``max_reward``), and the success words
+  `SUCCESS_WORDS` where their presence follows the label (in at least half of one class's records and
+  half as many fewer of the other's), or, with one class or none, where they are a whole step.
+
+A check is OK with no problem and no warning; warnings alone still exit 0 (``OK, with warnings``).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.data.formats import LoadReport
@@ -19,6 +36,12 @@ from rubricforge_dspy.data.formats.mapping.spec import Mapping, load_mapping
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 
 _SHOWN_SKIPS = 10
+ERROR_FIELDS = ("errors", "steps.error", "messages.error")
+SUCCESS_WORDS = ("success", "successful", "succeeded", "correct", "completedCorrect", "passed", "resolved",
+                 "solved", "task_success", "is_solved")
+_FLAG_SHARE = 0.9  # a flag marking more than this share of results as failed, ...
+_TEXT_SHARE = 0.5  # ... where the text agrees in fewer than this share of them, is a warning
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass
@@ -36,6 +59,10 @@ class MapCheckReport:
         label_rule: the rule that made the labels (``unlabeled`` when the mapping gives none).
         fields: every mapped field; empty: field -> records in which it resolved to nothing.
         empty_share: the share above which a field is flagged.
+        filtered: records left out by ``records.filter``.
+        flags: the error flag against the output text (`MapStats.flags`).
+        leaks: ``(what, token) -> (records, first id)`` of what gives the label away in the render.
+        warnings: what the data make doubtful (a constant label, an error flag that marks everything).
     """
 
     mapping: str
@@ -54,24 +81,31 @@ class MapCheckReport:
     fields: list = field(default_factory=list)
     empty: dict = field(default_factory=dict)
     empty_share: float = 0.5
+    filtered: int = 0
+    flags: Counter = field(default_factory=Counter)
+    leaks: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
     @property
     def mostly_empty(self) -> list[tuple[str, int]]:
         """``(field, records)`` of the fields that resolved to nothing in more than `empty_share` of the records."""
         if not self.records:
             return []
-        return [(name, n) for name, n in sorted(self.empty.items()) if n / self.records > self.empty_share]
+        return [(name, n) for name, n in sorted(self.empty.items())
+                if n / self.records > self.empty_share and name not in ERROR_FIELDS]
 
     @property
     def ok(self) -> bool:
-        """True when records matched, every one loaded, and no field is mostly empty."""
-        return self.loaded > 0 and not self.skipped and not self.mostly_empty
+        """True when records matched, every one loaded, no field is mostly empty and nothing leaks the label
+        (warnings are shown, and leave it True)."""
+        return self.loaded > 0 and not self.skipped and not self.mostly_empty and not self.leaks
 
     def format(self) -> str:
         """The report as text: counts, skipped records, empty fields, then the first record as the judge reads it."""
         lines = [f"mapping {self.mapping} (format {self.name!r}) on {self.data}",
                  f"records matched: {self.records}"
                  + (f" (and {self.unreadable} unreadable)" if self.unreadable else "")
+                 + (f" (and {self.filtered} left out by records.filter)" if self.filtered else "")
                  + f"; loaded: {self.loaded}; skipped: {len(self.skipped)}",
                  f"label rule: {self.label_rule}; labels: " + (", ".join(
                      f"{'unlabeled' if k is None else k}={v}" for k, v in sorted(self.labels.items(), key=str))
@@ -85,7 +119,19 @@ class MapCheckReport:
             n = self.empty.get(name, 0)
             flag = "  <- empty in more than {:.0%}".format(self.empty_share) \
                 if self.records and n / self.records > self.empty_share else ""
+            if name in ERROR_FIELDS and flag:
+                flag = "  (null: the tool output's text says which results failed)"
             lines.append(f"  {name}: {n}{flag}")
+        if self.flags.get("results"):
+            f = self.flags
+            lines.append(f"tool results: {f['results']}; the error flag says failed {f['flag_true']}, not failed "
+                         f"{f['flag_false']}, nothing {f['flag_null']}; the output text looks like an error in "
+                         f"{f['text_error']}")
+        for (what, token), (count, first) in sorted(self.leaks.items()):
+            lines.append(f"LEAK: {what} {token!r} is in the render of {count} record(s) (first: {first!r}): the "
+                         "judge reads the label there; map it to 'hidden' or drop it from the rendered fields")
+        for warning in self.warnings:
+            lines.append(f"WARNING: {warning}")
         if self.first_render is None:
             lines.append("no record loaded: nothing to render")
         else:
@@ -93,7 +139,10 @@ class MapCheckReport:
                          f"label {self.first_label!r} (the label is not shown to the judge)")
             lines.append("--- as the judge reads it ---")
             lines.append(self.first_render)
-        lines.append("OK" if self.ok else "NOT OK: " + "; ".join(self._problems()))
+        if not self.ok:
+            lines.append("NOT OK: " + "; ".join(self._problems()))
+        else:
+            lines.append("OK" if not self.warnings else f"OK, with {len(self.warnings)} warning(s) (above)")
         return "\n".join(lines)
 
     def _problems(self) -> list[str]:
@@ -104,6 +153,8 @@ class MapCheckReport:
             problems.append(f"{len(self.skipped)} records skipped")
         if self.mostly_empty:
             problems.append("mostly empty: " + ", ".join(name for name, _ in self.mostly_empty))
+        if self.leaks:
+            problems.append("the label leaks into the render: " + ", ".join(token for _, token in sorted(self.leaks)))
         return problems
 
 
@@ -130,19 +181,109 @@ def check_mapping(data: PathArg, mapping: Mapping | str | Path, empty_share: flo
     if not 0 <= empty_share <= 1:
         raise InputError(f"empty_share must be between 0 and 1, got {empty_share!r}")
     mapping = mapping if isinstance(mapping, Mapping) else load_mapping(mapping)
-    report, stats = LoadReport(), MapStats()
+    report, stats = LoadReport(), MapStats(audit=True)
     check = MapCheckReport(mapping=mapping.file, name=mapping.name, data=str(data), empty_share=empty_share,
                            label_rule=str(mapping.label_rule or "unlabeled"), fields=mapping.field_names())
+    config = render_config or RenderConfig()
+    leaks = _LeakSearch(mapping)
     for trajectory in iter_mapped(data, mapping, on_error="skip", report=report, stats=stats):
         check.labels[trajectory.label] += 1
+        text = render_trajectory(trajectory, config)
+        leaks.add(trajectory, text)
         if check.first_render is None:
             check.first_id, check.first_task_id, check.first_label = \
                 trajectory.id, trajectory.task_id, trajectory.label
-            check.first_render = render_trajectory(trajectory, render_config or RenderConfig())
+            check.first_render = text
     check.records, check.loaded, check.skipped = stats.records, report.loaded, list(report.skipped)
-    check.unreadable = stats.unreadable
+    check.unreadable, check.filtered, check.flags = stats.unreadable, stats.filtered, stats.flags
     check.empty = dict(stats.empty)
     for name in check.empty:
         if name not in check.fields:
             check.fields.append(name)
+    check.leaks = leaks.found(check.labels)
+    check.warnings = _warnings(check)
     return check
+
+
+def _warnings(check: MapCheckReport) -> list[str]:
+    """What the data make doubtful: one label for every record, an error flag that marks (nearly) every result."""
+    out = []
+    labeled = {label: n for label, n in check.labels.items() if label is not None}
+    if len(labeled) == 1 and sum(labeled.values()) > 1:
+        (label, n), = labeled.items()
+        out.append(f"every one of the {n} labeled records has label {label} (rule: {check.label_rule}): a typo in "
+                   "a path or a value set labels every record alike; check the rule against a few records")
+    f = check.flags
+    every = f.get("results", 0) >= 3 and f["flag_true"] == f["results"]
+    if every or (f.get("results", 0) >= 3 and f["flag_true"] > _FLAG_SHARE * f["results"]
+                 and f["flag_true_text_error"] < _TEXT_SHARE * f["flag_true"]):
+        out.append(f"the error flag marks {f['flag_true']} of {f['results']} tool results as failed, while their "
+                   f"text looks like an error in {f['flag_true_text_error']}: check the error expression (a null "
+                   "negated with ! is true; [!@][0] keeps a null null)")
+    return out
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z0-9_]+(?:\.[0-9]+)?", text))
+
+
+class _LeakSearch:
+    """What gives a record's label away in its render (see the module docstring), record by record."""
+
+    def __init__(self, mapping: Mapping):
+        self.names = {name for name in (_last_name(mapping.label_field.text if mapping.label_field else None),
+                                        _last_name(mapping.fields["reward"].text if "reward" in mapping.fields
+                                                   else None)) if name}
+        self.hits: dict[tuple[str, str], list] = {}
+        self.success: dict[str, Counter] = {word: Counter() for word in SUCCESS_WORDS}
+        self.whole: dict[str, list] = {}
+        self.per_label: Counter = Counter()
+
+    def _hit(self, what: str, token: str, ident: str) -> None:
+        entry = self.hits.setdefault((what, token), [0, ident])
+        entry[0] += 1
+
+    def add(self, trajectory: Any, text: str) -> None:
+        words = _words(text)
+        lowered = {word.lower() for word in words}
+        value = trajectory.hidden.get("label_value")
+        if isinstance(value, str) and len(value) >= 3 and not value.replace(".", "").isdigit() and value in words:
+            self._hit("the label field's value", value, trajectory.id)
+        reward = trajectory.reward
+        if isinstance(reward, float) and not reward.is_integer():
+            for form in {repr(reward), f"{reward:g}"}:
+                if form in words:
+                    self._hit("the reward", form, trajectory.id)
+        for name in self.names:
+            if name in words:
+                self._hit("the label's field name", name, trajectory.id)
+        self.per_label[trajectory.label] += 1
+        steps = {step.content.strip().lower() for step in trajectory.steps}
+        for word in SUCCESS_WORDS:
+            if word.lower() in lowered:
+                self.success[word][trajectory.label] += 1
+            if word.lower() in steps:
+                self.whole.setdefault(word, [0, trajectory.id])[0] += 1
+
+    def found(self, labels: Counter) -> dict:
+        leaks = {key: tuple(value) for key, value in self.hits.items()}
+        positives, negatives = self.per_label.get(1, 0), self.per_label.get(0, 0)
+        for word, counts in self.success.items():
+            if positives and negatives:
+                share_pos, share_neg = counts[1] / positives, counts[0] / negatives
+                if max(share_pos, share_neg) >= 0.5 and abs(share_pos - share_neg) >= 0.5:
+                    leaks[("a success word that follows the label", word)] = (counts[1] + counts[0], "")
+            elif word in self.whole:
+                leaks[("a success word as a whole step", word)] = tuple(self.whole[word])
+        return leaks
+
+
+def _last_name(text: str | None) -> str | None:
+    """The last member name of a path expression (``state.terminate_reason`` -> ``terminate_reason``) when it
+    names something a text would not say by chance: with an underscore or an inner capital."""
+    if not text:
+        return None
+    name = text.split(".")[-1].strip()
+    if not _IDENTIFIER.match(name):
+        return None
+    return name if "_" in name.strip("_") or any(c.isupper() for c in name[1:]) else None

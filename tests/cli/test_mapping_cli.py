@@ -117,3 +117,88 @@ def test_map_check_names_a_record_past_the_record_cap(tmp_path, capsys, monkeypa
                  ]) == 2
     out = capsys.readouterr().out
     assert "over the record cap of 1,048 bytes" in out and "RUBRICFORGE_MAX_RECORD_MB" in out
+
+
+# Every command that reads trajectories, on every shipped mapping and its sample (issue #35): a mapping that gives
+# a label and no reward (reflexion_humaneval, mint, toolbench) reads like any other.
+from tests.support.mapping_samples import SAMPLES  # noqa: E402
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, f"{argv}: exit {code}\n{captured.err[-2000:]}"
+    return captured
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_command_reads_every_shipped_mapping(name, tmp_path, capsys):
+    sample = SAMPLES[name]
+    data = ["--map", str(sample.mapping), "--data", str(sample.data), "--skip-bad"]
+    stats = json.loads(_run(["stats", *data, "--json"], capsys).out)
+    assert stats["trajectories"] == len(sample.ids) and stats["positives"] == sum(sample.labels)
+    assert stats["skipped"] == sample.skipped
+    assert _run(["render", *data, "--index", "0"], capsys).out.strip()
+    out = tmp_path / "converted.jsonl"
+    _run(["convert", *data, "--out", str(out)], capsys)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["id"] for row in rows] == list(sample.ids)
+    assert [row["label"] for row in rows] == list(sample.labels)
+
+
+_FLOOR_CRASH = pytest.mark.xfail(strict=True, reason="trust/floor_cv.py (not the mapping): one record of each class "
+                                 "asks StratifiedGroupKFold for 1 split, a ValueError (exit 1); left to its owner")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_FLOOR_CRASH) if n == "toolbench" else n
+                                  for n in sorted(SAMPLES)])
+def test_the_floor_reads_every_shipped_mapping(name, capsys):
+    sample = SAMPLES[name]
+    floor = json.loads(_run(["floor", "--map", str(sample.mapping), "--data", str(sample.data), "--skip-bad", "--json",
+                             "--folds", "2", "--resamples", "20"], capsys).out)
+    assert floor["data"] and floor["n"] == len(sample.ids)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_labels_join_onto_every_shipped_mapping(name, tmp_path, capsys):
+    sample = SAMPLES[name]
+    flipped = [1 - label for label in sample.labels]
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,label\n" + "".join(f"{i},{label}\n" for i, label in zip(sample.ids, flipped, strict=True)))
+    data = ["--map", str(sample.mapping), "--data", str(sample.data), "--skip-bad", "--labels", str(labels)]
+    stats = json.loads(_run(["stats", *data, "--json"], capsys).out)
+    assert stats["positives"] == sum(flipped) and stats["unlabeled"] == 0
+    out = tmp_path / "converted.jsonl"
+    _run(["convert", *data, "--out", str(out)], capsys)
+    assert [json.loads(line)["label"] for line in out.read_text().splitlines()] == flipped
+
+
+def test_a_label_threshold_labels_the_labels_file_rewards_of_a_mapping_without_reward(tmp_path, capsys):
+    sample = SAMPLES["mint"]
+    rewards = tmp_path / "rewards.csv"
+    rows = zip(sample.ids, (0.2, 0.6, 0.9), strict=True)
+    rewards.write_text("id,reward\n" + "".join(f"{i},{r}\n" for i, r in rows))
+    data = ["--map", str(sample.mapping), "--data", str(sample.data), "--labels", str(rewards), "--json"]
+    stats = json.loads(_run(["stats", *data, "--label-threshold", ">=0.5"], capsys).out)
+    assert stats["positives"] == 2 and stats["mean_reward"] == pytest.approx(0.5667, abs=1e-3)
+    # without a reward anywhere, the threshold is refused with one line naming the mapping
+    assert main(["stats", "--map", str(sample.mapping), "--data", str(sample.data), "--label-threshold", "0.5"]) == 2
+    assert "gives no 'reward'" in capsys.readouterr().err
+    labels_only = tmp_path / "labels.csv"
+    labels_only.write_text("id,label\n" + "".join(f"{i},1\n" for i in sample.ids))
+    assert main(["stats", "--map", str(sample.mapping), "--data", str(sample.data), "--labels", str(labels_only),
+                 "--label-threshold", "0.5"]) == 2
+    assert "nor the labels file" in capsys.readouterr().err
+
+
+def test_a_labels_file_keyed_by_an_expression_joins_onto_a_mapping(tmp_path, capsys):
+    sample = SAMPLES["mint"]
+    labels = tmp_path / "labels.jsonl"
+    rows = [{"task": {"name": i.split(":")[0], "n": int(i.split(":")[1])}, "label": 1} for i in sample.ids]
+    labels.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    data = ["--map", str(sample.mapping), "--data", str(sample.data), "--labels", str(labels), "--json"]
+    assert main(["stats", *data]) == 2  # keyed otherwise: the error says how
+    assert "--labels-key" in capsys.readouterr().err
+    stats = json.loads(_run(["stats", *data, "--labels-key", "join(':', [task.name, to_string(task.n)])"],
+                            capsys).out)
+    assert stats["positives"] == 3

@@ -81,3 +81,73 @@ def test_unreadable_lines_are_counted_and_named(tmp_path):
     (file, record, problem), = report.skipped
     assert record == 1 and "malformed JSON (line 2" in problem
     assert "records matched: 2 (and 1 unreadable); loaded: 2; skipped: 1" in report.format()
+
+
+def _status_log(tmp_path, statuses, answer_from="answer"):
+    """A JSON Lines log whose label is a status field, and a mapping whose final answer comes from `answer_from`."""
+    data = tmp_path / "runs.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "q": f"task {i}", "answer": f"answer {i}", "status": status,
+                                        "tool": f"ls {i}", "out": f"file{i}.txt", "err": None}) + "\n"
+                            for i, status in enumerate(statuses)), encoding="utf-8")
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"name": "status_log", "records": {"from": "jsonl"}, "id": "id", "task": "q",
+                                   "steps": {"path": "[@]", "action": "tool", "observation": "out", "error": "err"},
+                                   "final_answer": answer_from,
+                                   "label": {"field": "status", "pass": ["completedCorrect"]}}), encoding="utf-8")
+    return data, mapping
+
+
+def test_a_label_planted_in_the_final_answer_is_reported_as_a_leak(tmp_path):
+    statuses = ["completedCorrect", "completedWrong", "completedCorrect", "completedWrong"]
+    data, mapping = _status_log(tmp_path, statuses, answer_from="status")
+    report = check_mapping(data, mapping)
+    assert report.loaded == 4 and not report.ok
+    assert ("the label field's value", "completedCorrect") in report.leaks
+    assert report.leaks[("the label field's value", "completedCorrect")][0] == 2
+    text = report.format()
+    assert "LEAK: the label field's value 'completedCorrect'" in text and "the label leaks into the render" in text
+    clean_data, clean = _status_log(tmp_path, statuses)
+    assert check_mapping(clean_data, clean).ok  # the same log, the answer from its own field: nothing leaks
+
+
+def test_a_success_word_that_follows_the_label_is_a_leak(tmp_path):
+    data, mapping = _status_log(tmp_path, ["completedCorrect", "completedWrong"] * 3)
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    for row in rows:  # the log writes "solved" into the outputs of the passing runs only
+        row["out"] += " (solved)" if row["status"] == "completedCorrect" else ""
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    report = check_mapping(data, mapping)
+    assert ("a success word that follows the label", "solved") in report.leaks and not report.ok
+
+
+def test_a_constant_label_is_a_warning(tmp_path):
+    data, mapping = _status_log(tmp_path, ["completedCorrect", "completedWrong", "completedCorrect"])
+    document = json.loads(mapping.read_text())
+    document["label"]["pass"] = ["completedCorect"]  # the typo labels every record 0
+    mapping.write_text(json.dumps(document), encoding="utf-8")
+    report = check_mapping(data, mapping)
+    assert dict(report.labels) == {0: 3} and report.ok
+    assert any("every one of the 3 labeled records has label 0" in w for w in report.warnings)
+    assert report.format().endswith("OK, with 1 warning(s) (above)")
+
+
+def test_an_error_flag_null_everywhere_is_fine(tmp_path):
+    data, mapping = _status_log(tmp_path, ["completedCorrect", "completedWrong"])
+    report = check_mapping(data, mapping)
+    assert report.empty["steps.error"] == 2 and not report.mostly_empty and report.ok and not report.warnings
+    assert "steps.error: 2  (null: the tool output's text says which results failed)" in report.format()
+
+
+def test_an_error_flag_that_marks_every_result_is_a_warning(tmp_path):
+    """InterCode-Python writes valid_action null on every turn: `map(&!@, ...)` made each one a failure."""
+    sample = SAMPLES["intercode_bash"]
+    python = sample.mapping.parent / "python" / "ic_python_multiturn_gpt-3.5_7_turns.sample.json"
+    document = json.loads(sample.mapping.read_text())
+    document["errors"] = "map(&!@, turn_history.valid_action)"  # the mapping before issue 35
+    negated = tmp_path / "negated.json"
+    negated.write_text(json.dumps(document), encoding="utf-8")
+    report = check_mapping(python, negated)
+    assert report.flags["flag_true"] == report.flags["results"] == 12
+    assert any("marks 12 of 12 tool results as failed" in w for w in report.warnings)
+    shipped = check_mapping(python, sample.mapping)
+    assert shipped.flags["flag_null"] == 12 and shipped.flags["text_error"] == 7 and not shipped.warnings

@@ -149,3 +149,21 @@ def test_several_paths_load_as_one_with_ids_checked_across_them():
     loaded = list(iter_mapped([sample.data, sample.data], sample.mapping, on_error="skip", report=report))
     assert len(loaded) == 4 and report.loaded == 4
     assert [problem for _, _, problem in report.skipped] == [f"duplicate trajectory id {i!r}" for i in sample.ids]
+
+
+@pytest.mark.parametrize("data", [SAMPLES["intercode_bash"].data, SAMPLES["intercode_sql"].data,
+                                  SAMPLES["intercode_bash"].mapping.parent / "python"
+                                  / "ic_python_multiturn_gpt-3.5_7_turns.sample.json"])
+def test_the_intercode_mapping_marks_as_errors_the_turns_the_source_marks(data):
+    """InterCode's own error signal: ``valid_action`` false (Bash, SQL), or, where InterCode-Python writes
+    ``valid_action`` null on every turn, the environment's "Error executing action" reply. The shipped mapping
+    marks exactly those turns (before, `map(&!@, ...)` made every null turn of InterCode-Python a failure)."""
+    document = json.loads(data.read_text(encoding="utf-8"))
+    expected = [not valid if valid is not None else observation.startswith("Error executing action")
+                for record in document.values()
+                for valid, observation in zip(record["turn_history"]["valid_action"],
+                                              record["turn_history"]["observations"], strict=True)]
+    assert 0 < sum(expected) < len(expected)
+    trajectories = list(iter_mapped(data, SAMPLES["intercode_bash"].mapping))
+    marked = [step.is_error for t in trajectories for step in t.steps if step.kind == "tool_result"]
+    assert marked == expected

@@ -27,7 +27,8 @@ from rubricforge_dspy.data.formats._steps import (
     text_of,
 )
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
-from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule
+from rubricforge_dspy.data.formats.mapping.functions import set_record
+from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule, jmespath_false
 
 TEXT_ACTION = "action"  # the tool name of a plain-text action (as the generic JSONL names it)
 ROLE_TARGETS = ("user", "assistant", "system", "tool", "observation", "skip")
@@ -57,30 +58,44 @@ def _text(value: Any) -> str:
 
 class Converter:
     """Turns the records of one mapping into trajectories and counts, per field, the records in which
-    it resolved to nothing (`empty`; `records` counts the records seen)."""
+    it resolved to nothing (`empty`; `records` counts the records seen).
 
-    def __init__(self, mapping: Mapping, rule: LabelSpec | None = None):
+    With `audit` (``map check``), it also counts what the error flag said against what the tool output's
+    text says (`flags`: ``results``, ``flag_true``, ``flag_false``, ``flag_null``, ``text_error``,
+    ``flag_true_text_error``) and keeps the label field's raw value in ``hidden["label_value"]``."""
+
+    def __init__(self, mapping: Mapping, rule: LabelSpec | None = None, audit: bool = False):
         self.mapping = mapping
         self.rule = _effective_rule(mapping, rule)
         self.records = 0
         self.empty: Counter = Counter()
+        self.audit = audit
+        self.flags: Counter = Counter()
+        self._label_value: Any = None
         self._defaults = {key: Expr(text, jmespath.compile(text), f"messages.{key}")
                           for key, text in _CALL_DEFAULTS.items()}
+        self._defaults["tool_calls"] = _default_tool_calls  # the one default that builds a list: written out
+        self._index: Any = None
 
     def _field(self, name: str, record: Any, key: Any, file: str) -> Any:
         expr = self.mapping.fields.get(name)
         if expr is None:
             return None
-        value = expr(record, key, file)
+        value = expr(record, key, file, 0, self._index)
         if is_empty(value):
             self.empty[name] += 1
             return None
         return value
 
-    def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str) -> Trajectory:
-        """The `Trajectory` of one record; ValueError (naming the field) for a record that cannot be one."""
+    def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str, name: str | None = None
+                ) -> Trajectory:
+        """The `Trajectory` of one record; ValueError (naming the field) for a record that cannot be one.
+        `name` is the data file's name as ``$file`` / ``file()`` give it (its path under the data folder
+        without the suffix; default the file's stem)."""
         self.records += 1
-        file = path.stem
+        file = name if name is not None else path.stem
+        self._index = index
+        set_record(file, index, key)
         ident = self._field("id", record, key, file)
         if ident is None:
             if "id" in self.mapping.fields:
@@ -108,6 +123,8 @@ class Converter:
                                                             system_from_messages])) or None}
         for name, expr in self.mapping.hidden.items():
             hidden[name] = redact(expr(record, key, file))
+        if self.audit:
+            hidden["label_value"] = self._label_value
         return Trajectory(
             id=ident, task_id=_scalar_text(task_id, "task_id") if task_id is not None else ident,
             domain=_scalar_text(self._field("domain", record, key, file) or self.mapping.name, "domain"),
@@ -117,11 +134,12 @@ class Converter:
             hidden=hidden)
 
     def _label(self, record: Any, key: Any, file: str) -> tuple[float | None, int | None]:
+        self._label_value = None
         reward_value = self._field("reward", record, key, file)
         reward = as_reward(reward_value) if reward_value is not None else None
         rule = self.rule
         if isinstance(rule, ValueSetRule):
-            value = self.mapping.label_field(record, key, file)
+            value = self._label_value = self.mapping.label_field(record, key, file)
             if is_empty(value):
                 self.empty["label"] += 1
                 return reward, None
@@ -129,6 +147,9 @@ class Converter:
         if isinstance(rule, LabelRule) and reward is not None:
             return reward, rule.label(reward)
         return reward, None
+
+    def _error(self, flag: Any, content: str) -> bool:
+        return _audit_error(self.flags, flag, content) if self.audit else _is_error(flag, content)
 
     def _count_empty(self, name: str, values: list) -> None:
         if all(is_empty(v) for v in values):
@@ -189,7 +210,7 @@ class Converter:
             return
         content = _text(observation)
         call_id, name = calls.result(None) if call is not None else (None, None)
-        steps.append(new_step("tool_result", content, name, None, call_id, _is_error(values.get("error"), content)))
+        steps.append(new_step("tool_result", content, name, None, call_id, self._error(values.get("error"), content)))
 
     def _parallel(self, record: Any, key: Any, file: str) -> list[Step]:
         lists = {}
@@ -249,7 +270,7 @@ class Converter:
             else:
                 raw_id = spec["tool_call_id"](msg) if role == "tool" else None
                 call_id, name = calls.result(raw_id if isinstance(raw_id, str) and raw_id else None)
-                steps.append(new_step("tool_result", text, name, None, call_id, _is_error(spec["error"](msg), text)))
+                steps.append(new_step("tool_result", text, name, None, call_id, self._error(spec["error"](msg), text)))
         self._count_empty("messages.content", contents)
         return steps, "\n\n".join(system) or None
 
@@ -266,6 +287,34 @@ class Converter:
             raw_id = spec["call_id"](call)
             call_id = calls.call(raw_id if isinstance(raw_id, str) and raw_id else None, str(name))
             steps.append(new_step("tool_call", "", str(name), parse_arguments(spec["arguments"](call)), call_id))
+
+
+def _default_tool_calls(message: Any) -> Any:
+    """``tool_calls || (function_call && [function_call])`` (`_CALL_DEFAULTS`), as the interpreter gives it,
+    without the evaluation budget a built list asks of a user's expression (this one builds one element)."""
+    if not isinstance(message, dict):
+        return None
+    calls = message.get("tool_calls")
+    if not jmespath_false(calls):
+        return calls
+    call = message.get("function_call")
+    return call if jmespath_false(call) else [call]
+
+
+def _audit_error(flags: Counter, flag: Any, content: str) -> bool:
+    """`_is_error`, counting in `flags` what the flag said and what the text says."""
+    text_error = looks_like_tool_error(content)
+    flagged = _is_error(flag, content)
+    flags["results"] += 1
+    flags["text_error"] += text_error
+    if flag is None or (not isinstance(flag, bool) and is_empty(flag)):
+        flags["flag_null"] += 1
+    elif flagged:
+        flags["flag_true"] += 1
+        flags["flag_true_text_error"] += text_error
+    else:
+        flags["flag_false"] += 1
+    return flagged
 
 
 def _is_error(flag: Any, content: str) -> bool:
@@ -286,13 +335,13 @@ def _scalar_text(value: Any, name: str) -> str:
 
 def _effective_rule(mapping: Mapping, rule: LabelSpec | None) -> LabelSpec | None:
     """The label rule to apply: the mapping's own, or a `LabelRule` given by the caller (``--label-threshold``),
-    which only applies to a mapping that labels from the reward."""
+    which applies wherever the mapping gives a reward (over a value-set label too: the caller asked for it), and
+    is refused, naming the mapping, where it gives none."""
     if rule is None or rule == mapping.label_rule:
         return mapping.label_rule
-    if isinstance(mapping.label_rule, ValueSetRule):
-        raise InputError(f"{mapping.file}: labels come from '{mapping.label_rule.field}' (a value set), so the "
-                         f"reward rule {rule} does not apply; drop the threshold or change the mapping's 'label'")
     if "reward" not in mapping.fields:
-        raise InputError(f"{mapping.file}: the mapping gives no 'reward', so the label rule {rule} has nothing to "
-                         "apply to")
+        given = (f"labels come from '{mapping.label_rule.field}' (a value set)"
+                 if isinstance(mapping.label_rule, ValueSetRule) else "it gives no label")
+        raise InputError(f"{mapping.file}: the mapping gives no 'reward' ({given}), so the reward rule {rule} does "
+                         "not apply; drop the threshold, or join rewards with --labels FILE")
     return rule

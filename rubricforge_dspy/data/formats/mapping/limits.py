@@ -35,7 +35,6 @@ import os
 import threading
 from typing import Any
 
-from jmespath import functions
 from jmespath.exceptions import LexerError
 from jmespath.functions import signature
 from jmespath.lexer import Lexer
@@ -43,6 +42,7 @@ from jmespath.visitor import Options, TreeInterpreter
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats._json_stream import MAX_STREAM_DEPTH
+from rubricforge_dspy.data.formats.mapping.functions import CONTEXT_FUNCTIONS, FunctionLimitError, MappingFunctions
 
 MAX_MAPPING_BYTES = 1 << 20  # a mapping is a few hundred bytes
 MAX_MAPPING_DEPTH = 32  # a mapping nests 3 levels (records.glob, label.pass[...]); data nest MAX_STREAM_DEPTH
@@ -170,13 +170,17 @@ class _Budget:
                 self.charge(1)
 
 
-class _Functions(functions.Functions):
-    """jmespath's functions, with the ones whose work is not bounded by their arguments' lengths charged
-    first: ``to_string`` (writes every shared value out), ``join`` (the characters it builds), ``contains``
-    (compares values deeply) and ``merge`` (the keys it copies)."""
+class _Functions(MappingFunctions):
+    """jmespath's functions and the mapping's (`functions`), with the ones whose work is not bounded by their
+    arguments' lengths charged first: ``to_string`` (writes every shared value out), ``join`` (the characters
+    it builds), ``contains`` (compares values deeply), ``merge`` (the keys it copies), and ``split``,
+    ``lines``, ``regex_findall`` (the pieces and the characters they read)."""
 
     def __init__(self, budget: _Budget):
         self._budget = budget
+
+    def charge(self, steps: int, chars: int = 0) -> None:
+        self._budget.charge(steps, chars)
 
     @signature({"types": []})
     def _func_to_string(self, arg):
@@ -250,6 +254,15 @@ class _Interpreter(TreeInterpreter):
 _SHARING = frozenset(("multi_select_list", "multi_select_dict", "function_expression", "expref"))
 
 
+def _shares(node: dict) -> bool:
+    """True for a node that may build values sharing parts, or call a function that works more than once: a
+    call of ``file()``, ``index()`` or ``key()`` gives one scalar and needs no budget."""
+    kind = node.get("type")
+    if kind == "function_expression" and node.get("value") in CONTEXT_FUNCTIONS:
+        return False
+    return kind in _SHARING
+
+
 def needs_budget(parsed: dict) -> bool:
     """True when the compiled tree builds values that share parts (``[a, a]``, ``{x: a}``) or calls a
     function: only then can its work or its result outgrow the record (and its length), so only then is
@@ -259,7 +272,7 @@ def needs_budget(parsed: dict) -> bool:
     stack = [parsed]
     while stack:
         node = stack.pop()
-        if node.get("type") in _SHARING:
+        if _shares(node):
             return True
         stack.extend(child for child in node.get("children", ()) if isinstance(child, dict))
     return False
@@ -285,7 +298,10 @@ def search(compiled: Any, value: Any, size: int = 0) -> Any:
     if interpreter is None:  # one per thread, its budget renewed for each evaluation
         interpreter = _local.interpreter = _Interpreter(budget)
     interpreter.renew(budget)
-    result = interpreter.visit(compiled.parsed, value)
+    try:
+        result = interpreter.visit(compiled.parsed, value)
+    except FunctionLimitError as exc:
+        raise EvaluationLimitError(str(exc)) from None
     if isinstance(result, (list, dict)):
         budget.walk(result)
     return result

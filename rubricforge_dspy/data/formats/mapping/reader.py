@@ -16,8 +16,9 @@ from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
-from rubricforge_dspy.data.formats.mapping.source import iter_records
-from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
+from rubricforge_dspy.data.formats.mapping.functions import set_record
+from rubricforge_dspy.data.formats.mapping.source import file_name, iter_records
+from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, jmespath_false, load_mapping
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport
@@ -35,6 +36,9 @@ class MapStats:
     records: int = 0
     empty: Counter = field(default_factory=Counter)
     unreadable: int = 0  # records (or whole files) that could not even be parsed: never reached a field
+    filtered: int = 0  # records left out by ``records.filter`` (read, not converted, not errors)
+    audit: bool = False  # count the error flag against the output text (`flags`), keep raw label values
+    flags: Counter = field(default_factory=Counter)  # `Converter.flags`, with `audit`
 
     def empty_share(self, name: str) -> float:
         """The share of records in which field `name` resolved to nothing (0 when no record was seen)."""
@@ -56,17 +60,30 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
         rule: a `LabelRule` overriding the mapping's reward rule (None: the mapping's own).
         stats: filled with the records matched and the empty-field counts.
     """
-    converter = Converter(mapping, rule)
     stats = stats if stats is not None else MapStats()
+    converter = Converter(mapping, rule, audit=stats.audit)
+    path = Path(path)
+    folder = path.is_dir()
+    root = path if folder else path.parent
+    last: tuple[Path | None, str] = (None, "")
+    keep = mapping.record_filter
     try:
-        for file, index, key, default_id, value in iter_records(Path(path), mapping):
+        for file, index, key, default_id, value in iter_records(path, mapping):
             if isinstance(value, TrajectoryFormatError):
                 stats.unreadable += 1
                 yield index, value
                 continue
             record = index if mapping.source == "jsonl" else key
+            if file is not last[0]:
+                last = (file, file_name(file, root, folder))
+            name = last[1]
             try:
-                yield record, converter.convert(value, key, file, index, default_id)
+                if keep is not None:
+                    set_record(name, index, key)
+                    if jmespath_false(keep(value, key, name, 0, index)):
+                        stats.filtered += 1
+                        continue
+                yield record, converter.convert(value, key, file, index, default_id, name)
             except _RECORD_ERRORS as exc:  # EvaluationLimitError included: an InputError is a ValueError
                 yield record, TrajectoryFormatError(str(file), record, f"{exc} (mapping {mapping.file})")
             except RecursionError:  # data nest at most MAX_STREAM_DEPTH levels; a safety net all the same
@@ -75,6 +92,7 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
     finally:
         stats.records += converter.records
         stats.empty.update(converter.empty)
+        stats.flags.update(converter.flags)
 
 
 @dataclass(frozen=True)
@@ -209,6 +227,9 @@ def iter_mapped(path: PathArg | Iterable[PathArg], mapping: Mapping | str | Path
 
 def _warn_empty(mapping: Mapping, stats: MapStats) -> None:
     """Log every field that resolved to nothing in some record (`check_mapping` reports them in full)."""
+    if stats.filtered:
+        logger.info("mapping %s: records.filter left out %d of %d records", mapping.file, stats.filtered,
+                    stats.records + stats.filtered)
     for name, count in sorted(stats.empty.items()):
         logger.warning("mapping %s: field '%s' resolved to nothing in %d of %d records", mapping.file, name, count,
                        stats.records)

@@ -58,6 +58,12 @@ def data_files(path: Path, mapping: Mapping) -> list[Path]:
     return found
 
 
+def file_name(file: Path, root: Path, folder: bool) -> str:
+    """A data file as ``$file`` / ``file()`` name it: its path under the data folder without the suffix
+    (``gpt-4/overall``), or its stem when a file was given."""
+    return file.relative_to(root).with_suffix("").as_posix() if folder else file.stem
+
+
 def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any, str, Any]]:
     """``(file, index, key, default id, value | TrajectoryFormatError)`` of every record under `path`."""
     root = path if path.is_dir() else path.parent
@@ -69,7 +75,7 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
     cap = max_record_bytes()
     for file in files:
         if mapping.source == "files":
-            key = file.relative_to(root).with_suffix("").as_posix() if path.is_dir() else file.stem
+            key = file_name(file, root, path.is_dir())
             size = file.stat().st_size
             value = _over_cap(file, None, f"the file is {size:,} bytes", cap) if size > cap else _whole(file)
             if not isinstance(value, TrajectoryFormatError) and mapping.records_path not in _ARRAY_ROOT:
@@ -123,8 +129,8 @@ def _json_lines(file: Path, cap: int) -> Iterator[tuple[int, Any]]:
                     if rest.endswith(b"\n"):
                         break
                 yield index, _over_cap(file, index, f"line {index + 1} is {size:,} bytes", cap)
-            elif not NestingDepth().feed(raw):
-                yield index, _too_deep(file, index)
+            elif raw.count(b"[") + raw.count(b"{") > MAX_STREAM_DEPTH and not NestingDepth().feed(raw):
+                yield index, _too_deep(file, index)  # (never deeper than its opening brackets: counted first)
             elif raw.strip():
                 yield index, line_value(file, index, raw)
 
