@@ -14,6 +14,14 @@
   img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`` (no inline script,
   no inline style, nothing from elsewhere), ``X-Content-Type-Options: nosniff``, ``Referrer-Policy:
   no-referrer``, ``Cache-Control: no-store``.
+- **Inert text.** Every piece of untrusted text the pages print (ids, task, agent and stage names, reasons,
+  notes, labeler names, file names, rubric and criterion names, figure names, trajectory steps) goes through
+  one filter, `inert` (the templates' ``|inert``, and ``|u``, which also isolates it in a
+  ``<bdi dir="ltr" class="u">``): control characters (C0, C1), bidirectional overrides, embeddings and
+  isolates, zero-width and other format characters, and line/paragraph separators are shown as their escapes
+  (``\\u202e``, ``\\x1b``: visible, and inert) by `core.terminal.terminal_safe`, the package's one helper
+  for it; line breaks and tabs are kept. So text from a file can neither reorder the page's own sentences
+  nor hide a character; Jinja2's autoescape then makes it HTML-inert.
 """
 
 from __future__ import annotations
@@ -23,10 +31,13 @@ import hmac
 import secrets
 from urllib.parse import urlencode
 
+from markupsafe import Markup
 from starlette.datastructures import URL
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-__all__ = ["CSP", "COOKIE", "Guard", "new_token"]
+from rubricforge_dspy.core.terminal import terminal_safe
+
+__all__ = ["CSP", "COOKIE", "Guard", "new_token", "inert", "isolated"]
 
 COOKIE = "rubricforge_review"
 CSRF_FIELD = "csrf"
@@ -93,3 +104,27 @@ class Guard:
 
 def refuse(why: str) -> Response:
     return PlainTextResponse(f"403 Forbidden: {why}\n", status_code=403, headers=HEADERS)
+
+
+def inert(value) -> str:
+    """`value` as text with every control, format (bidi, zero-width) and line-separator character shown as its
+    escape (`core.terminal.terminal_safe`), line breaks and tabs kept: the one filter of untrusted text on the
+    review pages (``|inert`` in the templates). None is ``""``.
+
+    Args:
+        value: any value from a file (a string, a number, None).
+
+    Returns:
+        The text, with nothing that can reorder or hide what is around it (``"a\u202eb"`` becomes
+        ``"a\\u202eb"``, shown as ``a\u202eb``).
+    """
+    text = "" if value is None else str(value)
+    if text.isprintable() or text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    return "\n".join("\t".join(terminal_safe(piece) for piece in line.split("\t")) for line in text.split("\n"))
+
+
+def isolated(value) -> Markup:
+    """`inert` text in its own left-to-right bidi isolate (``<bdi dir="ltr" class="u">``), escaped: the
+    templates' ``|u`` for untrusted text inside the page's own sentences and cells."""
+    return Markup('<bdi dir="ltr" class="u">{}</bdi>').format(inert(value))
