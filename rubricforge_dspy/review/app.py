@@ -37,7 +37,16 @@ from starlette.templating import Jinja2Templates
 from rubricforge_dspy.review.judge_view import rubric_diff
 from rubricforge_dspy.review.labels import SPACE_ERRNOS, LabelNotSavedError
 from rubricforge_dspy.review.queue import Filters
-from rubricforge_dspy.review.security import CSRF_FIELD, CSRF_HEADER, HEADERS, Guard, inert, isolated, refuse
+from rubricforge_dspy.review.security import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    HEADERS,
+    Guard,
+    attribute,
+    inert,
+    isolated,
+    refuse,
+)
 from rubricforge_dspy.review.state import ReviewState, VerdictFileChangedError
 
 logger = logging.getLogger(__name__)
@@ -80,6 +89,7 @@ def _environment() -> jinja2.Environment:
     env.filters["num"] = _number
     env.filters["inert"] = inert  # the one filter of untrusted text (review.security)
     env.filters["u"] = isolated  # the same, in its own left-to-right bidi isolate
+    env.filters["attr"] = attribute  # an attribute value sent back as it is (hidden characters as references)
     env.filters["urlpart"] = lambda value: quote(str(value), safe="")  # a name in a link (a figure's)
     env.filters["shown_id"] = lambda value: ascii(str(value))[1:-1]  # every code point of an id, to tell look-alikes
     return env

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
+import unicodedata
 from urllib.parse import urlencode
 
 from markupsafe import Markup
@@ -37,7 +39,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from rubricforge_dspy.core.terminal import terminal_safe
 
-__all__ = ["CSP", "COOKIE", "Guard", "new_token", "inert", "isolated"]
+__all__ = ["CSP", "COOKIE", "Guard", "new_token", "inert", "isolated", "attribute"]
 
 COOKIE = "rubricforge_review"
 CSRF_FIELD = "csrf"
@@ -128,3 +130,18 @@ def isolated(value) -> Markup:
     """`inert` text in its own left-to-right bidi isolate (``<bdi dir="ltr" class="u">``), escaped: the
     templates' ``|u`` for untrusted text inside the page's own sentences and cells."""
     return Markup('<bdi dir="ltr" class="u">{}</bdi>').format(inert(value))
+
+
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]|[^\x00-\x7f]")
+
+
+def attribute(value) -> Markup:
+    """`value` for an HTML attribute whose value must reach the server as it is (a filter's ``<option
+    value>``, a hidden field): escaped, and every control, format or separator character written as a
+    character reference (``&#x202e;``), so the page's source holds none while the form still sends the value."""
+    def reference(match: re.Match) -> str:
+        char = match.group()
+        return f"&#x{ord(char):x};" if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") else char
+
+    escaped = Markup.escape("" if value is None else str(value))
+    return Markup(_HIDDEN.sub(reference, str(escaped)))

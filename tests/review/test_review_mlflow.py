@@ -6,6 +6,7 @@ failure to log is counted and shown on the page while the label stays in the fil
 from __future__ import annotations
 
 import json
+import html
 import os
 import re
 import signal
@@ -30,6 +31,11 @@ from tests.review.conftest import ROOT, journal_lines  # noqa: E402
 from tests.support.mlflow_runs import human, local_store, run_agent  # noqa: E402
 
 EXPERIMENT = "review"
+
+
+def _text(page: str) -> str:
+    """A page's text: its tags (the bidi isolates around names too) removed, its entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
 @pytest.fixture
@@ -86,9 +92,9 @@ def test_labels_saved_on_the_page_are_read_back_from_mlflow_as_human_labels(trac
         post_label(server, c, t2, "fail")
         post_label(server, c, t2, "skip")  # no label: the fail is cleared
         post_undo(server, c)  # takes back the skip: the fail stands again
-        page = c.get("/").text
+        page = _text(c.get("/").text)
     assert state.sink.failed == 0 and state.sink.sent == 6
-    assert 'id="sink-status"' in page and "6 label action(s) sent to MLflow" in page
+    assert "6 label action(s) sent to MLflow" in page
     assert (sink.report.logged, sink.report.overridden, sink.report.deleted) == (4, 1, 1)  # t2: logged, cleared, again
     journal = {ident: entry.label for ident, entry in read_journal(inputs.labels_out).entries.items()}
     assert journal == {t0: 1, t1: 1, t2: 0}  # last line wins in the file...
@@ -118,11 +124,10 @@ def test_a_label_mlflow_cannot_take_stays_in_the_file_and_the_page_says_so(trace
     state = ReviewState(inputs, on_label=sink, sink_name=f"MLflow at {other}")
     with serving(state) as (server, c):
         post_label(server, c, ids[0], "fail", "tool error")
-        page = c.get(f"/item/{server.state.verdicts.position[ids[0]]}").text
+        page = _text(c.get(f"/item/{server.state.verdicts.position[ids[0]]}").text)
     assert [(line["id"], line["label"]) for line in journal_lines(inputs.labels_out)] == [(ids[0], 0)]  # kept
     assert state.sink.failed == 1 and state.sink.sent == 0 and state.sink.failed_ids == [ids[0]]
-    assert 'id="sink-error"' in page and "NOT sent to MLflow" in page and f"no trace {ids[0]!r}" in page.replace(
-        "&#39;", "'")
+    assert "NOT sent to MLflow" in page and f"no trace {ids[0]!r}" in page
 
 
 def test_an_unknown_experiment_is_refused_before_the_page_starts(traced):
