@@ -319,7 +319,8 @@ def create_app(state: ReviewState, token: str, hosts: set[str] | None = None, co
     routes = [
         Route("/", queue_page), Route("/item/{index:int}", item_page), Route("/label", label_action, methods=["POST"]),
         Route("/undo", undo_action, methods=["POST"]), Route("/judge", judge_page),
-        Route("/item/{index:int}/trajectory", trajectory_page), Route("/figure/{name:path}", figure), Route("/commands", commands_page), Route("/healthz", healthz),
+        Route("/item/{index:int}/trajectory", trajectory_page), Route("/figure/{name:path}", figure),
+        Route("/commands", commands_page), Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(_PACKAGE.joinpath("static"))), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])

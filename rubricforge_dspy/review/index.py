@@ -263,6 +263,7 @@ def lookalike_groups(ids: Sequence[str]) -> dict[int, tuple[int, ...]]:
     """
     forms: dict[str, list[int]] = {}
     for index, ident in enumerate(ids):
-        forms.setdefault(lookalike_fold(sanitize(ident)[0].strip()), []).append(index)
+        clean = ident if ident.isprintable() else sanitize(ident)[0].strip()  # sanitize changes no printable id
+        forms.setdefault(lookalike_fold(clean), []).append(index)
     return {index: tuple(other for other in group if other != index)
             for group in forms.values() if len(group) > 1 for index in group}

@@ -5,8 +5,8 @@ failure to log is counted and shown on the page while the label stays in the fil
 
 from __future__ import annotations
 
-import json
 import html
+import json
 import os
 import re
 import signal
