@@ -14,6 +14,8 @@ Modules:
 - :mod:`.index`: the byte-offset indexes of the verdict file and the data;
 - :mod:`.queue`: the order of the work and its filters;
 - :mod:`.judge_view`: the rubric, criteria, candidates, diffs, certificate and figures;
+- :mod:`.reading`: which render "What the judge read" uses, per verdict line, and what the page says;
+- :mod:`.trajectory_view`: the whole trajectory, every step unclipped, in pages;
 - :mod:`.labels`: `LabelsFile`, `append_label`, `read_labels` (the journal's format is
   `rubricforge_dspy.data.label_journal`).
 

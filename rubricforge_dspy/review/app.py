@@ -1,7 +1,8 @@
 """The review web app: Starlette routes over a `ReviewState`, Jinja2 templates with autoescaping.
 
 Views: the queue (``/``), an item (``/item/{n}``: n is the item's place in the verdict file, never a
-path), the judge (``/judge``), a figure (``/figure/{name}``: a name from the list made at start), the
+path), its whole trajectory (``/item/{n}/trajectory?page=k``: every step unclipped, in pages), the judge
+(``/judge``), a figure (``/figure/{name}``: a name from the list made at start, percent-encoded in links), the
 commands that recompile and certify with the labels (``/commands``). Actions (POST, token cookie and
 CSRF token required): ``/label`` and ``/undo``. ``/healthz`` answers ``ok`` to anyone (a readiness check;
 it shows nothing). The safety model is `review.security`'s.
@@ -20,7 +21,7 @@ import logging
 import math
 import re
 from importlib import resources
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -36,7 +37,16 @@ from starlette.templating import Jinja2Templates
 from rubricforge_dspy.review.judge_view import rubric_diff
 from rubricforge_dspy.review.labels import SPACE_ERRNOS, LabelNotSavedError
 from rubricforge_dspy.review.queue import Filters
-from rubricforge_dspy.review.security import CSRF_FIELD, CSRF_HEADER, HEADERS, Guard, refuse
+from rubricforge_dspy.review.security import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    HEADERS,
+    Guard,
+    attribute,
+    inert,
+    isolated,
+    refuse,
+)
 from rubricforge_dspy.review.state import ReviewState, VerdictFileChangedError
 
 logger = logging.getLogger(__name__)
@@ -66,11 +76,22 @@ def evidence_segments(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _number(value, digits: int = 2) -> str:
+    """A score as the pages show it: ``—`` for none (None, NaN, not a number), else `digits` decimals."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return "—" if value is None or isinstance(value, float) else inert(value)
+    return f"{value:.{digits}f}"
+
+
 def _environment() -> jinja2.Environment:
     loader = jinja2.FileSystemLoader(str(_PACKAGE.joinpath("templates")))
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
-    env.filters["num"] = lambda value, digits=2: "—" if value is None or (isinstance(value, float) and
-                                                                         math.isnan(value)) else f"{value:.{digits}f}"
+    env.filters["num"] = _number
+    env.filters["inert"] = inert  # the one filter of untrusted text (review.security)
+    env.filters["u"] = isolated  # the same, in its own left-to-right bidi isolate
+    env.filters["attr"] = attribute  # an attribute value sent back as it is (hidden characters as references)
+    env.filters["urlpart"] = lambda value: quote(str(value), safe="")  # a name in a link (a figure's)
+    env.filters["shown_id"] = lambda value: ascii(str(value))[1:-1]  # every code point of an id, to tell look-alikes
     return env
 
 
@@ -247,7 +268,27 @@ async def judge_page(request: Request) -> Response:
                  certificate=state.certificate_rows())
 
 
+async def trajectory_page(request: Request) -> Response:
+    state: ReviewState = request.app.state.review
+    index = _item_index(request)
+    if index is None:
+        return PlainTextResponse("404: no such item in this verdict file\n", status_code=404)
+    try:
+        page = int(request.query_params.get("page", "1")) - 1
+    except ValueError:
+        page = 0
+    try:
+        view = await run_in_threadpool(state.trajectory, index, page)
+    except VerdictFileChangedError as error:
+        return _refused(request, error, None)
+    pages = view["pages"]
+    nav = {"prev": f"/item/{index}/trajectory?page={view['page']}" if view["page"] > 0 else None,
+           "next": f"/item/{index}/trajectory?page={view['page'] + 2}" if view["page"] + 1 < pages else None}
+    return _page(request, "trajectory.html", view=view, nav=nav, item_link=f"/item/{index}")
+
+
 async def figure(request: Request) -> Response:
+    # the route's path is percent-decoded by Starlette: the name is looked up in the list made at start
     path = request.app.state.review.judge.figures.get(request.path_params.get("name", ""))
     if path is None:
         return PlainTextResponse("404: no such figure\n", status_code=404)
@@ -278,7 +319,8 @@ def create_app(state: ReviewState, token: str, hosts: set[str] | None = None, co
     routes = [
         Route("/", queue_page), Route("/item/{index:int}", item_page), Route("/label", label_action, methods=["POST"]),
         Route("/undo", undo_action, methods=["POST"]), Route("/judge", judge_page),
-        Route("/figure/{name}", figure), Route("/commands", commands_page), Route("/healthz", healthz),
+        Route("/item/{index:int}/trajectory", trajectory_page), Route("/figure/{name:path}", figure),
+        Route("/commands", commands_page), Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(_PACKAGE.joinpath("static"))), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(_Headers)])

@@ -12,6 +12,12 @@ the byte offset of each record, its id read from the line's start when the recor
 (`data.formats.jsonl.read_line`), and its id is checked against the one asked for. Any other format is
 loaded whole by `data.formats.load_trajectories` (those files hold whole documents).
 
+Look-alike ids (`lookalike_groups`): two ids of the verdict file that differ only by look-alike characters
+(Cyrillic ``а`` for Latin ``a``, ``0`` for ``o``, full-width letters), invisible characters (zero-width,
+bidi) or case read the same to a person; the page marks every such id and names the others. Their common
+form is `evidence.render.lookalike_fold` (the render's own fold, generated from Unicode's confusables) of the
+id with its control and format characters removed (`evidence.clip.sanitize`).
+
 Cascade fields (a verdict line written by a cascade names its deciding ``stage``; an item no stage
 decided has ``stage: "escalated"`` or ``escalated: true``) are read when present.
 """
@@ -22,7 +28,7 @@ import re
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import orjson
 
@@ -33,8 +39,10 @@ from rubricforge_dspy.core.verdict import VerdictLineError
 from rubricforge_dspy.core.verdict import parse_line as parse_verdict_line
 from rubricforge_dspy.data.formats import detect_format, load_trajectories
 from rubricforge_dspy.data.formats import jsonl as jsonl_format
+from rubricforge_dspy.evidence.clip import sanitize
+from rubricforge_dspy.evidence.render import lookalike_fold
 
-__all__ = ["VerdictFileIndex", "DataIndex", "ItemSummary", "ESCALATED"]
+__all__ = ["VerdictFileIndex", "DataIndex", "ItemSummary", "ESCALATED", "lookalike_groups"]
 
 ESCALATED = "escalated"
 _ID_AT_START = re.compile(rb'\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)"')  # `match` anchors it
@@ -242,3 +250,20 @@ def _default_rule():
     from rubricforge_dspy.data.formats import default_label_rule
 
     return default_label_rule("jsonl")
+
+
+def lookalike_groups(ids: Sequence[str]) -> dict[int, tuple[int, ...]]:
+    """Items whose ids read like another id of the same file (module docstring).
+
+    Args:
+        ids: the ids, by item.
+
+    Returns:
+        item -> the other items whose id has the same look-alike form; items with no look-alike are absent.
+    """
+    forms: dict[str, list[int]] = {}
+    for index, ident in enumerate(ids):
+        clean = ident if ident.isprintable() else sanitize(ident)[0].strip()  # sanitize changes no printable id
+        forms.setdefault(lookalike_fold(clean), []).append(index)
+    return {index: tuple(other for other in group if other != index)
+            for group in forms.values() if len(group) > 1 for index in group}

@@ -70,27 +70,64 @@ def _read_json(path: Path, what: str):
         raise InputError(f"{path}: not a readable {what} ({error})") from None
 
 
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _sweep(run_dir: Path, info: JudgeInfo) -> list[dict]:
+    """The ``sweep`` rows of ``run.json``; a run file that cannot be read, is not JSON or holds the wrong types
+    is a note on the judge page (the candidates are shown without their scores), never an error."""
+    path = run_dir / "run.json"
+    if not path.exists():
+        return []
+    try:
+        run = _read_json(path, "run file")
+    except (InputError, OSError) as error:
+        info.notes.append(f"{path}: cannot be read ({error}); the candidates' validation scores are not shown")
+        return []
+    sweep = run.get("sweep") if isinstance(run, dict) else None
+    if not isinstance(run, dict) or not isinstance(sweep, (list, type(None))):
+        info.notes.append(f"{path}: not a run file (expected an object with a list \"sweep\", found "
+                          f"{type(run).__name__ if not isinstance(run, dict) else 'sweep: ' + type(sweep).__name__});"
+                          " the candidates' validation scores are not shown")
+        return []
+    rows = [row for row in sweep or [] if isinstance(row, dict)]
+    if len(rows) != len(sweep or []):
+        info.notes.append(f"{path}: {len(sweep) - len(rows)} of the {len(sweep)} sweep rows are not objects; "
+                          "they are left out")
+    return rows
+
+
 def _candidates(run_dir: Path, info: JudgeInfo) -> None:
     texts = None
     for path in (run_dir / "gepa" / "candidates.json", run_dir / "candidates.json"):
         if path.is_file():
-            texts = _read_json(path, "GEPA candidates file")
+            try:
+                texts = _read_json(path, "GEPA candidates file")
+            except (InputError, OSError) as error:
+                info.notes.append(f"{path}: cannot be read ({error}); no candidates shown")
+                return
             break
-    sweep = []
-    if (run_dir / "run.json").is_file():
-        sweep = _read_json(run_dir / "run.json", "run file").get("sweep") or []
+    sweep = _sweep(run_dir, info)
     if texts is None:
         info.notes.append(f"{run_dir}: no GEPA candidates.json (looked in gepa/ and the directory itself)")
         return
-    rows = {row.get("candidate"): row for row in sweep if isinstance(row, dict)}
-    for number, candidate in enumerate(texts if isinstance(texts, list) else []):
+    if not isinstance(texts, list):
+        info.notes.append(f"{run_dir}: candidates.json is not a list of candidates; no candidates shown")
+        return
+    rows = {row.get("candidate"): row for row in sweep}
+    for number, candidate in enumerate(texts):
         text = candidate.get("judge") if isinstance(candidate, dict) else candidate
         if not isinstance(text, str):
             continue
         row = rows.get(number, {})
-        info.versions.append(RubricVersion(f"candidate {number}", text, row.get("val_score"),
-                                           row.get("val_agreement"), tuple(row.get("parents") or ()),
-                                           row.get("discovered_at_metric_call")))
+        parents = row.get("parents")
+        found_at = row.get("discovered_at_metric_call")
+        info.versions.append(RubricVersion(f"candidate {number}", text, _number(row.get("val_score")),
+                                           _number(row.get("val_agreement")),
+                                           tuple(parents) if isinstance(parents, list) else (),
+                                           found_at if isinstance(found_at, int) and not isinstance(found_at, bool)
+                                           else None))
     if not sweep:
         info.notes.append(f"{run_dir}: no sweep in run.json, so the candidates' validation scores are unknown")
 
@@ -106,7 +143,7 @@ def load_judge_info(program=None, run_dir=None, figures_dirs=(), *, allow_unveri
 
     Raises:
         ProgramError: the program cannot be read or verified.
-        InputError: a run file is not readable JSON.
+        InputError: the run directory is not a directory (a run file that cannot be read is a note).
     """
     info = JudgeInfo()
     if program is not None:

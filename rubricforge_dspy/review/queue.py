@@ -11,7 +11,7 @@ Order (fixed when the page starts, so items do not move under the reviewer's han
 4. everything else, by label-next's closeness signal (`trust.label_next.closeness`: the nearer the score
    to the threshold, the more a label teaches), then file order.
 
-Filters: task, deciding stage, criterion (the rubric criterion the reason points at,
+Filters: task (any part of its name, in any case), deciding stage, criterion (the rubric criterion the reason points at,
 `core.criteria.attribute_reason`), symptom (`evidence.symptoms`), labeled or not. Criteria and symptoms
 need every reason and every trajectory read once: `Enrichment` does that in a background thread after
 the page has started, and the page says how far it got.
@@ -222,8 +222,19 @@ class Queue:
             self._tasks = tasks
         return self._tasks
 
+    def _task_items(self, wanted: str) -> list[int]:
+        """The items (in queue order) whose task name holds `wanted`, in any case (``"air"`` finds
+        ``"airline/12"``)."""
+        by_task = self._by_task()
+        wanted = wanted.casefold()
+        names = [name for name in by_task if wanted in name.casefold()]
+        if len(names) == 1:
+            return by_task[names[0]]
+        keep, tasks = set(names), self.verdicts.tasks
+        return [index for index in self.order if tasks[index] in keep]
+
     def _filtered(self, filters: Filters) -> list[int]:
-        items = self._by_task().get(filters.task, []) if filters.task else self.order
+        items = self._task_items(filters.task) if filters.task else self.order
         if filters.stage:
             stages, wanted = self.verdicts.stages, filters.stage
             items = [i for i in items if stages[i] == wanted]

@@ -16,19 +16,32 @@
   img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`` (no inline script,
   no inline style, nothing from elsewhere), ``X-Content-Type-Options: nosniff``, ``Referrer-Policy:
   no-referrer``, ``Cache-Control: no-store``.
+- **Inert text.** Every piece of untrusted text the pages print (ids, task, agent and stage names, reasons,
+  notes, labeler names, file names, rubric and criterion names, figure names, trajectory steps) goes through
+  one filter, `inert` (the templates' ``|inert``, and ``|u``, which also isolates it in a
+  ``<bdi dir="ltr" class="u">``): control characters (C0, C1), bidirectional overrides, embeddings and
+  isolates, zero-width and other format characters, and line/paragraph separators are shown as their escapes
+  (``\\u202e``, ``\\x1b``: visible, and inert) by `core.terminal.terminal_safe`, the package's one helper
+  for it; line breaks and tabs are kept. So text from a file can neither reorder the page's own sentences
+  nor hide a character; Jinja2's autoescape then makes it HTML-inert.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
+import unicodedata
 from urllib.parse import urlencode
 
+from markupsafe import Markup
 from starlette.datastructures import URL
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-__all__ = ["CSP", "COOKIE", "Guard", "new_token"]
+from rubricforge_dspy.core.terminal import terminal_safe
+
+__all__ = ["CSP", "COOKIE", "Guard", "new_token", "inert", "isolated", "attribute"]
 
 COOKIE = "rubricforge_review"
 CSRF_FIELD = "csrf"
@@ -95,3 +108,42 @@ class Guard:
 
 def refuse(why: str) -> Response:
     return PlainTextResponse(f"403 Forbidden: {why}\n", status_code=403, headers=HEADERS)
+
+
+def inert(value) -> str:
+    """`value` as text with every control, format (bidi, zero-width) and line-separator character shown as its
+    escape (`core.terminal.terminal_safe`), line breaks and tabs kept: the one filter of untrusted text on the
+    review pages (``|inert`` in the templates). None is ``""``.
+
+    Args:
+        value: any value from a file (a string, a number, None).
+
+    Returns:
+        The text, with nothing that can reorder or hide what is around it (``"a\u202eb"`` becomes
+        ``"a\\u202eb"``, shown as ``a\u202eb``).
+    """
+    text = "" if value is None else str(value)
+    if text.isprintable() or text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    return "\n".join("\t".join(terminal_safe(piece) for piece in line.split("\t")) for line in text.split("\n"))
+
+
+def isolated(value) -> Markup:
+    """`inert` text in its own left-to-right bidi isolate (``<bdi dir="ltr" class="u">``), escaped: the
+    templates' ``|u`` for untrusted text inside the page's own sentences and cells."""
+    return Markup('<bdi dir="ltr" class="u">{}</bdi>').format(inert(value))
+
+
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]|[^\x00-\x7f]")
+
+
+def attribute(value) -> Markup:
+    """`value` for an HTML attribute whose value must reach the server as it is (a filter's ``<option
+    value>``, a hidden field): escaped, and every control, format or separator character written as a
+    character reference (``&#x202e;``), so the page's source holds none while the form still sends the value."""
+    def reference(match: re.Match) -> str:
+        char = match.group()
+        return f"&#x{ord(char):x};" if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") else char
+
+    escaped = Markup.escape("" if value is None else str(value))
+    return Markup(_HIDDEN.sub(reference, str(escaped)))

@@ -29,11 +29,13 @@ from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex
+from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex, lookalike_groups
 from rubricforge_dspy.review.judge_view import JudgeInfo, load_judge_info
 from rubricforge_dspy.review.labels import LabelsFile
 from rubricforge_dspy.review.queue import Enrichment, Queue, symptom_names
+from rubricforge_dspy.review.reading import ReadingResolver
 from rubricforge_dspy.review.sink import LabelSender, SinkStatus
+from rubricforge_dspy.review.trajectory_view import trajectory_pages
 
 logger = logging.getLogger(__name__)
 
@@ -131,9 +133,16 @@ class ReviewState:
         self.judge: JudgeInfo = load_judge_info(inputs.program, inputs.run_dir, inputs.figures,
                                                   allow_unverified=inputs.allow_unverified_program)
         manifest = self.judge.manifest
-        render = manifest.get("render")
-        self.render = (RenderConfig(max_tokens=render["max_tokens"], max_step_chars=render["max_step_chars"])
-                       if isinstance(render, dict) else inputs.render or RenderConfig())
+        program = None
+        if inputs.program is not None:
+            from rubricforge_dspy.judge.loading import load_judge
+
+            program = load_judge(inputs.program, check_certificate=False,
+                                 allow_unverified=inputs.allow_unverified_program)
+        self.reading = ReadingResolver(self.verdicts.path, program, inputs.program, inputs.render)
+        self.judge.notes.extend(self.reading.notes)
+        self.render = self.reading.program_render or self.reading.default  # the --program's (else the default)
+        self.lookalikes = lookalike_groups(self.verdicts.ids)
         threshold = (manifest.get("threshold") or {}).get("pass_threshold")
         self.rule = (PassRule("score_calibrated", float(threshold))
                      if manifest.get("calibration") is not None and threshold is not None else PassRule())
@@ -236,7 +245,8 @@ class ReviewState:
         """One queue row (what the index holds; nothing is read from disk)."""
         s = self.verdicts.summary(index)
         current = self.labels.state(s.id)
-        return {"index": index, "id": s.id, "task": s.task_id, "stage": s.stage or "—", "passed": s.passed,
+        return {"index": index, "id": s.id, "lookalikes": self.lookalikes.get(index, ()), "task": s.task_id,
+                "stage": s.stage or "—", "passed": s.passed,
                 "abstained": s.abstained, "score": s.score, "calibrated": s.score_calibrated,
                 "group": self.queue.group_name(index), "known": self.queue.known_label(index),
                 "review": current.state if current else "", "criterion": self.enrichment.criterion[index]}
@@ -255,13 +265,34 @@ class ReviewState:
         found = attribute_reason(record.get("reason"), self.judge.criteria) if self.judge.criteria else None
         symptoms = extract_symptoms(trajectory) if trajectory is not None else None
         current = self.labels.state(ident)
+        reading = self.reading.for_line(record)
+        ids = self.verdicts.ids
         return {"index": index, "record": record, "id": ident, "group": self.queue.group_name(index),
-                "evidence": render_trajectory(trajectory, self.render) if trajectory is not None else None,
+                "lookalikes": [(other, ids[other]) for other in self.lookalikes.get(index, ())],
+                "reading": reading, "steps": len(trajectory.steps) if trajectory is not None else None,
+                "evidence": render_trajectory(trajectory, reading.render) if trajectory is not None else None,
                 "problem": problem, "explain": self.rule.explain(record), "rule": self.rule.to_dict(),
                 "criterion": found.label if found else None, "symptoms": symptoms.lines() if symptoms else [],
                 "symptom_names": symptom_names(symptoms) if symptoms else [],
                 "stage": self.verdicts.stages[index] or None, "known": self.queue.known_label(index),
                 "current": current}
+
+    def trajectory(self, index: int, page: int) -> dict:
+        """One page of the whole trajectory of item `index` (every step, unclipped: `trajectory_pages`)."""
+        record = self.verdict_record(index)
+        ident = record["id"]
+        try:
+            trajectory = self.data.get(ident)
+        except InputError as error:
+            return {"index": index, "id": ident, "problem": str(error), "pages": 0, "page": 0, "pieces": []}
+        if trajectory is None:
+            return {"index": index, "id": ident, "problem": f"no trajectory with id {ident!r} in --data",
+                    "pages": 0, "page": 0, "pieces": []}
+        pages = trajectory_pages(trajectory)
+        page = min(max(page, 0), len(pages) - 1)
+        return {"index": index, "id": ident, "problem": None, "pages": len(pages), "page": page,
+                "pieces": pages[page], "steps": len(trajectory.steps), "task": trajectory.task_id,
+                "agent": trajectory.agent}
 
     def certificate_rows(self) -> list[tuple[str, str]]:
         certificate = self.judge.certificate or {}

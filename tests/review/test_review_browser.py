@@ -186,3 +186,99 @@ def test_the_adversarial_corpus_runs_nothing_in_the_browser(browser, tmp_path, a
         assert errors == [] or all("Content Security Policy" in e["message"] for e in errors)
     finally:
         server.stop()
+
+
+def _evidence_of_every_item(driver, server) -> dict[str, tuple[str, bool]]:
+    """id -> (the text under "What the judge read", whether the page warns that it may not be the judge's)."""
+    from selenium.webdriver.common.by import By
+
+    shown = {}
+    for index, ident in enumerate(server.state.verdicts.ids):
+        driver.get(f"http://127.0.0.1:{server.port}/item/{index}")
+        assert _item_id(driver) == ident
+        shown[ident] = (driver.find_element(By.ID, "evidence").get_attribute("textContent"),
+                        bool(driver.find_elements(By.ID, "render-warning")))
+    return shown
+
+
+def test_what_the_judge_read_equals_rubricforge_render_with_the_judging_programs_preset(browser, tmp_path):
+    """The issue's test: on a run made with `rubricforge judge` (a scripted LM over HTTP), "What the judge read"
+    is `rubricforge render` with the judging program's render on every item, whether the page is given the
+    --program or not; and a run judged without a program under the embedded preset shows `rubricforge render
+    --preset embedded` with no --program either. None of these is the default render (22,000 tokens), which is
+    what the page showed for a run it was given no --program for."""
+    from rubricforge_dspy.data.formats import load_trajectories
+    from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+    from rubricforge_dspy.review import ReviewInputs
+    from tests.support.review_runs import DEMO_DATA, PROGRAM, data_index, judge, rendered, verdict_ids
+
+    where = data_index()
+    trajectories = {t.id: t for t in load_trajectories(DEMO_DATA)}
+    runs = [(judge(tmp_path / "with-program.jsonl", "--program", str(PROGRAM)), ("--program", str(PROGRAM)),
+             [None, PROGRAM]),
+            (judge(tmp_path / "embedded.jsonl", "--preset", "embedded"), ("--preset", "embedded"), [None])]
+    for verdicts, render_options, page_programs in runs:
+        expected = {ident: rendered(where[ident], *render_options) for ident in verdict_ids(verdicts)}
+        assert any(text != render_trajectory(trajectories[ident], RenderConfig()) for ident, text in expected.items())
+        for program in page_programs:
+            server = start(ReviewInputs(data=[DEMO_DATA], verdicts=verdicts, labels_out=tmp_path / "l.jsonl",
+                                        labeler="t", program=program))
+            try:
+                browser.get(server.url)
+                shown = _evidence_of_every_item(browser, server)
+            finally:
+                server.stop()
+            assert {ident: text for ident, (text, _) in shown.items()} == expected, (verdicts.name, program)
+            assert not any(warned for _, warned in shown.values()), (verdicts.name, program)
+
+
+def test_bidi_text_does_not_reverse_the_pages_sentences_and_a_long_id_wraps(browser, tmp_path):
+    """An id holding a right-to-left override (U+202E) sits inside two of the page's own sentences: the red
+    banner of a label the sink did not take, and the line naming the whole trajectory. The words after it read
+    left to right (their first letter left of their last), the override is shown as ``\\u202e``; a 3,000-character
+    id wraps in the queue and on the item instead of widening the page."""
+    from selenium.webdriver.common.by import By
+
+    from rubricforge_dspy.review import ReviewInputs, ReviewServer, ReviewState
+    from tests.support.review_runs import write_run
+
+    long_id = "trajectory-" + "x" * 3000
+    data, verdicts = write_run(tmp_path, ["abc\u202edef-1", long_id, "plain"])
+
+    def refuse(line):
+        raise ConnectionError("MLflow unreachable")
+
+    state = ReviewState(ReviewInputs(data=[data], verdicts=verdicts, labels_out=tmp_path / "l.jsonl", labeler="t"),
+                        on_label=refuse, sink_name="MLflow")
+    server = ReviewServer(state)
+    server.start()
+    try:
+        browser.get(server.url)
+        wide = "return document.documentElement.scrollWidth <= window.innerWidth + 1"
+        assert browser.execute_script(wide), "the queue is wider than the window"
+        browser.get(f"http://127.0.0.1:{server.port}/item/1")
+        assert browser.execute_script(wide), "the item page is wider than the window"
+        browser.get(f"http://127.0.0.1:{server.port}/item/0")
+        _press(browser, "p", leaving="abc")  # the sink refuses: the banner names the id
+        browser.get(f"http://127.0.0.1:{server.port}/item/0")
+        in_order = """
+            const [element, word] = arguments;
+            const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+              const at = node.data.indexOf(word);
+              if (at < 0) continue;
+              const box = (i) => { const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+                                   return r.getBoundingClientRect(); };
+              return box(at).left < box(at + word.length - 1).left;
+            }
+            return null;"""
+        banner = browser.find_element(By.ID, "sink-error")
+        assert "abc\\u202edef-1" in banner.text
+        for word in ("They", "kept", "answers"):
+            assert browser.execute_script(in_order, banner, word) is True, f"{word!r} reads right to left"
+        line = browser.find_element(By.ID, "render-source")
+        assert "abc\\u202edef-1" in line.text
+        for word in ("steps", "unclipped"):
+            assert browser.execute_script(in_order, line, word) is True, f"{word!r} reads right to left"
+    finally:
+        server.stop()

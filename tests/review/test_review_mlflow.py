@@ -5,6 +5,7 @@ failure to log is counted and shown on the page while the label stays in the fil
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import signal
@@ -30,6 +31,11 @@ from tests.support.review_mlflow import post_label, post_undo, serving, traced_i
 EXPERIMENT = "review"
 
 
+def _text(page: str) -> str:
+    """A page's text: its tags (the bidi isolates around names too) removed, its entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
 @pytest.fixture
 def traced(tmp_path):
     """Three traced agent runs in a local store and a review of them (`traced_inputs`)."""
@@ -51,9 +57,9 @@ def test_labels_saved_on_the_page_are_read_back_from_mlflow_as_human_labels(trac
         post_label(server, c, t2, "skip")  # no label: the fail is cleared
         post_undo(server, c)  # takes back the skip: the fail stands again
         assert state.wait_for_sink(timeout=120)  # sent in the background, in the file's order
-        page = c.get("/").text
+        page = _text(c.get("/").text)
     assert state.sink.failed == 0 and state.sink.sent == 6
-    assert 'id="sink-status"' in page and "6 label action(s) sent to MLflow" in page
+    assert "6 label action(s) sent to MLflow" in page
     assert (sink.report.logged, sink.report.overridden, sink.report.deleted) == (4, 1, 1)  # t2: logged, cleared, again
     journal = {ident: entry.label for ident, entry in read_journal(inputs.labels_out).entries.items()}
     assert journal == {t0: 1, t1: 1, t2: 0}  # last line wins in the file...
@@ -84,11 +90,10 @@ def test_a_label_mlflow_cannot_take_stays_in_the_file_and_the_page_says_so(trace
     with serving(state) as (server, c):
         post_label(server, c, ids[0], "fail", "tool error")
         assert state.wait_for_sink(timeout=120)
-        page = c.get(f"/item/{server.state.verdicts.position[ids[0]]}").text
+        page = _text(c.get(f"/item/{server.state.verdicts.position[ids[0]]}").text)
     assert [(line["id"], line["label"]) for line in journal_lines(inputs.labels_out)] == [(ids[0], 0)]  # kept
     assert state.sink.failed == 1 and state.sink.sent == 0 and state.sink.failed_ids == [ids[0]]
-    assert 'id="sink-error"' in page and "NOT sent to MLflow" in page and f"no trace {ids[0]!r}" in page.replace(
-        "&#39;", "'")
+    assert "NOT sent to MLflow" in page and f"no trace {ids[0]!r}" in page
 
 
 def test_an_unknown_experiment_is_refused_before_the_page_starts(traced):

@@ -88,3 +88,18 @@ def test_escalated_lines_come_nearest_the_threshold_first_by_the_escalating_stag
     with LabelsFile(tmp_path / "l.jsonl", "ana") as labels:
         order = [index.ids[i] for i in Queue(index, labels).order]
     assert order == ["nearest", "near", "far", "none", "rest"]
+
+
+def test_the_task_filter_matches_any_part_of_the_name_in_any_case(tmp_path):
+    rows = [verdict("a", True, 0.9, task="airline/12"), verdict("b", True, 0.5, task="Airline/3"),
+            verdict("c", True, 0.9, task="retail/1"), verdict("d", False, 0.1, task="airline/12")]
+    index = VerdictFileIndex(write(tmp_path / "v.jsonl", rows))
+    with LabelsFile(tmp_path / "l.jsonl", "ana") as labels:
+        queue = Queue(index, labels)
+
+        def ids(task):
+            return [index.ids[i] for i in queue.view(Filters(task=task))[0]]
+
+        assert ids("AIR") == [index.ids[i] for i in queue.order if index.ids[i] != "c"]  # queue order kept
+        assert ids("line/1") == [index.ids[i] for i in queue.order if index.ids[i] in ("a", "d")]
+        assert ids("retail/1") == ["c"] and ids("nothing") == []

@@ -94,7 +94,7 @@ def test_the_item_page_shows_exactly_the_text_the_judge_read(demo_server):
     with client(demo_server) as c:
         for index in (0, 2, 3):
             page = c.get(f"/item/{index}").text
-            shown = re.search(r'<pre id="evidence">(.*?)</pre>', page, re.S)[1]
+            shown = re.search(r'<pre id="evidence"[^>]*>(.*?)</pre>', page, re.S)[1]
             text = html.unescape(re.sub(r"</?span[^>]*>", "", shown))
             assert text == render_trajectory(trajectories[state.verdicts.ids[index]], config)
             assert '<span class="tag">' in shown and '<span class="quote">' in shown  # quotes shown as such
