@@ -196,7 +196,7 @@ def _to_steps(messages: list[Msg]) -> list[Step]:
     return finalize_answer(steps)
 
 
-def build_trajectory(spans: list[Span], *, trace_id: str, path: Path, index: int, fmt: str,
+def build_trajectory(spans: list[Span], *, trace_id: str, path: Path | str, index: int, fmt: str,
                      threshold: LabelRule | float, reward: float | None = None, agent: str | None = None,
                      hidden: dict | None = None) -> Trajectory:
     """The trajectory of one trace; ValueError when it has no observable step."""
