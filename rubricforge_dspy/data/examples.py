@@ -14,8 +14,10 @@ the caller decides (judging needs no label; inducing or certifying does). ``.rep
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dspy
 
@@ -143,13 +145,13 @@ def load_examples(paths: PathLike | Iterable[PathLike], *, format: str | None = 
         InputError: an unknown `format`, `on_error` or `label_rule`, or both `format` and `mapping`.
         MappingError: the mapping file is invalid (the message names the key).
     """
-    trajectories = load_trajectories(paths, format=format or "auto", label_threshold=label_rule,
-                                     on_error=on_error, mapping=mapping)
-    load = trajectories.report
-    join = None
+    loaded = load_trajectories(paths, format=format or "auto", label_threshold=label_rule,
+                               on_error=on_error, mapping=mapping)
+    trajectories: list[Trajectory] = loaded
+    load, join = loaded.report, None
     if labels is not None:
-        trajectories = join_labels(trajectories, labels, label_rule)
-        join = trajectories.report
+        joined = join_labels(loaded, Path(labels) if isinstance(labels, os.PathLike) else labels, label_rule)
+        trajectories, join = joined, joined.report
     examples = to_examples(trajectories, require_label=require_label)
     examples.report.load, examples.report.join = load, join
     return examples

@@ -34,7 +34,7 @@ class Split:
         """Per split: trajectories, tasks, positives and positive rate."""
         out = {}
         for name, items in self.parts().items():
-            positives = sum(t.label for t in items)
+            positives = sum(1 for t in items if t.label == 1)
             out[name] = {
                 "trajectories": len(items),
                 "tasks": len({(t.domain, t.task_id) for t in items}),

@@ -211,7 +211,7 @@ class FeatureTable:
 class FeatureTableBuilder:
     """Accumulates a `FeatureTable` one trajectory at a time (`add`), keeping only its numbers and names."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._strings: tuple[list[str], ...] = ([], [], [], [])
         self._labels: list[int] = []
         self._rewards: list[float] = []

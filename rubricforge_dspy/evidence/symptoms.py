@@ -41,7 +41,9 @@ def is_commit(step: Step) -> bool:
 
 
 def is_lookup(step: Step) -> bool:
-    return step.kind == "tool_call" and bool(step.tool_name) and step.tool_name.lower().startswith(LOOKUP_PREFIXES)
+    if step.kind != "tool_call" or not step.tool_name:
+        return False
+    return step.tool_name.lower().startswith(LOOKUP_PREFIXES)
 
 
 @dataclass
@@ -119,8 +121,9 @@ def extract_symptoms(trajectory: Trajectory) -> Symptoms:
             last_call = step
             key = f"{step.tool_name}({json.dumps(step.arguments, sort_keys=True, default=str)})"
             call_counts[key] = call_counts.get(key, 0) + 1
-            if is_commit(step) and not user_said_yes and step.tool_name.lower() != "click":
-                found.unconfirmed_commits.append((number, step.tool_name))
+            tool = step.tool_name or ""  # a commit has a name (`is_commit`)
+            if is_commit(step) and not user_said_yes and tool.lower() != "click":
+                found.unconfirmed_commits.append((number, tool))
             if is_commit(step):
                 user_said_yes = False  # each commit needs its own confirmation
         elif step.kind == "tool_result":

@@ -249,7 +249,8 @@ class GEPACheckpoint:
             # the search already failed: keep its error (the one to act on), say what was not copied
             logger.warning("could not copy GEPA's last checkpoint into %s: %s", self.log_dir, error)
         finally:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            if self.run_dir is not None:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None
 
     @staticmethod

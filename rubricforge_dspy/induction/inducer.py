@@ -62,6 +62,7 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
     """
     details: InductionResult = judge.detailed_results
     config = details.config
+    assert config is not None  # run_search sets it on every result `compile` returns
     best = details.best_index
     certificate = details.certificate
     if certificate and certificate.get("rubric_sha256") != rubric_sha256(judge.rubric):

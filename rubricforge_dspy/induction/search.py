@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import dspy
 from dspy.utils.exceptions import LMError
@@ -144,17 +145,22 @@ class InductionResult:
     certificate: dict | None = None  # the certificate on the testset, when `compile` got one and a `certify`
 
 
+def _labels(trajectories: Iterable[Trajectory], needed_by: str) -> list[int]:
+    """The labels of `trajectories`, in order; `UnlabeledError` (naming `needed_by`) when one has none."""
+    return [int(t.label) for t in require_labels(trajectories, needed_by) if t.label is not None]
+
+
 def rendered_examples(trajectories: list[Trajectory], render_config: RenderConfig | None = None) -> list[dspy.Example]:
     """Labeled examples for GEPA; only `trajectory` (the rendered text) is a program input."""
     config = render_config or RenderConfig()
     return [
         dspy.Example(
             trajectory=render_trajectory(t, config),
-            label=int(t.label),
+            label=label,
             id=t.id,
             evidence=extract_symptoms(t).lines(),
         ).with_inputs("trajectory")
-        for t in trajectories
+        for t, label in zip(trajectories, _labels(trajectories, "GEPA's examples"), strict=True)
     ]
 
 
@@ -236,7 +242,7 @@ def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
     """Agreement, false-pass rate and abstentions of validation `verdicts`, recorded at freeze time."""
     from rubricforge_dspy.metrics import accuracy, false_pass_rate
 
-    y_true = [t.label for t in val]
+    y_true = _labels(val, "the validation metrics")
     y_pred = [int(v.passed and not v.abstained) for v in verdicts]
     negatives = len(y_true) - sum(y_true)
     return {
@@ -258,17 +264,19 @@ def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajec
     manifest fields (``calibration``, ``threshold``) plus notes. Nothing is fit on one class."""
     from rubricforge_dspy.judge import operating_point as cal
 
-    rows = [(v.score, t.label) for v, t in zip(verdicts, val, strict=True) if not v.abstained]
+    rows = [(v.score, label) for v, label in zip(verdicts, _labels(val, "the calibration fit"), strict=True)
+            if not v.abstained]
     if config.calibration is None or len({label for _, label in rows}) < 2:
         if config.max_false_pass is not None:
             raise InputError(f"max_false_pass={config.max_false_pass} (command line: --max-false-pass) needs "
                              "validation verdicts of both classes to choose a threshold; those of this run "
                              "(abstentions left out) hold one class only: label more tasks of the other outcome")
         return {"notes": [NO_CALIBRATION_ONE_CLASS] if rows else []}
-    judge.calibration = cal.fit([s for s, _ in rows], [y for _, y in rows], config.calibration)
-    fields = {"calibration": judge.calibration.to_dict(), "notes": []}
+    calibration = cal.fit([s for s, _ in rows], [y for _, y in rows], config.calibration)
+    judge.calibration = calibration
+    fields: dict[str, Any] = {"calibration": calibration.to_dict(), "notes": []}
     if config.max_false_pass is not None:
-        threshold = cal.neyman_pearson_threshold(judge.calibration.apply_many([s for s, _ in rows]),
+        threshold = cal.neyman_pearson_threshold(calibration.apply_many([s for s, _ in rows]),
                                                  [y for _, y in rows], config.max_false_pass)
         judge.threshold = min(threshold.threshold, NOTHING_PASSES)
         fields["threshold"] = {**threshold.to_dict(), "pass_threshold": judge.threshold,
@@ -297,7 +305,7 @@ def select_candidate(sweep: list[dict], config: InductionConfig) -> tuple[int, l
     seed's score. With ``max_false_pass = a``: the best validation agreement among candidates whose
     validation false-pass rate is within `a` (the seed included); when none is, the best score, and the
     threshold enforces the cap."""
-    notes = []
+    notes: list[str] = []
     if config.max_false_pass is not None:
         eligible = [i for i, row in enumerate(sweep)
                     if row["val_false_pass_rate"] is not None and row["val_false_pass_rate"] <= config.max_false_pass]
@@ -334,13 +342,13 @@ def check_induction_data(train: list[Trajectory], val: list[Trajectory], config:
                          f"({len(val)} judge calls): GEPA would spend it all scoring the seed. Use budget >= "
                          f"{len(val) + 2 * config.minibatch} (one validation pass plus a few minibatches); the "
                          "paper used 200")
-    labels = {int(t.label) for t in [*train, *val]}
+    labels = set(_labels([*train, *val], "induction"))
     if len(labels) < 2:
         raise InputError(f"every labeled trajectory has label {labels.pop()}: agreement would be perfect without "
                          "judging anything. Add trajectories of the other outcome, or check the rule that made "
                          "labels of rewards (label_threshold=; command line: --label-threshold)")
     for name, part in (("train", train), ("val", val)):
-        if len({int(t.label) for t in part}) < 2:
+        if len(set(_labels(part, "induction"))) < 2:
             warn_small(logger, "the %s split has labels of one class only; its feedback cannot teach both outcomes",
                        name)
     if len(val) < MIN_VAL_ITEMS:
@@ -376,8 +384,9 @@ def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[d
         try:
             with dspy.context(lm=judge_lm):
                 return optimizer.compile(student, trainset=trainset, valset=valset)
-        except CircuitOpen as abort:
-            raise JudgeUnavailableError(str(abort)) from student.circuit.last
+        except CircuitOpen as abort:  # raised by `student.circuit`, its last error an outage exception
+            last = student.circuit.last if student.circuit is not None else None
+            raise JudgeUnavailableError(str(abort)) from (last if isinstance(last, BaseException) else None)
         except LMError as error:
             raise JudgeUnavailableError(
                 f"reflection LM {describe_lm(reflection_lm)} failed: {type(error).__name__}: {error}. "

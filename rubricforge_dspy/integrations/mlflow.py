@@ -357,12 +357,14 @@ def verdict_feedback(verdict: Verdict, *, name: str, facts: ProgramFacts, model:
 
 
 def _same(existing: Any, new: Feedback) -> bool:
+    assert new.feedback is not None  # `Feedback(...)` always holds a FeedbackValue (its value or its error)
     old_error, new_error = existing.feedback.error, new.feedback.error
+    if old_error is None or new_error is None:
+        same_error = old_error is None and new_error is None
+    else:
+        same_error = (old_error.error_code, old_error.error_message) == (new_error.error_code, new_error.error_message)
     return (existing.feedback.value == new.feedback.value and (existing.rationale or None) == (new.rationale or None)
-            and dict(existing.metadata or {}) == dict(new.metadata or {})
-            and (old_error is None) == (new_error is None)
-            and (old_error is None or (old_error.error_code, old_error.error_message)
-                 == (new_error.error_code, new_error.error_message)))
+            and dict(existing.metadata or {}) == dict(new.metadata or {}) and same_error)
 
 
 def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, program: Any,
@@ -417,6 +419,7 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
                 report.unchanged += 1
                 continue
             for old in mine:
+                assert old.assessment_id is not None  # an assessment read from the server carries its id
                 tracing.delete_assessment(trace_id, old.assessment_id)
             tracing.log_assessment(trace_id, feedback)
         except MlflowException as exc:

@@ -59,7 +59,8 @@ class RequestCaptured(LMError, RubricForgeError):
     A DSPy `LMError`, so DSPy passes it through unchanged (no retry, no cache, no fallback)."""
 
     def __init__(self, body: dict, model: str | None = None):
-        super().__init__("request captured, not sent", model=model)
+        # dspy ships no types (no py.typed): mypy cannot see that LMError's __init__ takes model=
+        super().__init__("request captured, not sent", model=model)  # type: ignore[call-arg]
         self.body = body
 
 
@@ -167,7 +168,9 @@ class ChatCompletionsEngine:
     def url(self) -> str:
         """The URL requests go to: ``/chat/completions`` after the endpoint's path, its query kept (secrets
         included: never write it; `shown_url` is the one to write)."""
-        return _endpoint(self.config.api_base, "/chat/completions")
+        api_base = self.config.api_base
+        assert api_base is not None  # __init__ refuses the embedded config (the config is frozen)
+        return _endpoint(api_base, "/chat/completions")
 
     @cached_property
     def shown_url(self) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from typing import overload
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from rubricforge_dspy.core.errors import InputError
@@ -121,6 +122,14 @@ def _key_shaped_segment(segment: str) -> bool:
     if segment.lower().startswith(_KEY_PREFIXES):
         return True
     return any(c.isdigit() for c in segment) and any(c.isalpha() for c in segment) and _entropy(segment) >= 3.5
+
+
+@overload
+def redact_url(url: str) -> str: ...
+
+
+@overload
+def redact_url(url: None) -> None: ...
 
 
 def redact_url(url: str | None) -> str | None:

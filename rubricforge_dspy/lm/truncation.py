@@ -45,7 +45,8 @@ class TruncatedCompletionError(LMError, RubricForgeError):
     default_code = "truncated"
 
     def __init__(self, message: str, partial: str = "", model: str | None = None):
-        super().__init__(message, model=model)
+        # dspy ships no types (no py.typed): mypy cannot see that LMError's __init__ takes model=
+        super().__init__(message, model=model)  # type: ignore[call-arg]
         self.partial = partial
 
 
@@ -97,7 +98,7 @@ class _Entries:
     """A history that keeps every entry it is given: DSPy trims each owner's history to
     ``max_history_size`` (``len`` then ``pop(0)``); this one reports itself empty and never drops."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.entries: list[dict] = []
 
     def __len__(self) -> int:

@@ -83,8 +83,11 @@ def _seal(state: dict) -> dict:
 
 def data_fingerprint(trajectories: Iterable[Trajectory]) -> str:
     """sha256 over the sorted (id, reward, label) triples: which labeled data a program saw."""
-    rows = sorted((t.id, float(t.label if t.reward is None else t.reward), int(t.label))
-                  for t in require_labels(trajectories, "the data fingerprint"))
+    rows = []
+    for t in require_labels(trajectories, "the data fingerprint"):
+        assert t.label is not None  # require_labels refuses an unlabeled trajectory
+        rows.append((t.id, float(t.label if t.reward is None else t.reward), int(t.label)))
+    rows.sort()
     return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 

@@ -241,6 +241,9 @@ def open_lms(judge: LMConfig, reflection: LMConfig, **server_options: Any) -> It
             stack.enter_context(server)
 
         def lm_for(config: LMConfig) -> dspy.LM:
-            return make_lm(server.lm_config(config) if config.is_embedded else config)
+            if not config.is_embedded:
+                return make_lm(config)
+            assert server is not None  # started above: one of the two configs is embedded
+            return make_lm(server.lm_config(config))
 
         yield lm_for(judge), lm_for(reflection)

@@ -79,9 +79,10 @@ class FakeBatches:
         message = BytesParser(policy=HTTP).parsebytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
         fields = {part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
                   for part in message.iter_parts()}
-        if fields.get("purpose") != b"batch" or fields.get("file") is None:
+        file = fields.get("file")
+        if fields.get("purpose") != b"batch" or not isinstance(file, bytes):  # a leaf part decodes to bytes
             return 400, {"error": {"message": "need purpose=batch and a file"}}
-        return 200, self.store(fields["file"])
+        return 200, self.store(file)
 
     def store(self, data: bytes) -> dict:
         with self.lock:

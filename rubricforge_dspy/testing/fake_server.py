@@ -181,16 +181,19 @@ class FakeOpenAI:
         with self._lock:
             n = self._count
             self._count += 1
+        scripted: Any  # what the responder returned: a Reply, a fault name, or content
         if self.die_after is not None and n >= self.die_after:
-            reply = Reply(drop=True)  # dead: racing requests get no answer either
+            scripted = Reply(drop=True)  # dead: racing requests get no answer either
         else:
-            reply = self.responder(body, n)
-        if isinstance(reply, str) and reply in FAULTS:
+            scripted = self.responder(body, n)
+        if isinstance(scripted, str) and scripted in FAULTS:
             with self._lock:
-                self.faults[reply] = self.faults.get(reply, 0) + 1
-            reply = fault_reply(reply, self.hang_seconds, self.retry_after)
-        elif not isinstance(reply, Reply):
-            reply = Reply(content=reply)
+                self.faults[scripted] = self.faults.get(scripted, 0) + 1
+            reply = fault_reply(scripted, self.hang_seconds, self.retry_after)
+        elif isinstance(scripted, Reply):
+            reply = scripted
+        else:
+            reply = Reply(content=scripted)
         if self.record:
             with self._lock:
                 self.requests.append({"n": n, "path": path, "headers": headers, "body": body, "raw": raw,

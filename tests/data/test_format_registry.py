@@ -100,6 +100,28 @@ def test_a_registered_format_reports_bad_records_and_is_counted(toy, tmp_path):
     assert report.loaded == 2 and report.n_skipped == 1
 
 
+def test_a_counts_reader_without_hidden_is_counted_and_stamped_with_its_rule(tmp_path):
+    """A format's own `count` reader may yield `TrajectoryCounts` with the default ``hidden=None``: the load
+    loop stamps the label rule into a fresh dict (it raised TypeError on ``{**None}``)."""
+    from rubricforge_dspy.data.formats import TrajectoryCounts
+
+    def count_toy(path: Path, rule: LabelRule):
+        for index, trajectory in read_toy(path, rule):
+            yield index, TrajectoryCounts(id=trajectory.id, task_id=trajectory.task_id, domain="toy",
+                                          agent="toy-agent", reward=trajectory.reward, label=trajectory.label,
+                                          source=trajectory.source, n_steps=len(trajectory.steps))
+
+    register_format(Format(name="toy_counted", read=read_toy, count=count_toy, label_rule=FULL_REWARD,
+                           extensions=(".toy",)))
+    try:
+        path = write_toy(tmp_path / "d.toy", ["t1|1.0|q|a", "t2|0.0|q|a"])
+        counts = list(iter_trajectory_counts(path, format="toy_counted"))
+    finally:
+        unregister_format("toy_counted")
+    assert [(c.id, c.label) for c in counts] == [("d:t1", 1), ("d:t2", 0)]
+    assert [c.hidden for c in counts] == [{"label_rule": str(FULL_REWARD)}] * 2
+
+
 def test_after_unregistering_the_format_is_unknown_again(tmp_path):
     path = write_toy(tmp_path / "c.toy", ["t1|1.0|q|a"])
     register_format(TOY)

@@ -48,7 +48,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError
 from rubricforge_dspy.core.files import NotARegularFileError, regular_file
@@ -64,6 +64,7 @@ from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
 from rubricforge_dspy.data.formats._registry import (
     FileSample,
     Format,
+    Reader,
     candidate_suffixes,
     detect,
     format_named,
@@ -196,9 +197,21 @@ def default_label_rule(format: str) -> LabelRule:
     return fmt.label_rule if fmt is not None else ANY_POSITIVE_REWARD
 
 
+def _registered_format(name: str) -> Format:
+    """The registered format named `name`.
+
+    Raises:
+        InputError: no format of that name is registered.
+    """
+    fmt = format_named(name)
+    if fmt is None:
+        raise InputError(f"unknown format {name!r}; expected 'auto' or one of {format_names()}")
+    return fmt
+
+
 def _check_options(format: str, on_error: str) -> None:
-    if format != "auto" and format_named(format) is None:
-        raise InputError(f"unknown format {format!r}; expected 'auto' or one of {format_names()}")
+    if format != "auto":
+        _registered_format(format)
     if on_error not in ("raise", "skip"):
         raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
 
@@ -308,19 +321,19 @@ def iter_trajectory_counts(
     yield from _iterate(path, format, label_threshold, on_error, report, _counter, mapping)
 
 
-def _reader(name: str):
+def _reader(name: str) -> Reader:
     """The reader of a registered format."""
-    return format_named(name).read
+    return _registered_format(name).read
 
 
-def _counter(name: str):
+def _counter(name: str) -> Reader:
     """A reader yielding `TrajectoryCounts`: the format's own (`Format.count`), else its reader's
     trajectories counted (errors pass through)."""
-    fmt = format_named(name)
+    fmt = _registered_format(name)
     if fmt.count is not None:
         return fmt.count
 
-    def counts(file: Path, rule) -> Iterator:
+    def counts(file: Path, rule: LabelRule) -> Iterator[tuple[Any, Any]]:
         for index, result in fmt.read(file, rule):
             yield index, result if isinstance(result, TrajectoryFormatError) else TrajectoryCounts.of(result)
     return counts
@@ -396,11 +409,14 @@ def _too_deep(index) -> str:
             "not a trajectory file")
 
 
-def _stamped(trajectory: Trajectory | TrajectoryCounts, rule: LabelRule) -> Trajectory | TrajectoryCounts:
+_Loaded = TypeVar("_Loaded", Trajectory, TrajectoryCounts)
+
+
+def _stamped(trajectory: _Loaded, rule: LabelRule) -> _Loaded:
     """The loader's new trajectory with the label rule in ``hidden`` (a fresh dict: a reader's dict is
     never changed). Set on the instance no one else holds yet instead of `dataclasses.replace`, which
     would build (and check) the whole record a second time for every trajectory read."""
-    object.__setattr__(trajectory, "hidden", {**trajectory.hidden, "label_rule": str(rule)})
+    object.__setattr__(trajectory, "hidden", {**(trajectory.hidden or {}), "label_rule": str(rule)})
     return trajectory
 
 

@@ -66,7 +66,9 @@ def has_bad_bytes(value: Any) -> bool:
 
 
 def _skip_ws(text: str, pos: int) -> int:
-    return _WS.match(text, pos).end()
+    match = _WS.match(text, pos)
+    assert match is not None  # ``\s*`` matches (the empty string) at any position
+    return match.end()
 
 
 def _describe(err: json.JSONDecodeError) -> str:
@@ -347,7 +349,9 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
     each = each or (lambda fields: None)
     item = big + ".item"
     fields = {f"{item}.{name}": name for name in pick}
-    key, builder, seen = None, None, False
+    key: str | None = None
+    builder: Any = None  # ijson.ObjectBuilder (ijson ships no types)
+    seen = False
     try:
         with _open_for_ijson(path, b"{", strip_bom) as handle:
             for prefix, event, value in ijson.parse(_GuardedReader(handle), use_float=True, buf_size=STREAM_CHUNK):
@@ -369,6 +373,7 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
                     continue
                 if prefix == "":
                     if builder is not None:
+                        assert key is not None  # a builder is made only for a key just read
                         members[key] = builder.value
                         builder = None
                     if event == "map_key":
@@ -422,7 +427,7 @@ def read_prefix(path: Path, size: int = 1 << 20) -> str:
 
 def first_json_lines(path: Path, limit: int = 20) -> list[dict]:
     """Up to ``limit`` parseable JSON objects among the first non-blank lines of a file (for sniffing)."""
-    found = []
+    found: list[dict] = []
     with open(path, "rb") as handle:
         for n, line in enumerate(handle):
             if n >= 200 or len(found) >= limit:

@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines, read_prefix
 
 Reader = Callable[[Path, LabelRule], Iterator[tuple[Any, Any]]]
 """``read(path, label_rule)`` yields ``(record_index, Trajectory | TrajectoryFormatError)`` for each record."""
+ReadResults = Iterator[tuple[int | str | None, Trajectory | TrajectoryFormatError]]
+"""What a built-in format's ``read`` yields: ``(record_index, Trajectory | TrajectoryFormatError)``."""
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 SNIFF_LINES = 5  # JSON lines a record sniffer sees

@@ -35,6 +35,13 @@ def check_messages(messages: Any, field: str) -> list[dict]:
     return messages
 
 
+def object_at(record: dict, key: str) -> dict:
+    """``record[key]`` when it is a JSON object (a dict), else an empty dict: an optional nested object that a
+    record may leave out or give as ``null`` or another type."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def error(path: Path, record: int | str | None, problem: str) -> TrajectoryFormatError:
     return TrajectoryFormatError(str(path), record, problem)
 

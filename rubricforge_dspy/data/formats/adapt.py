@@ -9,20 +9,19 @@ and copied to each trajectory's ``hidden["file_overall"]``. The dumps hold the a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
+    LabelRule,
     Source,
     Step,
     Trajectory,
-    TrajectoryFormatError,
     label_from_reward,
 )
 from rubricforge_dspy.data.formats._json_stream import Malformed, has_bad_bytes, iter_json_object, read_text
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import as_reward, error
 from rubricforge_dspy.data.formats.webshop import parse_action
 
@@ -58,7 +57,7 @@ def steps_of(record: dict) -> list[Step]:
     return steps
 
 
-def convert(key: str, record: Any, *, path: Path, index: int, overall: Any, threshold: float) -> Trajectory:
+def convert(key: str, record: Any, *, path: Path, index: int, overall: Any, threshold: LabelRule | float) -> Trajectory:
     """One ``fixed_i`` record as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(record, dict):
         raise ValueError(f"record {key!r} must be a JSON object, got {type(record).__name__}")
@@ -89,7 +88,7 @@ def convert(key: str, record: Any, *, path: Path, index: int, overall: Any, thre
     )
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(record_index, Trajectory | TrajectoryFormatError)`` for every non-metadata key."""
     text, had_bad_bytes = read_text(path)
     members: list[tuple[str, Any]] = []

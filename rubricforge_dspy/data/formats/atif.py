@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, Source, Step, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format
-from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, parse_arguments, text_of
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
+from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, object_at, parse_arguments, text_of
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 NAME = "atif"
@@ -54,7 +53,7 @@ def _call_of(call: Any, where: str) -> tuple[str | None, str, Any]:
     """``(raw id, tool name, arguments)`` of a tool call in any of the shapes producers write."""
     if not isinstance(call, dict):
         raise ValueError(f"{where}: a tool call is not an object")
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = object_at(call, "function")
     raw_id = call.get("tool_call_id") or call.get("id") or call.get("call_id")
     name = call.get("function_name") or call.get("name") or function.get("name") or "tool"
     for key in ("arguments", "input", "args"):
@@ -82,14 +81,14 @@ def _results_of(step: dict, message: str, where: str) -> list[tuple[str | None, 
             [observation] if any(k in observation for k in ("content", "result", "output")) else []
     else:
         raise ValueError(f"{where}: 'observation' must be an object")
-    extra = step.get("extra") if isinstance(step.get("extra"), dict) else {}
+    extra = object_at(step, "extra")
     named = _RESULT_FOR.match(message)
-    out = []
+    out: list[tuple[str | None, str, bool | None]] = []
     for entry in entries:
         if not isinstance(entry, dict):
             out.append((None, text_of(entry), None))
             continue
-        result = entry.get("result") if isinstance(entry.get("result"), dict) else {}
+        result = object_at(entry, "result")
         raw_id = entry.get("source_call_id") or entry.get("tool_call_id") or entry.get("call_id") or \
             (named.group(1) if named and len(entries) == 1 else None)
         content = text_of(entry.get("content")) if entry.get("content") is not None else \
@@ -174,7 +173,7 @@ def to_trajectory(record: Any, path: Path) -> Trajectory:
     steps, system = steps_of(record.get("steps"))
     if not steps:
         raise ValueError("no observable step")
-    agent = record.get("agent") if isinstance(record.get("agent"), dict) else {}
+    agent = object_at(record, "agent")
     ident = str(record.get("session_id") or default_id(path))
     name = "/".join(str(x) for x in (agent.get("name"), agent.get("model_name") or agent.get("model")) if x) \
         or "unknown"
@@ -191,7 +190,7 @@ def to_trajectory(record: Any, path: Path) -> Trajectory:
     )
 
 
-def read(path: Path, threshold: Any = None) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: Any = None) -> ReadResults:
     try:
         record = json.loads(path.read_text(encoding="utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:

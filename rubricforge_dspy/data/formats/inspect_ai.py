@@ -32,6 +32,7 @@ from typing import Any
 
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
+    LabelRule,
     Source,
     Step,
     Trajectory,
@@ -39,8 +40,15 @@ from rubricforge_dspy.core.trajectory import (
     label_from_reward,
 )
 from rubricforge_dspy.data.formats._json_stream import Malformed, scan_json_object, stream_json_array, worth_streaming
-from rubricforge_dspy.data.formats._registry import Format
-from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, parse_arguments, text_of
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
+from rubricforge_dspy.data.formats._steps import (
+    CallTracker,
+    error,
+    finalize_answer,
+    object_at,
+    parse_arguments,
+    text_of,
+)
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 NAME = "inspect"
@@ -106,26 +114,29 @@ def _steps(messages: Any) -> tuple[list[Step], list[str]]:
                 steps.append(Step(kind="tool_call", tool_name=name, call_id=calls.call(call.get("id"), name),
                                   arguments=parse_arguments(call.get("arguments"))))
         elif role == "tool":
-            call_id, name = calls.result(msg.get("tool_call_id"))
+            call_id, called = calls.result(msg.get("tool_call_id"))
             err = msg.get("error")
             if err and not text.strip() and isinstance(err, dict):
                 text = f"Error: {err.get('message') or err.get('type')}"
-            steps.append(Step(kind="tool_result", content=text, tool_name=name or msg.get("function"),
+            steps.append(Step(kind="tool_result", content=text, tool_name=called or msg.get("function"),
                               call_id=call_id, is_error=err is not None or looks_like_tool_error(text)))
         else:
             raise ValueError(f"message {i} has unknown role {role!r}; expected system, user, assistant or tool")
     return finalize_answer(steps), system
 
 
-def to_trajectory(sample: dict, header: dict, path: Path, index: int, threshold) -> Trajectory:
+def to_trajectory(sample: dict, header: dict, path: Path, index: int,
+                  threshold: LabelRule | float | None) -> Trajectory:
+    """One Inspect sample as a `Trajectory` (`threshold`: the label rule, None for reward > 0);
+    ValueError naming the problem when it cannot be."""
     if not isinstance(sample, dict) or "id" not in sample:
         raise ValueError("a sample must be an object with an 'id'")
-    ev = header.get("eval") if isinstance(header.get("eval"), dict) else {}
+    ev = object_at(header, "eval")
     epoch = sample.get("epoch", 1)
-    attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
+    attachments = object_at(sample, "attachments")
     steps, system = _steps(resolve_attachments(sample.get("messages"), attachments))
     reward = score_reward(sample.get("scores"))
-    output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
+    output = object_at(sample, "output")
     hidden = {
         "format": NAME, "scores": sample.get("scores"), "target": sample.get("target"),
         "metadata": sample.get("metadata"), "store": sample.get("store"), "system_prompt": "\n\n".join(system) or None,
@@ -139,8 +150,10 @@ def to_trajectory(sample: dict, header: dict, path: Path, index: int, threshold)
     )
 
 
-def _samples(path: Path) -> Iterator[tuple[int, Any, dict | TrajectoryFormatError]]:
-    """``(index, sample | error, header)``: samples of a zip ``.eval`` read one at a time, else of a JSON log."""
+def _samples(path: Path) -> Iterator[tuple[int | str | None, Any, dict]]:
+    """``(index, sample | error, header)``: samples of a zip ``.eval`` read one at a time, else of a JSON log.
+    A sample comes with its position (an int); an error with the sample's position, its member name in the
+    zip, or None (the file as a whole)."""
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
             names = set(archive.namelist())
@@ -192,12 +205,13 @@ def _whole_samples(text: str) -> Iterator[tuple[int, Any]]:
     return enumerate(_whole_log(text)["samples"])
 
 
-def read(path: Path, threshold) -> Iterator[tuple[int | str | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(sample index, Trajectory | TrajectoryFormatError)``."""
     for index, sample, header in _samples(path):
         if isinstance(sample, TrajectoryFormatError):
             yield index, sample
             continue
+        assert isinstance(index, int)  # `_samples`: only an error comes without a position
         try:
             yield index, to_trajectory(sample, header, path, index, threshold)
         except (ValueError, TypeError, AttributeError) as exc:

@@ -26,6 +26,7 @@ import orjson
 from rubricforge_dspy.core.errors import OutputExistsError
 from rubricforge_dspy.core.trajectory import (
     ANY_POSITIVE_REWARD,
+    LabelRule,
     Source,
     Step,
     Trajectory,
@@ -34,7 +35,7 @@ from rubricforge_dspy.core.trajectory import (
 )
 from rubricforge_dspy.data.formats._json_stream import Malformed, iter_json_array, stream_json_array
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import (
     CallTracker,
     as_reward,
@@ -383,18 +384,20 @@ def _checked(obj: Any) -> tuple[float | None, Any]:
     if problem:
         raise ValueError(problem)
     given = obj.get("label")
-    if obj["reward"] is None and given is None:
+    if obj["reward"] is not None:
+        return as_reward(obj["reward"]), given
+    if given is None:
         return None, None  # unlabeled
-    return as_reward(float(given) if obj["reward"] is None else obj["reward"]), given
+    return as_reward(float(given)), given
 
 
-def _label(reward: float | None, given: Any, threshold) -> int | None:
+def _label(reward: float | None, given: Any, threshold: LabelRule | float) -> int | None:
     if reward is None:
         return None
     return int(given) if given is not None else label_from_reward(reward, threshold)
 
 
-def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory:
+def convert(obj: Any, *, path: Path, index: int, threshold: LabelRule | float) -> Trajectory:
     """One interchange record as a `Trajectory`; ValueError with the problem when it cannot be."""
     reward, given = _checked(obj)
     steps = steps_of(obj["messages"])
@@ -420,7 +423,7 @@ def convert(obj: Any, *, path: Path, index: int, threshold: float) -> Trajectory
     )
 
 
-def count(obj: Any, *, path: Path, index: int, threshold: float) -> TrajectoryCounts:
+def count(obj: Any, *, path: Path, index: int, threshold: LabelRule | float) -> TrajectoryCounts:
     """One interchange record as `TrajectoryCounts`: checked exactly as `convert` checks it (the same
     errors), with the same id, task, label and reward, but no steps built."""
     reward, given = _checked(obj)
@@ -434,14 +437,16 @@ def count(obj: Any, *, path: Path, index: int, threshold: float) -> TrajectoryCo
         hidden={"format": NAME, "label_source": "record" if given is not None else None})
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory); a
     file that is one JSON array of records yields ``(element_index, ...)``."""
     yield from convert_each(path, _records(path),
                             lambda value, index: convert(value, path=path, index=index, threshold=threshold))
 
 
-def read_counts(path: Path, threshold: float) -> Iterator[tuple[int | None, TrajectoryCounts | TrajectoryFormatError]]:
+def read_counts(
+    path: Path, threshold: LabelRule | float
+) -> Iterator[tuple[int | str | None, TrajectoryCounts | TrajectoryFormatError]]:
     """`read`, yielding `TrajectoryCounts` (every record checked as `read` checks it; no steps built)."""
     yield from convert_each(path, _records(path),
                             lambda value, index: count(value, path=path, index=index, threshold=threshold))
@@ -454,7 +459,9 @@ def is_array(path: Path) -> bool:
     return head.startswith("[")
 
 
-def read_line(path: Path, line_index: int, offset: int, threshold) -> tuple[int, Trajectory | TrajectoryFormatError]:
+def read_line(
+    path: Path, line_index: int, offset: int, threshold: LabelRule | float
+) -> tuple[int, Trajectory | TrajectoryFormatError]:
     """The record on line `line_index` (starting at byte `offset`) of a JSON Lines file, read alone."""
     with open(path, "rb") as handle:
         handle.seek(offset)
@@ -463,7 +470,9 @@ def read_line(path: Path, line_index: int, offset: int, threshold) -> tuple[int,
                              lambda value, index: convert(value, path=path, index=index, threshold=threshold)))
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
+def _records(path: Path) -> Iterator[tuple[int | str, Any]]:
+    """``(index, record)`` of a JSON Lines file or a JSON array (an unreadable record: its index and the error;
+    a malformed array ends with the index `Malformed` names)."""
     if not is_array(path):
         yield from iter_json_lines(path)
         return

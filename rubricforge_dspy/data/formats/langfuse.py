@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import (
     Malformed,
     first_json_lines,
@@ -40,7 +40,7 @@ from rubricforge_dspy.data.formats._json_stream import (
     worth_streaming,
 )
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info
@@ -117,7 +117,7 @@ def _reward(scores: Any) -> float | None:
     return None
 
 
-def convert(record: Any, *, path: Path, index: int, threshold: float) -> Trajectory:
+def convert(record: Any, *, path: Path, index: int, threshold: LabelRule | float) -> Trajectory:
     """One exported trace as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(record, dict):
         raise ValueError(f"a trace export must be a JSON object, got {type(record).__name__}")
@@ -141,7 +141,7 @@ def convert(record: Any, *, path: Path, index: int, threshold: float) -> Traject
                             threshold=threshold, reward=_reward(trace.get("scores")), hidden=hidden)
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
+def _records(path: Path) -> Iterator[tuple[int | str, Any]]:
     head = read_prefix(path, 1 << 16).lstrip("\ufeff \t\r\n")
     lines = first_json_lines(path, limit=2)
     if head[:1] == "{" and lines and ("trace" in lines[0] or "observations" in lines[0]):
@@ -187,7 +187,7 @@ def _whole_records(text: str) -> Iterator[tuple[int, Any]]:
     return enumerate(value if isinstance(value, list) else [value])
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(trace index, Trajectory | TrajectoryFormatError)``, one per exported trace."""
     yield from convert_each(path, _records(path),
                             lambda value, index: convert(value, path=path, index=index, threshold=threshold))

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import FULL_REWARD, LabelRule, Source, Step, Trajectory
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format
-from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, text_of
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
+from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, object_at, text_of
 
 NAME = "mini_swe"
 LABEL_RULE = FULL_REWARD  # only used with --labels (resolved = 1)
@@ -36,7 +35,7 @@ _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 def _commands(msg: dict, text: str) -> tuple[str, list[str]]:
     """The thought (text before the first command block) and the commands of an assistant message."""
-    actions = (msg.get("extra") or {}).get("actions") if isinstance(msg.get("extra"), dict) else None
+    actions = object_at(msg, "extra").get("actions")
     if isinstance(actions, list) and actions:
         commands = [str(a.get("command", "")) if isinstance(a, dict) else str(a) for a in actions]
         match = _COMMAND.search(text)
@@ -81,14 +80,14 @@ def _steps(messages: Any) -> tuple[list[Step], dict]:
     return finalize_answer(steps), hidden
 
 
-def read(path: Path, threshold) -> Iterator[tuple[int | str | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield the one ``(0, Trajectory | TrajectoryFormatError)`` of a trajectory file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except ValueError as exc:
         yield 0, error(path, None, f"malformed JSON: {exc}")
         return
-    info = data.get("info") if isinstance(data, dict) and isinstance(data.get("info"), dict) else {}
+    info = object_at(data, "info") if isinstance(data, dict) else {}
     messages = data.get("messages") if isinstance(data, dict) else data
     try:
         steps, extra = _steps(messages)
@@ -99,8 +98,8 @@ def read(path: Path, threshold) -> Iterator[tuple[int | str | None, Trajectory |
         return
     stem = path.name[: -len(".traj.json")] if path.name.endswith(".traj.json") else path.stem
     instance = str(info.get("instance_id") or (data.get("instance_id") if isinstance(data, dict) else None) or stem)
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model = (config.get("model") or {}).get("model_name") if isinstance(config.get("model"), dict) else None
+    config = object_at(info, "config")
+    model = object_at(config, "model").get("model_name")
     yield 0, Trajectory(
         id=instance, task_id=instance, domain="swe", agent=f"mini-swe-agent/{model}" if model else "mini-swe-agent",
         steps=tuple(steps), reward=None, label=None, source=Source(str(path), 0),

@@ -35,10 +35,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import LabelRule, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import normalize_messages
@@ -144,7 +144,7 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
     yield from enumerate(value if isinstance(value, list) else [value])
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(trace index, Trajectory | TrajectoryFormatError)``; bad records are reported by index."""
     spans: dict[str, list[Span]] = {}
     traces: dict[str, dict] = {}
@@ -153,7 +153,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Traje
             yield index, value
             continue
         try:
-            found = []
+            found: list[tuple[str, Span | None, dict | None]] = []
             for where, item in _items(value, ""):
                 if item["object"] == TRACE:
                     if not item.get("id"):
@@ -165,11 +165,11 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Traje
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             yield index, TrajectoryFormatError(str(path), index, str(exc))
             continue
-        for trace_id, span, trace in found:
+        for trace_id, member, trace in found:
             spans.setdefault(trace_id, [])
-            if span is not None:
-                spans[trace_id].append(span)
-            else:
+            if member is not None:
+                spans[trace_id].append(member)
+            elif trace is not None:  # always, for a trace record
                 traces[trace_id] = trace
     for index, (trace_id, trace_spans) in enumerate(spans.items()):
         trace = traces.get(trace_id) or {}

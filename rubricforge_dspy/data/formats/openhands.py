@@ -28,15 +28,15 @@ SWE-bench ``results.json`` (or report) with ``--labels``: the id is the instance
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format
-from rubricforge_dspy.data.formats._steps import text_of
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
+from rubricforge_dspy.data.formats._steps import object_at, text_of
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 
@@ -51,7 +51,7 @@ _HIDDEN_KEYS = ("test_result", "metadata", "metrics", "instance", "error", "inst
 
 
 def _exit_failed(event: dict) -> bool:
-    meta = (event.get("extras") or {}).get("metadata") if isinstance(event.get("extras"), dict) else None
+    meta = object_at(event, "extras").get("metadata")
     code = meta.get("exit_code") if isinstance(meta, dict) else (event.get("extras") or {}).get("exit_code")
     return isinstance(code, int) and not isinstance(code, bool) and code != 0
 
@@ -77,7 +77,7 @@ def steps_of(events: list) -> tuple[list[Step], list[str]]:
         source = event.get("source")
         if "action" in event:
             action = event.get("action")
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            args = object_at(event, "args")
             if action == "system":
                 system.append(text_of(args.get("content")))
                 continue
@@ -127,8 +127,8 @@ def to_trajectory(record: Any, path: Path, index: int, default_id: str) -> Traje
     if not steps:
         raise ValueError("no observable step (no messages, actions or observations)")
     ident = str(extra.get("instance_id") or default_id)
-    metadata = extra.get("metadata") if isinstance(extra.get("metadata"), dict) else {}
-    llm = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), dict) else {}
+    metadata = object_at(extra, "metadata")
+    llm = object_at(metadata, "llm_config")
     agent = "/".join(str(x) for x in (metadata.get("agent_class"), llm.get("model")) if x) or "openhands"
     hidden = {key: redact(extra[key]) for key in _HIDDEN_KEYS if key in extra}
     return Trajectory(
@@ -138,9 +138,10 @@ def to_trajectory(record: Any, path: Path, index: int, default_id: str) -> Traje
     )
 
 
-def read(path: Path, threshold: Any = None) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: Any = None) -> ReadResults:
     """Yield ``(record index, Trajectory | TrajectoryFormatError)``: one per event-list file or per JSONL line."""
     head = path.read_bytes()[:64].decode("utf-8-sig", errors="replace").lstrip()
+    records: Iterable[tuple[int, Any]]
     if head.startswith("["):
         try:
             records = [(0, json.loads(path.read_text(encoding="utf-8-sig")))]

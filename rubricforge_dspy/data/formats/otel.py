@@ -32,10 +32,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import LabelRule, TrajectoryFormatError
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import (
     check_schema_url,
@@ -132,7 +132,7 @@ def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
         trace_id, span_id, parent = raw.get("traceId"), raw.get("spanId"), raw.get("parentSpanId")
         start, end = raw.get("startTimeUnixNano"), raw.get("endTimeUnixNano")
         events = [(e.get("name", ""), kv_list(e.get("attributes") or [])) for e in raw.get("events") or []]
-        resource = {}
+        resource: dict[str, Any] = {}
     elif isinstance(raw.get("context"), dict):  # SDK ReadableSpan.to_json()
         ctx = raw["context"]
         trace_id, span_id = ctx.get("trace_id"), ctx.get("span_id")
@@ -251,7 +251,7 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         index += 1
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | str | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(trace index, Trajectory | TrajectoryFormatError)``; bad lines/records are reported by index."""
     traces: dict[str, list[Span]] = {}
     resources: dict[str, dict] = {}

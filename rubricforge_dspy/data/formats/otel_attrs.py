@@ -87,7 +87,9 @@ def _role(raw: Any, where: str) -> str:
 
 
 def _call(part: dict) -> tuple[str | None, str, Any]:
-    fn = part.get("function") if isinstance(part.get("function"), dict) else part
+    fn = part.get("function")
+    if not isinstance(fn, dict):
+        fn = part
     name = fn.get("name") or part.get("name") or "unknown"
     args = fn.get("arguments", fn.get("args", fn.get("input")))
     return (part.get("id") or part.get("call_id") or part.get("tool_call_id"), str(name), parse_arguments(args))
@@ -344,7 +346,8 @@ def llm_messages(attrs: dict, events: list[tuple[str, dict]], where: str) -> tup
             and "gen_ai.output" in attrs:  # any-agent: tool calls / text in gen_ai.output
         out = maybe_json(attrs["gen_ai.output"])
         if isinstance(out, list) and all(isinstance(c, dict) and "tool.name" in c for c in out):
-            calls = [(None, str(c["tool.name"]), parse_arguments(c.get("tool.args"))) for c in out]
+            calls: list[tuple[str | None, str, Any]] = [
+                (None, str(c["tool.name"]), parse_arguments(c.get("tool.args"))) for c in out]
             return [], [Msg("assistant", tool_calls=calls)]
         return [], [Msg("assistant", _text(out))]
     return None
@@ -393,8 +396,9 @@ def tool_info(attrs: dict, span_name: str = "unknown") -> tuple[str, str | None,
 def io_values(attrs: dict) -> tuple[str | None, str | None]:
     """An agent/chain span's ``input.value`` / ``output.value`` (text), for traces without LLM messages."""
     if "mlflow.spanInputs" in attrs or "mlflow.spanOutputs" in attrs:
-        return tuple(None if attrs.get(k) is None else _text(attrs[k])
-                     for k in ("mlflow.spanInputs", "mlflow.spanOutputs"))
+        inputs, outputs = (None if attrs.get(k) is None else _text(attrs[k])
+                           for k in ("mlflow.spanInputs", "mlflow.spanOutputs"))
+        return inputs, outputs
     return attrs.get("input.value"), attrs.get("output.value")
 
 

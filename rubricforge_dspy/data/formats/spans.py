@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.core.trajectory import Source, Step, Trajectory, label_from_reward
-from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer
+from rubricforge_dspy.core.trajectory import LabelRule, Source, Step, Trajectory, label_from_reward
+from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, new_step
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.otel_attrs import Msg, normalize_messages
 
@@ -52,7 +52,8 @@ def _under_evaluator(spans: list[Span]) -> set[str]:
     by_id = {s.span_id: s for s in spans}
     out = set()
     for s in spans:
-        seen, cur = set(), s
+        seen: set[str] = set()
+        cur: Span | None = s
         while cur is not None and cur.span_id not in seen:
             if cur.kind == "evaluator":
                 out.add(s.span_id)
@@ -62,8 +63,10 @@ def _under_evaluator(spans: list[Span]) -> set[str]:
     return out
 
 
-def _history(llm_spans: list[Span]) -> tuple[list[tuple[float, int, Msg]], list[str]]:
-    history: list[tuple[float, int, Msg]] = []
+def _history(llm_spans: list[Span]) -> tuple[list[tuple[float, float, Msg]], list[str]]:
+    """``(time, order, message)`` of each message the LLM spans add to the conversation, and the system prompts.
+    The order is a sort key: a tool result `_join_tools` places right after its call gets the call's plus 0.5."""
+    history: list[tuple[float, float, Msg]] = []
     held: Counter = Counter()
     system: list[str] = []
     seq = 0
@@ -84,12 +87,26 @@ def _history(llm_spans: list[Span]) -> tuple[list[tuple[float, int, Msg]], list[
     return history, system
 
 
-def _join_tools(history: list[tuple[float, int, Msg]], tool_spans: list[Span]) -> list[tuple[float, int, Msg]]:
-    calls = [[msg, i, False] for _, _, msg in history for i in range(len(msg.tool_calls))]  # [message, index, matched]
-    ids = {msg.tool_calls[i][0] for msg, i, _ in calls}
+@dataclass
+class _Call:
+    """Tool call `index` of message `msg`, and whether a tool span was matched to it."""
+
+    msg: Msg
+    index: int
+    matched: bool = False
+
+    @property
+    def call(self) -> tuple[str | None, str, Any]:
+        return self.msg.tool_calls[self.index]
+
+
+def _join_tools(history: list[tuple[float, float, Msg]],
+                tool_spans: list[Span]) -> list[tuple[float, float, Msg]]:
+    calls = [_Call(msg, i) for _, _, msg in history for i in range(len(msg.tool_calls))]
+    ids = {c.call[0] for c in calls}
     for _, _, msg in history:  # a result whose id no call carries answers the oldest call that has no id (Gemini/ADK)
         if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in ids):
-            bare = next(((m, i) for m, i, _ in calls if m.tool_calls[i][0] is None), None)
+            bare = next(((c.msg, c.index) for c in calls if c.call[0] is None), None)
             if bare is not None:
                 m, i = bare
                 msg.tool_call_id = msg.tool_call_id or f"call_{len(ids)}"
@@ -98,21 +115,21 @@ def _join_tools(history: list[tuple[float, int, Msg]], tool_spans: list[Span]) -
     results = {msg.tool_call_id: msg for _, _, msg in reversed(history) if msg.role == "tool" and msg.tool_call_id}
     seq = len(history)
     for span in tool_spans:
+        assert span.tool is not None  # the caller passes tool spans that carry a tool
         name, cid, args, result = span.tool
         failed = span.error or (result is not None and looks_like_tool_error(result))
-        open_calls = [c for c in calls if not c[2]]
-        match = next((c for c in open_calls if cid and c[0].tool_calls[c[1]][0] == cid), None) or next(
-            (c for c in open_calls
-             if c[0].tool_calls[c[1]][1] == name and not (cid and c[0].tool_calls[c[1]][0])), None) \
-            or next((c for c in open_calls if c[0].tool_calls[c[1]][1] == name), None)  # ids disagree: by name
+        open_calls = [c for c in calls if not c.matched]
+        match = next((c for c in open_calls if cid and c.call[0] == cid), None) or next(
+            (c for c in open_calls if c.call[1] == name and not (cid and c.call[0])), None) \
+            or next((c for c in open_calls if c.call[1] == name), None)  # ids disagree: by name
         if match is None:  # a tool run no LLM message mentions: its own call and result
             cid = cid or span.span_id
             history.append((span.start, seq, Msg("assistant", tool_calls=[(cid, name, args)])))
             history.append((span.end, seq + 1, Msg("tool", result or "", tool_call_id=cid, is_error=failed)))
             seq += 2
             continue
-        match[2] = True
-        msg, i = match[0], match[1]
+        match.matched = True
+        msg, i = match.msg, match.index
         call_id = msg.tool_calls[i][0]
         known = results.get(call_id) if call_id else None
         if known is not None:
@@ -173,26 +190,27 @@ def _to_steps(messages: list[Msg]) -> list[Step]:
                               is_error=msg.is_error or looks_like_tool_error(msg.content)))
             continue
         if msg.content.strip():
-            steps.append(Step(msg.role, msg.content))
+            steps.append(new_step(msg.role, msg.content))
         for cid, name, args in msg.tool_calls:
             steps.append(Step("tool_call", tool_name=name, arguments=args, call_id=calls.call(cid, name)))
     return finalize_answer(steps)
 
 
-def build_trajectory(spans: list[Span], *, trace_id: str, path: Path, index: int, fmt: str, threshold: float,
-                     reward: float | None = None, agent: str | None = None, hidden: dict | None = None) -> Trajectory:
+def build_trajectory(spans: list[Span], *, trace_id: str, path: Path | str, index: int, fmt: str,
+                     threshold: LabelRule | float, reward: float | None = None, agent: str | None = None,
+                     hidden: dict | None = None) -> Trajectory:
     """The trajectory of one trace; ValueError when it has no observable step."""
     steps, system, model = steps_and_system(spans)
     if not steps:
         raise ValueError(f"trace {trace_id}: no observable step (no LLM messages, tool spans, or agent input/output)")
     evaluations = [{"span": s.name, **s.hidden} for s in spans if s.hidden]
     names = [s.agent_name for s in spans if s.agent_name]
-    unlabeled = reward is None or not math.isfinite(reward)
+    labeled = reward if reward is not None and math.isfinite(reward) else None
     return Trajectory(
         id=trace_id, task_id=trace_id, domain=fmt,
         agent=agent or "/".join(x for x in (names[0] if names else None, model) if x) or "unknown",
-        steps=tuple(steps), reward=None if unlabeled else float(reward),
-        label=None if unlabeled else label_from_reward(reward, threshold),
+        steps=tuple(steps), reward=None if labeled is None else float(labeled),
+        label=None if labeled is None else label_from_reward(labeled, threshold),
         source=Source(str(path), index),
         hidden={"format": fmt, "system_prompt": "\n\n".join(system) or None,
                 "evaluations": evaluations, **(hidden or {})},

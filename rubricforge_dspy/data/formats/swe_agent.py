@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format
-from rubricforge_dspy.data.formats._steps import text_of
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
+from rubricforge_dspy.data.formats._steps import object_at, text_of
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 NAME = "swe_agent"
@@ -99,7 +98,7 @@ def to_trajectory(record: Any, path: Path, index: int = 0) -> Trajectory:
     steps = steps_of(record)
     if not steps:
         raise ValueError("no observable step (empty trajectory and no task message)")
-    info = record.get("info") if isinstance(record.get("info"), dict) else {}
+    info = object_at(record, "info")
     model = ((info.get("model_stats") or {}) if isinstance(info.get("model_stats"), dict) else {}).get("model")
     ident = instance_id(path)
     history = record.get("history") or []
@@ -115,7 +114,7 @@ def to_trajectory(record: Any, path: Path, index: int = 0) -> Trajectory:
     )
 
 
-def read(path: Path, threshold: Any = None) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: Any = None) -> ReadResults:
     """Yield the one trajectory of a ``.traj`` file (or the error naming it)."""
     try:
         record = json.loads(path.read_text(encoding="utf-8-sig"))

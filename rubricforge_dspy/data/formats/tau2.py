@@ -24,10 +24,10 @@ from typing import Any
 
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
+    LabelRule,
     Source,
     Step,
     Trajectory,
-    TrajectoryFormatError,
     label_from_reward,
 )
 from rubricforge_dspy.data.formats._json_stream import (
@@ -41,13 +41,14 @@ from rubricforge_dspy.data.formats._json_stream import (
     worth_streaming,
 )
 from rubricforge_dspy.data.formats._records import IdSet, redact
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import (
     CallTracker,
     as_reward,
     check_messages,
     error,
     finalize_answer,
+    object_at,
     parse_arguments,
     text_of,
 )
@@ -70,7 +71,7 @@ def sniff(prefix: str) -> bool:
 def agent_name(path: Path, info: dict) -> str:
     """``<submission>/<llm>`` (runs by different models under one submission stay apart), else
     ``<llm>/<implementation>`` from ``info.agent_info``, else the file stem."""
-    agent_info = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
+    agent_info = object_at(info, "agent_info")
     llm, impl = agent_info.get("llm"), agent_info.get("implementation")
     match = _SUBMISSION_DIR.match(path.parent.name)
     if match:
@@ -80,7 +81,9 @@ def agent_name(path: Path, info: dict) -> str:
 
 def _call_parts(call: dict) -> tuple[str, Any, str | None]:
     """``(name, arguments, id)`` of a tau2 tool call (flat) or an OpenAI-style one (``function``)."""
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = call
     return str(function.get("name")), parse_arguments(function.get("arguments")), call.get("id")
 
 
@@ -113,7 +116,7 @@ def steps_of(messages: list[dict]) -> list[Step]:
 
 
 def convert(
-    sim: Any, *, path: Path, index: int, doc: dict, tasks: dict[str, Any], threshold: float, suffix: str
+    sim: Any, *, path: Path, index: int, doc: dict, tasks: dict[str, Any], threshold: LabelRule | float, suffix: str
 ) -> Trajectory:
     """One simulation as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(sim, dict):
@@ -128,8 +131,8 @@ def convert(
     steps = steps_of(messages)
     if not steps:
         raise ValueError("empty trajectory: no observable messages")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+    info = object_at(doc, "info")
+    env = object_at(info, "environment_info")
     task_id = str(sim["task_id"])
     task = tasks.get(task_id)
     scenario = task.get("user_scenario") if isinstance(task, dict) else None
@@ -202,7 +205,7 @@ def _whole_simulations(text: str) -> Iterator[tuple[int, Any]]:
         raise failure
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(simulation_index, Trajectory | TrajectoryFormatError)`` for every simulation of the file.
 
     Streamed in two passes (`scan_json_object`, then `stream_json_array`: memory holds the small members
@@ -227,7 +230,7 @@ def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory 
     yield from _convert_all(path, doc, sims, repeated, threshold)
 
 
-def _read_whole(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def _read_whole(path: Path, threshold: LabelRule | float) -> ReadResults:
     """The reader before streaming: the whole text parsed member by member (`_load`)."""
     text, had_bad_bytes = read_text(path)
     doc, sims, failure = _load(text)
@@ -250,10 +253,12 @@ def _read_whole(path: Path, threshold: float) -> Iterator[tuple[int | None, Traj
 
 
 def _convert_all(path: Path, doc: dict, sims, repeated: IdSet,
-                 threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+                 threshold: LabelRule | float) -> ReadResults:
     """Each ``(index, simulation, has_bad_bytes)`` of `sims` converted, then the parse failure that ended
     them, if any (`Malformed`, named with its index)."""
-    task_list = doc.get("tasks") if isinstance(doc.get("tasks"), list) else []
+    task_list = doc.get("tasks")
+    if not isinstance(task_list, list):
+        task_list = []
     tasks = {str(t.get("id")): t for t in task_list if isinstance(t, dict)}
     try:
         for index, sim, bad_bytes in sims:

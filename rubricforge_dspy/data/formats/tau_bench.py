@@ -27,21 +27,22 @@ from typing import Any
 
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
+    LabelRule,
     Source,
     Step,
     Trajectory,
-    TrajectoryFormatError,
     label_from_reward,
 )
 from rubricforge_dspy.data.formats._json_stream import Malformed, stream_json_array
 from rubricforge_dspy.data.formats._records import IdSet
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import (
     CallTracker,
     as_reward,
     check_messages,
     error,
     finalize_answer,
+    object_at,
     parse_arguments,
     text_of,
 )
@@ -116,7 +117,9 @@ def infer_domain(path: Path, records: Iterable[Any]) -> str:
         for msg in traj if isinstance(traj, list) else []:
             if not isinstance(msg, dict):
                 continue
-            content = msg.get("content") if isinstance(msg.get("content"), str) else ""
+            content = msg.get("content")
+            if not isinstance(content, str):
+                content = ""
             if msg.get("role") == "system":
                 head = content[:200].lower()
                 if "airline" in head:
@@ -225,12 +228,12 @@ def _tool_calling_steps(traj: list[dict]) -> list[Step]:
                     )
                 )
         elif role == "tool":
-            call_id, name = calls.result(msg.get("tool_call_id"))
+            call_id, called = calls.result(msg.get("tool_call_id"))
             steps.append(
                 Step(
                     kind="tool_result",
                     content=content,
-                    tool_name=msg.get("name") or name,
+                    tool_name=msg.get("name") or called,
                     call_id=call_id,
                     is_error=looks_like_tool_error(content),
                 )
@@ -244,9 +247,9 @@ def _gt_data_hash(reward_info: dict) -> Any:
 
 
 def _hidden(record: dict, system_prompt: str | None, run: dict[str, Any], mode: str) -> dict[str, Any]:
-    info = record.get("info") if isinstance(record.get("info"), dict) else {}
-    task = info.get("task") if isinstance(info.get("task"), dict) else {}
-    reward_info = info.get("reward_info") if isinstance(info.get("reward_info"), dict) else {}
+    info = object_at(record, "info")
+    task = object_at(info, "task")
+    reward_info = object_at(info, "reward_info")
     hidden: dict[str, Any] = {
         "format": NAME,
         "system_prompt": system_prompt,
@@ -269,7 +272,8 @@ def _hidden(record: dict, system_prompt: str | None, run: dict[str, Any], mode: 
 
 
 def convert(
-    record: Any, *, path: Path, index: int, domain: str, run: dict[str, Any], threshold: float, unique: bool = True
+    record: Any, *, path: Path, index: int, domain: str, run: dict[str, Any], threshold: LabelRule | float,
+    unique: bool = True,
 ) -> Trajectory:
     """One tau-bench record as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(record, dict):
@@ -285,7 +289,7 @@ def convert(
     text_mode = _is_text_mode(body, run.get("strategy"))
     steps = _text_mode_steps(body) if text_mode else _tool_calling_steps(body)
     if not steps:
-        info = record.get("info") if isinstance(record.get("info"), dict) else {}
+        info = object_at(record, "info")
         crash = f" (the run crashed: {str(info['error'])[:160]!r})" if info.get("error") else ""
         raise ValueError(f"empty trajectory: no observable messages{crash}; a crashed run has nothing to judge: "
                          "skip and count such records with --skip-bad (on_error='skip')")
@@ -322,7 +326,7 @@ def _key_text(record: Any) -> str:
     return "\x00".join(_key(record))
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(record_index, Trajectory | TrajectoryFormatError)`` for every record of the file.
 
     The file is streamed twice (`stream_json_array`: memory holds one record): once for what ids and the

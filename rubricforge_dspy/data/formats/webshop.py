@@ -17,19 +17,18 @@ graded in [0, 1].
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
+    LabelRule,
     Source,
     Step,
     Trajectory,
-    TrajectoryFormatError,
     label_from_reward,
 )
-from rubricforge_dspy.data.formats._registry import Format
+from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import as_reward, convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 
@@ -107,7 +106,9 @@ def steps_of(record: dict) -> list[Step]:
     return steps
 
 
-def convert(record: Any, *, path: Path, index: int, threshold: float, seen: set[str] | None = None) -> Trajectory:
+def convert(
+    record: Any, *, path: Path, index: int, threshold: LabelRule | float, seen: set[str] | None = None
+) -> Trajectory:
     """One episode as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(record, dict):
         raise ValueError(f"record must be a JSON object, got {type(record).__name__}")
@@ -147,7 +148,7 @@ def convert(record: Any, *, path: Path, index: int, threshold: float, seen: set[
     )
 
 
-def read(path: Path, threshold: float) -> Iterator[tuple[int | None, Trajectory | TrajectoryFormatError]]:
+def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(line_index, Trajectory | TrajectoryFormatError)`` line by line (constant memory)."""
     seen: set[str] = set()
     yield from convert_each(path, iter_json_lines(path), lambda value, index: convert(
