@@ -27,13 +27,13 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from rubricforge_dspy.apply.cascade_job import CascadeJob, cascade_fingerprint
 from rubricforge_dspy.apply.executors import EventLoopExecutor, ThreadExecutor
 from rubricforge_dspy.apply.job import ResumeState, checked_input, claim_job, output_lock, read_done
 from rubricforge_dspy.apply.options import (
@@ -48,7 +48,6 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from rubricforge_dspy.judge.cascade import Cascade
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
 from rubricforge_dspy.judge.execution import count_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
@@ -60,6 +59,7 @@ from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 if TYPE_CHECKING:
     import dspy
 
+    from rubricforge_dspy.apply.cascade_job import CascadeJob
     from rubricforge_dspy.core.trajectory import LabelRule
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.data.labels import LabelJoin
@@ -117,7 +117,9 @@ def judge_stream(judge: BaseJudge | Callable[..., Any], trajectories: Iterable[T
     options.check()
     with output_lock(out_path):  # one writer per output file, for the whole run
         cascade = None
-        if isinstance(judge, Cascade):  # stage by stage; the labeling queue from a list, or this run's escalations
+        if _is_cascade(judge):  # stage by stage; the labeling queue from a list, or this run's escalations
+            from rubricforge_dspy.apply.cascade_job import CascadeJob
+
             again = (lambda: trajectories) if isinstance(trajectories, (list, tuple)) else None
             cascade = CascadeJob(judge, out_path, reread=again)
         return run_job(judge, trajectories, Path(out_path), options, lm=lm, data=data, cascade=cascade)
@@ -133,6 +135,12 @@ def run_job(judge, trajectories: Iterable[Trajectory], out_path: Path, options: 
     started = time.perf_counter()
     run = _Run(judge, lm, out_path, options, data, done, calls=calls, cascade=cascade, chunk=chunk)
     return run.run(trajectories, started)
+
+
+def _is_cascade(judge) -> bool:
+    """A `judge.cascade.Cascade` (whose module is then loaded: a plain run never imports the cascade's)."""
+    module = sys.modules.get("rubricforge_dspy.judge.cascade")
+    return module is not None and isinstance(judge, module.Cascade)
 
 
 CASCADE_CHUNK = 2048  # a cascade's items per chunk: each stage runs over what the earlier left of one chunk
@@ -272,6 +280,8 @@ class _Run:
             self.stages = [Stage(0, None, self.judge, the_lm if self.predictors else None, fingerprint.sha256,
                                  circuit)]
         else:
+            from rubricforge_dspy.apply.cascade_job import cascade_fingerprint
+
             fingerprint = cascade_fingerprint(self.judge, base_lm, cascade.cascade_file)
             self.stages = [self._stage(k, name, stage, the_lm) for k, (name, stage)
                            in enumerate(zip(cascade.names, self.judge.stages, strict=True))]
@@ -362,7 +372,8 @@ class _Run:
             self.summary.stage_calls[stage.name] = self.summary.stage_calls.get(stage.name, 0) + len(items)
             verdicts = stage.judge.batch([item.trajectory for item in items], self.options.concurrency,
                                          policy=self.options.policy, max_consecutive_lm_errors=None)
-            return [item for item, verdict in zip(items, verdicts, strict=True) if not self._settle(stage, item, verdict)]
+            return [item for item, verdict in zip(items, verdicts, strict=True)
+                    if not self._settle(stage, item, verdict)]
 
         def collect(item: _Item, verdict: Verdict) -> None:
             self._called(stage, item, verdict, left)
@@ -551,11 +562,13 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
     out_path = Path(out_path)
     report = load_report if load_report is not None else LoadReport()
     reading: dict[str, Any] = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
-    if escalated_out is not None and not isinstance(judge, Cascade):
+    if escalated_out is not None and not _is_cascade(judge):
         raise InputError("an escalated-items queue (--escalated-out) goes with a cascade")
     with output_lock(out_path):  # taken before anything else: a second run is refused at once
         cascade = None
-        if isinstance(judge, Cascade):  # its stages read the trajectories (a floor): no spill, the input read again
+        if _is_cascade(judge):  # its stages read the trajectories (a floor): no spill, the input read again
+            from rubricforge_dspy.apply.cascade_job import CascadeJob
+
             cascade = CascadeJob(judge, out_path, escalated_out=escalated_out, data_files=paths,
                                  cascade_file=program if isinstance(program, (str, os.PathLike)) else cascade_file,
                                  reread=lambda: _read_again(data_path, reading, options.limit, join))
