@@ -1,249 +1,316 @@
-"""One run of a cascade job (`apply.cascade.run_cascade`): the output locked and claimed, then stage by stage,
-each item's verdict line written the moment a stage settles it.
+"""The cascade's part of a judging run: what the one runner (`apply.stream`) asks of a cascade when the judge it
+runs is a `judge.cascade.Cascade`.
 
-A stage without an LM (the floor) judges what it is given in one ``batch``. An LLM stage's calls go out on
-`concurrency` worker threads, at most ``2 * concurrency`` items in flight, each call through
-`judge.execution.judge_verdict` (the retry policy, every failure a recorded abstention) inside its own DSPy
-usage tracker (`apply.summary.UsageTotals`), so the tokens of each item's call land in its line; the verdicts
-are collected, counted on the stage's dead-server circuit and written by the calling thread alone, in
-completion order. What a stage hands on goes to the next stage in input order; what the last one hands on is
-escalated.
-
-On an LM failure (the circuit opens) or an interrupt, the calls already finished are written, the others
-are abandoned; the lines written stay (the next run resumes after them); the items a stage had handed on
-but a later one had not settled are judged again from the first stage by the next run.
+The runner runs the cascade stage by stage over each chunk of the input (a later stage sees only what the earlier
+ones left); this module says what a stage's verdict makes of an item (`CascadeJob.settle`: decided, or handed on,
+or escalated by the last stage), what a cascade's verdict line adds to the contract's (``stage``, ``stage_index``,
+``lm_stages_run``, ``lm_tokens``; ``escalated_by`` and ``escalation_confidence`` on an escalated line), how the run
+is tallied (`CascadeRun`, a `apply.summary.BatchSummary` with the stages' counts and the LM spend), the job's
+fingerprint (`cascade_fingerprint`), and what ends the run: the labeling queue rebuilt from the verdict file
+(``OUT.escalated.jsonl``, `write_queue`) and the run's record appended to ``cascade_runs`` in ``OUT.job.json``
+(`record_run`). It imports nothing of the runner: the runner imports it.
 """
 
 from __future__ import annotations
 
-import contextvars
-import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+import hashlib
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Iterable
 
-from rubricforge_dspy.apply.cascade import (
-    CascadeRun,
-    cascade_fingerprint,
-    check_outputs,
-    count_escalated,
-    escalated_path,
-    record_run,
-    write_queue,
-)
-from rubricforge_dspy.apply.job import claim_job, output_lock, read_done
-from rubricforge_dspy.apply.options import DEFAULT_FSYNC_EVERY
-from rubricforge_dspy.apply.stream import DuplicateIdError
-from rubricforge_dspy.apply.summary import UsageTotals
-from rubricforge_dspy.apply.writer import VerdictWriter
+import orjson
+
+from rubricforge_dspy.apply.job import checked_output, job_path, replace_file
+from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import Verdict, verdict_line
+from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts
-from rubricforge_dspy.judge.execution import RetryPolicy, count_verdict, judge_verdict
-from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
-from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.lm.copies import resolve_lm
+from rubricforge_dspy.judge.fingerprint import Fingerprint, digest, judge_parts
+from rubricforge_dspy.report.cascade import format_token_spend, token_spend
 
-__all__ = ["CascadeJob"]
-
-
-class _Item:
-    """One trajectory on its way through the stages: the LLM stages run on it and their tokens."""
-
-    __slots__ = ("index", "trajectory", "lm_stages", "tokens", "last")
-
-    def __init__(self, index: int, trajectory: Trajectory):
-        self.index, self.trajectory = index, trajectory
-        self.lm_stages = 0
-        self.tokens: dict[str, dict] = {}
-        self.last: tuple[str, float] | None = None  # the last stage that handed it on with a confidence
-
-
-def _call(stage, trajectory: Trajectory, policy: RetryPolicy, stop: threading.Event) -> tuple[Verdict, dict | None]:
-    """One stage call in a worker thread: the verdict, and the tokens its LM reported (None: none)."""
+if TYPE_CHECKING:
     import dspy
 
-    tracker = UsageTotals()
-    with dspy.context(usage_tracker=tracker, disable_history=True, trace=None):
-        verdict = judge_verdict(stage, trajectory, policy, stop)
-    return verdict, tracker.totals()
+__all__ = ["CascadeRun", "CascadeJob", "escalated_path", "check_outputs", "cascade_fingerprint", "count_escalated",
+           "write_queue", "record_run", "RUNS_KEY"]
+
+logger = logging.getLogger(__name__)
+
+RUNS_KEY = "cascade_runs"  # in ``OUT.job.json``: one record per run of the job (`CascadeRun.record`)
 
 
-def _distinct(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
-    seen: set[str] = set()
+def escalated_path(out_path: PathArg) -> Path:
+    """Where the labeling queue of a cascade run goes by default: ``OUT.escalated.jsonl`` beside ``OUT``."""
+    out_path = Path(out_path)
+    return out_path.with_name(f"{out_path.name}.escalated.jsonl")
+
+
+@dataclass
+class CascadeRun(BatchSummary):
+    """What one cascade run did: the `BatchSummary` of every run (``judged``, ``resumed``, ``cached``,
+    ``abstained`` by kind with escalations, ``lm_calls``: LM requests made, retries included; ``tokens``: of every
+    LM call of this run, None when none was reported) plus the stages.
+
+    Attributes:
+        escalated_path: the labeling queue's file.
+        decided_by: stage name (or ``"escalated"``) -> items this run; ``stage_calls``: items each stage was run
+            on this run (a verdict-cache answer included); ``lm_stages``: the LLM stages' names; ``lm_asked``:
+            calls the LLM stages made to the LM (items, before retries; cache answers are not calls);
+            ``lm_items`` / ``item_tokens``: the written LM-judged items that reported usage and their tokens (the
+            basis of the estimate); ``unreported``: written LM-judged items without usage; ``outcome``:
+            ``"complete"``, ``"LM failure"`` or ``"interrupted"``; ``verdicts``: the `CascadeVerdicts` of this
+            run's items in input order (a complete run of `apply.cascade.run_cascade` only); ``escalated_in_file``:
+            the escalated lines of the whole verdict file after this run (the earlier runs' of a resumed job
+            included: what the labeling queue holds), None before it is counted; ``stages``: the cascade's stage
+            names; ``guarantee``: the cascade's certificate (None: hand-set); ``cascade_file`` / ``data_files``:
+            what was judged with what (for the report's title).
+    """
+
+    escalated_path: str = ""
+    decided_by: dict = field(default_factory=dict)
+    stage_calls: dict = field(default_factory=dict)
+    lm_stages: list = field(default_factory=list)
+    lm_asked: int = 0
+    item_tokens: dict = field(default_factory=dict)
+    lm_items: int = 0
+    unreported: int = 0
+    outcome: str = "complete"
+    verdicts: Any = field(default=None, repr=False)
+    escalated_in_file: int | None = None
+    stages: list = field(default_factory=list)
+    guarantee: dict | None = None
+    cascade_file: str | None = None
+    data_files: list | None = None
+
+    @property
+    def escalated(self) -> int:
+        return self.abstained.get(ESCALATED, 0)
+
+    @property
+    def lm_requests(self) -> int:
+        """LM requests made, retries included (``lm_calls``)."""
+        return self.lm_calls
+
+    def token_spend(self) -> dict:
+        """`report.cascade.token_spend` of this run: the written LM-judged items' tokens, and the estimate of
+        judging every item of the job (this run's and the resumed ones) with the last stage."""
+        return token_spend(self.item_tokens if self.lm_items else None, self.lm_items, self.judged + self.resumed,
+                           self.unreported)
+
+    def record(self) -> dict:
+        """The run as recorded in ``OUT.job.json`` (``cascade_runs``)."""
+        return {"outcome": self.outcome, "judged": self.judged, "resumed": self.resumed, "cached": self.cached,
+                "decided_by": self.decided_by, "stage_calls": self.stage_calls, "lm_calls": self.lm_asked,
+                "lm_requests": self.lm_calls, "tokens": self.tokens, "escalated_out": self.escalated_path,
+                "escalated_in_file": self.escalated_in_file, "stages": self.stages, "lm_stages": self.lm_stages,
+                "guarantee": self.guarantee, "cascade_file": self.cascade_file, "data_files": self.data_files}
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), **self.record()}
+
+    def format(self) -> str:
+        """The run in a few lines: per stage what it decided and what it cost, the queue for a person."""
+        resumed = f" ({self.resumed} already in the file, not judged again)" if self.resumed else ""
+        lines = [f"cascade: {self.judged} judged{resumed} -> {self.out_path}"]
+        for name, calls in self.stage_calls.items():
+            cost = "LM" if name in self.lm_stages else "no LM call"
+            lines.append(f"  {name}: ran on {calls}, decided {self.decided_by.get(name, 0)} ({cost})")
+        failed = self.n_abstained - self.escalated
+        total = self.escalated_in_file
+        if total is not None and total != self.escalated:
+            lines.append(f"  escalated to a person: {self.escalated} this run, {total} in all in {self.out_path} "
+                         f"(earlier runs' included) -> {self.escalated_path}")
+        else:
+            lines.append(f"  escalated to a person: {self.escalated} -> {self.escalated_path}")
+        if failed:
+            kinds = ", ".join(f"{k}={n}" for k, n in sorted(self.abstained.items()) if k != ESCALATED)
+            lines.append(f"  failed (no verdict, not escalated): {failed} ({kinds})")
+        if self.lm_stages:
+            cached = f"; {self.cached} item(s) answered by the verdict cache" if self.cached else ""
+            lines.append(f"  LM calls: {self.lm_asked} ({self.lm_calls} request(s) with retries{cached}), against "
+                         f"{self.judged + self.resumed} judging everything with the last stage")
+            tokens = self.tokens
+            if tokens:
+                lines.append(f"  tokens of this run's LM calls: prompt {tokens['prompt_tokens']:,}, completion "
+                             f"{tokens['completion_tokens']:,}")
+            lines.append("  " + format_token_spend(self.token_spend(), self.lm_asked))
+        else:
+            lines.append("  LM calls: 0 (no LLM stage)")
+        lines.append(f"  {self.wall_time:.1f}s")
+        return "\n".join(lines)
+
+
+def cascade_fingerprint(cascade: Cascade, lm: dspy.BaseLM | None, cascade_file: PathArg | None = None) -> Fingerprint:
+    """The judge fingerprint of a cascade job: `judge.fingerprint.judge_parts` of the cascade (its LLM stages'
+    programs, the LM, every stage's operating point and the thresholds), its ``rubric_sha256``, and the sha256
+    of the cascade file it was loaded from (when given): a resumed job with another cascade is refused."""
+    parts = {**judge_parts(cascade, lm), "cascade": {
+        "rubric_sha256": cascade.rubric_sha256,
+        "file_sha256": None if cascade_file is None else hashlib.sha256(Path(cascade_file).read_bytes()).hexdigest()}}
+    return Fingerprint(digest(parts), parts)
+
+
+def _job(out_path: Path) -> dict | None:
+    try:
+        job = orjson.loads(job_path(out_path).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return job if isinstance(job, dict) else None
+
+
+def check_outputs(out_path: PathArg, escalated_out: PathArg | None = None) -> tuple[Path, Path]:
+    """The verdict file and the labeling queue of a cascade run, checked before anything is paid: the verdict
+    file may be resumed (its job is checked when it is claimed), the queue is the job's own (rebuilt at the end
+    of each run) or new.
+
+    Raises:
+        InputError: the output cannot be written (`apply.job.checked_output`); the queue is the verdict file;
+            or the queue exists but this job did not write it (no job file beside the output, or the job's
+            runs wrote their queue elsewhere): it is never overwritten.
+    """
+    checked_output(out_path)
+    out_path = Path(out_path)
+    queue = Path(escalated_out) if escalated_out is not None else escalated_path(out_path)
+    if queue.exists() and queue.resolve() == out_path.resolve():
+        raise InputError(f"{queue}: the labeling queue cannot be the verdict file; give another --escalated-out")
+    if queue.exists():
+        runs = (_job(out_path) or {}).get(RUNS_KEY) or []
+        written = {str(Path(r.get("escalated_out", "")).resolve()) for r in runs if isinstance(r, dict)}
+        if str(queue.resolve()) not in written:
+            raise InputError(f"{queue} exists and is not the labeling queue of the cascade job of {out_path}; it is "
+                             "never overwritten: give a new --escalated-out (or --out), or remove it")
+    return out_path, queue
+
+
+def _escalated_lines(out_path: Path):
+    """The escalated verdict lines of `out_path`, in file order (a torn last line is skipped)."""
+    if not out_path.exists():
+        return
+    with out_path.open("rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n") or ESCALATED.encode() not in raw:
+                continue
+            line = orjson.loads(raw)
+            if line.get("stage") == ESCALATED:
+                yield line
+
+
+def count_escalated(out_path: PathArg) -> int:
+    """The escalated lines of a cascade's verdict file: of every run of its job (what its labeling queue lists)."""
+    return sum(1 for _ in _escalated_lines(Path(out_path)))
+
+
+def write_queue(out_path: Path, queue: Path, trajectories: Iterable[Trajectory]) -> int:
+    """Rebuild the labeling queue from the verdict file: one generic JSONL record (label and reward null) per
+    escalated line, in the file's order, written beside it and renamed into place. `trajectories` is read once,
+    as a stream: only the escalated ones are kept. Returns the count; an escalated id that is not among
+    `trajectories` (a run with a smaller --limit) is logged and left out."""
+    lines = {line["id"]: line for line in _escalated_lines(out_path)}
+    found: dict[str, dict] = {}
     for trajectory in trajectories:
-        if trajectory.id in seen:
-            raise DuplicateIdError(trajectory.source.file, trajectory.source.index,
-                                   f"duplicate trajectory id {trajectory.id!r}: a verdict file holds one line per id")
-        seen.add(trajectory.id)
-    return list(trajectories)
+        line = lines.get(trajectory.id)
+        if line is None or trajectory.id in found:
+            continue
+        found[trajectory.id] = to_record(trajectory, reward=None, label=None, metadata={"cascade": {
+            "escalated": True, "why": line.get("error"), "escalated_by": line.get("escalated_by"),
+            "confidence": line.get("escalation_confidence")}})
+    records = [found[ident] for ident in lines if ident in found]
+    missing = len(lines) - len(records)
+    if missing:
+        logger.warning("%d escalated item(s) of %s are not in this run's input: left out of %s", missing, out_path,
+                       queue)
+    queue.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{queue.name}.", suffix=".tmp", dir=queue.parent)
+    os.close(fd)
+    os.unlink(name)  # `write_records` writes a new file only
+    try:
+        write_records(records, name)
+        os.replace(name, queue)
+    finally:
+        Path(name).unlink(missing_ok=True)
+    return len(records)
+
+
+def record_run(out_path: Path, run: CascadeRun) -> None:
+    """Append the run's record to ``cascade_runs`` in the job file (rewritten atomically); nothing when the job
+    file is missing (an output written before jobs were recorded)."""
+    job = _job(out_path)
+    if job is None:
+        return
+    job[RUNS_KEY] = [*(job.get(RUNS_KEY) or []), run.record()]
+    replace_file(job_path(out_path), orjson.dumps(job, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
 
 
 class CascadeJob:
-    """A cascade run on one output (see the module docstring); `run` judges and returns the `CascadeRun`."""
+    """The cascade's side of one run of the runner (see the module docstring).
 
-    def __init__(self, cascade: Cascade, out_path, *, escalated_out, lm, concurrency: int, policy: RetryPolicy,
-                 max_consecutive_lm_errors: int | None, data: str | None, cascade_file=None,
-                 data_files=None, fsync_every: int = DEFAULT_FSYNC_EVERY):
-        if concurrency < 1:
-            raise InputError(f"concurrency must be >= 1, got {concurrency}")
-        if lm is not None:
-            cascade.set_lm(lm)
-        self.cascade, self.concurrency, self.policy = cascade, concurrency, policy
-        self.limit, self.data, self.fsync_every = max_consecutive_lm_errors, data, fsync_every
-        self.out_path = Path(out_path)
-        self.queue = Path(escalated_out) if escalated_out is not None else escalated_path(self.out_path)
-        self.escalated_out, self.cascade_file = escalated_out, cascade_file
+    Args:
+        cascade: the cascade the runner runs (its copy on the run's LM).
+        out_path: the verdict file; `escalated_out`: the labeling queue (default `escalated_path`), both checked
+            at once (`check_outputs`).
+        cascade_file: the file the cascade was loaded from (its sha256 is part of the job's fingerprint).
+        data_files: the input files, recorded with the run.
+        reread: the input again, as a stream (for the labeling queue at the end of the run); None: the queue is
+            rebuilt from the trajectories this run escalated (kept as they are written).
+        keep_verdicts: keep this run's verdicts for `CascadeRun.verdicts` (one small record per item).
+    """
+
+    def __init__(self, cascade: Cascade, out_path: PathArg, *, escalated_out: PathArg | None = None,
+                 cascade_file: PathArg | None = None, data_files: Iterable[PathArg] | None = None,
+                 reread=None, keep_verdicts: bool = False):
+        self.out_path, self.queue = check_outputs(out_path, escalated_out)
+        self.cascade, self.cascade_file, self.reread = cascade, cascade_file, reread
         self.names = [rule.name for rule in cascade.rules]
-        # A cascade whose stages make no LM call (floors) has no LM: none is resolved, and a configured one is
-        # not part of its job (a resume under another configured LM is the same job).
-        self.lm = resolve_lm(cascade, lm) if cascade.predictors() else None
-        self.model = getattr(self.lm, "model", None) if cascade.predictors() else None
-        self.run_ = CascadeRun(str(self.out_path), str(self.queue),
-                               lm_stages=[r.name for s, r in zip(cascade.stages, cascade.rules, strict=True)
-                                          if s.predictors()],
-                               stages=[r.name for r in cascade.rules], guarantee=cascade.guarantee,
-                               cascade_file=None if cascade_file is None else str(cascade_file),
-                               data_files=None if data_files is None else [str(f) for f in data_files])
-        self.settled: dict[int, tuple[Verdict, str]] = {}
+        self.last = len(self.names) - 1
+        self.data_files = None if data_files is None else [str(f) for f in data_files]
+        self.settled: dict[int, tuple[Verdict, str]] | None = {} if keep_verdicts else None
+        self.escalated_now: list[Trajectory] = []  # without `reread`: this run's escalated trajectories
 
-    def run(self, trajectories: Sequence[Trajectory]) -> CascadeRun:
-        """Judge `trajectories` into the output (resuming it); raises as `apply.cascade.run_cascade` does."""
-        trajectories = _distinct(trajectories)
-        with output_lock(self.out_path):
-            self.out_path, self.queue = check_outputs(self.out_path, self.escalated_out)
-            done = read_done(self.out_path)
-            fingerprint = cascade_fingerprint(self.cascade, self.lm, self.cascade_file)
-            claim_job(self.out_path, fingerprint, self.data, done)
-            self.fingerprint = fingerprint.sha256
-            todo = [t for t in trajectories if t.id not in done.ids]
-            self.run_.resumed = len(trajectories) - len(todo)
-            self.writer = VerdictWriter(self.out_path, self.fsync_every, done, self.fingerprint)
-            try:
-                self._stages([_Item(i, t) for i, t in enumerate(todo)])
-            except JudgeUnavailableError as error:
-                self.run_.outcome = "LM failure"
-                raise JudgeUnavailableError(f"{error} {self._kept()}") from error
-            except BaseException:
-                self.run_.outcome = "interrupted"
-                raise
-            finally:
-                self._close(trajectories)
-        if len(self.settled) == len(todo):
-            order = range(len(todo))
-            self.run_.verdicts = CascadeVerdicts([self.settled[i][0] for i in order],
-                                                 [self.settled[i][1] for i in order], self.run_.stage_calls)
-        return self.run_
+    def summary(self, **fields) -> CascadeRun:
+        """The run's `CascadeRun`, with the `BatchSummary` `fields` the runner sets."""
+        cascade = self.cascade
+        return CascadeRun(**fields, escalated_path=str(self.queue), stages=list(self.names),
+                          lm_stages=[r.name for s, r in zip(cascade.stages, cascade.rules, strict=True)
+                                     if s.predictors()],
+                          guarantee=cascade.guarantee,
+                          cascade_file=None if self.cascade_file is None else str(self.cascade_file),
+                          data_files=self.data_files)
 
-    def _kept(self) -> str:
-        run = self.run_
-        kept = ", ".join(f"{name} {n}" for name, n in run.decided_by.items()) or "none"
-        return (f"{run.judged} verdict line(s) of this run are kept in {self.out_path} (decided: {kept}; "
-                f"{run.n_abstained - run.escalated} LM-error abstention(s), asked again on resume), "
-                f"{run.resumed} were there already. Run the same command again to resume: the items in the file "
-                "are not judged again.")
-
-    def _close(self, trajectories: Sequence[Trajectory]) -> None:
-        try:
-            self.writer.close()
-        finally:  # the record first: a queue on disk is then always one the job's record names
-            self.run_.escalated_in_file = count_escalated(self.out_path)
-            record_run(self.out_path, self.run_)
-            write_queue(self.out_path, self.queue, trajectories)
-
-    def _stages(self, items: list[_Item]) -> None:
-        for k, stage in enumerate(self.cascade.stages):
-            if not items:
-                break
-            self.run_.stage_calls[self.names[k]] = len(items)
-            items = self._llm_stage(k, stage, items) if stage.predictors() else self._free_stage(k, stage, items)
-        # (the last stage escalates what it hands on as it goes: nothing is left here)
-
-    def _free_stage(self, k: int, stage, items: list[_Item]) -> list[_Item]:
-        """A stage without an LM (the floor): one batch, settled in input order."""
-        verdicts = stage.batch([item.trajectory for item in items], self.concurrency, policy=self.policy,
-                               max_consecutive_lm_errors=None)
-        return [item for item, verdict in zip(items, verdicts, strict=True) if not self._settle(k, item, verdict)]
-
-    def _settle(self, k: int, item: _Item, verdict: Verdict) -> bool:
-        """Write the item's line when stage `k` settles it (True); False when it hands it on. What the last
-        stage hands on is escalated at once (its line is written now, not after the stage)."""
+    def settle(self, k: int, item, verdict: Verdict) -> tuple[Verdict, str, int | None] | None:
+        """What stage `k`'s `verdict` makes of `item`: ``(the cascade's verdict, the stage's name, k)`` when the
+        stage settles it (it decided, or its LM failed: never an escalation), the escalation when the last stage
+        hands it on, None when it goes to the next stage (``item.last`` keeps the confidence it was handed on
+        with)."""
         settled = self.cascade.settle(k, verdict)
         if settled is not None:
-            self._write(item, settled, self.names[k], k)
-            return True
+            return settled, self.names[k], k
         item.last = self.cascade.escalating(k, verdict) or item.last
-        if k == len(self.names) - 1:
-            self._write(item, self.cascade.escalation(item.last), ESCALATED, None)
-            return True
-        return False
+        if k == self.last:
+            return self.cascade.escalation(item.last), ESCALATED, None
+        return None
 
-    def _llm_stage(self, k: int, stage, items: list[_Item]) -> list[_Item]:
-        """An LLM stage on worker threads (see the module docstring); the items it hands on, in input order."""
-        circuit = LMCircuit(self.limit, lm_name(resolve_lm(stage)), counted=" after retries",
-                            advice=f"Stopped at stage {self.names[k]!r}.")
-        stop = threading.Event()
-        pending: dict[Future, _Item] = {}
-        left: list[_Item] = []
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="rubricforge-cascade")
-        interrupted = False
-        try:
-            for item in items:
-                context = contextvars.copy_context()
-                pending[pool.submit(context.run, _call, stage, item.trajectory, self.policy, stop)] = item
-                if len(pending) >= 2 * self.concurrency:
-                    self._collect(k, pending, left, circuit)
-            while pending:
-                self._collect(k, pending, left, circuit)
-        except BaseException:
-            interrupted = True  # in-flight calls stop retrying; the ones that finished are written
-            stop.set()
-            for future in [f for f in pending if f.done() and not f.cancelled() and f.exception() is None]:
-                self._take(k, pending.pop(future), future.result(), left, circuit)
-            raise
-        finally:
-            pool.shutdown(wait=not interrupted, cancel_futures=True)
-        return sorted(left, key=lambda item: item.index)
-
-    def _collect(self, k: int, pending: dict, left: list, circuit: LMCircuit) -> None:
-        finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-        for future in finished:
-            self._take(k, pending.pop(future), future.result(), left, circuit)
-        circuit.raise_if_open()
-
-    def _take(self, k: int, item: _Item, result: tuple[Verdict, dict | None], left: list,
-              circuit: LMCircuit) -> None:
-        """Account one finished call of stage `k` (`_call`'s result) and settle its item (or keep it for the next
-        stage)."""
-        verdict, usage = result
-        run = self.run_
-        item.lm_stages += 1
-        run.lm_requests += verdict.attempts or 0
-        run.add_usage(usage)
-        if usage:
-            item.tokens[self.names[k]] = {key: int(usage.get(key) or 0)
-                                          for key in ("prompt_tokens", "completion_tokens")}
-        count_verdict(circuit, verdict)
-        if not self._settle(k, item, verdict):
-            left.append(item)
-
-    def _write(self, item: _Item, verdict: Verdict, stage: str, index: int | None) -> None:
-        line = verdict_line(item.trajectory, verdict, attempts=verdict.attempts or 0, model=self.model,
-                            program_sha256=self.cascade.rubric_sha256, judge_fingerprint=self.fingerprint)
-        line.update(stage=stage, stage_index=index, lm_stages_run=item.lm_stages, lm_tokens=item.tokens)
+    def line_fields(self, item, stage: str, index: int | None) -> dict:
+        """What a cascade's verdict line adds to the contract's (see the module docstring)."""
+        fields = {"stage": stage, "stage_index": index, "lm_stages_run": item.lm_stages, "lm_tokens": item.tokens}
         if stage == ESCALATED:  # who escalated it, at what confidence (also its score_calibrated; None: none gave one)
-            line.update(escalated_by=item.last[0] if item.last else None,
-                        escalation_confidence=item.last[1] if item.last else None)
-        self.writer.write(line)
-        self.settled[item.index] = (verdict, stage)
-        run = self.run_
-        run.judged += 1
+            fields.update(escalated_by=item.last[0] if item.last else None,
+                          escalation_confidence=item.last[1] if item.last else None)
+        return fields
+
+    def count(self, run: CascadeRun, item, verdict: Verdict, stage: str) -> None:
+        """Tally one written line of the cascade (the `BatchSummary` counts it too)."""
+        if self.settled is not None:
+            self.settled[item.index] = (verdict, stage)
+        if stage == ESCALATED and self.reread is None:
+            self.escalated_now.append(item.trajectory)
         if not verdict.abstained or verdict.error_kind == ESCALATED:
             run.decided_by[stage] = run.decided_by.get(stage, 0) + 1
-        if verdict.abstained:
-            run.abstained[verdict.error_kind] = run.abstained.get(verdict.error_kind, 0) + 1
-            run.errors.setdefault(verdict.error_kind, verdict.error or "")
         if item.lm_stages:
             if item.tokens:
                 run.lm_items += 1
@@ -252,3 +319,25 @@ class CascadeJob:
                         run.item_tokens[key] = run.item_tokens.get(key, 0) + value
             else:
                 run.unreported += 1
+
+    def kept(self, run: CascadeRun) -> str:
+        """What an LM failure leaves, for its message."""
+        kept = ", ".join(f"{name} {n}" for name, n in run.decided_by.items()) or "none"
+        return (f"{run.judged} verdict line(s) of this run are kept in {self.out_path} (decided: {kept}; "
+                f"{run.n_abstained - run.escalated} LM-error abstention(s), asked again on resume), "
+                f"{run.resumed} were there already. Run the same command again to resume: the items in the file "
+                "are not judged again.")
+
+    def close(self, run: CascadeRun, items: int) -> None:
+        """After the writer closed: count the file's escalations, record the run (first: a queue on disk is then
+        always one the job's record names), rebuild the queue; `items`: this run's items (its verdicts are kept
+        when every one was settled)."""
+        try:
+            run.escalated_in_file = count_escalated(self.out_path)
+            record_run(self.out_path, run)
+            write_queue(self.out_path, self.queue, self.reread() if self.reread is not None else self.escalated_now)
+        finally:
+            if self.settled is not None and len(self.settled) == items and run.outcome == "complete":
+                order = sorted(self.settled)
+                run.verdicts = CascadeVerdicts([self.settled[i][0] for i in order],
+                                               [self.settled[i][1] for i in order], run.stage_calls)

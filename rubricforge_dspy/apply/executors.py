@@ -55,14 +55,17 @@ class EventLoopExecutor:
     async def _made():
         return asyncio.Event()
 
-    def drive(self, jobs: Iterator[tuple], collect, check) -> None:
+    def drive(self, jobs: Iterator[tuple], collect, check, tracker_of=None) -> None:
         """Judge every ``(item, inputs)`` of `jobs` (consumed on the loop's thread); `collect(item, verdict)`
         is called with each verdict as it completes, then `check()` (which may raise to stop the batch).
+        `tracker_of(item)`: the usage tracker of that item's call (a `UsageTotals` under the run's), or None
+        for the run's own.
 
         An exception from `jobs` (a bad input record) lets the calls in flight finish and be collected, then
         propagates; one from `check` (the circuit breaker) or an interrupt of the waiting thread (Ctrl-C)
         stops retries, collects the calls already finished, cancels the rest, and propagates."""
-        future = self.context.run(asyncio.run_coroutine_threadsafe, self._drive(jobs, collect, check), self.loop)
+        future = self.context.run(asyncio.run_coroutine_threadsafe, self._drive(jobs, collect, check, tracker_of),
+                                  self.loop)
         try:
             interrupt = future.result()
         except BaseException:
@@ -77,7 +80,7 @@ class EventLoopExecutor:
         if self._task is not None:
             self._task.cancel()
 
-    async def _drive(self, jobs, collect, check) -> BaseException | None:
+    async def _drive(self, jobs, collect, check, tracker_of) -> BaseException | None:
         """The batch (see `drive`); returns a KeyboardInterrupt or SystemExit raised by `jobs` or `collect`
         for the waiting thread to raise (raised in a task, it would stop the loop before anyone hears of it)."""
         self._task = asyncio.current_task()
@@ -97,7 +100,10 @@ class EventLoopExecutor:
         try:
             for item, inputs in jobs:
                 direct = self.directs[next(self.turn) % len(self.directs)]
-                task = asyncio.ensure_future(ajudge_verdict(direct, inputs["trajectory"], self.policy, self.stopped))
+                call = ajudge_verdict(direct, inputs["trajectory"], self.policy, self.stopped)
+                tracker = tracker_of(item) if tracker_of is not None else None
+                task = (asyncio.ensure_future(call) if tracker is None
+                        else self.loop.create_task(call, context=_tracked(tracker)))
                 task.add_done_callback(finished.put_nowait)
                 pending[task] = item
                 if len(pending) >= self.concurrency:
@@ -161,16 +167,25 @@ class ThreadExecutor:
         self.stopped = threading.Event()
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
 
-    def submit(self, inputs: dict):
+    def submit(self, inputs: dict, tracker: UsageTotals | None = None):
+        """One call; `tracker`: its own usage tracker (under the run's), or None for the run's."""
         context = contextvars.copy_context()
-        return self.pool.submit(context.run, _judge_in_worker, self.judge, inputs, self.policy, self.tracker,
-                                self.stopped)
+        return self.pool.submit(context.run, _judge_in_worker, self.judge, inputs, self.policy,
+                                self.tracker if tracker is None else tracker, self.stopped)
 
     def stop(self) -> None:
         self.stopped.set()
 
     def close(self, cancel: bool) -> None:
         self.pool.shutdown(wait=not cancel, cancel_futures=True)
+
+
+def _tracked(tracker: UsageTotals) -> contextvars.Context:
+    """The current context with `tracker` as DSPy's usage tracker: what one call's task runs in."""
+    import dspy
+
+    with dspy.context(usage_tracker=tracker):
+        return contextvars.copy_context()
 
 
 def _judge_in_worker(judge, inputs: dict, policy: RetryPolicy, tracker: UsageTotals, stop: threading.Event) -> Verdict:

@@ -18,15 +18,22 @@ map; it is written (atomically) right after the batch is created and before any 
 the same command after a kill resumes polling that batch instead of submitting another. A batch that
 fails, expires or is cancelled as a whole raises `BatchJobFailed` (after keeping whatever results it
 has); the state file is removed so the next run submits the rest again.
+
+A cascade goes through the one job runner (`apply.stream.run_judge_file` with ``calls=BatchCalls(...)``): each
+LLM stage's calls of a chunk are one batch (the same request lines, the same replay), a stage without an LM runs
+locally, and the runner writes, caches and resumes as for any run. Its pending batch is not recorded: a run
+killed while a stage's batch is pending submits that stage's requests again (the lines and the cache keep
+everything answered before).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -58,8 +65,8 @@ if TYPE_CHECKING:
     from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.judge.contract import BaseJudge
 
-__all__ = ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed", "batch_request", "poll",
-           "state_path"]
+__all__ = ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed", "BatchCalls", "batch_request",
+           "poll", "state_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -422,9 +429,87 @@ class _BatchRun:
 
     def _replay(self, result: tuple[int, dict], inputs: dict) -> Verdict:
         """The verdict of the batch's answer `result`, through the judge's one online code path."""
-        self.engine.reply = result
-        extra = dict(inputs)
+        return _replayed(self.replay_judge, self.engine, result, inputs, None)
+
+
+class BatchCalls:
+    """The Batch API's calls of one stage of the job runner (`apply.stream`; a cascade's LLM stage): the items
+    of a chunk as one batch of the requests online judging sends (`batch_request`), polled until it ends, each
+    answer replayed into the stage's judge (`_ReplayEngine`, `execution.judge_verdict`) in the order the items
+    came. A batch that fails, expires or is cancelled raises `BatchJobFailed` once the answers it has are kept.
+
+    Args:
+        poll_interval: the first wait between polls, in seconds; it doubles up to `max_poll_interval`.
+        max_poll_interval: see `poll_interval`.
+        on_status: called with each poll's status line.
+    """
+
+    def __init__(self, poll_interval: float = 2.0, max_poll_interval: float = 60.0,
+                 on_status: Callable[[str], None] | None = None):
+        self.poll_interval, self.max_poll_interval, self.on_status = poll_interval, max_poll_interval, on_status
+
+    def run(self, stage, jobs, collect, check, tracker_of=None) -> bool:
+        """Submit the ``(item, inputs)`` of `jobs` as one batch and `collect(item, verdict)` each answer
+        (`apply.stream.LocalCalls.run`'s contract; the circuit is not consulted: the provider schedules).
+
+        Raises:
+            InputError: the stage's LM has no OpenAI-compatible endpoint.
+            BatchJobFailed: the batch did not complete (its answers are collected first).
+            ServerError: the Batch API cannot be reached.
+        """
+        config = getattr(getattr(stage.lm, "engine", None), "config", None)
+        if config is None or not getattr(config, "api_base", None):
+            raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
+        requests: dict[str, tuple] = {}
+        lines = []
+        for item, inputs in jobs:
+            custom_id = f"r{len(requests)}"
+            requests[custom_id] = (item, inputs)
+            lines.append(orjson.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT,
+                                       "body": batch_request(stage.judge, inputs)}))
+        if not requests:
+            return False
+        client = BatchClient(config.api_base, config.api_key)
         try:
-            return judge_verdict(self.replay_judge, extra.pop("trajectory"), RetryPolicy(max_retries=0), **extra)
+            uploaded = client.upload(b"\n".join(lines) + b"\n", f"rubricforge-stage-{stage.index}.jsonl")
+            created = client.create(uploaded["id"], {"rubricforge_stage": str(stage.name)})
+            batch = poll(client, created["id"], self.poll_interval, self.max_poll_interval, self.on_status)
+            results = _results(client, batch)
         finally:
-            self.engine.reply = None
+            client.close()
+        failed_whole = batch.get("status") != "completed"
+        engine = _ReplayEngine(config)
+        replay = stage.judge.deepcopy()
+        replay.set_lm(stage.lm.copy(engine=engine))
+        for custom_id, (item, inputs) in requests.items():
+            result = results.get(custom_id)
+            if result is None:
+                if failed_whole:
+                    continue  # never answered: asked again by the next run
+                result = "batch request missing from the output and error files"
+            if isinstance(result, str):
+                verdict = replace(Verdict.abstention(result, "other"), attempts=1)
+            else:
+                tracker = tracker_of(item) if tracker_of is not None else None
+                verdict = _replayed(replay, engine, result, inputs, tracker)
+            collect(item, verdict)
+        if failed_whole:
+            errors = (batch.get("errors") or {}).get("data") or []
+            raise BatchJobFailed(f"batch {batch.get('id')} (stage {stage.name!r}) ended {batch.get('status')!r}"
+                                 f"{': ' + json.dumps(errors)[:300] if errors else ''}; the answers it has are kept. "
+                                 "Re-run the same command to ask the rest again.")
+        return False
+
+
+def _replayed(judge, engine: _ReplayEngine, result: tuple[int, dict], inputs: dict, tracker) -> Verdict:
+    """The verdict of a batch answer `result`, replayed into `judge` (on `engine`) through the one online code
+    path; its usage goes to `tracker` (when given)."""
+    import dspy
+
+    engine.reply = result
+    extra = dict(inputs)
+    try:
+        with dspy.context(usage_tracker=tracker) if tracker is not None else contextlib.nullcontext():
+            return judge_verdict(judge, extra.pop("trajectory"), RetryPolicy(max_retries=0), **extra)
+    finally:
+        engine.reply = None

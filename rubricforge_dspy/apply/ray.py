@@ -42,7 +42,11 @@ that is exactly-once:
 A dead server stops the run as locally: each worker keeps a circuit (`lm.circuit.LMCircuit`), and once
 it opens, the run raises `JudgeUnavailableError` (exit 3); every line written so far is kept.
 
-There is no verdict cache on this path (the cache is a local directory; a re-run resumes from the
+A cascade on Ray goes through the one job runner (`apply.stream.run_judge_file` with ``calls=RayCalls(...)``):
+each LLM stage's calls of a chunk are judged by the same actor pool (`_JudgeWorker`), the driver settles, writes,
+caches (the runner's verdict cache) and resumes as for a local run; a stage without an LM runs on the driver.
+
+There is no verdict cache on the plain path (the cache is a local directory; a re-run resumes from the
 output instead), and the input is held in Ray's object store (spilled to disk by Ray when large).
 
 Two engines:
@@ -95,7 +99,7 @@ from rubricforge_dspy.lm.secrets import redact_url
 if TYPE_CHECKING:
     import ray
 
-__all__ = ["judge_dataset", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
+__all__ = ["judge_dataset", "RayCalls", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
            "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
 
 
@@ -180,25 +184,28 @@ class _JudgeWorker:
     def _line(self, trajectory: Trajectory, verdict: Verdict) -> dict:
         return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, **self.job["line"])
 
-    def _judge(self, trajectory: Trajectory) -> dict:
+    def _judge(self, trajectory: Trajectory) -> tuple[dict, dict | None]:
         with self.turn_lock:
             judge = self.judges[next(self.turn) % len(self.judges)]
         inputs = dict(judge.inputs_of(trajectory))
-        with dspy.context(usage_tracker=self.tracker, disable_history=True, trace=None):
+        usage = UsageTotals(self.tracker)  # this call's tokens (its line's, on a cascade's stage)
+        with dspy.context(usage_tracker=usage, disable_history=True, trace=None):
             verdict = judge_verdict(judge, inputs.pop("trajectory"), self.policy, self.stop, self.circuit, **inputs)
-        return self._line(trajectory, verdict)
+        return self._line(trajectory, verdict), usage.totals()
 
-    def _drive(self, trajectories: list[Trajectory]) -> list[dict]:
+    def _drive(self, trajectories: list[Trajectory]) -> list[tuple[dict, dict | None]]:
         """The batch on the actor's event loop; the circuit counts each verdict as `judge_verdict` would."""
-        records: list[dict] = []
+        records: list[tuple[dict, dict | None]] = []
         inputs_of = self.judges[0].inputs_of  # every copy renders alike: they differ by endpoint only
+        usage = {t.id: UsageTotals(self.tracker) for t in trajectories}
 
         def collect(trajectory: Trajectory, verdict: Verdict) -> None:
-            records.append(self._line(trajectory, verdict))
+            records.append((self._line(trajectory, verdict), usage[trajectory.id].totals()))
             count_verdict(self.circuit, verdict)
 
         self.circuit.raise_if_open()
-        self.loop.drive(((t, inputs_of(t)) for t in trajectories), collect, self.circuit.raise_if_open)
+        self.loop.drive(((t, inputs_of(t)) for t in trajectories), collect, self.circuit.raise_if_open,
+                        lambda t: usage[t.id])
         return records
 
     def __call__(self, batch) -> dict:
@@ -217,8 +224,8 @@ class _JudgeWorker:
                     raise
         finally:
             self.close_connections()
-        return {"id": [r["id"] for r in records], "line": [orjson.dumps(r) for r in records],
-                "fast": [self.loop is not None] * len(records)}
+        return {"id": [r["id"] for r, _ in records], "line": [orjson.dumps(r) for r, _ in records],
+                "fast": [self.loop is not None] * len(records), "usage": [orjson.dumps(u) for _, u in records]}
 
     def close_connections(self) -> None:
         """Close every connection pool the judge copies hold: on the fast path the async engines' pools
@@ -410,3 +417,82 @@ def _circuit_cause(error: BaseException) -> str | None:
     if "JudgeUnavailableError" in text:  # Ray re-raised it by name only
         return text[text.index("JudgeUnavailableError"):][:2000]
     return None
+
+
+class RayCalls:
+    """Ray's calls of one stage of the job runner (`apply.stream`; a cascade's LLM stage): the chunk's items
+    as a Ray Dataset, judged by the actor pool `judge_dataset` uses (`_JudgeWorker`: the stage's judge on a
+    one-attempt LM per endpoint, round-robin, the fast path where there is one), the lines returned to the
+    driver, which settles, writes and caches each item once (an id that comes back from a re-executed block is
+    dropped). A stage without an LM runs locally (the runner's).
+
+    Args:
+        lm_config: the judge LM (its ``api_base`` is used when `api_bases` is not given).
+        api_bases: the endpoints, round-robin (`pool_config`).
+        options: `JobOptions` of the workers: ``concurrency`` per worker, ``timeout``, retries,
+            ``max_consecutive_lm_errors`` per worker.
+        workers: Ray actors judging at once.
+        batch_size: rows per call of a worker (default: twice the concurrency, at least 32).
+
+    Raises:
+        MissingExtraError: Ray Data is not installed. InputError: no endpoint, or one given twice.
+    """
+
+    def __init__(self, lm_config: LMConfig, api_bases: list[str] | None = None, options: JobOptions | None = None,
+                 workers: int = 2, batch_size: int | None = None):
+        self.ray = ray_module()
+        self.options = job_options(options, {}, _RAY_OPTIONS)
+        self.pool, self.configs = pool_config(lm_config, api_bases)
+        self.workers, self.batch_size = workers, batch_size
+
+    def job_lm(self):
+        """The LM the job is fingerprinted with (the pool's configuration, as `judge_dataset`'s)."""
+        return make_lm(self.pool)
+
+    def run(self, stage, jobs, collect, check, tracker_of=None) -> bool:
+        """Judge the ``(item, inputs)`` of `jobs` on Ray and `collect(item, verdict)` each, with its tokens on
+        `tracker_of(item)` (`apply.stream.LocalCalls.run`'s contract). True when every line came from the
+        workers' fast path.
+
+        Raises:
+            JudgeUnavailableError: a worker's circuit opened (the lines already back are collected first).
+        """
+        ray, options = self.ray, self.options
+        items = {}
+        for item, _inputs in jobs:
+            items.setdefault(item.trajectory.id, item)
+        if not items:
+            return False
+        batch_size = _checked_sizes(ray, options.concurrency, self.workers, self.batch_size)
+        judge = stage.judge.deepcopy()
+        judge.set_lm(None)  # each worker puts its own one-attempt LM per endpoint on its copy
+        dataset = trajectory_dataset(item.trajectory for item in items.values())
+        judged = dataset.map_batches(
+            _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=self.workers), num_cpus=0.5,
+            fn_constructor_kwargs={"judge": judge, "configs": self.configs, "options": replace(options, cache=None),
+                                   "job": {"out": f"stage {stage.name!r}",
+                                           "line": {"judge_fingerprint": None, "program_sha256": None,
+                                                    "model": None}}})
+        seen: set[str] = set()
+        fast = 0
+        try:
+            for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
+                flags = column(batch, "fast")
+                for ident, raw, used, on_fast_path in zip(column(batch, "id"), column(batch, "line"),
+                                                          column(batch, "usage"), flags, strict=True):
+                    if ident in seen or ident not in items:
+                        continue  # a block Ray executed twice
+                    seen.add(ident)
+                    fast += bool(on_fast_path)
+                    line, item = orjson.loads(raw), items[ident]
+                    usage = orjson.loads(used)
+                    tracker = tracker_of(item) if tracker_of is not None else None
+                    if usage and tracker is not None:
+                        tracker.add_usage(str(self.pool.model), usage)
+                    collect(item, replace(Verdict.from_dict(line), attempts=int(line.get("attempts") or 0)))
+        except Exception as error:
+            cause = _circuit_cause(error)
+            if cause is not None:
+                raise JudgeUnavailableError(cause) from error
+            raise
+        return bool(seen) and fast == len(seen)

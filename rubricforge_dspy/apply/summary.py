@@ -96,9 +96,14 @@ class BatchSummary:
 
 class UsageTotals:
     """A DSPy usage tracker (`dspy.context(usage_tracker=...)`) that keeps running sums only,
-    so memory does not grow with the number of calls. Thread-safe."""
+    so memory does not grow with the number of calls. Thread-safe.
 
-    def __init__(self):
+    Args:
+        parent: another `UsageTotals` every usage is also added to (a call's own tracker, under the run's).
+    """
+
+    def __init__(self, parent: "UsageTotals | None" = None):
+        self.parent = parent
         self._lock = threading.Lock()
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -113,6 +118,8 @@ class UsageTotals:
             self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self.completion_tokens += int(usage.get("completion_tokens") or 0)
             self.seen = True
+        if self.parent is not None:
+            self.parent.add_usage(lm, usage)
 
     def totals(self) -> dict | None:
         if not self.seen:

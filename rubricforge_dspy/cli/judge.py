@@ -1,5 +1,7 @@
-"""`rubricforge judge`: judge a file of trajectories into a JSONL of verdicts, locally, on Ray (``--ray``) or
-through the endpoint's Batch API (``--batch-api``); the three paths end with one epilogue (`_epilogue`).
+"""`rubricforge judge`: judge a file of trajectories into a JSONL of verdicts, with a program or a cascade
+(``--cascade``), locally, on Ray (``--ray``) or through the endpoint's Batch API (``--batch-api``); every path
+reads the input as a stream (by path), goes through the one job runner (`apply.stream`) and ends with one
+epilogue (`_epilogue`).
 `rubricforge_dspy.cli.main` registers the command and its flags."""
 
 from __future__ import annotations
@@ -90,40 +92,10 @@ def _cascade_path(args) -> str | None:
     return None
 
 
-def _judge_cascade(args, path: str) -> None:
-    """`judge --cascade`: stage by stage (`apply.cascade.run_cascade`), each line written as it is settled;
-    the same command again resumes the job. No verdict cache."""
-    from rubricforge_dspy.apply.cascade import check_outputs, run_cascade
-    from rubricforge_dspy.apply.job import files_fingerprint
-    from rubricforge_dspy.cli.data_options import load_data
-    from rubricforge_dspy.cli.presets import resolve
-    from rubricforge_dspy.data.formats import LoadReport
-    from rubricforge_dspy.data.label_checks import LabelTally
-    from rubricforge_dspy.judge.loading import load_judge
-
-    if args.batch_api or args.ray is not None:
-        raise InputError("--cascade runs locally, stage by stage: drop --batch-api / --ray")
-    if args.limit is not None and args.limit < 1:
-        raise InputError(f"--limit must be at least 1, got {args.limit}")
-    check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
-    cascade = load_judge(path, allow_unverified=args.allow_unverified_program)
-    data = load_data(args)
-    trajectories = data.trajectories[: args.limit] if args.limit else data.trajectories
-    paths = [args.data] if isinstance(args.data, (str, Path)) else list(args.data)
-    fingerprint = files_fingerprint(paths, format=args.format, label_threshold=args.label_threshold,
-                                    label_file=getattr(args, "labels", None))
-    concurrency = resolve(args).concurrency
-    needs_lm = any(stage.predictors() for stage in cascade.stages)
-    with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
-        if lm is not None:
-            print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
-        run = run_cascade(cascade, trajectories, args.out, escalated_out=args.escalated_out, lm=lm,
-                          concurrency=concurrency, max_consecutive_lm_errors=args.max_consecutive_errors or None,
-                          data=fingerprint, cascade_file=path, data_files=paths)
-    _epilogue(run, LoadReport(), None, LabelTally())
-
-
 def _judge(args) -> None:
+    """Every path (local, Ray, Batch API; a program or a cascade) runs through the one job runner
+    (`apply.stream.run_judge_file`, or `apply.ray.judge_dataset` for a plain judge on Ray), reading the input as a
+    stream (by path: never loaded whole)."""
     from rubricforge_dspy.apply.stream import run_judge_file
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
@@ -133,52 +105,81 @@ def _judge(args) -> None:
     from rubricforge_dspy.judge.loading import load_judge
 
     cascade = _cascade_path(args)
-    if cascade is not None:
-        args.cascade = cascade  # (also when given as --program: what --to-mlflow names)
-        return _judge_cascade(args, cascade)
     report, tally = LoadReport(), LabelTally()
     join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
-
     preset = resolve(args)
-    # A frozen program keeps the render it was induced with (None), but for the sizes the flags give.
     unverified = args.allow_unverified_program
-    render = judge_render(args, preset, lambda: load_judge(args.program, check_certificate=False,
-                                                     allow_unverified=unverified).render_config)
-    if unverified and args.program is not None:  # loaded here, with the override; the library gets the judge
-        args.program = load_judge(args.program, allow_unverified=True)
+    if cascade is not None:
+        from rubricforge_dspy.apply.cascade import check_outputs
+
+        args.cascade = cascade  # (also when given as --program: what --to-mlflow names)
+        check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
+        judge, render = load_judge(cascade, allow_unverified=unverified), None
+    else:
+        # A frozen program keeps the render it was induced with (None), but for the sizes the flags give.
+        render = judge_render(args, preset, lambda: load_judge(args.program, check_certificate=False,
+                                                         allow_unverified=unverified).render_config)
+        judge = args.program
+        if unverified and args.program is not None:  # loaded here, with the override; the library gets the judge
+            judge = args.program = load_judge(args.program, allow_unverified=True)
     check_endpoints(args)
+    common = {"on_error": "skip" if args.skip_bad else "raise", "format": args.format,
+              "label_threshold": args.label_threshold, "labels": join, "load_report": report,
+              "on_trajectory": tally.add, "limit": args.limit, "cache": False if args.no_cache else True}
+    if cascade is not None:
+        common.update(escalated_out=args.escalated_out, cascade_file=cascade)
     if args.batch_api:
-        summary = _judge_batch_api(args, render, report, join, tally)
+        summary = _judge_batch_api(args, judge, render, common)
     elif args.ray is not None:
-        summary = run_ray_judge(args, preset, render, report, join, tally)
+        summary = run_ray_judge(args, preset, render, report, join, tally, judge=judge, common=common)
         summary.skipped = len(report.skipped)
     else:
-        with lm_from_args(args) as lm:
-            print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, render "
-                  f"{'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens", file=sys.stderr)
-            summary = run_judge_file(args.program, args.data, args.out, limit=args.limit, lm=lm, render_config=render,
-                                     concurrency=preset.concurrency, on_error="skip" if args.skip_bad else "raise",
-                                     format=args.format, label_threshold=args.label_threshold,
-                                     cache=False if args.no_cache else True,
-                                     max_consecutive_lm_errors=args.max_consecutive_errors or None,
-                                     labels=join, load_report=report, on_trajectory=tally.add)
+        with _lm(args, judge) as lm:
+            if cascade is None:
+                print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, render "
+                      f"{'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens",
+                      file=sys.stderr)
+            elif lm is not None:
+                print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
+            summary = run_judge_file(judge, args.data, args.out, lm=lm, render_config=render,
+                                     concurrency=preset.concurrency,
+                                     max_consecutive_lm_errors=args.max_consecutive_errors or None, **common)
     _epilogue(summary, report, join, tally)
 
 
-def _judge_batch_api(args, render, report, join, tally):
+def _lm(args, judge):
+    """The judge LM's context (`lm_from_args`: it may start the embedded server), or none for a cascade whose
+    stages make no LM call."""
+    from rubricforge_dspy.judge.cascade import Cascade
+
+    if isinstance(judge, Cascade) and not judge.predictors():
+        return contextlib.nullcontext()
+    return lm_from_args(args)
+
+
+def _judge_batch_api(args, judge, render, common):
     """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
-    raises `BatchJobFailed` (a `ServerError`: exit 3)."""
-    from rubricforge_dspy.apply.openai_batch import run_batch_api
+    raises `BatchJobFailed` (a `ServerError`: exit 3). A cascade runs through the one runner, each LLM stage's
+    calls in one batch per chunk (`apply.openai_batch.BatchCalls`), a floor locally."""
+    from rubricforge_dspy.apply.openai_batch import BatchCalls, run_batch_api
+    from rubricforge_dspy.apply.stream import run_judge_file
+    from rubricforge_dspy.judge.cascade import Cascade
     from rubricforge_dspy.judge.loading import judge_from
 
-    judge = judge_from(args.program)
+    def status(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    judge = judge_from(judge)
+    if isinstance(judge, Cascade):
+        with _lm(args, judge) as lm:
+            if lm is not None:
+                print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint (the cascade's LLM stages)",
+                      file=sys.stderr)
+            calls = BatchCalls(poll_interval=args.poll_interval, on_status=status)
+            return run_judge_file(judge, args.data, args.out, lm=lm, calls=calls, **common)
     if render is not None:
         judge.render_config = render
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
-        return run_batch_api(judge, args.data, args.out, lm=lm, format=args.format,
-                             label_threshold=args.label_threshold, on_error="skip" if args.skip_bad else "raise",
-                             cache=False if args.no_cache else True, limit=args.limit,
-                             poll_interval=args.poll_interval, load_report=report, labels=join,
-                             on_trajectory=tally.add,
-                             on_status=lambda line: print(line, file=sys.stderr, flush=True))
+        return run_batch_api(judge, args.data, args.out, lm=lm, poll_interval=args.poll_interval,
+                             on_status=status, **common)

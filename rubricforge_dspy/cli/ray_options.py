@@ -3,8 +3,9 @@
 ADDRESS is optional: absent, a local Ray instance is started (``ray.init()``); ``auto`` joins the cluster
 this node belongs to; ``ray://head:10001`` connects through Ray Client. ``--api-base`` may be repeated:
 the endpoints are used round-robin. Every other judge option keeps its meaning (``--concurrency`` is
-the calls in flight per Ray worker; the verdict cache is not used on Ray: a re-run resumes from the
-output instead).
+the calls in flight per Ray worker; the verdict cache is not used for a program on Ray: a re-run resumes from the
+output instead). With ``--cascade`` the run goes through the one job runner (verdict cache included), each LLM
+stage's calls on Ray, a stage without an LM on the driver.
 """
 
 from __future__ import annotations
@@ -50,10 +51,16 @@ def _ray():
     return ray
 
 
-def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally):
+def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally, judge=None, common=None):
     """Judge ``args.data`` into ``args.out`` on Ray; the `BatchSummary`. The whole input is checked (ids,
-    records) before the first LM call, as locally (`apply.job.checked_input`)."""
+    records) before the first LM call, as locally (`apply.job.checked_input`). A cascade (`judge`, with the
+    `run_judge_file` arguments `common`) goes through the one job runner, its LLM stages' calls on Ray
+    (`apply.ray.RayCalls`)."""
+    from rubricforge_dspy.judge.cascade import Cascade
+
     ray = _ray()
+    if isinstance(judge, Cascade):
+        return _run_ray_cascade(ray, args, preset, judge, common)
     from rubricforge_dspy.apply import ray as on_ray
     from rubricforge_dspy.apply.job import checked_input, output_lock
     from rubricforge_dspy.cli.lm_options import lm_config
@@ -75,9 +82,7 @@ def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally)
         if join is not None:
             stream = (join.apply(t) for t in stream)
         stream = (tally.add(t) or t for t in stream)
-        if not ray.is_initialized():
-            ray.init(address=None if args.ray == LOCAL else args.ray, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+        _start(ray, args)
         print(f"judge LM: {config.describe()} x {len(bases)} endpoint(s) on Ray "
               f"({ray.cluster_resources().get('CPU', 0):g} CPUs): {args.ray_workers} workers x "
               f"concurrency {preset.concurrency}", file=sys.stderr)
@@ -87,3 +92,34 @@ def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally)
                                     render_config=render, data=data, timeout=config.timeout,
                                     max_consecutive_lm_errors=args.max_consecutive_errors or None,
                                     total=scan.selected)
+
+
+def _start(ray, args: argparse.Namespace) -> None:
+    if not ray.is_initialized():
+        ray.init(address=None if args.ray == LOCAL else args.ray, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
+
+
+def _run_ray_cascade(ray, args: argparse.Namespace, preset, cascade, common: dict):
+    """`judge --cascade --ray`: `run_judge_file` with each LLM stage's calls on Ray; the `CascadeRun`."""
+    from rubricforge_dspy.apply.options import JobOptions
+    from rubricforge_dspy.apply.ray import RayCalls
+    from rubricforge_dspy.apply.stream import run_judge_file
+    from rubricforge_dspy.cli.lm_options import lm_config
+
+    if args.ray_workers < 1:
+        raise InputError(f"--ray-workers must be >= 1, got {args.ray_workers}")
+    limit = args.max_consecutive_errors or None
+    calls = lm = None
+    if cascade.predictors():  # a cascade of floors makes no LM call: it runs on the driver
+        config = lm_config(args, "judge")
+        bases = getattr(args, "api_bases", None) or ([config.api_base] if config.api_base else [])
+        calls = RayCalls(config, bases, JobOptions(concurrency=preset.concurrency, timeout=config.timeout,
+                                                   max_consecutive_lm_errors=limit, progress=False),
+                         workers=args.ray_workers)
+        lm = calls.job_lm()
+        _start(ray, args)
+        print(f"judge LM: {config.describe()} x {len(bases)} endpoint(s) on Ray (the cascade's LLM stages): "
+              f"{args.ray_workers} workers x concurrency {preset.concurrency}", file=sys.stderr)
+    return run_judge_file(cascade, args.data, args.out, lm=lm, calls=calls, concurrency=preset.concurrency,
+                          max_consecutive_lm_errors=limit, **common)

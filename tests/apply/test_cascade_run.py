@@ -37,12 +37,21 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+def _counted(asked: list):
+    """A scripted LM whose answers are counted in `asked` (the run calls a one-attempt copy of the LM)."""
+    def answer(messages):
+        asked.append(last_user_text(messages))
+        return _answer(messages)
+
+    return ScriptedLM(answer)
+
+
 def test_each_line_carries_its_tokens_and_they_add_up_to_the_run(halves, tmp_path):
-    out, lm = tmp_path / "v.jsonl", ScriptedLM(_answer)
-    run = run_cascade(_cascade(halves), _data(halves), out, lm=lm, concurrency=2)
+    out, asked = tmp_path / "v.jsonl", []
+    run = run_cascade(_cascade(halves), _data(halves), out, lm=_counted(asked), concurrency=2)
     lines = _lines(out)
     judged = [x for x in lines if x["lm_stages_run"]]
-    assert len(lines) == 40 and len(judged) == lm.calls == run.lm_calls > 0
+    assert len(lines) == 40 and len(judged) == len(asked) == run.lm_calls == run.lm_asked > 0
     assert all(set(x["lm_tokens"]) == {"judge"} and x["lm_tokens"]["judge"]["prompt_tokens"] > 0 for x in judged)
     assert all(x["lm_tokens"] == {} for x in lines if not x["lm_stages_run"])
     summed = {k: sum(x["lm_tokens"]["judge"][k] for x in judged) for k in ("prompt_tokens", "completion_tokens")}
@@ -72,10 +81,10 @@ def test_an_interrupt_in_the_llm_stage_keeps_what_was_settled_and_the_next_run_r
     runs = json.loads(Path(f"{out}.job.json").read_text())["cascade_runs"]
     assert [r["outcome"] for r in runs] == ["interrupted"]
 
-    lm = ScriptedLM(_answer)
-    run = run_cascade(_cascade(halves), data, out, lm=lm, concurrency=1)
+    asked: list = []
+    run = run_cascade(_cascade(halves), data, out, lm=_counted(asked), concurrency=1)
     final = _lines(out)
     assert len(final) == 40 and len({x["id"] for x in final}) == 40 and run.resumed == len(kept)
-    assert lm.calls == 40 - len(kept) - sum(x["stage"] == "floor" for x in final if x["id"] not in
+    assert len(asked) == 40 - len(kept) - sum(x["stage"] == "floor" for x in final if x["id"] not in
                                             {k["id"] for k in kept})
     assert {x["id"]: x for x in final if x["id"] in {k["id"] for k in kept}} == {x["id"]: x for x in kept}
