@@ -30,7 +30,7 @@ from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.metrics.risk_control import DEFAULT_METHOD, LTT_METHODS, P_VALUES
+from rubricforge_dspy.metrics.risk_methods import DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
 if TYPE_CHECKING:
     from rubricforge_dspy.judge.contract import BaseJudge

@@ -20,61 +20,27 @@ trajectories, ...) the function returns ``nan`` and emits a
 
 Modules: :mod:`.agreement` (point metrics, McNemar), :mod:`.intervals` (exact / Wilson intervals
 for rates and the one bootstrap engine, item or task-clustered), :mod:`.calibration` (reliability
-diagram, ECE, contradictions), :mod:`.summary` (one judge's row). Import them from here.
+diagram, ECE, contradictions), :mod:`.summary` (one judge's row). Import them from here; they load on first use
+(`_lazy.lazy_exports`), so a command that only names a method (`risk_methods`) never imports numpy or scipy.
 """
 
-from rubricforge_dspy.metrics.agreement import (
-    McNemarResult,
-    accuracy,
-    cohens_kappa,
-    compare_paired,
-    confusion_counts,
-    f1_positive,
-    false_fail_count,
-    false_pass_rate,
-    graded_summary,
-    kendall,
-    mcnemar_exact,
-    mean_abs_error,
-    predicted_positive_rate,
-    roc_auc,
-    significance_mark,
-    spearman,
-)
-from rubricforge_dspy.metrics.calibration import (
-    BINNING,
-    DEFAULT_BINS,
-    contradiction_summary,
-    expected_calibration_error,
-    reliability_curve,
-)
-from rubricforge_dspy.metrics.intervals import (
-    CI_METHODS,
-    ConfidenceInterval,
-    accuracy_ci,
-    bootstrap,
-    bootstrap_ci,
-    bootstrap_p_value,
-    cluster_codes,
-    has_repeated_clusters,
-    paired_bootstrap_abs_error,
-    percentile_interval,
-    proportion_ci,
-    resample_weights,
-    weighted_auc,
-    weighted_kappa,
-    weighted_mean,
-    weighted_ratio,
-)
-from rubricforge_dspy.metrics.summary import binary_summary
+from rubricforge_dspy._lazy import lazy_exports
 
-__all__ = [
-    "ConfidenceInterval", "McNemarResult", "CI_METHODS", "BINNING", "DEFAULT_BINS",
-    "confusion_counts", "accuracy", "f1_positive", "cohens_kappa", "roc_auc", "predicted_positive_rate",
-    "false_pass_rate", "false_fail_count", "spearman", "kendall", "mean_abs_error",
-    "mcnemar_exact", "compare_paired", "significance_mark", "graded_summary", "binary_summary",
-    "proportion_ci", "accuracy_ci", "resample_weights", "bootstrap", "bootstrap_ci", "bootstrap_p_value",
-    "percentile_interval", "paired_bootstrap_abs_error", "cluster_codes", "has_repeated_clusters",
-    "weighted_mean", "weighted_ratio", "weighted_kappa", "weighted_auc",
-    "reliability_curve", "expected_calibration_error", "contradiction_summary",
-]
+_MODULES = {
+    "rubricforge_dspy.metrics.agreement": [
+        "McNemarResult", "confusion_counts", "accuracy", "f1_positive", "cohens_kappa", "roc_auc",
+        "predicted_positive_rate", "false_pass_rate", "false_fail_count", "spearman", "kendall", "mean_abs_error",
+        "mcnemar_exact", "compare_paired", "significance_mark", "graded_summary"
+    ],
+    "rubricforge_dspy.metrics.calibration": [
+        "BINNING", "DEFAULT_BINS", "reliability_curve", "expected_calibration_error", "contradiction_summary"
+    ],
+    "rubricforge_dspy.metrics.intervals": [
+        "ConfidenceInterval", "CI_METHODS", "proportion_ci", "accuracy_ci", "resample_weights", "bootstrap",
+        "bootstrap_ci", "bootstrap_p_value", "percentile_interval", "paired_bootstrap_abs_error", "cluster_codes",
+        "has_repeated_clusters", "weighted_mean", "weighted_ratio", "weighted_kappa", "weighted_auc"
+    ],
+    "rubricforge_dspy.metrics.summary": ["binary_summary"],
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)
