@@ -156,7 +156,7 @@ def add_gate_parser(sub) -> None:
     p.add_argument("--floor-verdicts", default=None,
                    help="with verdict files: the floor's verdict JSONL on the same items "
                         "(`rubricforge floor --verdicts-dir DIR` writes DIR/floor.jsonl)")
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_gate)
 
@@ -218,7 +218,7 @@ def add_label_next_parser(sub) -> None:
     p.add_argument("-k", type=int, default=20, help="how many to pick (default 20)")
     p.add_argument("--out", required=True, help="new JSONL file, generic format, label and reward null")
     p.add_argument("--verdicts-out", default=None, help="keep the program's verdicts here")
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_label_next)
 
@@ -233,14 +233,14 @@ def add_certify_parsers(sub) -> None:
                         "higher than certified (one-sided exact binomial test), 0 when not")
     p.add_argument("--alpha", type=float, default=0.05, help="test level; intervals are (1 - alpha)")
     p.add_argument("--verdicts-out", default=None, help="keep the verdict JSONL here (default: a temp file)")
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--resamples", type=int, default=2000, help="task-clustered bootstrap resamples")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("show", help="rubric summary and certificate of a frozen program")
-    p.add_argument("program")
+    p.add_argument("program", help="a frozen program, floor, hybrid or cascade (.json)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="show a program whose manifest cannot verify it (marked UNVERIFIED) instead of refusing it")
     p.set_defaults(func=cmd_show)
