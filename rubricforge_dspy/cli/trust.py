@@ -112,7 +112,7 @@ def cmd_gate(args) -> int:
     the judge LM cannot be used; 1 is a bug's, never the gate's answer."""
     import tempfile
 
-    from rubricforge_dspy.trust.gate import gate_programs, gate_verdict_files
+    from rubricforge_dspy.trust.gate import gate_programs, gate_verdict_files, needs_lm
 
     if args.candidate_verdicts or args.baseline_verdicts:
         if not (args.candidate_verdicts and args.baseline_verdicts) or args.candidate or args.baseline or args.data \
@@ -128,7 +128,8 @@ def cmd_gate(args) -> int:
         trajectories = load_data(args, need_labels=True).trajectories
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
-            lm = stack.enter_context(lm_from_args(args))
+            # judges that call no LM (floor files) start none
+            lm = stack.enter_context(lm_from_args(args)) if needs_lm(args.candidate, args.baseline) else None
             result = gate_programs(args.candidate, args.baseline, trajectories, lm=lm, verdicts_dir=verdicts_dir,
                                    margin=args.margin, alpha=args.alpha, concurrency=args.concurrency,
                                    require_beats_floor=args.require_beats_floor)
@@ -142,8 +143,8 @@ def add_gate_parser(sub) -> None:
     exits = "exit 0 yes, 4 no, 2 bad input, 3 judge LM unusable (1 is a bug)"
     p = sub.add_parser("gate", help=f"may a candidate judge replace the baseline? {exits}",
                        description=f"May the candidate judge replace the baseline (docs/CERTIFICATE.md)? {exits}.")
-    p.add_argument("--candidate", default=None, help="candidate frozen program")
-    p.add_argument("--baseline", default=None, help="baseline frozen program")
+    p.add_argument("--candidate", default=None, help="candidate frozen program (or a floor file)")
+    p.add_argument("--baseline", default=None, help="baseline frozen program (or a floor file)")
     add_data_arguments(p, required=False)  # --data: labeled trajectories to judge both on
     p.add_argument("--candidate-verdicts", default=None, help="verdict JSONL of the candidate (instead of --data)")
     p.add_argument("--baseline-verdicts", default=None, help="verdict JSONL of the baseline, same labeled items")
