@@ -274,9 +274,9 @@ def describe_floor(path: PathArg, floor) -> str:
 
 
 def describe_program(path: PathArg, *, allow_unverified: bool = False) -> str:
-    """What `rubricforge show` prints of a frozen program (or of a floor file: `describe_floor`): its integrity, the rubric (sha256, length,
-    criteria), where it was induced, its calibration, hybrid stack and symptom floor, and its certificate
-    (`format_certificate`).
+    """What `rubricforge show` prints of a frozen program (or of a floor file: `describe_floor`): its integrity,
+    the rubric (sha256, length, criteria), where it was induced, its calibration, hybrid stack and symptom floor,
+    and its certificate (`format_certificate`).
 
     Args:
         path: the program file (``.json``).

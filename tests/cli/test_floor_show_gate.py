@@ -15,8 +15,8 @@ def test_show_describes_a_floor_file(halves, capsys):
 
 
 def test_gate_takes_floor_files_without_starting_an_lm(halves, tmp_path, capsys, monkeypatch):
-    from rubricforge_dspy.judge.floor import SymptomFloor
     from rubricforge_dspy.data.formats import load_trajectories
+    from rubricforge_dspy.judge.floor import SymptomFloor
 
     length = tmp_path / "length.json"
     length.write_text(SymptomFloor.length_only(list(load_trajectories(halves / "train.jsonl", label_threshold=0.0)))
