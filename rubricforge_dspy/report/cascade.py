@@ -23,10 +23,13 @@ import orjson
 
 from rubricforge_dspy.metrics.intervals import proportion_ci
 
-__all__ = ["ESCALATED", "TOKEN_KEYS", "cascade_lines", "cascade_section", "cascade_markdown", "plot_risk_coverage",
-           "token_spend", "format_token_spend", "line_tokens", "job_runs", "cascade_title", "certificate_text"]
+__all__ = ["CASCADE_FIT_FILE", "fit_lead_lines", "read_cascade_fit", "ESCALATED", "TOKEN_KEYS", "cascade_lines",
+           "cascade_section", "cascade_markdown", "plot_risk_coverage", "token_spend", "format_token_spend",
+           "line_tokens", "job_runs", "cascade_title", "certificate_text"]
 
 ESCALATED = "escalated"
+CASCADE_FIT_FILE = "cascade_fit.json"  # a run's cascade fit (the demo writes it): the report's lead
+FIT_METHOD = "split_fixed_sequence"  # what a fit without a recorded method used (the demo's)
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens")
 
 
@@ -123,6 +126,76 @@ def cascade_lines(paths: Iterable[str | Path]) -> tuple[str, list[dict]] | None:
             handle.seek(0)
             return str(path), [orjson.loads(line) for line in handle if line.strip()]
     return None
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{k} of {n} ({k / n:.0%})" if n else f"{k} of 0"
+
+
+def fit_lead_lines(result: Mapping, embedded: bool | None = None) -> list[str]:
+    """The section a run's cascade fit leads its report with (markdown lines): what a certified cascade would
+    decide for free, send to the LLM and escalate to a person, or that nothing was certified and why, with the
+    labels needed. `result` is the run's ``cascade_fit.json`` (`pipeline.demo_cascade.fit_demo_cascade`);
+    `embedded` (default: the file's ``embedded``) adds that the LLM stage is the small embedded model."""
+    embedded = bool(result.get("embedded")) if embedded is None else embedded
+    n = result["n"]
+    out = ["## Trust or escalate: what a certified cascade would do here", ""]
+    if not result["certified"]:
+        needed = result.get("needed_labels") or result.get("needed_decided")
+        out += [f"**Nothing certified.** The cascade (the free symptom floor, then this judge, then a person) was "
+                f"calibrated on {n} held-out test trajectories at disagreement <= {result['alpha']} with probability "
+                f">= {1 - result['delta']:.2f} ({result.get('method', FIT_METHOD)}): {result['reason']}.", "",
+                "So here every trajectory would go to a person: no verdict of this run can be acted on with a "
+                "guarantee." + (f" Certifying would take about {needed} labeled tasks." if needed else ""), ""]
+    else:
+        g = result["guarantee"]
+        fp = result["free_false_pass"]
+        fp_text = "no failed trajectory among them" if fp is None else (
+            f"realized false-pass {fp:.3f} [{result['free_false_pass_ci95'][0]:.3f}, "
+            f"{result['free_false_pass_ci95'][1]:.3f}]")
+        out += [f"Certified: among decided trajectories, disagreement with the label <= {g['alpha']} with probability "
+                f">= {1 - g['delta']:.2f} ({g.get('method', FIT_METHOD)}; calibrated on {n} held-out test "
+                "trajectories; the rates below are realized on them).", "",
+                f"- **decided for free** by the symptom floor (no LM call): {_pct(result['free'], n)}; {fp_text}"]
+        if result.get("lm_calls_saved") is None:  # the fit dropped the LLM stage: no LM call is ever made
+            dropped = ", ".join(row["name"] for row in result.get("dropped") or []) or "the LLM judge"
+            out += [f"- **dropped by the fit**: {dropped} (certified to decide nothing here): the cascade makes no "
+                    "LM call"]
+        else:
+            out += [f"- **sent to the LLM judge**: {_pct(result['to_llm'], n)}, of which it decided "
+                    f"{result['llm_decided']}"]
+        out += [f"- **escalated to a person**: {_pct(result['to_person'], n)}"]
+        if result.get("lm_calls_saved") is not None:
+            out += [f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the "
+                    "LLM"]
+        out += [""]
+    if embedded:
+        out += ["The LLM stage here is the embedded 135M model: expect it to decide little or nothing; the floor's "
+                "stage is real. With a real judge and a few hundred labeled tasks the same command certifies more "
+                "(docs/CASCADE.md).", ""]
+    return out
+
+
+def read_cascade_fit(run: str | Path | Sequence[str | Path]) -> dict | None:
+    """The ``cascade_fit.json`` of a run directory (or of the directory of its ``run.json`` or ``predictions/``);
+    None for verdict files or a run without one. A file that is not a JSON object is refused (`RunError`)."""
+    from rubricforge_dspy.report.records import RunError
+
+    paths = [run] if isinstance(run, (str, Path)) else list(run)
+    if len(paths) != 1:
+        return None
+    path = Path(paths[0])
+    folder = path.parent if path.name in ("run.json", "predictions") else path
+    fit = folder / CASCADE_FIT_FILE
+    if not folder.is_dir() or not fit.is_file():
+        return None
+    try:
+        result = orjson.loads(fit.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise RunError(f"{fit}: not JSON ({error}); re-run the demo, or remove it") from None
+    if not isinstance(result, dict) or "certified" not in result or "n" not in result:
+        raise RunError(f"{fit}: not a cascade fit (no 'certified' and 'n'); re-run the demo, or remove it")
+    return result
 
 
 def _rates(lines: Sequence[dict]) -> dict:
