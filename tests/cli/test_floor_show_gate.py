@@ -31,3 +31,19 @@ def test_gate_takes_floor_files_without_starting_an_lm(halves, tmp_path, capsys,
     out = capsys.readouterr()
     assert code in (0, 4), out.err
     assert "candidate" in out.out.lower() and (tmp_path / "v" / "candidate.jsonl").exists()
+
+
+def test_floor_save_floor_into_a_missing_folder_creates_it(halves, tmp_path, capsys):
+    saved = tmp_path / "not" / "yet" / "floor.json"
+    code = main(["floor", "--data", str(halves / "train.jsonl"), *REWARD_ABOVE_0, "--resamples", "50",
+                 "--save-floor", str(saved)])
+    assert code == 0, capsys.readouterr().err
+    assert saved.is_file() and main(["show", str(saved)]) == 0
+
+
+def test_floor_save_floor_under_a_file_is_exit_2_before_any_work(halves, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    code = main(["floor", "--data", str(halves / "train.jsonl"), *REWARD_ABOVE_0,
+                 "--save-floor", str(tmp_path / "a-file" / "floor.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "a-file" in err and "Traceback" not in err
