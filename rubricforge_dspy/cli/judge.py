@@ -107,6 +107,9 @@ def _judge_cascade(args, path: str) -> None:
         raise InputError(f"--limit must be at least 1, got {args.limit}")
     check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
     cascade = load_judge(path, allow_unverified=args.allow_unverified_program)
+    from rubricforge_dspy.cli.cascade import use_cascade_label_rule
+
+    use_cascade_label_rule(args, cascade.guarantee, f"the cascade {path}")  # labels by its fit's rule
     data = load_data(args)
     trajectories = data.trajectories[: args.limit] if args.limit else data.trajectories
     paths = [args.data] if isinstance(args.data, (str, Path)) else list(args.data)

@@ -193,7 +193,11 @@ def cmd_induce(args) -> int:
 
 def cmd_report(args) -> int:
     from rubricforge_dspy.pipeline.report_job import report_main
+    from rubricforge_dspy.report.cascade import report_label_rule
 
+    _, note = report_label_rule(args.predictions, args.labels, args.label_threshold)  # exit 2 on another rule
+    if note:
+        print(note, file=sys.stderr)
     path = report_main(args.predictions, args.out, labels=args.labels, label_threshold=args.label_threshold,
                        floor_data=args.floor_data)
     print(f"report: {path}")

@@ -61,6 +61,7 @@ def _certify_cascade(args) -> int:
     import tempfile
     from pathlib import Path
 
+    from rubricforge_dspy.cli.cascade import use_cascade_label_rule
     from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.trust.cascade import format_cascade_summary, measure_cascade
 
@@ -68,6 +69,7 @@ def _certify_cascade(args) -> int:
         raise InputError(f"{args.program} is a cascade: its guarantee is its fit's (`rubricforge cascade fit`); "
                          "certify measures it on held-out data without --recheck or --out-program")
     cascade = load_judge(args.program)
+    use_cascade_label_rule(args, cascade.guarantee, f"the cascade {args.program}")  # labels by its fit's rule
     trajectories = load_data(args, need_labels=True).trajectories
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with contextlib.ExitStack() as stack:
