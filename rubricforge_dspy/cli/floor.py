@@ -16,6 +16,7 @@ from pathlib import Path
 from rubricforge_dspy.cli.data_options import add_data_arguments
 from rubricforge_dspy.cli.lm_options import add_lm_arguments
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.judge_names import FLOOR_FOLDS, FLOOR_RESAMPLES
 
 __all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "load_table"]
@@ -114,6 +115,9 @@ def cmd_floor(args) -> int:
     from rubricforge_dspy.judge.floor import SymptomFloor
     from rubricforge_dspy.trust.floor_cv import floor_report, format_floor_report, write_cv_verdicts
 
+    for path, what in ((args.save_floor, "floor"), (args.out, "floor report")):
+        if path:  # a missing folder is made, an unwritable path is exit 2, before any work
+            writable_file(path, what)
     judge = _judge_part(args)  # a bad verdict line stops here, before any work
     trajectories, dropped = load_table(args)  # one streaming pass; the features are computed once per item
     report = floor_report(trajectories, n_splits=args.folds, seed=args.seed, n_resamples=args.resamples)

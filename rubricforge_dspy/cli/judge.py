@@ -115,6 +115,9 @@ def _judge(args) -> None:
         args.cascade = cascade  # (also when given as --program: what --to-mlflow names)
         check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
         judge, render = load_judge(cascade, allow_unverified=unverified), None
+        from rubricforge_dspy.cli.cascade import use_cascade_label_rule
+
+        use_cascade_label_rule(args, judge.guarantee, f"the cascade {cascade}")  # labels by its fit's rule
     else:
         # A frozen program keeps the render it was induced with (None), but for the sizes the flags give.
         render = judge_render(args, preset, lambda: load_judge(args.program, check_certificate=False,
@@ -133,6 +136,11 @@ def _judge(args) -> None:
     elif args.ray is not None:
         summary = run_ray_judge(args, preset, render, report, join, tally, judge=judge, common=common)
         summary.skipped = len(report.skipped)
+    elif (judged := _all_judged_already(args)) is not None:
+        # nothing left to judge: said so without starting the embedded llama.cpp server (or calling an endpoint)
+        print(f"nothing to do: all {judged} item(s) were judged already in {args.out} (no LM started)",
+              file=sys.stderr)
+        return
     else:
         with _lm(args, judge) as lm:
             if cascade is None:
@@ -155,6 +163,37 @@ def _lm(args, judge):
     if isinstance(judge, Cascade) and not judge.predictors():
         return contextlib.nullcontext()
     return lm_from_args(args)
+
+
+def _all_judged_already(args) -> int | None:
+    """How many items this run would judge when ``--out`` already holds a verdict for every one of them, from the
+    same input (its job file's data fingerprint; `apply.job.checked_input`, the pass judging makes anyway): then
+    no LM need start. None when something is left (abstentions for LM errors are asked again), when the output or
+    its job file is missing, or when the input is another (the judging run then says what is wrong)."""
+    import json
+
+    from rubricforge_dspy.apply.job import checked_input, job_path, read_done
+    from rubricforge_dspy.data.labels import LabelJoin
+
+    out = Path(args.out)
+    if args.data is None or not out.is_file() or not job_path(out).is_file():
+        return None
+    try:
+        job = json.loads(job_path(out).read_text(encoding="utf-8"))
+        done = read_done(out, repair=False).ids  # read only: the run that judges repairs and locks
+        if not done:
+            return None
+        ids: list[str] = []
+        paths = [args.data] if isinstance(args.data, (str, Path)) else list(args.data)
+        join = LabelJoin(args.labels, args.label_threshold) if args.labels else None  # its own: counts nothing twice
+        _, data = checked_input(paths, format=args.format, label_threshold=args.label_threshold,
+                                on_error="skip" if args.skip_bad else "raise", limit=args.limit, labels=join,
+                                each=lambda trajectory: ids.append(trajectory.id))
+    except (InputError, OSError, ValueError):
+        return None  # the judging run reads it again and reports the problem
+    if not isinstance(job, dict) or job.get("data_fingerprint") != data or not ids or not set(ids) <= done:
+        return None
+    return len(ids)
 
 
 def _judge_batch_api(args, judge, render, common):

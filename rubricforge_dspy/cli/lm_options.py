@@ -51,8 +51,10 @@ def add_lm_arguments(parser: argparse.ArgumentParser, reflection: bool = True) -
                            help=f"NAME of the env var holding the key (default {DEFAULT_API_KEY_ENV})")
         group.add_argument(f"--{flag}structured-output", default=None, choices=STRUCTURED_OUTPUTS,
                            help="json_schema (SGLang/vLLM/llama-server) or json_object_schema (llama_cpp.server)")
-        group.add_argument(f"--{flag}max-tokens", default=None, type=int)
-        group.add_argument(f"--{flag}timeout", default=None, type=float)
+        group.add_argument(f"--{flag}max-tokens", default=None, type=int,
+                           help="cap on the tokens of each answer (an answer cut there is an abstention)")
+        group.add_argument(f"--{flag}timeout", default=None, type=float,
+                           help="seconds each request may take before it counts as failed")
         group.add_argument(f"--{flag}max-string-length", default=None, type=int,
                            help="maxLength added to response-schema strings (0: none; embedded default 300)")
     return parser

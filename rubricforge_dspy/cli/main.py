@@ -193,7 +193,11 @@ def cmd_induce(args) -> int:
 
 def cmd_report(args) -> int:
     from rubricforge_dspy.pipeline.report_job import report_main
+    from rubricforge_dspy.report.cascade import report_label_rule
 
+    _, note = report_label_rule(args.predictions, args.labels, args.label_threshold)  # exit 2 on another rule
+    if note:
+        print(note, file=sys.stderr)
     path = report_main(args.predictions, args.out, labels=args.labels, label_threshold=args.label_threshold,
                        floor_data=args.floor_data)
     print(f"report: {path}")
@@ -305,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="counts of a trajectory file")
     _add_data_arguments(p, required=False)  # --data, or --from-mlflow
     add_mlflow_source_arguments(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the counts as JSON (with the label rules and warnings)")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("convert", help="write any supported input as the generic JSONL (docs/FORMAT.md)")
@@ -317,8 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="print exactly what `judge` sends for an item (same preset, sizes and program)")
     _add_data_arguments(p)
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--index", type=int, default=0)
-    group.add_argument("--all", action="store_true")
+    group.add_argument("--index", type=int, default=0, help="the item to print, by position in the input (default 0)")
+    group.add_argument("--all", action="store_true", help="print every item, each under a line with its index and id")
     p.add_argument("--program", default=None,
                    help="frozen program whose render to use, as `judge --program` (default: the preset's)")
     p.add_argument("--allow-unverified-program", action="store_true",
@@ -345,8 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="load a program whose manifest cannot verify it (no program_sha256, or edited since it "
                         "was frozen), with a warning; refused otherwise")
-    p.add_argument("--out", required=True)
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--out", required=True,
+                   help="the verdict JSONL (one line per item; the same --out again resumes where a run stopped)")
+    p.add_argument("--limit", type=int, default=None, help="judge only the first N items of the input")
     add_preset_arguments(p)
     p.add_argument("--no-cache", action="store_true",
                    help="no verdict cache at all (DSPy's own response cache is always off for judging)")
@@ -372,8 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=None,
                    help=f"max judge calls (metric calls; embedded preset {EMBEDDED.budget}, "
                         f"server preset {SERVER.budget})")
-    p.add_argument("--minibatch", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--minibatch", type=int, default=None,
+                   help="GEPA reflection minibatch: training items per proposal (default: the preset's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split by task and of GEPA (default 0)")
     p.add_argument("--fp-weight", type=float, default=1.0, help="cost of a false pass relative to a false fail")
     p.add_argument("--max-false-pass", type=float, default=None, metavar="ALPHA",
                    help="cap the validation false-pass rate: pick the best candidate within ALPHA and a pass "
@@ -400,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--floor-data", nargs="+", default=None,
                    help="with verdict files: the labeled trajectories they judged; adds the floor and length-only "
                         "rows (task-grouped cross-validation on those items, docs/FLOOR.md)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True,
+                   help="the markdown report; report.json (every number) and figures/ are written beside it")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("demo", help="the main job: induce and evaluate on bundled tau-bench data")
@@ -412,27 +419,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=None,
                    help="tau-bench results file to sample from (default: the bundled GPT-4o airline sample)")
     add_label_arguments(p)
-    p.add_argument("--budget", type=int, default=None)
+    p.add_argument("--budget", type=int, default=None,
+                   help="max judge calls of the GEPA search (default: the preset's)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted demo instead of starting over")
     add_preset_arguments(p, induction=True)
     add_lm_arguments(p)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("serve", help="launch an SGLang (GPU) or embedded llama.cpp server")
-    p.add_argument("--engine", choices=("sglang", "embedded"), default="embedded")
+    p.add_argument("--engine", choices=("sglang", "embedded"), default="embedded",
+                   help="embedded: the bundled CPU model on llama.cpp (default); sglang: an SGLang GPU server")
     p.add_argument("--model", default=None, help="HF id or path (sglang)")
-    p.add_argument("--revision", default=None)
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--revision", default=None, help="sglang: the model's revision (a commit or tag) to serve")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=None, help="default: a free port (embedded), 30000 (sglang)")
     p.add_argument("--n-ctx", type=int, default=None,
                    help="embedded: context tokens (default: the embedded model's trained context)")
     p.add_argument("--threads", type=int, default=None, help="embedded: llama.cpp threads (default: cores - 1)")
-    p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--tp", type=int, default=1, help="sglang: tensor-parallel GPUs per worker (default 1)")
+    p.add_argument("--dp", type=int, default=1, help="sglang: data-parallel workers (default 1)")
     p.add_argument("--served-model-name", default=None, help="default: <model>@<revision>")
     p.add_argument("--router-workers", nargs="+", default=None,
                    help="launch an sglang_router (cache_aware) over these worker URLs instead of a worker")
-    p.add_argument("--health-timeout", type=float, default=900.0)
+    p.add_argument("--health-timeout", type=float, default=900.0,
+                   help="seconds to wait for the server to answer /health before giving up (default 900)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command only")
     p.set_defaults(func=cmd_serve)
 

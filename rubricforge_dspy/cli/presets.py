@@ -63,7 +63,9 @@ def add_preset_arguments(parser: argparse.ArgumentParser, induction: bool = Fals
     ``--concurrency`` when not `judging`, as for `render`; `render_tokens_aliases` are more names of
     ``--render-tokens``, e.g. `render`'s ``--max-tokens``)."""
     group = parser.add_argument_group("sizes (default: the embedded preset without --api-base, else the server preset)")
-    group.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    group.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                       help="the sizes (render tokens, concurrency, GEPA budget; core/presets.py): embedded for the "
+                            "small CPU model, server for a real one (default: by the endpoint)")
     if judging:
         group.add_argument("--concurrency", type=int, default=None,
                            help=f"judge requests in flight (embedded {EMBEDDED.concurrency}, "

@@ -61,6 +61,7 @@ def _certify_cascade(args) -> int:
     import tempfile
     from pathlib import Path
 
+    from rubricforge_dspy.cli.cascade import use_cascade_label_rule
     from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.trust.cascade import format_cascade_summary, measure_cascade
 
@@ -68,6 +69,7 @@ def _certify_cascade(args) -> int:
         raise InputError(f"{args.program} is a cascade: its guarantee is its fit's (`rubricforge cascade fit`); "
                          "certify measures it on held-out data without --recheck or --out-program")
     cascade = load_judge(args.program)
+    use_cascade_label_rule(args, cascade.guarantee, f"the cascade {args.program}")  # labels by its fit's rule
     trajectories = load_data(args, need_labels=True).trajectories
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with contextlib.ExitStack() as stack:
@@ -112,7 +114,7 @@ def cmd_gate(args) -> int:
     the judge LM cannot be used; 1 is a bug's, never the gate's answer."""
     import tempfile
 
-    from rubricforge_dspy.trust.gate import gate_programs, gate_verdict_files
+    from rubricforge_dspy.trust.gate import gate_programs, gate_verdict_files, needs_lm
 
     if args.candidate_verdicts or args.baseline_verdicts:
         if not (args.candidate_verdicts and args.baseline_verdicts) or args.candidate or args.baseline or args.data \
@@ -128,7 +130,8 @@ def cmd_gate(args) -> int:
         trajectories = load_data(args, need_labels=True).trajectories
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
-            lm = stack.enter_context(lm_from_args(args))
+            # judges that call no LM (floor files) start none
+            lm = stack.enter_context(lm_from_args(args)) if needs_lm(args.candidate, args.baseline) else None
             result = gate_programs(args.candidate, args.baseline, trajectories, lm=lm, verdicts_dir=verdicts_dir,
                                    margin=args.margin, alpha=args.alpha, concurrency=args.concurrency,
                                    require_beats_floor=args.require_beats_floor)
@@ -142,8 +145,8 @@ def add_gate_parser(sub) -> None:
     exits = "exit 0 yes, 4 no, 2 bad input, 3 judge LM unusable (1 is a bug)"
     p = sub.add_parser("gate", help=f"may a candidate judge replace the baseline? {exits}",
                        description=f"May the candidate judge replace the baseline (docs/CERTIFICATE.md)? {exits}.")
-    p.add_argument("--candidate", default=None, help="candidate frozen program")
-    p.add_argument("--baseline", default=None, help="baseline frozen program")
+    p.add_argument("--candidate", default=None, help="candidate frozen program (or a floor file)")
+    p.add_argument("--baseline", default=None, help="baseline frozen program (or a floor file)")
     add_data_arguments(p, required=False)  # --data: labeled trajectories to judge both on
     p.add_argument("--candidate-verdicts", default=None, help="verdict JSONL of the candidate (instead of --data)")
     p.add_argument("--baseline-verdicts", default=None, help="verdict JSONL of the baseline, same labeled items")
@@ -156,7 +159,7 @@ def add_gate_parser(sub) -> None:
     p.add_argument("--floor-verdicts", default=None,
                    help="with verdict files: the floor's verdict JSONL on the same items "
                         "(`rubricforge floor --verdicts-dir DIR` writes DIR/floor.jsonl)")
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_gate)
 
@@ -218,7 +221,7 @@ def add_label_next_parser(sub) -> None:
     p.add_argument("-k", type=int, default=20, help="how many to pick (default 20)")
     p.add_argument("--out", required=True, help="new JSONL file, generic format, label and reward null")
     p.add_argument("--verdicts-out", default=None, help="keep the program's verdicts here")
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_label_next)
 
@@ -233,14 +236,14 @@ def add_certify_parsers(sub) -> None:
                         "higher than certified (one-sided exact binomial test), 0 when not")
     p.add_argument("--alpha", type=float, default=0.05, help="test level; intervals are (1 - alpha)")
     p.add_argument("--verdicts-out", default=None, help="keep the verdict JSONL here (default: a temp file)")
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--resamples", type=int, default=2000, help="task-clustered bootstrap resamples")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("show", help="rubric summary and certificate of a frozen program")
-    p.add_argument("program")
+    p.add_argument("program", help="a frozen program, floor, hybrid or cascade (.json)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="show a program whose manifest cannot verify it (marked UNVERIFIED) instead of refusing it")
     p.set_defaults(func=cmd_show)

@@ -133,7 +133,8 @@ class Cascade(BaseJudge):
         stages: the judges, cheapest first.
         rules: one `StageRule` per stage (or ``(t_pass, t_fail)`` pairs, named ``stage0``...).
         guarantee: what the thresholds were certified for (``alpha``, ``delta``, ``max_false_pass``, method,
-            grid), recorded in the manifest; None for hand-set thresholds.
+            grid, and the ``label_rule`` the calibration labels were made with), recorded in the manifest; None
+            for hand-set thresholds.
         fit: the fit report (`trust.cascade.FitReport.to_dict`), recorded in the manifest.
     """
 

@@ -30,8 +30,9 @@ from rubricforge_dspy.data.split import sample_by_task, split_by_task
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.search import MIN_VAL_ITEMS, InductionConfig
 from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade, lead_report
+from rubricforge_dspy.pipeline.demo_cascade import fit_demo_cascade
 from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
+from rubricforge_dspy.report import write_report
 
 logger = logging.getLogger(__name__)
 
@@ -141,9 +142,10 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
                                judge_lm_name=judge_name, reflection_lm_name=ref_name, program_path=program,
                                dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)", config=config,
                                resume=resume, notes=notes)
-    # the report leads with the cascade: decided for free, to the LLM, to a person (or why nothing is certified)
-    result = fit_demo_cascade(sample, config.fractions, config.induction.seed, program, judge_lm, run_dir)
-    lead_report(run_dir / "report.md", cascade_lead(result, embedded))
+    # the report leads with the cascade: decided for free, to the LLM, to a person (or why nothing is certified);
+    # written again with the fit, as `rubricforge report --predictions RUN/` writes it
+    fit_demo_cascade(sample, config.fractions, config.induction.seed, program, judge_lm, run_dir, embedded)
+    write_report(run_dir, run_dir / "report.md")
     return run_dir, program
 
 

@@ -18,9 +18,12 @@ from typing import Sequence
 
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
+from rubricforge_dspy.report.cascade import CASCADE_FIT_FILE, fit_lead_lines
 
-__all__ = ["DEMO_ALPHA", "DEMO_DELTA", "DEMO_MAX_FALSE_PASS", "DEMO_METHOD", "fit_demo_cascade", "cascade_lead",
-           "lead_report"]
+# the lead's markdown is the report's (`rubricforge report` reads the run's cascade_fit.json too)
+cascade_lead = fit_lead_lines
+
+__all__ = ["DEMO_ALPHA", "DEMO_DELTA", "DEMO_MAX_FALSE_PASS", "DEMO_METHOD", "fit_demo_cascade", "cascade_lead"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +51,12 @@ def _result_of(cascade, n: int) -> dict:
 
 
 def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program: str | Path, judge_lm,
-                     run_dir: str | Path) -> dict:
+                     run_dir: str | Path, embedded: bool = False) -> dict:
     """Fit the demo's cascade (floor on the training split, the induced judge at `program`, calibrated on the test
     split); save it beside the run (``cascade.json``) when certified. Returns what the lead needs (a refusal
-    is a result: ``certified`` False with the reason and the labels needed), also written as ``cascade.json``
-    (certified) or ``cascade_fit.json`` in `run_dir`."""
+    is a result: ``certified`` False with the reason and the labels needed), written as ``cascade_fit.json`` in
+    `run_dir` (the report's lead: `report.cascade.fit_lead_lines`; `embedded`: the LLM stage is the embedded
+    model, which the lead says)."""
     from rubricforge_dspy.judge.floor import FloorError, FloorJudge, SymptomFloor
     from rubricforge_dspy.judge.loading import load_judge
     from rubricforge_dspy.trust.cascade import CascadeCalibrationError, fit_cascade
@@ -76,68 +80,8 @@ def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program
         else:
             cascade.save(run_dir / "cascade.json")
             result = _result_of(cascade, len(calibration))
-    result.update({"alpha": DEMO_ALPHA, "delta": DEMO_DELTA, "calibration": "the test split (held out from the floor "
-                                                                            "and from induction)"})
-    (run_dir / "cascade_fit.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    result.update({"alpha": DEMO_ALPHA, "delta": DEMO_DELTA, "method": DEMO_METHOD, "embedded": embedded,
+                   "calibration": "the test split (held out from the floor and from induction)"})
+    (run_dir / CASCADE_FIT_FILE).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     logger.info("demo cascade: %s", "certified" if result["certified"] else result["reason"])
     return result
-
-
-def _pct(k: int, n: int) -> str:
-    return f"{k} of {n} ({k / n:.0%})" if n else f"{k} of 0"
-
-
-def cascade_lead(result: dict, embedded: bool) -> list[str]:
-    """The report's first section (markdown lines)."""
-    n = result["n"]
-    out = ["## Trust or escalate: what a certified cascade would do here", ""]
-    if not result["certified"]:
-        needed = result.get("needed_labels") or result.get("needed_decided")
-        out += [f"**Nothing certified.** The cascade (the free symptom floor, then this judge, then a person) was "
-                f"calibrated on {n} held-out test trajectories at disagreement <= {result['alpha']} with probability "
-                f">= {1 - result['delta']:.2f} ({DEMO_METHOD}): {result['reason']}.", "",
-                "So here every trajectory would go to a person: no verdict of this run can be acted on with a "
-                "guarantee." + (f" Certifying would take about {needed} labeled tasks." if needed else ""), ""]
-    else:
-        g = result["guarantee"]
-        fp = result["free_false_pass"]
-        fp_text = "no failed trajectory among them" if fp is None else (
-            f"realized false-pass {fp:.3f} [{result['free_false_pass_ci95'][0]:.3f}, "
-            f"{result['free_false_pass_ci95'][1]:.3f}]")
-        out += [f"Certified: among decided trajectories, disagreement with the label <= {g['alpha']} with probability "
-                f">= {1 - g['delta']:.2f} ({g.get('method', DEMO_METHOD)}; calibrated on {n} held-out test "
-                "trajectories; the rates below are realized on them).", "",
-                f"- **decided for free** by the symptom floor (no LM call): {_pct(result['free'], n)}; {fp_text}"]
-        if result.get("lm_calls_saved") is None:  # the fit dropped the LLM stage: no LM call is ever made
-            dropped = ", ".join(row["name"] for row in result.get("dropped") or []) or "the LLM judge"
-            out += [f"- **dropped by the fit**: {dropped} (certified to decide nothing here): the cascade makes no "
-                    "LM call"]
-        else:
-            out += [f"- **sent to the LLM judge**: {_pct(result['to_llm'], n)}, of which it decided "
-                    f"{result['llm_decided']}"]
-        out += [f"- **escalated to a person**: {_pct(result['to_person'], n)}"]
-        if result.get("lm_calls_saved") is not None:
-            out += [f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the "
-                    "LLM"]
-        out += [""]
-    if embedded:
-        out += ["The LLM stage here is the embedded 135M model: expect it to decide little or nothing; the floor's "
-                "stage is real. With a real judge and a few hundred labeled tasks the same command certifies more "
-                "(docs/CASCADE.md).", ""]
-    return out
-
-
-def lead_report(report_md: str | Path, lines: list[str]) -> None:
-    """Insert `lines` (a section: its first line is its heading) right after the report's title, so the report
-    leads with them; a section with the same heading already there (a resumed run) is replaced."""
-    path = Path(report_md)
-    text = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[0] in text:
-        start = text.index(lines[0])
-        end = next((i for i in range(start + 1, len(text)) if text[i].startswith("## ")), len(text))
-        end = next((i for i in range(start + 1, end) if text[i].startswith("- ")), end)  # the facts that follow
-        del text[start:end]
-    at = next((i + 1 for i, line in enumerate(text) if line.startswith("# ")), 0)
-    while at < len(text) and text[at].strip() == "":
-        at += 1
-    path.write_text("\n".join(text[:at] + lines + text[at:]), encoding="utf-8")

@@ -12,6 +12,12 @@ guarantee, as the job's runs recorded it, else from the cascade file a run names
 data (the report's title); and a risk-coverage figure: after each stage, the share decided so far against the
 disagreement among them. An escalated line is neither a pass nor a fail: the section counts it apart, and the
 report's metrics are on the decided items (`report.run.decided_run`).
+
+A fitted cascade's guarantee records the label rule its calibration labels were made with (``label_rule``:
+``rules``, ``source``, ``labels``; `trust.cascade.fit_cascade`): a disagreement certified under "reward > 0" says
+nothing about labels made by "reward >= 1". `cascade_label_rule` is the one place that applies it wherever labels
+are read against a cascade (``judge --cascade``, ``certify`` of a cascade, ``report`` of a cascade's verdicts):
+no rule given -> the cascade's; the same rule -> as given; another rule -> refused (`LabelRuleMismatchError`).
 """
 
 from __future__ import annotations
@@ -21,12 +27,18 @@ from typing import Iterable, Mapping, Sequence
 
 import orjson
 
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import LabelRule, parse_label_rule
 from rubricforge_dspy.metrics.intervals import proportion_ci
 
-__all__ = ["ESCALATED", "TOKEN_KEYS", "cascade_lines", "cascade_section", "cascade_markdown", "plot_risk_coverage",
-           "token_spend", "format_token_spend", "line_tokens", "job_runs", "cascade_title", "certificate_text"]
+__all__ = ["CASCADE_FIT_FILE", "fit_lead_lines", "read_cascade_fit", "ESCALATED", "TOKEN_KEYS", "cascade_lines",
+           "cascade_section", "cascade_markdown", "plot_risk_coverage", "token_spend", "format_token_spend",
+           "line_tokens", "job_runs", "cascade_title", "certificate_text", "LabelRuleMismatchError",
+           "cascade_label_rule", "cascade_guarantee_of", "report_label_rule"]
 
 ESCALATED = "escalated"
+CASCADE_FIT_FILE = "cascade_fit.json"  # a run's cascade fit (the demo writes it): the report's lead
+FIT_METHOD = "split_fixed_sequence"  # what a fit without a recorded method used (the demo's)
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens")
 
 
@@ -109,20 +121,162 @@ def job_runs(verdicts_path: str | Path) -> list[dict]:
     return [run for run in runs if isinstance(run, dict)]
 
 
-def cascade_lines(paths: Iterable[str | Path]) -> tuple[str, list[dict]] | None:
-    """The first verdict file among `paths` whose lines carry a cascade's ``stage``: ``(path, lines)``; None
-    when none does (a directory or a non-JSONL path is skipped)."""
+def _cascade_file(paths: Iterable[str | Path]) -> Path | None:
+    """The first verdict file among `paths` whose first line carries a cascade's ``stage`` (a directory or a
+    non-JSONL path is skipped)."""
     for path in paths:
         path = Path(path)
         if not path.is_file() or path.suffix != ".jsonl":
             continue
         with path.open("rb") as handle:
             first = handle.readline().strip()
-            if not first or "stage" not in orjson.loads(first):
-                continue
-            handle.seek(0)
-            return str(path), [orjson.loads(line) for line in handle if line.strip()]
+        if first and "stage" in orjson.loads(first):
+            return path
     return None
+
+
+def cascade_lines(paths: Iterable[str | Path]) -> tuple[str, list[dict]] | None:
+    """The first verdict file among `paths` whose lines carry a cascade's ``stage``: ``(path, lines)``; None
+    when none does (a directory or a non-JSONL path is skipped)."""
+    path = _cascade_file(paths)
+    if path is None:
+        return None
+    with path.open("rb") as handle:
+        return str(path), [orjson.loads(line) for line in handle if line.strip()]
+
+
+def cascade_guarantee_of(paths: Iterable[str | Path]) -> dict | None:
+    """The guarantee of the cascade whose verdicts are among `paths` (as its job recorded it, else its cascade
+    file's), None when no file is a cascade's or its cascade has none."""
+    path = _cascade_file(paths)
+    if path is None:
+        return None
+    last = next((run for run in reversed(job_runs(path)) if "stages" in run), {})
+    return _guarantee(last)[0]
+
+
+class LabelRuleMismatchError(InputError):
+    """Labels asked for under another rule than the one a cascade was certified with (exit 2)."""
+
+
+def cascade_label_rule(guarantee: Mapping | None, given: LabelRule | str | float | None,
+                       what: str = "the cascade") -> tuple[LabelRule | None, str | None]:
+    """The label rule to read labels with against a cascade, and a line saying so.
+
+    Args:
+        guarantee: the cascade's guarantee (``Cascade.guarantee``; None: hand-set).
+        given: the rule the user gave (``--label-threshold``; None: none given).
+        what: the cascade, as the messages name it.
+
+    Returns:
+        ``(rule, note)``: the cascade's rule when none is given (None when the fit used several formats' own
+        rules: each format's own, as at the fit), else `given`; `note` says which rule is used and why (None
+        when the cascade records no rule: a hand-set cascade, or one fit before rules were recorded).
+
+    Raises:
+        LabelRuleMismatchError: `given` is not the cascade's rule (a disagreement certified under one rule says
+            nothing about labels made by another); the message names both.
+    """
+    record = (guarantee or {}).get("label_rule") if isinstance(guarantee, Mapping) else None
+    if not isinstance(record, Mapping) or not record.get("rules"):
+        return given, None
+    rules = [str(rule) for rule in record["rules"]]
+    fitted = "; ".join(rules)
+    if given is not None:
+        given_text = str(parse_label_rule(given))
+        if rules != [given_text]:
+            raise LabelRuleMismatchError(
+                f"--label-threshold gives labels by {given_text}, but {what} was certified with labels by {fitted}: "
+                f"its guarantee means nothing under another rule; drop --label-threshold (the cascade's rule is "
+                f"used) or re-fit the cascade with `rubricforge cascade fit --label-threshold ...`")
+        return parse_label_rule(given), f"labels: {given_text}, the rule {what} was certified with"
+    if len(rules) == 1:
+        return (parse_label_rule(rules[0]),
+                f"labels: {rules[0]}, the rule {what} was certified with (no --label-threshold given)")
+    return None, f"labels: each format's own rule ({fitted}), as when {what} was certified"
+
+
+def report_label_rule(paths: Iterable[str | Path], labels: str | Path | None,
+                      given: LabelRule | str | float | None) -> tuple[LabelRule | str | float | None, str | None]:
+    """The label rule a report reads labels by, and a line saying so: among `paths` a cascade's verdicts whose
+    cascade records its rule -> that rule for a `labels` file (`cascade_label_rule`; another `given` rule is
+    refused, `LabelRuleMismatchError`); else `given`. Without `labels` or `given` the verdict lines' own labels
+    are kept as they are (they were made when judging): no rule, no line."""
+    if labels is None and given is None:
+        return None, None
+    guarantee = cascade_guarantee_of(paths)
+    rule, note = cascade_label_rule(guarantee, given, "the cascade that judged")
+    return rule, note
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{k} of {n} ({k / n:.0%})" if n else f"{k} of 0"
+
+
+def fit_lead_lines(result: Mapping, embedded: bool | None = None) -> list[str]:
+    """The section a run's cascade fit leads its report with (markdown lines): what a certified cascade would
+    decide for free, send to the LLM and escalate to a person, or that nothing was certified and why, with the
+    labels needed. `result` is the run's ``cascade_fit.json`` (`pipeline.demo_cascade.fit_demo_cascade`);
+    `embedded` (default: the file's ``embedded``) adds that the LLM stage is the small embedded model."""
+    embedded = bool(result.get("embedded")) if embedded is None else embedded
+    n = result["n"]
+    out = ["## Trust or escalate: what a certified cascade would do here", ""]
+    if not result["certified"]:
+        needed = result.get("needed_labels") or result.get("needed_decided")
+        out += [f"**Nothing certified.** The cascade (the free symptom floor, then this judge, then a person) was "
+                f"calibrated on {n} held-out test trajectories at disagreement <= {result['alpha']} with probability "
+                f">= {1 - result['delta']:.2f} ({result.get('method', FIT_METHOD)}): {result['reason']}.", "",
+                "So here every trajectory would go to a person: no verdict of this run can be acted on with a "
+                "guarantee." + (f" Certifying would take about {needed} labeled tasks." if needed else ""), ""]
+    else:
+        g = result["guarantee"]
+        fp = result["free_false_pass"]
+        fp_text = "no failed trajectory among them" if fp is None else (
+            f"realized false-pass {fp:.3f} [{result['free_false_pass_ci95'][0]:.3f}, "
+            f"{result['free_false_pass_ci95'][1]:.3f}]")
+        out += [f"Certified: among decided trajectories, disagreement with the label <= {g['alpha']} with probability "
+                f">= {1 - g['delta']:.2f} ({g.get('method', FIT_METHOD)}; calibrated on {n} held-out test "
+                "trajectories; the rates below are realized on them).", "",
+                f"- **decided for free** by the symptom floor (no LM call): {_pct(result['free'], n)}; {fp_text}"]
+        if result.get("lm_calls_saved") is None:  # the fit dropped the LLM stage: no LM call is ever made
+            dropped = ", ".join(row["name"] for row in result.get("dropped") or []) or "the LLM judge"
+            out += [f"- **dropped by the fit**: {dropped} (certified to decide nothing here): the cascade makes no "
+                    "LM call"]
+        else:
+            out += [f"- **sent to the LLM judge**: {_pct(result['to_llm'], n)}, of which it decided "
+                    f"{result['llm_decided']}"]
+        out += [f"- **escalated to a person**: {_pct(result['to_person'], n)}"]
+        if result.get("lm_calls_saved") is not None:
+            out += [f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the "
+                    "LLM"]
+        out += [""]
+    if embedded:
+        out += ["The LLM stage here is the embedded 135M model: expect it to decide little or nothing; the floor's "
+                "stage is real. With a real judge and a few hundred labeled tasks the same command certifies more "
+                "(docs/CASCADE.md).", ""]
+    return out
+
+
+def read_cascade_fit(run: str | Path | Sequence[str | Path]) -> dict | None:
+    """The ``cascade_fit.json`` of a run directory (or of the directory of its ``run.json`` or ``predictions/``);
+    None for verdict files or a run without one. A file that is not a JSON object is refused (`RunError`)."""
+    from rubricforge_dspy.report.records import RunError
+
+    paths = [run] if isinstance(run, (str, Path)) else list(run)
+    if len(paths) != 1:
+        return None
+    path = Path(paths[0])
+    folder = path.parent if path.name in ("run.json", "predictions") else path
+    fit = folder / CASCADE_FIT_FILE
+    if not folder.is_dir() or not fit.is_file():
+        return None
+    try:
+        result = orjson.loads(fit.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise RunError(f"{fit}: not JSON ({error}); re-run the demo, or remove it") from None
+    if not isinstance(result, dict) or "certified" not in result or "n" not in result:
+        raise RunError(f"{fit}: not a cascade fit (no 'certified' and 'n'); re-run the demo, or remove it")
+    return result
 
 
 def _rates(lines: Sequence[dict]) -> dict:

@@ -14,7 +14,7 @@ from rubricforge_dspy.report.comparisons import (
     sweep_table,
 )
 from rubricforge_dspy.report.floor import floor_table
-from rubricforge_dspy.report.notes import clean
+from rubricforge_dspy.report.notes import clean, split_excluded
 from rubricforge_dspy.report.run import Run
 from rubricforge_dspy.report.tables import (
     calibration_table,
@@ -51,6 +51,8 @@ def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confid
             "reference_kind": run.reference_kind,
             "judges": list(run.judges), "graded": run.graded, "notes": meta.get("notes"),
             "program": meta.get("program"),
+            # did induction find a rubric better than the seed (run.json; None: not an induction run)
+            "beat_seed": meta.get("beat_seed"), "rubric": run.rubric,
         },
         "settings": {**boot, "baseline": BASELINE, "reason_chars": REASON_CHARS, "rate_intervals": "exact",
                      "bootstrap": "task-clustered" if clusters else "items", "ece_bins": n_bins,
@@ -72,5 +74,5 @@ def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confid
     }
     notes.extend(n for n in (meta.get("floor_notes") or []) if n not in notes)  # e.g. why no hybrid row
     report["floor"] = floor_table(report["main"], run.induced, notes)
-    report["warnings"] = notes
+    report["warnings"], report["bootstrap_excluded"] = split_excluded(notes)
     return clean(report)

@@ -16,7 +16,8 @@ Figures (``FIGURES``):
   the calibrated score when verdicts carry one) and its ECE;
 - ``scores``: score against reward per judge (graded runs) or score by true outcome (binary);
 - ``sweep``: validation agreement of each induction candidate against the metric call it was found
-  at, best candidate marked (only when the run has a sweep).
+  at, best candidate marked (only when the run has a sweep of two candidates or more; the section says why
+  otherwise).
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ def plot_sweep(report: dict) -> Figure | None:
         return None
     pts = [(i, r["discovered_at_metric_call"], r["val_agreement"]) for i, r in enumerate(sw["rows"])
            if r["discovered_at_metric_call"] is not None and r["val_agreement"] is not None]
-    if not pts:
+    if len(pts) < 2:  # one point on empty axes shows nothing: the section says so instead
         return None
     idx = [p[0] for p in pts]
     x = np.array([p[1] for p in pts], dtype=float)

@@ -3,7 +3,7 @@ sections are in :mod:`rubricforge_dspy.report.markdown_comparisons`."""
 
 from __future__ import annotations
 
-from rubricforge_dspy.report.cascade import cascade_markdown, cascade_title
+from rubricforge_dspy.report.cascade import cascade_markdown, cascade_title, fit_lead_lines
 from rubricforge_dspy.report.cells import cell, ci, figure, judge_name, num, pval, split_table, table
 from rubricforge_dspy.report.markdown_comparisons import (
     ablation_section,
@@ -62,13 +62,47 @@ def _facts(report: dict) -> list[str]:
            "metric and figure" if items.get("escalated_left_out") else ""),
         "graded rewards" if meta["graded"] else "binary rewards",
         f"{conf}% intervals: exact Clopper-Pearson for rates; {settings['n_resamples']} bootstrap resamples "
-        f"(seed {settings['seed']}) of {resampled} for the rest",
+        f"(seed {settings['seed']}) of {resampled} for the rest" + _excluded_text(report),
     ]
     out = ["- " + f for f in facts]
     if meta.get("program"):
         out.append(f"- frozen program `{meta['program']}`")
     if meta.get("notes"):
         out.append(f"- notes: {cell(meta['notes'])}")
+    return out
+
+
+def _excluded_text(report: dict) -> str:
+    """The resamples left out of bootstrap intervals (a statistic undefined on them), in one clause."""
+    excluded = report.get("bootstrap_excluded") or []
+    if not excluded:
+        return ""
+    worst = max(excluded, key=lambda e: e["undefined"])
+    return (f"; a resample on which κ or AUC is undefined (it holds one outcome: likely on few items) is left out of "
+            f"that interval: at most {worst['undefined']} of {worst['resamples']} ({worst['where']}, "
+            f"{worst['statistic']}; every count in report.json, `bootstrap_excluded`)")
+
+
+def induced_section(report: dict) -> list[str]:
+    """What the induced judge is: the seed rubric unchanged (induction found nothing better on validation), or
+    an induced rubric; and the rubric itself. Nothing for verdict files (no induction run)."""
+    meta = report["meta"]
+    beat, rubric = meta.get("beat_seed"), meta.get("rubric")
+    if beat is None and not rubric:
+        return []
+    out = ["## The induced judge", ""]
+    if beat is False:
+        out += [f"**The induced judge is the seed rubric, unchanged.** No candidate that induction proposed scored "
+                "higher on the validation split than the seed (candidate 0 of the sweep below), so the frozen judge "
+                f"judges with the seed rubric: every `{meta['induced']}` row of this report is the seed's. More "
+                "labeled tasks, a larger budget (--budget) or a stronger model give induction room to improve on it.",
+                ""]
+    elif beat:
+        out += ["Induction found a rubric that scored higher on the validation split than the seed (the sweep "
+                "below); the frozen judge judges with it.", ""]
+    if rubric:
+        fence = "~~~~" if "```" in rubric else "```"
+        out += ["The rubric it judges with:", "", f"{fence}text", rubric.rstrip("\n"), fence, ""]
     return out
 
 
@@ -209,7 +243,11 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
     relative paths; figures are embedded only when given."""
     meta = report["meta"]
     title = cascade_title(report["cascade"]) if report.get("cascade") else meta.get("dataset") or meta["run"]
-    out = [f"# Judge report: {title}", "", *_facts(report), ""]
+    out = [f"# Judge report: {title}", ""]
+    if report.get("cascade_fit"):
+        out += fit_lead_lines(report["cascade_fit"])
+    out += [*_facts(report), ""]
+    out += induced_section(report)
     out += cascade_markdown(report.get("cascade"), figure_links)
     out += floor_section(report)
     out += ["## How to read this", "", HOW_TO_READ, ""]

@@ -123,7 +123,11 @@ def sweep_section(report: dict, figure_links: dict[str, str] | None) -> list[str
                          "★" if i == sw["best"] else ""])
         out += table(header, rows)
         out += ["", "Best = highest validation score, earliest on ties (candidate 0 is the seed rubric)."]
-        out += figure(figure_links, "sweep", "Validation agreement against metric calls")
+        if figure_links and "sweep" in figure_links:
+            out += figure(figure_links, "sweep", "Validation agreement against metric calls")
+        elif len(sw["rows"]) < 2:
+            out += ["", "No figure: the sweep holds one candidate, the seed (induction proposed none that was scored "
+                    "on validation within its budget), and one point on empty axes shows nothing."]
     out.append("")
 
     return out

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import warnings
 from typing import Any
 
 import numpy as np
 
-__all__ = ["collect", "clean"]
+__all__ = ["collect", "clean", "split_excluded"]
+
+# `metrics.intervals.percentile_interval`'s note when some bootstrap resamples leave a statistic undefined
+_EXCLUDED = re.compile(r"^(?P<where>[^:]+): (?P<what>.+?): the statistic was undefined \(nan\) on (?P<bad>\d+) of "
+                       r"(?P<n>\d+) bootstrap resamples")
 
 
 @contextlib.contextmanager
@@ -38,3 +43,19 @@ def clean(x: Any) -> Any:
         x = float(x)
         return x if math.isfinite(x) else None
     return x
+
+
+def split_excluded(notes: list[str]) -> tuple[list[str], list[dict]]:
+    """``(warnings, excluded)``: the notes that are warnings, and the bootstrap resamples left out of an interval
+    because the statistic was undefined on them (kappa or AUC on a resample holding one outcome: expected on few
+    items, and said once in the report's facts rather than as a warning per judge and statistic). A statistic
+    undefined on *every* resample stays a warning."""
+    warnings_, excluded = [], []
+    for note in notes:
+        match = _EXCLUDED.match(note)
+        if match is None:
+            warnings_.append(note)
+        else:
+            excluded.append({"where": match["where"], "statistic": match["what"], "undefined": int(match["bad"]),
+                             "resamples": int(match["n"])})
+    return warnings_, excluded

@@ -91,6 +91,18 @@ def read_labels(path: PathArg, label_threshold: float | str | LabelRule | None =
     return out
 
 
+def _relabel(columns: VerdictColumns, rule: LabelRule) -> None:
+    """Each line's label made again from its ``reward`` by `rule` (``--label-threshold`` without ``--labels``);
+    refuse a file whose lines do not all carry a reward, naming the first and counting them."""
+    missing = np.flatnonzero(np.isnan(columns.reward))
+    if len(missing):
+        first = int(missing[0])
+        raise RunError(f"{columns.path}:{columns.line[first]}: --label-threshold {rule} needs --labels FILE or a "
+                       f"'reward' on every verdict line: id {columns.ids[first]!r} has none ({len(missing)} of "
+                       f"{len(columns)} lines without a reward)")
+    columns.label[:] = [rule.label(reward) for reward in columns.reward]
+
+
 def _join_labels(columns: VerdictColumns, labels: dict[str, dict] | None) -> None:
     """Fill each line's label / reward from ``labels`` (a line not in it keeps its own label); refuse
     lines left without a label, counting them. A reward left absent is the label."""
@@ -258,7 +270,11 @@ def _run_dir_judges(run_dir: Path) -> tuple[dict, list[tuple[str, Path]], list[s
 def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | None = None,
              label_threshold: float | str | LabelRule | None = None) -> Run:
     """Load and validate a run directory or verdict file(s) (see the module docstring); raises
-    :class:`RunError` naming the file, line and what to do."""
+    :class:`RunError` naming the file, line and what to do.
+
+    `labels`: a label file joined by id (its rewards labeled by `label_threshold`, default reward > 0). Without
+    `labels`, `label_threshold` labels every verdict line again from its ``reward`` (a line without one is
+    refused: `RunError`)."""
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     root, meta, files, notes = _sources(inputs)
     judges = [j for j, _ in files]
@@ -267,9 +283,12 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
         raise RunError(f"{root / 'run.json'}: induced judge {induced!r} is not in judges {judges}")
     reference_kind = "induced" if meta or induced == "induced" else "reference"
     label_map = read_labels(labels, label_threshold) if labels is not None else None
+    relabel = parse_label_rule(label_threshold) if labels is None and label_threshold is not None else None
     loaded = {}
     for judge, path in files:
         columns = read_columns(path)
+        if relabel is not None:
+            _relabel(columns, relabel)
         _join_labels(columns, label_map)
         loaded[judge] = columns
     if label_map is not None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from rubricforge_dspy.report.cascade import cascade_lines, cascade_section
+from rubricforge_dspy.report.cascade import cascade_lines, cascade_section, read_cascade_fit, report_label_rule
 from rubricforge_dspy.report.compute import compute_report
 from rubricforge_dspy.report.markdown import render_markdown
 from rubricforge_dspy.report.run import decided_run, load_run
@@ -24,13 +24,23 @@ def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Pat
                  label_threshold: float | str | LabelRule | None = None) -> Path:
     """Load ``run_dir`` (a run directory or verdict file(s), see docs/REPORT.md), write ``out_path``
     (markdown), ``<stem>.json`` (all numbers) and, with ``figures``, ``figures/*.png`` next to the
-    markdown. Returns ``out_path``. A cascade's verdict file (lines with ``stage``) adds the cascade section
+    markdown. Returns ``out_path``. A run directory's ``cascade_fit.json`` (the demo's cascade fit) leads the
+    report (`report.cascade.fit_lead_lines`). A cascade's verdict file (lines with ``stage``) adds the cascade section
     (`report.cascade`) and its risk-coverage figure; its escalated items are neither passes nor fails: the
-    metrics, confusion counts and figures are on the decided items (`report.run.decided_run`)."""
+    metrics, confusion counts and figures are on the decided items (`report.run.decided_run`). Labels read
+    against a cascade's verdicts (`labels`, `label_threshold`) are read by the rule the cascade was certified with
+    (`report.cascade.report_label_rule`: another rule is refused)."""
+    paths = [run_dir] if isinstance(run_dir, (str, Path)) else list(run_dir)
+    label_threshold, rule_note = report_label_rule(paths, labels, label_threshold)
     run, escalated = decided_run(load_run(run_dir, labels=labels, label_threshold=label_threshold))
     report = compute_report(run, n_resamples=n_resamples, seed=seed)
+    if rule_note:
+        report["warnings"].append(rule_note)
     report["items"]["escalated_left_out"] = escalated
-    found = cascade_lines([run_dir] if isinstance(run_dir, (str, Path)) else run_dir)
+    fit = read_cascade_fit(run_dir)  # a run's cascade fit (the demo's): the report leads with it
+    if fit is not None:
+        report["cascade_fit"] = fit
+    found = cascade_lines(paths)
     if found is not None:
         report["cascade"] = cascade_section(*found)
     out_path = Path(out_path)

@@ -26,6 +26,11 @@ verdict hands the unit on (as the cascade does when judging); an LM error stops 
 (`CascadeStageError`, exit 3): a failed call is never read as a confidence. The stages must not have been
 fit on the calibration data (assumption 3).
 
+The guarantee records the label rule the calibration labels were made with (``guarantee["label_rule"]``:
+``rules``, their ``source`` and the ``labels`` file, `label_rule_record`): disagreement is measured against
+labels, and a bound certified under "reward > 0" means nothing under "reward >= 1". Labels read against the
+cascade later are read by that rule (`report.cascade.cascade_label_rule`).
+
 When no threshold vector is certified the fit refuses (`CascadeCalibrationError`, exit 2) and says how
 many decided labels the requested alpha needs at the observed error rate (`risk_control.decided_needed`).
 """
@@ -39,7 +44,13 @@ from typing import Sequence
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError, ServerError
-from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.core.trajectory import (
+    ANY_POSITIVE_REWARD,
+    LabelRule,
+    Trajectory,
+    parse_label_rule,
+    require_labels,
+)
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts, StageRule, stage_confidence
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FloorJudge
@@ -61,7 +72,7 @@ from rubricforge_dspy.report.cascade import format_token_spend
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
            "stage_names", "stage_cost", "cascade_summary", "measure_cascade", "format_fit_report",
-           "format_cascade_summary", "THEOREM", "REFERENCES"]
+           "format_cascade_summary", "THEOREM", "REFERENCES", "label_rule_record"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
            "the disagreement with the label is at most alpha and, when max_false_pass is set, the false-pass rate "
@@ -231,12 +242,34 @@ def _stage_rows(names, conf, y, result: GridResult, calls, unparsed) -> tuple[li
     return rows, int((~decided[0]).sum())
 
 
+def label_rule_record(trajectories: Sequence[Trajectory], label_rule: LabelRule | str | float | None = None,
+                      labels: str | None = None) -> dict:
+    """The label rule a cascade's calibration labels were made with, as its guarantee records it.
+
+    Args:
+        trajectories: the labeled calibration trajectories (each carries the rule that labeled it,
+            ``hidden["label_rule"]``).
+        label_rule: the rule given (``--label-threshold``); None: each format's own rule, as the trajectories
+            record it.
+        labels: the label file joined (``--labels``), or None.
+
+    Returns:
+        ``{"rules": [...], "source": "given" | "each format's own rule", "labels": labels}``: one rule, or the
+        formats' several rules (sorted).
+    """
+    if label_rule is not None:
+        return {"rules": [str(parse_label_rule(label_rule))], "source": "given", "labels": labels}
+    rules = sorted({str(t.hidden.get("label_rule") or ANY_POSITIVE_REWARD) for t in trajectories})
+    return {"rules": rules, "source": "each format's own rule", "labels": labels}
+
+
 def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory], alpha: float, delta: float,
                 max_false_pass: float | None = None, method: str = DEFAULT_METHOD, *,
                 names: Sequence[str] | None = None, pass_levels: Sequence[float] = PASS_LEVELS,
                 fail_levels: Sequence[float] = FAIL_LEVELS, stage_costs: Sequence[float] | None = None,
                 one_per_task: bool = False, seed: int = 0, p_values: str = "auto",
-                num_threads: int | None = None) -> Cascade:
+                num_threads: int | None = None, label_rule: LabelRule | str | float | dict | None = None,
+                labels: str | None = None) -> Cascade:
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
     Args:
@@ -258,6 +291,10 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         p_values: ``"auto"`` (exact binomial with one trial per task, else betting), ``"binomial"``,
             ``"betting"`` or ``"hoeffding_bentkus"``.
         num_threads: threads of each stage's batch.
+        label_rule: the rule that made the labels from rewards (``--label-threshold``), stored in the guarantee
+            (`label_rule_record`; a dict is taken as such a record); None: each format's own, as the trajectories
+            record it.
+        labels: the label file joined onto the trajectories (``--labels``), recorded with the rule.
 
     Returns:
         The `Cascade` (stages certified to decide nothing dropped); ``cascade.fit_report`` is the `FitReport` as
@@ -269,6 +306,8 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         UnlabeledError: a trajectory has no label.
     """
     trajectories = require_labels(list(trajectories), "the cascade fit")
+    rule_record = (dict(label_rule) if isinstance(label_rule, dict)
+                   else label_rule_record(trajectories, label_rule, None if labels is None else str(labels)))
     if not stages:
         raise InputError("a cascade needs at least one stage")
     stages = [as_stage(stage) for stage in stages]  # a callable returning a Verdict is a stage too
@@ -308,7 +347,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
                      "vectors": result.n_tested},
                  "unit": ("task: one trial per task" if one_per_task else
                           "task: every trial, losses averaged within a task"),
-                 "theorem": THEOREM, "references": list(REFERENCES)}
+                 "label_rule": rule_record, "theorem": THEOREM, "references": list(REFERENCES)}
     kept = [k for k, row in enumerate(rows) if row["decided"] > 0 or _decides_something(result.thresholds[k])]
     dropped = [{"name": names[k], "reason": "certified to decide nothing (its thresholds never pass and never "
                                             "fail): judging would pay for it and throw its answers away"}
@@ -429,6 +468,11 @@ def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
              f"{guarantee.get('grid', {}).get('vectors')} distinct threshold vectors)"]
     if guarantee.get("method_why"):
         lines.append(f"method: {guarantee['method']}: {guarantee['method_why']}")
+    rule = guarantee.get("label_rule")
+    if isinstance(rule, dict) and rule.get("rules"):
+        lines.append(f"labels: {'; '.join(map(str, rule['rules']))} ({rule.get('source')}"
+                     + (f"; joined from {rule['labels']}" if rule.get("labels") else "")
+                     + "): labels read against this cascade are read by this rule")
     if "trials_used" in units:
         lines.append(f"calibration: {units['trials_used']} trajectories of {units.get('tasks')} tasks used"
                      + (f" ({units.get('tested_tasks')} tasks tested, {units['ordering_tasks']} ordered the grid)"

@@ -231,10 +231,52 @@ def format_certificate(certificate: Mapping | None) -> list[str]:
     ]
 
 
+def floor_file(path: PathArg):
+    """The `SymptomFloor` a floor file (``rubricforge floor --save-floor``) holds, or None when `path` is not
+    one (a program, a cascade: read by their own readers, which say what is wrong with them).
+
+    Raises:
+        InputError: the file says it is a floor but is not a valid one (`judge.floor.FloorError`).
+    """
+    from pathlib import Path
+
+    from rubricforge_dspy.judge.floor import FLOOR_KIND, SymptomFloor
+    from rubricforge_dspy.program.store import read_json_document
+
+    if Path(path).suffix != ".json":
+        return None
+    try:
+        data = read_json_document(Path(path), "program")
+    except InputError:
+        return None
+    if not isinstance(data, dict) or data.get("kind") != FLOOR_KIND:
+        return None
+    return SymptomFloor.from_dict(data, str(path))
+
+
+def describe_floor(path: PathArg, floor) -> str:
+    """What `rubricforge show` prints of a floor file: its model, what it was fit on, its strongest features.
+    A floor carries no certificate: its cross-validated numbers come from ``rubricforge floor --data``."""
+    from rubricforge_dspy.core.terminal import terminal_safe
+
+    trained = floor.trained_on or {}
+    weights = sorted(zip(floor.features, floor.model.coef, strict=True), key=lambda pair: -abs(pair[1]))
+    strongest = ", ".join(f"{terminal_safe(name)} {weight:+.2f}" for name, weight in weights[:5] if weight)
+    return "\n".join([
+        f"floor: {terminal_safe(path)}",
+        f"kind: symptom floor {terminal_safe(floor.name)!r}, a logistic regression on {len(floor.features)} observable "
+        "feature(s) of the steps; passes at p >= 0.5; no LM call",
+        f"trained on {trained.get('n')} trajectories ({trained.get('positives')} passed, {trained.get('tasks')} tasks)",
+        f"strongest features (standardized coefficients): {strongest or 'none'}",
+        "certificate: none (a floor file carries none; `rubricforge floor --data LABELED` cross-validates it, "
+        "`rubricforge cascade fit --stage FLOOR` certifies a cascade with it)",
+    ])
+
+
 def describe_program(path: PathArg, *, allow_unverified: bool = False) -> str:
-    """What `rubricforge show` prints of a frozen program: its integrity, the rubric (sha256, length,
-    criteria), where it was induced, its calibration, hybrid stack and symptom floor, and its certificate
-    (`format_certificate`).
+    """What `rubricforge show` prints of a frozen program (or of a floor file: `describe_floor`): its integrity,
+    the rubric (sha256, length, criteria), where it was induced, its calibration, hybrid stack and symptom floor,
+    and its certificate (`format_certificate`).
 
     Args:
         path: the program file (``.json``).
@@ -248,6 +290,9 @@ def describe_program(path: PathArg, *, allow_unverified: bool = False) -> str:
     from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
     from rubricforge_dspy.program.store import MANIFEST_KEY, program_sha256, read_program
 
+    floor = floor_file(path)
+    if floor is not None:
+        return describe_floor(path, floor)
     state = read_program(path, allow_unverified=allow_unverified)
     manifest = state.get(MANIFEST_KEY) or {}
     verified = bool(manifest.get("program_sha256")) and manifest.get("program_sha256") == program_sha256(state)

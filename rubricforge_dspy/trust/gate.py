@@ -294,7 +294,8 @@ def _program_floor(program, trajectories, candidate: list, alpha: float, require
     from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
     from rubricforge_dspy.trust.floor_margin import floor_verdicts
 
-    manifest = read_program(program).get(MANIFEST_KEY) or {}
+    # a floor file (or another stage document) has no manifest: the floor is cross-validated on the gate's data
+    manifest = {} if _stage_file(program) else read_program(program).get(MANIFEST_KEY) or {}
     try:
         records, source = floor_verdicts(trajectories, manifest.get("floor"))
     except FloorError as error:
@@ -302,3 +303,26 @@ def _program_floor(program, trajectories, candidate: list, alpha: float, require
             raise GateInputError(f"--require-beats-floor: no floor for these items: {error}") from None
         return None
     return _floor(candidate, records, source, alpha)
+
+
+def _stage_file(path: PathArg) -> bool:
+    """Whether `path` holds a judge that is not a frozen program (a floor file, a recorded stage): `load_judge`
+    reads it, and it carries no program manifest."""
+    from pathlib import Path
+
+    from rubricforge_dspy.judge.loading import load_judge
+
+    if Path(path).suffix != ".json":
+        return False
+    try:
+        judge = load_judge(path, check_certificate=False)
+    except InputError:
+        return False
+    return getattr(judge, "manifest", None) is None
+
+
+def needs_lm(*programs: PathArg) -> bool:
+    """Whether judging with any of `programs` calls an LM (a floor file calls none)."""
+    from rubricforge_dspy.judge.loading import load_judge
+
+    return any(load_judge(program, check_certificate=False).predictors() for program in programs)

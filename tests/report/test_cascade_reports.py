@@ -9,7 +9,7 @@ import json
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade, lead_report
+from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.cascade import REWARD_ABOVE_0, save_cascade
@@ -86,16 +86,3 @@ def test_demo_report_leads_with_the_cascade_or_its_refusal(tmp_path, monkeypatch
     assert "135M" in text
     printed = capsys.readouterr().out
     assert ("Nothing certified" in printed) != fit["certified"]  # the command says it too
-
-
-def test_the_lead_is_inserted_once_after_the_title_even_when_written_again(tmp_path):
-    report = tmp_path / "report.md"
-    report.write_text("# Judge report: x\n\n- judge LM `a`\n- 7 test items\n\n## The floor\n\ntext\n")
-    result = {"certified": False, "n": 7, "alpha": 0.1, "delta": 0.1, "reason": "cascade fit refused: too few",
-              "needed_decided": 22, "needed_labels": 30}
-    lead_report(report, cascade_lead(result, embedded=False))
-    lead_report(report, cascade_lead(result, embedded=False))
-    text = report.read_text()
-    assert text.count("## Trust or escalate") == 1 and text.count("- judge LM `a`") == 1
-    assert text.index("## Trust or escalate") < text.index("- judge LM `a`") < text.index("## The floor")
-    assert "about 30 labeled tasks" in text

@@ -1,0 +1,164 @@
+"""The README's lines run as written, on shipped data, from a copy of the repository's layout in a temporary
+directory (so nothing is written into the repository).
+
+Every ``rubricforge ...`` / ``python -m ...`` line of its bash blocks (and its ``mkdir`` / ``awk`` lines, run by the
+shell) is extracted (continuation lines joined,
+comments dropped) and run in order; each must exit 0, or with its documented code (``gate``: 0 yes, 4 no). The
+lines that call an LM run against the package's fake OpenAI-compatible server (`FakeOpenAI`, with its fake Batch
+API) on 127.0.0.1: only their ``--api-base`` / ``--model`` are rewritten (added where the line gives none, for
+the reflection LM of ``induce`` too), the key variable is set, and ``induce`` gets a tiny ``--budget``. The
+README's Python block runs in a subprocess with the same server standing in for OpenAI (``OPENAI_BASE_URL``:
+the block's own ``dspy.LM("openai/...")`` lines unchanged) and a tiny GEPA budget."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
+from tests.support.induction_http import is_reflection, reflection_reply
+
+ROOT = Path(__file__).resolve().parents[1]
+# subcommands whose README lines make no LM call
+NO_LM = {"stats", "floor", "render", "show", "report", "map", "convert", "-m", "-p"}
+EXIT_CODES = {"gate": {0, 4}}  # documented answers other than 0 (gate: 4 is "no")
+TINY_BUDGET = "40"  # GEPA metric calls of an `induce` line here (the smallest it takes; the README's is a real run's)
+
+
+def readme_text() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_commands() -> list[str]:
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", readme_text(), flags=re.S):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith(("rubricforge ", "python -m ", "mkdir -p ", "awk ")):
+                commands.append(line)
+    return commands
+
+
+COMMANDS = readme_commands()
+
+
+def test_the_readme_has_commands_and_no_missing_shipped_path():
+    assert len(COMMANDS) >= 15
+    for command in COMMANDS:
+        for word in shlex.split(command):
+            if word.startswith(("evals/", "programs/", "examples/")) or word == "artifacts/demo/":
+                assert (ROOT / word).exists(), f"{command}: {word} does not exist"
+
+
+def fake_answer(body: dict, n: int):
+    """The fake's judge: fails an episode whose evidence shows a tool error, passes the rest; and the reflection
+    LM's proposal when GEPA asks for one."""
+    if is_reflection(body):
+        return reflection_reply(body)
+    if "tool_errors=0" not in user_text(body):
+        return {"reason": "A tool call returned an error.", "passed": False, "score": 0.1}
+    return {"reason": "The tool results show the task was completed.", "passed": True, "score": 0.9}
+
+
+@pytest.fixture(scope="module")
+def fake():
+    with FakeOpenAI(fake_answer) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, fake):
+    home = tmp_path_factory.mktemp("home")  # DSPy's and the verdict cache's homes: nothing of the user's
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), "XDG_CONFIG_HOME": str(home / "config"),
+           "DSPY_CACHEDIR": str(home / "dspy"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "OPENAI_API_KEY": "sk-fake", "OPENAI_BASE_URL": fake.api_base, "OPENAI_API_BASE": fake.api_base}
+    for name in [k for k in env if k.startswith("RUBRICFORGE_")]:
+        env.pop(name)
+    return env
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("readme")
+    for name in ("evals", "programs", "examples", "docs"):
+        (root / name).symlink_to(ROOT / name)
+    (root / "artifacts").mkdir()
+    for name in ("demo", "certify-airline-smollm2"):
+        (root / "artifacts" / name).symlink_to(ROOT / "artifacts" / name)
+    return root
+
+
+def _set(words: list[str], flag: str, value: str) -> None:
+    """``flag value`` in `words`: the value replaced when the line gives the flag, else both added."""
+    if flag in words:
+        words[words.index(flag) + 1] = value
+    else:
+        words += [flag, value]
+
+
+def on_the_fake(words: list[str], fake: FakeOpenAI) -> list[str]:
+    """A README line pointed at the fake server: its LM flags rewritten (or added), a tiny induction budget."""
+    words = list(words)
+    _set(words, "--api-base", fake.api_base)
+    _set(words, "--model", "fake-judge@r1")
+    if words[1] == "induce":
+        _set(words, "--reflection-api-base", fake.api_base)
+        _set(words, "--reflection-model", "fake-reflection@r1")
+        _set(words, "--budget", TINY_BUDGET)
+    if "--batch-api" in words:
+        _set(words, "--poll-interval", "0.2")
+    return words
+
+
+def calls_an_lm(words: list[str]) -> bool:
+    return words[1] not in NO_LM or "--program" in words
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_readme_line_runs_as_written(command, workdir, fake, env):
+    words = shlex.split(command)
+    if words[0] in ("mkdir", "awk"):  # a shell line, run by the shell as written
+        run = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, f"{command}\n{run.stderr}"
+        return
+    if words[0] == "rubricforge" and calls_an_lm(words):
+        words = on_the_fake(words, fake)
+    argv = ([sys.executable, "-m", "rubricforge_dspy.cli", *words[1:]] if words[0] == "rubricforge"
+            else [sys.executable, *words[1:]])
+    run = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    expected = EXIT_CODES.get(words[1], {0})
+    assert run.returncode in expected, f"{shlex.join(words)}\n{run.stderr[-3000:]}"
+    assert "Traceback" not in run.stderr
+
+
+def readme_python() -> str:
+    blocks = re.findall(r"```python\n(.*?)```", readme_text(), flags=re.S)
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+def test_the_readme_python_block_runs(workdir, env):
+    code = readme_python()
+    assert "budget=200" in code
+    code = code.replace("budget=200", f"budget={TINY_BUDGET}")  # the one change: a tiny GEPA budget
+    (workdir / "artifacts" / "readme").mkdir(parents=True, exist_ok=True)
+    script = workdir / "readme_block.py"
+    script.write_text(code + "\nprint('verdicts', len(verdicts), 'predictions', len(predictions))\n",
+                      encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "verdicts 32 predictions 32" in run.stdout, run.stdout[-2000:]
+    assert (workdir / "artifacts" / "readme" / "mine.json").is_file()
+
+
+def test_readme_outputs_are_git_ignored():
+    ignored = subprocess.run(["git", "check-ignore", "-q", "artifacts/readme/x.json"], cwd=ROOT)
+    assert ignored.returncode == 0
