@@ -33,6 +33,7 @@ import warnings
 from typing import Any
 
 from rubricforge_dspy._lazy import lazy_exports
+from rubricforge_dspy.core.errors import RubricForgeDeprecationWarning
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -97,7 +98,7 @@ def __getattr__(name: str) -> Any:
         package = _MOVED_TO[name]
         warnings.warn(f"rubricforge_dspy.{name} moved: import it as `from {package} import {name}` (the top level "
                       f"keeps the names of the DSPy user's path; this alias goes in the next release)",
-                      DeprecationWarning, stacklevel=2)
+                      RubricForgeDeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(package), name)
     return _lazy_getattr(name)
 

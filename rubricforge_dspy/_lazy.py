@@ -57,8 +57,10 @@ def renamed_constants(module: str, renames: Mapping[str, tuple[str, str]]) -> Ca
         if name in renames:
             import warnings
 
+            from rubricforge_dspy.core.errors import RubricForgeDeprecationWarning
+
             new, what = renames[name]
-            warnings.warn(f"{module}.{name} is {new} ({what})", DeprecationWarning, stacklevel=2)
+            warnings.warn(f"{module}.{name} is {new} ({what})", RubricForgeDeprecationWarning, stacklevel=2)
             return getattr(sys.modules[module], new)
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 

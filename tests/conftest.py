@@ -1,5 +1,10 @@
 """Suite-wide settings and fixtures: no test writes the user's real config directory; commands with scripted LMs;
-the shipped webshop set split for the cascade tests."""
+the shipped webshop set split for the cascade tests; the skipped tests recorded for CI's second pass.
+
+``RUBRICFORGE_RECORD_SKIPS=FILE`` appends the node id of every skipped test (and of every test module skipped as a
+whole) to ``FILE``, one per line, from whichever process ran it (pytest-xdist's workers too). `.ci/run` runs the
+README's test command with it, installs the extras, and then runs exactly the recorded tests again: the ones that
+needed an extra (or anything else the first pass lacked) run once more, the rest not twice."""
 
 from __future__ import annotations
 
@@ -7,6 +12,24 @@ import os
 from contextlib import contextmanager
 
 import pytest
+
+_SKIPS = os.environ.get("RUBRICFORGE_RECORD_SKIPS")
+
+
+def _record_skip(nodeid: str) -> None:
+    if _SKIPS:
+        with open(_SKIPS, "a", encoding="utf-8") as handle:  # one short line per write: appends do not interleave
+            handle.write(nodeid + "\n")
+
+
+def pytest_collectreport(report):
+    if report.skipped:
+        _record_skip(report.nodeid)
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and report.when in ("setup", "call"):
+        _record_skip(report.nodeid)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -33,7 +33,8 @@ import errno
 import os
 
 __all__ = ["RubricForgeError", "InputError", "MissingFileError", "OutputExistsError", "MissingExtraError",
-           "ServerError", "AnswerIsNo", "RubricForgeWarning", "missing_file", "EXIT_INPUT", "EXIT_SERVER",
+           "ServerError", "AnswerIsNo", "RubricForgeWarning", "RubricForgeDeprecationWarning", "missing_file",
+           "EXIT_INPUT", "EXIT_SERVER",
            "EXIT_BUG", "EXIT_NO", "EXIT_INTERRUPTED", "ENVIRONMENT_ERRNOS"]
 
 EXIT_BUG = 1          # an unexpected exception: a bug (traceback printed)
@@ -92,3 +93,9 @@ class AnswerIsNo(RubricForgeError):
 
 class RubricForgeWarning(UserWarning):
     """The root of the package's warnings."""
+
+
+class RubricForgeDeprecationWarning(RubricForgeWarning, DeprecationWarning):
+    """A name of the package that is renamed or moved: the message names the one to use. A `DeprecationWarning`
+    too (filters and tools that look for those see it); the test suite turns it into an error outside
+    ``pytest.warns``/``pytest.deprecated_call``, so the package's own tests use current names."""

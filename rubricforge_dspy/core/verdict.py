@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import orjson
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning
 from rubricforge_dspy.core.files import PathArg, regular_file
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class Verdict:
     def verdict(self) -> "Verdict":
         """Deprecated: `judge_verdict` returned an ``Outcome(verdict, attempts)``; it now returns the
         `Verdict` itself (with ``attempts``). Kept so ``judge_verdict(...).verdict`` still works."""
-        warnings.warn("judge_verdict(...) returns the Verdict itself; drop `.verdict`", DeprecationWarning,
+        warnings.warn("judge_verdict(...) returns the Verdict itself; drop `.verdict`", RubricForgeDeprecationWarning,
                       stacklevel=2)
         return self
 

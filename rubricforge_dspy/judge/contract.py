@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 import dspy
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning
 from rubricforge_dspy.core.presets import JUDGING_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import PassRule, Verdict
@@ -121,7 +121,7 @@ class BaseJudge(dspy.Module):
     def program_sha256(self) -> str:
         """Deprecated name of `rubric_sha256` (it was easily confused with the manifest's ``program_sha256``)."""
         warnings.warn("judge.program_sha256 is renamed judge.rubric_sha256 (the manifest's program_sha256 is "
-                      "another digest)", DeprecationWarning, stacklevel=2)
+                      "another digest)", RubricForgeDeprecationWarning, stacklevel=2)
         return self.rubric_sha256
 
     def deepcopy(self: JudgeT) -> JudgeT:

@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.judge.cascade import is_cascade_file, read_cascade
 from rubricforge_dspy.judge.contract import BaseJudge
@@ -141,5 +141,5 @@ def judge_from(program: Any, lm: Any = None, *, check_certificate: bool = True,
 def load(path, lm=None, check_certificate: bool = True, allow_unverified: bool = False) -> BaseJudge:
     """Deprecated: `load_judge` (this name was easily mistaken for `dspy.load`). Same arguments."""
     warnings.warn("rubricforge_dspy.load is renamed load_judge (dspy.load is another function)",
-                  DeprecationWarning, stacklevel=2)
+                  RubricForgeDeprecationWarning, stacklevel=2)
     return load_judge(path, lm=lm, check_certificate=check_certificate, allow_unverified=allow_unverified)

@@ -35,13 +35,13 @@ The prediction is read into a `Trajectory` by `data.formats.dspy_prediction.traj
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import dspy
 
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.core.verdict import PassRule, Verdict
 from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256
@@ -50,8 +50,21 @@ from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import resolve_lm
 
-if TYPE_CHECKING:
-    from rubricforge_dspy.judge.contract import BaseJudge
+
+class MetricJudge(Protocol):
+    """What the metric reads of a judge: the `judge.contract.BaseJudge` contract's rendering, inputs, pass rule
+    and rubric (a structural type, so this module does not import the contract that offers ``as_metric``)."""
+
+    @property
+    def rubric(self) -> str: ...
+
+    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str: ...
+
+    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]: ...
+
+    def pass_rule(self) -> PassRule: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 __all__ = ["JudgeMetric", "as_metric", "UNATTRIBUTED"]
 
@@ -71,7 +84,7 @@ class JudgeMetric:
     not), ``abstentions``, ``passes``; ``cache.hits`` / ``cache.misses`` for the cache.
     """
 
-    def __init__(self, judge: BaseJudge, *, mode: Mode = "binary", feedback: bool | None = None,
+    def __init__(self, judge: MetricJudge, *, mode: Mode = "binary", feedback: bool | None = None,
                  cache: bool | VerdictCache = True, lm: dspy.BaseLM | None = None,
                  render_config: RenderConfig | None = None, input_fields: list[str] | None = None,
                  use_trace: bool = False):
@@ -174,9 +187,10 @@ class JudgeMetric:
         return f"JudgeMetric(mode={self.mode!r}, feedback={self.feedback!r}, lm={lm!r}, cache={self.cache!r})"
 
 
-def as_metric(judge: BaseJudge, mode: Mode = "binary", feedback: bool | None = None, cache: bool | VerdictCache = True,
-              lm: dspy.BaseLM | None = None, render_config: RenderConfig | None = None, *,
-              input_fields: list[str] | None = None, use_trace: bool = False) -> JudgeMetric:
+def as_metric(judge: MetricJudge, mode: Mode = "binary", feedback: bool | None = None,
+              cache: bool | VerdictCache = True, lm: dspy.BaseLM | None = None,
+              render_config: RenderConfig | None = None, *, input_fields: list[str] | None = None,
+              use_trace: bool = False) -> JudgeMetric:
     """A DSPy metric that rewards an agent program with `judge`'s verdicts (see the module docstring).
 
     Args:

@@ -30,7 +30,7 @@ from dspy.clients.errors import error_boundary
 from dspy.utils.exceptions import AdapterParseError
 
 from rubricforge_dspy._dspy_compat import PlannedResponseFormat, engine_specs, json_response_format
-from rubricforge_dspy.core.errors import InputError, RubricForgeError
+from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning, RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -72,7 +72,8 @@ def judge_signature(rubric: str = SEED_RUBRIC) -> type[dspy.Signature]:
 
 def __getattr__(name: str):
     if name == "JudgeTrajectory":  # the Signature's old name, easily confused with the Module TrajectoryJudge
-        warnings.warn("JudgeTrajectory is renamed TrajectoryVerdictSignature", DeprecationWarning, stacklevel=2)
+        warnings.warn("JudgeTrajectory is renamed TrajectoryVerdictSignature", RubricForgeDeprecationWarning,
+                      stacklevel=2)
         return TrajectoryVerdictSignature
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -19,17 +19,23 @@ import time
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import TYPE_CHECKING, Any, Iterable
-
-if TYPE_CHECKING:
-    from rubricforge_dspy.testing.fake_server import FakeOpenAI
+from typing import Any, Iterable, Protocol
 
 # A route's answer: the HTTP status and its payload (JSON as a dict, or raw bytes).
 Reply = tuple[int, dict[str, Any] | bytes]
 
 
+class ChatReplier(Protocol):
+    """The server whose chat replies a batch replays (`testing.fake_server.FakeOpenAI`): its reply logic and
+    the event set when it stops (a structural type: the server imports this module, not the other way)."""
+
+    _stopping: threading.Event
+
+    def reply_for(self, url: str, body: dict[str, Any]) -> Reply: ...
+
+
 class FakeBatches:
-    def __init__(self, fake: FakeOpenAI, line_delay: float = 0.02, line_errors: Iterable[str] = (),
+    def __init__(self, fake: ChatReplier, line_delay: float = 0.02, line_errors: Iterable[str] = (),
                  batch_fault: str | None = None,
                  expire_after: int = 1):
         self.fake = fake

@@ -60,11 +60,9 @@ from rubricforge_dspy.core.trajectory import (
     parse_label_rule,
 )
 from rubricforge_dspy.data.formats import jsonl
+from rubricforge_dspy.data.formats._format import FileSample, Format, Reader
 from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
 from rubricforge_dspy.data.formats._registry import (
-    FileSample,
-    Format,
-    Reader,
     candidate_suffixes,
     detect,
     format_named,

@@ -20,8 +20,8 @@ from rubricforge_dspy.core.trajectory import (
     Trajectory,
     label_from_reward,
 )
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import Malformed, has_bad_bytes, iter_json_object, read_text
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import as_reward, error
 from rubricforge_dspy.data.formats.webshop import parse_action
 

@@ -39,8 +39,8 @@ from rubricforge_dspy.core.trajectory import (
     TrajectoryFormatError,
     label_from_reward,
 )
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import Malformed, scan_json_object, stream_json_array, worth_streaming
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import (
     CallTracker,
     error,

@@ -33,9 +33,9 @@ from rubricforge_dspy.core.trajectory import (
     TrajectoryFormatError,
     label_from_reward,
 )
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import Malformed, iter_json_array, stream_json_array
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import (
     CallTracker,
     as_reward,

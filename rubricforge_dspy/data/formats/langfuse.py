@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import (
     Malformed,
     first_json_lines,
@@ -40,7 +41,6 @@ from rubricforge_dspy.data.formats._json_stream import (
     worth_streaming,
 )
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info

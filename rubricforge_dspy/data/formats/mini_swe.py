@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import FULL_REWARD, LabelRule, Source, Step, Trajectory
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import CallTracker, error, finalize_answer, object_at, text_of
 
 NAME = "mini_swe"

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import LabelRule, TrajectoryFormatError
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import first_json_lines
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import normalize_messages

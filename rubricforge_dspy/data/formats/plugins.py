@@ -52,7 +52,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, TypeVar
 
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
-from rubricforge_dspy.data.formats._registry import FileSample, Format
+from rubricforge_dspy.data.formats._format import ABANDONED, FileSample, Format
 
 ENTRY_POINT_GROUP = "rubricforge_dspy.formats"
 REQUIRED = ("name", "sniff", "read", "label_rule")
@@ -142,8 +142,6 @@ def call_bounded(call: Callable[[], _T], what: str, where: str, *, hint: str = "
         PluginError: the call raised (a `PluginError` it raised is passed on as is; any other exception is
             named with its type) or did not finish within the bound.
     """
-    from rubricforge_dspy.data.formats._registry import ABANDONED
-
     seconds = plugin_timeout()
     box: dict[str, Any] = {}
 

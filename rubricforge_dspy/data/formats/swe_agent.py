@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge_dspy.core.trajectory import FULL_REWARD, Source, Step, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._records import redact
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import object_at, text_of
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 

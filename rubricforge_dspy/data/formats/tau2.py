@@ -30,6 +30,7 @@ from rubricforge_dspy.core.trajectory import (
     Trajectory,
     label_from_reward,
 )
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import (
     Malformed,
     has_bad_bytes,
@@ -41,7 +42,6 @@ from rubricforge_dspy.data.formats._json_stream import (
     worth_streaming,
 )
 from rubricforge_dspy.data.formats._records import IdSet, redact
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import (
     CallTracker,
     as_reward,

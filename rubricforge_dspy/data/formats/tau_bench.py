@@ -33,9 +33,9 @@ from rubricforge_dspy.core.trajectory import (
     Trajectory,
     label_from_reward,
 )
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import Malformed, stream_json_array
 from rubricforge_dspy.data.formats._records import IdSet
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import (
     CallTracker,
     as_reward,

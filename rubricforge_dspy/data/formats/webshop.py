@@ -28,7 +28,7 @@ from rubricforge_dspy.core.trajectory import (
     Trajectory,
     label_from_reward,
 )
-from rubricforge_dspy.data.formats._registry import Format, ReadResults
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._steps import as_reward, convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 
