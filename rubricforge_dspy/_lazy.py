@@ -41,13 +41,16 @@ def lazy_exports(
     return __getattr__, __dir__, public
 
 
-def renamed_constants(module: str, renames: Mapping[str, tuple[str, str]]) -> Callable[[str], Any]:
+def renamed_constants(module: str, renames: Mapping[str, tuple[str, str]],
+                      category: type[Warning] = DeprecationWarning) -> Callable[[str], Any]:
     """The module-level ``__getattr__`` of `module` that still answers old names of its constants.
 
     Args:
         module: the module's ``__name__``.
         renames: old name -> (new name, what the value is), e.g. ``{"DEFAULT_MAX_TOKENS": ("DEFAULT_RENDER_TOKENS",
             "estimated tokens of a whole render")}``.
+        category: the warning's class (the package passes `core.errors.RubricForgeDeprecationWarning`; this
+            module imports nothing of the package, so every layer may use it).
 
     Returns:
         ``__getattr__``: an old name returns the new constant's value with a `DeprecationWarning` naming both.
@@ -57,10 +60,8 @@ def renamed_constants(module: str, renames: Mapping[str, tuple[str, str]]) -> Ca
         if name in renames:
             import warnings
 
-            from rubricforge_dspy.core.errors import RubricForgeDeprecationWarning
-
             new, what = renames[name]
-            warnings.warn(f"{module}.{name} is {new} ({what})", RubricForgeDeprecationWarning, stacklevel=2)
+            warnings.warn(f"{module}.{name} is {new} ({what})", category, stacklevel=2)
             return getattr(sys.modules[module], new)
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 

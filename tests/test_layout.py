@@ -78,6 +78,7 @@ def test_test_modules_live_in_a_subpackage_folder_or_test_the_whole_package():
 
 TOP_LEVEL = {
     "test_layout.py": "this file",
+    "test_import_cycles.py": "no import cycle between any two modules of the package",
     "test_public_api.py": "the curated __init__ of every package, the top level's names",
     "test_api_doc.py": "docs/API.md",
     "test_install.py": "install.sh",

@@ -36,7 +36,7 @@ from typing import Any, Iterator
 import orjson
 
 from rubricforge_dspy.core.files import regular_file
-from rubricforge_dspy.data.labels import LabelEntry, LabelFile, LabelFileError
+from rubricforge_dspy.data.label_records import LabelEntry, LabelFile, LabelFileError
 
 __all__ = ["JOURNAL_KEY", "JOURNAL_VERSION", "JournalLine", "JournalHistory", "TornLine", "is_journal_record",
            "starts_a_journal", "iter_journal", "journal_history", "read_journal"]

@@ -48,6 +48,7 @@ from typing import Any, Iterable, Iterator
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, Trajectory, parse_label_rule
+from rubricforge_dspy.data.label_records import LISTED, LabelEntry, LabelFile, LabelFileError
 
 __all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "LabelsPath",
            "read_label_file",
@@ -61,50 +62,6 @@ SWEBENCH_STAGES = ("applied", "generated", "with_logs", "completed_ids")  # not 
 SWEBENCH_ERROR = ("error", "error_ids", "errors", "install_fail", "reset_failed", "test_errored", "test_timeout",
                   "incomplete_ids")
 SWEBENCH_NEUTRAL = ("submitted_ids",)
-LISTED = 10  # ids shown per list in messages
-
-
-class LabelFileError(InputError):
-    """A label file that cannot be read; the message names the file, the line and what to do."""
-
-
-@dataclass(frozen=True)
-class LabelEntry:
-    """One id's label and/or reward, and where it was read (``line``: 1-based line, or the list name)."""
-
-    label: int | None
-    reward: float | None
-    line: int | str
-
-    def resolve(self, rule: LabelRule) -> tuple[int, float | None]:
-        """``(label, reward)``: the label as given, else the reward under ``rule``."""
-        if self.label is not None:
-            return self.label, self.reward
-        return rule.label(self.reward), self.reward
-
-
-@dataclass
-class LabelFile:
-    """A read label file: ``entries`` by id, plus ids listed without a usable outcome."""
-
-    path: str
-    kind: str  # "csv" | "jsonl" | "swebench"
-    entries: dict[str, LabelEntry]
-    blank: list[str] = field(default_factory=list)  # rows with neither label nor reward
-    unlabeled: dict[str, str] = field(default_factory=dict)  # SWE-bench ids with no outcome -> the list named
-    torn: list[int] = field(default_factory=list)  # a labels journal's torn lines (a write cut short), not read
-
-    def summary(self) -> str:
-        text = f"{self.path} ({self.kind}): {len(self.entries)} labeled ids"
-        if self.blank:
-            text += f", {len(self.blank)} rows without label or reward (not joined)"
-        if self.unlabeled:
-            text += (f", {len(self.unlabeled)} ids listed only as error/incomplete/submitted (outcome unknown, "
-                     "not labeled)")
-        if self.torn:
-            text += (f", {len(self.torn)} torn lines (a write cut short; line "
-                     f"{', '.join(map(str, self.torn[:LISTED]))}) not read")
-        return text
 
 
 def _number(value: Any, what: str, where: str) -> float | None:

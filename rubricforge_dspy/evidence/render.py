@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from rubricforge_dspy._lazy import renamed_constants
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning
 from rubricforge_dspy.core.presets import LIBRARY, Preset
 from rubricforge_dspy.core.trajectory import Step, Trajectory
 from rubricforge_dspy.evidence._lookalikes import lookalikes
@@ -525,4 +525,5 @@ def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[
 
 
 __getattr__ = renamed_constants(__name__, {  # the old name, with a DeprecationWarning
-    "DEFAULT_MAX_TOKENS": ("DEFAULT_RENDER_TOKENS", "estimated tokens of a whole render")})
+    "DEFAULT_MAX_TOKENS": ("DEFAULT_RENDER_TOKENS", "estimated tokens of a whole render")},
+    RubricForgeDeprecationWarning)

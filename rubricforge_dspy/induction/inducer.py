@@ -41,7 +41,7 @@ __all__ = ["induce", "freeze_induced", "InductionConfig", "InductionResult", "RE
 
 
 def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str | None = None,
-                   parent_program_sha256: str | None = None) -> dict:
+                   parent_rubric_sha256: str | None = None) -> dict:
     """Freeze a judge `RubricInducer.compile` returned at `out_path`, with the induction's manifest
     (settings, sweep, operating point, validation metrics, the data it saw), from ``judge.detailed_results``,
     and the certificate `compile` measured on its testset (``detailed_results.certificate``, when it got a
@@ -51,7 +51,8 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
         judge: the compiled judge (its ``detailed_results`` is an `InductionResult`).
         out_path: the program file (``.json``).
         lm_name: the judge LM's name, recorded as ``induced_with_lm``.
-        parent_program_sha256: the program the induction started from, if any.
+        parent_rubric_sha256: the `rubric_sha256` of the program the induction started from (``--init``), if
+            any; recorded as ``induction.parent_rubric_sha256`` (earlier manifests: ``parent_program_sha256``).
 
     Returns:
         The manifest written.
@@ -82,7 +83,7 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
                              "train_size": len(details.train), "val_size": len(details.val),
                              "lm_errors": details.lm_errors, "rejected_memorized": len(details.rejected),
                              "reflection_failures": details.reflection_failures,
-                             "parent_program_sha256": parent_program_sha256, "notes": details.notes},
+                             "parent_rubric_sha256": parent_rubric_sha256, "notes": details.notes},
                "sweep": details.sweep, **details.operating_point,
                **({CERTIFICATE_KEY: certificate} if certificate else {})},
     )
@@ -137,5 +138,5 @@ def induce(
     result: InductionResult = judge.detailed_results
     if out_path is not None:
         result.manifest = freeze_induced(judge, out_path, lm_name=lm_name,
-                                         parent_program_sha256=init.rubric_sha256 if init is not None else None)
+                                         parent_rubric_sha256=init.rubric_sha256 if init is not None else None)
     return result

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from rubricforge_dspy._lazy import renamed_constants
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning
 from rubricforge_dspy.lm.secrets import check_api_key_env, redact_url
 
 if TYPE_CHECKING:
@@ -215,4 +215,5 @@ def lm_name(lm: dspy.BaseLM | None) -> str:
 
 
 __getattr__ = renamed_constants(__name__, {  # the old name, with a DeprecationWarning
-    "DEFAULT_MAX_TOKENS": ("DEFAULT_COMPLETION_TOKENS", "the completion tokens of a judge's answer")})
+    "DEFAULT_MAX_TOKENS": ("DEFAULT_COMPLETION_TOKENS", "the completion tokens of a judge's answer")},
+    RubricForgeDeprecationWarning)

@@ -75,7 +75,8 @@ def test_data_stats_counts_a_stream_as_the_stats_command_prints_it(capsys):
         stats.add(t)
     counts = stats.to_dict(LoadReport())
     assert (counts["trajectories"], counts["unlabeled"], counts["positives"], counts["tasks"]) == (7, 1, 3, 6)
-    assert counts["agents"] == ["other", "test-agent"] and counts["mean_reward"] == 0.5
+    # the mean reward is over the trajectories that have one (the unlabeled one too: its reward is 1)
+    assert counts["agents"] == ["other", "test-agent"] and counts["mean_reward"] == round(4 / 7, 4)
     assert counts["tool_errors"] == sum(t.n_tool_errors for t in trajectories) > 0
     assert stats.format(LoadReport()).splitlines()[0] == " trajectories: 7"
 
@@ -99,6 +100,7 @@ def test_show_prints_the_library_s_description_of_a_program(tmp_path, capsys):
 
 
 def test_the_old_token_constants_still_import_with_a_deprecation_warning():
+    from rubricforge_dspy.core.errors import RubricForgeDeprecationWarning
     from rubricforge_dspy.evidence.render import DEFAULT_RENDER_TOKENS, RenderConfig
     from rubricforge_dspy.lm.config import DEFAULT_COMPLETION_TOKENS, LMConfig
 
@@ -108,7 +110,8 @@ def test_the_old_token_constants_still_import_with_a_deprecation_warning():
         from rubricforge_dspy.evidence.render import DEFAULT_MAX_TOKENS as render_tokens
         from rubricforge_dspy.lm.config import DEFAULT_MAX_TOKENS as completion_tokens
     assert (completion_tokens, render_tokens) == (DEFAULT_COMPLETION_TOKENS, DEFAULT_RENDER_TOKENS)
-    assert [w.category for w in caught] == [DeprecationWarning, DeprecationWarning]
+    assert [w.category for w in caught] == [RubricForgeDeprecationWarning] * 2  # a DeprecationWarning too
+    assert issubclass(RubricForgeDeprecationWarning, DeprecationWarning)
 
 
 def test_the_circuit_limits_are_defined_once():

@@ -13,7 +13,7 @@ from dspy.utils.exceptions import AdapterParseError
 from rubricforge_dspy.cli import main as cli_main
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.errors import InputError, RubricForgeError, RubricForgeWarning, ServerError
-from rubricforge_dspy.judge.module import JudgeTrajectory, VerdictFormatError
+from rubricforge_dspy.judge.module import TrajectoryVerdictSignature, VerdictFormatError
 from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.errors import error_kind, is_outage, is_transient
 from rubricforge_dspy.serve.process import free_port
@@ -121,7 +121,7 @@ def _failing(error):
 
 def test_the_circuit_counts_outages_not_answers_and_opens_at_its_limit():
     circuit = LMCircuit(3, "http://x/v1", advice="Fix it.")
-    parse = VerdictFormatError("parse", JudgeTrajectory, "not json", "no json")
+    parse = VerdictFormatError("parse", TrajectoryVerdictSignature, "not json", "no json")
     for _ in range(2):
         with pytest.raises(ConnectionError):
             circuit.call(_failing(ConnectionError("refused")))
@@ -158,4 +158,5 @@ def test_one_transient_rule_for_lm_and_batch_api_errors():
         "rate_limit", "http_5xx", "http_5xx", "http_4xx", "http_4xx"]
     assert is_transient(httpx.ConnectError("refused")) and is_transient(httpx.ReadTimeout("slow"))
     assert is_transient(status(502)) and is_transient(status(429)) and not is_transient(status(401))
-    assert is_outage(status(401)) and not is_outage(VerdictFormatError("truncated", JudgeTrajectory, "{", "cut"))
+    cut = VerdictFormatError("truncated", TrajectoryVerdictSignature, "{", "cut")
+    assert is_outage(status(401)) and not is_outage(cut)

@@ -181,7 +181,7 @@ def test_recompiling_with_init_starts_from_the_parent_and_records_its_hash(tmp_p
     assert child.sweep[0]["rubric_sha256"] == parent.manifest["rubric_sha256"]  # the parent is the seed
     assert child.judge.rubric == parent.rubric  # nothing beat it, so the parent is kept
     manifest = read_program(tmp_path / "child.json")["rubricforge"]
-    assert manifest["induction"]["parent_program_sha256"] == parent.program_sha256
+    assert manifest["induction"]["parent_rubric_sha256"] == parent.rubric_sha256
 
 
 def test_induction_refuses_a_budget_below_one_validation_pass_and_one_class_labels():

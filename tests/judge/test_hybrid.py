@@ -73,7 +73,7 @@ def test_hybrid_through_batch_judging_matches_direct_calls(lm, tmp_path):
     with dspy.context(lm=lm):
         direct = {t.id: hybrid(trajectory=t) for t in test}
     assert {x["id"]: (x["passed"], x["score"]) for x in lines} == {i: (v.passed, v.score) for i, v in direct.items()}
-    assert lines[0]["program_sha256"] == hybrid.program_sha256 != hybrid.llm.program_sha256
+    assert lines[0]["program_sha256"] == hybrid.rubric_sha256 != hybrid.llm.rubric_sha256
 
 
 def test_hybrid_as_metric_reads_the_symptoms_of_an_agent_run(lm, tmp_path):

@@ -3,9 +3,10 @@ import pytest
 from dspy.utils.dummies import DummyLM
 from dspy.utils.exceptions import AdapterParseError
 
+from rubricforge_dspy.core.errors import RubricForgeDeprecationWarning
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
-from rubricforge_dspy.judge.module import JudgeTrajectory, TrajectoryJudge, VerdictFormatError
+from rubricforge_dspy.judge.module import TrajectoryJudge, TrajectoryVerdictSignature, VerdictFormatError
 from rubricforge_dspy.lm.errors import error_kind, is_transient
 from rubricforge_dspy.testing.scripted import Cut, ScriptedLM, system_text
 from tests.support.helpers import make_trajectory
@@ -17,10 +18,10 @@ def run(judge, lm, trajectory="[1] USER: hi"):
 
 
 def test_signature_contract():
-    assert list(JudgeTrajectory.input_fields) == ["trajectory"]
-    assert list(JudgeTrajectory.output_fields) == ["reason", "passed", "score"]
-    assert JudgeTrajectory.output_fields["passed"].annotation is bool
-    assert JudgeTrajectory.output_fields["score"].annotation is float
+    assert list(TrajectoryVerdictSignature.input_fields) == ["trajectory"]
+    assert list(TrajectoryVerdictSignature.output_fields) == ["reason", "passed", "score"]
+    assert TrajectoryVerdictSignature.output_fields["passed"].annotation is bool
+    assert TrajectoryVerdictSignature.output_fields["score"].annotation is float
     assert TrajectoryJudge().rubric == SEED_RUBRIC
 
 
@@ -68,7 +69,7 @@ def test_a_truncated_answer_is_never_a_verdict_even_when_it_would_parse():
         run(TrajectoryJudge(), ScriptedLM(lambda m: Cut(complete_json)))
     assert raised.value.kind == "truncated" and raised.value.lm_response == complete_json
     with dspy.context(lm=ScriptedLM(lambda m: Cut(complete_json))):
-        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi").verdict
+        verdict = judge_verdict(TrajectoryJudge(), "[1] USER: hi")
     assert verdict.abstained and not verdict.passed and verdict.error_kind == "truncated"
 
 
@@ -132,6 +133,8 @@ def test_program_hash_distinguishes_fewshot_demos_from_the_bare_rubric():
     from tests.support.helpers import make_dataset
 
     plain, fewshot = TrajectoryJudge(), fewshot_judge(make_dataset(8), k=4)
-    assert plain.program_sha256 == rubric_sha256(SEED_RUBRIC)
-    assert fewshot.rubric == plain.rubric and fewshot.program_sha256 != plain.program_sha256
+    assert plain.rubric_sha256 == rubric_sha256(SEED_RUBRIC)
+    assert fewshot.rubric == plain.rubric and fewshot.rubric_sha256 != plain.rubric_sha256
+    with pytest.warns(RubricForgeDeprecationWarning, match="renamed judge.rubric_sha256"):
+        assert plain.program_sha256 == plain.rubric_sha256  # the old name still answers, with a warning
     assert len(fewshot.judge.demos) == 4 and sorted(d.passed for d in fewshot.judge.demos) == [False, False, True, True]

@@ -60,6 +60,6 @@ def test_labels_from_the_review_journal_recompile_the_judge_with_induce_init(tmp
                    reflection_lm=ScriptedLM(reflection, model="scripted-reflection"), init=parent,
                    config=InductionConfig(budget=60, minibatch=3, seed=0), out_path=tmp_path / "child.json")
     manifest = read_program(tmp_path / "child.json")["rubricforge"]
-    assert manifest["induction"]["parent_program_sha256"] == parent.program_sha256
+    assert manifest["induction"]["parent_rubric_sha256"] == parent.rubric_sha256
     assert child.sweep[0]["rubric_sha256"] == parent.manifest["rubric_sha256"]  # the parent was the seed
     assert child.beat_seed and ERROR_CRITERION in child.judge.rubric  # the labels taught the error criterion

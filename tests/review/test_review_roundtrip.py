@@ -108,7 +108,7 @@ def test_certify_and_induce_init_use_the_last_label_of_each_id(journal, tmp_path
     assert code == 0, out.err
     assert "WARNING: 4 unlabeled trajectories left out" in out.err and "using the 26 labeled ones" in out.err
     manifest = read_program(child)["rubricforge"]
-    assert manifest["induction"]["parent_program_sha256"] == load_judge(program).program_sha256  # --init
+    assert manifest["induction"]["parent_rubric_sha256"] == load_judge(program).rubric_sha256  # --init
     splits = {m[1]: ast.literal_eval(m[2]) for m in re.finditer(r"^\s*(train|val|test): (\{.*\})$", out.err, re.M)}
     assert set(splits) == {"train", "val", "test"}
     assert sum(p["trajectories"] for p in splits.values()) == 26  # the labeled set: the last lines' labels
