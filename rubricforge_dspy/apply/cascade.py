@@ -84,7 +84,7 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: 
         data_files: the input files, recorded with the run (the report's title names them).
         calls: how an LLM stage's calls are made (default: on this machine; `apply.ray.RayCalls`,
             `apply.openai_batch.BatchCalls`).
-        chunk: items per chunk (default `apply.stream.CASCADE_CHUNK`).
+        chunk: items per chunk (default `apply.runner.CASCADE_CHUNK`).
         **overrides: `JobOptions` fields (``concurrency=8``, ``cache=True``).
 
     Returns:

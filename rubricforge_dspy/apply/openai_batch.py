@@ -450,7 +450,7 @@ class BatchCalls:
 
     def run(self, stage, jobs, collect, check, tracker_of=None) -> bool:
         """Submit the ``(item, inputs)`` of `jobs` as one batch and `collect(item, verdict)` each answer
-        (`apply.stream.LocalCalls.run`'s contract; the circuit is not consulted: the provider schedules).
+        (`apply.runner.LocalCalls.run`'s contract; the circuit is not consulted: the provider schedules).
 
         Raises:
             InputError: the stage's LM has no OpenAI-compatible endpoint.

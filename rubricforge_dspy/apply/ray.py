@@ -451,7 +451,7 @@ class RayCalls:
 
     def run(self, stage, jobs, collect, check, tracker_of=None) -> bool:
         """Judge the ``(item, inputs)`` of `jobs` on Ray and `collect(item, verdict)` each, with its tokens on
-        `tracker_of(item)` (`apply.stream.LocalCalls.run`'s contract). True when every line came from the
+        `tracker_of(item)` (`apply.runner.LocalCalls.run`'s contract). True when every line came from the
         workers' fast path.
 
         Raises:

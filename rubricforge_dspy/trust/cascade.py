@@ -87,6 +87,8 @@ REFERENCES = ("Angelopoulos, Bates, Candes, Jordan, Lei 2021, Learn then Test, a
               "Berger 1982, Multiparameter hypothesis testing and acceptance sampling (intersection-union)")
 
 
+DROPPED_WHY = ("certified to decide nothing (its thresholds never pass and never fail): judging would pay for it "
+               "and throw its answers away")
 METHOD_WHY = {
     "split_fixed_sequence": "the default: the most coverage at equal validity on the benchmark sets "
                             "(evals/bench_cascade.py); an order learned on a share of the tasks, no multiplicity cost",
@@ -322,14 +324,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     y = np.array([t.label for t in items], dtype=np.int64)
     groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=object)
     levels = [stage_levels(stage) for stage in stages]
-    conf = np.full((len(stages), len(items)), np.nan)
-    reach, calls, unparsed = np.ones(len(items), dtype=bool), [], []
-    for k, (stage, name) in enumerate(zip(stages, names, strict=True)):
-        where = np.flatnonzero(reach)
-        conf[k, where], bad = _stage_confidences(stage, name, [items[i] for i in where], num_threads)
-        calls.append(int(where.size))
-        unparsed.append(int(bad))
-        reach &= _could_leave(conf[k], levels[k], pass_levels, fail_levels) | np.isnan(conf[k])
+    conf, calls, unparsed = _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads)
     costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
     result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, groups=groups.astype(str),
                              levels=levels, pass_levels=pass_levels, fail_levels=fail_levels, stage_costs=costs,
@@ -338,20 +333,10 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     if not result.certified:
         raise _refusal(result, len(items), tasks)
     rows, escalated = _stage_rows(names, conf, y, result, calls, unparsed)
-    guarantee = {"alpha": alpha, "delta": delta, "max_false_pass": max_false_pass, "method": method,
-                 "method_why": METHOD_WHY.get(method, "chosen by the caller"),
-                 "p_values": result.p_values, "grid": {
-                     "pass_levels": [x if math.isfinite(x) else None for x in pass_levels],
-                     "fail_levels": [x if math.isfinite(x) else None for x in fail_levels],
-                     "stage_levels": [None if lv is None else list(lv) for lv in levels],
-                     "vectors": result.n_tested},
-                 "unit": ("task: one trial per task" if one_per_task else
-                          "task: every trial, losses averaged within a task"),
-                 "label_rule": rule_record, "theorem": THEOREM, "references": list(REFERENCES)}
+    guarantee = _guarantee(result, max_false_pass, method, pass_levels, fail_levels, levels, one_per_task,
+                           rule_record)
     kept = [k for k, row in enumerate(rows) if row["decided"] > 0 or _decides_something(result.thresholds[k])]
-    dropped = [{"name": names[k], "reason": "certified to decide nothing (its thresholds never pass and never "
-                                            "fail): judging would pay for it and throw its answers away"}
-               for k in range(len(stages)) if k not in kept]
+    dropped = [{"name": names[k], "reason": DROPPED_WHY} for k in range(len(stages)) if k not in kept]
     report = FitReport(result.to_dict(), rows, {
         "calibration_units": int(result.n_tasks + result.n_order_tasks), "trajectories": len(trajectories),
         "trials_used": len(items), "tasks": tasks, "tested_tasks": result.n_tasks,
@@ -359,6 +344,35 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         escalated, guarantee, dropped)
     rules = [StageRule(names[k], *result.thresholds[k]) for k in kept]
     return Cascade([stages[k] for k in kept], rules, guarantee, report.to_dict())
+
+
+def _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads):
+    """Each stage's confidences on the calibration items it could be left (NaN elsewhere), the items it was run on
+    and its unparseable answers: stage k runs only on what some threshold choice of stages < k hands on."""
+    conf = np.full((len(stages), len(items)), np.nan)
+    reach, calls, unparsed = np.ones(len(items), dtype=bool), [], []
+    for k, (stage, name) in enumerate(zip(stages, names, strict=True)):
+        where = np.flatnonzero(reach)
+        conf[k, where], bad = _stage_confidences(stage, name, [items[i] for i in where], num_threads)
+        calls.append(int(where.size))
+        unparsed.append(int(bad))
+        reach &= _could_leave(conf[k], levels[k], pass_levels, fail_levels) | np.isnan(conf[k])
+    return conf, calls, unparsed
+
+
+def _guarantee(result: GridResult, max_false_pass, method: str, pass_levels, fail_levels, levels, one_per_task: bool,
+               rule_record) -> dict:
+    """What the thresholds are certified for (stored in the cascade's manifest)."""
+    return {"alpha": result.alpha, "delta": result.delta, "max_false_pass": max_false_pass, "method": method,
+            "method_why": METHOD_WHY.get(method, "chosen by the caller"),
+            "p_values": result.p_values, "grid": {
+                "pass_levels": [x if math.isfinite(x) else None for x in pass_levels],
+                "fail_levels": [x if math.isfinite(x) else None for x in fail_levels],
+                "stage_levels": [None if lv is None else list(lv) for lv in levels],
+                "vectors": result.n_tested},
+            "unit": ("task: one trial per task" if one_per_task else
+                     "task: every trial, losses averaged within a task"),
+            "label_rule": rule_record, "theorem": THEOREM, "references": list(REFERENCES)}
 
 
 def stage_cost(stage: BaseJudge) -> float:

@@ -1,0 +1,388 @@
+"""The job runner's engine: one run of a judge over a stream of trajectories (`JobRun`), a plain judge as one
+stage and a cascade stage by stage over chunks (`Stage`, `LocalCalls`; a later stage sees only what the earlier ones
+left), with the cache, the writer, the circuit and the tally that `apply.stream.run_job` hands it. Split from
+`apply.stream`, which keeps the entry points (`judge_stream`, `run_job`, `run_judge_file`)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from rubricforge_dspy.apply.executors import EventLoopExecutor, ThreadExecutor
+from rubricforge_dspy.apply.job import ResumeState, claim_job, read_done
+from rubricforge_dspy.apply.options import (
+    JobOptions,
+)
+from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
+from rubricforge_dspy.apply.writer import VerdictWriter, judge_inputs
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.verdict import Verdict, verdict_line
+from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
+from rubricforge_dspy.judge.execution import count_verdict
+from rubricforge_dspy.judge.fingerprint import judge_fingerprint
+from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
+from rubricforge_dspy.lm.config import lm_name
+from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
+
+if TYPE_CHECKING:
+
+    from rubricforge_dspy.apply.cascade_job import CascadeJob
+
+__all__ = ["JobRun", "Stage", "LocalCalls", "DuplicateIdError", "CASCADE_CHUNK", "is_cascade", "distinct",
+           "progress_bar"]
+
+
+class DuplicateIdError(TrajectoryFormatError):
+    """Two input trajectories share an id; the message names the file and record of the second."""
+
+
+def is_cascade(judge) -> bool:
+    """A `judge.cascade.Cascade` (whose module is then loaded: a plain run never imports the cascade's)."""
+    module = sys.modules.get("rubricforge_dspy.judge.cascade")
+    return module is not None and isinstance(judge, module.Cascade)
+
+
+CASCADE_CHUNK = 2048  # a cascade's items per chunk: each stage runs over what the earlier left of one chunk
+
+
+class _Item:
+    """One trajectory on its way through the stages (one stage for a plain judge): its place in the input, its
+    cache key, the LLM stages run on it and their tokens, the confidence it was last handed on with."""
+
+    __slots__ = ("index", "trajectory", "text_hash", "lm_stages", "tokens", "last", "usage", "cached")
+
+    def __init__(self, index: int, trajectory: Trajectory):
+        self.index, self.trajectory = index, trajectory
+        self.text_hash: str | None = None
+        self.lm_stages = 0
+        self.tokens: dict[str, dict] = {}
+        self.last: tuple[str, float] | None = None
+        self.usage: UsageTotals | None = None
+        self.cached = False
+
+
+@dataclass
+class Stage:
+    """One stage of a run, as a back end's `calls` sees it.
+
+    Attributes:
+        index: its place (0 for a plain judge); ``name``: its name (None for a plain judge).
+        judge: the judge it calls, on the run's one-attempt LM.
+        lm: that LM (None: the stage makes no LM call).
+        fingerprint: the stage judge's fingerprint, the verdict cache's key with the input.
+        circuit: the stage's dead-server breaker.
+        local: a cascade's stage without an LM (a floor): one ``batch`` over what reaches it, locally.
+    """
+
+    index: int
+    name: str | None
+    judge: Any
+    lm: Any
+    fingerprint: str
+    circuit: LMCircuit
+    local: bool = False
+
+
+class LocalCalls:
+    """The local back end's calls of a stage (`apply.executors`): the fast path (`TrajectoryJudge.direct_call`)
+    on one event loop's thread while the calling thread waits, else `concurrency` worker threads with at most
+    ``2 * concurrency`` items in flight, collected (and written) by the calling thread."""
+
+    def __init__(self, options: JobOptions, tracker: UsageTotals):
+        self.options, self.tracker = options, tracker
+
+    def run(self, stage: Stage, jobs: Iterator[tuple], collect, check, tracker_of=None) -> bool:
+        """Judge every ``(item, inputs)`` of `jobs`, `collect(item, verdict)` each as it completes and `check()`
+        after (the circuit); `tracker_of(item)`: the usage tracker of its call, or None. True on the fast path.
+
+        On an LM failure (the circuit opens) or an interrupt, the finished calls are collected and the others
+        abandoned; on an error of `jobs` (a bad input record) the calls in flight finish and are collected."""
+        options = self.options
+        direct = stage.judge.direct_call() if stage.lm is not None and hasattr(stage.judge, "direct_call") else None
+        if direct is not None:  # the whole batch on the loop's thread; this thread waits
+            pool = EventLoopExecutor(direct, options.policy, self.tracker, options.concurrency)
+        else:
+            pool = ThreadExecutor(stage.judge, options.policy, self.tracker, options.concurrency)
+        pending: dict = {}
+        interrupted = False
+        try:
+            if direct is not None:
+                pool.drive(jobs, collect, check, tracker_of)
+            else:
+                window = 2 * options.concurrency
+                for item, inputs in jobs:
+                    pending[pool.submit(inputs, tracker_of(item) if tracker_of is not None else None)] = item
+                    if len(pending) >= window:
+                        _collect_some(pending, collect, check)
+                while pending:
+                    _collect_some(pending, collect, check)
+        except Exception as error:
+            if isinstance(error, JudgeUnavailableError):
+                interrupted = True  # in-flight calls stop retrying; the ones that finished are kept
+                pool.stop()
+                _collect_finished(pending, collect)
+            else:  # a bad input record or a duplicate id: finish and keep the verdicts in flight, then raise
+                while pending:
+                    _collect_some(pending, collect, None)
+            raise
+        except BaseException:
+            # Ctrl-C and the like: keep what finished, never wait on in-flight calls (a re-run resumes them).
+            interrupted = True
+            pool.stop()
+            _collect_finished(pending, collect)
+            raise
+        finally:
+            pool.close(cancel=interrupted)
+        return direct is not None
+
+
+def _collect_some(pending: dict, collect, check) -> None:
+    finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+    for future in finished:
+        collect(pending.pop(future), future.result())
+    if check is not None:
+        check()
+
+
+def _collect_finished(pending: dict, collect) -> None:
+    for future in [f for f in list(pending) if f.done() and not f.cancelled() and f.exception() is None]:
+        collect(pending.pop(future), future.result())
+
+
+class JobRun:
+    """One run of the job runner: the judge on its one-attempt LM, the job claimed, the writer, the verdict
+    cache, the circuit breakers, the progress bar and the tally; a plain judge is one stage, a cascade its stages
+    run chunk by chunk (a later stage over what the earlier left). The stages' calls are made by `calls`
+    (`LocalCalls`, or a Ray or Batch API back end's)."""
+
+    def __init__(self, judge, lm, out_path: Path, options: JobOptions, data: str | None,
+                 done: ResumeState | None, *, calls=None, cascade: CascadeJob | None = None, chunk: int | None = None):
+        self.options, self.out_path, self.cascade = options, out_path, cascade
+        self.chunk = chunk or CASCADE_CHUNK
+        self.predictors = judge.predictors() if hasattr(judge, "predictors") else []
+        # A cascade whose stages make no LM call (floors) has no LM: none is resolved, and a configured one is
+        # not part of its job (a resume under another configured LM is the same job).
+        base_lm = resolve_lm(judge, lm) if self.predictors or cascade is None else None
+        if base_lm is None and self.predictors:
+            raise InputError("no LM to judge with: pass lm=..., call judge.set_lm(...), or dspy.configure(lm=...)")
+        self.judge, the_lm = judge, base_lm
+        if self.predictors and base_lm is not None:
+            the_lm = one_attempt_lm(base_lm, options.timeout, connections=options.concurrency)
+            self.judge = judge.deepcopy()
+            self.judge.set_lm(the_lm)
+        model = getattr(the_lm, "model", None)
+        if cascade is None:
+            fingerprint = judge_fingerprint(self.judge, the_lm)
+            circuit = LMCircuit(options.max_consecutive_lm_errors, lm_name(the_lm), counted=" after retries",
+                                advice=f"Stopped; {out_path} keeps every verdict so far: fix the server and "
+                                       "re-run the same command to resume.")
+            self.stages = [Stage(0, None, self.judge, the_lm if self.predictors else None, fingerprint.sha256,
+                                 circuit)]
+        else:
+            from rubricforge_dspy.apply.cascade_job import cascade_fingerprint
+
+            fingerprint = cascade_fingerprint(self.judge, base_lm, cascade.cascade_file)
+            self.stages = [self._stage(k, name, stage, the_lm) for k, (name, stage)
+                           in enumerate(zip(cascade.names, self.judge.stages, strict=True))]
+        self.fingerprint = fingerprint.sha256
+        self.line = {"judge_fingerprint": fingerprint.sha256, "program_sha256": getattr(judge, "rubric_sha256", None),
+                     "model": model}
+        self.done = done = read_done(out_path) if done is None else done
+        claim_job(out_path, fingerprint, data, done)
+        self.cache: VerdictCache | None = open_cache(options.cache, out_path)
+        self.owns_cache = self.cache is not None and not isinstance(options.cache, VerdictCache)
+        fields = {"out_path": str(out_path), "repaired_bytes": done.repaired_bytes, "retried": done.retried,
+                  "program_sha256": self.line["program_sha256"], "judge_fingerprint": self.fingerprint,
+                  "model": model}
+        self.summary = BatchSummary(**fields) if cascade is None else cascade.summary(**fields)
+        self.tracker = UsageTotals()
+        self.calls = calls if calls is not None else LocalCalls(options, self.tracker)
+        self.items = 0  # this run's items (not resumed)
+        self._shown = None  # the counts the progress bar shows
+
+    def _stage(self, k: int, name: str, judge, lm) -> Stage:
+        """Stage `k` of a cascade: an LLM stage on the run's LM (its calls cached under its own fingerprint), or a
+        stage without an LM (run locally, in one batch)."""
+        options = self.options
+        if not judge.predictors():
+            return Stage(k, name, judge, None, "", LMCircuit(None, name, advice=""), local=True)
+        circuit = LMCircuit(options.max_consecutive_lm_errors, lm_name(lm), counted=" after retries",
+                            advice=f"Stopped at stage {name!r}.")
+        return Stage(k, name, judge, lm, judge_fingerprint(judge, lm).sha256, circuit)
+
+    def run(self, trajectories: Iterable[Trajectory], started: float) -> BatchSummary:
+        """Judge `trajectories` into the output; the summary of the run."""
+        options = self.options
+        self.writer = VerdictWriter(self.out_path, options.fsync_every, self.done, self.fingerprint)
+        self.bar = progress_bar(options.progress, options.limit)
+        items = self._todo(trajectories)
+        try:
+            if self.cascade is None:
+                self._run_stage(self.stages[0], items)
+            else:
+                while chunk := list(itertools.islice(items, self.chunk)):  # the input is read chunk by chunk
+                    for stage in self.stages:
+                        if not chunk:
+                            break
+                        chunk = self._run_stage(stage, chunk)
+        except JudgeUnavailableError as error:
+            if self.cascade is None:
+                raise
+            self.summary.outcome = "LM failure"
+            raise JudgeUnavailableError(f"{error} {self.cascade.kept(self.summary)}") from error
+        except BaseException:
+            if self.cascade is not None:
+                self.summary.outcome = "interrupted"
+            raise
+        finally:
+            self._close(started)
+        return self.summary
+
+    def _close(self, started: float) -> None:
+        try:
+            self.writer.close()
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+            if self.owns_cache:
+                self.cache.close()
+            self.summary.tokens = self.tracker.totals()
+            self.summary.wall_time = time.perf_counter() - started
+            if self.cascade is not None:
+                self.cascade.close(self.summary, self.items)
+
+    def _todo(self, trajectories: Iterable[Trajectory]) -> Iterator[_Item]:
+        """The items to judge, lazily: the first `limit` distinct ids, those already in the output counted as
+        resumed and skipped."""
+        options = self.options
+        for trajectory in distinct(trajectories, options.limit, options.duplicates, self.summary):
+            if trajectory.id in self.done.ids:
+                self.summary.resumed += 1
+                continue
+            self.items += 1
+            yield _Item(self.items - 1, trajectory)
+
+    def _run_stage(self, stage: Stage, items: Iterable[_Item]) -> list[_Item]:
+        """Run `stage` over `items`; the items it handed on, in input order (none for a plain judge or the last
+        stage of a cascade: what it hands on is escalated)."""
+        left: list[_Item] = []
+        if stage.local:  # a floor: one batch, settled in input order
+            items = list(items)
+            self.summary.stage_calls[stage.name] = self.summary.stage_calls.get(stage.name, 0) + len(items)
+            verdicts = stage.judge.batch([item.trajectory for item in items], self.options.concurrency,
+                                         policy=self.options.policy, max_consecutive_lm_errors=None)
+            return [item for item, verdict in zip(items, verdicts, strict=True)
+                    if not self._settle(stage, item, verdict)]
+
+        def collect(item: _Item, verdict: Verdict) -> None:
+            self._called(stage, item, verdict, left)
+
+        tracker_of = (lambda item: item.usage) if self.cascade is not None else None
+        fast = self.calls.run(stage, self._jobs(stage, items, left), collect, stage.circuit.raise_if_open, tracker_of)
+        if self.cascade is None:
+            self.summary.fast_path = bool(fast)
+        return sorted(left, key=lambda item: item.index)
+
+    def _jobs(self, stage: Stage, items: Iterable[_Item], left: list) -> Iterator[tuple]:
+        """``(item, inputs)`` of each item to ask `stage`; the verdict cache's answers are settled here."""
+        cache, cascade, summary = self.cache, self.cascade, self.summary
+        for item in items:
+            if cascade is not None:
+                summary.stage_calls[stage.name] = summary.stage_calls.get(stage.name, 0) + 1
+            inputs = judge_inputs(stage.judge, item.trajectory)
+            text_hash = input_sha256(inputs) if cache is not None else None
+            hit = cache.get(stage.fingerprint, text_hash) if cache is not None else None
+            if hit is not None:
+                item.cached = True
+                if not self._settle(stage, item, hit, cached=True):
+                    left.append(item)
+                continue
+            item.text_hash = text_hash
+            if cascade is not None:
+                item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
+            yield item, inputs
+
+    def _called(self, stage: Stage, item: _Item, verdict: Verdict, left: list) -> None:
+        """Account one finished call of `stage` and settle its item (or keep it for the next stage)."""
+        summary = self.summary
+        summary.lm_calls += verdict.attempts
+        summary.retries += max(0, verdict.attempts - 1)
+        if self.cascade is not None:
+            item.lm_stages += 1
+            summary.lm_asked += 1
+            usage = item.usage.totals() if item.usage is not None else None
+            item.usage = None
+            if usage:
+                item.tokens[stage.name] = {key: int(usage.get(key) or 0)
+                                           for key in ("prompt_tokens", "completion_tokens")}
+        settled = self._settle(stage, item, verdict)
+        # (a calibrated verdict is not cached: the cache keeps the LM's answer, and a stage decides on its calibration)
+        if (self.cache is not None and item.text_hash is not None and not verdict.abstained
+                and (self.cascade is None or verdict.score_calibrated is None)):
+            self.cache.put(stage.fingerprint, item.text_hash, verdict)
+        count_verdict(stage.circuit, verdict)
+        if not settled:
+            left.append(item)
+
+    def _settle(self, stage: Stage, item: _Item, verdict: Verdict, cached: bool = False) -> bool:
+        """Write the item's line when `stage` settles it (True); False when it hands it on."""
+        if self.cascade is None:
+            self._write(item, verdict, cached, 0 if cached else verdict.attempts)
+            return True
+        found = self.cascade.settle(stage.index, item, verdict)
+        if found is None:
+            return False
+        final, name, index = found
+        self._write(item, final, item.cached, final.attempts or 0, self.cascade.line_fields(item, name, index))
+        self.cascade.count(self.summary, item, final, name)
+        return True
+
+    def _write(self, item: _Item, verdict: Verdict, cached: bool, attempts: int, extra: dict | None = None) -> None:
+        line = verdict_line(item.trajectory, verdict, cached=cached, attempts=attempts, **self.line)
+        if extra:
+            line.update(extra)
+        self.writer.write(line)
+        self.summary.count(verdict, cached)
+        if self.bar is not None:
+            self.bar.update(1)
+            summary = self.summary
+            counts = (summary.n_abstained, summary.cached, summary.resumed)
+            if counts != self._shown:  # the postfix is rebuilt only when a count changed
+                self._shown = counts
+                self.bar.set_postfix(abstained=counts[0], cached=counts[1], resumed=counts[2], refresh=False)
+
+
+def distinct(trajectories: Iterable[Trajectory], limit: int | None, on_duplicate: str,
+              summary: BatchSummary) -> Iterator[Trajectory]:
+    """The first `limit` distinct ids of `trajectories`, lazily; duplicates raise or are counted."""
+    seen: set[str] = set()
+    for trajectory in trajectories:
+        if trajectory.id in seen:
+            if on_duplicate == "raise":
+                raise DuplicateIdError(trajectory.source.file, trajectory.source.index,
+                                       f"duplicate trajectory id {trajectory.id!r}")
+            summary.duplicates += 1
+            continue
+        seen.add(trajectory.id)
+        yield trajectory
+        if limit is not None and len(seen) >= limit:
+            return  # never pull one more: the input stream (and a label join on it) stops at the limit
+
+
+def progress_bar(enabled: bool, total: int | None):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="verdict", desc="judging", dynamic_ncols=True, smoothing=0.1)
+
+
+
+# -- the Python API behind `rubricforge judge` ----------------------------------------------------
+
