@@ -11,6 +11,7 @@ is ``artifacts/demo/``). With --api-base/--model the same command runs against a
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -31,6 +32,7 @@ from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.search import MIN_VAL_ITEMS, InductionConfig
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.pipeline.demo_cascade import fit_demo_cascade
+from rubricforge_dspy.pipeline.phases import PhaseClock
 from rubricforge_dspy.pipeline.protocol import ProtocolConfig, run_protocol
 from rubricforge_dspy.report import write_report
 
@@ -137,16 +139,29 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
     note = sizes_note(sample, config)
     logger.debug("demo: %d tasks, preset %s; %s", len(sample), preset.name, note or "sizes leave nothing out")
     notes = " ".join(text for text in (note, SMALL_MODEL_NOTE if embedded else "") if text)
+    clock = PhaseClock()
     with sizes_explained(note) if note else nullcontext():
         run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm,
                                judge_lm_name=judge_name, reflection_lm_name=ref_name, program_path=program,
                                dataset=f"tau-bench airline, GPT-4o run ({len(sample)} tasks)", config=config,
-                               resume=resume, notes=notes)
+                               resume=resume, notes=notes, clock=clock)
     # the report leads with the cascade: decided for free, to the LLM, to a person (or why nothing is certified);
     # written again with the fit, as `rubricforge report --predictions RUN/` writes it
-    fit_demo_cascade(sample, config.fractions, config.induction.seed, program, judge_lm, run_dir, embedded)
+    with clock.phase("cascade fit"):
+        fit_demo_cascade(sample, config.fractions, config.induction.seed, program, judge_lm, run_dir, embedded)
+    with clock.phase("report"):
+        write_report(run_dir, run_dir / "report.md")
+    _record_phases(run_dir, clock)  # every phase, the demo's own too, and the report again with them
     write_report(run_dir, run_dir / "report.md")
     return run_dir, program
+
+
+def _record_phases(run_dir: Path, clock: PhaseClock) -> None:
+    """run.json's ``phases`` (and their totals): the protocol's and the demo's."""
+    path = run_dir / "run.json"
+    run = json.loads(path.read_text(encoding="utf-8"))
+    run["phases"], run["phases_total"] = clock.phases, clock.totals()
+    path.write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
 
 
 def protocol_config(preset: Preset, **overrides) -> ProtocolConfig:

@@ -40,6 +40,7 @@ from rubricforge_dspy.judge.baselines import (
 )
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.pipeline.induce_job import induce_and_freeze
+from rubricforge_dspy.pipeline.phases import PhaseClock
 
 logger = logging.getLogger(__name__)
 
@@ -186,11 +187,13 @@ def clear_run(out_dir: Path) -> None:
 
 def run_protocol(trajectories: list[Trajectory], out_dir: PathArg, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
                  judge_lm_name: str, reflection_lm_name: str, program_path: PathArg, dataset: str,
-                 config: ProtocolConfig = ProtocolConfig(), notes: str = "", resume: bool = False) -> Path:
+                 config: ProtocolConfig = ProtocolConfig(), notes: str = "", resume: bool = False,
+                 clock: PhaseClock | None = None) -> Path:
     """Run the whole protocol on `trajectories`; returns the run directory holding report.md.
 
     By default a previous run in `out_dir` is cleared first; `resume=True` keeps it, so verdicts
-    already persisted are not judged again and GEPA continues from its checkpoint.
+    already persisted are not judged again and GEPA continues from its checkpoint. Each phase's wall and CPU
+    seconds (`pipeline.phases.PhaseClock`; `clock` to add a caller's phases after) are in run.json's ``phases``.
     """
     from rubricforge_dspy.report import write_report
 
@@ -199,51 +202,51 @@ def run_protocol(trajectories: list[Trajectory], out_dir: PathArg, *, judge_lm: 
         clear_run(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
+    clock = clock if clock is not None else PhaseClock()
     split = split_by_task(trajectories, config.fractions, config.induction.seed)
     logger.info("split: %s", split.summary())
     cache_dir = out_dir / "cache"
 
-    induction = induce_and_freeze(
-        split.train, split.val, program_path, judge_lm=judge_lm, reflection_lm=reflection_lm,
-        config=config.induction,
-        init=TrajectoryJudge(render_config=config.render), log_dir=out_dir / "gepa", lm_name=judge_lm_name,
-    )
+    with clock.phase("induce (GEPA)"):
+        induction = induce_and_freeze(
+            split.train, split.val, program_path, judge_lm=judge_lm, reflection_lm=reflection_lm,
+            config=config.induction,
+            init=TrajectoryJudge(render_config=config.render), log_dir=out_dir / "gepa", lm_name=judge_lm_name,
+        )
 
     predictions = out_dir / "predictions"
     test = split.test
     write_direct(predictions / "oracle.jsonl", test, oracle, "oracle")
     write_direct(predictions / "heuristic.jsonl", test, heuristic, "heuristic")
     write_direct(predictions / "majority.jsonl", test, Majority(split.train), "majority")
-    batches = {
-        INDUCED: _judge_llm(induction.judge, test, predictions / f"{INDUCED}.jsonl", judge_lm, config, cache_dir),
-        "geval": _judge_llm(geval_judge(config.render), test, predictions / "geval.jsonl", judge_lm, config,
-                            cache_dir),
-        "fewshot": _judge_llm(fewshot_judge(split.train, config.fewshot_k, config.induction.seed, config.render,
-                                            config.demo_max_tokens),
-                              test, predictions / "fewshot.jsonl", judge_lm, config, cache_dir),
-    }
+    batches = {}
+    with clock.phase("judge the test split: induced"):
+        batches[INDUCED] = _judge_llm(induction.judge, test, predictions / f"{INDUCED}.jsonl", judge_lm, config,
+                                      cache_dir)
+    with clock.phase("judge the test split: G-Eval and few-shot baselines"):
+        batches["geval"] = _judge_llm(geval_judge(config.render), test, predictions / "geval.jsonl", judge_lm,
+                                      config, cache_dir)
+        batches["fewshot"] = _judge_llm(fewshot_judge(split.train, config.fewshot_k, config.induction.seed,
+                                                      config.render, config.demo_max_tokens),
+                                        test, predictions / "fewshot.jsonl", judge_lm, config, cache_dir)
 
-    floor_notes = write_floor_predictions(out_dir, split, predictions)
-    floor_notes += write_hybrid_predictions(out_dir, split, induction.val_verdicts, predictions / f"{INDUCED}.jsonl",
-                                            program_path, config.induction.max_false_pass)
-    certify_from_predictions(program_path, predictions / f"{INDUCED}.jsonl", test, judge_lm,
-                             floor_path=predictions / f"{FLOOR}.jsonl")
+    with clock.phase("floor, length-only and hybrid rows"):
+        floor_notes = write_floor_predictions(out_dir, split, predictions)
+        floor_notes += write_hybrid_predictions(out_dir, split, induction.val_verdicts,
+                                                predictions / f"{INDUCED}.jsonl", program_path,
+                                                config.induction.max_false_pass)
     hybrid_program = Path(program_path).with_suffix(".hybrid.json")
-    if (predictions / f"{HYBRID}.jsonl").exists():
-        certify_from_predictions(hybrid_program, predictions / f"{HYBRID}.jsonl", test, judge_lm,
+    with clock.phase("certify"):
+        certify_from_predictions(program_path, predictions / f"{INDUCED}.jsonl", test, judge_lm,
                                  floor_path=predictions / f"{FLOOR}.jsonl")
+        if (predictions / f"{HYBRID}.jsonl").exists():
+            certify_from_predictions(hybrid_program, predictions / f"{HYBRID}.jsonl", test, judge_lm,
+                                     floor_path=predictions / f"{FLOOR}.jsonl")
 
     criteria = parse_criteria(induction.judge.rubric)
     if config.ablation and criteria:
-        ablation_dir = out_dir / "ablation"
-        ablation_dir.mkdir(exist_ok=True)
-        (ablation_dir / "criteria.json").write_text(json.dumps(
-            [{"number": c.number, "name": c.name} for c in criteria], indent=2))
-        for criterion in criteria:
-            reduced = TrajectoryJudge(without_criterion(induction.judge.rubric, criterion.number),
-                                      render_config=config.render)
-            _judge_llm(reduced, test, ablation_dir / f"{criterion.number}_{_slug(criterion.name)}.jsonl",
-                       judge_lm, config, cache_dir)
+        with clock.phase("ablation: one criterion left out at a time"):
+            _ablate(induction.judge.rubric, criteria, test, out_dir / "ablation", judge_lm, config, cache_dir)
 
     run = {
         "lm": judge_lm_name, "reflection_lm": reflection_lm_name, "dataset": dataset,
@@ -255,7 +258,19 @@ def run_protocol(trajectories: list[Trajectory], out_dir: PathArg, *, judge_lm: 
         "sweep": induction.sweep, "program": str(program_path),
         "config": asdict(config),
         "batches": batches, "wall_time_s": round(time.time() - started, 1), "notes": notes,
+        "phases": clock.phases,
     }
     (out_dir / "run.json").write_text(json.dumps(run, indent=2, default=str))
     write_report(out_dir, out_dir / "report.md")
     return out_dir
+
+
+def _ablate(rubric: str, criteria, test, ablation_dir: Path, judge_lm, config: ProtocolConfig, cache_dir) -> None:
+    """The induced judge with each criterion left out in turn, on the test split (``ablation/``)."""
+    ablation_dir.mkdir(exist_ok=True)
+    (ablation_dir / "criteria.json").write_text(json.dumps(
+        [{"number": c.number, "name": c.name} for c in criteria], indent=2))
+    for criterion in criteria:
+        reduced = TrajectoryJudge(without_criterion(rubric, criterion.number), render_config=config.render)
+        _judge_llm(reduced, test, ablation_dir / f"{criterion.number}_{_slug(criterion.name)}.jsonl",
+                   judge_lm, config, cache_dir)

@@ -238,6 +238,23 @@ def ranking_section(report: dict, links: dict[str, str] | None) -> list[str]:
     return out + figure(links, "scores", "Judge score against ground truth") + [""]
 
 
+def phases_section(report: dict) -> list[str]:
+    """Where the run's time went: wall and CPU seconds per phase (run.json's ``phases``), CPU of the whole process
+    tree (the embedded llama.cpp server included) where the system lets it be read. Nothing when not recorded."""
+    phases = report["meta"].get("phases")
+    if not phases:
+        return []
+    out = ["## Where the time went", "", "| phase | wall s | CPU s |", "|---|---|---|"]
+    out += [f"| {cell(p['phase'])} | {p['wall_s']:.1f} | {p['cpu_s']:.1f}"
+            + ("" if p.get("cpu_scope", "tree") == "tree" else " (this process only)") + " |" for p in phases]
+    total = report["meta"].get("phases_total")
+    if total:
+        out.append(f"| **all** | **{total['wall_s']:.1f}** | **{total['cpu_s']:.1f}** |")
+    return out + ["", "CPU seconds count this process, its threads and every process it started (the embedded "
+                  "llama.cpp server answering the judge included); on a loaded machine wall time grows, CPU much less.",
+                  ""]
+
+
 def render_markdown(report: dict, figure_links: dict[str, str] | None = None) -> str:
     """The report as markdown. ``figure_links`` maps figure names (see ``figures.FIGURES``) to
     relative paths; figures are embedded only when given."""
@@ -263,6 +280,7 @@ def render_markdown(report: dict, figure_links: dict[str, str] | None = None) ->
     out += false_pass_gap_section(report) + [""]
     out += disagreements_section(report) + [""]
     out += sweep_section(report, figure_links) + [""]
+    out += phases_section(report)
     if report["warnings"]:
         out += ["## Warnings", ""] + [f"- {cell(w)}" for w in report["warnings"]] + [""]
     return "\n".join(out).rstrip("\n") + "\n"
