@@ -22,7 +22,8 @@ def cmd_review(args) -> int:
         from rubricforge_dspy.review import server as _server  # noqa: F401  (imports starlette, uvicorn)
     except ImportError as error:
         raise MissingExtraError(f"rubricforge review needs starlette, jinja2 and uvicorn ({error.name} is missing): "
-                                "pip install 'rubricforge-dspy[review]'") from None
+                                "they are dependencies of rubricforge-dspy: reinstall it (./install.sh, or "
+                                "pip install -e .)") from None
     render = None
     if args.render_tokens is not None or args.step_chars is not None:
         base = RenderConfig()
