@@ -133,7 +133,21 @@ def _checked_levels(levels: Any, where: str) -> tuple[float, ...] | None:
     return tuple(sorted({float(v) for v in levels}))
 
 
-class RecordedJudge(BaseJudge):
+class _TrajectoryStage(BaseJudge):
+    """A stage that reads the `Trajectory` itself (its id, its steps), not a rendered text: its input is the
+    trajectory; `render` is the default render, for a person reading what it judged."""
+
+    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
+        trajectory = trajectory_input(trajectory)
+        return render_trajectory(trajectory, config or RenderConfig()) if isinstance(trajectory, Trajectory) \
+            else trajectory
+
+    def inputs_of(self, trajectory: Trajectory) -> dict:
+        """``{"trajectory": trajectory}``: the stage reads the trajectory (no text is rendered for it)."""
+        return {"trajectory": trajectory}
+
+
+class RecordedJudge(_TrajectoryStage):
     """Recorded verdicts as a judge: looks a trajectory up by id, no LM call (see the module docstring).
 
     Args:
@@ -224,14 +238,6 @@ class RecordedJudge(BaseJudge):
                              "confidence_levels": None if self.confidence_levels is None
                              else list(self.confidence_levels)}}
 
-    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
-        trajectory = trajectory_input(trajectory)
-        return render_trajectory(trajectory, config or RenderConfig()) if isinstance(trajectory, Trajectory) \
-            else trajectory
-
-    def inputs_of(self, trajectory: Trajectory) -> dict:
-        """``{"trajectory": trajectory}``: it is looked up by its id (no text is rendered)."""
-        return {"trajectory": trajectory}
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """The recorded verdict of `trajectory` (by its id), or a hand-on: an abstention of kind `HANDED_ON`
@@ -341,7 +347,7 @@ def _verdict_of(answer: Any) -> Verdict:
     return as_verdict(answer)
 
 
-class CallableJudge(BaseJudge):
+class CallableJudge(_TrajectoryStage):
     """A callable ``fn(trajectory) -> Verdict`` (or a `dspy.Prediction` / mapping with ``passed`` and
     ``score``) behind the judge contract, so it can be a cascade stage.
 
@@ -377,13 +383,6 @@ class CallableJudge(BaseJudge):
     def operating_point(self) -> dict:
         return {"callable": self.import_path or getattr(self.fn, "__qualname__", repr(self.fn))}
 
-    def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
-        trajectory = trajectory_input(trajectory)
-        return render_trajectory(trajectory, config or RenderConfig()) if isinstance(trajectory, Trajectory) \
-            else trajectory
-
-    def inputs_of(self, trajectory: Trajectory) -> dict:
-        return {"trajectory": trajectory}
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """`fn`'s verdict (its exceptions propagate: batch judging records them as abstentions)."""
