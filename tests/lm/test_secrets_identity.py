@@ -115,6 +115,7 @@ def test_a_secret_in_api_base_is_redacted_everywhere_written_but_used_for_reques
 
 # -- Retry-After -------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # waits out the server's Retry-After (about 4 s a form); the gaps only have lower bounds
 @pytest.mark.parametrize("form", ["seconds", "http-date"])
 def test_retry_after_is_honoured_in_both_forms(form):
     """A server answering 429 (then 503) with `Retry-After: 2` (or the HTTP-date 2 s ahead) is asked
