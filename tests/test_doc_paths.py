@@ -28,6 +28,7 @@ NOT_IN_THE_REPOSITORY = {
     "formats/": "the subpackage of rubricforge_dspy.data the README row names (rubricforge_dspy/data/formats/)",
     "induce/": "named as the folder that does not exist (the subpackage is induction/)",
     ".rubricforge_cache/": "the cache folder a run creates",
+    "artifacts/readme/": "where the README's commands write (git-ignored; the README's first command makes it)",
     "predictions/floor.jsonl": _RUN_OUTPUT, "predictions/length_only.jsonl": _RUN_OUTPUT,
     "R/floor_verdicts/": _RUN_OUTPUT, "figures/reliability.png": _RUN_OUTPUT, "figures/risk_coverage.png": _RUN_OUTPUT,
     "figures/": _RUN_OUTPUT, "gepa/candidates.json": _RUN_OUTPUT, "artifacts/agent_example/": _RUN_OUTPUT,

@@ -90,11 +90,11 @@ def test_judge_cascade_ray_writes_the_verdicts_of_the_plain_run(halves, tmp_path
 
 def test_the_command_line_streams_a_cascades_input(halves, tmp_path, monkeypatch):
     """The first verdict line is written while the input is read chunk by chunk: never loaded whole."""
-    import rubricforge_dspy.apply.stream as stream
+    import rubricforge_dspy.apply.runner as runner
     import rubricforge_dspy.data.formats as formats
     from rubricforge_dspy.apply.writer import VerdictWriter
 
-    monkeypatch.setattr(stream, "CASCADE_CHUNK", 10)
+    monkeypatch.setattr(runner, "CASCADE_CHUNK", 10)
     pulled: list[list[int]] = []
     read = formats.iter_trajectories
 

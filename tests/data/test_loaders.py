@@ -243,6 +243,19 @@ BUNDLED_EXPECTED = {
 }
 
 
+# the public multi-agent sets shipped converted to the generic JSONL (evals/data/SOURCES.md): trajectories
+CONVERTED_EXPECTED = {"mint_alfworld/mint_alfworld_6agents.jsonl": 804,
+                      "intercode_bash/intercode_bash_7agents.jsonl": 1342}
+
+
+@pytest.mark.parametrize("rel", sorted(CONVERTED_EXPECTED))
+def test_converted_multi_agent_sets_load_whole(rel):
+    trajectories = load_trajectories(BUNDLED / rel)
+    assert len(trajectories) == CONVERTED_EXPECTED[rel] and not trajectories.report.skipped
+    tasks = {t.task_id for t in trajectories}
+    assert len(tasks) < len(trajectories) and all(t.label in (0, 1) for t in trajectories)  # several per task
+
+
 @pytest.mark.parametrize("rel", sorted(BUNDLED_EXPECTED))
 def test_bundled_file_counts(rel):
     fmt, n, positives, tasks, perfect, domain, agent = BUNDLED_EXPECTED[rel]
@@ -279,7 +292,7 @@ def test_bundled_directory_load():
     report = trajectories.report
     # trace and agent-log samples (no outcome, or Inspect scorer labels: tests/data/test_agent_log_loaders.py) aside
     labeled = [t for t in trajectories if t.label is not None and t.hidden["format"] != "inspect"]
-    assert len(labeled) == sum(v[1] for v in BUNDLED_EXPECTED.values())
+    assert len(labeled) == sum(v[1] for v in BUNDLED_EXPECTED.values()) + sum(CONVERTED_EXPECTED.values())
     assert {t.hidden["format"] for t in trajectories if t.label is None} == {
         "otel", "langfuse", "inspect", "mini_swe", "swe_agent", "openhands", "atif"}
     assert {Path(f).name for f, _ in report.ignored_files} >= {"SOURCES.md", "LICENSES.md"}

@@ -80,12 +80,20 @@ def _poison_adapt(data):
     return out
 
 
+def _poison_generic(record):
+    """A generic JSONL record (the converted multi-agent sets): its reward the canary (the label dropped so the
+    reward decides it), every metadata leaf a canary."""
+    record = {key: value for key, value in record.items() if key != "label"}
+    return {**record, "reward": CANARY_REWARD, "metadata": _poison(record.get("metadata", {}), ".metadata")}
+
+
 def poisoned_copy(path: Path, tmp_path: Path) -> Path:
     fmt = detect_format(path)
     target = tmp_path / path.parent.name / path.name
     target.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "webshop_react":
-        lines = [json.dumps(_poison_webshop(json.loads(line)))
+    if fmt in ("webshop_react", "jsonl"):
+        poison_line = _poison_webshop if fmt == "webshop_react" else _poison_generic
+        lines = [json.dumps(poison_line(json.loads(line)))
                  for line in path.read_text().splitlines() if line.strip()]
         target.write_text("\n".join(lines) + "\n")
         return target
