@@ -13,7 +13,7 @@ import contextvars
 import itertools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from rubricforge_dspy.apply.summary import UsageTotals
 from rubricforge_dspy.core.verdict import Verdict
@@ -41,8 +41,8 @@ class EventLoopExecutor:
     `direct` is one `DirectCall`, or several (one per endpoint, as a Ray worker has them: `apply.ray`)
     dealt round-robin item by item from the `first`-th on; an item's retries stay on its endpoint."""
 
-    def __init__(self, direct: DirectCall | Sequence[DirectCall], policy: RetryPolicy, tracker: UsageTotals,
-                 concurrency: int, first: int = 0) -> None:
+    def __init__(self, direct: DirectCall | list[DirectCall] | tuple[DirectCall, ...], policy: RetryPolicy,
+                 tracker: UsageTotals, concurrency: int, first: int = 0) -> None:
         import dspy
 
         self.directs: list[DirectCall] = list(direct) if isinstance(direct, (list, tuple)) else [direct]
@@ -199,7 +199,8 @@ def _tracked(tracker: UsageTotals) -> contextvars.Context:
         return contextvars.copy_context()
 
 
-def _judge_in_worker(judge: Any, inputs: dict[str, Any], policy: RetryPolicy, tracker: UsageTotals, stop: threading.Event) -> Verdict:
+def _judge_in_worker(judge: Any, inputs: dict[str, Any], policy: RetryPolicy, tracker: UsageTotals,
+                     stop: threading.Event) -> Verdict:
     # No LM history and no DSPy trace: both would keep every prompt (up to 10,000 of them).
     import dspy
 

@@ -448,7 +448,8 @@ def files_fingerprint(paths: list[PathArg], *, format: str, label_threshold: flo
     """The data fingerprint of a judging job (``data_fingerprint`` in ``OUT.job.json``): `input_fingerprint`
     of the input files, the label file, the mapping file of a mapped format (a changed mapping is changed
     data), the format and the label threshold."""
-    return input_fingerprint(list(paths) + ([label_file] if label_file is not None else []) + _mapping_files(format),
+    files: list[PathArg] = [*paths, *([label_file] if label_file is not None else []), *_mapping_files(format)]
+    return input_fingerprint(files,
                              format=format, label_threshold=None if label_threshold is None else str(label_threshold))
 
 

@@ -96,7 +96,8 @@ class JobOptions:
 _FIELDS = frozenset(f.name for f in fields(JobOptions))
 
 
-def job_options(options: JobOptions | None, overrides: dict[str, Any], default: JobOptions = JobOptions()) -> JobOptions:
+def job_options(options: JobOptions | None, overrides: dict[str, Any],
+                default: JobOptions = JobOptions()) -> JobOptions:
     """The record an entry point runs with: `options` (else its `default`) with the keyword `overrides`.
 
     Raises:

@@ -81,7 +81,7 @@ class VerdictWriter:
 def judge_inputs(judge: Any, trajectory: Trajectory | Spilled) -> dict[str, Any]:
     """What `judge` reads of `trajectory` (`BaseJudge.inputs_of`: the text, and the features of a judge that
     reads them); the rendered text for a baseline callable. A spilled item (`Spilled`) carries them."""
-    if type(trajectory) is Spilled:
+    if isinstance(trajectory, Spilled):
         assert trajectory.inputs is not None, "a spilled id already done is resumed, never judged"
         return trajectory.inputs
     inputs_of = getattr(judge, "inputs_of", None)
