@@ -102,5 +102,7 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: 
     with output_lock(out_path):
         job = CascadeJob(cascade, out_path, escalated_out=escalated_out, cascade_file=cascade_file,
                          data_files=data_files, reread=lambda: trajectories, keep_verdicts=True)
-        return run_job(cascade, trajectories, Path(job.out_path), options, lm=lm, data=data, calls=calls,
-                             cascade=job, chunk=chunk)
+        run = run_job(cascade, trajectories, Path(job.out_path), options, lm=lm, data=data, calls=calls, cascade=job,
+                      chunk=chunk)
+    assert isinstance(run, CascadeRun)  # the runner's summary of a cascade's job (`CascadeJob.summary`)
+    return run

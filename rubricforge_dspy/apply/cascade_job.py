@@ -19,12 +19,13 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
 import orjson
 
 from rubricforge_dspy.apply.job import checked_output, job_path, replace_file
 from rubricforge_dspy.apply.summary import BatchSummary
+from rubricforge_dspy.apply.writer import Spilled
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -43,6 +44,20 @@ __all__ = ["CascadeRun", "CascadeJob", "escalated_path", "check_outputs", "casca
 logger = logging.getLogger(__name__)
 
 RUNS_KEY = "cascade_runs"  # in ``OUT.job.json``: one record per run of the job (`CascadeRun.record`)
+
+
+class CascadeItem(Protocol):
+    """What the cascade reads and keeps of the runner's item (`apply.runner`'s, which this module does not
+    import): its place in the input, its trajectory, the LLM stages run on it and their tokens (stage name ->
+    ``prompt_tokens``/``completion_tokens``), and the ``(stage, confidence)`` it was last handed on with."""
+
+    index: int
+    lm_stages: int
+    tokens: dict[str, dict[str, int]]
+    last: tuple[str, float] | None
+
+    @property
+    def trajectory(self) -> Trajectory | Spilled: ...
 
 
 def escalated_path(out_path: PathArg) -> Path:
@@ -73,20 +88,20 @@ class CascadeRun(BatchSummary):
     """
 
     escalated_path: str = ""
-    decided_by: dict = field(default_factory=dict)
-    stage_calls: dict = field(default_factory=dict)
-    lm_stages: list = field(default_factory=list)
+    decided_by: dict[str, int] = field(default_factory=dict)
+    stage_calls: dict[str, int] = field(default_factory=dict)
+    lm_stages: list[str] = field(default_factory=list)
     lm_asked: int = 0
-    item_tokens: dict = field(default_factory=dict)
+    item_tokens: dict[str, int] = field(default_factory=dict)
     lm_items: int = 0
     unreported: int = 0
     outcome: str = "complete"
-    verdicts: Any = field(default=None, repr=False)
+    verdicts: CascadeVerdicts | None = field(default=None, repr=False)
     escalated_in_file: int | None = None
-    stages: list = field(default_factory=list)
-    guarantee: dict | None = None
+    stages: list[str] = field(default_factory=list)
+    guarantee: dict[str, Any] | None = None
     cascade_file: str | None = None
-    data_files: list | None = None
+    data_files: list[str] | None = None
 
     @property
     def escalated(self) -> int:
@@ -97,13 +112,13 @@ class CascadeRun(BatchSummary):
         """LM requests made, retries included (``lm_calls``)."""
         return self.lm_calls
 
-    def token_spend(self) -> dict:
+    def token_spend(self) -> dict[str, Any]:
         """`report.cascade.token_spend` of this run: the written LM-judged items' tokens, and the estimate of
         judging every item of the job (this run's and the resumed ones) with the last stage."""
         return token_spend(self.item_tokens if self.lm_items else None, self.lm_items, self.judged + self.resumed,
                            self.unreported)
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         """The run as recorded in ``OUT.job.json`` (``cascade_runs``)."""
         return {"outcome": self.outcome, "judged": self.judged, "resumed": self.resumed, "cached": self.cached,
                 "decided_by": self.decided_by, "stage_calls": self.stage_calls, "lm_calls": self.lm_asked,
@@ -111,7 +126,7 @@ class CascadeRun(BatchSummary):
                 "escalated_in_file": self.escalated_in_file, "stages": self.stages, "lm_stages": self.lm_stages,
                 "guarantee": self.guarantee, "cascade_file": self.cascade_file, "data_files": self.data_files}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), **self.record()}
 
     def format(self) -> str:
@@ -156,7 +171,7 @@ def cascade_fingerprint(cascade: Cascade, lm: dspy.BaseLM | None, cascade_file: 
     return Fingerprint(digest(parts), parts)
 
 
-def _job(out_path: Path) -> dict | None:
+def _job(out_path: Path) -> dict[str, Any] | None:
     try:
         job = orjson.loads(job_path(out_path).read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -188,7 +203,7 @@ def check_outputs(out_path: PathArg, escalated_out: PathArg | None = None) -> tu
     return out_path, queue
 
 
-def _escalated_lines(out_path: Path):
+def _escalated_lines(out_path: Path) -> Iterator[dict[str, Any]]:
     """The escalated verdict lines of `out_path`, in file order (a torn last line is skipped)."""
     if not out_path.exists():
         return
@@ -212,7 +227,7 @@ def write_queue(out_path: Path, queue: Path, trajectories: Iterable[Trajectory])
     as a stream: only the escalated ones are kept. Returns the count; an escalated id that is not among
     `trajectories` (a run with a smaller --limit) is logged and left out."""
     lines = {line["id"]: line for line in _escalated_lines(out_path)}
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, Any]] = {}
     for trajectory in trajectories:
         line = lines.get(trajectory.id)
         if line is None or trajectory.id in found:
@@ -263,7 +278,7 @@ class CascadeJob:
 
     def __init__(self, cascade: Cascade, out_path: PathArg, *, escalated_out: PathArg | None = None,
                  cascade_file: PathArg | None = None, data_files: Iterable[PathArg] | None = None,
-                 reread=None, keep_verdicts: bool = False):
+                 reread: Callable[[], Iterable[Trajectory]] | None = None, keep_verdicts: bool = False) -> None:
         self.out_path, self.queue = check_outputs(out_path, escalated_out)
         self.cascade, self.cascade_file, self.reread = cascade, cascade_file, reread
         self.names = [rule.name for rule in cascade.rules]
@@ -272,7 +287,7 @@ class CascadeJob:
         self.settled: dict[int, tuple[Verdict, str]] | None = {} if keep_verdicts else None
         self.escalated_now: list[Trajectory] = []  # without `reread`: this run's escalated trajectories
 
-    def summary(self, **fields) -> CascadeRun:
+    def summary(self, **fields: Any) -> CascadeRun:
         """The run's `CascadeRun`, with the `BatchSummary` `fields` the runner sets."""
         cascade = self.cascade
         return CascadeRun(**fields, escalated_path=str(self.queue), stages=list(self.names),
@@ -282,7 +297,7 @@ class CascadeJob:
                           cascade_file=None if self.cascade_file is None else str(self.cascade_file),
                           data_files=self.data_files)
 
-    def settle(self, k: int, item, verdict: Verdict) -> tuple[Verdict, str, int | None] | None:
+    def settle(self, k: int, item: CascadeItem, verdict: Verdict) -> tuple[Verdict, str, int | None] | None:
         """What stage `k`'s `verdict` makes of `item`: ``(the cascade's verdict, the stage's name, k)`` when the
         stage settles it (it decided, or its LM failed: never an escalation), the escalation when the last stage
         hands it on, None when it goes to the next stage (``item.last`` keeps the confidence it was handed on
@@ -295,19 +310,21 @@ class CascadeJob:
             return self.cascade.escalation(item.last), ESCALATED, None
         return None
 
-    def line_fields(self, item, stage: str, index: int | None) -> dict:
+    def line_fields(self, item: CascadeItem, stage: str, index: int | None) -> dict[str, Any]:
         """What a cascade's verdict line adds to the contract's (see the module docstring)."""
-        fields = {"stage": stage, "stage_index": index, "lm_stages_run": item.lm_stages, "lm_tokens": item.tokens}
+        fields: dict[str, Any] = {"stage": stage, "stage_index": index, "lm_stages_run": item.lm_stages,
+                                  "lm_tokens": item.tokens}
         if stage == ESCALATED:  # who escalated it, at what confidence (also its score_calibrated; None: none gave one)
             fields.update(escalated_by=item.last[0] if item.last else None,
                           escalation_confidence=item.last[1] if item.last else None)
         return fields
 
-    def count(self, run: CascadeRun, item, verdict: Verdict, stage: str) -> None:
+    def count(self, run: CascadeRun, item: CascadeItem, verdict: Verdict, stage: str) -> None:
         """Tally one written line of the cascade (the `BatchSummary` counts it too)."""
         if self.settled is not None:
             self.settled[item.index] = (verdict, stage)
         if stage == ESCALATED and self.reread is None:
+            assert isinstance(item.trajectory, Trajectory)  # a cascade's input is never spilled (`apply.stream`)
             self.escalated_now.append(item.trajectory)
         if not verdict.abstained or verdict.error_kind == ESCALATED:
             run.decided_by[stage] = run.decided_by.get(stage, 0) + 1

@@ -12,15 +12,20 @@ import asyncio
 import contextvars
 import itertools
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from rubricforge_dspy.apply.summary import UsageTotals
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError
 
+if TYPE_CHECKING:
+    from rubricforge_dspy.judge.module import DirectCall
+
 __all__ = ["EventLoopExecutor", "ThreadExecutor"]
+
+ItemT = TypeVar("ItemT")  # what the caller judges an item as (a runner's item, a Ray worker's trajectory)
 
 
 class EventLoopExecutor:
@@ -36,26 +41,28 @@ class EventLoopExecutor:
     `direct` is one `DirectCall`, or several (one per endpoint, as a Ray worker has them: `apply.ray`)
     dealt round-robin item by item from the `first`-th on; an item's retries stay on its endpoint."""
 
-    def __init__(self, direct, policy: RetryPolicy, tracker: UsageTotals, concurrency: int, first: int = 0):
+    def __init__(self, direct: DirectCall | list[DirectCall] | tuple[DirectCall, ...], policy: RetryPolicy,
+                 tracker: UsageTotals, concurrency: int, first: int = 0) -> None:
         import dspy
 
-        self.directs = list(direct) if isinstance(direct, (list, tuple)) else [direct]
+        self.directs: list[DirectCall] = list(direct) if isinstance(direct, (list, tuple)) else [direct]
         self.turn = itertools.count(first)
         self.policy, self.concurrency = policy, concurrency
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rubricforge-judge-loop", daemon=True)
         self.thread.start()
         self.stopped = asyncio.run_coroutine_threadsafe(self._made(), self.loop).result()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[BaseException | None] | None = None
         self._ended = threading.Event()
         with dspy.context(usage_tracker=tracker, disable_history=True, trace=None):
             self.context = contextvars.copy_context()  # what every call runs in (DSPy's settings are contextvars)
 
     @staticmethod
-    async def _made():
+    async def _made() -> asyncio.Event:
         return asyncio.Event()
 
-    def drive(self, jobs: Iterator[tuple], collect, check, tracker_of=None) -> None:
+    def drive(self, jobs: Iterator[tuple[ItemT, dict[str, Any]]], collect: Callable[[ItemT, Verdict], None],
+              check: Callable[[], None], tracker_of: Callable[[ItemT], UsageTotals | None] | None = None) -> None:
         """Judge every ``(item, inputs)`` of `jobs` (consumed on the loop's thread); `collect(item, verdict)`
         is called with each verdict as it completes, then `check()` (which may raise to stop the batch).
         `tracker_of(item)`: the usage tracker of that item's call (a `UsageTotals` under the run's), or None
@@ -80,14 +87,16 @@ class EventLoopExecutor:
         if self._task is not None:
             self._task.cancel()
 
-    async def _drive(self, jobs, collect, check, tracker_of) -> BaseException | None:
+    async def _drive(self, jobs: Iterator[tuple[ItemT, dict[str, Any]]], collect: Callable[[ItemT, Verdict], None],
+                     check: Callable[[], None], tracker_of: Callable[[ItemT], UsageTotals | None] | None
+                     ) -> BaseException | None:
         """The batch (see `drive`); returns a KeyboardInterrupt or SystemExit raised by `jobs` or `collect`
         for the waiting thread to raise (raised in a task, it would stop the loop before anyone hears of it)."""
         self._task = asyncio.current_task()
-        finished: asyncio.Queue = asyncio.Queue()
-        pending: dict = {}
+        finished: asyncio.Queue[asyncio.Task[Verdict]] = asyncio.Queue()
+        pending: dict[asyncio.Task[Verdict], ItemT] = {}
 
-        def take(task) -> None:
+        def take(task: asyncio.Task[Verdict]) -> None:
             item = pending.pop(task, None)
             if item is not None and not task.cancelled() and task.exception() is None:
                 collect(item, task.result())
@@ -102,8 +111,9 @@ class EventLoopExecutor:
                 direct = self.directs[next(self.turn) % len(self.directs)]
                 call = ajudge_verdict(direct, inputs["trajectory"], self.policy, self.stopped)
                 tracker = tracker_of(item) if tracker_of is not None else None
+                # a task copies the context it is created in (`create_task(context=...)` is Python 3.11+ only)
                 task = (asyncio.ensure_future(call) if tracker is None
-                        else self.loop.create_task(call, context=_tracked(tracker)))
+                        else _tracked(tracker).run(self.loop.create_task, call))
                 task.add_done_callback(finished.put_nowait)
                 pending[task] = item
                 if len(pending) >= self.concurrency:
@@ -129,7 +139,8 @@ class EventLoopExecutor:
             self._ended.set()
         return None
 
-    def _abandon(self, pending: dict, take) -> None:
+    def _abandon(self, pending: dict[asyncio.Task[Verdict], ItemT], take: Callable[[asyncio.Task[Verdict]], None]
+                 ) -> None:
         self.stopped.set()  # in-flight calls stop retrying
         for task in [t for t in pending if t.done()]:
             take(task)
@@ -142,7 +153,7 @@ class EventLoopExecutor:
 
     def close(self, cancel: bool) -> None:
         """Cancel what still runs (when `cancel`), close the engine's client, and end the loop."""
-        async def finish():
+        async def finish() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
@@ -162,12 +173,12 @@ class EventLoopExecutor:
 class ThreadExecutor:
     """The thread path: `concurrency` worker threads calling `judge_verdict` (any judge, any LM)."""
 
-    def __init__(self, judge, policy: RetryPolicy, tracker: UsageTotals, concurrency: int):
+    def __init__(self, judge: Any, policy: RetryPolicy, tracker: UsageTotals, concurrency: int) -> None:
         self.judge, self.policy, self.tracker = judge, policy, tracker
         self.stopped = threading.Event()
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricforge-judge")
 
-    def submit(self, inputs: dict, tracker: UsageTotals | None = None):
+    def submit(self, inputs: dict[str, Any], tracker: UsageTotals | None = None) -> Future[Verdict]:
         """One call; `tracker`: its own usage tracker (under the run's), or None for the run's."""
         context = contextvars.copy_context()
         return self.pool.submit(context.run, _judge_in_worker, self.judge, inputs, self.policy,
@@ -188,7 +199,8 @@ def _tracked(tracker: UsageTotals) -> contextvars.Context:
         return contextvars.copy_context()
 
 
-def _judge_in_worker(judge, inputs: dict, policy: RetryPolicy, tracker: UsageTotals, stop: threading.Event) -> Verdict:
+def _judge_in_worker(judge: Any, inputs: dict[str, Any], policy: RetryPolicy, tracker: UsageTotals,
+                     stop: threading.Event) -> Verdict:
     # No LM history and no DSPy trace: both would keep every prompt (up to 10,000 of them).
     import dspy
 

@@ -37,7 +37,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable
 
 import orjson
 
@@ -59,6 +59,11 @@ from rubricforge_dspy.core.verdict import VerdictLineError, check_line, parse_li
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.core.trajectory import LabelRule, Trajectory
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.labels import LabelJoin
 
 __all__ = ["JOB_SUFFIX", "LOCK_SUFFIX", "IDS_SUFFIX", "ids_path", "DoneIndex",
            "BatchOutputError", "OutputLockedError", "ResumeState", "read_done",
@@ -82,9 +87,9 @@ class ResumeState:
     """What a resumed job found in its output: the ids already judged, bytes of a torn tail repaired, the
     judge fingerprints seen, abstentions for LM errors to ask again, and how many ids the done index gave."""
 
-    ids: set
+    ids: set[str]
     repaired_bytes: int = 0
-    fingerprints: set = field(default_factory=set)
+    fingerprints: set[str | None] = field(default_factory=set)  # None: a line without a fingerprint
     retried: int = 0  # abstentions for LM errors found in the file, asked again
     from_index: int = 0  # ids taken from the done index (``OUT.ids``) instead of re-reading their lines
     lines_read: int = 0  # verdict lines of the output read to decide (0: the index said everything)
@@ -95,19 +100,19 @@ _INDEX_VERSION = 2  # 2: entries appended by the writer after the snapshot (`Don
 _PROBE = 4096  # bytes before the covered end whose hash tells the same file from a rewritten one
 
 
-def ids_path(out_path) -> Path:
+def ids_path(out_path: PathArg) -> Path:
     """``OUT.ids``: the done index `read_done` keeps beside the output ``OUT``."""
     out_path = Path(out_path)
     return out_path.with_name(out_path.name + IDS_SUFFIX)
 
 
-def _probe(handle, end: int) -> str:
+def _probe(handle: BinaryIO, end: int) -> str:
     start = max(0, end - _PROBE)
     handle.seek(start)
     return hashlib.sha256(handle.read(end - start)).hexdigest()
 
 
-def _load_index(path: Path) -> tuple[dict, list] | None:
+def _load_index(path: Path) -> tuple[dict[str, Any], list[str]] | None:
     """The done index of `path` when it still describes the file's first ``covered`` bytes, else None
     (missing, unreadable, another version, or stale: the file was rewritten or cut since).
 
@@ -157,18 +162,18 @@ def _load_index(path: Path) -> tuple[dict, list] | None:
         return None
 
 
-def _write_index(path: Path, ids: Iterable[str], fingerprints: set, keep: bool = False) -> int | None:
+def _write_index(path: Path, ids: Iterable[str], fingerprints: set[str | None], keep: bool = False) -> int | None:
     """Record the ids of every line of `path` (all done: no retried abstention left in it) in ``OUT.ids``,
     atomically, with what identifies the file: inode, size, mtime and a hash of its last bytes. With `keep`,
     the new index's descriptor is returned, open for appending (`DoneIndex`)."""
-    ids = list(ids)
+    listed = list(ids)
     stat = path.stat()
     with path.open("rb") as handle:
         probe = _probe(handle, stat.st_size)
     header = {"version": _INDEX_VERSION, "covered": stat.st_size, "size": stat.st_size,
-              "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino, "probe": probe, "count": len(ids),
+              "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino, "probe": probe, "count": len(listed),
               "fingerprints": sorted(fingerprints, key=str)}
-    return replace_file(ids_path(path), orjson.dumps(header) + b"\n" + orjson.dumps(ids) + b"\n", keep)
+    return replace_file(ids_path(path), orjson.dumps(header) + b"\n" + orjson.dumps(listed) + b"\n", keep)
 
 
 class DoneIndex:
@@ -187,7 +192,7 @@ class DoneIndex:
         fingerprint: the judge fingerprint of the verdicts this run writes.
     """
 
-    def __init__(self, out_path, done: ResumeState, fingerprint: str | None):
+    def __init__(self, out_path: PathArg, done: ResumeState, fingerprint: str | None):
         self._path = Path(out_path)
         self._fd: int | None = _write_index(self._path, done.ids, done.fingerprints, keep=True)
         self._end = self._path.stat().st_size
@@ -215,11 +220,13 @@ class DoneIndex:
             os.close(fd)
 
 
-def _tail(path: Path, start: int, known: set, retry_kinds: frozenset) -> tuple[list[dict], int, int] | None:
+def _tail(path: Path, start: int, known: set[str], retry_kinds: frozenset[str]
+          ) -> tuple[list[dict[str, Any]], int, int] | None:
     """The verdict lines after byte `start` (each checked by `check_line`), the bytes of a final line
     cut without its newline, and the line number it starts at; None when a line there must be asked
     again (a retried abstention: the full pass rewrites the file)."""
-    records, torn = [], 0
+    records: list[dict[str, Any]] = []
+    torn = 0
     with path.open("rb") as handle:
         handle.seek(start)
         for raw in handle:
@@ -277,13 +284,13 @@ def read_done(out_path: PathArg, repair: bool = True, retry_kinds: frozenset[str
     return state
 
 
-def _full_pass(path: Path, state: ResumeState, retry_kinds: frozenset) -> tuple[dict, set, int]:
+def _full_pass(path: Path, state: ResumeState, retry_kinds: frozenset[str]) -> tuple[dict[str, None], set[str], int]:
     """One streaming pass over the verdict file `path`, keeping ids only (never the lines): the done ids
     in file order (a dict used as an ordered set), the ids of abstentions to ask again, and the bytes
     before a final line cut without its newline; fills `state`'s counts and fingerprints. Each line is
     checked as `core.verdict.read_verdicts` checks it; a repeated id names both lines."""
-    done: dict = {}
-    retried: set = set()
+    done: dict[str, None] = {}
+    retried: set[str] = set()
     complete = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
@@ -322,7 +329,7 @@ def _first_line(path: Path, ident: str) -> int | None:
     return None
 
 
-def _drop_lines(path: Path, retried: set, complete: int) -> None:
+def _drop_lines(path: Path, retried: set[str], complete: int) -> None:
     """Rewrite `path` (atomically, streaming) without the lines of the `retried` ids, blank lines and
     anything after its first `complete` bytes (a torn final line). The new file is flocked before it is
     renamed into place and becomes the file lock this process holds for `path` (`relock`)."""
@@ -346,7 +353,7 @@ def _drop_lines(path: Path, retried: set, complete: int) -> None:
     relock(path, fd)
 
 
-def _resume_from_index(path: Path, state: ResumeState, retry_kinds: frozenset) -> ResumeState | None:
+def _resume_from_index(path: Path, state: ResumeState, retry_kinds: frozenset[str]) -> ResumeState | None:
     """`read_done` through the done index: the indexed ids, plus the lines appended after them (checked
     one by one); None when there is no usable index or the tail needs the full pass."""
     found = _load_index(path)
@@ -377,12 +384,12 @@ def _resume_from_index(path: Path, state: ResumeState, retry_kinds: frozenset) -
 
 # -- the job an output file belongs to ---------------------------------------------------------
 
-def job_path(out_path) -> Path:
+def job_path(out_path: PathArg) -> Path:
     out_path = Path(out_path)
     return out_path.with_name(out_path.name + JOB_SUFFIX)
 
 
-def input_fingerprint(paths: Iterable, **settings) -> str:
+def input_fingerprint(paths: Iterable[PathArg], **settings: Any) -> str:
     """sha256 over the input files' bytes (directories: every file under them, sorted) and the load
     `settings` (format, label threshold, ...): which data a verdict file was judged on."""
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
@@ -405,8 +412,10 @@ def _mapping_files(format: str) -> list[Path]:
     return [Path(mapping.file)] if mapping is not None and Path(mapping.file).is_file() else []
 
 
-def checked_input(paths: list, *, format: str, label_threshold, on_error: str, limit: int | None,
-                  labels=None, report=None, each=None) -> tuple[InputScan, str]:
+def checked_input(paths: list[PathArg], *, format: str, label_threshold: float | str | LabelRule | None,
+                  on_error: str, limit: int | None, labels: LabelJoin | None = None,
+                  report: LoadReport | None = None, each: Callable[[Trajectory], None] | None = None
+                  ) -> tuple[InputScan, str]:
     """Check the whole input before anything is paid, and fingerprint it for the job file.
 
     Args:
@@ -434,15 +443,17 @@ def checked_input(paths: list, *, format: str, label_threshold, on_error: str, l
                                    label_file=labels.file.path if labels is not None else None)
 
 
-def files_fingerprint(paths: list, *, format: str, label_threshold, label_file=None) -> str:
+def files_fingerprint(paths: list[PathArg], *, format: str, label_threshold: float | str | LabelRule | None,
+                      label_file: PathArg | None = None) -> str:
     """The data fingerprint of a judging job (``data_fingerprint`` in ``OUT.job.json``): `input_fingerprint`
     of the input files, the label file, the mapping file of a mapped format (a changed mapping is changed
     data), the format and the label threshold."""
-    return input_fingerprint(list(paths) + ([label_file] if label_file is not None else []) + _mapping_files(format),
+    files: list[PathArg] = [*paths, *([label_file] if label_file is not None else []), *_mapping_files(format)]
+    return input_fingerprint(files,
                              format=format, label_threshold=None if label_threshold is None else str(label_threshold))
 
 
-def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines: bool) -> None:
+def claim_output(out_path: PathArg, fingerprint: Fingerprint, data: str | None, has_lines: bool) -> None:
     """Record (or check) which job `out_path` belongs to; raises `BatchOutputError` on a mismatch. The job file
     is written whole to a new file renamed into place: a link to it is replaced, never written through."""
     path = job_path(out_path)
@@ -467,7 +478,7 @@ def claim_output(out_path, fingerprint: Fingerprint, data: str | None, has_lines
                                     "judge_parts": fingerprint.parts}, indent=1, sort_keys=True, default=str).encode())
 
 
-def claim_job(out_path, fingerprint: Fingerprint, data: str | None, done: ResumeState) -> None:
+def claim_job(out_path: PathArg, fingerprint: Fingerprint, data: str | None, done: ResumeState) -> None:
     """`claim_output`, then refuse an output whose lines (the `done` of `read_done`) carry the fingerprint of
     another judge configuration: every back end claims its output this way before its first call.
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import file_kind, writable_file
+from rubricforge_dspy.core.files import PathArg, file_kind, writable_file
 
 __all__ = ["LOCK_SUFFIX", "OutputLockedError", "checked_output", "check_owned", "lock_path", "output_lock",
            "replace_file", "new_file", "write_all", "relock"]
@@ -38,7 +38,7 @@ class OutputLockedError(InputError):
 
 # -- one writer per output file ----------------------------------------------------------------
 
-def checked_output(out_path) -> Path:
+def checked_output(out_path: PathArg) -> Path:
     """The output file ``OUT`` as the lock knows it: its real directory (symlinks in it resolved) and its
     name, once checked, before anything is paid: ``OUT`` is a regular file with one name this process may
     append to, or does not exist yet (its directory is created).
@@ -70,7 +70,7 @@ def checked_output(out_path) -> Path:
     return Path(os.path.realpath(parent)) / out.name
 
 
-def _linked(out, names: int) -> InputError:
+def _linked(out: PathArg, names: int) -> InputError:
     return InputError(f"{out}: the output has {names} names (hard links); through two of them two runs would "
                       f"write one file at once: use a copy of it (cp {out} NEW) or another path, or remove its "
                       "other names")
@@ -97,7 +97,7 @@ def _inode_holder(st: os.stat_result) -> str:
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never a link, never blocks (a FIFO)
 
 
-def _own_file(out: Path, shown) -> tuple[int, bool]:
+def _own_file(out: Path, shown: PathArg) -> tuple[int, bool]:
     """The output's own descriptor, holding the flock of its inode, and whether this call created the file.
 
     Opened without following a symlink; then checked on the descriptor (a regular file with one name) and
@@ -140,7 +140,7 @@ def _own_file(out: Path, shown) -> tuple[int, bool]:
         os.close(fd)  # the name was given to another file between our open and our lock: own that one
 
 
-def _refused_open(out: Path, shown, error: OSError) -> InputError:
+def _refused_open(out: Path, shown: PathArg, error: OSError) -> InputError:
     if error.errno == errno.ELOOP:
         return InputError(f"{shown}: the output became a symlink after it was checked; give the path of the file "
                           "itself")
@@ -163,14 +163,14 @@ class _Held:
         self.out, self.fd, self.depth = out, fd, 1
 
 
-def _held_for(out_path) -> _Held | None:
+def _held_for(out_path: PathArg) -> _Held | None:
     out = Path(out_path)
     key = str(lock_path(Path(os.path.realpath(out.parent)) / out.name))
     with _HELD_GUARD:
         return _HELD.get(key)
 
 
-def check_owned(out_path, fd: int) -> None:
+def check_owned(out_path: PathArg, fd: int) -> None:
     """Check that the descriptor `fd`, opened on `out_path` to write it, is the file whose lock this process
     holds (`output_lock`), with one name: nothing when no lock of `out_path` is held here.
 
@@ -188,7 +188,7 @@ def check_owned(out_path, fd: int) -> None:
         raise _linked(out_path, st.st_nlink)
 
 
-def relock(out_path, fd: int) -> None:
+def relock(out_path: PathArg, fd: int) -> None:
     """`out_path` now names the file open as `fd`, whose flock `fd` holds (its rewrite, renamed into place):
     it becomes the held file lock of `out_path` (the old file's is released); `fd` is closed when no lock of
     `out_path` is held here."""
@@ -204,7 +204,7 @@ _HELD: dict[str, _Held] = {}  # lock files this process holds (name locks, by pa
 _HELD_GUARD = threading.Lock()
 
 
-def lock_path(out_path) -> Path:
+def lock_path(out_path: PathArg) -> Path:
     """``OUT.lock``: the file `output_lock` locks beside the output ``OUT``."""
     out_path = Path(out_path)
     return out_path.with_name(out_path.name + LOCK_SUFFIX)
@@ -217,7 +217,7 @@ def _holder(fd: int) -> str:
         return "unknown"
 
 
-def _acquire(path: Path, out_path) -> int:
+def _acquire(path: Path, out_path: PathArg) -> int:
     """An open descriptor of `path` holding its exclusive flock (the path still names the locked file)."""
     while True:
         try:
@@ -245,7 +245,7 @@ def _acquire(path: Path, out_path) -> int:
 
 
 @contextmanager
-def output_lock(out_path) -> Iterator[Path]:
+def output_lock(out_path: PathArg) -> Iterator[Path]:
     """Hold the exclusive locks of `out_path` for the ``with`` block: its name's (``OUT.lock``) and its file's
     (a `fcntl.flock` on ``OUT`` itself, which is created when missing); see the module docstring.
 

@@ -9,6 +9,7 @@ the back end one `JobOptions`. Each back end reads the fields it uses: the Batch
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
@@ -95,7 +96,8 @@ class JobOptions:
 _FIELDS = frozenset(f.name for f in fields(JobOptions))
 
 
-def job_options(options: JobOptions | None, overrides: dict, default: JobOptions = JobOptions()) -> JobOptions:
+def job_options(options: JobOptions | None, overrides: dict[str, Any],
+                default: JobOptions = JobOptions()) -> JobOptions:
     """The record an entry point runs with: `options` (else its `default`) with the keyword `overrides`.
 
     Raises:

@@ -71,7 +71,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable
 
 import dspy
 import orjson
@@ -85,6 +86,7 @@ from rubricforge_dspy.apply.ray_sglang import JudgeAnswer, JudgePrompt, sglang_p
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import VerdictWriter
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.execution import count_verdict, judge_verdict
@@ -98,6 +100,11 @@ from rubricforge_dspy.lm.secrets import redact_url
 
 if TYPE_CHECKING:
     import ray
+
+    from rubricforge_dspy.apply.runner import Jobs, RunItem, Stage
+    from rubricforge_dspy.evidence.render import RenderConfig
+    from rubricforge_dspy.judge.contract import BaseJudge
+    from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine
 
 __all__ = ["judge_dataset", "RayCalls", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
            "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
@@ -151,9 +158,10 @@ class _JudgeWorker:
     that opened it, and nothing is left for ``__del__`` (which may run on any thread, or never). The next
     batch opens new connections: one connect per call in flight, small next to the judge calls."""
 
-    def __init__(self, judge, configs: list[LMConfig], options: JobOptions, job: dict):
+    def __init__(self, judge: Any, configs: list[LMConfig], options: JobOptions, job: dict[str, Any]) -> None:
         threads, policy = options.concurrency, options.policy
-        self.judges, self.lms = [], []
+        self.judges: list[Any] = []
+        self.lms: list[dspy.BaseLM] = []
         for config in configs:
             lm = one_attempt_lm(make_lm(config), options.timeout, connections=threads) if judge.predictors() else None
             copy = judge.deepcopy()
@@ -166,11 +174,12 @@ class _JudgeWorker:
         first = int(actor[-6:], 16) if actor else 0  # workers start apart
         self.policy, self.job = policy, job
         self.tracker = UsageTotals()
-        names = ", ".join(redact_url(c.api_base) for c in configs)
+        names = ", ".join(redact_url(c.api_base or "") for c in configs)  # `pool_config` sets every one
         self.circuit = LMCircuit(options.max_consecutive_lm_errors, names, counted=" after retries",
                                  advice=f"Stopped; {job['out']} keeps every verdict written so far: fix the "
                                         "server and re-run the same command to resume.")
-        self.loop = self.pool = None
+        self.loop: EventLoopExecutor | None = None
+        self.pool: ThreadPoolExecutor | None = None
         offers = hasattr(judge, "direct_call") and judge.predictors()
         direct = [copy.direct_call() for copy in self.judges] if offers else []
         if direct and all(d is not None for d in direct):
@@ -181,10 +190,10 @@ class _JudgeWorker:
             self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rubricforge-ray-judge")
             self.stop = threading.Event()
 
-    def _line(self, trajectory: Trajectory, verdict: Verdict) -> dict:
+    def _line(self, trajectory: Trajectory, verdict: Verdict) -> dict[str, Any]:
         return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, **self.job["line"])
 
-    def _judge(self, trajectory: Trajectory) -> tuple[dict, dict | None]:
+    def _judge(self, trajectory: Trajectory) -> tuple[dict[str, Any], dict[str, int] | None]:
         with self.turn_lock:
             judge = self.judges[next(self.turn) % len(self.judges)]
         inputs = dict(judge.inputs_of(trajectory))
@@ -193,9 +202,10 @@ class _JudgeWorker:
             verdict = judge_verdict(judge, inputs.pop("trajectory"), self.policy, self.stop, self.circuit, **inputs)
         return self._line(trajectory, verdict), usage.totals()
 
-    def _drive(self, trajectories: list[Trajectory]) -> list[tuple[dict, dict | None]]:
+    def _drive(self, loop: EventLoopExecutor, trajectories: list[Trajectory]
+               ) -> list[tuple[dict[str, Any], dict[str, int] | None]]:
         """The batch on the actor's event loop; the circuit counts each verdict as `judge_verdict` would."""
-        records: list[tuple[dict, dict | None]] = []
+        records: list[tuple[dict[str, Any], dict[str, int] | None]] = []
         inputs_of = self.judges[0].inputs_of  # every copy renders alike: they differ by endpoint only
         usage = {t.id: UsageTotals(self.tracker) for t in trajectories}
 
@@ -204,17 +214,18 @@ class _JudgeWorker:
             count_verdict(self.circuit, verdict)
 
         self.circuit.raise_if_open()
-        self.loop.drive(((t, inputs_of(t)) for t in trajectories), collect, self.circuit.raise_if_open,
+        loop.drive(((t, inputs_of(t)) for t in trajectories), collect, self.circuit.raise_if_open,
                         lambda t: usage[t.id])
         return records
 
-    def __call__(self, batch) -> dict:
+    def __call__(self, batch: Any) -> dict[str, list[Any]]:  # a Ray batch: columns of numpy arrays
         try:
             trajectories = [row_trajectory({"id": i, "trajectory": t})
                             for i, t in zip(column(batch, "id"), column(batch, "trajectory"), strict=True)]
             if self.loop is not None:
-                records = self._drive(trajectories)
+                records = self._drive(self.loop, trajectories)
             else:
+                assert self.pool is not None  # off the fast path, the worker's threads (`__init__`)
                 futures = [self.pool.submit(self._judge, t) for t in trajectories]
                 try:
                     records = [future.result() for future in futures]
@@ -240,7 +251,7 @@ class _JudgeWorker:
                     engine.close()
 
 
-async def _close_pools(engines: list) -> None:
+async def _close_pools(engines: list[AsyncChatCompletionsEngine]) -> None:
     """On the actor's event loop: let the calls a failed batch abandoned end, then close each engine's pool
     of this loop."""
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -256,10 +267,11 @@ async def _close_pools(engines: list) -> None:
 _RAY_OPTIONS = JobOptions(concurrency=16, progress=False)  # a worker keeps more calls in flight than a process
 
 
-def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | None = None, *, out,
-                  lm_config: LMConfig | None = None, api_bases: list[str] | None = None, processor=None,
-                  workers: int = 2, batch_size: int | None = None, render_config=None, data: str | None = None,
-                  total: int | None = None, **overrides) -> BatchSummary:
+def judge_dataset(ds: "ray.data.Dataset", program: PathArg | BaseJudge | None = None, options: JobOptions | None = None,
+                  *, out: PathArg, lm_config: LMConfig | None = None, api_bases: list[str] | None = None,
+                  processor: Any = None, workers: int = 2, batch_size: int | None = None,
+                  render_config: RenderConfig | None = None, data: str | None = None, total: int | None = None,
+                  **overrides: Any) -> BatchSummary:
     """Judge the Ray Dataset `ds` into the verdict file `out`: one line per id, exactly once (see the
     module docstring for how), resumable by running the same call again.
 
@@ -308,13 +320,13 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | No
     judge, configs, job_judge, job_lm = _job_judge(program, processor, render_config, lm_config, api_bases,
                                                    options.timeout)
     line = job_line(job_judge, job_lm)
-    out = Path(out)
+    out_path = Path(out)
     started = time.perf_counter()
-    with output_lock(out):
+    with output_lock(out_path):
         fingerprint = judge_fingerprint(job_judge, job_lm)
-        done = read_done(out)
-        claim_job(out, fingerprint, data, done)
-        summary = BatchSummary(out_path=str(out), repaired_bytes=done.repaired_bytes, retried=done.retried,
+        done = read_done(out_path)
+        claim_job(out_path, fingerprint, data, done)
+        summary = BatchSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes, retried=done.retried,
                                program_sha256=line["program_sha256"], judge_fingerprint=fingerprint.sha256,
                                model=line["model"])
         done_ids = frozenset(done.ids)
@@ -326,28 +338,30 @@ def judge_dataset(ds: "ray.data.Dataset", program=None, options: JobOptions | No
             judged = todo.map_batches(
                 _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
                 fn_constructor_kwargs={"judge": judge, "configs": configs, "options": worker_options,
-                                       "job": {"out": str(out), "line": line}})
-        _drain(judged, out, done, fingerprint.sha256, summary, options.fsync_every, options.progress, total)
+                                       "job": {"out": str(out_path), "line": line}})
+        _drain(judged, out_path, done, fingerprint.sha256, summary, options.fsync_every, options.progress, total)
         # the rows whose id was written already (ids are unique)
         summary.resumed = len(done_ids) if total is None else total - summary.judged
         summary.wall_time = time.perf_counter() - started
     return summary
 
 
-def _checked_sizes(ray, concurrency: int, workers: int, batch_size: int | None) -> int:
+def _checked_sizes(ray: ModuleType, concurrency: int, workers: int, batch_size: int | None) -> int:
     """The batch size (default: twice the concurrency, at least 32), once the sizes and Ray are checked."""
     if batch_size is None and concurrency >= 1:
         batch_size = max(32, 2 * concurrency)
     for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):
-        if value < 1:
+        if value is not None and value < 1:  # None: no batch size, for a concurrency below 1 (raised)
             raise InputError(f"{name} must be >= 1, got {value}")
     if not ray.is_initialized():
         raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
+    assert batch_size is not None  # set above for a concurrency of at least 1
     return batch_size
 
 
-def _job_judge(program, processor, render_config, lm_config: LMConfig | None, api_bases: list[str] | None,
-               timeout: float | None) -> tuple:
+def _job_judge(program: PathArg | BaseJudge | None, processor: Any, render_config: RenderConfig | None,
+               lm_config: LMConfig | None, api_bases: list[str] | None, timeout: float | None
+               ) -> tuple[Any, list[LMConfig], Any, dspy.BaseLM | None]:
     """``(judge, configs, job_judge, job_lm)``: the judge the HTTP workers copy (None with a processor), one
     LM configuration per endpoint, and the judge and LM the job is fingerprinted with."""
     if processor is not None:
@@ -361,8 +375,8 @@ def _job_judge(program, processor, render_config, lm_config: LMConfig | None, ap
     return judge, configs, judge, (one_attempt_lm(make_lm(pool), timeout) if judge.predictors() else None)
 
 
-def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: BatchSummary, fsync_every: int,
-           progress: bool, total: int | None) -> None:
+def _drain(judged: ray.data.Dataset, out: Path, done: ResumeState, fingerprint: str, summary: BatchSummary,
+           fsync_every: int, progress: bool, total: int | None) -> None:
     """Write the lines the workers return, each id once, as they come (the driver is the one writer, through
     the local path's writer, which also keeps the done index current)."""
     written: set[str] = set()
@@ -408,12 +422,13 @@ def _drain(judged, out: Path, done: ResumeState, fingerprint: str, summary: Batc
 def _circuit_cause(error: BaseException) -> str | None:
     """The message of a `JudgeUnavailableError` raised in a Ray worker, found in `error` (Ray wraps it)."""
     text, seen = str(error), set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        for candidate in (error, getattr(error, "cause", None)):
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for candidate in (current, getattr(current, "cause", None)):
             if isinstance(candidate, JudgeUnavailableError):
                 return str(candidate)
-        error = error.__cause__ or error.__context__
+        current = current.__cause__ or current.__context__
     if "JudgeUnavailableError" in text:  # Ray re-raised it by name only
         return text[text.index("JudgeUnavailableError"):][:2000]
     return None
@@ -445,11 +460,12 @@ class RayCalls:
         self.pool, self.configs = pool_config(lm_config, api_bases)
         self.workers, self.batch_size = workers, batch_size
 
-    def job_lm(self):
+    def job_lm(self) -> dspy.BaseLM:
         """The LM the job is fingerprinted with (the pool's configuration, as `judge_dataset`'s)."""
         return make_lm(self.pool)
 
-    def run(self, stage, jobs, collect, check, tracker_of=None) -> bool:
+    def run(self, stage: Stage, jobs: Jobs, collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
+            tracker_of: Callable[[RunItem], UsageTotals | None] | None = None) -> bool:
         """Judge the ``(item, inputs)`` of `jobs` on Ray and `collect(item, verdict)` each, with its tokens on
         `tracker_of(item)` (`apply.runner.LocalCalls.run`'s contract). True when every line came from the
         workers' fast path.
@@ -458,7 +474,7 @@ class RayCalls:
             JudgeUnavailableError: a worker's circuit opened (the lines already back are collected first).
         """
         ray, options = self.ray, self.options
-        items = {}
+        items: dict[str, RunItem] = {}
         for item, _inputs in jobs:
             items.setdefault(item.trajectory.id, item)
         if not items:

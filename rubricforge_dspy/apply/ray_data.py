@@ -7,7 +7,8 @@ not installed. Used by `apply.ray` (the driver and its workers) and `apply.ray_s
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Iterable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Iterable
 
 from rubricforge_dspy.core.errors import InputError, MissingExtraError
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -21,7 +22,7 @@ __all__ = ["ray_module", "trajectory_dataset", "row_trajectory", "column", "job_
 INSTALL_HINT = "pip install 'rubricforge-dspy[ray]'"
 
 
-def ray_module():
+def ray_module() -> ModuleType:
     """The `ray` module with Ray Data, imported on first use (the ``[ray]`` extra is optional).
 
     Raises:
@@ -55,20 +56,20 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], *, rows_per_block: in
         InputError: no trajectories.
         MissingExtraError: Ray Data is not installed.
     """
-    ray = ray_module()
-    parts = []
+    ray_lib = ray_module()
+    parts: list[ray.data.Dataset] = []
     iterator = iter(trajectories)
     while True:
         rows = [{"id": t.id, "trajectory": t} for t in itertools.islice(iterator, max(1, rows_per_chunk))]
         if not rows:
             break
-        parts.append(ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // max(1, rows_per_block)))))
+        parts.append(ray_lib.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // max(1, rows_per_block)))))
     if not parts:
         raise InputError("no trajectories to judge")
     return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
 
 
-def row_trajectory(row: dict) -> Trajectory:
+def row_trajectory(row: dict[str, Any]) -> Trajectory:
     """The `Trajectory` of a dataset row, or an `InputError` saying how to build the dataset."""
     trajectory = row.get("trajectory")
     if not isinstance(trajectory, Trajectory):
@@ -77,13 +78,13 @@ def row_trajectory(row: dict) -> Trajectory:
     return trajectory
 
 
-def column(batch, name: str) -> list:
+def column(batch: Any, name: str) -> list[Any]:  # a Ray batch: a dict of numpy arrays or lists
     """A column of a Ray batch as a list."""
     values = batch[name]
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-def job_line(judge, lm) -> dict:
+def job_line(judge: Any, lm: Any) -> dict[str, Any]:
     """What each verdict line of the job says of its judge (`core.verdict.verdict_line`'s job fields)."""
     return {"judge_fingerprint": judge_fingerprint(judge, lm).sha256,
             "program_sha256": getattr(judge, "rubric_sha256", None), "model": getattr(lm, "model", None)}

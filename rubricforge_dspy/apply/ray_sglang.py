@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import dspy
 import orjson
 
 from rubricforge_dspy.apply.ray_data import job_line, ray_module, row_trajectory
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.execution import as_verdict
@@ -23,12 +25,15 @@ from rubricforge_dspy.lm.config import LMConfig, bound_strings
 from rubricforge_dspy.lm.engine import make_lm
 from rubricforge_dspy.lm.errors import error_kind
 
+if TYPE_CHECKING:
+    from ray.data.llm import SGLangEngineProcessorConfig
+
 __all__ = ["sglang_processor", "JudgePrompt", "JudgeAnswer", "SGLANG_ENDPOINT"]
 
 SGLANG_ENDPOINT = "ray.data.llm:sglang-engine"  # stands for the endpoint in the fingerprint of the in-Ray engine
 
 
-def _plain_judge(judge) -> TrajectoryJudge:
+def _plain_judge(judge: object) -> TrajectoryJudge:
     if not isinstance(judge, TrajectoryJudge) or type(judge) is not TrajectoryJudge:
         raise InputError(f"the in-Ray SGLang engine runs a plain judge (TrajectoryJudge); a "
                          f"{type(judge).__name__} reads more than the text: judge it with engine 'http'")
@@ -37,7 +42,7 @@ def _plain_judge(judge) -> TrajectoryJudge:
 
 def _json_schema(judge: TrajectoryJudge, max_string_length: int | None) -> str | None:
     """The JSON schema of the judge's answer, as the HTTP path sends it in ``response_format``."""
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}
     lm = SimpleNamespace(supported_params=frozenset({"response_format"}), supports_response_schema=True)
     judge.adapter.plan_response_format(lm, kwargs, judge.judge.signature)
     planned = kwargs.get("response_format")
@@ -53,14 +58,14 @@ class JudgePrompt:
     ``sampling_params`` (greedy, ``max_new_tokens``, the answer's JSON schema)."""
 
     def __init__(self, judge: TrajectoryJudge, max_tokens: int, temperature: float = 0.0,
-                 max_string_length: int | None = None):
+                 max_string_length: int | None = None) -> None:
         self.judge = _plain_judge(judge)
-        self.params = {"temperature": temperature, "max_new_tokens": int(max_tokens)}
+        self.params: dict[str, Any] = {"temperature": temperature, "max_new_tokens": int(max_tokens)}
         schema = _json_schema(self.judge, max_string_length)
         if schema is not None:
             self.params["json_schema"] = schema
 
-    def messages(self, trajectory: Trajectory) -> list[dict]:
+    def messages(self, trajectory: Trajectory) -> list[dict[str, Any]]:
         """The chat messages for `trajectory` (its label is never read).
 
         Args:
@@ -70,9 +75,11 @@ class JudgePrompt:
             ``[{"role": "system", ...}, {"role": "user", ...}]`` as the judge's adapter formats them.
         """
         predictor = self.judge.judge
-        return self.judge.adapter.format(predictor.signature, predictor.demos, self.judge.inputs_of(trajectory))
+        messages: list[dict[str, Any]] = self.judge.adapter.format(predictor.signature, predictor.demos,
+                                                                   self.judge.inputs_of(trajectory))
+        return messages
 
-    def __call__(self, row: dict) -> dict:
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         trajectory = row_trajectory(row)
         return {"id": row["id"], "trajectory": trajectory, "messages": self.messages(trajectory),
                 "sampling_params": dict(self.params)}
@@ -85,12 +92,12 @@ class JudgeAnswer:
     ``num_generated_tokens >= max_tokens``, which is what SGLang's "length" means) is an abstention
     (``truncated``), as are unparsable (``parse``) and wrong-typed (``invalid``) answers."""
 
-    def __init__(self, judge: TrajectoryJudge, max_tokens: int, job_line: dict):
+    def __init__(self, judge: TrajectoryJudge, max_tokens: int, job_line: dict[str, Any]) -> None:
         self.judge = _plain_judge(judge)
         self.max_tokens = int(max_tokens)
         self.job_line = job_line
 
-    def verdict(self, row: dict) -> Verdict:
+    def verdict(self, row: dict[str, Any]) -> Verdict:
         """The verdict (or abstention) in the engine's answer of `row`.
 
         Args:
@@ -115,14 +122,14 @@ class JudgeAnswer:
         except Exception as error:  # noqa: BLE001 - recorded, as judge_verdict records it
             return Verdict.abstention(error, error_kind(error))
 
-    def __call__(self, row: dict) -> dict:
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         verdict = self.verdict(row)
         line = verdict_line(row_trajectory(row), verdict, attempts=1, **self.job_line)
         return {"id": row["id"], "line": orjson.dumps(line)}
 
 
-def sglang_processor(program, config, *, max_tokens: int = 256, temperature: float = 0.0,
-                     max_string_length: int | None = None):
+def sglang_processor(program: PathArg | TrajectoryJudge | None, config: SGLangEngineProcessorConfig, *,
+                     max_tokens: int = 256, temperature: float = 0.0, max_string_length: int | None = None) -> Any:
     """A `ray.data.llm` processor running SGLang engines inside Ray (GPU nodes), for `judge_dataset`.
 
     Args:
@@ -135,7 +142,8 @@ def sglang_processor(program, config, *, max_tokens: int = 256, temperature: flo
 
     Returns:
         The processor (``processor(ds)`` maps rows ``{"id", "trajectory"}`` to ``{"id", "line"}``), with
-        ``rubricforge_job`` set to what `judge_dataset` needs to fingerprint the job.
+        ``rubricforge_job`` set to what `judge_dataset` needs to fingerprint the job (an attribute Ray's
+        ``Processor`` type does not declare: hence ``Any``).
     """
     ray_module()
     from ray.data import llm as ray_llm
@@ -144,7 +152,8 @@ def sglang_processor(program, config, *, max_tokens: int = 256, temperature: flo
     lm = make_lm(LMConfig(model=config.model_source, api_base=SGLANG_ENDPOINT, max_tokens=max_tokens,
                           temperature=temperature, max_string_length=max_string_length))
     line = job_line(judge, lm)
-    build = getattr(ray_llm, "build_processor", None) or ray_llm.build_llm_processor
+    # `build_llm_processor`: older Ray's name (Ray's stubs know the current one only)
+    build = getattr(ray_llm, "build_processor", None) or ray_llm.build_llm_processor  # type: ignore[attr-defined]
     processor = build(config, preprocess=JudgePrompt(judge, max_tokens, temperature, max_string_length),
                       postprocess=JudgeAnswer(judge, max_tokens, line))
     processor.rubricforge_job = {"judge": judge, "lm": lm}

@@ -8,10 +8,10 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, TypeGuard
 
 from rubricforge_dspy.apply.executors import EventLoopExecutor, ThreadExecutor
 from rubricforge_dspy.apply.job import ResumeState, claim_job, read_done
@@ -19,7 +19,7 @@ from rubricforge_dspy.apply.options import (
     JobOptions,
 )
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
-from rubricforge_dspy.apply.writer import VerdictWriter, judge_inputs
+from rubricforge_dspy.apply.writer import Spilled, VerdictWriter, judge_inputs
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
@@ -31,18 +31,20 @@ from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 
 if TYPE_CHECKING:
+    import dspy
 
-    from rubricforge_dspy.apply.cascade_job import CascadeJob
+    from rubricforge_dspy.apply.cascade_job import CascadeJob, CascadeRun
+    from rubricforge_dspy.judge.cascade import Cascade
 
-__all__ = ["JobRun", "Stage", "LocalCalls", "DuplicateIdError", "CASCADE_CHUNK", "is_cascade", "distinct",
-           "progress_bar"]
+__all__ = ["JobRun", "Stage", "RunItem", "StageCalls", "LocalCalls", "DuplicateIdError", "CASCADE_CHUNK", "is_cascade",
+           "distinct", "progress_bar"]
 
 
 class DuplicateIdError(TrajectoryFormatError):
     """Two input trajectories share an id; the message names the file and record of the second."""
 
 
-def is_cascade(judge) -> bool:
+def is_cascade(judge: object) -> TypeGuard[Cascade]:
     """A `judge.cascade.Cascade` (whose module is then loaded: a plain run never imports the cascade's)."""
     module = sys.modules.get("rubricforge_dspy.judge.cascade")
     return module is not None and isinstance(judge, module.Cascade)
@@ -51,17 +53,17 @@ def is_cascade(judge) -> bool:
 CASCADE_CHUNK = 2048  # a cascade's items per chunk: each stage runs over what the earlier left of one chunk
 
 
-class _Item:
+class RunItem:
     """One trajectory on its way through the stages (one stage for a plain judge): its place in the input, its
     cache key, the LLM stages run on it and their tokens, the confidence it was last handed on with."""
 
     __slots__ = ("index", "trajectory", "text_hash", "lm_stages", "tokens", "last", "usage", "cached")
 
-    def __init__(self, index: int, trajectory: Trajectory):
+    def __init__(self, index: int, trajectory: Trajectory | Spilled) -> None:
         self.index, self.trajectory = index, trajectory
         self.text_hash: str | None = None
         self.lm_stages = 0
-        self.tokens: dict[str, dict] = {}
+        self.tokens: dict[str, dict[str, int]] = {}
         self.last: tuple[str, float] | None = None
         self.usage: UsageTotals | None = None
         self.cached = False
@@ -89,15 +91,28 @@ class Stage:
     local: bool = False
 
 
+Jobs = Iterator[tuple[RunItem, dict[str, Any]]]  # ``(item, its judge inputs)`` for a stage's calls
+
+
+class StageCalls(Protocol):
+    """How a stage's calls are made (`LocalCalls`, `apply.ray.RayCalls`, `apply.openai_batch.BatchCalls`)."""
+
+    def run(self, stage: Stage, jobs: Jobs, collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
+            tracker_of: Callable[[RunItem], UsageTotals | None] | None = None) -> bool:
+        """Judge every job, `collect` each verdict, `check` after; True on a fast path (`LocalCalls.run`)."""
+        ...
+
+
 class LocalCalls:
     """The local back end's calls of a stage (`apply.executors`): the fast path (`TrajectoryJudge.direct_call`)
     on one event loop's thread while the calling thread waits, else `concurrency` worker threads with at most
     ``2 * concurrency`` items in flight, collected (and written) by the calling thread."""
 
-    def __init__(self, options: JobOptions, tracker: UsageTotals):
+    def __init__(self, options: JobOptions, tracker: UsageTotals) -> None:
         self.options, self.tracker = options, tracker
 
-    def run(self, stage: Stage, jobs: Iterator[tuple], collect, check, tracker_of=None) -> bool:
+    def run(self, stage: Stage, jobs: Jobs, collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
+            tracker_of: Callable[[RunItem], UsageTotals | None] | None = None) -> bool:
         """Judge every ``(item, inputs)`` of `jobs`, `collect(item, verdict)` each as it completes and `check()`
         after (the circuit); `tracker_of(item)`: the usage tracker of its call, or None. True on the fast path.
 
@@ -105,14 +120,15 @@ class LocalCalls:
         abandoned; on an error of `jobs` (a bad input record) the calls in flight finish and are collected."""
         options = self.options
         direct = stage.judge.direct_call() if stage.lm is not None and hasattr(stage.judge, "direct_call") else None
+        pool: EventLoopExecutor | ThreadExecutor
         if direct is not None:  # the whole batch on the loop's thread; this thread waits
             pool = EventLoopExecutor(direct, options.policy, self.tracker, options.concurrency)
         else:
             pool = ThreadExecutor(stage.judge, options.policy, self.tracker, options.concurrency)
-        pending: dict = {}
+        pending: dict[Future[Verdict], RunItem] = {}
         interrupted = False
         try:
-            if direct is not None:
+            if isinstance(pool, EventLoopExecutor):
                 pool.drive(jobs, collect, check, tracker_of)
             else:
                 window = 2 * options.concurrency
@@ -142,7 +158,8 @@ class LocalCalls:
         return direct is not None
 
 
-def _collect_some(pending: dict, collect, check) -> None:
+def _collect_some(pending: dict[Future[Verdict], RunItem], collect: Callable[[RunItem, Verdict], None],
+                  check: Callable[[], None] | None) -> None:
     finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
     for future in finished:
         collect(pending.pop(future), future.result())
@@ -150,7 +167,7 @@ def _collect_some(pending: dict, collect, check) -> None:
         check()
 
 
-def _collect_finished(pending: dict, collect) -> None:
+def _collect_finished(pending: dict[Future[Verdict], RunItem], collect: Callable[[RunItem, Verdict], None]) -> None:
     for future in [f for f in list(pending) if f.done() and not f.cancelled() and f.exception() is None]:
         collect(pending.pop(future), future.result())
 
@@ -161,8 +178,9 @@ class JobRun:
     run chunk by chunk (a later stage over what the earlier left). The stages' calls are made by `calls`
     (`LocalCalls`, or a Ray or Batch API back end's)."""
 
-    def __init__(self, judge, lm, out_path: Path, options: JobOptions, data: str | None,
-                 done: ResumeState | None, *, calls=None, cascade: CascadeJob | None = None, chunk: int | None = None):
+    def __init__(self, judge: Any, lm: dspy.BaseLM | None, out_path: Path, options: JobOptions, data: str | None,
+                 done: ResumeState | None, *, calls: StageCalls | None = None, cascade: CascadeJob | None = None,
+                 chunk: int | None = None) -> None:
         self.options, self.out_path, self.cascade = options, out_path, cascade
         self.chunk = chunk or CASCADE_CHUNK
         self.predictors = judge.predictors() if hasattr(judge, "predictors") else []
@@ -197,16 +215,21 @@ class JobRun:
         claim_job(out_path, fingerprint, data, done)
         self.cache: VerdictCache | None = open_cache(options.cache, out_path)
         self.owns_cache = self.cache is not None and not isinstance(options.cache, VerdictCache)
-        fields = {"out_path": str(out_path), "repaired_bytes": done.repaired_bytes, "retried": done.retried,
-                  "program_sha256": self.line["program_sha256"], "judge_fingerprint": self.fingerprint,
-                  "model": model}
-        self.summary = BatchSummary(**fields) if cascade is None else cascade.summary(**fields)
+        fields: dict[str, Any] = {"out_path": str(out_path), "repaired_bytes": done.repaired_bytes,
+                                  "retried": done.retried, "program_sha256": self.line["program_sha256"],
+                                  "judge_fingerprint": self.fingerprint, "model": model}
+        self.summary: BatchSummary
+        self.cascade_run: CascadeRun | None = None  # the summary of a cascade's run (the same record)
+        if cascade is None:
+            self.summary = BatchSummary(**fields)
+        else:
+            self.summary = self.cascade_run = cascade.summary(**fields)
         self.tracker = UsageTotals()
-        self.calls = calls if calls is not None else LocalCalls(options, self.tracker)
+        self.calls: StageCalls = calls if calls is not None else LocalCalls(options, self.tracker)
         self.items = 0  # this run's items (not resumed)
-        self._shown = None  # the counts the progress bar shows
+        self._shown: tuple[int, int, int] | None = None  # the counts the progress bar shows
 
-    def _stage(self, k: int, name: str, judge, lm) -> Stage:
+    def _stage(self, k: int, name: str, judge: Any, lm: dspy.BaseLM | None) -> Stage:
         """Stage `k` of a cascade: an LLM stage on the run's LM (its calls cached under its own fingerprint), or a
         stage without an LM (run locally, in one batch)."""
         options = self.options
@@ -216,14 +239,14 @@ class JobRun:
                             advice=f"Stopped at stage {name!r}.")
         return Stage(k, name, judge, lm, judge_fingerprint(judge, lm).sha256, circuit)
 
-    def run(self, trajectories: Iterable[Trajectory], started: float) -> BatchSummary:
+    def run(self, trajectories: Iterable[Trajectory | Spilled], started: float) -> BatchSummary:
         """Judge `trajectories` into the output; the summary of the run."""
-        options = self.options
+        options, cascade, run = self.options, self.cascade, self.cascade_run
         self.writer = VerdictWriter(self.out_path, options.fsync_every, self.done, self.fingerprint)
         self.bar = progress_bar(options.progress, options.limit)
         items = self._todo(trajectories)
         try:
-            if self.cascade is None:
+            if cascade is None:
                 self._run_stage(self.stages[0], items)
             else:
                 while chunk := list(itertools.islice(items, self.chunk)):  # the input is read chunk by chunk
@@ -232,13 +255,13 @@ class JobRun:
                             break
                         chunk = self._run_stage(stage, chunk)
         except JudgeUnavailableError as error:
-            if self.cascade is None:
+            if cascade is None or run is None:
                 raise
-            self.summary.outcome = "LM failure"
-            raise JudgeUnavailableError(f"{error} {self.cascade.kept(self.summary)}") from error
+            run.outcome = "LM failure"
+            raise JudgeUnavailableError(f"{error} {cascade.kept(run)}") from error
         except BaseException:
-            if self.cascade is not None:
-                self.summary.outcome = "interrupted"
+            if run is not None:
+                run.outcome = "interrupted"
             raise
         finally:
             self._close(started)
@@ -250,14 +273,14 @@ class JobRun:
         finally:
             if self.bar is not None:
                 self.bar.close()
-            if self.owns_cache:
+            if self.owns_cache and self.cache is not None:
                 self.cache.close()
             self.summary.tokens = self.tracker.totals()
             self.summary.wall_time = time.perf_counter() - started
-            if self.cascade is not None:
-                self.cascade.close(self.summary, self.items)
+            if self.cascade is not None and self.cascade_run is not None:
+                self.cascade.close(self.cascade_run, self.items)
 
-    def _todo(self, trajectories: Iterable[Trajectory]) -> Iterator[_Item]:
+    def _todo(self, trajectories: Iterable[Trajectory | Spilled]) -> Iterator[RunItem]:
         """The items to judge, lazily: the first `limit` distinct ids, those already in the output counted as
         resumed and skipped."""
         options = self.options
@@ -266,21 +289,23 @@ class JobRun:
                 self.summary.resumed += 1
                 continue
             self.items += 1
-            yield _Item(self.items - 1, trajectory)
+            yield RunItem(self.items - 1, trajectory)
 
-    def _run_stage(self, stage: Stage, items: Iterable[_Item]) -> list[_Item]:
+    def _run_stage(self, stage: Stage, items: Iterable[RunItem]) -> list[RunItem]:
         """Run `stage` over `items`; the items it handed on, in input order (none for a plain judge or the last
         stage of a cascade: what it hands on is escalated)."""
-        left: list[_Item] = []
+        left: list[RunItem] = []
         if stage.local:  # a floor: one batch, settled in input order
             items = list(items)
-            self.summary.stage_calls[stage.name] = self.summary.stage_calls.get(stage.name, 0) + len(items)
+            run = self.cascade_run
+            assert run is not None, "a stage without an LM is a cascade's"
+            run.stage_calls[_named(stage)] = run.stage_calls.get(_named(stage), 0) + len(items)
             verdicts = stage.judge.batch([item.trajectory for item in items], self.options.concurrency,
                                          policy=self.options.policy, max_consecutive_lm_errors=None)
             return [item for item, verdict in zip(items, verdicts, strict=True)
                     if not self._settle(stage, item, verdict)]
 
-        def collect(item: _Item, verdict: Verdict) -> None:
+        def collect(item: RunItem, verdict: Verdict) -> None:
             self._called(stage, item, verdict, left)
 
         tracker_of = (lambda item: item.usage) if self.cascade is not None else None
@@ -289,37 +314,38 @@ class JobRun:
             self.summary.fast_path = bool(fast)
         return sorted(left, key=lambda item: item.index)
 
-    def _jobs(self, stage: Stage, items: Iterable[_Item], left: list) -> Iterator[tuple]:
+    def _jobs(self, stage: Stage, items: Iterable[RunItem], left: list[RunItem]) -> Jobs:
         """``(item, inputs)`` of each item to ask `stage`; the verdict cache's answers are settled here."""
-        cache, cascade, summary = self.cache, self.cascade, self.summary
+        cache, run = self.cache, self.cascade_run
         for item in items:
-            if cascade is not None:
-                summary.stage_calls[stage.name] = summary.stage_calls.get(stage.name, 0) + 1
+            if run is not None:
+                run.stage_calls[_named(stage)] = run.stage_calls.get(_named(stage), 0) + 1
             inputs = judge_inputs(stage.judge, item.trajectory)
             text_hash = input_sha256(inputs) if cache is not None else None
-            hit = cache.get(stage.fingerprint, text_hash) if cache is not None else None
+            hit = cache.get(stage.fingerprint, text_hash) if cache is not None and text_hash is not None else None
             if hit is not None:
                 item.cached = True
                 if not self._settle(stage, item, hit, cached=True):
                     left.append(item)
                 continue
             item.text_hash = text_hash
-            if cascade is not None:
+            if run is not None:
                 item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
             yield item, inputs
 
-    def _called(self, stage: Stage, item: _Item, verdict: Verdict, left: list) -> None:
+    def _called(self, stage: Stage, item: RunItem, verdict: Verdict, left: list[RunItem]) -> None:
         """Account one finished call of `stage` and settle its item (or keep it for the next stage)."""
-        summary = self.summary
+        summary, run = self.summary, self.cascade_run
+        assert verdict.attempts is not None, "a call's verdict has its attempts (`judge.execution`)"
         summary.lm_calls += verdict.attempts
         summary.retries += max(0, verdict.attempts - 1)
-        if self.cascade is not None:
+        if run is not None:
             item.lm_stages += 1
-            summary.lm_asked += 1
+            run.lm_asked += 1
             usage = item.usage.totals() if item.usage is not None else None
             item.usage = None
             if usage:
-                item.tokens[stage.name] = {key: int(usage.get(key) or 0)
+                item.tokens[_named(stage)] = {key: int(usage.get(key) or 0)
                                            for key in ("prompt_tokens", "completion_tokens")}
         settled = self._settle(stage, item, verdict)
         # (a calibrated verdict is not cached: the cache keeps the LM's answer, and a stage decides on its calibration)
@@ -330,21 +356,26 @@ class JobRun:
         if not settled:
             left.append(item)
 
-    def _settle(self, stage: Stage, item: _Item, verdict: Verdict, cached: bool = False) -> bool:
+    def _settle(self, stage: Stage, item: RunItem, verdict: Verdict, cached: bool = False) -> bool:
         """Write the item's line when `stage` settles it (True); False when it hands it on."""
-        if self.cascade is None:
-            self._write(item, verdict, cached, 0 if cached else verdict.attempts)
+        cascade, run = self.cascade, self.cascade_run
+        if cascade is None or run is None:
+            self._write(item, verdict, cached, 0 if cached else verdict.attempts or 0)
             return True
-        found = self.cascade.settle(stage.index, item, verdict)
+        found = cascade.settle(stage.index, item, verdict)
         if found is None:
             return False
         final, name, index = found
-        self._write(item, final, item.cached, final.attempts or 0, self.cascade.line_fields(item, name, index))
-        self.cascade.count(self.summary, item, final, name)
+        self._write(item, final, item.cached, final.attempts or 0, cascade.line_fields(item, name, index))
+        cascade.count(run, item, final, name)
         return True
 
-    def _write(self, item: _Item, verdict: Verdict, cached: bool, attempts: int, extra: dict | None = None) -> None:
-        line = verdict_line(item.trajectory, verdict, cached=cached, attempts=attempts, **self.line)
+    def _write(self, item: RunItem, verdict: Verdict, cached: bool, attempts: int,
+               extra: dict[str, Any] | None = None) -> None:
+        # A `Spilled` item stands in for its trajectory: it has every field the line reads (`core.verdict`'s
+        # `verdict_line` is annotated with `Trajectory` only).
+        line = verdict_line(item.trajectory, verdict, cached=cached, attempts=attempts,  # type: ignore[arg-type]
+                            **self.line)
         if extra:
             line.update(extra)
         self.writer.write(line)
@@ -358,13 +389,14 @@ class JobRun:
                 self.bar.set_postfix(abstained=counts[0], cached=counts[1], resumed=counts[2], refresh=False)
 
 
-def distinct(trajectories: Iterable[Trajectory], limit: int | None, on_duplicate: str,
-              summary: BatchSummary) -> Iterator[Trajectory]:
+def distinct(trajectories: Iterable[Trajectory | Spilled], limit: int | None, on_duplicate: str,
+             summary: BatchSummary) -> Iterator[Trajectory | Spilled]:
     """The first `limit` distinct ids of `trajectories`, lazily; duplicates raise or are counted."""
     seen: set[str] = set()
     for trajectory in trajectories:
         if trajectory.id in seen:
             if on_duplicate == "raise":
+                assert isinstance(trajectory, Trajectory), "the checking pass lets no repeated id into a spill"
                 raise DuplicateIdError(trajectory.source.file, trajectory.source.index,
                                        f"duplicate trajectory id {trajectory.id!r}")
             summary.duplicates += 1
@@ -375,7 +407,13 @@ def distinct(trajectories: Iterable[Trajectory], limit: int | None, on_duplicate
             return  # never pull one more: the input stream (and a label join on it) stops at the limit
 
 
-def progress_bar(enabled: bool, total: int | None):
+def _named(stage: Stage) -> str:
+    """The name of a cascade's stage (a plain judge's one stage has none)."""
+    assert stage.name is not None, "a cascade's stages are named"
+    return stage.name
+
+
+def progress_bar(enabled: bool, total: int | None) -> Any:  # a tqdm bar (tqdm is untyped), or None
     if not enabled:
         return None
     from tqdm.auto import tqdm

@@ -40,7 +40,7 @@ from rubricforge_dspy.apply.options import (
     job_options,
 )
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
-from rubricforge_dspy.apply.writer import Spill
+from rubricforge_dspy.apply.writer import Spill, Spilled
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -63,6 +63,7 @@ from rubricforge_dspy.apply.runner import (  # noqa: F401 - re-exported (__all__
     JobRun,
     LocalCalls,
     Stage,
+    StageCalls,
     distinct,
     is_cascade,
     progress_bar,
@@ -122,9 +123,9 @@ def judge_stream(judge: BaseJudge | Callable[..., Any], trajectories: Iterable[T
         return run_job(judge, trajectories, Path(out_path), options, lm=lm, data=data, cascade=cascade)
 
 
-def run_job(judge, trajectories: Iterable[Trajectory], out_path: Path, options: JobOptions, *, lm, data,
-                  done: ResumeState | None = None, calls=None, cascade: CascadeJob | None = None,
-                  chunk: int | None = None) -> BatchSummary:
+def run_job(judge: Any, trajectories: Iterable[Trajectory | Spilled], out_path: Path, options: JobOptions, *,
+            lm: dspy.BaseLM | None, data: str | None, done: ResumeState | None = None, calls: StageCalls | None = None,
+            cascade: CascadeJob | None = None, chunk: int | None = None) -> BatchSummary:
     """The job runner every run goes through: `judge_stream` with the output's lock held; `done`: what
     `read_done` already returned for `out_path`;
     `calls`: how each stage's calls are made (default `LocalCalls`); `cascade`: the cascade's side of the run when
@@ -134,7 +135,7 @@ def run_job(judge, trajectories: Iterable[Trajectory], out_path: Path, options: 
     return run.run(trajectories, started)
 
 
-def _as_lm(lm):
+def _as_lm(lm: dspy.BaseLM | LMConfig | None) -> dspy.BaseLM | None:
     from rubricforge_dspy.lm.config import LMConfig
     from rubricforge_dspy.lm.engine import make_lm
 
@@ -226,8 +227,9 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
     return summary
 
 
-def _cascade_job(judge, program, out_path: Path, options: JobOptions, paths: list, reading: dict, join,
-                 escalated_out, cascade_file):
+def _cascade_job(judge: Any, program: PathArg | BaseJudge | None, out_path: Path, options: JobOptions,
+                 paths: list[PathArg], reading: dict[str, Any], join: LabelJoin | None, escalated_out: PathArg | None,
+                 cascade_file: PathArg | None) -> CascadeJob | None:
     """The cascade's side of the run (`apply.cascade_job.CascadeJob`), or None for a plain judge."""
     if not is_cascade(judge):
         return None
@@ -239,8 +241,10 @@ def _cascade_job(judge, program, out_path: Path, options: JobOptions, paths: lis
                       reread=lambda: _read_again(paths, reading, options.limit, join))
 
 
-def _judge_locked(judge, out_path: Path, options: JobOptions, *, paths: list, reading: dict, join, report,
-                  on_trajectory, lm, calls, cascade) -> BatchSummary:
+def _judge_locked(judge: Any, out_path: Path, options: JobOptions, *, paths: list[PathArg], reading: dict[str, Any],
+                  join: LabelJoin | None, report: LoadReport, on_trajectory: Callable[[Trajectory], Any] | None,
+                  lm: dspy.BaseLM | LMConfig | None, calls: StageCalls | None, cascade: CascadeJob | None
+                  ) -> BatchSummary:
     """`run_judge_file` once the output is locked: resume state, one checking pass over the input (rendering
     a plain judge's items into a spill), then the runner."""
     done = read_done(out_path)
@@ -258,8 +262,8 @@ def _judge_locked(judge, out_path: Path, options: JobOptions, *, paths: list, re
         # One pass over the whole input before the first LM call (a bad record, a repeated id or an empty input
         # costs seconds); it joins the labels, tallies, and renders each trajectory into the judged spill.
         scan, data = checked_input(paths, limit=options.limit, labels=join, report=report, each=each, **reading)
-        usable = spill is not None and spill.usable
-        stream = spill.items() if usable else _read_again(paths, reading, options.limit, join)
+        stream: Iterable[Trajectory | Spilled] = (spill.items() if spill is not None and spill.usable
+                                                  else _read_again(paths, reading, options.limit, join))
         return run_job(judge, stream, out_path, options, lm=_as_lm(lm), data=data, done=done, calls=calls,
                        cascade=cascade)
     finally:
@@ -267,7 +271,7 @@ def _judge_locked(judge, out_path: Path, options: JobOptions, *, paths: list, re
             spill.remove()
 
 
-def _file_options(options: JobOptions | None, overrides: dict, on_error: str) -> JobOptions:
+def _file_options(options: JobOptions | None, overrides: dict[str, Any], on_error: str) -> JobOptions:
     """`run_judge_file`'s options, checked: a repeated id is skipped (counted) when bad records are, unless told."""
     options = job_options(options, overrides, _FILE_OPTIONS)
     if options.on_duplicate is None:
@@ -276,7 +280,8 @@ def _file_options(options: JobOptions | None, overrides: dict, on_error: str) ->
     return options
 
 
-def _read_again(data_path, reading: dict, limit: int | None, join) -> Iterator[Trajectory]:
+def _read_again(data_path: list[PathArg], reading: dict[str, Any], limit: int | None, join: LabelJoin | None
+                ) -> Iterator[Trajectory]:
     """The input read a second time, for a judge whose inputs are not plain data (no spill)."""
     from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
     from rubricforge_dspy.data.labels import LabelJoin

@@ -26,7 +26,7 @@ class BatchSummary:
     out_path: str
     judged: int = 0
     passed: int = 0
-    abstained: Counter = field(default_factory=Counter)
+    abstained: Counter[str] = field(default_factory=Counter)
     cached: int = 0
     resumed: int = 0
     duplicates: int = 0
@@ -34,7 +34,7 @@ class BatchSummary:
     lm_calls: int = 0
     retries: int = 0
     repaired_bytes: int = 0
-    tokens: dict | None = None
+    tokens: dict[str, int] | None = None
     wall_time: float = 0.0
     program_sha256: str | None = None
     judge_fingerprint: str | None = None
@@ -42,7 +42,7 @@ class BatchSummary:
     contradictions: int = 0
     retried: int = 0  # abstentions for LM errors left by an earlier run, asked again
     fast_path: bool = False  # judged through `TrajectoryJudge.direct_call` on one event loop
-    errors: dict = field(default_factory=dict)  # one example error message per abstention kind
+    errors: dict[str, str | None] = field(default_factory=dict)  # one example error message per abstention kind
 
     def count(self, verdict: Verdict, cached: bool) -> None:
         """Count one written verdict line (the one tally of online and Batch API judging)."""
@@ -51,6 +51,7 @@ class BatchSummary:
         self.cached += cached
         self.contradictions += verdict.contradiction
         if verdict.abstained:
+            assert verdict.error_kind is not None  # an abstention has its kind (`Verdict.__post_init__`)
             self.abstained[verdict.error_kind] += 1
             self.errors.setdefault(verdict.error_kind, verdict.error)
 
@@ -63,7 +64,7 @@ class BatchSummary:
         """Verdict lines written per second of wall time."""
         return self.judged / self.wall_time if self.wall_time > 0 else 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "out_path": self.out_path, "judged": self.judged, "passed": self.passed,
             "abstained": dict(self.abstained), "n_abstained": self.n_abstained, "cached": self.cached,
@@ -89,7 +90,7 @@ class BatchSummary:
             lines.append(f"tokens: prompt {self.tokens.get('prompt_tokens', 0):,} "
                          f"completion {self.tokens.get('completion_tokens', 0):,}")
         for kind, error in sorted(self.errors.items()):
-            lines.append(f"  e.g. {kind}: {error[:200]}")
+            lines.append(f"  e.g. {kind}: {str(error)[:200]}")
         lines.append(f"{self.wall_time:.1f}s, {self.throughput:.2f} verdicts/s -> {self.out_path}")
         return "\n".join(lines)
 
@@ -121,7 +122,7 @@ class UsageTotals:
         if self.parent is not None:
             self.parent.add_usage(lm, usage)
 
-    def totals(self) -> dict | None:
+    def totals(self) -> dict[str, int] | None:
         if not self.seen:
             return None
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}

@@ -13,7 +13,7 @@ import glob
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import orjson
 
@@ -46,7 +46,7 @@ class VerdictWriter:
             raise
 
     @contextlib.contextmanager
-    def _named(self):
+    def _named(self) -> Iterator[None]:
         """An `OSError` of a write (a full disk: ENOSPC) names the output file: the command line's one
         line then says which file; the verdicts already written stay, and a re-run resumes after them."""
         try:
@@ -56,7 +56,7 @@ class VerdictWriter:
                 raise
             raise OSError(error.errno, error.strerror, str(self._path)) from error
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict[str, Any]) -> None:
         data = orjson.dumps(record) + b"\n"
         view = memoryview(data)
         with self._named():
@@ -78,14 +78,16 @@ class VerdictWriter:
             os.close(self._fd)
 
 
-def judge_inputs(judge, trajectory: Trajectory) -> dict:
+def judge_inputs(judge: Any, trajectory: Trajectory | Spilled) -> dict[str, Any]:
     """What `judge` reads of `trajectory` (`BaseJudge.inputs_of`: the text, and the features of a judge that
     reads them); the rendered text for a baseline callable. A spilled item (`Spilled`) carries them."""
-    if type(trajectory) is Spilled:
+    if isinstance(trajectory, Spilled):
+        assert trajectory.inputs is not None, "a spilled id already done is resumed, never judged"
         return trajectory.inputs
     inputs_of = getattr(judge, "inputs_of", None)
     if inputs_of is not None:
-        return inputs_of(trajectory)
+        inputs: dict[str, Any] = inputs_of(trajectory)
+        return inputs
     render = getattr(judge, "render", None)
     return {"trajectory": render(trajectory) if render is not None else render_trajectory(trajectory)}
 
@@ -97,7 +99,8 @@ class Spilled:
 
     __slots__ = ("id", "task_id", "domain", "agent", "steps", "label", "reward", "inputs")
 
-    def __init__(self, id, task_id, domain, agent, n_steps, label, reward, inputs):
+    def __init__(self, id: str, task_id: str, domain: str, agent: str, n_steps: int, label: int | None,
+                 reward: float | None, inputs: dict[str, Any] | None) -> None:
         self.id, self.task_id, self.domain, self.agent = id, task_id, domain, agent
         self.steps, self.label, self.reward, self.inputs = range(n_steps), label, reward, inputs
 
@@ -105,7 +108,7 @@ class Spilled:
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
-def _plain(value) -> bool:
+def _plain(value: object) -> bool:
     """True for what comes back from JSON as it went in, type for type: a string (a rendered text), or a
     dict of strings to builtin scalars (features). Not a `Trajectory` (orjson would write a dataclass as a
     dict) nor a numpy number."""
@@ -125,7 +128,7 @@ class Spill:
     A judge whose inputs are not plain data (a `FloorJudge` reads the `Trajectory` itself) cannot be
     spilled: `add` then returns False and the file is dropped (the caller reads the input again)."""
 
-    def __init__(self, judge, out_path: Path, done: set):
+    def __init__(self, judge: Any, out_path: Path, done: set[str]) -> None:
         self.judge, self.done = judge, done
         out_path.parent.mkdir(parents=True, exist_ok=True)
         for stale in out_path.parent.glob(f".{glob.escape(out_path.name)}.*.spill"):
