@@ -134,6 +134,7 @@ def cmd_cascade_fit(args) -> int:
                               names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
                               one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels)
     cascade.save(args.out)
+    assert cascade.fit_report is not None  # fit_cascade records its report
     print(format_fit_report(cascade.fit_report, cascade.guarantee))
     names = args.name if args.name is not None else stage_names(stages)
     for note in _missing_notes(names, stages):

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.scan import require_trajectories
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.data.formats import LoadReport, TrajectoryCounts
+    from rubricforge_dspy.data.labels import JoinReport
 
 __all__ = ["format_arg", "add_format_arguments", "apply_mapping", "add_data_arguments", "load_data",
            "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN", "stream_data"]
@@ -132,15 +137,18 @@ def add_label_arguments(parser: argparse.ArgumentParser) -> None:
                              "docs/MAPPING.md")
 
 
+_Items = TypeVar("_Items", bound=Iterable[Any])
+
+
 @dataclass
-class LoadedData:
-    trajectories: Iterable[Trajectory]  # a list (`load_data`) or a one-pass iterator (`stream_data`)
-    report: object  # loaders.LoadReport
-    join: object = None  # labels.JoinReport or None
+class LoadedData(Generic[_Items]):
+    trajectories: _Items  # a list (`load_data`) or a one-pass iterator (`stream_data`)
+    report: LoadReport
+    join: JoinReport | None = None
     tally: LabelTally = field(default_factory=LabelTally)
     left_out: int = 0  # unlabeled trajectories left out by a command that needs labels
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"skipped": len(self.report.skipped), "ignored_files": len(self.report.ignored_files),
                 "label_rules_by_format": dict(self.report.label_rules),
                 "labels_join": self.join.to_dict() if self.join is not None else None,
@@ -174,7 +182,17 @@ def print_label_warnings(tally: LabelTally, stream=None) -> None:
         print(f"WARNING: {warning}", file=stream or sys.stderr)
 
 
-def stream_data(args, *, warn: bool = True, counts: bool = False) -> LoadedData:
+@overload
+def stream_data(args: argparse.Namespace, *, warn: bool = True,
+                counts: Literal[False] = False) -> LoadedData[Iterator[Trajectory]]: ...
+
+
+@overload
+def stream_data(args: argparse.Namespace, *, warn: bool = True,
+                counts: Literal[True]) -> LoadedData[Iterator[TrajectoryCounts]]: ...
+
+
+def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = False) -> LoadedData[Iterator[Any]]:
     """``args.data`` as a stream: a `LoadedData` whose ``trajectories`` is an iterator yielding each
     trajectory (``--labels`` joined, tallied) as it is read, so a file of any length is read in bounded
     memory. When the iterator is exhausted, the load's problems and label warnings are printed (as
@@ -188,9 +206,9 @@ def stream_data(args, *, warn: bool = True, counts: bool = False) -> LoadedData:
 
     report = LoadReport()
     joiner = LabelJoin(args.labels, args.label_threshold) if getattr(args, "labels", None) else None
-    data = LoadedData(iter(()), report)
+    data: LoadedData[Iterator[Any]] = LoadedData(iter(()), report)
 
-    def stream():
+    def stream() -> Iterator[Any]:
         load = iter_trajectory_counts if counts else iter_trajectories
         for trajectory in load(args.data, format=args.format, label_threshold=args.label_threshold,
                                on_error="skip" if args.skip_bad else "raise", report=report):
@@ -226,7 +244,8 @@ def warn_left_out(left_out: int, labeled: int) -> None:
               f"file); using the {labeled} labeled ones", file=sys.stderr)
 
 
-def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedData:
+def load_data(args: argparse.Namespace, *, need_labels: bool = False,
+              warn: bool = True) -> LoadedData[list[Trajectory]]:
     """Load ``args.data`` with the data options, join ``args.labels``, print problems and warnings
     (`stream_data`, held in a list).
 
@@ -234,8 +253,9 @@ def load_data(args, *, need_labels: bool = False, warn: bool = True) -> LoadedDa
 
     need_labels: leave unlabeled trajectories out (said on stderr with their count) and refuse when
     none is labeled."""
-    data = stream_data(args, warn=warn)
-    data.trajectories = trajectories = list(data.trajectories)
+    streamed = stream_data(args, warn=warn)
+    trajectories = list(streamed.trajectories)
+    data = LoadedData(trajectories, streamed.report, streamed.join, streamed.tally)
     if need_labels:
         labeled = labeled_only(trajectories)
         data.left_out = len(trajectories) - len(labeled)

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rubricforge_dspy.cli.data_options import add_data_arguments
 from rubricforge_dspy.cli.lm_options import add_lm_arguments
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.judge_names import FLOOR_FOLDS, FLOOR_RESAMPLES
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.judge.hybrid import HybridJudge
 
 __all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "load_table"]
 
@@ -93,7 +97,7 @@ def _live_verdicts(args, judge, table) -> list:
         return list(judge.batch([by_id[i] for i in table.ids], args.concurrency))
 
 
-def _hybrid(args, judge, table, report: dict) -> object:
+def _hybrid(args, judge, table, report: dict[str, Any]) -> HybridJudge:
     """Add the judge's and the hybrid's rows to `report`; return the hybrid fit on all the items."""
     from rubricforge_dspy.judge.hybrid import HybridJudge
     from rubricforge_dspy.judge.recorded import RecordedJudge

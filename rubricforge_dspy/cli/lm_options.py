@@ -67,7 +67,7 @@ def lm_config(args: argparse.Namespace, role: str = "judge", environ: Mapping[st
     as a flag would)."""
     flag = "" if role == "judge" else "reflection_"
     _check_key_env_names(args, environ)
-    overrides = {name: getattr(args, flag + name, None) for name in SETTABLE_FIELDS}
+    overrides: dict[str, Any] = {name: getattr(args, flag + name, None) for name in SETTABLE_FIELDS}
     overrides = {**overrides, **{k: v for k, v in defaults.items() if overrides.get(k) is None}}
     if role == "judge":
         config = LMConfig.from_env(role, environ, **overrides)

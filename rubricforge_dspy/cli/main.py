@@ -112,7 +112,7 @@ def cmd_render(args) -> int:
     (``--preset``, ``--render-tokens``/``--max-tokens``, ``--step-chars``, ``--api-base`` or
     ``RUBRICFORGE_API_BASE``, ``--program``'s own render); which one it used goes to stderr."""
     from rubricforge_dspy.cli.presets import judge_render, resolve
-    from rubricforge_dspy.evidence.render import render_trajectory
+    from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 
     if args.all:
         trajectories, _ = _load(args, warn=False)
@@ -134,13 +134,19 @@ def cmd_render(args) -> int:
         from rubricforge_dspy.judge.loading import load_judge
 
         program = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
-    config = judge_render(args, preset, lambda: program.render_config)
+
+    def program_render() -> RenderConfig | None:
+        assert program is not None  # judge_render asks for it only with --program
+        return program.render_config
+
+    config = judge_render(args, preset, program_render)
     if program is None:
         source = f"preset {preset.name}"
     elif config is None:
         config, source = program.render_config, f"{args.program}'s own render"
     else:
         source = f"{args.program}'s render with the sizes given"
+    config = config or RenderConfig()  # a judge without a render of its own: render_trajectory's default
     print(f"render: {source}: {config.max_tokens} tokens, step chars {config.max_step_chars}", file=sys.stderr)
     if args.all:
         chosen = list(enumerate(trajectories))

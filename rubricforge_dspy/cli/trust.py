@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Any, Mapping
 
 from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
 from rubricforge_dspy.cli.integrations import (
@@ -178,7 +179,8 @@ def cmd_label_next(args) -> int:
     require_input(args)
     spool_from_mlflow(args, args.out)
     trajectories = load_data(args).trajectories
-    judges = {str(path): read_verdicts(path) for path in args.verdicts or []}
+    judges: dict[str, Mapping[str, dict[str, Any]]] = {str(path): read_verdicts(path)
+                                                       for path in args.verdicts or []}
     ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}
     if args.program:
         from rubricforge_dspy.judge.loading import load_judge

@@ -15,8 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.core.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.data.formats._records import TrajectoryCounts
 
 __all__ = ["LabelTally"]
 
@@ -37,9 +41,9 @@ class LabelTally:
     full_reward_at_zero: int = 0  # with reward >= 1, among the trajectories labeled by reward > 0
     at_zero: int = 0
 
-    def add(self, trajectory: Trajectory) -> None:
+    def add(self, trajectory: Trajectory | TrajectoryCounts) -> None:
         self.trajectories += 1
-        hidden = trajectory.hidden
+        hidden = trajectory.hidden or {}  # a plugin's counts may carry none
         if trajectory.label is None:
             self.unlabeled += 1
             return

@@ -43,12 +43,18 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, TypeVar
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, Trajectory, parse_label_rule
 from rubricforge_dspy.data.label_records import LISTED, LabelEntry, LabelFile, LabelFileError
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.data.formats._records import TrajectoryCounts
+
+# what a join labels: a loaded trajectory, or the counts of one (`rubricforge stats --labels`)
+_Joined = TypeVar("_Joined", bound="Trajectory | TrajectoryCounts")
 
 __all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "LabelsPath",
            "read_label_file",
@@ -348,19 +354,20 @@ class LabelJoin:
         self._seen: set[str] = set()
         self._left_out: set[str] = set()
 
-    def apply(self, trajectory: Trajectory) -> Trajectory:
+    def apply(self, trajectory: _Joined) -> _Joined:
         self._seen.add(trajectory.id)
         entry = self.file.entries.get(trajectory.id)
         if entry is None:
             self.report.without_label.append(trajectory.id)
             return trajectory
-        rule = self.rule or _reward_rule(trajectory.hidden.get("label_rule"))
+        own = trajectory.hidden or {}  # a plugin's counts may carry none
+        rule = self.rule or _reward_rule(own.get("label_rule"))
         label, reward = entry.resolve(rule)
         if reward is None:
             reward = float(label) if trajectory.reward is None else trajectory.reward
         self.report.matched += 1
         self.report.changed += int(label != trajectory.label)  # None -> 0/1 is a change
-        hidden = {**trajectory.hidden, "label_source": f"{self.file.path}:{entry.line}",
+        hidden = {**own, "label_source": f"{self.file.path}:{entry.line}",
                   "label_rule": str(rule), "label_from_reward": entry.label is None}
         return replace(trajectory, label=label, reward=reward, hidden=hidden)
 

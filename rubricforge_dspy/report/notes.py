@@ -6,7 +6,7 @@ import contextlib
 import math
 import re
 import warnings
-from typing import Any
+from typing import Any, Iterator, overload
 
 import numpy as np
 
@@ -18,7 +18,7 @@ _EXCLUDED = re.compile(r"^(?P<where>[^:]+): (?P<what>.+?): the statistic was und
 
 
 @contextlib.contextmanager
-def collect(notes: list[str], label: str):
+def collect(notes: list[str], label: str) -> Iterator[None]:
     """Record warnings raised inside as report notes ``label: message`` (deduplicated, in order)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -29,6 +29,12 @@ def collect(notes: list[str], label: str):
             notes.append(msg)
 
 
+@overload
+def clean(x: dict[Any, Any]) -> dict[str, Any]: ...
+@overload
+def clean(x: list[Any] | tuple[Any, ...]) -> list[Any]: ...
+@overload
+def clean(x: Any) -> Any: ...
 def clean(x: Any) -> Any:
     """JSON-safe copy: numpy scalars to Python, nan/inf to None."""
     if isinstance(x, dict):
@@ -45,12 +51,13 @@ def clean(x: Any) -> Any:
     return x
 
 
-def split_excluded(notes: list[str]) -> tuple[list[str], list[dict]]:
+def split_excluded(notes: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """``(warnings, excluded)``: the notes that are warnings, and the bootstrap resamples left out of an interval
     because the statistic was undefined on them (kappa or AUC on a resample holding one outcome: expected on few
     items, and said once in the report's facts rather than as a warning per judge and statistic). A statistic
     undefined on *every* resample stays a warning."""
-    warnings_, excluded = [], []
+    warnings_: list[str] = []
+    excluded: list[dict[str, Any]] = []
     for note in notes:
         match = _EXCLUDED.match(note)
         if match is None:

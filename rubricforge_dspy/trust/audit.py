@@ -40,9 +40,11 @@ from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError, require_labels
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.lm.copies import resolve_lm
-from rubricforge_dspy.metrics import accuracy, proportion_ci
+from rubricforge_dspy.metrics.agreement import accuracy
+from rubricforge_dspy.metrics.intervals import proportion_ci
 
 __all__ = ["GoodhartWarning", "AuditReport", "audit", "baseline_from_manifest", "sample_for_labeling",
            "load_labeled", "drift_p_value", "DEFAULT_ALPHA"]
@@ -51,7 +53,7 @@ DEFAULT_ALPHA = 0.05
 FEW_FAILURES = 10
 _FULL = RenderConfig(max_tokens=10**9, max_step_chars=10**9)  # the labeler reads everything
 # True/False hash and compare equal to 1/0, so the int keys cover bool labels too.
-_LABELS = {1: 1, 0: 0, "1": 1, "0": 0, "pass": 1, "fail": 0, "passed": 1, "failed": 0}
+_LABELS: dict[object, int] = {1: 1, 0: 0, "1": 1, "0": 0, "pass": 1, "fail": 0, "passed": 1, "failed": 0}
 
 
 class GoodhartWarning(RubricForgeWarning):
@@ -96,7 +98,7 @@ class AuditReport:
         return {**asdict(self), "delta": self.delta, "interval": self.interval}
 
     def format(self) -> str:
-        def rate(x):
+        def rate(x: float | None) -> str:
             return "undefined" if x is None else f"{x:.3f}"
 
         delta = "" if self.delta is None else f" ({self.delta:+.3f})"
@@ -118,7 +120,7 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def baseline_from_manifest(judge) -> tuple[float | None, str]:
+def baseline_from_manifest(judge: BaseJudge) -> tuple[float | None, str]:
     """(baseline false-pass rate, source) from the program's manifest: its certificate's
     ``false_pass_rate`` (checked against ``false_passes / n_negatives`` when both are given) as
     ``"certificate"``, else ``metrics.false_pass_rate`` recorded at freeze as ``"validation"``, else
@@ -146,15 +148,15 @@ def drift_p_value(false_passes: int, n_failed: int, baseline: float) -> float:
     return float(stats.binomtest(false_passes, n_failed, baseline, alternative="greater").pvalue)
 
 
-def _check_rate(name: str, value) -> float:
+def _check_rate(name: str, value: float) -> float:
     value = float(value)
     if not 0.0 <= value <= 1.0:
         raise InputError(f"{name} must be in [0, 1], got {value!r}")
     return value
 
 
-def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: float | None = None,
-          alpha: float = DEFAULT_ALPHA, lm=None) -> AuditReport:
+def audit(judge: BaseJudge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: float | None = None,
+          alpha: float = DEFAULT_ALPHA, lm: dspy.BaseLM | None = None) -> AuditReport:
     """Re-score `labeled` with `judge` and compare its false-pass rate with the rate at freeze.
 
     baseline_false_pass_rate: default the program's certificate, else its validation rate (see
@@ -169,6 +171,7 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
     alpha = float(alpha)
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    baseline: float | None
     if baseline_false_pass_rate is not None:
         baseline, source = _check_rate("baseline_false_pass_rate", baseline_false_pass_rate), "argument"
     else:
@@ -177,7 +180,10 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
     with dspy.context(**({"lm": lm} if lm is not None else {})):
         verdicts = [judge_verdict(judge, t) for t in labeled]
         used_lm = resolve_lm(judge, lm)
-    y_true = [int(t.label) for t in labeled]
+    y_true: list[int] = []
+    for t in labeled:
+        assert t.label is not None  # require_labels above
+        y_true.append(t.label)
     y_pred = [int(bool(v.passed) and not v.abstained) for v in verdicts]
     n_failed = y_true.count(0)
     false_pass_ids = [t.id for t, y, p in zip(labeled, y_true, y_pred, strict=True) if y == 0 and p == 1]
@@ -221,7 +227,7 @@ def audit(judge, labeled: Sequence[Trajectory], *, baseline_false_pass_rate: flo
 
 
 def _step_dict(step: Step) -> dict[str, Any]:
-    out = {"kind": step.kind, "content": step.content}
+    out: dict[str, Any] = {"kind": step.kind, "content": step.content}
     if step.tool_name is not None:
         out["tool_name"] = step.tool_name
     if step.arguments is not None:
@@ -258,7 +264,7 @@ def sample_for_labeling(trajectories: Sequence[Trajectory], k: int, seed: int = 
     return path
 
 
-def _parse_label(value, where: str) -> int:
+def _parse_label(value: object, where: str) -> int:
     key = value.strip().lower() if isinstance(value, str) else value
     try:
         return _LABELS[key]
@@ -266,7 +272,7 @@ def _parse_label(value, where: str) -> int:
         raise InputError(f"{where}: label must be 1 (accomplished) or 0 (not), got {value!r}") from None
 
 
-def _parse_steps(raw, where: str) -> tuple[Step, ...]:
+def _parse_steps(raw: object, where: str) -> tuple[Step, ...]:
     if not isinstance(raw, list) or not raw:
         raise InputError(f"{where}: 'steps' must be a non-empty list")
     steps = []
@@ -290,7 +296,9 @@ def load_labeled(path: PathArg) -> list[Trajectory]:
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"{path}: no such labeled sample")
-    out, seen, unlabeled = [], set(), []
+    out: list[Trajectory] = []
+    seen: set[str] = set()
+    unlabeled: list[tuple[int, str]] = []
     with open(path, encoding="utf-8") as handle:
         for index, line in enumerate(handle):
             if not line.strip():

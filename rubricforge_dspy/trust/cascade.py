@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError, ServerError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import (
     ANY_POSITIVE_REWARD,
     LabelRule,
@@ -69,6 +70,11 @@ from rubricforge_dspy.metrics.risk_control import (
     tasks_needed,
 )
 from rubricforge_dspy.report.cascade import format_token_spend
+
+if TYPE_CHECKING:
+    import dspy
+
+    from rubricforge_dspy.core.verdict import Verdict
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
            "stage_names", "stage_cost", "cascade_summary", "measure_cascade", "format_fit_report",
@@ -122,14 +128,14 @@ class FitReport:
     `GridResult`. ``units``: calibration tasks and trials used (tested, ordering) and trials dropped (only
     with ``one_per_task``). ``dropped``: the stages certified to decide nothing, removed from the cascade."""
 
-    chosen: dict
-    stages: list[dict]
-    units: dict
+    chosen: dict[str, Any]
+    stages: list[dict[str, Any]]
+    units: dict[str, Any]
     escalated: int
-    guarantee: dict = field(default_factory=dict)
-    dropped: list[dict] = field(default_factory=list)
+    guarantee: dict[str, Any] = field(default_factory=dict)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -148,7 +154,8 @@ def calibration_units(trajectories: Sequence[Trajectory], one_per_task: bool = F
 def stage_names(stages: Sequence[BaseJudge]) -> list[str]:
     """Default stage names: a floor's own name (``floor``), a stage's ``stage_name`` when it has one (``recorded``,
     ``hybrid``), ``judge``, ``judge2``... for the others."""
-    names, seen = [], {}
+    names: list[str] = []
+    seen: dict[str, int] = {}
     for stage in stages:
         base = stage.floor.name if isinstance(stage, FloorJudge) else getattr(stage, "stage_name", None) or "judge"
         seen[base] = seen.get(base, 0) + 1
@@ -156,7 +163,8 @@ def stage_names(stages: Sequence[BaseJudge]) -> list[str]:
     return names
 
 
-def _could_leave(conf: np.ndarray, levels, pass_levels, fail_levels) -> np.ndarray:
+def _could_leave(conf: np.ndarray, levels: Sequence[float] | None, pass_levels: Sequence[float],
+                 fail_levels: Sequence[float]) -> np.ndarray:
     """Units some (t_pass, t_fail) pair of the stage's grid hands on, given its confidences."""
     pairs = stage_pairs(levels, pass_levels, fail_levels)
     left = np.zeros(conf.size, dtype=bool)
@@ -166,7 +174,8 @@ def _could_leave(conf: np.ndarray, levels, pass_levels, fail_levels) -> np.ndarr
     return left
 
 
-def _stage_confidences(stage: BaseJudge, name: str, items: list[Trajectory], num_threads) -> tuple[np.ndarray, int]:
+def _stage_confidences(stage: BaseJudge, name: str, items: list[Trajectory],
+                       num_threads: int | None) -> tuple[np.ndarray, int]:
     verdicts = stage.batch(items, num_threads) if items else []
     failed = [v for v in verdicts if v.abstained and v.error_kind in LM_ERROR_KINDS]
     if failed:
@@ -223,10 +232,12 @@ def _refusal(result: GridResult, n_items: int, tasks: int) -> CascadeCalibration
         f"probability >= {1 - result.delta:.2f} ({used}); {seen}; {advice}", needed, labels)
 
 
-def _stage_rows(names, conf, y, result: GridResult, calls, unparsed) -> tuple[list[dict], int]:
+def _stage_rows(names: Sequence[str], conf: np.ndarray, y: np.ndarray, result: GridResult, calls: Sequence[int],
+                unparsed: Sequence[int]) -> tuple[list[dict[str, Any]], int]:
     grid = np.asarray(result.thresholds, dtype=np.float64)[None]
     decided, passed, stage = cascade_outcomes(conf, grid)
-    rows, yb = [], y.astype(bool)
+    rows: list[dict[str, Any]] = []
+    yb = y.astype(bool)
     for k, name in enumerate(names):
         mine = stage[0] == k
         n, errors = int(mine.sum()), int((passed[0][mine] != yb[mine]).sum())
@@ -245,7 +256,7 @@ def _stage_rows(names, conf, y, result: GridResult, calls, unparsed) -> tuple[li
 
 
 def label_rule_record(trajectories: Sequence[Trajectory], label_rule: LabelRule | str | float | None = None,
-                      labels: str | None = None) -> dict:
+                      labels: str | None = None) -> dict[str, Any]:
     """The label rule a cascade's calibration labels were made with, as its guarantee records it.
 
     Args:
@@ -270,7 +281,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
                 names: Sequence[str] | None = None, pass_levels: Sequence[float] = PASS_LEVELS,
                 fail_levels: Sequence[float] = FAIL_LEVELS, stage_costs: Sequence[float] | None = None,
                 one_per_task: bool = False, seed: int = 0, p_values: str = "auto",
-                num_threads: int | None = None, label_rule: LabelRule | str | float | dict | None = None,
+                num_threads: int | None = None, label_rule: LabelRule | str | float | dict[str, Any] | None = None,
                 labels: str | None = None) -> Cascade:
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
@@ -346,11 +357,15 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     return Cascade([stages[k] for k in kept], rules, guarantee, report.to_dict())
 
 
-def _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads):
+def _confidences(stages: Sequence[BaseJudge], names: Sequence[str], items: list[Trajectory],
+                 levels: Sequence[Sequence[float] | None], pass_levels: Sequence[float], fail_levels: Sequence[float],
+                 num_threads: int | None) -> tuple[np.ndarray, list[int], list[int]]:
     """Each stage's confidences on the calibration items it could be left (NaN elsewhere), the items it was run on
     and its unparseable answers: stage k runs only on what some threshold choice of stages < k hands on."""
     conf = np.full((len(stages), len(items)), np.nan)
-    reach, calls, unparsed = np.ones(len(items), dtype=bool), [], []
+    reach = np.ones(len(items), dtype=bool)
+    calls: list[int] = []
+    unparsed: list[int] = []
     for k, (stage, name) in enumerate(zip(stages, names, strict=True)):
         where = np.flatnonzero(reach)
         conf[k, where], bad = _stage_confidences(stage, name, [items[i] for i in where], num_threads)
@@ -360,8 +375,9 @@ def _confidences(stages, names, items, levels, pass_levels, fail_levels, num_thr
     return conf, calls, unparsed
 
 
-def _guarantee(result: GridResult, max_false_pass, method: str, pass_levels, fail_levels, levels, one_per_task: bool,
-               rule_record) -> dict:
+def _guarantee(result: GridResult, max_false_pass: float | None, method: str, pass_levels: Sequence[float],
+               fail_levels: Sequence[float], levels: Sequence[Sequence[float] | None], one_per_task: bool,
+               rule_record: dict[str, Any]) -> dict[str, Any]:
     """What the thresholds are certified for (stored in the cascade's manifest)."""
     return {"alpha": result.alpha, "delta": result.delta, "max_false_pass": max_false_pass, "method": method,
             "method_why": METHOD_WHY.get(method, "chosen by the caller"),
@@ -394,7 +410,7 @@ def stage_levels(stage: BaseJudge) -> tuple[float, ...] | None:
     return None if levels is None else tuple(sorted({float(v) for v in levels}))
 
 
-def _rates(verdicts, labels, mask) -> dict:
+def _rates(verdicts: Sequence[Verdict], labels: Sequence[int], mask: np.ndarray) -> dict[str, Any]:
     y = np.asarray(labels, dtype=bool)
     passed = np.array([v.passed for v in verdicts], dtype=bool)
     n, errors = int(mask.sum()), int((mask & (passed != y)).sum())
@@ -411,7 +427,7 @@ def _makes_lm_calls(stage: BaseJudge) -> bool:
 
 
 def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None,
-                    spend: dict | None = None) -> dict:
+                    spend: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a cascade's batch did, for reports, certificates and the demo: per stage the items decided, their
     share, the LM calls it made (a floor makes none), and with `labels` (held-out, 0/1, same order) the
     realized disagreement and false-pass rate with exact 95% intervals; the escalated items (for a
@@ -434,7 +450,8 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
         raise InputError(f"one label per verdict: {len(labels)} labels for {n} verdicts")
     stages = np.array(verdicts.stages, dtype=object)
     produced = np.array([not v.abstained for v in verdicts], dtype=bool)
-    rows, lm_calls = [], 0
+    rows: list[dict[str, Any]] = []
+    lm_calls = 0
     has_lm = any(_makes_lm_calls(stage) for stage in cascade.stages)
     for stage, rule in zip(cascade.stages, cascade.rules, strict=True):
         calls = int(verdicts.stage_calls.get(rule.name, 0)) if _makes_lm_calls(stage) else 0
@@ -453,21 +470,21 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
             "token_spend": spend, "guarantee": cascade.guarantee}
 
 
-def _interval(ci) -> str:
+def _interval(ci: Sequence[float] | None) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
 
 
-def _rate(value, ci) -> str:
+def _rate(value: float | None, ci: Sequence[float] | None) -> str:
     return "n/a (none decided)" if value is None else f"{value:.3f} {_interval(ci)}"
 
 
-def _threshold_text(row: dict) -> str:
+def _threshold_text(row: dict[str, Any]) -> str:
     t_pass = "never" if row.get("t_pass") is None else f">= {row['t_pass']}"
     t_fail = "never" if row.get("t_fail") is None else f"<= {row['t_fail']}"
     return f"pass {t_pass}, fail {t_fail}"
 
 
-def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
+def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None = None) -> str:
     """A fitted cascade's report (``cascade.fit_report``) as `rubricforge cascade fit` prints it: the
     guarantee (alpha, delta, method), then per stage kept its thresholds, its decided share of all calibration
     trajectories and the realized disagreement (D) and false-pass rate (FP) with exact 95% intervals
@@ -500,7 +517,7 @@ def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
     dropped = {row["name"]: row for row in report.get("dropped", [])}
     lines.append(f"per stage, on the {n} calibration trajectories (share of all of them; disagreement D and "
                  "false-pass FP realized, with exact 95% intervals: descriptive, the certificate is the bound):")
-    calls = {}
+    calls: dict[str, int] = {}
     for row in report.get("stages", []):
         calls[row["name"]] = row["calls"]
         if row["name"] in dropped:  # not in the cascade: said below, never as a stage that decides
@@ -515,7 +532,7 @@ def format_fit_report(report: dict, guarantee: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def format_cascade_summary(summary: dict) -> str:
+def format_cascade_summary(summary: dict[str, Any]) -> str:
     """`cascade_summary` as text: coverage per stage, realized risks with exact 95% intervals (when labels
     were given), the escalated items, and LM calls against judging everything with the last stage (the calls
     saved only when a stage makes LM calls)."""
@@ -551,8 +568,9 @@ def format_cascade_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdicts_out, *, lm=None,
-                    concurrency: int = 4, cascade_file=None) -> dict:
+def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdicts_out: PathArg, *,
+                    lm: dspy.BaseLM | None = None, concurrency: int = 4,
+                    cascade_file: PathArg | None = None) -> dict[str, Any]:
     """Judge labeled held-out `trajectories` with `cascade` (`apply.cascade.run_cascade`: the verdict lines into
     `verdicts_out`, the escalated ones into its labeling queue beside it) and return `cascade_summary` with the
     labels: coverage per stage, realized risks with exact intervals, LM calls and tokens against judging
@@ -572,5 +590,9 @@ def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdic
         raise InputError(f"{verdicts_out} exists: certify measures a cascade in one whole run; give a new "
                          "--verdicts-out or remove it")
     run = run_cascade(cascade, trajectories, verdicts_out, lm=lm, concurrency=concurrency, cascade_file=cascade_file)
-    summary = cascade_summary(cascade, run.verdicts, [t.label for t in trajectories], run.token_spend())
+    labels: list[int] = []
+    for t in trajectories:
+        assert t.label is not None  # require_labels above
+        labels.append(t.label)
+    summary = cascade_summary(cascade, run.verdicts, labels, run.token_spend())
     return {**summary, "verdicts": str(verdicts_out), "escalated_queue": run.escalated_path}

@@ -25,7 +25,7 @@ import math
 import warnings
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -35,10 +35,12 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.judge.fingerprint import lm_fingerprint
-from rubricforge_dspy.program.store import CERTIFICATE_KEY  # noqa: F401 - re-exported for trust callers
+from rubricforge_dspy.program.store import CERTIFICATE_KEY as CERTIFICATE_KEY  # re-exported for trust callers
 
 if TYPE_CHECKING:
     import dspy
+
+    from rubricforge_dspy.judge.floor import SymptomFloor
 
 ECE_BINS = 10
 BOOTSTRAP_RESAMPLES = 2_000
@@ -48,7 +50,7 @@ class CertificateError(InputError):
     """Data or verdicts that cannot give an honest certificate; the message says what to change."""
 
 
-def _labeled(records: list[dict], where: str) -> list[dict]:
+def _labeled(records: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
     if not records:
         raise CertificateError(f"{where}: no verdicts to certify on")
     unlabeled = [r["id"] for r in records if r.get("label") not in (0, 1)]
@@ -58,7 +60,7 @@ def _labeled(records: list[dict], where: str) -> list[dict]:
     return records
 
 
-def _interval(ci) -> list[float | None]:
+def _interval(ci: Iterable[float]) -> list[float | None]:
     return [None if math.isnan(x) else round(float(x), 4) for x in ci]
 
 
@@ -66,8 +68,8 @@ def _value(x: float) -> float | None:
     return None if math.isnan(x) else round(float(x), 4)
 
 
-def compute_certificate(records: Iterable[Mapping], *, confidence: float = 0.95,
-                        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0, where: str = "verdicts") -> dict:
+def compute_certificate(records: Iterable[Mapping[str, Any]], *, confidence: float = 0.95,
+                        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0, where: str = "verdicts") -> dict[str, Any]:
     """The certificate's statistics from verdict lines (id, task_id, label, passed, score, abstained,
     contradiction): see the module docstring. No fingerprints or date (see `certificate_for`)."""
     rows = _labeled([dict(r) for r in records], where)
@@ -79,7 +81,7 @@ def compute_certificate(records: Iterable[Mapping], *, confidence: float = 0.95,
     counts = metrics.confusion_counts(y, passed)
     negatives = counts["fp"] + counts["tn"]
 
-    def clustered(statistic, *arrays) -> dict:
+    def clustered(statistic: Callable[..., float], *arrays: np.ndarray) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             value = statistic(*arrays)
@@ -121,7 +123,7 @@ def certificate_for(records: Iterable[Mapping[str, Any]], *, lm: dspy.BaseLM | N
 
     records = [dict(r) for r in records]
     fingerprint = lm_fingerprint(lm)
-    extra = {}
+    extra: dict[str, Any] = {}
     if floor is not None:
         extra["floor"] = floor_margin_of_records(records, floor[0], source=floor[1],
                                                  alpha=round(1.0 - options.get("confidence", 0.95), 6))
@@ -135,7 +137,7 @@ def certificate_for(records: Iterable[Mapping[str, Any]], *, lm: dspy.BaseLM | N
     }
 
 
-def check_held_out(manifest: Mapping | None, ids: Iterable[str], tasks: Iterable[str], fingerprint: str,
+def check_held_out(manifest: Mapping[str, Any] | None, ids: Iterable[str], tasks: Iterable[str], fingerprint: str,
                    where: str) -> None:
     """Refuse to certify on data the program trained or selected on: the same data fingerprint, or
     any id (or task, ``domain/task_id``) listed in the manifest's ``data_seen``."""
@@ -178,7 +180,8 @@ class Recheck:
                 f"p = {self.p_value:.4g}, alpha = {self.alpha})")
 
 
-def recheck(certificate: Mapping, records: Iterable[Mapping], alpha: float = 0.05, where: str = "canary") -> Recheck:
+def recheck(certificate: Mapping[str, Any], records: Iterable[Mapping[str, Any]], alpha: float = 0.05,
+            where: str = "canary") -> Recheck:
     """Test H0 "the false-pass rate is at most the certified one" on canary verdicts with the one-sided
     exact binomial test (``scipy.stats.binomtest(k, n, p=certified, alternative="greater")``)."""
     rows = _labeled([dict(r) for r in records], where)
@@ -193,7 +196,7 @@ def recheck(certificate: Mapping, records: Iterable[Mapping], alpha: float = 0.0
     return Recheck(k=k, n=len(failed), certified_rate=float(certified), p_value=p_value, alpha=alpha)
 
 
-def format_certificate(certificate: Mapping | None) -> list[str]:
+def format_certificate(certificate: Mapping[str, Any] | None) -> list[str]:
     """A few readable lines for `rubricforge show`."""
     if not certificate:
         return ["certificate: none (run `rubricforge certify PROGRAM --data HELD_OUT_LABELED`)"]
@@ -231,7 +234,7 @@ def format_certificate(certificate: Mapping | None) -> list[str]:
     ]
 
 
-def floor_file(path: PathArg):
+def floor_file(path: PathArg) -> SymptomFloor | None:
     """The `SymptomFloor` a floor file (``rubricforge floor --save-floor``) holds, or None when `path` is not
     one (a program, a cascade: read by their own readers, which say what is wrong with them).
 
@@ -254,7 +257,7 @@ def floor_file(path: PathArg):
     return SymptomFloor.from_dict(data, str(path))
 
 
-def describe_floor(path: PathArg, floor) -> str:
+def describe_floor(path: PathArg, floor: SymptomFloor) -> str:
     """What `rubricforge show` prints of a floor file: its model, what it was fit on, its strongest features.
     A floor carries no certificate: its cross-validated numbers come from ``rubricforge floor --data``."""
     from rubricforge_dspy.core.terminal import terminal_safe

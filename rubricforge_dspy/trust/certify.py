@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
@@ -43,7 +43,7 @@ def _verdict_path(verdicts_out: PathArg | None) -> Iterator[Path]:
 
 
 def judge_labeled(judge: BaseJudge, trajectories: list[Trajectory], out_path: PathArg, *, lm: dspy.BaseLM | None,
-                  concurrency: int = 4) -> list[dict]:
+                  concurrency: int = 4) -> list[dict[str, Any]]:
     """Judge `trajectories` into `out_path` (resumable) and return their verdict lines, in input order.
     Every trajectory must end up with exactly one line; lines of other ids in the file are refused.
 
@@ -74,7 +74,8 @@ def _check_labels(trajectories: list[Trajectory], where: str) -> None:
                                "(kappa and AUC are undefined on one class)")
 
 
-def floor_of(trajectories: list[Trajectory], manifest: dict, where: str) -> tuple[list[dict], str] | None:
+def floor_of(trajectories: list[Trajectory], manifest: dict[str, Any], where: str
+             ) -> tuple[list[dict[str, Any]], str] | None:
     """The symptom floor's verdicts on the certification items (`floor.margin.floor_verdicts`): the
     program's own floor, else one cross-validated by task on these items; None (with a warning) when
     neither can be fit."""
@@ -93,7 +94,7 @@ def floor_of(trajectories: list[Trajectory], manifest: dict, where: str) -> tupl
 def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm: dspy.BaseLM | None,
                     out_program: PathArg | None = None, verdicts_out: PathArg | None = None,
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
-                    resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data") -> dict:
+                    resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data") -> dict[str, Any]:
     """Judge held-out `trajectories` with the program at `program_path` on `lm` and write the certificate
     into the manifest of `out_program` (default: the program itself).
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from rubricforge_dspy.core.judge_names import (
 )
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
-from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
+from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable, TableRow
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
@@ -139,7 +140,8 @@ def cross_validate(trajectories: Items, features: Sequence[str] = FEATURES, *,
 
 
 def summary_row(name: str, description: str, y: np.ndarray, verdicts: np.ndarray, scores: np.ndarray,
-                groups: list[str], *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> dict:
+                groups: list[str], *, n_resamples: int, seed: int, confidence: float,
+                notes: list[str]) -> dict[str, Any]:
     """One row of the report: `metrics.binary_summary` of `verdicts`/`scores` against `y` (kappa and AUC intervals
     resampling whole `groups`), its warnings added to `notes`."""
     with warnings.catch_warnings(record=True) as caught:
@@ -157,7 +159,7 @@ def summary_row(name: str, description: str, y: np.ndarray, verdicts: np.ndarray
 
 
 def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
-                 n_resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95) -> dict:
+                 n_resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95) -> dict[str, Any]:
     """The floor, the length-only model and the Heuristic on `trajectories` (labeled), or on their
     `FeatureTable` (`rubricforge floor` streams its input into one), as one JSON-safe dict: rows, the
     length giveaway verdict, the folds' sizes, and the floor refit on all the data (its coefficients say
@@ -177,14 +179,14 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
     floor = cross_validate(items, FEATURES, name=FLOOR, folds=folds)
     length = cross_validate(items, LENGTH_FEATURES, name=LENGTH_ONLY, folds=folds)
     notes = [*floor.notes, *length.notes]
-    options = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "notes": notes}
+    row = partial(summary_row, n_resamples=n_resamples, seed=seed, confidence=confidence, notes=notes)
     rows = [
-        summary_row(FLOOR, f"symptom floor: logistic regression on {len(FEATURES)} observable features, "
-             f"task-grouped {len(folds)}-fold cross-validation", y, floor.verdicts, floor.scores, groups, **options),
-        summary_row(LENGTH_ONLY, "length only: logistic regression on steps and user turns, same folds", y,
-             length.verdicts, length.scores, groups, **options),
-        summary_row(HEURISTIC, "fixed Heuristic surface rule (no training)", y,
-             items.heuristic_passed.astype(np.int64), items.heuristic_score, groups, **options),
+        row(FLOOR, f"symptom floor: logistic regression on {len(FEATURES)} observable features, "
+            f"task-grouped {len(folds)}-fold cross-validation", y, floor.verdicts, floor.scores, groups),
+        row(LENGTH_ONLY, "length only: logistic regression on steps and user turns, same folds", y,
+            length.verdicts, length.scores, groups),
+        row(HEURISTIC, "fixed Heuristic surface rule (no training)", y,
+            items.heuristic_passed.astype(np.int64), items.heuristic_score, groups),
     ]
     length_row = rows[1]
     full = SymptomFloor.fit(items, FEATURES, FLOOR)
@@ -206,13 +208,14 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
     })
 
 
-def verdict_lines(trajectories: Items, scores: np.ndarray, name: str) -> list[dict]:
+def verdict_lines(trajectories: Items, scores: np.ndarray, name: str) -> list[dict[str, Any]]:
     """Verdict lines (`verdict.verdict_line`) of out-of-fold scores: pass when the score is >= 0.5."""
-    if isinstance(trajectories, FeatureTable):
-        trajectories = trajectories.rows()
-    return [verdict_line(t, Verdict.from_answer(float(s) >= PASS_THRESHOLD, float(s),
+    items: Sequence[Trajectory] | list[TableRow] = (trajectories.rows() if isinstance(trajectories, FeatureTable)
+                                                     else trajectories)
+    # a TableRow carries all verdict_line reads; type: ignore until core.verdict types it structurally
+    return [verdict_line(t, Verdict.from_answer(float(s) >= PASS_THRESHOLD, float(s),  # type: ignore[arg-type]
                                                 f"{name}: out-of-fold p(pass) = {float(s):.3f}"), model=name)
-            for t, s in zip(trajectories, scores, strict=True)]
+            for t, s in zip(items, scores, strict=True)]
 
 
 def write_cv_verdicts(trajectories: Items, out_dir: PathArg, *, n_splits: int = DEFAULT_FOLDS, seed: int = 0,
@@ -229,7 +232,7 @@ def write_cv_verdicts(trajectories: Items, out_dir: PathArg, *, n_splits: int = 
                HEURISTIC: lambda: items.heuristic_score}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = {}
+    written: dict[str, Path] = {}
     for name in names:
         written[name] = out / f"{name}.jsonl"
         with written[name].open("w", encoding="utf-8") as handle:
@@ -238,7 +241,7 @@ def write_cv_verdicts(trajectories: Items, out_dir: PathArg, *, n_splits: int = 
     return written
 
 
-def _rate(row: dict, key: str, ci: str | None = None) -> str:
+def _rate(row: dict[str, Any], key: str, ci: str | None = None) -> str:
     ci = ci or key
     value, low, high = row.get(key), row.get(f"{ci}_ci_low"), row.get(f"{ci}_ci_high")
     if value is None:
@@ -246,7 +249,7 @@ def _rate(row: dict, key: str, ci: str | None = None) -> str:
     return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
 
 
-def format_floor_report(report: dict, where: str) -> str:
+def format_floor_report(report: dict[str, Any], where: str) -> str:
     """The floor report of `floor_report` as `rubricforge floor` prints it: the data (`where`), one row per
     model (kappa, false-pass rate, accuracy, AUC with intervals), the length giveaway sentence and notes."""
     from rubricforge_dspy.core.judge_names import FLOOR, LENGTH_ONLY, floor_giveaway_sentence, giveaway_sentence

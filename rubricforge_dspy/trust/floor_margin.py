@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rubricforge_dspy import metrics
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.judge_names import FLOOR_GIVEAWAY_RULE, floor_gives_away
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.core.trajectory import Trajectory
 
 __all__ = ["FloorMarginError", "floor_margin", "floor_margin_of_records", "floor_verdicts", "margin_lines",
            "PROGRAM_FLOOR", "CROSS_VALIDATED_FLOOR"]
@@ -40,11 +44,11 @@ class FloorMarginError(InputError):
     """Judge and floor verdicts that are not on the same labeled items; the message says which."""
 
 
-def _value(x) -> float | None:
+def _value(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 4)
 
 
-def _stats(y: np.ndarray, passed: np.ndarray, scores: np.ndarray | None) -> dict:
+def _stats(y: np.ndarray, passed: np.ndarray, scores: np.ndarray | None) -> dict[str, float | None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = {"accuracy": metrics.accuracy(y, passed), "kappa": metrics.cohens_kappa(y, passed),
@@ -53,8 +57,9 @@ def _stats(y: np.ndarray, passed: np.ndarray, scores: np.ndarray | None) -> dict
     return {k: _value(v) for k, v in out.items()}
 
 
-def floor_margin(labels, judge_passed, floor_passed, judge_scores=None, floor_scores=None, *,
-                 source: str, alpha: float = 0.05) -> dict:
+def floor_margin(labels: ArrayLike, judge_passed: ArrayLike, floor_passed: ArrayLike,
+                 judge_scores: ArrayLike | None = None, floor_scores: ArrayLike | None = None, *,
+                 source: str, alpha: float = 0.05) -> dict[str, Any]:
     """The margin (see the module docstring) from aligned labels, verdicts and optional scores."""
     y = np.asarray(labels, dtype=np.int64)
     j, f = np.asarray(judge_passed, dtype=np.int64), np.asarray(floor_passed, dtype=np.int64)
@@ -65,7 +70,8 @@ def floor_margin(labels, judge_passed, floor_passed, judge_scores=None, floor_sc
     fs = None if floor_scores is None else np.asarray(floor_scores, dtype=np.float64)
     judge, floor = _stats(y, j, js), _stats(y, f, fs)
     cmp = metrics.compare_paired(y, j, f)
-    margin = {k: (None if judge[k] is None or floor[k] is None else round(judge[k] - floor[k], 4)) for k in judge}
+    margin = {k: (None if (mine := judge[k]) is None or (its := floor[k]) is None else round(mine - its, 4))
+              for k in judge}
     beats = cmp["b"] > cmp["c"]
     return {"source": source, "n": int(len(y)), "negatives": int((y == 0).sum()), "judge": judge, "floor": floor,
             "margin": margin, "mcnemar": {"b": cmp["b"], "c": cmp["c"], "p_value": _value(cmp["p_value"])},
@@ -73,8 +79,8 @@ def floor_margin(labels, judge_passed, floor_passed, judge_scores=None, floor_sc
             "floor_gives_away": floor_gives_away(floor["kappa"])}
 
 
-def floor_margin_of_records(judge_records: Iterable[Mapping], floor_records: Iterable[Mapping], *, source: str,
-                            alpha: float = 0.05) -> dict:
+def floor_margin_of_records(judge_records: Iterable[Mapping[str, Any]], floor_records: Iterable[Mapping[str, Any]],
+                            *, source: str, alpha: float = 0.05) -> dict[str, Any]:
     """`floor_margin` of two verdict-line sets on the same labeled ids (refused otherwise)."""
     judge = {r["id"]: r for r in judge_records}
     floor = {r["id"]: r for r in floor_records}
@@ -83,21 +89,22 @@ def floor_margin_of_records(judge_records: Iterable[Mapping], floor_records: Ite
         raise FloorMarginError(f"judge and floor verdicts are not on the same items ({len(only)} id(s) in one "
                                f"only, first: {only[0]}); the floor must judge exactly the judge's items")
     ids = sorted(judge)
-    labels = []
+    labels: list[int] = []
     for i in ids:
         a, b = judge[i].get("label"), floor[i].get("label")
         if a not in (0, 1) or a != b:
             raise FloorMarginError(f"item {i}: labels {a!r} (judge) and {b!r} (floor); both need the same 0/1 label")
         labels.append(a)
 
-    def passed(records):
+    def passed(records: Mapping[str, Mapping[str, Any]]) -> list[bool]:
         return [bool(records[i]["passed"]) and not records[i].get("abstained") for i in ids]
 
     return floor_margin(labels, passed(judge), passed(floor), [float(judge[i]["score"]) for i in ids],
                         [float(floor[i]["score"]) for i in ids], source=source, alpha=alpha)
 
 
-def floor_verdicts(trajectories, floor: Mapping | None = None) -> tuple[list[dict], str]:
+def floor_verdicts(trajectories: Iterable[Trajectory], floor: Mapping[str, Any] | None = None
+                   ) -> tuple[list[dict[str, Any]], str]:
     """Verdict lines of the symptom floor on `trajectories` and where the floor came from: the program's
     own floor (its manifest's ``"floor"``, fit on its training split) when given, else the floor
     cross-validated by task on `trajectories` themselves (`floor.cv`: each item scored by a floor that
@@ -114,13 +121,13 @@ def floor_verdicts(trajectories, floor: Mapping | None = None) -> tuple[list[dic
     return verdict_lines(items, cross_validate(items, name=FLOOR).scores, FLOOR), CROSS_VALIDATED_FLOOR
 
 
-def margin_lines(margin: Mapping | None) -> list[str]:
+def margin_lines(margin: Mapping[str, Any] | None) -> list[str]:
     """Readable lines for `rubricforge show` and the gate."""
     if not margin:
         return ["margin over the symptom floor: not recorded (re-induce, or certify again)"]
     m, mc = margin["margin"], margin["mcnemar"]
 
-    def num(x, signed=False) -> str:
+    def num(x: float | None, signed: bool = False) -> str:
         return "n/a" if x is None else (f"{x:+.3f}" if signed else f"{x:.3f}")
 
     b, c = mc["b"], mc["c"]

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from scipy import optimize, stats
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
-from rubricforge_dspy.metrics import mcnemar_exact
+from rubricforge_dspy.metrics.agreement import mcnemar_exact
 
 if TYPE_CHECKING:
     import dspy
@@ -61,7 +61,7 @@ class Paired:
     baseline: tuple[bool, ...]
 
 
-def _verdicts(records: Iterable[Mapping], where: str) -> dict[str, tuple[int, bool]]:
+def _verdicts(records: Iterable[Mapping[str, Any]], where: str) -> dict[str, tuple[int, bool]]:
     out: dict[str, tuple[int, bool]] = {}
     for record in records:
         ident = record["id"]
@@ -75,8 +75,8 @@ def _verdicts(records: Iterable[Mapping], where: str) -> dict[str, tuple[int, bo
     return out
 
 
-def pair(candidate: Iterable[Mapping], baseline: Iterable[Mapping], where: tuple[str, str] = ("candidate", "baseline")
-         ) -> Paired:
+def pair(candidate: Iterable[Mapping[str, Any]], baseline: Iterable[Mapping[str, Any]],
+         where: tuple[str, str] = ("candidate", "baseline")) -> Paired:
     """Align two verdict sets; both must hold the same ids with the same labels."""
     a, b = _verdicts(candidate, where[0]), _verdicts(baseline, where[1])
     for mine, theirs, name, other in ((a, b, where[0], where[1]), (b, a, where[1], where[0])):
@@ -160,7 +160,7 @@ class GateResult:
     mcnemar_p: float
     false_pass: NonInferiority
     names: tuple[str, str]
-    floor: dict | None = None  # the candidate's margin over the symptom floor (`floor.margin`)
+    floor: dict[str, Any] | None = None  # the candidate's margin over the symptom floor (`floor.margin`)
     require_beats_floor: bool = False
 
     @property
@@ -180,7 +180,7 @@ class GateResult:
         p, fp = self.paired, self.false_pass
         n, failed = len(p.ids), fp.n
 
-        def counts(verdicts) -> tuple[str, str]:
+        def counts(verdicts: Sequence[bool]) -> tuple[str, str]:
             right = sum(int(v) == y for v, y in zip(verdicts, p.labels, strict=True))
             false_passes = sum(v and y == 0 for v, y in zip(verdicts, p.labels, strict=True))
             return f"{right}/{n} ({right / n:.3f})", f"{false_passes}/{failed} ({false_passes / failed:.3f})"
@@ -223,7 +223,7 @@ class GateResult:
 
 
 def decide(paired: Paired, margin: float = 0.05, alpha: float = 0.05,
-           names: tuple[str, str] = ("candidate", "baseline"), floor: dict | None = None,
+           names: tuple[str, str] = ("candidate", "baseline"), floor: dict[str, Any] | None = None,
            require_beats_floor: bool = False) -> GateResult:
     """Run both tests and decide (see the module docstring); `floor` is the candidate's margin over the
     symptom floor (`floor.margin.floor_margin_of_records`), required to be positive with `require_beats_floor`."""
@@ -237,7 +237,8 @@ def decide(paired: Paired, margin: float = 0.05, alpha: float = 0.05,
                       require_beats_floor)
 
 
-def _floor(candidate: list, floor_records: list | None, source: str, alpha: float) -> dict | None:
+def _floor(candidate: list[dict[str, Any]], floor_records: list[dict[str, Any]] | None, source: str, alpha: float
+           ) -> dict[str, Any] | None:
     if floor_records is None:
         return None
     from rubricforge_dspy.trust.floor_margin import FloorMarginError, floor_margin_of_records
@@ -276,7 +277,7 @@ def gate_programs(candidate_program: PathArg, baseline_program: PathArg, traject
 
     if not trajectories:
         raise GateInputError("no labeled trajectories to gate on")
-    records = []
+    records: list[list[dict[str, Any]]] = []
     for name, program in (("candidate", candidate_program), ("baseline", baseline_program)):
         judge = load_judge(program, check_certificate=False)
         records.append(judge_labeled(judge, trajectories, Path(verdicts_dir) / f"{name}.jsonl", lm=lm,
@@ -287,7 +288,8 @@ def gate_programs(candidate_program: PathArg, baseline_program: PathArg, traject
                   require_beats_floor=require_beats_floor)
 
 
-def _program_floor(program, trajectories, candidate: list, alpha: float, required: bool) -> dict | None:
+def _program_floor(program: PathArg, trajectories: list[Trajectory], candidate: list[dict[str, Any]], alpha: float,
+                   required: bool) -> dict[str, Any] | None:
     """The candidate's margin over the floor (its own, else cross-validated on the gate's data); None when no
     floor can be fit and none is required."""
     from rubricforge_dspy.judge.floor import FloorError

@@ -12,7 +12,8 @@ No LM is called here: the judge's verdicts are given (recorded, or judged once b
 
 from __future__ import annotations
 
-from typing import Sequence
+from functools import partial
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,8 +38,8 @@ def _scores(stack: Stack, verdicts: Sequence[Verdict | None], table: FeatureTabl
     ok = graded(verdicts)
     scores = np.zeros(len(table))
     if ok.any():
-        rows = stack_matrix([v for v, g in zip(verdicts, ok, strict=True) if g], table.matrix(FEATURES)[ok],
-                            stack.with_passed)
+        produced = [v for v, g in zip(verdicts, ok, strict=True) if g and v is not None]  # graded: not None
+        rows = stack_matrix(produced, table.matrix(FEATURES)[ok], stack.with_passed)
         scores[ok] = stack.model.predict(rows)
     return scores
 
@@ -71,7 +72,7 @@ def cross_validate_hybrid(table: FeatureTable, verdicts: Sequence[Verdict | None
 
 
 def hybrid_rows(table: FeatureTable, verdicts: Sequence[Verdict | None], source: str, *, n_splits: int,
-                seed: int, n_resamples: int, confidence: float = 0.95) -> dict:
+                seed: int, n_resamples: int, confidence: float = 0.95) -> dict[str, Any]:
     """The judge's and the hybrid's report rows on the floor report's folds, and what the judge did not grade.
 
     Returns:
@@ -85,14 +86,13 @@ def hybrid_rows(table: FeatureTable, verdicts: Sequence[Verdict | None], source:
     judge_passed = np.array([bool(v is not None and v.passed) for v in verdicts], dtype=np.int64)
     judge_score = np.array([v.score if v is not None else 0.0 for v in verdicts], dtype=np.float64)
     notes = list(hybrid.notes)
-    options = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence, "notes": notes}
+    row = partial(summary_row, n_resamples=n_resamples, seed=seed, confidence=confidence, notes=notes)
     missing = sum(v is None for v in verdicts)
     ungraded = f"; {int((~ok).sum())} item(s) without a verdict count as fails" if (~ok).any() else ""
-    rows = [summary_row(JUDGE, f"the judge alone: {source}{ungraded}", y, judge_passed, judge_score, groups,
-                        **options),
-            summary_row(HYBRID, f"hybrid: the floor's model with the judge's verdict and score as inputs, same "
+    rows = [row(JUDGE, f"the judge alone: {source}{ungraded}", y, judge_passed, judge_score, groups),
+            row(HYBRID, f"hybrid: the floor's model with the judge's verdict and score as inputs, same "
                                 f"folds{ungraded}", y, (hybrid.scores >= PASS_THRESHOLD).astype(np.int64),
-                        hybrid.scores, groups, **options)]
+                hybrid.scores, groups)]
     return {"rows": rows, "notes": notes,
             "judge": {"source": source, "graded": int(ok.sum()), "missing": missing,
                       "abstained": int(len(verdicts) - ok.sum() - missing)}}

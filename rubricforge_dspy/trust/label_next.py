@@ -22,9 +22,10 @@ labels over tasks, the first pass takes at most one trajectory per task, then fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD
 from rubricforge_dspy.data.formats.jsonl import to_record, write_records
@@ -37,24 +38,24 @@ class Candidate:
 
     trajectory: Trajectory
     priority: float
-    signals: dict
+    signals: dict[str, float]
     split_criteria: tuple[str, ...] = ()
-    votes: dict = field(default_factory=dict)
+    votes: dict[str, bool] = field(default_factory=dict)
     escalated: bool = False
 
 
-def closeness(record: Mapping, threshold: float = PASS_THRESHOLD) -> float:
+def closeness(record: Mapping[str, Any], threshold: float = PASS_THRESHOLD) -> float:
     if record.get("abstained"):
         return 1.0
     return 1.0 - abs(float(record["score"]) - threshold) / max(threshold, 1.0 - threshold)
 
 
-def _passed(record: Mapping) -> bool:
+def _passed(record: Mapping[str, Any]) -> bool:
     return bool(record["passed"]) and not record.get("abstained")
 
 
-def score_item(trajectory: Trajectory, main: Mapping | None, judges: Mapping[str, Mapping],
-               ablations: Mapping[str, Mapping], threshold: float = PASS_THRESHOLD) -> Candidate:
+def score_item(trajectory: Trajectory, main: Mapping[str, Any] | None, judges: Mapping[str, Mapping[str, Any]],
+               ablations: Mapping[str, Mapping[str, Any]], threshold: float = PASS_THRESHOLD) -> Candidate:
     """The signals of one trajectory from the verdicts that exist for it (main judge, judges, ablations)."""
     signals: dict[str, float] = {}
     if main is not None:
@@ -72,8 +73,9 @@ def score_item(trajectory: Trajectory, main: Mapping | None, judges: Mapping[str
     return Candidate(trajectory, round(sum(signals.values()), 4), signals, split, votes, escalated)
 
 
-def rank(trajectories: Sequence[Trajectory], main: Mapping[str, Mapping] | None,
-         judges: Mapping[str, Mapping[str, Mapping]], ablations: Mapping[str, Mapping[str, Mapping]],
+def rank(trajectories: Sequence[Trajectory], main: Mapping[str, Mapping[str, Any]] | None,
+         judges: Mapping[str, Mapping[str, Mapping[str, Any]]],
+         ablations: Mapping[str, Mapping[str, Mapping[str, Any]]],
          threshold: float = PASS_THRESHOLD) -> list[Candidate]:
     """All trajectories, most informative first. `main`, and each of `judges` / `ablations`, map a
     trajectory id to its verdict line. Items a cascade escalated lead."""
@@ -91,7 +93,8 @@ def pick(ranked: Sequence[Candidate], k: int) -> list[Candidate]:
     """The top `k`, at most one per task first (in rank order), then the rest in rank order."""
     if k < 1:
         raise InputError(f"-k must be >= 1, got {k}")
-    chosen, tasks = [], set()
+    chosen: list[Candidate] = []
+    tasks: set[tuple[str, str]] = set()
     for c in ranked:
         key = (c.trajectory.domain, c.trajectory.task_id)
         if key not in tasks and len(chosen) < k:
@@ -101,10 +104,10 @@ def pick(ranked: Sequence[Candidate], k: int) -> list[Candidate]:
     return sorted(chosen + rest[: k - len(chosen)], key=ranked.index)
 
 
-def write(chosen: Sequence[Candidate], out_path, where: str) -> int:
+def write(chosen: Sequence[Candidate], out_path: PathArg, where: str) -> int:
     """Write the chosen trajectories for labeling (generic JSONL, label and reward null); refuses to
     overwrite an existing file."""
-    def records():
+    def records() -> Iterator[dict[str, Any]]:
         for rank_, c in enumerate(chosen, 1):
             metadata = {"label_next": {"rank": rank_, "priority": c.priority, **c.signals, "escalated": c.escalated,
                                        "split_criteria": list(c.split_criteria), "votes": c.votes,
