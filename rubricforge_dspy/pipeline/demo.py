@@ -169,5 +169,8 @@ def protocol_config(preset: Preset, **overrides) -> ProtocolConfig:
     `ProtocolConfig` fields."""
     induction = InductionConfig(budget=preset.budget, minibatch=preset.minibatch,
                                 max_rubric_chars=preset.max_rubric_chars, num_threads=preset.num_threads)
+    # the embedded 135M model checks the plumbing: judging the test split once more per criterion (the ablation)
+    # would be about 40% of the demo's CPU for numbers at chance (run.json's phases); a server model runs it
+    overrides.setdefault("ablation", preset.name != "embedded")
     return ProtocolConfig(induction=induction, render=RenderConfig.of(preset), demo_max_tokens=preset.demo_max_tokens,
                           concurrency=preset.concurrency, **overrides)

@@ -14,7 +14,11 @@ def ablation_section(report: dict) -> list[str]:
     out += ["## Criterion ablation (leave one out)", ""]
     ab = report["ablation"]
     if ab is None:
-        out += ["No ablation in this run (no `ablation/` directory)."]
+        skipped = (report["meta"].get("config") or {}).get("ablation") is False
+        out += ["The ablation was not run: `ablation: false` in run.json's config (the embedded preset skips it: "
+                "judging the test split once more per criterion costs about as much CPU as the rest of the demo, for "
+                "a 135M model's near-chance verdicts; `--preset server` with a real model runs it)." if skipped
+                else "No ablation in this run (no `ablation/` directory)."]
     else:
         f = ab["full"]
         graded = "mae" in f

@@ -50,3 +50,17 @@ def test_the_report_shows_the_recorded_phases_and_nothing_without_them():
     assert "| induce (GEPA) | 120.0 | 200.5 |" in lines
     assert "| report | 2.0 | 1.5 (this process only) |" in lines and "| **all** | **122.0** | **202.0** |" in lines
     assert phases_section({"meta": {}}) == []
+
+
+def test_the_embedded_demo_skips_the_ablation_and_the_report_says_why():
+    """The ablation is about 40% of the embedded demo's CPU (run.json's phases) for near-chance verdicts: the
+    embedded preset skips it, a server preset runs it, and the report says which and why."""
+    from rubricforge_dspy.core.presets import EMBEDDED, SERVER
+    from rubricforge_dspy.pipeline.demo import protocol_config
+    from rubricforge_dspy.report.markdown_comparisons import ablation_section
+
+    assert protocol_config(EMBEDDED).ablation is False and protocol_config(SERVER).ablation is True
+    assert protocol_config(EMBEDDED, ablation=True).ablation is True  # asked for: run
+    skipped = "\n".join(ablation_section({"ablation": None, "meta": {"config": {"ablation": False}}}))
+    assert "not run" in skipped and "--preset server" in skipped
+    assert "no `ablation/` directory" in "\n".join(ablation_section({"ablation": None, "meta": {}}))
