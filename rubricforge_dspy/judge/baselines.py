@@ -18,7 +18,7 @@ import dspy
 import numpy as np
 
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
-from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.trajectory import Trajectory, UnlabeledError
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.symptoms import heuristic_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
@@ -30,7 +30,12 @@ def verdict(passed: bool, score: float, reason: str) -> dspy.Prediction:
 
 
 def oracle(trajectory: Trajectory) -> dspy.Prediction:
-    return verdict(trajectory.label == 1, min(1.0, max(0.0, trajectory.reward)), "environment reward")
+    """The environment's outcome as a verdict: ``passed`` is the label, ``score`` the reward clipped to [0, 1]
+    (the label itself when the source gave no reward). Raises `UnlabeledError` for an unlabeled trajectory."""
+    if trajectory.label is None:
+        raise UnlabeledError([trajectory], 1, "the oracle baseline")
+    score = float(trajectory.label) if trajectory.reward is None else min(1.0, max(0.0, trajectory.reward))
+    return verdict(trajectory.label == 1, score, "environment reward")
 
 
 def heuristic(trajectory: Trajectory) -> dspy.Prediction:

@@ -132,7 +132,8 @@ class _DiskStore:
         self._db.commit()
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
+        count: int = self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
+        return count
 
     def close(self) -> None:
         self._db.close()
@@ -144,9 +145,10 @@ class _DiskStore:
 class _MemoryStore:
     """The in-memory back end: what the SQLite file would hold, in a dict, for this process only."""
 
-    directory = path = None
+    directory: None = None
+    path: None = None
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._rows: dict[tuple[str, str], tuple[Verdict, str]] = {}
 
     def load(self, fingerprint: str, text_hash: str) -> Verdict | None:
@@ -204,11 +206,11 @@ class VerdictCache:
         self._lock = threading.Lock()
         self._inflight: dict[tuple[str, str], threading.Event] = {}
         disk = None if directory is None else Path(directory)
-        self._store = _MemoryStore() if disk is None else self._open_disk(disk)
+        self._store: _DiskStore | _MemoryStore = _MemoryStore() if disk is None else self._open_disk(disk)
         self.directory = self._store.directory if disk is None or not self.bypassed else disk
         self.path = self._store.path if disk is None or not self.bypassed else disk / CACHE_FILENAME
 
-    def _open_disk(self, directory: Path):
+    def _open_disk(self, directory: Path) -> _DiskStore | _MemoryStore:
         path = directory / CACHE_FILENAME
         try:
             return _DiskStore(directory)
@@ -341,7 +343,7 @@ class VerdictCache:
     def __enter__(self) -> "VerdictCache":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -375,4 +377,4 @@ def input_sha256(inputs: Mapping[str, Any]) -> str:
     text = inputs.get("trajectory")
     key = text_sha256(text) if isinstance(text, str) else None
     extra = {name: value for name, value in sorted(inputs.items()) if name != "trajectory"}
-    return key if not extra else digest({"text": key, **extra})
+    return key if key is not None and not extra else digest({"text": key, **extra})

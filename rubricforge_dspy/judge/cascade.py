@@ -87,7 +87,7 @@ MAX_CASCADE_NESTING = 16  # cascades whose stages are cascades, this many deep a
 _LOADING: ContextVar[tuple[Path, ...]] = ContextVar("rubricforge_cascades_loading", default=())
 
 
-def _save_stage(stage, path: Path) -> None:
+def _save_stage(stage: BaseJudge, path: Path) -> None:
     """Save one stage: a stage of this package's classes saves itself (`_save_without_lm`); any other judge (a
     user's `BaseJudge`, a `judge.recorded.CallableJudge`) is saved by its import path
     (`judge.recorded.save_python_stage`), or refused with the reason (`ProgramError`)."""
@@ -99,7 +99,7 @@ def _save_stage(stage, path: Path) -> None:
         save_python_stage(stage, path)
 
 
-def _save_without_lm(stage, path: Path) -> None:
+def _save_without_lm(stage: BaseJudge, path: Path) -> None:
     """Save a stage with its predictors' LMs detached (a program never holds an LM; an LM whose engine
     cannot be dumped, such as a scripted or custom one, would otherwise refuse the save), then reattach them."""
     attached = [(predictor, predictor.lm) for predictor in stage.predictors()]
@@ -112,12 +112,12 @@ def _save_without_lm(stage, path: Path) -> None:
             predictor.lm = lm
 
 
-def _accepts_features(stage) -> bool:
+def _accepts_features(stage: BaseJudge) -> bool:
     # (the class's forward: reading `stage.forward` off an instance makes DSPy warn of a direct call)
     return "features" in inspect.signature(type(stage).forward).parameters
 
 
-def _reads_ids(stage) -> bool:
+def _reads_ids(stage: BaseJudge) -> bool:
     """A stage that looks trajectories up by id (a recorded stage, a hybrid over one: ``needs_trajectory``)."""
     return bool(getattr(stage, "needs_trajectory", False))
 
@@ -139,7 +139,7 @@ class Cascade(BaseJudge):
     """
 
     def __init__(self, stages: Sequence[BaseJudge], rules: Sequence[StageRule | tuple[float, float]],
-                 guarantee: dict | None = None, fit: dict | None = None):
+                 guarantee: dict[str, Any] | None = None, fit: dict[str, Any] | None = None):
         super().__init__()
         if not stages or len(stages) != len(rules):
             raise InputError(f"a cascade needs one rule per stage, got {len(stages)} stages and {len(rules)} rules")
@@ -150,7 +150,7 @@ class Cascade(BaseJudge):
             raise InputError(f"stage names must differ, got {[r.name for r in self.rules]}")
         self.guarantee = guarantee
         self.fit_report = fit
-        self.manifest: dict | None = None
+        self.manifest: dict[str, Any] | None = None
 
     # -- identity
     def _text_stage(self) -> BaseJudge:
@@ -159,7 +159,8 @@ class Cascade(BaseJudge):
     @property
     def rubric(self) -> str:
         """The first LLM stage's rubric ("" for a cascade of floors)."""
-        return self._text_stage().rubric
+        rubric: str = self._text_stage().rubric
+        return rubric
 
     @property
     def render_config(self) -> RenderConfig | None:
@@ -170,7 +171,7 @@ class Cascade(BaseJudge):
         """sha256 over every stage's `rubric_sha256` and the thresholds."""
         return digest({"stages": [s.rubric_sha256 for s in self.stages], "rules": [r.to_dict() for r in self.rules]})
 
-    def operating_point(self) -> dict:
+    def operating_point(self) -> dict[str, Any]:
         return {"cascade": [{**rule.to_dict(), "stage": stage.operating_point()}
                             for stage, rule in zip(self.stages, self.rules, strict=True)]}
 
@@ -180,7 +181,8 @@ class Cascade(BaseJudge):
 
     def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The text the first LLM stage reads (every text stage reads it when the cascade is given text)."""
-        return self._text_stage().render(trajectory, config)
+        text: str = self._text_stage().render(trajectory, config)
+        return text
 
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """``{"trajectory": text}`` plus ``features`` when a stage reads them (the floor, a hybrid)."""
@@ -190,8 +192,9 @@ class Cascade(BaseJudge):
         return inputs
 
     # -- one trajectory
-    def _stage_inputs(self, stage, item, features) -> dict:
-        inputs = {"trajectory": item}
+    def _stage_inputs(self, stage: BaseJudge, item: Trajectory | str,
+                      features: Mapping[str, float] | None) -> dict[str, Any]:
+        inputs: dict[str, Any] = {"trajectory": item}
         if features is not None and _accepts_features(stage):
             inputs["features"] = features
         return inputs
@@ -209,11 +212,12 @@ class Cascade(BaseJudge):
         verdict = Verdict.abstention(f"escalated: no stage decided ({'; '.join(handed)})", ESCALATED)
         return verdict if last is None else replace(verdict, score_calibrated=last[1])
 
-    def _step(self, k: int, prediction, handed: list[str], last: list):
+    def _step(self, k: int, prediction: dspy.Prediction, handed: list[str],
+              last: list[tuple[str, float]]) -> dspy.Prediction | None:
         verdict = Verdict.from_dict(dict(prediction))
         confidence = stage_confidence(verdict)
         decision = self.rules[k].decide(confidence)
-        if decision is None:
+        if decision is None or confidence is None:  # (no confidence: never decided)
             handed.append(f"{self.rules[k].name}: " + ("no usable verdict" if confidence is None
                                                        else f"confidence {confidence:.3f}"))
             if confidence is not None:
@@ -221,7 +225,8 @@ class Cascade(BaseJudge):
             return None
         return verdict_prediction(self._decided(k, verdict, decision, confidence), getattr(prediction, "raw", None))
 
-    def _out(self, prediction, k: int | None, last: list | None = None):
+    def _out(self, prediction: dspy.Prediction, k: int | None,
+             last: list[tuple[str, float]] | None = None) -> dspy.Prediction:
         prediction["stage"] = self.rules[k].name if k is not None else ESCALATED
         prediction["stage_index"] = k
         if k is None:  # the escalating stage: the last one that gave a confidence (None: none did)
@@ -243,7 +248,9 @@ class Cascade(BaseJudge):
         Raises:
             InputError: text without the features a stage needs. An LM stage's LM errors.
         """
-        item, handed, last = trajectory_input(trajectory), [], []
+        item = trajectory_input(trajectory)
+        handed: list[str] = []
+        last: list[tuple[str, float]] = []
         for k, stage in enumerate(self.stages):
             try:
                 prediction = stage(**self._stage_inputs(stage, item, features))
@@ -258,7 +265,9 @@ class Cascade(BaseJudge):
     async def aforward(self, trajectory: Trajectory | str,
                        features: Mapping[str, float] | None = None) -> dspy.Prediction:
         """The async `forward` (each stage's ``acall``)."""
-        item, handed, last = trajectory_input(trajectory), [], []
+        item = trajectory_input(trajectory)
+        handed: list[str] = []
+        last: list[tuple[str, float]] = []
         for k, stage in enumerate(self.stages):
             try:
                 prediction = await stage.acall(**self._stage_inputs(stage, item, features))
@@ -271,7 +280,7 @@ class Cascade(BaseJudge):
         return self._out(verdict_prediction(self._escalated(handed, last[0] if last else None), None), None, last)
 
     # -- many at once, stage by stage
-    def _items(self, examples) -> list:
+    def _items(self, examples: Iterable[Any]) -> list[Trajectory | str]:
         items = [trajectory_input(item) for item in examples]
         needs = any(_accepts_features(s) or _reads_ids(s) for s in self.stages)
         if needs and not all(isinstance(i, Trajectory) for i in items):
@@ -288,7 +297,7 @@ class Cascade(BaseJudge):
             return verdict
         confidence = stage_confidence(verdict)
         decision = self.rules[k].decide(confidence)
-        return None if decision is None else self._decided(k, verdict, decision, confidence)
+        return None if decision is None or confidence is None else self._decided(k, verdict, decision, confidence)
 
     def escalation(self, last: tuple[str, float] | None = None) -> Verdict:
         """The verdict of an item no stage decided in a batch: an abstention of kind ``"escalated"`` carrying
@@ -303,9 +312,10 @@ class Cascade(BaseJudge):
         confidence = stage_confidence(verdict)
         return None if confidence is None else (self.rules[k].name, confidence)
 
-    def _settle(self, k: int, remaining: list[int], verdicts, final: list, stages: list, last: dict) -> list[int]:
-        """Record what stage `k` decided among `remaining` (its `verdicts`); return the indices it left (with
-        their confidence in `last`)."""
+    def _settle(self, k: int, remaining: list[int], verdicts: Sequence[Verdict], final: dict[int, Verdict],
+                stages: dict[int, str], last: dict[int, tuple[str, float] | None]) -> list[int]:
+        """Record what stage `k` decided among `remaining` (its `verdicts`) in `final` and `stages` (by item
+        index); return the indices it left (with their confidence in `last`)."""
         left = []
         for i, verdict in zip(remaining, verdicts, strict=True):
             settled = self.settle(k, verdict)
@@ -316,10 +326,11 @@ class Cascade(BaseJudge):
                 final[i], stages[i] = settled, self.rules[k].name
         return left
 
-    def _finish(self, final: list, stages: list, remaining: list[int], calls: dict, last: dict) -> CascadeVerdicts:
+    def _finish(self, n: int, final: dict[int, Verdict], stages: dict[int, str], remaining: list[int],
+                calls: dict[str, int], last: dict[int, tuple[str, float] | None]) -> CascadeVerdicts:
         for i in remaining:
             final[i], stages[i] = self.escalation(last.get(i)), ESCALATED
-        return CascadeVerdicts(final, stages, calls)
+        return CascadeVerdicts([final[i] for i in range(n)], [stages[i] for i in range(n)], calls)
 
     def batch(self, examples: Iterable[Any], num_threads: int | None = None, *,
               policy: RetryPolicy = RetryPolicy(),
@@ -339,9 +350,11 @@ class Cascade(BaseJudge):
             JudgeUnavailableError: a stage's circuit opened.
         """
         items = self._items(examples)
-        final: list = [None] * len(items)
-        stages: list = [None] * len(items)
-        remaining, calls, last = list(range(len(items))), {}, {}
+        final: dict[int, Verdict] = {}
+        stages: dict[int, str] = {}
+        calls: dict[str, int] = {}
+        last: dict[int, tuple[str, float] | None] = {}
+        remaining = list(range(len(items)))
         for k, stage in enumerate(self.stages):
             if not remaining:
                 break
@@ -349,16 +362,18 @@ class Cascade(BaseJudge):
             verdicts = stage.batch([items[i] for i in remaining], num_threads, policy=policy,
                                    max_consecutive_lm_errors=max_consecutive_lm_errors, **ignored)
             remaining = self._settle(k, remaining, verdicts, final, stages, last)
-        return self._finish(final, stages, remaining, calls, last)
+        return self._finish(len(items), final, stages, remaining, calls, last)
 
     async def abatch(self, examples: Iterable[Any], concurrency: int = 32, *,
                      policy: RetryPolicy = RetryPolicy(),
                      max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> CascadeVerdicts:
         """The async `batch` (each stage's ``abatch``, stage by stage)."""
         items = self._items(examples)
-        final: list = [None] * len(items)
-        stages: list = [None] * len(items)
-        remaining, calls, last = list(range(len(items))), {}, {}
+        final: dict[int, Verdict] = {}
+        stages: dict[int, str] = {}
+        calls: dict[str, int] = {}
+        last: dict[int, tuple[str, float] | None] = {}
+        remaining = list(range(len(items)))
         for k, stage in enumerate(self.stages):
             if not remaining:
                 break
@@ -366,7 +381,7 @@ class Cascade(BaseJudge):
             verdicts = await stage.abatch([items[i] for i in remaining], concurrency, policy=policy,
                                           max_consecutive_lm_errors=max_consecutive_lm_errors)
             remaining = self._settle(k, remaining, verdicts, final, stages, last)
-        return self._finish(final, stages, remaining, calls, last)
+        return self._finish(len(items), final, stages, remaining, calls, last)
 
     # -- storage
     def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
@@ -417,7 +432,8 @@ class Cascade(BaseJudge):
             if stage is None:
                 raise InputError(f"{path}: the file has more stages than this cascade ({len(self.stages)}); build "
                                  "the cascade from its file with load_judge(path)")
-            return stage.load(stage_path, allow_unverified=options.get("allow_unverified", False))
+            own: BaseJudge = stage.load(stage_path, allow_unverified=options.get("allow_unverified", False))
+            return own
 
         loaded = read_cascade(path, into_own_stage, allow_unverified=allow_unverified, check_certificate=False,
                               allow_import=allow_import)
@@ -429,10 +445,10 @@ class Cascade(BaseJudge):
         return self
 
 
-def _read_state(path: Path) -> dict:
+def _read_state(path: Path) -> dict[str, Any]:
     state = read_json_document(path, "cascade")
     judge = state.get("judge") if isinstance(state, dict) else None
-    if not isinstance(judge, dict) or judge.get("kind") != CASCADE_KIND:
+    if not isinstance(state, dict) or not isinstance(judge, dict) or judge.get("kind") != CASCADE_KIND:
         raise ProgramError(f"{path}: not a cascade (expected \"judge\": {{\"kind\": \"{CASCADE_KIND}\"}})")
     if judge.get("version") != CASCADE_VERSION:
         raise ProgramError(f"{path}: cascade version {judge.get('version')!r}; this release reads {CASCADE_VERSION}")
@@ -453,7 +469,7 @@ def _unverified(path: Path, problem: str, allow_unverified: bool) -> None:
                   UnverifiedProgramWarning, stacklevel=3)
 
 
-def _threshold(value, default: float, where: str) -> float:
+def _threshold(value: object, default: float, where: str) -> float:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -504,7 +520,7 @@ def read_cascade(path: PathArg, load_stage: Callable[..., BaseJudge], *, lm: dsp
         _LOADING.reset(token)
 
 
-def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm, check_certificate: bool,
+def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm: dspy.BaseLM | None, check_certificate: bool,
                   allow_unverified: bool, allow_import: bool) -> Cascade:
     state = _read_state(path)
     manifest = state.get(MANIFEST_KEY)
@@ -512,7 +528,8 @@ def _read_cascade(path: Path, load_stage: Callable[..., BaseJudge], *, lm, check
     if recorded is None or recorded != program_sha256(state):
         _unverified(path, f"does not match its manifest's {PROGRAM_SHA_KEY} (its stages, thresholds or manifest "
                           "were changed after it was saved, or it has none)", allow_unverified)
-    stages, rules = [], []
+    stages: list[BaseJudge] = []
+    rules: list[StageRule] = []
     for entry in state["judge"]["stages"]:
         relative = Path(entry["path"])
         if relative.is_absolute() or ".." in relative.parts:

@@ -61,7 +61,7 @@ JudgeT = TypeVar("JudgeT", bound="BaseJudge")  # a judge's copy, or a judge load
 _CERTIFICATE_LOCK = threading.Lock()  # module-level: a lock on the module would not survive dspy's deepcopy
 
 
-def verdict_prediction(verdict: Verdict, raw: dict | None, before: Verdict | None = None) -> dspy.Prediction:
+def verdict_prediction(verdict: Verdict, raw: dict[str, Any] | None, before: Verdict | None = None) -> dspy.Prediction:
     """The `dspy.Prediction` every judge returns for `verdict`.
 
     Args:
@@ -75,7 +75,7 @@ def verdict_prediction(verdict: Verdict, raw: dict | None, before: Verdict | Non
     data = verdict.to_dict()
     calibrated = before is not None and not verdict.abstained
     return dspy.Prediction(**data, raw=raw, calibrated=calibrated,
-                           decision_changed=bool(calibrated and before.passed != verdict.passed))
+                           decision_changed=bool(calibrated and before is not None and before.passed != verdict.passed))
 
 
 def trajectory_input(trajectory: Any) -> Trajectory | str:
@@ -89,7 +89,7 @@ def trajectory_input(trajectory: Any) -> Trajectory | str:
                      f"input; got {type(trajectory).__name__}")
 
 
-class Verdicts(list):
+class Verdicts(list[Verdict]):
     """The verdicts of `BaseJudge.batch`/``abatch``, in input order (a list of `Verdict`s, each with its
     ``attempts``), with what failed counted: ``n_abstained``, ``errors`` (error kind -> count)."""
 
@@ -102,6 +102,7 @@ class Verdicts(list):
         counts: dict[str, int] = {}
         for verdict in self:
             if verdict.abstained:
+                assert verdict.error_kind is not None  # Verdict refuses an abstention without its error kind
                 counts[verdict.error_kind] = counts.get(verdict.error_kind, 0) + 1
         return counts
 
@@ -135,7 +136,7 @@ class BaseJudge(dspy.Module):
         Returns:
             The copy.
         """
-        copied = super().deepcopy()
+        copied: JudgeT = super().deepcopy()
         for (_, source), (_, target) in zip(self.named_sub_modules(), copied.named_sub_modules(), strict=True):
             callbacks = getattr(source, "callbacks", None)
             if callbacks and hasattr(target, "callbacks"):
@@ -155,7 +156,7 @@ class BaseJudge(dspy.Module):
         """
         return {"trajectory": self.render(trajectory)}
 
-    def operating_point(self) -> dict | None:
+    def operating_point(self) -> dict[str, Any] | None:
         """The judge's calibration and decision rule as JSON (part of the fingerprint); None when none."""
         return None
 
@@ -244,7 +245,7 @@ class BaseJudge(dspy.Module):
         threads = num_threads or getattr(dspy.settings, "num_threads", None) or 8
         stop = threading.Event()
 
-        def one(item):
+        def one(item: Trajectory | str) -> Verdict:
             return judge_verdict(self, item, policy, stop, circuit)
 
         with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="rubricforge-judge") as pool:
@@ -280,7 +281,7 @@ class BaseJudge(dspy.Module):
         gate = asyncio.Semaphore(max(1, concurrency))
         stop = asyncio.Event()
 
-        async def one(item):
+        async def one(item: Trajectory | str) -> Verdict:
             async with gate:
                 return await ajudge_verdict(self, item, policy, stop, circuit)
 

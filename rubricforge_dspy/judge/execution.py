@@ -43,7 +43,7 @@ class RetryPolicy:
     backoff: float = 0.5
     max_backoff: float = 8.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_retries < 0 or self.backoff < 0 or self.max_backoff < 0:
             raise ValueError("max_retries, backoff and max_backoff must be >= 0")
 
@@ -76,8 +76,12 @@ def judge_verdict(judge: Callable[..., Any], trajectory: Trajectory | str, polic
     """
     if circuit is not None:
         circuit.raise_if_open()
-    stop = stop or threading.Event()
-    retrying = tenacity.Retrying(sleep=stop.wait, **_retry_options(policy, stop))
+    event = stop or threading.Event()
+
+    def sleep(seconds: float) -> None:
+        event.wait(seconds)
+
+    retrying = tenacity.Retrying(sleep=sleep, **_retry_options(policy, event))
     try:
         verdict = as_verdict(retrying(judge, trajectory=trajectory, **inputs))
     except Exception as error:  # noqa: BLE001 - the contract of this layer: every failure is recorded
@@ -134,7 +138,7 @@ def count_verdict(circuit: LMCircuit, verdict: Verdict) -> None:
         verdict: a verdict the judge just produced (not one read from a cache).
     """
     if verdict.abstained and verdict.error_kind in LM_ERROR_KINDS:
-        circuit.failure(verdict.error)
+        circuit.failure(verdict.error or verdict.error_kind)
     else:
         circuit.success()
 
@@ -147,24 +151,30 @@ def _counted(verdict: Verdict, circuit: LMCircuit | None) -> Verdict:
     return verdict
 
 
-def _retry_options(policy: RetryPolicy, stop) -> dict:
+def _retry_options(policy: RetryPolicy, stop: threading.Event | asyncio.Event) -> dict[str, Any]:
     """The one retry rule of both twins: transient errors only, at most ``max_retries`` retries, none after
     `stop` is set, full-jitter waits (`_wait`), the last error re-raised."""
     return {"retry": tenacity.retry_if_exception(is_transient),
-            "stop": tenacity.stop_after_attempt(policy.max_retries + 1) | _stopped(stop),
+            "stop": tenacity.stop_after_attempt(policy.max_retries + 1) | _Stopped(stop),
             "wait": _wait(policy), "reraise": True}
 
 
-def _stopped(stop):
-    return lambda retry_state: stop.is_set()
+class _Stopped(tenacity.stop.stop_base):
+    """Stop retrying once `event` is set (a `threading.Event` or an `asyncio.Event`)."""
+
+    def __init__(self, event: threading.Event | asyncio.Event) -> None:
+        self.event = event
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self.event.is_set()
 
 
-def _wait(policy: RetryPolicy):
+def _wait(policy: RetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
     """Full-jitter exponential backoff, but never shorter than the server's ``Retry-After`` (seconds or
     HTTP-date, at most `lm.errors.MAX_RETRY_AFTER`)."""
     jitter = tenacity.wait_random_exponential(multiplier=policy.backoff, max=policy.max_backoff)
 
-    def wait(retry_state) -> float:
+    def wait(retry_state: tenacity.RetryCallState) -> float:
         asked = retry_after(retry_state.outcome.exception()) if retry_state.outcome is not None else None
         return max(jitter(retry_state), asked or 0.0)
 

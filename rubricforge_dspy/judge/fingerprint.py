@@ -20,7 +20,7 @@ is left out. The parts are kept (`Fingerprint.parts`) so a mismatch can say *wha
 from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.lm.fingerprint import (
@@ -34,15 +34,16 @@ from rubricforge_dspy.lm.fingerprint import (
 
 if TYPE_CHECKING:
     import dspy
+    from pydantic.fields import FieldInfo
 
 __all__ = ["Fingerprint", "digest", "lm_fingerprint", "lm_settings", "LM_SETTINGS", "judge_parts", "judge_fingerprint",
            "signature_parts", "adapter_parts"]
 
 
-def signature_parts(signature) -> dict:
+def signature_parts(signature: type[dspy.Signature]) -> dict[str, Any]:
     """Instructions and every field's name, type, description and prefix, in order."""
-    def field(name, info):
-        extra = info.json_schema_extra or {}
+    def field(name: str, info: FieldInfo) -> dict[str, Any]:
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}  # dspy's are dicts
         return {"name": name, "type": str(info.annotation), "desc": extra.get("desc"),
                 "prefix": extra.get("prefix"), "io": extra.get("__dspy_field_type")}
 
@@ -50,7 +51,7 @@ def signature_parts(signature) -> dict:
             "fields": [field(name, info) for name, info in signature.fields.items()]}
 
 
-def adapter_parts(adapter) -> dict:
+def adapter_parts(adapter: dspy.Adapter | None) -> dict[str, Any]:
     if adapter is None:
         return {"class": None}
     settings = {k: v for k, v in sorted(vars(adapter).items())
@@ -58,7 +59,7 @@ def adapter_parts(adapter) -> dict:
     return {"class": f"{type(adapter).__module__}.{type(adapter).__qualname__}", "settings": settings}
 
 
-def judge_parts(judge, lm) -> dict:
+def judge_parts(judge: dspy.Module, lm: dspy.BaseLM | None) -> dict[str, Any]:
     """The fingerprint parts of a `TrajectoryJudge` (or any module with one predictor) and its LM."""
     predictors = judge.predictors() if hasattr(judge, "predictors") else []
     programs = [{"signature": signature_parts(p.signature),
@@ -74,9 +75,9 @@ def judge_parts(judge, lm) -> dict:
     }
 
 
-def _render_parts(render) -> dict | None:
+def _render_parts(render: object) -> dict[str, Any] | None:
     """The render configuration and the render algorithm's version (`render.RENDER_VERSION`)."""
-    if not is_dataclass(render):
+    if not is_dataclass(render) or isinstance(render, type):
         return None
     return {**asdict(render), "version": RENDER_VERSION}
 

@@ -78,7 +78,7 @@ class FloorError(InputError):
     """Data that cannot fit a floor, or a stored floor that cannot be read; the message says which."""
 
 
-def _numbers(data: Mapping, key: str, n: int | None, where: str) -> tuple[float, ...]:
+def _numbers(data: Mapping[str, Any], key: str, n: int | None, where: str) -> tuple[float, ...]:
     values = data.get(key)
     if not isinstance(values, list) or (n is not None and len(values) != n):
         raise FloorError(f"{where}: '{key}' must be a list of {n if n is not None else 'some'} numbers")
@@ -96,24 +96,26 @@ class LogisticModel:
     scale: tuple[float, ...]
     coef: tuple[float, ...]
     intercept: float
-    solver: dict = field(default_factory=lambda: dict(SOLVER))
+    solver: dict[str, Any] = field(default_factory=lambda: dict(SOLVER))
 
     def decision(self, x: np.ndarray) -> np.ndarray:
         """The linear score ``coef . (x - mean) / scale + intercept`` of each row of `x`."""
         x = np.asarray(x, dtype=np.float64).reshape(-1, len(self.inputs))
         z = (x - np.array(self.mean)) / np.array(self.scale)
-        return z @ np.array(self.coef) + self.intercept
+        linear: np.ndarray = z @ np.array(self.coef) + self.intercept
+        return linear
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """P(passed) of each row of `x` (columns in the order of ``inputs``)."""
-        return 1.0 / (1.0 + np.exp(-self.decision(x)))
+        probabilities: np.ndarray = 1.0 / (1.0 + np.exp(-self.decision(x)))
+        return probabilities
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"inputs": list(self.inputs), "mean": list(self.mean), "scale": list(self.scale),
                 "coef": list(self.coef), "intercept": self.intercept, "solver": dict(self.solver)}
 
     @classmethod
-    def from_dict(cls, data: Mapping, where: str = "model") -> "LogisticModel":
+    def from_dict(cls, data: object, where: str = "model") -> "LogisticModel":
         if not isinstance(data, Mapping):
             raise FloorError(f"{where}: expected a JSON object")
         inputs = data.get("inputs")
@@ -137,15 +139,15 @@ def fit_logistic(x: np.ndarray, y: Sequence[int], inputs: Sequence[str]) -> Logi
     from sklearn.preprocessing import StandardScaler
 
     x = np.asarray(x, dtype=np.float64).reshape(-1, len(inputs))
-    y = np.asarray(list(y), dtype=int)
-    if len(y) != len(x) or not len(y):
-        raise FloorError(f"need one label per row and at least one row, got {len(x)} rows and {len(y)} labels")
-    if len(np.unique(y)) < 2:
-        raise FloorError(f"fitting needs passed and failed trajectories to learn from; all {len(y)} are "
-                         f"{'passed' if y[0] else 'failed'}")
+    labels = np.asarray(list(y), dtype=int)
+    if len(labels) != len(x) or not len(labels):
+        raise FloorError(f"need one label per row and at least one row, got {len(x)} rows and {len(labels)} labels")
+    if len(np.unique(labels)) < 2:
+        raise FloorError(f"fitting needs passed and failed trajectories to learn from; all {len(labels)} are "
+                         f"{'passed' if labels[0] else 'failed'}")
     scaler = StandardScaler().fit(x)
     regression = LogisticRegression(C=SOLVER["C"], solver="lbfgs", class_weight="balanced", max_iter=5000)
-    regression.fit(scaler.transform(x), y)
+    regression.fit(scaler.transform(x), labels)
     return LogisticModel(tuple(inputs), tuple(float(v) for v in scaler.mean_),
                          tuple(float(v) for v in scaler.scale_), tuple(float(v) for v in regression.coef_[0]),
                          float(regression.intercept_[0]))
@@ -157,7 +159,7 @@ class SymptomFloor:
 
     name: str
     model: LogisticModel
-    trained_on: dict = field(default_factory=dict)
+    trained_on: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, trajectories: Iterable[Trajectory] | FeatureTable, features: Sequence[str] = FEATURES,
@@ -206,7 +208,7 @@ class SymptomFloor:
         """The verdict in the shape every judge returns (a `dspy.Prediction` of a produced `Verdict`)."""
         return dspy.Prediction(**self.verdict(trajectory).to_dict())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": FLOOR_KIND, "version": FLOOR_VERSION, "name": self.name, "model": self.model.to_dict(),
                 "trained_on": dict(self.trained_on)}
 
@@ -214,7 +216,7 @@ class SymptomFloor:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Mapping, where: str = "floor") -> "SymptomFloor":
+    def from_dict(cls, data: object, where: str = "floor") -> "SymptomFloor":
         if not isinstance(data, Mapping) or data.get("kind") != FLOOR_KIND:
             raise FloorError(f"{where}: not a symptom floor (expected \"kind\": \"{FLOOR_KIND}\")")
         if data.get("version") != FLOOR_VERSION:
@@ -255,7 +257,7 @@ class FloorJudge(BaseJudge):
     def __init__(self, floor: SymptomFloor):
         super().__init__()
         self.floor = floor
-        self.manifest = None
+        self.manifest: dict[str, Any] | None = None
 
     @property
     def rubric(self) -> str:
@@ -266,7 +268,7 @@ class FloorJudge(BaseJudge):
         """sha256 of the stored floor (`SymptomFloor.to_dict`)."""
         return digest(self.floor.to_dict())
 
-    def operating_point(self) -> dict:
+    def operating_point(self) -> dict[str, Any]:
         return {"floor": self.floor.to_dict(), "threshold": PASS_THRESHOLD}
 
     def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
@@ -276,7 +278,7 @@ class FloorJudge(BaseJudge):
         return render_trajectory(trajectory, config or RenderConfig()) if isinstance(trajectory, Trajectory) \
             else trajectory
 
-    def inputs_of(self, trajectory: Trajectory) -> dict:
+    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """``{"trajectory": trajectory, "features": its observable features}`` (no text is rendered)."""
         return {"trajectory": trajectory, "features": feature_values(trajectory)}
 

@@ -81,7 +81,7 @@ class Stack:
     model: LogisticModel
     threshold: float = PASS_THRESHOLD
     max_false_pass: float | None = None
-    fit: dict = field(default_factory=dict)
+    fit: dict[str, Any] = field(default_factory=dict)
 
     @property
     def with_passed(self) -> bool:
@@ -108,12 +108,12 @@ class Stack:
         return Verdict(passed=p >= self.threshold, score=p, reason=" ".join(reason.split())[:300],
                        score_calibrated=p)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": HYBRID_KIND, "version": HYBRID_VERSION, "model": self.model.to_dict(),
                 "threshold": self.threshold, "max_false_pass": self.max_false_pass, "fit": dict(self.fit)}
 
     @classmethod
-    def from_dict(cls, data: Mapping, where: str = "hybrid") -> "Stack":
+    def from_dict(cls, data: object, where: str = "hybrid") -> "Stack":
         if not isinstance(data, Mapping) or data.get("kind") != HYBRID_KIND:
             raise FloorError(f"{where}: not a hybrid stack (expected \"kind\": \"{HYBRID_KIND}\")")
         if data.get("version") != HYBRID_VERSION:
@@ -159,8 +159,9 @@ def fit_stack(llm_verdicts: Sequence[Verdict | None], trajectories: Sequence[Tra
         matrix = np.array([[feature_values(t)[n] for n in FEATURES] for t in items]).reshape(-1, len(FEATURES))
     if len(llm_verdicts) != len(labels):
         raise FloorError(f"one verdict per trajectory: got {len(llm_verdicts)} verdicts, {len(labels)} items")
-    keep = [i for i, v in enumerate(llm_verdicts) if v is not None and not v.abstained]
-    x = stack_matrix([llm_verdicts[i] for i in keep], matrix[keep], with_passed)
+    kept = [(i, v) for i, v in enumerate(llm_verdicts) if v is not None and not v.abstained]
+    keep = [i for i, _ in kept]
+    x = stack_matrix([v for _, v in kept], matrix[keep], with_passed)
     y = [labels[i] for i in keep]
     model = fit_logistic(x, y, stack_inputs(with_passed))
     threshold = PASS_THRESHOLD
@@ -205,7 +206,8 @@ class HybridJudge(BaseJudge):
         return cls(judge, Stack.from_dict((judge.manifest or {}).get(HYBRID_KEY), f"{where}: {HYBRID_KEY}"))
 
     @classmethod
-    def from_recorded_document(cls, data: Mapping, path: Path, allow_unverified: bool = False) -> "HybridJudge":
+    def from_recorded_document(cls, data: Mapping[str, Any], path: Path,
+                               allow_unverified: bool = False) -> "HybridJudge":
         """The hybrid over a recorded stage that a ``rubricforge.recorded_hybrid`` JSON at `path` describes (its
         verdict file checked by sha256, `RecordedJudge.from_document`).
 
@@ -223,7 +225,8 @@ class HybridJudge(BaseJudge):
     # -- what makes it a judge like the others
     @property
     def rubric(self) -> str:
-        return self.llm.rubric
+        rubric: str = self.llm.rubric
+        return rubric
 
     @property
     def render_config(self) -> RenderConfig | None:
@@ -238,7 +241,7 @@ class HybridJudge(BaseJudge):
         return getattr(self.llm, "adapter", None)
 
     @property
-    def manifest(self) -> dict | None:
+    def manifest(self) -> dict[str, Any] | None:
         return getattr(self.llm, "manifest", None)
 
     @property
@@ -246,7 +249,7 @@ class HybridJudge(BaseJudge):
         """The LLM part's `rubric_sha256` with the stack."""
         return digest({"llm": self.llm.rubric_sha256, HYBRID_KEY: self.stack.to_dict()})
 
-    def operating_point(self) -> dict:
+    def operating_point(self) -> dict[str, Any]:
         return {"llm": self.llm.operating_point(), HYBRID_KEY: self.stack.to_dict()}
 
     def pass_rule(self) -> PassRule:
@@ -258,14 +261,16 @@ class HybridJudge(BaseJudge):
 
     def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The LLM part's text (the features are a separate input, `inputs_of`)."""
-        return self.llm.render(trajectory, config)
+        text: str = self.llm.render(trajectory, config)
+        return text
 
-    def inputs_of(self, trajectory: Trajectory) -> dict:
+    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """``{"trajectory": what the judge part reads (an LLM's text; a recorded stage: the Trajectory),
         "features": the trajectory's observable features}``."""
         return {"trajectory": self.llm.inputs_of(trajectory)["trajectory"], "features": feature_values(trajectory)}
 
-    def _inputs(self, trajectory, features) -> tuple[Trajectory | str, dict[str, float]]:
+    def _inputs(self, trajectory: Any,
+                features: Mapping[str, float] | None) -> tuple[Trajectory | str, dict[str, float]]:
         trajectory = trajectory_input(trajectory)
         if isinstance(trajectory, Trajectory):
             return self.llm.inputs_of(trajectory)["trajectory"], feature_values(trajectory)
@@ -295,7 +300,7 @@ class HybridJudge(BaseJudge):
         text, values = self._inputs(trajectory, features)
         return self._prediction(await self.llm.acall(trajectory=text), values)
 
-    def _prediction(self, llm_prediction, features: Mapping[str, float]) -> dspy.Prediction:
+    def _prediction(self, llm_prediction: dspy.Prediction, features: Mapping[str, float]) -> dspy.Prediction:
         llm = Verdict.from_dict(dict(llm_prediction))
         return verdict_prediction(self.stack.verdict(llm, features), llm_prediction.raw, before=llm)
 

@@ -41,7 +41,7 @@ __all__ = ["load_judge", "load"]
 _STAGE_KINDS = (FLOOR_KIND, RECORDED_KIND, RECORDED_HYBRID_KIND, PYTHON_STAGE_KIND)
 
 
-def _stage_document(path: Path) -> dict | None:
+def _stage_document(path: Path) -> dict[str, Any] | None:
     """The stage document `path` holds (a floor, a recorded stage, a hybrid over one, a Python stage), or None
     when it is not one (a program is read by `read_program`)."""
     if path.suffix != ".json":
@@ -53,7 +53,7 @@ def _stage_document(path: Path) -> dict | None:
     return data if isinstance(data, dict) and data.get("kind") in _STAGE_KINDS else None
 
 
-def _stage(data: dict, path: Path, allow_unverified: bool, allow_import: bool) -> BaseJudge:
+def _stage(data: dict[str, Any], path: Path, allow_unverified: bool, allow_import: bool) -> BaseJudge:
     kind = data["kind"]
     try:
         if kind == FLOOR_KIND:
@@ -138,7 +138,8 @@ def judge_from(program: Any, lm: Any = None, *, check_certificate: bool = True,
     return judge
 
 
-def load(path, lm=None, check_certificate: bool = True, allow_unverified: bool = False) -> BaseJudge:
+def load(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: bool = True,
+         allow_unverified: bool = False) -> BaseJudge:
     """Deprecated: `load_judge` (this name was easily mistaken for `dspy.load`). Same arguments."""
     warnings.warn("rubricforge_dspy.load is renamed load_judge (dspy.load is another function)",
                   RubricForgeDeprecationWarning, stacklevel=2)

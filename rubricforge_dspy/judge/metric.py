@@ -154,7 +154,7 @@ class JudgeMetric:
         if verdict["abstained"]:
             return 0.0
         if self.mode == "graded":
-            return verdict["score"]
+            return float(verdict["score"])
         return 1.0 if verdict["passed"] else 0.0
 
     def feedback_of(self, verdict: dict[str, Any]) -> str:
@@ -169,7 +169,8 @@ class JudgeMetric:
         failed = f"{criterion.number}. {criterion.name}" if criterion else UNATTRIBUTED
         return f"The judge FAILED this trajectory: {why}. Failed criterion: {failed}. Judge's reason: {reason}"
 
-    def __call__(self, gold, pred, trace=None, pred_name=None, pred_trace=None):
+    def __call__(self, gold: dspy.Example, pred: dspy.Prediction, trace: list[Any] | None = None,
+                 pred_name: str | None = None, pred_trace: list[Any] | None = None) -> float | bool | dspy.Prediction:
         with self._lock:
             self.calls += 1
         trajectory = self.to_trajectory(gold, pred, trace)

@@ -23,7 +23,7 @@ import re
 import warnings
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterator
 
 import dspy
 from dspy.clients.errors import error_boundary
@@ -37,10 +37,10 @@ from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, PassRule, Verdict
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
-from rubricforge_dspy.judge.operating_point import from_manifest
+from rubricforge_dspy.judge.operating_point import Calibration, from_manifest
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine, CompiledRequest, RequestCaptured, capture_request
-from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
+from rubricforge_dspy.lm.truncation import CompletionWatch, TruncatedCompletionError, watch_completions
 from rubricforge_dspy.program.store import MANIFEST_KEY, ProgramError, read_program, save_judge
 
 FORMAT_KINDS = ("parse", "truncated", "invalid")
@@ -67,10 +67,11 @@ def judge_signature(rubric: str = SEED_RUBRIC) -> type[dspy.Signature]:
     Returns:
         The Signature class (input ``trajectory``; outputs ``reason``, ``passed``, ``score``).
     """
-    return TrajectoryVerdictSignature.with_instructions(rubric)
+    signature: type[dspy.Signature] = TrajectoryVerdictSignature.with_instructions(rubric)
+    return signature
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[TrajectoryVerdictSignature]:
     if name == "JudgeTrajectory":  # the Signature's old name, easily confused with the Module TrajectoryJudge
         warnings.warn("JudgeTrajectory is renamed TrajectoryVerdictSignature", RubricForgeDeprecationWarning,
                       stacklevel=2)
@@ -86,12 +87,13 @@ class VerdictFormatError(AdapterParseError, RubricForgeError):
         if kind not in FORMAT_KINDS:
             raise ValueError(f"kind must be one of {FORMAT_KINDS}, got {kind!r}")
         self.kind = kind
-        super().__init__(adapter_name="StrictJSONAdapter", signature=signature, lm_response=lm_response or "",
-                         message=message)
+        super().__init__(  # type: ignore[call-arg]  # dspy's base untyped
+            adapter_name="StrictJSONAdapter", signature=signature, lm_response=lm_response or "", message=message)
 
 
 @lru_cache(maxsize=256)
-def _response_format(adapter_type: type, signature, supported: bool, schema_ok: bool, native: bool):
+def _response_format(adapter_type: type[dspy.JSONAdapter], signature: type[dspy.Signature], supported: bool,
+                     schema_ok: bool, native: bool) -> Any:
     """The response format DSPy's JSON adapter plans for `signature` (a pydantic model class it builds with
     `pydantic.create_model`, ~2 ms of CPU), computed once per signature instead of once per call."""
     return json_response_format(adapter_type(use_native_function_calling=native), signature,
@@ -112,7 +114,7 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
                  demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         with watch_completions() as watch:
             try:
-                values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
+                values: list[dict[str, Any]] = super().__call__(lm, lm_kwargs, signature, demos, inputs)
             except AdapterParseError as error:
                 _raise_if_cut(watch, error)
                 raise
@@ -123,7 +125,7 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
                     demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         with watch_completions() as watch:
             try:
-                values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
+                values: list[dict[str, Any]] = await super().acall(lm, lm_kwargs, signature, demos, inputs)
             except AdapterParseError as error:
                 _raise_if_cut(watch, error)
                 raise
@@ -132,7 +134,8 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
 
     def plan_response_format(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature]) -> None:
         """Set ``lm_kwargs['response_format']`` to DSPy's plan for `signature`, computed once per signature."""
-        planned = _response_format(dspy.JSONAdapter, signature, "response_format" in lm.supported_params,
+        planned = _response_format(dspy.JSONAdapter, signature,  # type: ignore[arg-type]  # dspy Signature untyped
+                                   "response_format" in lm.supported_params,
                                    bool(getattr(lm, "supports_response_schema", False)),
                                    self.use_native_function_calling)
         if planned is not None:
@@ -160,7 +163,8 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
         if plain is not None:
             return plain
         try:
-            return super().parse(signature, text)
+            fields: dict[str, Any] = super().parse(signature, text)
+            return fields
         except VerdictFormatError:
             raise
         except AdapterParseError as error:  # a field of the wrong type (DSPy's own check)
@@ -171,7 +175,7 @@ _PLAIN = {str: (str,), bool: (bool,), float: (float, int)}  # annotation -> valu
 _JSON_TYPE = {str: "a string", bool: "true or false", float: "a number"}
 
 
-def _wrong_type(signature, value: dict) -> str | None:
+def _wrong_type(signature: type[dspy.Signature], value: dict[str, Any]) -> str | None:
     """The problem with the first output field of `value` whose JSON type is not its annotation's (a
     string for ``str``, ``true``/``false`` for ``bool``, a number for ``float``), or None. DSPy's parse
     would coerce ``"passed": "true"`` to True, ``"score": "0.9"`` to 0.9: a verdict field of the wrong
@@ -183,12 +187,12 @@ def _wrong_type(signature, value: dict) -> str | None:
     return None
 
 
-def _plain_fields(signature, value: dict) -> dict | None:
+def _plain_fields(signature: type[dspy.Signature], value: dict[str, Any]) -> dict[str, Any] | None:
     """The output fields of `value` (a parsed JSON object holding them all) as DSPy's JSON adapter would
     return them, when each already has its annotation's plain type (a string for ``str``, a boolean for
     ``bool``, a number for ``float``: DSPy's `parse_value` returns such a value as is, an int as a float);
     None otherwise (DSPy's own parse decides). Skips building a pydantic validator per field and call."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, field in signature.output_fields.items():  # in the signature's order, as DSPy returns them
         item, kinds = value[name], _PLAIN.get(field.annotation)
         if kinds is None or type(item) not in kinds or (type(item) is int and abs(item) >= 1 << 53):
@@ -197,7 +201,7 @@ def _plain_fields(signature, value: dict) -> dict | None:
     return out
 
 
-def _truncated(signature, error: TruncatedCompletionError) -> VerdictFormatError:
+def _truncated(signature: type[dspy.Signature] | None, error: TruncatedCompletionError) -> VerdictFormatError:
     return VerdictFormatError("truncated", signature, error.partial,
                               f"the answer was cut at max_tokens (finish reason 'length'): {error}")
 
@@ -215,8 +219,8 @@ class DirectCall:
     encoded goes through ``judge.acall`` itself. Usage goes to ``dspy.settings.usage_tracker`` when set.
     """
 
-    def __init__(self, judge: TrajectoryJudge, lm, engine: AsyncChatCompletionsEngine, request: CompiledRequest,
-                 model: str | None):
+    def __init__(self, judge: TrajectoryJudge, lm: dspy.LM, engine: AsyncChatCompletionsEngine,
+                 request: CompiledRequest, model: str | None):
         self.judge, self.lm, self.engine, self.request, self.model = judge, lm, engine, request, model
 
     async def acall(self, trajectory: Trajectory | str) -> dspy.Prediction:
@@ -242,7 +246,7 @@ class DirectCall:
         return judge._prediction(dspy.Prediction(**judge.adapter.parse(signature, completion)))
 
 
-def _raise_if_cut(watch, cause: BaseException | None = None) -> None:
+def _raise_if_cut(watch: CompletionWatch, cause: BaseException | None = None) -> None:
     cut = watch.cut()
     if cut is not None:
         raise cut from cause
@@ -287,16 +291,17 @@ class TrajectoryJudge(BaseJudge):
         self.judge = dspy.Predict(judge_signature(rubric))
         self.render_config = render_config or RenderConfig()
         self.adapter = adapter or StrictJSONAdapter()
-        self.manifest: dict | None = None
+        self.manifest: dict[str, Any] | None = None
         # The operating point (`rubricforge_dspy.judge.operating_point`): a map from raw score to calibrated
         # probability fit on validation verdicts, and optionally a pass threshold on it (the false-pass cap).
-        self.calibration = None
+        self.calibration: Calibration | None = None
         self.threshold: float | None = None
 
     @property
     def rubric(self) -> str:
         """The rubric: the Signature's instruction."""
-        return self.judge.signature.instructions
+        instructions: str = self.judge.signature.instructions
+        return instructions
 
     @property
     def rubric_sha256(self) -> str:
@@ -341,7 +346,7 @@ class TrajectoryJudge(BaseJudge):
         return self._prediction(raw)
 
     @contextmanager
-    def _strict(self):
+    def _strict(self) -> Iterator[None]:
         """The strict call of both `forward`s: this judge's adapter, and a completion cut at max_tokens (seen
         by the engine or by the completion watch) raised as `VerdictFormatError` ("truncated")."""
         signature = self.judge.signature
@@ -382,7 +387,7 @@ class TrajectoryJudge(BaseJudge):
             return None
         captured: list[RequestCaptured] = []
 
-        def make_body(sentinel: str) -> dict:
+        def make_body(sentinel: str) -> dict[str, Any]:
             try:
                 with capture_request(), dspy.context(lm=lm, disable_history=True, trace=None, usage_tracker=None):
                     self(trajectory=sentinel)
@@ -392,12 +397,12 @@ class TrajectoryJudge(BaseJudge):
             raise RuntimeError("the judge made no LM request")  # pragma: no cover - forward always calls
 
         try:
-            request = CompiledRequest(make_body)
+            request = CompiledRequest(make_body)  # type: ignore[no-untyped-call]  # lm.engine's init untyped
         except Exception:  # noqa: BLE001 - no template to be had: the batch takes the ordinary path
             return None
         return DirectCall(self, lm, engine, request, captured[0].model)
 
-    def _prediction(self, raw) -> dspy.Prediction:
+    def _prediction(self, raw: dspy.Prediction) -> dspy.Prediction:
         verdict = verdict_from_fields(raw, self.judge.signature)
         answer = {"passed": raw.passed, "score": float(raw.score)}
         if self.calibration is None:
@@ -412,7 +417,7 @@ class TrajectoryJudge(BaseJudge):
             return PassRule("score_calibrated", float(self.threshold))
         return PassRule()
 
-    def operating_point(self) -> dict | None:
+    def operating_point(self) -> dict[str, Any] | None:
         """The calibration map and pass threshold as JSON (None when uncalibrated): part of the fingerprint."""
         if self.calibration is None:
             return None

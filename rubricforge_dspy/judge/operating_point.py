@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -41,26 +41,28 @@ class Calibration:
     """A fitted map from raw score to calibrated probability. `n`: verdicts it was fit on."""
 
     method: str
-    parameters: dict
+    parameters: dict[str, Any]
     n: int
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def apply_many(self, scores: Sequence[float]) -> np.ndarray:
+    def apply_many(self, scores: Sequence[float] | np.ndarray) -> np.ndarray:
         s = np.clip(np.asarray(scores, dtype=float), 0.0, 1.0)
         if self.method == "platt":
             z = self.parameters["a"] * s + self.parameters["b"]
-            return 1.0 / (1.0 + np.exp(-z))
-        return np.clip(np.interp(s, self.parameters["x"], self.parameters["y"]), 0.0, 1.0)
+            probabilities: np.ndarray = 1.0 / (1.0 + np.exp(-z))
+            return probabilities
+        interpolated: np.ndarray = np.clip(np.interp(s, self.parameters["x"], self.parameters["y"]), 0.0, 1.0)
+        return interpolated
 
     def apply(self, score: float) -> float:
         """The calibrated score of one raw score."""
         return float(self.apply_many([score])[0])
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "parameters": self.parameters, "n": self.n, **self.extra}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Calibration":
+    def from_dict(cls, data: Mapping[str, Any]) -> "Calibration":
         method = data.get("method")
         if method not in METHODS:
             raise CalibrationError(f"calibration method must be one of {METHODS}, got {method!r}")
@@ -98,7 +100,7 @@ def fit(scores: Iterable[float], labels: Iterable[int], method: str = "platt") -
         from sklearn.linear_model import LogisticRegression
 
         model = LogisticRegression(C=1e6, solver="lbfgs", max_iter=1000).fit(s.reshape(-1, 1), y)
-        parameters = {"a": float(model.coef_[0, 0]), "b": float(model.intercept_[0])}
+        parameters: dict[str, Any] = {"a": float(model.coef_[0, 0]), "b": float(model.intercept_[0])}
     else:
         from sklearn.isotonic import IsotonicRegression
 
@@ -115,7 +117,7 @@ def fit(scores: Iterable[float], labels: Iterable[int], method: str = "platt") -
                         "note": "ECE on the data the map was fit on (in-sample)"})
 
 
-def from_manifest(manifest: Mapping | None) -> Calibration | None:
+def from_manifest(manifest: Mapping[str, Any] | None) -> Calibration | None:
     """The calibration stored in a program's manifest, or None."""
     data = (manifest or {}).get(CALIBRATION_KEY)
     return Calibration.from_dict(data) if data else None
@@ -132,7 +134,7 @@ class Threshold:
     negatives: int
     positives: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-safe: a threshold of ``inf`` (pass nothing) and an undefined rate are written as null."""
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
 

@@ -142,7 +142,7 @@ class _TrajectoryStage(BaseJudge):
         return render_trajectory(trajectory, config or RenderConfig()) if isinstance(trajectory, Trajectory) \
             else trajectory
 
-    def inputs_of(self, trajectory: Trajectory) -> dict:
+    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """``{"trajectory": trajectory}``: the stage reads the trajectory (no text is rendered for it)."""
         return {"trajectory": trajectory}
 
@@ -162,7 +162,7 @@ class RecordedJudge(_TrajectoryStage):
 
     def __init__(self, verdicts: Mapping[str, Verdict], source: str, *, path: PathArg | None = None,
                  sha256: str | None = None, confidence_levels: Sequence[float] | str | None = "auto",
-                 lines: Mapping[str, dict] | None = None):
+                 lines: Mapping[str, dict[str, Any]] | None = None):
         super().__init__()
         self.verdicts = dict(verdicts)
         self.source = source
@@ -199,7 +199,7 @@ class RecordedJudge(_TrajectoryStage):
                    confidence_levels: Sequence[float] | str | None = "auto") -> "RecordedJudge":
         """Verdict lines read from a platform (`integrations.recorded`): each checked, ids unique; ``save``
         writes them beside the stage file."""
-        kept: dict[str, dict] = {}
+        kept: dict[str, dict[str, Any]] = {}
         for number, line in enumerate(lines, 1):
             where = f"{source}: record {number}"
             check_line(dict(line), where)
@@ -233,7 +233,7 @@ class RecordedJudge(_TrajectoryStage):
         """sha256 of the verdicts it holds (their file's sha256, or of the lines read from a platform)."""
         return digest({"recorded": self.sha256 or digest(self.lines or {}), "levels": self.confidence_levels})
 
-    def operating_point(self) -> dict:
+    def operating_point(self) -> dict[str, Any]:
         return {"recorded": {"source": self.source, "sha256": self.sha256, "lines": len(self.verdicts),
                              "confidence_levels": None if self.confidence_levels is None
                              else list(self.confidence_levels)}}
@@ -261,7 +261,7 @@ class RecordedJudge(_TrajectoryStage):
         return type(self).forward(self, trajectory)
 
     # -- storage
-    def to_document(self, folder: Path) -> dict:
+    def to_document(self, folder: Path) -> dict[str, Any]:
         """The stage's JSON, its verdict file named relative to `folder` (where the JSON is written)."""
         if self.path is None or self.sha256 is None:
             raise ProgramError(f"{self.source}: these verdicts have no file yet; save the stage to write them out")
@@ -292,7 +292,7 @@ class RecordedJudge(_TrajectoryStage):
                                       | orjson.OPT_APPEND_NEWLINE))
 
     @classmethod
-    def from_document(cls, data: Mapping, path: Path, allow_unverified: bool = False) -> "RecordedJudge":
+    def from_document(cls, data: Mapping[str, Any], path: Path, allow_unverified: bool = False) -> "RecordedJudge":
         """The stage a stage JSON (`to_document`) at `path` describes, its verdict file read once its sha256
         is the recorded one.
 
@@ -380,7 +380,7 @@ class CallableJudge(_TrajectoryStage):
         name = self.import_path or f"{getattr(self.fn, '__module__', '?')}:{getattr(self.fn, '__qualname__', '?')}"
         return digest({"callable": name, "levels": self.confidence_levels})
 
-    def operating_point(self) -> dict:
+    def operating_point(self) -> dict[str, Any]:
         return {"callable": self.import_path or getattr(self.fn, "__qualname__", repr(self.fn))}
 
 
@@ -485,7 +485,7 @@ def save_python_stage(stage: BaseJudge, path: Path) -> None:
     path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
 
-def load_python_stage(data: Mapping, path: Path, allow_import: bool = False) -> BaseJudge:
+def load_python_stage(data: Mapping[str, Any], path: Path, allow_import: bool = False) -> BaseJudge:
     """The stage a Python stage JSON at `path` names: imported only with `allow_import`.
 
     Raises:

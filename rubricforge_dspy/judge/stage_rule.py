@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.verdict import Verdict
@@ -22,7 +22,8 @@ ESCALATED = "escalated"
 def stage_confidence(verdict: Verdict | Mapping[str, Any] | Any) -> float | None:
     """A stage's confidence that the trajectory passed: its calibrated score, else its score; None when it
     produced no verdict (an abstention) or contradicted itself (such a stage hands the item on)."""
-    get = verdict.get if isinstance(verdict, Mapping) else (lambda name: getattr(verdict, name, None))
+    get: Callable[[str], Any] = (verdict.get if isinstance(verdict, Mapping)
+                                 else (lambda name: getattr(verdict, name, None)))
     if get("abstained") or get("contradiction"):
         return None
     calibrated = get("score_calibrated")
@@ -38,7 +39,7 @@ class StageRule:
     t_pass: float = math.inf
     t_fail: float = -math.inf
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.name or self.name == ESCALATED:
             raise InputError(f"a stage needs a name other than {ESCALATED!r}, got {self.name!r}")
         if math.isnan(self.t_pass) or math.isnan(self.t_fail) or not self.t_fail < self.t_pass:
@@ -54,7 +55,7 @@ class StageRule:
             return False
         return None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "t_pass": self.t_pass if math.isfinite(self.t_pass) else None,
                 "t_fail": self.t_fail if math.isfinite(self.t_fail) else None}
 

@@ -179,7 +179,7 @@ def _stage_confidences(stage: BaseJudge, name: str, items: list[Trajectory],
     verdicts = stage.batch(items, num_threads) if items else []
     failed = [v for v in verdicts if v.abstained and v.error_kind in LM_ERROR_KINDS]
     if failed:
-        kinds = sorted({v.error_kind for v in failed})
+        kinds = sorted({v.error_kind for v in failed if v.error_kind is not None})
         raise CascadeStageError(f"stage {name!r}: the LM failed on {len(failed)} of {len(items)} calibration items "
                                 f"({', '.join(kinds)}; first: {failed[0].error}); fix the server and fit again")
     conf = np.array([np.nan if (c := stage_confidence(v)) is None else c for v in verdicts], dtype=np.float64)
