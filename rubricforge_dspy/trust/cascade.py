@@ -594,5 +594,7 @@ def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdic
     for t in trajectories:
         assert t.label is not None  # require_labels above
         labels.append(t.label)
+    if run.verdicts is None:  # only a complete run keeps its verdicts; an incomplete one raised above
+        raise InputError(f"{verdicts_out}: the cascade run did not complete ({run.outcome}); nothing to measure")
     summary = cascade_summary(cascade, run.verdicts, labels, run.token_spend())
     return {**summary, "verdicts": str(verdicts_out), "escalated_queue": run.escalated_path}
