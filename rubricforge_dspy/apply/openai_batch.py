@@ -35,7 +35,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import httpx
 import orjson
@@ -52,6 +52,7 @@ from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
+from rubricforge_dspy.lm.config import LMConfig
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.lm.engine import ChatCompletionsEngine, RequestCaptured, capture_request, http_error
 from rubricforge_dspy.lm.errors import is_transient
@@ -59,7 +60,10 @@ from rubricforge_dspy.lm.truncation import check_finish
 
 if TYPE_CHECKING:
     import dspy
+    from dspy import lm15
 
+    from rubricforge_dspy.apply.runner import Jobs, RunItem, Stage
+    from rubricforge_dspy.apply.summary import UsageTotals
     from rubricforge_dspy.core.trajectory import LabelRule
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.data.labels import LabelJoin
@@ -73,6 +77,7 @@ logger = logging.getLogger(__name__)
 STATE_SUFFIX = ".batch.json"
 ACTIVE = ("validating", "in_progress", "finalizing", "cancelling")
 ENDPOINT = "/v1/chat/completions"
+Reply = tuple[int, dict[str, Any]]  # a batch answer: its HTTP status and body
 
 
 class BatchJobFailed(ServerError):
@@ -84,11 +89,11 @@ class _ReplayEngine(ChatCompletionsEngine):
     """A `ChatCompletionsEngine` that never posts: it answers with ``reply = (status_code, payload)`` as if
     the server had returned that (an HTTP error for a status >= 400, a completion otherwise)."""
 
-    def __init__(self, config):
+    def __init__(self, config: LMConfig) -> None:
         super().__init__(config)
-        self.reply: tuple[int, dict] | None = None
+        self.reply: Reply | None = None
 
-    def complete(self, request):
+    def complete(self, request: lm15.Request) -> lm15.Response:
         from dspy import lm15
 
         if self.reply is None:
@@ -100,7 +105,7 @@ class _ReplayEngine(ChatCompletionsEngine):
                             request.model)
 
 
-def batch_request(judge, inputs: dict) -> dict:
+def batch_request(judge: Callable[..., Any], inputs: dict[str, Any]) -> dict[str, Any]:
     """The body `judge` (on an LM built by `lm.make_lm`) would post for `inputs`, captured without a call
     (`lm.engine.capture_request`): what online judging sends, for a Batch API input line.
 
@@ -111,16 +116,18 @@ def batch_request(judge, inputs: dict) -> dict:
         with capture_request():
             judge(**inputs)
     except RequestCaptured as captured:
-        return captured.body
+        body: dict[str, Any] = captured.body
+        return body
     raise RuntimeError("the judge answered without a request being captured")
 
 
-def state_path(out_path) -> Path:
-    out_path = Path(out_path)
-    return out_path.with_name(out_path.name + STATE_SUFFIX)
+def state_path(out_path: PathArg) -> Path:
+    """Where `run_batch_api` records the pending batch of `out_path` (``OUT.batch.json``; see the module)."""
+    path = Path(out_path)
+    return path.with_name(path.name + STATE_SUFFIX)
 
 
-def _write_json_atomic(path: Path, value: dict) -> None:
+def _write_json_atomic(path: Path, value: dict[str, Any]) -> None:
     """Replace `path` with `value` as JSON: a new file renamed into place (`apply.job.replace_file`: a link
     planted at either name is replaced, never written through)."""
     replace_file(path, json.dumps(value, indent=1, sort_keys=True).encode("utf-8"))
@@ -138,8 +145,8 @@ class BatchClient:
             retry=tenacity.retry_if_exception(is_transient), stop=tenacity.stop_after_attempt(retries + 1),
             wait=tenacity.wait_random_exponential(multiplier=0.5, max=10), reraise=True)
 
-    def _call(self, method: str, path: str, **kwargs) -> httpx.Response:
-        def once():
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        def once() -> httpx.Response:
             response = self.http.request(method, path, **kwargs)
             response.raise_for_status()
             return response
@@ -151,22 +158,28 @@ class BatchClient:
         except httpx.TransportError as error:
             raise ServerError(f"{method} {self.api_base}{path}: {type(error).__name__}: {error}") from error
 
-    def upload(self, data: bytes, name: str) -> dict:
-        return self._call("POST", "/files", data={"purpose": "batch"},
-                          files={"file": (name, data, "application/jsonl")}).json()
+    def upload(self, data: bytes, name: str) -> dict[str, Any]:
+        return _json(self._call("POST", "/files", data={"purpose": "batch"},
+                                files={"file": (name, data, "application/jsonl")}))
 
-    def create(self, input_file_id: str, metadata: dict | None = None) -> dict:
-        return self._call("POST", "/batches", json={"input_file_id": input_file_id, "endpoint": ENDPOINT,
-                                                    "completion_window": "24h", "metadata": metadata or {}}).json()
+    def create(self, input_file_id: str, metadata: dict[str, str] | None = None) -> dict[str, Any]:
+        return _json(self._call("POST", "/batches", json={"input_file_id": input_file_id, "endpoint": ENDPOINT,
+                                                          "completion_window": "24h", "metadata": metadata or {}}))
 
-    def retrieve(self, batch_id: str) -> dict:
-        return self._call("GET", f"/batches/{batch_id}").json()
+    def retrieve(self, batch_id: str) -> dict[str, Any]:
+        return _json(self._call("GET", f"/batches/{batch_id}"))
 
     def content(self, file_id: str) -> bytes:
         return self._call("GET", f"/files/{file_id}/content").content
 
     def close(self) -> None:
         self.http.close()
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    """The JSON object of a Batch API answer (a file or a batch)."""
+    body: dict[str, Any] = response.json()  # httpx's json: Any
+    return body
 
 
 @dataclass
@@ -179,7 +192,7 @@ class BatchApiSummary(BatchSummary):
     request_errors: int = 0
     resumed_batch: bool = False
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "batch_id": self.batch_id, "batch_status": self.batch_status,
                 "submitted": self.submitted, "request_errors": self.request_errors,
                 "resumed_batch": self.resumed_batch}
@@ -192,7 +205,7 @@ class BatchApiSummary(BatchSummary):
 
 
 def poll(client: BatchClient, batch_id: str, interval: float = 2.0, max_interval: float = 60.0,
-         on_status: Callable[[str], None] | None = None) -> dict:
+         on_status: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Poll until the batch leaves the active statuses; the wait doubles up to `max_interval`. Each status
     line (``batch ID: STATUS (DONE/TOTAL done, FAILED failed)``) goes to `on_status`, when given."""
     wait = interval
@@ -209,9 +222,9 @@ def poll(client: BatchClient, batch_id: str, interval: float = 2.0, max_interval
         wait = min(max_interval, wait * 2)
 
 
-def _results(client: BatchClient, batch: dict) -> dict[str, tuple[int, dict] | str]:
+def _results(client: BatchClient, batch: dict[str, Any]) -> dict[str, Reply | str]:
     """custom_id -> (status_code, body) from the output file, or an error message from the error file."""
-    found: dict = {}
+    found: dict[str, Reply | str] = {}
     for key in ("output_file_id", "error_file_id"):
         if not batch.get(key):
             continue
@@ -281,15 +294,16 @@ class _BatchRun:
     """One run of `run_batch_api` with the output's lock held: the judge on the online LM (whose requests are
     captured) and on the replaying engine, the job claimed, the cache and the tally."""
 
-    def __init__(self, judge, data_path, out_path: Path, options: JobOptions, lm, reading: dict, labels,
-                 load_report, on_trajectory):
+    def __init__(self, judge: BaseJudge, data_path: PathArg | Iterable[PathArg], out_path: Path, options: JobOptions,
+                 lm: dspy.BaseLM | None, reading: dict[str, Any], labels: LabelJoin | None,
+                 load_report: LoadReport | None, on_trajectory: Callable[[Trajectory], Any] | None) -> None:
         self.started = time.perf_counter()
         self.data_path, self.out_path, self.options, self.reading = data_path, out_path, options, reading
         self.labels, self.load_report, self.on_trajectory = labels, load_report, on_trajectory
         base_lm = resolve_lm(judge, lm)
-        self.config = config = getattr(getattr(base_lm, "engine", None), "config", None)
-        if base_lm is None or config is None or not getattr(config, "api_base", None):
-            raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
+        config, self.api_base = _endpoint_config(base_lm)
+        assert base_lm is not None, "an LM with an endpoint"
+        self.config = config
         online = one_attempt_lm(base_lm)
         self.engine = _ReplayEngine(config)
         self.replay_judge = judge.deepcopy()
@@ -298,8 +312,8 @@ class _BatchRun:
         self.online_judge.set_lm(online)
         fingerprint = judge_fingerprint(self.online_judge, online)  # the same job as online judging
         self.fingerprint = fingerprint.sha256
-        self.line = {"judge_fingerprint": fingerprint.sha256, "program_sha256": getattr(judge, "rubric_sha256", None),
-                     "model": config.model}
+        self.line: dict[str, Any] = {"judge_fingerprint": fingerprint.sha256,
+                                     "program_sha256": getattr(judge, "rubric_sha256", None), "model": config.model}
         paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
         # The whole input is checked (one streaming pass, ids only) before anything is submitted.
         scan, self.data = checked_input(paths, limit=options.limit, labels=labels, **reading)
@@ -311,12 +325,13 @@ class _BatchRun:
                                        judge_fingerprint=self.fingerprint, model=config.model)
         self.writer: VerdictWriter | None = None
 
-    def run(self, poll_interval: float, max_poll_interval: float, on_status) -> BatchApiSummary:
+    def run(self, poll_interval: float, max_poll_interval: float, on_status: Callable[[str], None] | None
+            ) -> BatchApiSummary:
         """Submit (or resume) the batch, wait for it, write its verdicts; the summary."""
         summary, state_file = self.summary, state_path(self.out_path)
-        client = BatchClient(self.config.api_base, self.config.api_key)
+        client = BatchClient(self.api_base, self.config.api_key)
         try:
-            state = json.loads(state_file.read_text()) if state_file.exists() else None
+            state: dict[str, Any] | None = json.loads(state_file.read_text()) if state_file.exists() else None
             if state is not None and state.get("judge_fingerprint") != self.fingerprint:
                 raise BatchJobFailed(f"{state_file}: a pending batch of another judge configuration; delete it "
                                      "(and cancel batch " + str(state.get("batch_id")) + ") or use another --out")
@@ -348,7 +363,7 @@ class _BatchRun:
             summary.wall_time = time.perf_counter() - self.started
         return summary
 
-    def _trajectories(self, observe: bool):
+    def _trajectories(self, observe: bool) -> Iterator[Trajectory]:
         """The input again; `observe`: the one pass of this run that feeds the label join and the
         `on_trajectory` watcher (and the load report), so nothing is counted twice."""
         from rubricforge_dspy.data.formats import iter_trajectories
@@ -371,16 +386,18 @@ class _BatchRun:
                 self.on_trajectory(t)
             yield t
 
-    def _write(self, trajectory, verdict: Verdict, cached: bool, inputs: dict) -> None:
+    def _write(self, trajectory: Trajectory, verdict: Verdict, cached: bool, inputs: dict[str, Any]) -> None:
+        assert self.writer is not None, "`run` opens the writer before any line"
         self.writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1, **self.line))
         self.summary.count(verdict, cached)
         if not verdict.abstained and self.cache is not None and not cached:
             self.cache.put(self.fingerprint, input_sha256(inputs), verdict)
 
-    def _submit(self, client: BatchClient, state_file: Path) -> dict | None:
+    def _submit(self, client: BatchClient, state_file: Path) -> dict[str, Any] | None:
         """Write the batch input (cache hits written as verdicts instead), upload it, create the batch and
         record its state (atomically, before any poll); None when nothing is left to ask."""
-        lines, requests = [], {}
+        lines: list[bytes] = []
+        requests: dict[str, str] = {}  # custom_id -> trajectory id
         for trajectory in self._trajectories(observe=True):
             if trajectory.id in self.done.ids:
                 self.summary.resumed += 1
@@ -405,7 +422,7 @@ class _BatchRun:
         _write_json_atomic(state_file, state)
         return state
 
-    def _collect(self, results: dict, requests: dict, failed_whole: bool) -> None:
+    def _collect(self, results: dict[str, Reply | str], requests: dict[str, str], failed_whole: bool) -> None:
         """Write the verdict of each request the batch answered (replayed into the judge), in input order."""
         wanted = {tid: cid for cid, tid in requests.items()}
         for trajectory in self._trajectories(observe=self.summary.resumed_batch):
@@ -427,7 +444,7 @@ class _BatchRun:
             self.summary.lm_calls += 1
             self._write(trajectory, verdict, False, inputs)
 
-    def _replay(self, result: tuple[int, dict], inputs: dict) -> Verdict:
+    def _replay(self, result: Reply, inputs: dict[str, Any]) -> Verdict:
         """The verdict of the batch's answer `result`, through the judge's one online code path."""
         return _replayed(self.replay_judge, self.engine, result, inputs, None)
 
@@ -445,10 +462,11 @@ class BatchCalls:
     """
 
     def __init__(self, poll_interval: float = 2.0, max_poll_interval: float = 60.0,
-                 on_status: Callable[[str], None] | None = None):
+                 on_status: Callable[[str], None] | None = None) -> None:
         self.poll_interval, self.max_poll_interval, self.on_status = poll_interval, max_poll_interval, on_status
 
-    def run(self, stage, jobs, collect, check, tracker_of=None) -> bool:
+    def run(self, stage: Stage, jobs: Jobs, collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
+            tracker_of: Callable[[RunItem], UsageTotals | None] | None = None) -> bool:
         """Submit the ``(item, inputs)`` of `jobs` as one batch and `collect(item, verdict)` each answer
         (`apply.runner.LocalCalls.run`'s contract; the circuit is not consulted: the provider schedules).
 
@@ -457,11 +475,9 @@ class BatchCalls:
             BatchJobFailed: the batch did not complete (its answers are collected first).
             ServerError: the Batch API cannot be reached.
         """
-        config = getattr(getattr(stage.lm, "engine", None), "config", None)
-        if config is None or not getattr(config, "api_base", None):
-            raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
-        requests: dict[str, tuple] = {}
-        lines = []
+        config, api_base = _endpoint_config(stage.lm)
+        requests: dict[str, tuple[RunItem, dict[str, Any]]] = {}
+        lines: list[bytes] = []
         for item, inputs in jobs:
             custom_id = f"r{len(requests)}"
             requests[custom_id] = (item, inputs)
@@ -469,7 +485,7 @@ class BatchCalls:
                                        "body": batch_request(stage.judge, inputs)}))
         if not requests:
             return False
-        client = BatchClient(config.api_base, config.api_key)
+        client = BatchClient(api_base, config.api_key)
         try:
             uploaded = client.upload(b"\n".join(lines) + b"\n", f"rubricforge-stage-{stage.index}.jsonl")
             created = client.create(uploaded["id"], {"rubricforge_stage": str(stage.name)})
@@ -501,7 +517,20 @@ class BatchCalls:
         return False
 
 
-def _replayed(judge, engine: _ReplayEngine, result: tuple[int, dict], inputs: dict, tracker) -> Verdict:
+def _endpoint_config(lm: dspy.BaseLM | None) -> tuple[LMConfig, str]:
+    """The `LMConfig` of `lm`'s engine (an LM built by `lm.make_lm`) and its endpoint, where a batch goes.
+
+    Raises:
+        InputError: `lm` has no OpenAI-compatible endpoint.
+    """
+    config = getattr(getattr(lm, "engine", None), "config", None)
+    if not isinstance(config, LMConfig) or not config.api_base:
+        raise InputError("--batch-api needs an OpenAI-compatible endpoint (--api-base and --model)")
+    return config, config.api_base
+
+
+def _replayed(judge: Callable[..., Any], engine: _ReplayEngine, result: Reply, inputs: dict[str, Any],
+              tracker: UsageTotals | None) -> Verdict:
     """The verdict of a batch answer `result`, replayed into `judge` (on `engine`) through the one online code
     path; its usage goes to `tracker` (when given)."""
     import dspy

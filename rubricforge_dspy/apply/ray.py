@@ -439,7 +439,9 @@ class RayCalls:
     as a Ray Dataset, judged by the actor pool `judge_dataset` uses (`_JudgeWorker`: the stage's judge on a
     one-attempt LM per endpoint, round-robin, the fast path where there is one), the lines returned to the
     driver, which settles, writes and caches each item once (an id that comes back from a re-executed block is
-    dropped). A stage without an LM runs locally (the runner's).
+    dropped). A stage without an LM runs locally (the runner's). The workers judge `Trajectory` records: a plain
+    judge's items, which `run_judge_file` spills as rendered inputs, are refused (`InputError`); a plain judge
+    runs on Ray through `judge_dataset`.
 
     Args:
         lm_config: the judge LM (its ``api_base`` is used when `api_bases` is not given).
@@ -471,18 +473,27 @@ class RayCalls:
         workers' fast path.
 
         Raises:
+            InputError: an item is spilled (`apply.writer.Spilled`: a plain judge's under `run_judge_file`), not
+                a `Trajectory` the workers can judge; refused before anything reaches Ray.
             JudgeUnavailableError: a worker's circuit opened (the lines already back are collected first).
         """
         ray, options = self.ray, self.options
         items: dict[str, RunItem] = {}
+        trajectories: dict[str, Trajectory] = {}  # what the workers judge: the records themselves
         for item, _inputs in jobs:
-            items.setdefault(item.trajectory.id, item)
+            trajectory = item.trajectory
+            if not isinstance(trajectory, Trajectory):  # a `Spilled` item: its rendered inputs only
+                raise InputError("calls=RayCalls(...) judges Trajectory records on the workers, but a plain judge's "
+                                 "items come spilled (rendered inputs): run a plain judge on Ray with judge_dataset "
+                                 "(rubricforge judge --ray), and pass calls=RayCalls(...) with a cascade")
+            if trajectory.id not in items:
+                items[trajectory.id], trajectories[trajectory.id] = item, trajectory
         if not items:
             return False
         batch_size = _checked_sizes(ray, options.concurrency, self.workers, self.batch_size)
         judge = stage.judge.deepcopy()
         judge.set_lm(None)  # each worker puts its own one-attempt LM per endpoint on its copy
-        dataset = trajectory_dataset(item.trajectory for item in items.values())
+        dataset = trajectory_dataset(trajectories.values())
         judged = dataset.map_batches(
             _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=self.workers), num_cpus=0.5,
             fn_constructor_kwargs={"judge": judge, "configs": self.configs, "options": replace(options, cache=None),
