@@ -68,13 +68,13 @@ def demo_sample(data: str | Path | None = None, n_tasks: int = 10, *, labels: st
     if not data.exists():
         raise FileNotFoundError(f"demo data not found at {data}; give a tau-bench results file (data=; "
                                 "command line: --data)")
-    trajectories = load_trajectories(data, label_threshold=label_threshold)
-    report = trajectories.report
-    require_trajectories(len(trajectories), data, report)  # an empty file is named (exit 2)
+    loaded = load_trajectories(data, label_threshold=label_threshold)
+    require_trajectories(len(loaded), data, loaded.report)  # an empty file is named (exit 2)
+    trajectories: list[Trajectory] = loaded
     if labels:
-        trajectories = join_labels(trajectories, labels, label_threshold)
-        joined = trajectories.report
-        logger.info("%s", joined.summary())
+        joined = join_labels(loaded, labels, label_threshold)
+        logger.info("%s", joined.report.summary())
+        trajectories = joined
     unlabeled = [t.id for t in trajectories if t.label is None]
     if unlabeled:
         logger.warning("%d unlabeled trajectories left out (e.g. %s)", len(unlabeled), unlabeled[0])

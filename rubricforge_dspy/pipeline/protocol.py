@@ -253,7 +253,7 @@ def run_protocol(trajectories: list[Trajectory], out_dir: PathArg, *, judge_lm: 
         "split": split.summary(), "induced": INDUCED,
         "judges": [j for j in JUDGES if (predictions / f"{j}.jsonl").exists()], "floor_notes": floor_notes,
         "hybrid_program": str(hybrid_program) if (predictions / f"{HYBRID}.jsonl").exists() else None,
-        "graded": any(0.0 < t.reward < 1.0 for t in trajectories),
+        "graded": any(t.reward is not None and 0.0 < t.reward < 1.0 for t in trajectories),
         "rubric": induction.judge.rubric, "beat_seed": induction.beat_seed,
         "sweep": induction.sweep, "program": str(program_path),
         "config": asdict(config),
