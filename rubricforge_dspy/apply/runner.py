@@ -372,9 +372,8 @@ class JobRun:
 
     def _write(self, item: RunItem, verdict: Verdict, cached: bool, attempts: int,
                extra: dict[str, Any] | None = None) -> None:
-        # A `Spilled` item stands in for its trajectory: it has every field the line reads (`core.verdict`'s
-        # `verdict_line` is annotated with `Trajectory` only).
-        line = verdict_line(item.trajectory, verdict, cached=cached, attempts=attempts,  # type: ignore[arg-type]
+        # A `Spilled` item stands in for its trajectory: it has every field the line reads (`VerdictSubject`).
+        line = verdict_line(item.trajectory, verdict, cached=cached, attempts=attempts,
                             **self.line)
         if extra:
             line.update(extra)

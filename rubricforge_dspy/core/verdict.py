@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol, Sized
 
 import orjson
 
@@ -31,8 +31,6 @@ from rubricforge_dspy.core.files import PathArg, regular_file
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
-
-    from rubricforge_dspy.core.trajectory import Trajectory
 
 PASS_THRESHOLD = 0.5
 REASON_MAX_CHARS = 300
@@ -326,12 +324,35 @@ def read_verdicts(path: PathArg, *, torn_tail: bool = False) -> VerdictIndex:
     return index
 
 
-def verdict_line(trajectory: Trajectory, verdict: Verdict, *, cached: bool = False, attempts: int = 0,
+class VerdictSubject(Protocol):
+    """What `verdict_line` reads of what was judged: a `Trajectory`, or a stand-in that keeps only these fields
+    (``steps`` only for its length), such as the floor's `evidence.features.TableRow` and the judging pass's
+    `apply.writer.Spilled`."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def domain(self) -> str: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def steps(self) -> Sized: ...
+    @property
+    def label(self) -> int | None: ...
+    @property
+    def reward(self) -> float | None: ...
+
+
+def verdict_line(trajectory: VerdictSubject, verdict: Verdict, *, cached: bool = False, attempts: int = 0,
                  judge_fingerprint: str | None = None, program_sha256: str | None = None,
                  model: str | None = None) -> dict[str, Any]:
     """The verdict line for `trajectory` (a `Trajectory`): what was judged, the verdict, how it was
     obtained, and the ground truth for evaluation (never shown to the judge): ``label`` and ``reward``
-    are null for an unlabeled trajectory (``label=None``)."""
+    are null for an unlabeled trajectory (``label=None``).
+
+    `trajectory` may be any `VerdictSubject` (the fields read, ``steps`` for its length only)."""
     label = getattr(trajectory, "label", None)
     reward = getattr(trajectory, "reward", None)
     return {

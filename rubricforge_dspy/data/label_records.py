@@ -30,6 +30,7 @@ class LabelEntry:
         """``(label, reward)``: the label as given, else the reward under ``rule``."""
         if self.label is not None:
             return self.label, self.reward
+        assert self.reward is not None, "the readers file an entry with neither label nor reward as blank"
         return rule.label(self.reward), self.reward
 
 

@@ -175,7 +175,8 @@ def inspect_recorded(log: str, scorer: str) -> RecordedJudge:
     """
     from rubricforge_dspy.data.formats import load_trajectories
 
-    lines, seen = [], set()
+    lines: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for trajectory in load_trajectories(log, format="inspect"):
         scores = (trajectory.hidden or {}).get("scores") or {}
         seen.update(scores)

@@ -23,7 +23,7 @@ no rule given -> the cascade's; the same rule -> as given; another rule -> refus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import orjson
 
@@ -151,7 +151,7 @@ def cascade_guarantee_of(paths: Iterable[str | Path]) -> dict | None:
     path = _cascade_file(paths)
     if path is None:
         return None
-    last = next((run for run in reversed(job_runs(path)) if "stages" in run), {})
+    last: dict[str, Any] = next((run for run in reversed(job_runs(path)) if "stages" in run), {})
     return _guarantee(last)[0]
 
 
@@ -160,7 +160,7 @@ class LabelRuleMismatchError(InputError):
 
 
 def cascade_label_rule(guarantee: Mapping | None, given: LabelRule | str | float | None,
-                       what: str = "the cascade") -> tuple[LabelRule | None, str | None]:
+                       what: str = "the cascade") -> tuple[LabelRule | str | float | None, str | None]:
     """The label rule to read labels with against a cascade, and a line saying so.
 
     Args:
@@ -312,7 +312,7 @@ def cascade_section(source: str, lines: Sequence[dict]) -> dict:
     for row in stages:
         row["tokens"] = by_stage.get(row["name"])
     runs = job_runs(source)
-    last = next((run for run in reversed(runs) if "stages" in run), {})  # a run that recorded what it ran
+    last: dict[str, Any] = next((run for run in reversed(runs) if "stages" in run), {})  # a run that recorded them
     has_lm = bool(last["lm_stages"]) if "lm_stages" in last else (True if lm_calls else None)
     guarantee, certificate = _guarantee(last)
     return {"source": source, "n": n, "stages": stages, "curve": curve, "escalated": escalated,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -151,9 +152,9 @@ def disagreements_table(run: Run, y: np.ndarray, notes: list[str]) -> dict | Non
         source = "keywords of the induced reason"
     else:
         source = "none (no rubric in run.json and no attribution.jsonl)"
-    rows = []
-    for k in np.flatnonzero(ind.passed != ref.passed):
-        k = int(k)
+    rows: list[dict[str, Any]] = []
+    for hit in np.flatnonzero(ind.passed != ref.passed):
+        k = int(hit)
         truth = int(y[k])
         if truth == 0:
             category = "baseline_false_pass" if ref.passed[k] else "induced_false_pass"

@@ -68,7 +68,7 @@ def plot_over_credit(report: dict) -> Figure:
     x = np.arange(len(rows))
     colors = [_INDUCED_COLOR if r.get("induced") else _OTHER_COLOR for r in rows]
     ax.bar(x, np.nan_to_num(fpr), color=colors, yerr=err, capsize=4, ecolor="#333333")
-    for xi, v, h in zip(x, fpr, hi, strict=True):
+    for xi, v, h in zip(range(len(rows)), fpr, hi, strict=True):
         top = 0.0 if math.isnan(v) else (h if not math.isnan(h) else v)
         ax.text(xi, top + 0.02, "n/a" if math.isnan(v) else f"{v:.2f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, names, rotation=20, ha="right")

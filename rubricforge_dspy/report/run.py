@@ -172,9 +172,9 @@ def _first_difference(columns: VerdictColumns, rows: np.ndarray, reference: Verd
             va, vb = getattr(columns, key)[rows], getattr(reference, key)[ref_rows]
             both = (va >= 0) & (vb >= 0) if key == "n_steps" else np.ones(len(rows), dtype=bool)
             differ = both & ~(va == vb)
-        k = np.flatnonzero(differ)
-        if len(k):
-            found.append((int(k[0]), rank, key, va[k[0]], vb[k[0]]))
+        hits = np.flatnonzero(differ)
+        if len(hits):
+            found.append((int(hits[0]), rank, key, va[hits[0]], vb[hits[0]]))
     if not found:
         return None
     k, _, key, a, b = min(found, key=lambda f: f[:2])
@@ -321,15 +321,14 @@ def load_run(inputs: str | Path | Sequence[str | Path], labels: str | Path | Non
 def _take(predictions: Predictions, keep: np.ndarray, ids: tuple[str, ...]) -> Predictions:
     """`predictions` at the rows `keep` (its free-text fields read back from the same lines)."""
     reason, error = predictions.reason, predictions.error
-    lines = reason.lines[keep] if isinstance(reason, LineFields) else None
     return replace(
         predictions, passed=predictions.passed[keep], score=predictions.score[keep],
         abstained=predictions.abstained[keep], contradiction=predictions.contradiction[keep],
         score_calibrated=None if predictions.score_calibrated is None else predictions.score_calibrated[keep],
-        reason=(LineFields(reason.path, lines, ids, "reason", collapse_whitespace) if lines is not None
-                else [reason[k] for k in np.flatnonzero(keep)]),
+        reason=(LineFields(reason.path, reason.lines[keep], ids, "reason", collapse_whitespace)
+                if isinstance(reason, LineFields) else [reason[int(k)] for k in np.flatnonzero(keep)]),
         error=(LineFields(error.path, error.lines[keep], ids, "error") if isinstance(error, LineFields)
-               else [error[k] for k in np.flatnonzero(keep)]),
+               else [error[int(k)] for k in np.flatnonzero(keep)]),
         escalated=None if predictions.escalated is None else predictions.escalated[keep])
 
 
@@ -341,9 +340,9 @@ def decided_run(run: Run) -> tuple[Run, int]:
     judge decided (the judges stay paired on the same items); the report counts the escalated apart (its
     cascade section) and says so in its warnings. A run without escalations is returned as is."""
     escalated = np.zeros(len(run.items), dtype=bool)
-    for predictions in run.predictions.values():
-        if predictions.escalated is not None:
-            escalated |= predictions.escalated
+    for judged in run.predictions.values():
+        if judged.escalated is not None:
+            escalated |= judged.escalated
     left_out = int(escalated.sum())
     if not left_out:
         return run, 0

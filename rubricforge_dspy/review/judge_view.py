@@ -91,9 +91,10 @@ def _sweep(run_dir: Path, info: JudgeInfo) -> list[dict]:
                           f"{type(run).__name__ if not isinstance(run, dict) else 'sweep: ' + type(sweep).__name__});"
                           " the candidates' validation scores are not shown")
         return []
-    rows = [row for row in sweep or [] if isinstance(row, dict)]
-    if len(rows) != len(sweep or []):
-        info.notes.append(f"{path}: {len(sweep) - len(rows)} of the {len(sweep)} sweep rows are not objects; "
+    listed = sweep or []
+    rows = [row for row in listed if isinstance(row, dict)]
+    if len(rows) != len(listed):
+        info.notes.append(f"{path}: {len(listed) - len(rows)} of the {len(listed)} sweep rows are not objects; "
                           "they are left out")
     return rows
 

@@ -207,31 +207,33 @@ class LabelsFile:
 
     def _write(self, line: JournalLine) -> JournalLine:
         """Append `line` whole and fsync it; on any failure cut the file back and raise `LabelNotSavedError`."""
-        if self._fd is None:
+        fd = self._fd
+        if fd is None:
             raise InputError(f"{self.path}: the labels file is not open for writing")
         what = f"not saved: the {'undo' if line.undo else line.state + ' label'} of {line.id}"
         if self._broken is not None:
             raise LabelNotSavedError(f"{what}: {self._broken}")
         data = memoryview(orjson.dumps(line.to_record()) + b"\n")
-        before = os.fstat(self._fd).st_size  # one writer (the lock): nobody else moves the end
+        before = os.fstat(fd).st_size  # one writer (the lock): nobody else moves the end
         try:
             while data:
-                written = os.write(self._fd, data)
+                written = os.write(fd, data)
                 if written <= 0:
                     raise OSError(errno.EIO, "the file system took no byte of the line")
                 data = data[written:]
-            os.fsync(self._fd)
+            os.fsync(fd)
         except OSError as error:
-            self._cut_back(before, error, what)
+            self._cut_back(fd, before, error, what)
         self.history.apply(line)
         return line
 
-    def _cut_back(self, size: int, error: OSError, what: str) -> None:
-        """Truncate the file to `size` (its length before a failed line) and raise `LabelNotSavedError`."""
+    def _cut_back(self, fd: int, size: int, error: OSError, what: str) -> None:
+        """Truncate the file open as `fd` to `size` (its length before a failed line) and raise
+        `LabelNotSavedError`."""
         reason = _reason(error)
         try:
-            os.ftruncate(self._fd, size)
-            os.fsync(self._fd)
+            os.ftruncate(fd, size)
+            os.fsync(fd)
         except OSError as again:
             self._broken = (f"{self.path}: a line could not be written ({reason}) nor cut back ({_reason(again)}): "
                             "the file takes no more labels; stop the page and start it again (it cuts the torn "

@@ -130,6 +130,7 @@ class Enrichment:
                     except InputError:  # a malformed record: its item page says what is wrong
                         self.unreadable += 1
                     else:
+                        assert trajectory is not None, "the id is in the data (checked above)"
                         self.symptoms[index] = tuple(symptom_names(extract_symptoms(trajectory)))
                 self.done = index + 1
         except Exception as error:  # shown on the page: the filters stay incomplete, and say so

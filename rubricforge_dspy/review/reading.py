@@ -144,9 +144,8 @@ class ReadingResolver:
         return f"--program {terminal_safe(self.program_path)}"
 
     def _resolve(self, fingerprint: str | None, program_sha: str | None) -> Reading:
-        recorded = fingerprint is not None and fingerprint == self.job_sha and self.job_render is not None
-        if recorded:
-            render = self.job_render
+        render = self.job_render
+        if fingerprint is not None and fingerprint == self.job_sha and render is not None:  # recorded
             source = (f"the judge's own render, recorded with this verdict's judge fingerprint in "
                       f"{terminal_safe(self.job_file.name)} ({_sizes(render)})")
             warnings = []

@@ -76,7 +76,7 @@ class Guard:
         self.hosts = set(hosts or ())
 
     def _same(self, given: str | None, expected: str) -> bool:
-        return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
+        return given is not None and given != "" and hmac.compare_digest(given.encode(), expected.encode())
 
     def host_ok(self, host: str | None) -> bool:
         return not self.hosts or (host or "") in self.hosts

@@ -35,8 +35,8 @@ from rubricforge_dspy.core.judge_names import (
     gives_away,
 )
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
-from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, verdict_line
-from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable, TableRow
+from rubricforge_dspy.core.verdict import PASS_THRESHOLD, Verdict, VerdictSubject, verdict_line
+from rubricforge_dspy.evidence.features import FEATURES, LENGTH_FEATURES, FeatureTable
 from rubricforge_dspy.judge.floor import FloorError, SymptomFloor
 
 __all__ = ["HEURISTIC", "task_groups", "grouped_folds", "CrossValidated", "cross_validate", "floor_report",
@@ -210,10 +210,8 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
 
 def verdict_lines(trajectories: Items, scores: np.ndarray, name: str) -> list[dict[str, Any]]:
     """Verdict lines (`verdict.verdict_line`) of out-of-fold scores: pass when the score is >= 0.5."""
-    items: Sequence[Trajectory] | list[TableRow] = (trajectories.rows() if isinstance(trajectories, FeatureTable)
-                                                     else trajectories)
-    # a TableRow carries all verdict_line reads; type: ignore until core.verdict types it structurally
-    return [verdict_line(t, Verdict.from_answer(float(s) >= PASS_THRESHOLD, float(s),  # type: ignore[arg-type]
+    items: Sequence[VerdictSubject] = trajectories.rows() if isinstance(trajectories, FeatureTable) else trajectories
+    return [verdict_line(t, Verdict.from_answer(float(s) >= PASS_THRESHOLD, float(s),
                                                 f"{name}: out-of-fold p(pass) = {float(s):.3f}"), model=name)
             for t, s in zip(items, scores, strict=True)]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jmespath
 
@@ -72,8 +72,8 @@ class Converter:
         self.audit = audit
         self.flags: Counter = Counter()
         self._label_value: Any = None
-        self._defaults = {key: Expr(text, jmespath.compile(text), f"messages.{key}")
-                          for key, text in _CALL_DEFAULTS.items()}
+        self._defaults: dict[str, Callable[[Any], Any]] = {
+            key: Expr(text, jmespath.compile(text), f"messages.{key}") for key, text in _CALL_DEFAULTS.items()}
         self._defaults["tool_calls"] = _default_tool_calls  # the one default that builds a list: written out
         self._index: Any = None
 
@@ -139,7 +139,9 @@ class Converter:
         reward = as_reward(reward_value) if reward_value is not None else None
         rule = self.rule
         if isinstance(rule, ValueSetRule):
-            value = self._label_value = self.mapping.label_field(record, key, file)
+            label_field = self.mapping.label_field
+            assert label_field is not None, "a value-set rule comes with the field it reads (spec._label_spec)"
+            value = self._label_value = label_field(record, key, file)
             if is_empty(value):
                 self.empty["label"] += 1
                 return reward, None
@@ -179,7 +181,7 @@ class Converter:
     def _from_steps(self, items: list) -> list[Step]:
         spec = self.mapping.step_fields
         names = [name for name in spec if name != "path"]
-        seen = {name: [] for name in names}
+        seen: dict[str, list[Any]] = {name: [] for name in names}
         steps: list[Step] = []
         calls = CallTracker()
         for item in items:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
-from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
+from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
@@ -132,7 +132,8 @@ class MappedFormat:
     def as_format(self) -> Format:
         """The registry's `Format` record of this mapping (``origin`` ``mapping (<file>)``, never sniffed, no
         suffix for directory scans: the loaders read a mapped format's paths through `iter_mapped`)."""
-        return Format(name=self.name, read=make_reader(self.mapping), sniff=None, label_rule=self.label_rule,
+        return Format(name=self.name, read=make_reader(self.mapping), sniff=None,
+                      label_rule=self.label_rule,  # type: ignore[arg-type]  # Format.label_rule too narrow
                       extensions=(), description=f"a {self.name} log read through the mapping {self.mapping.file}",
                       origin=f"mapping ({self.mapping.file})", mapping=self.mapping)
 
@@ -171,7 +172,7 @@ def make_reader(mapping: Mapping | str | Path) -> Callable:
 
 
 def iter_mapped(path: PathArg | Iterable[PathArg], mapping: Mapping | str | Path, *,
-                label_threshold: LabelSpec | str | float | None = None, on_error: str = "raise",
+                label_threshold: LabelRule | str | float | None = None, on_error: str = "raise",
                 report: LoadReport | None = None, stats: MapStats | None = None) -> Iterator[Trajectory]:
     """The trajectories of a data file or folder read through a mapping, streamed: JSON Lines line by line,
     a JSON array (or a dict of records) element by element.

@@ -71,14 +71,15 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
     if not files:
         yield path, 0, None, "", TrajectoryFormatError(str(path), None, f"no file in this folder matches the mapping's "
                                                                          f"glob {mapping.glob!r} (records.glob)")
-    inner = compile_field(mapping.records_path, mapping.file, "records.path") if mapping.source == "files" else None
+    records_path = mapping.records_path or ""  # None only for "jsonl", which reads no path
+    inner = compile_field(records_path, mapping.file, "records.path") if mapping.source == "files" else None
     cap = max_record_bytes()
     for file in files:
-        if mapping.source == "files":
+        if inner is not None:  # mapping.source == "files"
             key = file_name(file, root, path.is_dir())
             size = file.stat().st_size
             value = _over_cap(file, None, f"the file is {size:,} bytes", cap) if size > cap else _whole(file)
-            if not isinstance(value, TrajectoryFormatError) and mapping.records_path not in _ARRAY_ROOT:
+            if not isinstance(value, TrajectoryFormatError) and records_path not in _ARRAY_ROOT:
                 value = _select(inner, value, file, size)
                 if value is None:
                     value = TrajectoryFormatError(str(file), None, f"records.path {mapping.records_path!r} "
@@ -88,7 +89,7 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
             for index, value in _json_lines(file, cap):
                 yield file, index, index, f"{file.stem}:{index}", value
         else:
-            for index, key, value in _json_records(file, mapping.records_path, cap):
+            for index, key, value in _json_records(file, records_path, cap):
                 yield file, index, key, f"{file.stem}:{key}", value
 
 
@@ -228,7 +229,7 @@ def _stream_array(file: Path) -> Iterator[tuple[int, Any, Any]]:
             yield index, index, (TrajectoryFormatError(str(file), index, "invalid UTF-8 bytes in record")
                                  if bad_bytes else value)
     except Malformed as exc:
-        at = exc.index if exc.index is not None else index + 1
+        at = exc.index if isinstance(exc.index, int) else index + 1  # an array's elements: int or None
         yield at, at, TrajectoryFormatError(str(file), at, f"{exc.problem}; the rest of the JSON array is unreadable")
     except RecursionError:  # deeper than the streaming guard lets ijson read, and than `json` follows
         yield index + 1, index + 1, _too_deep(file, index + 1)
@@ -288,8 +289,10 @@ def _stream(file: Path, cap: int | None, records) -> Iterator[tuple[int, Any, An
         yield index + 1, index + 1, _unreadable(file, index + 1, exc)
     except _Stop as stop:
         at = index + 1
-        error = _over_cap(file, at, f"record {at} is more than {cap:,} bytes", cap) if stop.too_big \
-            else _too_deep(file, at)
+        if stop.too_big and cap is not None:  # (only a cap stops a record as too big)
+            error = _over_cap(file, at, f"record {at} is more than {cap:,} bytes", cap)
+        else:
+            error = _too_deep(file, at)
         yield at, at, TrajectoryFormatError(str(file), at, f"{error.problem}; the rest of the file is not read")
 
 
