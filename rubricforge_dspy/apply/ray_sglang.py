@@ -14,7 +14,7 @@ import dspy
 import orjson
 
 from rubricforge_dspy.apply.ray_data import job_line, ray_module, row_trajectory
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, MissingExtraError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
@@ -152,8 +152,12 @@ def sglang_processor(program: PathArg | TrajectoryJudge | None, config: SGLangEn
     lm = make_lm(LMConfig(model=config.model_source, api_base=SGLANG_ENDPOINT, max_tokens=max_tokens,
                           temperature=temperature, max_string_length=max_string_length))
     line = job_line(judge, lm)
-    # `build_llm_processor`: older Ray's name (Ray's stubs know the current one only)
-    build = getattr(ray_llm, "build_processor", None) or ray_llm.build_llm_processor  # type: ignore[attr-defined]
+    # `build_llm_processor`: older Ray's name (Ray's stubs know the current one only); looked up by name so the
+    # lint reads the same with or without Ray installed
+    build = getattr(ray_llm, "build_processor", None) or getattr(ray_llm, "build_llm_processor", None)
+    if build is None:
+        raise MissingExtraError("this Ray has neither ray.data.llm.build_processor nor build_llm_processor: "
+                                "install a Ray with Ray Data LLM (pip install 'ray[data,llm]')")
     processor = build(config, preprocess=JudgePrompt(judge, max_tokens, temperature, max_string_length),
                       postprocess=JudgeAnswer(judge, max_tokens, line))
     processor.rubricforge_job = {"judge": judge, "lm": lm}
