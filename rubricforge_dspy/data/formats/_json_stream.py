@@ -442,3 +442,15 @@ def first_json_lines(path: Path, limit: int = 20) -> list[dict]:
                 found.append(value)
     return found
 
+
+
+def first_line_is_json(path: Path) -> bool:
+    """The first non-blank line of `path` is a JSON object on its own (the file is JSON Lines, or one record)."""
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    return isinstance(json.loads(raw.decode("utf-8-sig", errors="replace")), dict)
+                except ValueError:
+                    return False
+    return False

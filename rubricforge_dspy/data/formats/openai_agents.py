@@ -37,7 +37,7 @@ from typing import Any
 
 from rubricforge_dspy.core.trajectory import LabelRule, TrajectoryFormatError
 from rubricforge_dspy.data.formats._format import Format, ReadResults
-from rubricforge_dspy.data.formats._json_stream import first_json_lines
+from rubricforge_dspy.data.formats._json_stream import first_json_lines, first_line_is_json
 from rubricforge_dspy.data.formats._records import redact
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
@@ -118,20 +118,9 @@ def _items(value: Any, where: str) -> Iterator[tuple[str, dict]]:
                          "\"object\": \"trace\" or \"trace.span\", or {\"data\": [...]})")
 
 
-def _first_line_is_json(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        for raw in handle:
-            if raw.strip():
-                try:
-                    return isinstance(json.loads(raw.decode("utf-8-sig", errors="replace")), dict)
-                except ValueError:
-                    return False
-    return False
-
-
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
     """``(record index, value | TrajectoryFormatError)``: one JSON value per line, else the whole file."""
-    if _first_line_is_json(path):  # JSON Lines (a one-line file is one record)
+    if first_line_is_json(path):  # JSON Lines (a one-line file is one record)
         yield from iter_json_lines(path)
         return
     try:
