@@ -6,12 +6,6 @@ reaches what the judge reads."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 
 import pytest
@@ -36,51 +30,18 @@ from rubricforge_dspy.testing.scripted import ScriptedLM  # noqa: E402
 from rubricforge_dspy.trust.label_next import pick, rank  # noqa: E402
 from tests.support.induction import make_reflection_lm, scripted_judge  # noqa: E402
 from tests.support.mlflow_runs import CANARY, human, local_store, run_agent  # noqa: E402
+from tests.support.mlflow_server import mlflow_server  # noqa: E402
 
 EXPECT_CANARY = "CANARY-EXPECTATION-91bc"
 ABSTAIN = "ABSTAIN-ME"
 N_LABELED, N_UNLABELED = 16, 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A real MLflow tracking server with a SQLite backend, on 127.0.0.1."""
-    root = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"}
-    log = open(root / "server.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-         "--default-artifact-root", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text()[-3000:]}")
-        time.sleep(0.5)
-    try:
-        yield uri
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    """A real MLflow tracking server with a SQLite backend, on 127.0.0.1 (`tests.support.mlflow_server`)."""
+    with mlflow_server(tmp_path_factory.mktemp("mlflow")) as running:
+        yield running.uri
 
 
 @pytest.fixture(scope="module")
