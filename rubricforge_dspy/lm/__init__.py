@@ -17,11 +17,11 @@ import DSPy or httpx.
 from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
-    "rubricforge_dspy.lm.config": ["LMConfig", "StructuredOutput", "STRUCTURED_OUTPUTS", "SETTABLE_FIELDS",
-                                   "DEFAULT_COMPLETION_TOKENS", "DEFAULT_API_KEY_ENV", "REFLECTION_DEFAULTS",
-                                   "ENV_PREFIX", "REFLECTION_INFIX", "structured_response_format", "bound_strings",
-                                   "lm_name"],
-    "rubricforge_dspy.lm.engine": ["ChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS"],
+    # the wiring of the LM flags and the engine (SETTABLE_FIELDS, REFLECTION_DEFAULTS, ENV_PREFIX, REFLECTION_INFIX,
+    # SHARD_CONNECTIONS) stays in its modules: not part of the package's surface
+    "rubricforge_dspy.lm.config": ["LMConfig", "StructuredOutput", "STRUCTURED_OUTPUTS", "DEFAULT_COMPLETION_TOKENS",
+                                   "DEFAULT_API_KEY_ENV", "structured_response_format", "bound_strings", "lm_name"],
+    "rubricforge_dspy.lm.engine": ["ChatCompletionsEngine", "make_lm", "http_error"],
     "rubricforge_dspy.lm.copies": ["resolve_lm", "one_attempt_lm", "sized_lm"],
     "rubricforge_dspy.lm.circuit": ["JudgeUnavailableError", "CircuitOpen", "LMCircuit"],
     "rubricforge_dspy.lm.errors": ["LM_ERROR_KINDS", "RETRYABLE_KINDS", "error_kind", "status_kind", "is_transient",
