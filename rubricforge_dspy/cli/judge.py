@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.integrations import (
     require_input,
@@ -19,6 +20,9 @@ from rubricforge_dspy.cli.integrations import (
 from rubricforge_dspy.cli.lm_options import lm_from_args
 from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.judge.contract import BaseJudge
 
 __all__ = ["cmd_judge"]
 
@@ -63,14 +67,14 @@ def cmd_judge(args) -> int:
     require_input(args)
     spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
     try:
-        _judge(args)
+        judge, cascade = _judge(args)
     except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line
         if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
             raise
         raise OSError(error.errno, error.strerror, f"{Path(args.out).parent} (beside {args.out})") from error
     # --to-mlflow: one assessment per trace and program; a cascade's escalated traces tagged for labeling there
-    write_verdicts_to_mlflow(args, args.out, args.cascade or args.program)
-    if args.cascade is not None:
+    write_verdicts_to_mlflow(args, args.out, cascade or judge)
+    if cascade is not None:
         from rubricforge_dspy.apply.cascade import escalated_path
 
         tag_escalated_in_mlflow(args, args.escalated_out or escalated_path(args.out))
@@ -92,8 +96,10 @@ def _cascade_path(args) -> str | None:
     return None
 
 
-def _judge(args) -> None:
-    """Every path (local, Ray, Batch API; a program or a cascade) runs through the one job runner
+def _judge(args) -> tuple[BaseJudge | None, str | None]:
+    """Judge `args`' input; returns the judge used (None: the seed) and the cascade file (None: a program).
+
+    Every path (local, Ray, Batch API; a program or a cascade) runs through the one job runner
     (`apply.stream.run_judge_file`, or `apply.ray.judge_dataset` for a plain judge on Ray), reading the input as a
     stream (by path: never loaded whole)."""
     from rubricforge_dspy.apply.stream import run_judge_file
@@ -109,22 +115,19 @@ def _judge(args) -> None:
     join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
     preset = resolve(args)
     unverified = args.allow_unverified_program
+    judge: BaseJudge | None
     if cascade is not None:
         from rubricforge_dspy.apply.cascade import check_outputs
-
-        args.cascade = cascade  # (also when given as --program: what --to-mlflow names)
-        check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
-        judge, render = load_judge(cascade, allow_unverified=unverified), None
         from rubricforge_dspy.cli.cascade import use_cascade_label_rule
 
+        check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
+        judge, render = load_judge(cascade, allow_unverified=unverified), None
         use_cascade_label_rule(args, judge.guarantee, f"the cascade {cascade}")  # labels by its fit's rule
     else:
-        # A frozen program keeps the render it was induced with (None), but for the sizes the flags give.
-        render = judge_render(args, preset, lambda: load_judge(args.program, check_certificate=False,
-                                                         allow_unverified=unverified).render_config)
-        judge = args.program
-        if unverified and args.program is not None:  # loaded here, with the override; the library gets the judge
-            judge = args.program = load_judge(args.program, allow_unverified=True)
+        # The program is loaded once, here (with the override if given); the library gets the judge. A frozen
+        # program keeps the render it was induced with (None), but for the sizes the flags give.
+        judge = None if args.program is None else load_judge(args.program, allow_unverified=unverified)
+        render = judge_render(args, preset, lambda: judge.render_config if judge is not None else None)
     check_endpoints(args)
     common = {"on_error": "skip" if args.skip_bad else "raise", "format": args.format,
               "label_threshold": args.label_threshold, "labels": join, "load_report": report,
@@ -140,7 +143,7 @@ def _judge(args) -> None:
         # nothing left to judge: said so without starting the embedded llama.cpp server (or calling an endpoint)
         print(f"nothing to do: all {judged} item(s) were judged already in {args.out} (no LM started)",
               file=sys.stderr)
-        return
+        return judge, cascade
     else:
         with _lm(args, judge) as lm:
             if cascade is None:
@@ -153,6 +156,7 @@ def _judge(args) -> None:
                                      concurrency=preset.concurrency,
                                      max_consecutive_lm_errors=args.max_consecutive_errors or None, **common)
     _epilogue(summary, report, join, tally)
+    return judge, cascade
 
 
 def _lm(args, judge):

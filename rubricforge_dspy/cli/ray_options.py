@@ -87,7 +87,7 @@ def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally,
               f"({ray.cluster_resources().get('CPU', 0):g} CPUs): {args.ray_workers} workers x "
               f"concurrency {preset.concurrency}", file=sys.stderr)
         dataset = on_ray.trajectory_dataset(stream)
-        return on_ray.judge_dataset(dataset, args.program, out=args.out, lm_config=config, api_bases=bases,
+        return on_ray.judge_dataset(dataset, judge, out=args.out, lm_config=config, api_bases=bases,
                                     workers=args.ray_workers, concurrency=preset.concurrency,
                                     render_config=render, data=data, timeout=config.timeout,
                                     max_consecutive_lm_errors=args.max_consecutive_errors or None,
