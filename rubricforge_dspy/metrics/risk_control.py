@@ -405,7 +405,9 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
             guarantee);
             ``"holm"`` or ``"bonferroni"`` over the whole grid; ``"fail_first_sequence"``: a fixed sequence in
             an order fixed before the data, "fail only" vectors first, each group by its label-free decided
-            share (`prior_share`), vectors that can decide nothing left out.
+            share (`prior_share`), vectors that can decide nothing left out; measured in evals/bench_cascade.py,
+            it certifies nothing on the shipped and multi-agent sets (its first, narrowest vectors decide too few
+            items to pass): kept as a measured option, never the default.
         groups: each item's task (any hashable key); None: every item is its own task. Every trial is used;
             the task is the unit (its trials' losses are averaged, module docstring).
         levels: per stage, the values its confidence can take (None: continuous), `stage_pairs`.
