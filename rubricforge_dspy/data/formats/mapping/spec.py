@@ -21,7 +21,7 @@ from jmespath.exceptions import JMESPathError, JMESPathTypeError
 from rubricforge_dspy.core.errors import InputError, MissingFileError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, parse_label_rule
-from rubricforge_dspy.data.formats.mapping.functions import OPTIONS, interpreter
+from rubricforge_dspy.data.formats.mapping.functions import OPTIONS, interpreter, key_literals
 from rubricforge_dspy.data.formats.mapping.limits import (
     MAX_MAPPING_BYTES,
     MAX_MAPPING_DEPTH,
@@ -36,7 +36,8 @@ from rubricforge_dspy.data.formats.mapping.limits import (
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "core" / "schemas" / "mapping.schema.json"
 SPECIAL = ("$key", "$file", "$index")  # not JMESPath: the record's key, its file (under the data folder, no
 # suffix) and its index in the file; inside an expression: key(), file(), index() (`functions`)
-RECORD_FIELDS = ("id", "task_id", "domain", "agent", "trial", "task", "system", "final_answer", "reward")
+RECORD_FIELDS = ("id", "task_id", "session_id", "domain", "agent", "trial", "task", "system", "final_answer",
+                 "reward")
 STEP_FIELDS = ("thought", "action", "tool", "arguments", "observation", "error")
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool", "arguments", "call_id", "tool_call_id", "error")
 PARALLEL_FIELDS = ("actions", "observations", "errors", "thoughts")
@@ -58,12 +59,14 @@ class MappingError(InputError):
 
 class Expr:
     """One field of a mapping: a compiled JMESPath expression (evaluated with the mapping functions,
-    `functions.MappingFunctions`), or ``$key`` / ``$file`` / ``$index``."""
+    `functions.MappingFunctions`), or ``$key`` / ``$file`` / ``$index``. `optional` (``{"path": ...,
+    "optional": true}`` in the mapping): a field whose emptiness ``map check`` reports without failing."""
 
-    __slots__ = ("text", "_compiled", "key", "_budgeted", "_parsed", "_native")
+    __slots__ = ("text", "_compiled", "key", "_budgeted", "_parsed", "_native", "optional")
 
-    def __init__(self, text: str, compiled: Any = None, key: str | None = None):
+    def __init__(self, text: str, compiled: Any = None, key: str | None = None, optional: bool = False):
         self.text = text
+        self.optional = optional
         self._compiled = compiled
         self._parsed = compiled.parsed if compiled is not None else None
         self.key = key
@@ -314,12 +317,20 @@ class Mapping:
 
     def field_names(self) -> list[str]:
         """Every mapped field, as `check_mapping` counts them (``steps.observation``, ``label``...)."""
-        names = list(self.fields)
+        return list(self._named_exprs())
+
+    def optional_fields(self) -> list[str]:
+        """The fields marked ``optional`` (named as `field_names` names them): ``map check`` reports how often
+        they are empty, and does not fail on it."""
+        return [name for name, expr in self._named_exprs().items() if expr.optional]
+
+    def _named_exprs(self) -> dict[str, Expr]:
+        named = dict(self.fields)
         prefix = {"steps": "steps.", "messages": "messages.", "parallel": "", "none": ""}[self.mode]
-        names += [prefix + key for key in self.step_fields]
+        named.update((prefix + key, expr) for key, expr in self.step_fields.items())
         if self.label_field is not None:
-            names.append("label")
-        return names
+            named["label"] = self.label_field
+        return named
 
 
 @lru_cache(maxsize=1)
@@ -456,22 +467,30 @@ def _schema_problem(document: Any, file: str) -> None:
     raise MappingError(file, key or None, message[:300])
 
 
-def compile_field(text: str, file: str, key: str) -> Expr:
-    """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath."""
+def compile_field(text: str | dict, file: str, key: str) -> Expr:
+    """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath.
+    `text` is an expression, or ``{"path": expression, "optional": true}`` (a field whose emptiness is
+    reported, not failed: `Expr.optional`). ``key(N)`` with a bare number is read as ``key(`N`)``."""
+    optional = False
+    if isinstance(text, dict):
+        if not isinstance(text.get("path"), str) or set(text) - {"path", "optional"} \
+                or not isinstance(text.get("optional", False), bool):
+            raise MappingError(file, key, 'a field is an expression or {"path": expression, "optional": true}')
+        text, optional = text["path"], bool(text.get("optional", False))
     if text in SPECIAL:
-        return Expr(text)
+        return Expr(text, optional=optional)
     problem = expression_problem(text)
     if problem is not None:
         raise MappingError(file, key, f"{_shown(text)}: {problem}")
     try:
-        compiled = jmespath.compile(text)
+        compiled = jmespath.compile(key_literals(text))
     except JMESPathError as exc:
         problem = str(exc).replace("\n", " ")
         raise MappingError(file, key, f"not a JMESPath expression: {_shown(text)} ({problem[:300]})") from None
     problem = tree_problem(compiled.parsed)
     if problem is not None:
         raise MappingError(file, key, f"{_shown(text)}: {problem}")
-    return Expr(text, compiled, key)
+    return Expr(text, compiled, key, optional)
 
 
 def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
@@ -587,5 +606,5 @@ def _label_spec(document: dict, file: str) -> tuple[LabelSpec | None, Expr | Non
     if passing is None or ("equals" in spec and "pass" in spec):
         raise MappingError(file, "label.pass", "give the passing values: 'equals': v or 'pass': [v, ...]")
     fail = spec.get("fail")
-    return ValueSetRule(spec["field"], tuple(passing), tuple(fail) if fail is not None else None), \
-        compile_field(spec["field"], file, "label.field")
+    expr = compile_field(spec["field"], file, "label.field")
+    return ValueSetRule(expr.text, tuple(passing), tuple(fail) if fail is not None else None), expr
