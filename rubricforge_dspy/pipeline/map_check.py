@@ -22,7 +22,10 @@ What the data show decides, not the mapping's shape:
   splits the labels almost perfectly (its share among one class's records less its share among the other's,
   Youden's J, at least `PREDICT_J` = 0.9, i.e. a balanced accuracy of at least 0.95, e.g. in 95% of one class
   and 5% of the other), over at least `PREDICT_MIN_CLASS` records of each class; reported with the field and
-  the share of records its presence predicts. Words are read from the steps' own text, so the renderer's
+  the share of records its presence predicts. A pair named by an outcome word (`OUTCOME_NAMES`:
+  ``success: True``, ``reward=1``, ``passed: false``) is held to the success words' rule instead (in at least
+  half of one class's records, J at least 0.5): ADaPT's ALFWorld plans end in ``success: True`` in every
+  passing record and in 10 of 27 failing ones. Words are read from the steps' own text, so the renderer's
   markers (``TOOL CALL``, ``COUNTERS: steps=...``) are never tokens; a token in both classes alike (``the``, a
   tool every agent calls) splits nothing.
 
@@ -61,6 +64,8 @@ _MAX_WORD = 40
 _TOKEN_WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[0-9]+)?")
 _TOKEN_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,39})[\"']?[ \t]{0,3}([:=])[ \t]{0,3}[\"']?([A-Za-z0-9_.+-]{1,20})")
 _SHOWN_PREDICTORS = 5  # per field
+OUTCOME_NAMES = frozenset({word.lower() for word in SUCCESS_WORDS} | {"reward", "score", "label", "outcome", "won"})
+_OUTCOME_J = 0.5  # the success words' rule: J at least this, and in at least half of one class
 
 
 @dataclass
@@ -400,17 +405,26 @@ class _Predictors:
         out = []
         for (name, token), present in self.counts.items():
             j = present[1] / positives - present[0] / negatives
-            if abs(j) < PREDICT_J:
+            outcome = _outcome_pair(token)
+            if abs(j) < PREDICT_J and not (outcome and abs(j) >= _OUTCOME_J
+                                           and max(present[1] / positives, present[0] / negatives) >= 0.5):
                 continue
             label = 1 if j > 0 else 0
             predicted = present[1] + negatives - present[0] if label else present[0] + positives - present[1]
             out.append({"field": name, "token": token, "label": label, "present": {1: present[1], 0: present[0]},
                         "classes": {1: positives, 0: negatives}, "predicted": predicted, "records": self.scanned,
-                        "share": predicted / self.scanned, "j": round(abs(j), 4)})
+                        "share": predicted / self.scanned, "j": round(abs(j), 4),
+                        "rule": "outcome pair" if abs(j) < PREDICT_J else "token"})
         pairs = {(p["field"], p["token"]) for p in out if not _TOKEN_WORD.fullmatch(p["token"])}
         out = [p for p in out if not _TOKEN_WORD.fullmatch(p["token"]) or not any(  # a word of a pair: the pair says it
             field_name == p["field"] and p["token"] in _TOKEN_WORD.findall(pair) for field_name, pair in pairs)]
         return sorted(out, key=lambda p: (-p["predicted"], p["field"], p["token"]))
+
+
+def _outcome_pair(token: str) -> bool:
+    """True for a ``name: value`` / ``name=value`` token whose name is an outcome word (`OUTCOME_NAMES`)."""
+    match = re.match(r"([A-Za-z_][A-Za-z0-9_.-]*)(?:: |=)", token)
+    return bool(match) and match.group(1).lower().rsplit(".", 1)[-1] in OUTCOME_NAMES
 
 
 def _tokens(text: str) -> set[str]:
