@@ -24,10 +24,10 @@ What the data show decides, not the mapping's shape:
   and 5% of the other), over at least `PREDICT_MIN_CLASS` records of each class; reported with the field and
   the share of records its presence predicts. A pair named by an outcome word (`OUTCOME_NAMES`:
   ``success: True``, ``reward=1``, ``passed: false``) is held to the success words' rule instead (in at least
-  half of one class's records, J at least 0.5): ADaPT's ALFWorld plans end in ``success: True`` in every
-  passing record and in 10 of 27 failing ones. Words are read from the steps' own text, so the renderer's
-  markers (``TOOL CALL``, ``COUNTERS: steps=...``) are never tokens; a token in both classes alike (``the``, a
-  tool every agent calls) splits nothing.
+  half of one class's records, J at least 0.5): a planner's own verdict ending its plan (ADaPT's ALFWorld
+  plans end in ``success: True`` / ``False``) gives the label away even where it is wrong in some records.
+  Words are read from the steps' own text, so the renderer's markers (``TOOL CALL``, ``COUNTERS: steps=...``)
+  are never tokens; a token in both classes alike (``the``, a tool every agent calls) splits nothing.
 
 A field marked optional in the mapping (``{"path": ..., "optional": true}``) is counted and its share
 reported like any other, and never fails the check however often it is empty.
@@ -62,7 +62,8 @@ PREDICT_MIN_CLASS = 10  # records of each label the token scan needs before it s
 PREDICT_SCAN_RECORDS = 20_000  # labeled records the token scan reads (its counts grow with the vocabulary)
 _MAX_WORD = 40
 _TOKEN_WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[0-9]+)?")
-_TOKEN_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,39})[\"']?[ \t]{0,3}([:=])[ \t]{0,3}[\"']?([A-Za-z0-9_.+-]{1,20})")
+_TOKEN_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,39})[\"']?[ \t]{0,3}([:=])[ \t]{0,3}[\"']?"
+                         r"([A-Za-z0-9_.+-]{1,20})")
 _SHOWN_PREDICTORS = 5  # per field
 OUTCOME_NAMES = frozenset({word.lower() for word in SUCCESS_WORDS} | {"reward", "score", "label", "outcome", "won"})
 _OUTCOME_J = 0.5  # the success words' rule: J at least this, and in at least half of one class
@@ -371,7 +372,8 @@ class _Predictors:
             return "task"
         if mode == "messages":
             return "messages.tool_calls" if kind == "tool_call" else "messages.content"
-        names = {"steps": {"assistant": "steps.thought", "tool_call": "steps.action", "tool_result": "steps.observation"},
+        names = {"steps": {"assistant": "steps.thought", "tool_call": "steps.action",
+                           "tool_result": "steps.observation"},
                  "parallel": {"assistant": "thoughts", "tool_call": "actions", "tool_result": "observations"}}
         if mode == "steps" and kind == "tool_call" and "tool" in self.mapping.step_fields:
             return "steps.tool"
@@ -402,7 +404,7 @@ class _Predictors:
         positives, negatives = self.classes[1], self.classes[0]
         if min(positives, negatives) < PREDICT_MIN_CLASS:
             return []
-        out = []
+        out: list[dict[str, Any]] = []
         for (name, token), present in self.counts.items():
             j = present[1] / positives - present[0] / negatives
             outcome = _outcome_pair(token)
@@ -415,8 +417,8 @@ class _Predictors:
                         "classes": {1: positives, 0: negatives}, "predicted": predicted, "records": self.scanned,
                         "share": predicted / self.scanned, "j": round(abs(j), 4),
                         "rule": "outcome pair" if abs(j) < PREDICT_J else "token"})
-        pairs = {(p["field"], p["token"]) for p in out if not _TOKEN_WORD.fullmatch(p["token"])}
-        out = [p for p in out if not _TOKEN_WORD.fullmatch(p["token"]) or not any(  # a word of a pair: the pair says it
+        pairs = [(str(p["field"]), str(p["token"])) for p in out if not _TOKEN_WORD.fullmatch(str(p["token"]))]
+        out = [p for p in out if not _TOKEN_WORD.fullmatch(str(p["token"])) or not any(  # the pair says it
             field_name == p["field"] and p["token"] in _TOKEN_WORD.findall(pair) for field_name, pair in pairs)]
         return sorted(out, key=lambda p: (-p["predicted"], p["field"], p["token"]))
 
@@ -424,7 +426,7 @@ class _Predictors:
 def _outcome_pair(token: str) -> bool:
     """True for a ``name: value`` / ``name=value`` token whose name is an outcome word (`OUTCOME_NAMES`)."""
     match = re.match(r"([A-Za-z_][A-Za-z0-9_.-]*)(?:: |=)", token)
-    return bool(match) and match.group(1).lower().rsplit(".", 1)[-1] in OUTCOME_NAMES
+    return match is not None and match.group(1).lower().rsplit(".", 1)[-1] in OUTCOME_NAMES
 
 
 def _tokens(text: str) -> set[str]:

@@ -114,7 +114,8 @@ def test_one_level_key_n_is_the_member_name(tmp_path):
     data, mapping = _write(tmp_path, {"name": "flat", "records": "*", "task_id": "key(0)", "agent": "key()",
                                       "task": "problem", "reward": "score"},
                            {"fixed_0": {"problem": "buy", "score": 1}, "fixed_1": {"problem": "sell", "score": 0}})
-    assert [(t.task_id, t.agent) for t in iter_mapped(data, mapping)] == [("fixed_0", "fixed_0"), ("fixed_1", "fixed_1")]
+    read = [(t.task_id, t.agent) for t in iter_mapped(data, mapping)]
+    assert read == [("fixed_0", "fixed_0"), ("fixed_1", "fixed_1")]
 
 
 def test_a_nested_record_past_the_cap_is_named_and_ends_the_stream(tmp_path, monkeypatch):

@@ -376,7 +376,7 @@ def _build(events: Iterator) -> Any:
 
 def _skip(events: Iterator, first: str) -> None:
     """Pass over a value whose first event was `first`."""
-    depth = first in ("start_map", "start_array")
+    depth = int(first in ("start_map", "start_array"))
     while depth:
         _, event, _ = next(events)
         depth += event in ("start_map", "start_array")

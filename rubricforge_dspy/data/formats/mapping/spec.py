@@ -467,16 +467,18 @@ def _schema_problem(document: Any, file: str) -> None:
     raise MappingError(file, key or None, message[:300])
 
 
-def compile_field(text: str | dict, file: str, key: str) -> Expr:
+def compile_field(field: str | dict, file: str, key: str) -> Expr:
     """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath.
-    `text` is an expression, or ``{"path": expression, "optional": true}`` (a field whose emptiness is
+    `field` is an expression, or ``{"path": expression, "optional": true}`` (a field whose emptiness is
     reported, not failed: `Expr.optional`). ``key(N)`` with a bare number is read as ``key(`N`)``."""
     optional = False
-    if isinstance(text, dict):
-        if not isinstance(text.get("path"), str) or set(text) - {"path", "optional"} \
-                or not isinstance(text.get("optional", False), bool):
+    if isinstance(field, dict):
+        if not isinstance(field.get("path"), str) or set(field) - {"path", "optional"} \
+                or not isinstance(field.get("optional", False), bool):
             raise MappingError(file, key, 'a field is an expression or {"path": expression, "optional": true}')
-        text, optional = text["path"], bool(text.get("optional", False))
+        text, optional = field["path"], bool(field.get("optional", False))
+    else:
+        text = field
     if text in SPECIAL:
         return Expr(text, optional=optional)
     problem = expression_problem(text)
