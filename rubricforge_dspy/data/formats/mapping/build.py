@@ -28,7 +28,8 @@ from rubricforge_dspy.data.formats._steps import (
 )
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.mapping.functions import set_record
-from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule, jmespath_false
+from rubricforge_dspy.data.formats.mapping.native import jmespath_false
+from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule
 
 TEXT_ACTION = "action"  # the tool name of a plain-text action (as the generic JSONL names it)
 ROLE_TARGETS = ("user", "assistant", "system", "tool", "observation", "skip")

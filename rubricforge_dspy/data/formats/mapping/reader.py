@@ -17,8 +17,9 @@ from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.functions import set_record
+from rubricforge_dspy.data.formats.mapping.native import jmespath_false
 from rubricforge_dspy.data.formats.mapping.source import file_name, iter_records
-from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, jmespath_false, load_mapping
+from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport
