@@ -128,3 +128,19 @@ def test_a_nested_record_past_the_cap_is_named_and_ends_the_stream(tmp_path, mon
     loaded = list(iter_mapped(data, mapping, on_error="skip", report=report))
     assert [t.task_id for t in loaded] == ["small"]
     assert len(report.skipped) == 1 and "record cap" in report.skipped[0][2]
+
+
+def test_the_shipped_adapt_webshop_dump_keys_its_records(tmp_path):
+    """The real ADaPT dump (evals/data/adapt: ``{fixed_i: record, overall: summary}``) read with ``*``:
+    ``key()`` and ``key(0)`` are the ``fixed_i`` names; the summary is left out by the filter, counted."""
+    from tests.support.helpers import REPO
+
+    data = REPO / "evals" / "data" / "adapt" / "ADaPT_maxd3_webshop_gpt-3.5-turbo.json"
+    (tmp_path / "map.json").write_text(json.dumps(
+        {"name": "adapt_webshop", "records": {"from": "json", "path": "*", "filter": "problem"},
+         "id": "key(0)", "task_id": "key()", "task": "problem", "actions": "action_history", "reward": "score",
+         "label": "reward >= 1"}), encoding="utf-8")
+    stats = MapStats()
+    loaded = list(iter_mapped(data, load_mapping(tmp_path / "map.json"), stats=stats))
+    assert [t.id for t in loaded] == [f"fixed_{i}" for i in range(100)] and stats.filtered == 1
+    assert all(t.task_id == t.id for t in loaded) and sum(t.label for t in loaded) == 44  # SOURCES.md: r=1:44

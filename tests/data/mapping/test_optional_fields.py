@@ -88,3 +88,9 @@ def test_session_id_is_kept_in_hidden_and_never_rendered(tmp_path):
                                                             "session-t3-x", "session-t4-x", None]
     assert all("session-" not in render_trajectory(t) and "4711" not in render_trajectory(t) for t in loaded)
     assert check_mapping(data, mapping).empty["session_id"] == 1
+
+
+def test_session_id_given_twice_is_refused(tmp_path):
+    data, mapping = _log(tmp_path, _rows(2), session_id="sid", hidden={"session_id": "sid"})
+    with pytest.raises(MappingError, match="hidden.session_id"):
+        load_mapping(mapping)

@@ -371,6 +371,9 @@ def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
     mode, step_fields, roles = _steps_spec(document, file)
     label_rule, label_field = _label_spec(document, file)
     hidden = {name: compile_field(text, file, f"hidden.{name}") for name, text in document.get("hidden", {}).items()}
+    if "session_id" in document and "session_id" in hidden:
+        raise MappingError(file, "hidden.session_id", "the key 'session_id' writes hidden.session_id: give the "
+                                                      "session id once")
     filter_text = records.get("filter")
     record_filter = compile_field(filter_text, file, "records.filter") if filter_text is not None else None
     return Mapping(name=document["name"], source=source, records_path=records_path,
