@@ -33,8 +33,9 @@ def cmd_formats(args: argparse.Namespace) -> int:
 
 def cmd_map_check(args: argparse.Namespace) -> int:
     """Print what a mapping reads from the data (`MapCheckReport.format`); exit 2 when it does not read it
-    cleanly (nothing loaded, a record skipped, a field empty in more than ``--empty-share`` of records, or the
-    label leaking into the render); warnings (a constant label, an error flag marking every result) exit 0."""
+    cleanly (nothing loaded, a record skipped, a required field empty in more than ``--empty-share`` of records
+    (a field marked optional is reported, never failed), or the label leaking into the render: a leak, or a
+    token whose presence predicts the label); warnings (a constant label, an error flag marking every result) exit 0."""
     from rubricforge_dspy.pipeline.map_check import check_mapping
 
     if not 0.0 <= args.empty_share <= 1.0:
@@ -44,7 +45,8 @@ def cmd_map_check(args: argparse.Namespace) -> int:
     print(report.format())
     if not report.ok:
         raise InputError(f"the mapping {args.map} does not read {', '.join(args.data)} cleanly (above: "
-                         "what matched, what was skipped, which fields were mostly empty and what leaks the label); "
+                         "what matched, what was skipped, which required fields were mostly empty and what leaks "
+                         "or predicts the label); "
                          "fix the mapping and check again")
     return 0
 
@@ -63,5 +65,6 @@ def add_mapping_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--map", required=True, metavar="MAP", help="the mapping file (.json or .yaml)")
     c.add_argument("--data", required=True, nargs="+", help="the log file(s) or folder the mapping reads")
     c.add_argument("--empty-share", type=float, default=0.5, metavar="S",
-                   help="report a field empty in more than this share of records (default 0.5)")
+                   help="report a required field empty in more than this share of records (default 0.5); a field "
+                        "marked {\"path\": ..., \"optional\": true} in the mapping is reported, never failed")
     c.set_defaults(func=cmd_map_check)

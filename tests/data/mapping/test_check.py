@@ -26,7 +26,7 @@ def test_counts_empty_fields_and_renders_the_first_record():
     assert report.first_render == render_trajectory(first) and report.first_id == "HumanEval/0"
     text = report.format()
     assert "records matched: 3; loaded: 3; skipped: 0" in text
-    assert "steps.path: 2  <- empty in more than 50%" in text and "final_answer: 1\n" in text
+    assert "steps.path: 2 (67%)  <- empty in more than 50%" in text and "final_answer: 1 (33%)\n" in text
     assert "has_close_elements" in text  # the task, as the judge reads it
     assert "distance = abs(elem - elem2)" not in text  # the gold solution is hidden
     assert text.endswith("NOT OK: mostly empty: steps.path, steps.thought")
@@ -40,7 +40,7 @@ def test_a_misspelled_path_is_reported_never_silently_empty(tmp_path):
     mapping.write_text(json.dumps(document), encoding="utf-8")
     report = check_mapping(SAMPLES["reflexion_humaneval"].data, mapping)
     assert report.empty["task"] == 3 and ("task", 3) in report.mostly_empty
-    assert "task: 3  <- empty in more than 50%" in report.format()
+    assert "task: 3 (100%)  <- empty in more than 50%" in report.format()
 
 
 def test_skipped_records_are_listed_with_file_and_record():
@@ -135,7 +135,7 @@ def test_an_error_flag_null_everywhere_is_fine(tmp_path):
     data, mapping = _status_log(tmp_path, ["completedCorrect", "completedWrong"])
     report = check_mapping(data, mapping)
     assert report.empty["steps.error"] == 2 and not report.mostly_empty and report.ok and not report.warnings
-    assert "steps.error: 2  (null: the tool output's text says which results failed)" in report.format()
+    assert "steps.error: 2 (100%)  (null: the tool output's text says which results failed)" in report.format()
 
 
 def test_an_error_flag_that_marks_every_result_is_a_warning(tmp_path):

@@ -28,7 +28,8 @@ from rubricforge_dspy.data.formats._steps import (
 )
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.mapping.functions import set_record
-from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule, jmespath_false
+from rubricforge_dspy.data.formats.mapping.native import jmespath_false
+from rubricforge_dspy.data.formats.mapping.spec import Expr, LabelSpec, Mapping, ValueSetRule
 
 TEXT_ACTION = "action"  # the tool name of a plain-text action (as the generic JSONL names it)
 ROLE_TARGETS = ("user", "assistant", "system", "tool", "observation", "skip")
@@ -87,18 +88,19 @@ class Converter:
             return None
         return value
 
-    def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str, name: str | None = None
-                ) -> Trajectory:
+    def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str, name: str | None = None,
+                keys: tuple = ()) -> Trajectory:
         """The `Trajectory` of one record; ValueError (naming the field) for a record that cannot be one.
         `name` is the data file's name as ``$file`` / ``file()`` give it (its path under the data folder
-        without the suffix; default the file's stem)."""
+        without the suffix; default the file's stem); `keys` the member names of the records path, outermost
+        first (``key(n)``)."""
         self.records += 1
         file = name if name is not None else path.stem
         self._index = index
-        set_record(file, index, key)
+        set_record(file, index, key, keys)
         ident = self._field("id", record, key, file)
         if ident is None:
-            if "id" in self.mapping.fields:
+            if "id" in self.mapping.fields and not self.mapping.fields["id"].optional:
                 raise ValueError(f"id: {self.mapping.fields['id'].text!r} resolved to nothing")
             ident = default_id
         ident = _scalar_text(ident, "id")
@@ -123,6 +125,9 @@ class Converter:
                                                             system_from_messages])) or None}
         for name, expr in self.mapping.hidden.items():
             hidden[name] = redact(expr(record, key, file))
+        session = self._field("session_id", record, key, file)
+        if session is not None:  # where session grouping (--session-key) finds it
+            hidden["session_id"] = _scalar_text(session, "session_id")
         if self.audit:
             hidden["label_value"] = self._label_value
         return Trajectory(

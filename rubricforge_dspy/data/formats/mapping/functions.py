@@ -17,7 +17,12 @@ evaluated with `MappingFunctions` (a ``jmespath.functions.Functions`` subclass, 
   can still take time polynomial in the string's length: prefer ``split`` where it does the job;
 * ``file()``, ``index()``, ``key()``: the record's data file (its path under the data folder without the
   suffix, as ``$file`` gives it), its index in that file (the JSON Lines line, the position in a document), and
-  its key in its container (as ``$key``); null outside a record (``--labels-key``).
+  its key in its container (as ``$key``: in a dict of records, the innermost member name, never a list index);
+  null outside a record (``--labels-key``);
+* ``key(n)``: the member name at the n-th level of a records path through nested objects (``*.*`` on
+  ``{category: {trial: record}}``: ``key(0)`` the category, ``key(1)`` = ``key()`` the trial; ``key(-1)`` the
+  innermost). `n` is a whole number (``key(0)`` is written as JMESPath's ``key(`0`)``, both are accepted); a level
+  the records path does not have is an error naming the levels it has.
 
 Every function's output is charged to the evaluation budget of `limits` when the expression runs with one
 (every expression that calls a function does, except those calling only ``file``, ``index`` and ``key``).
@@ -41,7 +46,7 @@ MAX_REGEX_INPUT = 32_768  # characters: a quadratic pattern on this many takes w
 CONTEXT_FUNCTIONS = frozenset(("file", "index", "key"))  # their output is one scalar: no budget needed
 
 __all__ = ["MappingFunctions", "MAX_PATTERN_CHARS", "MAX_REGEX_INPUT", "CONTEXT_FUNCTIONS", "OPTIONS",
-           "FunctionLimitError", "interpreter", "set_record", "pattern_problem"]
+           "FunctionLimitError", "interpreter", "set_record", "pattern_problem", "key_at", "key_literals"]
 
 # a group holding a repeat, itself repeated: (a+)+, (a*)*, (?:ab+){2,}
 _NESTED_REPEAT = re.compile(r"\((?:[^()\\]|\\.)*(?:[*+]|\{\d*,\d*\})(?:[^()\\]|\\.)*\)(?:[*+]|\{\d*,\d*\})")
@@ -55,14 +60,32 @@ class FunctionLimitError(InputError):
 _record = threading.local()  # the record being read: file, index, key
 
 
-def set_record(file: str | None, index: Any, key: Any) -> None:
+def set_record(file: str | None, index: Any, key: Any, keys: tuple = ()) -> None:
     """Make `file`, `index` and `key` the record's for ``file()``/``index()``/``key()`` on this thread until
-    the next call (the reader sets it once per record: cheaper than a context manager)."""
-    _record.values = (file, index, key)
+    the next call (the reader sets it once per record: cheaper than a context manager); `keys` are the member
+    names of the objects the records path went through, outermost first (``key(n)``)."""
+    _record.values = (file, index, key, keys)
 
 
 def _current() -> tuple:
-    return getattr(_record, "values", (None, None, None))
+    return getattr(_record, "values", (None, None, None, ()))
+
+
+def key_at(level: Any) -> Any:
+    """``key(level)``: the member name at `level` of the record's records path (see the module docstring).
+
+    Raises:
+        FunctionLimitError: `level` is not a whole number, or the records path has no such level.
+    """
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not float(level).is_integer():
+        raise FunctionLimitError(f"key(n): n must be a whole number (the level, 0 the outermost), got {level!r}")
+    keys = _current()[3]
+    n = int(level)
+    if not -len(keys) <= n < len(keys):
+        has = (f"{len(keys)} level(s) of member names (key(0) .. key({len(keys) - 1}))" if keys else
+               "no member names (a JSON Lines line, an array element, a file: key() is its index or name)")
+        raise FunctionLimitError(f"key({n}): the records path gives this record {has}")
+    return keys[n]
 
 
 @lru_cache(maxsize=256)
@@ -87,6 +110,29 @@ def pattern_problem(pattern: str) -> str | None:
     except re.error as exc:
         return f"not a regular expression ({exc})"
     return None
+
+
+def key_literals(text: str) -> str:
+    """`text` with every ``key(N)`` (a bare number, which JMESPath only takes between brackets) written as
+    ``key(`N`)``, found with jmespath's own lexer, so a ``'key(0)'`` inside a string is left as it is; `text`
+    as it is when it does not lex (the compiler then names the problem)."""
+    from jmespath.exceptions import LexerError
+    from jmespath.lexer import Lexer
+
+    if "key" not in text:
+        return text
+    try:
+        tokens = list(Lexer().tokenize(text))
+    except LexerError:
+        return text
+    out, last = [], 0
+    for i in range(len(tokens) - 3):
+        name, opening, number, closing = tokens[i:i + 4]
+        if (name["type"], name["value"], opening["type"], number["type"], closing["type"]) == \
+                ("unquoted_identifier", "key", "lparen", "number", "rparen"):
+            out += [text[last:number["start"]], f"`{number['value']}`"]
+            last = number["end"]
+    return "".join(out) + text[last:]
 
 
 class MappingFunctions(functions.Functions):
@@ -134,6 +180,13 @@ class MappingFunctions(functions.Functions):
     @signature()
     def _func_key(self):
         return _current()[2]
+
+    def call_function(self, function_name, resolved_args):
+        """jmespath's dispatch, with ``key`` taking an optional level (``key()``, ``key(n)``): JMESPath's
+        signatures cannot say "zero or one argument"."""
+        if function_name == "key" and len(resolved_args) == 1:
+            return key_at(resolved_args[0])
+        return super().call_function(function_name, resolved_args)
 
 
 OPTIONS = Options(custom_functions=MappingFunctions())

@@ -17,8 +17,9 @@ from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.functions import set_record
+from rubricforge_dspy.data.formats.mapping.native import jmespath_false
 from rubricforge_dspy.data.formats.mapping.source import file_name, iter_records
-from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, jmespath_false, load_mapping
+from rubricforge_dspy.data.formats.mapping.spec import LabelSpec, Mapping, load_mapping
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport
@@ -68,7 +69,7 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
     last: tuple[Path | None, str] = (None, "")
     keep = mapping.record_filter
     try:
-        for file, index, key, default_id, value in iter_records(path, mapping):
+        for file, index, key, default_id, value, keys in iter_records(path, mapping):
             if isinstance(value, TrajectoryFormatError):
                 stats.unreadable += 1
                 yield index, value
@@ -79,11 +80,11 @@ def read_mapped(path: Path, mapping: Mapping, rule: LabelSpec | None = None,
             name = last[1]
             try:
                 if keep is not None:
-                    set_record(name, index, key)
+                    set_record(name, index, key, keys)
                     if jmespath_false(keep(value, key, name, 0, index)):
                         stats.filtered += 1
                         continue
-                yield record, converter.convert(value, key, file, index, default_id, name)
+                yield record, converter.convert(value, key, file, index, default_id, name, keys)
             except _RECORD_ERRORS as exc:  # EvaluationLimitError included: an InputError is a ValueError
                 yield record, TrajectoryFormatError(str(file), record, f"{exc} (mapping {mapping.file})")
             except RecursionError:  # data nest at most MAX_STREAM_DEPTH levels; a safety net all the same

@@ -12,7 +12,11 @@ file being named unreadable); a document read whole that is larger than the cap 
 checked. Data nest at most `MAX_STREAM_DEPTH` levels (`NestingDepth`, the streaming guard of the shipped
 readers): a deeper record or document is a bad record, never handed to a recursive parser.
 
-Every record comes as ``(file, key, default_id, value | TrajectoryFormatError)``.
+A records path through nested objects (``*.*``, ``a.*.*``: ``{category: {trial: record}}``) is streamed too,
+from ijson's events, one record at a time; its record's key is the tuple of member names on the way,
+outermost first (``key(n)``), and ``$key`` / ``key()`` the innermost.
+
+Every record comes as ``(file, index, key, default_id, value | TrajectoryFormatError, keys)``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import ijson
 import orjson
+from ijson.common import ObjectBuilder
 
 from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.files import regular_file
@@ -41,6 +46,8 @@ from rubricforge_dspy.data.formats.mapping.spec import Expr, Mapping, compile_fi
 
 _ARRAY_ROOT = ("@", "[*]", "[]", "@[*]", "@[]")
 _SIMPLE = re.compile(r"^(?P<prefix>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?P<tail>\[\*\]|\[\]|\.\*)$")
+_NESTED = re.compile(r"^(?:(?P<prefix>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\.)?"
+                     r"(?P<levels>\*(?:\.\*)+)$")  # two or more object levels: *.*, a.b.*.*
 
 
 def data_files(path: Path, mapping: Mapping) -> list[Path]:
@@ -64,13 +71,15 @@ def file_name(file: Path, root: Path, folder: bool) -> str:
     return file.relative_to(root).with_suffix("").as_posix() if folder else file.stem
 
 
-def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any, str, Any]]:
-    """``(file, index, key, default id, value | TrajectoryFormatError)`` of every record under `path`."""
+def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any, str, Any, tuple]]:
+    """``(file, index, key, default id, value | TrajectoryFormatError, keys)`` of every record under `path`;
+    `keys` are the member names of the objects the records path went through, outermost first (``key(n)``;
+    empty for a line, an array element or a file), and `key` the innermost of them when there are some."""
     root = path if path.is_dir() else path.parent
     files = data_files(path, mapping)
     if not files:
         yield path, 0, None, "", TrajectoryFormatError(str(path), None, f"no file in this folder matches the mapping's "
-                                                                         f"glob {mapping.glob!r} (records.glob)")
+                                                                         f"glob {mapping.glob!r} (records.glob)"), ()
     records_path = mapping.records_path or ""  # None only for "jsonl", which reads no path
     inner = compile_field(records_path, mapping.file, "records.path") if mapping.source == "files" else None
     cap = max_record_bytes()
@@ -84,13 +93,18 @@ def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any,
                 if value is None:
                     value = TrajectoryFormatError(str(file), None, f"records.path {mapping.records_path!r} "
                                                                    "resolved to nothing")
-            yield file, 0, key, key, value
+            yield file, 0, key, key, value, ()
         elif mapping.source == "jsonl":
             for index, value in _json_lines(file, cap):
-                yield file, index, index, f"{file.stem}:{index}", value
+                yield file, index, index, f"{file.stem}:{index}", value, ()
         else:
+            member = records_path == "*" or records_path.endswith(".*")  # keys are member names
             for index, key, value in _json_records(file, records_path, cap):
-                yield file, index, key, f"{file.stem}:{key}", value
+                if isinstance(key, tuple):  # a nested records path: the member names on the way
+                    yield file, index, key[-1], f"{file.stem}:{'/'.join(map(str, key))}", value, key
+                else:
+                    keys = (key,) if member and isinstance(key, str) else ()
+                    yield file, index, key, f"{file.stem}:{key}", value, keys
 
 
 def _select(path: Expr, document: Any, file: Path, size: int) -> Any:
@@ -190,6 +204,10 @@ def _json_records_of(file: Path, records_path: str, cap: int | None) -> Iterator
     simple = _SIMPLE.match(records_path) if head == b"{" else None
     if records_path == "*" and head == b"{":
         yield from _stream_members(file, "", cap)
+        return
+    nested = _NESTED.match(records_path) if head == b"{" else None
+    if nested:
+        yield from _stream_nested(file, nested["prefix"] or "", nested["levels"].count("*"), cap)
         return
     if simple:
         prefix = simple["prefix"]
@@ -306,3 +324,60 @@ def _stream_items(file: Path, prefix: str, cap: int | None = None) -> Iterator[t
     item = f"{prefix}.item" if prefix else "item"
     return _stream(file, cap, lambda reader: ((None, value) for value in
                                               ijson.items(reader, item, use_float=True, buf_size=STREAM_CHUNK)))
+
+
+def _stream_nested(file: Path, prefix: str, levels: int, cap: int | None = None) -> Iterator[tuple[int, Any, Any]]:
+    """The records `levels` objects deep under the object at `prefix` (``""``: the document), one at a time,
+    keyed by the tuple of member names on the way (``*.*`` on ``{category: {trial: record}}``:
+    ``(category, trial)``). As JMESPath's ``*.*`` does, a member that is not an object at a level above the
+    records is passed over (its values are no records); at the last level every value is a record (a
+    ``records.filter`` leaves out what is not one, counted)."""
+    return _stream(file, cap, lambda reader: _nested_pairs(reader, prefix, levels))
+
+
+def _nested_pairs(reader: Any, prefix: str, levels: int) -> Iterator[tuple[tuple, Any]]:
+    events = ijson.parse(reader, use_float=True, buf_size=STREAM_CHUNK)
+    for where, event, _ in events:  # to the object at `prefix`
+        if where == prefix and event == "start_map":
+            break
+    else:
+        return
+    keys: list[str] = []  # the member names of the levels entered so far
+    for _, event, value in events:
+        if event == "end_map":
+            if not keys:
+                return  # the object at `prefix` is closed
+            keys.pop()
+            continue
+        if event != "map_key":
+            continue  # (never reached: inside a map, a member starts with its key)
+        if len(keys) == levels - 1:  # the member's value is a record
+            yield (*keys, value), _build(events)
+            continue
+        _, event, _ = next(events)
+        if event == "start_map":
+            keys.append(value)
+        else:
+            _skip(events, event)  # not an object above the records' level: no records in it
+
+
+def _build(events: Iterator) -> Any:
+    """The value whose events come next in `events`, built whole (one record)."""
+    builder = ObjectBuilder()
+    depth = 0
+    for _, event, value in events:
+        builder.event(event, value)
+        depth += event in ("start_map", "start_array")
+        depth -= event in ("end_map", "end_array")
+        if depth == 0:
+            return builder.value
+    raise ijson.IncompleteJSONError("the document ends inside a record")
+
+
+def _skip(events: Iterator, first: str) -> None:
+    """Pass over a value whose first event was `first`."""
+    depth = int(first in ("start_map", "start_array"))
+    while depth:
+        _, event, _ = next(events)
+        depth += event in ("start_map", "start_array")
+        depth -= event in ("end_map", "end_array")

@@ -16,27 +16,28 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Union
 
 import jmespath
-from jmespath.exceptions import JMESPathError, JMESPathTypeError
+from jmespath.exceptions import JMESPathError
 
 from rubricforge_dspy.core.errors import InputError, MissingFileError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import ANY_POSITIVE_REWARD, LabelRule, parse_label_rule
-from rubricforge_dspy.data.formats.mapping.functions import OPTIONS, interpreter
+from rubricforge_dspy.data.formats.mapping.functions import OPTIONS, interpreter, key_literals
 from rubricforge_dspy.data.formats.mapping.limits import (
     MAX_MAPPING_BYTES,
     MAX_MAPPING_DEPTH,
     EvaluationLimitError,
     expression_problem,
-    max_record_bytes,
     needs_budget,
     search,
     tree_problem,
 )
+from rubricforge_dspy.data.formats.mapping.native import native
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "core" / "schemas" / "mapping.schema.json"
 SPECIAL = ("$key", "$file", "$index")  # not JMESPath: the record's key, its file (under the data folder, no
 # suffix) and its index in the file; inside an expression: key(), file(), index() (`functions`)
-RECORD_FIELDS = ("id", "task_id", "domain", "agent", "trial", "task", "system", "final_answer", "reward")
+RECORD_FIELDS = ("id", "task_id", "session_id", "domain", "agent", "trial", "task", "system", "final_answer",
+                 "reward")
 STEP_FIELDS = ("thought", "action", "tool", "arguments", "observation", "error")
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool", "arguments", "call_id", "tool_call_id", "error")
 PARALLEL_FIELDS = ("actions", "observations", "errors", "thoughts")
@@ -58,17 +59,19 @@ class MappingError(InputError):
 
 class Expr:
     """One field of a mapping: a compiled JMESPath expression (evaluated with the mapping functions,
-    `functions.MappingFunctions`), or ``$key`` / ``$file`` / ``$index``."""
+    `functions.MappingFunctions`), or ``$key`` / ``$file`` / ``$index``. `optional` (``{"path": ...,
+    "optional": true}`` in the mapping): a field whose emptiness ``map check`` reports without failing."""
 
-    __slots__ = ("text", "_compiled", "key", "_budgeted", "_parsed", "_native")
+    __slots__ = ("text", "_compiled", "key", "_budgeted", "_parsed", "_native", "optional")
 
-    def __init__(self, text: str, compiled: Any = None, key: str | None = None):
+    def __init__(self, text: str, compiled: Any = None, key: str | None = None, optional: bool = False):
         self.text = text
+        self.optional = optional
         self._compiled = compiled
         self._parsed = compiled.parsed if compiled is not None else None
         self.key = key
         self._budgeted = compiled is not None and needs_budget(compiled.parsed)
-        self._native = _native(self._parsed) if self._parsed is not None else None
+        self._native = native(self._parsed) if self._parsed is not None else None
 
     def __call__(self, value: Any, key: Any = None, file: str = "", size: int = 0, index: Any = None) -> Any:
         """The value of the expression on `value`: an expression that may build more than it reads
@@ -93,146 +96,6 @@ class Expr:
 
     def __repr__(self) -> str:
         return f"Expr({self.text!r})"
-
-
-_NATIVE_FUNCTIONS = frozenset(("to_string", "to_number", "length", "type", "not_null", "starts_with", "ends_with",
-                               "contains", "join", "split", "lines", "regex_findall", "file", "index", "key"))
-
-
-def _native_call(node: dict) -> Any:
-    """A call of `_NATIVE_FUNCTIONS` on plain paths (no call inside: ``to_string(to_string(...))`` may grow
-    each time), or ``map(&e, list)`` with a plain `e`, or None. Each gives at most about the record's size
-    (a string of it, or one value per element), so it needs no evaluation budget."""
-    name, children = node.get("value"), node["children"]
-    if name == "map" and len(children) == 2 and children[0].get("type") == "expref":
-        inner, listed = _native(children[0]["children"][0], calls=False), _native(children[1], calls=False)
-        if inner is None or listed is None:
-            return None
-
-        def mapped(value: Any) -> Any:
-            found = listed(value)
-            if not isinstance(found, list):
-                raise JMESPathTypeError("map", found, FUNCTIONS._type_of(found) if found is not None else "null",
-                                        ["array"])
-            return [inner(item) for item in found]
-        return mapped
-    if name == "join" and len(children) == 2 and children[1].get("type") == "multi_select_list":
-        return _native_join(children)
-    if name not in _NATIVE_FUNCTIONS:
-        return None
-    arguments = [_native(child, calls=False) for child in children]
-    if any(argument is None for argument in arguments):
-        return None
-    return lambda value: FUNCTIONS.call_function(name, [argument(value) for argument in arguments])
-
-
-def _native_join(children: list) -> Any:
-    """``join(sep, [a, to_string(b), ...])`` (ids made of several fields) with plain elements, each a path or one
-    call of a path: the pieces are measured before they are joined, and more than `max_record_bytes`
-    characters is an `EvaluationLimitError` (what the budget would say)."""
-    separator = _native(children[0], calls=False)
-    elements = [_native(child) for child in children[1]["children"]]
-    if separator is None or any(element is None for element in elements):
-        return None
-
-    def join(value: Any) -> Any:
-        pieces = None if value is None else [element(value) for element in elements]  # [..] of null is null
-        glue = separator(value)
-        if isinstance(glue, str) and isinstance(pieces, list) and all(isinstance(p, str) for p in pieces):
-            if sum(map(len, pieces)) + len(glue) * len(pieces) > max_record_bytes():
-                raise EvaluationLimitError(f"join would build more than {max_record_bytes():,} characters "
-                                           "(the record cap)")
-        return FUNCTIONS.call_function("join", [glue, pieces])
-    return join
-
-
-def _native(node: dict, calls: bool = True) -> Any:
-    """A Python function giving what jmespath's interpreter gives for a plain path (``a.b``, ``@``, ``a[0]``,
-    ``a.b[-1].c``), ``||``, ``&&``, ``!``, ``==``, ``!=`` and literals of them, ``[a, b][i]``, and calls that
-    give about the record's size at most (`_native_call`, `_native_join`), or None for any other expression
-    (left to the interpreter, with the budget where `needs_budget` says). Most mapping fields are such, and a
-    function reads them several times faster than the interpreter walks its tree. The semantics are the
-    interpreter's (`visit_field`, `visit_subexpression`, `visit_index`, `visit_or_expression`...): a member of
-    anything but an object, an index of anything but a list or past its end, is null."""
-    kind = node.get("type")
-    if kind == "current":
-        return _identity
-    if kind == "literal":
-        constant = node["value"]
-        if isinstance(constant, (list, dict)):
-            return None  # shared by every call: left to the interpreter, which copies nothing either
-        return lambda value: constant
-    if kind == "comparator" and node["value"] in ("eq", "ne"):
-        left, right = (_native(child, calls) for child in node["children"])
-        if left is None or right is None:
-            return None
-        equal = node["value"] == "eq"
-        return lambda value: _equal(left(value), right(value)) is equal
-    if kind == "function_expression":
-        return _native_call(node) if calls else None
-    if kind == "index_expression" and node["children"][0].get("type") == "multi_select_list" \
-            and node["children"][1].get("type") == "index":  # [a, b][i]: one element, nothing shared
-        elements = [_native(child, calls) for child in node["children"][0]["children"]]
-        if any(element is None for element in elements):
-            return None
-        position = node["children"][1]["value"]
-        if not -len(elements) <= position < len(elements):
-            return lambda value: None
-        chosen = elements[position]
-        return lambda value: None if value is None else chosen(value)
-    if kind == "field":
-        name = node["value"]
-        return lambda value: value.get(name) if isinstance(value, dict) else None
-    if kind == "index":
-        position = node["value"]
-
-        def index(value: Any) -> Any:
-            if not isinstance(value, list):
-                return None
-            try:
-                return value[position]
-            except IndexError:
-                return None
-        return index
-    if kind in ("or_expression", "and_expression", "not_expression"):
-        parts = [_native(child, calls) for child in node["children"]]
-        if any(part is None for part in parts):
-            return None
-        if kind == "not_expression":
-            return lambda value: jmespath_false(parts[0](value))
-        left, right = parts
-        if kind == "or_expression":
-            return lambda value: right(value) if jmespath_false(found := left(value)) else found
-        return lambda value: found if jmespath_false(found := left(value)) else right(value)
-    if kind in ("subexpression", "index_expression"):
-        parts = [_native(child, calls) for child in node["children"]]
-        if any(part is None for part in parts):
-            return None
-
-        def chain(value: Any) -> Any:
-            for part in parts:
-                value = part(value)
-                if value is None:
-                    return None
-            return value
-        return chain
-    return None
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _equal(left: Any, right: Any) -> bool:
-    """JMESPath's equality (`TreeInterpreter._equals`): a number never equals a boolean."""
-    if type(left) is bool or type(right) is bool:
-        return type(left) is type(right) and left == right
-    return left == right
-
-
-def jmespath_false(value: Any) -> bool:
-    """JMESPath's falsehood (``TreeInterpreter._is_false``): null, false, an empty string, list or object."""
-    return value is None or value is False or (isinstance(value, (str, list, dict)) and not value)
 
 
 @dataclass(frozen=True)
@@ -314,12 +177,20 @@ class Mapping:
 
     def field_names(self) -> list[str]:
         """Every mapped field, as `check_mapping` counts them (``steps.observation``, ``label``...)."""
-        names = list(self.fields)
+        return list(self._named_exprs())
+
+    def optional_fields(self) -> list[str]:
+        """The fields marked ``optional`` (named as `field_names` names them): ``map check`` reports how often
+        they are empty, and does not fail on it."""
+        return [name for name, expr in self._named_exprs().items() if expr.optional]
+
+    def _named_exprs(self) -> dict[str, Expr]:
+        named = dict(self.fields)
         prefix = {"steps": "steps.", "messages": "messages.", "parallel": "", "none": ""}[self.mode]
-        names += [prefix + key for key in self.step_fields]
+        named.update((prefix + key, expr) for key, expr in self.step_fields.items())
         if self.label_field is not None:
-            names.append("label")
-        return names
+            named["label"] = self.label_field
+        return named
 
 
 @lru_cache(maxsize=1)
@@ -456,22 +327,32 @@ def _schema_problem(document: Any, file: str) -> None:
     raise MappingError(file, key or None, message[:300])
 
 
-def compile_field(text: str, file: str, key: str) -> Expr:
-    """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath."""
+def compile_field(field: str | dict, file: str, key: str) -> Expr:
+    """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath.
+    `field` is an expression, or ``{"path": expression, "optional": true}`` (a field whose emptiness is
+    reported, not failed: `Expr.optional`). ``key(N)`` with a bare number is read as ``key(`N`)``."""
+    optional = False
+    if isinstance(field, dict):
+        if not isinstance(field.get("path"), str) or set(field) - {"path", "optional"} \
+                or not isinstance(field.get("optional", False), bool):
+            raise MappingError(file, key, 'a field is an expression or {"path": expression, "optional": true}')
+        text, optional = field["path"], bool(field.get("optional", False))
+    else:
+        text = field
     if text in SPECIAL:
-        return Expr(text)
+        return Expr(text, optional=optional)
     problem = expression_problem(text)
     if problem is not None:
         raise MappingError(file, key, f"{_shown(text)}: {problem}")
     try:
-        compiled = jmespath.compile(text)
+        compiled = jmespath.compile(key_literals(text))
     except JMESPathError as exc:
         problem = str(exc).replace("\n", " ")
         raise MappingError(file, key, f"not a JMESPath expression: {_shown(text)} ({problem[:300]})") from None
     problem = tree_problem(compiled.parsed)
     if problem is not None:
         raise MappingError(file, key, f"{_shown(text)}: {problem}")
-    return Expr(text, compiled, key)
+    return Expr(text, compiled, key, optional)
 
 
 def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
@@ -490,6 +371,9 @@ def parse_mapping(document: Any, file: str = "<mapping>") -> Mapping:
     mode, step_fields, roles = _steps_spec(document, file)
     label_rule, label_field = _label_spec(document, file)
     hidden = {name: compile_field(text, file, f"hidden.{name}") for name, text in document.get("hidden", {}).items()}
+    if "session_id" in document and "session_id" in hidden:
+        raise MappingError(file, "hidden.session_id", "the key 'session_id' writes hidden.session_id: give the "
+                                                      "session id once")
     filter_text = records.get("filter")
     record_filter = compile_field(filter_text, file, "records.filter") if filter_text is not None else None
     return Mapping(name=document["name"], source=source, records_path=records_path,
@@ -587,5 +471,5 @@ def _label_spec(document: dict, file: str) -> tuple[LabelSpec | None, Expr | Non
     if passing is None or ("equals" in spec and "pass" in spec):
         raise MappingError(file, "label.pass", "give the passing values: 'equals': v or 'pass': [v, ...]")
     fail = spec.get("fail")
-    return ValueSetRule(spec["field"], tuple(passing), tuple(fail) if fail is not None else None), \
-        compile_field(spec["field"], file, "label.field")
+    expr = compile_field(spec["field"], file, "label.field")
+    return ValueSetRule(expr.text, tuple(passing), tuple(fail) if fail is not None else None), expr
