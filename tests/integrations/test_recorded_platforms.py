@@ -91,7 +91,8 @@ def test_an_inspect_score_that_contradicts_its_verdict_is_handed_on_counted_and_
     sample = log.samples[0]
     values = [("C", 0.9), ("C", 0.1), ("I", 0.8), ("I", 0.2), ("C", None), (0.3, None)]  # 2 contradictions
     log.samples = [sample.model_copy(update={"id": k + 1, "scores": {"match": Score(
-        value=value, metadata=None if score is None else {"score": score})}}) for k, (value, score) in enumerate(values)]
+        value=value, metadata=None if score is None else {"score": score})}})
+        for k, (value, score) in enumerate(values)]
     path = tmp_path / "scored.eval"
     write_eval_log(log, str(path))
     with pytest.warns(RecordedContradictionWarning, match=r"^2 of 6 lines \(33%\) of inspect .* have a score that "
