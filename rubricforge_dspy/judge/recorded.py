@@ -232,9 +232,13 @@ class RecordedJudge(_TrajectoryStage):
         self.contradiction_ids = sorted(ident for ident, v in self.verdicts.items() if v.contradiction)
         self.n_contradictions = len(self.contradiction_ids)
         self.reset_counts()
+
+    def _warn_contradictions(self) -> "RecordedJudge":
+        """Warn (`RecordedContradictionWarning`, at the reader's caller) when some lines contradict themselves."""
         note = self.contradiction_note()
         if note is not None:
             warnings.warn(note, RecordedContradictionWarning, stacklevel=3)
+        return self
 
     cost_per_item: float = 1.0
     """What one item costs (`trust.cascade.stage_cost`, the fit's tie-break): 1.0, one judge verdict. The
@@ -256,7 +260,8 @@ class RecordedJudge(_TrajectoryStage):
     @classmethod
     def from_file(cls, path: PathArg, *, confidence_levels: Sequence[float] | str | None = "auto",
                   sha256: str | None = None) -> "RecordedJudge":
-        """Read a verdict JSONL (`core.verdict.read_verdicts`: every line checked, ids unique).
+        """Read a verdict JSONL (`core.verdict.read_verdicts`: every line checked, ids unique); warns
+        (`RecordedContradictionWarning`) with the share of lines whose score contradicts their verdict.
 
         Raises:
             VerdictLineError: a line that is not a verdict, or a repeated id (file and line named).
@@ -265,13 +270,14 @@ class RecordedJudge(_TrajectoryStage):
         index = read_verdicts(path)
         verdicts = {ident: recorded_verdict(line, f"{index.path}:{index.lines[ident]}")
                     for ident, line in index.items()}
-        return cls(verdicts, str(path), path=path, sha256=sha256, confidence_levels=confidence_levels)
+        return cls(verdicts, str(path), path=path, sha256=sha256,
+                   confidence_levels=confidence_levels)._warn_contradictions()
 
     @classmethod
     def from_lines(cls, lines: Iterable[Mapping[str, Any]], source: str, *,
                    confidence_levels: Sequence[float] | str | None = "auto") -> "RecordedJudge":
         """Verdict lines read from a platform (`integrations.recorded`): each checked, ids unique; ``save``
-        writes them beside the stage file."""
+        writes them beside the stage file. Warns like `from_file` when some lines contradict themselves."""
         kept: dict[str, dict[str, Any]] = {}
         for number, line in enumerate(lines, 1):
             where = f"{source}: record {number}"
@@ -280,7 +286,7 @@ class RecordedJudge(_TrajectoryStage):
                 raise VerdictLineError(f"{where}: duplicate id {line['id']!r}")
             kept[line["id"]] = dict(line)
         verdicts = {ident: recorded_verdict(line, f"{source}: id {ident}") for ident, line in kept.items()}
-        return cls(verdicts, source, confidence_levels=confidence_levels, lines=kept)
+        return cls(verdicts, source, confidence_levels=confidence_levels, lines=kept)._warn_contradictions()
 
     # -- counts
     def reset_counts(self) -> None:
