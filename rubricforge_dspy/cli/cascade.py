@@ -104,13 +104,16 @@ def load_stage(spec: str, args) -> BaseJudge:
 
 
 def _missing_notes(names, stages) -> list[str]:
-    """One line per recorded stage (or hybrid over one) that had no verdict for some calibration items."""
+    """One line per recorded stage (or hybrid over one) that had no verdict for some calibration items, and one
+    per recorded stage some of whose lines have a score that contradicts their verdict (handed on)."""
     notes = []
     for name, stage in zip(names, stages, strict=False):
         part = getattr(stage, "llm", stage)
         if getattr(part, "n_missing", 0):
             notes.append(f"note: stage {name!r}: {part.n_missing} of {part.n_lookups} calibration item(s) have no "
                          f"verdict in {part.source}: handed on (the first: {part.missing_ids[0]})")
+        if getattr(part, "n_contradictions", 0):  # the tool's own verdict is kept; a contradicting line is not one
+            notes.append(f"warning: stage {name!r}: {part.contradiction_note()}")
     return notes
 
 

@@ -15,7 +15,14 @@ finds the trajectories ``--from-mlflow`` or ``--format inspect`` load:
 - `inspect_recorded` (``--stage inspect:<log.eval>:<scorer>``): each sample's score of that scorer, read by the
   package's own Inspect log reader (`data.formats.inspect_ai`, the same ids: ``{file}/{task}:{sample}:{epoch}``;
   no ``inspect_ai`` needed to read a log). ``C``/``I``/``P``/``N`` and numbers as Inspect's ``value_to_float``
-  (``C`` 1, ``P`` 0.5, ``I``/``N`` 0); passed at 0.5. A sample without that scorer has no line (handed on).
+  (``C`` 1, ``P`` 0.5, ``I``/``N`` 0); passed at 0.5. A pass/fail value (``C``/``I``, a bool or 0/1) with a
+  ``score`` in [0, 1] in the score's metadata is that verdict with that score, as for MLflow. A sample without
+  that scorer has no line (handed on).
+
+The stage decides with the platform's verdict; the score only orders its confidence within it
+(`judge.recorded.recorded_confidence`). A verdict whose score contradicts it (``passed`` with a score below 0.5,
+a fail at or above it: `judge.recorded.recorded_contradiction`) is handed on and counted, and reading the
+verdicts warns with the share (`judge.recorded.RecordedContradictionWarning`), as for a verdict file.
 
 A value that is neither raises `InputError` naming the trace or sample.
 """
@@ -74,6 +81,18 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def _metadata_score(metadata: Any) -> float | None:
+    """The ``score`` in [0, 1] a platform's metadata records beside a verdict (RubricForge's write-back does),
+    else None."""
+    if not isinstance(metadata, dict) or "score" not in metadata:
+        return None
+    try:
+        score = float(metadata["score"])
+    except (TypeError, ValueError):
+        return None
+    return score if math.isfinite(score) and 0.0 <= score <= 1.0 else None
+
+
 def _verdict_value(value: Any, score: float | None, where: str) -> tuple[bool, float]:
     """(passed, score) of a platform's value: a bool/word is the verdict, a number in [0, 1] the score."""
     if isinstance(value, str) and value.strip().lower() in _WORDS:
@@ -127,13 +146,7 @@ def _mlflow_line(trace_id: str, assessment: Any, where: str) -> dict:
         return {"id": trace_id, "passed": False, "score": 0.0, "abstained": True, "error_kind": "other",
                 "error": f"{getattr(error, 'error_code', 'ERROR')}: {getattr(error, 'error_message', '') or ''}"}
     metadata = getattr(assessment, "metadata", None) or {}
-    try:
-        score = float(metadata["score"]) if "score" in metadata else None
-    except (TypeError, ValueError):
-        score = None
-    if score is not None and not 0.0 <= score <= 1.0:
-        score = None
-    passed, score = _verdict_value(feedback.value, score, where)
+    passed, score = _verdict_value(feedback.value, _metadata_score(metadata), where)
     calibrated = metadata.get("score_calibrated")
     extra = {}
     try:
@@ -187,7 +200,8 @@ def inspect_recorded(log: str, scorer: str) -> RecordedJudge:
         value = score.get("value") if isinstance(score, dict) else score
         if isinstance(value, str) and value.strip().upper() in _LETTERS:
             value = _LETTERS[value.strip().upper()]
-        passed, number = _verdict_value(value, None, where)
+        metadata = score.get("metadata") if isinstance(score, dict) else None
+        passed, number = _verdict_value(value, _metadata_score(metadata), where)
         reason = score.get("explanation") if isinstance(score, dict) else None
         lines.append({"id": trajectory.id, "passed": passed, "score": number, "abstained": False,
                       "reason": " ".join(str(reason).split()) if reason else None})

@@ -6,16 +6,36 @@
 ``score_calibrated``...), written by ``rubricforge judge`` or by any other tool, or read once from an MLflow
 assessment or an Inspect score (`integrations.recorded`). It looks a trajectory up by its id and makes no LM
 call. It hands the item on (in a cascade: the next stage, or a person) when the id has no line (counted:
-``n_missing``, ``missing_ids``) or when the line is an abstention (its error kept in the message); a line
-that contradicts itself hands it on too, as every stage's does. Every line is checked when the file is
-read: a line that is not a verdict stops the read with its file and line (`VerdictLineError`, exit 2),
-before any work.
+``n_missing``, ``missing_ids``) or when the line is an abstention (its error kept in the message). Every line
+is checked when the file is read: a line that is not a verdict stops the read with its file and line
+(`VerdictLineError`, exit 2), before any work.
+
+**The tool's verdict is kept as it was given.** The stage decides with the line's ``passed``; the line's score
+(``score_calibrated``, else ``score``) only orders the stage's confidence *within* that verdict
+(`recorded_confidence`): a pass line's confidence lies in [0.5, 1], a fail line's in [0, 0.5), non-decreasing
+in the score, and equal to the score wherever the score agrees with the verdict (every ordinary line). A
+cascade's threshold pairs all straddle 0.5 (``t_fail < 0.5 <= t_pass``, `metrics.risk_control.stage_pairs`),
+so a threshold can hand a recorded verdict on but never turn a pass into a fail or back.
+
+**A line whose score contradicts its verdict** (`recorded_contradiction`: the line says so, ``contradiction``
+true, or it has no calibrated score and its ``passed`` is not ``score >= PASS_THRESHOLD``: `core.verdict`'s
+one contradiction rule, `Verdict.from_answer`) is neither a pass nor a fail of the tool: the stage hands it on
+(to the next stage, or a person), counts it (``n_contradictions``, ``contradiction_ids`` over the lines;
+``n_contradicted`` over the lookups), and reading the verdicts warns with the share
+(`RecordedContradictionWarning`, `contradiction_note`): ``145 of 924 lines (16%) of <source> have a score
+that contradicts their verdict: handed on``. A line with a calibrated score may come from a tool whose pass
+threshold is on that score (RubricForge's false-pass cap): its ``passed`` stands, and only its own
+``contradiction`` flag makes it a contradiction.
 
 Its ``confidence_levels`` (the values its confidence can take, which shape the cascade's grid,
-`trust.cascade.stage_levels`) are a property of the tool that wrote the file, inferred from the file:
-``(0.0, 1.0)`` when every produced line's confidence (``score_calibrated``, else ``score``) is 0 or 1 (a
-pass/fail tool), None (continuous: the fixed grid) otherwise. A tool whose scores take a few known values
-(a 1-5 scale) should say so: ``RecordedJudge.from_file(path, confidence_levels=(0, .25, .5, .75, 1))``.
+`trust.cascade.stage_levels`) are a property of the tool that wrote the file, inferred from the file through
+the same mapping: ``(0.0, 1.0)`` when every decided line's confidence is 0 or 1 (a pass/fail tool), None
+(continuous: the fixed grid) otherwise. A tool whose scores take a few known values (a 1-5 scale) should say
+so: ``RecordedJudge.from_file(path, confidence_levels=(0, .25, .5, .75, 1))``.
+
+**Cost.** A recorded stage makes no LM call in this process (``predictors()`` is empty), yet its verdicts are
+what a user pays another tool for: ``cost_per_item`` is 1.0, one judge verdict per item it is asked about,
+like an LM stage (`trust.cascade.stage_cost`: among equally good cascades the free floor decides first).
 
 Storage (``save``; `judge.loading.load_judge` reads it back): a small JSON naming the verdict file by a
 path relative to the JSON's folder and its sha256; loading refuses a verdict file whose sha256 differs
@@ -46,6 +66,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import math
 import os
 import sys
 import threading
@@ -56,10 +77,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import dspy
 import orjson
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import (
+    PASS_THRESHOLD,
     REASON_MAX_CHARS,
     Verdict,
     VerdictLineError,
@@ -73,7 +95,7 @@ from rubricforge_dspy.program.store import OVERRIDE_HINT, ProgramError, Unverifi
 
 __all__ = ["RECORDED_KIND", "PYTHON_STAGE_KIND", "HANDED_ON", "RecordedJudge", "CallableJudge", "as_stage",
            "import_path_of", "resolve_import", "load_python_stage", "save_python_stage", "recorded_verdict",
-           "file_sha256"]
+           "recorded_confidence", "recorded_contradiction", "RecordedContradictionWarning", "file_sha256"]
 
 RECORDED_KIND = "rubricforge.recorded_judge"
 PYTHON_STAGE_KIND = "rubricforge.python_stage"
@@ -82,6 +104,34 @@ VERSION = 1
 # (`lm.errors.LM_ERROR_KINDS`), so a cascade hands the item on instead of recording an LM failure.
 HANDED_ON = "escalated"
 _COUNT_LOCK = threading.Lock()  # module-level: a lock on the module would not survive dspy's deepcopy
+# the largest confidence a fail line can have: strictly below PASS_THRESHOLD, so no t_pass >= 0.5 passes it
+_BELOW_PASS = math.nextafter(PASS_THRESHOLD, 0.0)
+
+
+class RecordedContradictionWarning(RubricForgeWarning):
+    """Some lines of a recorded stage's verdicts have a score that contradicts their verdict: the stage hands
+    those items on (`RecordedJudge.contradiction_note` says how many)."""
+
+
+def recorded_contradiction(passed: bool, score: float, score_calibrated: float | None = None,
+                           declared: bool = False) -> bool:
+    """Whether a recorded verdict line contradicts itself: it says so (`declared`, its ``contradiction``
+    field), or it has no calibrated score and ``passed`` is not ``score >= PASS_THRESHOLD`` (the rule of
+    `core.verdict`, `Verdict.from_answer`). A line with a calibrated score may have been decided on it at
+    another threshold (a false-pass cap): only its own flag counts then."""
+    if declared:
+        return True
+    return score_calibrated is None and bool(passed) != (float(score) >= PASS_THRESHOLD)
+
+
+def recorded_confidence(passed: bool, score: float, score_calibrated: float | None = None) -> float:
+    """A recorded stage's confidence that the item passed, from the tool's verdict and score: the score
+    (``score_calibrated``, else ``score``) kept on its verdict's side of PASS_THRESHOLD: a pass's confidence is
+    ``max(score, 0.5)`` in [0.5, 1], a fail's ``min(score, 0.5-)`` in [0, 0.5). Non-decreasing in the score
+    within a verdict, the score itself wherever it agrees with the verdict, so every threshold pair with
+    ``t_fail < 0.5 <= t_pass`` keeps the verdict or hands it on, never reverses it."""
+    value = float(score_calibrated if score_calibrated is not None else score)
+    return max(value, PASS_THRESHOLD) if passed else min(value, _BELOW_PASS)
 
 
 def file_sha256(path: PathArg) -> str:
@@ -94,20 +144,26 @@ def file_sha256(path: PathArg) -> str:
 
 
 def recorded_verdict(line: Mapping[str, Any], where: str) -> Verdict:
-    """The `Verdict` a verdict line records, as a stage reads it: a produced verdict as it was written
-    (``passed``, ``score``, ``score_calibrated``, ``contradiction``); an abstained line as a hand-on
-    (kind `HANDED_ON`, the recorded error in the message: another tool's failure is never this stage's LM
-    error). Raises `VerdictLineError` naming `where` for a line that is not a verdict."""
+    """The `Verdict` a verdict line records, as a stage reads it: a produced verdict with the tool's
+    ``passed`` and ``score``, its ``score_calibrated`` the stage's confidence (`recorded_confidence`; left
+    None when that is the score itself); a line whose score contradicts its verdict
+    (`recorded_contradiction`) as a contradiction (resolved to a fail, as `core.verdict`'s rule does; a stage
+    hands it on); an abstained line as a hand-on (kind `HANDED_ON`, the recorded error in the message: another
+    tool's failure is never this stage's LM error). Raises `VerdictLineError` naming `where` for a line that is
+    not a verdict."""
     line = check_line(line, where)
     if line["abstained"]:
         kind, error = line.get("error_kind"), line.get("error")
         return Verdict.abstention(f"recorded abstention ({kind or 'no kind'}): {error or 'no error given'}", HANDED_ON)
     try:
-        return Verdict(passed=bool(line["passed"]), score=float(line["score"]),
-                       reason=" ".join(str(line.get("reason") or "").split())[:REASON_MAX_CHARS],
-                       contradiction=bool(line.get("contradiction", False)),
-                       score_calibrated=None if line.get("score_calibrated") is None
-                       else float(line["score_calibrated"]))
+        passed, score = bool(line["passed"]), float(line["score"])
+        calibrated = None if line.get("score_calibrated") is None else float(line["score_calibrated"])
+        reason = " ".join(str(line.get("reason") or "").split())[:REASON_MAX_CHARS]
+        if recorded_contradiction(passed, score, calibrated, bool(line.get("contradiction", False))):
+            return Verdict(passed=False, score=score, reason=reason, contradiction=True, score_calibrated=calibrated)
+        confidence = recorded_confidence(passed, score, calibrated)
+        return Verdict(passed=passed, score=score, reason=reason,
+                       score_calibrated=None if calibrated is None and confidence == score else confidence)
     except (TypeError, ValueError) as error:
         raise VerdictLineError(f"{where}: not a verdict: {error} (id {line['id']})") from None
 
@@ -173,17 +229,39 @@ class RecordedJudge(_TrajectoryStage):
             else _checked_levels(confidence_levels, source)
         self.manifest = None
         self.stage_name = "recorded"
-        # the fit's tie-break (`trust.cascade.stage_cost`): recorded verdicts stand for a judge's calls (the tool
-        # that wrote them paid one per item, and judging new items means running it again), so one, like an LM
-        # stage: among equally good cascades the free floor decides first
-        self.cost_per_item = 1.0
+        self.contradiction_ids = sorted(ident for ident, v in self.verdicts.items() if v.contradiction)
+        self.n_contradictions = len(self.contradiction_ids)
         self.reset_counts()
+
+    def _warn_contradictions(self) -> "RecordedJudge":
+        """Warn (`RecordedContradictionWarning`, at the reader's caller) when some lines contradict themselves."""
+        note = self.contradiction_note()
+        if note is not None:
+            warnings.warn(note, RecordedContradictionWarning, stacklevel=3)
+        return self
+
+    cost_per_item: float = 1.0
+    """What one item costs (`trust.cascade.stage_cost`, the fit's tie-break): 1.0, one judge verdict. The
+    stage makes no LM call in this process, but its verdicts are another tool's judge calls, paid for once per
+    item and again for every new item; so, like an LM stage, among equally good cascades the free floor
+    decides first."""
+
+    def contradiction_note(self) -> str | None:
+        """``"k of n lines (p%) of <source> have a score that contradicts their verdict: handed on"``, or None
+        when no line does (n counts the lines with a verdict, abstentions left out)."""
+        if not self.n_contradictions:
+            return None
+        produced = sum(not v.abstained for v in self.verdicts.values())
+        return (f"{self.n_contradictions} of {produced} lines ({self.n_contradictions / produced:.0%}) of "
+                f"{self.source} have a score that contradicts their verdict: handed on (the first: "
+                f"{self.contradiction_ids[0]!r})")
 
     # -- construction
     @classmethod
     def from_file(cls, path: PathArg, *, confidence_levels: Sequence[float] | str | None = "auto",
                   sha256: str | None = None) -> "RecordedJudge":
-        """Read a verdict JSONL (`core.verdict.read_verdicts`: every line checked, ids unique).
+        """Read a verdict JSONL (`core.verdict.read_verdicts`: every line checked, ids unique); warns
+        (`RecordedContradictionWarning`) with the share of lines whose score contradicts their verdict.
 
         Raises:
             VerdictLineError: a line that is not a verdict, or a repeated id (file and line named).
@@ -192,13 +270,14 @@ class RecordedJudge(_TrajectoryStage):
         index = read_verdicts(path)
         verdicts = {ident: recorded_verdict(line, f"{index.path}:{index.lines[ident]}")
                     for ident, line in index.items()}
-        return cls(verdicts, str(path), path=path, sha256=sha256, confidence_levels=confidence_levels)
+        return cls(verdicts, str(path), path=path, sha256=sha256,
+                   confidence_levels=confidence_levels)._warn_contradictions()
 
     @classmethod
     def from_lines(cls, lines: Iterable[Mapping[str, Any]], source: str, *,
                    confidence_levels: Sequence[float] | str | None = "auto") -> "RecordedJudge":
         """Verdict lines read from a platform (`integrations.recorded`): each checked, ids unique; ``save``
-        writes them beside the stage file."""
+        writes them beside the stage file. Warns like `from_file` when some lines contradict themselves."""
         kept: dict[str, dict[str, Any]] = {}
         for number, line in enumerate(lines, 1):
             where = f"{source}: record {number}"
@@ -207,21 +286,25 @@ class RecordedJudge(_TrajectoryStage):
                 raise VerdictLineError(f"{where}: duplicate id {line['id']!r}")
             kept[line["id"]] = dict(line)
         verdicts = {ident: recorded_verdict(line, f"{source}: id {ident}") for ident, line in kept.items()}
-        return cls(verdicts, source, confidence_levels=confidence_levels, lines=kept)
+        return cls(verdicts, source, confidence_levels=confidence_levels, lines=kept)._warn_contradictions()
 
     # -- counts
     def reset_counts(self) -> None:
-        """Zero ``n_lookups``, ``n_missing`` and ``missing_ids``."""
+        """Zero ``n_lookups``, ``n_missing``, ``missing_ids`` and ``n_contradicted`` (lookups handed on because
+        the line contradicts itself)."""
         self.n_lookups = 0
         self.n_missing = 0
         self.missing_ids: list[str] = []
+        self.n_contradicted = 0
 
-    def _count(self, ident: str, found: bool) -> None:
+    def _count(self, ident: str, verdict: Verdict | None) -> None:
         with _COUNT_LOCK:
             self.n_lookups += 1
-            if not found:
+            if verdict is None:
                 self.n_missing += 1
                 self.missing_ids.append(ident)
+            elif verdict.contradiction:
+                self.n_contradicted += 1
 
     # -- what makes it a judge like the others
     @property
@@ -241,7 +324,8 @@ class RecordedJudge(_TrajectoryStage):
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """The recorded verdict of `trajectory` (by its id), or a hand-on: an abstention of kind `HANDED_ON`
-        when the file has no line for it (counted) or its line is an abstention.
+        when the file has no line for it (counted) or its line is an abstention; a contradiction (counted) when
+        the line's score contradicts its verdict (a cascade hands it on).
 
         Raises:
             InputError: text instead of a `Trajectory` (text has no id to look up).
@@ -250,7 +334,7 @@ class RecordedJudge(_TrajectoryStage):
         if not isinstance(trajectory, Trajectory):
             raise InputError("a recorded stage looks a trajectory up by its id: pass the Trajectory, not its text")
         verdict = self.verdicts.get(trajectory.id)
-        self._count(trajectory.id, verdict is not None)
+        self._count(trajectory.id, verdict)
         if verdict is None:
             verdict = Verdict.abstention(f"no recorded verdict for id {trajectory.id!r} in {self.source}", HANDED_ON)
         raw = None if verdict.abstained else {"passed": verdict.passed, "score": verdict.score}

@@ -84,6 +84,9 @@ __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "SEQUENC
 
 PASS_LEVELS: tuple[float, ...] = (math.inf, 0.99, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5)
 FAIL_LEVELS: tuple[float, ...] = (-math.inf, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4)
+# a stage's verdict is pass at confidence >= 0.5 (core.verdict.PASS_THRESHOLD; metrics imports nothing above it):
+# every threshold pair straddles it (`stage_pairs`), so no rule reverses a stage's verdict
+VERDICT_SPLIT = 0.5
 
 _Floats = NDArray[np.float64]
 _Bools = NDArray[np.bool_]
@@ -133,8 +136,14 @@ def stage_pairs(levels: Sequence[float] | None = None, pass_levels: Sequence[flo
         levels: the values the stage's confidence can take, when it takes few (a pass/fail verdict: ``(0, 1)``;
             a score in steps of 0.1: eleven values); None for a continuous confidence (the floor's probability).
             With levels, a threshold between two of them changes nothing, so only ``t_pass`` in ``{inf} + levels``
-            and ``t_fail`` in ``{-inf} + levels`` are distinct rules: 6 pairs for a pass/fail verdict.
+            and ``t_fail`` in ``{-inf} + levels`` are distinct rules: 4 pairs for a pass/fail verdict.
         pass_levels, fail_levels: the thresholds of a continuous confidence.
+
+    Every pair straddles the stage's own verdict, ``t_fail < VERDICT_SPLIT <= t_pass`` (0.5,
+    ``core.verdict.PASS_THRESHOLD``): a stage's rule may hand its verdict on but never reverses it (never passes
+    an item at a confidence below 0.5 nor fails one at or above it; a recorded stage keeps a pass line's
+    confidence in [0.5, 1] and a fail line's below 0.5, `judge.recorded.recorded_confidence`, so no pair turns
+    another tool's pass into a fail or back). The default continuous thresholds already do.
 
     Returns:
         The pairs, "never decides" ``(inf, -inf)`` first.
@@ -144,9 +153,9 @@ def stage_pairs(levels: Sequence[float] | None = None, pass_levels: Sequence[flo
         if not values or any(not 0.0 <= v <= 1.0 for v in values):
             raise ValueError(f"a stage's confidence levels must be values in [0, 1], got {levels!r}")
         pass_levels, fail_levels = (math.inf, *reversed(values)), (-math.inf, *values)
-    pairs = [(tp, tf) for tp in pass_levels for tf in fail_levels if tf < tp]
+    pairs = [(tp, tf) for tp in pass_levels for tf in fail_levels if tf < VERDICT_SPLIT <= tp]
     if not pairs:
-        raise ValueError("no (t_pass, t_fail) pair with t_fail < t_pass in the levels given")
+        raise ValueError(f"no (t_pass, t_fail) pair with t_fail < {VERDICT_SPLIT} <= t_pass in the levels given")
     return pairs
 
 

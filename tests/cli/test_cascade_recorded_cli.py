@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.judge.cascade import Cascade
@@ -16,7 +18,7 @@ from rubricforge_dspy.judge.floor import FloorJudge
 from rubricforge_dspy.judge.hybrid import HybridJudge
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.judge.recorded import RecordedJudge
+from rubricforge_dspy.judge.recorded import RecordedContradictionWarning, RecordedJudge
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 from tests.support.cascade import REWARD_ABOVE_0, lines_of
@@ -151,3 +153,28 @@ def test_the_hybrid_stage_with_a_live_judge_asks_once_per_labeled_item(halves, t
     assert {"judge", "hybrid"} <= {row["judge"] for row in report["rows"]} and report["judge"]["graded"] == 60
     loaded = load_judge(hybrid)  # the program with the stack in its manifest, as `induce --hybrid` writes
     assert isinstance(loaded, HybridJudge) and loaded.stack.with_passed and loaded.stack.fit["n"] == 60
+
+
+def test_a_fitted_cascade_on_a_contradicting_verdict_file_keeps_every_verdict_and_warns_the_share(halves, tmp_path,
+                                                                                                    capsys):
+    verdicts = tmp_path / "verdicts.jsonl"
+    other_tool_verdicts(halves / "cal.jsonl", verdicts)
+    written = [json.loads(x) for x in verdicts.read_text().splitlines()]
+    for k, line in enumerate(written):
+        if k % 5 == 0:
+            line["score"] = 1.0 - line["score"]  # the score says the opposite of the verdict
+    verdicts.write_text("".join(json.dumps(x) + "\n" for x in written))
+    k = sum(1 for i in range(len(written)) if i % 5 == 0)
+    with pytest.warns(RecordedContradictionWarning):
+        code, out = fit(halves, tmp_path, verdicts, alpha="0.1")
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert (f"warning: stage 'recorded': {k} of {len(written)} lines ({k / len(written):.0%}) of {verdicts} have a "
+            "score that contradicts their verdict: handed on") in printed
+    said = {x["id"]: x["passed"] for i, x in enumerate(written) if i % 5}
+    with pytest.warns(RecordedContradictionWarning):
+        cascade = load_judge(out)
+    items = load_trajectories(halves / "cal.jsonl", label_threshold=0.0)
+    result = cascade.batch(items)
+    decided = [(t.id, v.passed) for t, v, s in zip(items, result, result.stages, strict=True) if s == "recorded"]
+    assert len(decided) > 100 and all(i in said and said[i] is passed for i, passed in decided)

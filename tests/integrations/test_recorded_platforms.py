@@ -78,3 +78,69 @@ def mlflow_trajectories(uri):
     from rubricforge_dspy.integrations.mlflow import load_mlflow_traces
 
     return list(load_mlflow_traces(uri, "recorded"))
+
+
+def test_an_inspect_score_that_contradicts_its_verdict_is_handed_on_counted_and_warned(tmp_path):
+    pytest.importorskip("inspect_ai", reason="writing an Inspect log needs the extra: pip install -e '.[inspect]'")
+    from inspect_ai.log import read_eval_log, write_eval_log
+    from inspect_ai.scorer import Score
+
+    from rubricforge_dspy.judge.recorded import RecordedContradictionWarning
+
+    log = read_eval_log(str(LOGS / "log_read_sample.eval"))
+    sample = log.samples[0]
+    values = [("C", 0.9), ("C", 0.1), ("I", 0.8), ("I", 0.2), ("C", None), (0.3, None)]  # 2 contradictions
+    log.samples = [sample.model_copy(update={"id": k + 1, "scores": {"match": Score(
+        value=value, metadata=None if score is None else {"score": score})}})
+        for k, (value, score) in enumerate(values)]
+    path = tmp_path / "scored.eval"
+    write_eval_log(log, str(path))
+    with pytest.warns(RecordedContradictionWarning, match=r"^2 of 6 lines \(33%\) of inspect .* have a score that "
+                                                          r"contradicts their verdict: handed on"):
+        stage = platform_stage(f"inspect:{path}:match")
+    trajectories = load_trajectories(path)
+    assert stage.n_contradictions == 2 and len(trajectories) == 6
+    for t_pass, t_fail in ((0.5, 0.4), (0.5, math.nextafter(0.5, 0)), (0.9, 0.05), (math.inf, 0.4)):
+        stage.reset_counts()
+        result = Cascade([stage], [StageRule("match", t_pass, t_fail)]).batch(trajectories)
+        assert result.stages[1] == result.stages[2] == "escalated" and stage.n_contradicted == 2
+        for verdict, where, said in zip(result, result.stages, (True, None, None, False, True, False), strict=True):
+            if where == "match":
+                assert verdict.passed is said  # the tool's verdict, never reversed
+    assert [v.passed for v in Cascade([stage], [StageRule("match", 0.5, math.nextafter(0.5, 0))]).batch(
+        [trajectories[i] for i in (0, 3, 4, 5)])] == [True, False, True, False]
+
+
+def test_an_mlflow_assessment_that_contradicts_its_score_is_handed_on_counted_and_warned(tmp_path):
+    pytest.importorskip("mlflow", reason="the MLflow stage needs the extra: pip install -e '.[mlflow]'")
+    import mlflow
+    from mlflow.entities import AssessmentSource, AssessmentSourceType
+
+    from rubricforge_dspy.judge.recorded import RecordedContradictionWarning
+    from tests.support.mlflow_runs import local_store, run_agent
+
+    uri = local_store(tmp_path, "contradicting")
+    ids = [run_agent(task, fail=task % 2 == 1) for task in range(5)]
+    mlflow.flush_trace_async_logging()
+    judge = AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id="other-judge")
+    said = [(True, 0.9), (True, 0.1), (False, 0.8), (False, 0.3), (True, None)]  # 2 contradictions
+    for trace_id, (value, score) in zip(ids, said, strict=True):
+        mlflow.log_feedback(trace_id=trace_id, name="verdict", value=value, source=judge,
+                            metadata=None if score is None else {"score": score})
+    with pytest.warns(RecordedContradictionWarning, match=r"^2 of 5 lines \(40%\) of mlflow .* have a score that "
+                                                          r"contradicts their verdict: handed on"):
+        stage = platform_stage("mlflow:contradicting/verdict", uri)
+    from rubricforge_dspy.integrations.mlflow import load_mlflow_traces
+
+    trajectories = {t.id: t for t in load_mlflow_traces(uri, "contradicting")}
+    items = [trajectories[i] for i in ids]
+    assert stage.n_contradictions == 2 and set(stage.contradiction_ids) == set(ids[1:3])
+    for t_pass, t_fail in ((0.5, 0.4), (0.5, math.nextafter(0.5, 0)), (0.95, 0.01), (0.5, -math.inf)):
+        stage.reset_counts()
+        result = Cascade([stage], [StageRule("verdict", t_pass, t_fail)]).batch(items)
+        assert result.stages[1:3] == ["escalated", "escalated"] and stage.n_contradicted == 2
+        for verdict, where, (value, _) in zip(result, result.stages, said, strict=True):
+            if where == "verdict":
+                assert verdict.passed is value
+    result = Cascade([stage], [StageRule("verdict", 0.5, math.nextafter(0.5, 0))]).batch(items)
+    assert result.stages == ["verdict", "escalated", "escalated", "verdict", "verdict"]

@@ -206,15 +206,19 @@ def test_every_trial_is_used_and_reported():
     assert one.p_values == "binomial" and one.n_trials == 60
 
 
-def test_a_pass_fail_stage_has_six_distinct_rules_not_fifty_six():
-    assert stage_pairs((0, 1)) == [(math.inf, -math.inf), (math.inf, 0.0), (math.inf, 1.0), (1.0, -math.inf),
-                                   (1.0, 0.0), (0.0, -math.inf)]
+def test_a_pass_fail_stage_has_four_distinct_rules_not_fifty_six_and_none_reverses_its_verdict():
+    # "fail everything" (inf, 1) and "pass everything" (0, -inf) would reverse the stage's own verdict: not rules
+    assert stage_pairs((0, 1)) == [(math.inf, -math.inf), (math.inf, 0.0), (1.0, -math.inf), (1.0, 0.0)]
     assert len(stage_pairs(None)) == 56
-    assert threshold_grid([None, (0.0, 1.0)]).shape == (56 * 6, 2, 2)
+    assert threshold_grid([None, (0.0, 1.0)]).shape == (56 * 4, 2, 2)
+    for levels in ((0.0, 0.25, 0.5, 0.75, 1.0), (0.3, 0.6), None):
+        assert all(tf < 0.5 <= tp for tp, tf in stage_pairs(levels))
+    with pytest.raises(ValueError, match=r"t_fail < 0.5 <= t_pass"):
+        stage_pairs(None, pass_levels=(0.4,), fail_levels=(0.1,))
     # every pair of a discrete stage is a different decision on its levels
     outcomes = {tuple(map(tuple, np.stack(cascade_outcomes(np.array([[0.0, 1.0]]), g[None])[:2]).reshape(2, -1)))
                 for g in threshold_grid([(0.0, 1.0)])}
-    assert len(outcomes) == 6
+    assert len(outcomes) == 4
 
 
 def test_a_fixed_sequence_in_raw_grid_order_is_not_offered():
