@@ -136,7 +136,8 @@ def _line_of(record: Any, where: str, number: int) -> JournalLine:
         raise LabelFileError(f"{where}: a skipped item has no label (id {ident})")
     sample, audit = record.get("sample"), record.get("audit")
     if sample is not None and sample not in SAMPLES:
-        raise LabelFileError(f"{where}: sample must be one of {', '.join(SAMPLES)} or absent, got {sample!r} (id {ident})")
+        raise LabelFileError(f"{where}: sample must be one of {', '.join(SAMPLES)} or absent, got {sample!r} "
+                             f"(id {ident})")
     if audit is not None and not isinstance(audit, str):
         raise LabelFileError(f"{where}: audit must be the audit draw's digest (a string) (id {ident})")
     return JournalLine(ident, label, skip, texts["note"], texts["labeler"], texts["time"], undo, number, sample,
@@ -335,15 +336,15 @@ def exchangeable_labels(trajectories, labels) -> LabelSelection:
     draws: dict[str, None] = {}
     for trajectory in trajectories:
         source = str((trajectory.hidden or {}).get("label_source") or "")
-        line = last.get(trajectory.id)
-        if not source.startswith(prefix) or line is None or line.label is None:
+        found = last.get(trajectory.id)
+        if not source.startswith(prefix) or found is None or found.label is None:
             selection.kept.append(trajectory)  # not labeled by the journal: an original calibration label
-        elif line.sample == "audit":
+        elif found.sample == "audit":
             selection.kept.append(trajectory)
             selection.audit += 1
-            if line.audit:
-                draws[line.audit] = None
+            if found.audit:
+                draws[found.audit] = None
         else:
-            selection.left_out[line.sample or "unrecorded"].append(trajectory)
+            selection.left_out[found.sample or "unrecorded"].append(trajectory)
     selection.audit_draws = list(draws)
     return selection

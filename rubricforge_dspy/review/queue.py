@@ -13,7 +13,8 @@ Order (fixed when the page starts, so items do not move under the reviewer's han
 5. everything else, by label-next's closeness signal (`trust.label_next.closeness`: the nearer the score
    to the threshold, the more a label teaches), then file order.
 
-Filters: queue group (``group=audit`` is the audit queue), task (any part of its name, in any case), deciding stage, criterion (the rubric criterion the reason points at,
+Filters: queue group (``group=audit`` is the audit queue), task (any part of its name, in any case),
+deciding stage, criterion (the rubric criterion the reason points at,
 `core.criteria.attribute_reason`), symptom (`evidence.symptoms`), labeled or not. Criteria and symptoms
 need every reason and every trajectory read once: `Enrichment` does that in a background thread after
 the page has started, and the page says how far it got.

@@ -253,9 +253,10 @@ def read_audit(path: PathArg) -> AuditDraw:
     if not isinstance(record, dict) or record.get(AUDIT_KEY) != AUDIT_VERSION:
         raise InputError(f"{path}: not an audit sample record (no \"{AUDIT_KEY}\": {AUDIT_VERSION})")
     try:
-        return AuditDraw(int(record["seed"]), int(record["size"]), str(record["unit"]),
-                         *(tuple(str(x) for x in record[key]) for key in ("units", "ids", "decided", "escalated")),
-                         str(record["population"]), int(record["population_units"]),
-                         int(record["population_items"]), str(record["digest"]), str(record.get("drawn_at", "")))
+        lists = {key: tuple(str(x) for x in record[key]) for key in ("units", "ids", "decided", "escalated")}
+        return AuditDraw(int(record["seed"]), int(record["size"]), str(record["unit"]), lists["units"], lists["ids"],
+                         lists["decided"], lists["escalated"], str(record["population"]),
+                         int(record["population_units"]), int(record["population_items"]), str(record["digest"]),
+                         str(record.get("drawn_at", "")))
     except (KeyError, TypeError, ValueError) as error:
         raise InputError(f"{path}: an audit sample record lacks or mistypes {error}") from None
