@@ -124,7 +124,8 @@ def cmd_cascade_fit(args) -> int:
     writable_file(args.out, "cascade")
     stages = [load_stage(spec, args) for spec in args.stage]
     trajectories = load_data(args, need_labels=True).trajectories
-    selection = exchangeable_labels(trajectories, args.labels)  # issue 39.6: only exchangeable labels calibrate
+    selection = exchangeable_labels(trajectories, args.labels, data=args.data, data_format=args.format,
+                                    label_threshold=args.label_threshold)  # issue 39.6: only exchangeable labels
     trajectories = selection.kept
     if selection.journal is not None:
         print(selection.summary())

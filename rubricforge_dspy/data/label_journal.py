@@ -273,6 +273,7 @@ class LabelSelection:
 
     kept: list = field(default_factory=list)
     audit: int = 0  # of kept: labels of the audit sample
+    relabeled: int = 0  # of kept: items of the data with a label of their own that the journal relabeled
     left_out: dict[str, list] = field(default_factory=dict)
     journal: str | None = None
     audit_draws: list[str] = field(default_factory=list)  # the digests of the audit draws the audit labels name
@@ -286,7 +287,9 @@ class LabelSelection:
         if self.journal is None:
             return ""
         text = (f"labels {self.journal}: {len(self.kept)} labeled trajectories calibrate the bound ({self.audit} of "
-                f"them from the audit sample, the rest labeled outside the journal)")
+                f"them from the audit sample, the rest labeled outside the journal"
+                + (f"; {self.relabeled} of those are items the data labeled, relabeled on the page" if self.relabeled
+                   else "") + ")")
         if self.n_left_out:
             parts = [f"{len(items)} of {_LEFT_OUT[None if key == 'unrecorded' else key]}"
                      for key, items in self.left_out.items() if items]
@@ -296,11 +299,13 @@ class LabelSelection:
 
     def to_dict(self) -> dict[str, Any]:
         return {"journal": self.journal, "calibration": len(self.kept), "audit": self.audit,
+                "relabeled": self.relabeled,
                 "audit_draws": list(self.audit_draws),
                 "left_out": {key: len(items) for key, items in self.left_out.items()}}
 
 
-def exchangeable_labels(trajectories, labels) -> LabelSelection:
+def exchangeable_labels(trajectories, labels, *, data=None, data_format: str = "auto",
+                        label_threshold=None) -> LabelSelection:
     """The labeled trajectories whose labels are exchangeable with the population, for a calibration bound.
 
     A label a person gave on the review page is exchangeable only when its item was drawn at random before any
@@ -308,12 +313,18 @@ def exchangeable_labels(trajectories, labels) -> LabelSelection:
     cascade (the hard ones), labels of items a person chose were selected by that person, and a line that does
     not say where its item came from cannot be told apart from those: all three are left out of the bound and
     counted (they still train the stages). Labels that did not come from the journal (the data's own, or a
-    plain labels file: the original calibration labels) are kept, as before.
+    plain labels file: the original calibration labels) are kept, as before; so is an item of the data that had
+    a label of its own before the journal relabeled it (it is in the calibration set whatever the cascade did
+    with it: leaving the hard ones out would bias the bound the other way), counted as ``relabeled``.
 
     Args:
         trajectories: labeled trajectories, ``labels`` joined (`data.labels.LabelJoin` records each joined
             label's ``hidden["label_source"]``, ``FILE:LINE``).
         labels: the ``--labels`` file, or None. Anything but a labels journal keeps every trajectory.
+        data, data_format, label_threshold: the data as the command read it (``--data``, ``--format``,
+            ``--label-threshold``): read again without the journal, only when a journal label is to be left out,
+            to find the items that had a label of their own. None: every journal label counts as the item's only
+            one.
 
     Returns:
         `LabelSelection` (``journal`` None when `labels` is not a journal).
@@ -347,4 +358,21 @@ def exchangeable_labels(trajectories, labels) -> LabelSelection:
         else:
             selection.left_out[found.sample or "unrecorded"].append(trajectory)
     selection.audit_draws = list(draws)
+    if data is not None and selection.n_left_out:
+        _keep_relabeled(selection, data, data_format, label_threshold)
     return selection
+
+
+def _keep_relabeled(selection: LabelSelection, data, data_format: str, label_threshold) -> None:
+    """Move back into ``kept`` the left-out trajectories whose data gave them a label of their own."""
+    from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
+
+    wanted = {t.id for items in selection.left_out.values() for t in items}
+    own = {t.id for t in iter_trajectories(data, format=data_format, label_threshold=label_threshold,
+                                           on_error="skip", report=LoadReport())
+           if t.id in wanted and t.label is not None}
+    for key, items in selection.left_out.items():
+        selection.left_out[key] = [t for t in items if t.id not in own]
+        back = [t for t in items if t.id in own]
+        selection.kept.extend(back)
+        selection.relabeled += len(back)

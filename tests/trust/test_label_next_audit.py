@@ -71,7 +71,8 @@ def test_the_journal_records_the_sample_and_refuses_an_unknown_one(tmp_path):
              JournalLine("c", 1, False, "", "ana", "2026-12-07T09:00:02+00:00", False, 0)]
     path.write_text("".join(json.dumps(line.to_record()) + "\n" for line in lines))
     read = list(iter_journal(path))
-    assert [(x.id, x.sample, x.audit) for x in read] == [("a", "audit", "d1"), ("b", "escalated", None), ("c", None, None)]
+    assert [(x.id, x.sample, x.audit) for x in read] == [("a", "audit", "d1"), ("b", "escalated", None),
+                                                         ("c", None, None)]
     assert "sample" not in lines[2].to_record()  # a line of unknown sample is written as before
     assert set(read_journal(path).entries) == {"a", "b", "c"}
     bad = tmp_path / "bad.jsonl"
@@ -107,11 +108,16 @@ def test_the_refit_keeps_audit_and_original_labels_and_counts_the_rest_out(tmp_p
 
 
 def test_cascade_fit_leaves_escalated_labels_out_of_the_bound_and_says_so(halves, tmp_path, capsys):
-    cal = halves / "cal.jsonl"
-    data = list(load_trajectories(cal, label_threshold=0.0))
+    from rubricforge_dspy.data.formats.jsonl import to_record, write_records
+
+    data = list(load_trajectories(halves / "cal.jsonl", label_threshold=0.0))
     ids, truth = [t.id for t in data], {t.id: int(t.label) for t in data}
     samples = {**{i: "escalated" for i in ids[:40]}, **{i: "audit" for i in ids[40:60]},
-               **{i: "other" for i in ids[60:65]}}
+               **{i: "other" for i in ids[60:65]}, ids[70]: "escalated"}
+    unlabeled = set(ids[:65])  # judged later, labeled only on the page; ids[70] is a calibration item relabeled there
+    cal = tmp_path / "cal.jsonl"
+    write_records((to_record(t, reward=None if t.id in unlabeled else t.reward,
+                             label=None if t.id in unlabeled else t.label) for t in data), cal)
     # the audit sample's labels agree with the data's; the escalated and chosen items' labels are flipped: had they
     # calibrated the bound, the fit would have been made on labels no random sample gives
     journal = _journal(tmp_path / "labels.jsonl", samples,
@@ -122,11 +128,12 @@ def test_cascade_fit_leaves_escalated_labels_out_of_the_bound_and_says_so(halves
     printed = capsys.readouterr().out
     assert "left out of the bound, for the stages' training, not the calibration" in printed
     assert "45 labels: 40 of escalated items" in printed and "5 of items a person chose" in printed
+    assert "1 of those are items the data labeled, relabeled on the page" in printed
     report = load_judge(out).fit_report
     assert report["units"]["trials_used"] == len(ids) - 45
     assert report["labels_selected"] == {"journal": str(journal), "calibration": len(ids) - 45, "audit": 20,
-                                         "audit_draws": ["d"], "left_out": {"escalated": 40, "other": 5,
-                                                                            "unrecorded": 0}}
+                                         "relabeled": 1, "audit_draws": ["d"],
+                                         "left_out": {"escalated": 40, "other": 5, "unrecorded": 0}}
 
 
 def _verdict_lines(path: Path, data, *, labels: bool, escalate: set[str]) -> Path:
