@@ -279,8 +279,9 @@ class ReviewState:
         if self.audit is None:
             return None
         decided = [ident for ident in self.audit.decided if ident in self.verdicts.position]
-        labeled = sum(1 for ident in self.audit.ids
-                      if (line := self.labels.state(ident)) is not None and line.label is not None)
+        labeled = sum(1 for ident in self.audit.ids  # a label given before the draw (another sample) counts not
+                      if (line := self.labels.state(ident)) is not None and line.label is not None
+                      and line.sample == "audit")
         return {"units": len(self.audit.units), "unit": self.audit.unit, "population": self.audit.population_units,
                 "seed": self.audit.seed, "digest": self.audit.digest[:12], "decided": len(decided),
                 "escalated": len(self.audit.escalated), "labeled": labeled, "items": len(self.audit.ids),
