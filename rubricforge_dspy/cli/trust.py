@@ -177,6 +177,8 @@ def cmd_label_next(args) -> int:
     if not args.program and not args.verdicts:
         raise InputError("give --program (judged now) and/or --verdicts files")
     require_input(args)
+    if args.audit and not Path(args.out).exists():  # an existing --out is refused by its writer, saying so
+        _audit_paths(args)  # refused now, not after judging
     spool_from_mlflow(args, args.out)
     trajectories = load_data(args).trajectories
     judges: dict[str, Mapping[str, dict[str, Any]]] = {str(path): read_verdicts(path)
@@ -213,6 +215,23 @@ def cmd_label_next(args) -> int:
     return 0
 
 
+def _audit_paths(args) -> tuple[str, str]:
+    """Where ``--audit`` writes the draw's record and its decided items; refused (exit 2) when either exists, before
+    anything is judged or written (a draw is made once, before any label)."""
+    from pathlib import Path
+
+    stem = args.out[:-6] if args.out.endswith(".jsonl") else args.out
+    record_path = args.audit_out or f"{stem}.audit.json"
+    queue_path = f"{record_path[:-5] if record_path.endswith('.json') else record_path}.jsonl"
+    for path in (record_path, queue_path):
+        if Path(path).exists():
+            raise InputError(f"{path} exists: an audit sample is already recorded there; a draw is made once, "
+                             "before any label: keep it (give it to `rubricforge review --audit`), or choose another "
+                             "--audit-out")
+        writable_file(path, "audit sample")
+    return record_path, queue_path
+
+
 def _audit_sample(args, trajectories, main: Mapping[str, Mapping[str, Any]]) -> None:
     """``--audit N``: draw the seeded audit sample over the items the main judge judged, write its record and the
     decided items of the draw (generic JSONL, label null) to label beside the escalated queue (docs/CASCADE.md,
@@ -220,10 +239,7 @@ def _audit_sample(args, trajectories, main: Mapping[str, Mapping[str, Any]]) -> 
     from rubricforge_dspy.data.formats.jsonl import to_record, write_records
     from rubricforge_dspy.trust.label_next import decided, draw_audit, write_audit
 
-    stem = args.out[:-6] if args.out.endswith(".jsonl") else args.out
-    record_path = args.audit_out or f"{stem}.audit.json"
-    queue_path = f"{record_path[:-5] if record_path.endswith('.json') else record_path}.jsonl"
-    writable_file(queue_path, "audit queue")
+    record_path, queue_path = _audit_paths(args)
     judged = [t for t in trajectories if t.id in main]
     draw = draw_audit(((t.id, str(main[t.id].get("task_id") or t.task_id or ""), decided(main[t.id]))
                        for t in judged), args.audit, args.audit_seed)

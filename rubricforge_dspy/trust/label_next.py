@@ -12,6 +12,11 @@ Signals, each in [0, 1], summed into the priority (a signal that cannot be compu
   removed), the share of ablations whose verdict differs from the main judge's: the item hinges on
   those criteria, and its label says whether they are right.
 
+Beside them, the audit sample (`draw_audit`, `AuditDraw`): a seeded uniform draw of tasks over everything
+judged, made from ids and tasks only before any label and recorded (`write_audit`, `read_audit`), whose labels
+are the ones a cascade refit may calibrate on (`data.label_journal.exchangeable_labels`; docs/CASCADE.md,
+"Recalibration").
+
 Items a cascade escalated (a verdict line with ``stage: "escalated"``, `rubricforge judge --cascade`, or
 error kind ``"escalated"``)
 come first, whatever their priority: no stage was sure of them, a person is the cascade's last stage.

@@ -172,3 +172,4 @@ def test_label_next_draws_and_records_the_audit_sample_before_any_label(tmp_path
     assert main(["label-next", "--verdicts", str(tmp_path / "plain.v.jsonl"), "--data", str(pool), "-k", "3",
                  "--out", str(tmp_path / "again.jsonl"), "--audit-out", str(tmp_path / "plain.audit.json")]) == 2
     assert "a draw is made once, before any label" in capsys.readouterr().err
+    assert not (tmp_path / "again.jsonl").exists()  # refused before anything was written
