@@ -120,12 +120,18 @@ def _missing_notes(names, stages) -> list[str]:
 def cmd_cascade_fit(args) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
+    from rubricforge_dspy.data.label_journal import exchangeable_labels
     from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report, stage_names
 
     _check(args)
     writable_file(args.out, "cascade")
     stages = [load_stage(spec, args) for spec in args.stage]
     trajectories = load_data(args, need_labels=True).trajectories
+    selection = exchangeable_labels(trajectories, args.labels, data=args.data, data_format=args.format,
+                                    label_threshold=args.label_threshold)  # issue 39.6: only exchangeable labels
+    trajectories = selection.kept
+    if selection.journal is not None:
+        print(selection.summary())
     needs_lm = any(stage.predictors() for stage in stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
         if lm is not None:
@@ -136,8 +142,9 @@ def cmd_cascade_fit(args) -> int:
         cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
                               names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
                               one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels)
-    cascade.save(args.out)
     assert cascade.fit_report is not None  # fit_cascade records its report
+    cascade.fit_report["labels_selected"] = selection.to_dict()
+    cascade.save(args.out)
     print(format_fit_report(cascade.fit_report, cascade.guarantee))
     names = args.name if args.name is not None else stage_names(stages)
     for note in _missing_notes(names, stages):

@@ -33,7 +33,8 @@ def cmd_review(args) -> int:
                           labeler=args.labeler or getpass.getuser(), program=args.program, run_dir=args.run_dir,
                           labels=args.labels, label_next=args.label_next, figures=args.figures or (),
                           render=render, data_format=args.format,
-                          allow_unverified_program=args.allow_unverified_program)
+                          allow_unverified_program=args.allow_unverified_program, audit=args.audit,
+                          audit_size=args.audit_size, audit_seed=args.audit_seed)
 
     sink = _mlflow_sink(args)
 
@@ -96,6 +97,12 @@ def add_review_parser(sub) -> None:
     p.add_argument("--figures", nargs="+", default=None, help="more directories of report figures (*.png)")
     p.add_argument("--labels", default=None, help="existing labels (CSV/JSONL/SWE-bench): disagreements first")
     p.add_argument("--label-next", default=None, help="a `rubricforge label-next` output file: its order first")
+    p.add_argument("--audit", default=None, metavar="FILE",
+                   help="the audit sample `rubricforge label-next --audit` drew (its .audit.json); default: the draw "
+                        "recorded beside --labels-out, else one the page draws there at start")
+    p.add_argument("--audit-size", type=int, default=50, metavar="N",
+                   help="tasks (items without tasks) the page's own audit draw takes (default 50; 0: none)")
+    p.add_argument("--audit-seed", type=int, default=0, help="the seed of the page's own audit draw (recorded)")
     p.add_argument("--render-tokens", type=int, default=None, help="the judge's render budget (without --program)")
     p.add_argument("--step-chars", type=int, default=None, help="the judge's per-step floor (without --program)")
     mlflow = p.add_argument_group("MLflow (each label also as HUMAN feedback on its trace)")

@@ -177,6 +177,8 @@ def cmd_label_next(args) -> int:
     if not args.program and not args.verdicts:
         raise InputError("give --program (judged now) and/or --verdicts files")
     require_input(args)
+    if args.audit and not Path(args.out).exists():  # an existing --out is refused by its writer, saying so
+        _audit_paths(args)  # refused now, not after judging
     spool_from_mlflow(args, args.out)
     trajectories = load_data(args).trajectories
     judges: dict[str, Mapping[str, dict[str, Any]]] = {str(path): read_verdicts(path)
@@ -206,9 +208,47 @@ def cmd_label_next(args) -> int:
     tag_label_next_in_mlflow(args, chosen)
     if chosen:
         print(format_picks(chosen))
+    if args.audit:
+        _audit_sample(args, trajectories, judges[main_name])
     print("fill in label (0/1) and reward (or write a CSV id,label), then: rubricforge induce --init PROGRAM "
           "--data LABELED... [--labels CSV]", file=sys.stderr)
     return 0
+
+
+def _audit_paths(args) -> tuple[str, str]:
+    """Where ``--audit`` writes the draw's record and its decided items; refused (exit 2) when either exists, before
+    anything is judged or written (a draw is made once, before any label)."""
+    from pathlib import Path
+
+    stem = args.out[:-6] if args.out.endswith(".jsonl") else args.out
+    record_path = args.audit_out or f"{stem}.audit.json"
+    queue_path = f"{record_path[:-5] if record_path.endswith('.json') else record_path}.jsonl"
+    for path in (record_path, queue_path):
+        if Path(path).exists():
+            raise InputError(f"{path} exists: an audit sample is already recorded there; a draw is made once, "
+                             "before any label: keep it (give it to `rubricforge review --audit`), or choose another "
+                             "--audit-out")
+        writable_file(path, "audit sample")
+    return record_path, queue_path
+
+
+def _audit_sample(args, trajectories, main: Mapping[str, Mapping[str, Any]]) -> None:
+    """``--audit N``: draw the seeded audit sample over the items the main judge judged, write its record and the
+    decided items of the draw (generic JSONL, label null) to label beside the escalated queue (docs/CASCADE.md,
+    "Recalibration")."""
+    from rubricforge_dspy.data.formats.jsonl import to_record, write_records
+    from rubricforge_dspy.trust.label_next import decided, draw_audit, write_audit
+
+    record_path, queue_path = _audit_paths(args)
+    judged = [t for t in trajectories if t.id in main]
+    draw = draw_audit(((t.id, str(main[t.id].get("task_id") or t.task_id or ""), decided(main[t.id]))
+                       for t in judged), args.audit, args.audit_seed)
+    write_audit(draw, record_path)
+    wanted = set(draw.decided)
+    write_records((to_record(t, reward=None, label=None, metadata={"audit": {"draw": draw.digest, "seed": draw.seed}})
+                   for t in judged if t.id in wanted), queue_path)
+    print(f"{draw.summary()} -> {record_path} (the draw), {queue_path} (its decided items, to label). Label them "
+          "with `rubricforge review --audit " + record_path + "`: their labels are the ones a refit may calibrate on")
 
 
 def add_label_next_parser(sub) -> None:
@@ -223,6 +263,12 @@ def add_label_next_parser(sub) -> None:
     p.add_argument("-k", type=int, default=20, help="how many to pick (default 20)")
     p.add_argument("--out", required=True, help="new JSONL file, generic format, label and reward null")
     p.add_argument("--verdicts-out", default=None, help="keep the program's verdicts here")
+    p.add_argument("--audit", type=int, default=50, metavar="N",
+                   help="also draw a seeded random audit sample of N tasks (items without tasks) over everything "
+                        "judged, whose labels a cascade refit may calibrate on (default 50; 0: none)")
+    p.add_argument("--audit-seed", type=int, default=0, help="the audit draw's seed (recorded; default 0)")
+    p.add_argument("--audit-out", default=None,
+                   help="the audit draw's record (default OUT.audit.json; its decided items go to OUT.audit.jsonl)")
     p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     add_lm_arguments(p, reflection=False)
     p.set_defaults(func=cmd_label_next)

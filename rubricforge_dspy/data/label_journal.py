@@ -4,12 +4,21 @@
 every command that reads ``--labels`` can read it. One line per action::
 
     {"rubricforge_labels": 1, "id": "t1", "label": 1, "skip": false, "note": "", "labeler": "ana",
-     "time": "2026-11-27T20:31:04.123456+00:00", "undo": false}
+     "time": "2026-11-27T20:31:04.123456+00:00", "undo": false, "sample": "audit", "audit": "3f9c..."}
 
 - ``label``: 1 (pass), 0 (fail) or null (no label: skipped when ``skip`` is true, cleared otherwise);
 - ``undo``: true on a line that restores the state the id had before its previous action (undo is a
   new line too: nothing is ever rewritten);
+- ``sample``: which sample the labeled item came from (`SAMPLES`): ``"audit"`` (the seeded random audit sample
+  `rubricforge label-next` / the page drew before any label, `trust.label_next.draw_audit`), ``"escalated"``
+  (an item no stage of a cascade decided) or ``"other"`` (an item a person chose); absent on lines written before
+  samples were recorded. ``audit`` is the digest of the audit draw an audit label belongs to;
 - ``rubricforge_labels``: the format marker (version 1); any other key is kept but not read.
+
+Only labels that are exchangeable with the population may calibrate a cascade's bound: `exchangeable_labels`
+keeps the audit sample's labels (and labels from anywhere but a journal: the original calibration labels) and
+leaves out, counted, the labels of escalated items (selected by the cascade itself: they train the stages),
+of items a person chose, and of lines whose sample was not recorded.
 
 The state of an id is its last line's (last wins). A line without a label (a skip, a cleared label)
 joins nothing: as a generic label reader counts a blank row. `read_journal` resolves the file into the
@@ -38,13 +47,15 @@ import orjson
 from rubricforge_dspy.core.files import regular_file
 from rubricforge_dspy.data.label_records import LabelEntry, LabelFile, LabelFileError
 
-__all__ = ["JOURNAL_KEY", "JOURNAL_VERSION", "JournalLine", "JournalHistory", "TornLine", "is_journal_record",
-           "starts_a_journal", "iter_journal", "journal_history", "read_journal"]
+__all__ = ["JOURNAL_KEY", "JOURNAL_VERSION", "SAMPLES", "JournalLine", "JournalHistory", "TornLine",
+           "is_journal_record", "starts_a_journal", "iter_journal", "journal_history", "read_journal",
+           "LabelSelection", "exchangeable_labels"]
 
 logger = logging.getLogger(__name__)
 
 JOURNAL_KEY = "rubricforge_labels"
 JOURNAL_VERSION = 1
+SAMPLES = ("audit", "escalated", "other")  # where a labeled item came from (module docstring)
 _MARKER = re.compile(rb'\{\s*"' + JOURNAL_KEY.encode() + rb'"\s*:')  # how every journal line begins
 
 
@@ -60,6 +71,8 @@ class JournalLine:
     time: str
     undo: bool
     line: int
+    sample: str | None = None  # "audit", "escalated", "other"; None on a line written before samples were recorded
+    audit: str | None = None  # the digest of the audit draw an audit label belongs to
 
     @property
     def state(self) -> str:
@@ -70,8 +83,13 @@ class JournalLine:
 
     def to_record(self) -> dict[str, Any]:
         """The line as written (`line` is where it was read, not part of it)."""
-        return {JOURNAL_KEY: JOURNAL_VERSION, "id": self.id, "label": self.label, "skip": self.skip,
-                "note": self.note, "labeler": self.labeler, "time": self.time, "undo": self.undo}
+        record = {JOURNAL_KEY: JOURNAL_VERSION, "id": self.id, "label": self.label, "skip": self.skip,
+                  "note": self.note, "labeler": self.labeler, "time": self.time, "undo": self.undo}
+        if self.sample is not None:
+            record["sample"] = self.sample
+        if self.audit is not None:
+            record["audit"] = self.audit
+        return record
 
 
 def is_journal_record(record: Any) -> bool:
@@ -116,7 +134,14 @@ def _line_of(record: Any, where: str, number: int) -> JournalLine:
         raise LabelFileError(f"{where}: skip and undo must be true or false (id {ident})")
     if skip and label is not None:
         raise LabelFileError(f"{where}: a skipped item has no label (id {ident})")
-    return JournalLine(ident, label, skip, texts["note"], texts["labeler"], texts["time"], undo, number)
+    sample, audit = record.get("sample"), record.get("audit")
+    if sample is not None and sample not in SAMPLES:
+        raise LabelFileError(f"{where}: sample must be one of {', '.join(SAMPLES)} or absent, got {sample!r} "
+                             f"(id {ident})")
+    if audit is not None and not isinstance(audit, str):
+        raise LabelFileError(f"{where}: audit must be the audit draw's digest (a string) (id {ident})")
+    return JournalLine(ident, label, skip, texts["note"], texts["labeler"], texts["time"], undo, number, sample,
+                       audit)
 
 
 def _parse(raw: bytes) -> tuple[Any, bytes] | None:
@@ -233,3 +258,121 @@ def read_journal(path) -> LabelFile:
         raise LabelFileError(f"{path}: no labels (every id is skipped or unlabeled"
                              + (f"; {len(torn)} torn line(s) not read" if torn else "") + ")")
     return out
+
+
+_LEFT_OUT = {"escalated": "escalated items (selected by the cascade itself)",
+             "other": "items a person chose (not drawn at random)",
+             None: "journal lines that do not record their sample (written before samples were)"}
+
+
+@dataclass
+class LabelSelection:
+    """Which labeled trajectories may calibrate a bound (`exchangeable_labels`): ``kept`` (the original labels and
+    the audit sample's), and the rest by the sample their label came from (``left_out``: ``"escalated"``,
+    ``"other"``, ``"unrecorded"``), kept apart for the stages' training."""
+
+    kept: list = field(default_factory=list)
+    audit: int = 0  # of kept: labels of the audit sample
+    relabeled: int = 0  # of kept: items of the data with a label of their own that the journal relabeled
+    left_out: dict[str, list] = field(default_factory=dict)
+    journal: str | None = None
+    audit_draws: list[str] = field(default_factory=list)  # the digests of the audit draws the audit labels name
+
+    @property
+    def n_left_out(self) -> int:
+        return sum(len(items) for items in self.left_out.values())
+
+    def summary(self) -> str:
+        """What the selection kept and left out, in words (empty when no label came from a journal)."""
+        if self.journal is None:
+            return ""
+        text = (f"labels {self.journal}: {len(self.kept)} labeled trajectories calibrate the bound ({self.audit} of "
+                f"them from the audit sample, the rest labeled outside the journal"
+                + (f"; {self.relabeled} of those are items the data labeled, relabeled on the page" if self.relabeled
+                   else "") + ")")
+        if self.n_left_out:
+            parts = [f"{len(items)} of {_LEFT_OUT[None if key == 'unrecorded' else key]}"
+                     for key, items in self.left_out.items() if items]
+            text += ("; left out of the bound, for the stages' training, not the calibration (not exchangeable with "
+                     f"the population): {self.n_left_out} labels: " + "; ".join(parts))
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"journal": self.journal, "calibration": len(self.kept), "audit": self.audit,
+                "relabeled": self.relabeled,
+                "audit_draws": list(self.audit_draws),
+                "left_out": {key: len(items) for key, items in self.left_out.items()}}
+
+
+def exchangeable_labels(trajectories, labels, *, data=None, data_format: str = "auto",
+                        label_threshold=None) -> LabelSelection:
+    """The labeled trajectories whose labels are exchangeable with the population, for a calibration bound.
+
+    A label a person gave on the review page is exchangeable only when its item was drawn at random before any
+    label was seen: the audit sample (``sample: "audit"``). Labels of escalated items were selected by the
+    cascade (the hard ones), labels of items a person chose were selected by that person, and a line that does
+    not say where its item came from cannot be told apart from those: all three are left out of the bound and
+    counted (they still train the stages). Labels that did not come from the journal (the data's own, or a
+    plain labels file: the original calibration labels) are kept, as before; so is an item of the data that had
+    a label of its own before the journal relabeled it (it is in the calibration set whatever the cascade did
+    with it: leaving the hard ones out would bias the bound the other way), counted as ``relabeled``.
+
+    Args:
+        trajectories: labeled trajectories, ``labels`` joined (`data.labels.LabelJoin` records each joined
+            label's ``hidden["label_source"]``, ``FILE:LINE``).
+        labels: the ``--labels`` file, or None. Anything but a labels journal keeps every trajectory.
+        data, data_format, label_threshold: the data as the command read it (``--data``, ``--format``,
+            ``--label-threshold``): read again without the journal, only when a journal label is to be left out,
+            to find the items that had a label of their own. None: every journal label counts as the item's only
+            one.
+
+    Returns:
+        `LabelSelection` (``journal`` None when `labels` is not a journal).
+
+    Raises:
+        LabelFileError: as `iter_journal`.
+    """
+    trajectories = list(trajectories)
+    if labels is None:
+        return LabelSelection(kept=trajectories)
+    path = regular_file(labels, "labels file")
+    with Path(path).open("rb") as handle:
+        if not starts_a_journal(handle.readline(1 << 16).rstrip(b"\r\n")):
+            return LabelSelection(kept=trajectories)
+    last: dict[str, JournalLine] = {}
+    for line in iter_journal(path, []):
+        last[line.id] = line
+    prefix = f"{path}:"
+    selection = LabelSelection(journal=str(path), left_out={"escalated": [], "other": [], "unrecorded": []})
+    draws: dict[str, None] = {}
+    for trajectory in trajectories:
+        source = str((trajectory.hidden or {}).get("label_source") or "")
+        found = last.get(trajectory.id)
+        if not source.startswith(prefix) or found is None or found.label is None:
+            selection.kept.append(trajectory)  # not labeled by the journal: an original calibration label
+        elif found.sample == "audit":
+            selection.kept.append(trajectory)
+            selection.audit += 1
+            if found.audit:
+                draws[found.audit] = None
+        else:
+            selection.left_out[found.sample or "unrecorded"].append(trajectory)
+    selection.audit_draws = list(draws)
+    if data is not None and selection.n_left_out:
+        _keep_relabeled(selection, data, data_format, label_threshold)
+    return selection
+
+
+def _keep_relabeled(selection: LabelSelection, data, data_format: str, label_threshold) -> None:
+    """Move back into ``kept`` the left-out trajectories whose data gave them a label of their own."""
+    from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
+
+    wanted = {t.id for items in selection.left_out.values() for t in items}
+    own = {t.id for t in iter_trajectories(data, format=data_format, label_threshold=label_threshold,
+                                           on_error="skip", report=LoadReport())
+           if t.id in wanted and t.label is not None}
+    for key, items in selection.left_out.items():
+        selection.left_out[key] = [t for t in items if t.id not in own]
+        back = [t for t in items if t.id in own]
+        selection.kept.extend(back)
+        selection.relabeled += len(back)

@@ -165,6 +165,7 @@ async def queue_page(request: Request) -> Response:
            "next": _link("/", filters, page=page + 1) if page + 1 < pages else None,
            "first": _link(f"/item/{items[0]}", filters) if items else None}
     return _page(request, "queue.html", rows=rows, filters=filters, choices=state.queue.choices(),
+                 audit=state.audit_status(), audit_link=_link("/", Filters(group="audit")),
                  shown=len(items), page=page + 1, pages=pages, nav=nav, enrichment=state.enrichment_status(),
                  item_link=lambda index: _link(f"/item/{index}", filters))
 

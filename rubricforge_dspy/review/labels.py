@@ -37,6 +37,7 @@ from rubricforge_dspy.apply.job import check_owned, output_lock
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.data.label_journal import (
+    SAMPLES,
     JournalHistory,
     JournalLine,
     is_journal_record,
@@ -250,13 +251,18 @@ class LabelsFile:
         """The id's current label line, or None when it was never labeled (or every label was undone)."""
         return self.history.current(ident)
 
-    def label(self, ident: str, choice: str, note: str = "") -> JournalLine:
-        """Append `choice` (``"pass"``, ``"fail"`` or ``"skip"``) with `note` for `ident`."""
+    def label(self, ident: str, choice: str, note: str = "", *, sample: str | None = None,
+              audit: str | None = None) -> JournalLine:
+        """Append `choice` (``"pass"``, ``"fail"`` or ``"skip"``) with `note` for `ident`; `sample` says which
+        sample the item came from (``"audit"``, ``"escalated"``, ``"other"``: `data.label_journal.SAMPLES`) and
+        `audit` the digest of the audit draw an audit item belongs to."""
         if choice not in LABELS:
             raise InputError(f"a label is pass, fail or skip; got {choice!r}")
+        if sample is not None and sample not in SAMPLES:
+            raise InputError(f"a label's sample is one of {', '.join(SAMPLES)}; got {sample!r}")
         note = " ".join(str(note or "").split())[:MAX_NOTE_CHARS]
         return self._write(JournalLine(str(ident), LABELS[choice], choice == "skip", note, self.labeler, _now(),
-                                       False, 0))
+                                       False, 0, sample, audit if sample == "audit" else None))
 
     def undo(self) -> JournalLine | None:
         """Take back the most recent action still standing: append a line restoring the state its id had
@@ -267,7 +273,8 @@ class LabelsFile:
         stack = self.history.states.get(ident, [])
         before = stack[-2] if len(stack) >= 2 else None
         restored = JournalLine(ident, before.label if before else None, before.skip if before else False,
-                               before.note if before else "", self.labeler, _now(), True, 0)
+                               before.note if before else "", self.labeler, _now(), True, 0,
+                               before.sample if before else None, before.audit if before else None)
         return self._write(restored)
 
     def counts(self) -> dict[str, int]:

@@ -5,13 +5,16 @@ Order (fixed when the page starts, so items do not move under the reviewer's han
 1. items the cascade escalated (no stage decided them: a person is the last stage), nearest the pass
    threshold first by the confidence of the stage that escalated them (the line's ``score_calibrated``), those
    without one last;
-2. items `rubricforge label-next` picked (its output file, by its rank);
-3. disagreements with an existing label (the verdict line's own ``label``, or a ``--labels`` file):
+2. the decided items of the **audit sample** (`trust.label_next.draw_audit`: a seeded uniform draw made before
+   any label; their labels are the ones a cascade refit may calibrate on), in file order;
+3. items `rubricforge label-next` picked (its output file, by its rank);
+4. disagreements with an existing label (the verdict line's own ``label``, or a ``--labels`` file):
    false passes (passed, label 0) before false fails;
-4. everything else, by label-next's closeness signal (`trust.label_next.closeness`: the nearer the score
+5. everything else, by label-next's closeness signal (`trust.label_next.closeness`: the nearer the score
    to the threshold, the more a label teaches), then file order.
 
-Filters: task (any part of its name, in any case), deciding stage, criterion (the rubric criterion the reason points at,
+Filters: queue group (``group=audit`` is the audit queue), task (any part of its name, in any case),
+deciding stage, criterion (the rubric criterion the reason points at,
 `core.criteria.attribute_reason`), symptom (`evidence.symptoms`), labeled or not. Criteria and symptoms
 need every reason and every trajectory read once: `Enrichment` does that in a background thread after
 the page has started, and the page says how far it got.
@@ -23,7 +26,7 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from rubricforge_dspy.core.criteria import Criterion, attribute_reason
 from rubricforge_dspy.core.errors import InputError
@@ -35,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Filters", "Queue", "Enrichment", "symptom_names", "GROUPS"]
 
-GROUPS = ("escalated", "label-next", "false pass", "false fail", "rest")
+GROUPS = ("escalated", "audit", "label-next", "false pass", "false fail", "rest")
 
 
 def symptom_names(symptoms: Symptoms) -> list[str]:
@@ -57,6 +60,7 @@ def symptom_names(symptoms: Symptoms) -> list[str]:
 class Filters:
     """The queue's filters; an empty string means "any". `labeled` is ``"yes"``, ``"no"`` or ``""``."""
 
+    group: str = ""
     task: str = ""
     stage: str = ""
     criterion: str = ""
@@ -68,6 +72,8 @@ class Filters:
         values = {name: str(query.get(name, "") or "")[:200] for name in cls.__dataclass_fields__}
         if values["labeled"] not in ("", "yes", "no"):
             values["labeled"] = ""
+        if values["group"] not in ("", *GROUPS):
+            values["group"] = ""
         return cls(**values)
 
     def query(self) -> dict[str, str]:
@@ -149,11 +155,14 @@ class Queue:
         label_next: id -> rank from a `label-next` output file (1 first), if given.
         existing: id -> label (0/1) from a ``--labels`` file, if given (else the verdict lines' own).
         enrichment: criteria and symptoms, when computed.
+        audit: the ids of the audit sample's decided items (`trust.label_next.AuditDraw.decided`).
     """
 
     def __init__(self, verdicts: VerdictFileIndex, labels, *, label_next: Mapping[str, int] | None = None,
-                 existing: Mapping[str, int] | None = None, enrichment: Enrichment | None = None):
+                 existing: Mapping[str, int] | None = None, enrichment: Enrichment | None = None,
+                 audit: Collection[str] = ()):
         self.verdicts, self.labels, self.enrichment = verdicts, labels, enrichment
+        self.audit = frozenset(audit)
         self.label_next = dict(label_next or {})
         self.existing = dict(existing or {})
         self.groups: list[int] = []
@@ -172,13 +181,15 @@ class Queue:
     def _group(self, index: int) -> int:
         if self.verdicts.stages[index] == "escalated":
             return 0
-        if self.verdicts.ids[index] in self.label_next:
+        if self.verdicts.ids[index] in self.audit:
             return 1
+        if self.verdicts.ids[index] in self.label_next:
+            return 2
         label = self.known_label(index)
         passed = bool(self.verdicts.flags[index] & 1)
         if label is not None and int(passed) != label:
-            return 2 if passed else 3
-        return 4
+            return 3 if passed else 4
+        return 5
 
     def _escalation_key(self, index: int, probe: dict) -> float:
         """An escalated item's place in its group: nearest the threshold first, by the confidence of the stage
@@ -202,8 +213,10 @@ class Queue:
             probe["abstained"], probe["score"] = bool(v.flags[index] & 2), v.scores[index]
             if group == 0:
                 second = self._escalation_key(index, probe)
+            elif group == 1:
+                second = 0.0  # the audit sample: file order (its order must not favour any verdict)
             else:
-                second = self.label_next.get(v.ids[index], 0) if group == 1 else -closeness(probe)
+                second = self.label_next.get(v.ids[index], 0) if group == 2 else -closeness(probe)
             keys.append((group, second, index))
         keys.sort()
         return [key[2] for key in keys]
@@ -236,6 +249,9 @@ class Queue:
 
     def _filtered(self, filters: Filters) -> list[int]:
         items = self._task_items(filters.task) if filters.task else self.order
+        if filters.group:
+            wanted_group = GROUPS.index(filters.group)
+            items = [i for i in items if self.groups[i] == wanted_group]
         if filters.stage:
             stages, wanted = self.verdicts.stages, filters.stage
             items = [i for i in items if stages[i] == wanted]

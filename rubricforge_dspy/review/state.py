@@ -36,6 +36,7 @@ from rubricforge_dspy.review.queue import Enrichment, Queue, symptom_names
 from rubricforge_dspy.review.reading import ReadingResolver
 from rubricforge_dspy.review.sink import LabelSender, SinkStatus
 from rubricforge_dspy.review.trajectory_view import trajectory_pages
+from rubricforge_dspy.trust.label_next import AUDIT_SIZE, AuditDraw, draw_audit, read_audit, write_audit
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,11 @@ class ReviewInputs:
         data_format: the data's format, or "auto".
         allow_unverified_program: show a program whose manifest cannot verify it (with a warning), as
             ``--allow-unverified-program`` does elsewhere.
+        audit: the record of an audit draw (`rubricforge label-next --audit` writes it); None: the page uses the
+            draw recorded beside the labels file (``LABELS.audit.json``), or makes it there at start over every
+            item of the verdict file (`trust.label_next.draw_audit`), before any label of this page.
+        audit_size: the units (tasks, else items) the page's own draw takes; 0: no audit sample.
+        audit_seed: the seed of the page's own draw (recorded with it).
     """
 
     data: Sequence[str | Path]
@@ -86,6 +92,27 @@ class ReviewInputs:
     render: RenderConfig | None = None
     data_format: str = "auto"
     allow_unverified_program: bool = False
+    audit: str | Path | None = None
+    audit_size: int = AUDIT_SIZE
+    audit_seed: int = 0
+
+
+def _audit_draw(inputs: ReviewInputs, verdicts: VerdictFileIndex) -> tuple[AuditDraw | None, Path | None]:
+    """The audit sample the page proposes and where it is recorded (`ReviewInputs.audit`)."""
+    if inputs.audit is not None:
+        return read_audit(inputs.audit), Path(inputs.audit)
+    if not inputs.audit_size:
+        return None, None
+    path = Path(f"{inputs.labels_out}.audit.json")
+    if path.exists():  # drawn when this labels file was first reviewed: the same draw, whatever labels came since
+        return read_audit(path), path
+    draw = draw_audit(((ident, task, not (stage == "escalated" or flags & 2))
+                       for ident, task, stage, flags in zip(verdicts.ids, verdicts.tasks, verdicts.stages,
+                                                            verdicts.flags, strict=True)),
+                      inputs.audit_size, inputs.audit_seed)
+    write_audit(draw, path)
+    logger.info("%s -> %s", draw.summary(), path)
+    return draw, path
 
 
 def _label_next_ranks(path) -> dict[str, int]:
@@ -157,9 +184,15 @@ class ReviewState:
             raise InputError(f"{inputs.verdicts}: none of its {missing} ids is in --data; give the data these "
                              "verdicts were judged on")
         self.labels = LabelsFile(inputs.labels_out, inputs.labeler).open()
+        try:
+            self.audit, self.audit_path = _audit_draw(inputs, self.verdicts)
+        except BaseException:
+            self.labels.close()
+            raise
+        self.audit_ids = frozenset(self.audit.ids) if self.audit is not None else frozenset()
         self.enrichment = Enrichment(self.verdicts, self.data, self.judge.criteria)
         self.queue = Queue(self.verdicts, self.labels, label_next=ranks, existing=existing,
-                           enrichment=self.enrichment)
+                           enrichment=self.enrichment, audit=self.audit.decided if self.audit is not None else ())
         self.title = Path(inputs.verdicts).name
         if on_label is not None and self.sink is not None:
             self._sender = LabelSender(on_label, self.sink, str(inputs.labels_out))
@@ -227,9 +260,33 @@ class ReviewState:
         with self._writing:  # one action at a time (requests run in threads): the file's order is MLflow's
             if ident in self.verdicts.position:
                 self.verdict_record(self.verdicts.position[ident])
-            line = self.labels.label(ident, choice, note)
+            sample = self.sample_of(ident)
+            line = self.labels.label(ident, choice, note, sample=sample,
+                                     audit=self.audit.digest if sample == "audit" and self.audit else None)
             self._send(line)
         return line
+
+    def sample_of(self, ident: str) -> str:
+        """Which sample an item's label comes from: ``"audit"`` (in the audit draw, decided or escalated: drawn at
+        random before any label), ``"escalated"`` (no stage decided it), else ``"other"`` (a person chose it)."""
+        if ident in self.audit_ids:
+            return "audit"
+        position = self.verdicts.position.get(ident)
+        return "escalated" if position is not None and self.verdicts.stages[position] == "escalated" else "other"
+
+    def audit_status(self) -> dict | None:
+        """The audit sample as the queue page states it (None without one)."""
+        if self.audit is None:
+            return None
+        decided = [ident for ident in self.audit.decided if ident in self.verdicts.position]
+        labeled = sum(1 for ident in self.audit.ids  # a label given before the draw (another sample) counts not
+                      if (line := self.labels.state(ident)) is not None and line.label is not None
+                      and line.sample == "audit")
+        return {"units": len(self.audit.units), "unit": self.audit.unit, "population": self.audit.population_units,
+                "seed": self.audit.seed, "digest": self.audit.digest[:12], "decided": len(decided),
+                "escalated": len(self.audit.escalated), "labeled": labeled, "items": len(self.audit.ids),
+                "path": str(self.audit_path), "missing": len(self.audit.ids) - sum(
+                    1 for ident in self.audit.ids if ident in self.verdicts.position)}
 
     def undo(self) -> JournalLine | None:
         """Undo the last action in the labels file, then queue the restoring line for `on_label`."""
@@ -310,4 +367,8 @@ class ReviewState:
              "command": f"rubricforge induce --data {data} --labels {labels} --init {program} --out {new}"},
             {"what": "certify the recompiled judge on labeled data (bounds on its false-pass rate)",
              "command": f"rubricforge certify {new} --data {data} --labels {labels}"},
+            {"what": "refit a cascade: only the audit sample's labels (and your original calibration labels) "
+                     "calibrate its bound; escalated items' labels train the stages, not the calibration",
+             "command": f"rubricforge cascade fit --stage STAGE... --data CALIBRATION {data} --labels {labels} "
+                        "--alpha ALPHA --out cascade.json"},
         ]

@@ -12,6 +12,11 @@ Signals, each in [0, 1], summed into the priority (a signal that cannot be compu
   removed), the share of ablations whose verdict differs from the main judge's: the item hinges on
   those criteria, and its label says whether they are right.
 
+Beside them, the audit sample (`draw_audit`, `AuditDraw`): a seeded uniform draw of tasks over everything
+judged, made from ids and tasks only before any label and recorded (`write_audit`, `read_audit`), whose labels
+are the ones a cascade refit may calibrate on (`data.label_journal.exchangeable_labels`; docs/CASCADE.md,
+"Recalibration").
+
 Items a cascade escalated (a verdict line with ``stage: "escalated"``, `rubricforge judge --cascade`, or
 error kind ``"escalated"``)
 come first, whatever their priority: no stage was sure of them, a person is the cascade's last stage.
@@ -22,7 +27,7 @@ labels over tasks, the first pass takes at most one trajectory per task, then fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
@@ -122,3 +127,141 @@ def format_picks(chosen: Sequence[Candidate]) -> str:
     return "\n".join(f"{i:>3}. {c.trajectory.id}  {'escalated, ' if c.escalated else ''}priority {c.priority:.2f} "
                      f"({', '.join(f'{k} {v:.2f}' for k, v in c.signals.items())})"
                      for i, c in enumerate(chosen, 1))
+
+
+# -- the audit sample (issue 39, item 6) ------------------------------------------------------------
+
+AUDIT_KEY = "rubricforge_audit"
+AUDIT_VERSION = 1
+AUDIT_SIZE = 50  # units (tasks, or items without tasks) drawn by default: see docs/CASCADE.md, "Recalibration"
+
+
+@dataclass(frozen=True)
+class AuditDraw:
+    """A seeded uniform draw of units (tasks where the items name tasks, else items) of a judged population,
+    made from ids and tasks only (never a label or a verdict), recorded so anyone can draw it again.
+
+    ``ids`` are every item of the drawn units; ``decided`` those a stage decided (the audit queue a person labels
+    beside the escalated queue); ``escalated`` the drawn items no stage decided (labeled anyway, as escalated
+    items are: in the draw, their labels count as the audit's). ``digest`` names the draw (sha256 over the
+    population digest, the seed and the drawn units); ``population`` is the sha256 of the sorted units and ids
+    it was drawn from."""
+
+    seed: int
+    size: int
+    unit: str  # "task" | "item"
+    units: tuple[str, ...]
+    ids: tuple[str, ...]
+    decided: tuple[str, ...]
+    escalated: tuple[str, ...]
+    population: str
+    population_units: int
+    population_items: int
+    digest: str
+    drawn_at: str = ""
+
+    def to_record(self) -> dict[str, Any]:
+        return {AUDIT_KEY: AUDIT_VERSION, "seed": self.seed, "size": self.size, "unit": self.unit,
+                "units": list(self.units), "ids": list(self.ids), "decided": list(self.decided),
+                "escalated": list(self.escalated), "population": self.population,
+                "population_units": self.population_units, "population_items": self.population_items,
+                "digest": self.digest, "drawn_at": self.drawn_at}
+
+    def summary(self) -> str:
+        return (f"audit sample: {len(self.units)} of {self.population_units} {self.unit}s drawn uniformly (seed "
+                f"{self.seed}, draw {self.digest[:12]}): {len(self.decided)} decided items to label beside the "
+                f"escalated queue, {len(self.escalated)} escalated items in the draw")
+
+
+def _unit_of(task: str, ident: str, by_task: bool) -> str:
+    return task if by_task else ident
+
+
+def draw_audit(items: Iterable[tuple[str, str, bool]], size: int = AUDIT_SIZE, seed: int = 0) -> AuditDraw:
+    """Draw the audit sample: `size` units uniformly without replacement from every unit of the population.
+
+    The unit is the task when every item names one (the cascade's statistical unit: a drawn task brings all its
+    items), else the item. Every unit of the population can be drawn, decided or escalated: a uniform sample of
+    the decided items alone would be a sample of "what the old cascade found easy", not of the population, and a
+    bound fit on it would be too optimistic (docs/CASCADE.md, "Recalibration"); the escalated items of the draw
+    cost nothing more (a person labels every escalated item anyway).
+
+    Reproducible: the population is sorted first, so the draw depends on the set of (task, id) pairs and the seed
+    only, never on file order, labels, scores or verdicts.
+
+    Args:
+        items: ``(id, task, decided)`` per judged item (``task`` "" when unknown).
+        size: how many units to draw (all of them when the population has fewer).
+        seed: the draw's seed (recorded).
+
+    Raises:
+        InputError: `size` < 1, or no item.
+    """
+    import hashlib
+
+    import numpy as np
+
+    if isinstance(size, bool) or size < 1:
+        raise InputError(f"the audit sample's size must be >= 1, got {size}")
+    rows = sorted((str(task), str(ident), bool(decided)) for ident, task, decided in items)
+    if not rows:
+        raise InputError("no judged item to draw an audit sample from")
+    by_task = all(task for task, _, _ in rows)
+    units = sorted({_unit_of(task, ident, by_task) for task, ident, _ in rows})
+    population = hashlib.sha256("\n".join(f"{task}\t{ident}" for task, ident, _ in rows).encode()).hexdigest()
+    rng = np.random.default_rng(seed)
+    picked = sorted(units[i] for i in rng.choice(len(units), size=min(size, len(units)), replace=False))
+    chosen = set(picked)
+    drawn = [(ident, decided) for task, ident, decided in rows if _unit_of(task, ident, by_task) in chosen]
+    digest = hashlib.sha256(f"{population}\n{seed}\n".encode() + "\n".join(picked).encode()).hexdigest()
+    from datetime import datetime, timezone
+
+    return AuditDraw(seed, size, "task" if by_task else "item", tuple(picked), tuple(i for i, _ in drawn),
+                     tuple(i for i, d in drawn if d), tuple(i for i, d in drawn if not d), population, len(units),
+                     len(rows), digest, datetime.now(timezone.utc).isoformat())
+
+
+def decided(record: Mapping[str, Any]) -> bool:
+    """True when a verdict line is a decision (not an escalation, not an abstention)."""
+    return not (record.get("abstained") or record.get("stage") == "escalated" or record.get("escalated") is True)
+
+
+def write_audit(draw: AuditDraw, path: PathArg) -> None:
+    """Write the draw's record (JSON); refuses to overwrite an existing file (a draw is made once, before labels)."""
+    import orjson
+
+    from rubricforge_dspy.core.files import writable_file
+
+    target = writable_file(path, "audit sample")
+    try:
+        with open(target, "xb") as handle:
+            handle.write(orjson.dumps(draw.to_record(), option=orjson.OPT_INDENT_2))
+    except FileExistsError:
+        raise InputError(f"{path}: an audit sample is already recorded there; a draw is made once, before any "
+                         "label: keep it (give it with --audit), or choose another path") from None
+
+
+def read_audit(path: PathArg) -> AuditDraw:
+    """An audit draw's record as written by `write_audit`.
+
+    Raises:
+        InputError: not such a record (the file named).
+    """
+    import orjson
+
+    from rubricforge_dspy.core.files import regular_file
+
+    try:
+        record = orjson.loads(regular_file(path, "audit sample").read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise InputError(f"{path}: not JSON ({error}); give the audit file `rubricforge label-next` wrote") from None
+    if not isinstance(record, dict) or record.get(AUDIT_KEY) != AUDIT_VERSION:
+        raise InputError(f"{path}: not an audit sample record (no \"{AUDIT_KEY}\": {AUDIT_VERSION})")
+    try:
+        lists = {key: tuple(str(x) for x in record[key]) for key in ("units", "ids", "decided", "escalated")}
+        return AuditDraw(int(record["seed"]), int(record["size"]), str(record["unit"]), lists["units"], lists["ids"],
+                         lists["decided"], lists["escalated"], str(record["population"]),
+                         int(record["population_units"]), int(record["population_items"]), str(record["digest"]),
+                         str(record.get("drawn_at", "")))
+    except (KeyError, TypeError, ValueError) as error:
+        raise InputError(f"{path}: an audit sample record lacks or mistypes {error}") from None

@@ -282,3 +282,52 @@ def test_bidi_text_does_not_reverse_the_pages_sentences_and_a_long_id_wraps(brow
             assert browser.execute_script(in_order, line, word) is True, f"{word!r} reads right to left"
     finally:
         server.stop()
+
+
+def test_the_audit_queue_is_shown_and_its_labels_are_journaled_as_the_audit_sample(browser, tmp_path, artifacts):
+    """Beside the escalated queue, the page proposes the audit sample (drawn at start, recorded beside the labels
+    file); a label given there is journaled with ``sample: "audit"`` and the draw's digest, one given elsewhere
+    with ``sample: "other"`` (issue 39, item 6)."""
+    from dataclasses import replace
+
+    from selenium.webdriver.common.by import By
+
+    from rubricforge_dspy.review import ReviewInputs
+    from rubricforge_dspy.trust.label_next import read_audit
+    from tests.review.conftest import DEMO_DATA, DEMO_PROGRAM, DEMO_RUN, DEMO_VERDICTS
+
+    labels = tmp_path / "labels.jsonl"
+    inputs = ReviewInputs(data=[DEMO_DATA], verdicts=DEMO_VERDICTS, labels_out=labels, labeler="tester",
+                          program=DEMO_PROGRAM, run_dir=DEMO_RUN, allow_unverified_program=True, audit_size=1,
+                          audit_seed=3)
+    server = start(inputs)
+    try:
+        draw = read_audit(f"{labels}.audit.json")  # recorded at start, before any label
+        assert len(draw.units) == 1 and draw.decided and draw.seed == 3
+        browser.get(server.url)
+        notice = browser.find_element(By.ID, "audit").text
+        assert "audit queue" in notice and f"draw {draw.digest[:12]}" in notice and "seed 3" in notice
+        browser.find_element(By.ID, "audit-link").click()
+        _wait(browser, lambda d: "group=audit" in d.current_url, "the audit queue")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#queue tbody tr")
+        assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows] == ["audit"] * len(draw.decided)
+        assert sorted(r.find_element(By.CSS_SELECTOR, "td.id a").text for r in rows) == sorted(draw.decided)
+        browser.save_screenshot(str(artifacts / "review-audit-queue.png"))
+        browser.find_element(By.ID, "start").click()
+        _wait(browser, lambda d: d.find_elements(By.ID, "item-id"), "the first audit item")
+        audited = _item_id(browser)
+        _press(browser, "f", leaving=audited)
+        other = next(i for i in server.state.verdicts.ids if i not in draw.ids)
+        browser.get(server.url.split("?")[0].rstrip("/") + f"/item/{server.state.verdicts.position[other]}")
+        _wait(browser, lambda d: _item_id(d) == other, "an item outside the audit sample")
+        _press(browser, "p", leaving=other)
+    finally:
+        server.stop()
+    lines = journal_lines(labels)
+    assert [(x["id"], x["label"], x["sample"], x.get("audit")) for x in lines] == [
+        (audited, 0, "audit", draw.digest), (other, 1, "other", None)]
+    server = start(replace(inputs, audit_size=5))  # a second session keeps the recorded draw, whatever it is asked
+    try:
+        assert server.state.audit == draw
+    finally:
+        server.stop()
