@@ -117,9 +117,10 @@ def line_judge_verdicts(lines: Iterable[Mapping], stages: Sequence[str], judge_s
             needed += len(judges)
             continue
         if stage not in order:
-            raise InputError(f"a cascade verdict line (id {str(line.get('id'))[:80]!r}) names stage {str(stage)[:80]!r}, "
-                             f"not one of the job's stages {list(stages)}: the verdict file and its job file are of "
-                             "different cascades; judge again into a new file")
+            ident, named = str(line.get("id"))[:80], str(stage)[:80]
+            raise InputError(f"a cascade verdict line (id {ident!r}) names stage {named!r}, not one of the job's "
+                             f"stages {list(stages)}: the verdict file and its job file are of different cascades; "
+                             "judge again into a new file")
         needed += sum(k <= order[stage] for k in judges)
     return needed
 

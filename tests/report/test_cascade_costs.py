@@ -67,8 +67,8 @@ def test_cascade_summary_counts_recorded_python_and_llm_stages_as_judge_verdicts
     data = list(load_trajectories(halves / "cal.jsonl", label_threshold=0.0))[:60]
     labels = [t.label for t in data]
     floor = load_judge(halves / "floor.json")
-    recorded = RecordedJudge({t.id: Verdict.from_answer(bool(t.label), float(t.label), "other tool") for t in data[::2]},
-                             "other tool")  # half the ids have a line: the others are handed on
+    answers = {t.id: Verdict.from_answer(bool(t.label), float(t.label), "other tool") for t in data[::2]}
+    recorded = RecordedJudge(answers, "other tool")  # half the ids have a line: the others are handed on
     python = CallableJudge(no_tool_error_passes)
     rules = [StageRule("floor", 0.9, 0.1), StageRule("recorded", 0.6, 0.4), StageRule("python", 0.6, 0.4)]
     cascade = Cascade([floor, recorded, python], rules)
