@@ -100,3 +100,40 @@ def test_floors_only_need_no_judge_verdict(halves):
     assert summary["judge_verdicts"] == 0 and summary["judge_stages"] == []
     text = format_cascade_summary(summary)
     assert "judge verdicts needed" not in text and "LM calls: 0 (no stage of the cascade makes LM calls)" in text
+
+
+def test_the_risk_coverage_figure_draws_the_certified_alpha_and_false_pass_bound(halves, tmp_path):
+    import io
+
+    from rubricforge_dspy.report.cascade import cascade_lines, cascade_section, plot_risk_coverage
+
+    verdicts = tmp_path / "verdicts.jsonl"
+    other_tool_verdicts(halves / "cal.jsonl", verdicts)
+    cascade = tmp_path / "cascade.json"
+    assert main(["cascade", "fit", "--stage", str(halves / "floor.json"), "--stage", str(verdicts),
+                 "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.07", "--max-false-pass", "0.2",
+                 "--out", str(cascade)]) == 0
+    judged = tmp_path / "v.jsonl"
+    assert main(["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0,
+                 "--out", str(judged)]) == 0
+    found = cascade_lines([judged])
+    assert found is not None
+    section = cascade_section(*found)
+    guarantee = section["guarantee"]
+    assert guarantee["alpha"] == 0.07 and guarantee["max_false_pass"] == 0.2  # read from the cascade's guarantee
+    fig = plot_risk_coverage(section)
+    ax = fig.axes[0]
+    bounds = {line.get_gid(): set(line.get_ydata()) for line in ax.get_lines() if line.get_gid()}
+    assert bounds == {"certified_disagreement": {0.07}, "certified_false_pass": {0.2}}
+    labels = ax.get_legend_handles_labels()[1]
+    assert "certified disagreement <= 0.07, probability >= 0.90" in labels
+    assert "certified false-pass <= 0.2, probability >= 0.90" in labels
+    assert ax.get_ylim()[1] > 0.2  # both lines are inside the axes
+    svg = io.StringIO()
+    fig.savefig(svg, format="svg")
+    assert 'id="certified_disagreement"' in svg.getvalue() and 'id="certified_false_pass"' in svg.getvalue()
+
+    # a hand-set cascade has no certificate: no line is drawn as if it had one
+    section["guarantee"] = None
+    ax = plot_risk_coverage(section).axes[0]
+    assert not [line for line in ax.get_lines() if line.get_gid()]
