@@ -169,7 +169,8 @@ class CascadeRun(BatchSummary):
             kinds = ", ".join(f"{k}={n}" for k, n in sorted(self.abstained.items()) if k != ESCALATED)
             lines.append(f"  failed (no verdict, not escalated): {failed} ({kinds})")
         if self.judge_stages:
-            lines.append("  " + format_judge_verdicts(self.judge_verdicts, self.judged))
+            lines.append(f"  {format_judge_verdicts(self.judge_verdicts, self.judged)}, by the judge stage(s) "
+                         f"{', '.join(self.judge_stages)}")
         if self.lm_stages:
             cached = f"; {self.cached} item(s) answered by the verdict cache" if self.cached else ""
             lines.append(f"  LM calls: {self.lm_asked} ({self.lm_calls} request(s) with retries{cached}), against "
@@ -180,8 +181,8 @@ class CascadeRun(BatchSummary):
                              f"{tokens['completion_tokens']:,}")
             lines.append("  " + format_token_spend(self.token_spend(), self.lm_asked))
         elif self.judge_stages:  # recorded or Python stages: verdicts paid for elsewhere, none asked of an LM here
-            lines.append("  LM calls: none made by this run (its judge stages are "
-                         f"{', '.join(self.judge_stages)}: verdicts recorded or computed, not asked of an LM here)")
+            lines.append(f"  LM calls: none made by this run ({', '.join(self.judge_stages)}: verdicts recorded by "
+                         "another tool or computed, not asked of an LM here)")
         else:
             lines.append("  LM calls: 0 (no LLM stage)")
         lines.append(f"  {self.wall_time:.1f}s")

@@ -432,15 +432,15 @@ def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None =
     verdicts = ""
     if section.get("judge_verdicts") is not None and judges:
         text = format_judge_verdicts(section["judge_verdicts"], n)
-        verdicts = f"{text[0].upper()}{text[1:]} (judge stages: {', '.join(judges)}). "
+        verdicts = f"{text[0].upper()}{text[1:]}, by the judge stage(s) {', '.join(judges)}. "
     recorded = [name for name in judges or [] if name not in (section.get("lm_stages") or [])]
     if section.get("lm_calls_saved") is not None:
         calls = (f"LM requests: {section['lm_calls']}, against {section['lm_calls_judging_everything']} judging "
                  f"everything with the last stage ({section['lm_calls_saved']} saved). "
                  f"{format_token_spend(section.get('token_spend'), section['lm_calls'])}. ")
     elif section.get("has_lm_stage") is False and recorded:
-        calls = (f"LM requests: none made by this job (its judge stages, {', '.join(recorded)}, give recorded or "
-                 "computed verdicts: paid for where they were made, counted above). ")
+        calls = (f"LM requests: none made by this job ({', '.join(recorded)}: verdicts recorded by another tool or "
+                 "computed, paid for where they were made, counted above). ")
     elif section.get("has_lm_stage") is False:
         calls = "LM requests: 0 (no stage of this cascade makes LM calls). "
     else:

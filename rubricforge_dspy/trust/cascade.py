@@ -574,17 +574,18 @@ def format_cascade_summary(summary: dict[str, Any]) -> str:
                      f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
     judges = summary.get("judge_stages")
     if judges:
-        lines.append(f"  {format_judge_verdicts(summary['judge_verdicts'], n)} (judge stages: {', '.join(judges)})")
+        lines.append(f"  {format_judge_verdicts(summary['judge_verdicts'], n)}, by the judge stage(s) "
+                     f"{', '.join(judges)}")
     recorded = [name for name in judges or [] if name not in summary.get("lm_stages", [])]
     if summary.get("lm_calls_saved") is None and recorded:
-        lines.append(f"  LM calls: none made by this process (its judge stages, {', '.join(recorded)}, give recorded "
-                     "or computed verdicts: paid for where they were made, counted above)")
+        lines.append(f"  LM calls: none made by this process ({', '.join(recorded)}: verdicts recorded by another tool "
+                     "or computed, paid for where they were made, counted above)")
     elif summary.get("lm_calls_saved") is None:
         lines.append("  LM calls: 0 (no stage of the cascade makes LM calls)")
     else:
         lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
                      f"everything with the last stage ({summary['lm_calls_saved']} saved)")
-    if summary.get("token_spend") is not None:
+    if summary.get("token_spend") is not None and (summary.get("lm_calls_saved") is not None or not recorded):
         lines.append("  " + format_token_spend(summary["token_spend"], summary["lm_calls"]))
     guarantee = summary.get("guarantee")
     if guarantee:

@@ -59,7 +59,7 @@ def test_a_recorded_stage_costs_judge_verdicts_in_judge_report_and_certify(halve
     capsys.readouterr()
     assert main(["certify", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0]) == 0
     out = capsys.readouterr().out
-    assert _needed(reached, 250) in out and "LM calls: 0" not in out
+    assert _needed(reached, 250) in out and "LM calls: 0" not in out and "LM tokens: 0" not in out
     assert "recorded: decided" in out and "judge verdict(s), recorded or computed: no LM call" in out
 
 
