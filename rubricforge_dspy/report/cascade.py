@@ -285,8 +285,8 @@ def fit_lead_lines(result: Mapping, embedded: bool | None = None) -> list[str]:
                     f"{result['llm_decided']}"]
         out += [f"- **escalated to a person**: {_pct(result['to_person'], n)}"]
         if result.get("lm_calls_saved") is not None:
-            out += [f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the "
-                    "LLM"]
+            out += [f"- **cost**: {format_judge_verdicts(int(result['to_llm']), n)}: the LLM judge's calls "
+                    f"({result['lm_calls_saved']} of {n} LM calls saved against judging everything with the LLM)"]
         out += [""]
     if embedded:
         out += ["The LLM stage here is the embedded 135M model: expect it to decide little or nothing; the floor's "

@@ -9,6 +9,7 @@ import json
 
 import dspy
 
+from rubricforge_dspy.apply.cascade_job import gives_judge_verdicts
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats import load_trajectories
@@ -82,6 +83,12 @@ def test_cascade_summary_counts_recorded_python_and_llm_stages_as_judge_verdicts
     assert _needed(summary["judge_verdicts"], 60) in text
     assert "LM calls: 0" not in text and "LM calls: none made by this process" in text
 
+    # a recorded stage read from a platform (MLflow assessments, Inspect scores: `integrations.recorded`) is the same
+    from_platform = RecordedJudge.from_lines([{"id": "a", "passed": True, "score": 1.0, "abstained": False}],
+                                             "mlflow: run r1")
+    assert gives_judge_verdicts(from_platform) and gives_judge_verdicts(python)
+    assert not gives_judge_verdicts(floor)
+
     # an LLM stage: its calls are both judge verdicts and LM calls, and both are said
     both = Cascade([floor, TrajectoryJudge()], [StageRule("floor", 0.9, 0.1), StageRule("judge", 0.8, 0.2)])
     with dspy.context(lm=ScriptedLM(judge_answers)):
@@ -137,3 +144,12 @@ def test_the_risk_coverage_figure_draws_the_certified_alpha_and_false_pass_bound
     section["guarantee"] = None
     ax = plot_risk_coverage(section).axes[0]
     assert not [line for line in ax.get_lines() if line.get_gid()]
+
+
+def test_the_demo_lead_gives_the_cost_in_the_same_words():
+    from rubricforge_dspy.report.cascade import fit_lead_lines
+
+    result = {"certified": True, "n": 188, "guarantee": {"alpha": 0.2, "delta": 0.1}, "free": 87,
+              "free_false_pass": None, "to_llm": 101, "llm_decided": 80, "to_person": 21, "lm_calls_saved": 87}
+    lead = "\n".join(fit_lead_lines(result, embedded=False))
+    assert "- **cost**: judge verdicts needed: 101 of 188 (46% saved): the LLM judge's calls (87 of 188 LM" in lead
