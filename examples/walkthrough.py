@@ -32,6 +32,7 @@ from rubricforge_dspy.data import load_examples, to_examples
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.induction import RubricInducer, freeze_induced
 from rubricforge_dspy.judge.loading import load_judge
+from rubricforge_dspy.judge.metric import label_agreement
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.rewards import as_reward_function
 from rubricforge_dspy.trust.certificate import certificate_for
@@ -72,11 +73,6 @@ def endpoint_lms(api_base: str, model: str):
     return make_lm(judge), make_lm(replace(judge, **REFLECTION_DEFAULTS))
 
 
-def agreement(example, prediction, trace=None) -> float:
-    """A `dspy.Evaluate` metric: 1.0 when the judge's verdict matches the example's label."""
-    return float(bool(prediction.passed) == bool(example.label))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DATA), help="labeled trajectories (any supported format)")
@@ -108,12 +104,15 @@ def main(argv=None) -> int:
     print(f"certificate on the test tasks: false-pass rate {details.certificate['false_pass']['rate']} "
           f"on {details.certificate['false_pass']['n']} failed episode(s)")
 
-    # 3. dspy.Evaluate: the seed judge against the compiled one, on the held-out examples
+    # 3. dspy.Evaluate: the seed judge against the compiled one, on the held-out examples. The metric is the
+    # package's judge-vs-label agreement: a cascade's escalation (no stage sure: a person decides) is skipped and
+    # counted, never scored as a fail, so `agreement.result(...)` is the agreement `rubricforge report` gives
+    agreement = label_agreement()
     evaluate = dspy.Evaluate(devset=testset, metric=agreement, num_threads=1, display_progress=False)
-    seed_score = float(evaluate(TrajectoryJudge()).score)
-    compiled_score = float(evaluate(judge).score)
+    seed_result, compiled_result = agreement.result(evaluate(TrajectoryJudge())), agreement.result(evaluate(judge))
+    seed_score, compiled_score = float(seed_result.agreement or 0.0), float(compiled_result.agreement or 0.0)
     print(f"dspy.Evaluate agreement on {len(testset)} test examples: seed {seed_score:.1f}%, "
-          f"compiled {compiled_score:.1f}%")
+          f"compiled {compiled_score:.1f}% ({compiled_result})")
 
     # 4. save (with the certificate measured above) and reload: certified for this judge LM, so no warning
     program = out / "judge.json"
@@ -155,6 +154,7 @@ def main(argv=None) -> int:
         "reflection_failures": details.reflection_failures,
         "test_metrics": details.test_metrics, "certificate_false_pass": details.certificate["false_pass"],
         "evaluate": {"seed": seed_score, "compiled": compiled_score}, "program": str(program),
+        "evaluate_detail": {"seed": seed_result.to_dict(), "compiled": compiled_result.to_dict()},
         "gepa_metric": {"score": feedback.score, "feedback": feedback.feedback},
         "trl_rewards": rewards, "reward_counters": {"judged": reward.counters.judged,
                                                     "abstained": reward.counters.abstained},

@@ -60,7 +60,7 @@ _MODULES = {
     "rubricforge_dspy.program.store": ["freeze"],
     "rubricforge_dspy.program.drift": ["UncertifiedJudgeWarning"],
     # evaluate
-    "rubricforge_dspy.judge.metric": ["as_metric"],
+    "rubricforge_dspy.judge.metric": ["as_metric", "label_agreement"],
     "rubricforge_dspy.trust.certify": ["certify_program"],
     # reward
     "rubricforge_dspy.rewards.trainers": ["as_reward_function", "as_verl_compute_score"],

@@ -70,7 +70,7 @@ TOP_LEVEL = {
     "VerdictFormatError",
     "RubricInducer", "induce", "InductionConfig",
     "load_judge", "freeze", "UncertifiedJudgeWarning",
-    "as_metric", "certify_program",
+    "as_metric", "label_agreement", "certify_program",
     "as_reward_function", "as_verl_compute_score",
 }
 

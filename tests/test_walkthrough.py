@@ -37,6 +37,9 @@ def test_the_walkthrough_runs_with_scripted_lms(tmp_path, capsys):
     # the compiled judge beats the seed on held-out tasks, measured by dspy.Evaluate
     assert summary["evaluate"] == {"seed": 50.0, "compiled": 100.0}
     assert "dspy.Evaluate agreement on 12 test examples: seed 50.0%, compiled 100.0%" in printed
+    # the package's judge-vs-label metric: a plain judge escalates nothing, so every test example is decided
+    assert summary["evaluate_detail"]["compiled"] == {"agreement": 100.0, "agreed": 12, "decided": 12, "escalated": 0,
+                                                      "failed": 0, "n": 12}
     assert summary["best_index"] == 1 and summary["certificate_false_pass"]["k"] == 0
     assert summary["reflection_failures"] == 0
     # the certificate compile measured on the test examples is in the program: the reloaded judge, loaded

@@ -33,17 +33,30 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts
 from rubricforge_dspy.judge.fingerprint import Fingerprint, digest, judge_parts
-from rubricforge_dspy.report.cascade import format_token_spend, token_spend
+from rubricforge_dspy.judge.floor import FloorJudge
+from rubricforge_dspy.report.cascade import format_judge_verdicts, format_token_spend, token_spend
 
 if TYPE_CHECKING:
     import dspy
 
 __all__ = ["CascadeRun", "CascadeJob", "escalated_path", "check_outputs", "cascade_fingerprint", "count_escalated",
-           "write_queue", "record_run", "RUNS_KEY"]
+           "write_queue", "record_run", "RUNS_KEY", "gives_judge_verdicts"]
 
 logger = logging.getLogger(__name__)
 
 RUNS_KEY = "cascade_runs"  # in ``OUT.job.json``: one record per run of the job (`CascadeRun.record`)
+
+
+def gives_judge_verdicts(stage: Any) -> bool:
+    """Whether each item a cascade stage runs on costs one judge verdict a user pays for: an LLM stage (an LM
+    call), a recorded stage (another tool's verdict: RecordedJudge, MLflow assessments, Inspect scores, each paid
+    for when that tool judged, and again for every new item), a hybrid over either, a Python stage
+    (`judge.recorded.CallableJudge`); not a floor (free). A stage that declares ``cost_per_item`` is one when
+    that cost is above 0 (the fit's tie-break, `trust.cascade.stage_cost`, reads the same attribute)."""
+    declared = getattr(stage, "cost_per_item", None)
+    if declared is not None:
+        return float(declared) > 0
+    return not isinstance(stage, FloorJudge)
 
 
 class CascadeItem(Protocol):
@@ -84,7 +97,8 @@ class CascadeRun(BatchSummary):
             the escalated lines of the whole verdict file after this run (the earlier runs' of a resumed job
             included: what the labeling queue holds), None before it is counted; ``stages``: the cascade's stage
             names; ``guarantee``: the cascade's certificate (None: hand-set); ``cascade_file`` / ``data_files``:
-            what was judged with what (for the report's title).
+            what was judged with what (for the report's title); ``judge_stages``: the stages whose every item
+            is a judge verdict a user pays for (`gives_judge_verdicts`: LLM, recorded and Python stages).
     """
 
     escalated_path: str = ""
@@ -102,6 +116,7 @@ class CascadeRun(BatchSummary):
     guarantee: dict[str, Any] | None = None
     cascade_file: str | None = None
     data_files: list[str] | None = None
+    judge_stages: list[str] = field(default_factory=list)
 
     @property
     def escalated(self) -> int:
@@ -124,7 +139,13 @@ class CascadeRun(BatchSummary):
                 "decided_by": self.decided_by, "stage_calls": self.stage_calls, "lm_calls": self.lm_asked,
                 "lm_requests": self.lm_calls, "tokens": self.tokens, "escalated_out": self.escalated_path,
                 "escalated_in_file": self.escalated_in_file, "stages": self.stages, "lm_stages": self.lm_stages,
-                "guarantee": self.guarantee, "cascade_file": self.cascade_file, "data_files": self.data_files}
+                "guarantee": self.guarantee, "cascade_file": self.cascade_file, "data_files": self.data_files,
+                "judge_stages": self.judge_stages, "judge_verdicts": self.judge_verdicts}
+
+    @property
+    def judge_verdicts(self) -> int:
+        """Judge verdicts this run needed: the items each judge stage (`gives_judge_verdicts`) ran on."""
+        return sum(self.stage_calls.get(name, 0) for name in self.judge_stages)
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), **self.record()}
@@ -134,7 +155,8 @@ class CascadeRun(BatchSummary):
         resumed = f" ({self.resumed} already in the file, not judged again)" if self.resumed else ""
         lines = [f"cascade: {self.judged} judged{resumed} -> {self.out_path}"]
         for name, calls in self.stage_calls.items():
-            cost = "LM" if name in self.lm_stages else "no LM call"
+            cost = ("LM" if name in self.lm_stages else "judge verdicts, no LM call" if name in self.judge_stages
+                    else "no LM call")
             lines.append(f"  {name}: ran on {calls}, decided {self.decided_by.get(name, 0)} ({cost})")
         failed = self.n_abstained - self.escalated
         total = self.escalated_in_file
@@ -146,6 +168,9 @@ class CascadeRun(BatchSummary):
         if failed:
             kinds = ", ".join(f"{k}={n}" for k, n in sorted(self.abstained.items()) if k != ESCALATED)
             lines.append(f"  failed (no verdict, not escalated): {failed} ({kinds})")
+        if self.judge_stages:
+            lines.append(f"  {format_judge_verdicts(self.judge_verdicts, self.judged)}, by the judge stage(s) "
+                         f"{', '.join(self.judge_stages)}")
         if self.lm_stages:
             cached = f"; {self.cached} item(s) answered by the verdict cache" if self.cached else ""
             lines.append(f"  LM calls: {self.lm_asked} ({self.lm_calls} request(s) with retries{cached}), against "
@@ -155,6 +180,9 @@ class CascadeRun(BatchSummary):
                 lines.append(f"  tokens of this run's LM calls: prompt {tokens['prompt_tokens']:,}, completion "
                              f"{tokens['completion_tokens']:,}")
             lines.append("  " + format_token_spend(self.token_spend(), self.lm_asked))
+        elif self.judge_stages:  # recorded or Python stages: verdicts paid for elsewhere, none asked of an LM here
+            lines.append(f"  LM calls: none made by this run ({', '.join(self.judge_stages)}: verdicts recorded by "
+                         "another tool or computed, not asked of an LM here)")
         else:
             lines.append("  LM calls: 0 (no LLM stage)")
         lines.append(f"  {self.wall_time:.1f}s")
@@ -293,6 +321,8 @@ class CascadeJob:
         return CascadeRun(**fields, escalated_path=str(self.queue), stages=list(self.names),
                           lm_stages=[r.name for s, r in zip(cascade.stages, cascade.rules, strict=True)
                                      if s.predictors()],
+                          judge_stages=[r.name for s, r in zip(cascade.stages, cascade.rules, strict=True)
+                                        if gives_judge_verdicts(s)],
                           guarantee=cascade.guarantee,
                           cascade_file=None if self.cascade_file is None else str(self.cascade_file),
                           data_files=self.data_files)

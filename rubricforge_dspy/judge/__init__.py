@@ -44,6 +44,6 @@ _MODULES = {
     "rubricforge_dspy.judge.cascade": ["Cascade", "StageRule", "CascadeVerdicts", "read_cascade", "is_cascade_file"],
     "rubricforge_dspy.judge.recorded": ["RecordedJudge", "CallableJudge", "as_stage"],
     "rubricforge_dspy.judge.baselines": ["geval_judge", "fewshot_judge"],
-    "rubricforge_dspy.judge.metric": ["as_metric", "JudgeMetric"],
+    "rubricforge_dspy.judge.metric": ["as_metric", "JudgeMetric", "label_agreement", "LabelAgreement"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

@@ -197,7 +197,8 @@ class HybridJudge(BaseJudge):
 
     @property
     def cost_per_item(self) -> float | None:
-        """The judge part's cost per item when it declares one (a recorded stage: 0), else None."""
+        """The judge part's cost per item when it declares one (a recorded stage: 1, the judge verdict it stands
+        for), else None."""
         return getattr(self.llm, "cost_per_item", None)
 
     @classmethod

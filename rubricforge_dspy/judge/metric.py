@@ -30,16 +30,32 @@ The prediction is read into a `Trajectory` by `data.formats.dspy_prediction.traj
 (unlabeled: its label placeholders never reach the judge).
 
 `TrajectoryJudge.as_metric(**kw)` is `as_metric(judge, **kw)`.
+
+**The judge against labels** (`label_agreement`, `LabelAgreement`): the other way round, a metric that scores a
+judge's (or a cascade's) verdicts against the examples' labels in ``dspy.Evaluate``, as ``rubricforge report``
+does. A cascade's escalation (an abstention of kind ``"escalated"``: no stage was sure, a person decides) is
+neither a pass nor a fail: it scores NaN, never 0, so ``Evaluate``'s own average over every example is NaN
+instead of a number that counts each escalation as a disagreement; ``metric.result(evaluation)`` gives the
+agreement on the decided items (the number ``report`` prints for the same verdicts) and how many were left
+out. Any other abstention is a fail, as in ``report``::
+
+    agreement = label_agreement()
+    evaluation = dspy.Evaluate(devset=testset, metric=agreement)(cascade)
+    print(agreement.result(evaluation))   # agreement 85.4% on 164 decided of 188 (24 escalated: left out)
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
-from typing import Any, Literal, Protocol
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Literal, Protocol
 
 import dspy
 
 from rubricforge_dspy.core.criteria import attribute_reason
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import PassRule, Verdict
 from rubricforge_dspy.data.formats.dspy_prediction import trajectory_from_prediction
@@ -66,7 +82,10 @@ class MetricJudge(Protocol):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
-__all__ = ["JudgeMetric", "as_metric", "UNATTRIBUTED"]
+__all__ = ["JudgeMetric", "as_metric", "UNATTRIBUTED", "LabelAgreement", "AgreementResult", "label_agreement"]
+
+logger = logging.getLogger(__name__)
+ESCALATED = "escalated"  # `judge.cascade.ESCALATED` (this module does not import the cascade)
 
 UNATTRIBUTED = "unattributed"
 
@@ -215,3 +234,108 @@ def as_metric(judge: MetricJudge, mode: Mode = "binary", feedback: bool | None =
     """
     return JudgeMetric(judge, mode=mode, feedback=feedback, cache=cache, lm=lm, render_config=render_config,
                        input_fields=input_fields, use_trace=use_trace)
+
+
+# --------------------------------------------------------------------------------------------
+# The judge against labels
+
+
+def _escalated(prediction: Any) -> bool:
+    return bool(getattr(prediction, "abstained", False)) and getattr(prediction, "error_kind", None) == ESCALATED
+
+
+def _label(example: Any) -> bool:
+    label = getattr(example, "label", None)
+    if label is None or isinstance(label, float) and math.isnan(label):
+        ident = str(getattr(example, "id", None) or "?")[:80]
+        raise InputError(f"example {ident!r} has no label: label_agreement scores verdicts against labels; load "
+                         "the examples with labels (`data.load_examples(..., require_label=True)`, or join them)")
+    if label not in (0, 1, True, False):
+        raise InputError(f"example {str(getattr(example, 'id', '?'))[:80]!r}: label {label!r} is not 0/1 (a pass or "
+                         "a fail); give a label rule when loading (`label_threshold`)")
+    return bool(label)
+
+
+@dataclass(frozen=True)
+class AgreementResult:
+    """Agreement of verdicts with labels on the decided items (`LabelAgreement.result`).
+
+    Attributes:
+        agreement: percent of the decided items whose verdict matches the label (dspy.Evaluate's scale; None
+            when none was decided); ``agreed`` / ``decided`` the counts; ``escalated``: items a cascade escalated
+            to a person, left out; ``failed``: abstentions that are not escalations (counted as fails, as in
+            ``report``); ``n``: every scored example.
+    """
+
+    agreement: float | None
+    agreed: int
+    decided: int
+    escalated: int
+    failed: int
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        share = "n/a (nothing decided)" if self.agreement is None else f"{self.agreement:.1f}%"
+        failed = f", {self.failed} abstained counted as fails" if self.failed else ""
+        return (f"agreement {share} on {self.decided} decided of {self.n} ({self.escalated} escalated to a person: "
+                f"left out{failed})")
+
+
+class LabelAgreement:
+    """A `dspy.Evaluate` metric: does the verdict match the example's label? Escalations are skipped and
+    counted (module docstring); build it with `label_agreement`.
+
+    ``metric(example, prediction)`` -> 1.0 (match), 0.0 (mismatch; an abstention that is not an escalation is a
+    fail), NaN (escalated: neither); with a trace (an optimizer bootstrapping) -> bool, False for an escalation.
+    Counters over every call (for logs): ``decided``, ``agreed``, ``escalated``, ``failed``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.decided = self.agreed = self.escalated = self.failed = 0
+
+    def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float | bool:
+        label = _label(example)
+        if _escalated(prediction):
+            with self._lock:
+                first = self.escalated == 0
+                self.escalated += 1
+            if first:
+                logger.warning("label_agreement: an escalated item is neither a pass nor a fail; it scores NaN, so "
+                               "dspy.Evaluate's average over all examples is NaN: read metric.result(evaluation) for "
+                               "the agreement on the decided items and how many were left out")
+            return False if trace is not None else math.nan
+        abstained = bool(getattr(prediction, "abstained", False))
+        match = (not abstained and bool(getattr(prediction, "passed", False))) == label
+        with self._lock:
+            self.decided += 1
+            self.agreed += match
+            self.failed += abstained
+        return match if trace is not None else float(match)
+
+    def result(self, evaluation: Any) -> AgreementResult:
+        """The agreement on the decided items of one evaluation: `evaluation` is what ``dspy.Evaluate`` returned
+        (its ``results``: ``(example, prediction, score)`` triples) or those triples; computed from the
+        verdicts, not from the counters (so one metric serves several evaluations)."""
+        triples: Iterable[Any] = getattr(evaluation, "results", evaluation)
+        agreed = decided = escalated = failed = n = 0
+        for example, prediction, _score in triples:
+            n += 1
+            if _escalated(prediction):
+                escalated += 1
+                continue
+            abstained = bool(getattr(prediction, "abstained", False))
+            decided += 1
+            failed += abstained
+            agreed += (not abstained and bool(getattr(prediction, "passed", False))) == _label(example)
+        return AgreementResult(100.0 * agreed / decided if decided else None, agreed, decided, escalated, failed, n)
+
+
+def label_agreement() -> LabelAgreement:
+    """The judge-vs-label metric for ``dspy.Evaluate`` that skips a cascade's escalations and says how many
+    (`LabelAgreement`): ``label_agreement().result(evaluation)`` is the agreement ``rubricforge report`` gives
+    for the same verdicts."""
+    return LabelAgreement()

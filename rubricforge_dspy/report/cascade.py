@@ -34,7 +34,8 @@ from rubricforge_dspy.metrics.intervals import proportion_ci
 __all__ = ["CASCADE_FIT_FILE", "fit_lead_lines", "read_cascade_fit", "ESCALATED", "TOKEN_KEYS", "cascade_lines",
            "cascade_section", "cascade_markdown", "plot_risk_coverage", "token_spend", "format_token_spend",
            "line_tokens", "job_runs", "cascade_title", "certificate_text", "LabelRuleMismatchError",
-           "cascade_label_rule", "cascade_guarantee_of", "report_label_rule"]
+           "cascade_label_rule", "cascade_guarantee_of", "report_label_rule", "format_judge_verdicts",
+           "line_judge_verdicts", "certified_lines"]
 
 ESCALATED = "escalated"
 CASCADE_FIT_FILE = "cascade_fit.json"  # a run's cascade fit (the demo writes it): the report's lead
@@ -85,6 +86,43 @@ def format_token_spend(spend: Mapping | None, lm_calls: int) -> str:
         text += (f"; judging everything with the last stage: about {estimate['total_tokens']:,} (estimate: "
                  f"{estimate['basis']}, {estimate['per_item']:,} each)")
     return text
+
+
+def format_judge_verdicts(needed: int, n: int) -> str:
+    """The cost of a cascade as a user pays it, in one line: ``judge verdicts needed: 101 of 188 (46% saved)``.
+
+    A judge verdict is one item a judge stage ran on (an LLM stage's call, a recorded stage's verdict of another
+    tool, a Python stage's answer; `apply.cascade_job.gives_judge_verdicts`), against `n`: judging every item
+    with the judge alone. The saved share is ``(n - needed) / n`` (negative when several judge stages ran on the
+    same items: said, never hidden)."""
+    if not n:
+        return f"judge verdicts needed: {needed} of 0"
+    return f"judge verdicts needed: {needed} of {n} ({(n - needed) / n:.0%} saved)"
+
+
+def line_judge_verdicts(lines: Iterable[Mapping], stages: Sequence[str], judge_stages: Iterable[str]) -> int:
+    """The judge verdicts a cascade's verdict lines needed: per line, the judge stages (`judge_stages`, names in
+    `stages`' order) at or before the stage that settled it (``stage``; an escalated line went through every
+    stage; a failed line stopped at the stage that failed).
+
+    Raises:
+        InputError: a line names a stage that is not among `stages` (a verdict file of another cascade).
+    """
+    order = {name: k for k, name in enumerate(stages)}
+    judges = sorted(order[name] for name in judge_stages if name in order)
+    needed = 0
+    for line in lines:
+        stage = line.get("stage")
+        if stage == ESCALATED:
+            needed += len(judges)
+            continue
+        if stage not in order:
+            ident, named = str(line.get("id"))[:80], str(stage)[:80]
+            raise InputError(f"a cascade verdict line (id {ident!r}) names stage {named!r}, not one of the job's "
+                             f"stages {list(stages)}: the verdict file and its job file are of different cascades; "
+                             "judge again into a new file")
+        needed += sum(k <= order[stage] for k in judges)
+    return needed
 
 
 def line_tokens(lines: Iterable[Mapping]) -> tuple[dict, dict, int, int]:
@@ -247,8 +285,8 @@ def fit_lead_lines(result: Mapping, embedded: bool | None = None) -> list[str]:
                     f"{result['llm_decided']}"]
         out += [f"- **escalated to a person**: {_pct(result['to_person'], n)}"]
         if result.get("lm_calls_saved") is not None:
-            out += [f"- **saved**: {result['lm_calls_saved']} of {n} LM calls against judging everything with the "
-                    "LLM"]
+            out += [f"- **cost**: {format_judge_verdicts(int(result['to_llm']), n)}: the LLM judge's calls "
+                    f"({result['lm_calls_saved']} of {n} LM calls saved against judging everything with the LLM)"]
         out += [""]
     if embedded:
         out += ["The LLM stage here is the embedded 135M model: expect it to decide little or nothing; the floor's "
@@ -315,10 +353,16 @@ def cascade_section(source: str, lines: Sequence[dict]) -> dict:
     last: dict[str, Any] = next((run for run in reversed(runs) if "stages" in run), {})  # a run that recorded them
     has_lm = bool(last["lm_stages"]) if "lm_stages" in last else (True if lm_calls else None)
     guarantee, certificate = _guarantee(last)
+    judge_stages = last.get("judge_stages")
+    if judge_stages is None and "lm_stages" in last:  # a job recorded before judge stages were: its LLM stages
+        judge_stages = last["lm_stages"]
+    judge_verdicts = (None if judge_stages is None or "stages" not in last
+                      else line_judge_verdicts(lines, last["stages"], judge_stages))
     return {"source": source, "n": n, "stages": stages, "curve": curve, "escalated": escalated,
             "failed": sum(bool(x.get("abstained")) and x.get("stage") != ESCALATED for x in lines),
             "coverage": len(decided) / n if n else 0.0, "overall": _rates(decided), "lm_calls": lm_calls,
-            "lm_stages": last.get("lm_stages"), "has_lm_stage": has_lm,
+            "lm_stages": last.get("lm_stages"), "has_lm_stage": has_lm, "judge_stages": judge_stages,
+            "judge_verdicts": judge_verdicts,
             "lm_calls_judging_everything": n if has_lm else None, "lm_calls_saved": n - lm_calls if has_lm else None,
             "token_spend": token_spend(total if lm_items else None, lm_items, n, unreported),
             "tokens_by_stage": by_stage, "runs": runs, "guarantee": guarantee, "certificate": certificate,
@@ -384,10 +428,19 @@ def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None =
     if not section:
         return []
     n = section["n"]
+    judges = section.get("judge_stages")
+    verdicts = ""
+    if section.get("judge_verdicts") is not None and judges:
+        text = format_judge_verdicts(section["judge_verdicts"], n)
+        verdicts = f"{text[0].upper()}{text[1:]}, by the judge stage(s) {', '.join(judges)}. "
+    recorded = [name for name in judges or [] if name not in (section.get("lm_stages") or [])]
     if section.get("lm_calls_saved") is not None:
         calls = (f"LM requests: {section['lm_calls']}, against {section['lm_calls_judging_everything']} judging "
                  f"everything with the last stage ({section['lm_calls_saved']} saved). "
                  f"{format_token_spend(section.get('token_spend'), section['lm_calls'])}. ")
+    elif section.get("has_lm_stage") is False and recorded:
+        calls = (f"LM requests: none made by this job ({', '.join(recorded)}: verdicts recorded by another tool or "
+                 "computed, paid for where they were made, counted above). ")
     elif section.get("has_lm_stage") is False:
         calls = "LM requests: 0 (no stage of this cascade makes LM calls). "
     else:
@@ -397,7 +450,7 @@ def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None =
            f"**{title[0].upper()}{title[1:]}** (from `{section['source']}`): "
            f"{n} item(s), {section['coverage']:.0%} decided, {section['escalated']} escalated to a person (neither "
            "a pass nor a fail: counted apart, never as a false fail)"
-           + (f", {section['failed']} failed (no verdict)" if section["failed"] else "") + ". " + calls +
+           + (f", {section['failed']} failed (no verdict)" if section["failed"] else "") + ". " + verdicts + calls +
            "Realized rates are on these labeled items, "
            "with exact 95% intervals; the certified bound is the fit's.", "", certificate_text(section), "",
            "| stage | decided | share | disagreement [95% CI] | false-pass [95% CI] | LM tokens |",
@@ -425,9 +478,30 @@ def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None =
     return out
 
 
+def certified_lines(guarantee: Mapping | None) -> list[dict]:
+    """The certified bounds a risk-coverage figure draws, read from a cascade's guarantee: ``{"rate":
+    "disagreement", "bound": alpha}`` and, when one is set, ``{"rate": "false_pass", "bound": max_false_pass}``,
+    each with its ``label``; [] without a guarantee (a hand-set cascade)."""
+    if not guarantee or guarantee.get("alpha") is None:
+        return []
+    delta = guarantee.get("delta")
+    sure = f", probability >= {1 - float(delta):.2f}" if delta is not None else ""
+    out = [{"rate": "disagreement", "bound": float(guarantee["alpha"]),
+            "label": f"certified disagreement <= {guarantee['alpha']}{sure}"}]
+    if guarantee.get("max_false_pass") is not None:
+        out.append({"rate": "false_pass", "bound": float(guarantee["max_false_pass"]),
+                    "label": f"certified false-pass <= {guarantee['max_false_pass']}{sure}"})
+    return out
+
+
+RATE_COLORS = {"disagreement": "#1f77b4", "false_pass": "#d62728"}
+
+
 def plot_risk_coverage(section: dict):
-    """After each stage: coverage so far (x) against the disagreement among the decided (y), with its exact
-    95% interval; None without labels."""
+    """After each stage: coverage so far (x) against the disagreement among the decided (y) and their
+    false-pass rate, each with its exact 95% interval, and the cascade's certified bounds as horizontal lines
+    (`certified_lines`: alpha, and the false-pass bound when one is set; the bound is on the population, the
+    points are realized on these items); None without labels."""
     points = [p for p in section["curve"] if p["disagreement"] is not None]
     if not points:
         return None
@@ -435,18 +509,29 @@ def plot_risk_coverage(section: dict):
 
     fig = Figure(figsize=(5.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
-    x = [p["coverage"] for p in points]
-    y = [p["disagreement"] for p in points]
-    low = [p["disagreement"] - p["disagreement_ci95"][0] for p in points]
-    high = [p["disagreement_ci95"][1] - p["disagreement"] for p in points]
-    ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=4, color="#1f77b4", label="disagreement (exact 95% CI)")
+    top = 0.2
+    for rate, name in (("disagreement", "disagreement"), ("false_pass", "false-pass")):
+        drawn = [p for p in points if p.get(rate) is not None]
+        if not drawn:
+            continue
+        x = [p["coverage"] for p in drawn]
+        y = [p[rate] for p in drawn]
+        low = [p[rate] - p[f"{rate}_ci95"][0] for p in drawn]
+        high = [p[f"{rate}_ci95"][1] - p[rate] for p in drawn]
+        ax.errorbar(x, y, yerr=[low, high], marker="o" if rate == "disagreement" else "s", capsize=4,
+                    color=RATE_COLORS[rate], label=f"{name} realized (exact 95% CI)")
+        top = max(top, max(p[f"{rate}_ci95"][1] for p in drawn) * 1.05)
     for p in points:
         ax.annotate(f"after {p['after']}", (p["coverage"], p["disagreement"]), textcoords="offset points",
                     xytext=(5, 5), fontsize=8)
+    for line in certified_lines(section.get("guarantee")):
+        ax.axhline(line["bound"], color=RATE_COLORS[line["rate"]], linestyle="--", linewidth=1.2,
+                   label=line["label"], gid=f"certified_{line['rate']}")
+        top = max(top, line["bound"] * 1.15)
     ax.set_xlim(0, 1.02)
-    ax.set_ylim(0, max(0.2, max(p["disagreement_ci95"][1] for p in points) * 1.05))
+    ax.set_ylim(0, min(1.05, top))
     ax.set_xlabel("coverage (share decided so far)")
-    ax.set_ylabel("disagreement with the label")
+    ax.set_ylabel("rate among the decided")
     ax.set_title("Cascade: risk against coverage")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")

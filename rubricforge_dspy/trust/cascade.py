@@ -429,11 +429,14 @@ def _makes_lm_calls(stage: BaseJudge) -> bool:
 def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None,
                     spend: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a cascade's batch did, for reports, certificates and the demo: per stage the items decided, their
-    share, the LM calls it made (a floor makes none), and with `labels` (held-out, 0/1, same order) the
+    share, the judge verdicts and LM calls it needed (a floor needs none; a recorded or Python stage needs a
+    judge verdict per item and makes no LM call), and with `labels` (held-out, 0/1, same order) the
     realized disagreement and false-pass rate with exact 95% intervals; the escalated items (for a
-    person), and the LM calls (and, with `spend`, tokens) against judging everything with the last stage:
-    ``lm_calls_saved`` and ``lm_calls_judging_everything`` are None when no stage of the cascade makes LM calls
-    (nothing to save against; a stage the fit dropped is not in the cascade).
+    person); the judge verdicts needed against judging every item with the judge (``judge_verdicts``,
+    ``judge_stages``: what a user pays, another tool's recorded verdicts included,
+    `apply.cascade_job.gives_judge_verdicts`); and the LM calls (and, with `spend`, tokens) against judging
+    everything with the last stage: ``lm_calls_saved`` and ``lm_calls_judging_everything`` are None when no
+    stage of the cascade makes LM calls (nothing to save against; a stage the fit dropped is not in the cascade).
 
     Args:
         cascade: the cascade that judged.
@@ -450,19 +453,28 @@ def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequenc
         raise InputError(f"one label per verdict: {len(labels)} labels for {n} verdicts")
     stages = np.array(verdicts.stages, dtype=object)
     produced = np.array([not v.abstained for v in verdicts], dtype=bool)
+    from rubricforge_dspy.apply.cascade_job import gives_judge_verdicts
+
     rows: list[dict[str, Any]] = []
-    lm_calls = 0
+    lm_calls = judge_verdicts = 0
     has_lm = any(_makes_lm_calls(stage) for stage in cascade.stages)
+    judge_stages = [rule.name for stage, rule in zip(cascade.stages, cascade.rules, strict=True)
+                    if gives_judge_verdicts(stage)]
     for stage, rule in zip(cascade.stages, cascade.rules, strict=True):
-        calls = int(verdicts.stage_calls.get(rule.name, 0)) if _makes_lm_calls(stage) else 0
+        ran = int(verdicts.stage_calls.get(rule.name, 0))
+        calls = ran if _makes_lm_calls(stage) else 0
+        needed = ran if rule.name in judge_stages else 0
         lm_calls += calls
+        judge_verdicts += needed
         mine = (stages == rule.name) & produced
         rows.append({"name": rule.name, **rule.to_dict(), "decided": int(mine.sum()),
-                     "share": float(mine.sum()) / n if n else 0.0, "lm_calls": calls,
+                     "share": float(mine.sum()) / n if n else 0.0, "lm_calls": calls, "judge_verdicts": needed,
+                     "lm": _makes_lm_calls(stage), "judge": rule.name in judge_stages,
                      **(_rates(verdicts, labels, mine) if labels is not None else {})})
     decided = (stages != ESCALATED) & produced
     return {"n": n, "stages": rows, "escalated": int((stages == ESCALATED).sum()),
-            "failed": int((~produced & (stages != ESCALATED)).sum()), "lm_calls": lm_calls, "lm_stages": [
+            "failed": int((~produced & (stages != ESCALATED)).sum()), "judge_verdicts": judge_verdicts,
+            "judge_stages": judge_stages, "lm_calls": lm_calls, "lm_stages": [
                 rule.name for stage, rule in zip(cascade.stages, cascade.rules, strict=True) if _makes_lm_calls(stage)],
             "lm_calls_judging_everything": n if has_lm else None, "lm_calls_saved": n - lm_calls if has_lm else None,
             "coverage": float(decided.sum()) / n if n else 0.0,
@@ -534,8 +546,13 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
 
 def format_cascade_summary(summary: dict[str, Any]) -> str:
     """`cascade_summary` as text: coverage per stage, realized risks with exact 95% intervals (when labels
-    were given), the escalated items, and LM calls against judging everything with the last stage (the calls
-    saved only when a stage makes LM calls)."""
+    were given), the escalated items, the judge verdicts needed against judging every item with the judge
+    (``judge verdicts needed: 101 of 188 (46% saved)``: recorded and Python stages' verdicts count, they are
+    what a user pays another tool for), and the LM calls this process made against judging everything with
+    the last stage (the calls saved only when a stage makes LM calls; a cascade whose judge stage is recorded
+    says it makes none, never that its cost is 0)."""
+    from rubricforge_dspy.report.cascade import format_judge_verdicts
+
     n = summary["n"]
     lines = [f"cascade on {n} item(s): {summary['coverage']:.0%} decided, {summary['escalated']} escalated to a person"
              + (f", {summary['failed']} failed (no verdict)" if summary.get("failed") else "")]
@@ -544,18 +561,31 @@ def format_cascade_summary(summary: dict[str, Any]) -> str:
         if "disagreement" in row:
             risk = (f"; disagreement {_rate(row['disagreement'], row['disagreement_ci95'])}, "
                     f"false-pass {_rate(row['false_pass'], row['false_pass_ci95'])}")
-        lines.append(f"  {row['name']}: decided {row['decided']} ({row['share']:.0%}), {row['lm_calls']} LM call(s)"
-                     + risk)
+        if row.get("lm", row["lm_calls"] > 0):
+            cost = f"{row['lm_calls']} LM call(s)"
+        elif row.get("judge"):
+            cost = f"{row['judge_verdicts']} judge verdict(s), recorded or computed: no LM call"
+        else:
+            cost = "no LM call"
+        lines.append(f"  {row['name']}: decided {row['decided']} ({row['share']:.0%}), {cost}" + risk)
     overall = summary.get("overall")
     if overall:
         lines.append(f"  all decided: disagreement {_rate(overall['disagreement'], overall['disagreement_ci95'])}, "
                      f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
-    if summary.get("lm_calls_saved") is None:
+    judges = summary.get("judge_stages")
+    if judges:
+        lines.append(f"  {format_judge_verdicts(summary['judge_verdicts'], n)}, by the judge stage(s) "
+                     f"{', '.join(judges)}")
+    recorded = [name for name in judges or [] if name not in summary.get("lm_stages", [])]
+    if summary.get("lm_calls_saved") is None and recorded:
+        lines.append(f"  LM calls: none made by this process ({', '.join(recorded)}: verdicts recorded by another tool "
+                     "or computed, paid for where they were made, counted above)")
+    elif summary.get("lm_calls_saved") is None:
         lines.append("  LM calls: 0 (no stage of the cascade makes LM calls)")
     else:
         lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
                      f"everything with the last stage ({summary['lm_calls_saved']} saved)")
-    if summary.get("token_spend") is not None:
+    if summary.get("token_spend") is not None and (summary.get("lm_calls_saved") is not None or not recorded):
         lines.append("  " + format_token_spend(summary["token_spend"], summary["lm_calls"]))
     guarantee = summary.get("guarantee")
     if guarantee:
