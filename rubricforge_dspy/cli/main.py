@@ -67,6 +67,7 @@ from rubricforge_dspy.core.errors import (
     ServerError,
 )
 from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.core.progress import requested as progress_requested
 from rubricforge_dspy.lm.config import lm_name
 
 
@@ -504,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_dspy_call_errors()
     try:
         apply_mapping(args)  # --map: the mapping becomes the format the data is read with
-        return args.func(args)
+        with progress_requested():  # long loops report on stderr (core.progress), never on stdout
+            return args.func(args)
     except (InputError, ServerError, AnswerIsNo) as error:
         kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
         _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)
