@@ -168,11 +168,23 @@ class GateResult:
         return self.mcnemar_c > self.mcnemar_b and self.mcnemar_p < self.false_pass.alpha
 
     @property
+    def false_passes_worse_than_floor(self) -> bool:
+        """The candidate passes a larger share of the failed items than the symptom floor (compared first)."""
+        from rubricforge_dspy.trust.floor_margin import false_pass_worse
+
+        return false_pass_worse(self.floor)
+
+    @property
     def beats_floor(self) -> bool | None:
-        return None if self.floor is None else bool(self.floor["beats_floor"])
+        if self.floor is None:
+            return None
+        return bool(self.floor["beats_floor"]) and not self.false_passes_worse_than_floor
 
     @property
     def may_replace(self) -> bool:
+        """With `require_beats_floor`, a candidate whose false-pass rate is worse than the floor's (compared
+        first), or that gets no more items right, never replaces the baseline; without it the floor is
+        reported (a worse false-pass rate in words beside the decision), not required."""
         floor_ok = not self.require_beats_floor or bool(self.beats_floor)
         return self.false_pass.shown and not self.less_accurate and floor_ok
 
@@ -194,7 +206,14 @@ class GateResult:
                            f"(upper bound {fp.upper:+.3f} >= margin)")
         if self.less_accurate:
             reasons.append("it is significantly less accurate (McNemar)")
-        if self.require_beats_floor and not self.beats_floor:
+        rates = self.floor or {}
+        worse_than_floor = "" if not self.false_passes_worse_than_floor else (
+            f"its false-pass rate ({rates['judge']['false_pass_rate']:.3f}) is worse than the symptom floor's "
+            f"({rates['floor']['false_pass_rate']:.3f}): it passes more failed items than counting tool errors "
+            "and turns does")
+        if worse_than_floor and self.require_beats_floor:
+            reasons.append("it does not beat the symptom floor: " + worse_than_floor)
+        elif self.require_beats_floor and not self.beats_floor:
             reasons.append("it does not beat the symptom floor (no more items right than the floor)")
         lines = [
             f"## Promotion gate: {self.names[0]} (candidate) vs {self.names[1]} (baseline)",
@@ -219,6 +238,9 @@ class GateResult:
             lines += [f"- Candidate vs symptom floor{required}: " + margin_lines(self.floor)[0].split(": ", 1)[1],
                       *("  " + line.strip() for line in margin_lines(self.floor)[1:])]
         lines += ["", decision + (" Because " + "; and ".join(reasons) + "." if reasons else "")]
+        if worse_than_floor and not self.require_beats_floor:
+            lines += ["", f"**WARNING: {worse_than_floor}** (the floor is not required: --require-beats-floor "
+                      "makes this refuse the candidate)."]
         return "\n".join(lines)
 
 
