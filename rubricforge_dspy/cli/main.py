@@ -32,6 +32,7 @@ import errno
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -261,8 +262,8 @@ def cmd_serve(args) -> int:
             raise InputError("--model (HF id or path) is required with --engine sglang")
         cmd = sglang_launch_command(args.model, host=args.host, port=port, tp=args.tp, dp=args.dp,
                                     revision=args.revision, served_model_name=args.served_model_name)
-    print(" ".join(cmd))
-    if args.dry_run:
+    print(shlex.join(cmd))
+    if args.dry_run:  # print the launch command only: nothing is started
         return 0
     with launch_server(cmd, f"http://{args.host}:{port}/health", timeout=args.health_timeout) as server:
         print(f"endpoint: http://{args.host}:{port}/v1  (export RUBRICFORGE_API_BASE=http://{args.host}:{port}/v1)",
@@ -282,9 +283,12 @@ def _serve_embedded(args) -> int:
 
     from rubricforge_dspy.serve import EmbeddedServer
 
+    server = EmbeddedServer(**({"n_ctx": args.n_ctx} if args.n_ctx else {}), n_threads=args.threads, port=args.port)
+    if args.dry_run:  # print the launch command only: nothing is started
+        print(shlex.join(server.launch_command()))
+        return 0
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the server like Ctrl-C
-    server = EmbeddedServer(**({"n_ctx": args.n_ctx} if args.n_ctx else {}), n_threads=args.threads, port=args.port)
     with server as config:
         print(f"embedded judge LM: {config.describe()}")
         print(f"export RUBRICFORGE_API_BASE={config.api_base}")
@@ -450,7 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="launch an sglang_router (cache_aware) over these worker URLs instead of a worker")
     p.add_argument("--health-timeout", type=float, default=900.0,
                    help="seconds to wait for the server to answer /health before giving up (default 900)")
-    p.add_argument("--dry-run", action="store_true", help="print the launch command only")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the launch command and exit: nothing is started (embedded and sglang)")
     p.set_defaults(func=cmd_serve)
 
     add_certify_parsers(sub)
