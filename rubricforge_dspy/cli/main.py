@@ -56,6 +56,7 @@ from rubricforge_dspy.cli.integrations import (
 from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
+from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
     EXIT_BUG,
@@ -360,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="load a program whose manifest cannot verify it (no program_sha256, or edited since it "
                         "was frozen), with a warning; refused otherwise")
+    add_allow_import_argument(p)
     p.add_argument("--out", required=True,
                    help="the verdict JSONL (one line per item; the same --out again resumes where a run stopped)")
     p.add_argument("--limit", type=int, default=None, help="judge only the first N items of the input")
