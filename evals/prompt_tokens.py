@@ -53,8 +53,9 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     sample, _ = demo_sample(None, EMBEDDED.demo_tasks)
-    result = {"benchmark": "judge prompt tokens per trajectory (estimated), demo data", "data": DEMO_DATA.name,
-              "lm": "none (no LM call: the prompt is formatted, not sent)", "estimator": "evidence.tokens.estimate_tokens",
+    result = {"benchmark": "judge prompt tokens per trajectory, demo data", "data": DEMO_DATA.name,
+              "lm": "none (no LM call: the prompt is formatted, not sent)",
+              "estimator": "evidence.tokens.estimate_tokens",
               "machine": {"cpus": 2, "python": platform.python_version()}, "presets": {}}
     tokenizer = _smollm2_tokenizer()
     result["tokenizer"] = "SmolLM2-135M-Instruct's GGUF vocabulary (llama.cpp)" if tokenizer else None
