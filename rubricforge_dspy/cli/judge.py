@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rubricforge_dspy.cli.data_options import spool_sessions
 from rubricforge_dspy.cli.integrations import (
     require_input,
     spool_from_mlflow,
     tag_escalated_in_mlflow,
     write_verdicts_to_mlflow,
 )
-from rubricforge_dspy.cli.data_options import spool_sessions
 from rubricforge_dspy.cli.lm_options import lm_from_args
 from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
