@@ -226,11 +226,13 @@ def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = F
 
     def stream() -> Iterator[Any]:
         key = getattr(args, "session_key", None)
-        load = iter_trajectory_counts if counts and key is None else iter_trajectories
-        loaded = load(args.data, format=args.format, label_threshold=args.label_threshold,
-                      on_error="skip" if args.skip_bad else "raise", report=report)
+        options = {"format": args.format, "label_threshold": args.label_threshold,
+                   "on_error": "skip" if args.skip_bad else "raise", "report": report}
+        loaded: Iterator[Any]
         if key is not None:  # a session's traces may lie anywhere in the input: all read, then grouped
-            loaded = iter(group_by_session(list(loaded), key))
+            loaded = iter(group_by_session(list(iter_trajectories(args.data, **options)), key))
+        else:
+            loaded = (iter_trajectory_counts if counts else iter_trajectories)(args.data, **options)
         for trajectory in loaded:
             if joiner is not None:
                 trajectory = joiner.apply(trajectory)
