@@ -138,3 +138,24 @@ def test_traces_of_one_session_that_disagree_on_the_task_are_refused():
         group_sessions([trace(0, "task-1"), trace(1, "task-2")])
     [one] = group_sessions([trace(0, "task-1"), trace(1, "task-1")])
     assert one.id == "s" and one.task_id == "task-1"
+
+
+def test_a_mapping_groups_by_the_session_id_it_maps_into_hidden(tmp_path, capsys):
+    """A declarative mapping gives the session through ``hidden: {session_id: ..., started_at: ...}``: the same
+    grouping, labels per session (each turn carries the conversation's outcome)."""
+    data = tmp_path / "turns.jsonl"
+    rows = [{"id": "t2", "conv": "c-1", "t": 20, "q": "second question", "a": "second answer", "ok": True},
+            {"id": "u1", "conv": "c-2", "t": 5, "q": "other question", "a": "other answer", "ok": False},
+            {"id": "t1", "conv": "c-1", "t": 10, "q": "first question", "a": "first answer", "ok": True}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"name": "chat_turns", "records": {"from": "jsonl"}, "id": "id", "task": "q",
+                                   "final_answer": "a", "label": {"field": "ok", "pass": [True]},
+                                   "hidden": {"session_id": "conv", "started_at": "t"}}))
+    out = tmp_path / "sessions.jsonl"
+    assert main(["convert", "--data", str(data), "--map", str(mapping), "--session-key", "--out", str(out)]) == 0
+    assert "3 trace(s) grouped into 2 session" in capsys.readouterr().err
+    records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(records) == {"c-1", "c-2"} and (records["c-1"]["label"], records["c-2"]["label"]) == (1, 0)
+    texts = _texts(records["c-1"])
+    assert texts.index("first question") < texts.index("first answer") < texts.index("second question")
