@@ -268,10 +268,17 @@ def spool_sessions(args: argparse.Namespace, beside) -> Path | None:
 
     Returns:
         The spool file, or None without ``--session-key``.
+
+    Raises:
+        InputError: ``--to-mlflow`` beside it (assessments are per trace), an input without trajectories,
+            traces of one session that disagree (`data.sessions.SessionError`).
     """
     key = getattr(args, "session_key", None)
     if key is None:
         return None
+    if getattr(args, "to_mlflow", None) is not None:
+        raise InputError("--to-mlflow logs one assessment per MLflow trace, but with --session-key a verdict is "
+                         "per session (its id is the session id, not a trace id): drop one of the two")
     from rubricforge_dspy.data.export import convert_trajectories
     from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
 

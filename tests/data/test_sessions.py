@@ -71,6 +71,18 @@ def test_otel_traces_of_two_sessions_become_two_trajectories_in_start_order(otel
     assert [s.kind for s in session_a.steps] == ["user", "assistant", "user", "final_answer"]
 
 
+def test_render_shows_a_whole_session(otel_file, capsys):
+    assert main(["render", "--data", str(otel_file), "--session-key", "--index", "0"]) == 0
+    text = capsys.readouterr().out
+    assert text.index("question A1") < text.index("answer A1") < text.index("question A2") < text.index("answer A2")
+
+
+def test_judge_refuses_to_mlflow_with_sessions_before_reading(otel_file, tmp_path, capsys):
+    assert main(["judge", "--data", str(otel_file), "--session-key", "--to-mlflow", "sqlite:///nowhere.db",
+                 "--out", str(tmp_path / "v.jsonl")]) == 2
+    assert "verdict is per session" in capsys.readouterr().err
+
+
 def test_without_the_flag_each_trace_is_its_own_trajectory(otel_file, tmp_path):
     out = tmp_path / "traces.jsonl"
     assert main(["convert", "--data", str(otel_file), "--out", str(out)]) == 0
