@@ -9,20 +9,24 @@ import argparse
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.scan import require_trajectories
+from rubricforge_dspy.data.sessions import SESSION_ID
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport, TrajectoryCounts
     from rubricforge_dspy.data.labels import JoinReport
 
 __all__ = ["format_arg", "add_format_arguments", "apply_mapping", "add_data_arguments", "load_data",
+           "add_session_argument", "group_by_session", "spool_sessions",
            "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN", "stream_data"]
 
+SESSIONS_SUFFIX = ".sessions.jsonl"  # `spool_sessions`: the grouped input of a command that reads it by path
 SHOWN = 20  # problems listed one per line before "... and N more"
 
 
@@ -122,6 +126,18 @@ def add_data_arguments(parser: argparse.ArgumentParser, *, required: bool = True
     add_label_arguments(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip (and list) malformed records instead of stopping at the first one")
+    add_session_argument(parser)
+
+
+def add_session_argument(parser: argparse.ArgumentParser) -> None:
+    """``--session-key [EXPR]``: judge the traces of one session as one trajectory (`data.sessions`)."""
+    parser.add_argument("--session-key", nargs="?", const=SESSION_ID, default=None, metavar="EXPR",
+                        help="group the traces of one session into one trajectory, in start order, whose id is "
+                             "the session id (labels join and verdicts are per session). Alone: the platform's "
+                             "session attribute (MLflow mlflow.trace.session, OpenTelemetry session.id / "
+                             "gen_ai.conversation.id, Langfuse sessionId, a mapping's hidden session_id); "
+                             "EXPR: a JMESPath expression on each trace's hidden fields (e.g. userId, "
+                             "metadata.conversation). The whole input is then held in memory")
 
 
 def add_label_arguments(parser: argparse.ArgumentParser) -> None:
@@ -209,9 +225,15 @@ def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = F
     data: LoadedData[Iterator[Any]] = LoadedData(iter(()), report)
 
     def stream() -> Iterator[Any]:
-        load = iter_trajectory_counts if counts else iter_trajectories
-        for trajectory in load(args.data, format=args.format, label_threshold=args.label_threshold,
-                               on_error="skip" if args.skip_bad else "raise", report=report):
+        key = getattr(args, "session_key", None)
+        options = {"format": args.format, "label_threshold": args.label_threshold,
+                   "on_error": "skip" if args.skip_bad else "raise", "report": report}
+        loaded: Iterator[Any]
+        if key is not None:  # a session's traces may lie anywhere in the input: all read, then grouped
+            loaded = iter(group_by_session(list(iter_trajectories(args.data, **options)), key))
+        else:
+            loaded = (iter_trajectory_counts if counts else iter_trajectories)(args.data, **options)
+        for trajectory in loaded:
             if joiner is not None:
                 trajectory = joiner.apply(trajectory)
             data.tally.add(trajectory)
@@ -226,6 +248,51 @@ def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = F
 
     data.trajectories = stream()
     return data
+
+
+def group_by_session(trajectories: list[Trajectory], key: str, stream=None) -> list[Trajectory]:
+    """``--session-key``: the traces of each session as one trajectory (`data.sessions.group_sessions`), with
+    what was grouped said on stderr (the trajectory id is the session id)."""
+    from rubricforge_dspy.data.sessions import SessionReport, group_sessions
+
+    report = SessionReport(key=key)
+    grouped = group_sessions(trajectories, key, report)
+    print(report.summary(), file=stream or sys.stderr)
+    return grouped
+
+
+def spool_sessions(args: argparse.Namespace, beside) -> Path | None:
+    """``--session-key`` for a command that reads its input by path (``judge``): the input's sessions, each one
+    trajectory (`group_by_session`), written as generic JSONL to ``<beside>.sessions.jsonl`` (replaced on each
+    run), and ``args.data`` pointed at it; labels (``--labels``) are joined by the command, per session.
+
+    Returns:
+        The spool file, or None without ``--session-key``.
+
+    Raises:
+        InputError: ``--to-mlflow`` beside it (assessments are per trace), an input without trajectories,
+            traces of one session that disagree (`data.sessions.SessionError`).
+    """
+    key = getattr(args, "session_key", None)
+    if key is None:
+        return None
+    if getattr(args, "to_mlflow", None) is not None:
+        raise InputError("--to-mlflow logs one assessment per MLflow trace, but with --session-key a verdict is "
+                         "per session (its id is the session id, not a trace id): drop one of the two")
+    from rubricforge_dspy.data.export import convert_trajectories
+    from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
+
+    report = LoadReport()
+    traces = list(iter_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
+                                    on_error="skip" if args.skip_bad else "raise", report=report))
+    print_load_problems(report)
+    require_trajectories(len(traces), args.data, report)
+    spool = Path(f"{beside}{SESSIONS_SUFFIX}")
+    spool.unlink(missing_ok=True)
+    n = convert_trajectories(group_by_session(traces, key), spool)
+    print(f"{n} session trajectory(ies) -> {spool}", file=sys.stderr)
+    args.data, args.format, args.session_key = [str(spool)], "jsonl", None
+    return spool
 
 
 def no_labels_error(args, seen: int, first) -> InputError:

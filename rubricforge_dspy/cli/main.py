@@ -116,6 +116,9 @@ def cmd_render(args) -> int:
 
     if args.all:
         trajectories, _ = _load(args, warn=False)
+    elif args.session_key is not None:  # one session: grouped from the whole input (labels joined per session)
+        grouped, _ = _load(args, warn=False)
+        chosen_one, count = (grouped[args.index] if 0 <= args.index < len(grouped) else None), len(grouped)
     else:  # one record: those before it are skipped without being parsed (data.formats.trajectory_at)
         from rubricforge_dspy.data.formats import trajectory_at
         from rubricforge_dspy.data.scan import require_trajectories
