@@ -492,7 +492,8 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
                    order_confidences: ArrayLike | None = None, order_labels: ArrayLike | None = None, *,
                    n_expected: float | None = None, delta: float = 0.1) -> tuple[NDArray[np.int64], str]:
     """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level each would
-    need, ascending, then by coverage, descending. Nothing here depends on alpha, beta or the calibration data,
+    need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
+    descending: of vectors that act alike on the ordering data, the wider goes first. Nothing here depends on alpha, beta or the calibration data,
     so the sequence is fixed before the calibration labels are seen and the same at every alpha (which makes the
     certified set monotone in alpha, module docstring).
 
@@ -559,7 +560,9 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
     coverage = 1.0 - reach
     source = "label-free" if conf is None else "ordering data"
     candidates = np.flatnonzero(can_decide.any(axis=1))
-    order = candidates[np.lexsort((candidates, -coverage[candidates], need[candidates]))]
+    # ties (vectors that act alike on the ordering data): the wider decision region first, by its label-free share
+    wide = prior_share(grid, stages)[candidates]
+    order = candidates[np.lexsort((candidates, -wide, -coverage[candidates], need[candidates]))]
     return order.astype(np.int64), source
 
 
