@@ -493,7 +493,8 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
                    n_expected: float | None = None, delta: float = 0.1) -> tuple[NDArray[np.int64], str]:
     """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level each would
     need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
-    descending: of vectors that act alike on the ordering data, the wider goes first. Nothing here depends on alpha, beta or the calibration data,
+    descending: of vectors that act alike on the ordering data, the wider goes first, and with ordering data the
+    later ones (the same decision and verdict on every ordering item) are left out of the sequence. Nothing here depends on alpha, beta or the calibration data,
     so the sequence is fixed before the calibration labels are seen and the same at every alpha (which makes the
     certified set monotone in alpha, module docstring).
 
@@ -563,6 +564,16 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
     # ties (vectors that act alike on the ordering data): the wider decision region first, by its label-free share
     wide = prior_share(grid, stages)[candidates]
     order = candidates[np.lexsort((candidates, -wide, -coverage[candidates], need[candidates]))]
+    if conf is not None:
+        # a vector that does on every ordering item what one before it does adds no expected evidence, and, narrower
+        # where no ordering item falls, may decide nothing in the calibration and stop the sequence: keep the first
+        signature = np.where(decided, stage.astype(np.float64) * 2 + passed, -1.0)[order]
+        missing = np.flatnonzero(~has_data)
+        if missing.size:
+            signature = np.concatenate([signature, np.nan_to_num(grid[order][:, missing, :].reshape(order.size, -1),
+                                                                 posinf=9.0, neginf=-9.0)], axis=1)
+        _, first = np.unique(signature, axis=0, return_index=True)
+        order = order[np.sort(first)]
     return order.astype(np.int64), source
 
 
