@@ -115,6 +115,7 @@ FAIL_LEVELS: tuple[float, ...] = (-math.inf, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4)
 
 _Floats = NDArray[np.float64]
 _Bools = NDArray[np.bool_]
+PRIOR_DOUBT = 0.05  # the label-free order's least chance that a stage's surest verdict is wrong
 
 
 def fwer_reject(p_values: Sequence[float] | _Floats, delta: float, method: str = "holm") -> _Bools:
@@ -464,17 +465,20 @@ def _resolved_p_values(kind: str, units: _Units) -> str:
 def _stage_prior_risk(grid: _Floats, k: int, levels: Sequence[float] | None) -> tuple[_Floats, ...]:
     """Label-free guesses, per vector, of stage k's disagreement, false-pass rate, decided share and decided-failed
     share (of the items reaching it), taking its confidence as calibrated (an item of confidence c passes with
-    probability c) and uniform on its levels (or on [0, 1]); the rates are 0 where it decides nothing."""
+    probability c, never surer than ``PRIOR_DOUBT``) and uniform on its levels (or on [0, 1]); the rates are 0
+    where it decides nothing."""
     values = (np.asarray(sorted({float(v) for v in levels})) if levels is not None
               else (np.arange(200) + 0.5) / 200.0)
     tp, tf = grid[:, k, 0][:, None], grid[:, k, 1][:, None]
     says_pass, says_fail = values[None, :] >= tp, values[None, :] <= tf
     decided = says_pass | says_fail
-    wrong = np.where(says_pass, 1.0 - values, 0.0) + np.where(says_fail & ~says_pass, values, 0.0)
-    fails = np.where(decided, 1.0 - values, 0.0)
+    # never surer than PRIOR_DOUBT: a stage sure of a narrow extreme would otherwise look risk-free and go first
+    chance = np.clip(values, PRIOR_DOUBT, 1.0 - PRIOR_DOUBT)
+    wrong = np.where(says_pass, 1.0 - chance, 0.0) + np.where(says_fail & ~says_pass, chance, 0.0)
+    fails = np.where(decided, 1.0 - chance, 0.0)
     share, fail_share = decided.mean(axis=1), fails.mean(axis=1)
     d = wrong.mean(axis=1) / np.maximum(share, 1e-12)
-    f = np.where(says_pass, 1.0 - values, 0.0).mean(axis=1) / np.maximum(fail_share, 1e-12)
+    f = np.where(says_pass, 1.0 - chance, 0.0).mean(axis=1) / np.maximum(fail_share, 1e-12)
     return d, f, share, fail_share
 
 

@@ -469,8 +469,6 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     y = np.array([t.label for t in items], dtype=np.int64)
     groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=object)
     levels = [stage_levels(stage) for stage in stages]
-    conf, calls, unparsed = _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads)
-    costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
     ordering: dict[str, Any] = {}
     order_kwargs: dict[str, Any] = {}
     if order_trajectories is not None:
@@ -481,6 +479,12 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
                                                      num_threads=num_threads)
         order_kwargs = {"order_confidences": order_conf, "order_labels": order_y}
         ordering = {"trajectories": int(order_y.size), "stages": how}
+        for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
+            part = getattr(stage, "llm", stage)
+            if hasattr(part, "reset_counts"):
+                part.reset_counts()
+    conf, calls, unparsed = _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads)
+    costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
     result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, groups=groups.astype(str),
                              levels=levels, pass_levels=pass_levels, fail_levels=fail_levels, stage_costs=costs,
                              p_values=p_values, seed=seed, bound=bound, **order_kwargs)
@@ -543,8 +547,11 @@ def order_confidences(stages: Sequence[BaseJudge], names: Sequence[str], order_t
                 how.append(f"{name}: label-free position (no out-of-fold fit: {error})")
         else:
             conf[k], _ = _stage_confidences(stage, name, order, num_threads)
+            none = int(np.isnan(conf[k]).sum())
             how.append(f"{name}: its verdicts on the ordering items"
-                       + (f" ({len(order)} LM calls)" if _makes_lm_calls(stage) else ""))
+                       + (f" ({len(order)} LM calls)" if _makes_lm_calls(stage) else "")
+                       + (f" ({none} of {len(order)} without one: handed on"
+                          + ("; a label-free position" if none == len(order) else "") + ")" if none else ""))
     return conf, y, how
 
 
