@@ -409,7 +409,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
                 one_per_task: bool = False, seed: int = 0, p_values: str = "auto",
                 num_threads: int | None = None, label_rule: LabelRule | str | float | dict[str, Any] | None = None,
                 labels: str | None = None, bound: str = DEFAULT_BOUND,
-                order_trajectories: Sequence[Trajectory] | None = None) -> Cascade:
+                order_trajectories: Sequence[Trajectory] | None = None, order_llm_stages: bool = True) -> Cascade:
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
     Args:
@@ -442,6 +442,8 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         order_trajectories: labeled trajectories apart from the calibration (the fit split: the tasks the floor
             was fit on), whose out-of-fold confidences order the ``"ordered_sequence"`` (`order_confidences`); no
             task may be in both. None: a label-free order fixed in advance.
+        order_llm_stages: run the LLM stages on the ordering data (default; one call per ordering item); False:
+            they get a label-free position in the order.
 
     Returns:
         The `Cascade` (stages certified to decide nothing dropped); ``cascade.fit_report`` is the `FitReport` as
@@ -476,7 +478,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
             raise InputError(f"ordering data orders the 'ordered_sequence' method, not {method!r}: drop "
                              "--order-data or use --method ordered_sequence")
         order_conf, order_y, how = order_confidences(stages, names, order_trajectories, trajectories, seed=seed,
-                                                     num_threads=num_threads)
+                                                     num_threads=num_threads, llm_stages=order_llm_stages)
         order_kwargs = {"order_confidences": order_conf, "order_labels": order_y}
         ordering = {"trajectories": int(order_y.size), "stages": how}
         for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
@@ -508,7 +510,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
 
 def order_confidences(stages: Sequence[BaseJudge], names: Sequence[str], order_trajectories: Sequence[Trajectory],
                       calibration: Sequence[Trajectory] = (), *, seed: int = 0, num_threads: int | None = None,
-                      ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+                      llm_stages: bool = True) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The ordering data of an ``"ordered_sequence"``: each stage's confidences on labeled trajectories apart from
     the calibration (the fit split), with their labels, and how each row was made.
 
@@ -519,7 +521,8 @@ def order_confidences(stages: Sequence[BaseJudge], names: Sequence[str], order_t
       one call per ordering item, counted in the report. A label-free position for it was tried and rejected: it
       takes the stage's confidence as calibrated, so a confident but poor judge goes first and stops the sequence
       before the vectors that do not use it (a guessing judge that says 0.95 / 0.05 certified nothing); its own
-      verdicts on labeled items order it by what it does.
+      verdicts on labeled items order it by what it does. With ``llm_stages=False`` it is not run and gets that
+      label-free position (its row NaN, `metrics.risk_control.sequence_order`).
 
     Raises:
         InputError: a task is both in the ordering data and in the calibration (the order must come from data the
@@ -545,6 +548,8 @@ def order_confidences(stages: Sequence[BaseJudge], names: Sequence[str], order_t
                 how.append(f"{name}: out-of-fold probabilities (features refit per task-grouped fold)")
             except FloorError as error:
                 how.append(f"{name}: label-free position (no out-of-fold fit: {error})")
+        elif not llm_stages and _makes_lm_calls(stage):
+            how.append(f"{name}: label-free position (an LLM stage not run on the ordering data)")
         else:
             conf[k], _ = _stage_confidences(stage, name, order, num_threads)
             none = int(np.isnan(conf[k]).sum())
