@@ -498,9 +498,9 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
     """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level each would
     need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
     descending: of vectors that act alike on the ordering data, the wider goes first, and with ordering data the
-    later ones (the same decision and verdict on every ordering item) are left out of the sequence. Nothing here depends on alpha, beta or the calibration data,
-    so the sequence is fixed before the calibration labels are seen and the same at every alpha (which makes the
-    certified set monotone in alpha, module docstring).
+    later ones (the same decision and verdict on every ordering item) are left out of the sequence. Nothing here
+    depends on alpha, beta or the calibration data, so the sequence is fixed before the calibration labels are
+    seen and the same at every alpha (which makes the certified set monotone in alpha, module docstring).
 
     The level a vector would need is the largest over its stages that can decide of ``max(D_k, F_k /
     FALSE_PASS_RATIO)`` (``F_k`` only for a stage that can pass), where ``D_k`` and ``F_k`` are:

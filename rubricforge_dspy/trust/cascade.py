@@ -79,8 +79,9 @@ if TYPE_CHECKING:
     from rubricforge_dspy.core.verdict import Verdict
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "order_confidences", "judge_verdicts_line", "stage_cost", "cascade_summary", "measure_cascade", "format_fit_report",
-           "format_cascade_summary", "THEOREM", "REFERENCES", "label_rule_record"]
+           "stage_names", "order_confidences", "judge_verdicts_line", "stage_cost", "cascade_summary",
+           "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM", "REFERENCES",
+           "label_rule_record"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, for the population of a random task and "
            "a random trial of it: with the per-stage bound (the default), for every stage that decides, the "
@@ -245,6 +246,7 @@ def _tasks_for(test: dict[str, Any], result: GridResult) -> int | None:
     level, tested = result.level, max(result.n_tasks, 1)
     if test["rate"] >= test["bound"] or test["share"] <= 0:
         return None
+    estimate: int | None
     if result.p_values == "binomial":
         decided = decided_needed(test["bound"], level, test["rate"])
         estimate = math.ceil(decided / test["share"]) if decided is not None else None
@@ -252,10 +254,10 @@ def _tasks_for(test: dict[str, Any], result: GridResult) -> int | None:
         estimate = tasks_needed(test["bound"], level, test["share"], test["rate"])
     if estimate is not None and estimate > tested:
         return estimate
-    p = test["p"]
+    p = float(test["p"])
     if 0.0 < p < 1.0:
         return max(math.ceil(tested * math.log(level) / math.log(p)), tested + 1)
-    return estimate if estimate is not None and estimate > tested else None
+    return None
 
 
 def _refusal(result: GridResult, n_items: int, tasks: int, names: Sequence[str] | None = None
@@ -279,7 +281,8 @@ def _refusal(result: GridResult, n_items: int, tasks: int, names: Sequence[str] 
             + f"; {n_items} calibration trajectories of {tasks} tasks given")
     where = ("the sequence stopped at its first vector not certified" if sequence
              else "the vector with the smallest p-value")
-    vector = "; ".join(f"{name}: {_threshold_text({'t_pass': tp if math.isfinite(tp) else None, 't_fail': tf if math.isfinite(tf) else None})}"
+    vector = "; ".join(f"{name}: " + _threshold_text({"t_pass": tp if math.isfinite(tp) else None,
+                                                      "t_fail": tf if math.isfinite(tf) else None})
                        for name, (tp, tf) in zip(names, result.thresholds, strict=False))
     parts: list[str] = []
     if result.bound == "per_stage" and result.stages:
@@ -698,8 +701,8 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
     bound = f" and false-pass <= {guarantee['max_false_pass']:.3g}" if guarantee.get("max_false_pass") is not None \
         else ""
     per_stage = guarantee.get("bound") == "per_stage"
-    lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} "
-             f"{'for every stage, among the items it decides' if per_stage else 'among decided items'}, with probability "
+    among = "for every stage, among the items it decides" if per_stage else "among decided items"
+    lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} {among}, with probability "
              f">= {1 - guarantee.get('delta', 0):.2f} (alpha {guarantee.get('alpha')}, delta {guarantee.get('delta')}; "
              f"{guarantee.get('method')}, "
              f"{guarantee.get('p_values', 'binomial')} p-values, "
