@@ -271,3 +271,174 @@ def compare_paired(y_true: ArrayLike, pred_a: ArrayLike, pred_b: ArrayLike) -> d
         "p_value": res.p_value,
         "mark": significance_mark(res.p_value),
     }
+
+
+# --------------------------------------------------------------------------------------
+# Agreement between labelers (several people labeling the same items)
+# --------------------------------------------------------------------------------------
+#
+# ``ratings``: one mapping per item, ``{labeler: value}``, over nominal values (any hashable: 0/1, words). An
+# item rated by one labeler only carries no information on agreement and is left out of every statistic here
+# (counted as ``single``).
+
+LABELER_RESAMPLES = 2000  # bootstrap resamples of the labeler-agreement intervals (over items)
+
+
+def _multiply_rated(ratings: Any) -> list[dict[Any, Any]]:
+    out = []
+    for item in ratings:
+        if not hasattr(item, "items"):
+            raise ValueError(f"ratings must be mappings {{labeler: value}}, got {type(item).__name__}")
+        present = {who: value for who, value in item.items() if value is not None}
+        if len(present) >= 2:
+            out.append(present)
+    return out
+
+
+def krippendorff_alpha_nominal(units: Any) -> float:
+    """Krippendorff's alpha for nominal values: ``1 - D_o / D_e`` from the coincidence matrix.
+
+    ``units`` holds, per item, the values its labelers gave (a sequence of hashables; missing values are
+    simply absent). A unit with ``m_u >= 2`` values adds ``1 / (m_u - 1)`` to ``o[c, k]`` for each ordered
+    pair of its values; with ``n_c = sum_k o[c, k]`` and ``n = sum_c n_c``,
+    ``alpha = 1 - (n - 1) * sum_{c != k} o[c, k] / sum_{c != k} n_c n_k`` (Krippendorff, *Content Analysis*,
+    4th ed., 2019, ch. 12; "Computing Krippendorff's alpha-reliability", 2011, section C, whose nominal
+    example with missing values gives 0.743). Units with fewer than two values are not pairable and are left
+    out. ``nan`` (with an ``UndefinedMetricWarning``) when fewer than two pairable values exist or every
+    value is the same (``D_e = 0``).
+    """
+    values: list[list[Any]] = []
+    for unit in units:
+        present = [v for v in unit if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        if len(present) >= 2:
+            values.append(present)
+    categories = sorted({v for unit in values for v in unit}, key=repr)
+    index = {c: i for i, c in enumerate(categories)}
+    o = np.zeros((len(categories), len(categories)))
+    for unit in values:
+        counts = np.bincount([index[v] for v in unit], minlength=len(categories)).astype(float)
+        o += (np.outer(counts, counts) - np.diag(counts)) / (len(unit) - 1)
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    expected = n_c.sum() ** 2 - float((n_c ** 2).sum())  # sum_{c != k} n_c n_k
+    if n < 2 or expected == 0:
+        return undefined_metric("Krippendorff's alpha is undefined: fewer than two pairable values, or every "
+                                "value is the same; returning nan")
+    observed = float(o.sum() - np.trace(o))
+    return float(1.0 - (n - 1) * observed / expected)
+
+
+def _pair_values(ratings: list[dict[Any, Any]], a: Any, b: Any) -> tuple[list[Any], list[Any]]:
+    both = [r for r in ratings if a in r and b in r]
+    return [r[a] for r in both], [r[b] for r in both]
+
+
+def _kappa(x: list[Any], y: list[Any]) -> float:
+    labels = sorted(set(x) | set(y), key=repr)
+    if len(labels) < 2:
+        return undefined_metric("Cohen's kappa is undefined: both labelers gave one and the same value on every "
+                                "shared item; returning nan")
+    codes = {v: i for i, v in enumerate(labels)}
+    return float(skm.cohen_kappa_score([codes[v] for v in x], [codes[v] for v in y], labels=list(range(len(labels)))))
+
+
+def _all_agree(ratings: list[dict[Any, Any]]) -> float:
+    return float(np.mean([len(set(r.values())) == 1 for r in ratings])) if ratings else math.nan
+
+
+def labeler_agreement(ratings: Any, *, confidence: float = 0.95, resamples: int = LABELER_RESAMPLES,
+                      seed: int = 0) -> dict[str, Any]:
+    """Agreement between the labelers of the same items, each statistic with a bootstrap interval.
+
+    Args:
+        ratings: per item, a mapping ``{labeler: value}`` (nominal values; None is no value). Items with
+            fewer than two values are counted (``single``) and left out.
+        confidence: the level of the intervals.
+        resamples: bootstrap resamples (over items: the items are resampled with replacement, each keeping
+            all its labels; Efron & Tibshirani 1993, percentile interval).
+        seed: the bootstrap's seed (reported in the result).
+
+    Returns:
+        ``{"items", "single", "labelers", "raw_agreement", "alpha", "pairs", "interval"}``:
+        ``raw_agreement`` is the share of the items rated at least twice on which all their labelers gave the
+        same value; ``alpha`` Krippendorff's nominal alpha over all labelers (`krippendorff_alpha_nominal`);
+        ``pairs`` one record per pair of labelers sharing items (``n``, ``agreement``: share of the shared
+        items with the same value; ``kappa``: Cohen's kappa, `sklearn.metrics.cohen_kappa_score`). Every
+        statistic is ``{"value", "low", "high"}``; ``interval`` says how the intervals were made (method,
+        confidence, resamples, seed).
+
+    Raises:
+        ValueError: an item is not a mapping, or a bad confidence / resample count.
+    """
+    from rubricforge_dspy.metrics.intervals import percentile_interval
+
+    all_items = list(ratings)
+    rated = _multiply_rated(all_items)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    labelers = sorted({who for r in rated for who in r}, key=str)
+    rng = np.random.default_rng(seed)
+    draws = [rng.integers(0, len(rated), len(rated)) for _ in range(resamples)] if rated else []
+
+    def with_interval(statistic: Any, items: list[dict[Any, Any]], what: str) -> dict[str, float]:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)
+            value = statistic(items) if items else math.nan
+            replicates = [statistic([items[i] for i in draw]) for draw in draws_for(items)]
+            interval = percentile_interval(replicates, confidence, what) if replicates else (math.nan, math.nan)
+        return {"value": value, "low": interval[0], "high": interval[1]}
+
+    def draws_for(items: list[dict[Any, Any]]) -> list[np.ndarray]:
+        if items is rated:
+            return draws
+        return [rng.integers(0, len(items), len(items)) for _ in range(resamples)] if items else []
+
+    pairs = []
+    for i, a in enumerate(labelers):
+        for b in labelers[i + 1:]:
+            shared = [r for r in rated if a in r and b in r]
+            if not shared:
+                continue
+            pairs.append({
+                "a": a, "b": b, "n": len(shared),
+                "agreement": with_interval(lambda items, a=a, b=b: float(np.mean([r[a] == r[b] for r in items])),
+                                           shared, f"agreement {a}/{b}"),
+                "kappa": with_interval(lambda items, a=a, b=b: _kappa(*_pair_values(items, a, b)), shared,
+                                       f"kappa {a}/{b}"),
+            })
+    return {
+        "items": len(rated), "single": len(all_items) - len(rated), "labelers": labelers,
+        "raw_agreement": with_interval(_all_agree, rated, "raw agreement"),
+        "alpha": with_interval(lambda items: krippendorff_alpha_nominal([list(r.values()) for r in items]),
+                               rated, "Krippendorff's alpha"),
+        "pairs": pairs,
+        "interval": {"method": "percentile bootstrap over items", "confidence": confidence,
+                     "resamples": resamples, "seed": seed},
+    }
+
+
+def format_labeler_agreement(agreement: dict[str, Any], rater_word: str = "labelers") -> list[str]:
+    """`labeler_agreement`'s result as lines: ``"2 labelers agree on 87.0% of 106 items [80.2%, 92.5%];
+    Krippendorff's alpha 0.74 [..]"`` then one line per pair (agreement, Cohen's kappa)."""
+    def pct(stat: dict[str, float]) -> str:
+        return f"{stat['value']:.1%} [{stat['low']:.1%}, {stat['high']:.1%}]"
+
+    def num(stat: dict[str, float]) -> str:
+        return f"{stat['value']:.2f} [{stat['low']:.2f}, {stat['high']:.2f}]"
+
+    if not agreement["items"]:
+        return [f"no item has labels from two {rater_word}: no agreement to measure"]
+    iv = agreement["interval"]
+    lines = [f"{len(agreement['labelers'])} {rater_word} agree on {pct(agreement['raw_agreement'])} of "
+             f"{agreement['items']} items labeled at least twice; Krippendorff's alpha (nominal) "
+             f"{num(agreement['alpha'])}"]
+    for pair in agreement["pairs"]:
+        lines.append(f"  {pair['a']} vs {pair['b']}: agree on {pct(pair['agreement'])} of {pair['n']}; "
+                     f"Cohen's kappa {num(pair['kappa'])}")
+    lines.append(f"  ({iv['confidence']:.0%} intervals: {iv['method']}, {iv['resamples']} resamples, "
+                 f"seed {iv['seed']})")
+    return lines
