@@ -44,6 +44,7 @@ from rubricforge_dspy.cli.data_options import (
     apply_mapping,
     load_data,
     stream_data,
+    write_disagreements,
 )
 from rubricforge_dspy.cli.integrations import (
     add_mlflow_sink_arguments,
@@ -89,11 +90,21 @@ def cmd_stats(args) -> int:
     stats = DataStats()
     for counts in data.trajectories:
         stats.add(counts)
+    labelers = None
+    if args.labels:
+        from rubricforge_dspy.data.labels import read_label_file
+        from rubricforge_dspy.data.stats import format_labeler_report, labeler_report
+
+        labelers = labeler_report(read_label_file(args.labels))
+        write_disagreements(args)
     if args.json:
         print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
-                          "warnings": data.tally.warnings(), "labels": data.to_dict()}, indent=2))
+                          "warnings": data.tally.warnings(), "labels": data.to_dict(), "labelers": labelers},
+                         indent=2))
     else:
         print(stats.format(data.report))
+        if labelers is not None:
+            print("\n".join(format_labeler_report(labelers)))
     return 0
 
 
