@@ -168,7 +168,8 @@ def add_labeler_arguments(parser: argparse.ArgumentParser) -> None:
 def apply_label_reading(args: argparse.Namespace) -> None:
     """The label flags of `add_labeler_arguments` become the `LabelReading` that ``args.labels`` (a `LabelsPath`)
     carries; refused without ``--labels``."""
-    flags = {"--label-column": getattr(args, "label_column", None), "--label-values": getattr(args, "label_values", None),
+    flags = {"--label-column": getattr(args, "label_column", None),
+             "--label-values": getattr(args, "label_values", None),
              "--labeler-column": getattr(args, "labeler_column", None),
              "--adjudicator": getattr(args, "adjudicator", None),
              "--disagreements-out": getattr(args, "disagreements_out", None)}

@@ -233,9 +233,9 @@ class _ValueReader:
             return None, False
         word = str(raw).strip().lower()
         if word not in self.words:
+            shown = raw.strip() if isinstance(raw, str) else raw
             raise LabelFileError(f"{where}: {self.column} {raw!r} is not among --label-values "
-                                 f"({', '.join(self.words)}); add it (e.g. {raw.strip() if isinstance(raw, str) else raw}"
-                                 "=skip)")
+                                 f"({', '.join(self.words)}); add it (e.g. {shown}=skip)")
         label = self.words[word]
         return label, label is None
 
