@@ -43,7 +43,7 @@ def test_krippendorff_alpha_reproduces_the_published_nominal_example():
                  [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, n, 3],
                  [n, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, n],
                  [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, n]]
-    assert krippendorff_alpha_nominal(list(zip(*observers))) == pytest.approx(0.743, abs=5e-4)
+    assert krippendorff_alpha_nominal(list(zip(*observers, strict=True))) == pytest.approx(0.743, abs=5e-4)
 
 
 def test_two_labeler_statistics_match_the_hand_computation():
