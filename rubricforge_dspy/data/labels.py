@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 _Joined = TypeVar("_Joined", bound="Trajectory | TrajectoryCounts")
 
 __all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "LabelsPath",
-           "LabelReading", "RESOLVE_RULES",
+           "LabelReading", "RESOLVE_RULES", "resolve_ratings",
            "read_label_file",
            "join_labels", "SWEBENCH_POSITIVE", "SWEBENCH_NEGATIVE", "SWEBENCH_ERROR", "SWEBENCH_NEUTRAL"]
 
@@ -180,6 +180,15 @@ class LabelReading:
         if self.adjudicator and self.resolve != "adjudicated":
             raise LabelFileError(f"--adjudicator {self.adjudicator!r} only applies with --label-resolve adjudicated")
 
+    def label_of(self, row: dict[str, Any], where: str) -> tuple[int | None, bool]:
+        """``(label, skipped)`` of one row (or record) by this reading: its ``column``'s value through ``values``;
+        ``skipped`` when a skip value (or an expression's null) gave no label.
+
+        Raises:
+            LabelFileError: a value outside the map, or not a 0/1 label (the message names `where`).
+        """
+        return _ValueReader(self).read(row, where)
+
 
 def _value_map(text: str) -> dict[str, int | None] | None:
     """``"A=1,B=0,C=skip"`` as ``{"a": 1, "b": 0, "c": None}``; None when `text` is not of that form (then it is
@@ -290,7 +299,7 @@ def _read_csv(path: Path, text: str, key=None, reading: LabelReading | None = No
             continue
         rows.append((_row_id(rid, where), _labeler(row.get(labeler_col), labeler_col, where), label, skipped, line))
     if labeler_col is not None:
-        _file_ratings(out, rows, reading)
+        resolve_ratings(out, rows, reading)
     return out
 
 
@@ -317,9 +326,27 @@ def _labeler(name: Any, column: str, where: str) -> str:
     return str(name).strip()
 
 
-def _file_ratings(out: LabelFile, rows: list[tuple[str, str, int | None, bool, int]], reading: LabelReading) -> None:
-    """Group the rows of a labels file with a labeler column by id and resolve each id's label by the rule."""
-    by_id: dict[str, dict[str, tuple[int | None, int]]] = {}
+def resolve_ratings(out: LabelFile, rows: Iterable[tuple[str, str, int | None, bool, int | str]],
+                    reading: LabelReading) -> LabelFile:
+    """File labels from several labelers into `out`: group the rows by id and resolve each id's label by
+    ``reading.resolve`` (`LabelReading`), recording ``ratings``, ``disagreements``, ``unresolved`` (also in
+    ``unlabeled``), ``blank`` (only skip values) and ``skipped_values``. Used by the CSV and JSONL readers and by
+    the MLflow assessments reader (`integrations.mlflow_labels.read_mlflow_labels`).
+
+    Args:
+        out: the label file to fill (its ``path`` names it in errors).
+        rows: ``(id, labeler, label or None, skipped, line)`` per row, in file order (``line``: a line number or
+            any text saying where the row came from).
+        reading: the resolution rule and the adjudicator.
+
+    Returns:
+        `out`, filled.
+
+    Raises:
+        LabelFileError: a labeler labels the same id twice.
+    """
+    out.resolve = reading.resolve
+    by_id: dict[str, dict[str, tuple[int | None, int | str]]] = {}
     for rid, who, label, skipped, line in rows:
         labels = by_id.setdefault(rid, {})
         if who in labels:
@@ -342,10 +369,11 @@ def _file_ratings(out: LabelFile, rows: list[tuple[str, str, int | None, bool, i
             out.unlabeled[rid] = f"unresolved: {why}"
         else:
             out.entries[rid] = LabelEntry(chosen[1], None, chosen[2])
+    return out
 
 
-def _resolve(reading: LabelReading, given: list[tuple[str, int, int]], voters: list[int]
-             ) -> tuple[tuple[str, int, int] | None, str]:
+def _resolve(reading: LabelReading, given: list[tuple[str, int, int | str]], voters: list[int]
+             ) -> tuple[tuple[str, int, int | str] | None, str]:
     """The row that gives an id's label under the rule, or None with the reason."""
     rule = reading.resolve
     if rule == "adjudicated":
@@ -404,7 +432,7 @@ def _read_jsonl(path: Path, text: str, key=None, reading: LabelReading | None = 
         raise LabelFileError(f"{path}: some records name a labeler and some do not; give every record a labeler "
                              f"({labeler_key or 'labeler'})")
     if rows:
-        _file_ratings(out, rows, reading)
+        resolve_ratings(out, rows, reading)
     return out
 
 
