@@ -210,6 +210,7 @@ def read_mlflow_labels(tracking_uri: str, experiment: str, *, label_name: str = 
                             latest[who] = a
                 for who, a in latest.items():
                     at = f"{where}, trace {trace_id}, assessment {a.assessment_id}"
+                    label: int | None
                     if reading.values is None:
                         label, skipped = label_value(a.feedback.value, at), False
                     else:
