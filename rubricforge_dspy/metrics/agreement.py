@@ -328,22 +328,26 @@ def krippendorff_alpha_nominal(units: Any) -> float:
     return float(1.0 - (n - 1) * observed / expected)
 
 
-def _pair_values(ratings: list[dict[Any, Any]], a: Any, b: Any) -> tuple[list[Any], list[Any]]:
-    both = [r for r in ratings if a in r and b in r]
-    return [r[a] for r in both], [r[b] for r in both]
+def _kappa_from_confusion(confusion: np.ndarray) -> np.ndarray:
+    """Cohen's kappa from confusion counts of shape ``(..., K, K)`` (rows: one labeler, columns: the other);
+    nan where it is undefined (no items, or chance agreement 1)."""
+    total = confusion.sum(axis=(-2, -1))
+    safe = np.where(total > 0, total, 1.0)
+    p_o = np.trace(confusion, axis1=-2, axis2=-1) / safe
+    p_e = (confusion.sum(axis=-1) * confusion.sum(axis=-2)).sum(axis=-1) / safe ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((total > 0) & (p_e < 1), (p_o - p_e) / np.where(p_e < 1, 1 - p_e, 1.0), np.nan)
 
 
-def _kappa(x: list[Any], y: list[Any]) -> float:
-    labels = sorted(set(x) | set(y), key=repr)
-    if len(labels) < 2:
-        return undefined_metric("Cohen's kappa is undefined: both labelers gave one and the same value on every "
-                                "shared item; returning nan")
-    codes = {v: i for i, v in enumerate(labels)}
-    return float(skm.cohen_kappa_score([codes[v] for v in x], [codes[v] for v in y], labels=list(range(len(labels)))))
-
-
-def _all_agree(ratings: list[dict[Any, Any]]) -> float:
-    return float(np.mean([len(set(r.values())) == 1 for r in ratings])) if ratings else math.nan
+def _alpha_from_coincidences(o: np.ndarray) -> np.ndarray:
+    """Krippendorff's nominal alpha from coincidence matrices of shape ``(..., K, K)``; nan where undefined."""
+    n_c = o.sum(axis=-1)
+    n = n_c.sum(axis=-1)
+    expected = n ** 2 - (n_c ** 2).sum(axis=-1)
+    observed = o.sum(axis=(-2, -1)) - np.trace(o, axis1=-2, axis2=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n >= 2) & (expected > 0), 1.0 - (n - 1) * observed / np.where(expected > 0, expected, 1.0),
+                        np.nan)
 
 
 def labeler_agreement(ratings: Any, *, confidence: float = 0.95, resamples: int = LABELER_RESAMPLES,
@@ -354,70 +358,90 @@ def labeler_agreement(ratings: Any, *, confidence: float = 0.95, resamples: int 
         ratings: per item, a mapping ``{labeler: value}`` (nominal values; None is no value). Items with
             fewer than two values are counted (``single``) and left out.
         confidence: the level of the intervals.
-        resamples: bootstrap resamples (over items: the items are resampled with replacement, each keeping
-            all its labels; Efron & Tibshirani 1993, percentile interval).
+        resamples: bootstrap resamples (over items: the items labeled at least twice are resampled with
+            replacement, each keeping all its labels, the same resamples for every statistic; Efron & Tibshirani
+            1993, percentile interval, `metrics.intervals.resample_weights`).
         seed: the bootstrap's seed (reported in the result).
 
     Returns:
         ``{"items", "single", "labelers", "raw_agreement", "alpha", "pairs", "interval"}``:
         ``raw_agreement`` is the share of the items rated at least twice on which all their labelers gave the
-        same value; ``alpha`` Krippendorff's nominal alpha over all labelers (`krippendorff_alpha_nominal`);
+        same value; ``alpha`` Krippendorff's nominal alpha over all labelers (as `krippendorff_alpha_nominal`);
         ``pairs`` one record per pair of labelers sharing items (``n``, ``agreement``: share of the shared
-        items with the same value; ``kappa``: Cohen's kappa, `sklearn.metrics.cohen_kappa_score`). Every
-        statistic is ``{"value", "low", "high"}``; ``interval`` says how the intervals were made (method,
-        confidence, resamples, seed).
+        items with the same value; ``kappa``: Cohen's kappa, equal to `sklearn.metrics.cohen_kappa_score` on
+        them). Every statistic is ``{"value", "low", "high"}`` (nan where undefined, e.g. kappa when both gave
+        one value throughout); ``interval`` says how the intervals were made (method, confidence, resamples, seed).
 
     Raises:
         ValueError: an item is not a mapping, or a bad confidence / resample count.
     """
-    from rubricforge_dspy.metrics.intervals import percentile_interval
+    import warnings
+
+    from rubricforge_dspy.metrics.intervals import percentile_interval, resample_weights
 
     all_items = list(ratings)
     rated = _multiply_rated(all_items)
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    if isinstance(resamples, bool) or not isinstance(resamples, numbers.Integral) or resamples < 1:
+        raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
     labelers = sorted({who for r in rated for who in r}, key=str)
-    rng = np.random.default_rng(seed)
-    draws = [rng.integers(0, len(rated), len(rated)) for _ in range(resamples)] if rated else []
+    interval_info = {"method": "percentile bootstrap over items", "confidence": confidence,
+                     "resamples": resamples, "seed": seed}
+    nan_stat = {"value": math.nan, "low": math.nan, "high": math.nan}
+    if not rated:
+        return {"items": 0, "single": len(all_items), "labelers": labelers, "raw_agreement": dict(nan_stat),
+                "alpha": dict(nan_stat), "pairs": [], "interval": interval_info}
+    categories = sorted({v for r in rated for v in r.values()}, key=repr)
+    k = len(categories)
+    code = {c: i for i, c in enumerate(categories)}
+    n = len(rated)
+    matrix = np.full((n, len(labelers)), -1, dtype=np.int64)  # item x labeler category codes, -1: no value
+    for i, r in enumerate(rated):
+        for j, who in enumerate(labelers):
+            if who in r:
+                matrix[i, j] = code[r[who]]
+    counts = np.stack([(matrix == c).sum(axis=1) for c in range(k)], axis=1).astype(np.float64)  # n x K
+    m_u = counts.sum(axis=1)
+    coincidences = ((counts[:, :, None] * counts[:, None, :]) - np.einsum("ic,cd->icd", counts, np.eye(k))) \
+        / (m_u - 1)[:, None, None]  # n x K x K: each item's contribution to the coincidence matrix
+    agree = (counts.max(axis=1) == m_u).astype(np.float64)
+    point = np.ones((1, n))
+    weights = np.concatenate([point, *resample_weights(n, resamples, seed)])  # row 0: the data as they are
 
-    def with_interval(statistic: Any, items: list[dict[Any, Any]], what: str) -> dict[str, float]:
-        import warnings
-
+    def stat(values: np.ndarray, what: str) -> dict[str, float]:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=UserWarning)
-            value = statistic(items) if items else math.nan
-            replicates = [statistic([items[i] for i in draw]) for draw in draws_for(items)]
-            interval = percentile_interval(replicates, confidence, what) if replicates else (math.nan, math.nan)
-        return {"value": value, "low": interval[0], "high": interval[1]}
+            warnings.simplefilter("ignore", category=UserWarning)  # nan replicates are reported as nan bounds
+            low, high = percentile_interval(values[1:], confidence, what)
+        return {"value": float(values[0]), "low": low, "high": high}
 
-    def draws_for(items: list[dict[Any, Any]]) -> list[np.ndarray]:
-        if items is rated:
-            return draws
-        return [rng.integers(0, len(items), len(items)) for _ in range(resamples)] if items else []
+    def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
 
     pairs = []
-    for i, a in enumerate(labelers):
-        for b in labelers[i + 1:]:
-            shared = [r for r in rated if a in r and b in r]
-            if not shared:
+    for a in range(len(labelers)):
+        for b in range(a + 1, len(labelers)):
+            shared = (matrix[:, a] >= 0) & (matrix[:, b] >= 0)
+            if not shared.any():
                 continue
+            onehot = np.zeros((n, k * k))
+            onehot[shared, matrix[shared, a] * k + matrix[shared, b]] = 1.0
+            confusion = (weights @ onehot).reshape(-1, k, k)
+            same = (matrix[:, a] == matrix[:, b]) & shared
             pairs.append({
-                "a": a, "b": b, "n": len(shared),
-                "agreement": with_interval(lambda items, a=a, b=b: float(np.mean([r[a] == r[b] for r in items])),
-                                           shared, f"agreement {a}/{b}"),
-                "kappa": with_interval(lambda items, a=a, b=b: _kappa(*_pair_values(items, a, b)), shared,
-                                       f"kappa {a}/{b}"),
+                "a": labelers[a], "b": labelers[b], "n": int(shared.sum()),
+                "agreement": stat(ratio(weights @ same.astype(float), weights @ shared.astype(float)),
+                                  f"agreement {labelers[a]}/{labelers[b]}"),
+                "kappa": stat(_kappa_from_confusion(confusion), f"kappa {labelers[a]}/{labelers[b]}"),
             })
+    alpha = _alpha_from_coincidences((weights @ coincidences.reshape(n, k * k)).reshape(-1, k, k))
     return {
-        "items": len(rated), "single": len(all_items) - len(rated), "labelers": labelers,
-        "raw_agreement": with_interval(_all_agree, rated, "raw agreement"),
-        "alpha": with_interval(lambda items: krippendorff_alpha_nominal([list(r.values()) for r in items]),
-                               rated, "Krippendorff's alpha"),
+        "items": n, "single": len(all_items) - n, "labelers": labelers,
+        "raw_agreement": stat(ratio(weights @ agree, weights.sum(axis=1)), "raw agreement"),
+        "alpha": stat(alpha, "Krippendorff's alpha"),
         "pairs": pairs,
-        "interval": {"method": "percentile bootstrap over items", "confidence": confidence,
-                     "resamples": resamples, "seed": seed},
+        "interval": interval_info,
     }
 
 

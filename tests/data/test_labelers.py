@@ -44,6 +44,10 @@ def test_krippendorff_alpha_reproduces_the_published_nominal_example():
                  [n, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, n],
                  [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, n]]
     assert krippendorff_alpha_nominal(list(zip(*observers, strict=True))) == pytest.approx(0.743, abs=5e-4)
+    ratings = [{who: v for who, v in zip("ABCD", unit, strict=True) if v is not None}
+               for unit in zip(*observers, strict=True)]
+    result = labeler_agreement(ratings, resamples=100)  # the vectorized form: the same number
+    assert result["alpha"]["value"] == pytest.approx(0.743, abs=5e-4) and result["single"] == 1
 
 
 def test_two_labeler_statistics_match_the_hand_computation():
