@@ -65,10 +65,8 @@ def _labelers(args):
     """Each item's labels by labeler when ``--labels`` has a labeler column (`LabelFile.ratings`), else None."""
     if not getattr(args, "labels", None):
         return None
-    from rubricforge_dspy.cli.data_options import write_disagreements
     from rubricforge_dspy.data.labels import read_label_file
 
-    write_disagreements(args)
     return read_label_file(args.labels).ratings or None
 
 
@@ -87,6 +85,9 @@ def _certify_cascade(args) -> int:
                          "certify measures it on held-out data without --recheck or --out-program")
     cascade = load_judge(args.program)
     use_cascade_label_rule(args, cascade.guarantee, f"the cascade {args.program}")  # labels by its fit's rule
+    if _labelers(args):
+        print("note: the agreement with each labeler is reported for a program's certificate, not yet for a "
+              "cascade's; `rubricforge stats --labels` gives the labelers' own agreement", file=sys.stderr)
     trajectories = load_data(args, need_labels=True).trajectories
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with contextlib.ExitStack() as stack:

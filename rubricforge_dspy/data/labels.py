@@ -282,6 +282,11 @@ def _read_csv(path: Path, text: str, key=None, reading: LabelReading | None = No
         raise LabelFileError(f"{path}:1: a CSV label file needs a header with an 'id' column and a "
                              f"{values.column!r} (--label-column) and/or 'reward' column; found {reader.fieldnames}")
     labeler_col = _labeler_column(reading, columns, path)
+    if labeler_col is not None and "reward" in columns:
+        import warnings
+
+        warnings.warn(f"{path}: a labels file with a labeler column ({labeler_col!r}) gives labels; its 'reward' "
+                      "column is not read", stacklevel=3)
     seen: dict[str, int] = {}
     rows: list[tuple[str, str, int | None, bool, int]] = []
     for row in reader:
