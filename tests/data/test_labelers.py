@@ -178,3 +178,19 @@ def test_label_flags_without_a_labels_file_are_refused(tmp_path, capsys):
     data = write_lines(tmp_path / "runs.jsonl", [jsonl_record(1)])
     assert main(["stats", "--data", str(data), "--label-resolve", "majority"]) == 2
     assert "give the file with --labels FILE" in capsys.readouterr().err
+
+
+def test_text_values_without_a_labeler_column_keep_one_row_per_id(tmp_path):
+    path = tmp_path / "verdicts.csv"
+    path.write_text("id,outcome\nx, Successful \ny,unsuccessful\nz,Unsure\n")
+    read = read_label_file(path, reading=LabelReading(column="outcome", values=VALUES))
+    assert {i: e.label for i, e in read.entries.items()} == {"x": 1, "y": 0}
+    assert read.blank == ["z"] and read.skipped_values == 1 and not read.ratings
+
+
+def test_stats_json_gives_an_undefined_kappa_as_null(tmp_path, capsys):
+    data = write_lines(tmp_path / "runs.jsonl", [jsonl_record(i, reward=None) for i in range(1, 3)])
+    rows = [("t1", "A", "Successful"), ("t1", "B", "Successful"), ("t2", "A", "Successful"), ("t2", "B", "Successful")]
+    assert main(["stats", "--data", str(data), "--labels", str(annotations(tmp_path, rows)), *FLAGS, "--json"]) == 0
+    pair = json.loads(capsys.readouterr().out)["labelers"]["agreement"]["pairs"][0]
+    assert pair["agreement"]["value"] == 1.0 and pair["kappa"] == {"value": None, "low": None, "high": None}
