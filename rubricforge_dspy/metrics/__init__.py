@@ -18,11 +18,12 @@ undefined on valid input (ROC AUC with a single class, false-pass rate with no f
 trajectories, ...) the function returns ``nan`` and emits a
 :class:`sklearn.exceptions.UndefinedMetricWarning` saying why, rather than raising.
 
-Modules: :mod:`.agreement` (point metrics, McNemar, and the agreement between several labelers: Cohen's kappa
-per pair, Krippendorff's nominal alpha, `labeler_agreement` with item-bootstrap intervals),
-:mod:`.intervals` (exact / Wilson intervals for rates and the one bootstrap engine, item or task-clustered),
-:mod:`.calibration` (reliability diagram, ECE, contradictions), :mod:`.summary` (one judge's row). Import them from here; they load on first use
-(`_lazy.lazy_exports`), so a command that only names a method (`risk_methods`) never imports numpy or scipy.
+Modules: :mod:`.agreement` (point metrics, McNemar, and the agreement between several labelers:
+Cohen's kappa per pair, Krippendorff's nominal alpha, `labeler_agreement` with item-bootstrap
+intervals), :mod:`.intervals` (exact / Wilson intervals for rates and the one bootstrap engine, item
+or task-clustered), :mod:`.calibration` (reliability diagram, ECE, contradictions), :mod:`.summary`
+(one judge's row). Import them from here; they load on first use (`_lazy.lazy_exports`), so a command
+that only names a method (`risk_methods`) never imports numpy or scipy.
 """
 
 from rubricforge_dspy._lazy import lazy_exports
