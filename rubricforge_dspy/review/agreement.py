@@ -51,10 +51,12 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
     when it is undefined (no item, or both gave one and the same label everywhere: chance agreement is 1)."""
     if not a:
         return None
+    from sklearn.exceptions import UndefinedMetricWarning
     from sklearn.metrics import cohen_kappa_score
 
-    with warnings.catch_warnings():  # an undefined kappa is NaN with a RuntimeWarning: reported as None instead
+    with warnings.catch_warnings():  # an undefined kappa is NaN with a warning: reported as None instead
         warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
         value = float(cohen_kappa_score(list(a), list(b), labels=[0, 1]))
     return None if math.isnan(value) else value
 
