@@ -74,6 +74,7 @@ def apply_mapping(args: argparse.Namespace) -> None:
         InputError: --map beside a --format other than auto; a mapping that does not validate (`MappingError`);
             --labels-key without --labels; a --label-threshold with no reward to apply to.
     """
+    apply_label_reading(args)
     labels, key = getattr(args, "labels", None), getattr(args, "labels_key", None)
     if key is not None and not labels:
         raise InputError(f"--labels-key {key!r} says how to read a labels file: give the file with --labels FILE")
@@ -135,6 +136,75 @@ def add_label_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the labels file's records are keyed by this JMESPath expression (on each JSONL record "
                              "or CSV row), not by an 'id': e.g. \"join(':', [model, to_string(task_id)])\"; "
                              "docs/MAPPING.md")
+    add_labeler_arguments(parser)
+
+
+# -- labels from several people (issue 41 item 2): text values, a labeler column, the resolution rule ----------
+
+def add_labeler_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--label-column``, ``--label-values``, ``--labeler-column``, ``--label-resolve``, ``--adjudicator`` (how a
+    CSV/JSONL labels file's values are read; `data.labels.LabelReading`)."""
+    from rubricforge_dspy.data.labels import RESOLVE_RULES
+
+    parser.add_argument("--label-column", default=None, metavar="NAME",
+                        help="the labels file's column (or JSONL member) holding the label (default: label)")
+    parser.add_argument("--label-values", default=None, metavar="MAP|EXPR",
+                        help="how the label column's values become labels: 'Successful=1,Unsuccessful=0,Unsure=skip' "
+                             "(skip: no label, counted) or a JMESPath expression on each row giving 0/1/true/false or "
+                             "null (no label); default: 1/0, true/false, pass/fail, yes/no")
+    parser.add_argument("--labeler-column", default=None, metavar="NAME",
+                        help="the column naming who labeled each row: an id may then have one row per labeler "
+                             "(default: 'labeler' when the file has one); `stats --labels` reports their agreement")
+    parser.add_argument("--label-resolve", default="first", choices=RESOLVE_RULES,
+                        help="which label an id gets when its labelers disagree: first (first labeled row), majority "
+                             "(a tie gives no label), unanimous (a disagreement gives no label), adjudicated (the "
+                             "--adjudicator's row wins; a disagreement without it gives no label); default first")
+    parser.add_argument("--adjudicator", default=None, metavar="NAME",
+                        help="with --label-resolve adjudicated: the labeler whose label wins")
+    parser.add_argument("--disagreements-out", default=None, metavar="FILE",
+                        help="write the ids where labelers disagree, with each labeler's label, as JSONL here")
+
+
+def apply_label_reading(args: argparse.Namespace) -> None:
+    """The label flags of `add_labeler_arguments` become the `LabelReading` that ``args.labels`` (a `LabelsPath`)
+    carries; refused without ``--labels``."""
+    flags = {"--label-column": getattr(args, "label_column", None),
+             "--label-values": getattr(args, "label_values", None),
+             "--labeler-column": getattr(args, "labeler_column", None),
+             "--adjudicator": getattr(args, "adjudicator", None),
+             "--disagreements-out": getattr(args, "disagreements_out", None)}
+    resolve = getattr(args, "label_resolve", "first") or "first"
+    given = [name for name, value in flags.items() if value is not None] + (
+        ["--label-resolve"] if resolve != "first" else [])
+    if not given:
+        return
+    labels = getattr(args, "labels", None)
+    if not labels:
+        raise InputError(f"{', '.join(given)} say how to read a labels file: give the file with --labels FILE")
+    from rubricforge_dspy.data.labels import LabelReading, LabelsPath
+
+    reading = LabelReading(column=flags["--label-column"] or "label", values=flags["--label-values"],
+                           labeler_column=flags["--labeler-column"], resolve=resolve,
+                           adjudicator=flags["--adjudicator"])
+    args.labels = LabelsPath(labels, getattr(labels, "key", None), getattr(labels, "rule", None), reading)
+
+
+def write_disagreements(args: argparse.Namespace, stream=None) -> None:
+    """With ``--disagreements-out FILE``: the labels file's disagreements as JSONL (``{"id", "labels": {labeler:
+    label}}``), said on stderr."""
+    out = getattr(args, "disagreements_out", None)
+    if not out:
+        return
+    import json
+
+    from rubricforge_dspy.data.labels import read_label_file
+
+    read = read_label_file(args.labels)
+    with open(out, "w", encoding="utf-8") as handle:
+        for rid in read.disagreements:
+            handle.write(json.dumps({"id": rid, "labels": read.ratings[rid],
+                                     "resolved": (read.entries[rid].label if rid in read.entries else None)}) + "\n")
+    print(f"{len(read.disagreements)} disagreement(s) between labelers -> {out}", file=stream or sys.stderr)
 
 
 _Items = TypeVar("_Items", bound=Iterable[Any])

@@ -30,7 +30,8 @@ _MODULES = {
     "rubricforge_dspy.metrics.agreement": [
         "McNemarResult", "confusion_counts", "accuracy", "f1_positive", "cohens_kappa", "roc_auc",
         "predicted_positive_rate", "false_pass_rate", "false_fail_count", "spearman", "kendall", "mean_abs_error",
-        "mcnemar_exact", "compare_paired", "significance_mark", "graded_summary"
+        "mcnemar_exact", "compare_paired", "significance_mark", "graded_summary", "krippendorff_alpha_nominal",
+        "labeler_agreement", "format_labeler_agreement", "LABELER_RESAMPLES"
     ],
     "rubricforge_dspy.metrics.calibration": [
         "BINNING", "DEFAULT_BINS", "reliability_curve", "expected_calibration_error", "contradiction_summary"
