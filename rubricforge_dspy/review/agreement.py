@@ -5,10 +5,12 @@ the stack of actions still standing (an undo pops the last one, whoever wrote it
 the last line of that stack written by that labeler and not an adjudication, when it is a pass or a fail (a skip is
 no label). So a changed mind replaces the labeler's own label only, and two labelers never overwrite each other.
 
-Agreement, per pair of labelers, on the items both labeled: the raw agreement (the share of equal labels) and
-Cohen's kappa (`sklearn.metrics.cohen_kappa_score`: the agreement beyond what the two labelers' own pass rates
-give by chance; Cohen 1960). Kappa is undefined (shown as such, never 0) when both labelers gave one and the same
-label to every shared item. The numbers describe these labelers on these items; no interval is claimed here.
+Agreement (`agreement`, computed by the package's `metrics.agreement.labeler_agreement`): per pair of labelers,
+on the items both labeled, the raw agreement (the share of equal labels) and Cohen's kappa (the agreement beyond
+what the two labelers' own pass rates give by chance; Cohen 1960; equal to `sklearn.metrics.cohen_kappa_score`);
+over all labelers Krippendorff's nominal alpha (Krippendorff 2011) on the items labeled at least twice; each with
+a 95% percentile-bootstrap interval over items (seeded). Kappa is undefined (shown as such, never 0) when both
+labelers gave one and the same label to every shared item.
 
 A **disagreement** is an item two labelers labeled differently (pass against fail). An **adjudication** is a
 label line that says it resolves one (``"adjudication": true`` on the journal line, `ADJUDICATION_KEY`): the last
@@ -20,15 +22,13 @@ key read an adjudication as the id's last line, which is the resolution too (las
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Mapping, Sequence
 
 from rubricforge_dspy.data.label_journal import JournalLine
 
-__all__ = ["ADJUDICATION_KEY", "AdjudicationLine", "PairAgreement", "LabelerView", "labeler_view", "pair_agreement",
-           "cohen_kappa"]
+__all__ = ["ADJUDICATION_KEY", "AdjudicationLine", "Agreement", "PairAgreement", "LabelerView", "labeler_view",
+           "agreement"]
 
 ADJUDICATION_KEY = "adjudication"  # on a journal line: this label resolves a disagreement between labelers
 
@@ -46,30 +46,23 @@ class AdjudicationLine(JournalLine):
         return cls(**{name: getattr(line, name) for name in JournalLine.__dataclass_fields__})
 
 
-def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
-    """Cohen's kappa of two labelers' 0/1 labels of the same items (`sklearn.metrics.cohen_kappa_score`), or None
-    when it is undefined (no item, or both gave one and the same label everywhere: chance agreement is 1)."""
-    if not a:
-        return None
-    from sklearn.exceptions import UndefinedMetricWarning
-    from sklearn.metrics import cohen_kappa_score
-
-    with warnings.catch_warnings():  # an undefined kappa is NaN with a warning: reported as None instead
-        warnings.simplefilter("ignore", RuntimeWarning)
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
-        value = float(cohen_kappa_score(list(a), list(b), labels=[0, 1]))
-    return None if math.isnan(value) else value
+def _stat(value: dict) -> tuple[float | None, float | None, float | None]:
+    """``(value, low, high)`` of a `labeler_agreement` statistic, None where it is undefined (nan)."""
+    return tuple(None if not isinstance(value.get(key), float) or math.isnan(value[key]) else float(value[key])
+                 for key in ("value", "low", "high"))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
 class PairAgreement:
-    """Two labelers' agreement on the items both labeled.
+    """Two labelers' agreement on the items both labeled, with percentile-bootstrap intervals over items.
 
     Attributes:
         a, b: the labelers' names.
         shared: items both labeled (pass or fail).
         agree: of those, the items they gave the same label.
-        kappa: Cohen's kappa, or None when undefined (`cohen_kappa`).
+        kappa: Cohen's kappa, or None when undefined (both gave one and the same label throughout).
+        kappa_low, kappa_high: its interval (None when undefined).
+        raw_low, raw_high: the raw agreement's interval.
     """
 
     a: str
@@ -77,6 +70,10 @@ class PairAgreement:
     shared: int
     agree: int
     kappa: float | None
+    kappa_low: float | None = None
+    kappa_high: float | None = None
+    raw_low: float | None = None
+    raw_high: float | None = None
 
     @property
     def raw(self) -> float | None:
@@ -84,19 +81,43 @@ class PairAgreement:
         return self.agree / self.shared if self.shared else None
 
 
-def pair_agreement(labels: Mapping[str, Mapping[str, int]]) -> list[PairAgreement]:
-    """Every pair of labelers' agreement (`PairAgreement`), pairs in name order.
+@dataclass(frozen=True)
+class Agreement:
+    """Every pair's `PairAgreement`, and over all labelers Krippendorff's nominal alpha (with its interval) on
+    the `items` labeled by at least two; `interval` says how the intervals were made."""
+
+    pairs: list[PairAgreement]
+    items: int
+    alpha: float | None
+    alpha_low: float | None
+    alpha_high: float | None
+    interval: dict
+
+
+def agreement(labels: Mapping[str, Mapping[str, int]], seed: int = 0) -> Agreement:
+    """The labelers' agreement (`metrics.agreement.labeler_agreement`: raw agreement and Cohen's kappa per pair,
+    equal to `sklearn.metrics.cohen_kappa_score` on the shared items; Krippendorff's nominal alpha overall; 95%
+    percentile-bootstrap intervals over items, seeded).
 
     Args:
-        labels: labeler -> (id -> label 0/1).
+        labels: labeler -> (id -> label 0/1), as `LabelerView.labels`.
+        seed: the bootstrap's seed.
     """
-    out = []
-    for a, b in combinations(sorted(labels), 2):
-        shared = sorted(set(labels[a]) & set(labels[b]))
-        first, second = [labels[a][i] for i in shared], [labels[b][i] for i in shared]
-        out.append(PairAgreement(a, b, len(shared), sum(x == y for x, y in zip(first, second, strict=True)),
-                                 cohen_kappa(first, second)))
-    return out
+    from rubricforge_dspy.metrics.agreement import labeler_agreement
+
+    ids = sorted({ident for by in labels.values() for ident in by})
+    ratings = [{name: by[ident] for name, by in labels.items() if ident in by} for ident in ids]
+    found = labeler_agreement(ratings, seed=seed)
+    pairs = []
+    for pair in found["pairs"]:
+        a, b = pair["a"], pair["b"]
+        shared = [ident for ident in labels[a] if ident in labels[b]]
+        kappa, kappa_low, kappa_high = _stat(pair["kappa"])
+        _, raw_low, raw_high = _stat(pair["agreement"])
+        pairs.append(PairAgreement(a, b, len(shared), sum(labels[a][i] == labels[b][i] for i in shared), kappa,
+                                   kappa_low, kappa_high, raw_low, raw_high))
+    alpha, alpha_low, alpha_high = _stat(found["alpha"])
+    return Agreement(pairs, found["items"], alpha, alpha_low, alpha_high, found["interval"])
 
 
 @dataclass(frozen=True)
@@ -107,13 +128,11 @@ class LabelerView:
         labels: labeler -> (id -> label 0/1), adjudications left out.
         adjudicated: id -> the label of the adjudication standing on it.
         disagreements: ids two labelers labeled differently, with no adjudication standing, in `order`.
-        pairs: every pair's `PairAgreement`.
     """
 
     labels: dict[str, dict[str, int]]
     adjudicated: dict[str, int]
     disagreements: list[str]
-    pairs: list[PairAgreement]
 
     def of(self, ident: str) -> list[tuple[str, int]]:
         """``(labeler, label)`` of every labeler who labeled `ident`, by name."""
@@ -121,7 +140,7 @@ class LabelerView:
 
 
 def labeler_view(states: Mapping[str, Sequence[JournalLine]], order: Sequence[str] | None = None) -> LabelerView:
-    """Each labeler's labels, the adjudications, the open disagreements and the pairwise agreement.
+    """Each labeler's labels, the adjudications and the open disagreements (their agreement: `agreement`).
 
     Args:
         states: id -> the stack of actions still standing (`JournalHistory.states`).
@@ -147,4 +166,4 @@ def labeler_view(states: Mapping[str, Sequence[JournalLine]], order: Sequence[st
     ordered = [ident for ident in order if ident in split] if order is not None else sorted(split)
     if order is not None:
         ordered += sorted(split - set(ordered))
-    return LabelerView(labels, adjudicated, ordered, pair_agreement(labels))
+    return LabelerView(labels, adjudicated, ordered)

@@ -37,6 +37,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.review.agreement import agreement
 from rubricforge_dspy.review.judge_view import rubric_diff
 from rubricforge_dspy.review.labels import SPACE_ERRNOS, LabelNotSavedError, check_labeler
 from rubricforge_dspy.review.queue import DISAGREEMENTS, Filters
@@ -184,8 +185,9 @@ async def queue_page(request: Request) -> Response:
            "next": _link("/", filters, page=page + 1) if page + 1 < pages else None,
            "first": _link(f"/item/{items[0]}", filters) if items else None}
     labelers = state.labelers()
+    shared = await run_in_threadpool(agreement, labelers.labels) if len(labelers.labels) >= 2 else None
     return _page(request, "queue.html", rows=rows, filters=filters, choices=state.queue.choices(),
-                 labelers=labelers, labeler=_labeler(request),
+                 labelers=labelers, agreement=shared, labeler=_labeler(request),
                  disagreements_link=_link("/", Filters(group=DISAGREEMENTS)),
                  audit=state.audit_status(), audit_link=_link("/", Filters(group="audit")),
                  shown=len(items), page=page + 1, pages=pages, nav=nav, enrichment=state.enrichment_status(),

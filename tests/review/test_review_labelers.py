@@ -16,7 +16,7 @@ import pytest
 
 from rubricforge_dspy.data.label_journal import read_journal
 from rubricforge_dspy.review import ReviewInputs, ReviewServer, ReviewState
-from rubricforge_dspy.review.agreement import cohen_kappa
+from rubricforge_dspy.review.agreement import agreement
 from tests.review.conftest import STAGE_A, journal_lines, write_cascade_run
 from tests.support.review_runs import write_run
 
@@ -44,18 +44,25 @@ def test_each_labelers_last_label_counts_and_the_pair_agreement_is_cohens_kappa(
         state.close()
     assert view.labels == {"ana": {"t0": 1, "t1": 1, "t2": 0, "t3": 0, "t4": 1},
                            "bo": {"t0": 1, "t1": 0, "t2": 0, "t3": 0, "t4": 1}}
-    [pair] = view.pairs
+    found = agreement(view.labels)
+    [pair] = found.pairs
     # 4 of 5 agree; chance agreement 3/5*2/5 + 2/5*3/5 = 0.48, so kappa = (0.8 - 0.48) / 0.52
     assert (pair.a, pair.b, pair.shared, pair.agree) == ("ana", "bo", 5, 4)
     assert pair.raw == pytest.approx(0.8) and pair.kappa == pytest.approx(0.32 / 0.52)
+    assert pair.kappa_low <= pair.kappa <= pair.kappa_high and pair.raw_low <= 0.8 <= pair.raw_high
+    # Krippendorff's nominal alpha, by hand: n = 10 pairable values (5 pass, 5 fail), one split item gives the
+    # coincidences o_01 = o_10 = 1; alpha = 1 - (n - 1) * (o_01 + o_10) / (2 * n_0 * n_1) = 1 - 9 * 2 / 50
+    assert found.items == 5 and found.alpha == pytest.approx(1 - 9 * 2 / 50)
     assert view.disagreements == ["t1"]
     lines = journal_lines(tmp_path / "labels.jsonl")
     assert {line["labeler"] for line in lines} == {"ana", "bo"}
 
 
 def test_kappa_is_undefined_not_zero_when_both_labelers_gave_one_label_only():
-    assert cohen_kappa([1, 1, 1], [1, 1, 1]) is None and cohen_kappa([], []) is None
-    assert cohen_kappa([1, 0], [0, 1]) == pytest.approx(-1.0)
+    [same] = agreement({"a": {"x": 1, "y": 1, "z": 1}, "b": {"x": 1, "y": 1, "z": 1}}).pairs
+    assert same.kappa is None and same.raw == 1.0
+    [opposite] = agreement({"a": {"x": 1, "y": 0}, "b": {"x": 0, "y": 1}}).pairs
+    assert opposite.kappa == pytest.approx(-1.0) and opposite.raw == 0.0
 
 
 def test_an_adjudication_resolves_a_disagreement_is_journaled_as_one_and_survives_a_restart(tmp_path):
@@ -116,7 +123,7 @@ def test_the_page_labels_under_the_typed_name_shows_the_agreement_and_queues_the
     assert adjudicated.status_code == 303 and lines[-1]["adjudication"] is True
     pairs = re.search(r'<table class="agreement-pairs".*?</table>', queue, re.S)[0]
     assert "\u202e" not in queue and "<b>x</b>" not in queue and "eve\\u202e&lt;b&gt;x&lt;/b&gt;" in pairs
-    assert "1 of 2 (0.50)" in pairs and "2 disagreement" not in queue and "1 disagreement(s) to adjudicate" in queue
+    assert "1 of 2 (0.50" in pairs and "2 disagreement" not in queue and "1 disagreement(s) to adjudicate" in queue
     field = re.search(r'<input name="labeler" id="labeler"[^>]*>', item)[0]
     assert "\u202e" not in item and "<b>x</b>" not in item and 'value="eve' in field
     assert 'id="disagreement"' in item and 'id="adjudicate-form"' in item
