@@ -61,6 +61,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -86,6 +87,9 @@ from rubricforge_dspy.metrics.risk_control import (
 from rubricforge_dspy.trust.cascade import CascadeCalibrationError, fit_cascade
 from rubricforge_dspy.trust.floor_cv import cross_validate
 from rubricforge_dspy.trust.hybrid_cv import fit_hybrid_stack
+
+if TYPE_CHECKING:
+    from evals.cascade_table import JudgeSource
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "evals" / "results" / "cascade.json"
@@ -339,6 +343,18 @@ def simulated_confidences(items) -> np.ndarray:
     return np.array([np.nan if (c := stage_confidence(v)) is None else c for v in simulated_verdicts(items)])
 
 
+def simulated_judge(items) -> "JudgeSource":
+    """The simulated judge as a `evals.cascade_table.JudgeSource` (its LM named simulated): the calibration-size
+    table's judge on `SIMULATED_SETS` until a set with a real judge's recorded verdicts stands beside it."""
+    from evals.cascade_table import JudgeSource
+
+    verdicts = simulated_verdicts(items)
+    conf = np.array([np.nan if (c := stage_confidence(v)) is None else c for v in verdicts])
+    seen = set(conf[~np.isnan(conf)].tolist())
+    return JudgeSource(lm=f"simulated: {SIM_MODEL}", confidence=conf, passed=np.array([v.passed for v in verdicts]),
+                       levels=(0.0, 1.0) if seen <= {0.0, 1.0} else None, simulated=True)
+
+
 def realized(conf, y, thresholds) -> dict:
     decided, passed, stage = cascade_outcomes(conf, np.asarray(thresholds, dtype=np.float64)[None])
     d, p, s, yb = decided[0], passed[0], stage[0], y.astype(bool)
@@ -515,6 +531,76 @@ def hybrid_part(data: dict, seeds: int) -> dict:
             "rows": rows}
 
 
+def judge_sources(data: dict) -> dict:
+    """The judges of a set for the calibration-size table, by name: a real LM's recorded verdicts where the set ships
+    them (issue 39 item 7), and the simulated judge on `SIMULATED_SETS`, named as simulated."""
+    out = {}
+    if data["name"] in SIMULATED_SETS:
+        out["simulated"] = simulated_judge(data["items"])
+    return out
+
+
+TABLE_OUT = ROOT / "evals" / "results" / "cascade_table.json"
+
+
+def table_part(args) -> int:
+    """(e) the calibration-size table and (f) the floor-only acceptance at alpha 0.1 (`evals.cascade_table`), written
+    to `TABLE_OUT` (or ``--table-out``)."""
+    from evals import cascade_table as ct
+    from evals.cascade_table import FLOOR_ONLY_SETS
+
+    started = time.perf_counter()
+    sets, floor_only, skipped, judges_used = [], [], [], {}
+    for data in datasets(args.shipped_only):
+        if args.only and not any(word in data["name"] for word in args.only):
+            continue
+        t0 = time.perf_counter()
+        table = FeatureTable.build(data["items"])
+        judges = judge_sources(data)
+        try:
+            prep = ct.prepare(data["name"], data["items"], args.seed, judges, table)
+        except ct.PrepareError as error:
+            skipped.append({"dataset": data["name"], "reason": str(error)})
+            continue
+        judges_used.update({f"{data['name']}/{k}": j.lm for k, j in judges.items()})
+        rows = [ct.table_row(prep, cascade, method, bound, size, alpha, args.table_draws, args.seed)
+                for cascade in prep.cascades() for method in ct.methods() for bound in ct.BOUNDS
+                for size in prep.sizes() for alpha in ct.TABLE_ALPHAS["floor" if cascade == "floor"
+                                                                     else "floor_judge"]]
+        sets.append({"dataset": data["name"], "file": data["file"], "shipped": data["shipped"],
+                     "n": int(prep.y.size), "tasks": int(prep.fit_tasks.size + prep.pop_tasks.size),
+                     "fit_tasks": int(prep.fit_tasks.size), "population_tasks": int(prep.pop_tasks.size),
+                     "population_trials": int((prep.weight > 0).sum()),
+                     "trials_per_task": round(float(prep.trials.mean()), 2),
+                     "judges": {k: j.lm for k, j in judges.items()}, "floor_cv_notes": prep.notes,
+                     "rows": rows, "wall_time_s": round(time.perf_counter() - t0, 1)})
+        if data["name"] in FLOOR_ONLY_SETS:
+            floor_only.append(ct.floor_only_acceptance(data["name"], data["items"], args.table_seeds,
+                                                       args.table_draws, table))
+        print(f"{data['name']}: {len(rows)} table rows, {sets[-1]['wall_time_s']} s", file=sys.stderr)
+    features = ct.library_features()
+    out = {"benchmark": "evals/bench_cascade.py --table-only (evals/cascade_table.py)", "machine": machine(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "lm": {"floor": "none: the symptom floor (real, fit on the fit share)",
+                  "judges": judges_used or "none in this run",
+                  "note": "a judge named 'simulated: ...' is the simulator (evals/simulator), not an LM"},
+           "library": {"default_method": DEFAULT_METHOD, "methods": list(ct.methods()), **features},
+           "protocol": {"fit_share_of_tasks": ct.FIT_SHARE, "sizes": list(ct.SIZES), "delta": ct.DELTA,
+                        "alphas": ct.TABLE_ALPHAS, "draws_per_cell": args.table_draws, "seed": args.seed,
+                        "population": "the tasks outside the fit share (task-uniform: a random task, a random "
+                                      "trial); calibration tasks drawn from it with replacement; coverage, D and F "
+                                      "exact on it",
+                        "valid": "the violation share's exact 95% interval reaches delta or below",
+                        "floor_only_acceptance": {"alpha": ct.FLOOR_ONLY_ALPHA, "tasks": ct.FLOOR_ONLY_TASKS,
+                                                  "seeds": args.table_seeds}},
+           "quick": bool(args.quick), "sets": sets, "skipped": skipped, "floor_only_acceptance": floor_only,
+           "wall_time_s": round(time.perf_counter() - started, 1)}
+    Path(args.table_out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.table_out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.table_out} in {out['wall_time_s']} s", file=sys.stderr)
+    return 0
+
+
 def simulated_only(args) -> int:
     out = json.loads(Path(args.out).read_text())
     rows = {row["dataset"]: row for row in out["datasets"]}
@@ -586,11 +672,20 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--simulated-only", action="store_true",
                         help="recompute parts (c) and (d) only, into the existing --out file (a and b kept)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="parts (e) and (f) only: the calibration-size table and the floor-only acceptance")
+    parser.add_argument("--no-table", action="store_true", help="skip parts (e) and (f)")
+    parser.add_argument("--table-draws", type=int, default=100, help="calibration draws per table cell")
+    parser.add_argument("--table-seeds", type=int, default=20, help="40/40/20 seeds of the floor-only acceptance")
+    parser.add_argument("--table-out", default=str(TABLE_OUT))
     args = parser.parse_args(argv)
     if args.quick:
         args.draws, args.seeds, args.no_simulated = min(args.draws, 100), min(args.seeds, 6), True
+        args.table_draws, args.table_seeds = min(args.table_draws, 10), min(args.table_seeds, 3)
     if args.simulated_only:
         return simulated_only(args)
+    if args.table_only:
+        return table_part(args)
     started = time.perf_counter()
     results = []
     for data in datasets(args.shipped_only):
@@ -636,7 +731,7 @@ def main(argv=None) -> int:
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(summary_table(results, 0.10))
     print(f"wrote {args.out} in {out['wall_time_s']} s; all valid: {out['acceptance']['all_valid']}", file=sys.stderr)
-    return 0
+    return 0 if args.no_table else table_part(args)
 
 
 if __name__ == "__main__":
