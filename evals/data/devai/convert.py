@@ -3,10 +3,10 @@ verdict-line JSONL.
 
     python evals/data/devai/convert.py /path/to/agent-as-a-judge/git-dir evals/data/devai
 
-Origin: metauto-ai/agent-as-a-judge (MIT), commit 43c2fa7b84ef0c1522e8250576e6798bace29dd0 (Zhuge et al., "Agent-as-a-Judge: Evaluate Agents
-with Agents", arXiv 2410.10934, ICML 2025). DevAI has 55 AI-development tasks, each a user query with hierarchical
-requirements; three developer agents (GPT-Pilot, MetaGPT, OpenHands) ran every task. For each agent and task the
-repository holds two judgment files with the same requirements:
+Origin: metauto-ai/agent-as-a-judge (MIT), commit 43c2fa7b84ef0c1522e8250576e6798bace29dd0 (Zhuge et al., "Agent-as-
+a-Judge: Evaluate Agents with Agents", arXiv 2410.10934, ICML 2025). DevAI has 55 AI-development tasks, each a user
+query with hierarchical requirements; three developer agents (GPT-Pilot, MetaGPT, OpenHands) ran every task. For
+each agent and task the repository holds two judgment files with the same requirements:
 
 * ``benchmark/judgment/<agent>/human_as_a_judge/<task>.json``: ``satisfied`` per requirement, the human
   evaluation (the label here);
