@@ -16,8 +16,9 @@ from evals import cascade_table as ct
 from evals.bench_cascade import datasets, judge_sources
 from rubricforge_dspy.metrics.risk_control import DEFAULT_METHOD
 
-pytestmark = pytest.mark.slow  # about 30 s on a 2-core machine
+pytestmark = pytest.mark.slow  # about 60 CPU-s
 DRAWS = 3
+DEEP_DRAWS = 60
 MONOTONE = tuple(dict.fromkeys((DEFAULT_METHOD, "holm")))
 SETS = {d["name"]: d for d in datasets(shipped_only=True)}
 
@@ -58,6 +59,32 @@ def test_a_certificate_is_never_lost_at_a_larger_alpha(prepared, name):
                 lost.append(f"{cascade} {method} {bound} {size} tasks, draw {draw_index}: certified at {low}, "
                             f"refused at {high}")
     assert lost == [], "\n".join(lost)
+
+
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_the_default_keeps_its_floor_only_certificates_over_many_draws(prepared, name):
+    """Losses are rare (main's split sequence: 1-2% of draws); the floor-only configurations, the cheapest, are
+    walked over `DEEP_DRAWS` draws for the library's default."""
+    prep = prepared(name)
+    lost = []
+    for cascade, method, bound, size in ct.configurations(prep):
+        if cascade != "floor" or method != DEFAULT_METHOD:
+            continue
+        for draw_index in range(DEEP_DRAWS):
+            certified = ct.certified_over_alphas(prep, cascade, method, bound, size, draw_index)
+            lost += [f"{method} {bound} {size} tasks, draw {draw_index}: certified at {low}, refused at {high}"
+                     for low, high in ct.lost_certificates(certified)]
+    assert lost == [], "\n".join(lost)
+
+
+def test_the_check_finds_the_split_sequences_loss_on_a_shipped_set(prepared):
+    """The check has teeth on real data: main's split fixed sequence (an order learned from p-values at alpha) loses
+    a floor-only certificate at a larger alpha on the shipped ADaPT WebShop set (reward-1 labels, 40 calibration
+    tasks) within `DEEP_DRAWS` draws."""
+    prep = prepared("adapt-ADaPT-maxd3-webshop-gpt-3-5-turbo__reward-1")
+    patterns = [ct.certified_over_alphas(prep, "floor", ct.OLD_DEFAULT, "pooled", 40, draw_index)
+                for draw_index in range(DEEP_DRAWS)]
+    assert any(ct.lost_certificates(p) for p in patterns)
 
 
 def test_the_loss_check_reads_the_grid_in_order():
