@@ -56,8 +56,9 @@ def methods() -> tuple[str, ...]:
 
 
 def library_features() -> dict[str, bool]:
-    """What this checkout's `learn_then_test` can do beyond main's: a per-stage bound, and an ordering taken from
-    data the calibration never sees. (s39-stats adds both; the names below are where that arrival is wired.)"""
+    """What this checkout's `learn_then_test` can do beyond main's: a per-stage bound (``bound=``), and an ordering
+    taken from data the calibration never sees (``order_confidences=``, ``order_labels=``; the ``ordered_sequence``
+    method's)."""
     params = inspect.signature(learn_then_test).parameters
     return {"per_stage": "bound" in params, "order_data": "order_confidences" in params}
 
@@ -174,12 +175,12 @@ def certify(prep: Prepared, cascade: str, items: np.ndarray, weights: np.ndarray
     features = library_features()
     if features["per_stage"]:
         kwargs["bound"] = bound
-    if features["order_data"]:  # data the calibration never sees: the fit share, out of fold
+    if features["order_data"] and method == "ordered_sequence":  # data the calibration never sees: the fit share
         order = prep.order_items
         judge = prep.judge(cascade)
         kwargs.update(order_confidences=(prep.order_floor[None, :] if judge is None else
                                          np.vstack([prep.order_floor, judge.confidence[order]])),
-                      order_labels=prep.y[order], order_groups=prep.task_of[order])
+                      order_labels=prep.y[order])
     return learn_then_test(conf[:, items], prep.y[items], alpha, DELTA, None, method, **kwargs)
 
 

@@ -17,8 +17,8 @@ from evals.bench_cascade import datasets, judge_sources
 from rubricforge_dspy.metrics.risk_control import DEFAULT_METHOD
 
 pytestmark = pytest.mark.slow  # about 60 CPU-s
-DRAWS = 3
-DEEP_DRAWS = 60
+DRAWS = 2
+DEEP_DRAWS = 30
 MONOTONE = tuple(dict.fromkeys((DEFAULT_METHOD, "holm")))
 SETS = {d["name"]: d for d in datasets(shipped_only=True)}
 
@@ -79,10 +79,10 @@ def test_the_default_keeps_its_floor_only_certificates_over_many_draws(prepared,
 
 def test_the_check_finds_the_split_sequences_loss_on_a_shipped_set(prepared):
     """The check has teeth on real data: main's split fixed sequence (an order learned from p-values at alpha) loses
-    a floor-only certificate at a larger alpha on the shipped ADaPT WebShop set (reward-1 labels, 40 calibration
+    a floor-only certificate at a larger alpha on the shipped react_webshop set (reward-1 labels, 80 calibration
     tasks) within `DEEP_DRAWS` draws."""
-    prep = prepared("adapt-ADaPT-maxd3-webshop-gpt-3-5-turbo__reward-1")
-    patterns = [ct.certified_over_alphas(prep, "floor", ct.OLD_DEFAULT, "pooled", 40, draw_index)
+    prep = prepared("react-webshop-react-webshop-davinci002-500__reward-1")
+    patterns = [ct.certified_over_alphas(prep, "floor", ct.OLD_DEFAULT, "pooled", 80, draw_index)
                 for draw_index in range(DEEP_DRAWS)]
     assert any(ct.lost_certificates(p) for p in patterns)
 
