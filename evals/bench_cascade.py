@@ -3,6 +3,8 @@
     PYTHONPATH=. python -m evals.bench_cascade                  # writes evals/results/cascade.json (~10 min, 2 cores)
     PYTHONPATH=. python -m evals.bench_cascade --quick          # 100 draws, 6 seeds, no (c) or (d): a smoke run
     PYTHONPATH=. python -m evals.bench_cascade --shipped-only   # the sets under evals/data/ only
+    PYTHONPATH=. python -m evals.bench_cascade --table-only     # (e) and (f) only: evals/results/cascade_table.json
+    PYTHONPATH=. python -m evals.bench_cascade --no-table       # (a)-(d) only: evals/results/cascade.json
 
 Every labeled set: the files under evals/data/ (among them two public multi-agent sets, MINT ALFWorld and InterCode
 NL2Bash, several agents per task), the shared raw sets (../shared/data/raw, when present) one file at a time, and the
@@ -48,7 +50,22 @@ intervals, and the judge alone on the same decided items and on every test item.
 recorded stage itself), each with the judge's calls costed 1 in the fit's tie-break (a live judge) and with the
 library's default (a recorded stage costs 0), and floor -> hybrid with ``max_false_pass`` 0.3 / 0.25 / 0.2.
 
-No real LM is called anywhere.
+Real judges (issue 39 item 7): a set in `REAL_JUDGE_SETS` (DevAI, `evals.real_judges`: Agent-as-a-Judge's recorded
+verdicts, GPT-4o, beside human labels) runs (c) and (d) with that judge's recorded verdicts (``real_floor_then_judge``,
+``hybrid_cascade``, whose ``judge`` names the LM); the simulated judge stays beside it on `SIMULATED_SETS`, named
+simulated. Nothing here calls an LM: a recorded judge's verdicts were given before.
+
+(e) **The calibration-size table** (`evals.cascade_table`; ``--table-only``, `TABLE_OUT`): per set, per cascade
+(floor -> person; floor -> judge -> person for each judge of the set), per method (the library's default, Holm,
+main's split fixed sequence) and bound (per stage, pooled), at 20, 40, 80, 160 and 400 calibration tasks where the
+population holds as many: the floor fit on 40% of the tasks (the fit share; the ordered sequence's ordering data
+are its out-of-fold probabilities), calibration tasks drawn with replacement from the other tasks (the population),
+and the fitted vector's exact population coverage, D, F, judge calls saved and the judge alone on the same items;
+certified share and violation share (exact 95% interval) over ``--table-draws`` draws.
+
+(f) **Floor-only at alpha 0.1 on the multi-agent sets** (`evals.cascade_table.FLOOR_ONLY_SETS`): certified seeds of
+the issue's by-task 40/40/20 protocol (``--table-seeds``) and certified share of 50-task population draws, per
+method and bound: the old default (split fixed sequence) against the new.
 """
 
 from __future__ import annotations
@@ -670,7 +687,8 @@ def table_part(args) -> int:
                         "valid": "the violation share's exact 95% interval reaches delta or below",
                         "floor_only_acceptance": {"alpha": ct.FLOOR_ONLY_ALPHA, "tasks": ct.FLOOR_ONLY_TASKS,
                                                   "seeds": args.table_seeds}},
-           "quick": bool(args.quick), "sets": sets, "skipped": skipped, "floor_only_acceptance": floor_only,
+           "quick": bool(args.quick), "summary": ct.summarize(sets), "sets": sets, "skipped": skipped,
+           "floor_only_acceptance": floor_only,
            "wall_time_s": round(time.perf_counter() - started, 1)}
     Path(args.table_out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.table_out).write_text(json.dumps(out, indent=1) + "\n")

@@ -357,3 +357,48 @@ def floor_only_acceptance(name: str, items, seeds: int, draws: int, table: Featu
                                                        min(FLOOR_ONLY_TASKS, prep.pop_tasks.size), FLOOR_ONLY_ALPHA,
                                                        draws)})
     return {"dataset": name, "alpha": FLOOR_ONLY_ALPHA, "rows": rows}
+
+
+def summarize(sets: list[dict]) -> dict:
+    """Which method certifies most at equal validity over the whole table: per (method, bound), over the cells
+    (set, cascade, size, alpha) where every method ran, the mean certified share and mean population coverage, the
+    cells where it certifies most (ties shared), and whether every one of its cells is valid."""
+    cells: dict[tuple, dict] = {}
+    for d in sets:
+        for r in d["rows"]:
+            if "unavailable" in r:
+                continue
+            key = (d["dataset"], r["cascade"], r["bound"], r["calibration_tasks"], r["alpha"])
+            cells.setdefault(key, {})[r["method"]] = r
+    names = methods()
+    full = {k: v for k, v in cells.items() if set(v) >= set(names)}
+    out: dict[str, Any] = {"cells": len(full), "by_method_and_bound": {}}
+    for bound in BOUNDS:
+        mine = {k: v for k, v in full.items() if k[2] == bound}
+        for method in names:
+            rows = [v[method] for v in mine.values()]
+            if not rows:
+                continue
+            most = sum(v[method]["certified_share"] >= max(v[m]["certified_share"] for m in names)
+                       for v in mine.values())
+            cover = sum(v[method]["mean_coverage"] >= max(v[m]["mean_coverage"] for m in names) for v in mine.values())
+            out["by_method_and_bound"][f"{method}/{bound}"] = {
+                "cells": len(rows),
+                "mean_certified_share": round(float(np.mean([r["certified_share"] for r in rows])), 4),
+                "mean_coverage": round(float(np.mean([r["mean_coverage"] for r in rows])), 4),
+                "cells_certifying_most": most, "cells_covering_most": cover,
+                "all_valid": all(r["valid"] for r in rows),
+                "max_violation_share": max(r["violation_share"] for r in rows)}
+    return out
+
+
+if __name__ == "__main__":  # python -m evals.cascade_table FILE: (re)compute a table JSON's summary from its rows
+    import json
+    import sys
+    from pathlib import Path
+
+    path = Path(sys.argv[1])
+    data = json.loads(path.read_text())
+    data["summary"] = summarize(data["sets"])
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(json.dumps(data["summary"], indent=1))
