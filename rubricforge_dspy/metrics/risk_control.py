@@ -115,6 +115,7 @@ FAIL_LEVELS: tuple[float, ...] = (-math.inf, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4)
 
 _Floats = NDArray[np.float64]
 _Bools = NDArray[np.bool_]
+PRIOR_DOUBT = 0.05  # the label-free order's least chance that a stage's surest verdict is wrong
 
 
 def fwer_reject(p_values: Sequence[float] | _Floats, delta: float, method: str = "holm") -> _Bools:
@@ -464,17 +465,20 @@ def _resolved_p_values(kind: str, units: _Units) -> str:
 def _stage_prior_risk(grid: _Floats, k: int, levels: Sequence[float] | None) -> tuple[_Floats, ...]:
     """Label-free guesses, per vector, of stage k's disagreement, false-pass rate, decided share and decided-failed
     share (of the items reaching it), taking its confidence as calibrated (an item of confidence c passes with
-    probability c) and uniform on its levels (or on [0, 1]); the rates are 0 where it decides nothing."""
+    probability c, never surer than ``PRIOR_DOUBT``) and uniform on its levels (or on [0, 1]); the rates are 0
+    where it decides nothing."""
     values = (np.asarray(sorted({float(v) for v in levels})) if levels is not None
               else (np.arange(200) + 0.5) / 200.0)
     tp, tf = grid[:, k, 0][:, None], grid[:, k, 1][:, None]
     says_pass, says_fail = values[None, :] >= tp, values[None, :] <= tf
     decided = says_pass | says_fail
-    wrong = np.where(says_pass, 1.0 - values, 0.0) + np.where(says_fail & ~says_pass, values, 0.0)
-    fails = np.where(decided, 1.0 - values, 0.0)
+    # never surer than PRIOR_DOUBT: a stage sure of a narrow extreme would otherwise look risk-free and go first
+    chance = np.clip(values, PRIOR_DOUBT, 1.0 - PRIOR_DOUBT)
+    wrong = np.where(says_pass, 1.0 - chance, 0.0) + np.where(says_fail & ~says_pass, chance, 0.0)
+    fails = np.where(decided, 1.0 - chance, 0.0)
     share, fail_share = decided.mean(axis=1), fails.mean(axis=1)
     d = wrong.mean(axis=1) / np.maximum(share, 1e-12)
-    f = np.where(says_pass, 1.0 - values, 0.0).mean(axis=1) / np.maximum(fail_share, 1e-12)
+    f = np.where(says_pass, 1.0 - chance, 0.0).mean(axis=1) / np.maximum(fail_share, 1e-12)
     return d, f, share, fail_share
 
 
@@ -492,9 +496,11 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
                    order_confidences: ArrayLike | None = None, order_labels: ArrayLike | None = None, *,
                    n_expected: float | None = None, delta: float = 0.1) -> tuple[NDArray[np.int64], str]:
     """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level each would
-    need, ascending, then by coverage, descending. Nothing here depends on alpha, beta or the calibration data,
-    so the sequence is fixed before the calibration labels are seen and the same at every alpha (which makes the
-    certified set monotone in alpha, module docstring).
+    need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
+    descending: of vectors that act alike on the ordering data, the wider goes first, and with ordering data the
+    later ones (the same decision and verdict on every ordering item) are left out of the sequence. Nothing here
+    depends on alpha, beta or the calibration data, so the sequence is fixed before the calibration labels are
+    seen and the same at every alpha (which makes the certified set monotone in alpha, module docstring).
 
     The level a vector would need is the largest over its stages that can decide of ``max(D_k, F_k /
     FALSE_PASS_RATIO)`` (``F_k`` only for a stage that can pass), where ``D_k`` and ``F_k`` are:
@@ -559,7 +565,19 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
     coverage = 1.0 - reach
     source = "label-free" if conf is None else "ordering data"
     candidates = np.flatnonzero(can_decide.any(axis=1))
-    order = candidates[np.lexsort((candidates, -coverage[candidates], need[candidates]))]
+    # ties (vectors that act alike on the ordering data): the wider decision region first, by its label-free share
+    wide = prior_share(grid, stages)[candidates]
+    order = candidates[np.lexsort((candidates, -wide, -coverage[candidates], need[candidates]))]
+    if conf is not None:
+        # a vector that does on every ordering item what one before it does adds no expected evidence, and, narrower
+        # where no ordering item falls, may decide nothing in the calibration and stop the sequence: keep the first
+        signature = np.where(decided, stage.astype(np.float64) * 2 + passed, -1.0)[order]
+        missing = np.flatnonzero(~has_data)
+        if missing.size:
+            signature = np.concatenate([signature, np.nan_to_num(grid[order][:, missing, :].reshape(order.size, -1),
+                                                                 posinf=9.0, neginf=-9.0)], axis=1)
+        _, first = np.unique(signature, axis=0, return_index=True)
+        order = order[np.sort(first)]
     return order.astype(np.int64), source
 
 

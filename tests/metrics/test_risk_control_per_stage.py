@@ -117,9 +117,13 @@ def test_the_order_is_fixed_before_the_calibration_and_all_calibration_tasks_are
     # the order is a function of the ordering data only: the calibration labels do not move it
     assert np.array_equal(first, sequence_order(grid, None, order_conf, order_y, n_expected=600)[0])
     never = np.flatnonzero(~(np.isfinite(grid[:, :, 0]) | np.isfinite(grid[:, :, 1])).any(axis=1))
-    assert not np.isin(never, first).any() and first.size == grid.shape[0] - never.size
+    assert not np.isin(never, first).any() and np.unique(first).size == first.size
+    # a vector acting on every ordering item as one before it is left out: no two kept act alike
+    decided, passed, stage = cascade_outcomes(order_conf, grid[first])
+    acts = np.where(decided, stage * 2 + passed, -1)
+    assert np.unique(acts, axis=0).shape[0] == first.size < grid.shape[0] - never.size
     free, source = sequence_order(grid, None, n_expected=600)
-    assert source == "label-free" and free.size == first.size
+    assert source == "label-free" and free.size == grid.shape[0] - never.size
     with pytest.raises(ValueError, match="order_confidences orders"):
         learn_then_test(conf, y, 0.2, 0.1, method="holm", order_confidences=order_conf, order_labels=order_y)
 
