@@ -22,7 +22,9 @@ Sets:
   ``satisfied``. Judge ``agent_as_a_judge_gray_box``: Agent-as-a-Judge's recorded ``satisfied`` (a GPT-4o-based
   agent judge that read each agent's workspace and trajectory; no score recorded, so score = 1.0 pass / 0.0
   fail). What a RubricForge judge can read of an item is the task's query and the requirement only: the agents'
-  workspaces are not in the origin repository, so only the recorded judge sees the work.
+  workspaces are not in the origin repository, so only the recorded judge sees the work. Group splits by
+  ``task_ids`` (55 tasks: calibration sizes of 20 and 40 tasks at most), never by (agent, task): the three agents'
+  items of one requirement have the same observable text, so a finer unit puts the same text on both sides.
 
 The judge alone's agreement with the labels on each whole set: ``python -m evals.real_judges --out
 evals/results/real_judges.json`` (no LM call).
