@@ -3,6 +3,8 @@
     PYTHONPATH=. python -m evals.bench_cascade                  # writes evals/results/cascade.json (~10 min, 2 cores)
     PYTHONPATH=. python -m evals.bench_cascade --quick          # 100 draws, 6 seeds, no (c) or (d): a smoke run
     PYTHONPATH=. python -m evals.bench_cascade --shipped-only   # the sets under evals/data/ only
+    PYTHONPATH=. python -m evals.bench_cascade --table-only     # (e) and (f) only: evals/results/cascade_table.json
+    PYTHONPATH=. python -m evals.bench_cascade --no-table       # (a)-(d) only: evals/results/cascade.json
 
 Every labeled set: the files under evals/data/ (among them two public multi-agent sets, MINT ALFWorld and InterCode
 NL2Bash, several agents per task), the shared raw sets (../shared/data/raw, when present) one file at a time, and the
@@ -48,7 +50,22 @@ intervals, and the judge alone on the same decided items and on every test item.
 recorded stage itself), each with the judge's calls costed 1 in the fit's tie-break (a live judge) and with the
 library's default (a recorded stage costs 0), and floor -> hybrid with ``max_false_pass`` 0.3 / 0.25 / 0.2.
 
-No real LM is called anywhere.
+Real judges (issue 39 item 7): a set in `REAL_JUDGE_SETS` (DevAI, `evals.real_judges`: Agent-as-a-Judge's recorded
+verdicts, GPT-4o, beside human labels) runs (c) and (d) with that judge's recorded verdicts (``real_floor_then_judge``,
+``hybrid_cascade``, whose ``judge`` names the LM); the simulated judge stays beside it on `SIMULATED_SETS`, named
+simulated. Nothing here calls an LM: a recorded judge's verdicts were given before.
+
+(e) **The calibration-size table** (`evals.cascade_table`; ``--table-only``, `TABLE_OUT`): per set, per cascade
+(floor -> person; floor -> judge -> person for each judge of the set), per method (the library's default, Holm,
+main's split fixed sequence) and bound (per stage, pooled), at 20, 40, 80, 160 and 400 calibration tasks where the
+population holds as many: the floor fit on 40% of the tasks (the fit share; the ordered sequence's ordering data
+are its out-of-fold probabilities), calibration tasks drawn with replacement from the other tasks (the population),
+and the fitted vector's exact population coverage, D, F, judge calls saved and the judge alone on the same items;
+certified share and violation share (exact 95% interval) over ``--table-draws`` draws.
+
+(f) **Floor-only at alpha 0.1 on the multi-agent sets** (`evals.cascade_table.FLOOR_ONLY_SETS`): certified seeds of
+the issue's by-task 40/40/20 protocol (``--table-seeds``) and certified share of 50-task population draws, per
+method and bound: the old default (split fixed sequence) against the new.
 """
 
 from __future__ import annotations
@@ -61,6 +78,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -87,6 +105,9 @@ from rubricforge_dspy.trust.cascade import CascadeCalibrationError, fit_cascade
 from rubricforge_dspy.trust.floor_cv import cross_validate
 from rubricforge_dspy.trust.hybrid_cv import fit_hybrid_stack
 
+if TYPE_CHECKING:
+    from evals.cascade_table import JudgeSource
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "evals" / "results" / "cascade.json"
 DELTA = 0.1
@@ -99,10 +120,13 @@ SIMULATED_SETS = ("react-webshop-react-webshop-davinci002-500", "tau-bench-offic
 SPLIT = (0.4, 0.4, 0.2)  # fit / calibrate / test shares of the tasks
 TAU2_POOL = "tau2-leaderboard-airline-4-agents-pooled"
 SIM_MODEL = "simulated-7b-judge@sim1"  # the simulator's model name (evals/simulator/README.md)
+# sets that ship a real LLM judge's recorded verdicts (evals/real_judges.py): set name -> (real set, judge)
+REAL_JUDGE_SETS = {"devai-devai-requirements": ("devai", "agent_as_a_judge_gray_box")}
 HYBRID_ALPHA, HYBRID_SEEDS = 0.20, 5  # part (d): the issue's acceptance (alpha 0.2, delta 0.1, 5 seeds)
-# part (d)'s sets: part (c)'s two, the two public multi-agent sets, and webshop with reward-1 labels (a weak floor)
-HYBRID_SETS = (*SIMULATED_SETS, "mint-alfworld-mint-alfworld-6agents", "intercode-bash-intercode-bash-7agents",
-               "react-webshop-react-webshop-davinci002-500__reward-1")
+# part (d)'s sets: the real-judge sets (their real judge), part (c)'s two, the two public multi-agent sets, and
+# webshop with reward-1 labels (a weak floor)
+HYBRID_SETS = (*REAL_JUDGE_SETS, *SIMULATED_SETS, "mint-alfworld-mint-alfworld-6agents",
+               "intercode-bash-intercode-bash-7agents", "react-webshop-react-webshop-davinci002-500__reward-1")
 # part (d)'s cascades: (stages, the judge stage's cost in the fit's tie-break, max_false_pass); the recorded stage
 # stands in for a live judge (one call per item reaching it), so "judge_costs_1" is the primary row; the library's
 # default costs a recorded stage 0. The max_false_pass rows check whether bounding F fixes the F criterion.
@@ -339,6 +363,18 @@ def simulated_confidences(items) -> np.ndarray:
     return np.array([np.nan if (c := stage_confidence(v)) is None else c for v in simulated_verdicts(items)])
 
 
+def simulated_judge(items) -> "JudgeSource":
+    """The simulated judge as a `evals.cascade_table.JudgeSource` (its LM named simulated): the calibration-size
+    table's judge on `SIMULATED_SETS` until a set with a real judge's recorded verdicts stands beside it."""
+    from evals.cascade_table import JudgeSource
+
+    verdicts = simulated_verdicts(items)
+    conf = np.array([np.nan if (c := stage_confidence(v)) is None else c for v in verdicts])
+    seen = set(conf[~np.isnan(conf)].tolist())
+    return JudgeSource(lm=f"simulated: {SIM_MODEL}", confidence=conf, passed=np.array([v.passed for v in verdicts]),
+                       levels=(0.0, 1.0) if seen <= {0.0, 1.0} else None, simulated=True)
+
+
 def realized(conf, y, thresholds) -> dict:
     decided, passed, stage = cascade_outcomes(conf, np.asarray(thresholds, dtype=np.float64)[None])
     d, p, s, yb = decided[0], passed[0], stage[0], y.astype(bool)
@@ -468,18 +504,33 @@ def hybrid_criteria(summary: dict) -> dict:
             "D_le_judge_alone_same_items": at_most(summary["cascade_D_decided"],
                                                    summary["judge_alone_D_same_decided"]),
             "FP_le_judge_alone_same_items": at_most(summary["cascade_FP_decided"],
-                                                    summary["judge_alone_FP_same_decided"])}
+                                                    summary["judge_alone_FP_same_decided"]),
+            # issue 39's acceptance (alpha 0.2, default settings, 5 seeds)
+            "issue39_certified_ge_4_of_5": summary["certified_seeds"] >= 4 * summary["seeds"] / 5,
+            "issue39_person_share_le_0_25": summary["person_share"] <= 0.25,
+            "issue39_never_reach_judge_ge_0_45": summary["never_reach_judge_share"] >= 0.45}
 
 
-def hybrid_part(data: dict, seeds: int) -> dict:
+def order_kwargs(fit_items) -> dict:
+    """``order_trajectories=`` for `fit_cascade` when the library orders its sequence from data the calibration
+    never sees (issue 39 item 2: the fit share); {} when it does not take them."""
+    import inspect
+
+    return {"order_trajectories": fit_items} if "order_trajectories" in inspect.signature(fit_cascade).parameters \
+        else {}
+
+
+def hybrid_part(data: dict, seeds: int, recorded: RecordedJudge | None = None) -> dict:
     """(d): per seed a by-task 40/40/20 split; the floor and the hybrid fit on 40%, `fit_cascade` on 40%, the
-    test share judged (`HYBRID_VARIANTS`)."""
+    test share judged (`HYBRID_VARIANTS`). The judge: `recorded` (a real LM's recorded verdicts), else the
+    simulated judge recorded as verdict lines."""
     items = data["items"]
     task_of = np.unique([f"{t.domain}/{t.task_id}" for t in items], return_inverse=True)[1]
     n_tasks = int(task_of.max()) + 1
     runs: dict[tuple, list[dict]] = {variant: [] for variant in HYBRID_VARIANTS}
     with tempfile.TemporaryDirectory() as folder:
-        judge = record_verdicts(items, Path(folder) / "simulated_judge.verdicts.jsonl")
+        judge = recorded if recorded is not None else record_verdicts(items,
+                                                                     Path(folder) / "simulated_judge.verdicts.jsonl")
         for seed in range(seeds):
             tasks = np.random.default_rng(seed).permutation(n_tasks)
             cut1, cut2 = int(round(SPLIT[0] * n_tasks)), int(round((SPLIT[0] + SPLIT[1]) * n_tasks))
@@ -491,7 +542,8 @@ def hybrid_part(data: dict, seeds: int) -> dict:
                 stages = [floor, hybrid if name == "floor_hybrid_person" else judge]
                 try:
                     cascade = fit_cascade(stages, cal_items, HYBRID_ALPHA, DELTA, beta, seed=seed,
-                                          stage_costs=(0.0, 1.0) if costs == "judge_costs_1" else None)
+                                          stage_costs=(0.0, 1.0) if costs == "judge_costs_1" else None,
+                                          **order_kwargs(fit_items))
                     run = judged_seed(cascade, judge, test_items, cascade.fit_report)
                 except CascadeCalibrationError as error:
                     run = {**judged_seed(None, judge, test_items, None), "refusal": str(error)}
@@ -507,7 +559,9 @@ def hybrid_part(data: dict, seeds: int) -> dict:
     alone = np.array([judge.verdicts[t.id].passed for t in items], dtype=bool)
     return {"seeds": seeds, "split": "by task: 40% floor and hybrid fit, 40% calibration (every trial), 20% test",
             "judge": f"simulated ({SIM_MODEL}: evals/simulator judging.verdict, the part (c) rubric), written as "
-                     "verdict lines and read back as a RecordedJudge",
+                     "verdict lines and read back as a RecordedJudge" if recorded is None else
+                     f"real: {recorded_lm(recorded)}, recorded verdicts {Path(recorded.source).name} "
+                     "(evals/real_judges.py)", "judge_simulated": recorded is None,
             "judge_alone_whole_set": {"pass_rate": round(float(alone.mean()), 4),
                                       "kappa": round(float(cohens_kappa(y.astype(int), alone.astype(int))), 4),
                                       "D": _rate(int((alone != y).sum()), y.size),
@@ -515,14 +569,139 @@ def hybrid_part(data: dict, seeds: int) -> dict:
             "rows": rows}
 
 
+def judge_parts(data: dict, args) -> dict:
+    """Parts (c) and (d) of a set: with the real judge's recorded verdicts where the set ships them
+    (``real_floor_then_judge``, ``hybrid_cascade``), and with the simulated judge on `SIMULATED_SETS`
+    (``simulated_floor_then_judge``, and ``hybrid_cascade`` there: named simulated in its ``judge``)."""
+    out: dict = {}
+    real = real_judge(data)
+    if real is not None:
+        pop = population(data["items"])
+        conf = recorded_source(data["items"], real).confidence
+        out["real_floor_then_judge"] = [{**simulated(pop, conf, data["items"], args.splits, args.seed, method, alpha),
+                                         "judge": f"real: {recorded_lm(real)}"}
+                                        for method in SIM_METHODS for alpha in SIMULATED_ALPHAS]
+        out["hybrid_cascade"] = hybrid_part(data, HYBRID_SEEDS, real)
+    if data["name"] in SIMULATED_SETS:
+        out["simulated_floor_then_judge"] = simulated_part(data, population(data["items"]), args)
+    if real is None:
+        out["hybrid_cascade"] = hybrid_part(data, HYBRID_SEEDS)
+    return out
+
+
+def real_judge(data: dict) -> RecordedJudge | None:
+    """The real LLM judge's recorded verdicts of a set in `REAL_JUDGE_SETS` (`evals.real_judges`), as a recorded
+    stage (`RecordedJudge.from_file`); None for another set."""
+    if data["name"] not in REAL_JUDGE_SETS:
+        return None
+    from evals.real_judges import load_real_judge_set
+
+    real, judge = REAL_JUDGE_SETS[data["name"]]
+    recorded = RecordedJudge.from_file(load_real_judge_set(real).verdicts[judge])
+    missing = [t.id for t in data["items"] if t.id not in recorded.verdicts]
+    if missing:
+        raise ValueError(f"{recorded.source}: no recorded verdict for {len(missing)} items (first {missing[0]!r})")
+    return recorded
+
+
+def recorded_lm(judge: RecordedJudge) -> str:
+    """The LM a recorded verdict file names (its lines' ``model``)."""
+    from rubricforge_dspy.core.verdict import read_verdicts
+
+    models = sorted({str(line.get("model") or "") for line in read_verdicts(judge.source).values()} - {""})
+    return "; ".join(models) or f"not recorded in {judge.source}"
+
+
+def recorded_source(items, judge: RecordedJudge) -> "JudgeSource":
+    """A recorded judge as a `evals.cascade_table.JudgeSource` (real: simulated=False)."""
+    from evals.cascade_table import JudgeSource
+
+    verdicts = [judge.verdicts[t.id] for t in items]
+    conf = np.array([np.nan if (c := stage_confidence(v)) is None else c for v in verdicts])
+    return JudgeSource(lm=recorded_lm(judge), confidence=conf, passed=np.array([bool(v.passed) for v in verdicts]),
+                       levels=judge.confidence_levels, simulated=False)
+
+
+def judge_sources(data: dict) -> dict:
+    """The judges of a set for the calibration-size table, by name: a real LM's recorded verdicts where the set ships
+    them (issue 39 item 7), and the simulated judge on `SIMULATED_SETS`, named as simulated."""
+    out = {}
+    real = real_judge(data)
+    if real is not None:
+        out[REAL_JUDGE_SETS[data["name"]][1]] = recorded_source(data["items"], real)
+    if data["name"] in SIMULATED_SETS:
+        out["simulated"] = simulated_judge(data["items"])
+    return out
+
+
+TABLE_OUT = ROOT / "evals" / "results" / "cascade_table.json"
+
+
+def table_part(args) -> int:
+    """(e) the calibration-size table and (f) the floor-only acceptance at alpha 0.1 (`evals.cascade_table`), written
+    to `TABLE_OUT` (or ``--table-out``)."""
+    from evals import cascade_table as ct
+    from evals.cascade_table import FLOOR_ONLY_SETS
+
+    started = time.perf_counter()
+    sets, floor_only, skipped, judges_used = [], [], [], {}
+    for data in datasets(args.shipped_only):
+        if args.only and not any(word in data["name"] for word in args.only):
+            continue
+        t0 = time.perf_counter()
+        table = FeatureTable.build(data["items"])
+        judges = judge_sources(data)
+        try:
+            prep = ct.prepare(data["name"], data["items"], args.seed, judges, table)
+        except ct.PrepareError as error:
+            skipped.append({"dataset": data["name"], "reason": str(error)})
+            continue
+        judges_used.update({f"{data['name']}/{k}": j.lm for k, j in judges.items()})
+        rows = [ct.table_row(prep, cascade, method, bound, size, alpha, args.table_draws, args.seed)
+                for cascade in prep.cascades() for method in ct.methods() for bound in ct.BOUNDS
+                for size in prep.sizes() for alpha in ct.TABLE_ALPHAS["floor" if cascade == "floor"
+                                                                     else "floor_judge"]]
+        sets.append({"dataset": data["name"], "file": data["file"], "shipped": data["shipped"],
+                     "n": int(prep.y.size), "tasks": int(prep.fit_tasks.size + prep.pop_tasks.size),
+                     "fit_tasks": int(prep.fit_tasks.size), "population_tasks": int(prep.pop_tasks.size),
+                     "population_trials": int((prep.weight > 0).sum()),
+                     "trials_per_task": round(float(prep.trials.mean()), 2),
+                     "judges": {k: j.lm for k, j in judges.items()}, "floor_cv_notes": prep.notes,
+                     "rows": rows, "wall_time_s": round(time.perf_counter() - t0, 1)})
+        if data["name"] in FLOOR_ONLY_SETS:
+            floor_only.append(ct.floor_only_acceptance(data["name"], data["items"], args.table_seeds,
+                                                       args.table_draws, table))
+        print(f"{data['name']}: {len(rows)} table rows, {sets[-1]['wall_time_s']} s", file=sys.stderr)
+    features = ct.library_features()
+    out = {"benchmark": "evals/bench_cascade.py --table-only (evals/cascade_table.py)", "machine": machine(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "lm": {"floor": "none: the symptom floor (real, fit on the fit share)",
+                  "judges": judges_used or "none in this run",
+                  "note": "a judge named 'simulated: ...' is the simulator (evals/simulator), not an LM"},
+           "library": {"default_method": DEFAULT_METHOD, "methods": list(ct.methods()), **features},
+           "protocol": {"fit_share_of_tasks": ct.FIT_SHARE, "sizes": list(ct.SIZES), "delta": ct.DELTA,
+                        "alphas": ct.TABLE_ALPHAS, "draws_per_cell": args.table_draws, "seed": args.seed,
+                        "population": "the tasks outside the fit share (task-uniform: a random task, a random "
+                                      "trial); calibration tasks drawn from it with replacement; coverage, D and F "
+                                      "exact on it",
+                        "valid": "the violation share's exact 95% interval reaches delta or below",
+                        "floor_only_acceptance": {"alpha": ct.FLOOR_ONLY_ALPHA, "tasks": ct.FLOOR_ONLY_TASKS,
+                                                  "seeds": args.table_seeds}},
+           "quick": bool(args.quick), "summary": ct.summarize(sets), "sets": sets, "skipped": skipped,
+           "floor_only_acceptance": floor_only,
+           "wall_time_s": round(time.perf_counter() - started, 1)}
+    Path(args.table_out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.table_out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.table_out} in {out['wall_time_s']} s", file=sys.stderr)
+    return 0
+
+
 def simulated_only(args) -> int:
     out = json.loads(Path(args.out).read_text())
     rows = {row["dataset"]: row for row in out["datasets"]}
     for data in datasets(shipped_only=True):
-        if data["name"] in SIMULATED_SETS and data["name"] in rows:
-            rows[data["name"]]["simulated_floor_then_judge"] = simulated_part(data, population(data["items"]), args)
         if data["name"] in HYBRID_SETS and data["name"] in rows:
-            rows[data["name"]]["hybrid_cascade"] = hybrid_part(data, HYBRID_SEEDS)
+            rows[data["name"]].update(judge_parts(data, args))
     out["acceptance"] = acceptance(out["datasets"])
     out["simulated_rerun"] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "splits": args.splits,
                               "note": "parts (c) and (d) recomputed with --simulated-only; parts (a) and (b) from the "
@@ -545,6 +724,14 @@ def acceptance(results: list[dict]) -> dict:
                 out["coverage_ge_0_6_in_2_of_3_seeds"][f"{method}/{choice}"] = {
                     "met_on_every_strong_set": all(v >= 2 / 3 for v in shares.values()), "share_of_seeds": shares}
     out["all_valid"] = all(r["valid"] for d in results for r in d.get("validity", {}).get("rows", []))
+    out["issue39_hybrid_default_settings_alpha_0_2"] = {
+        d["dataset"]: {"judge": d["hybrid_cascade"]["judge"], **next(
+            {k: r[k] for k in ("certified_seeds", "seeds", "person_share", "never_reach_judge_share",
+                               "cascade_D_decided", "judge_alone_D_same_decided", "cascade_FP_decided",
+                               "judge_alone_FP_same_decided", "acceptance")}
+            for r in d["hybrid_cascade"]["rows"] if r["cascade"] == "floor_hybrid_person"
+            and r["stage_costs"] == "library_default" and r["max_false_pass"] is None)}
+        for d in results if "hybrid_cascade" in d}
     out["hybrid_cascade_alpha_0_2"] = {
         d["dataset"]: next(r["acceptance"] for r in d["hybrid_cascade"]["rows"]
                            if r["cascade"] == "floor_hybrid_person" and r["stage_costs"] == "judge_costs_1"
@@ -586,11 +773,20 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--simulated-only", action="store_true",
                         help="recompute parts (c) and (d) only, into the existing --out file (a and b kept)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="parts (e) and (f) only: the calibration-size table and the floor-only acceptance")
+    parser.add_argument("--no-table", action="store_true", help="skip parts (e) and (f)")
+    parser.add_argument("--table-draws", type=int, default=100, help="calibration draws per table cell")
+    parser.add_argument("--table-seeds", type=int, default=20, help="40/40/20 seeds of the floor-only acceptance")
+    parser.add_argument("--table-out", default=str(TABLE_OUT))
     args = parser.parse_args(argv)
     if args.quick:
         args.draws, args.seeds, args.no_simulated = min(args.draws, 100), min(args.seeds, 6), True
+        args.table_draws, args.table_seeds = min(args.table_draws, 10), min(args.table_seeds, 3)
     if args.simulated_only:
         return simulated_only(args)
+    if args.table_only:
+        return table_part(args)
     started = time.perf_counter()
     results = []
     for data in datasets(args.shipped_only):
@@ -606,10 +802,8 @@ def main(argv=None) -> int:
                "max_trials_per_task": int(labeled.trials.max()), "pass_rate": round(float(labeled.y.mean()), 4),
                "floor_kappa_out_of_fold": round(floor_kappa, 4), "coverage": coverage_part(labeled, args.seeds),
                "validity": validity_part(labeled, args.draws, args.seed)}
-        if data["name"] in SIMULATED_SETS and not args.no_simulated:
-            row["simulated_floor_then_judge"] = simulated_part(data, population(data["items"]), args)
         if data["name"] in HYBRID_SETS and not args.no_simulated:
-            row["hybrid_cascade"] = hybrid_part(data, HYBRID_SEEDS)
+            row.update(judge_parts(data, args))
         row["wall_time_s"] = round(time.perf_counter() - t0, 1)
         results.append(row)
         best = max((r for r in row["coverage"]["rows"] if r["alpha"] == 0.10), key=lambda r: r["mean_test_coverage"])
@@ -636,7 +830,7 @@ def main(argv=None) -> int:
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(summary_table(results, 0.10))
     print(f"wrote {args.out} in {out['wall_time_s']} s; all valid: {out['acceptance']['all_valid']}", file=sys.stderr)
-    return 0
+    return 0 if args.no_table else table_part(args)
 
 
 if __name__ == "__main__":

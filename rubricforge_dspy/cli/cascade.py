@@ -2,7 +2,8 @@
 calibration data, and save it beside its stages. `rubricforge judge --cascade` judges with it.
 
     rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl [--labels L]
-        --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--method split_fixed_sequence] --out cascade.json
+        --alpha 0.1 [--max-false-pass 0.05] --delta 0.1 [--order-data fit.jsonl] [--bound per-stage|pooled]
+        [--method ordered_sequence] --out cascade.json
 
 A stage is a saved judge (a floor, a frozen program, a hybrid, a cascade), or recorded verdicts (docs/CASCADE.md,
 "Any judge as a stage"): a verdict JSONL (``rubricforge judge``'s, or any tool's lines in the verdict-line
@@ -34,16 +35,23 @@ from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.metrics.risk_methods import DEFAULT_METHOD, LTT_METHODS, P_VALUES
+from rubricforge_dspy.metrics.risk_methods import DEFAULT_BOUND, DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
 if TYPE_CHECKING:
     from rubricforge_dspy.judge.contract import BaseJudge
 
 FIT_DESCRIPTION = """\
 Fit a certified cascade: each stage decides only where its thresholds are certified, on labeled
-calibration data, so that with probability >= 1 - delta the disagreement among decided items is
-<= alpha (and, with --max-false-pass, the false-pass rate too); what no stage decides goes to a
-person. Stages run cheapest first; a stage certified to decide nothing is dropped.
+calibration data, so that with probability >= 1 - delta, for every stage that decides, the
+disagreement among the items it decides is <= alpha and its false-pass rate (passed among the
+failed items it decides) <= --max-false-pass (default alpha / 2); --bound pooled bounds the
+disagreement over everything decided instead. What no stage decides goes to a person. Stages run
+cheapest first; a stage certified to decide nothing is dropped.
+
+The threshold vectors are tested in a fixed order that never depends on alpha: from --order-data
+(labeled trajectories the calibration never sees, e.g. the fit split the floor was fit on: the
+floor's out-of-fold probabilities, the other stages' verdicts on them; an LLM stage is run on
+them), else label-free. A certificate at alpha is then one at every larger alpha.
 
 A stage is a saved judge (a floor, a frozen program, a hybrid, a cascade) or recorded verdicts:
 a verdict .jsonl (rubricforge judge's, or any tool's lines in the verdict-line schema),
@@ -58,7 +66,7 @@ FIT_EPILOG = """\
 example:
   rubricforge floor --data fit.jsonl --save-floor floor.json
   rubricforge cascade fit --stage floor.json --stage judge.json --data cal.jsonl \\
-      --alpha 0.1 --delta 0.1 --out cascade.json
+      --order-data fit.jsonl --alpha 0.1 --delta 0.1 --out cascade.json
   rubricforge judge --cascade cascade.json --data runs.jsonl --out preds.jsonl
 
 exit codes: 0 saved; 2 bad input, or nothing certified (the message says what was used and
@@ -132,6 +140,9 @@ def cmd_cascade_fit(args) -> int:
     trajectories = selection.kept
     if selection.journal is not None:
         print(selection.summary())
+    order = None
+    if args.order_data is not None:
+        order = load_data(argparse.Namespace(**{**vars(args), "data": args.order_data}), need_labels=True).trajectories
     needs_lm = any(stage.predictors() for stage in stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
         if lm is not None:
@@ -141,7 +152,8 @@ def cmd_cascade_fit(args) -> int:
                     stage.set_lm(lm)
         cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
                               names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
-                              one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels)
+                              one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels,
+                              bound=args.bound.replace("-", "_"), order_trajectories=order)
     assert cascade.fit_report is not None  # fit_cascade records its report
     cascade.fit_report["labels_selected"] = selection.to_dict()
     cascade.save(args.out)
@@ -173,12 +185,20 @@ def add_cascade_parser(sub) -> None:
     add_data_arguments(f)
     f.add_argument("--alpha", type=float, required=True, help="bound on disagreement among decided items")
     f.add_argument("--max-false-pass", type=float, default=None,
-                   help="also bound the false-pass rate among decided failed items")
+                   help="beta: the bound on the false-pass rate among decided failed items (default: alpha / 2 per "
+                        "stage with --bound per-stage; not bounded with --bound pooled)")
     f.add_argument("--delta", type=float, default=0.1, help="the bounds hold with probability >= 1 - delta")
     f.add_argument("--method", choices=LTT_METHODS, default=DEFAULT_METHOD,
-                   help=f"how the threshold vectors are tested (default {DEFAULT_METHOD}: 20%% of the tasks order "
-                        "them, the rest test them in that order; holm/bonferroni: every distinct vector at once; "
-                        "fail_first_sequence: an order fixed in advance, fail-only vectors first)")
+                   help=f"how the threshold vectors are tested (default {DEFAULT_METHOD}: every calibration task "
+                        "tests them in an order from --order-data, or label-free, never from alpha; holm/bonferroni: "
+                        "every distinct vector at once; split_fixed_sequence: 20%% of the tasks order them at alpha, "
+                        "the rest test them (not monotone in alpha); fail_first_sequence: fail-only vectors first)")
+    f.add_argument("--bound", choices=("per-stage", "pooled"), default=DEFAULT_BOUND.replace("_", "-"),
+                   help="per-stage (default): every stage that decides has disagreement <= alpha and false-pass rate "
+                        "<= --max-false-pass (default alpha / 2); pooled: over everything decided")
+    f.add_argument("--order-data", default=None, metavar="FIT.jsonl",
+                   help="labeled trajectories the calibration never sees (the fit split; no task in both), read with "
+                        "the same data options, that order the tested vectors (--method ordered_sequence)")
     f.add_argument("--p-values", choices=("auto", *P_VALUES), default="auto",
                    help="auto (default): exact binomial with one trial per task, else betting over task means")
     f.add_argument("--one-per-task", action="store_true",

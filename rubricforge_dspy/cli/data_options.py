@@ -9,20 +9,24 @@ import argparse
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.scan import require_trajectories
+from rubricforge_dspy.data.sessions import SESSION_ID
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport, TrajectoryCounts
     from rubricforge_dspy.data.labels import JoinReport
 
 __all__ = ["format_arg", "add_format_arguments", "apply_mapping", "add_data_arguments", "load_data",
+           "add_session_argument", "group_by_session", "spool_sessions",
            "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN", "stream_data"]
 
+SESSIONS_SUFFIX = ".sessions.jsonl"  # `spool_sessions`: the grouped input of a command that reads it by path
 SHOWN = 20  # problems listed one per line before "... and N more"
 
 
@@ -74,6 +78,7 @@ def apply_mapping(args: argparse.Namespace) -> None:
         InputError: --map beside a --format other than auto; a mapping that does not validate (`MappingError`);
             --labels-key without --labels; a --label-threshold with no reward to apply to.
     """
+    apply_label_reading(args)
     labels, key = getattr(args, "labels", None), getattr(args, "labels_key", None)
     if key is not None and not labels:
         raise InputError(f"--labels-key {key!r} says how to read a labels file: give the file with --labels FILE")
@@ -122,6 +127,18 @@ def add_data_arguments(parser: argparse.ArgumentParser, *, required: bool = True
     add_label_arguments(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip (and list) malformed records instead of stopping at the first one")
+    add_session_argument(parser)
+
+
+def add_session_argument(parser: argparse.ArgumentParser) -> None:
+    """``--session-key [EXPR]``: judge the traces of one session as one trajectory (`data.sessions`)."""
+    parser.add_argument("--session-key", nargs="?", const=SESSION_ID, default=None, metavar="EXPR",
+                        help="group the traces of one session into one trajectory, in start order, whose id is "
+                             "the session id (labels join and verdicts are per session). Alone: the platform's "
+                             "session attribute (MLflow mlflow.trace.session, OpenTelemetry session.id / "
+                             "gen_ai.conversation.id, Langfuse sessionId, a mapping's hidden session_id); "
+                             "EXPR: a JMESPath expression on each trace's hidden fields (e.g. userId, "
+                             "metadata.conversation). The whole input is then held in memory")
 
 
 def add_label_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +152,75 @@ def add_label_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the labels file's records are keyed by this JMESPath expression (on each JSONL record "
                              "or CSV row), not by an 'id': e.g. \"join(':', [model, to_string(task_id)])\"; "
                              "docs/MAPPING.md")
+    add_labeler_arguments(parser)
+
+
+# -- labels from several people (issue 41 item 2): text values, a labeler column, the resolution rule ----------
+
+def add_labeler_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--label-column``, ``--label-values``, ``--labeler-column``, ``--label-resolve``, ``--adjudicator`` (how a
+    CSV/JSONL labels file's values are read; `data.labels.LabelReading`)."""
+    from rubricforge_dspy.data.labels import RESOLVE_RULES
+
+    parser.add_argument("--label-column", default=None, metavar="NAME",
+                        help="the labels file's column (or JSONL member) holding the label (default: label)")
+    parser.add_argument("--label-values", default=None, metavar="MAP|EXPR",
+                        help="how the label column's values become labels: 'Successful=1,Unsuccessful=0,Unsure=skip' "
+                             "(skip: no label, counted) or a JMESPath expression on each row giving 0/1/true/false or "
+                             "null (no label); default: 1/0, true/false, pass/fail, yes/no")
+    parser.add_argument("--labeler-column", default=None, metavar="NAME",
+                        help="the column naming who labeled each row: an id may then have one row per labeler "
+                             "(default: 'labeler' when the file has one); `stats --labels` reports their agreement")
+    parser.add_argument("--label-resolve", default="first", choices=RESOLVE_RULES,
+                        help="which label an id gets when its labelers disagree: first (first labeled row), majority "
+                             "(a tie gives no label), unanimous (a disagreement gives no label), adjudicated (the "
+                             "--adjudicator's row wins; a disagreement without it gives no label); default first")
+    parser.add_argument("--adjudicator", default=None, metavar="NAME",
+                        help="with --label-resolve adjudicated: the labeler whose label wins")
+    parser.add_argument("--disagreements-out", default=None, metavar="FILE",
+                        help="write the ids where labelers disagree, with each labeler's label, as JSONL here")
+
+
+def apply_label_reading(args: argparse.Namespace) -> None:
+    """The label flags of `add_labeler_arguments` become the `LabelReading` that ``args.labels`` (a `LabelsPath`)
+    carries; refused without ``--labels``."""
+    flags = {"--label-column": getattr(args, "label_column", None),
+             "--label-values": getattr(args, "label_values", None),
+             "--labeler-column": getattr(args, "labeler_column", None),
+             "--adjudicator": getattr(args, "adjudicator", None),
+             "--disagreements-out": getattr(args, "disagreements_out", None)}
+    resolve = getattr(args, "label_resolve", "first") or "first"
+    given = [name for name, value in flags.items() if value is not None] + (
+        ["--label-resolve"] if resolve != "first" else [])
+    if not given:
+        return
+    labels = getattr(args, "labels", None)
+    if not labels:
+        raise InputError(f"{', '.join(given)} say how to read a labels file: give the file with --labels FILE")
+    from rubricforge_dspy.data.labels import LabelReading, LabelsPath
+
+    reading = LabelReading(column=flags["--label-column"] or "label", values=flags["--label-values"],
+                           labeler_column=flags["--labeler-column"], resolve=resolve,
+                           adjudicator=flags["--adjudicator"])
+    args.labels = LabelsPath(labels, getattr(labels, "key", None), getattr(labels, "rule", None), reading)
+
+
+def write_disagreements(args: argparse.Namespace, stream=None) -> None:
+    """With ``--disagreements-out FILE``: the labels file's disagreements as JSONL (``{"id", "labels": {labeler:
+    label}}``), said on stderr."""
+    out = getattr(args, "disagreements_out", None)
+    if not out:
+        return
+    import json
+
+    from rubricforge_dspy.data.labels import read_label_file
+
+    read = read_label_file(args.labels)
+    with open(out, "w", encoding="utf-8") as handle:
+        for rid in read.disagreements:
+            handle.write(json.dumps({"id": rid, "labels": read.ratings[rid],
+                                     "resolved": (read.entries[rid].label if rid in read.entries else None)}) + "\n")
+    print(f"{len(read.disagreements)} disagreement(s) between labelers -> {out}", file=stream or sys.stderr)
 
 
 _Items = TypeVar("_Items", bound=Iterable[Any])
@@ -209,9 +295,15 @@ def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = F
     data: LoadedData[Iterator[Any]] = LoadedData(iter(()), report)
 
     def stream() -> Iterator[Any]:
-        load = iter_trajectory_counts if counts else iter_trajectories
-        for trajectory in load(args.data, format=args.format, label_threshold=args.label_threshold,
-                               on_error="skip" if args.skip_bad else "raise", report=report):
+        key = getattr(args, "session_key", None)
+        options = {"format": args.format, "label_threshold": args.label_threshold,
+                   "on_error": "skip" if args.skip_bad else "raise", "report": report}
+        loaded: Iterator[Any]
+        if key is not None:  # a session's traces may lie anywhere in the input: all read, then grouped
+            loaded = iter(group_by_session(list(iter_trajectories(args.data, **options)), key))
+        else:
+            loaded = (iter_trajectory_counts if counts else iter_trajectories)(args.data, **options)
+        for trajectory in loaded:
             if joiner is not None:
                 trajectory = joiner.apply(trajectory)
             data.tally.add(trajectory)
@@ -226,6 +318,51 @@ def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = F
 
     data.trajectories = stream()
     return data
+
+
+def group_by_session(trajectories: list[Trajectory], key: str, stream=None) -> list[Trajectory]:
+    """``--session-key``: the traces of each session as one trajectory (`data.sessions.group_sessions`), with
+    what was grouped said on stderr (the trajectory id is the session id)."""
+    from rubricforge_dspy.data.sessions import SessionReport, group_sessions
+
+    report = SessionReport(key=key)
+    grouped = group_sessions(trajectories, key, report)
+    print(report.summary(), file=stream or sys.stderr)
+    return grouped
+
+
+def spool_sessions(args: argparse.Namespace, beside) -> Path | None:
+    """``--session-key`` for a command that reads its input by path (``judge``): the input's sessions, each one
+    trajectory (`group_by_session`), written as generic JSONL to ``<beside>.sessions.jsonl`` (replaced on each
+    run), and ``args.data`` pointed at it; labels (``--labels``) are joined by the command, per session.
+
+    Returns:
+        The spool file, or None without ``--session-key``.
+
+    Raises:
+        InputError: ``--to-mlflow`` beside it (assessments are per trace), an input without trajectories,
+            traces of one session that disagree (`data.sessions.SessionError`).
+    """
+    key = getattr(args, "session_key", None)
+    if key is None:
+        return None
+    if getattr(args, "to_mlflow", None) is not None:
+        raise InputError("--to-mlflow logs one assessment per MLflow trace, but with --session-key a verdict is "
+                         "per session (its id is the session id, not a trace id): drop one of the two")
+    from rubricforge_dspy.data.export import convert_trajectories
+    from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
+
+    report = LoadReport()
+    traces = list(iter_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
+                                    on_error="skip" if args.skip_bad else "raise", report=report))
+    print_load_problems(report)
+    require_trajectories(len(traces), args.data, report)
+    spool = Path(f"{beside}{SESSIONS_SUFFIX}")
+    spool.unlink(missing_ok=True)
+    n = convert_trajectories(group_by_session(traces, key), spool)
+    print(f"{n} session trajectory(ies) -> {spool}", file=sys.stderr)
+    args.data, args.format, args.session_key = [str(spool)], "jsonl", None
+    return spool
 
 
 def no_labels_error(args, seen: int, first) -> InputError:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rubricforge_dspy.cli.data_options import spool_sessions
 from rubricforge_dspy.cli.integrations import (
     require_input,
     spool_from_mlflow,
@@ -67,6 +68,7 @@ def cmd_judge(args) -> int:
     a row (`--max-consecutive-errors`); 2 for bad input, found before the first LM call."""
     require_input(args)
     spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
+    spool_sessions(args, args.out)  # --session-key: one trajectory per session, the run's input file
     try:
         judge, cascade = _judge(args)
     except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line

@@ -45,6 +45,7 @@ from rubricforge_dspy.cli.data_options import (
     apply_mapping,
     load_data,
     stream_data,
+    write_disagreements,
 )
 from rubricforge_dspy.cli.integrations import (
     add_mlflow_sink_arguments,
@@ -82,6 +83,17 @@ def _load(args, need_labels: bool = False, warn: bool = True):
     return data.trajectories, data.report
 
 
+def _json_nan_as_null(value):
+    """`value` with every float nan as None (JSON has no NaN; an undefined statistic is null)."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _json_nan_as_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_nan_as_null(v) for v in value]
+    return value
+
+
 @reads_from_mlflow
 def cmd_stats(args) -> int:
     """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
@@ -92,11 +104,20 @@ def cmd_stats(args) -> int:
     stats = DataStats()
     for counts in data.trajectories:
         stats.add(counts)
+    labelers = None
+    if args.labels:
+        from rubricforge_dspy.data.labels import read_label_file
+        from rubricforge_dspy.data.stats import format_labeler_report, labeler_report
+
+        labelers = labeler_report(read_label_file(args.labels))
     if args.json:
         print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
-                          "warnings": data.tally.warnings(), "labels": data.to_dict()}, indent=2))
+                          "warnings": data.tally.warnings(), "labels": data.to_dict(),
+                          "labelers": _json_nan_as_null(labelers)}, indent=2))
     else:
         print(stats.format(data.report))
+        if labelers is not None:
+            print("\n".join(format_labeler_report(labelers)))
     return 0
 
 
@@ -119,6 +140,9 @@ def cmd_render(args) -> int:
 
     if args.all:
         trajectories, _ = _load(args, warn=False)
+    elif args.session_key is not None:  # one session: grouped from the whole input (labels joined per session)
+        grouped, _ = _load(args, warn=False)
+        chosen_one, count = (grouped[args.index] if 0 <= args.index < len(grouped) else None), len(grouped)
     else:  # one record: those before it are skipped without being parsed (data.formats.trajectory_at)
         from rubricforge_dspy.data.formats import trajectory_at
         from rubricforge_dspy.data.scan import require_trajectories
@@ -512,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_dspy_call_errors()
     try:
         apply_mapping(args)  # --map: the mapping becomes the format the data is read with
+        write_disagreements(args)  # --disagreements-out: on every command that reads a labels file
         with progress_requested():  # long loops report on stderr (core.progress), never on stdout
             return args.func(args)
     except (InputError, ServerError, AnswerIsNo) as error:

@@ -89,7 +89,10 @@ def add_review_parser(sub) -> None:
     p.add_argument("--verdicts", required=True, help="the verdict JSONL to review (`rubricforge judge --out`)")
     p.add_argument("--labels-out", default="labels.jsonl",
                    help="the labels file the page appends to (default: labels.jsonl); read it with --labels")
-    p.add_argument("--labeler", default=None, help="your name on every label line (default: the login name)")
+    p.add_argument("--labeler", default=None,
+                   help="your name on every label line (default: the login name); several people may label the "
+                   "same file (each types a name on the page): the page shows their agreement (raw, Cohen's kappa) "
+                   "and queues their disagreements for adjudication")
     p.add_argument("--program", default=None, help="the frozen program that judged (rubric, criteria, render)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="show a --program whose manifest cannot verify it, with a warning")

@@ -38,6 +38,7 @@ def cmd_certify(args) -> int:
         writable_file(args.out_program or args.program, "certified program")
     trajectories = load_data(args, need_labels=True).trajectories
     where = ", ".join(args.data)
+    labelers = _labelers(args)
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
         if args.recheck:
@@ -51,10 +52,23 @@ def cmd_certify(args) -> int:
         certificate = certify_program(args.program, trajectories, lm=lm, out_program=args.out_program,
                                       verdicts_out=args.verdicts_out, concurrency=args.concurrency,
                                       confidence=1.0 - args.alpha, seed=args.seed,
-                                      resamples=args.resamples, where=where)
+                                      resamples=args.resamples, where=where, labelers=labelers)
     print("\n".join(format_certificate(certificate)))
+    if "labelers" in certificate:
+        from rubricforge_dspy.trust.certify import format_judge_vs_labelers
+
+        print("\n".join(format_judge_vs_labelers(certificate["labelers"])))
     print(f"written to: {args.out_program or args.program}")
     return 0
+
+
+def _labelers(args):
+    """Each item's labels by labeler when ``--labels`` has a labeler column (`LabelFile.ratings`), else None."""
+    if not getattr(args, "labels", None):
+        return None
+    from rubricforge_dspy.data.labels import read_label_file
+
+    return read_label_file(args.labels).ratings or None
 
 
 def _certify_cascade(args) -> int:
@@ -72,6 +86,9 @@ def _certify_cascade(args) -> int:
                          "certify measures it on held-out data without --recheck or --out-program")
     cascade = load_judge(args.program, allow_import=allow_import(args))
     use_cascade_label_rule(args, cascade.guarantee, f"the cascade {args.program}")  # labels by its fit's rule
+    if _labelers(args):
+        print("note: the agreement with each labeler is reported for a program's certificate, not yet for a "
+              "cascade's; `rubricforge stats --labels` gives the labelers' own agreement", file=sys.stderr)
     trajectories = load_data(args, need_labels=True).trajectories
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with contextlib.ExitStack() as stack:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 _Joined = TypeVar("_Joined", bound="Trajectory | TrajectoryCounts")
 
 __all__ = ["LabelEntry", "LabelFile", "LabelFileError", "JoinReport", "Joined", "LabelJoin", "LabelsPath",
+           "LabelReading", "RESOLVE_RULES", "resolve_ratings",
            "read_label_file",
            "join_labels", "SWEBENCH_POSITIVE", "SWEBENCH_NEGATIVE", "SWEBENCH_ERROR", "SWEBENCH_NEUTRAL"]
 
@@ -127,13 +128,125 @@ class LabelsPath(str):
 
     key: str | None
     rule: LabelRule | None
+    reading: "LabelReading | None"
 
-    def __new__(cls, path: PathArg, key: str | None = None, rule: LabelRule | str | float | None = None
-                ) -> "LabelsPath":
+    def __new__(cls, path: PathArg, key: str | None = None, rule: LabelRule | str | float | None = None,
+                reading: "LabelReading | None" = None) -> "LabelsPath":
         made = super().__new__(cls, str(path))
         made.key = key
         made.rule = None if rule is None else parse_label_rule(rule)
+        made.reading = reading if reading is not None else getattr(path, "reading", None)
         return made
+
+
+RESOLVE_RULES = ("first", "majority", "unanimous", "adjudicated")
+SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class LabelReading:
+    """How the label values of a CSV or JSONL labels file are read (the command line's label flags).
+
+    Attributes:
+        column: the column (CSV, lower-cased) or member (JSONL) holding the label (``--label-column``; default
+            ``label``).
+        values: ``--label-values``: either a map of the file's words to labels, ``"Successful=1,Unsuccessful=0,
+            Unsure=skip"`` (``skip``: no label, counted; matched after trimming, case-insensitively; a value
+            outside the map is an error naming the line), or a JMESPath expression (the mapping functions,
+            docs/MAPPING.md) evaluated on each row or record, giving 0/1/true/false (a label) or null (no label,
+            counted). None: the 0/1-like words (1/0, true/false, pass/fail, yes/no).
+        labeler_column: the column naming who labeled the row (``--labeler-column``; default ``labeler`` when
+            the file has one). With it, an id may have one row per labeler.
+        resolve: which label an id gets when its labelers disagree (``--label-resolve``): ``first`` (the first
+            row with a label, in file order), ``majority`` (more than half of the labels given; a tie gives no
+            label), ``unanimous`` (any disagreement gives no label) or ``adjudicated`` (the ``adjudicator``'s row
+            wins; without one, labelers who agree give their label and a disagreement gives none). An id left
+            without a label is counted and listed (``LabelFile.unresolved``), never guessed.
+        adjudicator: the labeler name whose label wins under ``adjudicated`` (``--adjudicator NAME``); it is not
+            counted among the labelers whose agreement is measured.
+    """
+
+    column: str = "label"
+    values: str | None = None
+    labeler_column: str | None = None
+    resolve: str = "first"
+    adjudicator: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.resolve not in RESOLVE_RULES:
+            raise LabelFileError(f"--label-resolve {self.resolve!r}: not one of {', '.join(RESOLVE_RULES)}")
+        if self.resolve == "adjudicated" and not self.adjudicator:
+            raise LabelFileError("--label-resolve adjudicated needs --adjudicator NAME (the labeler whose label wins)")
+        if self.adjudicator and self.resolve != "adjudicated":
+            raise LabelFileError(f"--adjudicator {self.adjudicator!r} only applies with --label-resolve adjudicated")
+
+    def label_of(self, row: dict[str, Any], where: str) -> tuple[int | None, bool]:
+        """``(label, skipped)`` of one row (or record) by this reading: its ``column``'s value through ``values``;
+        ``skipped`` when a skip value (or an expression's null) gave no label.
+
+        Raises:
+            LabelFileError: a value outside the map, or not a 0/1 label (the message names `where`).
+        """
+        return _ValueReader(self).read(row, where)
+
+
+def _value_map(text: str) -> dict[str, int | None] | None:
+    """``"A=1,B=0,C=skip"`` as ``{"a": 1, "b": 0, "c": None}``; None when `text` is not of that form (then it is
+    a JMESPath expression)."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts or not all("=" in p and "==" not in p for p in parts):
+        return None
+    out: dict[str, int | None] = {}
+    for part in parts:
+        word, _, target = part.rpartition("=")
+        target = target.strip().lower()
+        if target not in ("1", "0", SKIP):
+            raise LabelFileError(f"--label-values {text!r}: {part.strip()!r} maps to {target!r}; each value maps to "
+                                 "1, 0 or skip")
+        out[word.strip().lower()] = None if target == SKIP else int(target)
+    return out
+
+
+class _ValueReader:
+    """Reads one row's label by a `LabelReading`: ``(label, skipped)``."""
+
+    def __init__(self, reading: LabelReading):
+        self.column = reading.column.strip().lower()
+        self.words = _value_map(reading.values) if reading.values else None
+        self.expression = None
+        if reading.values and self.words is None:
+            from rubricforge_dspy.data.formats.mapping.spec import compile_field
+
+            self.expression = compile_field(reading.values, "--label-values", "label")
+
+    @property
+    def custom(self) -> bool:
+        return self.words is not None or self.expression is not None
+
+    def read(self, row: dict[str, Any], where: str) -> tuple[int | None, bool]:
+        if self.expression is not None:
+            try:
+                value = self.expression(row)
+            except InputError as exc:
+                raise LabelFileError(f"{where}: --label-values {self.expression.text!r}: {exc}") from None
+            if value is None:
+                return None, True
+            if isinstance(value, bool) or value in (0, 1):
+                return int(value), False
+            raise LabelFileError(f"{where}: --label-values {self.expression.text!r} gives {value!r}; it must give "
+                                 "0/1, true/false, or null (no label)")
+        raw = row.get(self.column)
+        if self.words is None:
+            return _label(raw, where), False
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return None, False
+        word = str(raw).strip().lower()
+        if word not in self.words:
+            shown = raw.strip() if isinstance(raw, str) else raw
+            raise LabelFileError(f"{where}: {self.column} {raw!r} is not among --label-values "
+                                 f"({', '.join(self.words)}); add it (e.g. {shown}=skip)")
+        label = self.words[word]
+        return label, label is None
 
 
 def _key_expression(text: str | None):
@@ -157,25 +270,142 @@ def _keyed_id(key, record: Any, where: str) -> Any:
     return rid
 
 
-def _read_csv(path: Path, text: str, key=None) -> LabelFile:
-    out = LabelFile(str(path), "csv", {})
+def _read_csv(path: Path, text: str, key=None, reading: LabelReading | None = None) -> LabelFile:
+    reading = reading or LabelReading()
+    values = _ValueReader(reading)
+    out = LabelFile(str(path), "csv", {}, resolve=reading.resolve)
     reader = csv.DictReader(io.StringIO(text))
     columns = [c.strip().lower() for c in reader.fieldnames or []]
     id_col = next((c for c in ID_COLUMNS if c in columns), None)
-    if (id_col is None and key is None) or not ({"label", "reward"} & set(columns)):
-        raise LabelFileError(f"{path}:1: a CSV label file needs a header with an 'id' column and a 'label' and/or "
-                             f"'reward' column; found {reader.fieldnames}")
+    has_label = values.expression is not None or values.column in columns
+    if (id_col is None and key is None) or not (has_label or "reward" in columns):
+        raise LabelFileError(f"{path}:1: a CSV label file needs a header with an 'id' column and a "
+                             f"{values.column!r} (--label-column) and/or 'reward' column; found {reader.fieldnames}")
+    labeler_col = _labeler_column(reading, columns, path)
+    if labeler_col is not None and "reward" in columns:
+        import warnings
+
+        warnings.warn(f"{path}: a labels file with a labeler column ({labeler_col!r}) gives labels; its 'reward' "
+                      "column is not read", stacklevel=3)
     seen: dict[str, int] = {}
+    rows: list[tuple[str, str, int | None, bool, int]] = []
     for row in reader:
         row = {str(k).strip().lower(): v for k, v in row.items() if k is not None}
         line = reader.line_num
-        rid = row.get(id_col) if key is None else _keyed_id(key, row, f"{path}:{line}")
-        _add(out, rid, row.get("label"), row.get("reward"), line, f"{path}:{line}", seen)
+        where = f"{path}:{line}"
+        rid = row.get(id_col) if key is None else _keyed_id(key, row, where)
+        if labeler_col is None and not values.custom:
+            _add(out, rid, row.get("label"), row.get("reward"), line, where, seen)
+            continue
+        label, skipped = values.read(row, where)
+        if labeler_col is None:
+            _add(out, rid, label, row.get("reward"), line, where, seen)
+            out.skipped_values += skipped
+            continue
+        rows.append((_row_id(rid, where), _labeler(row.get(labeler_col), labeler_col, where), label, skipped, line))
+    if labeler_col is not None:
+        resolve_ratings(out, rows, reading)
     return out
 
 
-def _read_jsonl(path: Path, text: str, key=None) -> LabelFile:
-    out = LabelFile(str(path), "jsonl", {})
+def _labeler_column(reading: LabelReading, columns: list[str], path: Path) -> str | None:
+    if reading.labeler_column is not None:
+        column = reading.labeler_column.strip().lower()
+        if column not in columns:
+            raise LabelFileError(f"{path}:1: --labeler-column {reading.labeler_column!r}: no such column "
+                                 f"(columns: {', '.join(columns)})")
+        return column
+    return "labeler" if "labeler" in columns else None
+
+
+def _row_id(rid: Any, where: str) -> str:
+    if rid is None or (isinstance(rid, str) and not rid.strip()):
+        raise LabelFileError(f"{where}: missing id")
+    return str(rid).strip()
+
+
+def _labeler(name: Any, column: str, where: str) -> str:
+    if name is None or not str(name).strip():
+        raise LabelFileError(f"{where}: no labeler in column {column!r}; every row of a file with a labeler column "
+                             "names who labeled it")
+    return str(name).strip()
+
+
+def resolve_ratings(out: LabelFile, rows: Iterable[tuple[str, str, int | None, bool, int | str]],
+                    reading: LabelReading) -> LabelFile:
+    """File labels from several labelers into `out`: group the rows by id and resolve each id's label by
+    ``reading.resolve`` (`LabelReading`), recording ``ratings``, ``disagreements``, ``unresolved`` (also in
+    ``unlabeled``), ``blank`` (only skip values) and ``skipped_values``. Used by the CSV and JSONL readers and by
+    the MLflow assessments reader (`integrations.mlflow_labels.read_mlflow_labels`).
+
+    Args:
+        out: the label file to fill (its ``path`` names it in errors).
+        rows: ``(id, labeler, label or None, skipped, line)`` per row, in file order (``line``: a line number or
+            any text saying where the row came from).
+        reading: the resolution rule and the adjudicator.
+
+    Returns:
+        `out`, filled.
+
+    Raises:
+        LabelFileError: a labeler labels the same id twice.
+    """
+    out.resolve = reading.resolve
+    by_id: dict[str, dict[str, tuple[int | None, int | str]]] = {}
+    for rid, who, label, skipped, line in rows:
+        labels = by_id.setdefault(rid, {})
+        if who in labels:
+            raise LabelFileError(f"{out.path}: labeler {who!r} labels id {rid!r} twice (lines {labels[who][1]} and "
+                                 f"{line}); keep one row per labeler and id")
+        labels[who] = (label, line)
+        out.skipped_values += skipped
+    for rid, labels in by_id.items():
+        out.ratings[rid] = {who: label for who, (label, _) in labels.items() if who != reading.adjudicator}
+        given = [(who, label, line) for who, (label, line) in labels.items() if label is not None]
+        if not given:
+            out.blank.append(rid)
+            continue
+        voters = [label for who, label, _ in given if who != reading.adjudicator]
+        if len(set(voters)) > 1:
+            out.disagreements.append(rid)
+        chosen, why = _resolve(reading, given, voters)
+        if chosen is None:
+            out.unresolved[rid] = why
+            out.unlabeled[rid] = f"unresolved: {why}"
+        else:
+            out.entries[rid] = LabelEntry(chosen[1], None, chosen[2])
+    return out
+
+
+def _resolve(reading: LabelReading, given: list[tuple[str, int, int | str]], voters: list[int]
+             ) -> tuple[tuple[str, int, int | str] | None, str]:
+    """The row that gives an id's label under the rule, or None with the reason."""
+    rule = reading.resolve
+    if rule == "adjudicated":
+        for row in given:
+            if row[0] == reading.adjudicator:
+                return row, ""
+        if len(set(voters)) > 1:
+            return None, f"labelers disagree and {reading.adjudicator!r} did not adjudicate"
+        return given[0], ""
+    if rule == "first":
+        return given[0], ""
+    if rule == "unanimous":
+        return (given[0], "") if len(set(voters)) == 1 else (None, "labelers disagree")
+    ones = sum(voters)
+    if 2 * ones == len(voters):
+        return None, f"majority tie ({ones} of {len(voters)} say 1)"
+    winner = int(2 * ones > len(voters))
+    return next(row for row in given if row[1] == winner), ""
+
+
+def _read_jsonl(path: Path, text: str, key=None, reading: LabelReading | None = None) -> LabelFile:
+    reading = reading or LabelReading()
+    values = _ValueReader(reading)
+    out = LabelFile(str(path), "jsonl", {}, resolve=reading.resolve)
+    labeler_key = reading.labeler_column
+    rows: list[tuple[str, str, int | None, bool, int]] = []
+    label_key = values.column if values.expression is None else None
     seen: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
@@ -188,11 +418,26 @@ def _read_jsonl(path: Path, text: str, key=None) -> LabelFile:
         except RecursionError:
             raise LabelFileError(f"{where}: JSON nested too deeply to be a label") from None
         if not isinstance(record, dict) or ("id" not in record and key is None) \
-                or not ({"label", "reward"} & set(record)):
-            raise LabelFileError(f"{where}: expected {{\"id\": ..., \"label\": 0|1 and/or \"reward\": number}}"
+                or not ((label_key is None or label_key in record) or "reward" in record):
+            raise LabelFileError(f"{where}: expected {{\"id\": ..., \"{label_key or 'label'}\": 0|1 and/or "
+                                 "\"reward\": number}"
                                  + ("" if key is not None else " (records keyed otherwise: --labels-key EXPR)"))
         rid = record["id"] if key is None else _keyed_id(key, record, where)
-        _add(out, rid, record.get("label"), record.get("reward"), number, where, seen)
+        who_key = labeler_key if labeler_key is not None else ("labeler" if "labeler" in record else None)
+        if who_key is None and not values.custom:
+            _add(out, rid, record.get("label"), record.get("reward"), number, where, seen)
+            continue
+        label, skipped = values.read(record, where)
+        if who_key is None:
+            _add(out, rid, label, record.get("reward"), number, where, seen)
+            out.skipped_values += skipped
+            continue
+        rows.append((_row_id(rid, where), _labeler(record.get(who_key), who_key, where), label, skipped, number))
+    if rows and len(rows) != sum(1 for r in text.splitlines() if r.strip()):
+        raise LabelFileError(f"{path}: some records name a labeler and some do not; give every record a labeler "
+                             f"({labeler_key or 'labeler'})")
+    if rows:
+        resolve_ratings(out, rows, reading)
     return out
 
 
@@ -234,19 +479,22 @@ def _read_swebench(path: Path, doc: Any) -> LabelFile:
     return out
 
 
-def read_label_file(path: PathArg, key: str | None = None) -> LabelFile:
+def read_label_file(path: PathArg, key: str | None = None, reading: LabelReading | None = None) -> LabelFile:
     """Read a CSV, JSONL or SWE-bench results label file (see the module docstring).
 
     Args:
         path: the labels file (a `LabelsPath` brings its key expression).
         key: a JMESPath expression giving each JSONL record's or CSV row's id (None: the ``id`` member or
             column; a SWE-bench results file and a labels journal are keyed by id and take none).
+        reading: how a CSV's or JSONL's label values are read: text values, several labelers per id and the
+            rule resolving them (`LabelReading`; None: a `LabelsPath`'s own, else 0/1-like labels, one row per id).
 
     Raises:
         LabelFileError: the file cannot be read or parsed, or the key gives no id on a record (named by line).
         MappingError: the key expression does not compile or is past a limit.
     """
     key = key if key is not None else getattr(path, "key", None)
+    reading = reading if reading is not None else getattr(path, "reading", None)
     compiled = _key_expression(key)
     path = Path(path)
     try:
@@ -274,12 +522,12 @@ def read_label_file(path: PathArg, key: str | None = None) -> LabelFile:
 
             return read_journal(path)
         else:
-            result = _read_jsonl(path, text, compiled)
+            result = _read_jsonl(path, text, compiled, reading)
     elif head.startswith("["):
         raise LabelFileError(f"{path}: a JSON array is not a label file; write one {{\"id\", \"label\"}} object per "
                              "line (JSONL), a CSV with id,label columns, or a SWE-bench results.json")
     else:
-        result = _read_csv(path, text, compiled)
+        result = _read_csv(path, text, compiled, reading)
     if not result.entries and not result.unlabeled:
         raise LabelFileError(f"{path}: no labels (every row lacks a label and a reward)")
     return result

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DataStats"]
+__all__ = ["DataStats", "labeler_report", "format_labeler_report"]
 
 
 @dataclass
@@ -68,3 +68,43 @@ class DataStats:
         """One ``name: value`` line per count, names right-aligned (`to_dict`)."""
         return "\n".join(f"{key:>13}: {', '.join(value) if isinstance(value, list) else value}"
                          for key, value in self.to_dict(report).items())
+
+
+def labeler_report(label_file: Any, *, confidence: float = 0.95, seed: int = 0,
+                   resamples: int | None = None) -> dict[str, Any] | None:
+    """Agreement between the labelers of a labels file read with a labeler column (`LabelFile.ratings`), and its
+    disagreements (``[{"id", "labels": {labeler: label}, "resolved"}]``); None for a file with one row per id.
+
+    ``agreement`` is `metrics.agreement.labeler_agreement` over the labelers' 0/1 labels (a skip value is no
+    label); ``resolve`` the rule and ``unresolved`` the ids it left without a label, with why."""
+    if not label_file.ratings:
+        return None
+    from rubricforge_dspy.metrics import LABELER_RESAMPLES, labeler_agreement
+
+    agreement = labeler_agreement(list(label_file.ratings.values()), confidence=confidence, seed=seed,
+                                  resamples=resamples or LABELER_RESAMPLES)
+    disagreements = [{"id": rid, "labels": label_file.ratings[rid],
+                      "resolved": label_file.entries[rid].label if rid in label_file.entries else None}
+                     for rid in label_file.disagreements]
+    return {"agreement": agreement, "resolve": label_file.resolve, "skipped_values": label_file.skipped_values,
+            "unresolved": dict(label_file.unresolved), "disagreements": disagreements}
+
+
+def format_labeler_report(report: dict[str, Any], shown: int = 20) -> list[str]:
+    """`labeler_report` as lines: the agreement (`metrics.agreement.format_labeler_agreement`), the rule, then
+    the disagreements (the first `shown`; ids and labeler names escaped for a terminal)."""
+    from rubricforge_dspy.core.terminal import terminal_safe
+    from rubricforge_dspy.metrics import format_labeler_agreement
+
+    lines = ["labelers:", *("  " + line for line in format_labeler_agreement(report["agreement"]))]
+    lines.append(f"  --label-resolve {report['resolve']}: {len(report['unresolved'])} ids left without a label; "
+                 f"{report['skipped_values']} rows with a skip value")
+    rows = report["disagreements"]
+    lines.append(f"  {len(rows)} disagreement(s):")
+    for row in rows[:shown]:
+        given = ", ".join(f"{terminal_safe(str(who))}={'skip' if v is None else v}" for who, v in row["labels"].items())
+        resolved = "no label" if row["resolved"] is None else f"label {row['resolved']}"
+        lines.append(f"    {terminal_safe(row['id'])}: {given} -> {resolved}")
+    if len(rows) > shown:
+        lines.append(f"    ... and {len(rows) - shown} more (--disagreements-out FILE lists all)")
+    return lines

@@ -8,7 +8,9 @@
   id. The label is the trace's valid *feedback* assessment named ``label_name`` whose source is
   ``HUMAN``; LLM_JUDGE and CODE assessments are never labels. A trace without one is unlabeled
   (counted in the `MlflowLoadReport`, still usable for judging and label-next). Assessments,
-  expectations and tags never reach the steps: only spans are mapped.
+  expectations and tags never reach the steps: only spans are mapped. The trace's session (metadata
+  ``mlflow.trace.session``) is kept as ``hidden["session_id"]``: ``--session-key`` (`data.sessions`)
+  judges a session's traces as one trajectory whose id is the session id.
 - `log_verdicts_to_mlflow`: one LLM_JUDGE feedback assessment per trace and program (value = passed,
   rationale = reason, metadata: score, criterion, abstained, error kind, rubric and program hashes,
   certificate summary); an abstention is logged as an assessment *error*, never as ``passed=False``.
@@ -41,8 +43,9 @@ from typing import Any
 from rubricforge_dspy.core.errors import InputError, ServerError
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict
-from rubricforge_dspy.data.formats.otel import to_span
+from rubricforge_dspy.data.formats.otel import mlflow_session, to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
+from rubricforge_dspy.data.sessions import SESSION_ID
 from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryVerdictSignature
@@ -227,9 +230,11 @@ def trace_to_trajectory(trace: Any, *, label: int | None = None, index: int = 0,
             _, span, _ = to_span(raw, f"trace {trace_id}, span {k}")
             spans.append(span)
         # `path` is only recorded as the Source's file: the server and experiment (a URI, not a Path)
+        session = mlflow_session(trace.info)
         return build_trajectory(spans, trace_id=trace_id, path=source, index=index, fmt="otel",
                                 threshold=0.0, reward=None if label is None else float(label),
-                                hidden={"mlflow": {"trace_id": trace_id, **(hidden or {})}})
+                                hidden={"mlflow": {"trace_id": trace_id, **(hidden or {})},
+                                        **({SESSION_ID: session} if session is not None else {})})
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise TrajectoryFormatError(source, trace_id, str(exc)) from exc
 

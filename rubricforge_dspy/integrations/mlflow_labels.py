@@ -12,6 +12,11 @@ mind, a skip, an undo) becomes the trace's current HUMAN feedback of that labele
 - skip, or an undo back to unlabeled: the labeler's feedback of that name is *deleted* (MLflow has no
   "cleared" feedback value; a skip is no label, and `load_mlflow_traces` then reads the trace unlabeled).
 
+`read_mlflow_labels` reads the HUMAN feedback of several people back the other way: each valid feedback's source
+id is its labeler, so an experiment labeled by two people gives a `LabelFile` with ``ratings`` per trace, resolved
+by the same rule as a labels file with a labeler column (`data.labels.LabelReading`: ``--label-values`` for text
+values, ``--label-resolve``), whose labelers' agreement `data.stats.labeler_report` computes.
+
 The trajectory id is the trace id (`load_mlflow_traces` and ``--from-mlflow`` give trajectories the
 trace id), so a verdict file judged on ``--from-mlflow`` data names the traces. Another person's
 assessments, and other sources' (LLM judges, code), are never touched; `load_mlflow_traces` reads the
@@ -30,7 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError, ServerError
-from rubricforge_dspy.integrations.mlflow import experiment_id_of, is_human_feedback
+from rubricforge_dspy.data.labels import LabelFile, LabelReading, resolve_ratings
+from rubricforge_dspy.integrations.mlflow import as_server_error, experiment_id_of, is_human_feedback, label_value
 from rubricforge_dspy.integrations.mlflow_http import bounded_http
 
 try:
@@ -42,7 +48,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without the
     raise ImportError('rubricforge_dspy.integrations.mlflow_labels needs MLflow 3: pip install '
                       '"rubricforge-dspy[mlflow]"') from _missing
 
-__all__ = ["HumanLabelSink", "LabelSinkReport", "REVIEW_KEY"]
+__all__ = ["HumanLabelSink", "LabelSinkReport", "REVIEW_KEY", "read_mlflow_labels"]
 
 REVIEW_KEY = "rubricforge.review"  # feedback metadata: logged by the review page (value: the labels file)
 _log = logging.getLogger(__name__)
@@ -155,3 +161,62 @@ class HumanLabelSink:
         setattr(self.report, done, getattr(self.report, done) + 1)
         _log.info("MLflow trace %s: label of %s %s", trace_id, labeler, done)
         return done
+
+
+def read_mlflow_labels(tracking_uri: str, experiment: str, *, label_name: str = "label",
+                       reading: LabelReading | None = None) -> LabelFile:
+    """The HUMAN feedback named `label_name` on the traces of `experiment`, one labeler per source id, as a
+    `LabelFile` keyed by trace id: ``ratings`` (each labeler's label), the label the ``reading.resolve`` rule gives
+    (``entries``), the traces it leaves without one (``unresolved``) and those where the labelers disagree.
+
+    Only valid feedback counts (an overridden one is history); when one source has several valid ones on a trace,
+    the latest counts. Values are read by ``reading.values`` when given (``{"value": ..., "labeler": ...}`` is the
+    row: the word map reads ``value``, an expression may read both), else as 0/1 words (`integrations.mlflow`).
+
+    Args:
+        tracking_uri: the MLflow tracking server or store URI.
+        experiment: the experiment's name or id.
+        label_name: the feedback's name.
+        reading: how values are read and labels resolved (default: 0/1 values, ``first``).
+
+    Raises:
+        InputError: no such experiment, a value that is not a label; ServerError: MLflow cannot be reached.
+    """
+    reading = reading or LabelReading(column="value")
+    if reading.column == "label":  # the labels-file default: an assessment's value is its label
+        from dataclasses import replace
+
+        reading = replace(reading, column="value")
+    client = MlflowClient(tracking_uri)
+    where = f"MLflow {tracking_uri}, experiment {experiment}"
+    out = LabelFile(where, "mlflow", {})
+    rows: list[tuple[str, str, int | None, bool, int | str]] = []
+    with bounded_http():
+        experiment_id = experiment_id_of(client, tracking_uri, experiment)
+        token = None
+        while True:
+            try:
+                page = client.search_traces(locations=[experiment_id], max_results=100, page_token=token,
+                                            include_spans=False)
+            except MlflowException as exc:
+                raise as_server_error(tracking_uri, exc) from exc
+            for trace in page:
+                trace_id = trace.info.trace_id
+                latest: dict[str, Any] = {}
+                for a in trace.info.assessments or []:
+                    if is_human_feedback(a, label_name):
+                        who = str(a.source.source_id)
+                        if who not in latest or (a.create_time_ms or 0) >= (latest[who].create_time_ms or 0):
+                            latest[who] = a
+                for who, a in latest.items():
+                    at = f"{where}, trace {trace_id}, assessment {a.assessment_id}"
+                    label: int | None
+                    if reading.values is None:
+                        label, skipped = label_value(a.feedback.value, at), False
+                    else:
+                        label, skipped = reading.label_of({"value": a.feedback.value, "labeler": who}, at)
+                    rows.append((trace_id, who, label, skipped, f"trace {trace_id}, assessment {a.assessment_id}"))
+            token = page.token
+            if not token:
+                break
+    return resolve_ratings(out, rows, reading)

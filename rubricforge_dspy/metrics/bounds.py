@@ -13,8 +13,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-__all__ = ["check_rate", "binomial_p_value", "hoeffding_bentkus_p_value", "betting_p_value", "group_index",
-           "task_means", "risk_upper_bound", "decided_needed", "tasks_needed"]
+__all__ = ["check_rate", "binomial_p_value", "hoeffding_bentkus_p_value", "betting_p_value",
+           "betting_ratio_p_value", "group_index", "task_means", "risk_upper_bound", "decided_needed", "tasks_needed"]
 
 _Floats = NDArray[np.float64]
 
@@ -127,6 +127,60 @@ def betting_p_value(x: ArrayLike, m: float, *, tune_delta: float = 0.1, c: float
     return float(p[0]) if xs.ndim <= 1 else p
 
 
+def betting_ratio_p_value(losses: ArrayLike, base: ArrayLike, level: float, *, tune_delta: float = 0.1,
+                          c: float = 0.9) -> float | _Floats:
+    """Betting p-value of ``H0: E[W] > level * E[B]`` for i.i.d. pairs ``(W, B)`` with ``0 <= W <= B <= 1``, with
+    stakes that do not depend on `level`: the p-value is non-increasing in `level` (monotone in alpha).
+
+    The use: ``W`` a task's share of trials decided wrongly, ``B`` its share decided, so ``H0`` is "the disagreement
+    among decided trials exceeds `level`" (the task-mean construction of `metrics.risk_control`). The capital
+    ``K_t = prod_{i<=t} (1 + lambda_i (level * B_i - W_i))`` bets on ``H0`` being false. Each factor is at least
+    ``1 - c (1 - level) > 0`` (as ``W <= B``) and has mean at most 1 under ``H0``, so ``K`` is a non-negative
+    supermartingale and, by Ville's inequality, ``p = min(1, 1 / max_t K_t)`` is valid (Waudby-Smith & Ramdas
+    2024, JRSSB 86(1), sec. 3-4). The stake ``lambda_i = min(c, sqrt(2 log(1/tune_delta) / (s_i^2 i log(1+i))))``
+    is their predictable plug-in with the variance ``s_i^2`` of the past ``W - r B`` (``r``: the past ratio
+    ``sum W / sum B``, shrunk to 1/2): a function of the past observations only, never of `level`. As each
+    factor is non-decreasing in `level`, so is every ``K_t``, and ``p`` is non-increasing in `level`.
+    The observations are read in the order given, which must not depend on their values.
+
+    Args:
+        losses: ``W``, shape ``(n,)`` or ``(rows, n)`` (one test per row).
+        base: ``B``, the same shape, ``W <= B`` elementwise.
+        level: the rate tested, in (0, 1).
+        tune_delta: the level the stakes are tuned for (any fixed value keeps validity).
+        c: the stake's cap, in (0, 1).
+
+    Returns:
+        A float (or one p-value per row), in (0, 1].
+    """
+    level = check_rate("level", level)
+    ws, bs = np.asarray(losses, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    w_rows, b_rows = np.atleast_2d(ws), np.atleast_2d(bs)
+    if w_rows.shape != b_rows.shape:
+        raise ValueError(f"losses and base need the same shape, got {w_rows.shape} and {b_rows.shape}")
+    if w_rows.size and (np.isnan(w_rows).any() or np.isnan(b_rows).any() or w_rows.min() < -1e-12
+                        or b_rows.max() > 1 + 1e-12 or np.any(w_rows > b_rows + 1e-9)):
+        raise ValueError("betting_ratio_p_value needs 0 <= losses <= base <= 1")
+    w_rows, b_rows = np.clip(w_rows, 0.0, 1.0), np.clip(b_rows, 0.0, 1.0)
+    w_rows = np.minimum(w_rows, b_rows)
+    v, n = w_rows.shape
+    log_k, best = np.zeros(v), np.zeros(v)
+    sum_w, sum_b, squares = np.zeros(v), np.zeros(v), np.zeros(v)
+    log_term = math.log(1.0 / check_rate("tune_delta", tune_delta))
+    for t in range(1, n + 1):
+        variance = (0.25 + squares) / t
+        stake = np.minimum(np.sqrt(2.0 * log_term / (variance * t * math.log1p(t))), c)
+        wt, bt = w_rows[:, t - 1], b_rows[:, t - 1]
+        log_k += np.log1p(stake * (level * bt - wt))
+        best = np.maximum(best, log_k)
+        ratio = (0.5 + sum_w) / (1.0 + sum_b)
+        squares += (wt - ratio * bt) ** 2
+        sum_w += wt
+        sum_b += bt
+    p = np.minimum(1.0, np.exp(-best))
+    return float(p[0]) if ws.ndim <= 1 else p
+
+
 def group_index(groups: ArrayLike | None, n: int) -> tuple[NDArray[np.int64], int]:
     """Dense task indices ``0..J-1`` of `n` items from their task keys (None: every item its own task)."""
     if groups is None:
@@ -210,17 +264,17 @@ def decided_needed(alpha: float, delta: float, error_rate: float = 0.0, max_n: i
 
 def tasks_needed(alpha: float, level: float, coverage: float, error_rate: float = 0.0, c: float = 0.9,
                  max_n: int = 10_000_000) -> int | None:
-    """About how many tasks a betting p-value (`betting_p_value`, stake cap `c`) needs to reach `level` when a
-    share `coverage` of each task's trials is decided with disagreement `error_rate`: the task means sit near
-    ``x = alpha (1 - coverage) + error_rate * coverage``, and the capital grows by at most
-    ``1 + c (alpha - x) / (1 - alpha)`` a task, so ``n >= log(1 / level) / log(that)``. An estimate for a
+    """About how many tasks a betting p-value (`betting_ratio_p_value`, stake cap `c`) needs to reach `level` when
+    a share `coverage` of each task's trials is decided with disagreement `error_rate`: each task's bet
+    ``alpha * B - W`` sits near ``gap = coverage (alpha - error_rate)``, and the capital grows by at most
+    ``1 + c * gap`` a task, so ``n >= log(1 / level) / log(that)``. An estimate for a
     refusal's message (it ignores the noise of the task means), not a guarantee; None when no count suffices.
     """
     alpha, level = check_rate("alpha", alpha), check_rate("level", level)
-    gap = alpha - (alpha * (1.0 - coverage) + error_rate * coverage)
+    gap = coverage * (alpha - error_rate)
     if gap <= 0:
         return None
-    n = math.ceil(math.log(1.0 / level) / math.log1p(c * gap / (1.0 - alpha)))
+    n = math.ceil(math.log(1.0 / level) / math.log1p(c * gap))
     return n if n <= max_n else None
 
 

@@ -9,42 +9,64 @@ For a threshold vector ``L = ((t_pass_1, t_fail_1), ..., (t_pass_K, t_fail_K))``
 - false-pass rate ``F(L) = P(verdict = pass | decided, label = fail)``.
 
 **Theorem** (Learn-then-Test; Angelopoulos, Bates, Candès, Jordan & Lei 2021, Thm. 1). Let ``L_hat`` be
-the vector `learn_then_test` returns from a calibration set of ``n`` units and a finite grid ``G`` of
+the vector `learn_then_test` returns from a calibration set of ``n`` tasks and a finite grid ``G`` of
 vectors fixed before the calibration labels are seen. For each ``L`` in ``G`` let ``p_L`` be a valid
-p-value of ``H_L: D(L) > alpha`` (and, when ``beta = max_false_pass`` is set, of ``H_L: D(L) > alpha or
-F(L) > beta``), and let the rejected set come from a procedure controlling the family-wise error rate at
-``delta`` (Holm, Bonferroni, or a fixed sequence in an order fixed in advance or learned on units held
-apart from the test). Then, with probability at
-least ``1 - delta`` over the calibration draw, ``D(L_hat) <= alpha`` and (if asked) ``F(L_hat) <= beta``
-for every vector returned as certified; ``L_hat`` is any function of the rejected set (here: most
-coverage, then least cost).
+p-value of its null ``H_L``, and let the rejected set come from a procedure controlling the family-wise error
+rate at ``delta`` (Holm, Bonferroni, or a fixed sequence in an order fixed before the calibration labels are
+seen). Then, with probability at least ``1 - delta`` over the calibration draw, ``H_L`` is false for every
+vector returned as certified; ``L_hat`` is any function of the rejected set (here: most coverage, then least
+cost). The null depends on the bound:
 
-Why the p-values are valid. Conditional on the number ``n_L`` of calibration units ``L`` decides, the
-disagreements among them are ``Binomial(n_L, D(L))`` when the units are i.i.d.; so
-``P(Bin(n_L, alpha) <= k)`` (`binomial_p_value`) is super-uniform under ``D(L) > alpha``, as is
-Hoeffding-Bentkus (`hoeffding_bentkus_p_value`; Bates, Angelopoulos, Lei, Malik & Jordan 2021,
-"Distribution-free, risk-controlling prediction sets" (RCPS), JACM 68(6)). The false-pass test is the
-same on the decided failed items. Both bounds at once: ``p_L = max(p_D, p_F)`` is an intersection-union
-test (Berger 1982, "Multiparameter hypothesis testing and acceptance sampling", Technometrics 24(4)):
-``H_L`` is the union of the two nulls and needs no further correction.
+- ``bound="per_stage"`` (the default): for every stage ``k`` that ``L`` lets decide (a finite threshold),
+  ``H_L = union_k {D_k(L) > alpha or F_k(L) > beta}``, where ``D_k`` is the disagreement among the items stage
+  ``k`` decides and ``F_k`` its false-pass rate (passed, among the failed items stage ``k`` decides; tested
+  only for a stage that can pass: one that never passes has ``F_k = 0``). ``beta = max_false_pass``, or
+  ``FALSE_PASS_RATIO * alpha`` when none is given. ``p_L = max_k max(p_Dk, p_Fk)`` is an intersection-union
+  test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance sampling",
+  Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
+  over stages is needed. Rejecting it bounds the pooled rates too: ``D(L) = sum_k w_k D_k(L)`` with ``w_k`` the
+  share of the decided items stage ``k`` decides (a mixture), so each ``D_k <= alpha`` gives ``D(L) <= alpha``;
+  likewise ``F(L)`` is a mixture of the ``F_k`` (weights: each stage's share of the decided failed items).
+- ``bound="pooled"``: ``H_L = {D(L) > alpha}`` (or ``D(L) > alpha or F(L) > beta`` when `max_false_pass` is
+  given), over everything the cascade decides: one stage's over-crediting can hide behind another's easy
+  verdicts; kept as an option.
+
+Why the p-values are valid. For one threshold vector and stage ``k``, let a task ``j`` with trials ``i = 1..n_j``
+give ``W_jk`` (its share of trials stage ``k`` decides wrongly) and ``B_jk`` (its share stage ``k`` decides):
+``Z_jk = W_jk - alpha B_jk``, i.i.d. across tasks, and ``D_k <= alpha`` for the population "a random task, a
+random trial of it" iff ``E[Z_jk] <= 0``. The same over the failed trials with ``beta`` for ``F_k``. With one
+trial per task, given the number ``n_k`` of units stage ``k`` decides, the disagreements are ``Binomial(n_k,
+D_k)`` and ``P(Bin(n_k, alpha) <= errors)`` (`binomial_p_value`) is super-uniform under ``D_k > alpha``; with
+several trials per task the betting p-value (`betting_ratio_p_value`; Waudby-Smith & Ramdas 2024, JRSSB 86(1))
+or Hoeffding-Bentkus (`hoeffding_bentkus_p_value`, on ``Z`` shifted into [0, 1]; Bates, Angelopoulos, Lei, Malik
+& Jordan 2021, "Distribution-free, risk-controlling prediction sets", JACM 68(6)) test the mean of the ``Z``.
+
+**Monotone in alpha** (``"ordered_sequence"``). The order (`sequence_order`) is a function of the grid and of
+ordering data apart from the calibration, never of alpha, beta or the calibration labels. Each p-value is
+non-increasing in its level: the binomial CDF ``P(Bin(n, a) <= k)`` falls as ``a`` grows, and every factor
+``1 + lambda_t (a B_t - W_t)`` of the betting capital grows with ``a`` (``B_t >= 0``, stakes ``lambda_t >= 0``
+chosen from past observations only, never from ``a``). With beta fixed or ``beta = FALSE_PASS_RATIO * alpha``,
+every vector's ``p_L`` is non-increasing in alpha, so the prefix a fixed sequence rejects at level ``delta`` at
+alpha is contained in the prefix at any ``alpha' > alpha``: a certificate at alpha is one at every larger alpha
+(and the chosen vector's coverage never falls). Holm's rejected set is monotone for the same reason (its
+thresholds ``delta / (m - i)`` do not depend on alpha and smaller p-values reject a superset). The split sequence
+orders by p-values computed at alpha and is not monotone; Hoeffding-Bentkus on the shifted task means is not
+guaranteed to be either (its argument moves with alpha).
 
 Assumptions (and what breaks them):
 
-1. The calibration units and the units judged later are exchangeable (i.i.d. from one distribution). A
+1. The calibration tasks and the tasks judged later are exchangeable (i.i.d. from one distribution). A
    shift in agents, tasks or the judge's LM breaks the guarantee; the certificate's drift check
-   (`program.drift`) is what detects the LM's side of it.
-2. The unit is the *task*: trials of one task are not independent. Calibrate on whole tasks and count one
-   trial per task (`rubricforge_dspy.trust.cascade` keeps one per task by default); the guarantee is then
-   about a random trial of a random task.
-3. The stages' confidences are fixed functions: the stages (the floor, the judge's calibration map)
-   were not fit on the calibration data.
+   (`program.drift`) is what detects the LM's side of it. Labels a person gave to escalated items are not a
+   random sample of tasks: they break this assumption if fed back into calibration.
+2. The unit is the *task*: trials of one task are not independent; their losses are averaged per task, and the
+   guarantee is about a random trial of a random task.
+3. The stages' confidences, the grid and the sequence's order are fixed functions of data apart from the
+   calibration (the fit split, or nothing): none was fit or ordered on the calibration labels.
 
 Used as in "Trust or Escalate" (Jung, Brahman & Choi, ICLR 2025), which calibrates when to trust each
-judge of a cascade with fixed-sequence testing; here the whole grid is tested with Holm by default, so
-small calibration sets do not stop at the first, tiny-sample test. ``"split_fixed_sequence"`` orders the
-grid on a random part of the units and tests the sequence on the rest at level ``delta`` each: no
-multiplicity penalty, which often certifies more on small sets than Holm over 56 or 3136 vectors. How many
-decided labels a bound needs: `decided_needed` (22 at alpha = delta = 0.1 with no errors, 45 at alpha = 0.05).
+judge of a cascade with fixed-sequence testing. How many decided labels a bound needs: `decided_needed` (22 at
+alpha = delta = 0.1 with no errors, 45 at alpha = 0.05), `tasks_needed` for the betting p-value.
 
 Pure statistics: numpy and scipy only, nothing else of the package.
 """
@@ -57,9 +79,11 @@ from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import stats
 
 from rubricforge_dspy.metrics.bounds import (
     betting_p_value,
+    betting_ratio_p_value,
     binomial_p_value,
     check_rate,
     decided_needed,
@@ -70,7 +94,10 @@ from rubricforge_dspy.metrics.bounds import (
     tasks_needed,
 )
 from rubricforge_dspy.metrics.risk_methods import (
+    BOUNDS,
+    DEFAULT_BOUND,
     DEFAULT_METHOD,
+    FALSE_PASS_RATIO,
     FWER_METHODS,
     LTT_METHODS,
     P_VALUES,
@@ -78,9 +105,10 @@ from rubricforge_dspy.metrics.risk_methods import (
 )
 
 __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "SEQUENCE_METHODS", "DEFAULT_METHOD",
-           "P_VALUES", "GridResult", "binomial_p_value", "hoeffding_bentkus_p_value", "betting_p_value",
-           "group_index", "task_means", "risk_upper_bound", "decided_needed", "tasks_needed", "fwer_reject",
-           "stage_pairs", "threshold_grid", "prior_share", "cascade_outcomes", "learn_then_test"]
+           "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "P_VALUES", "GridResult", "binomial_p_value",
+           "hoeffding_bentkus_p_value", "betting_p_value", "betting_ratio_p_value", "group_index", "task_means",
+           "risk_upper_bound", "decided_needed", "tasks_needed", "fwer_reject", "stage_pairs", "threshold_grid",
+           "prior_share", "cascade_outcomes", "sequence_order", "learn_then_test"]
 
 PASS_LEVELS: tuple[float, ...] = (math.inf, 0.99, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5)
 FAIL_LEVELS: tuple[float, ...] = (-math.inf, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4)
@@ -90,6 +118,7 @@ VERDICT_SPLIT = 0.5
 
 _Floats = NDArray[np.float64]
 _Bools = NDArray[np.bool_]
+PRIOR_DOUBT = 0.05  # the label-free order's least chance that a stage's surest verdict is wrong
 
 
 def fwer_reject(p_values: Sequence[float] | _Floats, delta: float, method: str = "holm") -> _Bools:
@@ -230,19 +259,30 @@ class GridResult:
 
     Attributes:
         certified: some vector's null was rejected; the fields below describe the chosen one (when not
-            certified: the vector with the smallest p-value, for the refusal's message).
+            certified: the vector where the procedure stopped, for the refusal's message: for a sequence the
+            first vector not rejected, for Holm and Bonferroni the one with the smallest p-value).
         thresholds: per stage ``(t_pass, t_fail)`` (inf / -inf: never passes / never fails).
         coverage: share of the calibration units decided (weighted).
         n_decided, errors: decided units and disagreements among them.
         disagreement: empirical D; false_pass: empirical F (None when no failed unit was decided).
         n_failed_decided, false_passes: the decided units labeled fail, and those passed.
-        p_value: ``max(p_D, p_F)`` of the chosen vector (p_F only with a false-pass bound).
+        p_value: the chosen vector's p-value (per stage: the largest over its stages' tests; pooled:
+            ``max(p_D, p_F)``, p_F only with a false-pass bound).
         n_tested, n_rejected: vectors in the grid, vectors certified.
         method, p_values: the FWER procedure and the p-value kind.
-        alpha, delta, max_false_pass: the requested bounds.
+        alpha, delta, max_false_pass: the requested bounds (``max_false_pass``: the beta tested, the default
+            ``FALSE_PASS_RATIO * alpha`` under the per-stage bound when none was given; None: not bounded).
         cost: the chosen vector's cost (sum over stages of its cost times the units reaching it).
         n_tasks, n_trials, max_trials_per_task: the testing units (tasks) and the trials they hold, all used.
         n_order_tasks: the tasks that ordered the grid (``"split_fixed_sequence"``; not in the test).
+        bound: ``"per_stage"`` or ``"pooled"``.
+        level: the level the vector's p-value was compared with (``delta`` in a sequence; Holm's and
+            Bonferroni's ``delta / m`` for the smallest p-value).
+        order: where a sequence's order came from (``"ordering data"``, ``"label-free"``, ``"split"``,
+            ``"fail-first"``; empty for Holm and Bonferroni).
+        stages: per stage of the vector, its counts and tests: ``decided``, ``errors``, ``failed_decided``,
+            ``false_passes``, ``passes``, ``tested`` (it can decide), ``p_disagreement``, ``p_false_pass``
+            (None when not tested: a stage that never passes has no false pass), on the testing tasks' trials.
     """
 
     certified: bool
@@ -267,27 +307,37 @@ class GridResult:
     n_trials: int = 0
     max_trials_per_task: int = 0
     n_order_tasks: int = 0
+    bound: str = "pooled"
+    level: float = 0.0
+    order: str = ""
+    stages: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (infinite thresholds as null)."""
         out = dict(self.__dict__)
         out["thresholds"] = [[None if not math.isfinite(t) else t for t in pair] for pair in self.thresholds]
+        out["stages"] = [dict(row) for row in self.stages]
         return out
 
 
-def _p_values(kind: str, x: _Floats, m: float, delta: float, counts: tuple[_Floats, _Floats] | None) -> _Floats:
-    """One p-value per row of task means `x` (in [0, 1]) for ``H0: E[x] > m``.
-
-    ``"binomial"`` uses the 0/1 counts of one trial per task (`counts`: errors, decided), exact given the
-    number decided; ``"hoeffding_bentkus"`` and ``"betting"`` the bounded task means."""
+def _p_values(kind: str, loss: _Bools, base: _Bools, level: float, units: "_Units", delta: float) -> _Floats:
+    """One p-value per vector (row) of ``H0: E[loss] > level * E[base]`` over the units, where `loss` implies
+    `base` per trial (a wrong decision is a decision). ``"binomial"``: the exact test of the weighted counts (one
+    trial per task); ``"hoeffding_bentkus"``: on the task means of ``loss - level * base``, shifted into [0, 1];
+    ``"betting"``: `betting_ratio_p_value` on the task means of `loss` and `base` (stakes free of `level`)."""
     if kind == "binomial":
-        assert counts is not None
-        return np.atleast_1d(binomial_p_value(counts[0], counts[1], m))
+        item_w = units.task_weight[units.index]
+        k, n = loss.astype(np.float64) @ item_w, base.astype(np.float64) @ item_w
+        return np.atleast_1d(binomial_p_value(k, n, level))
+    w, b = units.means(loss.astype(np.float64)), units.means(base.astype(np.float64))
     if kind == "hoeffding_bentkus":
+        x = np.clip(w - level * b + level, 0, 1)
         n = np.full(x.shape[0], float(x.shape[1]))
-        return np.atleast_1d(hoeffding_bentkus_p_value(np.clip(x.sum(axis=1), 0, n), n, m))
+        return np.atleast_1d(hoeffding_bentkus_p_value(np.clip(x.sum(axis=1), 0, n), n, level))
     if kind == "betting":
-        return np.atleast_1d(betting_p_value(x, m, tune_delta=delta)) if x.shape[1] else np.ones(x.shape[0])
+        if not w.shape[1]:
+            return np.ones(w.shape[0])
+        return np.atleast_1d(betting_ratio_p_value(w, b, level, tune_delta=delta))
     raise ValueError(f"p_values must be one of {P_VALUES}, got {kind!r}")
 
 
@@ -314,25 +364,54 @@ class _Units:
         return _Units(self.index, self.n_tasks, task_weight, self.trials)
 
 
-def _tally(decided: _Bools, passed: _Bools, y: _Bools, units: _Units, alpha: float, beta: float | None,
-           kind: str, delta: float) -> dict[str, _Floats]:
+
+def _tally(decided: _Bools, passed: _Bools, stage: NDArray[np.int8], y: _Bools, units: _Units, grid: _Floats,
+           alpha: float, beta: float | None, kind: str, delta: float, bound: str) -> dict[str, Any]:
     """Per vector: decided trials, disagreements, decided failed, false passes (weighted by their tasks'
-    multiplicity), and the p-value of ``D > alpha`` (or ``F > beta``: the larger, intersection-union)."""
+    multiplicity), and the p-value of its null: pooled, ``D > alpha`` (or ``F > beta``: the larger,
+    intersection-union); per stage, the largest over the stages that can decide of the p-values of ``D_k >
+    alpha`` and (for a stage that can pass) ``F_k > beta``. Per stage also the counts and the two p-values
+    (``"stage_*"``, shape ``(stages, vectors)``; p NaN where not tested)."""
     item_w = units.task_weight[units.index]
     wrong, fails = decided & (passed != y), decided & ~y
     fp = fails & passed
-    tally = {"n": decided.astype(np.float64) @ item_w, "errors": wrong.astype(np.float64) @ item_w,
-             "failed": fails.astype(np.float64) @ item_w, "fp": fp.astype(np.float64) @ item_w}
-    # loss in [-alpha, 1 - alpha] per trial, averaged within a task, shifted by alpha into [0, 1]
-    x_d = units.means(wrong.astype(np.float64) - alpha * decided) + alpha
-    p = _p_values(kind, np.clip(x_d, 0, 1), alpha, delta, (tally["errors"], tally["n"]))
-    if beta is not None:
-        x_f = units.means(fp.astype(np.float64) - beta * fails) + beta
-        p = np.maximum(p, _p_values(kind, np.clip(x_f, 0, 1), beta, delta, (tally["fp"], tally["failed"])))
-    tally["p"] = np.minimum(p, 1.0)
+    tally: dict[str, Any] = {"n": decided.astype(np.float64) @ item_w, "errors": wrong.astype(np.float64) @ item_w,
+                             "failed": fails.astype(np.float64) @ item_w, "fp": fp.astype(np.float64) @ item_w}
+    k_stages = grid.shape[1]
+    shape = (k_stages, decided.shape[0])
+    stage_n, stage_err, stage_failed = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    stage_fp, stage_passes = np.zeros(shape), np.zeros(shape)
+    p_d, p_f = np.full(shape, np.nan), np.full(shape, np.nan)
+    for k in range(k_stages):
+        mine = stage == k
+        mine_wrong, mine_fails = mine & wrong, mine & fails
+        mine_fp = mine_fails & passed
+        stage_n[k], stage_err[k] = mine.astype(np.float64) @ item_w, mine_wrong.astype(np.float64) @ item_w
+        stage_failed[k], stage_fp[k] = mine_fails.astype(np.float64) @ item_w, mine_fp.astype(np.float64) @ item_w
+        stage_passes[k] = (mine & passed).astype(np.float64) @ item_w
+        if bound != "per_stage":
+            continue
+        active = np.isfinite(grid[:, k, 0]) | np.isfinite(grid[:, k, 1])
+        if active.any():
+            p_d[k, active] = _p_values(kind, mine_wrong[active], mine[active], alpha, units, delta)
+        can_pass = np.isfinite(grid[:, k, 0])
+        if beta is not None and can_pass.any():
+            p_f[k, can_pass] = _p_values(kind, mine_fp[can_pass], mine_fails[can_pass], beta, units, delta)
+    tally.update(stage_n=stage_n, stage_errors=stage_err, stage_failed=stage_failed, stage_fp=stage_fp,
+                 stage_passes=stage_passes)
+    if bound == "per_stage":
+        both = np.concatenate([p_d, p_f])
+        tested = ~np.isnan(both)
+        p = np.where(tested.any(axis=0), np.where(tested, both, 0.0).max(axis=0), 1.0)
+    else:
+        p = _p_values(kind, wrong, decided, alpha, units, delta)
+        if beta is not None:
+            pf = _p_values(kind, fp, fails, beta, units, delta)
+            p = np.maximum(p, pf)
+            p_f[:] = np.nan
+        p_d[:] = np.nan
+    tally.update(p=np.minimum(p, 1.0), stage_p_d=p_d, stage_p_f=p_f)
     return tally
-
-
 def _gap(tally: dict[str, _Floats], alpha: float, beta: float | None) -> _Floats:
     """The evidence against each vector's null on the ordering share: the smaller of the gaps
     ``alpha * decided - errors`` (and ``beta * failed decided - false passes``), per ordering trial."""
@@ -391,32 +470,153 @@ def _resolved_p_values(kind: str, units: _Units) -> str:
     return kind
 
 
+
+def _stage_prior_risk(grid: _Floats, k: int, levels: Sequence[float] | None) -> tuple[_Floats, ...]:
+    """Label-free guesses, per vector, of stage k's disagreement, false-pass rate, decided share and decided-failed
+    share (of the items reaching it), taking its confidence as calibrated (an item of confidence c passes with
+    probability c, never surer than ``PRIOR_DOUBT``) and uniform on its levels (or on [0, 1]); the rates are 0
+    where it decides nothing."""
+    values = (np.asarray(sorted({float(v) for v in levels})) if levels is not None
+              else (np.arange(200) + 0.5) / 200.0)
+    tp, tf = grid[:, k, 0][:, None], grid[:, k, 1][:, None]
+    says_pass, says_fail = values[None, :] >= tp, values[None, :] <= tf
+    decided = says_pass | says_fail
+    # never surer than PRIOR_DOUBT: a stage sure of a narrow extreme would otherwise look risk-free and go first
+    chance = np.clip(values, PRIOR_DOUBT, 1.0 - PRIOR_DOUBT)
+    wrong = np.where(says_pass, 1.0 - chance, 0.0) + np.where(says_fail & ~says_pass, chance, 0.0)
+    fails = np.where(decided, 1.0 - chance, 0.0)
+    share, fail_share = decided.mean(axis=1), fails.mean(axis=1)
+    d = wrong.mean(axis=1) / np.maximum(share, 1e-12)
+    f = np.where(says_pass, 1.0 - chance, 0.0).mean(axis=1) / np.maximum(fail_share, 1e-12)
+    return d, f, share, fail_share
+
+
+def _upper(k: _Floats, n: _Floats, scale: float, delta: float) -> _Floats:
+    """One-sided ``1 - delta`` Clopper-Pearson upper bounds of ``k / n`` as if ``scale`` times as many items had
+    been seen at the same rate (fractional counts, the Beta form); 1 where nothing was seen."""
+    a, b = k * scale + 1.0, (n - k) * scale
+    out = np.ones_like(n, dtype=np.float64)
+    ok = (n > 0) & (b > 0)
+    out[ok] = stats.beta.ppf(1.0 - delta, a[ok], b[ok])
+    return out
+
+
+def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | None = None,
+                   order_confidences: ArrayLike | None = None, order_labels: ArrayLike | None = None, *,
+                   n_expected: float | None = None, delta: float = 0.1) -> tuple[NDArray[np.int64], str]:
+    """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level each would
+    need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
+    descending: of vectors that act alike on the ordering data, the wider goes first, and with ordering data the
+    later ones (the same decision and verdict on every ordering item) are left out of the sequence. Nothing here
+    depends on alpha, beta or the calibration data, so the sequence is fixed before the calibration labels are
+    seen and the same at every alpha (which makes the certified set monotone in alpha, module docstring).
+
+    The level a vector would need is the largest over its stages that can decide of ``max(D_k, F_k /
+    FALSE_PASS_RATIO)`` (``F_k`` only for a stage that can pass), where ``D_k`` and ``F_k`` are:
+
+    - with ordering data (`order_confidences`, `order_labels`: labeled items apart from the calibration, e.g.
+      the fit split's out-of-fold confidences), the one-sided ``1 - delta`` Clopper-Pearson upper bounds of stage
+      k's disagreement and false-pass rate there, as if `n_expected` items (the calibration's size) had been seen
+      at the same rates; coverage is the decided share there;
+    - for a stage without ordering data (a row all NaN: an LLM stage not run on them), and for every stage when
+      none is given, label-free guesses (`_stage_prior_risk`: a calibrated confidence, uniform on its levels,
+      stages independent), bounded the same way at the sizes they would decide out of `n_expected`.
+
+    Args:
+        grid: the threshold vectors (`threshold_grid`).
+        levels: per stage, its confidence levels (None: continuous).
+        order_confidences: shape ``(stages, n_order)``, NaN where a stage cannot say; None: label-free order.
+        order_labels: 0/1 per ordering item.
+        n_expected: the calibration's size in items (scales the upper bounds; a size, not a label: default the
+            ordering size, or 100 items label-free).
+        delta: the upper bounds' level.
+
+    Returns:
+        ``(order, source)``: vector indices in testing order, and ``"ordering data"`` or ``"label-free"``.
+    """
+    k_stages = grid.shape[1]
+    stages: Sequence[Sequence[float] | None] = levels if levels is not None else [None] * k_stages
+    can_decide = np.isfinite(grid[:, :, 0]) | np.isfinite(grid[:, :, 1])
+    can_pass = np.isfinite(grid[:, :, 0])
+    n_cal = float(n_expected) if n_expected else None
+    conf: _Floats | None = None
+    if order_confidences is not None:
+        conf = np.atleast_2d(np.asarray(order_confidences, dtype=np.float64))
+        y = np.asarray(order_labels if order_labels is not None else [], dtype=np.float64).astype(bool)
+        if conf.shape != (k_stages, y.size) or y.size == 0:
+            raise ValueError(f"order_confidences needs shape (stages={k_stages}, n) and order_labels n > 0 labels, "
+                             f"got {conf.shape} and {y.size}")
+    has_data = np.zeros(k_stages, dtype=bool) if conf is None else ~np.all(np.isnan(conf), axis=1)
+    need = np.zeros(grid.shape[0])
+    reach = np.ones(grid.shape[0])  # label-free: the share reaching stage k (stages taken as independent)
+    if conf is not None:
+        decided, passed, stage = cascade_outcomes(conf, grid)
+        n_order = float(y.size)
+        scale = n_cal / n_order if n_cal else 1.0
+        reach = 1.0 - decided.mean(axis=1)
+    for k in range(k_stages):
+        if has_data[k]:
+            mine = stage == k
+            n_k = mine.sum(axis=1).astype(np.float64)
+            wrong = (mine & (passed != y)).sum(axis=1).astype(np.float64)
+            failed = (mine & ~y).sum(axis=1).astype(np.float64)
+            fps = (mine & ~y & passed).sum(axis=1).astype(np.float64)
+            up_d, up_f = _upper(wrong, n_k, scale, delta), _upper(fps, failed, scale, delta)
+        else:
+            d, f, share, fail_share = _stage_prior_risk(grid, k, stages[k])
+            size = n_cal or 100.0
+            # label-free, `reach` is the share the stages before leave; with ordering data, the share undecided there
+            n_k, failed_k = size * reach * share, size * reach * fail_share
+            reach = reach * (1.0 - share)
+            up_d, up_f = _upper(d * n_k, n_k, 1.0, delta), _upper(f * failed_k, failed_k, 1.0, delta)
+        risk = np.maximum(up_d, np.where(can_pass[:, k], up_f, 0.0) / FALSE_PASS_RATIO)
+        need = np.maximum(need, np.where(can_decide[:, k], risk, 0.0))
+    coverage = 1.0 - reach
+    source = "label-free" if conf is None else "ordering data"
+    candidates = np.flatnonzero(can_decide.any(axis=1))
+    # ties (vectors that act alike on the ordering data): the wider decision region first, by its label-free share
+    wide = prior_share(grid, stages)[candidates]
+    order = candidates[np.lexsort((candidates, -wide, -coverage[candidates], need[candidates]))]
+    if conf is not None:
+        # a vector that does on every ordering item what one before it does adds no expected evidence, and, narrower
+        # where no ordering item falls, may decide nothing in the calibration and stop the sequence: keep the first
+        signature = np.where(decided, stage.astype(np.float64) * 2 + passed, -1.0)[order]
+        missing = np.flatnonzero(~has_data)
+        if missing.size:
+            signature = np.concatenate([signature, np.nan_to_num(grid[order][:, missing, :].reshape(order.size, -1),
+                                                                 posinf=9.0, neginf=-9.0)], axis=1)
+        _, first = np.unique(signature, axis=0, return_index=True)
+        order = order[np.sort(first)]
+    return order.astype(np.int64), source
+
+
 def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, delta: float,
                     max_false_pass: float | None = None, method: str = DEFAULT_METHOD, *,
                     groups: ArrayLike | None = None, levels: Sequence[Sequence[float] | None] | None = None,
                     pass_levels: Sequence[float] = PASS_LEVELS, fail_levels: Sequence[float] = FAIL_LEVELS,
                     weights: ArrayLike | None = None, stage_costs: ArrayLike | None = None,
-                    p_values: str = "auto", order_fraction: float = 0.2, seed: int = 0) -> GridResult:
+                    p_values: str = "auto", order_fraction: float = 0.2, seed: int = 0,
+                    bound: str = DEFAULT_BOUND, order_confidences: ArrayLike | None = None,
+                    order_labels: ArrayLike | None = None) -> GridResult:
     """Certify a threshold vector of a cascade by Learn-then-Test over the grid (module docstring).
 
     Args:
         confidences: shape ``(n_stages, n)`` (or one row for one stage): each stage's confidence that the
             item passed, NaN where the stage cannot say (an unparseable answer: it hands the item on).
         labels: 0/1 per item (1 = passed).
-        alpha: the bound on disagreement among decided items.
+        alpha: the bound on disagreement among decided items (per stage, or pooled: `bound`).
         delta: the family-wise error level (the guarantee holds with probability >= 1 - delta).
-        max_false_pass: the bound on the false-pass rate among decided failed items (None: not bounded).
-        method: ``"split_fixed_sequence"`` (default): a random `order_fraction` of the tasks orders the grid
-            surest first (by the p-values there, ties by the evidence against each vector's null,
-            ``alpha * decided - errors`` and the same for false passes: the smaller; 20% measured best on the
-            benchmark sets), and the other tasks test that sequence at level `delta` each
-            (Angelopoulos et al. 2021, sec. 4: an order learned on held-apart data keeps the fixed-sequence
-            guarantee);
-            ``"holm"`` or ``"bonferroni"`` over the whole grid; ``"fail_first_sequence"``: a fixed sequence in
-            an order fixed before the data, "fail only" vectors first, each group by its label-free decided
-            share (`prior_share`), vectors that can decide nothing left out; measured in evals/bench_cascade.py,
-            it certifies nothing on the shipped and multi-agent sets (its first, narrowest vectors decide too few
-            items to pass): kept as a measured option, never the default.
+        max_false_pass: beta, the bound on the false-pass rate among decided failed items. None: under the
+            per-stage bound ``FALSE_PASS_RATIO * alpha`` (so that beta moves with alpha and the certified set
+            stays monotone in alpha); under the pooled bound, not bounded.
+        method: ``"ordered_sequence"`` (the default, `DEFAULT_METHOD`): every calibration task tests a fixed
+            sequence at level `delta` each, stopping at the first non-rejection, in the order of `sequence_order`
+            (from `order_confidences` / `order_labels` when given, else label-free): it does not depend on alpha,
+            beta or the calibration labels. ``"holm"`` or ``"bonferroni"`` over the whole grid.
+            ``"split_fixed_sequence"`` (the former default, kept for comparison): a random `order_fraction` of the
+            tasks orders the grid by the p-values there (computed at alpha: not monotone in alpha) and the other
+            tasks test the sequence. ``"fail_first_sequence"``: a fixed sequence ordered before the data, fail-only
+            vectors first, by label-free decided share (measured: it certifies next to nothing).
         groups: each item's task (any hashable key); None: every item is its own task. Every trial is used;
             the task is the unit (its trials' losses are averaged, module docstring).
         levels: per stage, the values its confidence can take (None: continuous), `stage_pairs`.
@@ -427,14 +627,27 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
             ``"betting"``), ``"binomial"``, ``"hoeffding_bentkus"`` or ``"betting"``.
         order_fraction, seed: the ordering part of ``"split_fixed_sequence"`` and its random draw; the seed
             also fixes the order in which the betting p-value reads the tasks.
+        bound: ``"per_stage"`` (default, `DEFAULT_BOUND`): every stage the vector lets decide has ``D_k <= alpha``
+            and, if it can pass, ``F_k <= beta``; ``"pooled"``: D (and F when `max_false_pass` is given) over
+            everything the cascade decides.
+        order_confidences, order_labels: the ordering data of ``"ordered_sequence"`` (shape ``(stages, n_order)``
+            and n_order labels), apart from the calibration items (e.g. the fit split's out-of-fold
+            confidences); a row all NaN: that stage has none (it gets a label-free position).
 
     Returns:
         A `GridResult` (its counts are those of the testing tasks' trials).
     """
     alpha, delta = check_rate("alpha", alpha), check_rate("delta", delta)
-    beta = None if max_false_pass is None else check_rate("max_false_pass", max_false_pass)
+    if bound not in BOUNDS:
+        raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
+    if max_false_pass is not None:
+        beta: float | None = check_rate("max_false_pass", max_false_pass)
+    else:
+        beta = FALSE_PASS_RATIO * alpha if bound == "per_stage" else None
     if method not in LTT_METHODS:
         raise ValueError(f"method must be one of {LTT_METHODS}, got {method!r}")
+    if order_confidences is not None and method != "ordered_sequence":
+        raise ValueError(f"order_confidences orders the 'ordered_sequence' method, not {method!r}")
     conf, y, units, costs = _checked_inputs(confidences, labels, weights, groups, stage_costs, seed)
     kind = _resolved_p_values(p_values, units)
     stages: Sequence[Sequence[float] | None] = levels if levels is not None else [None] * conf.shape[0]
@@ -442,46 +655,67 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         raise ValueError(f"levels needs one entry per stage ({conf.shape[0]}), got {len(stages)}")
     grid = threshold_grid(stages, pass_levels, fail_levels)
     decided, passed, stage = cascade_outcomes(conf, grid)
-    order_units = 0
-    if method == "split_fixed_sequence":
+    order_units, source = 0, ""
+    if method == "ordered_sequence":
+        order, source = sequence_order(grid, stages, order_confidences, order_labels,
+                                       n_expected=float(units.task_weight[units.index].sum()), delta=delta)
+    elif method == "split_fixed_sequence":
         w_order, w_test = _split_tasks(units.task_weight, check_rate("order_fraction", order_fraction), seed)
-        first = _tally(decided, passed, y, units.restricted(w_order), alpha, beta, kind, delta)
+        first = _tally(decided, passed, stage, y, units.restricted(w_order), grid, alpha, beta, kind, delta, bound)
         order = np.lexsort((-first["n"], -_gap(first, alpha, beta), first["p"]))  # surest first, then most evidence
-        units, order_units = units.restricted(w_test), int(w_order.sum())
+        units, order_units, source = units.restricted(w_test), int(w_order.sum()), "split"
     elif method == "fail_first_sequence":
         share = prior_share(grid, stages)
         fail_only = np.all(~np.isfinite(grid[:, :, 0]), axis=1)
         order = np.lexsort((share, ~fail_only))
-        order = order[share[order] > 0]
-    tally = _tally(decided, passed, y, units, alpha, beta, kind, delta)
+        order, source = order[share[order] > 0], "fail-first"
+    tally = _tally(decided, passed, stage, y, units, grid, alpha, beta, kind, delta, bound)
     p = tally["p"]
     if method in SEQUENCE_METHODS:
         rejected = np.zeros(p.size, dtype=bool)
-        rejected[order[fwer_reject(p[order], delta, "fixed_sequence")]] = True
+        in_order = fwer_reject(p[order], delta, "fixed_sequence")
+        rejected[order[in_order]] = True
+        stop = int(order[np.flatnonzero(~in_order)[0]]) if (~in_order).any() else -1
+        stop_level = delta
     else:
         rejected = fwer_reject(p, delta, method)
+        stop = int(np.lexsort((-tally["n"], p))[0])
+        stop_level = delta / max(p.size, 1)
     item_w = units.task_weight[units.index]
     reaches = [(stage == -1) | (stage >= k) for k in range(conf.shape[0])]
     cost = sum(costs[k] * (reaches[k].astype(np.float64) @ item_w) for k in range(conf.shape[0]))
     used = units.task_weight > 0
-    return _chosen(grid, tally, p, rejected, cost, float(item_w.sum()) or 1.0,
+    return _chosen(grid, tally, p, rejected, stop, cost, float(item_w.sum()) or 1.0,
                    dict(method=method, p_values=kind, alpha=alpha, delta=delta, max_false_pass=beta,
                         n_tasks=int(units.task_weight.sum()), n_trials=int(item_w.sum()),
                         max_trials_per_task=int(units.trials[used].max()) if used.any() else 0,
-                        n_order_tasks=order_units))
+                        n_order_tasks=order_units, bound=bound, order=source), stop_level)
 
 
-def _chosen(grid: _Floats, tally: dict[str, _Floats], p: _Floats, rejected: _Bools, cost: _Floats, total: float,
-            settings: dict[str, Any]) -> GridResult:
+def _chosen(grid: _Floats, tally: dict[str, Any], p: _Floats, rejected: _Bools, stop: int, cost: _Floats,
+            total: float, settings: dict[str, Any], stop_level: float) -> GridResult:
     """The `GridResult` of the rejected vector with most coverage, then least cost, then least disagreement
-    (or, when none is rejected, of the vector with the smallest p-value, then most coverage)."""
+    (or, when none is rejected, of the vector `stop` where the procedure stopped)."""
     n_dec, errors, failed, fps = tally["n"], tally["errors"], tally["failed"], tally["fp"]
     if rejected.any():
         candidates = np.flatnonzero(rejected)
-        best = candidates[np.lexsort((errors[candidates] / np.maximum(n_dec[candidates], 1), cost[candidates],
-                                      -n_dec[candidates]))[0]]
+        best = int(candidates[np.lexsort((errors[candidates] / np.maximum(n_dec[candidates], 1), cost[candidates],
+                                          -n_dec[candidates]))[0]])
+        level = stop_level if settings["method"] in SEQUENCE_METHODS else float(settings["delta"])
     else:
-        best = int(np.lexsort((-n_dec, p))[0])
+        best = stop if stop >= 0 else int(np.lexsort((-n_dec, p))[0])
+        level = stop_level
+    rows = []
+    for k in range(grid.shape[1]):
+        p_d, p_f = tally["stage_p_d"][k, best], tally["stage_p_f"][k, best]
+        rows.append({"decided": int(round(tally["stage_n"][k, best])),
+                     "errors": int(round(tally["stage_errors"][k, best])),
+                     "failed_decided": int(round(tally["stage_failed"][k, best])),
+                     "false_passes": int(round(tally["stage_fp"][k, best])),
+                     "passes": int(round(tally["stage_passes"][k, best])),
+                     "tested": bool(np.isfinite(grid[best, k]).any()),
+                     "p_disagreement": None if np.isnan(p_d) else float(p_d),
+                     "p_false_pass": None if np.isnan(p_f) else float(p_f)})
     return GridResult(
         certified=bool(rejected.any()),
         thresholds=tuple((float(a), float(b)) for a, b in grid[best]),
@@ -490,4 +724,4 @@ def _chosen(grid: _Floats, tally: dict[str, _Floats], p: _Floats, rejected: _Boo
         false_pass=float(fps[best] / failed[best]) if failed[best] else None,
         n_failed_decided=int(round(failed[best])), false_passes=int(round(fps[best])),
         p_value=float(p[best]), n_tested=int(grid.shape[0]), n_rejected=int(rejected.sum()),
-        cost=float(cost[best]), **settings)
+        cost=float(cost[best]), level=float(level), stages=tuple(rows), **settings)

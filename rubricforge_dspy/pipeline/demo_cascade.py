@@ -18,6 +18,7 @@ from typing import Sequence
 
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
+from rubricforge_dspy.metrics.risk_methods import DEFAULT_METHOD
 from rubricforge_dspy.report.cascade import CASCADE_FIT_FILE, fit_lead_lines
 
 # the lead's markdown is the report's (`rubricforge report` reads the run's cascade_fit.json too)
@@ -28,9 +29,11 @@ __all__ = ["DEMO_ALPHA", "DEMO_DELTA", "DEMO_MAX_FALSE_PASS", "DEMO_METHOD", "fi
 logger = logging.getLogger(__name__)
 
 DEMO_ALPHA, DEMO_DELTA, DEMO_MAX_FALSE_PASS = 0.10, 0.10, None
-# Small calibration sets: the split fixed sequence pays no multiplicity over the grid (3,136 vectors for two
-# stages), Holm does (docs/CASCADE.md); the benchmark checks both are valid.
-DEMO_METHOD = "split_fixed_sequence"
+# The package's default: a fixed sequence (no multiplicity over the 3,136 vectors of two stages) ordered on the
+# training split, which the floor was fit on (its out-of-fold probabilities; the judge's verdicts there), so every
+# calibration item is tested and the order never depends on alpha (docs/CASCADE.md). The embedded judge is not
+# run on the training split for the order (it would double the demo's LM time): it gets a label-free position.
+DEMO_METHOD = DEFAULT_METHOD
 
 
 def _result_of(cascade, n: int) -> dict:
@@ -73,7 +76,7 @@ def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program
         judge = load_judge(program, lm=judge_lm, check_certificate=False)
         try:
             cascade = fit_cascade([floor, judge], calibration, DEMO_ALPHA, DEMO_DELTA, DEMO_MAX_FALSE_PASS,
-                                  DEMO_METHOD)
+                                  DEMO_METHOD, order_trajectories=list(split.train), order_llm_stages=False)
         except CascadeCalibrationError as error:
             result = {"certified": False, "n": len(calibration), "reason": str(error),
                       "needed_decided": error.needed_decided, "needed_labels": error.needed_labels}

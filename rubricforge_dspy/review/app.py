@@ -4,7 +4,9 @@ Views: the queue (``/``), an item (``/item/{n}``: n is the item's place in the v
 path), its whole trajectory (``/item/{n}/trajectory?page=k``: every step unclipped, in pages), the judge
 (``/judge``), a figure (``/figure/{name}``: a name from the list made at start, percent-encoded in links), the
 commands that recompile and certify with the labels (``/commands``). Actions (POST, token cookie and
-CSRF token required): ``/label`` and ``/undo``. ``/healthz`` answers ``ok`` to anyone (a readiness check;
+CSRF token required): ``/label`` and ``/undo``. A label names its labeler (the form's ``labeler`` field, kept
+in a cookie for the next label; default ``--labeler``) and may be an adjudication (``adjudication=1``: it
+resolves a disagreement between labelers, `review.agreement`). ``/healthz`` answers ``ok`` to anyone (a readiness check;
 it shows nothing). The safety model is `review.security`'s.
 
 A label the labels file did not take (`review.labels.LabelNotSavedError`: a full or failing disk) is
@@ -21,7 +23,7 @@ import logging
 import math
 import re
 from importlib import resources
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -34,9 +36,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.review.agreement import agreement
 from rubricforge_dspy.review.judge_view import rubric_diff
-from rubricforge_dspy.review.labels import SPACE_ERRNOS, LabelNotSavedError
-from rubricforge_dspy.review.queue import Filters
+from rubricforge_dspy.review.labels import SPACE_ERRNOS, LabelNotSavedError, check_labeler
+from rubricforge_dspy.review.queue import DISAGREEMENTS, Filters
 from rubricforge_dspy.review.security import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -134,6 +138,22 @@ def _page(request: Request, template: str, **context) -> Response:
                                                           "verdicts_changed": state.verdicts_changed(), **context})
 
 
+def _labeler(request: Request) -> str:
+    """Who labels in this browser: the name the label form last sent (a cookie), else the page's ``--labeler``."""
+    state: ReviewState = request.app.state.review
+    raw = request.cookies.get(_labeler_cookie(request))
+    if raw:
+        try:
+            return check_labeler(unquote(raw))
+        except InputError:
+            pass
+    return state.labels.labeler
+
+
+def _labeler_cookie(request: Request) -> str:
+    return f"{request.app.state.guard.cookie}-labeler"
+
+
 def _refused(request: Request, error: Exception, back: str | None) -> Response:
     """The page of an action or view refused: the error's message, a link back, an error status."""
     if isinstance(error, LabelNotSavedError):
@@ -164,7 +184,11 @@ async def queue_page(request: Request) -> Response:
     nav = {"prev": _link("/", filters, page=page - 1) if page > 0 else None,
            "next": _link("/", filters, page=page + 1) if page + 1 < pages else None,
            "first": _link(f"/item/{items[0]}", filters) if items else None}
+    labelers = state.labelers()
+    shared = await run_in_threadpool(agreement, labelers.labels) if len(labelers.labels) >= 2 else None
     return _page(request, "queue.html", rows=rows, filters=filters, choices=state.queue.choices(),
+                 labelers=labelers, agreement=shared, labeler=_labeler(request),
+                 disagreements_link=_link("/", Filters(group=DISAGREEMENTS)),
                  audit=state.audit_status(), audit_link=_link("/", Filters(group="audit")),
                  shown=len(items), page=page + 1, pages=pages, nav=nav, enrichment=state.enrichment_status(),
                  item_link=lambda index: _link(f"/item/{index}", filters))
@@ -198,7 +222,7 @@ async def item_page(request: Request) -> Response:
     except VerdictFileChangedError as error:
         return _refused(request, error, None)
     return _page(request, "item.html", item=item, filters=filters, position=position + 1, shown=len(items),
-                 prev_link=prev_link, next_link=next_link, queue_link=_link("/", filters),
+                 prev_link=prev_link, next_link=next_link, queue_link=_link("/", filters), labeler=_labeler(request),
                  hidden_filters=filters.query(), segments=evidence_segments(item["evidence"])
                  if item["evidence"] is not None else [])
 
@@ -224,15 +248,24 @@ async def label_action(request: Request) -> Response:
     if not 0 <= index < len(state.verdicts) or choice not in ("pass", "fail", "skip"):
         return PlainTextResponse("400: a label names an item of this file and pass, fail or skip\n", status_code=400)
     note = form.get("note") if isinstance(form.get("note"), str) else ""
+    given = form.get("labeler")
+    try:
+        labeler = check_labeler(given) if isinstance(given, str) and given.strip() else _labeler(request)
+    except InputError as error:
+        return PlainTextResponse(f"400: {error}\n", status_code=400)
+    adjudication = form.get("adjudication") == "1"
     try:  # the file, then the sink
-        await run_in_threadpool(state.label, state.verdicts.ids[index], choice, note)
+        await run_in_threadpool(lambda: state.label(state.verdicts.ids[index], choice, note, labeler=labeler,
+                                                    adjudication=adjudication))
     except (LabelNotSavedError, VerdictFileChangedError) as error:
         return _refused(request, error, _link(f"/item/{index}", Filters.from_query(form)))
     filters = Filters.from_query(form)
     items, positions = state.queue.view(Filters(**{**filters.__dict__, "labeled": ""}))
     position = positions.get(index)
     following = items[position + 1] if position is not None and position + 1 < len(items) else index
-    return RedirectResponse(_link(f"/item/{following}", filters), status_code=303)
+    response = RedirectResponse(_link(f"/item/{following}", filters), status_code=303)
+    response.set_cookie(_labeler_cookie(request), quote(labeler, safe=""), httponly=True, samesite="strict")
+    return response
 
 
 async def undo_action(request: Request) -> Response:
@@ -241,7 +274,7 @@ async def undo_action(request: Request) -> Response:
         return refused
     state: ReviewState = request.app.state.review
     try:
-        line = await run_in_threadpool(state.undo)
+        line = await run_in_threadpool(state.undo, _labeler(request))
     except LabelNotSavedError as error:
         return _refused(request, error, "/")
     filters = Filters.from_query(form)

@@ -42,15 +42,15 @@ from rubricforge_dspy.data.label_journal import (
     JournalLine,
     is_journal_record,
     iter_journal,
-    journal_history,
     read_journal,
     starts_a_journal,
 )
 from rubricforge_dspy.data.labels import LabelFile, LabelFileError
+from rubricforge_dspy.review.agreement import ADJUDICATION_KEY, AdjudicationLine
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LabelsFile", "LabelNotSavedError", "append_label", "read_labels", "LABELS"]
+__all__ = ["LabelsFile", "LabelNotSavedError", "append_label", "read_labels", "check_labeler", "LABELS"]
 
 LABELS = {"pass": 1, "fail": 0, "skip": None}
 MAX_NOTE_CHARS = 2000
@@ -92,10 +92,8 @@ class LabelsFile:
     """
 
     def __init__(self, path: PathArg, labeler: str):
-        if not labeler or not str(labeler).strip():
-            raise InputError("a labeler name is needed (kept on every label line)")
         self.path = Path(path)
-        self.labeler = str(labeler).strip()
+        self.labeler = check_labeler(labeler)
         self.history = JournalHistory()
         self.notices: list[str] = []  # repairs found at open (a torn line): logged, and shown on the page
         self._stack: ExitStack | None = None
@@ -114,7 +112,7 @@ class LabelsFile:
             stack.enter_context(output_lock(self.path))
             self._refuse_other_files()
             self._repair_tail()
-            self.history = journal_history(self.path) if self.path.exists() else JournalHistory()
+            self.history = _replay(self.path) if self.path.exists() else JournalHistory()
             if self.history.torn:
                 self._notice(f"{self.path}: {len(self.history.torn)} torn line(s) inside (line "
                              f"{', '.join(str(t.line) for t in self.history.torn[:10])}): text of earlier writes cut "
@@ -252,28 +250,34 @@ class LabelsFile:
         return self.history.current(ident)
 
     def label(self, ident: str, choice: str, note: str = "", *, sample: str | None = None,
-              audit: str | None = None) -> JournalLine:
+              audit: str | None = None, labeler: str | None = None, adjudication: bool = False) -> JournalLine:
         """Append `choice` (``"pass"``, ``"fail"`` or ``"skip"``) with `note` for `ident`; `sample` says which
         sample the item came from (``"audit"``, ``"escalated"``, ``"other"``: `data.label_journal.SAMPLES`) and
-        `audit` the digest of the audit draw an audit item belongs to."""
+        `audit` the digest of the audit draw an audit item belongs to; `labeler` who labels (default: the file's
+        `labeler`, `check_labeler`); `adjudication` marks a label that resolves a disagreement between labelers
+        (`review.agreement`)."""
         if choice not in LABELS:
             raise InputError(f"a label is pass, fail or skip; got {choice!r}")
         if sample is not None and sample not in SAMPLES:
             raise InputError(f"a label's sample is one of {', '.join(SAMPLES)}; got {sample!r}")
         note = " ".join(str(note or "").split())[:MAX_NOTE_CHARS]
-        return self._write(JournalLine(str(ident), LABELS[choice], choice == "skip", note, self.labeler, _now(),
-                                       False, 0, sample, audit if sample == "audit" else None))
+        name = self.labeler if labeler is None else check_labeler(labeler)
+        line = JournalLine(str(ident), LABELS[choice], choice == "skip", note, name, _now(), False, 0, sample,
+                           audit if sample == "audit" else None)
+        return self._write(AdjudicationLine.of(line) if adjudication else line)
 
-    def undo(self) -> JournalLine | None:
-        """Take back the most recent action still standing: append a line restoring the state its id had
-        before it (unlabeled when it had none). Returns that line, or None when there is nothing to undo."""
+    def undo(self, labeler: str | None = None) -> JournalLine | None:
+        """Take back the most recent action still standing (whoever wrote it): append a line, signed by `labeler`
+        (default: the file's), restoring the state its id had before it (unlabeled when it had none). Returns that
+        line, or None when there is nothing to undo."""
         if not self.history.actions:
             return None
         ident = self.history.actions[-1]
         stack = self.history.states.get(ident, [])
         before = stack[-2] if len(stack) >= 2 else None
         restored = JournalLine(ident, before.label if before else None, before.skip if before else False,
-                               before.note if before else "", self.labeler, _now(), True, 0,
+                               before.note if before else "", self.labeler if labeler is None
+                               else check_labeler(labeler), _now(), True, 0,
                                before.sample if before else None, before.audit if before else None)
         return self._write(restored)
 
@@ -285,6 +289,47 @@ class LabelsFile:
             if state in out:
                 out[state] += 1
         return out
+
+
+MAX_LABELER_CHARS = 100
+
+
+def check_labeler(name: object) -> str:
+    """A labeler's name as kept on a label line: stripped, not empty, at most 100 characters (untrusted text like
+    any other: every page shows it escaped).
+
+    Raises:
+        InputError: an empty or too long name (naming what to do).
+    """
+    text = str(name or "").strip()
+    if not text:
+        raise InputError("a labeler name is needed (kept on every label line): give --labeler NAME or type one "
+                         "on the page")
+    if len(text) > MAX_LABELER_CHARS:
+        raise InputError(f"a labeler name is at most {MAX_LABELER_CHARS} characters; got {len(text)}")
+    return text
+
+
+def _replay(path: Path) -> JournalHistory:
+    """`data.label_journal.journal_history`, with each adjudication line (``"adjudication": true``) read as an
+    `AdjudicationLine` (the journal reader reads the line, not that key)."""
+    marked = set()
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if ADJUDICATION_KEY.encode() in raw:
+                try:
+                    record = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue  # a torn line: counted by the reader
+                if isinstance(record, dict) and record.get(ADJUDICATION_KEY) is True:
+                    marked.add(number)
+    history = JournalHistory()
+    for line in iter_journal(path, history.torn):
+        history.apply(AdjudicationLine.of(line) if line.line in marked else line)
+    if history.torn:
+        logger.warning("%s: %d torn line(s) (line %s): text a write cut short, not read; every whole label line "
+                       "is read", path, len(history.torn), ", ".join(str(t.line) for t in history.torn[:10]))
+    return history
 
 
 def _whole_journal_line(raw: bytes) -> bool:

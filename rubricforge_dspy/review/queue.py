@@ -13,6 +13,9 @@ Order (fixed when the page starts, so items do not move under the reviewer's han
 5. everything else, by label-next's closeness signal (`trust.label_next.closeness`: the nearer the score
    to the threshold, the more a label teaches), then file order.
 
+Beside them, the live group ``disagreements`` (``group=disagreements``): the items two labelers labeled
+differently and no adjudication resolved yet (`review.agreement`), computed afresh at each view.
+
 Filters: queue group (``group=audit`` is the audit queue), task (any part of its name, in any case),
 deciding stage, criterion (the rubric criterion the reason points at,
 `core.criteria.attribute_reason`), symptom (`evidence.symptoms`), labeled or not. Criteria and symptoms
@@ -31,14 +34,16 @@ from typing import Collection, Mapping, Sequence
 from rubricforge_dspy.core.criteria import Criterion, attribute_reason
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.evidence.symptoms import Symptoms, extract_symptoms
+from rubricforge_dspy.review.agreement import labeler_view
 from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex
 from rubricforge_dspy.trust.label_next import closeness
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Filters", "Queue", "Enrichment", "symptom_names", "GROUPS"]
+__all__ = ["Filters", "Queue", "Enrichment", "symptom_names", "GROUPS", "DISAGREEMENTS"]
 
 GROUPS = ("escalated", "audit", "label-next", "false pass", "false fail", "rest")
+DISAGREEMENTS = "disagreements"  # a live group: items two labelers labeled differently, not yet adjudicated
 
 
 def symptom_names(symptoms: Symptoms) -> list[str]:
@@ -72,7 +77,7 @@ class Filters:
         values = {name: str(query.get(name, "") or "")[:200] for name in cls.__dataclass_fields__}
         if values["labeled"] not in ("", "yes", "no"):
             values["labeled"] = ""
-        if values["group"] not in ("", *GROUPS):
+        if values["group"] not in ("", *GROUPS, DISAGREEMENTS):
             values["group"] = ""
         return cls(**values)
 
@@ -249,7 +254,10 @@ class Queue:
 
     def _filtered(self, filters: Filters) -> list[int]:
         items = self._task_items(filters.task) if filters.task else self.order
-        if filters.group:
+        if filters.group == DISAGREEMENTS:  # computed afresh: every label may open or resolve one
+            split = set(labeler_view(self.labels.history.states).disagreements)
+            items = [i for i in items if self.verdicts.ids[i] in split]
+        elif filters.group:
             wanted_group = GROUPS.index(filters.group)
             items = [i for i in items if self.groups[i] == wanted_group]
         if filters.stage:
@@ -271,8 +279,8 @@ class Queue:
     def view(self, filters: Filters) -> tuple[list[int], dict[int, int]]:
         """The filtered order and each item's position in it. Views without a `labeled` filter are cached
         (the labeled filter changes with every label, so it is computed afresh)."""
-        cacheable = not filters.labeled and (self.enrichment is None or self.enrichment.finished.is_set()
-                                             or not (filters.criterion or filters.symptom))
+        cacheable = not filters.labeled and filters.group != DISAGREEMENTS and (
+            self.enrichment is None or self.enrichment.finished.is_set() or not (filters.criterion or filters.symptom))
         with self._lock:
             if cacheable and filters in self._views:
                 self._views.move_to_end(filters)

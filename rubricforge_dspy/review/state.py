@@ -29,6 +29,8 @@ from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
+from rubricforge_dspy.review.agreement import LabelerView, labeler_view
+from rubricforge_dspy.review.escalation import CascadeRun, read_cascade_run, stage_steps
 from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex, lookalike_groups
 from rubricforge_dspy.review.judge_view import JudgeInfo, load_judge_info
 from rubricforge_dspy.review.labels import LabelsFile
@@ -194,6 +196,7 @@ class ReviewState:
         self.queue = Queue(self.verdicts, self.labels, label_next=ranks, existing=existing,
                            enrichment=self.enrichment, audit=self.audit.decided if self.audit is not None else ())
         self.title = Path(inputs.verdicts).name
+        self.cascade: CascadeRun | None = read_cascade_run(inputs.verdicts)
         if on_label is not None and self.sink is not None:
             self._sender = LabelSender(on_label, self.sink, str(inputs.labels_out))
 
@@ -249,9 +252,13 @@ class ReviewState:
                        "page and start `rubricforge review` again to review the file as it is now")
         raise VerdictFileChangedError(changed)
 
-    def label(self, ident: str, choice: str, note: str = "") -> JournalLine:
+    def label(self, ident: str, choice: str, note: str = "", *, labeler: str | None = None,
+              adjudication: bool = False) -> JournalLine:
         """Append a label to the labels file, then queue it for `on_label` (sent in the background, in the file's
         order; a failure there is counted).
+
+        `labeler` names who labels (default: `ReviewInputs.labeler`); `adjudication` marks the label as resolving
+        the item's disagreement between labelers (`review.agreement`).
 
         Raises:
             VerdictFileChangedError: the verdict file changed since the page opened it (nothing written).
@@ -262,7 +269,8 @@ class ReviewState:
                 self.verdict_record(self.verdicts.position[ident])
             sample = self.sample_of(ident)
             line = self.labels.label(ident, choice, note, sample=sample,
-                                     audit=self.audit.digest if sample == "audit" and self.audit else None)
+                                     audit=self.audit.digest if sample == "audit" and self.audit else None,
+                                     labeler=labeler, adjudication=adjudication)
             self._send(line)
         return line
 
@@ -288,10 +296,70 @@ class ReviewState:
                 "path": str(self.audit_path), "missing": len(self.audit.ids) - sum(
                     1 for ident in self.audit.ids if ident in self.verdicts.position)}
 
-    def undo(self) -> JournalLine | None:
-        """Undo the last action in the labels file, then queue the restoring line for `on_label`."""
+    def undo(self, labeler: str | None = None) -> JournalLine | None:
+        """Undo the last action in the labels file (signed by `labeler`), then queue the restoring line for
+        `on_label`."""
         with self._writing:
-            return self._send(self.labels.undo())
+            return self._send(self.labels.undo(labeler))
+
+    def labelers(self) -> LabelerView:
+        """Every labeler's labels of this file, their pairwise agreement and the open disagreements, in queue
+        order (`review.agreement.labeler_view`)."""
+        ids = self.verdicts.ids
+        states = {ident: stack for ident, stack in self.labels.history.states.items()
+                  if ident in self.verdicts.position}
+        return labeler_view(states, order=[ids[index] for index in self.queue.order])
+
+    def escalation(self, record: dict) -> dict | None:
+        """An escalated line's escalating stage, each stage's confidence as far as the line records it, and the
+        cascade's thresholds (`review.escalation`), or None for a line a stage decided."""
+        if record.get("stage") != "escalated" and not record.get("escalated"):
+            return None
+        run = self.cascade
+        cascade_stages = run.stages if run is not None else []
+        names = [stage["name"] for stage in cascade_stages]
+        by = record.get("escalated_by") if isinstance(record.get("escalated_by"), str) else None
+        confidence = record.get("escalation_confidence", record.get("score_calibrated"))
+        steps, complete = [], True
+        for text in (record.get("reason"), record.get("error")):
+            found, whole = stage_steps(text, names or None)
+            if found:
+                steps, complete = found, whole
+                break
+        parsed = {step.name: step for step in steps}
+        order = names + [step.name for step in steps if step.name not in names]
+        if by is not None and by not in order:
+            order.append(by)
+        at = order.index(by) if by is not None else None
+        rows = []
+        for k, name in enumerate(order):
+            bounds = run.thresholds(name) if run is not None else None
+            step = parsed.get(name)
+            if step is not None:
+                value, said = step.confidence, step.said
+            elif name == by:
+                value, said = confidence, "the last stage that gave a confidence: not sure, so it went to a person"
+            elif at is None or k > at:
+                value, said = None, "no usable confidence (no verdict, or an unparseable answer)"
+            else:
+                value, said = None, ("handed it on: not sure, or no usable verdict; the line does not record this "
+                                     "stage's confidence")
+            rows.append({"name": name, "confidence": value, "said": said, "escalating": name == by,
+                         "t_pass": bounds.get("t_pass") if bounds else None,
+                         "t_fail": bounds.get("t_fail") if bounds else None, "known": bounds is not None})
+        notes = list(run.notes) if run is not None else [
+            "no cascade run is recorded beside this verdict file (OUT.job.json of `rubricforge judge --cascade`): "
+            "the cascade's stages and thresholds are not known"]
+        if not steps:
+            notes.append("the verdict line records the escalating stage and its confidence (escalated_by, "
+                         "escalation_confidence) but not the confidences of the stages before it: they handed the item "
+                         "on, so each was between its t_fail and t_pass or gave no usable verdict")
+        elif not complete:
+            notes.append("the line's reason is cut short: stages after the cut are not listed with a confidence")
+        return {"escalated_by": by, "confidence": confidence, "stages": rows,
+                "guarantee": run.guarantee if run is not None else None,
+                "cascade_file": str(run.resolved or run.cascade_file) if run is not None and (
+                    run.resolved or run.cascade_file) else None, "notes": notes}
 
     def enrichment_status(self) -> dict:
         e = self.enrichment
@@ -322,6 +390,7 @@ class ReviewState:
         found = attribute_reason(record.get("reason"), self.judge.criteria) if self.judge.criteria else None
         symptoms = extract_symptoms(trajectory) if trajectory is not None else None
         current = self.labels.state(ident)
+        labelers = self.labelers()
         reading = self.reading.for_line(record)
         ids = self.verdicts.ids
         return {"index": index, "record": record, "id": ident, "group": self.queue.group_name(index),
@@ -332,7 +401,8 @@ class ReviewState:
                 "criterion": found.label if found else None, "symptoms": symptoms.lines() if symptoms else [],
                 "symptom_names": symptom_names(symptoms) if symptoms else [],
                 "stage": self.verdicts.stages[index] or None, "known": self.queue.known_label(index),
-                "current": current}
+                "current": current, "labels": labelers.of(ident), "adjudicated": labelers.adjudicated.get(ident),
+                "disagreement": ident in set(labelers.disagreements), "escalation": self.escalation(record)}
 
     def trajectory(self, index: int, page: int) -> dict:
         """One page of the whole trajectory of item `index` (every step, unclipped: `trajectory_pages`)."""
@@ -357,18 +427,53 @@ class ReviewState:
                 for key, value in certificate.items()]
 
     def commands(self) -> list[dict]:
-        """The commands that turn the labels into a recompiled and certified judge."""
+        """The commands that turn the labels into a recompiled and certified judge, with this run's real paths
+        (shell-quoted): for a cascade run (its job record names the cascade file, `review.escalation`), the cascade
+        refit with the run's stages and the certify of the refit cascade; for a program, induce and certify."""
         i = self.inputs
-        labels, data = shlex.quote(str(i.labels_out)), " ".join(shlex.quote(str(d)) for d in i.data)
-        program = shlex.quote(str(i.program)) if i.program else "PROGRAM.json"
-        new = shlex.quote(str(Path(str(i.program or "program.json")).with_suffix("")) + ".relabeled.json")
-        return [
+        q = shlex.quote
+        labels, data = q(str(i.labels_out)), " ".join(q(str(d)) for d in i.data)
+        out: list[dict] = []
+        run = self.cascade
+        if run is not None and run.stages and run.resolved is not None:
+            stages = " ".join(f"--stage {q(stage['path'] or stage['name'])}" for stage in run.stages)
+            g = run.guarantee or {}
+            flags = "".join(f" --{flag} {q(str(g[key]))}" for flag, key in (("alpha", "alpha"), ("delta", "delta"),
+                                                                             ("max-false-pass", "max_false_pass"))
+                            if g.get(key) is not None)
+            if " --alpha " not in flags:
+                flags = " --alpha ALPHA" + flags  # the cascade records no guarantee (hand-set thresholds)
+            refit = q(str(run.resolved.with_suffix("")) + ".refit.json")
+            audit = self.audit_status()
+            if audit is not None:
+                why = (f"refit the cascade {run.resolved} with its stages: the labels of the audit sample "
+                       f"({audit['labeled']} of its {audit['items']} items labeled so far, draw {audit['digest']}) "
+                       "calibrate its bound; escalated and hand-picked items' labels are counted and left out of the "
+                       "calibration (they train the stages). Add the original calibration data to --data to keep "
+                       "its labels")
+            else:
+                why = (f"refit the cascade {run.resolved} with its stages: with no audit sample, only labels "
+                       "exchangeable with the population calibrate (none of this page's: escalated and hand-picked "
+                       "items are left out, counted); add the original calibration data to --data")
+            out.append({"what": why, "command": f"rubricforge cascade fit {stages} --data {data} --labels {labels}"
+                                                f"{flags} --out {refit}"})
+            out.append({"what": "certify the refit cascade on labeled data (its disagreement and false-pass rate "
+                                "among decided items, and its escalation rate)",
+                        "command": f"rubricforge certify {refit} --data {data} --labels {labels}"})
+            if i.program is None:
+                return out
+        program = q(str(i.program)) if i.program else "PROGRAM.json"
+        new = q(str(Path(str(i.program or "program.json")).with_suffix("")) + ".relabeled.json")
+        out += [
             {"what": "recompile: induce a new rubric starting from the current one, with your labels",
              "command": f"rubricforge induce --data {data} --labels {labels} --init {program} --out {new}"},
             {"what": "certify the recompiled judge on labeled data (bounds on its false-pass rate)",
              "command": f"rubricforge certify {new} --data {data} --labels {labels}"},
-            {"what": "refit a cascade: only the audit sample's labels (and your original calibration labels) "
-                     "calibrate its bound; escalated items' labels train the stages, not the calibration",
-             "command": f"rubricforge cascade fit --stage STAGE... --data CALIBRATION {data} --labels {labels} "
-                        "--alpha ALPHA --out cascade.json"},
         ]
+        if run is None or not run.stages:
+            out.append({"what": "refit a cascade: only the audit sample's labels (and your original calibration "
+                                "labels) calibrate its bound; escalated items' labels train the stages, not the "
+                                "calibration",
+                        "command": f"rubricforge cascade fit --stage STAGE... --data CALIBRATION {data} --labels "
+                                   f"{labels} --alpha ALPHA --out cascade.json"})
+        return out

@@ -54,14 +54,16 @@ from rubricforge_dspy.core.trajectory import (
 )
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts, StageRule, stage_confidence
 from rubricforge_dspy.judge.contract import BaseJudge
-from rubricforge_dspy.judge.floor import FloorJudge
+from rubricforge_dspy.judge.floor import FloorError, FloorJudge
 from rubricforge_dspy.judge.recorded import as_stage
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.metrics.intervals import proportion_ci
 from rubricforge_dspy.metrics.risk_control import (
+    DEFAULT_BOUND,
     DEFAULT_METHOD,
     FAIL_LEVELS,
     PASS_LEVELS,
+    SEQUENCE_METHODS,
     GridResult,
     cascade_outcomes,
     decided_needed,
@@ -77,15 +79,19 @@ if TYPE_CHECKING:
     from rubricforge_dspy.core.verdict import Verdict
 
 __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "stage_cost", "cascade_summary", "measure_cascade", "format_fit_report",
-           "format_cascade_summary", "THEOREM", "REFERENCES", "label_rule_record"]
+           "stage_names", "order_confidences", "judge_verdicts_line", "stage_cost", "cascade_summary",
+           "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM", "REFERENCES",
+           "label_rule_record"]
 
-THEOREM = ("With probability at least 1 - delta over the calibration draw, among the items the cascade decides "
-           "the disagreement with the label is at most alpha and, when max_false_pass is set, the false-pass rate "
-           "is at most max_false_pass, for the population of a random task and a random trial of it. Assumes "
-           "calibration and later tasks are i.i.d. (trials within a task may be dependent: their losses are "
-           "averaged per task), the threshold grid fixed before the labels, and stages not fit on the "
-           "calibration data.")
+THEOREM = ("With probability at least 1 - delta over the calibration draw, for the population of a random task and "
+           "a random trial of it: with the per-stage bound (the default), for every stage that decides, the "
+           "disagreement among the items it decides is at most alpha and its false-pass rate (passed among the "
+           "failed items it decides) is at most max_false_pass (default alpha / 2), so the same holds for "
+           "everything the cascade decides; with the pooled bound, the disagreement among all decided items is at "
+           "most alpha (and the false-pass rate at most max_false_pass when set). Assumes calibration and later "
+           "tasks are i.i.d. (trials within a task may be dependent: their losses are averaged per task), the "
+           "threshold grid and the testing order fixed before the calibration labels (ordered on the fit split, "
+           "or label-free), and stages not fit on the calibration data.")
 REFERENCES = ("Angelopoulos, Bates, Candes, Jordan, Lei 2021, Learn then Test, arXiv:2110.01052",
               "Waudby-Smith, Ramdas 2024, Estimating means of bounded random variables by betting, JRSSB 86(1)",
               "Jung, Brahman, Choi, ICLR 2025, Trust or Escalate",
@@ -96,11 +102,25 @@ REFERENCES = ("Angelopoulos, Bates, Candes, Jordan, Lei 2021, Learn then Test, a
 DROPPED_WHY = ("certified to decide nothing (its thresholds never pass and never fail): judging would pay for it "
                "and throw its answers away")
 METHOD_WHY = {
-    "split_fixed_sequence": "the default: the most coverage at equal validity on the benchmark sets "
-                            "(evals/bench_cascade.py); an order learned on a share of the tasks, no multiplicity cost",
+    "ordered_sequence": "a fixed sequence tested on every calibration task, in an order fixed before the calibration "
+                        "(from the ordering data's out-of-fold confidences, or label-free) that does not depend on "
+                        "alpha: a certificate at alpha is one at every larger alpha",
+    "split_fixed_sequence": "an order learned at alpha on a share of the calibration tasks, tested on the rest (not "
+                            "monotone in alpha)",
     "holm": "Holm over every distinct threshold vector",
     "bonferroni": "Bonferroni over every distinct threshold vector",
     "fail_first_sequence": "a fixed sequence ordered before the data, fail-only vectors first",
+}
+
+
+BOUND_WHY = {
+    "per_stage": "every stage that decides is bounded: its disagreement D <= alpha and its false-pass rate FP (false "
+                 "passes over the failed items it decides) <= beta, so no stage's over-crediting hides behind "
+                 "another's easy verdicts; FP is the bounded rate because it does not move with the share of "
+                 "failures that reach the stage (the share of its passes that are failures does) and a mixture of "
+                 "per-stage FP <= beta bounds the cascade's FP",
+    "pooled": "the disagreement (and, when asked, the false-pass rate) over everything the cascade decides: one "
+              "stage's over-crediting can hide behind another's easy verdicts",
 }
 
 
@@ -126,7 +146,11 @@ class FitReport:
     disagreement and false-pass rate on the calibration units with exact (Clopper-Pearson) 95% intervals,
     unparseable answers, and ``calls``: the units it was run on during the fit. ``chosen``: the
     `GridResult`. ``units``: calibration tasks and trials used (tested, ordering) and trials dropped (only
-    with ``one_per_task``). ``dropped``: the stages certified to decide nothing, removed from the cascade."""
+    with ``one_per_task``), where the sequence's order came from. ``dropped``: the stages certified to decide
+    nothing, removed from the cascade. ``judge_verdicts``: the verdicts of its judge stages (LLM, recorded or
+    external) the cascade needs on the calibration trajectories against judging all of them (`judge_verdicts_line`).
+    Per stage also the false passes over the failed items it decides (FP, the bounded rate with the per-stage
+    bound) and the share of its passes that are failures, each with an exact 95% interval, and its p-values."""
 
     chosen: dict[str, Any]
     stages: list[dict[str, Any]]
@@ -134,6 +158,7 @@ class FitReport:
     escalated: int
     guarantee: dict[str, Any] = field(default_factory=dict)
     dropped: list[dict[str, Any]] = field(default_factory=list)
+    judge_verdicts: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,50 +211,128 @@ def _stage_confidences(stage: BaseJudge, name: str, items: list[Trajectory],
     return conf, sum(v.abstained for v in verdicts)
 
 
-def _refusal(result: GridResult, n_items: int, tasks: int) -> CascadeCalibrationError:
-    """Why nothing was certified, and what more labels of this kind of data can and cannot buy."""
-    sequence = result.method in ("split_fixed_sequence", "fail_first_sequence")
-    level = result.delta if sequence else result.delta / result.n_tested
-    rate = result.disagreement if result.disagreement is not None else 0.0
-    bound = f" and false-pass <= {result.max_false_pass}" if result.max_false_pass is not None else ""
+def _failed_test(result: GridResult, names: Sequence[str]) -> dict[str, Any]:
+    """The test that stopped the refusal's vector: the one with the largest p-value (it is above the level)."""
+    tests: list[dict[str, Any]] = []
+    n = max(result.n_trials, 1)
+    if result.bound == "per_stage":
+        for name, row in zip(names, result.stages, strict=False):
+            if row.get("p_disagreement") is not None:
+                tests.append({"what": f"stage {name}'s disagreement", "p": row["p_disagreement"], "bound": result.alpha,
+                              "rate": row["errors"] / row["decided"] if row["decided"] else 0.0,
+                              "share": row["decided"] / n, "count": row["decided"]})
+            if row.get("p_false_pass") is not None:
+                tests.append({"what": f"stage {name}'s false-pass rate", "p": row["p_false_pass"],
+                              "bound": result.max_false_pass,
+                              "rate": row["false_passes"] / row["failed_decided"] if row["failed_decided"] else 0.0,
+                              "share": row["failed_decided"] / n, "count": row["failed_decided"]})
+    if not tests:  # pooled (or a vector with no stage tested)
+        tests.append({"what": "the disagreement", "p": result.p_value, "bound": result.alpha,
+                      "rate": result.disagreement or 0.0, "share": result.coverage, "count": result.n_decided})
+        if result.max_false_pass is not None:
+            tests.append({"what": "the false-pass rate", "p": result.p_value, "bound": result.max_false_pass,
+                          "rate": result.false_pass or 0.0, "share": result.n_failed_decided / n,
+                          "count": result.n_failed_decided})
+            # pooled p_L = max(p_D, p_F): the one whose rate is nearer its bound failed
+            tests.sort(key=lambda t: (t["bound"] - t["rate"]) * t["share"])
+            return tests[0]
+    return max(tests, key=lambda t: t["p"])
+
+
+def _tasks_for(test: dict[str, Any], result: GridResult) -> int | None:
+    """About how many tested tasks the failed test would need at its observed rate and share (None: none
+    suffice); never fewer than were tested, since these did not suffice: when the estimate says otherwise, the
+    observed p-value is extrapolated (``p`` falls about geometrically in the tasks: ``n log(level) / log(p)``)."""
+    level, tested = result.level, max(result.n_tasks, 1)
+    if test["rate"] >= test["bound"] or test["share"] <= 0:
+        return None
+    estimate: int | None
+    if result.p_values == "binomial":
+        decided = decided_needed(test["bound"], level, test["rate"])
+        estimate = math.ceil(decided / test["share"]) if decided is not None else None
+    else:
+        estimate = tasks_needed(test["bound"], level, test["share"], test["rate"])
+    if estimate is not None and estimate > tested:
+        return estimate
+    p = float(test["p"])
+    if 0.0 < p < 1.0:
+        return max(math.ceil(tested * math.log(level) / math.log(p)), tested + 1)
+    return None
+
+
+def _refusal(result: GridResult, n_items: int, tasks: int, names: Sequence[str] | None = None
+             ) -> CascadeCalibrationError:
+    """Why nothing was certified: the vector where the procedure stopped (a sequence: the first not rejected;
+    Holm and Bonferroni: the smallest p-value), each of its tests' p-values against the level it needed, and
+    the tasks the test that failed would need; what more labels of this kind of data can and cannot buy."""
+    names = list(names) if names is not None else [f"stage {k + 1}" for k in range(len(result.thresholds))]
+    sequence = result.method in SEQUENCE_METHODS
+    level = result.level or (result.delta if sequence else result.delta / result.n_tested)
+    beta = result.max_false_pass
+    if result.bound == "per_stage":
+        bound = f"per stage: disagreement <= {result.alpha} and false-pass <= {beta:.3g}" if beta is not None else \
+            f"per stage: disagreement <= {result.alpha}"
+    else:
+        bound = f"disagreement <= {result.alpha}" + (f" and false-pass <= {beta}" if beta is not None else "")
     used = (f"{result.n_trials} trials of {result.n_tasks} tasks tested"
             + (f", {result.n_order_tasks} more tasks ordered the grid (split fixed sequence: "
                f"{result.n_order_tasks / max(result.n_order_tasks + result.n_tasks, 1):.0%} of the tasks)"
                if result.n_order_tasks else "")
             + f"; {n_items} calibration trajectories of {tasks} tasks given")
-    seen = (f"the closest vector decides {result.n_decided} trials with {result.errors} disagreement(s)"
-            + (f" and {result.false_passes} false pass(es) of {result.n_failed_decided} failed"
-               if result.max_false_pass is not None else "") + f" (p = {result.p_value:.3g}, needs <= {level:.3g}: "
-            f"delta {result.delta}" + ("" if sequence else f" over {result.n_tested} vectors") + f", {result.method}, "
-            f"{result.p_values} p-values)")
-    share = result.coverage
-    needed = labels = None
-    if rate >= result.alpha:
-        advice = (f"at its observed disagreement {rate:.3f} >= alpha {result.alpha} no number of labels suffices: "
-                  "raise alpha, or use stronger stages")
+    where = ("the sequence stopped at its first vector not certified" if sequence
+             else "the vector with the smallest p-value")
+    vector = "; ".join(f"{name}: " + _threshold_text({"t_pass": tp if math.isfinite(tp) else None,
+                                                      "t_fail": tf if math.isfinite(tf) else None})
+                       for name, (tp, tf) in zip(names, result.thresholds, strict=False))
+    parts: list[str] = []
+    if result.bound == "per_stage" and result.stages:
+        for name, row in zip(names, result.stages, strict=False):
+            if not row.get("tested"):
+                continue
+            bits = [f"decided {row['decided']} with {row['errors']} disagreement(s): p = "
+                    f"{_p_text(row['p_disagreement'])} (needs <= {level:.3g})"]
+            if row.get("p_false_pass") is not None:
+                bits.append(f"{row['false_passes']} false pass(es) of {row['failed_decided']} failed: p = "
+                            f"{_p_text(row['p_false_pass'])} (needs <= {level:.3g})")
+            parts.append(f"{name} " + ", ".join(bits))
     else:
-        trials = max(result.n_trials / max(result.n_tasks, 1), 1.0)
-        if result.p_values == "binomial":
-            needed = decided_needed(result.alpha, level, rate)
-            labels = math.ceil(needed / share) if needed is not None and share > 0 else None
-            need_tasks = labels
-        else:
-            need_tasks = tasks_needed(result.alpha, level, share, rate)
-            needed = math.ceil(need_tasks * share * trials) if need_tasks is not None else None
-            labels = math.ceil(need_tasks * trials) if need_tasks is not None else None
-        if need_tasks is None:
-            advice = "no number of tasks suffices at this coverage and error rate: raise alpha or use stronger stages"
-        else:
-            total = (math.ceil(need_tasks * (result.n_order_tasks + result.n_tasks) / max(result.n_tasks, 1))
-                     if result.n_order_tasks else need_tasks)
-            advice = (f"certifying it needs about {need_tasks} labeled tasks in the test"
-                      + (f" (about {total} with the ordering share)" if total != need_tasks else "")
-                      + f" at its coverage {share:.2f} and disagreement {rate:.3f}"
-                      + (f": more trials of the same {tasks} tasks cannot replace tasks (the task is the unit)"
-                         if result.p_values != "binomial" else ""))
+        parts.append(f"decides {result.n_decided} trials with {result.errors} disagreement(s)"
+                     + (f" and {result.false_passes} false pass(es) of {result.n_failed_decided} failed"
+                        if beta is not None else "") + f": p = {_p_text(result.p_value)} (needs <= {level:.3g})")
+    failed = _failed_test(result, names)
+    seen = (f"{where} ({vector}): " + "; ".join(parts) + f" (level: delta {result.delta}"
+            + ("" if sequence else f" over {result.n_tested} vectors") + f", {result.method}, {result.p_values} "
+            f"p-values)")
+    need_tasks = _tasks_for(failed, result)
+    trials = max(result.n_trials / max(result.n_tasks, 1), 1.0)
+    needed = labels = None
+    if failed["rate"] >= failed["bound"]:
+        advice = (f"{failed['what']} is {failed['rate']:.3f} >= its bound {failed['bound']:.3g} on these items: no "
+                  "number of labels suffices for this vector: raise the bound, or use stronger stages")
+    elif need_tasks is None:
+        advice = (f"{failed['what']} failed (p = {_p_text(failed['p'])}); no number of tasks suffices at its share "
+                  f"{failed['share']:.2f} and rate {failed['rate']:.3f}: raise the bound or use stronger stages")
+    else:
+        labels = math.ceil(need_tasks * trials)
+        needed = math.ceil(need_tasks * trials * failed["share"])
+        total = (math.ceil(need_tasks * (result.n_order_tasks + result.n_tasks) / max(result.n_tasks, 1))
+                 if result.n_order_tasks else need_tasks)
+        advice = (f"{failed['what']} failed (p = {_p_text(failed['p'])} > {level:.3g}); certifying it needs about "
+                  f"{need_tasks} labeled tasks in the test (more than the {result.n_tasks} tested)"
+                  + (f", about {total} with the ordering share" if total != need_tasks else "")
+                  + f", at its share {failed['share']:.2f} and rate {failed['rate']:.3f}"
+                  + (": more trials of the same tasks cannot replace tasks (the task is the unit)"
+                     if result.p_values != "binomial" else ""))
+    if result.order == "label-free":
+        advice += ("; the sequence's order was label-free (no ordering data): give the fit split's labeled "
+                   "trajectories to order it (--order-data), or test every vector with --method holm")
     return CascadeCalibrationError(
-        f"cascade fit refused: no threshold vector is certified for disagreement <= {result.alpha}{bound} with "
-        f"probability >= {1 - result.delta:.2f} ({used}); {seen}; {advice}", needed, labels)
+        f"cascade fit refused: no threshold vector is certified for {bound} with probability >= "
+        f"{1 - result.delta:.2f} ({used}); {seen}; {advice}", needed, labels)
+
+
+def _p_text(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.3g}"
 
 
 def _stage_rows(names: Sequence[str], conf: np.ndarray, y: np.ndarray, result: GridResult, calls: Sequence[int],
@@ -245,14 +348,40 @@ def _stage_rows(names: Sequence[str], conf: np.ndarray, y: np.ndarray, result: G
         d_ci = proportion_ci(errors, n) if n else (0.0, 1.0)
         f_ci = proportion_ci(false_passes, failed) if failed else (0.0, 1.0)
         t_pass = result.thresholds[k][0]
+        passes = int((mine & passed[0]).sum())
+        tests = result.stages[k] if k < len(result.stages) else {}
+        extra = {"failed_decided": failed, "false_passes": false_passes,
+                 "failures_among_passes": false_passes / passes if passes else None,
+                 "failures_among_passes_ci95": list(proportion_ci(false_passes, passes)) if passes else [0.0, 1.0],
+                 "p_disagreement": tests.get("p_disagreement"), "p_false_pass": tests.get("p_false_pass")}
         rows.append({"name": name, "t_pass": t_pass if math.isfinite(t_pass) else None,
                      "t_fail": result.thresholds[k][1] if math.isfinite(result.thresholds[k][1]) else None,
                      "reached": int(((stage[0] == -1) | (stage[0] >= k)).sum()), "decided": n,
                      "decided_pass": int((mine & passed[0]).sum()), "share_decided": n / max(len(y), 1),
                      "disagreement": errors / n if n else None, "disagreement_ci95": list(d_ci),
                      "false_pass": false_passes / failed if failed else None, "false_pass_ci95": list(f_ci),
-                     "unparseable": unparsed[k], "calls": calls[k]})
+                     "unparseable": unparsed[k], "calls": calls[k], **extra})
     return rows, int((~decided[0]).sum())
+
+
+def judge_verdicts_line(needed: int, total: int) -> str:
+    """The cost a user pays for another tool's (or an LLM's) verdicts: ``judge verdicts needed: 101 of 188 (46%
+    saved)`` (the same wording in the fit report and the cascade summaries)."""
+    saved = 1.0 - needed / total if total else 0.0
+    return f"judge verdicts needed: {needed} of {total} ({saved:.0%} saved)"
+
+
+def _judge_verdicts(stages: Sequence[BaseJudge], rows: Sequence[dict[str, Any]], kept: Sequence[int],
+                    n: int) -> dict[str, Any] | None:
+    """Verdicts of the judge stages (every stage but a floor: an LLM, a recorded or external tool's verdicts, a
+    hybrid over one) the certified cascade needs on the calibration trajectories, against judging every one with
+    the last such stage; None when no stage is a judge."""
+    judges = [k for k in kept if not isinstance(stages[k], FloorJudge)]
+    if not judges:
+        return None
+    needed = sum(int(rows[k]["reached"]) for k in judges)
+    return {"needed": needed, "of": n, "stages": [rows[k]["name"] for k in judges],
+            "line": judge_verdicts_line(needed, n)}
 
 
 def label_rule_record(trajectories: Sequence[Trajectory], label_rule: LabelRule | str | float | None = None,
@@ -282,7 +411,8 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
                 fail_levels: Sequence[float] = FAIL_LEVELS, stage_costs: Sequence[float] | None = None,
                 one_per_task: bool = False, seed: int = 0, p_values: str = "auto",
                 num_threads: int | None = None, label_rule: LabelRule | str | float | dict[str, Any] | None = None,
-                labels: str | None = None) -> Cascade:
+                labels: str | None = None, bound: str = DEFAULT_BOUND,
+                order_trajectories: Sequence[Trajectory] | None = None, order_llm_stages: bool = True) -> Cascade:
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
     Args:
@@ -292,8 +422,10 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         trajectories: labeled calibration trajectories (whole tasks; every trial is used).
         alpha: bound on disagreement among decided items.
         delta: the guarantee holds with probability at least ``1 - delta``.
-        max_false_pass: bound on the false-pass rate among decided failed items (None: not bounded).
-        method: ``"split_fixed_sequence"`` (default), ``"holm"``, ``"bonferroni"`` or ``"fail_first_sequence"``
+        max_false_pass: beta, the bound on the false-pass rate among decided failed items (None: ``alpha / 2``
+            per stage with the per-stage bound, not bounded with the pooled one).
+        method: ``"ordered_sequence"`` (default, `metrics.risk_methods.DEFAULT_METHOD`), ``"holm"``,
+            ``"bonferroni"``, ``"split_fixed_sequence"`` or ``"fail_first_sequence"``
             (`metrics.risk_control.learn_then_test`).
         names: stage names (default `stage_names`).
         pass_levels, fail_levels: the thresholds of a stage with a continuous confidence; a stage whose
@@ -308,6 +440,13 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
             (`label_rule_record`; a dict is taken as such a record); None: each format's own, as the trajectories
             record it.
         labels: the label file joined onto the trajectories (``--labels``), recorded with the rule.
+        bound: ``"per_stage"`` (default: every deciding stage's disagreement and false-pass rate bounded) or
+            ``"pooled"`` (over everything decided).
+        order_trajectories: labeled trajectories apart from the calibration (the fit split: the tasks the floor
+            was fit on), whose out-of-fold confidences order the ``"ordered_sequence"`` (`order_confidences`); no
+            task may be in both. None: a label-free order fixed in advance.
+        order_llm_stages: run the LLM stages on the ordering data (default; one call per ordering item); False:
+            they get a label-free position in the order.
 
     Returns:
         The `Cascade` (stages certified to decide nothing dropped); ``cascade.fit_report`` is the `FitReport` as
@@ -335,26 +474,93 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     y = np.array([t.label for t in items], dtype=np.int64)
     groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=object)
     levels = [stage_levels(stage) for stage in stages]
+    ordering: dict[str, Any] = {}
+    order_kwargs: dict[str, Any] = {}
+    if order_trajectories is not None:
+        if method != "ordered_sequence":
+            raise InputError(f"ordering data orders the 'ordered_sequence' method, not {method!r}: drop "
+                             "--order-data or use --method ordered_sequence")
+        order_conf, order_y, how = order_confidences(stages, names, order_trajectories, trajectories, seed=seed,
+                                                     num_threads=num_threads, llm_stages=order_llm_stages)
+        order_kwargs = {"order_confidences": order_conf, "order_labels": order_y}
+        ordering = {"trajectories": int(order_y.size), "stages": how}
+        for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
+            part = getattr(stage, "llm", stage)
+            if hasattr(part, "reset_counts"):
+                part.reset_counts()
     conf, calls, unparsed = _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads)
     costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
     result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, groups=groups.astype(str),
                              levels=levels, pass_levels=pass_levels, fail_levels=fail_levels, stage_costs=costs,
-                             p_values=p_values, seed=seed)
+                             p_values=p_values, seed=seed, bound=bound, **order_kwargs)
     tasks = len({f"{t.domain}/{t.task_id}" for t in trajectories})
     if not result.certified:
-        raise _refusal(result, len(items), tasks)
+        raise _refusal(result, len(items), tasks, names)
     rows, escalated = _stage_rows(names, conf, y, result, calls, unparsed)
-    guarantee = _guarantee(result, max_false_pass, method, pass_levels, fail_levels, levels, one_per_task,
+    guarantee = _guarantee(result, result.max_false_pass, method, pass_levels, fail_levels, levels, one_per_task,
                            rule_record)
     kept = [k for k, row in enumerate(rows) if row["decided"] > 0 or _decides_something(result.thresholds[k])]
     dropped = [{"name": names[k], "reason": DROPPED_WHY} for k in range(len(stages)) if k not in kept]
     report = FitReport(result.to_dict(), rows, {
         "calibration_units": int(result.n_tasks + result.n_order_tasks), "trajectories": len(trajectories),
         "trials_used": len(items), "tasks": tasks, "tested_tasks": result.n_tasks,
-        "ordering_tasks": result.n_order_tasks, "dropped_trials": len(trajectories) - len(items)},
-        escalated, guarantee, dropped)
+        "ordering_tasks": result.n_order_tasks, "dropped_trials": len(trajectories) - len(items),
+        "order": result.order, "ordering_data": ordering or None},
+        escalated, guarantee, dropped, _judge_verdicts(stages, rows, kept, len(items)))
     rules = [StageRule(names[k], *result.thresholds[k]) for k in kept]
     return Cascade([stages[k] for k in kept], rules, guarantee, report.to_dict())
+
+
+def order_confidences(stages: Sequence[BaseJudge], names: Sequence[str], order_trajectories: Sequence[Trajectory],
+                      calibration: Sequence[Trajectory] = (), *, seed: int = 0, num_threads: int | None = None,
+                      llm_stages: bool = True) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The ordering data of an ``"ordered_sequence"``: each stage's confidences on labeled trajectories apart from
+    the calibration (the fit split), with their labels, and how each row was made.
+
+    - A floor: out-of-fold probabilities, its features refit per task-grouped fold (`trust.floor_cv.cross_validate`):
+      the floor was fit on these tasks, so its in-sample probabilities would look surer than they are.
+    - Any other stage (a recorded or external tool's verdicts, a hybrid, an LLM judge): its confidences on those
+      items (a stage fit on them is in-sample: it only orders, the calibration still tests). An LLM stage is run:
+      one call per ordering item, counted in the report. A label-free position for it was tried and rejected: it
+      takes the stage's confidence as calibrated, so a confident but poor judge goes first and stops the sequence
+      before the vectors that do not use it (a guessing judge that says 0.95 / 0.05 certified nothing); its own
+      verdicts on labeled items order it by what it does. With ``llm_stages=False`` it is not run and gets that
+      label-free position (its row NaN, `metrics.risk_control.sequence_order`).
+
+    Raises:
+        InputError: a task is both in the ordering data and in the calibration (the order must come from data the
+            calibration never sees). UnlabeledError: an ordering trajectory has no label.
+    """
+    from rubricforge_dspy.trust.floor_cv import cross_validate
+
+    order = require_labels(list(order_trajectories), "the cascade's ordering data")
+    if not order:
+        raise InputError("the ordering data holds no trajectory: give the fit split's labeled trajectories, or none")
+    shared = {f"{t.domain}/{t.task_id}" for t in order} & {f"{t.domain}/{t.task_id}" for t in calibration}
+    if shared:
+        raise InputError(f"{len(shared)} task(s) are both in the ordering data and in the calibration (first: "
+                         f"{sorted(shared)[0]!r}): the order must come from tasks the calibration never sees; split by "
+                         "task (data.split.split_by_task)")
+    y = np.array([t.label for t in order], dtype=np.int64)
+    conf = np.full((len(stages), len(order)), np.nan)
+    how: list[str] = []
+    for k, (stage, name) in enumerate(zip(stages, names, strict=True)):
+        if isinstance(stage, FloorJudge):
+            try:
+                conf[k] = cross_validate(order, stage.floor.features, name=stage.floor.name, seed=seed).scores
+                how.append(f"{name}: out-of-fold probabilities (features refit per task-grouped fold)")
+            except FloorError as error:
+                how.append(f"{name}: label-free position (no out-of-fold fit: {error})")
+        elif not llm_stages and _makes_lm_calls(stage):
+            how.append(f"{name}: label-free position (an LLM stage not run on the ordering data)")
+        else:
+            conf[k], _ = _stage_confidences(stage, name, order, num_threads)
+            none = int(np.isnan(conf[k]).sum())
+            how.append(f"{name}: its verdicts on the ordering items"
+                       + (f" ({len(order)} LM calls)" if _makes_lm_calls(stage) else "")
+                       + (f" ({none} of {len(order)} without one: handed on"
+                          + ("; a label-free position" if none == len(order) else "") + ")" if none else ""))
+    return conf, y, how
 
 
 def _confidences(stages: Sequence[BaseJudge], names: Sequence[str], items: list[Trajectory],
@@ -380,7 +586,8 @@ def _guarantee(result: GridResult, max_false_pass: float | None, method: str, pa
                rule_record: dict[str, Any]) -> dict[str, Any]:
     """What the thresholds are certified for (stored in the cascade's manifest)."""
     return {"alpha": result.alpha, "delta": result.delta, "max_false_pass": max_false_pass, "method": method,
-            "method_why": METHOD_WHY.get(method, "chosen by the caller"),
+            "method_why": METHOD_WHY.get(method, "chosen by the caller"), "bound": result.bound,
+            "bound_why": BOUND_WHY.get(result.bound, ""), "order": result.order,
             "p_values": result.p_values, "grid": {
                 "pass_levels": [x if math.isfinite(x) else None for x in pass_levels],
                 "fail_levels": [x if math.isfinite(x) else None for x in fail_levels],
@@ -503,14 +710,24 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
     (descriptive; the guarantee is the bound), the escalated share, and each stage the fit dropped."""
     guarantee = guarantee or report.get("guarantee") or {}
     units = report.get("units", {})
-    bound = f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None else ""
-    lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} among decided items, with probability "
+    bound = f" and false-pass <= {guarantee['max_false_pass']:.3g}" if guarantee.get("max_false_pass") is not None \
+        else ""
+    per_stage = guarantee.get("bound") == "per_stage"
+    among = "for every stage, among the items it decides" if per_stage else "among decided items"
+    lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} {among}, with probability "
              f">= {1 - guarantee.get('delta', 0):.2f} (alpha {guarantee.get('alpha')}, delta {guarantee.get('delta')}; "
              f"{guarantee.get('method')}, "
              f"{guarantee.get('p_values', 'binomial')} p-values, "
              f"{guarantee.get('grid', {}).get('vectors')} distinct threshold vectors)"]
     if guarantee.get("method_why"):
-        lines.append(f"method: {guarantee['method']}: {guarantee['method_why']}")
+        lines.append(f"method: {guarantee['method']}: {guarantee['method_why']}"
+                     + (f" (order: {guarantee['order']})" if guarantee.get("order") else ""))
+    if guarantee.get("bound_why"):
+        lines.append(f"bound: {guarantee['bound']}: {guarantee['bound_why']}")
+    ordering = units.get("ordering_data")
+    if isinstance(ordering, dict):
+        lines.append(f"ordering data: {ordering.get('trajectories')} labeled trajectories apart from the calibration; "
+                     + "; ".join(map(str, ordering.get("stages", []))))
     rule = guarantee.get("label_rule")
     if isinstance(rule, dict) and rule.get("rules"):
         lines.append(f"labels: {'; '.join(map(str, rule['rules']))} ({rule.get('source')}"
@@ -534,13 +751,27 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
         calls[row["name"]] = row["calls"]
         if row["name"] in dropped:  # not in the cascade: said below, never as a stage that decides
             continue
+        among = ""
+        if "failures_among_passes" in row:
+            among = (f" ({row.get('false_passes')} of {row.get('failed_decided')} failed decided); failures among its "
+                     f"{row.get('decided_pass')} passes "
+                     + ("n/a (none passed)" if row["failures_among_passes"] is None else
+                        f"{row['failures_among_passes']:.3f} {_interval(row['failures_among_passes_ci95'])}"))
         lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} ({row['decided'] / n:.0%} of "
                      f"all; {row['reached']} reached it): D {_rate(row['disagreement'], row['disagreement_ci95'])}, "
-                     f"FP {_rate(row['false_pass'], row['false_pass_ci95'])}; {row['calls']} run(s) in the fit")
+                     f"FP {_rate(row['false_pass'], row['false_pass_ci95'])}{among}; {row['calls']} run(s) in the fit")
     lines.append(f"  escalated to a person: {report.get('escalated')} ({report.get('escalated', 0) / n:.0%} of all)")
     for name, row in dropped.items():
         ran = f" (it ran on {calls[name]} in the fit)" if name in calls else ""
         lines.append(f"  dropped stage {name}{ran}: {row['reason']}; not in the cascade")
+    if per_stage:
+        lines.append("  bounded per stage: D and FP (false passes over the failed items it decides); the share of a "
+                     "stage's passes that are failures is shown, not bounded (it moves with how many failures reach "
+                     "the stage)")
+    verdicts = report.get("judge_verdicts")
+    if isinstance(verdicts, dict) and verdicts.get("line"):
+        lines.append(f"  {verdicts['line']} (on the calibration trajectories; stages that count: "
+                     f"{', '.join(verdicts.get('stages', []))})")
     return "\n".join(lines)
 
 

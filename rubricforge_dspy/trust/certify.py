@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
@@ -94,7 +94,8 @@ def floor_of(trajectories: list[Trajectory], manifest: dict[str, Any], where: st
 def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm: dspy.BaseLM | None,
                     out_program: PathArg | None = None, verdicts_out: PathArg | None = None,
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
-                    resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data") -> dict[str, Any]:
+                    resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data",
+                    labelers: Mapping[str, Mapping[str, int | None]] | None = None) -> dict[str, Any]:
     """Judge held-out `trajectories` with the program at `program_path` on `lm` and write the certificate
     into the manifest of `out_program` (default: the program itself).
 
@@ -109,6 +110,9 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
         seed: the bootstrap's seed.
         resamples: the bootstrap's resamples.
         where: how the data is named in error messages.
+        labelers: each item's labels by labeler (`LabelFile.ratings`, a labels file with a labeler column): the
+            certificate then records, under ``labelers``, the labelers' agreement with each other (the human
+            ceiling) and the judge's with each labeler (`judge_vs_labelers`).
 
     Returns:
         The certificate written into the manifest (`trust.certificate.compute_certificate`'s numbers,
@@ -134,10 +138,69 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
                                   rubric_sha256=manifest.get("rubric_sha256"), confidence=confidence,
                                   seed=seed, resamples=resamples, where=where,
                                   floor=floor_of(trajectories, manifest, where))
+    if labelers:
+        certificate["labelers"] = judge_vs_labelers(records, labelers, confidence=confidence, seed=seed)
     if verdicts_out is not None:
         certificate["verdicts"] = str(verdicts_out)
     update_manifest(program_path, {CERTIFICATE_KEY: certificate}, out_path=out_program)
     return certificate
+
+
+JUDGE = "judge"  # the judge's name among the labelers in `judge_vs_labelers`
+
+
+def judge_vs_labelers(records: list[dict[str, Any]], labelers: Mapping[str, Mapping[str, int | None]], *,
+                      confidence: float = 0.95, seed: int = 0, resamples: int | None = None) -> dict[str, Any]:
+    """The labelers' agreement with each other and the judge's agreement with each labeler, on the judged items.
+
+    Args:
+        records: the judge's verdict lines (``id``, ``passed``, ``abstained``); an abstention is no verdict.
+        labelers: per item id, ``{labeler: 0 | 1 | None}`` (None: the labeler gave no label).
+        confidence: the level of the intervals.
+        seed: the bootstrap's seed.
+        resamples: bootstrap resamples (default `metrics.LABELER_RESAMPLES`).
+
+    Returns:
+        ``{"humans": labeler_agreement(...), "judge": [{"labeler", "n", "agreement", "kappa"}, ...]}``: each
+        statistic ``{"value", "low", "high"}`` (`metrics.agreement.labeler_agreement`: a percentile bootstrap
+        over items with the given seed).
+    """
+    from rubricforge_dspy.metrics import LABELER_RESAMPLES, labeler_agreement
+
+    options = {"confidence": confidence, "seed": seed, "resamples": resamples or LABELER_RESAMPLES}
+    judged = {r["id"]: int(bool(r["passed"])) for r in records if not r.get("abstained")}
+    items = [dict(labelers[i]) for i in judged if i in labelers]
+    names = sorted({who for item in items for who in item}, key=str)
+    if JUDGE in names:
+        raise CertificateError(f"a labeler is named {JUDGE!r}, the name the judge takes here; rename the labeler")
+    versus = []
+    for name in names:
+        pairs = [{name: labelers[i][name], JUDGE: v} for i, v in judged.items()
+                 if i in labelers and labelers[i].get(name) is not None]
+        pair = labeler_agreement(pairs, **options)["pairs"]
+        if pair:
+            versus.append({"labeler": name, "n": pair[0]["n"], "agreement": pair[0]["agreement"],
+                           "kappa": pair[0]["kappa"]})
+    return {"humans": labeler_agreement(items, **options), "judge": versus}
+
+
+def format_judge_vs_labelers(report: dict[str, Any]) -> list[str]:
+    """`judge_vs_labelers` as lines: the human ceiling, then the judge beside each labeler, e.g. ``the judge agrees
+    with A on 85.0% [..] of 100 (kappa 0.70 [..])`` (names escaped for a terminal)."""
+    from rubricforge_dspy.core.terminal import terminal_safe
+    from rubricforge_dspy.metrics import format_labeler_agreement
+
+    def stat(s: Mapping[str, float], f: str) -> str:
+        return f"{s['value']:{f}} [{s['low']:{f}}, {s['high']:{f}}]"
+
+    lines = ["labelers (the human ceiling):",
+             *("  " + terminal_safe(line) for line in format_labeler_agreement(report["humans"]))]
+    if not report["judge"]:
+        lines.append("  the judge shares no judged item with any labeler")
+    for row in report["judge"]:
+        lines.append(f"  the judge agrees with {terminal_safe(str(row['labeler']))} on {stat(row['agreement'], '.1%')} "
+                     f"of {row['n']} (Cohen's kappa {stat(row['kappa'], '.2f')})")
+    return lines
 
 
 def recheck_program(program_path: PathArg, trajectories: list[Trajectory], *, lm: dspy.BaseLM | None,

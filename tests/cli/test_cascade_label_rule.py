@@ -22,7 +22,8 @@ def fitted(halves, tmp_path_factory):
     reward >= 1: the two rules label the shipped set differently)."""
     out = tmp_path_factory.mktemp("fit") / "cascade.json"
     assert main(["cascade", "fit", "--stage", str(halves / "floor.json"), "--data", str(halves / "cal.jsonl"),
-                 *REWARD_ABOVE_0, "--alpha", "0.1", "--delta", "0.1", "--out", str(out)]) == 0
+                 "--order-data", str(halves / "train.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.2", "--delta", "0.1",
+                 "--out", str(out)]) == 0
     return out
 
 

@@ -28,7 +28,8 @@ from tests.support.recorded import other_tool_verdicts
 def fit(halves, tmp_path, *stages, alpha="0.05", out_name="cascade.json"):
     out = tmp_path / out_name
     code = main(["cascade", "fit", *[x for s in stages for x in ("--stage", str(s))],
-                 "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", alpha, "--out", str(out)])
+                 "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", alpha, "--bound", "pooled",
+                 "--method", "holm", "--out", str(out)])
     return code, out
 
 

@@ -245,7 +245,8 @@ BUNDLED_EXPECTED = {
 
 # the public multi-agent sets shipped converted to the generic JSONL (evals/data/SOURCES.md): trajectories
 CONVERTED_EXPECTED = {"mint_alfworld/mint_alfworld_6agents.jsonl": 804,
-                      "intercode_bash/intercode_bash_7agents.jsonl": 1342}
+                      "intercode_bash/intercode_bash_7agents.jsonl": 1342,
+                      "devai/devai_requirements.jsonl": 1097}  # issue 39: human-labeled, beside a recorded judge
 
 
 @pytest.mark.parametrize("rel", sorted(CONVERTED_EXPECTED))

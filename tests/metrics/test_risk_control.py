@@ -110,7 +110,7 @@ def test_the_family_wise_guarantee_holds_by_simulation_and_a_naive_choice_breaks
     grid = threshold_grid(1)
     for _ in range(draws):
         pick = rng.integers(0, c.size, size=n)
-        result = learn_then_test(c[pick], y[pick], alpha, delta, method="holm")
+        result = learn_then_test(c[pick], y[pick], alpha, delta, method="holm", bound="pooled")
         if result.certified:
             certified += 1
             bad_ltt += true_risk(c, y, result.thresholds) > alpha
@@ -129,8 +129,8 @@ def test_false_pass_bound_is_an_intersection_union_test():
     """p = max(p_D, p_F): certifying a false-pass bound too can only shrink the certified set."""
     rng = np.random.default_rng(7)
     c, y = population(400, rng)
-    plain = learn_then_test(c, y, 0.1, 0.1, method="holm")
-    both = learn_then_test(c, y, 0.1, 0.1, max_false_pass=0.02, method="holm")
+    plain = learn_then_test(c, y, 0.1, 0.1, method="holm", bound="pooled")
+    both = learn_then_test(c, y, 0.1, 0.1, max_false_pass=0.02, method="holm", bound="pooled")
     assert both.n_rejected <= plain.n_rejected
     if both.certified:
         assert risk_upper_bound(both.false_passes, both.n_failed_decided, 0.1) <= 0.02 + 1e-12
@@ -139,9 +139,9 @@ def test_false_pass_bound_is_an_intersection_union_test():
 def test_too_few_units_certify_nothing_and_weights_count_as_units():
     c = np.array([0.99] * 10 + [0.01] * 10)
     y = np.array([1] * 10 + [0] * 10)
-    small = learn_then_test(c, y, 0.1, 0.1, method="holm")
+    small = learn_then_test(c, y, 0.1, 0.1, method="holm", bound="pooled")
     assert not small.certified and small.p_value == pytest.approx(0.9 ** 20)
-    big = learn_then_test(c, y, 0.1, 0.1, weights=np.full(20, 10), method="holm")  # 200 units, no errors
+    big = learn_then_test(c, y, 0.1, 0.1, weights=np.full(20, 10), method="holm", bound="pooled")  # 200 units
     assert big.certified and big.coverage == 1.0 and big.errors == 0
     assert big.thresholds[0][0] <= 0.99 and big.thresholds[0][1] >= 0.01
 
@@ -156,7 +156,7 @@ def test_a_learned_order_keeps_the_guarantee_and_certifies_more_on_small_sets():
     for draw in range(draws):
         pick = rng.integers(0, c.size, size=n)
         for method, tally in counts.items():
-            result = learn_then_test(c[pick], y[pick], 0.1, 0.1, method=method, seed=draw)
+            result = learn_then_test(c[pick], y[pick], 0.1, 0.1, method=method, seed=draw, bound="pooled")
             tally[0] += result.certified
             tally[1] += result.certified and true_risk(c, y, result.thresholds) > 0.1
     assert counts["split_fixed_sequence"][0] > counts["holm"][0]
@@ -248,7 +248,7 @@ def test_task_level_guarantee_holds_where_the_population_risk_is_known():
         for draw in range(draws):
             pick = np.flatnonzero(np.isin(groups, rng.choice(tasks, size=100, replace=False)))
             result = learn_then_test(c[None, pick], y[pick], alpha, delta, groups=groups[pick], method=method,
-                                     seed=draw)
+                                     seed=draw, bound="pooled")
             certified += result.certified
             broken += result.certified and risk[result.thresholds] > alpha
         assert certified >= draws // 10, (method, certified)  # else the check is blind

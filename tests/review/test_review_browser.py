@@ -331,3 +331,79 @@ def test_the_audit_queue_is_shown_and_its_labels_are_journaled_as_the_audit_samp
         assert server.state.audit == draw
     finally:
         server.stop()
+
+
+def test_two_labelers_agreement_the_disagreement_queue_and_the_escalated_items_stages(browser, tmp_path, artifacts):
+    """In headless Chromium: an escalated item of a real cascade run shows the stage that escalated it and every
+    stage's thresholds (names escaped); two labelers (the second typed on the page) label two items, the queue shows
+    their raw agreement and kappa and one disagreement, whose queue holds that item; an adjudicator resolves it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    from rubricforge_dspy.review import ReviewInputs
+    from tests.review.conftest import write_cascade_run
+
+    data, verdicts, _ = write_cascade_run(tmp_path)
+    labels = tmp_path / "labels.jsonl"
+    server = start(ReviewInputs(data=[data], verdicts=verdicts, labels_out=labels, labeler="ana", audit_size=0))
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        position = server.state.verdicts.position
+        browser.get(server.url)
+        browser.get(f"{base}/item/{position['i0']}")
+        assert browser.find_element(By.ID, "escalated-by").text == "tool-b"
+        stages = browser.find_element(By.ID, "stages").text
+        assert "tool\\u202ea" in stages and "\u202e" not in browser.page_source
+        assert "0.100" in stages and "0.900" in stages and "0.200" in stages and "0.800" in stages
+        assert "tool-b (escalated it)" in stages and "0.500" in stages
+        browser.save_screenshot(str(artifacts / "review-escalated.png"))
+
+        def label(ident: str, key: str, labeler: str | None = None) -> None:
+            browser.get(f"{base}/item/{position[ident]}")
+            if labeler is None:
+                _press(browser, key, leaving=ident)
+                return
+            field = browser.find_element(By.ID, "labeler")
+            field.clear()
+            field.send_keys(labeler)
+            old = browser.find_element(By.TAG_NAME, "body")
+            browser.find_element(By.ID, "btn-pass" if key == "p" else "btn-fail").click()
+            _wait(browser, EC.staleness_of(old), "the page after the label")
+
+        label("i0", "p")
+        label("i3", "p")
+        label("i0", "f", labeler="bo")  # typed on the page: kept for the next label
+        browser.get(f"{base}/item/{position['i3']}")
+        assert browser.find_element(By.ID, "labeler").get_attribute("value") == "bo"
+        label("i3", "p")
+        browser.get(f"{base}/")
+        pairs = browser.find_element(By.ID, "agreement-pairs").text
+        assert "ana · bo" in pairs and "1 of 2 (0.50" in pairs
+        kappa = browser.find_elements(By.CSS_SELECTOR, "#agreement-pairs tr.pair td")[3].text
+        assert kappa.split()[0] == "0.00"  # ana passed both: chance agreement 0.5, kappa (0.5 - 0.5) / 0.5
+        assert browser.find_element(By.ID, "alpha").text.startswith("Krippendorff's alpha over all labelers, on the 2")
+        link = browser.find_element(By.ID, "disagreements-link")
+        assert link.text.startswith("1 disagreement")
+        browser.save_screenshot(str(artifacts / "review-agreement.png"))
+        link.click()
+        _wait(browser, lambda d: "group=disagreements" in d.current_url, "the disagreement queue")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#queue tbody td.id a")
+        assert [row.text for row in rows] == ["i0"]
+        rows[0].click()
+        _wait(browser, lambda d: d.find_elements(By.ID, "adjudicate-form"), "the disagreement's item")
+        assert "they disagree" in browser.find_element(By.ID, "labelers").text
+        field = browser.find_element(By.ID, "adjudicator")
+        field.clear()
+        field.send_keys("cy")
+        old = browser.find_element(By.TAG_NAME, "body")
+        browser.find_element(By.ID, "adj-pass").click()
+        _wait(browser, EC.staleness_of(old), "the page after the adjudication")
+        browser.get(f"{base}/")
+        assert browser.find_element(By.ID, "disagreements").text == "No open disagreement between labelers."
+        assert _no_alert(browser)
+    finally:
+        server.stop()
+    lines = journal_lines(labels)
+    assert [(l["id"], l["labeler"], l["label"], l.get("adjudication", False)) for l in lines] == [
+        ("i0", "ana", 1, False), ("i3", "ana", 1, False), ("i0", "bo", 0, False), ("i3", "bo", 1, False),
+        ("i0", "cy", 1, True)]

@@ -42,7 +42,8 @@ def test_fit_certifies_floor_then_judge_and_reports_each_stage(floor):
     calibration = dataset(240, offset=1000)  # 60 errored (the floor sees them), 60 wrong dates (the judge does)
     lm = ScriptedLM(judge_answers)
     with dspy.context(lm=lm):
-        cascade = fit_cascade([floor, TrajectoryJudge()], calibration, alpha=0.1, delta=0.1, method="holm")
+        cascade = fit_cascade([floor, TrajectoryJudge()], calibration, alpha=0.1, delta=0.1, method="holm",
+                              bound="pooled")
     report = cascade.fit_report
     chosen = report["chosen"]
     assert chosen["certified"] and chosen["n_tested"] == 56 * 56 and chosen["method"] == "holm"
@@ -78,7 +79,7 @@ def test_too_few_labels_are_refused_with_the_count_needed(floor):
 
 def test_a_refusal_of_the_split_sequence_counts_its_ordering_share(floor):
     with pytest.raises(CascadeCalibrationError) as refused:
-        fit_cascade([floor], dataset(20, offset=2000), alpha=0.05, delta=0.1)
+        fit_cascade([floor], dataset(20, offset=2000), alpha=0.05, delta=0.1, method="split_fixed_sequence")
     message = str(refused.value)
     assert "16 trials of 16 tasks tested, 4 more tasks ordered the grid (split fixed sequence: 20% of the tasks)" \
         in message
@@ -98,14 +99,14 @@ def test_a_fit_uses_every_trial_with_the_task_as_unit_and_says_so(floor):
     ones over task means, and the fit's report and text say how many tasks and trials were used."""
     base = dataset(320, offset=7000)
     items = [dataclasses.replace(t, id=f"{t.id}#{k}", trial=k) for t in base for k in range(3)]
-    cascade = fit_cascade([floor], items, alpha=0.1, delta=0.1)
+    cascade = fit_cascade([floor], items, alpha=0.1, delta=0.1, order_trajectories=dataset(80, offset=60_000))
     units, chosen = cascade.fit_report["units"], cascade.fit_report["chosen"]
     assert units["trials_used"] == 960 and units["dropped_trials"] == 0 and units["tasks"] == 320
-    assert chosen["p_values"] == "betting" and chosen["n_tasks"] + chosen["n_order_tasks"] == 320
+    assert chosen["p_values"] == "betting" and chosen["n_tasks"] == 320 and chosen["n_order_tasks"] == 0
     assert chosen["n_trials"] == 3 * chosen["n_tasks"] and chosen["max_trials_per_task"] == 3
     text = format_fit_report(cascade.fit_report)
     assert "960 trajectories of 320 tasks used" in text and "none dropped" in text
-    assert "split_fixed_sequence" in text and "betting p-values" in text
+    assert "ordered_sequence" in text and "betting p-values" in text and "order: ordering data" in text
 
 
 def test_a_stage_certified_to_decide_nothing_is_dropped_and_never_called(floor):
@@ -119,7 +120,8 @@ def test_a_stage_certified_to_decide_nothing_is_dropped_and_never_called(floor):
 
     calibration = dataset(240, offset=8000)
     with dspy.context(lm=ScriptedLM(guessing)):
-        cascade = fit_cascade([floor, TrajectoryJudge()], calibration, alpha=0.2, delta=0.1)
+        cascade = fit_cascade([floor, TrajectoryJudge()], calibration, alpha=0.2, delta=0.1,
+                              order_trajectories=dataset(120, offset=30_000))
     assert [rule.name for rule in cascade.rules] == ["floor"] and len(cascade.stages) == 1
     assert cascade.fit_report["dropped"][0]["name"] == "judge"
     assert "certified to decide nothing" in format_fit_report(cascade.fit_report)

@@ -49,7 +49,8 @@ def test_lm_calls_saved_only_where_a_stage_makes_lm_calls(floor):
 
 def test_a_cascade_whose_llm_stage_the_fit_dropped_claims_no_lm_calls_saved(floor):
     with dspy.context(lm=ScriptedLM(_guessing)):
-        cascade = fit_cascade([floor, TrajectoryJudge()], dataset(240, offset=8000), alpha=0.2, delta=0.1)
+        cascade = fit_cascade([floor, TrajectoryJudge()], dataset(240, offset=8000), alpha=0.2, delta=0.1,
+                              order_trajectories=dataset(120, offset=30_000))
     assert [r.name for r in cascade.rules] == ["floor"]
     held_out = dataset(20, offset=9000)
     summary = cascade_summary(cascade, cascade.batch(held_out), [t.label for t in held_out])
@@ -58,7 +59,8 @@ def test_a_cascade_whose_llm_stage_the_fit_dropped_claims_no_lm_calls_saved(floo
 
 def test_the_fit_report_gives_each_kept_stage_its_share_of_all_with_d_and_fp_intervals(floor):
     with dspy.context(lm=ScriptedLM(_guessing)):
-        cascade = fit_cascade([floor, TrajectoryJudge()], dataset(240, offset=8000), alpha=0.2, delta=0.1)
+        cascade = fit_cascade([floor, TrajectoryJudge()], dataset(240, offset=8000), alpha=0.2, delta=0.1,
+                              order_trajectories=dataset(120, offset=30_000))
     text = format_fit_report(cascade.fit_report)
     row = cascade.fit_report["stages"][0]
     assert "alpha 0.2, delta 0.1" in text and "exact 95% intervals" in text

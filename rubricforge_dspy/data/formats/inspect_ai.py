@@ -4,7 +4,12 @@
   streamed: a first pass keeps the members but ``samples`` (`scan_json_object`), a second reads one sample
   at a time (`stream_json_array`); a file ijson could read differently from `json` is read whole, as before.
 * ``.eval``: a zip with ``header.json`` (the same object without samples) and ``samples/*.json``, one
-  file per sample and epoch; samples are read one at a time.
+  file per sample and epoch; samples are read one at a time. Members are Deflate (inspect_ai before
+  0.3.285 and the shipped fixtures) or Zstandard (compression type 93, what inspect_ai writes since): a
+  member the running ``zipfile`` reads (Deflate and Stored; Zstandard on Python 3.14, or where Inspect's
+  own ``zipfile_zstd`` patch is loaded, e.g. inside an Inspect process) is read by it, a Zstandard member
+  otherwise by the ``zstandard`` package (a runtime dependency), its size and CRC-32 checked. Any other
+  compression is a `TrajectoryFormatError` naming the file and the member (exit 2), never a traceback.
 
 One trajectory per sample and epoch, id ``{file name}/{eval.task}:{sample.id}:{epoch}`` (the file name
 keeps two runs of one task apart: a log directory holds many), task id ``str(sample.id)``, trial = the
@@ -25,7 +30,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,6 +62,67 @@ NAME = "inspect"
 LABEL_RULE = FULL_REWARD  # "C" (correct) is 1; a partial "P" (0.5) is not a success by default
 _LETTER_VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # inspect_ai.scorer.value_to_float defaults
 _ATTACHMENT = "attachment://"  # Inspect condenses long/binary content into sample["attachments"][hash]
+
+
+ZIP_ZSTANDARD = 93  # APPNOTE 4.4.5: Zstandard; zipfile.ZIP_ZSTANDARD from Python 3.14
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # a zip member's local file header (APPNOTE 4.3.7), 30 bytes
+
+
+class ZipMemberError(ValueError):
+    """A zip member this reader cannot decompress or whose bytes do not check out."""
+
+
+def _zstd_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A Zstandard member's bytes, decompressed with ``zstandard`` (its size and CRC-32 checked)."""
+    import zstandard
+
+    if info.flag_bits & 0x1:
+        raise ZipMemberError("the member is encrypted")
+    fp = archive.fp
+    if fp is None:
+        raise ZipMemberError("the archive is closed")
+    fp.seek(info.header_offset)
+    header = fp.read(_LOCAL_HEADER.size)
+    if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        raise ZipMemberError("no local file header where the central directory says the member starts")
+    name_length, extra_length = _LOCAL_HEADER.unpack(header)[-2:]
+    fp.seek(info.header_offset + _LOCAL_HEADER.size + name_length + extra_length)
+    raw = fp.read(info.compress_size)
+    chunks, size = [], 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
+            while size <= info.file_size:  # never more than the recorded size (+1 to see a mismatch)
+                chunk = reader.read(1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+    except zstandard.ZstdError as exc:
+        raise ZipMemberError(f"corrupt Zstandard data: {exc}") from None
+    data = b"".join(chunks)
+    if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise ZipMemberError(f"Zstandard data does not match the recorded size/CRC ({len(data)} bytes, "
+                             f"expected {info.file_size})")
+    return data
+
+
+def read_member(archive: zipfile.ZipFile, name: str) -> bytes:
+    """The bytes of member `name` of a ``.eval`` zip, Deflate, Stored or Zstandard.
+
+    Raises:
+        ZipMemberError: another compression (named with its type number), an encrypted member, or
+            bytes that do not decompress to the recorded size and CRC.
+    """
+    info = archive.getinfo(name)
+    try:
+        return archive.read(info)  # Deflate/Stored; Zstandard where zipfile knows it (3.14, Inspect's patch)
+    except NotImplementedError:
+        if info.compress_type != ZIP_ZSTANDARD:
+            raise ZipMemberError(f"compression type {info.compress_type} is not supported (Inspect writes Deflate "
+                                 "or Zstandard); convert the log with `inspect log convert --to json`") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise ZipMemberError(f"corrupt member: {exc}") from None
+    return _zstd_member(archive, info)
 
 
 def resolve_attachments(value: Any, attachments: dict) -> Any:
@@ -160,11 +228,20 @@ def _samples(path: Path) -> Iterator[tuple[int | str | None, Any, dict]]:
             if "header.json" not in names:
                 yield None, error(path, None, "not an Inspect .eval log (no header.json in the zip)"), {}
                 return
-            header = json.loads(archive.read("header.json"))
+            try:
+                header = json.loads(read_member(archive, "header.json"))
+            except ZipMemberError as exc:
+                yield None, error(path, "header.json", f"member header.json: {exc}"), {}
+                return
+            except ValueError as exc:
+                yield None, error(path, "header.json", f"malformed header.json: {exc}"), {}
+                return
             members = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
             for index, name in enumerate(members):
                 try:
-                    yield index, json.loads(archive.read(name)), header
+                    yield index, json.loads(read_member(archive, name)), header
+                except ZipMemberError as exc:
+                    yield index, error(path, name, f"member {name}: {exc}"), header
                 except ValueError as exc:
                     yield index, error(path, name, f"malformed sample JSON: {exc}"), header
         return

@@ -16,7 +16,8 @@ observation's OpenTelemetry attributes in ``metadata.attributes`` when present, 
 ``input``), ``level: ERROR`` -> ``is_error``; ``AGENT`` / ``CHAIN`` / ``SPAN`` -> input/output used only
 when no generation carries messages (then the trace's own ``input`` / ``output`` too); ``EVALUATOR`` /
 ``GUARDRAIL`` observations and everything under them are hidden. One trajectory per trace, id = the
-trace id. Hidden: ``scores``, ``corrections``, trace ``metadata``, tags, user/session ids, costs.
+trace id. Hidden: ``scores``, ``corrections``, trace ``metadata``, tags, user/session ids, costs; the trace's
+``sessionId`` is also ``hidden["session_id"]``, which ``--session-key`` groups by (`data.sessions`).
 Reward: a numeric or boolean score named ``reward`` (case-insensitive), else none
 (unlabeled, ``label=None``; labels come from ``--labels``).
 """
@@ -45,6 +46,7 @@ from rubricforge_dspy.data.formats._steps import convert_each
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.otel_attrs import maybe_json, normalize_messages, tool_info
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
+from rubricforge_dspy.data.sessions import SESSION_ID
 
 NAME = "langfuse"
 _KINDS = {"GENERATION": "llm", "TOOL": "tool", "AGENT": "agent", "CHAIN": "agent", "SPAN": "other", "EVENT": "other",
@@ -137,6 +139,8 @@ def convert(record: Any, *, path: Path, index: int, threshold: LabelRule | float
     hidden = {k: redact(trace.get(k)) for k in _HIDDEN_TRACE_KEYS if trace.get(k) not in (None, [], {})}
     if unattributed:
         hidden["unattributed_messages"] = unattributed
+    if trace.get("sessionId") not in (None, ""):
+        hidden[SESSION_ID] = str(trace["sessionId"])
     return build_trajectory([root, *spans], trace_id=trace_id, path=path, index=index, fmt=NAME,
                             threshold=threshold, reward=_reward(trace.get("scores")), hidden=hidden)
 

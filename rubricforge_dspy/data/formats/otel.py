@@ -20,6 +20,11 @@ Resource attributes (API keys redacted), evaluator attributes (``eval.*``, ``gen
 and EVALUATOR/GUARDRAIL spans go to ``hidden``; no reward is read from a trace (unlabeled,
 ``label=None``; labels come from ``--labels``), except an evaluator attribute named exactly ``eval.reward`` /
 ``gen_ai.evaluation.score.value`` on the trace's root span.
+
+Sessions (`data.sessions`, ``--session-key``): a span attribute in `SESSION_ATTRIBUTES` (``session.id`` of
+OpenInference and the OpenTelemetry semantic conventions, ``gen_ai.conversation.id`` of the GenAI
+conventions, ``langfuse.session.id``), or an MLflow trace's metadata ``mlflow.trace.session``, becomes the
+trajectory's ``hidden["session_id"]``.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 NAME = "otel"
 _VALUE_KEYS = ("stringValue", "boolValue", "intValue", "doubleValue", "bytesValue")
 REWARD_ATTRIBUTES = ("eval.reward", "gen_ai.evaluation.score.value")
+SESSION_ATTRIBUTES = ("session.id", "gen_ai.conversation.id", "langfuse.session.id", "mlflow.trace.session")
+MLFLOW_SESSION = "mlflow.trace.session"  # MLflow: the trace metadata key of the session id
 
 
 def any_value(value: Any) -> Any:
@@ -162,7 +169,8 @@ def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
     model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name")
     span = Span(span_id=hex_id(span_id, 16) or f"{trace}:{name}", parent_id=hex_id(parent, 16), name=name,
                 start=_seconds(start), end=_seconds(end), kind=kind, error=error, model=model,
-                agent_name=attrs.get("gen_ai.agent.name"), hidden=hidden_attributes(attrs))
+                agent_name=attrs.get("gen_ai.agent.name"), hidden=hidden_attributes(attrs),
+                session=session_attribute(attrs))
     if kind == "evaluator":
         span.hidden = {k: v for k, v in attrs.items() if not k.startswith("gen_ai.usage")}
     elif kind == "llm":
@@ -177,6 +185,30 @@ def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
     else:
         span.value_in, span.value_out = io_values(attrs)
     return trace, span, resource
+
+
+def session_attribute(attrs: dict) -> str | None:
+    """The session id a span's attributes carry (`SESSION_ATTRIBUTES`, first found), or None."""
+    for key in SESSION_ATTRIBUTES:
+        value = maybe_json(attrs.get(key))
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return None
+
+
+def mlflow_session(info: Any) -> str | None:
+    """An MLflow trace info's session (metadata ``mlflow.trace.session``; JSON or an entity), or None."""
+    metadata = info.get("trace_metadata") or info.get("request_metadata") if isinstance(info, dict) else (
+        getattr(info, "trace_metadata", None) or getattr(info, "request_metadata", None))
+    value = metadata.get(MLFLOW_SESSION) if isinstance(metadata, dict) else None
+    return str(value) if value not in (None, "") else None
+
+
+def _with_session(found: Iterator[tuple[str, Span, dict]], session: str | None) -> Iterator[tuple[str, Span, dict]]:
+    for trace, span, resource in found:
+        if session is not None and span.session is None:
+            span.session = session
+        yield trace, span, resource
 
 
 def _otlp_spans(request: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
@@ -197,7 +229,7 @@ def _spans_of(value: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
     if isinstance(value, dict) and "resourceSpans" in value:
         yield from _otlp_spans(value, where)
     elif isinstance(value, dict) and isinstance(value.get("data"), dict) and "info" in value:
-        yield from _spans_of(value["data"].get("spans") or [], where)
+        yield from _with_session(_spans_of(value["data"].get("spans") or [], where), mlflow_session(value["info"]))
     elif isinstance(value, dict) and isinstance(value.get("spans"), list):
         yield from _spans_of(value["spans"], where)
     elif isinstance(value, list):
@@ -220,7 +252,11 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         value = None
     else:
         if isinstance(value, dict) and isinstance(value.get("data"), dict) and "info" in value:
-            value = value["data"]  # MLflow: {"info": ..., "data": {"spans": [...]}}; info (assessments) unread
+            session = mlflow_session(value["info"])  # MLflow: {"info", "data": {"spans"}}; of info only the session
+            value = value["data"]
+            for span in value.get("spans") or [] if session is not None else []:
+                if isinstance(span, dict) and isinstance(span.get("attributes"), dict):
+                    span["attributes"].setdefault(MLFLOW_SESSION, session)
         if isinstance(value, dict) and isinstance(value.get("spans"), list):
             value = value["spans"]
         yield from enumerate(value if isinstance(value, list) else [value])  # spans or export requests

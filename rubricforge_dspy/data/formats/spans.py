@@ -11,6 +11,9 @@ spans (and everything under them) go to ``hidden["evaluations"]`` and are never 
 
 When no LLM span carries messages, the root agent/chain span's input and output become the user turn
 and the final answer.
+
+The trace's session (a span's `Span.session`: the platform's session attribute) goes to
+``hidden["session_id"]`` and its first span's start to ``hidden["started_at"]``, for `data.sessions`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from rubricforge_dspy.core.trajectory import LabelRule, Source, Step, Trajectory
 from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, new_step
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 from rubricforge_dspy.data.formats.otel_attrs import Msg, normalize_messages
+from rubricforge_dspy.data.sessions import SESSION_ID, STARTED_AT
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Span:
     model: str | None = None
     agent_name: str | None = None
     hidden: dict = field(default_factory=dict)
+    session: str | None = None  # the platform's session attribute (`data.sessions`), when the span carries one
 
 
 def _under_evaluator(spans: list[Span]) -> set[str]:
@@ -205,6 +210,10 @@ def build_trajectory(spans: list[Span], *, trace_id: str, path: Path | str, inde
         raise ValueError(f"trace {trace_id}: no observable step (no LLM messages, tool spans, or agent input/output)")
     evaluations = [{"span": s.name, **s.hidden} for s in spans if s.hidden]
     names = [s.agent_name for s in spans if s.agent_name]
+    sessions = list(dict.fromkeys(s.session for s in spans if s.session))
+    if len(sessions) > 1:
+        raise ValueError(f"trace {trace_id}: its spans name different sessions ({', '.join(map(repr, sessions))})")
+    starts = [s.start for s in spans if math.isfinite(s.start) and s.start > 0]
     labeled = reward if reward is not None and math.isfinite(reward) else None
     return Trajectory(
         id=trace_id, task_id=trace_id, domain=fmt,
@@ -213,5 +222,6 @@ def build_trajectory(spans: list[Span], *, trace_id: str, path: Path | str, inde
         label=None if labeled is None else label_from_reward(labeled, threshold),
         source=Source(str(path), index),
         hidden={"format": fmt, "system_prompt": "\n\n".join(system) or None,
-                "evaluations": evaluations, **(hidden or {})},
+                "evaluations": evaluations, **({SESSION_ID: sessions[0]} if sessions else {}),
+                **({STARTED_AT: min(starts)} if starts else {}), **(hidden or {})},
     )
