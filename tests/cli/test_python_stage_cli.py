@@ -48,7 +48,8 @@ def test_a_python_stage_cascade_is_fitted_run_certified_shown_reported_ranked_an
     cascade = tmp_path / "cascade.json"
     allow = ["--allow-import-stage"]
     assert main(["cascade", "fit", "--stage", str(python_stage), "--name", "pystage", "--data",
-                 str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.3", "--delta", "0.2",
+                 str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.3", "--delta", "0.2", "--bound", "pooled",
+                 "--method", "holm",
                  "--out", str(cascade), *allow]) == 0
     verdicts = tmp_path / "v.jsonl"
     run = ["judge", "--cascade", str(cascade), "--data", str(halves / "train.jsonl"), *REWARD_ABOVE_0,
