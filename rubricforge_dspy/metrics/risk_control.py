@@ -442,9 +442,8 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         raise ValueError(f"levels needs one entry per stage ({conf.shape[0]}), got {len(stages)}")
     grid = threshold_grid(stages, pass_levels, fail_levels)
     decided, passed, stage = cascade_outcomes(conf, grid)
-    order, units, order_units, source = _sequence(method, grid, stages, (decided, passed, stage, y), units,
-                                                  (alpha, beta, delta), kind, bound, order_fraction, seed,
-                                                  (order_confidences, order_labels, order_groups))
+    order, units, order_units, source = _sequence(method, grid, stages, (decided, passed, stage, y), units, (
+        alpha, beta, delta), kind, bound, order_fraction, seed, (order_confidences, order_labels, order_groups))
     tally = _tally(decided, passed, stage, y, units, grid, alpha, beta, kind, delta, bound)
     p = tally["p"]
     rejected, stop, stop_level = _rejected(method, p, tally["n"], order if method in SEQUENCE_METHODS else None,
