@@ -98,6 +98,12 @@ def _level_needed(loss: _Bools, base: _Bools, tasks: NDArray[np.int64], n_tasks:
     would reject at `delta` on the pseudo-calibration: the ordering tasks `picks` (task means)."""
     if not loss.shape[0]:
         return np.zeros(0)
+    # vectors that do the same on the ordering items share their key: compute it once per distinct row
+    distinct, inverse = np.unique(np.concatenate([loss, base], axis=1), axis=0, return_inverse=True)
+    if distinct.shape[0] < loss.shape[0]:
+        half = loss.shape[1]
+        return _level_needed(distinct[:, :half], distinct[:, half:], tasks, n_tasks, picks, kind,
+                             delta)[inverse.reshape(-1)]
     w = task_means(loss.astype(np.float64), tasks, n_tasks)[:, picks]
     b = task_means(base.astype(np.float64), tasks, n_tasks)[:, picks]
     if kind == "binomial":
