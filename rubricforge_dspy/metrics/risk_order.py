@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from rubricforge_dspy.metrics.bounds import betting_ratio_stakes, group_index, task_means
+from rubricforge_dspy.metrics.bounds import betting_ratio_stakes, group_index
 from rubricforge_dspy.metrics.risk_grid import cascade_outcomes, prior_share
 from rubricforge_dspy.metrics.risk_methods import FALSE_PASS_RATIO
 
@@ -99,13 +99,16 @@ def _level_needed(loss: _Bools, base: _Bools, tasks: NDArray[np.int64], n_tasks:
     if not loss.shape[0]:
         return np.zeros(0)
     # vectors that do the same on the ordering items share their key: compute it once per distinct row
-    distinct, inverse = np.unique(np.concatenate([loss, base], axis=1), axis=0, return_inverse=True)
-    if distinct.shape[0] < loss.shape[0]:
-        half = loss.shape[1]
-        return _level_needed(distinct[:, :half], distinct[:, half:], tasks, n_tasks, picks, kind,
-                             delta)[inverse.reshape(-1)]
-    w = task_means(loss.astype(np.float64), tasks, n_tasks)[:, picks]
-    b = task_means(base.astype(np.float64), tasks, n_tasks)[:, picks]
+    packed = np.ascontiguousarray(np.packbits(np.concatenate([loss, base], axis=1), axis=1))
+    _, first, inverse = np.unique(packed.view(np.dtype((np.void, packed.shape[1]))).ravel(), return_index=True,
+                                  return_inverse=True)
+    if first.size < loss.shape[0]:
+        return _level_needed(loss[first], base[first], tasks, n_tasks, picks, kind, delta)[inverse.reshape(-1)]
+    # task means as one matrix product (each ordering task has a trial: group_index numbers the tasks seen)
+    mean_of = np.zeros((tasks.size, n_tasks))
+    mean_of[np.arange(tasks.size), tasks] = 1.0
+    mean_of /= mean_of.sum(axis=0)
+    w, b = (loss.astype(np.float64) @ mean_of)[:, picks], (base.astype(np.float64) @ mean_of)[:, picks]
     if kind == "binomial":
         return _binomial_level(w.sum(axis=1), b.sum(axis=1), delta)
     return _betting_level(np.minimum(w, b), b, delta)
