@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -28,7 +29,7 @@ def _json_safe(value):
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
-def record_of(trajectory: Trajectory) -> dict:
+def record_of(trajectory: Trajectory) -> dict[str, Any]:
     """One generic record of `trajectory`, labels and hidden fields included (see the module docstring)."""
     hidden = trajectory.hidden
     if hidden.get("format") == "jsonl":

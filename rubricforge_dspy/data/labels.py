@@ -101,7 +101,7 @@ def _label(value: Any, where: str) -> int | None:
     raise LabelFileError(f"{where}: label must be 0 or 1 (or true/false, pass/fail), got {value!r}")
 
 
-def _add(out: LabelFile, rid: Any, label: Any, reward: Any, line: int, where: str, seen: dict) -> None:
+def _add(out: LabelFile, rid: Any, label: Any, reward: Any, line: int, where: str, seen: dict[str, Any]) -> None:
     if rid is None or (isinstance(rid, str) and not rid.strip()):
         raise LabelFileError(f"{where}: missing id")
     rid = str(rid).strip()
@@ -564,7 +564,7 @@ class JoinReport:
             text += f"; WARNING: {self.torn} torn lines in the labels file (a write cut short there) not read"
         return text
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "labels": self.labels, "matched": self.matched, "changed": self.changed,
                 "trajectories_without_label": len(self.without_label),
                 "label_ids_without_trajectory": len(self.without_trajectory),

@@ -47,7 +47,7 @@ class DataStats:
             self.rewarded += 1
             self.reward_sum += trajectory.reward
 
-    def to_dict(self, report: Any) -> dict:
+    def to_dict(self, report: Any) -> dict[str, Any]:
         """The counts as one flat record, in the order `format` shows them; `report` is the load's
         `LoadReport` (``skipped``, ``label_rules``). ``mean_reward`` is over the trajectories with a reward
         (None when none has one: a mapping may label from a value set, a labels file may give labels only)."""

@@ -111,7 +111,7 @@ _IMITATION = re.compile(
 
 
 @lru_cache(maxsize=1)
-def _delimiter_tables() -> tuple[re.Pattern, dict[int, str]]:
+def _delimiter_tables() -> tuple[re.Pattern[str], dict[int, str]]:
     """The look-alikes of the quote tags' delimiters (scripts/make_lookalikes.py): a pattern for those of
     "<" (quoted text writes them as "<") and a translate table to their ASCII originals."""
     delimiters = lookalikes().delimiters
@@ -125,7 +125,7 @@ def _class(ranges) -> str:
 
 
 @lru_cache(maxsize=1)
-def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern, re.Pattern]:
+def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern[str], re.Pattern]:
     """The fold as a translate table, its ASCII part, a pattern for runs of non-ASCII characters it may
     change, and a pattern for closing tags made of look-alikes: built on first use."""
     fold, delimiters = lookalikes().fold, lookalikes().delimiters

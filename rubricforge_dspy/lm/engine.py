@@ -49,7 +49,7 @@ _JSON = {"Content-Type": "application/json"}
 _CAPTURE: ContextVar[bool] = ContextVar("rubricforge_capture_request", default=False)
 
 
-def encode_body(body: dict) -> bytes:
+def encode_body(body: dict[str, Any]) -> bytes:
     """The bytes posted for a JSON `body` (orjson: compact, UTF-8, no ASCII escaping), on every path."""
     return orjson.dumps(body)
 
@@ -58,7 +58,7 @@ class RequestCaptured(LMError, RubricForgeError):
     """Raised by an engine inside `capture_request` instead of posting: ``body`` is what it would have sent.
     A DSPy `LMError`, so DSPy passes it through unchanged (no retry, no cache, no fallback)."""
 
-    def __init__(self, body: dict, model: str | None = None):
+    def __init__(self, body: dict[str, Any], model: str | None = None):
         # dspy ships no types (no py.typed): mypy cannot see that LMError's __init__ takes model=
         super().__init__("request captured, not sent", model=model)  # type: ignore[call-arg]
         self.body = body
@@ -251,13 +251,13 @@ class ChatCompletionsEngine:
         JSON as a server error, a completion cut at max_tokens as `TruncatedCompletionError` (both engines)."""
         return self._read(self._payload(reply), request.model)
 
-    def _read(self, payload: dict, model: str | None):
+    def _read(self, payload: dict[str, Any], model: str | None):
         """The lm15 response of a completion's JSON, or `TruncatedCompletionError` when it was cut."""
         from dspy import lm15
 
         return check_finish(lm15.response_from_openai_chat(payload, model=model), self.shown_url, model)
 
-    def _payload(self, reply) -> dict:
+    def _payload(self, reply) -> dict[str, Any]:
         """The JSON of an HTTP `reply`: an HTTP error status as its lm15 error, a body that is not a JSON
         object as a server error (every path)."""
         from dspy import lm15
@@ -313,7 +313,7 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
 
     def __init__(self, config: LMConfig):
         super().__init__(config)
-        self._aclients: dict = {}  # event loop -> its _AsyncPool
+        self._aclients: dict[str, Any] = {}  # event loop -> its _AsyncPool
 
     def _apool(self) -> "_AsyncPool":
         import asyncio
@@ -433,7 +433,7 @@ class _AsyncPool:
         finally:
             await self.aclose()
 
-    async def post(self, url: str, content: bytes, headers: dict) -> _Reply:
+    async def post(self, url: str, content: bytes, headers: dict[str, Any]) -> _Reply:
         session = self._session or await self._open()
         async with session.post(url, data=content, headers=headers) as reply:
             return _Reply(reply.status, reply.headers, await reply.read())

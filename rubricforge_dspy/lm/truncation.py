@@ -99,7 +99,7 @@ class _Entries:
     ``max_history_size`` (``len`` then ``pop(0)``); this one reports itself empty and never drops."""
 
     def __init__(self) -> None:
-        self.entries: list[dict] = []
+        self.entries: list[dict[str, Any]] = []
 
     def __len__(self) -> int:
         return 0
@@ -107,7 +107,7 @@ class _Entries:
     def pop(self, index: int = -1):
         return None
 
-    def append(self, entry: dict) -> None:
+    def append(self, entry: dict[str, Any]) -> None:
         self.entries.append(entry)
 
 
@@ -119,7 +119,7 @@ class CompletionWatch:
         self.history = _Entries()
 
     @property
-    def entries(self) -> list[dict]:
+    def entries(self) -> list[dict[str, Any]]:
         return self.history.entries
 
     def cut(self) -> TruncatedCompletionError | None:
@@ -166,7 +166,7 @@ def watch_completions() -> Iterator[CompletionWatch]:
             _forget(watch.entries)
 
 
-def _forget(entries: list[dict]) -> None:
+def _forget(entries: list[dict[str, Any]]) -> None:
     """Take `entries` out of DSPy's global history (by identity; absent ones are skipped)."""
     history = base_lm.GLOBAL_HISTORY
     for entry in entries:

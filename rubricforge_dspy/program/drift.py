@@ -30,7 +30,7 @@ class UncertifiedJudgeWarning(RubricForgeWarning):
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def _comparable(parts: Mapping) -> dict:
+def _comparable(parts: Mapping) -> dict[str, Any]:
     """LM fingerprint parts with the port of a loopback ``api_base`` blanked: a server this machine
     starts (the embedded one) gets a fresh port each time; its model name carries the weights' revision."""
     parts = dict(parts)

@@ -66,7 +66,7 @@ def _canonical(value) -> bytes:
                       allow_nan=False).encode("utf-8")
 
 
-def program_sha256(state: dict) -> str:
+def program_sha256(state: dict[str, Any]) -> str:
     """sha256 of a program's canonical content: its ``judge`` state (LM left out) and its manifest
     without ``program_sha256``. `state` is the parsed file (plain JSON values)."""
     judge = {k: v for k, v in (state.get("judge") or {}).items() if k != "lm"}
@@ -74,7 +74,7 @@ def program_sha256(state: dict) -> str:
     return hashlib.sha256(_canonical({"judge": judge, "manifest": manifest})).hexdigest()
 
 
-def _seal(state: dict) -> dict:
+def _seal(state: dict[str, Any]) -> dict:
     """`state` as the file will hold it (an orjson round trip), its manifest stamped with `program_sha256`."""
     state = orjson.loads(orjson.dumps(state))
     state[MANIFEST_KEY] = {**state[MANIFEST_KEY], PROGRAM_SHA_KEY: program_sha256(state)}
@@ -91,15 +91,15 @@ def data_fingerprint(trajectories: Iterable[Trajectory]) -> str:
     return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 
-def data_ids(trajectories: Iterable[Trajectory]) -> dict:
+def data_ids(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
     """The ids and tasks a program saw, recorded in its manifest so a certificate can refuse them."""
     items = list(trajectories)
     return {"ids": sorted({t.id for t in items}), "tasks": sorted({f"{t.domain}/{t.task_id}" for t in items})}
 
 
 def build_manifest(judge: dspy.Module, *, lm: str | None = None, data_fingerprint: str | None = None,
-                   metrics: dict | None = None, extra: dict | None = None,
-                   seen: dict | None = None) -> dict:
+                   metrics: dict[str, Any] | None = None, extra: dict | None = None,
+                   seen: dict[str, Any] | None = None) -> dict:
     """The manifest recorded with a frozen judge. `seen` (see `data_ids`): the trajectories and tasks
     the program was trained and selected on."""
     signature = judge.judge.signature

@@ -50,7 +50,7 @@ def probe(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def wait_for_health(url: str, timeout: float = 120.0, process: subprocess.Popen | None = None,
+def wait_for_health(url: str, timeout: float = 120.0, process: subprocess.Popen[bytes] | None = None,
                     interval: float = 0.25, log_path: Path | None = None) -> float:
     """Poll GET `url` until it answers 200; return the seconds waited.
 
@@ -75,7 +75,7 @@ class ServerProcess:
     Usable as a context manager. A server still running when the interpreter exits is stopped too.
     """
 
-    def __init__(self, process: subprocess.Popen, health_url: str, log_path: Path, owns_log: bool):
+    def __init__(self, process: subprocess.Popen[bytes], health_url: str, log_path: Path, owns_log: bool):
         self.process = process
         self.health_url = health_url
         self.log_path = log_path

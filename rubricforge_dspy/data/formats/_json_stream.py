@@ -345,7 +345,7 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
         The top-level members kept, or None.
     """
     members: dict[str, Any] = {}
-    current: dict | None = None
+    current: dict[str, Any] | None = None
     each = each or (lambda fields: None)
     item = big + ".item"
     fields = {f"{item}.{name}": name for name in pick}
@@ -425,9 +425,9 @@ def read_prefix(path: Path, size: int = 1 << 20) -> str:
         return handle.read(size).decode("utf-8", errors="replace")
 
 
-def first_json_lines(path: Path, limit: int = 20) -> list[dict]:
+def first_json_lines(path: Path, limit: int = 20) -> list[dict[str, Any]]:
     """Up to ``limit`` parseable JSON objects among the first non-blank lines of a file (for sniffing)."""
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     with open(path, "rb") as handle:
         for n, line in enumerate(handle):
             if n >= 200 or len(found) >= limit:

@@ -23,7 +23,7 @@ from rubricforge_dspy.core.trajectory import STEP_KINDS, Step, TrajectoryFormatE
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 
-def check_messages(messages: Any, field: str) -> list[dict]:
+def check_messages(messages: Any, field: str) -> list[dict[str, Any]]:
     """`messages` as a list of OpenAI-style chat messages with known roles; ValueError naming the problem."""
     if not isinstance(messages, list):
         raise ValueError(f"'{field}' must be a list of messages")
@@ -35,7 +35,7 @@ def check_messages(messages: Any, field: str) -> list[dict]:
     return messages
 
 
-def object_at(record: dict, key: str) -> dict:
+def object_at(record: dict[str, Any], key: str) -> dict:
     """``record[key]`` when it is a JSON object (a dict), else an empty dict: an optional nested object that a
     record may leave out or give as ``null`` or another type."""
     value = record.get(key)

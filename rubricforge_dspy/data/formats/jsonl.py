@@ -54,12 +54,12 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "core" / "schemas" / "trajec
 
 
 @lru_cache(maxsize=1)
-def schema() -> dict:
+def schema() -> dict[str, Any]:
     """The interchange JSON Schema (draft 2020-12)."""
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
-def inline_refs(node: Any, defs: dict) -> Any:
+def inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     """`node` with every ``{"$ref": "#/$defs/NAME"}`` replaced by that definition (the interchange schema's
     definitions are not recursive), and ``$defs`` dropped: jsonschema then validates without resolving
     references, about twice as fast (every line of a file is validated)."""
@@ -210,7 +210,7 @@ def validation_problem(obj: Any) -> str | None:
     return f"schema violation at {where}: {err.message[:300]}"
 
 
-def sniff_line(obj: dict) -> bool:
+def sniff_line(obj: dict[str, Any]) -> bool:
     """True when a JSON line looks like an interchange record."""
     return isinstance(obj.get("messages"), list) and ("reward" in obj or "id" in obj)
 
@@ -268,7 +268,7 @@ def _slow_line(path: Path, index: int, raw: bytes) -> Any:
                                                        "trajectory record")
 
 
-def _is_error(msg: dict, content: str) -> bool:
+def _is_error(msg: dict[str, Any], content: str) -> bool:
     for key in ("is_error", "error"):
         if isinstance(msg.get(key), bool):
             return msg[key]
@@ -278,7 +278,7 @@ def _is_error(msg: dict, content: str) -> bool:
 TEXT_ACTION = "action"  # tool name of a text action (``{"role": "assistant", "action": "..."}``)
 
 
-def steps_of(messages: list[dict]) -> list[Step]:
+def steps_of(messages: list[dict[str, Any]]) -> list[Step]:
     """Observable steps of a schema-valid message list; ValueError for a result answering no call.
 
     Besides OpenAI ``tool_calls``/``tool`` messages, two more ways to write actions and results:
@@ -292,14 +292,14 @@ def steps_of(messages: list[dict]) -> list[Step]:
     return _walk(messages, True)
 
 
-def count_steps(messages: list[dict]) -> tuple[int, int]:
+def count_steps(messages: list[dict[str, Any]]) -> tuple[int, int]:
     """``(steps, tool errors)`` of a schema-valid message list, the counts of `steps_of` (the same walk,
     so the same ValueError for a result answering no call) without building any `Step` or parsing any
     tool-call arguments: what ``rubricforge stats`` needs of a record."""
     return _walk(messages, False)
 
 
-def _walk(messages: list[dict], build: bool) -> Any:
+def _walk(messages: list[dict[str, Any]], build: bool) -> Any:
     """The one walk over the messages: the steps (`steps_of`) when `build`, else ``(steps, tool errors)``."""
     steps: list[Step] = []
     append = steps.append
@@ -488,14 +488,14 @@ def _records(path: Path) -> Iterator[tuple[int | str, Any]]:
             str(path), exc.index, f"{exc.problem}; the rest of the JSON array is unreadable")
 
 
-def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, metadata: dict | None = None) -> dict:
+def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, metadata: dict[str, Any] | None = None) -> dict:
     """A trajectory as one line of this format (what `read` reads back to the same steps).
 
     Only the observable steps are written, plus the agent's system prompt when the loader kept one;
     `reward` and `label` are the caller's (None writes ``null``: a record to be labeled, which the
     loader refuses until a number is filled in). Nothing of ``hidden`` besides the system prompt is
     written: evaluator output must not travel with a file meant for labeling or judging."""
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     system = trajectory.hidden.get("system_prompt")
     if system:
         messages.append({"role": "system", "content": system})
@@ -540,7 +540,7 @@ def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, 
     return record
 
 
-def write_records(records: Iterable[dict], out_path) -> int:
+def write_records(records: Iterable[dict[str, Any]], out_path) -> int:
     """Write interchange records, one per line, to a NEW file; returns how many were written.
 
     The one writer of this format (``rubricforge convert`` and ``label-next`` use it). Refuses to

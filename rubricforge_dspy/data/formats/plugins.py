@@ -308,7 +308,7 @@ def _guarded(sniff, where: str, argument):
 
 def _guarded_record(sniff_record, where: str):
     """A record sniffer called through `call_bounded`."""
-    def sniff_line(obj: dict) -> bool:
+    def sniff_line(obj: dict[str, Any]) -> bool:
         return call_bounded(lambda: bool(sniff_record(obj)), "sniff_record(a JSON line)", where, hint=_SNIFF_HINT)
     return sniff_line
 

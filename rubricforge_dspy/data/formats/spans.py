@@ -49,7 +49,7 @@ class Span:
     value_out: str | None = None
     model: str | None = None
     agent_name: str | None = None
-    hidden: dict = field(default_factory=dict)
+    hidden: dict[str, Any] = field(default_factory=dict)
     session: str | None = None  # the platform's session attribute (`data.sessions`), when the span carries one
 
 
@@ -72,12 +72,12 @@ def _history(llm_spans: list[Span]) -> tuple[list[tuple[float, float, Msg]], lis
     """``(time, order, message)`` of each message the LLM spans add to the conversation, and the system prompts.
     The order is a sort key: a tool result `_join_tools` places right after its call gets the call's plus 0.5."""
     history: list[tuple[float, float, Msg]] = []
-    held: Counter = Counter()
+    held: Counter[str] = Counter()
     system: list[str] = []
     seq = 0
     for span in llm_spans:
         for msgs, when in ((span.inputs, span.start), (span.outputs, span.end)):
-            local: Counter = Counter()
+            local: Counter[str] = Counter()
             for msg in msgs:
                 if msg.role == "system":
                     if msg.content and msg.content not in system:
@@ -203,7 +203,7 @@ def _to_steps(messages: list[Msg]) -> list[Step]:
 
 def build_trajectory(spans: list[Span], *, trace_id: str, path: Path | str, index: int, fmt: str,
                      threshold: LabelRule | float, reward: float | None = None, agent: str | None = None,
-                     hidden: dict | None = None) -> Trajectory:
+                     hidden: dict[str, Any] | None = None) -> Trajectory:
     """The trajectory of one trace; ValueError when it has no observable step."""
     steps, system, model = steps_and_system(spans)
     if not steps:

@@ -69,9 +69,9 @@ class Converter:
         self.mapping = mapping
         self.rule = _effective_rule(mapping, rule)
         self.records = 0
-        self.empty: Counter = Counter()
+        self.empty: Counter[str] = Counter()
         self.audit = audit
-        self.flags: Counter = Counter()
+        self.flags: Counter[str] = Counter()
         self._label_value: Any = None
         self._defaults: dict[str, Callable[[Any], Any]] = {
             key: Expr(text, jmespath.compile(text), f"messages.{key}") for key, text in _CALL_DEFAULTS.items()}
@@ -198,7 +198,7 @@ class Converter:
             self._count_empty("steps." + name, seen[name])
         return steps
 
-    def _one_step(self, steps: list[Step], calls: CallTracker, values: dict) -> None:
+    def _one_step(self, steps: list[Step], calls: CallTracker, values: dict[str, Any]) -> None:
         """The steps of one action: its thought, the call, and the observation answering it."""
         thought, tool, action = values.get("thought"), values.get("tool"), values.get("action")
         if not is_empty(thought):
@@ -281,7 +281,7 @@ class Converter:
         self._count_empty("messages.content", contents)
         return steps, "\n\n".join(system) or None
 
-    def _calls(self, spec: dict, msg: Any, steps: list[Step], calls: CallTracker, i: int) -> None:
+    def _calls(self, spec: dict[str, Any], msg: Any, steps: list[Step], calls: CallTracker, i: int) -> None:
         found = spec["tool_calls"](msg)
         if is_empty(found):
             return
@@ -308,7 +308,7 @@ def _default_tool_calls(message: Any) -> Any:
     return call if jmespath_false(call) else [call]
 
 
-def _audit_error(flags: Counter, flag: Any, content: str) -> bool:
+def _audit_error(flags: Counter[str], flag: Any, content: str) -> bool:
     """`_is_error`, counting in `flags` what the flag said and what the text says."""
     text_error = looks_like_tool_error(content)
     flagged = _is_error(flag, content)

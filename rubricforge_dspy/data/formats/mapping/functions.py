@@ -89,7 +89,7 @@ def key_at(level: Any) -> Any:
 
 
 @lru_cache(maxsize=256)
-def _compiled_pattern(pattern: str) -> re.Pattern:
+def _compiled_pattern(pattern: str) -> re.Pattern[str]:
     problem = pattern_problem(pattern)
     if problem is not None:
         raise FunctionLimitError(f"regex_findall pattern {pattern[:80]!r}: {problem}")

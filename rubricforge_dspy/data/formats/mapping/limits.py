@@ -119,7 +119,7 @@ def expression_problem(text: str) -> str | None:
     return None
 
 
-def tree_problem(parsed: dict) -> str | None:
+def tree_problem(parsed: dict[str, Any]) -> str | None:
     """The compiled tree's depth over `MAX_EXPRESSION_DEPTH` (``a | b | c ...`` nests one level per
     pipe), or None; walked without recursion."""
     stack = [(parsed, 1)]
@@ -254,7 +254,7 @@ class _Interpreter(TreeInterpreter):
 _SHARING = frozenset(("multi_select_list", "multi_select_dict", "function_expression", "expref"))
 
 
-def _shares(node: dict) -> bool:
+def _shares(node: dict[str, Any]) -> bool:
     """True for a node that may build values sharing parts, or call a function that works more than once: a
     call of ``file()``, ``index()`` or ``key()`` gives one scalar and needs no budget."""
     kind = node.get("type")
@@ -263,7 +263,7 @@ def _shares(node: dict) -> bool:
     return kind in _SHARING
 
 
-def needs_budget(parsed: dict) -> bool:
+def needs_budget(parsed: dict[str, Any]) -> bool:
     """True when the compiled tree builds values that share parts (``[a, a]``, ``{x: a}``) or calls a
     function: only then can its work or its result outgrow the record (and its length), so only then is
     it evaluated with a budget. Paths, projections, filters, flattens, slices, comparisons and ``||``

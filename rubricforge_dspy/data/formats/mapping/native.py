@@ -19,7 +19,7 @@ _NATIVE_FUNCTIONS = frozenset(("to_string", "to_number", "length", "type", "not_
                                "contains", "join", "split", "lines", "regex_findall", "file", "index", "key"))
 
 
-def _native_call(node: dict) -> Any:
+def _native_call(node: dict[str, Any]) -> Any:
     """A call of `_NATIVE_FUNCTIONS` on plain paths (no call inside: ``to_string(to_string(...))`` may grow
     each time), or ``map(&e, list)`` with a plain `e`, or None. Each gives at most about the record's size
     (a string of it, or one value per element), so it needs no evaluation budget."""
@@ -66,7 +66,7 @@ def _native_join(children: list) -> Any:
     return join
 
 
-def native(node: dict, calls: bool = True) -> Any:
+def native(node: dict[str, Any], calls: bool = True) -> Any:
     """A Python function giving what jmespath's interpreter gives for a plain path (``a.b``, ``@``, ``a[0]``,
     ``a.b[-1].c``), ``||``, ``&&``, ``!``, ``==``, ``!=`` and literals of them, ``[a, b][i]``, and calls that
     give about the record's size at most (`_native_call`, `_native_join`), or None for any other expression

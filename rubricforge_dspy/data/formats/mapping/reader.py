@@ -35,11 +35,11 @@ class MapStats:
     or files that could not be parsed at all (``unreadable``; each is also an error in the load)."""
 
     records: int = 0
-    empty: Counter = field(default_factory=Counter)
+    empty: Counter[str] = field(default_factory=Counter)
     unreadable: int = 0  # records (or whole files) that could not even be parsed: never reached a field
     filtered: int = 0  # records left out by ``records.filter`` (read, not converted, not errors)
     audit: bool = False  # count the error flag against the output text (`flags`), keep raw label values
-    flags: Counter = field(default_factory=Counter)  # `Converter.flags`, with `audit`
+    flags: Counter[str] = field(default_factory=Counter)  # `Converter.flags`, with `audit`
 
     def empty_share(self, name: str) -> float:
         """The share of records in which field `name` resolved to nothing (0 when no record was seen)."""
