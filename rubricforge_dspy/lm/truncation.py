@@ -36,7 +36,7 @@ __all__ = ["TruncatedCompletionError", "CUT_REASONS", "check_finish", "finish_re
 CUT_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
 
 
-class TruncatedCompletionError(LMError, RubricForgeError):
+class TruncatedCompletionError(LMError, RubricForgeError):  # type: ignore[misc]  # dspy ships no types: LMError is Any
     """The server stopped the completion at ``max_tokens`` (finish reason ``length``): what came back is
     a fragment, never an answer. ``partial`` holds the fragment (for diagnostics and GEPA's feedback).
 
@@ -104,7 +104,7 @@ class _Entries:
     def __len__(self) -> int:
         return 0
 
-    def pop(self, index: int = -1):
+    def pop(self, index: int = -1) -> None:
         return None
 
     def append(self, entry: dict[str, Any]) -> None:
@@ -115,7 +115,7 @@ class CompletionWatch:
     """Receives the DSPy history entry of every LM call made inside `watch_completions` (in this thread
     or task only). Quacks as a DSPy caller module (a ``history`` DSPy appends to)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.history = _Entries()
 
     @property
