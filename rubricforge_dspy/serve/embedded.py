@@ -213,7 +213,7 @@ class EmbeddedServer:
             self.stop()
             raise
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -248,7 +248,8 @@ def open_lms(judge: LMConfig, reflection: LMConfig, **server_options: Any) -> It
         def lm_for(config: LMConfig) -> dspy.LM:
             if not config.is_embedded:
                 return make_lm(config)
-            assert server is not None  # started above: one of the two configs is embedded
+            if server is None:  # started above: one of the two configs is embedded
+                raise ServerError("no embedded server was started for an embedded LM config")
             return make_lm(server.lm_config(config))
 
         yield lm_for(judge), lm_for(reflection)

@@ -31,7 +31,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago on `host`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _log_tail(path: Path | None, lines: int = 25) -> str:
@@ -45,7 +46,7 @@ def probe(url: str, timeout: float = 2.0) -> bool:
     """True when GET `url` answers 200."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 - local health URL
-            return reply.status == 200
+            return bool(reply.status == 200)
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
 
@@ -113,7 +114,7 @@ class ServerProcess:
     def __enter__(self) -> "ServerProcess":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
