@@ -194,7 +194,7 @@ def _steps(messages: Any) -> tuple[list[Step], list[str]]:
     return finalize_answer(steps), system
 
 
-def to_trajectory(sample: dict[str, Any], header: dict, path: Path, index: int,
+def to_trajectory(sample: dict[str, Any], header: dict[str, Any], path: Path, index: int,
                   threshold: LabelRule | float | None) -> Trajectory:
     """One Inspect sample as a `Trajectory` (`threshold`: the label rule, None for reward > 0);
     ValueError naming the problem when it cannot be."""

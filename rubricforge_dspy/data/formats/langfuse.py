@@ -69,7 +69,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _attributes(obs: dict[str, Any]) -> dict:
+def _attributes(obs: dict[str, Any]) -> dict[str, Any]:
     meta = maybe_json(obs.get("metadata"))
     attrs = meta.get("attributes") if isinstance(meta, dict) else None
     return attrs if isinstance(attrs, dict) else {}

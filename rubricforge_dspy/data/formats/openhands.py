@@ -56,7 +56,7 @@ def _exit_failed(event: dict[str, Any]) -> bool:
     return isinstance(code, int) and not isinstance(code, bool) and code != 0
 
 
-def _final_answer(args: dict[str, Any], event: dict) -> str:
+def _final_answer(args: dict[str, Any], event: dict[str, Any]) -> str:
     for key in ("final_thought", "thought"):
         if text_of(args.get(key)).strip():
             return text_of(args[key]).strip()

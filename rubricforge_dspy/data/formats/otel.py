@@ -130,7 +130,7 @@ def _inside(where: str, part: str) -> str:
     return f"{where}, {part}" if where else part
 
 
-def to_span(raw: dict[str, Any], where: str = "") -> tuple[str, Span, dict]:
+def to_span(raw: dict[str, Any], where: str = "") -> tuple[str, Span, dict[str, Any]]:
     """``(trace id, Span, resource attributes)`` of one OTLP-JSON or SDK-JSON span; `where` names the span's
     place in its record for an error (empty: the record itself)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name", ""), str):
@@ -204,7 +204,7 @@ def mlflow_session(info: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def _with_session(found: Iterator[tuple[str, Span, dict[str, Any]]], session: str | None) -> Iterator[tuple[str, Span, dict]]:
+def _with_session(found: Iterator[tuple[str, Span, dict[str, Any]]], session: str | None) -> Iterator[tuple[str, Span, dict[str, Any]]]:
     for trace, span, resource in found:
         if session is not None and span.session is None:
             span.session = session

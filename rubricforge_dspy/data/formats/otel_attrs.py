@@ -50,7 +50,7 @@ class Msg:
     tool_call_id: str | None = None
     is_error: bool = False
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[str, str, tuple[tuple[str | None, ...], ...], str | None]:
         """Identity used to drop the history an LLM call repeats (arguments by call id when there is one)."""
         calls = tuple((cid, name) if cid else (None, name, json.dumps(args, sort_keys=True, default=str))
                       for cid, name, args in self.tool_calls)
@@ -95,7 +95,7 @@ def _call(part: dict[str, Any]) -> tuple[str | None, str, Any]:
     return (part.get("id") or part.get("call_id") or part.get("tool_call_id"), str(name), parse_arguments(args))
 
 
-def _from_parts(role: str, parts: list, out: list[Msg]) -> None:
+def _from_parts(role: str, parts: list[Any], out: list[Msg]) -> None:
     """GenAI 1.36+ ``parts`` (text / tool_call / tool_call_response; reasoning, blob and uri parts skipped)."""
     msg, responses, texts = Msg(role=role), [], []
     for part in parts:
@@ -122,7 +122,7 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else text_of(value)
 
 
-def _gemini(contents: list, where: str) -> list[Msg]:
+def _gemini(contents: list[Any], where: str) -> list[Msg]:
     """Gemini ``contents``: ``{role: user|model, parts: [{text} | {function_call} | {function_response}]}``."""
     out: list[Msg] = []
     for i, content in enumerate(contents):
@@ -318,7 +318,7 @@ def _as_output(msgs: list[Msg]) -> list[Msg]:
     return [Msg("assistant", m.content, m.tool_calls) if m.role == "user" else m for m in msgs]
 
 
-def llm_messages(attrs: dict[str, Any], events: list[tuple[str, dict]], where: str) -> tuple[list[Msg], list[Msg]] | None:
+def llm_messages(attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]], where: str) -> tuple[list[Msg], list[Msg]] | None:
     """``(input messages, output messages)`` of an LLM-call span, or None when it carries none."""
     if "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
         inputs = normalize_messages(attrs.get("gen_ai.input.messages"), f"{where}, gen_ai.input.messages")
@@ -402,6 +402,6 @@ def io_values(attrs: dict[str, Any]) -> tuple[str | None, str | None]:
     return attrs.get("input.value"), attrs.get("output.value")
 
 
-def hidden_attributes(attrs: dict[str, Any]) -> dict:
+def hidden_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
     """Evaluator attributes of a span (never observable)."""
     return {k: v for k, v in attrs.items() if k.startswith(EVAL_PREFIXES)}

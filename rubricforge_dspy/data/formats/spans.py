@@ -72,12 +72,12 @@ def _history(llm_spans: list[Span]) -> tuple[list[tuple[float, float, Msg]], lis
     """``(time, order, message)`` of each message the LLM spans add to the conversation, and the system prompts.
     The order is a sort key: a tool result `_join_tools` places right after its call gets the call's plus 0.5."""
     history: list[tuple[float, float, Msg]] = []
-    held: Counter[str] = Counter()
+    held: Counter[tuple[Any, ...]] = Counter()
     system: list[str] = []
     seq = 0
     for span in llm_spans:
         for msgs, when in ((span.inputs, span.start), (span.outputs, span.end)):
-            local: Counter[str] = Counter()
+            local: Counter[tuple[Any, ...]] = Counter()
             for msg in msgs:
                 if msg.role == "system":
                     if msg.content and msg.content not in system:

@@ -51,7 +51,7 @@ def is_demonstration(message: dict[str, Any]) -> bool:
     return bool(message.get("is_demo")) or message.get("message_type") == "demonstration"
 
 
-def task_message(history: list) -> str | None:
+def task_message(history: list[Any]) -> str | None:
     """The first non-demonstration user message of ``history`` (the issue statement)."""
     for message in history:
         if isinstance(message, dict) and message.get("role") == "user" and not is_demonstration(message):

@@ -18,7 +18,7 @@ so runs of different models under one submission stay apart), else ``<llm>/<impl
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,7 +252,7 @@ def _read_whole(path: Path, threshold: LabelRule | float) -> ReadResults:
     yield from _convert_all(path, doc, records(), repeated, threshold)
 
 
-def _convert_all(path: Path, doc: dict[str, Any], sims, repeated: IdSet,
+def _convert_all(path: Path, doc: dict[str, Any], sims: Iterable[tuple[int, Any, bool]], repeated: IdSet,
                  threshold: LabelRule | float) -> ReadResults:
     """Each ``(index, simulation, has_bad_bytes)`` of `sims` converted, then the parse failure that ended
     them, if any (`Malformed`, named with its index)."""

@@ -396,7 +396,7 @@ def _glob(pattern: str, file: str) -> str:
     return pattern
 
 
-def _steps_spec(document: dict[str, Any], file: str) -> tuple[str, dict, dict]:
+def _steps_spec(document: dict[str, Any], file: str) -> tuple[str, dict[str, Any], dict]:
     """``(mode, expressions, roles)`` of the one way the mapping writes steps."""
     given = [key for key in ("steps", "messages", "actions") if key in document]
     stray = [key for key in PARALLEL_FIELDS[1:] if key in document and "actions" not in document]
