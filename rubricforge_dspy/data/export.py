@@ -25,7 +25,7 @@ HIDDEN_KEY = "hidden"  # metadata key holding the source loader's hidden fields
 _NOT_COPIED = ("system_prompt", "metadata", "label_rule", "label_source", "label_from_reward")
 
 
-def _json_safe(value):
+def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 

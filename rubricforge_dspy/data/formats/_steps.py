@@ -100,8 +100,8 @@ def parse_arguments(raw: Any) -> Any:
     return raw
 
 
-def convert_each(path: Path, records: Iterable[tuple[int, Any]],
-                 convert_one: Callable[[Any, int], Any]) -> Iterator[tuple[Any, Any]]:
+def convert_each(path: Path, records: Iterable[tuple[Any, Any]],
+                 convert_one: Callable[[Any, Any], Any]) -> Iterator[tuple[Any, Any]]:
     """``(index, Trajectory | TrajectoryFormatError)`` for ``(index, value)`` records: a record that is
     already an error passes through; ``convert_one(value, index)`` failing with a ValueError, TypeError,
     KeyError or AttributeError becomes an error naming the file and the record."""

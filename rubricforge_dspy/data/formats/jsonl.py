@@ -19,11 +19,12 @@ import json
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import orjson
 
 from rubricforge_dspy.core.errors import OutputExistsError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import (
     ANY_POSITIVE_REWARD,
     LabelRule,
@@ -33,7 +34,7 @@ from rubricforge_dspy.core.trajectory import (
     TrajectoryFormatError,
     label_from_reward,
 )
-from rubricforge_dspy.data.formats._format import Format, ReadResults
+from rubricforge_dspy.data.formats._format import FileSample, Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import Malformed, iter_json_array, stream_json_array
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
 from rubricforge_dspy.data.formats._steps import (
@@ -47,6 +48,9 @@ from rubricforge_dspy.data.formats._steps import (
 )
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
 NAME = "jsonl"
 # The generic format: an explicit ``label`` wins; else any positive reward (warned about when graded).
 LABEL_RULE = ANY_POSITIVE_REWARD
@@ -56,7 +60,8 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "core" / "schemas" / "trajec
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     """The interchange JSON Schema (draft 2020-12)."""
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return loaded
 
 
 def inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -74,7 +79,7 @@ def inline_refs(node: Any, defs: dict[str, Any]) -> Any:
 
 
 @lru_cache(maxsize=1)
-def _validator():
+def _validator() -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
     Draft202012Validator.check_schema(schema())
@@ -270,8 +275,9 @@ def _slow_line(path: Path, index: int, raw: bytes) -> Any:
 
 def _is_error(msg: dict[str, Any], content: str) -> bool:
     for key in ("is_error", "error"):
-        if isinstance(msg.get(key), bool):
-            return msg[key]
+        flag = msg.get(key)
+        if isinstance(flag, bool):
+            return flag
     return looks_like_tool_error(content)
 
 
@@ -299,7 +305,11 @@ def count_steps(messages: list[dict[str, Any]]) -> tuple[int, int]:
     return _walk(messages, False)
 
 
-def _walk(messages: list[dict[str, Any]], build: bool) -> Any:
+@overload
+def _walk(messages: list[dict[str, Any]], build: Literal[True]) -> list[Step]: ...
+@overload
+def _walk(messages: list[dict[str, Any]], build: Literal[False]) -> tuple[int, int]: ...
+def _walk(messages: list[dict[str, Any]], build: bool) -> list[Step] | tuple[int, int]:
     """The one walk over the messages: the steps (`steps_of`) when `build`, else ``(steps, tool errors)``."""
     steps: list[Step] = []
     append = steps.append
@@ -540,7 +550,7 @@ def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, 
     return record
 
 
-def write_records(records: Iterable[dict[str, Any]], out_path) -> int:
+def write_records(records: Iterable[dict[str, Any]], out_path: PathArg) -> int:
     """Write interchange records, one per line, to a NEW file; returns how many were written.
 
     The one writer of this format (``rubricforge convert`` and ``label-next`` use it). Refuses to
@@ -563,7 +573,7 @@ def write_records(records: Iterable[dict[str, Any]], out_path) -> int:
     return n
 
 
-def _sniff_document(sample) -> bool:
+def _sniff_document(sample: FileSample) -> bool:
     """A JSON array of interchange records, or an empty ``.jsonl`` file (a `FileSample`)."""
     if sample.is_array:
         return sniff_array(sample.head)

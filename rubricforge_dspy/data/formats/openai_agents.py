@@ -41,7 +41,7 @@ from rubricforge_dspy.data.formats._json_stream import first_json_lines, first_l
 from rubricforge_dspy.data.formats._records import redact
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.data.formats.otel_attrs import normalize_messages
+from rubricforge_dspy.data.formats.otel_attrs import Msg, normalize_messages
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 
 NAME = "openai_agents"
@@ -61,7 +61,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _assistant(messages):
+def _assistant(messages: list[Msg]) -> list[Msg]:
     """An LLM call's output: what the model said, whatever role a message without one was given."""
     return [m if m.role != "user" else type(m)("assistant", m.content, m.tool_calls) for m in messages]
 
