@@ -14,7 +14,8 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, TrajectoryFormatError
 from rubricforge_dspy.data.formats._records import IdSet
-from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
+from rubricforge_dspy.data.formats._format import Format, ReadResults
+from rubricforge_dspy.data.formats._registry import format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.functions import set_record
 from rubricforge_dspy.data.formats.mapping.native import jmespath_false
@@ -160,12 +161,12 @@ def register_mapping(mapping: Mapping | str | Path) -> Format:
     return register_format(MappedFormat(mapping).as_format())
 
 
-def make_reader(mapping: Mapping | str | Path) -> Callable:
+def make_reader(mapping: Mapping | str | Path) -> Callable[..., ReadResults]:
     """A reader with the formats' signature ``read(path, rule=None)`` for a mapping (what the format
     registry holds for a mapping format)."""
     mapping = _as_mapping(mapping)
 
-    def read(path: Path, rule: LabelSpec | None = None):
+    def read(path: Path, rule: LabelSpec | None = None) -> ReadResults:
         return read_mapped(path, mapping, rule)
 
     read.__doc__ = f"Read {mapping.name} records through the mapping {mapping.file}."
