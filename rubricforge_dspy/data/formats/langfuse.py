@@ -75,7 +75,7 @@ def _attributes(obs: dict[str, Any]) -> dict[str, Any]:
     return attrs if isinstance(attrs, dict) else {}
 
 
-def to_span(obs: dict[str, Any], where: str, unattributed: list | None = None) -> Span:
+def to_span(obs: dict[str, Any], where: str, unattributed: list[dict[str, str]] | None = None) -> Span:
     """One observation as a `Span`; ValueError naming the observation when its messages cannot be read.
     Input messages that name no role are left out of the span and added to `unattributed` (with the
     observation's id and name)."""

@@ -66,7 +66,7 @@ def _final_answer(args: dict[str, Any], event: dict[str, Any]) -> str:
     return text_of(event.get("message")).strip()
 
 
-def steps_of(events: list) -> tuple[list[Step], list[str]]:
+def steps_of(events: list[Any]) -> tuple[list[Step], list[str]]:
     """The observable steps of an event list, and the system prompts it held (hidden)."""
     steps: list[Step] = []
     system: list[str] = []

@@ -89,7 +89,7 @@ class Converter:
         return value
 
     def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str, name: str | None = None,
-                keys: tuple = ()) -> Trajectory:
+                keys: tuple[Any, ...] = ()) -> Trajectory:
         """The `Trajectory` of one record; ValueError (naming the field) for a record that cannot be one.
         `name` is the data file's name as ``$file`` / ``file()`` give it (its path under the data folder
         without the suffix; default the file's stem); `keys` the member names of the records path, outermost
@@ -158,7 +158,7 @@ class Converter:
     def _error(self, flag: Any, content: str) -> bool:
         return _audit_error(self.flags, flag, content) if self.audit else _is_error(flag, content)
 
-    def _count_empty(self, name: str, values: list) -> None:
+    def _count_empty(self, name: str, values: list[Any]) -> None:
         if all(is_empty(v) for v in values):
             self.empty[name] += 1
 
@@ -183,7 +183,7 @@ class Converter:
             return self._from_steps(items), None
         return self._from_messages(items)
 
-    def _from_steps(self, items: list) -> list[Step]:
+    def _from_steps(self, items: list[Any]) -> list[Step]:
         spec = self.mapping.step_fields
         names = [name for name in spec if name != "path"]
         seen: dict[str, list[Any]] = {name: [] for name in names}
@@ -248,7 +248,7 @@ class Converter:
             self._one_step(steps, calls, values)
         return steps
 
-    def _from_messages(self, items: list) -> tuple[list[Step], str | None]:
+    def _from_messages(self, items: list[Any]) -> tuple[list[Step], str | None]:
         spec = {**self._defaults, **self.mapping.step_fields}
         roles = {**DEFAULT_ROLES, **self.mapping.roles}
         steps: list[Step] = []

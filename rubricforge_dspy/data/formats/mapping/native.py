@@ -46,7 +46,7 @@ def _native_call(node: dict[str, Any]) -> Any:
     return lambda value: FUNCTIONS.call_function(name, [argument(value) for argument in arguments])
 
 
-def _native_join(children: list) -> Any:
+def _native_join(children: list[dict[str, Any]]) -> Any:
     """``join(sep, [a, to_string(b), ...])`` (ids made of several fields) with plain elements, each a path or one
     call of a path: the pieces are measured before they are joined, and more than `max_record_bytes`
     characters is an `EvaluationLimitError` (what the budget would say)."""
@@ -146,8 +146,8 @@ def _identity(value: Any) -> Any:
 def _equal(left: Any, right: Any) -> bool:
     """JMESPath's equality (`TreeInterpreter._equals`): a number never equals a boolean."""
     if type(left) is bool or type(right) is bool:
-        return type(left) is type(right) and left == right
-    return left == right
+        return type(left) is type(right) and bool(left == right)
+    return bool(left == right)
 
 
 def jmespath_false(value: Any) -> bool:

@@ -105,8 +105,8 @@ class ValueSetRule:
     resolves to nothing (null) leaves the record unlabeled (``label=None``) and is counted."""
 
     field: str
-    passing: tuple = ()
-    failing: tuple | None = None
+    passing: tuple[Any, ...] = ()
+    failing: tuple[Any, ...] | None = None
 
     def label(self, value: Any) -> int:
         """The label of `value` (never called with None); ValueError for a value in neither set."""
@@ -122,7 +122,7 @@ class ValueSetRule:
         return text if self.failing is None else f"{text} (fail: {json.dumps(list(self.failing))})"
 
 
-def _contains(values: tuple, value: Any) -> bool:
+def _contains(values: tuple[Any, ...], value: Any) -> bool:
     """`value` in `values`, where True never equals 1 (a JSON boolean is not a number)."""
     return any(type(v) is type(value) and v == value or (_number(v) and _number(value) and v == value)
                for v in values)
@@ -196,7 +196,8 @@ class Mapping:
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     """The mapping JSON Schema (draft 2020-12)."""
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return loaded
 
 
 def _shown(text: str) -> str:
@@ -396,7 +397,7 @@ def _glob(pattern: str, file: str) -> str:
     return pattern
 
 
-def _steps_spec(document: dict[str, Any], file: str) -> tuple[str, dict[str, Any], dict]:
+def _steps_spec(document: dict[str, Any], file: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """``(mode, expressions, roles)`` of the one way the mapping writes steps."""
     given = [key for key in ("steps", "messages", "actions") if key in document]
     stray = [key for key in PARALLEL_FIELDS[1:] if key in document and "actions" not in document]
