@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
 
@@ -219,7 +219,7 @@ class _GuardedReader:
     with their context: the last `_ESCAPE_CONTEXT` bytes of a read wait for the next one, so an escape
     split between two reads is seen whole before ijson parses it."""
 
-    def __init__(self, handle) -> None:
+    def __init__(self, handle: BinaryIO) -> None:
         self._handle = handle
         self._before = b""  # the last bytes handed on: context for the look-behind
         self._pending = b""  # bytes read but not handed on yet
@@ -244,7 +244,7 @@ class _GuardedReader:
         return data[lead:safe]
 
 
-def _open_for_ijson(path: Path, opening: bytes, strip_bom: bool):
+def _open_for_ijson(path: Path, opening: bytes, strip_bom: bool) -> BinaryIO:
     """The file opened for ijson at its first byte (after a byte order mark when `strip_bom`), or
     `_NotForIjson` when the document does not start with `opening` (the whole-text reader names what it
     is instead)."""
@@ -270,7 +270,8 @@ def _whole_array(text: str) -> Iterator[tuple[int, Any]]:
 
 
 def stream_json_array(path: Path, *, prefix: str = "item", strip_bom: bool = False,
-                      whole=_whole_array) -> Iterator[tuple[int, Any, bool]]:
+                      whole: Callable[[str], Iterator[tuple[int, Any]]] = _whole_array,
+                      ) -> Iterator[tuple[int, Any, bool]]:
     """``(index, element, has_bad_bytes)`` of a JSON array in a file, streamed: memory holds one
     element, so a results file of any size is read in bounded memory.
 
@@ -316,7 +317,8 @@ def stream_json_array(path: Path, *, prefix: str = "item", strip_bom: bool = Fal
             yield index, value, bad_bytes and has_bad_bytes(value)
 
 
-def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None, *,
+def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (),
+                     each: Callable[[dict[str, Any] | None], object] | None = None, *,
                      keep: tuple[str, ...] | None = None, strip_bom: bool = False) -> dict[str, Any] | None:
     """The first pass over a document ``{..., big: [...], ...}`` whose `big` list is then streamed
     (`stream_json_array` with prefix ``big + ".item"``): the top-level members `keep` (all but `big` when
