@@ -50,8 +50,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from rubricforge_dspy._lazy import renamed_constants

@@ -349,7 +349,8 @@ def _chosen_mapping(format: str, mapping: MappingLike | None) -> MappingLike | N
     return None if fmt is None else fmt.mapping
 
 
-def _iter_mapped(path: PathLike | Iterable[PathLike], mapping: MappingLike, label_threshold: float | str | LabelRule | None,
+def _iter_mapped(path: PathLike | Iterable[PathLike], mapping: MappingLike,
+                 label_threshold: float | str | LabelRule | None,
                  on_error: str, report: LoadReport | None, counts: bool) -> Iterator[Any]:
     """`iter_trajectories` (or, with `counts`, `iter_trajectory_counts`) through a mapping."""
     from rubricforge_dspy.data.formats.mapping import iter_mapped
@@ -358,7 +359,8 @@ def _iter_mapped(path: PathLike | Iterable[PathLike], mapping: MappingLike, labe
     return (TrajectoryCounts.of(t) for t in loaded) if counts else loaded
 
 
-def _iterate(path: PathLike | Iterable[PathLike], format: str, label_threshold: float | str | LabelRule | None, on_error: str,
+def _iterate(path: PathLike | Iterable[PathLike], format: str, label_threshold: float | str | LabelRule | None,
+             on_error: str,
              report: LoadReport | None, reader: Callable[[str], Reader],
              mapping: MappingLike | None = None) -> Iterator[Any]:
     """The one load loop of `iter_trajectories` and `iter_trajectory_counts`: files, label rules, errors,

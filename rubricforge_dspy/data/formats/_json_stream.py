@@ -67,7 +67,8 @@ def has_bad_bytes(value: Any) -> bool:
 
 def _skip_ws(text: str, pos: int) -> int:
     match = _WS.match(text, pos)
-    assert match is not None  # ``\s*`` matches (the empty string) at any position
+    if match is None:  # ``\s*`` matches (the empty string) at any position
+        raise RubricForgeError(f"no whitespace match at position {pos}")
     return match.end()
 
 
@@ -375,7 +376,8 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (),
                     continue
                 if prefix == "":
                     if builder is not None:
-                        assert key is not None  # a builder is made only for a key just read
+                        if key is None:  # a builder is made only for a key just read
+                            raise RubricForgeError(f"{path}: a member value read without its key")
                         members[key] = builder.value
                         builder = None
                     if event == "map_key":

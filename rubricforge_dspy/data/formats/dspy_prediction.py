@@ -119,7 +119,8 @@ def _trace_steps(trace: Iterable[Any] | None, final_outputs: dict[str, Any]) -> 
     return steps
 
 
-def trajectory_from_prediction(example: dspy.Example, pred: dspy.Prediction, trace: Iterable[Any] | None = None, *, input_fields: list[str] | None = None,
+def trajectory_from_prediction(example: dspy.Example, pred: dspy.Prediction, trace: Iterable[Any] | None = None,
+                               *, input_fields: list[str] | None = None,
                                is_error: Callable[[str | None, Any], bool] = is_error_observation,
                                domain: str = "dspy") -> Trajectory:
     """The observable episode of one program run, as a `Trajectory` the judge can read.

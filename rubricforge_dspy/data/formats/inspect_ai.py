@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
     LabelRule,
@@ -289,7 +289,8 @@ def read(path: Path, threshold: LabelRule | float) -> ReadResults:
         if isinstance(sample, TrajectoryFormatError):
             yield index, sample
             continue
-        assert isinstance(index, int)  # `_samples`: only an error comes without a position
+        if not isinstance(index, int):  # `_samples`: only an error comes without a position
+            raise RubricForgeError(f"{path}: a sample read without its position ({index!r})")
         try:
             yield index, to_trajectory(sample, header, path, index, threshold)
         except (ValueError, TypeError, AttributeError) as exc:

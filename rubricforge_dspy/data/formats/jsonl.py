@@ -498,7 +498,8 @@ def _records(path: Path) -> Iterator[tuple[int | str, Any]]:
             str(path), exc.index, f"{exc.problem}; the rest of the JSON array is unreadable")
 
 
-def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None,
+              metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """A trajectory as one line of this format (what `read` reads back to the same steps).
 
     Only the observable steps are written, plus the agent's system prompt when the loader kept one;

@@ -204,7 +204,8 @@ def mlflow_session(info: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def _with_session(found: Iterator[tuple[str, Span, dict[str, Any]]], session: str | None) -> Iterator[tuple[str, Span, dict[str, Any]]]:
+def _with_session(found: Iterator[tuple[str, Span, dict[str, Any]]],
+                  session: str | None) -> Iterator[tuple[str, Span, dict[str, Any]]]:
     for trace, span, resource in found:
         if session is not None and span.session is None:
             span.session = session

@@ -318,7 +318,8 @@ def _as_output(msgs: list[Msg]) -> list[Msg]:
     return [Msg("assistant", m.content, m.tool_calls) if m.role == "user" else m for m in msgs]
 
 
-def llm_messages(attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]], where: str) -> tuple[list[Msg], list[Msg]] | None:
+def llm_messages(attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]],
+                 where: str) -> tuple[list[Msg], list[Msg]] | None:
     """``(input messages, output messages)`` of an LLM-call span, or None when it carries none."""
     if "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
         inputs = normalize_messages(attrs.get("gen_ai.input.messages"), f"{where}, gen_ai.input.messages")

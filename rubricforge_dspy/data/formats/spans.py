@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.trajectory import LabelRule, Source, Step, Trajectory, label_from_reward
 from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, new_step
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
@@ -120,7 +121,8 @@ def _join_tools(history: list[tuple[float, float, Msg]],
     results = {msg.tool_call_id: msg for _, _, msg in reversed(history) if msg.role == "tool" and msg.tool_call_id}
     seq = len(history)
     for span in tool_spans:
-        assert span.tool is not None  # the caller passes tool spans that carry a tool
+        if span.tool is None:  # the caller passes tool spans that carry a tool
+            raise RubricForgeError(f"span {span.name!r} is passed as a tool span but carries no tool")
         name, cid, args, result = span.tool
         failed = span.error or (result is not None and looks_like_tool_error(result))
         open_calls = [c for c in calls if not c.matched]

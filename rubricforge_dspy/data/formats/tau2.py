@@ -116,7 +116,8 @@ def steps_of(messages: list[dict[str, Any]]) -> list[Step]:
 
 
 def convert(
-    sim: Any, *, path: Path, index: int, doc: dict[str, Any], tasks: dict[str, Any], threshold: LabelRule | float, suffix: str
+    sim: Any, *, path: Path, index: int, doc: dict[str, Any], tasks: dict[str, Any], threshold: LabelRule | float,
+    suffix: str
 ) -> Trajectory:
     """One simulation as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(sim, dict):

@@ -145,7 +145,8 @@ class Converter:
         rule = self.rule
         if isinstance(rule, ValueSetRule):
             label_field = self.mapping.label_field
-            assert label_field is not None, "a value-set rule comes with the field it reads (spec._label_spec)"
+            if label_field is None:  # a value-set rule comes with the field it reads (spec._label_spec)
+                raise InputError(f"{file}: the label rule {rule} reads a field the mapping does not give")
             value = self._label_value = label_field(record, key, file)
             if is_empty(value):
                 self.empty["label"] += 1

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import re
 import threading
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from jmespath import functions

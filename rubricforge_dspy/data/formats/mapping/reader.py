@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, TrajectoryFormatError
-from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats._format import Format, ReadResults
+from rubricforge_dspy.data.formats._records import IdSet
 from rubricforge_dspy.data.formats._registry import format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.functions import set_record
