@@ -65,14 +65,16 @@ from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
 from rubricforge_dspy.data.formats._registry import (
     candidate_suffixes,
     detect,
-    format_named,
-    format_names,
     formats,
     load_plugins,
-    not_candidate,
     register_format,
     unregister_format,
 )
+
+# Re-exported (``as``) for cli/ and apply/, not public API:
+from rubricforge_dspy.data.formats._registry import format_named as format_named
+from rubricforge_dspy.data.formats._registry import format_names as format_names
+from rubricforge_dspy.data.formats._registry import not_candidate as not_candidate
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 if TYPE_CHECKING:
