@@ -5,6 +5,7 @@ around it. Before the fix it read (and judged) a record of any size: a 400 MB li
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from rubricforge_dspy.cli.main import main
@@ -12,7 +13,6 @@ from rubricforge_dspy.core.trajectory import TrajectoryFormatError
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines, to_record
 from tests.support.cascade import WEBSHOP
-
 
 
 @pytest.fixture
@@ -28,7 +28,8 @@ def big_line(tmp_path, monkeypatch):
 def test_the_generic_line_reader_refuses_a_line_over_the_cap(big_line):
     values = list(iter_json_lines(big_line))
     assert [index for index, _ in values] == [0, 1, 2]
-    assert isinstance(values[1][1], TrajectoryFormatError) and "over the record cap of 1,048,576 bytes" in str(values[1][1])
+    bad = values[1][1]
+    assert isinstance(bad, TrajectoryFormatError) and "over the record cap of 1,048,576 bytes" in str(bad)
     assert isinstance(values[0][1], dict) and isinstance(values[2][1], dict)
 
 
