@@ -224,8 +224,9 @@ def check_bound(out_path: PathArg, cascade_file: PathArg) -> None:
     theirs = recorded.get("file_sha256") if isinstance(recorded, dict) else None
     if theirs != ours:
         wrote = "no cascade (a plain judge)" if theirs is None else f"another cascade file (sha256 {theirs})"
-        raise BatchOutputError(f"{out_path}: written by {wrote}, not by {cascade_file} (sha256 {ours}); its "
-                               "verdicts are not this cascade's. Use a new --out.")
+        raise BatchOutputError(f"{out_path}: belongs to another job (another judge configuration: written by "
+                               f"{wrote}, not by {cascade_file} (sha256 {ours})); its verdicts are not this "
+                               "cascade's. Use a new --out.")
 
 
 def check_outputs(out_path: PathArg, escalated_out: PathArg | None = None) -> tuple[Path, Path]:
