@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
 import orjson
 
-from rubricforge_dspy.apply.job import checked_output, job_path, replace_file
+from rubricforge_dspy.apply.job import BatchOutputError, checked_output, job_path, replace_file
 from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.apply.writer import Spilled
 from rubricforge_dspy.core.errors import InputError
@@ -205,6 +205,28 @@ def _job(out_path: Path) -> dict[str, Any] | None:
     except (OSError, orjson.JSONDecodeError):
         return None
     return job if isinstance(job, dict) else None
+
+
+def check_bound(out_path: PathArg, cascade_file: PathArg) -> None:
+    """Refuse, before anything is read or started, an output whose job file (``OUT.job.json``) was written by
+    another cascade file (its sha256 in the job's fingerprint parts) or by a plain judge: a run's output is
+    bound to the cascade that wrote it, so an edited cascade never finds it "done".
+
+    Raises:
+        BatchOutputError: the job names another cascade file (both digests said) or none.
+    """
+    job = _job(Path(out_path))
+    if job is None:
+        return
+    parts = job.get("judge_parts")
+    recorded = parts.get("cascade") if isinstance(parts, dict) else None
+    ours = hashlib.sha256(Path(cascade_file).read_bytes()).hexdigest()
+    theirs = recorded.get("file_sha256") if isinstance(recorded, dict) else None
+    if theirs != ours:
+        wrote = "no cascade (a plain judge)" if theirs is None else f"another cascade file (sha256 {theirs})"
+        raise BatchOutputError(f"{out_path}: belongs to another job (another judge configuration: written by "
+                               f"{wrote}, not by {cascade_file} (sha256 {ours})); its verdicts are not this "
+                               "cascade's. Use a new --out.")
 
 
 def check_outputs(out_path: PathArg, escalated_out: PathArg | None = None) -> tuple[Path, Path]:

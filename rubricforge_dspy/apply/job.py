@@ -55,7 +55,7 @@ from rubricforge_dspy.apply.locking import (  # noqa: F401 - re-exported: caller
 )
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
-from rubricforge_dspy.core.verdict import VerdictLineError, check_line, parse_line
+from rubricforge_dspy.core.verdict import VerdictLineError, check_line, load_line, parse_line
 from rubricforge_dspy.data.scan import InputScan, scan_input
 from rubricforge_dspy.judge.fingerprint import Fingerprint
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -235,7 +235,8 @@ def _tail(path: Path, start: int, known: set[str], retry_kinds: frozenset[str]
                 break
             if not raw.strip():
                 continue
-            record = check_line(orjson.loads(raw), f"{path} (after byte {start})")
+            where = f"{path} (after byte {start})"
+            record = check_line(load_line(raw, where), where)
             if record["id"] in known:
                 raise VerdictLineError(f"{path}: duplicate id {record['id']!r}")
             if record["abstained"] and record.get("error_kind") in retry_kinds:

@@ -294,11 +294,13 @@ def output_lock(out_path: PathArg) -> Iterator[Path]:
         held = _Held(out, own)
         with _HELD_GUARD:
             _HELD[key] = held
+        before = _side_files(out) if created else set()
         try:
             yield path
         except BaseException:
-            if created:
-                _remove_if_empty(out, held.fd)  # refused or failed before a byte: as if never started
+            if created and _remove_if_empty(out, held.fd):  # refused or failed before a byte: as if never started,
+                for side in _side_files(out) - before - {path}:  # so no side file it made (OUT.ids...) stays
+                    side.unlink(missing_ok=True)
             raise
         finally:
             with _HELD_GUARD:
@@ -313,14 +315,26 @@ def output_lock(out_path: PathArg) -> Iterator[Path]:
         os.close(fd)
 
 
-def _remove_if_empty(out: Path, fd: int) -> None:
-    """Remove `out`, created by `output_lock`, when it is still that file and empty."""
+def _remove_if_empty(out: Path, fd: int) -> bool:
+    """Remove `out`, created by `output_lock`, when it is still that file and empty; True when removed."""
     try:
         st = os.fstat(fd)
         if st.st_size == 0 and _same_file(out, st):
             out.unlink()
+            return True
     except OSError:
         pass
+    return False
+
+
+def _side_files(out: Path) -> set[Path]:
+    """The regular files beside `out` named ``OUT.<something>`` (its done index, job file, queue...)."""
+    try:
+        with os.scandir(out.parent) as entries:
+            return {Path(entry.path) for entry in entries
+                    if entry.name.startswith(out.name + ".") and entry.is_file(follow_symlinks=False)}
+    except OSError:
+        return set()
 
 
 def new_file(path: Path, append: bool = False) -> int:

@@ -35,6 +35,7 @@ from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.core.terminal import check_name
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.metrics.risk_methods import DEFAULT_BOUND, DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
@@ -95,6 +96,8 @@ def _check(args) -> None:
         raise InputError(f"--max-false-pass must be in (0, 1), got {args.max_false_pass}")
     if not args.out.endswith(".json"):
         raise InputError(f"--out {args.out}: a cascade is a .json file")
+    for name in args.name or ():  # before any work: a name is stored, printed and makes a file name
+        check_name(name, "--name")
 
 
 def load_stage(spec: str, args) -> BaseJudge:

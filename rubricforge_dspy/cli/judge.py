@@ -121,9 +121,11 @@ def _judge(args) -> tuple[BaseJudge | None, str | None]:
     judge: BaseJudge | None
     if cascade is not None:
         from rubricforge_dspy.apply.cascade import check_outputs
+        from rubricforge_dspy.apply.cascade_job import check_bound
         from rubricforge_dspy.cli.cascade import use_cascade_label_rule
 
         check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
+        check_bound(args.out, cascade)  # an output another cascade wrote is never "done" for this one
         judge, render = load_judge(cascade, allow_unverified=unverified, allow_import=allow_import(args)), None
         use_cascade_label_rule(args, judge.guarantee, f"the cascade {cascade}")  # labels by its fit's rule
     else:

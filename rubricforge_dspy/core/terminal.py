@@ -7,14 +7,24 @@ the output; a bidirectional override (U+202E) would reorder what is shown. `term
 such character by its Python escape (``\\x1b``, ``\\r``, ``\\n``, ``\\u202e``), the way `repr` shows it,
 and leaves all other text (printable Unicode, spaces, backslashes) as it is; `terminal_safe_strings` does
 it to every string of a record read from a file.
+
+A name the package *stores* and builds file names from (a cascade's stage names: ``<out>.<stage>.json``) is
+checked instead, before any work: `check_name` allows `NAME_RULE` only, and says so in its error.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any
 
-__all__ = ["terminal_safe", "terminal_safe_strings"]
+from rubricforge_dspy.core.errors import InputError
+
+__all__ = ["terminal_safe", "terminal_safe_strings", "check_name", "is_name", "NAME_RULE"]
+
+NAME_RULE = ("1 to 64 characters: ASCII letters, digits, '_' and '-', and '.' after the first "
+             "(e.g. 'floor', 'judge-4o', 'tool_v2')")
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 
 # Control characters, format characters (bidi overrides, zero-width joiners), line and paragraph separators.
 _UNSAFE_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
@@ -56,3 +66,21 @@ def terminal_safe_strings(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [terminal_safe_strings(item) for item in value]
     return value
+
+
+def check_name(name: object, what: str = "stage name") -> str:
+    """`name` when it follows `NAME_RULE` (safe in a file name, on a terminal and in a report); else an
+    `InputError` that shows the name escaped (`terminal_safe`) and says what is allowed.
+
+    Args:
+        name: the name given (a ``--name``, a name read from a saved cascade).
+        what: what the name is, for the message.
+    """
+    if not isinstance(name, str) or not is_name(name):
+        raise InputError(f"{what} {terminal_safe(repr(name))} is not allowed: a name is {NAME_RULE}")
+    return name
+
+
+def is_name(name: object) -> bool:
+    """True when `name` follows `NAME_RULE` (`check_name` without the error)."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None

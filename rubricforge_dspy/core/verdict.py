@@ -231,7 +231,9 @@ def check_line(record: Any, where: str) -> dict[str, Any]:
     """Validate one verdict line against the schema; raises `VerdictLineError` naming `where`
     (``file:line``) and the first problem, with the record's id when it has one. A line the structural
     check accepts costs microseconds; any other is checked by jsonschema. A line with only ``id`` and
-    ``passed`` takes the defaults of the others first (`fill_defaults`, in place)."""
+    ``passed`` takes the defaults of the others first (`fill_defaults`, in place). A ``NaN`` or an infinity
+    in any of `NUMBER_FIELDS` (``score``, ``score_calibrated``: the confidence fields) is refused."""
+    _refuse_non_finite(record, where)
     fill_defaults(record)
     if _surely_valid_line(record):
         if record["abstained"] and record["passed"]:
@@ -283,20 +285,47 @@ def say_defaults(path: PathArg, filled: dict[str, int]) -> None:
                       VerdictDefaultsWarning, stacklevel=3)
 
 
+# The fields of a verdict line that hold a number: a NaN or an infinity in any of them is refused (a NaN
+# confidence compares false with every threshold and would silently escalate or fail an item).
+NUMBER_FIELDS = ("score", "score_calibrated", "reward")
+
+
+def load_line(raw: bytes, where: str) -> Any:
+    """The JSON value of one verdict line, or `VerdictLineError` naming `where` (``file:line``) for bytes that
+    are not UTF-8, text that is not JSON, or JSON nested too deeply (a ``NaN`` is read here and refused by
+    `check_line`)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # the standard library's message for malformed JSON (orjson's is terse), and NaN/Infinity to refuse
+        record = json.loads(raw)
+    except UnicodeDecodeError as error:
+        raise VerdictLineError(f"{where}: not UTF-8 text (byte {error.start}: {error.reason}); a verdict line "
+                               "is JSON in UTF-8") from None
+    except json.JSONDecodeError as error:
+        raise VerdictLineError(f"{where}: not JSON ({error.msg})") from error
+    except RecursionError:  # nested deeper than any JSON parser here follows: not a verdict
+        raise VerdictLineError(f"{where}: not a verdict line: JSON nested too deeply") from None
+    return record
+
+
+def _refuse_non_finite(record: Any, where: str) -> None:
+    if isinstance(record, dict):
+        for name in NUMBER_FIELDS:
+            value = record.get(name)
+            if isinstance(value, float) and not math.isfinite(value):
+                ident = record.get("id")
+                raise VerdictLineError(f"{where}: {name}: {value!r} is not a number in [0, 1]"
+                                       f"{'' if ident is None else f' (id {ident})'}; NaN and Infinity are not JSON")
+
+
 def parse_line(raw: bytes, path: Path, number: int, filled: dict[str, int] | None = None) -> dict[str, Any]:
     """One verdict line of `path` (line `number`), checked (`check_line`) after its optional fields took their
     defaults (`fill_defaults`; each field filled is counted in `filled` when given); `VerdictLineError` says
     where and what."""
     try:
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            try:  # what only the standard library reads (NaN...), or its message for malformed JSON
-                record = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise VerdictLineError(f"{path}:{number}: not JSON ({error.msg})") from error
-            except RecursionError:  # nested deeper than any JSON parser here follows: not a verdict
-                raise VerdictLineError(f"{path}:{number}: not a verdict line: JSON nested too deeply") from None
+        record = load_line(raw, f"{path}:{number}")
         for name in fill_defaults(record):
             if filled is not None:
                 filled[name] = filled.get(name, 0) + 1

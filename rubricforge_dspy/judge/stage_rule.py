@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.terminal import check_name, terminal_safe
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.judge.contract import (
     Verdicts,
@@ -41,7 +42,8 @@ class StageRule:
 
     def __post_init__(self) -> None:
         if not self.name or self.name == ESCALATED:
-            raise InputError(f"a stage needs a name other than {ESCALATED!r}, got {self.name!r}")
+            raise InputError(f"a stage needs a name other than {ESCALATED!r}, got {terminal_safe(repr(self.name))}")
+        check_name(self.name)
         if math.isnan(self.t_pass) or math.isnan(self.t_fail) or not self.t_fail < self.t_pass:
             raise InputError(f"stage {self.name!r}: need t_fail < t_pass, got {self.t_fail} and {self.t_pass}")
 

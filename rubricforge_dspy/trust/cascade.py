@@ -45,6 +45,7 @@ import numpy as np
 
 from rubricforge_dspy.core.errors import InputError, ServerError
 from rubricforge_dspy.core.files import PathArg
+from rubricforge_dspy.core.terminal import check_name, is_name
 from rubricforge_dspy.core.trajectory import (
     ANY_POSITIVE_REWARD,
     LabelRule,
@@ -183,6 +184,7 @@ def stage_names(stages: Sequence[BaseJudge]) -> list[str]:
     seen: dict[str, int] = {}
     for stage in stages:
         base = stage.floor.name if isinstance(stage, FloorJudge) else getattr(stage, "stage_name", None) or "judge"
+        base = base if is_name(base) else "judge"  # a Python stage named `<lambda>`...
         seen[base] = seen.get(base, 0) + 1
         names.append(base if seen[base] == 1 else f"{base}{seen[base]}")
     return names
@@ -464,6 +466,8 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         raise InputError("a cascade needs at least one stage")
     stages = [as_stage(stage) for stage in stages]  # a callable returning a Verdict is a stage too
     names = list(names) if names is not None else stage_names(stages)
+    for name in names:  # before any work: a name is stored and makes a file name (`<out>.<name>.json`)
+        check_name(name)
     if len(names) != len(stages):
         raise InputError(f"one name per stage: {len(names)} names for {len(stages)} stages")
     units = calibration_units(trajectories, one_per_task, seed)

@@ -229,22 +229,41 @@ def sniff_array(head: str) -> bool:
     return first is not None and isinstance(first[1], dict) and sniff_line(first[1])
 
 
-def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_index, value | TrajectoryFormatError)`` per non-blank line, reading one line at a time.
+def iter_json_lines(path: Path, cap: int | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_index, value | TrajectoryFormatError)`` per non-blank line, reading one line at a time,
+    each in at most `cap` bytes (default: the record cap, `mapping.limits.max_record_bytes`, the one cap of
+    every reader): a longer line is skipped in 1 MiB reads and is a bad record naming its size and the cap.
 
     Lines are parsed by orjson; a line orjson refuses (malformed, or JSON that only the standard
     library reads: NaN, integers past 64 bits, a byte-order mark) is read again by `json` for the
-    same value or the same error message as before."""
+    same value or the same error message as before. A line nested deeper than `MAX_STREAM_DEPTH` is a bad
+    record too."""
+    from rubricforge_dspy.data.formats._json_stream import MAX_STREAM_DEPTH, NestingDepth
+    from rubricforge_dspy.data.formats.mapping.limits import RECORD_CAP_ENV, max_record_bytes
+
+    cap = max_record_bytes() if cap is None else cap
     with open(path, "rb") as handle:
-        for index, raw in enumerate(handle):
-            try:
-                yield index, orjson.loads(raw)
-                continue
-            except orjson.JSONDecodeError:
-                pass
-            if not raw.strip():
-                continue
-            yield index, _slow_line(path, index, raw)
+        index = -1
+        while True:
+            raw = handle.readline(cap + 1)
+            if not raw:
+                return
+            index += 1
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                size = len(raw)
+                while (rest := handle.readline(1 << 20)):
+                    size += len(rest)
+                    if rest.endswith(b"\n"):
+                        break
+                yield index, TrajectoryFormatError(
+                    str(path), index, f"line {index + 1} is {size:,} bytes, over the record cap of {cap:,} bytes "
+                                      f"(set {RECORD_CAP_ENV} to a larger number of MiB to read it)")
+            elif raw.count(b"[") + raw.count(b"{") > MAX_STREAM_DEPTH and not NestingDepth().feed(raw):
+                yield index, TrajectoryFormatError(
+                    str(path), index, f"JSON nested more than {MAX_STREAM_DEPTH} levels deep (deeper than any "
+                                      "trajectory): not read")
+            elif raw.strip():
+                yield index, line_value(path, index, raw)
 
 
 def line_value(path: Path, index: int, raw: bytes) -> Any:

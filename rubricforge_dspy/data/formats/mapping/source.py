@@ -40,7 +40,7 @@ from rubricforge_dspy.data.formats._json_stream import (
     NestingDepth,
     stream_json_array,
 )
-from rubricforge_dspy.data.formats.jsonl import line_value
+from rubricforge_dspy.data.formats.jsonl import iter_json_lines
 from rubricforge_dspy.data.formats.mapping.limits import RECORD_CAP_ENV, EvaluationLimitError, max_record_bytes
 from rubricforge_dspy.data.formats.mapping.spec import Expr, Mapping, compile_field
 
@@ -128,26 +128,9 @@ def _too_deep(file: Path, record: int | None) -> TrajectoryFormatError:
 
 
 def _json_lines(file: Path, cap: int) -> Iterator[tuple[int, Any]]:
-    """``(line index, value | TrajectoryFormatError)`` of every non-blank line, as `iter_json_lines` reads
-    them, each line read in at most `cap` bytes: a longer one is skipped (in 1 MiB reads) and named."""
-    with open(file, "rb") as handle:
-        index = -1
-        while True:
-            raw = handle.readline(cap + 1)
-            if not raw:
-                return
-            index += 1
-            if len(raw) > cap and not raw.endswith(b"\n"):
-                size = len(raw)
-                while (rest := handle.readline(1 << 20)):
-                    size += len(rest)
-                    if rest.endswith(b"\n"):
-                        break
-                yield index, _over_cap(file, index, f"line {index + 1} is {size:,} bytes", cap)
-            elif raw.count(b"[") + raw.count(b"{") > MAX_STREAM_DEPTH and not NestingDepth().feed(raw):
-                yield index, _too_deep(file, index)  # (never deeper than its opening brackets: counted first)
-            elif raw.strip():
-                yield index, line_value(file, index, raw)
+    """``(line index, value | TrajectoryFormatError)`` of every non-blank line: `iter_json_lines`, the one
+    capped line reader."""
+    return iter_json_lines(file, cap)
 
 
 def _whole(file: Path) -> Any:
