@@ -18,7 +18,7 @@ undefined on valid input (ROC AUC with a single class, false-pass rate with no f
 trajectories, ...) the function returns ``nan`` and emits a
 :class:`sklearn.exceptions.UndefinedMetricWarning` saying why, rather than raising.
 
-Modules: :mod:`.agreement` (point metrics, McNemar, and the agreement between several labelers:
+Modules: :mod:`.agreement` (point metrics, McNemar), :mod:`.labelers` (the agreement between several labelers:
 Cohen's kappa per pair, Krippendorff's nominal alpha, `labeler_agreement` with item-bootstrap
 intervals), :mod:`.intervals` (exact / Wilson intervals for rates and the one bootstrap engine, item
 or task-clustered), :mod:`.calibration` (reliability diagram, ECE, contradictions), :mod:`.summary`
@@ -32,8 +32,10 @@ _MODULES = {
     "rubricforge_dspy.metrics.agreement": [
         "McNemarResult", "confusion_counts", "accuracy", "f1_positive", "cohens_kappa", "roc_auc",
         "predicted_positive_rate", "false_pass_rate", "false_fail_count", "spearman", "kendall", "mean_abs_error",
-        "mcnemar_exact", "compare_paired", "significance_mark", "graded_summary", "krippendorff_alpha_nominal",
-        "labeler_agreement", "format_labeler_agreement", "LABELER_RESAMPLES"
+        "mcnemar_exact", "compare_paired", "significance_mark", "graded_summary",
+    ],
+    "rubricforge_dspy.metrics.labelers": [
+        "krippendorff_alpha_nominal", "labeler_agreement", "format_labeler_agreement", "LABELER_RESAMPLES"
     ],
     "rubricforge_dspy.metrics.calibration": [
         "BINNING", "DEFAULT_BINS", "reliability_curve", "expected_calibration_error", "contradiction_summary"

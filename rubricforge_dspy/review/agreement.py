@@ -103,7 +103,7 @@ def agreement(labels: Mapping[str, Mapping[str, int]], seed: int = 0) -> Agreeme
         labels: labeler -> (id -> label 0/1), as `LabelerView.labels`.
         seed: the bootstrap's seed.
     """
-    from rubricforge_dspy.metrics.agreement import labeler_agreement
+    from rubricforge_dspy.metrics.labelers import labeler_agreement
 
     ids = sorted({ident for by in labels.values() for ident in by})
     ratings = [{name: by[ident] for name, by in labels.items() if ident in by} for ident in ids]
