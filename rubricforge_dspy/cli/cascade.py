@@ -90,7 +90,7 @@ def use_cascade_label_rule(spec: DataSpec, guarantee: dict[str, Any] | None, wha
     return spec.replace(label_rule=rule)
 
 
-def _check(args) -> None:
+def _check(args: argparse.Namespace) -> None:
     if not 0 < args.alpha < 1 or not 0 < args.delta < 1:
         raise InputError(f"--alpha and --delta must be in (0, 1), got {args.alpha} and {args.delta}")
     if args.max_false_pass is not None and not 0 < args.max_false_pass < 1:
@@ -99,7 +99,7 @@ def _check(args) -> None:
         raise InputError(f"--out {args.out}: a cascade is a .json file")
 
 
-def load_stage(spec: str, args) -> BaseJudge:
+def load_stage(spec: str, args: argparse.Namespace) -> BaseJudge:
     """The stage a ``--stage`` value names: a verdict JSONL (``.jsonl``) or a platform's verdicts
     (``mlflow:``/``inspect:``) as a recorded stage (`judge.recorded.RecordedJudge`), else a saved judge
     (`load_judge`). Every verdict line is checked here, before any work (exit 2 naming the file and line)."""
@@ -114,12 +114,12 @@ def load_stage(spec: str, args) -> BaseJudge:
     return load_judge(spec, allow_unverified=args.allow_unverified_program, allow_import=args.allow_import_stage)
 
 
-def _missing_notes(names, stages) -> list[str]:
+def _missing_notes(names: list[str], stages: list[BaseJudge]) -> list[str]:
     """One line per recorded stage (or hybrid over one) that had no verdict for some calibration items, and one
     per recorded stage some of whose lines have a score that contradicts their verdict (handed on)."""
     notes = []
     for name, stage in zip(names, stages, strict=False):
-        part = getattr(stage, "llm", stage)
+        part: Any = getattr(stage, "llm", stage)
         if getattr(part, "n_missing", 0):
             notes.append(f"note: stage {name!r}: {part.n_missing} of {part.n_lookups} calibration item(s) have no "
                          f"verdict in {part.source}: handed on (the first: {part.missing_ids[0]})")
@@ -128,7 +128,7 @@ def _missing_notes(names, stages) -> list[str]:
     return notes
 
 
-def cmd_cascade_fit(args) -> int:
+def cmd_cascade_fit(args: argparse.Namespace) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
     from rubricforge_dspy.data.label_journal import exchangeable_labels
@@ -171,7 +171,7 @@ def cmd_cascade_fit(args) -> int:
     return 0
 
 
-def add_cascade_parser(sub) -> None:
+def add_cascade_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("cascade", help="a certified cascade: the free floor, then LLM judges, then a person")
     commands = p.add_subparsers(dest="cascade_command", required=True)
     f = commands.add_parser("fit", help="fit per-stage thresholds on labeled calibration data (Learn-then-Test)",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
+from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, labeled_only, parse_label_rule
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.sessions import SESSION_ID
@@ -32,7 +32,7 @@ SESSIONS_SUFFIX = ".sessions.jsonl"  # `spool_sessions`: the grouped input of a 
 SHOWN = 20  # problems listed one per line before "... and N more"
 
 
-def label_rule_arg(text: str):
+def label_rule_arg(text: str) -> LabelRule:
     """argparse type of ``--label-threshold``: T (reward > T), '>T' or '>=T'."""
     try:
         return parse_label_rule(text)
@@ -47,7 +47,7 @@ def format_arg(name: str) -> str:
     (`rubricforge_dspy.data.formats.plugins`), or as unknown with the names there are."""
     if name == "auto":
         return name
-    from rubricforge_dspy.data.formats import format_named, format_names
+    from rubricforge_dspy.data.formats._registry import format_named, format_names
 
     try:
         if format_named(name) is not None:
@@ -251,10 +251,10 @@ class LoadedData(Generic[_Items]):
                 **self.tally.to_dict()}
 
 
-def print_load_problems(report, join=None, stream=None) -> None:
+def print_load_problems(report: LoadReport, join: JoinReport | None = None, stream: IO[str] | None = None) -> None:
     """Each skipped record and ignored file with its reason (the first `SHOWN` of each), then the join."""
     stream = stream or sys.stderr
-    from rubricforge_dspy.data.formats import not_candidate
+    from rubricforge_dspy.data.formats._registry import not_candidate
 
     unopened = not_candidate(discover=False)  # counted, not listed one by one (the scan's own reason: no discovery)
     not_json = [f for f, p in report.ignored_files if p == unopened]
@@ -273,7 +273,7 @@ def print_load_problems(report, join=None, stream=None) -> None:
         print(join.summary(), file=stream)
 
 
-def print_label_warnings(tally: LabelTally, stream=None) -> None:
+def print_label_warnings(tally: LabelTally, stream: IO[str] | None = None) -> None:
     for warning in tally.warnings():
         print(f"WARNING: {warning}", file=stream or sys.stderr)
 
@@ -331,7 +331,7 @@ def stream_data(source: DataSpec | argparse.Namespace, *, warn: bool = True,
     return data
 
 
-def group_by_session(trajectories: list[Trajectory], key: str, stream=None) -> list[Trajectory]:
+def group_by_session(trajectories: list[Trajectory], key: str, stream: IO[str] | None = None) -> list[Trajectory]:
     """``--session-key``: the traces of each session as one trajectory (`data.sessions.group_sessions`), with
     what was grouped said on stderr (the trajectory id is the session id)."""
     from rubricforge_dspy.data.sessions import SessionReport, group_sessions

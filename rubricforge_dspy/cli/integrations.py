@@ -12,11 +12,16 @@ import functools
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rubricforge_dspy.cli.data_options import data_spec
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.spec import DataSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rubricforge_dspy.core.trajectory import Trajectory
 
 __all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
            "load_from_mlflow", "spool_from_mlflow", "reads_from_mlflow", "write_verdicts_to_mlflow",
@@ -85,7 +90,7 @@ def require_input(args: argparse.Namespace) -> None:
         _mlflow()
 
 
-def _mlflow():
+def _mlflow() -> Any:
     try:
         from rubricforge_dspy.integrations import mlflow as integration  # the optional extra, imported on use
     except ImportError as exc:
@@ -93,7 +98,7 @@ def _mlflow():
     return integration
 
 
-def load_from_mlflow(args: argparse.Namespace, stream=None) -> list:
+def load_from_mlflow(args: argparse.Namespace, stream: IO[str] | None = None) -> list[Trajectory]:
     """The trajectories ``--from-mlflow`` names, with the load's counts printed (labeled, unlabeled,
     skipped with reasons, non-human assessments ignored as labels).
 
@@ -165,7 +170,7 @@ def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Pa
     return spec.replace(paths=(str(spool),), format="jsonl", mapping=None)
 
 
-def reads_from_mlflow(command):
+def reads_from_mlflow(command: Callable[[argparse.Namespace, DataSpec], int]) -> Callable[[argparse.Namespace], int]:
     """A command that reads trajectories and writes no file to name a spool after (``stats``, ``convert``)
     takes ``--from-mlflow`` too: the input is checked (`require_input`), and the experiment's traces are
     spooled (`spool_from_mlflow`) into a temporary directory that is removed when the command ends."""
@@ -182,7 +187,8 @@ def reads_from_mlflow(command):
     return run
 
 
-def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: Any, stream=None):
+def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path: str | Path, program: Any,
+                             stream: IO[str] | None = None) -> Any:
     """``--to-mlflow``: the verdict file's lines logged as assessments; returns the `WriteBackReport`
     (None without the flag)."""
     if getattr(args, "to_mlflow", None) is None:
@@ -201,11 +207,11 @@ def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: An
     return report
 
 
-def tag_label_next_in_mlflow(args: argparse.Namespace, chosen, stream=None) -> int:
+def tag_label_next_in_mlflow(args: argparse.Namespace, chosen: Any, stream: IO[str] | None = None) -> int:
     """label-next with ``--from-mlflow``: tag the chosen traces for labeling there; returns how many."""
     if getattr(args, "from_mlflow", None) is None:
         return 0
-    n = _mlflow().tag_for_labeling(chosen, args.from_mlflow, label_name=args.label_name,
+    n: int = _mlflow().tag_for_labeling(chosen, args.from_mlflow, label_name=args.label_name,
                                    experiment=args.experiment)
     print(f"MLflow: tagged {n} trace(s) rubricforge.label_next=<rank> (an earlier pick's tags cleared); label them "
           f"in the UI as a feedback named {args.label_name!r}, then re-run with --from-mlflow",
@@ -213,7 +219,7 @@ def tag_label_next_in_mlflow(args: argparse.Namespace, chosen, stream=None) -> i
     return n
 
 
-def tag_escalated_in_mlflow(args: argparse.Namespace, queue_path, stream=None) -> int:
+def tag_escalated_in_mlflow(args: argparse.Namespace, queue_path: str | Path, stream: IO[str] | None = None) -> int:
     """``judge --cascade --to-mlflow``: tag the traces the cascade escalated (its labeling queue, in order) for
     labeling in MLflow, as `label-next` tags its picks; returns how many (0 without the flag or escalations)."""
     if getattr(args, "to_mlflow", None) is None:
@@ -224,7 +230,7 @@ def tag_escalated_in_mlflow(args: argparse.Namespace, queue_path, stream=None) -
         ids = [orjson.loads(line)["id"] for line in handle if line.strip()]
     if not ids:
         return 0
-    n = _mlflow().tag_for_labeling(ids, args.to_mlflow, label_name=getattr(args, "label_name", None) or "label",
+    n: int = _mlflow().tag_for_labeling(ids, args.to_mlflow, label_name=getattr(args, "label_name", None) or "label",
                                    experiment=getattr(args, "experiment", None))
     print(f"MLflow: tagged {n} escalated trace(s) rubricforge.label_next=<rank> for a person to label",
           file=stream or sys.stderr)

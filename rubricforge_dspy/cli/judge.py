@@ -25,13 +25,20 @@ from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from typing import Any
+
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.label_checks import LabelTally
+    from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.data.spec import DataSpec
+    from rubricforge_dspy.evidence.render import RenderConfig
     from rubricforge_dspy.judge.contract import BaseJudge
 
 __all__ = ["cmd_judge"]
 
 
-def _epilogue(summary, report, join, tally) -> None:
+def _epilogue(summary: Any, report: LoadReport, join: LabelJoin | None, tally: LabelTally) -> None:
     """What every judging path (local, Ray, Batch API) says when it ends: the load's problems and the label
     join, label warnings, the run's summary; then `JudgeUnavailableError` (exit 3) when the run produced no
     verdict: every line of this run an abstention, whatever the kind (LM errors, truncated, unparsable
@@ -64,7 +71,7 @@ def _epilogue(summary, report, join, tally) -> None:
         "a larger --max-tokens for truncated answers) and judge again into a new --out")
 
 
-def cmd_judge(args) -> int:
+def cmd_judge(args: argparse.Namespace) -> int:
     """Exit 0 when this run produced a verdict (or had nothing left to judge); 3 when it produced none
     (every item abstained, whatever the kind, with the counts by kind) or when too many calls failed in
     a row (`--max-consecutive-errors`); 2 for bad input, found before the first LM call."""
@@ -86,16 +93,16 @@ def cmd_judge(args) -> int:
     return 0
 
 
-def _cascade_path(args) -> str | None:
+def _cascade_path(args: argparse.Namespace) -> str | None:
     """The cascade file of this run: ``--cascade``, or a ``--program`` that is a cascade file."""
     from rubricforge_dspy.judge.cascade import is_cascade_file
 
     if args.cascade is not None:
         if args.program is not None:
             raise InputError("give --cascade or --program, not both")
-        return args.cascade
+        return str(args.cascade)
     if args.program is not None and is_cascade_file(args.program):
-        return args.program
+        return str(args.program)
     if args.escalated_out is not None:
         raise InputError("--escalated-out goes with --cascade")
     return None
@@ -165,7 +172,7 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     return judge, cascade
 
 
-def _lm(args, judge):
+def _lm(args: argparse.Namespace, judge: BaseJudge | None) -> AbstractContextManager[Any]:
     """The judge LM's context (`lm_from_args`: it may start the embedded server), or none for a cascade whose
     stages make no LM call."""
     from rubricforge_dspy.judge.cascade import Cascade
@@ -205,7 +212,8 @@ def _all_judged_already(args: argparse.Namespace, spec: DataSpec) -> int | None:
     return len(ids)
 
 
-def _judge_batch_api(args: argparse.Namespace, spec: DataSpec, judge, render, common):
+def _judge_batch_api(args: argparse.Namespace, spec: DataSpec, judge: BaseJudge | None,
+                     render: RenderConfig | None, common: dict[str, Any]) -> Any:
     """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
     raises `BatchJobFailed` (a `ServerError`: exit 3). A cascade runs through the one runner, each LLM stage's
     calls in one batch per chunk (`apply.openai_batch.BatchCalls`), a floor locally."""

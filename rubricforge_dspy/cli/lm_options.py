@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from contextlib import contextmanager
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.lm.config import (
@@ -23,6 +23,9 @@ from rubricforge_dspy.lm.config import (
     LMConfig,
 )
 from rubricforge_dspy.lm.secrets import check_api_key_env
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["add_lm_arguments", "api_bases", "lm_config", "lm_configs", "lm_from_args"]
 
@@ -121,7 +124,8 @@ def lm_configs(args: argparse.Namespace, environ: Mapping[str, str] | None = Non
 
 
 @contextmanager
-def lm_from_args(args: argparse.Namespace, reflection: bool = False, reflection_max_tokens: int | None = None):
+def lm_from_args(args: argparse.Namespace, reflection: bool = False,
+                 reflection_max_tokens: int | None = None) -> Iterator[Any]:
     """Yield the judge `dspy.LM` (and the reflection LM when `reflection`) configured by the flags of
     `add_lm_arguments` and the environment, starting the embedded llama.cpp server when no endpoint is
     configured; judge and reflection share one embedded server."""

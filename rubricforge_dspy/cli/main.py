@@ -38,6 +38,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.data_options import (
     add_data_arguments,
@@ -76,6 +77,10 @@ from rubricforge_dspy.data.formats import LoadReport
 from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
 
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any
+
 
 def _add_data_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     add_data_arguments(parser, required=required)
@@ -87,7 +92,7 @@ def _load(spec: DataSpec, command: str, need_labels: bool = False,
     return data.trajectories, data.report
 
 
-def _json_nan_as_null(value):
+def _json_nan_as_null(value: Any) -> Any:
     """`value` with every float nan as None (JSON has no NaN; an undefined statistic is null)."""
     if isinstance(value, float) and value != value:
         return None
@@ -135,7 +140,7 @@ def cmd_convert(args: argparse.Namespace, spec: DataSpec) -> int:
     return 0
 
 
-def cmd_render(args) -> int:
+def cmd_render(args: argparse.Namespace) -> int:
     """Print the text `judge` sends for the chosen item(s): the render is resolved as `judge` resolves it
     (``--preset``, ``--render-tokens``/``--max-tokens``, ``--step-chars``, ``--api-base`` or
     ``RUBRICFORGE_API_BASE``, ``--program``'s own render); which one it used goes to stderr."""
@@ -166,8 +171,8 @@ def cmd_render(args) -> int:
         program = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
 
     def program_render() -> RenderConfig | None:
-        assert program is not None  # judge_render asks for it only with --program
-        return program.render_config
+        own: RenderConfig | None = program.render_config if program is not None else None  # only with --program
+        return own
 
     config = judge_render(args, preset, program_render)
     if program is None:
@@ -191,7 +196,7 @@ def cmd_render(args) -> int:
     return 0
 
 
-def cmd_induce(args) -> int:
+def cmd_induce(args: argparse.Namespace) -> int:
     from rubricforge_dspy.cli.presets import render_from_args, resolve
     from rubricforge_dspy.induction.inducer import InductionConfig
     from rubricforge_dspy.judge.loading import load_judge
@@ -227,7 +232,7 @@ def cmd_induce(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: argparse.Namespace) -> int:
     from rubricforge_dspy.pipeline.report_job import report_main
     from rubricforge_dspy.report.cascade import report_label_rule
 
@@ -241,7 +246,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     """Induce and evaluate on the demo data into ``--out`` (default outside any source tree)."""
     from rubricforge_dspy.cli.presets import resolve
     from rubricforge_dspy.pipeline.demo import (
@@ -276,7 +281,7 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     """Launch a judge server and print its endpoint; Ctrl-C (or SIGTERM) stops it."""
     import time
 
@@ -303,11 +308,11 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _serve_embedded(args) -> int:
+def _serve_embedded(args: argparse.Namespace) -> int:
     """`rubricforge serve` (embedded): run the embedded judge server until Ctrl-C or SIGTERM, printing its endpoint."""
     import time
 
@@ -506,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _exit_on_sigterm(signum, frame):
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     # SystemExit unwinds the context managers, so an embedded server this process started is stopped.
     raise SystemExit(128 + signum)
 
@@ -543,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = data_spec(args)  # every data flag checked (and --map registered) before the command starts
         write_disagreements(spec, getattr(args, "disagreements_out", None))  # on every command reading labels
         with progress_requested():  # long loops report on stderr (core.progress), never on stdout
-            return args.func(args)
+            code: int = args.func(args)
+            return code
     except (InputError, ServerError, AnswerIsNo) as error:
         kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
         _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)

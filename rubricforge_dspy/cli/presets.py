@@ -13,10 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.lm_options import api_bases
 from rubricforge_dspy.core.presets import EMBEDDED, PRESETS, SERVER, Preset, preset_for
 from rubricforge_dspy.evidence.render import RenderConfig, render_with_overrides
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 API_BASE_ENV = "RUBRICFORGE_API_BASE"
 
@@ -48,7 +52,8 @@ def overrides_render(args: argparse.Namespace) -> bool:
     return getattr(args, "render_tokens", None) is not None or getattr(args, "step_chars", None) is not None
 
 
-def judge_render(args: argparse.Namespace, preset: Preset, program_render=None) -> RenderConfig | None:
+def judge_render(args: argparse.Namespace, preset: Preset,
+                 program_render: Callable[[], RenderConfig | None] | None = None) -> RenderConfig | None:
     """The render `judge` (and `render`) use for `args`: the preset's without ``--program``; with one, the
     program's own render (None: "leave the program's"), or it with the ``--render-tokens``/``--step-chars``
     given. `program_render` is a callable returning the program's `RenderConfig` (called only when needed)."""
@@ -56,7 +61,7 @@ def judge_render(args: argparse.Namespace, preset: Preset, program_render=None) 
         return RenderConfig.of(preset)
     if not overrides_render(args):
         return None
-    return render_from_args(args, preset, program_render())
+    return render_from_args(args, preset, program_render() if program_render is not None else None)
 
 
 def add_preset_arguments(parser: argparse.ArgumentParser, induction: bool = False, judging: bool = True,

@@ -13,10 +13,25 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.lm_options import api_bases
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.spec import DataSpec
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterator
+    from typing import Any
+
+    from rubricforge_dspy.core.presets import Preset
+    from rubricforge_dspy.core.trajectory import Trajectory
+    from rubricforge_dspy.data.formats import LoadReport
+    from rubricforge_dspy.data.label_checks import LabelTally
+    from rubricforge_dspy.data.labels import LabelJoin
+    from rubricforge_dspy.evidence.render import RenderConfig
+    from rubricforge_dspy.judge.cascade import Cascade
+    from rubricforge_dspy.judge.contract import BaseJudge
 
 __all__ = ["add_ray_arguments", "check_endpoints", "run_ray_judge", "LOCAL"]
 
@@ -44,7 +59,7 @@ def check_endpoints(args: argparse.Namespace) -> None:
         raise InputError("--ray and --batch-api are two ways to judge a file: choose one")
 
 
-def _ray():
+def _ray() -> Any:
     try:
         import ray
     except ImportError:
@@ -52,8 +67,9 @@ def _ray():
     return ray
 
 
-def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset, render, report, join, tally, judge=None,
-                  common=None):
+def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset: Preset, render: RenderConfig | None,
+                  report: LoadReport, join: LabelJoin | None, tally: LabelTally, judge: BaseJudge | None = None,
+                  common: dict[str, Any] | None = None) -> Any:
     """Judge ``spec``'s data into ``args.out`` on Ray; the `BatchSummary`. The whole input is checked (ids,
     records) before the first LM call, as locally (`apply.job.checked_input`). A cascade (`judge`, with the
     `run_judge_file` arguments `common`) goes through the one job runner, its LLM stages' calls on Ray
@@ -62,7 +78,7 @@ def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset, render, repo
 
     ray = _ray()
     if isinstance(judge, Cascade):
-        return _run_ray_cascade(ray, args, spec, preset, judge, common)
+        return _run_ray_cascade(ray, args, spec, preset, judge, common or {})
     from rubricforge_dspy.apply import ray as on_ray
     from rubricforge_dspy.apply.job import checked_input, output_lock
     from rubricforge_dspy.cli.lm_options import lm_config
@@ -72,7 +88,7 @@ def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset, render, repo
         raise InputError(f"--ray-workers must be >= 1, got {args.ray_workers}")
     config = lm_config(args, "judge")
     bases = api_bases(args) or ([config.api_base] if config.api_base else [])
-    paths = list(spec.paths)
+    paths: list[str | os.PathLike[str]] = list(spec.paths)
     with output_lock(args.out):
         scan, data = checked_input(paths, **spec.read_options(), limit=spec.limit, labels=join)
         stream = iter_trajectories(paths, **spec.read_options(), report=report)
@@ -80,7 +96,7 @@ def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset, render, repo
             stream = itertools.islice(stream, spec.limit)
         if join is not None:
             stream = (join.apply(t) for t in stream)
-        stream = (tally.add(t) or t for t in stream)
+        stream = _tallied(stream, tally)
         _start(ray, args)
         print(f"judge LM: {config.describe()} x {len(bases)} endpoint(s) on Ray "
               f"({ray.cluster_resources().get('CPU', 0):g} CPUs): {args.ray_workers} workers x "
@@ -93,13 +109,20 @@ def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset, render, repo
                                     total=scan.selected)
 
 
-def _start(ray, args: argparse.Namespace) -> None:
+def _tallied(stream: Iterator[Trajectory], tally: LabelTally) -> Iterator[Trajectory]:
+    for trajectory in stream:
+        tally.add(trajectory)
+        yield trajectory
+
+
+def _start(ray: Any, args: argparse.Namespace) -> None:
     if not ray.is_initialized():
         ray.init(address=None if args.ray == LOCAL else args.ray, include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
 
 
-def _run_ray_cascade(ray, args: argparse.Namespace, spec: DataSpec, preset, cascade, common: dict):
+def _run_ray_cascade(ray: Any, args: argparse.Namespace, spec: DataSpec, preset: Preset, cascade: Cascade,
+                     common: dict[str, Any]) -> Any:
     """`judge --cascade --ray`: `run_judge_file` with each LLM stage's calls on Ray; the `CascadeRun`."""
     from rubricforge_dspy.apply.options import JobOptions
     from rubricforge_dspy.apply.ray import RayCalls

@@ -4,9 +4,10 @@ registers them; docs/CERTIFICATE.md describes them."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
 from rubricforge_dspy.cli.integrations import (
@@ -23,10 +24,13 @@ from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
 from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
 
+if TYPE_CHECKING:
+    from rubricforge_dspy.core.trajectory import Trajectory
+
 __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
 
 
-def cmd_certify(args) -> int:
+def cmd_certify(args: argparse.Namespace) -> int:
     """Exit 0 when certified (or, with ``--recheck``, when the judge is not significantly worse); 4 when the
     recheck finds it worse (`AnswerIsNo`); 2 for bad input (a `CertificateError` among them)."""
     from rubricforge_dspy.judge.cascade import is_cascade_file
@@ -73,7 +77,7 @@ def _labelers(spec: DataSpec) -> dict[str, dict[str, int | None]] | None:
     return read_label_file(spec.labels_path).ratings or None
 
 
-def _certify_cascade(args) -> int:
+def _certify_cascade(args: argparse.Namespace) -> int:
     """`certify CASCADE.json --data HELD_OUT`: coverage per stage and realized risks on labeled held-out data
     (`trust.cascade.measure_cascade`); the cascade file is not changed (its guarantee is its fit's)."""
     import tempfile
@@ -107,7 +111,7 @@ def _certify_cascade(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
+def cmd_show(args: argparse.Namespace) -> int:
     """What a program or a cascade file holds. Every text taken from the file (names, models, dates, methods)
     is printed escaped (`core.terminal.terminal_safe`): a file cannot drive the terminal or add a line."""
     from rubricforge_dspy.judge.cascade import is_cascade_file
@@ -132,7 +136,7 @@ def cmd_show(args) -> int:
 
 # -- gate (issue 11) --------------------------------------------------------------------------------
 
-def cmd_gate(args) -> int:
+def cmd_gate(args: argparse.Namespace) -> int:
     """Exit 0 when the candidate may replace the baseline, 4 (`AnswerIsNo`) when not, 2 on bad input, 3 when
     the judge LM cannot be used; 1 is a bug's, never the gate's answer."""
     import tempfile
@@ -165,7 +169,7 @@ def cmd_gate(args) -> int:
     return 0
 
 
-def add_gate_parser(sub) -> None:
+def add_gate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     exits = "exit 0 yes, 4 no, 2 bad input, 3 judge LM unusable (1 is a bug)"
     p = sub.add_parser("gate", help=f"may a candidate judge replace the baseline? {exits}",
                        description=f"May the candidate judge replace the baseline (docs/CERTIFICATE.md)? {exits}.")
@@ -191,7 +195,7 @@ def add_gate_parser(sub) -> None:
 
 # -- label-next (issue 11) --------------------------------------------------------------------------
 
-def cmd_label_next(args) -> int:
+def cmd_label_next(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
@@ -240,7 +244,7 @@ def cmd_label_next(args) -> int:
     return 0
 
 
-def _audit_paths(args) -> tuple[str, str]:
+def _audit_paths(args: argparse.Namespace) -> tuple[str, str]:
     """Where ``--audit`` writes the draw's record and its decided items; refused (exit 2) when either exists, before
     anything is judged or written (a draw is made once, before any label)."""
     from pathlib import Path
@@ -257,7 +261,8 @@ def _audit_paths(args) -> tuple[str, str]:
     return record_path, queue_path
 
 
-def _audit_sample(args, trajectories, main: Mapping[str, Mapping[str, Any]]) -> None:
+def _audit_sample(args: argparse.Namespace, trajectories: list[Trajectory],
+                  main: Mapping[str, Mapping[str, Any]]) -> None:
     """``--audit N``: draw the seeded audit sample over the items the main judge judged, write its record and the
     decided items of the draw (generic JSONL, label null) to label beside the escalated queue (docs/CASCADE.md,
     "Recalibration")."""
@@ -276,7 +281,7 @@ def _audit_sample(args, trajectories, main: Mapping[str, Mapping[str, Any]]) -> 
           "with `rubricforge review --audit " + record_path + "`: their labels are the ones a refit may calibrate on")
 
 
-def add_label_next_parser(sub) -> None:
+def add_label_next_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("label-next", help="rank unlabeled trajectories by how much a label would teach")
     add_data_arguments(p, required=False)  # --data, or --from-mlflow (the picks are tagged there)
     add_mlflow_source_arguments(p)
@@ -300,7 +305,7 @@ def add_label_next_parser(sub) -> None:
     p.set_defaults(func=cmd_label_next)
 
 
-def add_certify_parsers(sub) -> None:
+def add_certify_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("certify", help="judge held-out labeled data and write a certificate into the program")
     p.add_argument("program", help="frozen program (.json)")
     add_data_arguments(p)
