@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport, TrajectoryCounts
     from rubricforge_dspy.data.labels import JoinReport, LabelReading
 
-__all__ = ["format_arg", "add_format_arguments", "data_spec", "as_spec", "label_reading", "add_data_arguments",
-           "load_data",
+__all__ = ["DATA_GROUP", "format_arg", "add_format_arguments", "data_spec", "as_spec", "label_reading",
+           "add_data_arguments", "load_data",
            "add_session_argument", "group_by_session", "spool_sessions",
            "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN", "stream_data"]
 
@@ -58,7 +58,10 @@ def format_arg(name: str) -> str:
                                      "(`rubricforge formats` lists them; --map MAP reads any other log)")
 
 
-def add_format_arguments(parser: argparse.ArgumentParser) -> None:
+DATA_GROUP = "data (the trajectories read and their labels; docs/FORMAT.md, docs/MAPPING.md)"
+
+
+def add_format_arguments(parser: argparse._ActionsContainer) -> None:
     """``--format`` and ``--map`` (a declarative mapping of a log no built-in format reads: docs/MAPPING.md)."""
     parser.add_argument("--format", default="auto", type=format_arg, metavar="FORMAT",
                         help="the input format (default: auto-detect; `rubricforge formats` lists them)")
@@ -132,17 +135,20 @@ def _paths(data: object) -> tuple[str, ...]:
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """``--data``, ``--format``/``--map``, ``--label-threshold``, ``--labels`` and ``--skip-bad`` (format names
-    are checked when the command line is parsed, a plugin discovered only for a name not registered: `format_arg`)."""
-    parser.add_argument("--data", required=required, nargs="+", default=None, help="trajectory file(s) or directory")
-    add_format_arguments(parser)
-    add_label_arguments(parser)
-    parser.add_argument("--skip-bad", action="store_true",
-                        help="skip (and list) malformed records instead of stopping at the first one")
-    add_session_argument(parser)
+    """``--data``, ``--format``/``--map``, the label flags, ``--skip-bad`` and ``--session-key``, in one argument
+    group (`DATA_GROUP`) shared by every command that reads trajectories; `data_spec` reads them into a `DataSpec`
+    (format names are checked when the command line is parsed, a plugin discovered only for a name not
+    registered: `format_arg`)."""
+    group = parser.add_argument_group(DATA_GROUP)
+    group.add_argument("--data", required=required, nargs="+", default=None, help="trajectory file(s) or directory")
+    add_format_arguments(group)
+    add_label_arguments(group)
+    group.add_argument("--skip-bad", action="store_true",
+                       help="skip (and list) malformed records instead of stopping at the first one")
+    add_session_argument(group)
 
 
-def add_session_argument(parser: argparse.ArgumentParser) -> None:
+def add_session_argument(parser: argparse._ActionsContainer) -> None:
     """``--session-key [EXPR]``: judge the traces of one session as one trajectory (`data.sessions`)."""
     parser.add_argument("--session-key", nargs="?", const=SESSION_ID, default=None, metavar="EXPR",
                         help="group the traces of one session into one trajectory, in start order, whose id is "
@@ -153,7 +159,7 @@ def add_session_argument(parser: argparse.ArgumentParser) -> None:
                              "metadata.conversation). The whole input is then held in memory")
 
 
-def add_label_arguments(parser: argparse.ArgumentParser) -> None:
+def add_label_arguments(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--label-threshold", type=label_rule_arg, default=None, metavar="T",
                         help="label = reward > T ('>=T': reward >= T); default: each format's own rule "
                              "(reward 1 for tau-bench, tau2, WebShop, ADaPT; reward > 0 for generic JSONL)")
@@ -169,7 +175,7 @@ def add_label_arguments(parser: argparse.ArgumentParser) -> None:
 
 # -- labels from several people (issue 41 item 2): text values, a labeler column, the resolution rule ----------
 
-def add_labeler_arguments(parser: argparse.ArgumentParser) -> None:
+def add_labeler_arguments(parser: argparse._ActionsContainer) -> None:
     """``--label-column``, ``--label-values``, ``--labeler-column``, ``--label-resolve``, ``--adjudicator`` (how a
     CSV/JSONL labels file's values are read; `data.labels.LabelReading`)."""
     from rubricforge_dspy.data.labels import RESOLVE_RULES

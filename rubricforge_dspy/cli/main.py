@@ -37,10 +37,12 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.data_options import (
+    DATA_GROUP,
     add_data_arguments,
     add_label_arguments,
     data_spec,
@@ -68,6 +70,7 @@ from rubricforge_dspy.core.errors import (
     EXIT_SERVER,
     AnswerIsNo,
     InputError,
+    RubricForgeDeprecationWarning,
     ServerError,
 )
 from rubricforge_dspy.core.files import writable_file
@@ -377,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-base", default=None,
                    help="the judge's endpoint, as given to `judge`: picks the server preset (default: "
                         "RUBRICFORGE_API_BASE; neither: the embedded preset); nothing is sent to it")
-    add_preset_arguments(p, judging=False, render_tokens_aliases=("--max-tokens",))
+    add_preset_arguments(p, judging=False, deprecated_render_tokens=("--max-tokens",))
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("judge", help="judge a file of trajectories into a JSONL of verdicts")
@@ -449,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--predictions", required=True, nargs="+",
                    help="a run directory (holding predictions/), or verdict files of `rubricforge judge`, "
                         "one per judge (judge name = file stem); layout: docs/REPORT.md")
-    add_label_arguments(p)  # --labels for verdict files of unlabeled data (a reward is labeled by > 0 unless T)
+    # --labels for verdict files of unlabeled data (a reward is labeled by > 0 unless T)
+    add_label_arguments(p.add_argument_group(DATA_GROUP))
     p.add_argument("--floor-data", nargs="+", default=None,
                    help="with verdict files: the labeled trajectories they judged; adds the floor and length-only "
                         "rows (task-grouped cross-validation on those items, docs/FLOOR.md)")
@@ -465,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=int, default=None, help="number of tasks sampled (default: small)")
     p.add_argument("--data", default=None,
                    help="tau-bench results file to sample from (default: the bundled GPT-4o airline sample)")
-    add_label_arguments(p)
+    add_label_arguments(p.add_argument_group(DATA_GROUP))
     p.add_argument("--budget", type=int, default=None,
                    help="max judge calls of the GEPA search (default: the preset's)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted demo instead of starting over")
@@ -534,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
     (`_quiet_dspy_call_errors`)."""
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(argv)
     except InputError as error:  # a format plugin that cannot be used, found when --format is checked
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INPUT
@@ -567,6 +571,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except Exception:  # noqa: BLE001 - not an expected error: a bug, reported as one
         return _bug()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line; a deprecated flag's `RubricForgeDeprecationWarning` is printed on stderr
+    (``warning: ...``) and then warned again, so the filters in force (a test suite's) see it too."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RubricForgeDeprecationWarning)
+        args = build_parser().parse_args(argv)
+    for warning in caught:
+        if issubclass(warning.category, RubricForgeDeprecationWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return args
 
 
 def _bug() -> int:
