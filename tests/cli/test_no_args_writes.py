@@ -105,3 +105,23 @@ def test_the_package_writes_nothing_into_args():
              for line in args_writes(path.read_text(encoding="utf-8"), str(path))]
     assert not found, ("the parsed command line is written here; return a record instead (cli.data_options."
                        f"data_spec, a frozen DataSpec, or the command's own options): {', '.join(found)}")
+
+
+def test_data_spec_reads_the_flags_and_leaves_them_as_parsed(tmp_path):
+    from rubricforge_dspy.cli.data_options import data_spec
+    from rubricforge_dspy.cli.main import build_parser
+
+    labels = tmp_path / "labels.csv"
+    labels.write_text("key,verdict,labeler\na,Successful,ann\n", encoding="utf-8")
+    args = build_parser().parse_args(["stats", "--data", str(tmp_path), "--labels", str(labels), "--labels-key", "key",
+                                      "--label-column", "verdict", "--label-values", "Successful=1,Unsuccessful=0",
+                                      "--label-threshold", ">=1", "--skip-bad", "--session-key"])
+    before = dict(vars(args))
+    spec = data_spec(args)
+    assert dict(vars(args)) == before and type(args.labels) is str  # nothing rewritten, not even the labels path
+    path = spec.labels_path
+    assert path is not None and path.key == "key" and path.reading is not None
+    assert path.reading.column == "verdict" and path.reading.values == "Successful=1,Unsuccessful=0"
+    assert (spec.paths, spec.on_error) == ((str(tmp_path),), "skip")
+    assert spec.label_rule == before["label_threshold"]
+    assert spec.session_key is not None
