@@ -105,10 +105,12 @@ def data_spec(args: argparse.Namespace) -> DataSpec:
                                  f"is {registered.mapping.label_rule or 'absent'}), so there is no reward to label; "
                                  "drop the threshold, or join rewards with --labels FILE")
             rule, labels_rule = None, rule  # it labels the labels file's rewards, not the data's
-    data = getattr(args, "data", None)
+    data, limit = getattr(args, "data", None), getattr(args, "limit", None)
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit must be at least 1, got {limit}: nothing would be judged")
     spec = DataSpec(paths=_paths(data), format=data_format, mapping=mapping, label_rule=rule, labels=labels or None,
                     labels_key=key, labels_rule=labels_rule, label_reading=reading,
-                    limit=getattr(args, "limit", None),
+                    limit=limit,
                     on_error="skip" if getattr(args, "skip_bad", False) else "raise",
                     session_key=getattr(args, "session_key", None))
     if labels_rule is not None:

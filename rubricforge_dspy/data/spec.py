@@ -59,14 +59,14 @@ class DataSpec:
             reward and ``--label-threshold``); None: the data's rule.
         label_reading: how the labels file's values are read (text values, several labelers, the resolution
             rule: `data.labels.LabelReading`), or None for 0/1-like labels, one row per id.
-        limit: read at most this many items (``--limit``), or None for all.
+        limit: read at most this many items (``--limit``; at least 1), or None for all.
         on_error: ``"raise"`` stops at the first malformed record, ``"skip"`` skips and counts it
             (``--skip-bad``).
         session_key: group the traces of one session into one trajectory by this key (``--session-key``;
             `data.sessions`), or None.
 
     Raises:
-        DataSpecError: an unknown ``on_error``, a negative ``limit``, an empty format or session key, or label
+        DataSpecError: an unknown ``on_error``, a ``limit`` below 1, an empty format or session key, or label
             options (key, rule, reading) without a labels file.
     """
 
@@ -96,8 +96,8 @@ class DataSpec:
         if self.on_error not in ON_ERROR:
             raise DataSpecError(f"DataSpec.on_error must be one of {', '.join(ON_ERROR)}, got {self.on_error!r}")
         if self.limit is not None and (isinstance(self.limit, bool) or not isinstance(self.limit, int)
-                                       or self.limit < 0):
-            raise DataSpecError(f"DataSpec.limit must be a whole number >= 0 or None, got {self.limit!r}")
+                                       or self.limit < 1):
+            raise DataSpecError(f"DataSpec.limit must be at least 1 (or None for every item), got {self.limit!r}")
         if not isinstance(self.format, str) or not self.format:
             raise DataSpecError(f"DataSpec.format must be a format name or 'auto', got {self.format!r}")
         if self.session_key is not None and not self.session_key:

@@ -27,6 +27,7 @@ def test_frozen_and_replace_returns_a_new_validated_record(tmp_path):
 @pytest.mark.parametrize("changes, words", [
     ({"on_error": "quiet"}, "on_error"),
     ({"limit": -1}, "limit"),
+    ({"limit": 0}, "limit"),
     ({"limit": True}, "limit"),
     ({"format": ""}, "format"),
     ({"session_key": ""}, "session_key"),
