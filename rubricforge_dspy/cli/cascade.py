@@ -28,14 +28,15 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
+from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.terminal import check_name
+from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.metrics.risk_methods import DEFAULT_BOUND, DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
@@ -78,18 +79,19 @@ docs/CASCADE.md has the theorem, its assumptions and the benchmark."""
 __all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage", "use_cascade_label_rule"]
 
 
-def use_cascade_label_rule(args, guarantee: dict | None, what: str) -> None:
-    """Read labels against a cascade by the rule it was certified with: ``args.label_threshold`` becomes the
+def use_cascade_label_rule(spec: DataSpec, guarantee: dict[str, Any] | None, what: str) -> DataSpec:
+    """Read labels against a cascade by the rule it was certified with: the returned spec's ``label_rule`` is the
     cascade's rule when none was given (said in one line on stderr); another rule is refused
     (`report.cascade.LabelRuleMismatchError`, exit 2, naming both)."""
     from rubricforge_dspy.report.cascade import cascade_label_rule
 
-    args.label_threshold, note = cascade_label_rule(guarantee, args.label_threshold, what)
+    rule, note = cascade_label_rule(guarantee, spec.label_rule, what)
     if note:
         print(note, file=sys.stderr)
+    return spec.replace(label_rule=rule)
 
 
-def _check(args) -> None:
+def _check(args: argparse.Namespace) -> None:
     if not 0 < args.alpha < 1 or not 0 < args.delta < 1:
         raise InputError(f"--alpha and --delta must be in (0, 1), got {args.alpha} and {args.delta}")
     if args.max_false_pass is not None and not 0 < args.max_false_pass < 1:
@@ -100,7 +102,7 @@ def _check(args) -> None:
         check_name(name, "--name")
 
 
-def load_stage(spec: str, args) -> BaseJudge:
+def load_stage(spec: str, args: argparse.Namespace) -> BaseJudge:
     """The stage a ``--stage`` value names: a verdict JSONL (``.jsonl``) or a platform's verdicts
     (``mlflow:``/``inspect:``) as a recorded stage (`judge.recorded.RecordedJudge`), else a saved judge
     (`load_judge`). Every verdict line is checked here, before any work (exit 2 naming the file and line)."""
@@ -115,12 +117,12 @@ def load_stage(spec: str, args) -> BaseJudge:
     return load_judge(spec, allow_unverified=args.allow_unverified_program, allow_import=args.allow_import_stage)
 
 
-def _missing_notes(names, stages) -> list[str]:
+def _missing_notes(names: list[str], stages: list[BaseJudge]) -> list[str]:
     """One line per recorded stage (or hybrid over one) that had no verdict for some calibration items, and one
     per recorded stage some of whose lines have a score that contradicts their verdict (handed on)."""
     notes = []
     for name, stage in zip(names, stages, strict=False):
-        part = getattr(stage, "llm", stage)
+        part: Any = getattr(stage, "llm", stage)
         if getattr(part, "n_missing", 0):
             notes.append(f"note: stage {name!r}: {part.n_missing} of {part.n_lookups} calibration item(s) have no "
                          f"verdict in {part.source}: handed on (the first: {part.missing_ids[0]})")
@@ -129,7 +131,7 @@ def _missing_notes(names, stages) -> list[str]:
     return notes
 
 
-def cmd_cascade_fit(args) -> int:
+def cmd_cascade_fit(args: argparse.Namespace) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
     from rubricforge_dspy.data.label_journal import exchangeable_labels
@@ -137,16 +139,18 @@ def cmd_cascade_fit(args) -> int:
 
     _check(args)
     writable_file(args.out, "cascade")
-    stages = [load_stage(spec, args) for spec in args.stage]
-    trajectories = load_data(args, need_labels=True).trajectories
-    selection = exchangeable_labels(trajectories, args.labels, data=args.data, data_format=args.format,
-                                    label_threshold=args.label_threshold)  # issue 39.6: only exchangeable labels
+    stages = [load_stage(stage, args) for stage in args.stage]
+    data = data_spec(args)
+    trajectories = load_data(data, need_labels=True, command="cascade fit").trajectories
+    selection = exchangeable_labels(trajectories, data.labels_path, data=list(data.paths), data_format=data.format,
+                                    label_threshold=data.label_rule)  # issue 39.6: only exchangeable labels
     trajectories = selection.kept
     if selection.journal is not None:
         print(selection.summary())
     order = None
     if args.order_data is not None:
-        order = load_data(argparse.Namespace(**{**vars(args), "data": args.order_data}), need_labels=True).trajectories
+        order = load_data(data.replace(paths=args.order_data), need_labels=True,
+                          command="cascade fit --order-data").trajectories
     needs_lm = any(stage.predictors() for stage in stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
         if lm is not None:
@@ -156,7 +160,7 @@ def cmd_cascade_fit(args) -> int:
                     stage.set_lm(lm)
         cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
                               names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
-                              one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels,
+                              one_per_task=args.one_per_task, label_rule=data.label_rule, labels=data.labels_path,
                               bound=args.bound.replace("-", "_"), order_trajectories=order)
     assert cascade.fit_report is not None  # fit_cascade records its report
     cascade.fit_report["labels_selected"] = selection.to_dict()
@@ -170,7 +174,7 @@ def cmd_cascade_fit(args) -> int:
     return 0
 
 
-def add_cascade_parser(sub) -> None:
+def add_cascade_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("cascade", help="a certified cascade: the free floor, then LLM judges, then a person")
     commands = p.add_subparsers(dest="cascade_command", required=True)
     f = commands.add_parser("fit", help="fit per-stage thresholds on labeled calibration data (Learn-then-Test)",

@@ -10,23 +10,27 @@ and ``--save-floor`` writes the hybrid (plain JSON; a cascade stage: docs/CASCAD
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubricforge_dspy.cli.data_options import add_data_arguments
+from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec
 from rubricforge_dspy.cli.lm_options import add_lm_arguments
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.judge_names import FLOOR_FOLDS, FLOOR_RESAMPLES
 
 if TYPE_CHECKING:
+    from rubricforge_dspy.core.trajectory import Trajectory
+    from rubricforge_dspy.evidence.features import FeatureTable
+    from rubricforge_dspy.judge.contract import BaseJudge
     from rubricforge_dspy.judge.hybrid import HybridJudge
 
 __all__ = ["add_floor_parser", "cmd_floor", "load_labeled", "load_table"]
 
 
-def load_labeled(args) -> tuple[list, dict]:
+def load_labeled(args: argparse.Namespace) -> tuple[list[Trajectory], dict[str, int]]:
     """The labeled trajectories of ``--data`` (``--labels`` joined by id, `data_options.load_data`) and what
     was dropped, counted: malformed records skipped, unlabeled trajectories left out, label ids unmatched."""
     from rubricforge_dspy.cli.data_options import load_data
@@ -38,7 +42,7 @@ def load_labeled(args) -> tuple[list, dict]:
     return data.trajectories, dropped
 
 
-def load_table(args):
+def load_table(args: argparse.Namespace) -> tuple[FeatureTable, dict[str, int]]:
     """The `evidence.features.FeatureTable` of the labeled trajectories of ``--data`` (``--labels`` joined),
     built in one streaming pass (`data_options.stream_data`): no `Trajectory` is kept, so memory grows by
     a few hundred bytes per item. Unlabeled trajectories are left out and counted, with the messages of
@@ -56,7 +60,7 @@ def load_table(args):
     table = builder.finish()
     left_out = seen - len(table)
     if not len(table):  # the words of `load_data(need_labels=True)`
-        raise no_labels_error(args, seen, first)
+        raise no_labels_error("floor", seen, first)
     warn_left_out(left_out, len(table))
     join = data.join.to_dict() if data.join is not None else None
     dropped = {"skipped_records": len(data.report.skipped), "unlabeled_left_out": left_out,
@@ -64,7 +68,7 @@ def load_table(args):
     return table, dropped
 
 
-def _judge_part(args):
+def _judge_part(args: argparse.Namespace) -> BaseJudge | None:
     """The judge of ``--judge-verdicts`` (a recorded stage, read and checked now: exit 2 naming a bad line) or
     ``--judge`` (a plain frozen program), or None."""
     from rubricforge_dspy.judge.loading import load_judge
@@ -85,7 +89,7 @@ def _judge_part(args):
     return None
 
 
-def _live_verdicts(args, judge, table) -> list:
+def _live_verdicts(args: argparse.Namespace, judge: BaseJudge, table: FeatureTable) -> list[Any]:
     """The live judge's verdicts on the labeled items (one LM call each; LM failures are counted abstentions,
     a dead server stops with exit 3)."""
     from rubricforge_dspy.cli.data_options import load_data
@@ -97,7 +101,7 @@ def _live_verdicts(args, judge, table) -> list:
         return list(judge.batch([by_id[i] for i in table.ids], args.concurrency))
 
 
-def _hybrid(args, judge, table, report: dict[str, Any]) -> HybridJudge:
+def _hybrid(args: argparse.Namespace, judge: BaseJudge, table: FeatureTable, report: dict[str, Any]) -> HybridJudge:
     """Add the judge's and the hybrid's rows to `report`; return the hybrid fit on all the items."""
     from rubricforge_dspy.judge.hybrid import HybridJudge
     from rubricforge_dspy.judge.recorded import RecordedJudge
@@ -114,7 +118,7 @@ def _hybrid(args, judge, table, report: dict[str, Any]) -> HybridJudge:
     return HybridJudge(judge, fit_hybrid_stack(verdicts, table, source))
 
 
-def cmd_floor(args) -> int:
+def cmd_floor(args: argparse.Namespace) -> int:
     # scikit-learn and DSPy: imported by this command only, so `rubricforge stats` starts light
     from rubricforge_dspy.judge.floor import SymptomFloor
     from rubricforge_dspy.trust.floor_cv import floor_report, format_floor_report, write_cv_verdicts
@@ -126,8 +130,9 @@ def cmd_floor(args) -> int:
     trajectories, dropped = load_table(args)  # one streaming pass; the features are computed once per item
     report = floor_report(trajectories, n_splits=args.folds, seed=args.seed, n_resamples=args.resamples)
     hybrid = _hybrid(args, judge, trajectories, report) if judge is not None else None
-    report = {"data": [str(p) for p in args.data], "labels": args.labels,
-              "label_threshold": None if args.label_threshold is None else str(args.label_threshold),
+    spec = data_spec(args)
+    report = {"data": list(spec.paths), "labels": spec.labels,
+              "label_threshold": None if spec.label_rule is None else str(spec.label_rule),
               **dropped, **report}
     if args.verdicts_dir:
         write_cv_verdicts(trajectories, args.verdicts_dir, n_splits=args.folds, seed=args.seed)
@@ -142,7 +147,7 @@ def cmd_floor(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
-        print(format_floor_report(report, ", ".join(map(str, args.data))))
+        print(format_floor_report(report, ", ".join(spec.paths)))
         extra = [f"{dropped['skipped_records']} malformed record(s) skipped"] if dropped["skipped_records"] else []
         if dropped["unlabeled_left_out"]:
             extra.append(f"{dropped['unlabeled_left_out']} unlabeled trajectories left out")
@@ -159,7 +164,7 @@ def cmd_floor(args) -> int:
     return 0
 
 
-def add_floor_parser(sub) -> None:
+def add_floor_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("floor", help="the floor every judge must beat: symptom and length-only models by "
                                      "task-grouped cross-validation, and the Heuristic (no LM, seconds)")
     add_data_arguments(p)

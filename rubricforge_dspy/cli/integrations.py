@@ -12,9 +12,16 @@ import functools
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
+from rubricforge_dspy.cli.data_options import data_spec
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.data.spec import DataSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rubricforge_dspy.core.trajectory import Trajectory
 
 __all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
            "load_from_mlflow", "spool_from_mlflow", "reads_from_mlflow", "write_verdicts_to_mlflow",
@@ -83,7 +90,7 @@ def require_input(args: argparse.Namespace) -> None:
         _mlflow()
 
 
-def _mlflow():
+def _mlflow() -> Any:
     try:
         from rubricforge_dspy.integrations import mlflow as integration  # the optional extra, imported on use
     except ImportError as exc:
@@ -91,7 +98,7 @@ def _mlflow():
     return integration
 
 
-def load_from_mlflow(args: argparse.Namespace, stream=None) -> list:
+def load_from_mlflow(args: argparse.Namespace, stream: IO[str] | None = None) -> list[Trajectory]:
     """The trajectories ``--from-mlflow`` names, with the load's counts printed (labeled, unlabeled,
     skipped with reasons, non-human assessments ignored as labels).
 
@@ -117,9 +124,10 @@ def load_from_mlflow(args: argparse.Namespace, stream=None) -> list:
     return trajectories
 
 
-def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | None:
+def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Path,
+                      stream: IO[str] | None = None) -> DataSpec:
     """``--from-mlflow``: stream the experiment's traces, with their HUMAN labels, one page at a time into the
-    generic JSONL file ``<beside>.from-mlflow.jsonl`` (replaced on each run) and point ``args.data`` at it.
+    generic JSONL file ``<beside>.from-mlflow.jsonl`` (replaced on each run); the returned spec reads it.
 
     The command then reads that file as it reads any input: the same whole-input check before any LM call,
     the same job file and resume (a pull whose traces or labels changed is other input data: use a new
@@ -127,17 +135,18 @@ def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | N
 
     Args:
         args: the parsed command line (``--from-mlflow``, ``--experiment``, ``--filter``, ``--label-name``).
+        spec: the command's data spec (its label options are kept; its paths and format become the spool's).
         beside: the command's output path; the spool file is named after it.
         stream: where the load's counts are printed (stderr).
 
     Returns:
-        The spool file, or None without ``--from-mlflow``.
+        A new spec reading the spool file, or ``spec`` itself without ``--from-mlflow``.
 
     Raises:
         InputError: bad flags, an unknown experiment, a bad label, no trace at all; ServerError: MLflow unreachable.
     """
     if not from_mlflow_requested(args):
-        return None
+        return spec
     from rubricforge_dspy.data.export import convert_trajectories
 
     stream = stream or sys.stderr
@@ -158,11 +167,10 @@ def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | N
         spool.unlink(missing_ok=True)
         raise InputError(f"--from-mlflow {args.from_mlflow} --experiment {args.experiment!r}: no traces "
                          f"{'match the filter' if args.mlflow_filter else 'in it'}")
-    args.data, args.format = [str(spool)], "jsonl"
-    return spool
+    return spec.replace(paths=(str(spool),), format="jsonl", mapping=None)
 
 
-def reads_from_mlflow(command):
+def reads_from_mlflow(command: Callable[[argparse.Namespace, DataSpec], int]) -> Callable[[argparse.Namespace], int]:
     """A command that reads trajectories and writes no file to name a spool after (``stats``, ``convert``)
     takes ``--from-mlflow`` too: the input is checked (`require_input`), and the experiment's traces are
     spooled (`spool_from_mlflow`) into a temporary directory that is removed when the command ends."""
@@ -170,16 +178,17 @@ def reads_from_mlflow(command):
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
         require_input(args)
+        spec = data_spec(args)
         if not from_mlflow_requested(args):
-            return command(args)
+            return command(args, spec)
         with tempfile.TemporaryDirectory(prefix="rubricforge-mlflow-") as tmp:
-            spool_from_mlflow(args, Path(tmp) / "traces")
-            return command(args)
+            return command(args, spool_from_mlflow(args, spec, Path(tmp) / "traces"))
 
     return run
 
 
-def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: Any, stream=None):
+def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path: str | Path, program: Any,
+                             stream: IO[str] | None = None) -> Any:
     """``--to-mlflow``: the verdict file's lines logged as assessments; returns the `WriteBackReport`
     (None without the flag)."""
     if getattr(args, "to_mlflow", None) is None:
@@ -198,11 +207,11 @@ def write_verdicts_to_mlflow(args: argparse.Namespace, verdict_path, program: An
     return report
 
 
-def tag_label_next_in_mlflow(args: argparse.Namespace, chosen, stream=None) -> int:
+def tag_label_next_in_mlflow(args: argparse.Namespace, chosen: Any, stream: IO[str] | None = None) -> int:
     """label-next with ``--from-mlflow``: tag the chosen traces for labeling there; returns how many."""
     if getattr(args, "from_mlflow", None) is None:
         return 0
-    n = _mlflow().tag_for_labeling(chosen, args.from_mlflow, label_name=args.label_name,
+    n: int = _mlflow().tag_for_labeling(chosen, args.from_mlflow, label_name=args.label_name,
                                    experiment=args.experiment)
     print(f"MLflow: tagged {n} trace(s) rubricforge.label_next=<rank> (an earlier pick's tags cleared); label them "
           f"in the UI as a feedback named {args.label_name!r}, then re-run with --from-mlflow",
@@ -210,7 +219,7 @@ def tag_label_next_in_mlflow(args: argparse.Namespace, chosen, stream=None) -> i
     return n
 
 
-def tag_escalated_in_mlflow(args: argparse.Namespace, queue_path, stream=None) -> int:
+def tag_escalated_in_mlflow(args: argparse.Namespace, queue_path: str | Path, stream: IO[str] | None = None) -> int:
     """``judge --cascade --to-mlflow``: tag the traces the cascade escalated (its labeling queue, in order) for
     labeling in MLflow, as `label-next` tags its picks; returns how many (0 without the flag or escalations)."""
     if getattr(args, "to_mlflow", None) is None:
@@ -221,7 +230,7 @@ def tag_escalated_in_mlflow(args: argparse.Namespace, queue_path, stream=None) -
         ids = [orjson.loads(line)["id"] for line in handle if line.strip()]
     if not ids:
         return 0
-    n = _mlflow().tag_for_labeling(ids, args.to_mlflow, label_name=getattr(args, "label_name", None) or "label",
+    n: int = _mlflow().tag_for_labeling(ids, args.to_mlflow, label_name=getattr(args, "label_name", None) or "label",
                                    experiment=getattr(args, "experiment", None))
     print(f"MLflow: tagged {n} escalated trace(s) rubricforge.label_next=<rank> for a person to label",
           file=stream or sys.stderr)

@@ -37,12 +37,15 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.data_options import (
+    DATA_GROUP,
     add_data_arguments,
     add_label_arguments,
-    apply_mapping,
+    data_spec,
     load_data,
     stream_data,
     write_disagreements,
@@ -67,23 +70,32 @@ from rubricforge_dspy.core.errors import (
     EXIT_SERVER,
     AnswerIsNo,
     InputError,
+    RubricForgeDeprecationWarning,
     ServerError,
 )
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.progress import requested as progress_requested
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.data.formats import LoadReport
+from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
+
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     add_data_arguments(parser, required=required)
 
 
-def _load(args, need_labels: bool = False, warn: bool = True):
-    data = load_data(args, need_labels=need_labels, warn=warn)
+def _load(spec: DataSpec, command: str, need_labels: bool = False,
+          warn: bool = True) -> tuple[list[Trajectory], LoadReport]:
+    data = load_data(spec, need_labels=need_labels, warn=warn, command=command)
     return data.trajectories, data.report
 
 
-def _json_nan_as_null(value):
+def _json_nan_as_null(value: Any) -> Any:
     """`value` with every float nan as None (JSON has no NaN; an undefined statistic is null)."""
     if isinstance(value, float) and value != value:
         return None
@@ -95,21 +107,21 @@ def _json_nan_as_null(value):
 
 
 @reads_from_mlflow
-def cmd_stats(args) -> int:
+def cmd_stats(args: argparse.Namespace, spec: DataSpec) -> int:
     """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
     (each record is checked as every loading command checks it, but no step is built)."""
     from rubricforge_dspy.data.stats import DataStats
 
-    data = stream_data(args, counts=True)
+    data = stream_data(spec, counts=True)
     stats = DataStats()
     for counts in data.trajectories:
         stats.add(counts)
     labelers = None
-    if args.labels:
+    if spec.labels_path is not None:
         from rubricforge_dspy.data.labels import read_label_file
         from rubricforge_dspy.data.stats import format_labeler_report, labeler_report
 
-        labelers = labeler_report(read_label_file(args.labels))
+        labelers = labeler_report(read_label_file(spec.labels_path))
     if args.json:
         print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
                           "warnings": data.tally.warnings(), "labels": data.to_dict(),
@@ -122,39 +134,38 @@ def cmd_stats(args) -> int:
 
 
 @reads_from_mlflow
-def cmd_convert(args) -> int:
+def cmd_convert(args: argparse.Namespace, spec: DataSpec) -> int:
     from rubricforge_dspy.data.export import convert_trajectories
 
-    data = stream_data(args)  # written as read: bounded memory for a file of any length
+    data = stream_data(spec)  # written as read: bounded memory for a file of any length
     n = convert_trajectories(data.trajectories, args.out)
     print(f"wrote {n} trajectories ({data.tally.labeled} labeled, {data.tally.unlabeled} unlabeled) -> {args.out}")
     return 0
 
 
-def cmd_render(args) -> int:
+def cmd_render(args: argparse.Namespace) -> int:
     """Print the text `judge` sends for the chosen item(s): the render is resolved as `judge` resolves it
     (``--preset``, ``--render-tokens``/``--max-tokens``, ``--step-chars``, ``--api-base`` or
     ``RUBRICFORGE_API_BASE``, ``--program``'s own render); which one it used goes to stderr."""
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 
+    spec = data_spec(args)
     if args.all:
-        trajectories, _ = _load(args, warn=False)
-    elif args.session_key is not None:  # one session: grouped from the whole input (labels joined per session)
-        grouped, _ = _load(args, warn=False)
+        trajectories, _ = _load(spec, "render", warn=False)
+    elif spec.session_key is not None:  # one session: grouped from the whole input (labels joined per session)
+        grouped, _ = _load(spec, "render", warn=False)
         chosen_one, count = (grouped[args.index] if 0 <= args.index < len(grouped) else None), len(grouped)
     else:  # one record: those before it are skipped without being parsed (data.formats.trajectory_at)
         from rubricforge_dspy.data.formats import trajectory_at
         from rubricforge_dspy.data.scan import require_trajectories
 
-        chosen_one, count = trajectory_at(args.data, max(args.index, 0), format=args.format,
-                                          label_threshold=args.label_threshold,
-                                          on_error="skip" if args.skip_bad else "raise")
-        require_trajectories(count, args.data)
-        if args.labels and chosen_one is not None:
+        chosen_one, count = trajectory_at(list(spec.paths), max(args.index, 0), **spec.read_options())
+        require_trajectories(count, list(spec.paths))
+        if spec.labels_path is not None and chosen_one is not None:
             from rubricforge_dspy.data.labels import LabelJoin
 
-            chosen_one = LabelJoin(args.labels, args.label_threshold).apply(chosen_one)
+            chosen_one = LabelJoin(spec.labels_path, spec.label_rule).apply(chosen_one)
     preset = resolve(args)
     program = None
     if args.program is not None:
@@ -163,8 +174,8 @@ def cmd_render(args) -> int:
         program = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
 
     def program_render() -> RenderConfig | None:
-        assert program is not None  # judge_render asks for it only with --program
-        return program.render_config
+        own: RenderConfig | None = program.render_config if program is not None else None  # only with --program
+        return own
 
     config = judge_render(args, preset, program_render)
     if program is None:
@@ -188,7 +199,7 @@ def cmd_render(args) -> int:
     return 0
 
 
-def cmd_induce(args) -> int:
+def cmd_induce(args: argparse.Namespace) -> int:
     from rubricforge_dspy.cli.presets import render_from_args, resolve
     from rubricforge_dspy.induction.inducer import InductionConfig
     from rubricforge_dspy.judge.loading import load_judge
@@ -197,8 +208,8 @@ def cmd_induce(args) -> int:
 
     require_input(args)
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
-    spool_from_mlflow(args, args.out)
-    trajectories, _ = _load(args, need_labels=True)
+    spec = spool_from_mlflow(args, data_spec(args), args.out)
+    trajectories, _ = _load(spec, "induce", need_labels=True)
     split = induction_split(trajectories, sample_tasks=args.sample_tasks, seed=args.seed)
     for name, part in split.summary().items():
         print(f"{name:>5}: {part}", file=sys.stderr)
@@ -224,20 +235,21 @@ def cmd_induce(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: argparse.Namespace) -> int:
     from rubricforge_dspy.pipeline.report_job import report_main
     from rubricforge_dspy.report.cascade import report_label_rule
 
-    _, note = report_label_rule(args.predictions, args.labels, args.label_threshold)  # exit 2 on another rule
+    spec = data_spec(args)
+    _, note = report_label_rule(args.predictions, spec.labels_path, spec.label_rule)  # exit 2 on another rule
     if note:
         print(note, file=sys.stderr)
-    path = report_main(args.predictions, args.out, labels=args.labels, label_threshold=args.label_threshold,
+    path = report_main(args.predictions, args.out, labels=spec.labels_path, label_threshold=spec.label_rule,
                        floor_data=args.floor_data)
     print(f"report: {path}")
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     """Induce and evaluate on the demo data into ``--out`` (default outside any source tree)."""
     from rubricforge_dspy.cli.presets import resolve
     from rubricforge_dspy.pipeline.demo import (
@@ -251,8 +263,9 @@ def cmd_demo(args) -> int:
 
     preset = resolve(args)
     embedded = preset.name == "embedded"
-    sample, data = demo_sample(args.data, args.tasks or preset.demo_tasks, labels=args.labels,
-                               label_threshold=args.label_threshold)
+    spec = data_spec(args)
+    sample, data = demo_sample(args.data, args.tasks or preset.demo_tasks, labels=spec.labels_path,
+                               label_threshold=spec.label_rule)
     out = Path(args.out) if args.out else default_out_dir()
     # a 135M model rambles to the cap otherwise
     reflection_tokens = EMBEDDED_REFLECTION_TOKENS if embedded else None
@@ -271,7 +284,7 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     """Launch a judge server and print its endpoint; Ctrl-C (or SIGTERM) stops it."""
     import time
 
@@ -298,11 +311,11 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _serve_embedded(args) -> int:
+def _serve_embedded(args: argparse.Namespace) -> int:
     """`rubricforge serve` (embedded): run the embedded judge server until Ctrl-C or SIGTERM, printing its endpoint."""
     import time
 
@@ -367,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-base", default=None,
                    help="the judge's endpoint, as given to `judge`: picks the server preset (default: "
                         "RUBRICFORGE_API_BASE; neither: the embedded preset); nothing is sent to it")
-    add_preset_arguments(p, judging=False, render_tokens_aliases=("--max-tokens",))
+    add_preset_arguments(p, judging=False, deprecated_render_tokens=("--max-tokens",))
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("judge", help="judge a file of trajectories into a JSONL of verdicts")
@@ -439,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--predictions", required=True, nargs="+",
                    help="a run directory (holding predictions/), or verdict files of `rubricforge judge`, "
                         "one per judge (judge name = file stem); layout: docs/REPORT.md")
-    add_label_arguments(p)  # --labels for verdict files of unlabeled data (a reward is labeled by > 0 unless T)
+    # --labels for verdict files of unlabeled data (a reward is labeled by > 0 unless T)
+    add_label_arguments(p.add_argument_group(DATA_GROUP))
     p.add_argument("--floor-data", nargs="+", default=None,
                    help="with verdict files: the labeled trajectories they judged; adds the floor and length-only "
                         "rows (task-grouped cross-validation on those items, docs/FLOOR.md)")
@@ -455,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=int, default=None, help="number of tasks sampled (default: small)")
     p.add_argument("--data", default=None,
                    help="tau-bench results file to sample from (default: the bundled GPT-4o airline sample)")
-    add_label_arguments(p)
+    add_label_arguments(p.add_argument_group(DATA_GROUP))
     p.add_argument("--budget", type=int, default=None,
                    help="max judge calls of the GEPA search (default: the preset's)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted demo instead of starting over")
@@ -501,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _exit_on_sigterm(signum, frame):
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     # SystemExit unwinds the context managers, so an embedded server this process started is stopped.
     raise SystemExit(128 + signum)
 
@@ -524,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
     (`_quiet_dspy_call_errors`)."""
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(argv)
     except InputError as error:  # a format plugin that cannot be used, found when --format is checked
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INPUT
@@ -535,10 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_dspy_call_errors()
     try:
-        apply_mapping(args)  # --map: the mapping becomes the format the data is read with
-        write_disagreements(args)  # --disagreements-out: on every command that reads a labels file
+        spec = data_spec(args)  # every data flag checked (and --map registered) before the command starts
+        write_disagreements(spec, getattr(args, "disagreements_out", None))  # on every command reading labels
         with progress_requested():  # long loops report on stderr (core.progress), never on stdout
-            return args.func(args)
+            code: int = args.func(args)
+            return code
     except (InputError, ServerError, AnswerIsNo) as error:
         kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
         _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)
@@ -556,6 +571,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except Exception:  # noqa: BLE001 - not an expected error: a bug, reported as one
         return _bug()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line; a deprecated flag's `RubricForgeDeprecationWarning` is printed on stderr
+    (``warning: ...``) and then warned again, so the filters in force (a test suite's) see it too."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RubricForgeDeprecationWarning)
+        args = build_parser().parse_args(argv)
+    for warning in caught:
+        if issubclass(warning.category, RubricForgeDeprecationWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return args
 
 
 def _bug() -> int:

@@ -51,7 +51,7 @@ def cmd_map_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_mapping_parsers(sub: argparse._SubParsersAction) -> None:
+def add_mapping_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``formats`` and ``map check`` on the subcommand parser `sub`."""
     p = sub.add_parser("formats", help="list the trajectory formats: built-in, plugins, and mappings given")
     p.add_argument("--map", dest="maps", nargs="+", default=None, metavar="MAP",

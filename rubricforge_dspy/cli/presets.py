@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from rubricforge_dspy.cli.lm_options import api_bases
+from rubricforge_dspy.core.errors import RubricForgeDeprecationWarning
 from rubricforge_dspy.core.presets import EMBEDDED, PRESETS, SERVER, Preset, preset_for
 from rubricforge_dspy.evidence.render import RenderConfig, render_with_overrides
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 API_BASE_ENV = "RUBRICFORGE_API_BASE"
 
@@ -25,7 +32,8 @@ def resolve(args: argparse.Namespace) -> Preset:
     (`preset_for`), with the ``--concurrency``, ``--render-tokens``, ``--step-chars``, ``--num-threads`` and
     ``--budget`` overrides applied."""
     name = getattr(args, "preset", None)
-    api_base = getattr(args, "api_base", None) or os.environ.get(API_BASE_ENV) or None
+    given = api_bases(args)
+    api_base = (given[-1] if given else None) or os.environ.get(API_BASE_ENV) or None
     preset = PRESETS[name] if name else preset_for(api_base)
     overrides = {field: getattr(args, field) for field in ("concurrency", "render_tokens", "step_chars",
                                                            "num_threads", "budget")
@@ -46,7 +54,8 @@ def overrides_render(args: argparse.Namespace) -> bool:
     return getattr(args, "render_tokens", None) is not None or getattr(args, "step_chars", None) is not None
 
 
-def judge_render(args: argparse.Namespace, preset: Preset, program_render=None) -> RenderConfig | None:
+def judge_render(args: argparse.Namespace, preset: Preset,
+                 program_render: Callable[[], RenderConfig | None] | None = None) -> RenderConfig | None:
     """The render `judge` (and `render`) use for `args`: the preset's without ``--program``; with one, the
     program's own render (None: "leave the program's"), or it with the ``--render-tokens``/``--step-chars``
     given. `program_render` is a callable returning the program's `RenderConfig` (called only when needed)."""
@@ -54,14 +63,31 @@ def judge_render(args: argparse.Namespace, preset: Preset, program_render=None) 
         return RenderConfig.of(preset)
     if not overrides_render(args):
         return None
-    return render_from_args(args, preset, program_render())
+    return render_from_args(args, preset, program_render() if program_render is not None else None)
+
+
+def deprecated_int(name: str, use: str) -> Callable[[str], int]:
+    """argparse type of a deprecated alias ``name`` of the flag ``use``: the value as an int, with a
+    `RubricForgeDeprecationWarning` naming the flag to use (`cli.main` prints it on stderr)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        warnings.warn(f"{name} is deprecated here: use {use} (the same value)", RubricForgeDeprecationWarning,
+                      stacklevel=2)
+        return value
+
+    return parse
 
 
 def add_preset_arguments(parser: argparse.ArgumentParser, induction: bool = False, judging: bool = True,
-                         render_tokens_aliases: tuple[str, ...] = ()) -> None:
+                         deprecated_render_tokens: tuple[str, ...] = ()) -> None:
     """``--preset --concurrency --render-tokens --step-chars`` (``--num-threads`` for induction; no
-    ``--concurrency`` when not `judging`, as for `render`; `render_tokens_aliases` are more names of
-    ``--render-tokens``, e.g. `render`'s ``--max-tokens``)."""
+    ``--concurrency`` when not `judging`, as for `render`; `deprecated_render_tokens` are old names of
+    ``--render-tokens`` kept for the docs that use them, each warning: `render`'s ``--max-tokens``, which
+    elsewhere caps the LM's answer)."""
     group = parser.add_argument_group("sizes (default: the embedded preset without --api-base, else the server preset)")
     group.add_argument("--preset", choices=sorted(PRESETS), default=None,
                        help="the sizes (render tokens, concurrency, GEPA budget; core/presets.py): embedded for the "
@@ -70,9 +96,12 @@ def add_preset_arguments(parser: argparse.ArgumentParser, induction: bool = Fals
         group.add_argument("--concurrency", type=int, default=None,
                            help=f"judge requests in flight (embedded {EMBEDDED.concurrency}, "
                                 f"server {SERVER.concurrency})")
-    group.add_argument("--render-tokens", *render_tokens_aliases, dest="render_tokens", type=int, default=None,
+    group.add_argument("--render-tokens", dest="render_tokens", type=int, default=None,
                        help=f"token budget of each rendered trajectory (embedded {EMBEDDED.render_tokens}, "
                             f"server {SERVER.render_tokens})")
+    for name in deprecated_render_tokens:
+        group.add_argument(name, dest="render_tokens", type=deprecated_int(name, "--render-tokens"), default=None,
+                           metavar="RENDER_TOKENS", help="deprecated: --render-tokens")
     group.add_argument("--step-chars", type=int, default=None,
                        help=f"characters a long step keeps at least when the render does not fit its token "
                             f"budget (steps are cut only then; embedded {EMBEDDED.step_chars}, "

@@ -6,14 +6,21 @@ calls `rubricforge_dspy.review.serve` (the library checks every input before the
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import logging
 import sys
+from typing import TYPE_CHECKING
+
+from rubricforge_dspy.cli.data_options import data_spec
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["add_review_parser", "cmd_review"]
 
 
-def cmd_review(args) -> int:
+def cmd_review(args: argparse.Namespace) -> int:
     from rubricforge_dspy.core.errors import MissingExtraError, ServerError
     from rubricforge_dspy.evidence.render import RenderConfig
 
@@ -29,10 +36,11 @@ def cmd_review(args) -> int:
         base = RenderConfig()
         render = RenderConfig(max_tokens=args.render_tokens or base.max_tokens,
                               max_step_chars=args.step_chars or base.max_step_chars)
-    inputs = ReviewInputs(data=args.data, verdicts=args.verdicts, labels_out=args.labels_out,
+    spec = data_spec(args)
+    inputs = ReviewInputs(data=list(spec.paths), verdicts=args.verdicts, labels_out=args.labels_out,
                           labeler=args.labeler or getpass.getuser(), program=args.program, run_dir=args.run_dir,
-                          labels=args.labels, label_next=args.label_next, figures=args.figures or (),
-                          render=render, data_format=args.format,
+                          labels=spec.labels_path, label_next=args.label_next, figures=args.figures or (),
+                          render=render, data_format=spec.format,
                           allow_unverified_program=args.allow_unverified_program, audit=args.audit,
                           audit_size=args.audit_size, audit_seed=args.audit_seed)
 
@@ -58,7 +66,7 @@ def cmd_review(args) -> int:
     return 0
 
 
-def _mlflow_sink(args):
+def _mlflow_sink(args: argparse.Namespace) -> Any:
     """``--to-mlflow``: the `HumanLabelSink` the page sends each label to (MLflow checked now), else None."""
     if args.to_mlflow is None:
         if args.experiment is not None:
@@ -79,7 +87,7 @@ def _mlflow_sink(args):
                           journal=str(args.labels_out))
 
 
-def add_review_parser(sub) -> None:
+def add_review_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``rubricforge review`` on the subcommand parser `sub`."""
     from rubricforge_dspy.cli.data_options import add_format_arguments
 

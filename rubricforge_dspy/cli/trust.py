@@ -4,11 +4,12 @@ registers them; docs/CERTIFICATE.md describes them."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
+from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
 from rubricforge_dspy.cli.integrations import (
     add_mlflow_source_arguments,
     require_input,
@@ -20,12 +21,16 @@ from rubricforge_dspy.cli.stage_options import add_allow_import_argument, allow_
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
+from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.core.trajectory import Trajectory
 
 __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
 
 
-def cmd_certify(args) -> int:
+def cmd_certify(args: argparse.Namespace) -> int:
     """Exit 0 when certified (or, with ``--recheck``, when the judge is not significantly worse); 4 when the
     recheck finds it worse (`AnswerIsNo`); 2 for bad input (a `CertificateError` among them)."""
     from rubricforge_dspy.judge.cascade import is_cascade_file
@@ -36,9 +41,10 @@ def cmd_certify(args) -> int:
         return _certify_cascade(args)
     if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
         writable_file(args.out_program or args.program, "certified program")
-    trajectories = load_data(args, need_labels=True).trajectories
-    where = ", ".join(args.data)
-    labelers = _labelers(args)
+    spec = data_spec(args)
+    trajectories = load_data(spec, need_labels=True, command="certify").trajectories
+    where = ", ".join(spec.paths)
+    labelers = _labelers(spec)
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
         if args.recheck:
@@ -62,16 +68,16 @@ def cmd_certify(args) -> int:
     return 0
 
 
-def _labelers(args):
+def _labelers(spec: DataSpec) -> dict[str, dict[str, int | None]] | None:
     """Each item's labels by labeler when ``--labels`` has a labeler column (`LabelFile.ratings`), else None."""
-    if not getattr(args, "labels", None):
+    if spec.labels_path is None:
         return None
     from rubricforge_dspy.data.labels import read_label_file
 
-    return read_label_file(args.labels).ratings or None
+    return read_label_file(spec.labels_path).ratings or None
 
 
-def _certify_cascade(args) -> int:
+def _certify_cascade(args: argparse.Namespace) -> int:
     """`certify CASCADE.json --data HELD_OUT`: coverage per stage and realized risks on labeled held-out data
     (`trust.cascade.measure_cascade`); the cascade file is not changed (its guarantee is its fit's)."""
     import tempfile
@@ -85,11 +91,12 @@ def _certify_cascade(args) -> int:
         raise InputError(f"{args.program} is a cascade: its guarantee is its fit's (`rubricforge cascade fit`); "
                          "certify measures it on held-out data without --recheck or --out-program")
     cascade = load_judge(args.program, allow_import=allow_import(args))
-    use_cascade_label_rule(args, cascade.guarantee, f"the cascade {args.program}")  # labels by its fit's rule
-    if _labelers(args):
+    spec = use_cascade_label_rule(data_spec(args), cascade.guarantee,
+                                  f"the cascade {args.program}")  # labels by its fit's rule
+    if _labelers(spec):
         print("note: the agreement with each labeler is reported for a program's certificate, not yet for a "
               "cascade's; `rubricforge stats --labels` gives the labelers' own agreement", file=sys.stderr)
-    trajectories = load_data(args, need_labels=True).trajectories
+    trajectories = load_data(spec, need_labels=True, command="certify").trajectories
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with contextlib.ExitStack() as stack:
         out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "cascade.jsonl")
@@ -104,7 +111,7 @@ def _certify_cascade(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
+def cmd_show(args: argparse.Namespace) -> int:
     """What a program or a cascade file holds. Every text taken from the file (names, models, dates, methods)
     is printed escaped (`core.terminal.terminal_safe`): a file cannot drive the terminal or add a line."""
     from rubricforge_dspy.judge.cascade import is_cascade_file
@@ -129,7 +136,7 @@ def cmd_show(args) -> int:
 
 # -- gate (issue 11) --------------------------------------------------------------------------------
 
-def cmd_gate(args) -> int:
+def cmd_gate(args: argparse.Namespace) -> int:
     """Exit 0 when the candidate may replace the baseline, 4 (`AnswerIsNo`) when not, 2 on bad input, 3 when
     the judge LM cannot be used; 1 is a bug's, never the gate's answer."""
     import tempfile
@@ -147,7 +154,7 @@ def cmd_gate(args) -> int:
         if not (args.candidate and args.baseline and args.data) or args.floor_verdicts:
             raise InputError("give --candidate, --baseline and --data (or two verdict files; --floor-verdicts goes "
                              "with verdict files)")
-        trajectories = load_data(args, need_labels=True).trajectories
+        trajectories = load_data(data_spec(args), need_labels=True, command="gate").trajectories
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
             # judges that call no LM (floor files) start none
@@ -162,7 +169,7 @@ def cmd_gate(args) -> int:
     return 0
 
 
-def add_gate_parser(sub) -> None:
+def add_gate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     exits = "exit 0 yes, 4 no, 2 bad input, 3 judge LM unusable (1 is a bug)"
     p = sub.add_parser("gate", help=f"may a candidate judge replace the baseline? {exits}",
                        description=f"May the candidate judge replace the baseline (docs/CERTIFICATE.md)? {exits}.")
@@ -188,7 +195,7 @@ def add_gate_parser(sub) -> None:
 
 # -- label-next (issue 11) --------------------------------------------------------------------------
 
-def cmd_label_next(args) -> int:
+def cmd_label_next(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
@@ -200,8 +207,8 @@ def cmd_label_next(args) -> int:
     require_input(args)
     if args.audit and not Path(args.out).exists():  # an existing --out is refused by its writer, saying so
         _audit_paths(args)  # refused now, not after judging
-    spool_from_mlflow(args, args.out)
-    trajectories = load_data(args).trajectories
+    spec = spool_from_mlflow(args, data_spec(args), args.out)
+    trajectories = load_data(spec, command="label-next").trajectories
     judges: dict[str, Mapping[str, dict[str, Any]]] = {str(path): read_verdicts(path)
                                                        for path in args.verdicts or []}
     ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}
@@ -237,7 +244,7 @@ def cmd_label_next(args) -> int:
     return 0
 
 
-def _audit_paths(args) -> tuple[str, str]:
+def _audit_paths(args: argparse.Namespace) -> tuple[str, str]:
     """Where ``--audit`` writes the draw's record and its decided items; refused (exit 2) when either exists, before
     anything is judged or written (a draw is made once, before any label)."""
     from pathlib import Path
@@ -254,7 +261,8 @@ def _audit_paths(args) -> tuple[str, str]:
     return record_path, queue_path
 
 
-def _audit_sample(args, trajectories, main: Mapping[str, Mapping[str, Any]]) -> None:
+def _audit_sample(args: argparse.Namespace, trajectories: list[Trajectory],
+                  main: Mapping[str, Mapping[str, Any]]) -> None:
     """``--audit N``: draw the seeded audit sample over the items the main judge judged, write its record and the
     decided items of the draw (generic JSONL, label null) to label beside the escalated queue (docs/CASCADE.md,
     "Recalibration")."""
@@ -273,7 +281,7 @@ def _audit_sample(args, trajectories, main: Mapping[str, Mapping[str, Any]]) -> 
           "with `rubricforge review --audit " + record_path + "`: their labels are the ones a refit may calibrate on")
 
 
-def add_label_next_parser(sub) -> None:
+def add_label_next_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("label-next", help="rank unlabeled trajectories by how much a label would teach")
     add_data_arguments(p, required=False)  # --data, or --from-mlflow (the picks are tagged there)
     add_mlflow_source_arguments(p)
@@ -297,7 +305,7 @@ def add_label_next_parser(sub) -> None:
     p.set_defaults(func=cmd_label_next)
 
 
-def add_certify_parsers(sub) -> None:
+def add_certify_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("certify", help="judge held-out labeled data and write a certificate into the program")
     p.add_argument("program", help="frozen program (.json)")
     add_data_arguments(p)

@@ -114,6 +114,6 @@ def test_render_of_a_frozen_program_and_the_size_flags_match_judge(tmp_path, cap
     shown_resized, err = render_prints(capsys, "--program", str(program), "--step-chars", "90")
     assert sorted(resized) == sorted(shown_resized) and "3000 tokens, step chars 90" in err
     # --max-tokens is render's older name of --render-tokens.
-    shown_flags, err = render_prints(capsys, "--api-base", api_base, "--max-tokens", "1500", "--step-chars", "120")
+    shown_flags, err = render_prints(capsys, "--api-base", api_base, "--render-tokens", "1500", "--step-chars", "120")
     assert sorted(flags) == sorted(shown_flags) and "1500 tokens, step chars 120" in err
     assert shown_own != shown_resized != shown_flags
