@@ -1,6 +1,7 @@
 """The job runner's engine: one run of a judge over a stream of trajectories (`JobRun`), a plain judge as one
-stage and a cascade stage by stage over chunks (`Stage`, `LocalCalls`; a later stage sees only what the earlier ones
-left), with the cache, the writer, the circuit and the tally that `apply.stream.run_job` hands it. Split from
+stage and a cascade stage by stage (`Stage`, `LocalCalls`; a later stage sees only what the earlier ones left:
+streamed through the LLM stage's bounded window when run locally with one LLM stage, else over chunks), with
+the cache, the writer, the circuit and the tally that `apply.stream.run_job` hands it. Split from
 `apply.stream`, which keeps the entry points (`judge_stream`, `run_job`, `run_judge_file`)."""
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def is_cascade(judge: object) -> TypeGuard[Cascade]:
     return module is not None and isinstance(judge, module.Cascade)
 
 
-CASCADE_CHUNK = 2048  # a cascade's items per chunk: each stage runs over what the earlier left of one chunk
+CASCADE_CHUNK = 2048  # a chunked cascade's items per chunk (`JobRun.streams`: Ray, Batch API, several LLM stages)
 
 
 class RunItem:

@@ -157,8 +157,8 @@ def test_another_cascade_on_the_same_output_is_refused(halves, tmp_path, capsys)
 
 
 def test_a_killed_run_keeps_the_floors_lines_and_the_same_command_resumes(halves, tmp_path):
-    """SIGKILL while the LLM stage's first request is held by the server: the floor's lines are on disk (they are
-    written before the first LM request); the same command again asks only for what the floor left."""
+    """SIGKILL while the LLM stage's first request is held by the server: the floor's lines so far are on disk (the
+    floor settles items as the LLM stage asks for them); the same command again asks only for what the floor left."""
     cascade = save_cascade(halves, tmp_path, StageRule("judge", 0.8, 0.2))
     out = tmp_path / "v.jsonl"
     reached, release = threading.Event(), threading.Event()
