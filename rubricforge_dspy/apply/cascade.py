@@ -2,7 +2,7 @@
 ``rubricforge judge --cascade`` on a list of trajectories (the command line judges a file through
 `apply.stream.run_judge_file`, the same runner).
 
-A cascade is a judge the one job runner (`apply.stream`) runs stage by stage, chunk by chunk of the input: a
+A cascade is a judge the one job runner (`apply.stream`) runs stage by stage, streamed (`JobRun.streams`): a
 later (LLM) stage is called only on what the earlier ones left, so a trajectory the floor decides costs no LM
 request. Everything else is the plain run's: `JobOptions`, the output's lock (`apply.job.output_lock`), the job
 claimed first (``OUT.job.json``, whose judge fingerprint covers the cascade's stages, thresholds, LM and the
