@@ -28,13 +28,14 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
+from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.metrics.risk_methods import DEFAULT_BOUND, DEFAULT_METHOD, LTT_METHODS, P_VALUES
 
@@ -77,15 +78,16 @@ docs/CASCADE.md has the theorem, its assumptions and the benchmark."""
 __all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage", "use_cascade_label_rule"]
 
 
-def use_cascade_label_rule(args, guarantee: dict | None, what: str) -> None:
-    """Read labels against a cascade by the rule it was certified with: ``args.label_threshold`` becomes the
+def use_cascade_label_rule(spec: DataSpec, guarantee: dict[str, Any] | None, what: str) -> DataSpec:
+    """Read labels against a cascade by the rule it was certified with: the returned spec's ``label_rule`` is the
     cascade's rule when none was given (said in one line on stderr); another rule is refused
     (`report.cascade.LabelRuleMismatchError`, exit 2, naming both)."""
     from rubricforge_dspy.report.cascade import cascade_label_rule
 
-    args.label_threshold, note = cascade_label_rule(guarantee, args.label_threshold, what)
+    rule, note = cascade_label_rule(guarantee, spec.label_rule, what)
     if note:
         print(note, file=sys.stderr)
+    return spec.replace(label_rule=rule)
 
 
 def _check(args) -> None:
@@ -134,16 +136,18 @@ def cmd_cascade_fit(args) -> int:
 
     _check(args)
     writable_file(args.out, "cascade")
-    stages = [load_stage(spec, args) for spec in args.stage]
-    trajectories = load_data(args, need_labels=True).trajectories
-    selection = exchangeable_labels(trajectories, args.labels, data=args.data, data_format=args.format,
-                                    label_threshold=args.label_threshold)  # issue 39.6: only exchangeable labels
+    stages = [load_stage(stage, args) for stage in args.stage]
+    data = data_spec(args)
+    trajectories = load_data(data, need_labels=True, command="cascade fit").trajectories
+    selection = exchangeable_labels(trajectories, data.labels_path, data=list(data.paths), data_format=data.format,
+                                    label_threshold=data.label_rule)  # issue 39.6: only exchangeable labels
     trajectories = selection.kept
     if selection.journal is not None:
         print(selection.summary())
     order = None
     if args.order_data is not None:
-        order = load_data(argparse.Namespace(**{**vars(args), "data": args.order_data}), need_labels=True).trajectories
+        order = load_data(data.replace(paths=args.order_data), need_labels=True,
+                          command="cascade fit --order-data").trajectories
     needs_lm = any(stage.predictors() for stage in stages)
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
         if lm is not None:
@@ -153,7 +157,7 @@ def cmd_cascade_fit(args) -> int:
                     stage.set_lm(lm)
         cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
                               names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
-                              one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels,
+                              one_per_task=args.one_per_task, label_rule=data.label_rule, labels=data.labels_path,
                               bound=args.bound.replace("-", "_"), order_trajectories=order)
     assert cascade.fit_report is not None  # fit_cascade records its report
     cascade.fit_report["labels_selected"] = selection.to_dict()

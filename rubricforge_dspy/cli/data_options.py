@@ -10,19 +10,21 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import IO, TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory, labeled_only, parse_label_rule
 from rubricforge_dspy.data.label_checks import LabelTally
 from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.sessions import SESSION_ID
+from rubricforge_dspy.data.spec import DataSpec
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport, TrajectoryCounts
-    from rubricforge_dspy.data.labels import JoinReport
+    from rubricforge_dspy.data.labels import JoinReport, LabelReading
 
-__all__ = ["format_arg", "add_format_arguments", "apply_mapping", "add_data_arguments", "load_data",
+__all__ = ["format_arg", "add_format_arguments", "data_spec", "as_spec", "label_reading", "add_data_arguments",
+           "load_data",
            "add_session_argument", "group_by_session", "spool_sessions",
            "print_load_problems", "label_rule_arg", "LoadedData", "SHOWN", "stream_data"]
 
@@ -65,58 +67,68 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
                              "(docs/MAPPING.md; `rubricforge map check` tries it); instead of --format")
 
 
-def apply_mapping(args: argparse.Namespace) -> None:
-    """``--map``: register the mapping as a format and read the data with it (``args.format`` = its name);
-    ``--labels-key``: the labels file is read with it (``args.labels`` becomes a `LabelsPath` carrying it).
+def data_spec(args: argparse.Namespace) -> DataSpec:
+    """The `DataSpec` the data flags say (``--data --format --map --label-threshold --labels --labels-key``, the
+    label-reading flags, ``--limit``, ``--skip-bad``, ``--session-key``); ``args`` is only read, never changed.
 
-    A mapping that gives no reward (its label from a value set, or no label) has nothing a ``--label-threshold``
-    could apply to in the data: with ``--labels`` the threshold goes with the labels file (it labels the file's
-    rewards; ``args.label_threshold`` is then None for the loader); without, or when the labels file has no
-    reward either, it is refused naming both.
+    ``--map`` registers the mapping as a format (the spec's ``format`` is its name). A mapping that gives no reward
+    (its label from a value set, or no label) has nothing a ``--label-threshold`` could apply to in the data: with
+    ``--labels`` the threshold goes with the labels file (the spec's ``labels_rule``: it labels the file's rewards;
+    its ``label_rule`` is then None); without, or when the labels file has no reward either, it is refused
+    naming both. A command without some of these flags gets the default of each.
 
     Raises:
         InputError: --map beside a --format other than auto; a mapping that does not validate (`MappingError`);
-            --labels-key without --labels; a --label-threshold with no reward to apply to.
+            --labels-key or a label-reading flag without --labels; a --label-threshold with no reward to apply to.
     """
-    apply_label_reading(args)
     labels, key = getattr(args, "labels", None), getattr(args, "labels_key", None)
+    reading = label_reading(args)
     if key is not None and not labels:
         raise InputError(f"--labels-key {key!r} says how to read a labels file: give the file with --labels FILE")
     mapping = getattr(args, "map", None)
-    if mapping is None:
-        if labels and key is not None:
-            args.labels = _labels_path(labels, key)
-        return
-    if getattr(args, "format", "auto") not in ("auto", None):
-        raise InputError(f"--map {mapping} and --format {args.format} both say how to read the data: give one")
-    from rubricforge_dspy.data.formats.mapping import register_mapping
+    data_format = getattr(args, "format", None) or "auto"
+    rule = getattr(args, "label_threshold", None)
+    labels_rule = None
+    if mapping is not None:
+        if data_format != "auto":
+            raise InputError(f"--map {mapping} and --format {data_format} both say how to read the data: give one")
+        from rubricforge_dspy.data.formats.mapping import register_mapping
 
-    registered = register_mapping(mapping)
-    args.format = registered.name
-    threshold = getattr(args, "label_threshold", None)
-    rule = None
-    if threshold is not None and "reward" not in registered.mapping.fields:
-        if not labels:
-            raise InputError(f"--label-threshold {threshold}: the mapping {mapping} gives no 'reward' (its label "
-                             f"is {registered.mapping.label_rule or 'absent'}), so there is no reward to label; "
-                             "drop the threshold, or join rewards with --labels FILE")
-        rule, args.label_threshold = threshold, None  # it labels the labels file's rewards, not the data's
-    if labels and (key is not None or rule is not None):
-        args.labels = _labels_path(labels, key, rule)
-        if rule is not None:
-            from rubricforge_dspy.data.labels import read_label_file
+        registered = register_mapping(mapping)  # the same file again returns the record held
+        data_format = registered.name
+        if rule is not None and "reward" not in registered.mapping.fields:
+            if not labels:
+                raise InputError(f"--label-threshold {rule}: the mapping {mapping} gives no 'reward' (its label "
+                                 f"is {registered.mapping.label_rule or 'absent'}), so there is no reward to label; "
+                                 "drop the threshold, or join rewards with --labels FILE")
+            rule, labels_rule = None, rule  # it labels the labels file's rewards, not the data's
+    data = getattr(args, "data", None)
+    spec = DataSpec(paths=_paths(data), format=data_format, mapping=mapping, label_rule=rule, labels=labels or None,
+                    labels_key=key, labels_rule=labels_rule, label_reading=reading,
+                    limit=getattr(args, "limit", None),
+                    on_error="skip" if getattr(args, "skip_bad", False) else "raise",
+                    session_key=getattr(args, "session_key", None))
+    if labels_rule is not None:
+        from rubricforge_dspy.data.labels import read_label_file
 
-            read = read_label_file(args.labels)
-            if not any(entry.reward is not None for entry in read.entries.values()):
-                raise InputError(f"--label-threshold {rule}: neither the mapping {mapping} nor the labels file "
-                                 f"{labels} gives a reward to label (the file gives labels only); drop the "
-                                 "threshold")
+        read = read_label_file(spec.labels_path or labels)
+        if not any(entry.reward is not None for entry in read.entries.values()):
+            raise InputError(f"--label-threshold {labels_rule}: neither the mapping {mapping} nor the labels file "
+                             f"{labels} gives a reward to label (the file gives labels only); drop the threshold")
+    return spec
 
 
-def _labels_path(labels, key, rule=None):
-    from rubricforge_dspy.data.labels import LabelsPath
+def as_spec(source: DataSpec | argparse.Namespace) -> DataSpec:
+    """``source`` itself when it is a `DataSpec`, else the spec its flags say (`data_spec`)."""
+    return source if isinstance(source, DataSpec) else data_spec(source)
 
-    return LabelsPath(labels, key if key is not None else getattr(labels, "key", None), rule)
+
+def _paths(data: object) -> tuple[str, ...]:
+    if data is None:
+        return ()
+    if isinstance(data, (str, Path)):
+        return (str(data),)
+    return tuple(str(path) for path in data)  # type: ignore[attr-defined]
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -181,9 +193,9 @@ def add_labeler_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the ids where labelers disagree, with each labeler's label, as JSONL here")
 
 
-def apply_label_reading(args: argparse.Namespace) -> None:
-    """The label flags of `add_labeler_arguments` become the `LabelReading` that ``args.labels`` (a `LabelsPath`)
-    carries; refused without ``--labels``."""
+def label_reading(args: argparse.Namespace) -> LabelReading | None:
+    """The `LabelReading` the label flags of `add_labeler_arguments` say (None when none is given); refused
+    without ``--labels``."""
     flags = {"--label-column": getattr(args, "label_column", None),
              "--label-values": getattr(args, "label_values", None),
              "--labeler-column": getattr(args, "labeler_column", None),
@@ -193,29 +205,27 @@ def apply_label_reading(args: argparse.Namespace) -> None:
     given = [name for name, value in flags.items() if value is not None] + (
         ["--label-resolve"] if resolve != "first" else [])
     if not given:
-        return
-    labels = getattr(args, "labels", None)
-    if not labels:
+        return None
+    if not getattr(args, "labels", None):
         raise InputError(f"{', '.join(given)} say how to read a labels file: give the file with --labels FILE")
-    from rubricforge_dspy.data.labels import LabelReading, LabelsPath
+    from rubricforge_dspy.data.labels import LabelReading
 
-    reading = LabelReading(column=flags["--label-column"] or "label", values=flags["--label-values"],
-                           labeler_column=flags["--labeler-column"], resolve=resolve,
-                           adjudicator=flags["--adjudicator"])
-    args.labels = LabelsPath(labels, getattr(labels, "key", None), getattr(labels, "rule", None), reading)
+    return LabelReading(column=flags["--label-column"] or "label", values=flags["--label-values"],
+                        labeler_column=flags["--labeler-column"], resolve=resolve,
+                        adjudicator=flags["--adjudicator"])
 
 
-def write_disagreements(args: argparse.Namespace, stream=None) -> None:
-    """With ``--disagreements-out FILE``: the labels file's disagreements as JSONL (``{"id", "labels": {labeler:
-    label}}``), said on stderr."""
-    out = getattr(args, "disagreements_out", None)
-    if not out:
+def write_disagreements(spec: DataSpec, out: str | None, stream: IO[str] | None = None) -> None:
+    """With ``--disagreements-out FILE`` (``out``): the labels file's disagreements as JSONL (``{"id", "labels":
+    {labeler: label}}``), said on stderr."""
+    labels = spec.labels_path
+    if not out or labels is None:
         return
     import json
 
     from rubricforge_dspy.data.labels import read_label_file
 
-    read = read_label_file(args.labels)
+    read = read_label_file(labels)
     with open(out, "w", encoding="utf-8") as handle:
         for rid in read.disagreements:
             handle.write(json.dumps({"id": rid, "labels": read.ratings[rid],
@@ -269,40 +279,41 @@ def print_label_warnings(tally: LabelTally, stream=None) -> None:
 
 
 @overload
-def stream_data(args: argparse.Namespace, *, warn: bool = True,
+def stream_data(source: DataSpec | argparse.Namespace, *, warn: bool = True,
                 counts: Literal[False] = False) -> LoadedData[Iterator[Trajectory]]: ...
 
 
 @overload
-def stream_data(args: argparse.Namespace, *, warn: bool = True,
+def stream_data(source: DataSpec | argparse.Namespace, *, warn: bool = True,
                 counts: Literal[True]) -> LoadedData[Iterator[TrajectoryCounts]]: ...
 
 
-def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = False) -> LoadedData[Iterator[Any]]:
-    """``args.data`` as a stream: a `LoadedData` whose ``trajectories`` is an iterator yielding each
-    trajectory (``--labels`` joined, tallied) as it is read, so a file of any length is read in bounded
-    memory. When the iterator is exhausted, the load's problems and label warnings are printed (as
-    `load_data` prints them) and an input without any trajectory raises `EmptyInputError` naming it;
-    ``report``, ``join`` and ``tally`` are complete only then.
+def stream_data(source: DataSpec | argparse.Namespace, *, warn: bool = True,
+                counts: bool = False) -> LoadedData[Iterator[Any]]:
+    """The data of ``source`` (a `DataSpec`, or the flags `data_spec` reads one from) as a stream: a
+    `LoadedData` whose ``trajectories`` is an iterator yielding each trajectory (``--labels`` joined, tallied)
+    as it is read, so a file of any length is read in bounded memory. When the iterator is exhausted, the
+    load's problems and label warnings are printed (as `load_data` prints them) and an input without any
+    trajectory raises `EmptyInputError` naming it; ``report``, ``join`` and ``tally`` are complete only then.
 
     counts: yield `TrajectoryCounts` instead of trajectories (`iter_trajectory_counts`: every record
     checked the same, no steps built), for a command that only counts (``stats``)."""
     from rubricforge_dspy.data.formats import LoadReport, iter_trajectories, iter_trajectory_counts
     from rubricforge_dspy.data.labels import LabelJoin
 
+    spec = as_spec(source)
     report = LoadReport()
-    joiner = LabelJoin(args.labels, args.label_threshold) if getattr(args, "labels", None) else None
+    labels = spec.labels_path
+    joiner = LabelJoin(labels, spec.label_rule) if labels is not None else None
     data: LoadedData[Iterator[Any]] = LoadedData(iter(()), report)
 
     def stream() -> Iterator[Any]:
-        key = getattr(args, "session_key", None)
-        options = {"format": args.format, "label_threshold": args.label_threshold,
-                   "on_error": "skip" if args.skip_bad else "raise", "report": report}
+        options = {**spec.read_options(), "report": report}
         loaded: Iterator[Any]
-        if key is not None:  # a session's traces may lie anywhere in the input: all read, then grouped
-            loaded = iter(group_by_session(list(iter_trajectories(args.data, **options)), key))
+        if spec.session_key is not None:  # a session's traces may lie anywhere in the input: all read, then grouped
+            loaded = iter(group_by_session(list(iter_trajectories(spec.paths, **options)), spec.session_key))
         else:
-            loaded = (iter_trajectory_counts if counts else iter_trajectories)(args.data, **options)
+            loaded = (iter_trajectory_counts if counts else iter_trajectories)(spec.paths, **options)
         for trajectory in loaded:
             if joiner is not None:
                 trajectory = joiner.apply(trajectory)
@@ -310,7 +321,7 @@ def stream_data(args: argparse.Namespace, *, warn: bool = True, counts: bool = F
             yield trajectory
         if not data.tally.trajectories:
             print_load_problems(report)
-            require_trajectories(0, args.data, report)  # an empty input is named (exit 2), never 0 trajectories
+            require_trajectories(0, list(spec.paths), report)  # an empty input is named (exit 2), never 0
         data.join = joiner.finish() if joiner is not None else None
         print_load_problems(report, data.join)
         if warn:
@@ -331,45 +342,43 @@ def group_by_session(trajectories: list[Trajectory], key: str, stream=None) -> l
     return grouped
 
 
-def spool_sessions(args: argparse.Namespace, beside) -> Path | None:
+def spool_sessions(spec: DataSpec, beside: str | Path, *, to_mlflow: str | None = None) -> DataSpec:
     """``--session-key`` for a command that reads its input by path (``judge``): the input's sessions, each one
     trajectory (`group_by_session`), written as generic JSONL to ``<beside>.sessions.jsonl`` (replaced on each
-    run), and ``args.data`` pointed at it; labels (``--labels``) are joined by the command, per session.
+    run); labels (``--labels``) are joined by the command, per session.
 
     Returns:
-        The spool file, or None without ``--session-key``.
+        A new spec reading the spool (generic JSONL, no session key), or ``spec`` itself without a session key.
 
     Raises:
         InputError: ``--to-mlflow`` beside it (assessments are per trace), an input without trajectories,
             traces of one session that disagree (`data.sessions.SessionError`).
     """
-    key = getattr(args, "session_key", None)
+    key = spec.session_key
     if key is None:
-        return None
-    if getattr(args, "to_mlflow", None) is not None:
+        return spec
+    if to_mlflow is not None:
         raise InputError("--to-mlflow logs one assessment per MLflow trace, but with --session-key a verdict is "
                          "per session (its id is the session id, not a trace id): drop one of the two")
     from rubricforge_dspy.data.export import convert_trajectories
     from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
 
     report = LoadReport()
-    traces = list(iter_trajectories(args.data, format=args.format, label_threshold=args.label_threshold,
-                                    on_error="skip" if args.skip_bad else "raise", report=report))
+    traces = list(iter_trajectories(spec.paths, **spec.read_options(), report=report))
     print_load_problems(report)
-    require_trajectories(len(traces), args.data, report)
+    require_trajectories(len(traces), list(spec.paths), report)
     spool = Path(f"{beside}{SESSIONS_SUFFIX}")
     spool.unlink(missing_ok=True)
     n = convert_trajectories(group_by_session(traces, key), spool)
     print(f"{n} session trajectory(ies) -> {spool}", file=sys.stderr)
-    args.data, args.format, args.session_key = [str(spool)], "jsonl", None
-    return spool
+    return spec.replace(paths=(str(spool),), format="jsonl", mapping=None, session_key=None)
 
 
-def no_labels_error(args, seen: int, first) -> InputError:
+def no_labels_error(command: str | None, seen: int, first: Trajectory | None) -> InputError:
     """The error of a command that needs labels when none of the `seen` trajectories has one (`first` named)."""
     return InputError(f"all {seen} trajectories have no label"
                       + (f" (first: {first.id} from {first.source.file})" if first else "")
-                      + f"; {getattr(args, 'command', None) or 'this command'} needs labels: join them by id "
+                      + f"; {command or 'this command'} needs labels: join them by id "
                       "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
                       "as generic JSONL with a reward per record (docs/FORMAT.md)")
 
@@ -381,23 +390,25 @@ def warn_left_out(left_out: int, labeled: int) -> None:
               f"file); using the {labeled} labeled ones", file=sys.stderr)
 
 
-def load_data(args: argparse.Namespace, *, need_labels: bool = False,
-              warn: bool = True) -> LoadedData[list[Trajectory]]:
-    """Load ``args.data`` with the data options, join ``args.labels``, print problems and warnings
-    (`stream_data`, held in a list).
+def load_data(source: DataSpec | argparse.Namespace, *, need_labels: bool = False, warn: bool = True,
+              command: str | None = None) -> LoadedData[list[Trajectory]]:
+    """Load the data of ``source`` (a `DataSpec`, or the flags `data_spec` reads one from), join its labels file,
+    print problems and warnings (`stream_data`, held in a list).
 
     An input without any trajectory raises `EmptyInputError` naming it (exit 2).
 
     need_labels: leave unlabeled trajectories out (said on stderr with their count) and refuse when
     none is labeled."""
-    streamed = stream_data(args, warn=warn)
+    if isinstance(source, argparse.Namespace):
+        command = command or getattr(source, "command", None)
+    streamed = stream_data(source, warn=warn)
     trajectories = list(streamed.trajectories)
     data = LoadedData(trajectories, streamed.report, streamed.join, streamed.tally)
     if need_labels:
         labeled = labeled_only(trajectories)
         data.left_out = len(trajectories) - len(labeled)
         if not labeled:
-            raise no_labels_error(args, len(trajectories), trajectories[0] if trajectories else None)
+            raise no_labels_error(command, len(trajectories), trajectories[0] if trajectories else None)
         warn_left_out(data.left_out, len(labeled))
         data.trajectories = labeled
     return data

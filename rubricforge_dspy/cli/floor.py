@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubricforge_dspy.cli.data_options import add_data_arguments
+from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec
 from rubricforge_dspy.cli.lm_options import add_lm_arguments
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
@@ -56,7 +56,7 @@ def load_table(args):
     table = builder.finish()
     left_out = seen - len(table)
     if not len(table):  # the words of `load_data(need_labels=True)`
-        raise no_labels_error(args, seen, first)
+        raise no_labels_error("floor", seen, first)
     warn_left_out(left_out, len(table))
     join = data.join.to_dict() if data.join is not None else None
     dropped = {"skipped_records": len(data.report.skipped), "unlabeled_left_out": left_out,
@@ -126,8 +126,9 @@ def cmd_floor(args) -> int:
     trajectories, dropped = load_table(args)  # one streaming pass; the features are computed once per item
     report = floor_report(trajectories, n_splits=args.folds, seed=args.seed, n_resamples=args.resamples)
     hybrid = _hybrid(args, judge, trajectories, report) if judge is not None else None
-    report = {"data": [str(p) for p in args.data], "labels": args.labels,
-              "label_threshold": None if args.label_threshold is None else str(args.label_threshold),
+    spec = data_spec(args)
+    report = {"data": list(spec.paths), "labels": spec.labels,
+              "label_threshold": None if spec.label_rule is None else str(spec.label_rule),
               **dropped, **report}
     if args.verdicts_dir:
         write_cv_verdicts(trajectories, args.verdicts_dir, n_splits=args.folds, seed=args.seed)
@@ -142,7 +143,7 @@ def cmd_floor(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
-        print(format_floor_report(report, ", ".join(map(str, args.data))))
+        print(format_floor_report(report, ", ".join(spec.paths)))
         extra = [f"{dropped['skipped_records']} malformed record(s) skipped"] if dropped["skipped_records"] else []
         if dropped["unlabeled_left_out"]:
             extra.append(f"{dropped['unlabeled_left_out']} unlabeled trajectories left out")

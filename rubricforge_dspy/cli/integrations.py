@@ -12,9 +12,11 @@ import functools
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from rubricforge_dspy.cli.data_options import data_spec
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.data.spec import DataSpec
 
 __all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
            "load_from_mlflow", "spool_from_mlflow", "reads_from_mlflow", "write_verdicts_to_mlflow",
@@ -117,9 +119,10 @@ def load_from_mlflow(args: argparse.Namespace, stream=None) -> list:
     return trajectories
 
 
-def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | None:
+def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Path,
+                      stream: IO[str] | None = None) -> DataSpec:
     """``--from-mlflow``: stream the experiment's traces, with their HUMAN labels, one page at a time into the
-    generic JSONL file ``<beside>.from-mlflow.jsonl`` (replaced on each run) and point ``args.data`` at it.
+    generic JSONL file ``<beside>.from-mlflow.jsonl`` (replaced on each run); the returned spec reads it.
 
     The command then reads that file as it reads any input: the same whole-input check before any LM call,
     the same job file and resume (a pull whose traces or labels changed is other input data: use a new
@@ -127,17 +130,18 @@ def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | N
 
     Args:
         args: the parsed command line (``--from-mlflow``, ``--experiment``, ``--filter``, ``--label-name``).
+        spec: the command's data spec (its label options are kept; its paths and format become the spool's).
         beside: the command's output path; the spool file is named after it.
         stream: where the load's counts are printed (stderr).
 
     Returns:
-        The spool file, or None without ``--from-mlflow``.
+        A new spec reading the spool file, or ``spec`` itself without ``--from-mlflow``.
 
     Raises:
         InputError: bad flags, an unknown experiment, a bad label, no trace at all; ServerError: MLflow unreachable.
     """
     if not from_mlflow_requested(args):
-        return None
+        return spec
     from rubricforge_dspy.data.export import convert_trajectories
 
     stream = stream or sys.stderr
@@ -158,8 +162,7 @@ def spool_from_mlflow(args: argparse.Namespace, beside, stream=None) -> Path | N
         spool.unlink(missing_ok=True)
         raise InputError(f"--from-mlflow {args.from_mlflow} --experiment {args.experiment!r}: no traces "
                          f"{'match the filter' if args.mlflow_filter else 'in it'}")
-    args.data, args.format = [str(spool)], "jsonl"
-    return spool
+    return spec.replace(paths=(str(spool),), format="jsonl", mapping=None)
 
 
 def reads_from_mlflow(command):
@@ -170,11 +173,11 @@ def reads_from_mlflow(command):
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
         require_input(args)
+        spec = data_spec(args)
         if not from_mlflow_requested(args):
-            return command(args)
+            return command(args, spec)
         with tempfile.TemporaryDirectory(prefix="rubricforge-mlflow-") as tmp:
-            spool_from_mlflow(args, Path(tmp) / "traces")
-            return command(args)
+            return command(args, spool_from_mlflow(args, spec, Path(tmp) / "traces"))
 
     return run
 

@@ -6,12 +6,13 @@ epilogue (`_epilogue`).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rubricforge_dspy.cli.data_options import spool_sessions
+from rubricforge_dspy.cli.data_options import data_spec, spool_sessions
 from rubricforge_dspy.cli.integrations import (
     require_input,
     spool_from_mlflow,
@@ -24,6 +25,7 @@ from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
 
 if TYPE_CHECKING:
+    from rubricforge_dspy.data.spec import DataSpec
     from rubricforge_dspy.judge.contract import BaseJudge
 
 __all__ = ["cmd_judge"]
@@ -67,10 +69,10 @@ def cmd_judge(args) -> int:
     (every item abstained, whatever the kind, with the counts by kind) or when too many calls failed in
     a row (`--max-consecutive-errors`); 2 for bad input, found before the first LM call."""
     require_input(args)
-    spool_from_mlflow(args, args.out)  # --from-mlflow: the traces become this run's input file
-    spool_sessions(args, args.out)  # --session-key: one trajectory per session, the run's input file
+    spec = spool_from_mlflow(args, data_spec(args), args.out)  # --from-mlflow: the traces, this run's input file
+    spec = spool_sessions(spec, args.out, to_mlflow=args.to_mlflow)  # --session-key: one trajectory per session
     try:
-        judge, cascade = _judge(args)
+        judge, cascade = _judge(args, spec)
     except OSError as error:  # a write beside --out refused (a full disk): name where, for the one line
         if error.filename is not None or error.errno not in ENVIRONMENT_ERRNOS:
             raise
@@ -99,8 +101,9 @@ def _cascade_path(args) -> str | None:
     return None
 
 
-def _judge(args) -> tuple[BaseJudge | None, str | None]:
-    """Judge `args`' input; returns the judge used (None: the seed) and the cascade file (None: a program).
+def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, str | None]:
+    """Judge ``spec``'s input (the run as `args` say); returns the judge used (None: the seed) and the cascade file
+    (None: a program).
 
     Every path (local, Ray, Batch API; a program or a cascade) runs through the one job runner
     (`apply.stream.run_judge_file`, or `apply.ray.judge_dataset` for a plain judge on Ray), reading the input as a
@@ -115,7 +118,6 @@ def _judge(args) -> tuple[BaseJudge | None, str | None]:
 
     cascade = _cascade_path(args)
     report, tally = LoadReport(), LabelTally()
-    join = LabelJoin(args.labels, args.label_threshold) if args.labels else None
     preset = resolve(args)
     unverified = args.allow_unverified_program
     judge: BaseJudge | None
@@ -125,7 +127,7 @@ def _judge(args) -> tuple[BaseJudge | None, str | None]:
 
         check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
         judge, render = load_judge(cascade, allow_unverified=unverified, allow_import=allow_import(args)), None
-        use_cascade_label_rule(args, judge.guarantee, f"the cascade {cascade}")  # labels by its fit's rule
+        spec = use_cascade_label_rule(spec, judge.guarantee, f"the cascade {cascade}")  # labels by its fit's rule
     else:
         # The program is loaded once, here (with the override if given); the library gets the judge. A frozen
         # program keeps the render it was induced with (None), but for the sizes the flags give.
@@ -133,17 +135,17 @@ def _judge(args) -> tuple[BaseJudge | None, str | None]:
                                                              allow_import=allow_import(args))
         render = judge_render(args, preset, lambda: judge.render_config if judge is not None else None)
     check_endpoints(args)
-    common = {"on_error": "skip" if args.skip_bad else "raise", "format": args.format,
-              "label_threshold": args.label_threshold, "labels": join, "load_report": report,
-              "on_trajectory": tally.add, "limit": args.limit, "cache": False if args.no_cache else True}
+    join = LabelJoin(spec.labels_path, spec.label_rule) if spec.labels_path is not None else None
+    common = {**spec.read_options(), "labels": join, "load_report": report,
+              "on_trajectory": tally.add, "limit": spec.limit, "cache": False if args.no_cache else True}
     if cascade is not None:
         common.update(escalated_out=args.escalated_out, cascade_file=cascade)
     if args.batch_api:
-        summary = _judge_batch_api(args, judge, render, common)
+        summary = _judge_batch_api(args, spec, judge, render, common)
     elif args.ray is not None:
-        summary = run_ray_judge(args, preset, render, report, join, tally, judge=judge, common=common)
+        summary = run_ray_judge(args, spec, preset, render, report, join, tally, judge=judge, common=common)
         summary.skipped = len(report.skipped)
-    elif (judged := _all_judged_already(args)) is not None:
+    elif (judged := _all_judged_already(args, spec)) is not None:
         # nothing left to judge: said so without starting the embedded llama.cpp server (or calling an endpoint)
         print(f"nothing to do: all {judged} item(s) were judged already in {args.out} (no LM started)",
               file=sys.stderr)
@@ -156,7 +158,7 @@ def _judge(args) -> tuple[BaseJudge | None, str | None]:
                       file=sys.stderr)
             elif lm is not None:
                 print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
-            summary = run_judge_file(judge, args.data, args.out, lm=lm, render_config=render,
+            summary = run_judge_file(judge, list(spec.paths), args.out, lm=lm, render_config=render,
                                      concurrency=preset.concurrency,
                                      max_consecutive_lm_errors=args.max_consecutive_errors or None, **common)
     _epilogue(summary, report, join, tally)
@@ -173,7 +175,7 @@ def _lm(args, judge):
     return lm_from_args(args)
 
 
-def _all_judged_already(args) -> int | None:
+def _all_judged_already(args: argparse.Namespace, spec: DataSpec) -> int | None:
     """How many items this run would judge when ``--out`` already holds a verdict for every one of them, from the
     same input (its job file's data fingerprint; `apply.job.checked_input`, the pass judging makes anyway): then
     no LM need start. None when something is left (abstentions for LM errors are asked again), when the output or
@@ -184,7 +186,7 @@ def _all_judged_already(args) -> int | None:
     from rubricforge_dspy.data.labels import LabelJoin
 
     out = Path(args.out)
-    if args.data is None or not out.is_file() or not job_path(out).is_file():
+    if not spec.paths or not out.is_file() or not job_path(out).is_file():
         return None
     try:
         job = json.loads(job_path(out).read_text(encoding="utf-8"))
@@ -192,10 +194,9 @@ def _all_judged_already(args) -> int | None:
         if not done:
             return None
         ids: list[str] = []
-        paths = [args.data] if isinstance(args.data, (str, Path)) else list(args.data)
-        join = LabelJoin(args.labels, args.label_threshold) if args.labels else None  # its own: counts nothing twice
-        _, data = checked_input(paths, format=args.format, label_threshold=args.label_threshold,
-                                on_error="skip" if args.skip_bad else "raise", limit=args.limit, labels=join,
+        labels = spec.labels_path
+        join = LabelJoin(labels, spec.label_rule) if labels is not None else None  # its own: counts nothing twice
+        _, data = checked_input(list(spec.paths), **spec.read_options(), limit=spec.limit, labels=join,
                                 each=lambda trajectory: ids.append(trajectory.id))
     except (InputError, OSError, ValueError):
         return None  # the judging run reads it again and reports the problem
@@ -204,7 +205,7 @@ def _all_judged_already(args) -> int | None:
     return len(ids)
 
 
-def _judge_batch_api(args, judge, render, common):
+def _judge_batch_api(args: argparse.Namespace, spec: DataSpec, judge, render, common):
     """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
     raises `BatchJobFailed` (a `ServerError`: exit 3). A cascade runs through the one runner, each LLM stage's
     calls in one batch per chunk (`apply.openai_batch.BatchCalls`), a floor locally."""
@@ -223,10 +224,10 @@ def _judge_batch_api(args, judge, render, common):
                 print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint (the cascade's LLM stages)",
                       file=sys.stderr)
             calls = BatchCalls(poll_interval=args.poll_interval, on_status=status)
-            return run_judge_file(judge, args.data, args.out, lm=lm, calls=calls, **common)
+            return run_judge_file(judge, list(spec.paths), args.out, lm=lm, calls=calls, **common)
     if render is not None:
         judge.render_config = render
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
-        return run_batch_api(judge, args.data, args.out, lm=lm, poll_interval=args.poll_interval,
+        return run_batch_api(judge, list(spec.paths), args.out, lm=lm, poll_interval=args.poll_interval,
                              on_status=status, **common)

@@ -24,16 +24,24 @@ from rubricforge_dspy.lm.config import (
 )
 from rubricforge_dspy.lm.secrets import check_api_key_env
 
-__all__ = ["add_lm_arguments", "lm_config", "lm_configs", "lm_from_args"]
+__all__ = ["add_lm_arguments", "api_bases", "lm_config", "lm_configs", "lm_from_args"]
 
 
-class _Endpoints(argparse.Action):
-    """``--api-base`` given once or more: the last is ``args.api_base`` (as before), all of them, in order,
-    ``args.api_bases`` (several are for `judge --ray`'s round-robin; `cli.ray_options` checks that)."""
+def api_bases(args: argparse.Namespace, flag: str = "") -> list[str]:
+    """Every ``--api-base`` given, in order (several are for `judge --ray`'s round-robin; `cli.ray_options`
+    checks that); ``flag`` ``"reflection_"`` for ``--reflection-api-base``."""
+    given = getattr(args, flag + "api_base", None)
+    if given is None:
+        return []
+    return [given] if isinstance(given, str) else [str(base) for base in given]
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        setattr(namespace, self.dest + "s", [*(getattr(namespace, self.dest + "s", None) or []), values])
+
+def _flag(args: argparse.Namespace, flag: str, name: str) -> Any:
+    """The value of one LM flag; for ``--api-base``, given once or more, the last one."""
+    if name == "api_base":
+        bases = api_bases(args, flag)
+        return bases[-1] if bases else None
+    return getattr(args, flag + name, None)
 
 
 def add_lm_arguments(parser: argparse.ArgumentParser, reflection: bool = True) -> argparse.ArgumentParser:
@@ -43,7 +51,7 @@ def add_lm_arguments(parser: argparse.ArgumentParser, reflection: bool = True) -
     roles = [("", "judge")] + ([("reflection-", "reflection")] if reflection else [])
     for flag, role in roles:
         group = parser.add_argument_group(f"{role} LM (default: the embedded local model)")
-        group.add_argument(f"--{flag}api-base", default=None, action=_Endpoints,
+        group.add_argument(f"--{flag}api-base", default=None, action="append", metavar="URL",
                            help="OpenAI-compatible root URL, e.g. http://host:30000/v1"
                                 + ("" if flag else " (judge --ray: repeat it for round-robin)"))
         group.add_argument(f"--{flag}model", default=None, help="served model name, carrying its revision")
@@ -67,13 +75,13 @@ def lm_config(args: argparse.Namespace, role: str = "judge", environ: Mapping[st
     as a flag would)."""
     flag = "" if role == "judge" else "reflection_"
     _check_key_env_names(args, environ)
-    overrides: dict[str, Any] = {name: getattr(args, flag + name, None) for name in SETTABLE_FIELDS}
+    overrides: dict[str, Any] = {name: _flag(args, flag, name) for name in SETTABLE_FIELDS}
     overrides = {**overrides, **{k: v for k, v in defaults.items() if overrides.get(k) is None}}
     if role == "judge":
         config = LMConfig.from_env(role, environ, **overrides)
     else:
         # Without --reflection-api-base the reflection LM is the judge's endpoint, CLI flags included.
-        judge = {name: getattr(args, name, None) for name in SETTABLE_FIELDS}
+        judge = {name: _flag(args, "", name) for name in SETTABLE_FIELDS}
         config = LMConfig.from_env(role, environ, judge_overrides=judge, **overrides)
     _check_key_is_set(args, config, environ)
     return config

@@ -42,7 +42,7 @@ from pathlib import Path
 from rubricforge_dspy.cli.data_options import (
     add_data_arguments,
     add_label_arguments,
-    apply_mapping,
+    data_spec,
     load_data,
     stream_data,
     write_disagreements,
@@ -71,6 +71,9 @@ from rubricforge_dspy.core.errors import (
 )
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.progress import requested as progress_requested
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.data.formats import LoadReport
+from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
 
 
@@ -78,8 +81,9 @@ def _add_data_arguments(parser: argparse.ArgumentParser, required: bool = True) 
     add_data_arguments(parser, required=required)
 
 
-def _load(args, need_labels: bool = False, warn: bool = True):
-    data = load_data(args, need_labels=need_labels, warn=warn)
+def _load(spec: DataSpec, command: str, need_labels: bool = False,
+          warn: bool = True) -> tuple[list[Trajectory], LoadReport]:
+    data = load_data(spec, need_labels=need_labels, warn=warn, command=command)
     return data.trajectories, data.report
 
 
@@ -95,21 +99,21 @@ def _json_nan_as_null(value):
 
 
 @reads_from_mlflow
-def cmd_stats(args) -> int:
+def cmd_stats(args: argparse.Namespace, spec: DataSpec) -> int:
     """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
     (each record is checked as every loading command checks it, but no step is built)."""
     from rubricforge_dspy.data.stats import DataStats
 
-    data = stream_data(args, counts=True)
+    data = stream_data(spec, counts=True)
     stats = DataStats()
     for counts in data.trajectories:
         stats.add(counts)
     labelers = None
-    if args.labels:
+    if spec.labels_path is not None:
         from rubricforge_dspy.data.labels import read_label_file
         from rubricforge_dspy.data.stats import format_labeler_report, labeler_report
 
-        labelers = labeler_report(read_label_file(args.labels))
+        labelers = labeler_report(read_label_file(spec.labels_path))
     if args.json:
         print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
                           "warnings": data.tally.warnings(), "labels": data.to_dict(),
@@ -122,10 +126,10 @@ def cmd_stats(args) -> int:
 
 
 @reads_from_mlflow
-def cmd_convert(args) -> int:
+def cmd_convert(args: argparse.Namespace, spec: DataSpec) -> int:
     from rubricforge_dspy.data.export import convert_trajectories
 
-    data = stream_data(args)  # written as read: bounded memory for a file of any length
+    data = stream_data(spec)  # written as read: bounded memory for a file of any length
     n = convert_trajectories(data.trajectories, args.out)
     print(f"wrote {n} trajectories ({data.tally.labeled} labeled, {data.tally.unlabeled} unlabeled) -> {args.out}")
     return 0
@@ -138,23 +142,22 @@ def cmd_render(args) -> int:
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 
+    spec = data_spec(args)
     if args.all:
-        trajectories, _ = _load(args, warn=False)
-    elif args.session_key is not None:  # one session: grouped from the whole input (labels joined per session)
-        grouped, _ = _load(args, warn=False)
+        trajectories, _ = _load(spec, "render", warn=False)
+    elif spec.session_key is not None:  # one session: grouped from the whole input (labels joined per session)
+        grouped, _ = _load(spec, "render", warn=False)
         chosen_one, count = (grouped[args.index] if 0 <= args.index < len(grouped) else None), len(grouped)
     else:  # one record: those before it are skipped without being parsed (data.formats.trajectory_at)
         from rubricforge_dspy.data.formats import trajectory_at
         from rubricforge_dspy.data.scan import require_trajectories
 
-        chosen_one, count = trajectory_at(args.data, max(args.index, 0), format=args.format,
-                                          label_threshold=args.label_threshold,
-                                          on_error="skip" if args.skip_bad else "raise")
-        require_trajectories(count, args.data)
-        if args.labels and chosen_one is not None:
+        chosen_one, count = trajectory_at(list(spec.paths), max(args.index, 0), **spec.read_options())
+        require_trajectories(count, list(spec.paths))
+        if spec.labels_path is not None and chosen_one is not None:
             from rubricforge_dspy.data.labels import LabelJoin
 
-            chosen_one = LabelJoin(args.labels, args.label_threshold).apply(chosen_one)
+            chosen_one = LabelJoin(spec.labels_path, spec.label_rule).apply(chosen_one)
     preset = resolve(args)
     program = None
     if args.program is not None:
@@ -197,8 +200,8 @@ def cmd_induce(args) -> int:
 
     require_input(args)
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
-    spool_from_mlflow(args, args.out)
-    trajectories, _ = _load(args, need_labels=True)
+    spec = spool_from_mlflow(args, data_spec(args), args.out)
+    trajectories, _ = _load(spec, "induce", need_labels=True)
     split = induction_split(trajectories, sample_tasks=args.sample_tasks, seed=args.seed)
     for name, part in split.summary().items():
         print(f"{name:>5}: {part}", file=sys.stderr)
@@ -228,10 +231,11 @@ def cmd_report(args) -> int:
     from rubricforge_dspy.pipeline.report_job import report_main
     from rubricforge_dspy.report.cascade import report_label_rule
 
-    _, note = report_label_rule(args.predictions, args.labels, args.label_threshold)  # exit 2 on another rule
+    spec = data_spec(args)
+    _, note = report_label_rule(args.predictions, spec.labels_path, spec.label_rule)  # exit 2 on another rule
     if note:
         print(note, file=sys.stderr)
-    path = report_main(args.predictions, args.out, labels=args.labels, label_threshold=args.label_threshold,
+    path = report_main(args.predictions, args.out, labels=spec.labels_path, label_threshold=spec.label_rule,
                        floor_data=args.floor_data)
     print(f"report: {path}")
     return 0
@@ -251,8 +255,9 @@ def cmd_demo(args) -> int:
 
     preset = resolve(args)
     embedded = preset.name == "embedded"
-    sample, data = demo_sample(args.data, args.tasks or preset.demo_tasks, labels=args.labels,
-                               label_threshold=args.label_threshold)
+    spec = data_spec(args)
+    sample, data = demo_sample(args.data, args.tasks or preset.demo_tasks, labels=spec.labels_path,
+                               label_threshold=spec.label_rule)
     out = Path(args.out) if args.out else default_out_dir()
     # a 135M model rambles to the cap otherwise
     reflection_tokens = EMBEDDED_REFLECTION_TOKENS if embedded else None
@@ -535,8 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_dspy_call_errors()
     try:
-        apply_mapping(args)  # --map: the mapping becomes the format the data is read with
-        write_disagreements(args)  # --disagreements-out: on every command that reads a labels file
+        spec = data_spec(args)  # every data flag checked (and --map registered) before the command starts
+        write_disagreements(spec, getattr(args, "disagreements_out", None))  # on every command reading labels
         with progress_requested():  # long loops report on stderr (core.progress), never on stdout
             return args.func(args)
     except (InputError, ServerError, AnswerIsNo) as error:

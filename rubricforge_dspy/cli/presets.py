@@ -14,6 +14,7 @@ import argparse
 import os
 from dataclasses import replace
 
+from rubricforge_dspy.cli.lm_options import api_bases
 from rubricforge_dspy.core.presets import EMBEDDED, PRESETS, SERVER, Preset, preset_for
 from rubricforge_dspy.evidence.render import RenderConfig, render_with_overrides
 
@@ -25,7 +26,8 @@ def resolve(args: argparse.Namespace) -> Preset:
     (`preset_for`), with the ``--concurrency``, ``--render-tokens``, ``--step-chars``, ``--num-threads`` and
     ``--budget`` overrides applied."""
     name = getattr(args, "preset", None)
-    api_base = getattr(args, "api_base", None) or os.environ.get(API_BASE_ENV) or None
+    given = api_bases(args)
+    api_base = (given[-1] if given else None) or os.environ.get(API_BASE_ENV) or None
     preset = PRESETS[name] if name else preset_for(api_base)
     overrides = {field: getattr(args, field) for field in ("concurrency", "render_tokens", "step_chars",
                                                            "num_threads", "budget")

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 
+from rubricforge_dspy.cli.lm_options import api_bases
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.data.spec import DataSpec
 
 __all__ = ["add_ray_arguments", "check_endpoints", "run_ray_judge", "LOCAL"]
 
@@ -34,7 +35,7 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_endpoints(args: argparse.Namespace) -> None:
     """Refuse several ``--api-base`` without ``--ray`` (one endpoint per local run: put a gateway in front)."""
-    bases = getattr(args, "api_bases", None) or []
+    bases = api_bases(args) or []
     if len(bases) > 1 and getattr(args, "ray", None) is None:
         raise InputError(f"--api-base given {len(bases)} times: several endpoints are used round-robin with "
                          "--ray only; locally, give one endpoint (e.g. the SGLang Model Gateway in front of the "
@@ -51,8 +52,9 @@ def _ray():
     return ray
 
 
-def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally, judge=None, common=None):
-    """Judge ``args.data`` into ``args.out`` on Ray; the `BatchSummary`. The whole input is checked (ids,
+def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset, render, report, join, tally, judge=None,
+                  common=None):
+    """Judge ``spec``'s data into ``args.out`` on Ray; the `BatchSummary`. The whole input is checked (ids,
     records) before the first LM call, as locally (`apply.job.checked_input`). A cascade (`judge`, with the
     `run_judge_file` arguments `common`) goes through the one job runner, its LLM stages' calls on Ray
     (`apply.ray.RayCalls`)."""
@@ -60,7 +62,7 @@ def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally,
 
     ray = _ray()
     if isinstance(judge, Cascade):
-        return _run_ray_cascade(ray, args, preset, judge, common)
+        return _run_ray_cascade(ray, args, spec, preset, judge, common)
     from rubricforge_dspy.apply import ray as on_ray
     from rubricforge_dspy.apply.job import checked_input, output_lock
     from rubricforge_dspy.cli.lm_options import lm_config
@@ -69,16 +71,13 @@ def run_ray_judge(args: argparse.Namespace, preset, render, report, join, tally,
     if args.ray_workers < 1:
         raise InputError(f"--ray-workers must be >= 1, got {args.ray_workers}")
     config = lm_config(args, "judge")
-    bases = getattr(args, "api_bases", None) or ([config.api_base] if config.api_base else [])
-    on_error = "skip" if args.skip_bad else "raise"
-    paths = [args.data] if isinstance(args.data, (str, os.PathLike)) else list(args.data)
+    bases = api_bases(args) or ([config.api_base] if config.api_base else [])
+    paths = list(spec.paths)
     with output_lock(args.out):
-        scan, data = checked_input(paths, format=args.format, label_threshold=args.label_threshold,
-                                   on_error=on_error, limit=args.limit, labels=join)
-        stream = iter_trajectories(paths, format=args.format, label_threshold=args.label_threshold,
-                                   on_error=on_error, report=report)
-        if args.limit is not None:
-            stream = itertools.islice(stream, args.limit)
+        scan, data = checked_input(paths, **spec.read_options(), limit=spec.limit, labels=join)
+        stream = iter_trajectories(paths, **spec.read_options(), report=report)
+        if spec.limit is not None:
+            stream = itertools.islice(stream, spec.limit)
         if join is not None:
             stream = (join.apply(t) for t in stream)
         stream = (tally.add(t) or t for t in stream)
@@ -100,7 +99,7 @@ def _start(ray, args: argparse.Namespace) -> None:
                  log_to_driver=False, configure_logging=False)
 
 
-def _run_ray_cascade(ray, args: argparse.Namespace, preset, cascade, common: dict):
+def _run_ray_cascade(ray, args: argparse.Namespace, spec: DataSpec, preset, cascade, common: dict):
     """`judge --cascade --ray`: `run_judge_file` with each LLM stage's calls on Ray; the `CascadeRun`."""
     from rubricforge_dspy.apply.options import JobOptions
     from rubricforge_dspy.apply.ray import RayCalls
@@ -113,7 +112,7 @@ def _run_ray_cascade(ray, args: argparse.Namespace, preset, cascade, common: dic
     calls = lm = None
     if cascade.predictors():  # a cascade of floors makes no LM call: it runs on the driver
         config = lm_config(args, "judge")
-        bases = getattr(args, "api_bases", None) or ([config.api_base] if config.api_base else [])
+        bases = api_bases(args) or ([config.api_base] if config.api_base else [])
         calls = RayCalls(config, bases, JobOptions(concurrency=preset.concurrency, timeout=config.timeout,
                                                    max_consecutive_lm_errors=limit, progress=False),
                          workers=args.ray_workers)
@@ -121,5 +120,5 @@ def _run_ray_cascade(ray, args: argparse.Namespace, preset, cascade, common: dic
         _start(ray, args)
         print(f"judge LM: {config.describe()} x {len(bases)} endpoint(s) on Ray (the cascade's LLM stages): "
               f"{args.ray_workers} workers x concurrency {preset.concurrency}", file=sys.stderr)
-    return run_judge_file(cascade, args.data, args.out, lm=lm, calls=calls, concurrency=preset.concurrency,
+    return run_judge_file(cascade, list(spec.paths), args.out, lm=lm, calls=calls, concurrency=preset.concurrency,
                           max_consecutive_lm_errors=limit, **common)

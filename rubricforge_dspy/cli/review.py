@@ -10,6 +10,8 @@ import getpass
 import logging
 import sys
 
+from rubricforge_dspy.cli.data_options import data_spec
+
 __all__ = ["add_review_parser", "cmd_review"]
 
 
@@ -29,10 +31,11 @@ def cmd_review(args) -> int:
         base = RenderConfig()
         render = RenderConfig(max_tokens=args.render_tokens or base.max_tokens,
                               max_step_chars=args.step_chars or base.max_step_chars)
-    inputs = ReviewInputs(data=args.data, verdicts=args.verdicts, labels_out=args.labels_out,
+    spec = data_spec(args)
+    inputs = ReviewInputs(data=list(spec.paths), verdicts=args.verdicts, labels_out=args.labels_out,
                           labeler=args.labeler or getpass.getuser(), program=args.program, run_dir=args.run_dir,
-                          labels=args.labels, label_next=args.label_next, figures=args.figures or (),
-                          render=render, data_format=args.format,
+                          labels=spec.labels_path, label_next=args.label_next, figures=args.figures or (),
+                          render=render, data_format=spec.format,
                           allow_unverified_program=args.allow_unverified_program, audit=args.audit,
                           audit_size=args.audit_size, audit_seed=args.audit_seed)
 

@@ -8,7 +8,7 @@ import contextlib
 import sys
 from typing import Any, Mapping
 
-from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
+from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
 from rubricforge_dspy.cli.integrations import (
     add_mlflow_source_arguments,
     require_input,
@@ -20,6 +20,7 @@ from rubricforge_dspy.cli.stage_options import add_allow_import_argument, allow_
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
+from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
 
 __all__ = ["add_certify_parsers", "add_gate_parser", "add_label_next_parser"]
@@ -36,9 +37,10 @@ def cmd_certify(args) -> int:
         return _certify_cascade(args)
     if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
         writable_file(args.out_program or args.program, "certified program")
-    trajectories = load_data(args, need_labels=True).trajectories
-    where = ", ".join(args.data)
-    labelers = _labelers(args)
+    spec = data_spec(args)
+    trajectories = load_data(spec, need_labels=True, command="certify").trajectories
+    where = ", ".join(spec.paths)
+    labelers = _labelers(spec)
     with lm_from_args(args) as lm:
         print(f"judge LM: {lm_name(lm)}", file=sys.stderr)
         if args.recheck:
@@ -62,13 +64,13 @@ def cmd_certify(args) -> int:
     return 0
 
 
-def _labelers(args):
+def _labelers(spec: DataSpec) -> dict[str, dict[str, int | None]] | None:
     """Each item's labels by labeler when ``--labels`` has a labeler column (`LabelFile.ratings`), else None."""
-    if not getattr(args, "labels", None):
+    if spec.labels_path is None:
         return None
     from rubricforge_dspy.data.labels import read_label_file
 
-    return read_label_file(args.labels).ratings or None
+    return read_label_file(spec.labels_path).ratings or None
 
 
 def _certify_cascade(args) -> int:
@@ -85,11 +87,12 @@ def _certify_cascade(args) -> int:
         raise InputError(f"{args.program} is a cascade: its guarantee is its fit's (`rubricforge cascade fit`); "
                          "certify measures it on held-out data without --recheck or --out-program")
     cascade = load_judge(args.program, allow_import=allow_import(args))
-    use_cascade_label_rule(args, cascade.guarantee, f"the cascade {args.program}")  # labels by its fit's rule
-    if _labelers(args):
+    spec = use_cascade_label_rule(data_spec(args), cascade.guarantee,
+                                  f"the cascade {args.program}")  # labels by its fit's rule
+    if _labelers(spec):
         print("note: the agreement with each labeler is reported for a program's certificate, not yet for a "
               "cascade's; `rubricforge stats --labels` gives the labelers' own agreement", file=sys.stderr)
-    trajectories = load_data(args, need_labels=True).trajectories
+    trajectories = load_data(spec, need_labels=True, command="certify").trajectories
     needs_lm = any(stage.predictors() for stage in cascade.stages)
     with contextlib.ExitStack() as stack:
         out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "cascade.jsonl")
@@ -147,7 +150,7 @@ def cmd_gate(args) -> int:
         if not (args.candidate and args.baseline and args.data) or args.floor_verdicts:
             raise InputError("give --candidate, --baseline and --data (or two verdict files; --floor-verdicts goes "
                              "with verdict files)")
-        trajectories = load_data(args, need_labels=True).trajectories
+        trajectories = load_data(data_spec(args), need_labels=True, command="gate").trajectories
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
             # judges that call no LM (floor files) start none
@@ -200,8 +203,8 @@ def cmd_label_next(args) -> int:
     require_input(args)
     if args.audit and not Path(args.out).exists():  # an existing --out is refused by its writer, saying so
         _audit_paths(args)  # refused now, not after judging
-    spool_from_mlflow(args, args.out)
-    trajectories = load_data(args).trajectories
+    spec = spool_from_mlflow(args, data_spec(args), args.out)
+    trajectories = load_data(spec, command="label-next").trajectories
     judges: dict[str, Mapping[str, dict[str, Any]]] = {str(path): read_verdicts(path)
                                                        for path in args.verdicts or []}
     ablations = {Path(path).stem: read_verdicts(path) for path in args.criterion_verdicts or []}

@@ -20,7 +20,8 @@ Modules:
 - :mod:`.stats`: counts of an input in one streaming pass (`DataStats`, `rubricforge stats`);
 - :mod:`.split`: by-task, class-stratified splits (`split_by_task`; imports numpy);
 - :mod:`.export`: write trajectories as the generic JSONL (`rubricforge convert`);
-- :mod:`.sessions`: the traces of one session as one trajectory (`group_sessions`, ``--session-key``).
+- :mod:`.sessions`: the traces of one session as one trajectory (`group_sessions`, ``--session-key``);
+- :mod:`.spec`: what data a command or job reads and how, as one frozen record (`DataSpec`).
 
 Names are imported lazily, so loading trajectories does not import numpy (nor DSPy).
 """
@@ -42,6 +43,7 @@ _MODULES = {
     "rubricforge_dspy.data.split": ["Split", "split_by_task", "sample_by_task", "DEFAULT_FRACTIONS"],
     "rubricforge_dspy.data.export": ["convert_trajectories", "record_of"],
     "rubricforge_dspy.data.sessions": ["group_sessions", "SessionReport", "SessionError"],
+    "rubricforge_dspy.data.spec": ["DataSpec", "DataSpecError"],
     "rubricforge_dspy.core.trajectory": ["TrajectoryFormatError"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)
