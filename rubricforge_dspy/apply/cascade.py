@@ -2,7 +2,7 @@
 ``rubricforge judge --cascade`` on a list of trajectories (the command line judges a file through
 `apply.stream.run_judge_file`, the same runner).
 
-A cascade is a judge the one job runner (`apply.stream`) runs stage by stage, chunk by chunk of the input: a
+A cascade is a judge the one job runner (`apply.stream`) runs stage by stage, streamed (`JobRun.streams`): a
 later (LLM) stage is called only on what the earlier ones left, so a trajectory the floor decides costs no LM
 request. Everything else is the plain run's: `JobOptions`, the output's lock (`apply.job.output_lock`), the job
 claimed first (``OUT.job.json``, whose judge fingerprint covers the cascade's stages, thresholds, LM and the
@@ -46,6 +46,7 @@ from rubricforge_dspy.apply.cascade_job import (
 from rubricforge_dspy.apply.job import output_lock
 from rubricforge_dspy.apply.options import JobOptions, job_options
 from rubricforge_dspy.apply.stream import run_job
+from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 
@@ -104,5 +105,6 @@ def run_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], out_path: 
                          data_files=data_files, reread=lambda: trajectories, keep_verdicts=True)
         run = run_job(cascade, trajectories, Path(job.out_path), options, lm=lm, data=data, calls=calls, cascade=job,
                       chunk=chunk)
-    assert isinstance(run, CascadeRun)  # the runner's summary of a cascade's job (`CascadeJob.summary`)
+    if not isinstance(run, CascadeRun):  # the runner's summary of a cascade's job (`CascadeJob.summary`)
+        raise RubricForgeError("a cascade's run is summed up as a CascadeRun")
     return run

@@ -26,7 +26,7 @@ import orjson
 from rubricforge_dspy.apply.job import BatchOutputError, checked_output, job_path, replace_file
 from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.apply.writer import Spilled
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict
@@ -376,7 +376,8 @@ class CascadeJob:
         if self.settled is not None:
             self.settled[item.index] = (verdict, stage)
         if stage == ESCALATED and self.reread is None:
-            assert isinstance(item.trajectory, Trajectory)  # a cascade's input is never spilled (`apply.stream`)
+            if not isinstance(item.trajectory, Trajectory):  # a cascade's input is never spilled (`apply.stream`)
+                raise RubricForgeError("a cascade's escalated item is a trajectory, never a spilled one")
             self.escalated_now.append(item.trajectory)
         if not verdict.abstained or verdict.error_kind == ESCALATED:
             run.decided_by[stage] = run.decided_by.get(stage, 0) + 1

@@ -45,7 +45,7 @@ from rubricforge_dspy.apply.job import checked_input, claim_job, output_lock, re
 from rubricforge_dspy.apply.options import JobOptions, job_options
 from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.apply.writer import VerdictWriter
-from rubricforge_dspy.core.errors import InputError, ServerError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError, ServerError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
@@ -302,7 +302,8 @@ class _BatchRun:
         self.labels, self.load_report, self.on_trajectory = labels, load_report, on_trajectory
         base_lm = resolve_lm(judge, lm)
         config, self.api_base = _endpoint_config(base_lm)
-        assert base_lm is not None, "an LM with an endpoint"
+        if base_lm is None:
+            raise InputError("no LM to judge with: pass lm=..., call judge.set_lm(...), or dspy.configure(lm=...)")
         self.config = config
         online = one_attempt_lm(base_lm)
         self.engine = _ReplayEngine(config)
@@ -387,7 +388,8 @@ class _BatchRun:
             yield t
 
     def _write(self, trajectory: Trajectory, verdict: Verdict, cached: bool, inputs: dict[str, Any]) -> None:
-        assert self.writer is not None, "`run` opens the writer before any line"
+        if self.writer is None:
+            raise RubricForgeError("`run` opens the writer before any line")
         self.writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1, **self.line))
         self.summary.count(verdict, cached)
         if not verdict.abstained and self.cache is not None and not cached:

@@ -85,7 +85,7 @@ from rubricforge_dspy.apply.ray_data import column, job_line, ray_module, row_tr
 from rubricforge_dspy.apply.ray_sglang import JudgeAnswer, JudgePrompt, sglang_processor
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import VerdictWriter
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
@@ -225,7 +225,8 @@ class _JudgeWorker:
             if self.loop is not None:
                 records = self._drive(self.loop, trajectories)
             else:
-                assert self.pool is not None  # off the fast path, the worker's threads (`__init__`)
+                if self.pool is None:
+                    raise RubricForgeError("off the fast path, a worker has its threads (`__init__`)")
                 futures = [self.pool.submit(self._judge, t) for t in trajectories]
                 try:
                     records = [future.result() for future in futures]
@@ -355,7 +356,8 @@ def _checked_sizes(ray: ModuleType, concurrency: int, workers: int, batch_size: 
             raise InputError(f"{name} must be >= 1, got {value}")
     if not ray.is_initialized():
         raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
-    assert batch_size is not None  # set above for a concurrency of at least 1
+    if batch_size is None:
+        raise RubricForgeError("a concurrency of at least 1 sets the batch size")
     return batch_size
 
 

@@ -1,6 +1,7 @@
 """The job runner's engine: one run of a judge over a stream of trajectories (`JobRun`), a plain judge as one
-stage and a cascade stage by stage over chunks (`Stage`, `LocalCalls`; a later stage sees only what the earlier ones
-left), with the cache, the writer, the circuit and the tally that `apply.stream.run_job` hands it. Split from
+stage and a cascade stage by stage (`Stage`, `LocalCalls`; a later stage sees only what the earlier ones left:
+streamed through the LLM stage's bounded window when run locally with one LLM stage, else over chunks), with
+the cache, the writer, the circuit and the tally that `apply.stream.run_job` hands it. Split from
 `apply.stream`, which keeps the entry points (`judge_stream`, `run_job`, `run_judge_file`)."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rubricforge_dspy.apply.options import (
 )
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import Spilled, VerdictWriter, judge_inputs
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.progress import is_requested, progress
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
@@ -51,7 +52,7 @@ def is_cascade(judge: object) -> TypeGuard[Cascade]:
     return module is not None and isinstance(judge, module.Cascade)
 
 
-CASCADE_CHUNK = 2048  # a cascade's items per chunk: each stage runs over what the earlier left of one chunk
+CASCADE_CHUNK = 2048  # a chunked cascade's items per chunk (`JobRun.streams`: Ray, Batch API, several LLM stages)
 
 
 class RunItem:
@@ -251,12 +252,11 @@ class JobRun:
         try:
             if cascade is None:
                 self._run_stage(self.stages[0], items)
+            elif self.streams():
+                self._stream(items)
             else:
                 while chunk := list(itertools.islice(items, self.chunk)):  # the input is read chunk by chunk
-                    for stage in self.stages:
-                        if not chunk:
-                            break
-                        chunk = self._run_stage(stage, chunk)
+                    self._through(self.stages, chunk)
         except JudgeUnavailableError as error:
             if cascade is None or run is None:
                 raise
@@ -294,14 +294,62 @@ class JobRun:
             self.items += 1
             yield RunItem(self.items - 1, trajectory)
 
-    def _run_stage(self, stage: Stage, items: Iterable[RunItem]) -> list[RunItem]:
+    def streams(self) -> bool:
+        """Whether this cascade streams (`_stream`): run locally (`LocalCalls`; a Ray or Batch API back end's calls
+        take a chunk at a time) with at most one LLM stage. Else it runs chunk by chunk (`CASCADE_CHUNK`), each
+        stage over what the earlier ones left of the chunk."""
+        return isinstance(self.calls, LocalCalls) and sum(not stage.local for stage in self.stages) <= 1
+
+    def _stream(self, items: Iterator[RunItem]) -> None:
+        """A cascade with at most one LLM stage, without a chunk barrier: the stages before the LLM stage (floors)
+        run on small batches of the input as the LLM stage's window asks for items, each item they settle written
+        at once; the LLM stage keeps its bounded window of calls in flight (`LocalCalls`: a finished call's slot
+        is refilled at once, so a slow answer holds only its own slot); what it hands on goes through the stages
+        after it in small batches. Memory: the window and two small batches, never the input."""
+        size = max(8, self.options.concurrency)
+        lm_at = next((k for k, stage in enumerate(self.stages) if not stage.local), len(self.stages))
+        before, after = self.stages[:lm_at], self.stages[lm_at + 1:]
+
+        def reaching() -> Iterator[RunItem]:  # the items the stages before the LLM stage hand on, lazily
+            while batch := list(itertools.islice(items, size)):
+                yield from self._through(before, batch)
+
+        if lm_at == len(self.stages):  # floors only (the last one escalates what it does not decide)
+            for _ in reaching():
+                pass
+            return
+        waiting: list[RunItem] = []
+
+        def handed_on(item: RunItem) -> None:  # on the calls' thread, as each answer arrives
+            waiting.append(item)
+            if len(waiting) >= size:
+                batch = sorted(waiting, key=lambda one: one.index)
+                waiting.clear()
+                self._through(after, batch)
+
+        self._run_stage(self.stages[lm_at], reaching(), handed_on)
+        if waiting:
+            self._through(after, sorted(waiting, key=lambda one: one.index))
+
+    def _through(self, stages: list[Stage], items: list[RunItem]) -> list[RunItem]:
+        """Run `stages` in turn over `items` (each over what the earlier left); what the last one hands on."""
+        for stage in stages:
+            if not items:
+                break
+            items = self._run_stage(stage, items)
+        return items
+
+    def _run_stage(self, stage: Stage, items: Iterable[RunItem],
+                   handed_on: Callable[[RunItem], None] | None = None) -> list[RunItem]:
         """Run `stage` over `items`; the items it handed on, in input order (none for a plain judge or the last
-        stage of a cascade: what it hands on is escalated)."""
+        stage of a cascade: what it hands on is escalated). `handed_on`: called with each item the stage hands on
+        as its answer arrives (then none is returned)."""
         left: list[RunItem] = []
         if stage.local:  # a floor: one batch, settled in input order
             items = list(items)
             run = self.cascade_run
-            assert run is not None, "a stage without an LM is a cascade's"
+            if run is None:
+                raise RubricForgeError("a stage without an LM is a cascade's")
             run.stage_calls[_named(stage)] = run.stage_calls.get(_named(stage), 0) + len(items)
             verdicts = stage.judge.batch([item.trajectory for item in items], self.options.concurrency,
                                          policy=self.options.policy, max_consecutive_lm_errors=None)
@@ -310,11 +358,17 @@ class JobRun:
 
         def collect(item: RunItem, verdict: Verdict) -> None:
             self._called(stage, item, verdict, left)
+            while handed_on is not None and left:  # this item, and any the verdict cache handed on before it
+                handed_on(left.pop(0))
 
         tracker_of = (lambda item: item.usage) if self.cascade is not None else None
         fast = self.calls.run(stage, self._jobs(stage, items, left), collect, stage.circuit.raise_if_open, tracker_of)
         if self.cascade is None:
             self.summary.fast_path = bool(fast)
+        if handed_on is not None:
+            for item in sorted(left, key=lambda one: one.index):
+                handed_on(item)
+            return []
         return sorted(left, key=lambda item: item.index)
 
     def _jobs(self, stage: Stage, items: Iterable[RunItem], left: list[RunItem]) -> Jobs:
@@ -339,7 +393,8 @@ class JobRun:
     def _called(self, stage: Stage, item: RunItem, verdict: Verdict, left: list[RunItem]) -> None:
         """Account one finished call of `stage` and settle its item (or keep it for the next stage)."""
         summary, run = self.summary, self.cascade_run
-        assert verdict.attempts is not None, "a call's verdict has its attempts (`judge.execution`)"
+        if verdict.attempts is None:
+            raise RubricForgeError("a call's verdict has its attempts (`judge.execution`)")
         summary.lm_calls += verdict.attempts
         summary.retries += max(0, verdict.attempts - 1)
         if run is not None:
@@ -398,7 +453,8 @@ def distinct(trajectories: Iterable[Trajectory | Spilled], limit: int | None, on
     for trajectory in trajectories:
         if trajectory.id in seen:
             if on_duplicate == "raise":
-                assert isinstance(trajectory, Trajectory), "the checking pass lets no repeated id into a spill"
+                if not isinstance(trajectory, Trajectory):
+                    raise RubricForgeError("the checking pass lets no repeated id into a spill")
                 raise DuplicateIdError(trajectory.source.file, trajectory.source.index,
                                        f"duplicate trajectory id {trajectory.id!r}")
             summary.duplicates += 1
@@ -411,7 +467,8 @@ def distinct(trajectories: Iterable[Trajectory | Spilled], limit: int | None, on
 
 def _named(stage: Stage) -> str:
     """The name of a cascade's stage (a plain judge's one stage has none)."""
-    assert stage.name is not None, "a cascade's stages are named"
+    if stage.name is None:
+        raise RubricForgeError("a cascade's stages are named")
     return stage.name
 
 

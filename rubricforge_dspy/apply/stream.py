@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from rubricforge_dspy.core.trajectory import LabelRule
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.data.labels import LabelJoin
+    from rubricforge_dspy.data.spec import DataSpec
     from rubricforge_dspy.evidence.render import RenderConfig
     from rubricforge_dspy.judge.contract import BaseJudge
     from rubricforge_dspy.lm.config import LMConfig
@@ -145,7 +146,8 @@ def _as_lm(lm: dspy.BaseLM | LMConfig | None) -> dspy.BaseLM | None:
 _FILE_OPTIONS = JobOptions(cache=True)  # a file's run keeps a verdict cache by default
 
 
-def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathArg | Iterable[PathArg] | None = None,
+def run_judge_file(program: PathArg | BaseJudge | None = None,
+                   data_path: PathArg | Iterable[PathArg] | DataSpec | None = None,
                    out_path: PathArg | None = None, options: JobOptions | None = None, *, on_error: str = "raise",
                    lm: dspy.BaseLM | LMConfig | None = None, render_config: RenderConfig | None = None,
                    label_threshold: float | str | LabelRule | None = None, format: str = "auto",
@@ -168,7 +170,10 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
     Args:
         program: a frozen program path (`judge.loading.load_judge`), a cascade file, a judge, or None for the
             seed judge.
-        data_path: a trajectory file or directory, or a list of them.
+        data_path: a trajectory file or directory, or a list of them; or a `data.spec.DataSpec` (paths, format
+            or mapping, label rule, labels file with its key and reading, limit, error policy): then
+            `on_error`, `format`, `label_threshold` and `labels` come from it (giving them too is an
+            `InputError`), and its limit is the job's (`options` may only repeat it).
         out_path: the verdict file (see `judge_stream`).
         options: how the job runs (`JobOptions`; default ``JobOptions(cache=True)``: the verdict cache in
             ``.rubricforge_cache/`` next to `out_path`). Its `on_duplicate` defaults to "skip" when
@@ -204,6 +209,12 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
     """
     if data_path is None or out_path is None:
         raise InputError("run_judge_file needs data_path and out_path")
+    from rubricforge_dspy.data.spec import DataSpec
+
+    if isinstance(data_path, DataSpec):
+        data_path, on_error, format, label_threshold, labels = _from_spec(
+            data_path, options, overrides, on_error=on_error, format=format, label_threshold=label_threshold,
+            labels=labels)
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.data.labels import LabelJoin
 
@@ -225,6 +236,29 @@ def run_judge_file(program: PathArg | BaseJudge | None = None, data_path: PathAr
                                                      escalated_out, cascade_file))
     summary.skipped = len(report.skipped)
     return summary
+
+
+def _from_spec(spec: DataSpec, options: JobOptions | None, overrides: dict[str, Any], **given: Any
+               ) -> tuple[list[str], str, str, LabelRule | None, str | None]:
+    """What a `DataSpec` says of `run_judge_file`'s reading: ``(paths, on_error, format, label_threshold,
+    labels)``; its limit goes into `overrides`. A reading option given beside the spec is refused."""
+    defaults = {"on_error": "raise", "format": "auto", "label_threshold": None, "labels": None}
+    clash = [name for name, value in given.items() if value != defaults[name]]
+    if clash:
+        raise InputError(f"run_judge_file: {', '.join(clash)} come from the DataSpec given as data_path: set them "
+                         "there (DataSpec.replace), not beside it")
+    if spec.session_key is not None:
+        raise InputError("a DataSpec with a session key is judged from its sessions' spool (data.sessions): "
+                         "give run_judge_file the spooled spec")
+    if not spec.paths:
+        raise InputError("run_judge_file: the DataSpec names no data (paths is empty)")
+    if spec.limit is not None:
+        for limit in (overrides.get("limit"), options.limit if options is not None else None):
+            if limit is not None and limit != spec.limit:
+                raise InputError(f"run_judge_file: the DataSpec's limit is {spec.limit}, the job options' {limit}: "
+                                 "give one")
+        overrides["limit"] = spec.limit
+    return list(spec.paths), spec.on_error, spec.format, spec.label_rule, spec.labels_path
 
 
 def _cascade_job(judge: Any, program: PathArg | BaseJudge | None, out_path: Path, options: JobOptions,

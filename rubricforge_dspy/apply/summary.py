@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.verdict import Verdict
 
 __all__ = ["BatchSummary", "UsageTotals"]
@@ -51,9 +52,11 @@ class BatchSummary:
         self.cached += cached
         self.contradictions += verdict.contradiction
         if verdict.abstained:
-            assert verdict.error_kind is not None  # an abstention has its kind (`Verdict.__post_init__`)
-            self.abstained[verdict.error_kind] += 1
-            self.errors.setdefault(verdict.error_kind, verdict.error)
+            kind = verdict.error_kind
+            if kind is None:
+                raise RubricForgeError("an abstention has its kind (`Verdict.__post_init__`)")
+            self.abstained[kind] += 1
+            self.errors.setdefault(kind, verdict.error)
 
     @property
     def n_abstained(self) -> int:

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import orjson
 
 from rubricforge_dspy.apply.job import DoneIndex, ResumeState, check_owned
+from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.render import render_trajectory
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
@@ -82,7 +83,8 @@ def judge_inputs(judge: Any, trajectory: Trajectory | Spilled) -> dict[str, Any]
     """What `judge` reads of `trajectory` (`BaseJudge.inputs_of`: the text, and the features of a judge that
     reads them); the rendered text for a baseline callable. A spilled item (`Spilled`) carries them."""
     if isinstance(trajectory, Spilled):
-        assert trajectory.inputs is not None, "a spilled id already done is resumed, never judged"
+        if trajectory.inputs is None:
+            raise RubricForgeError("a spilled id already done is resumed, never judged")
         return trajectory.inputs
     inputs_of = getattr(judge, "inputs_of", None)
     if inputs_of is not None:

@@ -88,3 +88,34 @@ def test_an_interrupt_in_the_llm_stage_keeps_what_was_settled_and_the_next_run_r
     assert len(asked) == 40 - len(kept) - sum(x["stage"] == "floor" for x in final if x["id"] not in
                                             {k["id"] for k in kept})
     assert {x["id"]: x for x in final if x["id"] in {k["id"] for k in kept}} == {x["id"]: x for x in kept}
+
+
+def test_a_slow_answer_holds_only_its_own_slot(halves, tmp_path, monkeypatch):
+    """No chunk barrier: while the LLM stage's first answer is held, the run goes on through the rest of the input
+    (the floor, then every other item the judge is asked about), even past the old chunk's end; every id once."""
+    import threading
+
+    import rubricforge_dspy.apply.runner as runner
+
+    monkeypatch.setattr(runner, "CASCADE_CHUNK", 10)  # the chunk the runner used to wait on
+    data = _data(halves)
+    reaching = run_cascade(_cascade(halves), data, tmp_path / "count.jsonl", lm=_counted([]), concurrency=2).lm_asked
+    assert reaching > 10  # the judge is asked about items of several of the old chunks
+    asked: list = []
+    lock, all_asked, held = threading.Lock(), threading.Event(), []
+
+    def first_held(messages):
+        with lock:
+            asked.append(last_user_text(messages))
+            first = len(asked) == 1
+            if len(asked) == reaching:
+                all_asked.set()
+        if first:  # held until every other item was asked (bounded: a barrier would hold it to the end)
+            held.append(all_asked.wait(20))
+        return _answer(messages)
+
+    out = tmp_path / "v.jsonl"
+    run = run_cascade(_cascade(halves), data, out, lm=ScriptedLM(first_held), concurrency=2)
+    assert held == [True]  # every other item was asked while the first answer was held
+    lines = _lines(out)
+    assert len(lines) == 40 and len({x["id"] for x in lines}) == 40 and run.lm_asked == len(asked) == reaching
