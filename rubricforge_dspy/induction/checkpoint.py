@@ -33,6 +33,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import NotARegularFileError, file_kind, regular_file
@@ -115,7 +116,7 @@ def checkpoint_key(directory: Path | None = None) -> bytes:
     return key
 
 
-def state_tag(key: bytes, fingerprint: dict, data: bytes) -> str:
+def state_tag(key: bytes, fingerprint: dict[str, Any], data: bytes) -> str:
     """HMAC-SHA256 of a GEPA state's bytes under `key`, bound to the run's `fingerprint` (the marker's
     data fingerprints, seed rubric and settings), as hex."""
     mac = hmac.new(key, _TAG_DOMAIN, hashlib.sha256)
@@ -154,7 +155,7 @@ def _write_atomic(target: Path, data: bytes) -> None:
         raise
 
 
-def _write_marker(marker: Path, data: dict) -> None:
+def _write_marker(marker: Path, data: dict[str, Any]) -> None:
     _write_atomic(marker, json.dumps(data, indent=2, sort_keys=True).encode())
 
 
@@ -173,7 +174,7 @@ class GEPACheckpoint:
         key: the tagging secret (default `checkpoint_key()`).
     """
 
-    def __init__(self, log_dir: str | Path, fingerprint: dict, *, key: bytes | None = None):
+    def __init__(self, log_dir: str | Path, fingerprint: dict[str, Any], *, key: bytes | None = None):
         self.log_dir = Path(log_dir)
         self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True))  # as the marker stores it
         self._key = key

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from rubricforge_dspy.evidence.render import RENDER_WORDS
 
@@ -62,7 +62,7 @@ class Memorized:
 
     training_texts: Iterable[str]
     allowed: Iterable[str] = ()
-    rejected: list[dict] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self):
         allowed_text = "\n".join(self.allowed)

@@ -121,19 +121,19 @@ class InductionResult:
     certificate."""
 
     judge: TrajectoryJudge
-    sweep: list[dict]
+    sweep: list[dict[str, Any]]
     best_index: int
     beat_seed: bool
-    manifest: dict = field(default_factory=dict)
-    rejected: list[dict] = field(default_factory=list)  # candidates rejected by the memorization guard
+    manifest: dict[str, Any] = field(default_factory=dict)
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # candidates rejected by the memorization guard
     lm_errors: int = 0  # judge calls that failed with an LM error (scored as failures by GEPA)
     notes: list[str] = field(default_factory=list)
     val_verdicts: list = field(default_factory=list)  # the frozen judge's raw `Verdict`s on val, in order
     # What `RubricInducer.compile` puts on the judge it returns (``judge.detailed_results``), as dspy.GEPA does:
     candidates: list[str] = field(default_factory=list)  # every accepted candidate's rubric, seed first (sweep order)
     selection: str = ""  # why `best_index` was chosen
-    operating_point: dict = field(default_factory=dict)  # "calibration" and "threshold" fit on val (manifest fields)
-    val_metrics: dict = field(default_factory=dict)  # `validation_metrics` of the chosen judge's verdicts on val
+    operating_point: dict[str, Any] = field(default_factory=dict)  # "calibration" and "threshold" fit on val (manifest fields)
+    val_metrics: dict[str, Any] = field(default_factory=dict)  # `validation_metrics` of the chosen judge's verdicts on val
     metric_calls: int = 0  # judge calls GEPA made
     reflection_failures: int = 0  # reflection answers that proposed nothing (cut or unparsable)
     reflection_lm: str | None = None
@@ -141,9 +141,9 @@ class InductionResult:
     train: list = field(default_factory=list, repr=False)  # the labeled trajectories GEPA reflected on
     val: list = field(default_factory=list, repr=False)  # ... and selected/calibrated on
     gepa: object = field(default=None, repr=False)  # dspy.GEPA's own `detailed_results` (DspyGEPAResult)
-    test_metrics: dict | None = None  # `validation_metrics` on the testset, when `compile` got one
+    test_metrics: dict[str, Any] | None = None  # `validation_metrics` on the testset, when `compile` got one
     test_verdicts: list = field(default_factory=list)  # the returned judge's `Verdict`s on the testset, in order
-    certificate: dict | None = None  # the certificate on the testset, when `compile` got one and a `certify`
+    certificate: dict[str, Any] | None = None  # the certificate on the testset, when `compile` got one and a `certify`
 
 
 def _labels(trajectories: Iterable[Trajectory], needed_by: str) -> list[int]:
@@ -222,12 +222,12 @@ def make_feedback_metric(fp_weight: float = 1.0,
     return metric
 
 
-def _agreement(subscores: dict) -> float:
+def _agreement(subscores: dict[str, Any]) -> float:
     values = list(subscores.values())
     return sum(v == 1.0 for v in values) / len(values) if values else float("nan")
 
 
-def sweep_table(detailed) -> list[dict]:
+def sweep_table(detailed) -> list[dict[str, Any]]:
     """One row per accepted candidate (seed first, then children in acceptance order)."""
     rows = []
     for index, candidate in enumerate(detailed.candidates):
@@ -244,7 +244,7 @@ def sweep_table(detailed) -> list[dict]:
     return rows
 
 
-def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
+def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict[str, Any]:
     """Agreement, false-pass rate and abstentions of validation `verdicts`, recorded at freeze time."""
     from rubricforge_dspy.metrics import accuracy, false_pass_rate
 
@@ -264,7 +264,7 @@ NO_CALIBRATION_ONE_CLASS = "no calibration: the validation verdicts hold one cla
 
 
 def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajectory],
-                        config: InductionConfig) -> dict:
+                        config: InductionConfig) -> dict[str, Any]:
     """Fit `judge`'s calibration on its validation verdicts (abstentions left out) and, with a false-pass
     cap, the Neyman-Pearson pass threshold on calibrated scores; sets them on `judge` and returns the
     manifest fields (``calibration``, ``threshold``) plus notes. Nothing is fit on one class."""
@@ -305,7 +305,7 @@ def _candidate_false_pass_rates(detailed, val: list[Trajectory]) -> list[float |
     return rates
 
 
-def select_candidate(sweep: list[dict], config: InductionConfig) -> tuple[int, list[str], str]:
+def select_candidate(sweep: list[dict[str, Any]], config: InductionConfig) -> tuple[int, list[str], str]:
     """The frozen candidate, notes (warnings) and the reason it was chosen. Without a cap: the best
     validation score (ties to the earlier candidate, so the seed wins a tie); a candidate must beat the
     seed's score. With ``max_false_pass = a``: the best validation agreement among candidates whose

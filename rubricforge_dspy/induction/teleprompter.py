@@ -47,7 +47,7 @@ __all__ = ["RubricInducer", "examples_to_trajectories"]
 
 logger = logging.getLogger(__name__)
 
-Certify = Callable[..., dict]
+Certify = Callable[..., dict[str, Any]]
 
 _HOW = ("build examples as dspy.Example(trajectory=<Trajectory>, label=0|1).with_inputs('trajectory') "
         "(rubricforge_dspy.data loaders give Trajectory records)")

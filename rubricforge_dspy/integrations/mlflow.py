@@ -208,7 +208,7 @@ def judge_call(trace: Any) -> str | None:
 
 
 def trace_to_trajectory(trace: Any, *, label: int | None = None, index: int = 0, source: str = FORMAT,
-                        hidden: dict | None = None) -> Trajectory:
+                        hidden: dict[str, Any] | None = None) -> Trajectory:
     """One MLflow `Trace` as a `Trajectory` (id = the trace id), through the ``otel`` loader's span mapping.
 
     Only the trace's spans are read; its assessments, expectations, tags and previews are not.

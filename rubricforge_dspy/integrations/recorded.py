@@ -118,7 +118,7 @@ def _mlflow():
 
 
 def _mlflow_lines(client: Any, integration: Any, uri: str, experiment_id: str, name: str, where: str,
-                  counts: dict) -> Iterator[dict]:
+                  counts: dict[str, Any]) -> Iterator[dict]:
     token = None
     while True:
         try:
@@ -139,7 +139,7 @@ def _mlflow_lines(client: Any, integration: Any, uri: str, experiment_id: str, n
             return
 
 
-def _mlflow_line(trace_id: str, assessment: Any, where: str) -> dict:
+def _mlflow_line(trace_id: str, assessment: Any, where: str) -> dict[str, Any]:
     feedback = assessment.feedback
     if getattr(feedback, "error", None) is not None:
         error = feedback.error

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
@@ -36,7 +36,7 @@ DEMO_ALPHA, DEMO_DELTA, DEMO_MAX_FALSE_PASS = 0.10, 0.10, None
 DEMO_METHOD = DEFAULT_METHOD
 
 
-def _result_of(cascade, n: int) -> dict:
+def _result_of(cascade, n: int) -> dict[str, Any]:
     """What the lead shows of a certified cascade. The stages are the ones the fit kept (a stage certified to
     decide nothing is dropped: not in the cascade, never called); LM calls saved are counted only when an LLM
     stage is kept (None otherwise: the cascade makes no LM call, there is nothing to save against)."""
@@ -54,7 +54,7 @@ def _result_of(cascade, n: int) -> dict:
 
 
 def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program: str | Path, judge_lm,
-                     run_dir: str | Path, embedded: bool = False) -> dict:
+                     run_dir: str | Path, embedded: bool = False) -> dict[str, Any]:
     """Fit the demo's cascade (floor on the training split, the induced judge at `program`, calibrated on the test
     split); save it beside the run (``cascade.json``) when certified. Returns what the lead needs (a refusal
     is a result: ``certified`` False with the reason and the labels needed), written as ``cascade_fit.json`` in
@@ -67,7 +67,7 @@ def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program
     run_dir = Path(run_dir)
     split = split_by_task(list(sample), fractions, seed)
     calibration = list(split.test)
-    result: dict
+    result: dict[str, Any]
     try:
         floor = FloorJudge(SymptomFloor.fit(list(split.train)))
     except FloorError as error:

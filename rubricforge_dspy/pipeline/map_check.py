@@ -110,11 +110,11 @@ class MapCheckReport:
     labels: Counter = field(default_factory=Counter)
     label_rule: str = "unlabeled"
     fields: list = field(default_factory=list)
-    empty: dict = field(default_factory=dict)
+    empty: dict[str, Any] = field(default_factory=dict)
     empty_share: float = 0.5
     filtered: int = 0
     flags: Counter = field(default_factory=Counter)
-    leaks: dict = field(default_factory=dict)
+    leaks: dict[str, Any] = field(default_factory=dict)
     predictors: list = field(default_factory=list)
     scanned: int = 0
     optional: list = field(default_factory=list)
@@ -328,7 +328,7 @@ class _LeakSearch:
             if word.lower() in steps:
                 self.whole.setdefault(word, [0, trajectory.id])[0] += 1
 
-    def found(self, labels: Counter) -> dict:
+    def found(self, labels: Counter) -> dict[str, Any]:
         leaks = {key: tuple(value) for key, value in self.hits.items()}
         positives, negatives = self.per_label.get(1, 0), self.per_label.get(0, 0)
         for word, counts in self.success.items():
@@ -400,7 +400,7 @@ class _Predictors:
         for key in found:
             self.counts.setdefault(key, Counter())[label] += 1
 
-    def found(self) -> list[dict]:
+    def found(self) -> list[dict[str, Any]]:
         positives, negatives = self.classes[1], self.classes[0]
         if min(positives, negatives) < PREDICT_MIN_CLASS:
             return []

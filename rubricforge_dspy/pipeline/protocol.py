@@ -14,6 +14,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dspy
 import orjson
@@ -150,7 +151,7 @@ def write_hybrid_predictions(out_dir: Path, split, val_verdicts, induced_path: P
 
 
 def certify_from_predictions(program_path, path: Path, test: list[Trajectory], judge_lm,
-                             floor_path: Path | None = None) -> dict | None:
+                             floor_path: Path | None = None) -> dict[str, Any] | None:
     """Write the induced judge's certificate, measured on the test split it never saw (its persisted
     verdicts: no extra judge call), into the frozen program, with its margin over the symptom floor's
     verdicts on the same items (`floor_path`, when written). None when the test split has one class."""

@@ -15,7 +15,7 @@ from rubricforge_dspy.report.records import Ablation, Items, Predictions, RunErr
 __all__ = ["rubric_from", "load_ablations", "load_attribution"]
 
 
-def rubric_from(meta: dict, run_dir: Path, notes: list[str]) -> str | None:
+def rubric_from(meta: dict[str, Any], run_dir: Path, notes: list[str]) -> str | None:
     rubric = meta.get("rubric")
     if isinstance(rubric, str) and rubric.strip():
         return rubric

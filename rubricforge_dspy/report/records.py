@@ -101,7 +101,7 @@ def read_json(path: Path) -> Any:
         raise RunError(f"{path}: not valid JSON ({error})") from None
 
 
-def read_predictions(path: Path) -> dict[str, dict]:
+def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
     """``{id: record}`` of a verdict JSONL, each line schema-checked; ``_line`` holds its line number."""
     try:
         index = read_verdicts(path)
@@ -237,7 +237,7 @@ class LineFields(Sequence):
     def __len__(self) -> int:
         return len(self.lines)
 
-    def _record(self, number: int) -> dict:
+    def _record(self, number: int) -> dict[str, Any]:
         if self._offsets is None:
             offsets, position = array("q", [0]), 0
             with self.path.open("rb") as handle:

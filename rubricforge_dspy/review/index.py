@@ -28,7 +28,7 @@ import re
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import orjson
 
@@ -139,14 +139,14 @@ class VerdictFileIndex:
                            bool(flags & 2), self.scores[index], None if calibrated != calibrated else calibrated,
                            None if self.labels[index] < 0 else self.labels[index])
 
-    def record(self, index: int) -> dict:
+    def record(self, index: int) -> dict[str, Any]:
         """The whole verdict line of item `index`, read from disk (one seek, one line)."""
         with self.path.open("rb") as handle:
             handle.seek(self.offsets[index])
             raw = handle.readline()
         return orjson.loads(raw)
 
-    def iter_records(self) -> Iterable[tuple[int, dict]]:
+    def iter_records(self) -> Iterable[tuple[int, dict[str, Any]]]:
         """``(index, verdict line)`` for every item, read again in file order (for background work)."""
         with self.path.open("rb") as handle:
             for index, offset in enumerate(self.offsets):
@@ -167,7 +167,7 @@ class DataIndex:
         self.format = format
         self._lines: dict[str, tuple[int, int, int]] = {}  # id -> (file number, line index, offset)
         self._files: list[Path] = []
-        self._whole: dict = {}
+        self._whole: dict[str, Any] = {}
         jsonl_files = [p for p in self.paths if self._is_jsonl(p)]
         others = [p for p in self.paths if p not in jsonl_files]
         for path in jsonl_files:

@@ -17,6 +17,7 @@ import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rubricforge_dspy.core.criteria import Criterion, parse_criteria
 from rubricforge_dspy.core.errors import InputError
@@ -45,17 +46,17 @@ class JudgeInfo:
     program_path: str | None = None
     rubric: str = ""
     criteria: list[Criterion] = field(default_factory=list)
-    manifest: dict = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
     versions: list[RubricVersion] = field(default_factory=list)
     figures: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
-    def certificate(self) -> dict | None:
+    def certificate(self) -> dict[str, Any] | None:
         value = self.manifest.get("certificate")
         return value if isinstance(value, dict) else None
 
-    def operating_point(self) -> dict:
+    def operating_point(self) -> dict[str, Any]:
         return {key: self.manifest[key] for key in ("threshold", "calibration", "render", "model", "lm")
                 if key in self.manifest}
 
@@ -74,7 +75,7 @@ def _number(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _sweep(run_dir: Path, info: JudgeInfo) -> list[dict]:
+def _sweep(run_dir: Path, info: JudgeInfo) -> list[dict[str, Any]]:
     """The ``sweep`` rows of ``run.json``; a run file that cannot be read, is not JSON or holds the wrong types
     is a note on the judge page (the candidates are shown without their scores), never an error."""
     path = run_dir / "run.json"

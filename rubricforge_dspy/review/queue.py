@@ -29,7 +29,7 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Collection, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from rubricforge_dspy.core.criteria import Criterion, attribute_reason
 from rubricforge_dspy.core.errors import InputError
@@ -196,7 +196,7 @@ class Queue:
             return 3 if passed else 4
         return 5
 
-    def _escalation_key(self, index: int, probe: dict) -> float:
+    def _escalation_key(self, index: int, probe: dict[str, Any]) -> float:
         """An escalated item's place in its group: nearest the threshold first, by the confidence of the stage
         that escalated it (the line's ``score_calibrated``; an escalation is an abstention, so its ``score`` says
         nothing, but a line that is not an abstention is placed by its score). An escalation no stage gave a
@@ -211,7 +211,7 @@ class Queue:
     def _order(self) -> list[int]:
         keys = []
         v = self.verdicts
-        probe: dict = {}  # one mapping reused for label-next's closeness (it reads "abstained" and "score")
+        probe: dict[str, Any] = {}  # one mapping reused for label-next's closeness (it reads "abstained" and "score")
         for index in range(len(v)):
             group = self._group(index)
             self.groups.append(group)

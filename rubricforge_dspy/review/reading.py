@@ -22,6 +22,7 @@ import json
 import logging
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from rubricforge_dspy.apply.job import job_path
 from rubricforge_dspy.core.errors import InputError
@@ -55,7 +56,7 @@ def _sizes(render: RenderConfig) -> str:
     return f"{render.max_tokens} tokens, {render.max_step_chars} step chars"
 
 
-def _render_of(parts: dict) -> RenderConfig:
+def _render_of(parts: dict[str, Any]) -> RenderConfig:
     """The `RenderConfig` of recorded render parts (``{"max_tokens", "max_step_chars", "version"}``).
 
     Raises:
@@ -90,13 +91,13 @@ class ReadingResolver:
         self.job_sha: str | None = None
         self.job_render: RenderConfig | None = None
         self.job_version = None
-        self.job_parts: dict | None = None
+        self.job_parts: dict[str, Any] | None = None
         self._read_job()
         self.program, self.program_path = program, program_path
         self.program_render: RenderConfig | None = getattr(program, "render_config", None) if program else None
         self.program_sha = getattr(program, "rubric_sha256", None) if program is not None else None
         self.program_differs: list[str] = self._compare_program()
-        self._cache: dict = {}
+        self._cache: dict[str, Any] = {}
 
     def _read_job(self) -> None:
         path = self.job_file
@@ -131,7 +132,7 @@ class ReadingResolver:
         return [name for name in PROGRAM_PARTS
                 if name in self.job_parts and _canonical(mine.get(name)) != _canonical(self.job_parts.get(name))]
 
-    def for_line(self, record: dict) -> Reading:
+    def for_line(self, record: dict[str, Any]) -> Reading:
         """The `Reading` of one verdict line."""
         fingerprint, program_sha = record.get("judge_fingerprint"), record.get("program_sha256")
         key = (fingerprint if isinstance(fingerprint, str) else None, program_sha if isinstance(program_sha, str)

@@ -87,7 +87,7 @@ class RewardCounters:
     by_kind: Counter = field(default_factory=Counter)
 
 
-def _normalize(messages: Any, where: str) -> list[dict]:
+def _normalize(messages: Any, where: str) -> list[dict[str, Any]]:
     """TRL's messages in the shape of the generic JSONL format (`data.formats.jsonl`): tool calls
     without an id get none (the loader numbers them), and a tool message whose content is TRL's
     ``str({"error": ...})`` is marked ``is_error``."""
