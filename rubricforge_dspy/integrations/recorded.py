@@ -118,7 +118,7 @@ def _mlflow():
 
 
 def _mlflow_lines(client: Any, integration: Any, uri: str, experiment_id: str, name: str, where: str,
-                  counts: dict[str, Any]) -> Iterator[dict]:
+                  counts: dict[str, Any]) -> Iterator[dict[str, Any]]:
     token = None
     while True:
         try:

@@ -125,7 +125,7 @@ def line_judge_verdicts(lines: Iterable[Mapping[str, Any]], stages: Sequence[str
     return needed
 
 
-def line_tokens(lines: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], dict, int, int]:
+def line_tokens(lines: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], int, int]:
     """Tokens from cascade verdict lines (``lm_tokens``: stage -> prompt/completion tokens of its LM call on the
     item): per stage, in total, the LM-judged items that reported usage and those that did not."""
     by_stage: dict[str, dict[str, Any]] = {}
@@ -317,7 +317,7 @@ def read_cascade_fit(run: str | Path | Sequence[str | Path]) -> dict[str, Any] |
     return result
 
 
-def _rates(lines: Sequence[dict[str, Any]]) -> dict:
+def _rates(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     labeled = [x for x in lines if x.get("label") is not None]
     errors = sum(bool(x["passed"]) != bool(x["label"]) for x in labeled)
     failed = [x for x in labeled if not x["label"]]
@@ -330,7 +330,7 @@ def _rates(lines: Sequence[dict[str, Any]]) -> dict:
             "false_pass_ci95": list(proportion_ci(false_passes, len(failed))) if failed else None}
 
 
-def cascade_section(source: str, lines: Sequence[dict[str, Any]]) -> dict:
+def cascade_section(source: str, lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Every number of the section (JSON-safe) from a cascade's verdict lines."""
     n = len(lines)
     decided = [x for x in lines if not x.get("abstained")]

@@ -64,7 +64,7 @@ def _tertiles(n_steps: np.ndarray) -> list[tuple[str, np.ndarray]]:
 
 
 def _gap_row(group: str, stratum: str, members: np.ndarray, run: Run, ind: np.ndarray, ref: np.ndarray,
-             settings: dict[str, Any], notes: list[str]) -> dict:
+             settings: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """One stratum's row; ``members`` are the positions of its items (ascending), so a row costs
     its own items, not all of them."""
     y = run.items.label

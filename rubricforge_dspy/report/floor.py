@@ -25,7 +25,7 @@ NO_FLOOR_NOTE = ("no floor rows: the run has no floor.jsonl and length_only.json
                  "task-grouped cross-validation on those items)")
 
 
-def floor_table(main: list[dict[str, Any]], induced: str, notes: list[str]) -> dict:
+def floor_table(main: list[dict[str, Any]], induced: str, notes: list[str]) -> dict[str, Any]:
     """What the report says above its tables about the floor (see the module docstring)."""
     rows = {row["judge"]: row for row in main}
     out = {"floor": FLOOR in rows, "length_only": LENGTH_ONLY in rows, "hybrid": HYBRID in rows,

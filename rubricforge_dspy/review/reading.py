@@ -97,7 +97,7 @@ class ReadingResolver:
         self.program_render: RenderConfig | None = getattr(program, "render_config", None) if program else None
         self.program_sha = getattr(program, "rubric_sha256", None) if program is not None else None
         self.program_differs: list[str] = self._compare_program()
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[tuple[str | None, str | None], Reading] = {}
 
     def _read_job(self) -> None:
         path = self.job_file

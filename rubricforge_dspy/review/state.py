@@ -310,7 +310,7 @@ class ReviewState:
                   if ident in self.verdicts.position}
         return labeler_view(states, order=[ids[index] for index in self.queue.order])
 
-    def escalation(self, record: dict[str, Any]) -> dict | None:
+    def escalation(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """An escalated line's escalating stage, each stage's confidence as far as the line records it, and the
         cascade's thresholds (`review.escalation`), or None for a line a stage decided."""
         if record.get("stage") != "escalated" and not record.get("escalated"):

@@ -177,7 +177,7 @@ class FakeOpenAI:
         self.stop()
 
     # -- request handling -----------------------------------------------------------------
-    def _next(self, path: str, headers: dict[str, Any], body: dict, raw: bytes | None = None) -> tuple[int, Reply]:
+    def _next(self, path: str, headers: dict[str, Any], body: dict[str, Any], raw: bytes | None = None) -> tuple[int, Reply]:
         with self._lock:
             n = self._count
             self._count += 1
@@ -200,7 +200,7 @@ class FakeOpenAI:
                                       "status": reply.status, "drop": reply.drop})
         return n, reply
 
-    def reply_for(self, path: str, body: dict[str, Any]) -> tuple[int, dict]:
+    def reply_for(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) the chat endpoint answers for `body`, with no delay (a Batch API line);
         a dropped or hung reply becomes HTTP 500."""
         n, reply = self._next(path, {}, body)
@@ -220,7 +220,7 @@ class FakeOpenAI:
         if self.die_after is not None and n + 1 >= self.die_after and not self._stopping.is_set():
             threading.Thread(target=self.stop, daemon=True).start()
 
-    def _completion(self, body: dict[str, Any], content: str, finish_reason: str) -> dict:
+    def _completion(self, body: dict[str, Any], content: str, finish_reason: str) -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         usage = {"prompt_tokens": estimate_tokens(prompt), "completion_tokens": estimate_tokens(content)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
