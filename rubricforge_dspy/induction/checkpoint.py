@@ -33,6 +33,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
@@ -194,7 +195,7 @@ class GEPACheckpoint:
             kind = file_kind(os.stat(self.log_dir).st_mode) if self.log_dir.exists() else "a link to nothing"
             raise InputError(f"{self.log_dir}: the --log-dir is {kind}, not a directory; give a directory's path "
                              "(made if missing)")
-        tags: list = []
+        tags: list[str] = []
         if marker.exists():
             regular_file(marker, "induction run marker")  # a FIFO would block the read below forever
             try:
@@ -241,7 +242,8 @@ class GEPACheckpoint:
             self._copied[GEPA_STATE] = self._signature(self.run_dir / GEPA_STATE)
         return str(self.run_dir)
 
-    def __exit__(self, exc_type, exc, traceback) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         try:
             self.publish()
         except Exception as error:
@@ -300,8 +302,8 @@ class GEPACheckpoint:
     # GEPA callbacks: GEPA saves at the start of each iteration, then calls on_state_saved; and once at the
     # end, before on_optimization_end. GEPA logs a callback's exception as a warning and goes on; leaving the
     # `with` block copies again and raises.
-    def on_state_saved(self, event) -> None:
+    def on_state_saved(self, event: object) -> None:
         self.publish()
 
-    def on_optimization_end(self, event) -> None:
+    def on_optimization_end(self, event: object) -> None:
         self.publish()

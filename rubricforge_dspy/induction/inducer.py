@@ -64,7 +64,9 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
     """
     details: InductionResult = judge.detailed_results
     config = details.config
-    assert config is not None  # run_search sets it on every result `compile` returns
+    if config is None:  # run_search sets it on every result `compile` returns
+        raise InputError("the judge's detailed_results has no induction config: freeze a judge that "
+                         "RubricInducer.compile returned")
     best = details.best_index
     certificate = details.certificate
     if certificate and certificate.get("rubric_sha256") != rubric_sha256(judge.rubric):

@@ -64,10 +64,10 @@ class Memorized:
     allowed: Iterable[str] = ()
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         allowed_text = "\n".join(self.allowed)
         allowed = {token for _, token in specific_tokens(allowed_text)}
-        training = set()
+        training: set[tuple[str, str]] = set()
         for text in self.training_texts:
             training |= specific_tokens(text)
         self._training = {token: kind for kind, token in training if token not in allowed}
