@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+from types import ModuleType
 from typing import Any, Iterator
 
 from rubricforge_dspy.core.errors import InputError
@@ -108,7 +109,7 @@ def _verdict_value(value: Any, score: float | None, where: str) -> tuple[bool, f
 
 # -- MLflow ------------------------------------------------------------------------------------------------
 
-def _mlflow():
+def _mlflow() -> ModuleType:
     try:
         from rubricforge_dspy.integrations import mlflow as integration
     except ImportError:

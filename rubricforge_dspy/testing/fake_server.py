@@ -173,7 +173,7 @@ class FakeOpenAI:
     def __enter__(self) -> "FakeOpenAI":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- request handling -----------------------------------------------------------------
@@ -245,10 +245,11 @@ def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHand
         disable_nagle_algorithm = True
         wbufsize = -1  # headers and body leave in one write
 
-        def log_message(self, *args) -> None:  # keep test output clean
+        def log_message(self, *args: Any) -> None:  # keep test output clean
             pass
 
-        def _send(self, status: int, payload, headers: dict[str, Any] | None = None, content_type: str | None = None) -> None:
+        def _send(self, status: int, payload: Any, headers: dict[str, Any] | None = None,
+                  content_type: str | None = None) -> None:
             binary = isinstance(payload, bytes)
             data = payload if binary else json.dumps(payload).encode("utf-8")
             self.send_response(status)
