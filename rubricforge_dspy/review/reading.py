@@ -26,6 +26,7 @@ from typing import Any
 
 from rubricforge_dspy.apply.job import job_path
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.terminal import terminal_safe
 from rubricforge_dspy.evidence.render import RENDER_VERSION, RenderConfig
 
@@ -68,7 +69,7 @@ def _render_of(parts: dict[str, Any]) -> RenderConfig:
     return RenderConfig(**{name: parts[name] for name in names})
 
 
-def _canonical(value) -> str:
+def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
@@ -83,7 +84,8 @@ class ReadingResolver:
             the library's default.
     """
 
-    def __init__(self, verdicts, program=None, program_path=None, default: RenderConfig | None = None):
+    def __init__(self, verdicts: PathArg, program: Any = None, program_path: PathArg | None = None,
+                 default: RenderConfig | None = None):
         self.verdicts = Path(verdicts)
         self.job_file = job_path(self.verdicts)
         self.default, self.default_given = default or RenderConfig(), default is not None

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.verdict import PassRule
 from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
@@ -49,7 +50,7 @@ class VerdictFileChangedError(InputError):
     """The verdict file changed since the page opened it: its items' places may name other ids now."""
 
 
-def _file_identity(path) -> tuple[int, int, int] | None:
+def _file_identity(path: PathArg) -> tuple[int, int, int] | None:
     try:
         found = os.stat(path)
     except OSError:
@@ -117,7 +118,7 @@ def _audit_draw(inputs: ReviewInputs, verdicts: VerdictFileIndex) -> tuple[Audit
     return draw, path
 
 
-def _label_next_ranks(path) -> dict[str, int]:
+def _label_next_ranks(path: PathArg) -> dict[str, int]:
     ranks: dict[str, int] = {}
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):

@@ -177,7 +177,8 @@ class FakeOpenAI:
         self.stop()
 
     # -- request handling -----------------------------------------------------------------
-    def _next(self, path: str, headers: dict[str, Any], body: dict[str, Any], raw: bytes | None = None) -> tuple[int, Reply]:
+    def _next(self, path: str, headers: dict[str, Any], body: dict[str, Any],
+              raw: bytes | None = None) -> tuple[int, Reply]:
         with self._lock:
             n = self._count
             self._count += 1
