@@ -23,13 +23,16 @@ no rule given -> the cascade's; the same rule -> as given; another rule -> refus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import LabelRule, parse_label_rule
 from rubricforge_dspy.metrics.intervals import proportion_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["CASCADE_FIT_FILE", "fit_lead_lines", "read_cascade_fit", "ESCALATED", "TOKEN_KEYS", "cascade_lines",
            "cascade_section", "cascade_markdown", "plot_risk_coverage", "token_spend", "format_token_spend",
@@ -413,7 +416,7 @@ def certificate_text(section: Mapping[str, Any]) -> str:
     return "No certificate recorded with this verdict file (its job file names no fitted cascade)."
 
 
-def _rate(value, ci) -> str:
+def _rate(value: float | None, ci: Sequence[float]) -> str:
     return "n/a" if value is None else f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
@@ -497,7 +500,7 @@ def certified_lines(guarantee: Mapping[str, Any] | None) -> list[dict[str, Any]]
 RATE_COLORS = {"disagreement": "#1f77b4", "false_pass": "#d62728"}
 
 
-def plot_risk_coverage(section: dict[str, Any]):
+def plot_risk_coverage(section: dict[str, Any]) -> Figure | None:
     """After each stage: coverage so far (x) against the disagreement among the decided (y) and their
     false-pass rate, each with its exact 95% interval, and the cascade's certified bounds as horizontal lines
     (`certified_lines`: alpha, and the false-pass bound when one is set; the bound is on the population, the

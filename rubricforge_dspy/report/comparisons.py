@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from rubricforge_dspy import metrics as M
-from rubricforge_dspy.core.criteria import attribute_reason, parse_criteria
+from rubricforge_dspy.core.criteria import Criterion, attribute_reason, parse_criteria
 from rubricforge_dspy.report.notes import collect
 from rubricforge_dspy.report.records import Predictions, relative
 from rubricforge_dspy.report.run import Run
@@ -131,7 +131,7 @@ def _verdict_text(p: Predictions, k: int) -> str:
     return f"{'pass' if p.passed[k] else 'fail'} ({p.score[k]:.2f})"
 
 
-def _attribution_entry(value, criteria) -> str | None:
+def _attribution_entry(value: str | int | None, criteria: Sequence[Criterion]) -> str | None:
     """An ``attribution.jsonl`` entry (number or name) as ``"N. Name"`` when the rubric has it, else as
     written (a bare unknown number as ``"criterion N"``)."""
     found = attribute_reason(value, criteria, reference=True)
@@ -184,7 +184,7 @@ def disagreements_table(run: Run, y: np.ndarray, notes: list[str]) -> dict[str, 
         e["n"] += 1
         e["induced_right" if r["induced_right"] else "induced_wrong"] += 1
 
-    def crit_key(e: dict[str, Any]) -> tuple:
+    def crit_key(e: dict[str, Any]) -> tuple[bool, float, str]:
         m = re.match(r"^(\d+)\.", e["criterion"])
         return (e["criterion"] == "unattributed", int(m[1]) if m else math.inf, e["criterion"])
 

@@ -23,8 +23,9 @@ Figures (``FIGURES``):
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import matplotlib
 import matplotlib.style
@@ -45,13 +46,13 @@ _CONFUSION = (("fp", "FP (false pass)", "#d62728"), ("fn", "FN (false fail)", "#
               ("tp", "TP", "#2ca02c"), ("tn", "TN", "#8fbcd4"))
 
 
-def _style():
+def _style() -> AbstractContextManager[None]:
     """Matplotlib defaults (independent of the user's matplotlibrc), with fixed fonts."""
     return matplotlib.style.context(["default", {"font.family": "DejaVu Sans", "svg.hashsalt": "rubricforge",
                                                  "figure.dpi": DPI, "savefig.dpi": DPI}])
 
 
-def _nan(x) -> float:
+def _nan(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
 
@@ -223,7 +224,7 @@ def write_figures(run: "Run", report: dict[str, Any], out_dir: str | Path) -> di
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
     with _style():
-        builders = {
+        builders: dict[str, Callable[[], Figure | None]] = {
             "over_credit": lambda: plot_over_credit(report),
             "confusion": lambda: plot_confusion(report),
             "reliability": lambda: plot_reliability(report),

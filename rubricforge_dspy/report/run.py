@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -178,7 +178,8 @@ def _first_difference(columns: VerdictColumns, rows: np.ndarray, reference: Verd
     if not found:
         return None
     k, _, key, a, b = min(found, key=lambda f: f[:2])
-    cast = {"n_steps": int, "label": int, "reward": float}.get(key, lambda v: v)
+    casts: dict[str, Callable[[Any], Any]] = {"n_steps": int, "label": int, "reward": float}
+    cast = casts.get(key, lambda v: v)
     return k, key, cast(a), cast(b)
 
 

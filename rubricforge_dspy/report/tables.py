@@ -101,7 +101,8 @@ def contradictions_table(run: Run, *, confidence: float) -> list[dict[str, Any]]
             for judge, p in run.predictions.items()]
 
 
-def ranking_table(run: Run, *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> list[dict[str, Any]]:
+def ranking_table(run: Run, *, n_resamples: int, seed: int, confidence: float,
+                  notes: list[str]) -> list[dict[str, Any]]:
     """Spearman / Kendall / MAE per judge against graded rewards, and a paired bootstrap of
     ``|score - reward|`` against the induced judge (task-clustered when tasks repeat)."""
     r = run.items.reward
