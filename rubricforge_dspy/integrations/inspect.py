@@ -66,7 +66,8 @@ def verdict_score(verdict: Verdict, facts: ProgramFacts) -> Score:
     return Score(value=CORRECT if verdict.passed else INCORRECT, explanation=verdict.reason, metadata=metadata)
 
 
-@scorer(metrics=[accuracy(), stderr()], name="rubricforge")
+# inspect_ai is read as untyped (pyproject.toml: the same with and without the [inspect] extra)
+@scorer(metrics=[accuracy(), stderr()], name="rubricforge")  # type: ignore[untyped-decorator]
 def rubricforge_scorer(program: str | Path | Any, lm: Any = None, allow_unverified: bool = False) -> Scorer:
     """A frozen RubricForge judge as an Inspect scorer.
 

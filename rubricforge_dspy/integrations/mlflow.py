@@ -138,7 +138,8 @@ def experiment_id_of(client: MlflowClient, tracking_uri: str, experiment: str) -
     if found is None:
         raise InputError(f"{_where(tracking_uri, experiment)}: no such experiment (give its name or id; list them "
                          "with `mlflow experiments search`)")
-    return found.experiment_id
+    experiment_id: str = found.experiment_id
+    return experiment_id
 
 
 def is_human_feedback(assessment: Any, name: str) -> bool:
@@ -457,7 +458,8 @@ def _untraced(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     else:
         callbacks = [c for c in dspy.settings.callbacks if not isinstance(c, MlflowCallback)]
     with dspy.context(callbacks=callbacks):
-        return mlflow.trace(call, name="rubricforge_judge_call", sampling_ratio_override=0.0)(*args, **kwargs)
+        result: _T = mlflow.trace(call, name="rubricforge_judge_call", sampling_ratio_override=0.0)(*args, **kwargs)
+        return result
 
 
 def scorer(program: Any, lm: Any = None, *, name: str = SCORER_NAME, allow_unverified: bool = False) -> Any:
