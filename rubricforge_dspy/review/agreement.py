@@ -48,8 +48,9 @@ class AdjudicationLine(JournalLine):
 
 def _stat(value: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
     """``(value, low, high)`` of a `labeler_agreement` statistic, None where it is undefined (nan)."""
-    return tuple(None if not isinstance(value.get(key), float) or math.isnan(value[key]) else float(value[key])
-                 for key in ("value", "low", "high"))  # type: ignore[return-value]
+    stat, low, high = (None if not isinstance(value.get(key), float) or math.isnan(value[key]) else float(value[key])
+                      for key in ("value", "low", "high"))
+    return stat, low, high
 
 
 @dataclass(frozen=True)
