@@ -56,7 +56,7 @@ def json_response_format(adapter: Any, signature: Any, *, supports_response_form
 
     lm = SimpleNamespace(supported_params=frozenset({"response_format"} if supports_response_format else ()),
                          supports_response_schema=supports_schema)
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}
     dspy.JSONAdapter._prepare_response_format(adapter, lm, kwargs, signature)
     return kwargs.get("response_format")
 
@@ -66,8 +66,8 @@ class PlannedResponseFormat:
     response format through a private hook; the mixin hands that to the subclass's public
     ``plan_response_format(lm, lm_kwargs, signature)``, which sets ``lm_kwargs["response_format"]``."""
 
-    def plan_response_format(self, lm: Any, lm_kwargs: dict, signature: Any) -> None:  # pragma: no cover
+    def plan_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def _prepare_response_format(self, lm: Any, lm_kwargs: dict, signature: Any) -> None:
+    def _prepare_response_format(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
         self.plan_response_format(lm, lm_kwargs, signature)

@@ -59,7 +59,7 @@ class ExamplesReport:
         return "; ".join(parts)
 
 
-class Examples(list):
+class Examples(list[dspy.Example]):
     """A ``list[dspy.Example]`` (give it to ``dspy.Evaluate``, an optimizer's ``trainset``, a loop) that
     also carries the `ExamplesReport` as ``.report``. Slicing gives a plain list."""
 

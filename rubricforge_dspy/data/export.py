@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -24,11 +25,11 @@ HIDDEN_KEY = "hidden"  # metadata key holding the source loader's hidden fields
 _NOT_COPIED = ("system_prompt", "metadata", "label_rule", "label_source", "label_from_reward")
 
 
-def _json_safe(value):
+def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
-def record_of(trajectory: Trajectory) -> dict:
+def record_of(trajectory: Trajectory) -> dict[str, Any]:
     """One generic record of `trajectory`, labels and hidden fields included (see the module docstring)."""
     hidden = trajectory.hidden
     if hidden.get("format") == "jsonl":

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rubricforge_dspy.core.trajectory import Trajectory
 
@@ -35,7 +35,7 @@ class LabelTally:
     unlabeled: int = 0
     positives: int = 0
     negatives: int = 0
-    rules: Counter = field(default_factory=Counter)  # rule text -> labels derived from rewards with it
+    rules: Counter[str] = field(default_factory=Counter)  # rule text -> labels derived from rewards with it
     graded: int = 0  # labeled rewards strictly between 0 and 1
     graded_at_zero: int = 0  # of those, labeled by the rule reward > 0
     full_reward_at_zero: int = 0  # with reward >= 1, among the trajectories labeled by reward > 0
@@ -89,7 +89,7 @@ class LabelTally:
     def _rules(self) -> str:
         return ", ".join(f"{rule} ({n})" for rule, n in self.rules.most_common()) or "none: labels given"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"labeled": self.labeled, "unlabeled": self.unlabeled, "positives": self.positives,
                 "negatives": self.negatives, "graded_rewards": self.graded,
                 "label_rules": dict(self.rules), "warnings": self.warnings()}

@@ -40,12 +40,16 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import orjson
 
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.data.label_records import LabelEntry, LabelFile, LabelFileError
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.core.trajectory import LabelRule, Trajectory
+    from rubricforge_dspy.data.formats import PathLike
 
 __all__ = ["JOURNAL_KEY", "JOURNAL_VERSION", "SAMPLES", "JournalLine", "JournalHistory", "TornLine",
            "is_journal_record", "starts_a_journal", "iter_journal", "journal_history", "read_journal",
@@ -161,7 +165,7 @@ def _parse(raw: bytes) -> tuple[Any, bytes] | None:
     return None
 
 
-def iter_journal(path, torn: list[TornLine] | None = None) -> Iterator[JournalLine]:
+def iter_journal(path: PathArg, torn: list[TornLine] | None = None) -> Iterator[JournalLine]:
     """The lines of a labels journal, each checked, in file order.
 
     Args:
@@ -190,7 +194,7 @@ def iter_journal(path, torn: list[TornLine] | None = None) -> Iterator[JournalLi
             yield _line_of(parsed[0], where, number)
 
 
-def _say_torn(path, torn: list[TornLine]) -> None:
+def _say_torn(path: PathArg, torn: list[TornLine]) -> None:
     if torn:
         logger.warning("%s: %d torn line(s) (line %s): text a write cut short, not read; every whole label line "
                        "is read", path, len(torn), ", ".join(str(t.line) for t in torn[:10]))
@@ -226,7 +230,7 @@ class JournalHistory:
         self.actions.append(line.id)
 
 
-def journal_history(path) -> JournalHistory:
+def journal_history(path: PathArg) -> JournalHistory:
     """Replay the journal at `path` (see `JournalHistory`); torn lines are skipped and listed in ``torn``."""
     history = JournalHistory()
     for line in iter_journal(path, history.torn):
@@ -235,7 +239,7 @@ def journal_history(path) -> JournalHistory:
     return history
 
 
-def read_journal(path) -> LabelFile:
+def read_journal(path: PathArg) -> LabelFile:
     """A labels journal as the package's `LabelFile`: each id's last line wins; ids whose state is a
     skip or a cleared label are listed in ``blank`` (not joined), as a generic reader lists blank rows;
     the numbers of torn lines (module docstring) are in ``torn`` (and logged as a warning).
@@ -271,10 +275,10 @@ class LabelSelection:
     the audit sample's), and the rest by the sample their label came from (``left_out``: ``"escalated"``,
     ``"other"``, ``"unrecorded"``), kept apart for the stages' training."""
 
-    kept: list = field(default_factory=list)
+    kept: list[Trajectory] = field(default_factory=list)
     audit: int = 0  # of kept: labels of the audit sample
     relabeled: int = 0  # of kept: items of the data with a label of their own that the journal relabeled
-    left_out: dict[str, list] = field(default_factory=dict)
+    left_out: dict[str, list[Trajectory]] = field(default_factory=dict)
     journal: str | None = None
     audit_draws: list[str] = field(default_factory=list)  # the digests of the audit draws the audit labels name
 
@@ -304,8 +308,9 @@ class LabelSelection:
                 "left_out": {key: len(items) for key, items in self.left_out.items()}}
 
 
-def exchangeable_labels(trajectories, labels, *, data=None, data_format: str = "auto",
-                        label_threshold=None) -> LabelSelection:
+def exchangeable_labels(trajectories: Iterable[Trajectory], labels: PathArg | None, *,
+                        data: PathLike | Iterable[PathLike] | None = None, data_format: str = "auto",
+                        label_threshold: float | str | LabelRule | None = None) -> LabelSelection:
     """The labeled trajectories whose labels are exchangeable with the population, for a calibration bound.
 
     A label a person gave on the review page is exchangeable only when its item was drawn at random before any
@@ -363,7 +368,8 @@ def exchangeable_labels(trajectories, labels, *, data=None, data_format: str = "
     return selection
 
 
-def _keep_relabeled(selection: LabelSelection, data, data_format: str, label_threshold) -> None:
+def _keep_relabeled(selection: LabelSelection, data: PathLike | Iterable[PathLike], data_format: str,
+                    label_threshold: float | str | LabelRule | None) -> None:
     """Move back into ``kept`` the left-out trajectories whose data gave them a label of their own."""
     from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
 

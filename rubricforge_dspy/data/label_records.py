@@ -30,7 +30,8 @@ class LabelEntry:
         """``(label, reward)``: the label as given, else the reward under ``rule``."""
         if self.label is not None:
             return self.label, self.reward
-        assert self.reward is not None, "the readers file an entry with neither label nor reward as blank"
+        if self.reward is None:  # the readers file an entry with neither label nor reward as blank
+            raise InputError(f"the label entry of line {self.line} has neither a label nor a reward")
         return rule.label(self.reward), self.reward
 
 

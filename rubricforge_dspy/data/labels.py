@@ -52,6 +52,7 @@ from rubricforge_dspy.data.label_records import LISTED, LabelEntry, LabelFile, L
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats._records import TrajectoryCounts
+    from rubricforge_dspy.data.formats.mapping.spec import Expr
 
 # what a join labels: a loaded trajectory, or the counts of one (`rubricforge stats --labels`)
 _Joined = TypeVar("_Joined", bound="Trajectory | TrajectoryCounts")
@@ -101,7 +102,7 @@ def _label(value: Any, where: str) -> int | None:
     raise LabelFileError(f"{where}: label must be 0 or 1 (or true/false, pass/fail), got {value!r}")
 
 
-def _add(out: LabelFile, rid: Any, label: Any, reward: Any, line: int, where: str, seen: dict) -> None:
+def _add(out: LabelFile, rid: Any, label: Any, reward: Any, line: int, where: str, seen: dict[str, Any]) -> None:
     if rid is None or (isinstance(rid, str) and not rid.strip()):
         raise LabelFileError(f"{where}: missing id")
     rid = str(rid).strip()
@@ -249,7 +250,7 @@ class _ValueReader:
         return label, label is None
 
 
-def _key_expression(text: str | None):
+def _key_expression(text: str | None) -> Expr | None:
     """The compiled key expression (the mapping compiler: its limits and functions), or None."""
     if text is None:
         return None
@@ -258,7 +259,7 @@ def _key_expression(text: str | None):
     return compile_field(text, "--labels-key", "key")
 
 
-def _keyed_id(key, record: Any, where: str) -> Any:
+def _keyed_id(key: Expr, record: Any, where: str) -> Any:
     """The id `key` gives on `record`; an error naming the line when it gives nothing or not a scalar."""
     try:
         rid = key(record)
@@ -270,7 +271,7 @@ def _keyed_id(key, record: Any, where: str) -> Any:
     return rid
 
 
-def _read_csv(path: Path, text: str, key=None, reading: LabelReading | None = None) -> LabelFile:
+def _read_csv(path: Path, text: str, key: Expr | None = None, reading: LabelReading | None = None) -> LabelFile:
     reading = reading or LabelReading()
     values = _ValueReader(reading)
     out = LabelFile(str(path), "csv", {}, resolve=reading.resolve)
@@ -399,7 +400,7 @@ def _resolve(reading: LabelReading, given: list[tuple[str, int, int | str]], vot
     return next(row for row in given if row[1] == winner), ""
 
 
-def _read_jsonl(path: Path, text: str, key=None, reading: LabelReading | None = None) -> LabelFile:
+def _read_jsonl(path: Path, text: str, key: Expr | None = None, reading: LabelReading | None = None) -> LabelFile:
     reading = reading or LabelReading()
     values = _ValueReader(reading)
     out = LabelFile(str(path), "jsonl", {}, resolve=reading.resolve)
@@ -564,7 +565,7 @@ class JoinReport:
             text += f"; WARNING: {self.torn} torn lines in the labels file (a write cut short there) not read"
         return text
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "labels": self.labels, "matched": self.matched, "changed": self.changed,
                 "trajectories_without_label": len(self.without_label),
                 "label_ids_without_trajectory": len(self.without_trajectory),
@@ -574,7 +575,7 @@ class JoinReport:
                              "label_ids_without_trajectory": self.without_trajectory[:LISTED]}}
 
 
-class Joined(list):
+class Joined(list[Trajectory]):
     """The trajectories of a label join: a plain ``list[Trajectory]`` (pass it to a judge or a loop) that
     also carries the `JoinReport` as ``.report``. Not a tuple: ``joined, report = join_labels(...)`` (the
     form before this type) no longer works; read ``joined.report``."""

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.data.formats import LoadReport, iter_trajectories
+from rubricforge_dspy.core.trajectory import LabelRule, Trajectory
+from rubricforge_dspy.data.formats import LoadReport, PathLike, iter_trajectories
 
 __all__ = ["EmptyInputError", "InputScan", "scan_input", "require_trajectories"]
 
@@ -35,12 +35,12 @@ class InputScan:
     report: LoadReport = field(default_factory=LoadReport)
 
 
-def _names(paths) -> str:
+def _names(paths: PathLike | Iterable[PathLike]) -> str:
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     return ", ".join(str(p) for p in paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def require_trajectories(count: int, paths, report: LoadReport | None = None) -> None:
+def require_trajectories(count: int, paths: PathLike | Iterable[PathLike], report: LoadReport | None = None) -> None:
     """Raise `EmptyInputError` naming `paths` when `count` is 0 (with what was skipped or ignored).
 
     Args:
@@ -64,7 +64,8 @@ def require_trajectories(count: int, paths, report: LoadReport | None = None) ->
                           + "; check --data and --format (docs/FORMAT.md lists the formats read)")
 
 
-def scan_input(paths, *, format: str = "auto", label_threshold=None, on_error: str = "raise",
+def scan_input(paths: PathLike | Iterable[PathLike], *, format: str = "auto",
+               label_threshold: float | str | LabelRule | None = None, on_error: str = "raise",
                limit: int | None = None, label_ids: Iterable[str] | None = None,
                report: LoadReport | None = None,
                each: Callable[[Trajectory], None] | None = None) -> InputScan:

@@ -30,7 +30,7 @@ record, ``resource."service.instance.id"`` of an OpenTelemetry trace); ``--sessi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -138,7 +138,8 @@ def _merged_steps(traces: list[Trajectory]) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def _one(values: set, what: str, session: str, traces: list[Trajectory], of) -> Any:
+def _one(values: set[Any], what: str, session: str, traces: list[Trajectory],
+         of: Callable[[Trajectory], Any]) -> Any:
     if len(values) > 1:
         detail = ", ".join(f"{t.id} ({t.source.file}, record {t.source.index}): {of(t)!r}" for t in traces)
         raise SessionError(f"session {session!r}: its traces disagree on the {what} ({detail}); a session is "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class Split:
     def parts(self) -> dict[str, list[Trajectory]]:
         return {"train": self.train, "val": self.val, "test": self.test}
 
-    def summary(self) -> dict[str, dict]:
+    def summary(self) -> dict[str, dict[str, Any]]:
         """Per split: trajectories, tasks, positives and positive rate."""
         out = {}
         for name, items in self.parts().items():

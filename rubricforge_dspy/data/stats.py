@@ -27,9 +27,9 @@ class DataStats:
     tool_errors: int = 0
     reward_sum: float = 0.0  # over the ones with a reward
     rewarded: int = 0  # trajectories with a reward (a label from a value set or a labels file may come without)
-    tasks: set = field(default_factory=set)  # (domain, task_id)
-    domains: set = field(default_factory=set)
-    agents: set = field(default_factory=set)
+    tasks: set[tuple[str, str]] = field(default_factory=set)  # (domain, task_id)
+    domains: set[str] = field(default_factory=set)
+    agents: set[str] = field(default_factory=set)
 
     def add(self, trajectory: Any) -> None:
         """Count one trajectory: anything with ``domain``, ``task_id``, ``agent``, ``n_tool_errors``,
@@ -47,7 +47,7 @@ class DataStats:
             self.rewarded += 1
             self.reward_sum += trajectory.reward
 
-    def to_dict(self, report: Any) -> dict:
+    def to_dict(self, report: Any) -> dict[str, Any]:
         """The counts as one flat record, in the order `format` shows them; `report` is the load's
         `LoadReport` (``skipped``, ``label_rules``). ``mean_reward`` is over the trajectories with a reward
         (None when none has one: a mapping may label from a value set, a labels file may give labels only)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 
@@ -94,7 +95,7 @@ def fit_text(text: str, max_tokens: int, fence: tuple[str, str] = ("", "")) -> s
     return _head_tail(text, 0, fence)
 
 
-def shrink_json(value, max_items: int, max_string: int, max_keys: int | None = None):
+def shrink_json(value: Any, max_items: int, max_string: int, max_keys: int | None = None) -> Any:
     """A copy of a JSON value with long arrays, strings (and, with `max_keys`, objects) shortened."""
     if isinstance(value, str):
         if len(value) <= max_string:
@@ -124,7 +125,7 @@ _LADDER = [(items, chars, keys) for keys in (None, 8, 3) for items, chars in
            ((20, 400), (10, 200), (6, 120), (4, 80), (3, 60), (2, 40), (1, 24))]
 
 
-def as_json(text: str):
+def as_json(text: str) -> dict[str, Any] | list[Any] | None:
     """The JSON object or array `text` holds, else None."""
     stripped = text.strip()
     if stripped[:1] not in ("{", "[") or len(stripped) < 2:

@@ -183,7 +183,9 @@ class FeatureTable:
     def take(self, indices: Sequence[int] | np.ndarray) -> "FeatureTable":
         """The rows at `indices`, in that order."""
         idx = np.asarray(indices, dtype=np.int64)
-        pick = lambda values: tuple(values[i] for i in idx)  # noqa: E731
+        def pick(values: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(values[i] for i in idx)
+
         return FeatureTable(pick(self.ids), pick(self.task_ids), pick(self.domains), pick(self.agents),
                             self.labels[idx], self.rewards[idx], self.n_steps[idx], self.x[idx],
                             self.heuristic_passed[idx], self.heuristic_score[idx])

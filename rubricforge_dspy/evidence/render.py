@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
@@ -111,7 +112,7 @@ _IMITATION = re.compile(
 
 
 @lru_cache(maxsize=1)
-def _delimiter_tables() -> tuple[re.Pattern, dict[int, str]]:
+def _delimiter_tables() -> tuple[re.Pattern[str], dict[int, str]]:
     """The look-alikes of the quote tags' delimiters (scripts/make_lookalikes.py): a pattern for those of
     "<" (quoted text writes them as "<") and a translate table to their ASCII originals."""
     delimiters = lookalikes().delimiters
@@ -119,13 +120,13 @@ def _delimiter_tables() -> tuple[re.Pattern, dict[int, str]]:
             str.maketrans({c: d for d, chars in delimiters.items() for c in chars}))
 
 
-def _class(ranges) -> str:
+def _class(ranges: Iterable[tuple[int, int]]) -> str:
     """A regular-expression character class body for code point `ranges` (inclusive pairs)."""
     return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
 
 
 @lru_cache(maxsize=1)
-def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern, re.Pattern]:
+def _fold_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern[str], re.Pattern[str]]:
     """The fold as a translate table, its ASCII part, a pattern for runs of non-ASCII characters it may
     change, and a pattern for closing tags made of look-alikes: built on first use."""
     fold, delimiters = lookalikes().fold, lookalikes().delimiters
@@ -189,7 +190,7 @@ def neutralize(text: str) -> tuple[str, int]:
     return text, opened + closed
 
 
-def safe_name(name) -> str:
+def safe_name(name: object) -> str:
     """A tool name as the renderer writes it: one line of letters, digits and ``_ . - / @ +`` (anything
     else, line breaks and brackets included, becomes ``_``), at most `MAX_NAME_CHARS` characters."""
     clean = _UNSAFE_NAME.sub("_", sanitize(str(name))[0].strip())
@@ -251,7 +252,7 @@ class RenderConfig:
     max_tokens: int = DEFAULT_RENDER_TOKENS
     max_step_chars: int = DEFAULT_MAX_STEP_CHARS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_tokens < 64:
             raise InputError(f"max_tokens must be >= 64, got {self.max_tokens}")
         if self.max_step_chars < 40:
@@ -357,7 +358,7 @@ def _tag_tokens(fence: tuple[str, str]) -> int:
     return estimate_tokens(fence[0] + fence[1])
 
 
-def _format_arguments(arguments) -> str:
+def _format_arguments(arguments: object) -> str:
     if arguments is None:
         return ""
     if isinstance(arguments, str):
@@ -365,7 +366,7 @@ def _format_arguments(arguments) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
-def _clean(content) -> tuple[str, int]:
+def _clean(content: str) -> tuple[str, int]:
     body, removed = sanitize(content)
     return neutralize(body)[0], removed
 
@@ -376,9 +377,9 @@ def _clean_step(step: Step) -> tuple[tuple[str, int], tuple[str, int] | None]:
     return _clean(step.content), arguments
 
 
-def _part(number: int | None, label: str, content, fence: tuple[str, str], *, open: str = " ",
+def _part(number: int | None, label: str, content: str | None, fence: tuple[str, str], *, open: str = " ",
           close: str = "", quoted: bool = True, cleaned: tuple[str, int] | None = None) -> _Part:
-    body, removed = _clean(content) if cleaned is None else cleaned
+    body, removed = _clean(str(content)) if cleaned is None else cleaned
     note = CONTROL_NOTE.format(n=removed) if removed else ""
     prefix = f"[{number}] {label}" if number is not None else label
     return _Part(prefix, body, note, open, close, fence, quoted)
@@ -402,7 +403,8 @@ def _step_part(number: int, step: Step, fence: tuple[str, str],
     return _part(number, f"{STEP_LABELS[step.kind]}:", None, fence, cleaned=content)
 
 
-def _pieces(steps, cleaned: list | None = None) -> list[str]:
+def _pieces(steps: Sequence[Step],
+            cleaned: list[tuple[tuple[str, int], tuple[str, int] | None]] | None = None) -> list[str]:
     """Every text of `steps` the render shows, as it shows it (sanitized, neutralized, names made safe);
     `cleaned`: the steps' `_clean_step` results when the caller has them."""
     out = []

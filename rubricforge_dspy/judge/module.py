@@ -397,7 +397,7 @@ class TrajectoryJudge(BaseJudge):
             raise RuntimeError("the judge made no LM request")  # pragma: no cover - forward always calls
 
         try:
-            request = CompiledRequest(make_body)  # type: ignore[no-untyped-call]  # lm.engine's init untyped
+            request = CompiledRequest(make_body)
         except Exception:  # noqa: BLE001 - no template to be had: the batch takes the ordinary path
             return None
         return DirectCall(self, lm, engine, request, captured[0].model)

@@ -58,7 +58,7 @@ class LMCircuit:
         self.tripped = False
         self._lock = threading.Lock()
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> "LMCircuit":
         return self
 
     @property

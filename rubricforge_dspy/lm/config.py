@@ -94,7 +94,7 @@ class LMConfig:
     max_connections: int = 64
     server_identity: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Refuse anything that is not a variable name: a key pasted here would be sent nowhere and logged.
         check_api_key_env(self.api_key_env or "-", "api_key_env")
         if not _ENV_NAME.match(self.api_key_env or ""):

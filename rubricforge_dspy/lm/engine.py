@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import fields
@@ -39,6 +40,10 @@ from rubricforge_dspy.lm.secrets import redact_text, redact_url
 from rubricforge_dspy.lm.truncation import check_finish
 
 if TYPE_CHECKING:
+    import asyncio
+
+    import aiohttp
+    import httpx
     from dspy import lm15
 
 __all__ = ["ChatCompletionsEngine", "AsyncChatCompletionsEngine", "make_lm", "http_error", "SHARD_CONNECTIONS",
@@ -49,23 +54,23 @@ _JSON = {"Content-Type": "application/json"}
 _CAPTURE: ContextVar[bool] = ContextVar("rubricforge_capture_request", default=False)
 
 
-def encode_body(body: dict) -> bytes:
+def encode_body(body: dict[str, Any]) -> bytes:
     """The bytes posted for a JSON `body` (orjson: compact, UTF-8, no ASCII escaping), on every path."""
     return orjson.dumps(body)
 
 
-class RequestCaptured(LMError, RubricForgeError):
+class RequestCaptured(LMError, RubricForgeError):  # type: ignore[misc]  # dspy ships no types: LMError is Any
     """Raised by an engine inside `capture_request` instead of posting: ``body`` is what it would have sent.
     A DSPy `LMError`, so DSPy passes it through unchanged (no retry, no cache, no fallback)."""
 
-    def __init__(self, body: dict, model: str | None = None):
+    def __init__(self, body: dict[str, Any], model: str | None = None):
         # dspy ships no types (no py.typed): mypy cannot see that LMError's __init__ takes model=
         super().__init__("request captured, not sent", model=model)  # type: ignore[call-arg]
         self.body = body
 
 
 @contextmanager
-def capture_request():
+def capture_request() -> Iterator[None]:
     """Within the block, the engines of this module raise `RequestCaptured` (carrying the body they built)
     instead of posting: how the batch learns the exact body DSPy builds for a program, without a call."""
     token = _CAPTURE.set(True)
@@ -88,7 +93,7 @@ class CompiledRequest:
         ValueError: the body does not hold the sentinel exactly once, or differs elsewhere between calls.
     """
 
-    def __init__(self, make_body):
+    def __init__(self, make_body: Callable[[str], dict[str, Any]]):
         first, second = (f"RUBRICFORGE-TEMPLATE-{uuid.uuid4().hex}" for _ in range(2))
         data = encode_body(make_body(first))
         mark = orjson.dumps(first)[1:-1]
@@ -159,7 +164,7 @@ class ChatCompletionsEngine:
         if config.is_embedded or not config.model:
             raise InputError("ChatCompletionsEngine needs an api_base and a model name")
         self.config = config
-        self._clients: list = []  # the connection-pool shards, created on first use
+        self._clients: list[httpx.Client] = []  # the connection-pool shards, created on first use
         self._local = threading.local()
         self._lock = threading.Lock()
         self._threads = 0
@@ -169,7 +174,8 @@ class ChatCompletionsEngine:
         """The URL requests go to: ``/chat/completions`` after the endpoint's path, its query kept (secrets
         included: never write it; `shown_url` is the one to write)."""
         api_base = self.config.api_base
-        assert api_base is not None  # __init__ refuses the embedded config (the config is frozen)
+        if api_base is None:  # __init__ refuses the embedded config (the config is frozen)
+            raise InputError("ChatCompletionsEngine needs an api_base")
         return _endpoint(api_base, "/chat/completions")
 
     @cached_property
@@ -191,12 +197,12 @@ class ChatCompletionsEngine:
             del data["response_format"]
         return {"model": self.config.model, **data}
 
-    def _http(self):
+    def _http(self) -> httpx.Client:
         """This thread's HTTP client. The `max_connections` connections are split over shards of at most
         `SHARD_CONNECTIONS`, and threads are dealt to shards in turn: one big httpx pool scans all its
         connections under one lock on every request and response, which at 64-256 threads cost more
         client CPU than everything else in a call (evals/RESULTS.md, "Saturating a batching server")."""
-        client = getattr(self._local, "client", None)
+        client: httpx.Client | None = getattr(self._local, "client", None)
         if client is not None:
             return client
         with self._lock:
@@ -232,7 +238,7 @@ class ChatCompletionsEngine:
         return self._response(reply, request)
 
     @contextmanager
-    def _transport_errors(self):
+    def _transport_errors(self) -> Iterator[None]:
         """httpx's timeout and transport errors as lm15's, with any secret redacted (both engines)."""
         import httpx
         from dspy import lm15
@@ -246,18 +252,18 @@ class ChatCompletionsEngine:
         except httpx.HTTPError as error:
             raise lm15.TransportError(f"{shown}: {type(error).__name__}: {redact_text(str(error), base)}") from None
 
-    def _response(self, reply, request):
+    def _response(self, reply: httpx.Response | _Reply, request: lm15.Request) -> lm15.Response:
         """The lm15 response of an HTTP `reply`: an HTTP error status as its lm15 error, a body that is not
         JSON as a server error, a completion cut at max_tokens as `TruncatedCompletionError` (both engines)."""
         return self._read(self._payload(reply), request.model)
 
-    def _read(self, payload: dict, model: str | None):
+    def _read(self, payload: dict[str, Any], model: str | None) -> lm15.Response:
         """The lm15 response of a completion's JSON, or `TruncatedCompletionError` when it was cut."""
         from dspy import lm15
 
         return check_finish(lm15.response_from_openai_chat(payload, model=model), self.shown_url, model)
 
-    def _payload(self, reply) -> dict:
+    def _payload(self, reply: httpx.Response | _Reply) -> dict[str, Any]:
         """The JSON of an HTTP `reply`: an HTTP error status as its lm15 error, a body that is not a JSON
         object as a server error (every path)."""
         from dspy import lm15
@@ -288,11 +294,11 @@ class ChatCompletionsEngine:
             client.close()
 
     # Copies (dspy deep-copies programs) get their own connection pool; state holds no key.
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}
 
-    def __setstate__(self, state):
-        self.__init__(state["config"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        ChatCompletionsEngine.__init__(self, state["config"])
 
     def dump_state(self) -> dict[str, Any]:
         return self.config.to_dict()
@@ -313,7 +319,7 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
 
     def __init__(self, config: LMConfig):
         super().__init__(config)
-        self._aclients: dict = {}  # event loop -> its _AsyncPool
+        self._aclients: dict[asyncio.AbstractEventLoop, _AsyncPool] = {}  # event loop -> its _AsyncPool
 
     def _apool(self) -> "_AsyncPool":
         import asyncio
@@ -345,11 +351,11 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
             raise lm15.TransportError(f"{self.shown_url}: {type(error).__name__}: "
                                       f"{redact_text(str(error), self.config.api_base)}") from None
 
-    async def complete(self, request):
+    async def complete(self, request: lm15.Request) -> lm15.Response:
         reply = await self._apost(encode_body(self._captured(request)))
         return self._response(reply, request)
 
-    async def apost(self, content: bytes, model: str | None = None):
+    async def apost(self, content: bytes, model: str | None = None) -> tuple[lm15.Response, Any]:
         """Post an encoded body (`CompiledRequest.body_for`): what `complete` does after building the body
         (the same client, headers, error mapping and truncation check).
 
@@ -368,7 +374,7 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
         payload = self._payload(await self._apost(content))
         return self._read(payload, model), payload.get("usage")
 
-    async def stream(self, request):
+    async def stream(self, request: lm15.Request) -> AsyncIterator[Any]:  # type: ignore[override]  # DSPy's async engine protocol
         from dspy import lm15
 
         raise lm15.UnsupportedFeatureError("AsyncChatCompletionsEngine does not stream")
@@ -383,8 +389,8 @@ class AsyncChatCompletionsEngine(ChatCompletionsEngine):
         if pool is not None:
             await pool.aclose()
 
-    def __setstate__(self, state):
-        self.__init__(state["config"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        AsyncChatCompletionsEngine.__init__(self, state["config"])
 
 
 class _Reply:
@@ -393,7 +399,7 @@ class _Reply:
 
     __slots__ = ("status_code", "headers", "content")
 
-    def __init__(self, status_code: int, headers, content: bytes):
+    def __init__(self, status_code: int, headers: Any, content: bytes):
         self.status_code, self.headers, self.content = status_code, headers, content
 
     @property
@@ -413,9 +419,9 @@ class _AsyncPool:
 
     def __init__(self, size: int, timeout: float | None):
         self.size, self.timeout = max(1, size), timeout
-        self._session = None
+        self._session: aiohttp.ClientSession | None = None
 
-    async def _open(self):
+    async def _open(self) -> aiohttp.ClientSession:
         import aiohttp
 
         self._session = aiohttp.ClientSession(
@@ -427,13 +433,13 @@ class _AsyncPool:
         await self._keeper.__anext__()
         return self._session
 
-    async def _lifetime(self):
+    async def _lifetime(self) -> AsyncIterator[None]:
         try:
             yield
         finally:
             await self.aclose()
 
-    async def post(self, url: str, content: bytes, headers: dict) -> _Reply:
+    async def post(self, url: str, content: bytes, headers: dict[str, Any]) -> _Reply:
         session = self._session or await self._open()
         async with session.post(url, data=content, headers=headers) as reply:
             return _Reply(reply.status, reply.headers, await reply.read())

@@ -83,7 +83,7 @@ def error_kind(error: BaseException) -> str:
     provider error, the HTTP status it carries: a 2xx one is a reply that is not JSON, ``not_json``)."""
     kind = getattr(error, "kind", None)  # VerdictFormatError: parse | truncated | invalid
     if isinstance(error, dspy_errors.AdapterParseError) and kind:
-        return kind
+        return str(kind)
     if getattr(error, "default_code", None) == "truncated":
         return "truncated"
     if isinstance(error, (dspy_errors.LMProviderError, lm15.ProviderError)) and _success_status(error):
@@ -107,7 +107,7 @@ def is_outage(error: BaseException) -> bool:
     return error_kind(error) in LM_ERROR_KINDS
 
 
-def parse_retry_after(value, now: float | None = None) -> float | None:
+def parse_retry_after(value: str | float | None, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header value: delay-seconds (``"5"``, ``"1.5"``) or an
     HTTP-date (``"Wed, 21 Oct 2015 07:28:00 GMT"``, relative to `now`, default the current time). None when
     absent or unreadable; never negative; at most `MAX_RETRY_AFTER`."""

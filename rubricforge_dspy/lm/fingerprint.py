@@ -31,7 +31,7 @@ class Fingerprint:
     ``parts``; certificates and verdict caches are bound to it."""
 
     sha256: str
-    parts: dict
+    parts: dict[str, Any]
 
     def diff(self, other: "Fingerprint") -> list[str]:
         """Dotted names of the parts that differ (empty when equal)."""

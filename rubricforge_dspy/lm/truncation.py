@@ -36,7 +36,7 @@ __all__ = ["TruncatedCompletionError", "CUT_REASONS", "check_finish", "finish_re
 CUT_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
 
 
-class TruncatedCompletionError(LMError, RubricForgeError):
+class TruncatedCompletionError(LMError, RubricForgeError):  # type: ignore[misc]  # dspy ships no types: LMError is Any
     """The server stopped the completion at ``max_tokens`` (finish reason ``length``): what came back is
     a fragment, never an answer. ``partial`` holds the fragment (for diagnostics and GEPA's feedback).
 
@@ -99,15 +99,15 @@ class _Entries:
     ``max_history_size`` (``len`` then ``pop(0)``); this one reports itself empty and never drops."""
 
     def __init__(self) -> None:
-        self.entries: list[dict] = []
+        self.entries: list[dict[str, Any]] = []
 
     def __len__(self) -> int:
         return 0
 
-    def pop(self, index: int = -1):
+    def pop(self, index: int = -1) -> None:
         return None
 
-    def append(self, entry: dict) -> None:
+    def append(self, entry: dict[str, Any]) -> None:
         self.entries.append(entry)
 
 
@@ -115,11 +115,11 @@ class CompletionWatch:
     """Receives the DSPy history entry of every LM call made inside `watch_completions` (in this thread
     or task only). Quacks as a DSPy caller module (a ``history`` DSPy appends to)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.history = _Entries()
 
     @property
-    def entries(self) -> list[dict]:
+    def entries(self) -> list[dict[str, Any]]:
         return self.history.entries
 
     def cut(self) -> TruncatedCompletionError | None:
@@ -166,7 +166,7 @@ def watch_completions() -> Iterator[CompletionWatch]:
             _forget(watch.entries)
 
 
-def _forget(entries: list[dict]) -> None:
+def _forget(entries: list[dict[str, Any]]) -> None:
     """Take `entries` out of DSPy's global history (by identity; absent ones are skipped)."""
     history = base_lm.GLOBAL_HISTORY
     for entry in entries:

@@ -30,7 +30,7 @@ class UncertifiedJudgeWarning(RubricForgeWarning):
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def _comparable(parts: Mapping) -> dict:
+def _comparable(parts: Mapping[str, Any]) -> dict[str, Any]:
     """LM fingerprint parts with the port of a loopback ``api_base`` blanked: a server this machine
     starts (the embedded one) gets a fresh port each time; its model name carries the weights' revision."""
     parts = dict(parts)
@@ -75,7 +75,7 @@ def check_drift(manifest: Mapping[str, Any] | None, lm: dspy.BaseLM | None, wher
     return render_changed + differ
 
 
-def check_render_version(manifest: Mapping | None, where: str = "program") -> list[str]:
+def check_render_version(manifest: Mapping[str, Any] | None, where: str = "program") -> list[str]:
     """Warn `UncertifiedJudgeWarning` when a program's certificate was measured on text of another
     render version than this install's (`render_version` in the certificate; a certificate without one
     predates render versions: version 1). Returns ``["render.version"]`` then, else []."""

@@ -61,12 +61,12 @@ class UnverifiedProgramWarning(RubricForgeWarning):
     """A program was loaded without a verifiable ``program_sha256`` because the caller allowed it."""
 
 
-def _canonical(value) -> bytes:
+def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
 
 
-def program_sha256(state: dict) -> str:
+def program_sha256(state: dict[str, Any]) -> str:
     """sha256 of a program's canonical content: its ``judge`` state (LM left out) and its manifest
     without ``program_sha256``. `state` is the parsed file (plain JSON values)."""
     judge = {k: v for k, v in (state.get("judge") or {}).items() if k != "lm"}
@@ -74,7 +74,7 @@ def program_sha256(state: dict) -> str:
     return hashlib.sha256(_canonical({"judge": judge, "manifest": manifest})).hexdigest()
 
 
-def _seal(state: dict) -> dict:
+def _seal(state: dict[str, Any]) -> dict[str, Any]:
     """`state` as the file will hold it (an orjson round trip), its manifest stamped with `program_sha256`."""
     state = orjson.loads(orjson.dumps(state))
     state[MANIFEST_KEY] = {**state[MANIFEST_KEY], PROGRAM_SHA_KEY: program_sha256(state)}
@@ -85,21 +85,22 @@ def data_fingerprint(trajectories: Iterable[Trajectory]) -> str:
     """sha256 over the sorted (id, reward, label) triples: which labeled data a program saw."""
     rows = []
     for t in require_labels(trajectories, "the data fingerprint"):
-        assert t.label is not None  # require_labels refuses an unlabeled trajectory
+        if t.label is None:  # require_labels refuses an unlabeled trajectory
+            raise InputError(f"trajectory {t.id!r} has no label: the data fingerprint needs labeled data")
         rows.append((t.id, float(t.label if t.reward is None else t.reward), int(t.label)))
     rows.sort()
     return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
 
 
-def data_ids(trajectories: Iterable[Trajectory]) -> dict:
+def data_ids(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
     """The ids and tasks a program saw, recorded in its manifest so a certificate can refuse them."""
     items = list(trajectories)
     return {"ids": sorted({t.id for t in items}), "tasks": sorted({f"{t.domain}/{t.task_id}" for t in items})}
 
 
 def build_manifest(judge: dspy.Module, *, lm: str | None = None, data_fingerprint: str | None = None,
-                   metrics: dict | None = None, extra: dict | None = None,
-                   seen: dict | None = None) -> dict:
+                   metrics: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
+                   seen: dict[str, Any] | None = None) -> dict[str, Any]:
     """The manifest recorded with a frozen judge. `seen` (see `data_ids`): the trajectories and tasks
     the program was trained and selected on."""
     signature = judge.judge.signature
@@ -140,9 +141,11 @@ def freeze(judge: dspy.Module, path: PathArg, **manifest_fields: Any) -> dict[st
     Raises:
         ProgramError: `path` is not a ``.json`` file.
     """
-    judge.manifest = build_manifest(judge, **manifest_fields)
+    manifest = build_manifest(judge, **manifest_fields)
+    judge.manifest = manifest
     save_judge(judge, path)
-    return judge.manifest
+    saved: dict[str, Any] = judge.manifest  # save_judge sets it to the sealed manifest
+    return saved
 
 
 def save_judge(judge: dspy.Module, path: PathArg) -> None:
@@ -201,9 +204,9 @@ def read_json_document(path: PathArg, what: str = "program") -> Any:
         raise ProgramError(f"{path}: not a readable JSON {what} ({error})") from error
 
 
-def _check_shape(path: Path, state) -> None:
+def _check_shape(path: Path, state: object) -> None:
     """Refuse, naming the file, a program whose structure is not a judge's (wrong types, missing parts)."""
-    def bad(what: str):
+    def bad(what: str) -> ProgramError:
         return ProgramError(f"{path}: malformed program: {what}; is this a RubricForge program?")
 
     if not isinstance(state, dict) or "judge" not in state:
@@ -257,8 +260,9 @@ def read_program(path: PathArg, allow_unverified: bool = False) -> dict[str, Any
     path = Path(path)
     if path.suffix != ".json":
         raise ProgramError(f"{path}: frozen programs are JSON files; refusing {path.suffix or 'no suffix'}")
-    state = read_json_document(path, "program")
-    _check_shape(path, state)
+    document = read_json_document(path, "program")
+    _check_shape(path, document)
+    state: dict[str, Any] = document  # _check_shape refused anything but a judge's object
     instructions = state["judge"]["signature"]["instructions"]
     manifest = state.get(MANIFEST_KEY)
     if manifest is not None:
@@ -304,4 +308,5 @@ def update_manifest(path: PathArg, fields: dict[str, Any], out_path: PathArg | N
     temporary.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     temporary.replace(target)
     read_program(target)
-    return state[MANIFEST_KEY]
+    manifest: dict[str, Any] = state[MANIFEST_KEY]
+    return manifest

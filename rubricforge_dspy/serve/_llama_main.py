@@ -14,6 +14,7 @@ killed without running its cleanup (SIGKILL, a CI timeout) leaves no orphan serv
 import os
 import threading
 import time
+from typing import Any
 
 
 def _disable_extra_buffer_types() -> None:
@@ -23,7 +24,7 @@ def _disable_extra_buffer_types() -> None:
     if not any(name == "use_extra_bufts" for name, _ in original().__class__._fields_):
         return
 
-    def default_params():
+    def default_params() -> Any:
         params = original()
         params.use_extra_bufts = False
         return params
@@ -32,7 +33,7 @@ def _disable_extra_buffer_types() -> None:
 
 
 def _exit_with_parent(parent: int) -> None:
-    def watch():
+    def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
         os._exit(0)
@@ -47,4 +48,4 @@ if __name__ == "__main__":
         _disable_extra_buffer_types()
     from llama_cpp.server.__main__ import main
 
-    main()
+    main()  # type: ignore[no-untyped-call]  # llama_cpp.server ships no annotations on main

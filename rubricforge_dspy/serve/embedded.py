@@ -108,7 +108,7 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
-def served_identity(weights: Path, n_ctx: int = CONTEXT_TOKENS, seed: int = 0) -> dict:
+def served_identity(weights: Path, n_ctx: int = CONTEXT_TOKENS, seed: int = 0) -> dict[str, Any]:
     """What the embedded server serves, which is its identity in a judge's fingerprint (not its URL, whose
     port changes on every start): the weights file (name, bytes, sha256), the engine (llama-cpp-python's
     version, the launch module) and the answer-changing settings of `embedded_launch_command`."""
@@ -166,7 +166,7 @@ class EmbeddedServer:
         self.model_name = embedded_model_name()
         self.server: ServerProcess | None = None
         self.config: LMConfig | None = None
-        self.identity: dict | None = None  # `served_identity`, once started
+        self.identity: dict[str, Any] | None = None  # `served_identity`, once started
 
     @property
     def api_base(self) -> str:
@@ -213,7 +213,7 @@ class EmbeddedServer:
             self.stop()
             raise
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -248,7 +248,8 @@ def open_lms(judge: LMConfig, reflection: LMConfig, **server_options: Any) -> It
         def lm_for(config: LMConfig) -> dspy.LM:
             if not config.is_embedded:
                 return make_lm(config)
-            assert server is not None  # started above: one of the two configs is embedded
+            if server is None:  # started above: one of the two configs is embedded
+                raise ServerError("no embedded server was started for an embedded LM config")
             return make_lm(server.lm_config(config))
 
         yield lm_for(judge), lm_for(reflection)

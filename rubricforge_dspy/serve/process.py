@@ -31,7 +31,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago on `host`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _log_tail(path: Path | None, lines: int = 25) -> str:
@@ -45,12 +46,12 @@ def probe(url: str, timeout: float = 2.0) -> bool:
     """True when GET `url` answers 200."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 - local health URL
-            return reply.status == 200
+            return bool(reply.status == 200)
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
 
 
-def wait_for_health(url: str, timeout: float = 120.0, process: subprocess.Popen | None = None,
+def wait_for_health(url: str, timeout: float = 120.0, process: subprocess.Popen[bytes] | None = None,
                     interval: float = 0.25, log_path: Path | None = None) -> float:
     """Poll GET `url` until it answers 200; return the seconds waited.
 
@@ -75,7 +76,7 @@ class ServerProcess:
     Usable as a context manager. A server still running when the interpreter exits is stopped too.
     """
 
-    def __init__(self, process: subprocess.Popen, health_url: str, log_path: Path, owns_log: bool):
+    def __init__(self, process: subprocess.Popen[bytes], health_url: str, log_path: Path, owns_log: bool):
         self.process = process
         self.health_url = health_url
         self.log_path = log_path
@@ -113,7 +114,7 @@ class ServerProcess:
     def __enter__(self) -> "ServerProcess":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -265,3 +265,14 @@ def test_a_whole_last_journal_line_without_its_newline_is_read(tmp_path, capsys)
     assert main(["stats", "--data", str(data), "--labels", str(path)]) == 0
     err = capsys.readouterr().err
     assert "2 of 2 labels joined" in err and "torn" not in err
+
+
+def test_a_label_entry_with_neither_label_nor_reward_is_an_input_error_not_an_assert():
+    """`LabelEntry.resolve` checks explicitly (issue 42 item 6): an assert vanished under ``python -O`` and the
+    rule was then applied to None; now the package's InputError names the line, with or without -O."""
+    from rubricforge_dspy.core.errors import InputError
+    from rubricforge_dspy.data.label_records import LabelEntry
+
+    assert LabelEntry(label=None, reward=0.5, line=2).resolve(parse_label_rule(">=0.5")) == (1, 0.5)
+    with pytest.raises(InputError, match="line 7 has neither a label nor a reward"):
+        LabelEntry(label=None, reward=None, line=7).resolve(parse_label_rule(">=0.5"))

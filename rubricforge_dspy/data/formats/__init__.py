@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union
@@ -65,14 +65,16 @@ from rubricforge_dspy.data.formats._records import IdSet, TrajectoryCounts
 from rubricforge_dspy.data.formats._registry import (
     candidate_suffixes,
     detect,
-    format_named,
-    format_names,
     formats,
     load_plugins,
-    not_candidate,
     register_format,
     unregister_format,
 )
+
+# Re-exported (``as``) for cli/ and apply/, not public API:
+from rubricforge_dspy.data.formats._registry import format_named as format_named
+from rubricforge_dspy.data.formats._registry import format_names as format_names
+from rubricforge_dspy.data.formats._registry import not_candidate as not_candidate
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
 if TYPE_CHECKING:
@@ -108,7 +110,7 @@ for _module in _BUILTIN:
 del _module
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """``FORMATS`` (the registered names) and ``NOT_CANDIDATE`` (the reason a directory scan gives for a
     file it does not open), derived from the registry when read, so they include formats registered later."""
     if name == "FORMATS":
@@ -151,7 +153,7 @@ class LoadReport:
         return text
 
 
-class Trajectories(list):
+class Trajectories(list[Trajectory]):
     """The trajectories of a load: a plain ``list[Trajectory]`` (pass it to a judge, a loop, `len`,
     slicing) that also carries the `LoadReport` of the load as ``.report``.
 
@@ -337,7 +339,7 @@ def _counter(name: str) -> Reader:
     return counts
 
 
-def _chosen_mapping(format: str, mapping: MappingLike | None):
+def _chosen_mapping(format: str, mapping: MappingLike | None) -> MappingLike | None:
     """The mapping a load reads through: `mapping`, or the `Mapping` of a mapped format named as `format`
     (None for any other format). Checks `format` and refuses both together."""
     if mapping is not None:
@@ -349,8 +351,9 @@ def _chosen_mapping(format: str, mapping: MappingLike | None):
     return None if fmt is None else fmt.mapping
 
 
-def _iter_mapped(path, mapping: MappingLike, label_threshold, on_error: str, report: LoadReport | None,
-                 counts: bool) -> Iterator:
+def _iter_mapped(path: PathLike | Iterable[PathLike], mapping: MappingLike,
+                 label_threshold: float | str | LabelRule | None,
+                 on_error: str, report: LoadReport | None, counts: bool) -> Iterator[Any]:
     """`iter_trajectories` (or, with `counts`, `iter_trajectory_counts`) through a mapping."""
     from rubricforge_dspy.data.formats.mapping import iter_mapped
 
@@ -358,8 +361,10 @@ def _iter_mapped(path, mapping: MappingLike, label_threshold, on_error: str, rep
     return (TrajectoryCounts.of(t) for t in loaded) if counts else loaded
 
 
-def _iterate(path, format: str, label_threshold, on_error: str, report: LoadReport | None, reader,
-             mapping: MappingLike | None = None) -> Iterator:
+def _iterate(path: PathLike | Iterable[PathLike], format: str, label_threshold: float | str | LabelRule | None,
+             on_error: str,
+             report: LoadReport | None, reader: Callable[[str], Reader],
+             mapping: MappingLike | None = None) -> Iterator[Any]:
     """The one load loop of `iter_trajectories` and `iter_trajectory_counts`: files, label rules, errors,
     duplicate ids and the report; ``reader(format_name)`` gives the function that reads a file. A mapped
     load is `mapping.iter_mapped`'s loop (the same report, errors and duplicate ids)."""
@@ -400,7 +405,7 @@ def _iterate(path, format: str, label_threshold, on_error: str, report: LoadRepo
             fail(TrajectoryFormatError(str(file), None, _too_deep(index)))
 
 
-def _too_deep(index) -> str:
+def _too_deep(index: int | str | None) -> str:
     """The problem of a file whose JSON nests deeper than `json` follows (after record `index`, or None)."""
     where = "" if index is None else f" after record {index}"
     return (f"JSON nested too deeply{where} (deeper than any trajectory; the rest of the file was not read): "

@@ -60,7 +60,7 @@ class FileSample:
         return self.is_array or self.is_object
 
     @cached_property
-    def lines(self) -> list[dict]:
+    def lines(self) -> list[dict[str, Any]]:
         """The first parseable JSON objects among the file's first lines (none unless it starts with ``{``)."""
         return first_json_lines(self.path, limit=SNIFF_LINES) if self.is_object else []
 
@@ -99,7 +99,7 @@ class Format:
     name: str
     read: Reader
     sniff: Callable[[FileSample], bool] | None = None
-    sniff_record: Callable[[dict], bool] | None = None
+    sniff_record: Callable[[dict[str, Any]], bool] | None = None
     label_rule: LabelRule = ANY_POSITIVE_REWARD
     priority: int = 100
     extensions: tuple[str, ...] = (".json",)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
 
@@ -67,7 +67,8 @@ def has_bad_bytes(value: Any) -> bool:
 
 def _skip_ws(text: str, pos: int) -> int:
     match = _WS.match(text, pos)
-    assert match is not None  # ``\s*`` matches (the empty string) at any position
+    if match is None:  # ``\s*`` matches (the empty string) at any position
+        raise RubricForgeError(f"no whitespace match at position {pos}")
     return match.end()
 
 
@@ -219,7 +220,7 @@ class _GuardedReader:
     with their context: the last `_ESCAPE_CONTEXT` bytes of a read wait for the next one, so an escape
     split between two reads is seen whole before ijson parses it."""
 
-    def __init__(self, handle) -> None:
+    def __init__(self, handle: BinaryIO) -> None:
         self._handle = handle
         self._before = b""  # the last bytes handed on: context for the look-behind
         self._pending = b""  # bytes read but not handed on yet
@@ -244,7 +245,7 @@ class _GuardedReader:
         return data[lead:safe]
 
 
-def _open_for_ijson(path: Path, opening: bytes, strip_bom: bool):
+def _open_for_ijson(path: Path, opening: bytes, strip_bom: bool) -> BinaryIO:
     """The file opened for ijson at its first byte (after a byte order mark when `strip_bom`), or
     `_NotForIjson` when the document does not start with `opening` (the whole-text reader names what it
     is instead)."""
@@ -270,7 +271,8 @@ def _whole_array(text: str) -> Iterator[tuple[int, Any]]:
 
 
 def stream_json_array(path: Path, *, prefix: str = "item", strip_bom: bool = False,
-                      whole=_whole_array) -> Iterator[tuple[int, Any, bool]]:
+                      whole: Callable[[str], Iterator[tuple[int, Any]]] = _whole_array,
+                      ) -> Iterator[tuple[int, Any, bool]]:
     """``(index, element, has_bad_bytes)`` of a JSON array in a file, streamed: memory holds one
     element, so a results file of any size is read in bounded memory.
 
@@ -316,7 +318,8 @@ def stream_json_array(path: Path, *, prefix: str = "item", strip_bom: bool = Fal
             yield index, value, bad_bytes and has_bad_bytes(value)
 
 
-def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None, *,
+def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (),
+                     each: Callable[[dict[str, Any] | None], object] | None = None, *,
                      keep: tuple[str, ...] | None = None, strip_bom: bool = False) -> dict[str, Any] | None:
     """The first pass over a document ``{..., big: [...], ...}`` whose `big` list is then streamed
     (`stream_json_array` with prefix ``big + ".item"``): the top-level members `keep` (all but `big` when
@@ -345,7 +348,7 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
         The top-level members kept, or None.
     """
     members: dict[str, Any] = {}
-    current: dict | None = None
+    current: dict[str, Any] | None = None
     each = each or (lambda fields: None)
     item = big + ".item"
     fields = {f"{item}.{name}": name for name in pick}
@@ -373,7 +376,8 @@ def scan_json_object(path: Path, big: str, pick: tuple[str, ...] = (), each=None
                     continue
                 if prefix == "":
                     if builder is not None:
-                        assert key is not None  # a builder is made only for a key just read
+                        if key is None:  # a builder is made only for a key just read
+                            raise RubricForgeError(f"{path}: a member value read without its key")
                         members[key] = builder.value
                         builder = None
                     if event == "map_key":
@@ -425,9 +429,9 @@ def read_prefix(path: Path, size: int = 1 << 20) -> str:
         return handle.read(size).decode("utf-8", errors="replace")
 
 
-def first_json_lines(path: Path, limit: int = 20) -> list[dict]:
+def first_json_lines(path: Path, limit: int = 20) -> list[dict[str, Any]]:
     """Up to ``limit`` parseable JSON objects among the first non-blank lines of a file (for sniffing)."""
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     with open(path, "rb") as handle:
         for n, line in enumerate(handle):
             if n >= 200 or len(found) >= limit:

@@ -45,7 +45,7 @@ class TrajectoryCounts:
     trial: int | None = None
     n_steps: int = 0
     n_tool_errors: int = 0
-    hidden: dict | None = None
+    hidden: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> "TrajectoryCounts":

@@ -94,13 +94,13 @@ def unregister_format(name: str) -> Format:
         raise InputError(f"no format named {name!r} is registered") from None
 
 
-def _origin(function: Callable) -> str:
+def _origin(function: Callable[..., Any]) -> str:
     return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
 _PLUGINS: dict[str, Any] = {"loaded": False}
 _PLUGIN_OF: dict[str, str] = {}  # a plugin format's name -> where its entry point is (`plugins.entry_where`)
-_BROKEN: dict[str, tuple[frozenset[str], Any]] = {}  # where -> (the names it answers to, its PluginError)
+_BROKEN: dict[str, tuple[frozenset[str], Exception]] = {}  # where -> (the names it answers to, its PluginError)
 
 
 def load_plugins() -> tuple[Format, ...]:
@@ -155,7 +155,7 @@ def _skip(where: str, names: set[str], error: Exception) -> None:
     warnings.warn(plugins.PluginWarning(f"format plugin skipped: {error}"), stacklevel=2)
 
 
-def _broken(name: str):
+def _broken(name: str) -> Exception | None:
     """The `PluginError` of the skipped plugin a command names by `name` (its entry point's or format's), or None."""
     return next((error for names, error in _BROKEN.values() if name in names), None)
 

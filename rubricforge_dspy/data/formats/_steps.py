@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from rubricforge_dspy.core.trajectory import STEP_KINDS, Step, TrajectoryFormatE
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 
-def check_messages(messages: Any, field: str) -> list[dict]:
+def check_messages(messages: Any, field: str) -> list[dict[str, Any]]:
     """`messages` as a list of OpenAI-style chat messages with known roles; ValueError naming the problem."""
     if not isinstance(messages, list):
         raise ValueError(f"'{field}' must be a list of messages")
@@ -35,7 +35,7 @@ def check_messages(messages: Any, field: str) -> list[dict]:
     return messages
 
 
-def object_at(record: dict, key: str) -> dict:
+def object_at(record: dict[str, Any], key: str) -> dict[str, Any]:
     """``record[key]`` when it is a JSON object (a dict), else an empty dict: an optional nested object that a
     record may leave out or give as ``null`` or another type."""
     value = record.get(key)
@@ -100,7 +100,8 @@ def parse_arguments(raw: Any) -> Any:
     return raw
 
 
-def convert_each(path: Path, records, convert_one) -> Iterator[tuple[Any, Any]]:
+def convert_each(path: Path, records: Iterable[tuple[Any, Any]],
+                 convert_one: Callable[[Any, Any], Any]) -> Iterator[tuple[Any, Any]]:
     """``(index, Trajectory | TrajectoryFormatError)`` for ``(index, value)`` records: a record that is
     already an error passes through; ``convert_one(value, index)`` failing with a ValueError, TypeError,
     KeyError or AttributeError becomes an error naming the file and the record."""

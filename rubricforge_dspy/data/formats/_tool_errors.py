@@ -17,7 +17,7 @@ _ERRNO_NAMES = ("ENOENT|EACCES|EPERM|EEXIST|ENOTDIR|EISDIR|ENOTEMPTY|ECONNREFUSE
 _HTTP_REASONS = ("Bad Request|Unauthorized|Payment Required|Forbidden|Not Found|Method Not Allowed|Not Acceptable|"
                  "Request Timeout|Conflict|Gone|Payload Too Large|Unprocessable (?:Entity|Content)|Too Many Requests|"
                  "Internal Server Error|Not Implemented|Bad Gateway|Service Unavailable|Gateway Timeout")
-TOOL_ERROR_FAMILIES: dict[str, tuple[str, re.Pattern]] = {
+TOOL_ERROR_FAMILIES: dict[str, tuple[str, re.Pattern[str]]] = {
     # The rule before issue 19 (kept as is): tau-bench tools return "Error: ..." strings, unknown tool names
     # give "Unknown action <name>", the AgentVerify "assertions" agent wraps outputs as '# var_3 = "Error: ..."'.
     "error_prefix": ("output starts with 'Error', 'Unknown action'",

@@ -46,7 +46,7 @@ def agent_name(path: Path) -> str:
     return path.stem
 
 
-def steps_of(record: dict) -> list[Step]:
+def steps_of(record: dict[str, Any]) -> list[Step]:
     steps = [Step(kind="user", content=str(record.get("problem") or "").strip())]
     for i, action in enumerate(record["action_history"]):
         verb, arg = parse_action(action)

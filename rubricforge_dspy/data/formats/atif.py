@@ -69,7 +69,7 @@ def _flag(*values: Any) -> bool | None:
     return None
 
 
-def _results_of(step: dict, message: str, where: str) -> list[tuple[str | None, str, bool | None]]:
+def _results_of(step: dict[str, Any], message: str, where: str) -> list[tuple[str | None, str, bool | None]]:
     """``(call id, content, explicit error flag or None)`` of a step's observation, in any producer's shape."""
     observation = step.get("observation")
     if observation is None:

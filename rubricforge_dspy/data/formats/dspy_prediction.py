@@ -13,11 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from rubricforge_dspy._dspy_compat import input_keys
 from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 from rubricforge_dspy.data.formats import looks_like_tool_error
+
+if TYPE_CHECKING:
+    import dspy
 
 __all__ = ["trajectory_from_prediction", "is_error_observation", "condense_error", "FINISH_TOOL",
            "REACT_ERROR_PREFIX", "SOURCE_FILE"]
@@ -66,7 +69,7 @@ def _fields_text(fields: dict[str, Any]) -> str:
     return "\n".join(f"{name}: {_text(value)}" for name, value in fields.items())
 
 
-def _input_fields(example, input_fields) -> dict[str, Any]:
+def _input_fields(example: dspy.Example, input_fields: Iterable[str] | None) -> dict[str, Any]:
     if input_fields is not None:
         return {name: example[name] for name in input_fields if name in example}
     if input_keys(example) is None:
@@ -75,7 +78,7 @@ def _input_fields(example, input_fields) -> dict[str, Any]:
     return dict(example.inputs().items())
 
 
-def _output_fields(pred) -> dict[str, Any]:
+def _output_fields(pred: dspy.Prediction) -> dict[str, Any]:
     return {k: v for k, v in pred.items() if k not in NON_ANSWER_KEYS}
 
 
@@ -100,9 +103,9 @@ def _react_steps(trajectory: dict[str, Any], is_error: Callable[[str | None, Any
     return steps
 
 
-def _trace_steps(trace, final_outputs: dict[str, Any]) -> list[Step]:
+def _trace_steps(trace: Iterable[Any] | None, final_outputs: dict[str, Any]) -> list[Step]:
     """Intermediate predictor outputs of a generic program, as assistant turns."""
-    steps = []
+    steps: list[Step] = []
     for entry in trace or []:
         try:
             _, _, raw = entry
@@ -116,7 +119,8 @@ def _trace_steps(trace, final_outputs: dict[str, Any]) -> list[Step]:
     return steps
 
 
-def trajectory_from_prediction(example, pred, trace=None, *, input_fields: list[str] | None = None,
+def trajectory_from_prediction(example: dspy.Example, pred: dspy.Prediction, trace: Iterable[Any] | None = None,
+                               *, input_fields: list[str] | None = None,
                                is_error: Callable[[str | None, Any], bool] = is_error_observation,
                                domain: str = "dspy") -> Trajectory:
     """The observable episode of one program run, as a `Trajectory` the judge can read.

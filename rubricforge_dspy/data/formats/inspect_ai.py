@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
     LabelRule,
@@ -126,7 +126,7 @@ def read_member(archive: zipfile.ZipFile, name: str) -> bytes:
     return _zstd_member(archive, info)
 
 
-def resolve_attachments(value: Any, attachments: dict) -> Any:
+def resolve_attachments(value: Any, attachments: dict[str, Any]) -> Any:
     """``value`` with every ``attachment://<hash>`` string replaced by the sample's attachment (unknown kept)."""
     if isinstance(value, str):
         return attachments.get(value[len(_ATTACHMENT):], value) if value.startswith(_ATTACHMENT) else value
@@ -194,7 +194,7 @@ def _steps(messages: Any) -> tuple[list[Step], list[str]]:
     return finalize_answer(steps), system
 
 
-def to_trajectory(sample: dict, header: dict, path: Path, index: int,
+def to_trajectory(sample: dict[str, Any], header: dict[str, Any], path: Path, index: int,
                   threshold: LabelRule | float | None) -> Trajectory:
     """One Inspect sample as a `Trajectory` (`threshold`: the label rule, None for reward > 0);
     ValueError naming the problem when it cannot be."""
@@ -219,7 +219,7 @@ def to_trajectory(sample: dict, header: dict, path: Path, index: int,
     )
 
 
-def _samples(path: Path) -> Iterator[tuple[int | str | None, Any, dict]]:
+def _samples(path: Path) -> Iterator[tuple[int | str | None, Any, dict[str, Any]]]:
     """``(index, sample | error, header)``: samples of a zip ``.eval`` read one at a time, else of a JSON log.
     A sample comes with its position (an int); an error with the sample's position, its member name in the
     zip, or None (the file as a whole)."""
@@ -267,7 +267,7 @@ def _samples(path: Path) -> Iterator[tuple[int | str | None, Any, dict]]:
         yield exc.index, error(path, exc.index, exc.problem), header
 
 
-def _whole_log(text: str) -> dict:
+def _whole_log(text: str) -> dict[str, Any]:
     """The log object of a whole ``.json`` text; `Malformed` (index None) naming what is wrong."""
     try:
         log = json.loads(text)
@@ -289,7 +289,8 @@ def read(path: Path, threshold: LabelRule | float) -> ReadResults:
         if isinstance(sample, TrajectoryFormatError):
             yield index, sample
             continue
-        assert isinstance(index, int)  # `_samples`: only an error comes without a position
+        if not isinstance(index, int):  # `_samples`: only an error comes without a position
+            raise RubricForgeError(f"{path}: a sample read without its position ({index!r})")
         try:
             yield index, to_trajectory(sample, header, path, index, threshold)
         except (ValueError, TypeError, AttributeError) as exc:

@@ -19,11 +19,12 @@ import json
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import orjson
 
 from rubricforge_dspy.core.errors import OutputExistsError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import (
     ANY_POSITIVE_REWARD,
     LabelRule,
@@ -33,7 +34,7 @@ from rubricforge_dspy.core.trajectory import (
     TrajectoryFormatError,
     label_from_reward,
 )
-from rubricforge_dspy.data.formats._format import Format, ReadResults
+from rubricforge_dspy.data.formats._format import FileSample, Format, ReadResults
 from rubricforge_dspy.data.formats._json_stream import Malformed, iter_json_array, stream_json_array
 from rubricforge_dspy.data.formats._records import TrajectoryCounts
 from rubricforge_dspy.data.formats._steps import (
@@ -47,6 +48,9 @@ from rubricforge_dspy.data.formats._steps import (
 )
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
 
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
 NAME = "jsonl"
 # The generic format: an explicit ``label`` wins; else any positive reward (warned about when graded).
 LABEL_RULE = ANY_POSITIVE_REWARD
@@ -54,12 +58,13 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "core" / "schemas" / "trajec
 
 
 @lru_cache(maxsize=1)
-def schema() -> dict:
+def schema() -> dict[str, Any]:
     """The interchange JSON Schema (draft 2020-12)."""
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return loaded
 
 
-def inline_refs(node: Any, defs: dict) -> Any:
+def inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     """`node` with every ``{"$ref": "#/$defs/NAME"}`` replaced by that definition (the interchange schema's
     definitions are not recursive), and ``$defs`` dropped: jsonschema then validates without resolving
     references, about twice as fast (every line of a file is validated)."""
@@ -74,7 +79,7 @@ def inline_refs(node: Any, defs: dict) -> Any:
 
 
 @lru_cache(maxsize=1)
-def _validator():
+def _validator() -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
     Draft202012Validator.check_schema(schema())
@@ -210,7 +215,7 @@ def validation_problem(obj: Any) -> str | None:
     return f"schema violation at {where}: {err.message[:300]}"
 
 
-def sniff_line(obj: dict) -> bool:
+def sniff_line(obj: dict[str, Any]) -> bool:
     """True when a JSON line looks like an interchange record."""
     return isinstance(obj.get("messages"), list) and ("reward" in obj or "id" in obj)
 
@@ -268,17 +273,18 @@ def _slow_line(path: Path, index: int, raw: bytes) -> Any:
                                                        "trajectory record")
 
 
-def _is_error(msg: dict, content: str) -> bool:
+def _is_error(msg: dict[str, Any], content: str) -> bool:
     for key in ("is_error", "error"):
-        if isinstance(msg.get(key), bool):
-            return msg[key]
+        flag = msg.get(key)
+        if isinstance(flag, bool):
+            return flag
     return looks_like_tool_error(content)
 
 
 TEXT_ACTION = "action"  # tool name of a text action (``{"role": "assistant", "action": "..."}``)
 
 
-def steps_of(messages: list[dict]) -> list[Step]:
+def steps_of(messages: list[dict[str, Any]]) -> list[Step]:
     """Observable steps of a schema-valid message list; ValueError for a result answering no call.
 
     Besides OpenAI ``tool_calls``/``tool`` messages, two more ways to write actions and results:
@@ -292,14 +298,18 @@ def steps_of(messages: list[dict]) -> list[Step]:
     return _walk(messages, True)
 
 
-def count_steps(messages: list[dict]) -> tuple[int, int]:
+def count_steps(messages: list[dict[str, Any]]) -> tuple[int, int]:
     """``(steps, tool errors)`` of a schema-valid message list, the counts of `steps_of` (the same walk,
     so the same ValueError for a result answering no call) without building any `Step` or parsing any
     tool-call arguments: what ``rubricforge stats`` needs of a record."""
     return _walk(messages, False)
 
 
-def _walk(messages: list[dict], build: bool) -> Any:
+@overload
+def _walk(messages: list[dict[str, Any]], build: Literal[True]) -> list[Step]: ...
+@overload
+def _walk(messages: list[dict[str, Any]], build: Literal[False]) -> tuple[int, int]: ...
+def _walk(messages: list[dict[str, Any]], build: bool) -> list[Step] | tuple[int, int]:
     """The one walk over the messages: the steps (`steps_of`) when `build`, else ``(steps, tool errors)``."""
     steps: list[Step] = []
     append = steps.append
@@ -488,14 +498,15 @@ def _records(path: Path) -> Iterator[tuple[int | str, Any]]:
             str(path), exc.index, f"{exc.problem}; the rest of the JSON array is unreadable")
 
 
-def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, metadata: dict | None = None) -> dict:
+def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None,
+              metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """A trajectory as one line of this format (what `read` reads back to the same steps).
 
     Only the observable steps are written, plus the agent's system prompt when the loader kept one;
     `reward` and `label` are the caller's (None writes ``null``: a record to be labeled, which the
     loader refuses until a number is filled in). Nothing of ``hidden`` besides the system prompt is
     written: evaluator output must not travel with a file meant for labeling or judging."""
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     system = trajectory.hidden.get("system_prompt")
     if system:
         messages.append({"role": "system", "content": system})
@@ -540,7 +551,7 @@ def to_record(trajectory: Trajectory, *, reward: Any = None, label: Any = None, 
     return record
 
 
-def write_records(records: Iterable[dict], out_path) -> int:
+def write_records(records: Iterable[dict[str, Any]], out_path: PathArg) -> int:
     """Write interchange records, one per line, to a NEW file; returns how many were written.
 
     The one writer of this format (``rubricforge convert`` and ``label-next`` use it). Refuses to
@@ -563,7 +574,7 @@ def write_records(records: Iterable[dict], out_path) -> int:
     return n
 
 
-def _sniff_document(sample) -> bool:
+def _sniff_document(sample: FileSample) -> bool:
     """A JSON array of interchange records, or an empty ``.jsonl`` file (a `FileSample`)."""
     if sample.is_array:
         return sniff_array(sample.head)

@@ -69,13 +69,13 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _attributes(obs: dict) -> dict:
+def _attributes(obs: dict[str, Any]) -> dict[str, Any]:
     meta = maybe_json(obs.get("metadata"))
     attrs = meta.get("attributes") if isinstance(meta, dict) else None
     return attrs if isinstance(attrs, dict) else {}
 
 
-def to_span(obs: dict, where: str, unattributed: list | None = None) -> Span:
+def to_span(obs: dict[str, Any], where: str, unattributed: list[dict[str, str]] | None = None) -> Span:
     """One observation as a `Span`; ValueError naming the observation when its messages cannot be read.
     Input messages that name no role are left out of the span and added to `unattributed` (with the
     observation's id and name)."""
@@ -131,7 +131,7 @@ def convert(record: Any, *, path: Path, index: int, threshold: LabelRule | float
         raise ValueError("not a Langfuse trace export: expected {trace: {id, ...}, observations: [...]} "
                          "or a trace with an observations list")
     trace_id = str(trace["id"])
-    unattributed: list[dict] = []
+    unattributed: list[dict[str, Any]] = []
     spans = [to_span(obs, f"observation {i}", unattributed) for i, obs in enumerate(observations)]
     root = Span(span_id=f"trace:{trace_id}", parent_id=None, name=str(trace.get("name") or ""), start=float("-inf"),
                 end=float("-inf"), kind="other", value_in=_text(trace.get("input")),

@@ -33,7 +33,7 @@ _COMMAND = re.compile(r"```(?:bash|mswea_bash_command)[ \t]*\n(.*?)\n?```", re.D
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
-def _commands(msg: dict, text: str) -> tuple[str, list[str]]:
+def _commands(msg: dict[str, Any], text: str) -> tuple[str, list[str]]:
     """The thought (text before the first command block) and the commands of an assistant message."""
     actions = object_at(msg, "extra").get("actions")
     if isinstance(actions, list) and actions:
@@ -46,7 +46,7 @@ def _commands(msg: dict, text: str) -> tuple[str, list[str]]:
     return text[: found[0].start()].strip(), [m.group(1) for m in found]
 
 
-def _steps(messages: Any) -> tuple[list[Step], dict]:
+def _steps(messages: Any) -> tuple[list[Step], dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
         raise ValueError("'messages' must be a non-empty list")
     steps: list[Step] = []

@@ -41,7 +41,7 @@ from rubricforge_dspy.data.formats._json_stream import first_json_lines, first_l
 from rubricforge_dspy.data.formats._records import redact
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import iter_json_lines
-from rubricforge_dspy.data.formats.otel_attrs import normalize_messages
+from rubricforge_dspy.data.formats.otel_attrs import Msg, normalize_messages
 from rubricforge_dspy.data.formats.spans import Span, build_trajectory
 
 NAME = "openai_agents"
@@ -61,12 +61,12 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _assistant(messages):
+def _assistant(messages: list[Msg]) -> list[Msg]:
     """An LLM call's output: what the model said, whatever role a message without one was given."""
     return [m if m.role != "user" else type(m)("assistant", m.content, m.tool_calls) for m in messages]
 
 
-def to_span(raw: dict, where: str = "") -> tuple[str, Span]:
+def to_span(raw: dict[str, Any], where: str = "") -> tuple[str, Span]:
     """``(trace id, Span)`` of one exported span; ValueError naming the span (and `where`, its place inside
     the record, when it is nested) when it cannot be read."""
     where = f"{where + ', ' if where else ''}span {raw.get('id')!r}"
@@ -103,7 +103,7 @@ def to_span(raw: dict, where: str = "") -> tuple[str, Span]:
     return str(raw["trace_id"]), span
 
 
-def _items(value: Any, where: str) -> Iterator[tuple[str, dict]]:
+def _items(value: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, record)`` of one JSON value: a trace or span record, a ``{"data": [...]}`` body, or a list."""
     if isinstance(value, dict) and value.get("object") in (TRACE, SPAN):
         yield where, value
@@ -136,13 +136,13 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
 def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(trace index, Trajectory | TrajectoryFormatError)``; bad records are reported by index."""
     spans: dict[str, list[Span]] = {}
-    traces: dict[str, dict] = {}
+    traces: dict[str, dict[str, Any]] = {}
     for index, value in _records(path):
         if isinstance(value, TrajectoryFormatError):
             yield index, value
             continue
         try:
-            found: list[tuple[str, Span | None, dict | None]] = []
+            found: list[tuple[str, Span | None, dict[str, Any] | None]] = []
             for where, item in _items(value, ""):
                 if item["object"] == TRACE:
                     if not item.get("id"):

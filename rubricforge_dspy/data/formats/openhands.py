@@ -50,13 +50,13 @@ _NOISE_ARGS = frozenset({"thought", "impl_source", "confirmation_state", "securi
 _HIDDEN_KEYS = ("test_result", "metadata", "metrics", "instance", "error", "instruction", "report")
 
 
-def _exit_failed(event: dict) -> bool:
+def _exit_failed(event: dict[str, Any]) -> bool:
     meta = object_at(event, "extras").get("metadata")
     code = meta.get("exit_code") if isinstance(meta, dict) else (event.get("extras") or {}).get("exit_code")
     return isinstance(code, int) and not isinstance(code, bool) and code != 0
 
 
-def _final_answer(args: dict, event: dict) -> str:
+def _final_answer(args: dict[str, Any], event: dict[str, Any]) -> str:
     for key in ("final_thought", "thought"):
         if text_of(args.get(key)).strip():
             return text_of(args[key]).strip()
@@ -66,7 +66,7 @@ def _final_answer(args: dict, event: dict) -> str:
     return text_of(event.get("message")).strip()
 
 
-def steps_of(events: list) -> tuple[list[Step], list[str]]:
+def steps_of(events: list[Any]) -> tuple[list[Step], list[str]]:
     """The observable steps of an event list, and the system prompts it held (hidden)."""
     steps: list[Step] = []
     system: list[str] = []
@@ -172,7 +172,7 @@ def sniff_array(head: str) -> bool:
         and ('"args"' in start or '"extras"' in start)
 
 
-def sniff_line(obj: dict) -> bool:
+def sniff_line(obj: dict[str, Any]) -> bool:
     """True for an OpenHands evaluation output line (a ``history`` of events)."""
     history = obj.get("history")
     return isinstance(history, list) and bool(history) and _is_event(history[0])

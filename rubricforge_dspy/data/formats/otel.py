@@ -75,7 +75,7 @@ def any_value(value: Any) -> Any:
     return None
 
 
-def kv_list(items: Any) -> dict:
+def kv_list(items: Any) -> dict[str, Any]:
     """OTLP ``[{"key", "value"}]`` attributes as a flat dict (a plain dict is returned as is)."""
     if isinstance(items, dict):
         return items
@@ -130,7 +130,7 @@ def _inside(where: str, part: str) -> str:
     return f"{where}, {part}" if where else part
 
 
-def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
+def to_span(raw: dict[str, Any], where: str = "") -> tuple[str, Span, dict[str, Any]]:
     """``(trace id, Span, resource attributes)`` of one OTLP-JSON or SDK-JSON span; `where` names the span's
     place in its record for an error (empty: the record itself)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name", ""), str):
@@ -187,7 +187,7 @@ def to_span(raw: dict, where: str = "") -> tuple[str, Span, dict]:
     return trace, span, resource
 
 
-def session_attribute(attrs: dict) -> str | None:
+def session_attribute(attrs: dict[str, Any]) -> str | None:
     """The session id a span's attributes carry (`SESSION_ATTRIBUTES`, first found), or None."""
     for key in SESSION_ATTRIBUTES:
         value = maybe_json(attrs.get(key))
@@ -204,14 +204,15 @@ def mlflow_session(info: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def _with_session(found: Iterator[tuple[str, Span, dict]], session: str | None) -> Iterator[tuple[str, Span, dict]]:
+def _with_session(found: Iterator[tuple[str, Span, dict[str, Any]]],
+                  session: str | None) -> Iterator[tuple[str, Span, dict[str, Any]]]:
     for trace, span, resource in found:
         if session is not None and span.session is None:
             span.session = session
         yield trace, span, resource
 
 
-def _otlp_spans(request: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
+def _otlp_spans(request: Any, where: str) -> Iterator[tuple[str, Span, dict[str, Any]]]:
     if not isinstance(request, dict) or not isinstance(request.get("resourceSpans"), list):
         raise ValueError(_at(where, "not an OTLP export request (no resourceSpans list)"))
     for r, rs in enumerate(request["resourceSpans"]):
@@ -224,7 +225,7 @@ def _otlp_spans(request: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
                 yield trace, span, resource
 
 
-def _spans_of(value: Any, where: str) -> Iterator[tuple[str, Span, dict]]:
+def _spans_of(value: Any, where: str) -> Iterator[tuple[str, Span, dict[str, Any]]]:
     """The spans of one record: an OTLP export request, an MLflow trace, ``{"spans": [...]}``, a list, a span."""
     if isinstance(value, dict) and "resourceSpans" in value:
         yield from _otlp_spans(value, where)
@@ -279,7 +280,7 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
 def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """Yield ``(trace index, Trajectory | TrajectoryFormatError)``; bad lines/records are reported by index."""
     traces: dict[str, list[Span]] = {}
-    resources: dict[str, dict] = {}
+    resources: dict[str, dict[str, Any]] = {}
     for index, value in _records(path):
         if isinstance(value, TrajectoryFormatError):
             yield index, value

@@ -50,7 +50,7 @@ class Msg:
     tool_call_id: str | None = None
     is_error: bool = False
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[str, str, tuple[tuple[str | None, ...], ...], str | None]:
         """Identity used to drop the history an LLM call repeats (arguments by call id when there is one)."""
         calls = tuple((cid, name) if cid else (None, name, json.dumps(args, sort_keys=True, default=str))
                       for cid, name, args in self.tool_calls)
@@ -86,7 +86,7 @@ def _role(raw: Any, where: str) -> str:
     return role
 
 
-def _call(part: dict) -> tuple[str | None, str, Any]:
+def _call(part: dict[str, Any]) -> tuple[str | None, str, Any]:
     fn = part.get("function")
     if not isinstance(fn, dict):
         fn = part
@@ -95,7 +95,7 @@ def _call(part: dict) -> tuple[str | None, str, Any]:
     return (part.get("id") or part.get("call_id") or part.get("tool_call_id"), str(name), parse_arguments(args))
 
 
-def _from_parts(role: str, parts: list, out: list[Msg]) -> None:
+def _from_parts(role: str, parts: list[Any], out: list[Msg]) -> None:
     """GenAI 1.36+ ``parts`` (text / tool_call / tool_call_response; reasoning, blob and uri parts skipped)."""
     msg, responses, texts = Msg(role=role), [], []
     for part in parts:
@@ -122,7 +122,7 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else text_of(value)
 
 
-def _gemini(contents: list, where: str) -> list[Msg]:
+def _gemini(contents: list[Any], where: str) -> list[Msg]:
     """Gemini ``contents``: ``{role: user|model, parts: [{text} | {function_call} | {function_response}]}``."""
     out: list[Msg] = []
     for i, content in enumerate(contents):
@@ -148,7 +148,7 @@ def _gemini(contents: list, where: str) -> list[Msg]:
     return out
 
 
-def _responses_item(item: dict, out: list[Msg]) -> bool:
+def _responses_item(item: dict[str, Any], out: list[Msg]) -> bool:
     """OpenAI Responses API items (function_call, function_call_output, output_text messages)."""
     kind = item.get("type")
     if kind == "function_call":
@@ -190,7 +190,7 @@ def normalize_messages(value: Any, where: str, roleless: str | None = None) -> l
     return out
 
 
-def _object_messages(value: dict, where: str, roleless: str | None) -> list[Msg]:
+def _object_messages(value: dict[str, Any], where: str, roleless: str | None) -> list[Msg]:
     """`normalize_messages` of one object: a request body, a response, a choice or a single message."""
     if isinstance(value.get("messages"), list):  # a request body
         return normalize_messages(value["messages"], where, roleless)
@@ -218,7 +218,7 @@ def _object_messages(value: dict, where: str, roleless: str | None) -> list[Msg]
     raise ValueError(f"{where}: cannot read messages from an object with keys {sorted(value)[:8]}")
 
 
-def _add_message(item: dict, where: str, roleless: str | None, out: list[Msg]) -> None:
+def _add_message(item: dict[str, Any], where: str, roleless: str | None, out: list[Msg]) -> None:
     """Append the messages of one item of a message list (`where` names it) to `out`."""
     if _responses_item(item, out):
         return
@@ -263,7 +263,7 @@ def _add_message(item: dict, where: str, roleless: str | None, out: list[Msg]) -
     out.append(msg)
 
 
-def _indexed(attrs: dict, prefix: str) -> dict[int, dict[str, Any]]:
+def _indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     """``prefix.N.rest`` attributes grouped by N: ``{N: {rest: value}}``."""
     groups: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
@@ -274,7 +274,7 @@ def _indexed(attrs: dict, prefix: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(groups.items()))
 
 
-def _flat_messages(attrs: dict, prefix: str, style: str, where: str) -> list[Msg]:
+def _flat_messages(attrs: dict[str, Any], prefix: str, style: str, where: str) -> list[Msg]:
     """Flattened messages: OpenInference (``message.role``) or GenAI/OpenLLMetry (``role``) style."""
     out = []
     for n, fields in _indexed(attrs, prefix).items():
@@ -298,7 +298,7 @@ _EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user"
                 "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 
 
-def _event_messages(events: list[tuple[str, dict]], where: str) -> tuple[list[Msg], list[Msg]]:
+def _event_messages(events: list[tuple[str, dict[str, Any]]], where: str) -> tuple[list[Msg], list[Msg]]:
     inputs, outputs = [], []
     for name, ev in events:
         if name == "gen_ai.content.prompt" and "gen_ai.prompt" in ev:  # semconv 1.26
@@ -318,7 +318,8 @@ def _as_output(msgs: list[Msg]) -> list[Msg]:
     return [Msg("assistant", m.content, m.tool_calls) if m.role == "user" else m for m in msgs]
 
 
-def llm_messages(attrs: dict, events: list[tuple[str, dict]], where: str) -> tuple[list[Msg], list[Msg]] | None:
+def llm_messages(attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]],
+                 where: str) -> tuple[list[Msg], list[Msg]] | None:
     """``(input messages, output messages)`` of an LLM-call span, or None when it carries none."""
     if "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
         inputs = normalize_messages(attrs.get("gen_ai.input.messages"), f"{where}, gen_ai.input.messages")
@@ -353,7 +354,7 @@ def llm_messages(attrs: dict, events: list[tuple[str, dict]], where: str) -> tup
     return None
 
 
-def span_kind(attrs: dict, name: str, where: str) -> str:
+def span_kind(attrs: dict[str, Any], name: str, where: str) -> str:
     """``llm`` | ``tool`` | ``agent`` | ``evaluator`` | ``other`` for a span's attributes."""
     oi = attrs.get("openinference.span.kind")
     if oi is not None:
@@ -378,7 +379,7 @@ def span_kind(attrs: dict, name: str, where: str) -> str:
     return "llm" if op is not None or prompted else "other"
 
 
-def tool_info(attrs: dict, span_name: str = "unknown") -> tuple[str, str | None, Any, str | None]:
+def tool_info(attrs: dict[str, Any], span_name: str = "unknown") -> tuple[str, str | None, Any, str | None]:
     """``(tool name, call id, arguments, result text)`` of a tool-execution span."""
     name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span_name
     call_id = attrs.get("gen_ai.tool.call.id") or attrs.get("tool_call.id")
@@ -393,7 +394,7 @@ def tool_info(attrs: dict, span_name: str = "unknown") -> tuple[str, str | None,
     return str(name), call_id, parse_arguments(args), result
 
 
-def io_values(attrs: dict) -> tuple[str | None, str | None]:
+def io_values(attrs: dict[str, Any]) -> tuple[str | None, str | None]:
     """An agent/chain span's ``input.value`` / ``output.value`` (text), for traces without LLM messages."""
     if "mlflow.spanInputs" in attrs or "mlflow.spanOutputs" in attrs:
         inputs, outputs = (None if attrs.get(k) is None else _text(attrs[k])
@@ -402,6 +403,6 @@ def io_values(attrs: dict) -> tuple[str | None, str | None]:
     return attrs.get("input.value"), attrs.get("output.value")
 
 
-def hidden_attributes(attrs: dict) -> dict:
+def hidden_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
     """Evaluator attributes of a span (never observable)."""
     return {k: v for k, v in attrs.items() if k.startswith(EVAL_PREFIXES)}

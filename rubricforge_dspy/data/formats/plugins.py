@@ -85,7 +85,8 @@ class Plugin:
 
     @property
     def name(self) -> str:
-        return self.format.name
+        name: str = self.format.name
+        return name
 
     @property
     def origin(self) -> str:
@@ -165,7 +166,8 @@ def call_bounded(call: Callable[[], _T], what: str, where: str, *, hint: str = "
         raise error
     if error is not None:
         raise PluginError(f"{where}: {what} raised {type(error).__name__}: {error}{hint}") from error
-    return box["result"]
+    result: _T = box["result"]
+    return result
 
 
 def _distribution(entry: EntryPoint) -> str | None:
@@ -299,16 +301,18 @@ def as_format(plugin: Plugin) -> Format:
 _SNIFF_HINT = " (a sniffer must answer False for a file of another format)"
 
 
-def _guarded(sniff, where: str, argument):
+def _guarded(sniff: Callable[[Any], Any], where: str,
+             argument: Callable[[FileSample], Any]) -> Callable[[FileSample], bool]:
     """`sniff` called with ``argument(sample)`` through `call_bounded` (an error or a hang names `where`)."""
     def sniff_sample(sample: FileSample) -> bool:
         return call_bounded(lambda: bool(sniff(argument(sample))), f"sniff({sample.path})", where, hint=_SNIFF_HINT)
     return sniff_sample
 
 
-def _guarded_record(sniff_record, where: str):
+def _guarded_record(sniff_record: Callable[[dict[str, Any]], Any],
+                    where: str) -> Callable[[dict[str, Any]], bool]:
     """A record sniffer called through `call_bounded`."""
-    def sniff_line(obj: dict) -> bool:
+    def sniff_line(obj: dict[str, Any]) -> bool:
         return call_bounded(lambda: bool(sniff_record(obj)), "sniff_record(a JSON line)", where, hint=_SNIFF_HINT)
     return sniff_line
 

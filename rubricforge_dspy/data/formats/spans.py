@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.trajectory import LabelRule, Source, Step, Trajectory, label_from_reward
 from rubricforge_dspy.data.formats._steps import CallTracker, finalize_answer, new_step
 from rubricforge_dspy.data.formats._tool_errors import looks_like_tool_error
@@ -49,7 +50,7 @@ class Span:
     value_out: str | None = None
     model: str | None = None
     agent_name: str | None = None
-    hidden: dict = field(default_factory=dict)
+    hidden: dict[str, Any] = field(default_factory=dict)
     session: str | None = None  # the platform's session attribute (`data.sessions`), when the span carries one
 
 
@@ -72,12 +73,12 @@ def _history(llm_spans: list[Span]) -> tuple[list[tuple[float, float, Msg]], lis
     """``(time, order, message)`` of each message the LLM spans add to the conversation, and the system prompts.
     The order is a sort key: a tool result `_join_tools` places right after its call gets the call's plus 0.5."""
     history: list[tuple[float, float, Msg]] = []
-    held: Counter = Counter()
+    held: Counter[tuple[Any, ...]] = Counter()
     system: list[str] = []
     seq = 0
     for span in llm_spans:
         for msgs, when in ((span.inputs, span.start), (span.outputs, span.end)):
-            local: Counter = Counter()
+            local: Counter[tuple[Any, ...]] = Counter()
             for msg in msgs:
                 if msg.role == "system":
                     if msg.content and msg.content not in system:
@@ -120,7 +121,8 @@ def _join_tools(history: list[tuple[float, float, Msg]],
     results = {msg.tool_call_id: msg for _, _, msg in reversed(history) if msg.role == "tool" and msg.tool_call_id}
     seq = len(history)
     for span in tool_spans:
-        assert span.tool is not None  # the caller passes tool spans that carry a tool
+        if span.tool is None:  # the caller passes tool spans that carry a tool
+            raise RubricForgeError(f"span {span.name!r} is passed as a tool span but carries no tool")
         name, cid, args, result = span.tool
         failed = span.error or (result is not None and looks_like_tool_error(result))
         open_calls = [c for c in calls if not c.matched]
@@ -203,7 +205,7 @@ def _to_steps(messages: list[Msg]) -> list[Step]:
 
 def build_trajectory(spans: list[Span], *, trace_id: str, path: Path | str, index: int, fmt: str,
                      threshold: LabelRule | float, reward: float | None = None, agent: str | None = None,
-                     hidden: dict | None = None) -> Trajectory:
+                     hidden: dict[str, Any] | None = None) -> Trajectory:
     """The trajectory of one trace; ValueError when it has no observable step."""
     steps, system, model = steps_and_system(spans)
     if not steps:

@@ -47,11 +47,11 @@ def instance_id(path: Path) -> str:
     return path.name[: -len(".traj")] if path.name.endswith(".traj") else path.stem
 
 
-def is_demonstration(message: dict) -> bool:
+def is_demonstration(message: dict[str, Any]) -> bool:
     return bool(message.get("is_demo")) or message.get("message_type") == "demonstration"
 
 
-def task_message(history: list) -> str | None:
+def task_message(history: list[Any]) -> str | None:
     """The first non-demonstration user message of ``history`` (the issue statement)."""
     for message in history:
         if isinstance(message, dict) and message.get("role") == "user" and not is_demonstration(message):
@@ -64,7 +64,7 @@ def observation_failed(text: str) -> bool:
     return looks_like_tool_error(text) or bool(_SHELL_ERROR.search(text or ""))
 
 
-def steps_of(record: dict) -> list[Step]:
+def steps_of(record: dict[str, Any]) -> list[Step]:
     trajectory = record.get("trajectory")
     if not isinstance(trajectory, list):
         raise ValueError("no 'trajectory' list (is this an SWE-agent .traj file?)")

@@ -18,7 +18,7 @@ so runs of different models under one submission stay apart), else ``<llm>/<impl
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def sniff(prefix: str) -> bool:
     return '"simulations"' in head or ('"environment_info"' in head and '"agent_info"' in head)
 
 
-def agent_name(path: Path, info: dict) -> str:
+def agent_name(path: Path, info: dict[str, Any]) -> str:
     """``<submission>/<llm>`` (runs by different models under one submission stay apart), else
     ``<llm>/<implementation>`` from ``info.agent_info``, else the file stem."""
     agent_info = object_at(info, "agent_info")
@@ -79,7 +79,7 @@ def agent_name(path: Path, info: dict) -> str:
     return "/".join(str(x) for x in (llm, impl) if x) or path.stem
 
 
-def _call_parts(call: dict) -> tuple[str, Any, str | None]:
+def _call_parts(call: dict[str, Any]) -> tuple[str, Any, str | None]:
     """``(name, arguments, id)`` of a tau2 tool call (flat) or an OpenAI-style one (``function``)."""
     function = call.get("function")
     if not isinstance(function, dict):
@@ -87,7 +87,7 @@ def _call_parts(call: dict) -> tuple[str, Any, str | None]:
     return str(function.get("name")), parse_arguments(function.get("arguments")), call.get("id")
 
 
-def steps_of(messages: list[dict]) -> list[Step]:
+def steps_of(messages: list[dict[str, Any]]) -> list[Step]:
     """Observable steps of a tau2 message list (roles already validated)."""
     steps: list[Step] = []
     calls = CallTracker()
@@ -116,7 +116,8 @@ def steps_of(messages: list[dict]) -> list[Step]:
 
 
 def convert(
-    sim: Any, *, path: Path, index: int, doc: dict, tasks: dict[str, Any], threshold: LabelRule | float, suffix: str
+    sim: Any, *, path: Path, index: int, doc: dict[str, Any], tasks: dict[str, Any], threshold: LabelRule | float,
+    suffix: str
 ) -> Trajectory:
     """One simulation as a `Trajectory`; ValueError with the problem when it cannot be."""
     if not isinstance(sim, dict):
@@ -168,7 +169,7 @@ def convert(
     )
 
 
-def _load(text: str) -> tuple[dict, list[Any], Malformed | None]:
+def _load(text: str) -> tuple[dict[str, Any], list[Any], Malformed | None]:
     """The document's members, its simulations, and the parse failure that stopped reading, if any."""
     doc: dict[str, Any] = {}
     sims: list[Any] = []
@@ -216,7 +217,7 @@ def read(path: Path, threshold: LabelRule | float) -> ReadResults:
     """
     seen, repeated = IdSet(), IdSet()
 
-    def note(fields: dict | None) -> None:
+    def note(fields: dict[str, Any] | None) -> None:
         if fields is not None and not seen.add(key := _key_text(fields)):
             repeated.add(key)
 
@@ -252,7 +253,7 @@ def _read_whole(path: Path, threshold: LabelRule | float) -> ReadResults:
     yield from _convert_all(path, doc, records(), repeated, threshold)
 
 
-def _convert_all(path: Path, doc: dict, sims, repeated: IdSet,
+def _convert_all(path: Path, doc: dict[str, Any], sims: Iterable[tuple[int, Any, bool]], repeated: IdSet,
                  threshold: LabelRule | float) -> ReadResults:
     """Each ``(index, simulation, has_bad_bytes)`` of `sims` converted, then the parse failure that ended
     them, if any (`Malformed`, named with its index)."""

@@ -138,7 +138,7 @@ def infer_domain(path: Path, records: Iterable[Any]) -> str:
     return "unknown"
 
 
-def _is_text_mode(traj: list[dict], strategy: str | None) -> bool:
+def _is_text_mode(traj: list[dict[str, Any]], strategy: str | None) -> bool:
     """act/react runs: no tool messages or tool_calls, actions written as ``Action: {...}`` in text.
 
     The strategy in the file name decides when known; otherwise the messages do.
@@ -168,7 +168,7 @@ def parse_text_action(content: str) -> tuple[str, str, Any]:
     return thought.strip(), action["name"], arguments
 
 
-def _text_mode_steps(traj: list[dict]) -> list[Step]:
+def _text_mode_steps(traj: list[dict[str, Any]]) -> list[Step]:
     steps: list[Step] = []
     pending: tuple[str, str] | None = None  # (call_id, tool name) awaiting its observation
     n_calls = 0
@@ -206,7 +206,7 @@ def _text_mode_steps(traj: list[dict]) -> list[Step]:
     return steps
 
 
-def _tool_calling_steps(traj: list[dict]) -> list[Step]:
+def _tool_calling_steps(traj: list[dict[str, Any]]) -> list[Step]:
     steps: list[Step] = []
     calls = CallTracker()
     for msg in traj:
@@ -241,12 +241,12 @@ def _tool_calling_steps(traj: list[dict]) -> list[Step]:
     return steps
 
 
-def _gt_data_hash(reward_info: dict) -> Any:
+def _gt_data_hash(reward_info: dict[str, Any]) -> Any:
     inner = reward_info.get("info")
     return inner.get("gt_data_hash") if isinstance(inner, dict) else None
 
 
-def _hidden(record: dict, system_prompt: str | None, run: dict[str, Any], mode: str) -> dict[str, Any]:
+def _hidden(record: dict[str, Any], system_prompt: str | None, run: dict[str, Any], mode: str) -> dict[str, Any]:
     info = object_at(record, "info")
     task = object_at(info, "task")
     reward_info = object_at(info, "reward_info")

@@ -43,7 +43,7 @@ _SCORE = re.compile(r"Your score \(min [\d.]+, max [\d.]+\):\s*[-+\d.eE]+")
 _INSTRUCTION = re.compile(r"Instruction:\s*(?P<text>.*?)\s*(?:\[Search\]|$)", re.DOTALL)
 
 
-def sniff_line(obj: dict) -> bool:
+def sniff_line(obj: dict[str, Any]) -> bool:
     """True when a JSON line looks like a WebShop ReAct episode."""
     steps = obj.get("steps")
     return (
@@ -75,7 +75,7 @@ def instruction_of(observation: str, fallback: Any) -> str:
     return str(fallback or "").strip()
 
 
-def steps_of(record: dict) -> list[Step]:
+def steps_of(record: dict[str, Any]) -> list[Step]:
     """Observable steps of one episode (actions validated by the caller)."""
     steps: list[Step] = []
     n_calls = 0

@@ -69,9 +69,9 @@ class Converter:
         self.mapping = mapping
         self.rule = _effective_rule(mapping, rule)
         self.records = 0
-        self.empty: Counter = Counter()
+        self.empty: Counter[str] = Counter()
         self.audit = audit
-        self.flags: Counter = Counter()
+        self.flags: Counter[str] = Counter()
         self._label_value: Any = None
         self._defaults: dict[str, Callable[[Any], Any]] = {
             key: Expr(text, jmespath.compile(text), f"messages.{key}") for key, text in _CALL_DEFAULTS.items()}
@@ -89,7 +89,7 @@ class Converter:
         return value
 
     def convert(self, record: Any, key: Any, path: Path, index: int, default_id: str, name: str | None = None,
-                keys: tuple = ()) -> Trajectory:
+                keys: tuple[Any, ...] = ()) -> Trajectory:
         """The `Trajectory` of one record; ValueError (naming the field) for a record that cannot be one.
         `name` is the data file's name as ``$file`` / ``file()`` give it (its path under the data folder
         without the suffix; default the file's stem); `keys` the member names of the records path, outermost
@@ -145,7 +145,8 @@ class Converter:
         rule = self.rule
         if isinstance(rule, ValueSetRule):
             label_field = self.mapping.label_field
-            assert label_field is not None, "a value-set rule comes with the field it reads (spec._label_spec)"
+            if label_field is None:  # a value-set rule comes with the field it reads (spec._label_spec)
+                raise InputError(f"{file}: the label rule {rule} reads a field the mapping does not give")
             value = self._label_value = label_field(record, key, file)
             if is_empty(value):
                 self.empty["label"] += 1
@@ -158,7 +159,7 @@ class Converter:
     def _error(self, flag: Any, content: str) -> bool:
         return _audit_error(self.flags, flag, content) if self.audit else _is_error(flag, content)
 
-    def _count_empty(self, name: str, values: list) -> None:
+    def _count_empty(self, name: str, values: list[Any]) -> None:
         if all(is_empty(v) for v in values):
             self.empty[name] += 1
 
@@ -183,7 +184,7 @@ class Converter:
             return self._from_steps(items), None
         return self._from_messages(items)
 
-    def _from_steps(self, items: list) -> list[Step]:
+    def _from_steps(self, items: list[Any]) -> list[Step]:
         spec = self.mapping.step_fields
         names = [name for name in spec if name != "path"]
         seen: dict[str, list[Any]] = {name: [] for name in names}
@@ -198,7 +199,7 @@ class Converter:
             self._count_empty("steps." + name, seen[name])
         return steps
 
-    def _one_step(self, steps: list[Step], calls: CallTracker, values: dict) -> None:
+    def _one_step(self, steps: list[Step], calls: CallTracker, values: dict[str, Any]) -> None:
         """The steps of one action: its thought, the call, and the observation answering it."""
         thought, tool, action = values.get("thought"), values.get("tool"), values.get("action")
         if not is_empty(thought):
@@ -248,7 +249,7 @@ class Converter:
             self._one_step(steps, calls, values)
         return steps
 
-    def _from_messages(self, items: list) -> tuple[list[Step], str | None]:
+    def _from_messages(self, items: list[Any]) -> tuple[list[Step], str | None]:
         spec = {**self._defaults, **self.mapping.step_fields}
         roles = {**DEFAULT_ROLES, **self.mapping.roles}
         steps: list[Step] = []
@@ -281,7 +282,7 @@ class Converter:
         self._count_empty("messages.content", contents)
         return steps, "\n\n".join(system) or None
 
-    def _calls(self, spec: dict, msg: Any, steps: list[Step], calls: CallTracker, i: int) -> None:
+    def _calls(self, spec: dict[str, Any], msg: Any, steps: list[Step], calls: CallTracker, i: int) -> None:
         found = spec["tool_calls"](msg)
         if is_empty(found):
             return
@@ -308,7 +309,7 @@ def _default_tool_calls(message: Any) -> Any:
     return call if jmespath_false(call) else [call]
 
 
-def _audit_error(flags: Counter, flag: Any, content: str) -> bool:
+def _audit_error(flags: Counter[str], flag: Any, content: str) -> bool:
     """`_is_error`, counting in `flags` what the flag said and what the text says."""
     text_error = looks_like_tool_error(content)
     flagged = _is_error(flag, content)

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from jmespath import functions
-from jmespath.functions import signature
 from jmespath.visitor import Options, TreeInterpreter
 
 from rubricforge_dspy.core.errors import InputError
@@ -57,18 +57,29 @@ class FunctionLimitError(InputError):
     """A mapping function called past one of its limits (a pattern too long or nested, a string too long)."""
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def signature(*arguments: dict[str, Any]) -> Callable[[_F], _F]:
+    """jmespath's ``functions.signature`` decorator (the argument types a JMESPath function takes), typed:
+    it marks the function and returns it unchanged."""
+    decorate: Callable[[_F], _F] = functions.signature(*arguments)
+    return decorate
+
+
 _record = threading.local()  # the record being read: file, index, key
 
 
-def set_record(file: str | None, index: Any, key: Any, keys: tuple = ()) -> None:
+def set_record(file: str | None, index: Any, key: Any, keys: tuple[Any, ...] = ()) -> None:
     """Make `file`, `index` and `key` the record's for ``file()``/``index()``/``key()`` on this thread until
     the next call (the reader sets it once per record: cheaper than a context manager); `keys` are the member
     names of the objects the records path went through, outermost first (``key(n)``)."""
     _record.values = (file, index, key, keys)
 
 
-def _current() -> tuple:
-    return getattr(_record, "values", (None, None, None, ()))
+def _current() -> tuple[str | None, Any, Any, tuple[Any, ...]]:
+    values: tuple[str | None, Any, Any, tuple[Any, ...]] = getattr(_record, "values", (None, None, None, ()))
+    return values
 
 
 def key_at(level: Any) -> Any:
@@ -89,7 +100,7 @@ def key_at(level: Any) -> Any:
 
 
 @lru_cache(maxsize=256)
-def _compiled_pattern(pattern: str) -> re.Pattern:
+def _compiled_pattern(pattern: str) -> re.Pattern[str]:
     problem = pattern_problem(pattern)
     if problem is not None:
         raise FunctionLimitError(f"regex_findall pattern {pattern[:80]!r}: {problem}")
@@ -135,7 +146,7 @@ def key_literals(text: str) -> str:
     return "".join(out) + text[last:]
 
 
-class MappingFunctions(functions.Functions):
+class MappingFunctions(functions.Functions):  # type: ignore[misc]  # jmespath ships no types
     """jmespath's functions and the mapping's own: ``split``, ``lines``, ``regex_findall``, ``file``,
     ``index``, ``key`` (the module docstring says what each does). `charge` is called with the items and
     characters each builds (a no-op here; the budgeted subclass in `limits` spends its budget)."""
@@ -144,7 +155,7 @@ class MappingFunctions(functions.Functions):
         """Spend `steps` units of work and `chars` characters (nothing to spend without a budget)."""
 
     @signature({"types": ["string"]}, {"types": ["string"]})
-    def _func_split(self, text, separator):
+    def _func_split(self, text: str, separator: str) -> list[str]:
         if not separator:
             raise FunctionLimitError("split(s, sep): sep is empty; give the text between the pieces")
         parts = text.split(separator)
@@ -152,13 +163,13 @@ class MappingFunctions(functions.Functions):
         return parts
 
     @signature({"types": ["string"]})
-    def _func_lines(self, text):
+    def _func_lines(self, text: str) -> list[str]:
         parts = text.splitlines()
         self.charge(len(parts), len(text))
         return parts
 
     @signature({"types": ["string"]}, {"types": ["string"]})
-    def _func_regex_findall(self, text, pattern):
+    def _func_regex_findall(self, text: str, pattern: str) -> list[Any]:
         compiled = _compiled_pattern(pattern)
         if len(text) > MAX_REGEX_INPUT:
             raise FunctionLimitError(f"regex_findall reads at most {MAX_REGEX_INPUT:,} characters, this string has "
@@ -170,18 +181,18 @@ class MappingFunctions(functions.Functions):
         return found
 
     @signature()
-    def _func_file(self):
+    def _func_file(self) -> str | None:
         return _current()[0]
 
     @signature()
-    def _func_index(self):
+    def _func_index(self) -> Any:
         return _current()[1]
 
     @signature()
-    def _func_key(self):
+    def _func_key(self) -> Any:
         return _current()[2]
 
-    def call_function(self, function_name, resolved_args):
+    def call_function(self, function_name: str, resolved_args: list[Any]) -> Any:
         """jmespath's dispatch, with ``key`` taking an optional level (``key()``, ``key(n)``): JMESPath's
         signatures cannot say "zero or one argument"."""
         if function_name == "key" and len(resolved_args) == 1:

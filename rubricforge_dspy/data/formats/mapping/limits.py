@@ -36,13 +36,17 @@ import threading
 from typing import Any
 
 from jmespath.exceptions import LexerError
-from jmespath.functions import signature
 from jmespath.lexer import Lexer
 from jmespath.visitor import Options, TreeInterpreter
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.formats._json_stream import MAX_STREAM_DEPTH
-from rubricforge_dspy.data.formats.mapping.functions import CONTEXT_FUNCTIONS, FunctionLimitError, MappingFunctions
+from rubricforge_dspy.data.formats.mapping.functions import (
+    CONTEXT_FUNCTIONS,
+    FunctionLimitError,
+    MappingFunctions,
+    signature,
+)
 
 MAX_MAPPING_BYTES = 1 << 20  # a mapping is a few hundred bytes
 MAX_MAPPING_DEPTH = 32  # a mapping nests 3 levels (records.glob, label.pass[...]); data nest MAX_STREAM_DEPTH
@@ -119,7 +123,7 @@ def expression_problem(text: str) -> str | None:
     return None
 
 
-def tree_problem(parsed: dict) -> str | None:
+def tree_problem(parsed: dict[str, Any]) -> str | None:
     """The compiled tree's depth over `MAX_EXPRESSION_DEPTH` (``a | b | c ...`` nests one level per
     pipe), or None; walked without recursion."""
     stack = [(parsed, 1)]
@@ -183,18 +187,18 @@ class _Functions(MappingFunctions):
         self._budget.charge(steps, chars)
 
     @signature({"types": []})
-    def _func_to_string(self, arg):
+    def _func_to_string(self, arg: Any) -> Any:
         if not isinstance(arg, str):
             self._budget.walk(arg)
         return super()._func_to_string(arg)
 
     @signature({"types": ["string"]}, {"types": ["array-string"]})
-    def _func_join(self, separator, array):
+    def _func_join(self, separator: str, array: list[str]) -> Any:
         self._budget.charge(len(array), sum(map(len, array)) + len(separator) * len(array))
         return super()._func_join(separator, array)
 
     @signature({"types": ["array", "string"]}, {"types": []})
-    def _func_contains(self, subject, search):
+    def _func_contains(self, subject: Any, search: Any) -> Any:
         if isinstance(subject, list):
             self._budget.charge(len(subject))
             if isinstance(search, (list, dict)):
@@ -203,12 +207,12 @@ class _Functions(MappingFunctions):
         return super()._func_contains(subject, search)
 
     @signature({"types": ["object"], "variadic": True})
-    def _func_merge(self, *arguments):
+    def _func_merge(self, *arguments: dict[str, Any]) -> Any:
         self._budget.charge(sum(len(arg) for arg in arguments))
         return super()._func_merge(*arguments)
 
 
-class _Interpreter(TreeInterpreter):
+class _Interpreter(TreeInterpreter):  # type: ignore[misc]  # jmespath ships no types
     """jmespath's tree interpreter, charging `_Budget` for each node visited and each element returned."""
 
     def __init__(self, budget: _Budget):
@@ -220,19 +224,19 @@ class _Interpreter(TreeInterpreter):
         """Spend `budget` from now on."""
         self._budget = self._functions_with_budget._budget = budget
 
-    def visit(self, node, *args, **kwargs):
+    def visit(self, node: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         self._budget.charge(1)
         result = super().visit(node, *args, **kwargs)
         if type(result) in (list, dict):
             self._budget.charge(len(result))
         return result
 
-    def visit_flatten(self, node, value):
+    def visit_flatten(self, node: dict[str, Any], value: Any) -> list[Any] | None:
         base = self.visit(node["children"][0], value)
         if not isinstance(base, list):
             return None
         self._budget.charge(sum(len(item) if isinstance(item, list) else 1 for item in base))
-        merged = []
+        merged: list[Any] = []
         for item in base:
             if isinstance(item, list):
                 merged.extend(item)
@@ -240,7 +244,7 @@ class _Interpreter(TreeInterpreter):
                 merged.append(item)
         return merged
 
-    def visit_comparator(self, node, value):
+    def visit_comparator(self, node: dict[str, Any], value: Any) -> Any:
         if node["value"] in self._EQUALITY_OPS:  # == and != compare whole values, shared parts as often as met
             left = self.visit(node["children"][0], value)
             right = self.visit(node["children"][1], value)
@@ -254,7 +258,7 @@ class _Interpreter(TreeInterpreter):
 _SHARING = frozenset(("multi_select_list", "multi_select_dict", "function_expression", "expref"))
 
 
-def _shares(node: dict) -> bool:
+def _shares(node: dict[str, Any]) -> bool:
     """True for a node that may build values sharing parts, or call a function that works more than once: a
     call of ``file()``, ``index()`` or ``key()`` gives one scalar and needs no budget."""
     kind = node.get("type")
@@ -263,7 +267,7 @@ def _shares(node: dict) -> bool:
     return kind in _SHARING
 
 
-def needs_budget(parsed: dict) -> bool:
+def needs_budget(parsed: dict[str, Any]) -> bool:
     """True when the compiled tree builds values that share parts (``[a, a]``, ``{x: a}``) or calls a
     function: only then can its work or its result outgrow the record (and its length), so only then is
     it evaluated with a budget. Paths, projections, filters, flattens, slices, comparisons and ``||``

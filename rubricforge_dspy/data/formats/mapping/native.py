@@ -19,7 +19,7 @@ _NATIVE_FUNCTIONS = frozenset(("to_string", "to_number", "length", "type", "not_
                                "contains", "join", "split", "lines", "regex_findall", "file", "index", "key"))
 
 
-def _native_call(node: dict) -> Any:
+def _native_call(node: dict[str, Any]) -> Any:
     """A call of `_NATIVE_FUNCTIONS` on plain paths (no call inside: ``to_string(to_string(...))`` may grow
     each time), or ``map(&e, list)`` with a plain `e`, or None. Each gives at most about the record's size
     (a string of it, or one value per element), so it needs no evaluation budget."""
@@ -46,7 +46,7 @@ def _native_call(node: dict) -> Any:
     return lambda value: FUNCTIONS.call_function(name, [argument(value) for argument in arguments])
 
 
-def _native_join(children: list) -> Any:
+def _native_join(children: list[dict[str, Any]]) -> Any:
     """``join(sep, [a, to_string(b), ...])`` (ids made of several fields) with plain elements, each a path or one
     call of a path: the pieces are measured before they are joined, and more than `max_record_bytes`
     characters is an `EvaluationLimitError` (what the budget would say)."""
@@ -66,7 +66,7 @@ def _native_join(children: list) -> Any:
     return join
 
 
-def native(node: dict, calls: bool = True) -> Any:
+def native(node: dict[str, Any], calls: bool = True) -> Any:
     """A Python function giving what jmespath's interpreter gives for a plain path (``a.b``, ``@``, ``a[0]``,
     ``a.b[-1].c``), ``||``, ``&&``, ``!``, ``==``, ``!=`` and literals of them, ``[a, b][i]``, and calls that
     give about the record's size at most (`_native_call`, `_native_join`), or None for any other expression
@@ -146,8 +146,8 @@ def _identity(value: Any) -> Any:
 def _equal(left: Any, right: Any) -> bool:
     """JMESPath's equality (`TreeInterpreter._equals`): a number never equals a boolean."""
     if type(left) is bool or type(right) is bool:
-        return type(left) is type(right) and left == right
-    return left == right
+        return type(left) is type(right) and bool(left == right)
+    return bool(left == right)
 
 
 def jmespath_false(value: Any) -> bool:

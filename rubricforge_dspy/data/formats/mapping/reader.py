@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, TrajectoryFormatError
+from rubricforge_dspy.data.formats._format import Format, ReadResults
 from rubricforge_dspy.data.formats._records import IdSet
-from rubricforge_dspy.data.formats._registry import Format, format_named, register_format
+from rubricforge_dspy.data.formats._registry import format_named, register_format
 from rubricforge_dspy.data.formats.mapping.build import Converter
 from rubricforge_dspy.data.formats.mapping.functions import set_record
 from rubricforge_dspy.data.formats.mapping.native import jmespath_false
@@ -35,11 +36,11 @@ class MapStats:
     or files that could not be parsed at all (``unreadable``; each is also an error in the load)."""
 
     records: int = 0
-    empty: Counter = field(default_factory=Counter)
+    empty: Counter[str] = field(default_factory=Counter)
     unreadable: int = 0  # records (or whole files) that could not even be parsed: never reached a field
     filtered: int = 0  # records left out by ``records.filter`` (read, not converted, not errors)
     audit: bool = False  # count the error flag against the output text (`flags`), keep raw label values
-    flags: Counter = field(default_factory=Counter)  # `Converter.flags`, with `audit`
+    flags: Counter[str] = field(default_factory=Counter)  # `Converter.flags`, with `audit`
 
     def empty_share(self, name: str) -> float:
         """The share of records in which field `name` resolved to nothing (0 when no record was seen)."""
@@ -160,12 +161,12 @@ def register_mapping(mapping: Mapping | str | Path) -> Format:
     return register_format(MappedFormat(mapping).as_format())
 
 
-def make_reader(mapping: Mapping | str | Path) -> Callable:
+def make_reader(mapping: Mapping | str | Path) -> Callable[..., ReadResults]:
     """A reader with the formats' signature ``read(path, rule=None)`` for a mapping (what the format
     registry holds for a mapping format)."""
     mapping = _as_mapping(mapping)
 
-    def read(path: Path, rule: LabelSpec | None = None):
+    def read(path: Path, rule: LabelSpec | None = None) -> ReadResults:
         return read_mapped(path, mapping, rule)
 
     read.__doc__ = f"Read {mapping.name} records through the mapping {mapping.file}."

@@ -22,9 +22,9 @@ Every record comes as ``(file, index, key, default_id, value | TrajectoryFormatE
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
 import orjson
@@ -71,7 +71,7 @@ def file_name(file: Path, root: Path, folder: bool) -> str:
     return file.relative_to(root).with_suffix("").as_posix() if folder else file.stem
 
 
-def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any, str, Any, tuple]]:
+def iter_records(path: Path, mapping: Mapping) -> Iterator[tuple[Path, int, Any, str, Any, tuple[Any, ...]]]:
     """``(file, index, key, default id, value | TrajectoryFormatError, keys)`` of every record under `path`;
     `keys` are the member names of the objects the records path went through, outermost first (``key(n)``;
     empty for a line, an array element or a file), and `key` the innermost of them when there are some."""
@@ -273,7 +273,7 @@ class _CappedReader:
     slack: ijson reads ahead) are read between two records (`mark`), so a record past the cap is never
     built whole."""
 
-    def __init__(self, handle, cap: int | None):
+    def __init__(self, handle: BinaryIO, cap: int | None):
         self._handle = handle
         self._cap = cap
         self._depth = NestingDepth()
@@ -292,7 +292,8 @@ class _CappedReader:
         return data
 
 
-def _stream(file: Path, cap: int | None, records) -> Iterator[tuple[int, Any, Any]]:
+def _stream(file: Path, cap: int | None,
+            records: Callable[[_CappedReader], Iterator[tuple[Any, Any]]]) -> Iterator[tuple[int, Any, Any]]:
     """``(index, key, value)`` of `records(reader)` (ijson ``(key, value)`` pairs read through a
     `_CappedReader`); a malformed tail, a record past the cap or nested too deeply ends the file with one
     error naming the record."""
@@ -335,7 +336,7 @@ def _stream_nested(file: Path, prefix: str, levels: int, cap: int | None = None)
     return _stream(file, cap, lambda reader: _nested_pairs(reader, prefix, levels))
 
 
-def _nested_pairs(reader: Any, prefix: str, levels: int) -> Iterator[tuple[tuple, Any]]:
+def _nested_pairs(reader: Any, prefix: str, levels: int) -> Iterator[tuple[tuple[Any, ...], Any]]:
     events = ijson.parse(reader, use_float=True, buf_size=STREAM_CHUNK)
     for where, event, _ in events:  # to the object at `prefix`
         if where == prefix and event == "start_map":
@@ -361,7 +362,7 @@ def _nested_pairs(reader: Any, prefix: str, levels: int) -> Iterator[tuple[tuple
             _skip(events, event)  # not an object above the records' level: no records in it
 
 
-def _build(events: Iterator) -> Any:
+def _build(events: Iterator[tuple[str, str, Any]]) -> Any:
     """The value whose events come next in `events`, built whole (one record)."""
     builder = ObjectBuilder()
     depth = 0
@@ -374,7 +375,7 @@ def _build(events: Iterator) -> Any:
     raise ijson.IncompleteJSONError("the document ends inside a record")
 
 
-def _skip(events: Iterator, first: str) -> None:
+def _skip(events: Iterator[tuple[str, str, Any]], first: str) -> None:
     """Pass over a value whose first event was `first`."""
     depth = int(first in ("start_map", "start_array"))
     while depth:

@@ -105,8 +105,8 @@ class ValueSetRule:
     resolves to nothing (null) leaves the record unlabeled (``label=None``) and is counted."""
 
     field: str
-    passing: tuple = ()
-    failing: tuple | None = None
+    passing: tuple[Any, ...] = ()
+    failing: tuple[Any, ...] | None = None
 
     def label(self, value: Any) -> int:
         """The label of `value` (never called with None); ValueError for a value in neither set."""
@@ -122,7 +122,7 @@ class ValueSetRule:
         return text if self.failing is None else f"{text} (fail: {json.dumps(list(self.failing))})"
 
 
-def _contains(values: tuple, value: Any) -> bool:
+def _contains(values: tuple[Any, ...], value: Any) -> bool:
     """`value` in `values`, where True never equals 1 (a JSON boolean is not a number)."""
     return any(type(v) is type(value) and v == value or (_number(v) and _number(value) and v == value)
                for v in values)
@@ -164,13 +164,13 @@ class Mapping:
     source: str
     records_path: str | None
     glob: str
-    fields: dict = field(compare=False)
+    fields: dict[str, Any] = field(compare=False)
     mode: str
-    step_fields: dict = field(compare=False)
-    roles: dict = field(default_factory=dict, compare=False)
+    step_fields: dict[str, Any] = field(compare=False)
+    roles: dict[str, Any] = field(default_factory=dict, compare=False)
     label_rule: LabelSpec | None = None
     label_field: Expr | None = field(default=None, compare=False)
-    hidden: dict = field(default_factory=dict, compare=False)
+    hidden: dict[str, Any] = field(default_factory=dict, compare=False)
     file: str = ""
     record_filter: Expr | None = field(default=None, compare=False)
     filter_text: str | None = None
@@ -194,9 +194,10 @@ class Mapping:
 
 
 @lru_cache(maxsize=1)
-def schema() -> dict:
+def schema() -> dict[str, Any]:
     """The mapping JSON Schema (draft 2020-12)."""
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return loaded
 
 
 def _shown(text: str) -> str:
@@ -327,7 +328,7 @@ def _schema_problem(document: Any, file: str) -> None:
     raise MappingError(file, key or None, message[:300])
 
 
-def compile_field(field: str | dict, file: str, key: str) -> Expr:
+def compile_field(field: str | dict[str, Any], file: str, key: str) -> Expr:
     """One mapping field compiled (`Expr`); `MappingError` naming `file` and `key` when it is not JMESPath.
     `field` is an expression, or ``{"path": expression, "optional": true}`` (a field whose emptiness is
     reported, not failed: `Expr.optional`). ``key(N)`` with a bare number is read as ``key(`N`)``."""
@@ -396,7 +397,7 @@ def _glob(pattern: str, file: str) -> str:
     return pattern
 
 
-def _steps_spec(document: dict, file: str) -> tuple[str, dict, dict]:
+def _steps_spec(document: dict[str, Any], file: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """``(mode, expressions, roles)`` of the one way the mapping writes steps."""
     given = [key for key in ("steps", "messages", "actions") if key in document]
     stray = [key for key in PARALLEL_FIELDS[1:] if key in document and "actions" not in document]
@@ -440,7 +441,7 @@ def _literal(text: str, file: str) -> Any:
                                           "'quoted' string") from None
 
 
-def _label_spec(document: dict, file: str) -> tuple[LabelSpec | None, Expr | None]:
+def _label_spec(document: dict[str, Any], file: str) -> tuple[LabelSpec | None, Expr | None]:
     """The label rule and, for a value-set rule, the field it reads."""
     spec = document.get("label")
     if spec is None:
