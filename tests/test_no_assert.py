@@ -12,7 +12,8 @@ import pytest
 import rubricforge_dspy
 
 PACKAGE = Path(rubricforge_dspy.__file__).resolve().parent
-CHECKED = ["data", "lm", "evidence", "program", "serve", "_dspy_compat.py"]
+CHECKED = ["data", "lm", "evidence", "program", "serve", "_dspy_compat.py", "report", "review", "induction", "pipeline",
+           "testing", "rewards", "integrations"]
 
 
 def _asserts(path: Path) -> list[str]:

@@ -33,6 +33,8 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import NotARegularFileError, file_kind, regular_file
@@ -115,7 +117,7 @@ def checkpoint_key(directory: Path | None = None) -> bytes:
     return key
 
 
-def state_tag(key: bytes, fingerprint: dict, data: bytes) -> str:
+def state_tag(key: bytes, fingerprint: dict[str, Any], data: bytes) -> str:
     """HMAC-SHA256 of a GEPA state's bytes under `key`, bound to the run's `fingerprint` (the marker's
     data fingerprints, seed rubric and settings), as hex."""
     mac = hmac.new(key, _TAG_DOMAIN, hashlib.sha256)
@@ -154,7 +156,7 @@ def _write_atomic(target: Path, data: bytes) -> None:
         raise
 
 
-def _write_marker(marker: Path, data: dict) -> None:
+def _write_marker(marker: Path, data: dict[str, Any]) -> None:
     _write_atomic(marker, json.dumps(data, indent=2, sort_keys=True).encode())
 
 
@@ -173,7 +175,7 @@ class GEPACheckpoint:
         key: the tagging secret (default `checkpoint_key()`).
     """
 
-    def __init__(self, log_dir: str | Path, fingerprint: dict, *, key: bytes | None = None):
+    def __init__(self, log_dir: str | Path, fingerprint: dict[str, Any], *, key: bytes | None = None):
         self.log_dir = Path(log_dir)
         self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True))  # as the marker stores it
         self._key = key
@@ -193,7 +195,7 @@ class GEPACheckpoint:
             kind = file_kind(os.stat(self.log_dir).st_mode) if self.log_dir.exists() else "a link to nothing"
             raise InputError(f"{self.log_dir}: the --log-dir is {kind}, not a directory; give a directory's path "
                              "(made if missing)")
-        tags: list = []
+        tags: list[str] = []
         if marker.exists():
             regular_file(marker, "induction run marker")  # a FIFO would block the read below forever
             try:
@@ -240,7 +242,8 @@ class GEPACheckpoint:
             self._copied[GEPA_STATE] = self._signature(self.run_dir / GEPA_STATE)
         return str(self.run_dir)
 
-    def __exit__(self, exc_type, exc, traceback) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         try:
             self.publish()
         except Exception as error:
@@ -299,8 +302,8 @@ class GEPACheckpoint:
     # GEPA callbacks: GEPA saves at the start of each iteration, then calls on_state_saved; and once at the
     # end, before on_optimization_end. GEPA logs a callback's exception as a warning and goes on; leaving the
     # `with` block copies again and raises.
-    def on_state_saved(self, event) -> None:
+    def on_state_saved(self, event: object) -> None:
         self.publish()
 
-    def on_optimization_end(self, event) -> None:
+    def on_optimization_end(self, event: object) -> None:
         self.publish()

@@ -41,7 +41,7 @@ class CircuitJudge(TrajectoryJudge):
         return self.circuit.call(super().forward, trajectory)
 
 
-class GuardedProposer(InstructionProposer):
+class GuardedProposer(InstructionProposer):  # type: ignore[misc]  # dspy ships no type information (no py.typed)
     """DSPy's instruction proposer, minus candidates that memorize training episodes."""
 
     def __init__(self, guard: Memorized, **kwargs: Any):
@@ -49,7 +49,8 @@ class GuardedProposer(InstructionProposer):
         self.guard = guard
         self.failures: list[str] = []  # reflection answers that were cut or did not parse: no proposal
 
-    def __call__(self, candidate, reflective_dataset, components_to_update):
+    def __call__(self, candidate: dict[str, str], reflective_dataset: dict[str, list[dict[str, Any]]],
+                 components_to_update: list[str]) -> dict[str, str]:
         try:
             proposed = super().__call__(candidate, reflective_dataset, components_to_update)
         except (TruncatedCompletionError, AdapterParseError) as error:
@@ -58,7 +59,7 @@ class GuardedProposer(InstructionProposer):
             self.failures.append(f"{type(error).__name__}: {str(error)[:200]}")
             logger.warning("reflection answer unusable, no candidate this iteration: %s", self.failures[-1])
             return {}
-        kept = {}
+        kept: dict[str, str] = {}
         for name, text in proposed.items():
             if self.guard.check(text, where=name):
                 kept[name] = text

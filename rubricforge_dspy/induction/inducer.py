@@ -11,6 +11,7 @@ The names of `search` are re-exported here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -41,7 +42,7 @@ __all__ = ["induce", "freeze_induced", "InductionConfig", "InductionResult", "RE
 
 
 def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str | None = None,
-                   parent_rubric_sha256: str | None = None) -> dict:
+                   parent_rubric_sha256: str | None = None) -> dict[str, Any]:
     """Freeze a judge `RubricInducer.compile` returned at `out_path`, with the induction's manifest
     (settings, sweep, operating point, validation metrics, the data it saw), from ``judge.detailed_results``,
     and the certificate `compile` measured on its testset (``detailed_results.certificate``, when it got a
@@ -63,7 +64,9 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
     """
     details: InductionResult = judge.detailed_results
     config = details.config
-    assert config is not None  # run_search sets it on every result `compile` returns
+    if config is None:  # run_search sets it on every result `compile` returns
+        raise InputError("the judge's detailed_results has no induction config: freeze a judge that "
+                         "RubricInducer.compile returned")
     best = details.best_index
     certificate = details.certificate
     if certificate and certificate.get("rubric_sha256") != rubric_sha256(judge.rubric):

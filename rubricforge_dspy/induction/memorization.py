@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from rubricforge_dspy.evidence.render import RENDER_WORDS
 
@@ -62,12 +62,12 @@ class Memorized:
 
     training_texts: Iterable[str]
     allowed: Iterable[str] = ()
-    rejected: list[dict] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         allowed_text = "\n".join(self.allowed)
         allowed = {token for _, token in specific_tokens(allowed_text)}
-        training = set()
+        training: set[tuple[str, str]] = set()
         for text in self.training_texts:
             training |= specific_tokens(text)
         self._training = {token: kind for kind, token in training if token not in allowed}

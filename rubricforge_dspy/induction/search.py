@@ -45,6 +45,7 @@ from rubricforge_dspy.core.progress import progress
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
+from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
@@ -100,7 +101,7 @@ class InductionConfig:
     max_false_pass: float | None = None  # the false-pass cap (Neyman-Pearson operating point); None: none
     calibration: str | None = "platt"  # fit on validation verdicts: "platt", "isotonic" or None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.fp_weight < 1.0:
             raise InputError(f"fp_weight must be >= 1 (a false pass costs at least a false fail), got {self.fp_weight}")
         if self.budget < 1 or self.minibatch < 1:
@@ -121,29 +122,32 @@ class InductionResult:
     certificate."""
 
     judge: TrajectoryJudge
-    sweep: list[dict]
+    sweep: list[dict[str, Any]]
     best_index: int
     beat_seed: bool
-    manifest: dict = field(default_factory=dict)
-    rejected: list[dict] = field(default_factory=list)  # candidates rejected by the memorization guard
+    manifest: dict[str, Any] = field(default_factory=dict)
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # candidates rejected by the memorization guard
     lm_errors: int = 0  # judge calls that failed with an LM error (scored as failures by GEPA)
     notes: list[str] = field(default_factory=list)
-    val_verdicts: list = field(default_factory=list)  # the frozen judge's raw `Verdict`s on val, in order
+    val_verdicts: list[Verdict] = field(default_factory=list)  # the frozen judge's raw `Verdict`s on val, in order
     # What `RubricInducer.compile` puts on the judge it returns (``judge.detailed_results``), as dspy.GEPA does:
     candidates: list[str] = field(default_factory=list)  # every accepted candidate's rubric, seed first (sweep order)
     selection: str = ""  # why `best_index` was chosen
-    operating_point: dict = field(default_factory=dict)  # "calibration" and "threshold" fit on val (manifest fields)
-    val_metrics: dict = field(default_factory=dict)  # `validation_metrics` of the chosen judge's verdicts on val
+    # "calibration" and "threshold" fit on val (manifest fields)
+    operating_point: dict[str, Any] = field(default_factory=dict)
+    # `validation_metrics` of the chosen judge's verdicts on val
+    val_metrics: dict[str, Any] = field(default_factory=dict)
     metric_calls: int = 0  # judge calls GEPA made
     reflection_failures: int = 0  # reflection answers that proposed nothing (cut or unparsable)
     reflection_lm: str | None = None
     config: "InductionConfig | None" = None
-    train: list = field(default_factory=list, repr=False)  # the labeled trajectories GEPA reflected on
-    val: list = field(default_factory=list, repr=False)  # ... and selected/calibrated on
+    train: list[Trajectory] = field(default_factory=list, repr=False)  # the labeled trajectories GEPA reflected on
+    val: list[Trajectory] = field(default_factory=list, repr=False)  # ... and selected/calibrated on
     gepa: object = field(default=None, repr=False)  # dspy.GEPA's own `detailed_results` (DspyGEPAResult)
-    test_metrics: dict | None = None  # `validation_metrics` on the testset, when `compile` got one
-    test_verdicts: list = field(default_factory=list)  # the returned judge's `Verdict`s on the testset, in order
-    certificate: dict | None = None  # the certificate on the testset, when `compile` got one and a `certify`
+    test_metrics: dict[str, Any] | None = None  # `validation_metrics` on the testset, when `compile` got one
+    # the returned judge's `Verdict`s on the testset, in order
+    test_verdicts: list[Verdict] = field(default_factory=list)
+    certificate: dict[str, Any] | None = None  # the certificate on the testset, when `compile` got one and a `certify`
 
 
 def _labels(trajectories: Iterable[Trajectory], needed_by: str) -> list[int]:
@@ -165,7 +169,7 @@ def rendered_examples(trajectories: list[Trajectory], render_config: RenderConfi
     ]
 
 
-def verdict_outcome(label: int, pred) -> str:
+def verdict_outcome(label: int, pred: Any) -> str:
     """One of: correct, false_pass, false_fail, abstained."""
     if getattr(pred, "abstained", False):
         return "abstained"
@@ -175,7 +179,7 @@ def verdict_outcome(label: int, pred) -> str:
     return "false_pass" if passed else "false_fail"
 
 
-def _feedback(gold, pred, outcome: str) -> str:
+def _feedback(gold: Any, pred: Any, outcome: str) -> str:
     truth = "accomplished" if gold.label else "did NOT accomplish"
     evidence = list(gold.get("evidence") or [])
     evidence_text = "\n".join(f"- {line}" for line in evidence) or "- (no surface failure signal was detected)"
@@ -212,7 +216,8 @@ def make_feedback_metric(fp_weight: float = 1.0,
     `on_score` is called with 1 for each scored judge call (GEPA's budget unit; not for the reflection's
     feedback calls, which carry a ``pred_name``): the command line's progress."""
 
-    def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+    def metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+               pred_trace: Any = None) -> Any:
         if on_score is not None and pred_name is None:
             on_score(1)
         outcome = verdict_outcome(gold.label, pred)
@@ -222,12 +227,12 @@ def make_feedback_metric(fp_weight: float = 1.0,
     return metric
 
 
-def _agreement(subscores: dict) -> float:
+def _agreement(subscores: dict[str, Any]) -> float:
     values = list(subscores.values())
     return sum(v == 1.0 for v in values) / len(values) if values else float("nan")
 
 
-def sweep_table(detailed) -> list[dict]:
+def sweep_table(detailed: Any) -> list[dict[str, Any]]:
     """One row per accepted candidate (seed first, then children in acceptance order)."""
     rows = []
     for index, candidate in enumerate(detailed.candidates):
@@ -244,7 +249,7 @@ def sweep_table(detailed) -> list[dict]:
     return rows
 
 
-def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
+def validation_metrics(verdicts: list[Verdict], val: list[Trajectory]) -> dict[str, Any]:
     """Agreement, false-pass rate and abstentions of validation `verdicts`, recorded at freeze time."""
     from rubricforge_dspy.metrics import accuracy, false_pass_rate
 
@@ -263,8 +268,8 @@ def validation_metrics(verdicts: list, val: list[Trajectory]) -> dict:
 NO_CALIBRATION_ONE_CLASS = "no calibration: the validation verdicts hold one class only"
 
 
-def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajectory],
-                        config: InductionConfig) -> dict:
+def fit_operating_point(judge: TrajectoryJudge, verdicts: list[Verdict], val: list[Trajectory],
+                        config: InductionConfig) -> dict[str, Any]:
     """Fit `judge`'s calibration on its validation verdicts (abstentions left out) and, with a false-pass
     cap, the Neyman-Pearson pass threshold on calibrated scores; sets them on `judge` and returns the
     manifest fields (``calibration``, ``threshold``) plus notes. Nothing is fit on one class."""
@@ -293,7 +298,7 @@ def fit_operating_point(judge: TrajectoryJudge, verdicts: list, val: list[Trajec
     return fields
 
 
-def _candidate_false_pass_rates(detailed, val: list[Trajectory]) -> list[float | None]:
+def _candidate_false_pass_rates(detailed: Any, val: list[Trajectory]) -> list[float | None]:
     """Each candidate's validation false-pass rate from GEPA's per-item scores: a failed item scored
     below 1 counts as a false pass. Exact when no format failure scored 0; otherwise an upper bound."""
     labels = [t.label for t in val]
@@ -305,7 +310,7 @@ def _candidate_false_pass_rates(detailed, val: list[Trajectory]) -> list[float |
     return rates
 
 
-def select_candidate(sweep: list[dict], config: InductionConfig) -> tuple[int, list[str], str]:
+def select_candidate(sweep: list[dict[str, Any]], config: InductionConfig) -> tuple[int, list[str], str]:
     """The frozen candidate, notes (warnings) and the reason it was chosen. Without a cap: the best
     validation score (ties to the earlier candidate, so the seed wins a tie); a candidate must beat the
     seed's score. With ``max_false_pass = a``: the best validation agreement among candidates whose
@@ -393,7 +398,8 @@ def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[d
         )
         try:
             with dspy.context(lm=judge_lm):
-                return optimizer.compile(student, trainset=trainset, valset=valset)
+                compiled: TrajectoryJudge = optimizer.compile(student, trainset=trainset, valset=valset)
+                return compiled
         except CircuitOpen as abort:  # raised by `student.circuit`, its last error an outage exception
             last = student.circuit.last if student.circuit is not None else None
             raise JudgeUnavailableError(str(abort)) from (last if isinstance(last, BaseException) else None)

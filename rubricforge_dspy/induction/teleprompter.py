@@ -47,13 +47,13 @@ __all__ = ["RubricInducer", "examples_to_trajectories"]
 
 logger = logging.getLogger(__name__)
 
-Certify = Callable[..., dict]
+Certify = Callable[..., dict[str, Any]]
 
 _HOW = ("build examples as dspy.Example(trajectory=<Trajectory>, label=0|1).with_inputs('trajectory') "
         "(rubricforge_dspy.data loaders give Trajectory records)")
 
 
-def _example_id(example, index: int, where: str) -> str:
+def _example_id(example: Any, index: int, where: str) -> str:
     trajectory = example.get("trajectory") if hasattr(example, "get") else None
     ident = example.get("id") if hasattr(example, "get") else None
     if ident is None and isinstance(trajectory, Trajectory):
@@ -61,7 +61,7 @@ def _example_id(example, index: int, where: str) -> str:
     return f"{where}[{index}] (id {ident})" if ident is not None else f"{where}[{index}]"
 
 
-def _labeled_trajectory(example, index: int, where: str) -> Trajectory:
+def _labeled_trajectory(example: Any, index: int, where: str) -> Trajectory:
     name = _example_id(example, index, where)
     if not isinstance(example, dspy.Example):
         raise InputError(f"{name}: expected a dspy.Example, got {type(example).__name__}; {_HOW}")
@@ -96,7 +96,7 @@ def _labeled_trajectory(example, index: int, where: str) -> Trajectory:
     return dataclasses.replace(trajectory, label=int(label), reward=float(reward))
 
 
-def examples_to_trajectories(examples: Iterable, where: str = "trainset") -> list[Trajectory]:
+def examples_to_trajectories(examples: Iterable[Any], where: str = "trainset") -> list[Trajectory]:
     """The labeled `Trajectory` of each example, checked: a `dspy.Example` whose only input is a
     ``trajectory`` holding a `Trajectory`, with a 0/1 ``label`` (the example's, else the trajectory's own),
     and ids unique within `examples`.
@@ -137,7 +137,7 @@ def _check_disjoint(first: list[Trajectory], second: list[Trajectory], names: st
                        "optimistic (leave valset=None for a split by task)", names, len(shared), *shared[0])
 
 
-class RubricInducer(Teleprompter):
+class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type information (no py.typed)
     """Induce a `TrajectoryJudge`'s rubric from labeled examples with dspy.GEPA.
 
     Args:
@@ -253,7 +253,8 @@ class RubricInducer(Teleprompter):
         judge.detailed_results = result
         return judge
 
-    def _measure(self, judge: TrajectoryJudge, test: list[Trajectory], judge_lm, result: InductionResult) -> None:
+    def _measure(self, judge: TrajectoryJudge, test: list[Trajectory], judge_lm: dspy.BaseLM,
+                 result: InductionResult) -> None:
         """The returned judge's verdicts on the testset, its metrics and (with `certify`) its certificate."""
         with dspy.context(lm=judge_lm):
             verdicts = [judge_verdict(judge, t) for t in test]

@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.inspect_ai import to_trajectory
 from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
@@ -41,7 +42,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without the
 __all__ = ["rubricforge_scorer", "state_to_trajectory", "verdict_score"]
 
 
-def state_to_trajectory(state: TaskState, task: str = "inspect"):
+def state_to_trajectory(state: TaskState, task: str = "inspect") -> Trajectory:
     """The `Trajectory` of a `TaskState`: its messages only (through the Inspect log loader's mapping).
 
     The sample's target, metadata, store and scores are not passed to the mapping, so they cannot
@@ -65,7 +66,8 @@ def verdict_score(verdict: Verdict, facts: ProgramFacts) -> Score:
     return Score(value=CORRECT if verdict.passed else INCORRECT, explanation=verdict.reason, metadata=metadata)
 
 
-@scorer(metrics=[accuracy(), stderr()], name="rubricforge")
+# inspect_ai is read as untyped (pyproject.toml: the same with and without the [inspect] extra)
+@scorer(metrics=[accuracy(), stderr()], name="rubricforge")  # type: ignore[untyped-decorator]
 def rubricforge_scorer(program: str | Path | Any, lm: Any = None, allow_unverified: bool = False) -> Scorer:
     """A frozen RubricForge judge as an Inspect scorer.
 

@@ -38,7 +38,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from rubricforge_dspy.core.errors import InputError, ServerError
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
@@ -66,6 +66,7 @@ __all__ = ["MlflowLoadReport", "WriteBackReport", "load_mlflow_traces", "log_ver
            "tag_for_labeling", "trace_to_trajectory", "judge_call", "LABEL_NEXT_TAG", "FORMAT", "SCORER_NAME"]
 
 FORMAT = "mlflow"
+_T = TypeVar("_T")
 LABEL_NEXT_TAG = "rubricforge.label_next"
 LABEL_NAME_TAG = "rubricforge.label_name"
 PROGRAM_KEY = "rubricforge.program"  # assessment metadata: the program identity (`ProgramFacts.key`)
@@ -137,7 +138,8 @@ def experiment_id_of(client: MlflowClient, tracking_uri: str, experiment: str) -
     if found is None:
         raise InputError(f"{_where(tracking_uri, experiment)}: no such experiment (give its name or id; list them "
                          "with `mlflow experiments search`)")
-    return found.experiment_id
+    experiment_id: str = found.experiment_id
+    return experiment_id
 
 
 def is_human_feedback(assessment: Any, name: str) -> bool:
@@ -208,7 +210,7 @@ def judge_call(trace: Any) -> str | None:
 
 
 def trace_to_trajectory(trace: Any, *, label: int | None = None, index: int = 0, source: str = FORMAT,
-                        hidden: dict | None = None) -> Trajectory:
+                        hidden: dict[str, Any] | None = None) -> Trajectory:
     """One MLflow `Trace` as a `Trajectory` (id = the trace id), through the ``otel`` loader's span mapping.
 
     Only the trace's spans are read; its assessments, expectations, tags and previews are not.
@@ -362,7 +364,9 @@ def verdict_feedback(verdict: Verdict, *, name: str, facts: ProgramFacts, model:
 
 
 def _same(existing: Any, new: Feedback) -> bool:
-    assert new.feedback is not None  # `Feedback(...)` always holds a FeedbackValue (its value or its error)
+    if new.feedback is None:  # `Feedback(...)` holds a FeedbackValue (its value or its error) in MLflow 3
+        raise ServerError("MLflow's Feedback holds no value (its value or its error): an MLflow version this "
+                          "package does not support; install MLflow 3")
     old_error, new_error = existing.feedback.error, new.feedback.error
     if old_error is None or new_error is None:
         same_error = old_error is None and new_error is None
@@ -424,7 +428,9 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
                 report.unchanged += 1
                 continue
             for old in mine:
-                assert old.assessment_id is not None  # an assessment read from the server carries its id
+                if old.assessment_id is None:  # an assessment read from the server carries its id
+                    raise ServerError(f"{tracking_uri}: the MLflow server returned an assessment of trace "
+                                      f"{trace_id!r} without an id; it cannot be replaced")
                 tracing.delete_assessment(trace_id, old.assessment_id)
             tracing.log_assessment(trace_id, feedback)
         except MlflowException as exc:
@@ -436,7 +442,7 @@ def log_verdicts_to_mlflow(verdicts: Any, tracking_uri: str, *, name: str, progr
     return report
 
 
-def _untraced(call, *args, **kwargs):
+def _untraced(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """``call(*args, **kwargs)`` without any MLflow trace of its own: ``mlflow.genai.evaluate`` turns on MLflow's
     DSPy autologging (and its LM clients'), which would record the judge's calls as new traces in the user's
     experiment, where the next pull would read them as agent traces. Removed for this call only (the
@@ -452,10 +458,11 @@ def _untraced(call, *args, **kwargs):
     else:
         callbacks = [c for c in dspy.settings.callbacks if not isinstance(c, MlflowCallback)]
     with dspy.context(callbacks=callbacks):
-        return mlflow.trace(call, name="rubricforge_judge_call", sampling_ratio_override=0.0)(*args, **kwargs)
+        result: _T = mlflow.trace(call, name="rubricforge_judge_call", sampling_ratio_override=0.0)(*args, **kwargs)
+        return result
 
 
-def scorer(program: Any, lm: Any = None, *, name: str = SCORER_NAME, allow_unverified: bool = False):
+def scorer(program: Any, lm: Any = None, *, name: str = SCORER_NAME, allow_unverified: bool = False) -> Any:
     """A frozen judge as an ``mlflow.genai`` scorer, for ``mlflow.genai.evaluate(data=traces, scorers=[...])``.
 
     The scorer reads only the trace's spans (the same mapping as `load_mlflow_traces`), never its
@@ -482,7 +489,7 @@ def scorer(program: Any, lm: Any = None, *, name: str = SCORER_NAME, allow_unver
     """
     judge, facts = judge_with_facts(program, lm, allow_unverified=allow_unverified)
 
-    def rubricforge_judge(trace) -> Feedback:
+    def rubricforge_judge(trace: Any) -> Feedback:
         why = judge_call(trace)
         if why is not None:
             source = AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+from types import ModuleType
 from typing import Any, Iterator
 
 from rubricforge_dspy.core.errors import InputError
@@ -108,7 +109,7 @@ def _verdict_value(value: Any, score: float | None, where: str) -> tuple[bool, f
 
 # -- MLflow ------------------------------------------------------------------------------------------------
 
-def _mlflow():
+def _mlflow() -> ModuleType:
     try:
         from rubricforge_dspy.integrations import mlflow as integration
     except ImportError:
@@ -118,7 +119,7 @@ def _mlflow():
 
 
 def _mlflow_lines(client: Any, integration: Any, uri: str, experiment_id: str, name: str, where: str,
-                  counts: dict) -> Iterator[dict]:
+                  counts: dict[str, Any]) -> Iterator[dict[str, Any]]:
     token = None
     while True:
         try:
@@ -139,7 +140,7 @@ def _mlflow_lines(client: Any, integration: Any, uri: str, experiment_id: str, n
             return
 
 
-def _mlflow_line(trace_id: str, assessment: Any, where: str) -> dict:
+def _mlflow_line(trace_id: str, assessment: Any, where: str) -> dict[str, Any]:
     feedback = assessment.feedback
     if getattr(feedback, "error", None) is not None:
         error = feedback.error

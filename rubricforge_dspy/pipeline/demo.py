@@ -18,6 +18,7 @@ import os
 from contextlib import nullcontext
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -164,7 +165,7 @@ def _record_phases(run_dir: Path, clock: PhaseClock) -> None:
     path.write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
 
 
-def protocol_config(preset: Preset, **overrides) -> ProtocolConfig:
+def protocol_config(preset: Preset, **overrides: Any) -> ProtocolConfig:
     """The protocol's sizes from a `rubricforge_dspy.core.presets.Preset`; `overrides` are other
     `ProtocolConfig` fields."""
     induction = InductionConfig(budget=preset.budget, minibatch=preset.minibatch,

@@ -14,12 +14,18 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
 from rubricforge_dspy.metrics.risk_methods import DEFAULT_METHOD
 from rubricforge_dspy.report.cascade import CASCADE_FIT_FILE, fit_lead_lines
+
+if TYPE_CHECKING:
+    import dspy
+
+    from rubricforge_dspy.judge.cascade import Cascade
 
 # the lead's markdown is the report's (`rubricforge report` reads the run's cascade_fit.json too)
 cascade_lead = fit_lead_lines
@@ -36,11 +42,14 @@ DEMO_ALPHA, DEMO_DELTA, DEMO_MAX_FALSE_PASS = 0.10, 0.10, None
 DEMO_METHOD = DEFAULT_METHOD
 
 
-def _result_of(cascade, n: int) -> dict:
+def _result_of(cascade: Cascade, n: int) -> dict[str, Any]:
     """What the lead shows of a certified cascade. The stages are the ones the fit kept (a stage certified to
     decide nothing is dropped: not in the cascade, never called); LM calls saved are counted only when an LLM
     stage is kept (None otherwise: the cascade makes no LM call, there is nothing to save against)."""
-    rows = {row["name"]: row for row in cascade.fit_report["stages"]}
+    report = cascade.fit_report
+    if report is None:  # `fit_cascade` returns a cascade with its fit report
+        raise InputError("the cascade has no fit report: fit it with trust.cascade.fit_cascade")
+    rows = {row["name"]: row for row in report["stages"]}
     kept = {rule.name for rule in cascade.rules}
     floor, judge = rows.get("floor", {}), rows.get("judge", {}) if "judge" in kept else {}
     has_lm = any(stage.predictors() for stage in cascade.stages)
@@ -49,12 +58,13 @@ def _result_of(cascade, n: int) -> dict:
             "free": floor.get("decided", 0), "free_false_pass": floor.get("false_pass"),
             "free_false_pass_ci95": floor.get("false_pass_ci95"), "free_disagreement": floor.get("disagreement"),
             "to_llm": to_llm, "llm_decided": judge.get("decided", 0),
-            "to_person": cascade.fit_report["escalated"], "lm_calls_saved": n - to_llm if has_lm else None,
-            "dropped": list(cascade.fit_report.get("dropped") or []), "stages": list(rows.values())}
+            "to_person": report["escalated"], "lm_calls_saved": n - to_llm if has_lm else None,
+            "dropped": list(report.get("dropped") or []), "stages": list(rows.values())}
 
 
-def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program: str | Path, judge_lm,
-                     run_dir: str | Path, embedded: bool = False) -> dict:
+def fit_demo_cascade(sample: Sequence[Trajectory], fractions: Sequence[float], seed: int, program: str | Path,
+                     judge_lm: dspy.BaseLM | None,
+                     run_dir: str | Path, embedded: bool = False) -> dict[str, Any]:
     """Fit the demo's cascade (floor on the training split, the induced judge at `program`, calibrated on the test
     split); save it beside the run (``cascade.json``) when certified. Returns what the lead needs (a refusal
     is a result: ``certified`` False with the reason and the labels needed), written as ``cascade_fit.json`` in
@@ -67,7 +77,7 @@ def fit_demo_cascade(sample: Sequence[Trajectory], fractions, seed: int, program
     run_dir = Path(run_dir)
     split = split_by_task(list(sample), fractions, seed)
     calibration = list(split.test)
-    result: dict
+    result: dict[str, Any]
     try:
         floor = FloorJudge(SymptomFloor.fit(list(split.train)))
     except FloorError as error:

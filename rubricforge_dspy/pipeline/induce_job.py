@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -47,7 +48,7 @@ class InduceJobResult:
     induction: InductionResult
     program: Path
     hybrid: Stack | None = None
-    certificate: dict | None = None
+    certificate: dict[str, Any] | None = None
     not_certified: str | None = None
 
     def format_sweep(self) -> str:
@@ -95,7 +96,7 @@ def induction_split(trajectories: list[Trajectory], *, sample_tasks: int | None 
     return split_by_task(trajectories, fractions, seed)
 
 
-def train_floor(train: list[Trajectory], notes: list[str]) -> dict | None:
+def train_floor(train: list[Trajectory], notes: list[str]) -> dict[str, Any] | None:
     """The symptom floor fit on the training split (`rubricforge_dspy.judge.floor`), as the manifest's
     ``floor``: a certificate measures the judge's margin over it. None (noted) when train holds one class."""
     from rubricforge_dspy.judge.floor import FloorError, SymptomFloor

@@ -102,23 +102,23 @@ class MapCheckReport:
     records: int = 0
     unreadable: int = 0
     loaded: int = 0
-    skipped: list = field(default_factory=list)
+    skipped: list[tuple[str, int | str | None, str]] = field(default_factory=list)
     first_id: str | None = None
     first_task_id: str | None = None
     first_label: int | None = None
     first_render: str | None = None
-    labels: Counter = field(default_factory=Counter)
+    labels: Counter[int | None] = field(default_factory=Counter)
     label_rule: str = "unlabeled"
-    fields: list = field(default_factory=list)
-    empty: dict = field(default_factory=dict)
+    fields: list[str] = field(default_factory=list)
+    empty: dict[str, Any] = field(default_factory=dict)
     empty_share: float = 0.5
     filtered: int = 0
-    flags: Counter = field(default_factory=Counter)
-    leaks: dict = field(default_factory=dict)
-    predictors: list = field(default_factory=list)
+    flags: Counter[str] = field(default_factory=Counter)
+    leaks: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    predictors: list[dict[str, Any]] = field(default_factory=list)
     scanned: int = 0
-    optional: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)
+    optional: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def mostly_empty(self) -> list[tuple[str, int]]:
@@ -169,7 +169,7 @@ class MapCheckReport:
         for (what, token), (count, first) in sorted(self.leaks.items()):
             lines.append(f"LEAK: {what} {token!r} is in the render of {count} record(s) (first: {first!r}): the "
                          "judge reads the label there; map it to 'hidden' or drop it from the rendered fields")
-        shown: Counter = Counter()
+        shown: Counter[str] = Counter()
         for p in self.predictors:
             shown[p["field"]] += 1
             if shown[p["field"]] > _SHOWN_PREDICTORS:
@@ -297,10 +297,10 @@ class _LeakSearch:
         self.names = {name for name in (_last_name(mapping.label_field.text if mapping.label_field else None),
                                         _last_name(mapping.fields["reward"].text if "reward" in mapping.fields
                                                    else None)) if name}
-        self.hits: dict[tuple[str, str], list] = {}
-        self.success: dict[str, Counter] = {word: Counter() for word in SUCCESS_WORDS}
-        self.whole: dict[str, list] = {}
-        self.per_label: Counter = Counter()
+        self.hits: dict[tuple[str, str], list[Any]] = {}
+        self.success: dict[str, Counter[int]] = {word: Counter() for word in SUCCESS_WORDS}
+        self.whole: dict[str, list[Any]] = {}
+        self.per_label: Counter[int] = Counter()
 
     def _hit(self, what: str, token: str, ident: str) -> None:
         entry = self.hits.setdefault((what, token), [0, ident])
@@ -328,7 +328,7 @@ class _LeakSearch:
             if word.lower() in steps:
                 self.whole.setdefault(word, [0, trajectory.id])[0] += 1
 
-    def found(self, labels: Counter) -> dict:
+    def found(self, labels: Counter[int | None]) -> dict[tuple[str, str], tuple[int, str]]:
         leaks = {key: tuple(value) for key, value in self.hits.items()}
         positives, negatives = self.per_label.get(1, 0), self.per_label.get(0, 0)
         for word, counts in self.success.items():
@@ -359,8 +359,8 @@ class _Predictors:
 
     def __init__(self, mapping: Mapping):
         self.mapping = mapping
-        self.counts: dict[tuple[str, str], Counter] = {}
-        self.classes: Counter = Counter()
+        self.counts: dict[tuple[str, str], Counter[int]] = {}
+        self.classes: Counter[int] = Counter()
         self.scanned = 0
 
     def _field(self, step: Any, first: bool) -> str:
@@ -400,7 +400,7 @@ class _Predictors:
         for key in found:
             self.counts.setdefault(key, Counter())[label] += 1
 
-    def found(self) -> list[dict]:
+    def found(self) -> list[dict[str, Any]]:
         positives, negatives = self.classes[1], self.classes[0]
         if min(positives, negatives) < PREDICT_MIN_CLASS:
             return []

@@ -14,11 +14,13 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import dspy
 import orjson
 
 from rubricforge_dspy.apply.stream import judge_stream
+from rubricforge_dspy.core.criteria import Criterion
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.judge_names import FLOOR, HYBRID, LENGTH_ONLY
 from rubricforge_dspy.core.presets import LIBRARY
@@ -26,7 +28,7 @@ from rubricforge_dspy.core.rubric import parse_criteria, without_criterion
 from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from rubricforge_dspy.data.split import DEFAULT_FRACTIONS, split_by_task
+from rubricforge_dspy.data.split import DEFAULT_FRACTIONS, Split, split_by_task
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.inducer import InductionConfig
 from rubricforge_dspy.judge.baselines import (
@@ -80,7 +82,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "criterion"
 
 
-def _warn(one_class: bool, message: str, *args) -> None:
+def _warn(one_class: bool, message: str, *args: object) -> None:
     """A step skipped: a warning, or `warn_small` when the cause is a split of one class (its size)."""
     if one_class:
         warn_small(logger, message, *args)
@@ -88,7 +90,7 @@ def _warn(one_class: bool, message: str, *args) -> None:
         logger.warning(message, *args)
 
 
-def write_direct(path: Path, trajectories: list[Trajectory], judge_fn, name: str) -> None:
+def write_direct(path: Path, trajectories: list[Trajectory], judge_fn: Callable[[Trajectory], Any], name: str) -> None:
     """Persist a non-LLM judge's verdicts as verdict lines (`rubricforge_dspy.core.verdict.verdict_line`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as out:
@@ -98,14 +100,15 @@ def write_direct(path: Path, trajectories: list[Trajectory], judge_fn, name: str
             out.write(orjson.dumps(verdict_line(t, verdict, model=name)) + b"\n")
 
 
-def _judge_llm(judge: TrajectoryJudge, trajectories, path: Path, lm, config: ProtocolConfig, cache_dir: Path):
+def _judge_llm(judge: TrajectoryJudge, trajectories: list[Trajectory], path: Path, lm: dspy.BaseLM,
+               config: ProtocolConfig, cache_dir: Path) -> dict[str, Any]:
     summary = judge_stream(judge, trajectories, path, concurrency=config.concurrency, lm=lm,
                            cache=cache_dir, progress=True)
     logger.info("%s: %s", path.name, summary.format())
     return summary.to_dict()
 
 
-def write_floor_predictions(out_dir: Path, split, predictions: Path) -> list[str]:
+def write_floor_predictions(out_dir: Path, split: Split, predictions: Path) -> list[str]:
     """The symptom floor and the length-only model, fit on the training split, judge the test split
     (``predictions/floor.jsonl``, ``predictions/length_only.jsonl``; models in ``floor.json``)."""
     from rubricforge_dspy.judge.floor import FloorError
@@ -121,8 +124,8 @@ def write_floor_predictions(out_dir: Path, split, predictions: Path) -> list[str
     return []
 
 
-def write_hybrid_predictions(out_dir: Path, split, val_verdicts, induced_path: Path, program_path,
-                             max_false_pass) -> list[str]:
+def write_hybrid_predictions(out_dir: Path, split: Split, val_verdicts: Sequence[Verdict | None], induced_path: Path,
+                             program_path: PathArg, max_false_pass: float | None) -> list[str]:
     """The hybrid judge (`floor.hybrid`): its stack fit on the induced judge's validation verdicts, its
     test verdicts computed from the induced judge's persisted test verdicts (no extra LM call); the
     stack is also frozen into ``<program>.hybrid.json`` next to the program. Notes when it cannot be fit."""
@@ -149,8 +152,8 @@ def write_hybrid_predictions(out_dir: Path, split, val_verdicts, induced_path: P
     return []
 
 
-def certify_from_predictions(program_path, path: Path, test: list[Trajectory], judge_lm,
-                             floor_path: Path | None = None) -> dict | None:
+def certify_from_predictions(program_path: PathArg, path: Path, test: list[Trajectory], judge_lm: dspy.BaseLM,
+                             floor_path: Path | None = None) -> dict[str, Any] | None:
     """Write the induced judge's certificate, measured on the test split it never saw (its persisted
     verdicts: no extra judge call), into the frozen program, with its margin over the symptom floor's
     verdicts on the same items (`floor_path`, when written). None when the test split has one class."""
@@ -265,7 +268,8 @@ def run_protocol(trajectories: list[Trajectory], out_dir: PathArg, *, judge_lm: 
     return out_dir
 
 
-def _ablate(rubric: str, criteria, test, ablation_dir: Path, judge_lm, config: ProtocolConfig, cache_dir) -> None:
+def _ablate(rubric: str, criteria: list[Criterion], test: list[Trajectory], ablation_dir: Path, judge_lm: dspy.BaseLM,
+            config: ProtocolConfig, cache_dir: Path) -> None:
     """The induced judge with each criterion left out in turn, on the test split (``ablation/``)."""
     ablation_dir.mkdir(exist_ok=True)
     (ablation_dir / "criteria.json").write_text(json.dumps(

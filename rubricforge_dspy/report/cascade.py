@@ -23,13 +23,16 @@ no rule given -> the cascade's; the same rule -> as given; another rule -> refus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import orjson
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import LabelRule, parse_label_rule
 from rubricforge_dspy.metrics.intervals import proportion_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["CASCADE_FIT_FILE", "fit_lead_lines", "read_cascade_fit", "ESCALATED", "TOKEN_KEYS", "cascade_lines",
            "cascade_section", "cascade_markdown", "plot_risk_coverage", "token_spend", "format_token_spend",
@@ -43,7 +46,7 @@ FIT_METHOD = "split_fixed_sequence"  # what a fit without a recorded method used
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens")
 
 
-def token_spend(tokens: Mapping[str, int] | None, lm_items: int, n: int, unreported: int = 0) -> dict:
+def token_spend(tokens: Mapping[str, int] | None, lm_items: int, n: int, unreported: int = 0) -> dict[str, Any]:
     """The LM tokens a cascade spent, and an estimate of what judging all `n` items with the LLM would cost.
 
     Args:
@@ -70,7 +73,7 @@ def token_spend(tokens: Mapping[str, int] | None, lm_items: int, n: int, unrepor
     return {"tokens": tokens, "lm_items": lm_items, "unreported": unreported, "estimate_judging_everything": estimate}
 
 
-def format_token_spend(spend: Mapping | None, lm_calls: int) -> str:
+def format_token_spend(spend: Mapping[str, Any] | None, lm_calls: int) -> str:
     """One line: the tokens spent and the estimate of judging everything with the last stage."""
     if not spend or lm_calls == 0:
         return "LM tokens: 0 (no LM call)"
@@ -100,7 +103,7 @@ def format_judge_verdicts(needed: int, n: int) -> str:
     return f"judge verdicts needed: {needed} of {n} ({(n - needed) / n:.0%} saved)"
 
 
-def line_judge_verdicts(lines: Iterable[Mapping], stages: Sequence[str], judge_stages: Iterable[str]) -> int:
+def line_judge_verdicts(lines: Iterable[Mapping[str, Any]], stages: Sequence[str], judge_stages: Iterable[str]) -> int:
     """The judge verdicts a cascade's verdict lines needed: per line, the judge stages (`judge_stages`, names in
     `stages`' order) at or before the stage that settled it (``stage``; an escalated line went through every
     stage; a failed line stopped at the stage that failed).
@@ -125,10 +128,10 @@ def line_judge_verdicts(lines: Iterable[Mapping], stages: Sequence[str], judge_s
     return needed
 
 
-def line_tokens(lines: Iterable[Mapping]) -> tuple[dict, dict, int, int]:
+def line_tokens(lines: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], int, int]:
     """Tokens from cascade verdict lines (``lm_tokens``: stage -> prompt/completion tokens of its LM call on the
     item): per stage, in total, the LM-judged items that reported usage and those that did not."""
-    by_stage: dict[str, dict] = {}
+    by_stage: dict[str, dict[str, Any]] = {}
     total = dict.fromkeys(TOKEN_KEYS, 0)
     items = unreported = 0
     for line in lines:
@@ -146,7 +149,7 @@ def line_tokens(lines: Iterable[Mapping]) -> tuple[dict, dict, int, int]:
     return by_stage, total, items, unreported
 
 
-def job_runs(verdicts_path: str | Path) -> list[dict]:
+def job_runs(verdicts_path: str | Path) -> list[dict[str, Any]]:
     """The runs a cascade job recorded in its job file (``OUT.job.json``, ``cascade_runs``): per run the items
     judged and resumed, LM calls, tokens (every call's, also of items whose verdicts were not kept) and how it
     ended; [] when there is no job file or it records none."""
@@ -173,7 +176,7 @@ def _cascade_file(paths: Iterable[str | Path]) -> Path | None:
     return None
 
 
-def cascade_lines(paths: Iterable[str | Path]) -> tuple[str, list[dict]] | None:
+def cascade_lines(paths: Iterable[str | Path]) -> tuple[str, list[dict[str, Any]]] | None:
     """The first verdict file among `paths` whose lines carry a cascade's ``stage``: ``(path, lines)``; None
     when none does (a directory or a non-JSONL path is skipped)."""
     path = _cascade_file(paths)
@@ -183,7 +186,7 @@ def cascade_lines(paths: Iterable[str | Path]) -> tuple[str, list[dict]] | None:
         return str(path), [orjson.loads(line) for line in handle if line.strip()]
 
 
-def cascade_guarantee_of(paths: Iterable[str | Path]) -> dict | None:
+def cascade_guarantee_of(paths: Iterable[str | Path]) -> dict[str, Any] | None:
     """The guarantee of the cascade whose verdicts are among `paths` (as its job recorded it, else its cascade
     file's), None when no file is a cascade's or its cascade has none."""
     path = _cascade_file(paths)
@@ -197,7 +200,7 @@ class LabelRuleMismatchError(InputError):
     """Labels asked for under another rule than the one a cascade was certified with (exit 2)."""
 
 
-def cascade_label_rule(guarantee: Mapping | None, given: LabelRule | str | float | None,
+def cascade_label_rule(guarantee: Mapping[str, Any] | None, given: LabelRule | str | float | None,
                        what: str = "the cascade") -> tuple[LabelRule | str | float | None, str | None]:
     """The label rule to read labels with against a cascade, and a line saying so.
 
@@ -251,7 +254,7 @@ def _pct(k: int, n: int) -> str:
     return f"{k} of {n} ({k / n:.0%})" if n else f"{k} of 0"
 
 
-def fit_lead_lines(result: Mapping, embedded: bool | None = None) -> list[str]:
+def fit_lead_lines(result: Mapping[str, Any], embedded: bool | None = None) -> list[str]:
     """The section a run's cascade fit leads its report with (markdown lines): what a certified cascade would
     decide for free, send to the LLM and escalate to a person, or that nothing was certified and why, with the
     labels needed. `result` is the run's ``cascade_fit.json`` (`pipeline.demo_cascade.fit_demo_cascade`);
@@ -295,7 +298,7 @@ def fit_lead_lines(result: Mapping, embedded: bool | None = None) -> list[str]:
     return out
 
 
-def read_cascade_fit(run: str | Path | Sequence[str | Path]) -> dict | None:
+def read_cascade_fit(run: str | Path | Sequence[str | Path]) -> dict[str, Any] | None:
     """The ``cascade_fit.json`` of a run directory (or of the directory of its ``run.json`` or ``predictions/``);
     None for verdict files or a run without one. A file that is not a JSON object is refused (`RunError`)."""
     from rubricforge_dspy.report.records import RunError
@@ -317,7 +320,7 @@ def read_cascade_fit(run: str | Path | Sequence[str | Path]) -> dict | None:
     return result
 
 
-def _rates(lines: Sequence[dict]) -> dict:
+def _rates(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     labeled = [x for x in lines if x.get("label") is not None]
     errors = sum(bool(x["passed"]) != bool(x["label"]) for x in labeled)
     failed = [x for x in labeled if not x["label"]]
@@ -330,7 +333,7 @@ def _rates(lines: Sequence[dict]) -> dict:
             "false_pass_ci95": list(proportion_ci(false_passes, len(failed))) if failed else None}
 
 
-def cascade_section(source: str, lines: Sequence[dict]) -> dict:
+def cascade_section(source: str, lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Every number of the section (JSON-safe) from a cascade's verdict lines."""
     n = len(lines)
     decided = [x for x in lines if not x.get("abstained")]
@@ -369,7 +372,7 @@ def cascade_section(source: str, lines: Sequence[dict]) -> dict:
             "cascade_file": last.get("cascade_file"), "data_files": last.get("data_files")}
 
 
-def _guarantee(run: Mapping) -> tuple[dict | None, str]:
+def _guarantee(run: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """The cascade's certificate as its job recorded it (the last run's ``guarantee``), else read from the
     cascade file the run names (its manifest; shown, not verified: judging verified it), and where it came from:
     ``"certified"``, ``"hand-set"`` (the cascade has none) or ``"unknown"`` (nothing recorded it)."""
@@ -388,7 +391,7 @@ def _guarantee(run: Mapping) -> tuple[dict | None, str]:
     return None, "unknown"
 
 
-def cascade_title(section: Mapping) -> str:
+def cascade_title(section: Mapping[str, Any]) -> str:
     """Which cascade judged which data: ``cascade `c.json` on `data.jsonl` `` (what the job recorded), else the
     verdict file's name."""
     cascade, data = section.get("cascade_file"), section.get("data_files")
@@ -398,7 +401,7 @@ def cascade_title(section: Mapping) -> str:
     return where + (f" on `{', '.join(Path(d).name for d in data)}`" if data else "")
 
 
-def certificate_text(section: Mapping) -> str:
+def certificate_text(section: Mapping[str, Any]) -> str:
     """The certified alpha, delta and method (or that there is none)."""
     guarantee = section.get("guarantee")
     if guarantee:
@@ -413,17 +416,17 @@ def certificate_text(section: Mapping) -> str:
     return "No certificate recorded with this verdict file (its job file names no fitted cascade)."
 
 
-def _rate(value, ci) -> str:
+def _rate(value: float | None, ci: Sequence[float]) -> str:
     return "n/a" if value is None else f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _tokens(row: Mapping | None) -> str:
+def _tokens(row: Mapping[str, Any] | None) -> str:
     if not row:
         return ""
     return f"{row['prompt_tokens'] + row['completion_tokens']:,} ({row['items']} item(s))"
 
 
-def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None = None) -> list[str]:
+def cascade_markdown(section: dict[str, Any] | None, figure_links: dict[str, str] | None = None) -> list[str]:
     """The section's markdown lines (none without a cascade)."""
     if not section:
         return []
@@ -478,7 +481,7 @@ def cascade_markdown(section: dict | None, figure_links: dict[str, str] | None =
     return out
 
 
-def certified_lines(guarantee: Mapping | None) -> list[dict]:
+def certified_lines(guarantee: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The certified bounds a risk-coverage figure draws, read from a cascade's guarantee: ``{"rate":
     "disagreement", "bound": alpha}`` and, when one is set, ``{"rate": "false_pass", "bound": max_false_pass}``,
     each with its ``label``; [] without a guarantee (a hand-set cascade)."""
@@ -497,7 +500,7 @@ def certified_lines(guarantee: Mapping | None) -> list[dict]:
 RATE_COLORS = {"disagreement": "#1f77b4", "false_pass": "#d62728"}
 
 
-def plot_risk_coverage(section: dict):
+def plot_risk_coverage(section: dict[str, Any]) -> Figure | None:
     """After each stage: coverage so far (x) against the disagreement among the decided (y) and their
     false-pass rate, each with its exact 95% interval, and the cascade's certified bounds as horizontal lines
     (`certified_lines`: alpha, and the false-pass bound when one is set; the bound is on the population, the

@@ -39,11 +39,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[
     return out
 
 
-def judge_name(row: dict, kind: str = "induced") -> str:
+def judge_name(row: dict[str, Any], kind: str = "induced") -> str:
     """A row's judge, the one the others are compared with in bold and marked with its `kind` (``induced``, or
     ``reference`` for the first of plain verdict files) unless its name says it."""
     if not row.get("induced"):
-        return row["judge"]
+        return str(row["judge"])
     return f"**{row['judge']}**" + ("" if row["judge"] == kind else f" ({kind})")
 
 

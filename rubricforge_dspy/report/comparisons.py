@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from rubricforge_dspy import metrics as M
-from rubricforge_dspy.core.criteria import attribute_reason, parse_criteria
+from rubricforge_dspy.core.criteria import Criterion, attribute_reason, parse_criteria
 from rubricforge_dspy.report.notes import collect
 from rubricforge_dspy.report.records import Predictions, relative
 from rubricforge_dspy.report.run import Run
@@ -24,13 +24,13 @@ BASELINE = "geval"  # the judge the false-pass gap and the disagreement cases co
 REASON_CHARS = 160
 
 
-def ablation_table(run: Run, y: np.ndarray, notes: list[str]) -> dict | None:
+def ablation_table(run: Run, y: np.ndarray, notes: list[str]) -> dict[str, Any] | None:
     """The induced judge against itself re-run without each criterion (deltas and exact McNemar)."""
     if not run.ablations:
         return None
     full = run.predictions[run.induced]
 
-    def stats(p: Predictions, label: str) -> dict:
+    def stats(p: Predictions, label: str) -> dict[str, Any]:
         with collect(notes, label):
             out = {"accuracy": M.accuracy(y, p.verdict), "kappa": M.cohens_kappa(y, p.verdict),
                    "false_pass_rate": M.false_pass_rate(y, p.verdict), "abstained": int(p.abstained.sum())}
@@ -64,7 +64,7 @@ def _tertiles(n_steps: np.ndarray) -> list[tuple[str, np.ndarray]]:
 
 
 def _gap_row(group: str, stratum: str, members: np.ndarray, run: Run, ind: np.ndarray, ref: np.ndarray,
-             settings: dict, notes: list[str]) -> dict:
+             settings: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """One stratum's row; ``members`` are the positions of its items (ascending), so a row costs
     its own items, not all of them."""
     y = run.items.label
@@ -93,7 +93,7 @@ def _gap_row(group: str, stratum: str, members: np.ndarray, run: Run, ind: np.nd
 
 
 def false_pass_gap_table(run: Run, *, n_resamples: int, seed: int, confidence: float,
-                         notes: list[str]) -> dict | None:
+                         notes: list[str]) -> dict[str, Any] | None:
     """The induced judge's false-pass rate against the baseline's, overall and per domain, agent and
     length tertile (when ``n_steps`` is known), with a bootstrap CI of the gap (whole tasks resampled
     when tasks repeat) and exact McNemar on the stratum's failed items."""
@@ -131,7 +131,7 @@ def _verdict_text(p: Predictions, k: int) -> str:
     return f"{'pass' if p.passed[k] else 'fail'} ({p.score[k]:.2f})"
 
 
-def _attribution_entry(value, criteria) -> str | None:
+def _attribution_entry(value: str | int | None, criteria: Sequence[Criterion]) -> str | None:
     """An ``attribution.jsonl`` entry (number or name) as ``"N. Name"`` when the rubric has it, else as
     written (a bare unknown number as ``"criterion N"``)."""
     found = attribute_reason(value, criteria, reference=True)
@@ -141,7 +141,7 @@ def _attribution_entry(value, criteria) -> str | None:
     return f"criterion {int(text)}" if text.isdigit() else (text or None)
 
 
-def disagreements_table(run: Run, y: np.ndarray, notes: list[str]) -> dict | None:
+def disagreements_table(run: Run, y: np.ndarray, notes: list[str]) -> dict[str, Any] | None:
     if BASELINE not in run.predictions or BASELINE == run.induced:
         return None
     ind, ref = run.predictions[run.induced], run.predictions[BASELINE]
@@ -177,14 +177,14 @@ def disagreements_table(run: Run, y: np.ndarray, notes: list[str]) -> dict | Non
     order = {c: i for i, (c, _) in enumerate(CATEGORIES)}
     rows.sort(key=lambda r: (order[r["category"]], r["id"]))
     counts = {c: sum(r["category"] == c for r in rows) for c, _ in CATEGORIES}
-    by_crit: dict[str, dict] = {}
+    by_crit: dict[str, dict[str, Any]] = {}
     for r in rows:
         e = by_crit.setdefault(r["criterion"], {"criterion": r["criterion"], "n": 0, "induced_right": 0,
                                                  "induced_wrong": 0})
         e["n"] += 1
         e["induced_right" if r["induced_right"] else "induced_wrong"] += 1
 
-    def crit_key(e: dict) -> tuple:
+    def crit_key(e: dict[str, Any]) -> tuple[bool, float, str]:
         m = re.match(r"^(\d+)\.", e["criterion"])
         return (e["criterion"] == "unattributed", int(m[1]) if m else math.inf, e["criterion"])
 
@@ -192,7 +192,7 @@ def disagreements_table(run: Run, y: np.ndarray, notes: list[str]) -> dict | Non
             "by_criterion": sorted(by_crit.values(), key=crit_key)}
 
 
-def sweep_table(run: Run) -> dict | None:
+def sweep_table(run: Run) -> dict[str, Any] | None:
     if not run.sweep:
         return None
     rows = []

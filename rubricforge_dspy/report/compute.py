@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 from rubricforge_dspy import metrics as M
 from rubricforge_dspy.report.comparisons import (
@@ -29,7 +30,7 @@ __all__ = ["compute_report"]
 
 
 def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
-                   n_bins: int = M.DEFAULT_BINS) -> dict:
+                   n_bins: int = M.DEFAULT_BINS) -> dict[str, Any]:
     """Every number of the report as a JSON-safe dict (nan -> None); deterministic for fixed inputs."""
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rubricforge_dspy.core.criteria import parse_criteria
 from rubricforge_dspy.report.records import Ablation, Items, Predictions, RunError, id_list, read_json
@@ -15,7 +15,7 @@ from rubricforge_dspy.report.records import Ablation, Items, Predictions, RunErr
 __all__ = ["rubric_from", "load_ablations", "load_attribution"]
 
 
-def rubric_from(meta: dict, run_dir: Path, notes: list[str]) -> str | None:
+def rubric_from(meta: dict[str, Any], run_dir: Path, notes: list[str]) -> str | None:
     rubric = meta.get("rubric")
     if isinstance(rubric, str) and rubric.strip():
         return rubric
@@ -101,7 +101,7 @@ def load_attribution(run_dir: Path, items: Items, notes: list[str]) -> dict[str,
     return out
 
 
-def _attribution_lines(path: Path):
+def _attribution_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue

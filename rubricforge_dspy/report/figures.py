@@ -23,8 +23,9 @@ Figures (``FIGURES``):
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import matplotlib
 import matplotlib.style
@@ -45,17 +46,17 @@ _CONFUSION = (("fp", "FP (false pass)", "#d62728"), ("fn", "FN (false fail)", "#
               ("tp", "TP", "#2ca02c"), ("tn", "TN", "#8fbcd4"))
 
 
-def _style():
+def _style() -> AbstractContextManager[None]:
     """Matplotlib defaults (independent of the user's matplotlibrc), with fixed fonts."""
     return matplotlib.style.context(["default", {"font.family": "DejaVu Sans", "svg.hashsalt": "rubricforge",
                                                  "figure.dpi": DPI, "savefig.dpi": DPI}])
 
 
-def _nan(x) -> float:
+def _nan(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
 
-def plot_over_credit(report: dict) -> Figure:
+def plot_over_credit(report: dict[str, Any]) -> Figure:
     rows = report["main"]
     names = [r["judge"] for r in rows]
     fpr = np.array([_nan(r["false_pass_rate"]) for r in rows])
@@ -79,7 +80,7 @@ def plot_over_credit(report: dict) -> Figure:
     return fig
 
 
-def plot_confusion(report: dict) -> Figure:
+def plot_confusion(report: dict[str, Any]) -> Figure:
     rows = report["main"]
     height = 0.5 * len(rows) + 1.6
     fig = Figure(figsize=(7.0, height), dpi=DPI)
@@ -106,7 +107,7 @@ def _grid(n: int) -> tuple[int, int]:
     return int(math.ceil(n / cols)), cols
 
 
-def plot_reliability(report: dict) -> Figure:
+def plot_reliability(report: dict[str, Any]) -> Figure:
     """Reliability diagram per judge: for each score bin holding items, the fraction that truly passed
     against the bin's mean score (marker area ~ items); the diagonal is perfect calibration."""
     cal = report["calibration"]
@@ -145,7 +146,7 @@ def plot_reliability(report: dict) -> Figure:
     return fig
 
 
-def plot_scores(run: "Run", report: dict) -> Figure:
+def plot_scores(run: "Run", report: dict[str, Any]) -> Figure:
     judges = list(run.judges)
     nrows, ncols = _grid(len(judges))
     fig = Figure(figsize=(3.0 * ncols, 2.7 * nrows), dpi=DPI)
@@ -178,7 +179,7 @@ def plot_scores(run: "Run", report: dict) -> Figure:
     return fig
 
 
-def plot_sweep(report: dict) -> Figure | None:
+def plot_sweep(report: dict[str, Any]) -> Figure | None:
     sw = report.get("sweep")
     if not sw:
         return None
@@ -218,12 +219,12 @@ def save_png(fig: Figure, path: Path) -> Path:
     return path
 
 
-def write_figures(run: "Run", report: dict, out_dir: str | Path) -> dict[str, Path]:
+def write_figures(run: "Run", report: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     """Write every applicable figure as ``out_dir/<name>.png``; returns ``{name: path}`` in FIGURES order."""
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
     with _style():
-        builders = {
+        builders: dict[str, Callable[[], Figure | None]] = {
             "over_credit": lambda: plot_over_credit(report),
             "confusion": lambda: plot_confusion(report),
             "reliability": lambda: plot_reliability(report),
@@ -237,7 +238,7 @@ def write_figures(run: "Run", report: dict, out_dir: str | Path) -> dict[str, Pa
     return written
 
 
-def write_cascade_figure(section: dict, out_dir: str | Path) -> dict[str, Path]:
+def write_cascade_figure(section: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     """The cascade's risk-coverage figure (`report.cascade.plot_risk_coverage`) as ``out_dir/risk_coverage.png``;
     nothing without labels."""
     from rubricforge_dspy.report.cascade import plot_risk_coverage

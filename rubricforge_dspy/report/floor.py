@@ -4,6 +4,8 @@ table's rows of the ``floor`` and ``length_only`` judges (their verdicts are per
 
 from __future__ import annotations
 
+from typing import Any
+
 from rubricforge_dspy.core.judge_names import (
     FLOOR,
     FLOOR_GIVEAWAY_RULE,
@@ -23,7 +25,7 @@ NO_FLOOR_NOTE = ("no floor rows: the run has no floor.jsonl and length_only.json
                  "task-grouped cross-validation on those items)")
 
 
-def floor_table(main: list[dict], induced: str, notes: list[str]) -> dict:
+def floor_table(main: list[dict[str, Any]], induced: str, notes: list[str]) -> dict[str, Any]:
     """What the report says above its tables about the floor (see the module docstring)."""
     rows = {row["judge"]: row for row in main}
     out = {"floor": FLOOR in rows, "length_only": LENGTH_ONLY in rows, "hybrid": HYBRID in rows,

@@ -3,6 +3,8 @@ sections are in :mod:`rubricforge_dspy.report.markdown_comparisons`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rubricforge_dspy.report.cascade import cascade_markdown, cascade_title, fit_lead_lines
 from rubricforge_dspy.report.cells import cell, ci, figure, judge_name, num, pval, split_table, table
 from rubricforge_dspy.report.markdown_comparisons import (
@@ -34,13 +36,13 @@ HOW_TO_READ = (
 )
 
 
-def _kind(report: dict) -> str:
+def _kind(report: dict[str, Any]) -> str:
     """What the judge the others are compared with is: ``induced`` (a run), or ``reference`` (the first of
     plain verdict files: nothing says it was induced)."""
     return report["meta"].get("reference_kind") or "induced"
 
 
-def _facts(report: dict) -> list[str]:
+def _facts(report: dict[str, Any]) -> list[str]:
     meta, items, settings = report["meta"], report["items"], report["settings"]
     conf = int(round(100 * settings["confidence"]))
     resampled = ("whole tasks (tasks repeat: task-clustered bootstrap)" if settings["bootstrap"] == "task-clustered"
@@ -72,7 +74,7 @@ def _facts(report: dict) -> list[str]:
     return out
 
 
-def _excluded_text(report: dict) -> str:
+def _excluded_text(report: dict[str, Any]) -> str:
     """The resamples left out of bootstrap intervals (a statistic undefined on them), in one clause."""
     excluded = report.get("bootstrap_excluded") or []
     if not excluded:
@@ -83,7 +85,7 @@ def _excluded_text(report: dict) -> str:
             f"{worst['statistic']}; every count in report.json, `bootstrap_excluded`)")
 
 
-def induced_section(report: dict) -> list[str]:
+def induced_section(report: dict[str, Any]) -> list[str]:
     """What the induced judge is: the seed rubric unchanged (induction found nothing better on validation), or
     an induced rubric; and the rubric itself. Nothing for verdict files (no induction run)."""
     meta = report["meta"]
@@ -106,7 +108,7 @@ def induced_section(report: dict) -> list[str]:
     return out
 
 
-def floor_section(report: dict) -> list[str]:
+def floor_section(report: dict[str, Any]) -> list[str]:
     """In words, above the tables: does length give the outcome away; does the induced judge beat the floor."""
     floor = report.get("floor")
     if not floor:
@@ -140,7 +142,7 @@ def floor_section(report: dict) -> list[str]:
     return out
 
 
-def main_section(report: dict, links: dict[str, str] | None) -> list[str]:
+def main_section(report: dict[str, Any], links: dict[str, str] | None) -> list[str]:
     items, induced = report["items"], report["meta"]["induced"]
     conf = int(round(100 * report["settings"]["confidence"]))
     clustered = report["settings"]["bootstrap"] == "task-clustered"
@@ -168,7 +170,7 @@ def main_section(report: dict, links: dict[str, str] | None) -> list[str]:
     return out + [""]
 
 
-def task_clustered_section(report: dict) -> list[str]:
+def task_clustered_section(report: dict[str, Any]) -> list[str]:
     tc = report["task_clustered"]
     if tc is None:
         return []
@@ -183,7 +185,7 @@ def task_clustered_section(report: dict) -> list[str]:
                    rows), ""]
 
 
-def error_decomposition_section(report: dict, links: dict[str, str] | None) -> list[str]:
+def error_decomposition_section(report: dict[str, Any], links: dict[str, str] | None) -> list[str]:
     header = ["judge", "FP (false pass)", "TP", "FN (false fail)", "TN", "abstained on passed", "abstained on failed"]
     rows = [[judge_name(r, _kind(report)), r["fp"], r["tp"], r["fn"], r["tn"], r["abstained_on_passed"],
              r["abstained_on_failed"]]
@@ -193,7 +195,7 @@ def error_decomposition_section(report: dict, links: dict[str, str] | None) -> l
     return out + figure(links, "confusion", "Confusion decomposition per judge") + [""]
 
 
-def calibration_section(report: dict, links: dict[str, str] | None) -> list[str]:
+def calibration_section(report: dict[str, Any], links: dict[str, str] | None) -> list[str]:
     cal = report["calibration"]
     after = any(r["ece_calibrated"] is not None for r in cal["rows"])
     header = ["judge", "ECE"] + (["ECE after calibration"] if after else [])
@@ -206,7 +208,7 @@ def calibration_section(report: dict, links: dict[str, str] | None) -> list[str]
     return out + figure(links, "reliability", "Reliability diagram per judge") + [""]
 
 
-def contradictions_section(report: dict) -> list[str]:
+def contradictions_section(report: dict[str, Any]) -> list[str]:
     conf = int(round(100 * report["settings"]["confidence"]))
     rows = [[judge_name(r, _kind(report)), r["n_verdicts"], r["contradictions"],
              f"{num(r['rate'])} {ci(r['ci_low'], r['ci_high'])}"] for r in report["contradictions"]]
@@ -216,7 +218,7 @@ def contradictions_section(report: dict) -> list[str]:
             "it is resolved to a fail. Verdict files without the `contradiction` field count none.", ""]
 
 
-def ranking_section(report: dict, links: dict[str, str] | None) -> list[str]:
+def ranking_section(report: dict[str, Any], links: dict[str, str] | None) -> list[str]:
     induced = report["meta"]["induced"]
     conf = int(round(100 * report["settings"]["confidence"]))
     out = ["## Ranking vs calibration", ""]
@@ -238,7 +240,7 @@ def ranking_section(report: dict, links: dict[str, str] | None) -> list[str]:
     return out + figure(links, "scores", "Judge score against ground truth") + [""]
 
 
-def phases_section(report: dict) -> list[str]:
+def phases_section(report: dict[str, Any]) -> list[str]:
     """Where the run's time went: wall and CPU seconds per phase (run.json's ``phases``), CPU of the whole process
     tree (the embedded llama.cpp server included) where the system lets it be read. Nothing when not recorded."""
     phases = report["meta"].get("phases")
@@ -255,7 +257,7 @@ def phases_section(report: dict) -> list[str]:
                   ""]
 
 
-def render_markdown(report: dict, figure_links: dict[str, str] | None = None) -> str:
+def render_markdown(report: dict[str, Any], figure_links: dict[str, str] | None = None) -> str:
     """The report as markdown. ``figure_links`` maps figure names (see ``figures.FIGURES``) to
     relative paths; figures are embedded only when given."""
     meta = report["meta"]

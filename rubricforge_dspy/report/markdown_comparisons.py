@@ -3,13 +3,15 @@ function per section, named after its table."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rubricforge_dspy.report.cells import ci, figure, num, pval, table
 from rubricforge_dspy.report.comparisons import CATEGORIES
 
 __all__ = ["ablation_section", "false_pass_gap_section", "disagreements_section", "sweep_section"]
 
 
-def ablation_section(report: dict) -> list[str]:
+def ablation_section(report: dict[str, Any]) -> list[str]:
     out: list[str] = []
     out += ["## Criterion ablation (leave one out)", ""]
     ab = report["ablation"]
@@ -44,7 +46,7 @@ def ablation_section(report: dict) -> list[str]:
     return out
 
 
-def false_pass_gap_section(report: dict) -> list[str]:
+def false_pass_gap_section(report: dict[str, Any]) -> list[str]:
     meta, settings = report["meta"], report["settings"]
     induced, base = meta["induced"], settings["baseline"]
     conf = int(round(100 * settings["confidence"]))
@@ -74,7 +76,7 @@ def false_pass_gap_section(report: dict) -> list[str]:
     return out
 
 
-def disagreements_section(report: dict) -> list[str]:
+def disagreements_section(report: dict[str, Any]) -> list[str]:
     meta, settings = report["meta"], report["settings"]
     induced, base = meta["induced"], settings["baseline"]
     out: list[str] = []
@@ -109,7 +111,7 @@ def disagreements_section(report: dict) -> list[str]:
     return out
 
 
-def sweep_section(report: dict, figure_links: dict[str, str] | None) -> list[str]:
+def sweep_section(report: dict[str, Any], figure_links: dict[str, str] | None) -> list[str]:
     out: list[str] = []
     out += ["## Induction sweep", ""]
     sw = report["sweep"]

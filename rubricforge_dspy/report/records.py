@@ -15,7 +15,7 @@ import json
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, overload
 
 import numpy as np
 
@@ -101,7 +101,7 @@ def read_json(path: Path) -> Any:
         raise RunError(f"{path}: not valid JSON ({error})") from None
 
 
-def read_predictions(path: Path) -> dict[str, dict]:
+def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
     """``{id: record}`` of a verdict JSONL, each line schema-checked; ``_line`` holds its line number."""
     try:
         index = read_verdicts(path)
@@ -147,7 +147,8 @@ class VerdictColumns:
 
     def strings(self, field: str, rows: np.ndarray) -> np.ndarray:
         """The values of a categorical field at ``rows`` (object array; None where absent)."""
-        return self.categories[field][self.codes[field][rows]]
+        values: np.ndarray = self.categories[field][self.codes[field][rows]]
+        return values
 
 
 CATEGORICAL = ("task_id", "domain", "agent")
@@ -224,7 +225,7 @@ def read_columns(path: Path) -> VerdictColumns:
         escalated=flag("escalated"))
 
 
-class LineFields(Sequence):
+class LineFields(Sequence[Any]):
     """One field of chosen lines of a verdict file, read back from the file when indexed: item ``k`` is
     ``transform(record.get(key))`` of line ``lines[k]``. The file's line offsets are found on first use
     (one pass); a line whose id is not the one read before means the file changed under the report."""
@@ -237,7 +238,7 @@ class LineFields(Sequence):
     def __len__(self) -> int:
         return len(self.lines)
 
-    def _record(self, number: int) -> dict:
+    def _record(self, number: int) -> dict[str, Any]:
         if self._offsets is None:
             offsets, position = array("q", [0]), 0
             with self.path.open("rb") as handle:
@@ -253,7 +254,13 @@ class LineFields(Sequence):
                 record = None
         return record if isinstance(record, dict) else {}
 
-    def __getitem__(self, k):
+    @overload
+    def __getitem__(self, k: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Any]: ...
+
+    def __getitem__(self, k: int | slice) -> Any:
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self)))]
         record = self._record(int(self.lines[k]))
@@ -262,7 +269,7 @@ class LineFields(Sequence):
                            f"(expected id {self.ids[k]!r}); re-run the report")
         return self.transform(record.get(self.key))
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:
         return (self[k] for k in range(len(self)))
 
 

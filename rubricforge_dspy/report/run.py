@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class Run:
     """A loaded, validated run (see the module docstring)."""
 
     run_dir: Path
-    meta: dict
+    meta: dict[str, Any]
     items: Items
     judges: tuple[str, ...]
     induced: str
@@ -66,13 +66,13 @@ class Run:
     ablations: tuple[Ablation, ...] = ()
     attribution: dict[str, Any] | None = None
     rubric: str | None = None
-    sweep: list[dict] | None = None
+    sweep: list[dict[str, Any]] | None = None
     warnings: list[str] = field(default_factory=list)
     reference_kind: str = "induced"  # "reference": the first of plain verdict files, not known to be induced
     lines_lm: str | None = None  # the judge models the compared-with judge's verdict lines record
 
 
-def read_labels(path: PathArg, label_threshold: float | str | LabelRule | None = None) -> dict[str, dict]:
+def read_labels(path: PathArg, label_threshold: float | str | LabelRule | None = None) -> dict[str, dict[str, Any]]:
     """``{id: {"label": 0|1, "reward": float}}`` from a label file read by
     `rubricforge_dspy.data.labels.read_label_file` (CSV, JSONL or SWE-bench results; docs/FORMAT.md). A
     reward without a label is labeled by ``label_threshold`` (a number T: reward > T, ``">=T"``),
@@ -82,7 +82,7 @@ def read_labels(path: PathArg, label_threshold: float | str | LabelRule | None =
     except LabelFileError as error:
         raise RunError(str(error)) from None
     rule = ANY_POSITIVE_REWARD if label_threshold is None else parse_label_rule(label_threshold)
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for rid, entry in file.entries.items():
         label, reward = entry.resolve(rule)
         out[rid] = {"label": label, "reward": float(label) if reward is None else reward}
@@ -103,7 +103,7 @@ def _relabel(columns: VerdictColumns, rule: LabelRule) -> None:
     columns.label[:] = [rule.label(reward) for reward in columns.reward]
 
 
-def _join_labels(columns: VerdictColumns, labels: dict[str, dict] | None) -> None:
+def _join_labels(columns: VerdictColumns, labels: dict[str, dict[str, Any]] | None) -> None:
     """Fill each line's label / reward from ``labels`` (a line not in it keeps its own label); refuse
     lines left without a label, counting them. A reward left absent is the label."""
     if labels is not None:
@@ -178,7 +178,8 @@ def _first_difference(columns: VerdictColumns, rows: np.ndarray, reference: Verd
     if not found:
         return None
     k, _, key, a, b = min(found, key=lambda f: f[:2])
-    cast = {"n_steps": int, "label": int, "reward": float}.get(key, lambda v: v)
+    casts: dict[str, Callable[[Any], Any]] = {"n_steps": int, "label": int, "reward": float}
+    cast = casts.get(key, lambda v: v)
     return k, key, cast(a), cast(b)
 
 
@@ -215,7 +216,7 @@ def align(judge: str, columns: VerdictColumns, reference: VerdictColumns, items:
     )
 
 
-def _sources(inputs: Sequence[str | Path]) -> tuple[Path, dict, list[tuple[str, Path]], list[str]]:
+def _sources(inputs: Sequence[str | Path]) -> tuple[Path, dict[str, Any], list[tuple[str, Path]], list[str]]:
     """(root, run.json meta, [(judge, file)], notes) for a run directory or verdict files."""
     paths = [Path(p) for p in inputs]
     if not paths:
@@ -240,7 +241,7 @@ def _sources(inputs: Sequence[str | Path]) -> tuple[Path, dict, list[tuple[str, 
     return paths[0].parent, {}, list(zip(stems, paths, strict=True)), notes
 
 
-def _run_dir_judges(run_dir: Path) -> tuple[dict, list[tuple[str, Path]], list[str]]:
+def _run_dir_judges(run_dir: Path) -> tuple[dict[str, Any], list[tuple[str, Path]], list[str]]:
     meta_path = run_dir / "run.json"
     meta = read_json(meta_path) if meta_path.exists() else {}
     if not isinstance(meta, dict):

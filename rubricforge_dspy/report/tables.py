@@ -14,6 +14,8 @@ Every statistic comes from :mod:`rubricforge_dspy.metrics`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rubricforge_dspy import metrics as M
@@ -29,7 +31,7 @@ def clusters_of(run: Run) -> tuple[str, ...] | None:
     return run.items.task_id if M.has_repeated_clusters(run.items.task_id) else None
 
 
-def main_table(run: Run, *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> list[dict]:
+def main_table(run: Run, *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> list[dict[str, Any]]:
     y = run.items.label
     induced = run.predictions[run.induced]
     clusters = clusters_of(run)
@@ -50,7 +52,7 @@ def main_table(run: Run, *, n_resamples: int, seed: int, confidence: float, note
 
 
 def task_clustered_table(run: Run, *, n_resamples: int, seed: int, confidence: float,
-                         notes: list[str]) -> dict | None:
+                         notes: list[str]) -> dict[str, Any] | None:
     """Accuracy and false-pass rate with percentile intervals from resampling whole tasks: the exact
     intervals of the main table treat trials of one task as independent, which they are not."""
     clusters = clusters_of(run)
@@ -76,7 +78,7 @@ def task_clustered_table(run: Run, *, n_resamples: int, seed: int, confidence: f
     return {"n_tasks": len(per_task), "n_items": len(y), "max_items_per_task": int(per_task.max()), "rows": rows}
 
 
-def calibration_table(run: Run, *, n_bins: int = M.DEFAULT_BINS) -> dict:
+def calibration_table(run: Run, *, n_bins: int = M.DEFAULT_BINS) -> dict[str, Any]:
     """ECE and reliability-diagram data of each judge's score against the pass/fail label."""
     y = run.items.label
     rows = []
@@ -92,14 +94,15 @@ def calibration_table(run: Run, *, n_bins: int = M.DEFAULT_BINS) -> dict:
     return {"n_bins": n_bins, "binning": M.BINNING, "rows": rows}
 
 
-def contradictions_table(run: Run, *, confidence: float) -> list[dict]:
+def contradictions_table(run: Run, *, confidence: float) -> list[dict[str, Any]]:
     """Per judge, produced verdicts whose ``passed`` contradicted ``score`` (resolved to fail)."""
     return [{"judge": judge, "induced": judge == run.induced,
              **M.contradiction_summary(p.contradiction, p.abstained, 1.0 - confidence)}
             for judge, p in run.predictions.items()]
 
 
-def ranking_table(run: Run, *, n_resamples: int, seed: int, confidence: float, notes: list[str]) -> list[dict]:
+def ranking_table(run: Run, *, n_resamples: int, seed: int, confidence: float,
+                  notes: list[str]) -> list[dict[str, Any]]:
     """Spearman / Kendall / MAE per judge against graded rewards, and a paired bootstrap of
     ``|score - reward|`` against the induced judge (task-clustered when tasks repeat)."""
     r = run.items.reward

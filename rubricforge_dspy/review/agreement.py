@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from rubricforge_dspy.data.label_journal import JournalLine
 
@@ -37,7 +37,7 @@ ADJUDICATION_KEY = "adjudication"  # on a journal line: this label resolves a di
 class AdjudicationLine(JournalLine):
     """A journal line that resolves a disagreement between labelers (written with ``"adjudication": true``)."""
 
-    def to_record(self) -> dict:
+    def to_record(self) -> dict[str, Any]:
         return {**super().to_record(), ADJUDICATION_KEY: True}
 
     @classmethod
@@ -46,10 +46,11 @@ class AdjudicationLine(JournalLine):
         return cls(**{name: getattr(line, name) for name in JournalLine.__dataclass_fields__})
 
 
-def _stat(value: dict) -> tuple[float | None, float | None, float | None]:
+def _stat(value: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
     """``(value, low, high)`` of a `labeler_agreement` statistic, None where it is undefined (nan)."""
-    return tuple(None if not isinstance(value.get(key), float) or math.isnan(value[key]) else float(value[key])
-                 for key in ("value", "low", "high"))  # type: ignore[return-value]
+    stat, low, high = (None if not isinstance(value.get(key), float) or math.isnan(value[key]) else float(value[key])
+                      for key in ("value", "low", "high"))
+    return stat, low, high
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Agreement:
     alpha: float | None
     alpha_low: float | None
     alpha_high: float | None
-    interval: dict
+    interval: dict[str, Any]
 
 
 def agreement(labels: Mapping[str, Mapping[str, int]], seed: int = 0) -> Agreement:

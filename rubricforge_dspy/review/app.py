@@ -23,13 +23,14 @@ import logging
 import math
 import re
 from importlib import resources
+from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -80,7 +81,7 @@ def evidence_segments(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _number(value, digits: int = 2) -> str:
+def _number(value: object, digits: int = 2) -> str:
     """A score as the pages show it: ``—`` for none (None, NaN, not a number), else `digits` decimals."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return "—" if value is None or isinstance(value, float) else inert(value)
@@ -102,7 +103,7 @@ def _environment() -> jinja2.Environment:
 class _Headers(BaseHTTPMiddleware):
     """The token check on every request but ``/healthz``, and the security headers on every response."""
 
-    async def dispatch(self, request: Request, call_next):
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         guard: Guard = request.app.state.guard
         if request.url.path != "/healthz":
             if request.method == "GET" or request.method == "HEAD":
@@ -128,7 +129,7 @@ class _Headers(BaseHTTPMiddleware):
         return response
 
 
-def _page(request: Request, template: str, **context) -> Response:
+def _page(request: Request, template: str, **context: Any) -> Response:
     state: ReviewState = request.app.state.review
     templates: Jinja2Templates = request.app.state.templates
     progress = state.queue.progress()
@@ -165,7 +166,7 @@ def _refused(request: Request, error: Exception, back: str | None) -> Response:
     return response
 
 
-def _link(path: str, filters: Filters, **more) -> str:
+def _link(path: str, filters: Filters, **more: Any) -> str:
     query = {**filters.query(), **{k: v for k, v in more.items() if v not in (None, "")}}
     return path + (f"?{urlencode(query)}" if query else "")
 
@@ -227,18 +228,20 @@ async def item_page(request: Request) -> Response:
                  if item["evidence"] is not None else [])
 
 
-async def _checked_form(request: Request):
+async def _checked_form(request: Request) -> dict[str, str] | Response:
+    """The form's text fields (an uploaded file is no field of these forms), or the refusal when its CSRF token
+    is missing or wrong."""
     form = await request.form()
     given = form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)
     if not request.app.state.guard.csrf_ok(given if isinstance(given, str) else None):
-        return None, refuse("missing or wrong CSRF token: reload the page and try again")
-    return form, None
+        return refuse("missing or wrong CSRF token: reload the page and try again")
+    return {key: value for key, value in form.items() if isinstance(value, str)}
 
 
 async def label_action(request: Request) -> Response:
-    form, refused = await _checked_form(request)
-    if refused is not None:
-        return refused
+    form = await _checked_form(request)
+    if isinstance(form, Response):
+        return form
     state: ReviewState = request.app.state.review
     try:
         index = int(form.get("index", ""))
@@ -247,7 +250,7 @@ async def label_action(request: Request) -> Response:
     choice = form.get("choice")
     if not 0 <= index < len(state.verdicts) or choice not in ("pass", "fail", "skip"):
         return PlainTextResponse("400: a label names an item of this file and pass, fail or skip\n", status_code=400)
-    note = form.get("note") if isinstance(form.get("note"), str) else ""
+    note = form.get("note", "")
     given = form.get("labeler")
     try:
         labeler = check_labeler(given) if isinstance(given, str) and given.strip() else _labeler(request)
@@ -269,9 +272,9 @@ async def label_action(request: Request) -> Response:
 
 
 async def undo_action(request: Request) -> Response:
-    form, refused = await _checked_form(request)
-    if refused is not None:
-        return refused
+    form = await _checked_form(request)
+    if isinstance(form, Response):
+        return form
     state: ReviewState = request.app.state.review
     try:
         line = await run_in_threadpool(state.undo, _labeler(request))

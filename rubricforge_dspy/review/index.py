@@ -28,7 +28,7 @@ import re
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import orjson
 
@@ -139,14 +139,15 @@ class VerdictFileIndex:
                            bool(flags & 2), self.scores[index], None if calibrated != calibrated else calibrated,
                            None if self.labels[index] < 0 else self.labels[index])
 
-    def record(self, index: int) -> dict:
+    def record(self, index: int) -> dict[str, Any]:
         """The whole verdict line of item `index`, read from disk (one seek, one line)."""
         with self.path.open("rb") as handle:
             handle.seek(self.offsets[index])
             raw = handle.readline()
-        return orjson.loads(raw)
+        record: dict[str, Any] = orjson.loads(raw)
+        return record
 
-    def iter_records(self) -> Iterable[tuple[int, dict]]:
+    def iter_records(self) -> Iterable[tuple[int, dict[str, Any]]]:
         """``(index, verdict line)`` for every item, read again in file order (for background work)."""
         with self.path.open("rb") as handle:
             for index, offset in enumerate(self.offsets):
@@ -162,12 +163,12 @@ class DataIndex:
         format: a format name or ``"auto"``.
     """
 
-    def __init__(self, paths: Iterable, format: str = "auto"):
+    def __init__(self, paths: str | Path | Iterable[PathArg], format: str = "auto"):
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
         self.format = format
         self._lines: dict[str, tuple[int, int, int]] = {}  # id -> (file number, line index, offset)
         self._files: list[Path] = []
-        self._whole: dict = {}
+        self._whole: dict[str, Trajectory] = {}
         jsonl_files = [p for p in self.paths if self._is_jsonl(p)]
         others = [p for p in self.paths if p not in jsonl_files]
         for path in jsonl_files:
@@ -183,7 +184,7 @@ class DataIndex:
         fmt = detect_format(path) if self.format == "auto" else "jsonl"
         return fmt == "jsonl" and not jsonl_format.is_array(path)
 
-    def _add_whole(self, trajectory) -> None:
+    def _add_whole(self, trajectory: Trajectory) -> None:
         if trajectory.id in self._whole or trajectory.id in self._lines:
             raise InputError(f"trajectory id {trajectory.id!r} appears twice in --data; ids must be unique")
         self._whole[trajectory.id] = trajectory
@@ -246,7 +247,7 @@ class DataIndex:
         yield from self._whole
 
 
-def _default_rule():
+def _default_rule() -> LabelRule:
     from rubricforge_dspy.data.formats import default_label_rule
 
     return default_label_rule("jsonl")

@@ -17,10 +17,11 @@ import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterable
 
 from rubricforge_dspy.core.criteria import Criterion, parse_criteria
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import regular_file
+from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
 
 __all__ = ["JudgeInfo", "RubricVersion", "load_judge_info", "rubric_diff"]
@@ -36,7 +37,7 @@ class RubricVersion:
     text: str
     val_score: float | None = None
     val_agreement: float | None = None
-    parents: tuple = ()
+    parents: tuple[Any, ...] = ()
     found_at: int | None = None
 
 
@@ -45,22 +46,22 @@ class JudgeInfo:
     program_path: str | None = None
     rubric: str = ""
     criteria: list[Criterion] = field(default_factory=list)
-    manifest: dict = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
     versions: list[RubricVersion] = field(default_factory=list)
     figures: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
-    def certificate(self) -> dict | None:
+    def certificate(self) -> dict[str, Any] | None:
         value = self.manifest.get("certificate")
         return value if isinstance(value, dict) else None
 
-    def operating_point(self) -> dict:
+    def operating_point(self) -> dict[str, Any]:
         return {key: self.manifest[key] for key in ("threshold", "calibration", "render", "model", "lm")
                 if key in self.manifest}
 
 
-def _read_json(path: Path, what: str):
+def _read_json(path: Path, what: str) -> Any:
     regular_file(path, what)
     if path.stat().st_size > MAX_RUN_FILE_BYTES:
         raise InputError(f"{path}: larger than {MAX_RUN_FILE_BYTES} bytes; not a {what}")
@@ -70,11 +71,11 @@ def _read_json(path: Path, what: str):
         raise InputError(f"{path}: not a readable {what} ({error})") from None
 
 
-def _number(value) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _sweep(run_dir: Path, info: JudgeInfo) -> list[dict]:
+def _sweep(run_dir: Path, info: JudgeInfo) -> list[dict[str, Any]]:
     """The ``sweep`` rows of ``run.json``; a run file that cannot be read, is not JSON or holds the wrong types
     is a note on the judge page (the candidates are shown without their scores), never an error."""
     path = run_dir / "run.json"
@@ -133,7 +134,8 @@ def _candidates(run_dir: Path, info: JudgeInfo) -> None:
         info.notes.append(f"{run_dir}: no sweep in run.json, so the candidates' validation scores are unknown")
 
 
-def load_judge_info(program=None, run_dir=None, figures_dirs=(), *, allow_unverified: bool = False) -> JudgeInfo:
+def load_judge_info(program: PathArg | None = None, run_dir: PathArg | None = None,
+                    figures_dirs: Iterable[PathArg] = (), *, allow_unverified: bool = False) -> JudgeInfo:
     """Everything the judge page shows (module docstring).
 
     Args:
@@ -156,10 +158,10 @@ def load_judge_info(program=None, run_dir=None, figures_dirs=(), *, allow_unveri
         info.versions.append(RubricVersion("program", info.rubric))
     dirs = [Path(d) for d in figures_dirs]
     if run_dir is not None:
-        run_dir = Path(run_dir)
-        regular_file(run_dir, "run directory", directory=True)
-        _candidates(run_dir, info)
-        dirs.insert(0, run_dir / "figures")
+        run_path = Path(run_dir)
+        regular_file(run_path, "run directory", directory=True)
+        _candidates(run_path, info)
+        dirs.insert(0, run_path / "figures")
     for directory in dirs:
         if directory.is_dir():
             for path in sorted(directory.glob("*.png")):

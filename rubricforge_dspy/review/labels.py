@@ -30,6 +30,7 @@ import os
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import orjson
 
@@ -201,7 +202,7 @@ class LabelsFile:
     def __enter__(self) -> "LabelsFile":
         return self.open()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _write(self, line: JournalLine) -> JournalLine:
@@ -350,6 +351,6 @@ def read_labels(path: PathArg) -> LabelFile:
     return read_journal(path)
 
 
-def iter_lines(path):
+def iter_lines(path: PathArg) -> Iterator[JournalLine]:
     """Every line of the journal, in order (`data.label_journal.iter_journal`)."""
     return iter_journal(path)

@@ -29,7 +29,7 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from rubricforge_dspy.core.criteria import Criterion, attribute_reason
 from rubricforge_dspy.core.errors import InputError
@@ -37,6 +37,9 @@ from rubricforge_dspy.evidence.symptoms import Symptoms, extract_symptoms
 from rubricforge_dspy.review.agreement import labeler_view
 from rubricforge_dspy.review.index import DataIndex, VerdictFileIndex
 from rubricforge_dspy.trust.label_next import closeness
+
+if TYPE_CHECKING:
+    from rubricforge_dspy.review.labels import LabelsFile
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +144,8 @@ class Enrichment:
                     except InputError:  # a malformed record: its item page says what is wrong
                         self.unreadable += 1
                     else:
-                        assert trajectory is not None, "the id is in the data (checked above)"
+                        if trajectory is None:  # the id is in the data (checked above)
+                            raise InputError(f"trajectory id {record['id']!r} is in --data's index but not read back")
                         self.symptoms[index] = tuple(symptom_names(extract_symptoms(trajectory)))
                 self.done = index + 1
         except Exception as error:  # shown on the page: the filters stay incomplete, and say so
@@ -163,7 +167,7 @@ class Queue:
         audit: the ids of the audit sample's decided items (`trust.label_next.AuditDraw.decided`).
     """
 
-    def __init__(self, verdicts: VerdictFileIndex, labels, *, label_next: Mapping[str, int] | None = None,
+    def __init__(self, verdicts: VerdictFileIndex, labels: LabelsFile, *, label_next: Mapping[str, int] | None = None,
                  existing: Mapping[str, int] | None = None, enrichment: Enrichment | None = None,
                  audit: Collection[str] = ()):
         self.verdicts, self.labels, self.enrichment = verdicts, labels, enrichment
@@ -172,7 +176,7 @@ class Queue:
         self.existing = dict(existing or {})
         self.groups: list[int] = []
         self.order = self._order()
-        self._views: OrderedDict = OrderedDict()
+        self._views: OrderedDict[Filters, tuple[list[int], dict[int, int]]] = OrderedDict()
         self._tasks: dict[str, list[int]] | None = None
         self._lock = threading.Lock()
 
@@ -196,7 +200,7 @@ class Queue:
             return 3 if passed else 4
         return 5
 
-    def _escalation_key(self, index: int, probe: dict) -> float:
+    def _escalation_key(self, index: int, probe: dict[str, Any]) -> float:
         """An escalated item's place in its group: nearest the threshold first, by the confidence of the stage
         that escalated it (the line's ``score_calibrated``; an escalation is an abstention, so its ``score`` says
         nothing, but a line that is not an abstention is placed by its score). An escalation no stage gave a
@@ -211,7 +215,7 @@ class Queue:
     def _order(self) -> list[int]:
         keys = []
         v = self.verdicts
-        probe: dict = {}  # one mapping reused for label-next's closeness (it reads "abstained" and "score")
+        probe: dict[str, Any] = {}  # one mapping reused for label-next's closeness (it reads "abstained" and "score")
         for index in range(len(v)):
             group = self._group(index)
             self.groups.append(group)

@@ -22,9 +22,11 @@ import json
 import logging
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from rubricforge_dspy.apply.job import job_path
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.terminal import terminal_safe
 from rubricforge_dspy.evidence.render import RENDER_VERSION, RenderConfig
 
@@ -55,7 +57,7 @@ def _sizes(render: RenderConfig) -> str:
     return f"{render.max_tokens} tokens, {render.max_step_chars} step chars"
 
 
-def _render_of(parts: dict) -> RenderConfig:
+def _render_of(parts: dict[str, Any]) -> RenderConfig:
     """The `RenderConfig` of recorded render parts (``{"max_tokens", "max_step_chars", "version"}``).
 
     Raises:
@@ -67,7 +69,7 @@ def _render_of(parts: dict) -> RenderConfig:
     return RenderConfig(**{name: parts[name] for name in names})
 
 
-def _canonical(value) -> str:
+def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
@@ -82,7 +84,8 @@ class ReadingResolver:
             the library's default.
     """
 
-    def __init__(self, verdicts, program=None, program_path=None, default: RenderConfig | None = None):
+    def __init__(self, verdicts: PathArg, program: Any = None, program_path: PathArg | None = None,
+                 default: RenderConfig | None = None):
         self.verdicts = Path(verdicts)
         self.job_file = job_path(self.verdicts)
         self.default, self.default_given = default or RenderConfig(), default is not None
@@ -90,13 +93,13 @@ class ReadingResolver:
         self.job_sha: str | None = None
         self.job_render: RenderConfig | None = None
         self.job_version = None
-        self.job_parts: dict | None = None
+        self.job_parts: dict[str, Any] | None = None
         self._read_job()
         self.program, self.program_path = program, program_path
         self.program_render: RenderConfig | None = getattr(program, "render_config", None) if program else None
         self.program_sha = getattr(program, "rubric_sha256", None) if program is not None else None
         self.program_differs: list[str] = self._compare_program()
-        self._cache: dict = {}
+        self._cache: dict[tuple[str | None, str | None], Reading] = {}
 
     def _read_job(self) -> None:
         path = self.job_file
@@ -131,7 +134,7 @@ class ReadingResolver:
         return [name for name in PROGRAM_PARTS
                 if name in self.job_parts and _canonical(mine.get(name)) != _canonical(self.job_parts.get(name))]
 
-    def for_line(self, record: dict) -> Reading:
+    def for_line(self, record: dict[str, Any]) -> Reading:
         """The `Reading` of one verdict line."""
         fingerprint, program_sha = record.get("judge_fingerprint"), record.get("program_sha256")
         key = (fingerprint if isinstance(fingerprint, str) else None, program_sha if isinstance(program_sha, str)

@@ -33,10 +33,12 @@ import hmac
 import re
 import secrets
 import unicodedata
+from typing import Mapping
 from urllib.parse import urlencode
 
 from markupsafe import Markup
 from starlette.datastructures import URL
+from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from rubricforge_dspy.core.terminal import terminal_safe
@@ -81,13 +83,13 @@ class Guard:
     def host_ok(self, host: str | None) -> bool:
         return not self.hosts or (host or "") in self.hosts
 
-    def cookie_ok(self, cookies) -> bool:
+    def cookie_ok(self, cookies: Mapping[str, str]) -> bool:
         return self._same(cookies.get(self.cookie), self.token)
 
     def csrf_ok(self, value: str | None) -> bool:
         return self._same(value, self.csrf)
 
-    def admit(self, request) -> Response | None:
+    def admit(self, request: Request) -> Response | None:
         """None when a GET may go on; else the response to send (403, or the redirect that sets the cookie)."""
         if not self.host_ok(request.headers.get("host")):
             return refuse("this server answers only requests addressed to the host it listens on")
@@ -110,7 +112,7 @@ def refuse(why: str) -> Response:
     return PlainTextResponse(f"403 Forbidden: {why}\n", status_code=403, headers=HEADERS)
 
 
-def inert(value) -> str:
+def inert(value: object) -> str:
     """`value` as text with every control, format (bidi, zero-width) and line-separator character shown as its
     escape (`core.terminal.terminal_safe`), line breaks and tabs kept: the one filter of untrusted text on the
     review pages (``|inert`` in the templates). None is ``""``.
@@ -128,7 +130,7 @@ def inert(value) -> str:
     return "\n".join("\t".join(terminal_safe(piece) for piece in line.split("\t")) for line in text.split("\n"))
 
 
-def isolated(value) -> Markup:
+def isolated(value: object) -> Markup:
     """`inert` text in its own left-to-right bidi isolate (``<bdi dir="ltr" class="u">``), escaped: the
     templates' ``|u`` for untrusted text inside the page's own sentences and cells."""
     return Markup('<bdi dir="ltr" class="u">{}</bdi>').format(inert(value))
@@ -137,11 +139,11 @@ def isolated(value) -> Markup:
 _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]|[^\x00-\x7f]")
 
 
-def attribute(value) -> Markup:
+def attribute(value: object) -> Markup:
     """`value` for an HTML attribute whose value must reach the server as it is (a filter's ``<option
     value>``, a hidden field): escaped, and every control, format or separator character written as a
     character reference (``&#x202e;``), so the page's source holds none while the form still sends the value."""
-    def reference(match: re.Match) -> str:
+    def reference(match: re.Match[str]) -> str:
         char = match.group()
         return f"&#x{ord(char):x};" if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") else char
 

@@ -46,11 +46,11 @@ def _loopback(host: str) -> bool:
 class _Server(uvicorn.Server):
     """uvicorn's server, which says when it accepts connections and then starts the review's background pass."""
 
-    def __init__(self, config, ready: threading.Event, started):
+    def __init__(self, config: uvicorn.Config, ready: threading.Event, started: Callable[[], object]):
         super().__init__(config)
         self._ready, self._started = ready, started
 
-    async def startup(self, sockets=None) -> None:
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         self._started()
         self._ready.set()

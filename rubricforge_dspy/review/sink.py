@@ -28,7 +28,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["LabelSender", "SinkStatus"]
 
-_STOP = object()
 
 
 @dataclass
@@ -55,7 +54,7 @@ class LabelSender:
 
     def __init__(self, send: Callable[[JournalLine], Any], status: SinkStatus, journal: str = "the labels file"):
         self._send, self.status, self._journal = send, status, journal
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[JournalLine | None] = queue.SimpleQueue()
         self._waiting: deque[JournalLine] = deque()  # put and not yet done, oldest first (the one being sent)
         self._idle = threading.Condition()
         self._abandoned = False
@@ -82,7 +81,7 @@ class LabelSender:
         if left:
             logger.warning("sending the last %d label action(s) to %s (Ctrl-C to stop: they stay in %s and are "
                            "counted as not sent)", left, self.status.name, self._journal)
-        self._queue.put(_STOP)
+        self._queue.put(None)  # the stop mark
         try:
             self._thread.join()
         except KeyboardInterrupt:
@@ -101,7 +100,7 @@ class LabelSender:
             self._idle.notify_all()
 
     def _run(self) -> None:
-        while (line := self._queue.get()) is not _STOP:
+        while (line := self._queue.get()) is not None:
             try:
                 self._send(line)
             except Exception as error:  # any failure of the callback: counted and shown, the line stays in the file

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.verdict import PassRule
 from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
@@ -49,7 +50,7 @@ class VerdictFileChangedError(InputError):
     """The verdict file changed since the page opened it: its items' places may name other ids now."""
 
 
-def _file_identity(path) -> tuple[int, int, int] | None:
+def _file_identity(path: PathArg) -> tuple[int, int, int] | None:
     try:
         found = os.stat(path)
     except OSError:
@@ -117,7 +118,7 @@ def _audit_draw(inputs: ReviewInputs, verdicts: VerdictFileIndex) -> tuple[Audit
     return draw, path
 
 
-def _label_next_ranks(path) -> dict[str, int]:
+def _label_next_ranks(path: PathArg) -> dict[str, int]:
     ranks: dict[str, int] = {}
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
@@ -232,7 +233,7 @@ class ReviewState:
                 + "); its items may name other ids now, so nothing is shown or saved for them: stop the page and "
                 "start `rubricforge review` again to review the file as it is now")
 
-    def verdict_record(self, index: int) -> dict:
+    def verdict_record(self, index: int) -> dict[str, Any]:
         """The verdict line of item `index`, read again from disk, once the file is checked unchanged.
 
         Raises:
@@ -282,7 +283,7 @@ class ReviewState:
         position = self.verdicts.position.get(ident)
         return "escalated" if position is not None and self.verdicts.stages[position] == "escalated" else "other"
 
-    def audit_status(self) -> dict | None:
+    def audit_status(self) -> dict[str, Any] | None:
         """The audit sample as the queue page states it (None without one)."""
         if self.audit is None:
             return None
@@ -310,7 +311,7 @@ class ReviewState:
                   if ident in self.verdicts.position}
         return labeler_view(states, order=[ids[index] for index in self.queue.order])
 
-    def escalation(self, record: dict) -> dict | None:
+    def escalation(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """An escalated line's escalating stage, each stage's confidence as far as the line records it, and the
         cascade's thresholds (`review.escalation`), or None for a line a stage decided."""
         if record.get("stage") != "escalated" and not record.get("escalated"):
@@ -361,12 +362,12 @@ class ReviewState:
                 "cascade_file": str(run.resolved or run.cascade_file) if run is not None and (
                     run.resolved or run.cascade_file) else None, "notes": notes}
 
-    def enrichment_status(self) -> dict:
+    def enrichment_status(self) -> dict[str, Any]:
         e = self.enrichment
         return {"done": e.done, "total": len(self.verdicts), "finished": e.finished.is_set(), "error": e.error,
                 "missing_data": self.missing_data, "unreadable": e.unreadable}
 
-    def row(self, index: int) -> dict:
+    def row(self, index: int) -> dict[str, Any]:
         """One queue row (what the index holds; nothing is read from disk)."""
         s = self.verdicts.summary(index)
         current = self.labels.state(s.id)
@@ -376,7 +377,7 @@ class ReviewState:
                 "group": self.queue.group_name(index), "known": self.queue.known_label(index),
                 "review": current.state if current else "", "criterion": self.enrichment.criterion[index]}
 
-    def item(self, index: int) -> dict:
+    def item(self, index: int) -> dict[str, Any]:
         """Everything the item page shows: the verdict line, the evidence the judge read, the labels."""
         record = self.verdict_record(index)
         ident = record["id"]
@@ -404,7 +405,7 @@ class ReviewState:
                 "current": current, "labels": labelers.of(ident), "adjudicated": labelers.adjudicated.get(ident),
                 "disagreement": ident in set(labelers.disagreements), "escalation": self.escalation(record)}
 
-    def trajectory(self, index: int, page: int) -> dict:
+    def trajectory(self, index: int, page: int) -> dict[str, Any]:
         """One page of the whole trajectory of item `index` (every step, unclipped: `trajectory_pages`)."""
         record = self.verdict_record(index)
         ident = record["id"]
@@ -426,14 +427,14 @@ class ReviewState:
         return [(str(key), json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value)
                 for key, value in certificate.items()]
 
-    def commands(self) -> list[dict]:
+    def commands(self) -> list[dict[str, Any]]:
         """The commands that turn the labels into a recompiled and certified judge, with this run's real paths
         (shell-quoted): for a cascade run (its job record names the cascade file, `review.escalation`), the cascade
         refit with the run's stages and the certify of the refit cascade; for a program, induce and certify."""
         i = self.inputs
         q = shlex.quote
         labels, data = q(str(i.labels_out)), " ".join(q(str(d)) for d in i.data)
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         run = self.cascade
         if run is not None and run.stages and run.resolved is not None:
             stages = " ".join(f"--stage {q(stage['path'] or stage['name'])}" for stage in run.stages)

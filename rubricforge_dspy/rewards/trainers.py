@@ -84,10 +84,10 @@ class RewardCounters:
     passed: int = 0
     abstained: int = 0
     malformed: int = 0
-    by_kind: Counter = field(default_factory=Counter)
+    by_kind: Counter[str | None] = field(default_factory=Counter)
 
 
-def _normalize(messages: Any, where: str) -> list[dict]:
+def _normalize(messages: Any, where: str) -> list[dict[str, Any]]:
     """TRL's messages in the shape of the generic JSONL format (`data.formats.jsonl`): tool calls
     without an id get none (the loader numbers them), and a tool message whose content is TRL's
     ``str({"error": ...})`` is marked ``is_error``."""
@@ -190,7 +190,7 @@ def trajectory_to_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
     return messages
 
 
-def _calls_an_lm(judge) -> bool:
+def _calls_an_lm(judge: Any) -> bool:
     """Whether `judge` has a predictor (an LM call): a `FloorJudge`, or a cascade whose stages are all floors,
     has none."""
     return bool(judge.predictors()) if hasattr(judge, "predictors") else True
@@ -221,9 +221,9 @@ class _Rewarder:
         self.counters = RewardCounters()
         self._lock = threading.Lock()
         self._consecutive = 0
-        self._lm_copy = None
+        self._lm_copy: tuple[dspy.BaseLM, dspy.BaseLM] | None = None
 
-    def _judge_lm(self):
+    def _judge_lm(self) -> dspy.BaseLM | None:
         """The one-attempt copy of the judge's LM; None for a judge that makes no LM call (a floor, a cascade
         of floors): it needs no LM, and none is resolved or set."""
         if not _calls_an_lm(self.judge):
@@ -246,7 +246,7 @@ class _Rewarder:
         """``(reward, verdict)`` per ``(prompt, completion)``, in order (verdict None: malformed input)."""
         lm = self._judge_lm()
 
-        def one(index: int, prompt, completion) -> Verdict | None:
+        def one(index: int, prompt: Any, completion: Any) -> Verdict | None:
             try:
                 trajectory = trajectory_from_messages(prompt, completion, index=index)
             except ValueError:
@@ -263,7 +263,7 @@ class _Rewarder:
 
     def _count(self, verdicts: list[Verdict | None]) -> list[tuple[float | None, Verdict | None]]:
         out = []
-        kinds: Counter = Counter()
+        kinds: Counter[str | None] = Counter()
         with self._lock:
             counters = self.counters
             counters.calls += 1
@@ -304,8 +304,8 @@ class JudgeReward(_Rewarder):
     accepted and never shown to the judge. Counters: ``counters`` (`RewardCounters`).
     """
 
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids=None,
-                 **kwargs) -> list[float | None]:
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
+                 **kwargs: Any) -> list[float | None]:
         if len(prompts) != len(completions):
             raise InputError(f"reward function got {len(prompts)} prompts and {len(completions)} completions")
         results = self.rewards(list(zip(prompts, completions, strict=True)))
@@ -313,6 +313,9 @@ class JudgeReward(_Rewarder):
         if callable(log_metric):  # TRL's hook for scalar metrics of a reward function
             log_metric(f"{self.__name__}/abstained", float(sum(v is None or v.abstained for _, v in results)))
         return [reward for reward, _ in results]
+
+
+_Score = float | None | dict[str, Any]  # one verl score: the reward, or with return_dict the reward and flags
 
 
 class VerlComputeScore(_Rewarder):
@@ -325,39 +328,42 @@ class VerlComputeScore(_Rewarder):
         self.return_dict = return_dict
         self.batched = batched
 
-    def _prompt(self, extra_info) -> str | None:
+    def _prompt(self, extra_info: Any) -> str | None:
         if self.prompt_key is None:
             return None
         if not isinstance(extra_info, dict) or not isinstance(extra_info.get(self.prompt_key), str):
             raise InputError(f"prompt_key={self.prompt_key!r}: extra_info has no text field {self.prompt_key!r} "
                              f"(its keys: {sorted(extra_info) if isinstance(extra_info, dict) else extra_info!r})")
-        return extra_info[self.prompt_key]
+        prompt: str = extra_info[self.prompt_key]
+        return prompt
 
-    def _item(self, solution_str: str, extra_info) -> tuple[Any, Any]:
+    def _item(self, solution_str: str, extra_info: Any) -> tuple[Any, Any]:
         """``(prompt, completion)``: the response alone, or after the `prompt_key` text as the user turn."""
         prompt = self._prompt(extra_info)
         if prompt is None:
             return [], [{"role": "assistant", "content": solution_str}]
         return prompt, solution_str
 
-    def _result(self, reward: float, verdict: Verdict | None):
+    def _result(self, reward: float | None, verdict: Verdict | None) -> _Score:
         if not self.return_dict:
             return reward
         return {"score": reward, "judge_passed": bool(verdict is not None and verdict.passed),
                 "judge_abstained": verdict is None or verdict.abstained}
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> _Score | list[_Score]:
         if self.batched:
             return self._batch(*args, **kwargs)
         return self._single(*args, **kwargs)
 
-    def _single(self, data_source, solution_str, ground_truth=None, extra_info=None, **kwargs):
+    def _single(self, data_source: Any, solution_str: str, ground_truth: Any = None, extra_info: Any = None,
+                **kwargs: Any) -> _Score:
         prompt, completion = self._item(solution_str, extra_info)
         items = [(completion, [])] if prompt == [] else [(prompt, completion)]
         [(reward, verdict)] = self.rewards(items)
         return self._result(reward, verdict)
 
-    def _batch(self, data_sources, solution_strs, ground_truths=None, extra_infos=None, **kwargs):
+    def _batch(self, data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Any = None,
+               extra_infos: Sequence[Any] | None = None, **kwargs: Any) -> list[_Score]:
         extra_infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
         if len(extra_infos) != len(solution_strs):
             raise InputError(f"compute_score got {len(solution_strs)} solution_strs and {len(extra_infos)} extra_infos")

@@ -44,7 +44,7 @@ class FakeBatches:
         self.batch_fault = batch_fault
         self.expire_after = expire_after
         self.files: dict[str, bytes] = {}
-        self.batches: dict[str, dict] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
         self.batches_created = 0
         self.lock = threading.RLock()
 
@@ -74,7 +74,7 @@ class FakeBatches:
                     return 200, dict(batch)
         return 404, {"error": {"message": f"no route {method} {path}"}}
 
-    def file_object(self, file_id: str) -> dict:
+    def file_object(self, file_id: str) -> dict[str, Any]:
         return {"id": file_id, "object": "file", "bytes": len(self.files[file_id]), "purpose": "batch",
                 "created_at": int(time.time()), "filename": file_id}
 
@@ -90,7 +90,7 @@ class FakeBatches:
             return 400, {"error": {"message": "need purpose=batch and a file"}}
         return 200, self.store(file)
 
-    def store(self, data: bytes) -> dict:
+    def store(self, data: bytes) -> dict[str, Any]:
         with self.lock:
             file_id = f"file-fake-{len(self.files)}"
             self.files[file_id] = data
@@ -113,7 +113,7 @@ class FakeBatches:
         return 200, dict(batch)
 
     # -- processing -----------------------------------------------------------------------------
-    def process(self, batch_id: str, lines: list[dict]) -> None:
+    def process(self, batch_id: str, lines: list[dict[str, Any]]) -> None:
         batch = self.batches[batch_id]
         time.sleep(self.line_delay)
         if self.batch_fault == "failed":

@@ -88,14 +88,14 @@ def fault_reply(name: str, hang_seconds: float, retry_after: str = "2") -> Reply
     raise ValueError(f"unknown fault {name!r}; expected a verdict dict, a Reply, or one of {FAULTS}")
 
 
-def user_text(body: dict) -> str:
+def user_text(body: dict[str, Any]) -> str:
     """The content of the last user message of a chat request (where DSPy puts the trajectory)."""
     users = [m.get("content") for m in body.get("messages", []) if m.get("role") == "user"]
     last = users[-1] if users else ""
     return last if isinstance(last, str) else json.dumps(last)
 
 
-def system_text(body: dict) -> str:
+def system_text(body: dict[str, Any]) -> str:
     """The system message of a chat request (where DSPy puts the rubric)."""
     return "\n".join(str(m.get("content") or "") for m in body.get("messages", []) if m.get("role") == "system")
 
@@ -106,10 +106,10 @@ def estimate_tokens(text: str) -> int:
 
 
 class FakeOpenAI:
-    def __init__(self, responder: Callable[[dict, int], Any] | None = None, *, model: str = "fake-judge",
+    def __init__(self, responder: Callable[[dict[str, Any], int], Any] | None = None, *, model: str = "fake-judge",
                  delay: float = 0.0, die_after: int | None = None, hang_seconds: float = 5.0,
                  host: str = "127.0.0.1", port: int = 0, record: bool = True, keep_alive: bool = False,
-                 batch_options: dict | None = None, retry_after: str = "2"):
+                 batch_options: dict[str, Any] | None = None, retry_after: str = "2"):
         from rubricforge_dspy.testing.fake_batches import FakeBatches
 
         self.responder = responder or (lambda body, n: DEFAULT_VERDICT)
@@ -119,7 +119,7 @@ class FakeOpenAI:
         self.hang_seconds = hang_seconds
         self.retry_after = retry_after
         self.record = record
-        self.requests: list[dict] = []
+        self.requests: list[dict[str, Any]] = []
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.faults: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -149,7 +149,7 @@ class FakeOpenAI:
             return self._count
 
     @property
-    def chat_bodies(self) -> list[dict]:
+    def chat_bodies(self) -> list[dict[str, Any]]:
         """The JSON bodies of the chat requests received, in arrival order."""
         with self._lock:
             return [r["body"] for r in self.requests]
@@ -173,11 +173,12 @@ class FakeOpenAI:
     def __enter__(self) -> "FakeOpenAI":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- request handling -----------------------------------------------------------------
-    def _next(self, path: str, headers: dict, body: dict, raw: bytes | None = None) -> tuple[int, Reply]:
+    def _next(self, path: str, headers: dict[str, Any], body: dict[str, Any],
+              raw: bytes | None = None) -> tuple[int, Reply]:
         with self._lock:
             n = self._count
             self._count += 1
@@ -200,7 +201,7 @@ class FakeOpenAI:
                                       "status": reply.status, "drop": reply.drop})
         return n, reply
 
-    def reply_for(self, path: str, body: dict) -> tuple[int, dict]:
+    def reply_for(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) the chat endpoint answers for `body`, with no delay (a Batch API line);
         a dropped or hung reply becomes HTTP 500."""
         n, reply = self._next(path, {}, body)
@@ -220,7 +221,7 @@ class FakeOpenAI:
         if self.die_after is not None and n + 1 >= self.die_after and not self._stopping.is_set():
             threading.Thread(target=self.stop, daemon=True).start()
 
-    def _completion(self, body: dict, content: str, finish_reason: str) -> dict:
+    def _completion(self, body: dict[str, Any], content: str, finish_reason: str) -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         usage = {"prompt_tokens": estimate_tokens(prompt), "completion_tokens": estimate_tokens(content)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -245,10 +246,11 @@ def _handler_for(fake: FakeOpenAI, keep_alive: bool) -> type[BaseHTTPRequestHand
         disable_nagle_algorithm = True
         wbufsize = -1  # headers and body leave in one write
 
-        def log_message(self, *args) -> None:  # keep test output clean
+        def log_message(self, *args: Any) -> None:  # keep test output clean
             pass
 
-        def _send(self, status: int, payload, headers: dict | None = None, content_type: str | None = None) -> None:
+        def _send(self, status: int, payload: Any, headers: dict[str, Any] | None = None,
+                  content_type: str | None = None) -> None:
             binary = isinstance(payload, bytes)
             data = payload if binary else json.dumps(payload).encode("utf-8")
             self.send_response(status)

@@ -52,10 +52,12 @@ def format_fields(adapter: dspy.Adapter, values: dict[str, Any]) -> str:
     from dspy.adapters.chat_adapter import FieldInfoWithName
 
     fields = {FieldInfoWithName(name=name, info=dspy.OutputField()): value for name, value in values.items()}
+    text: str
     try:
-        return adapter.format_field_with_value(fields, role="assistant")
+        text = adapter.format_field_with_value(fields, role="assistant")
     except TypeError:
-        return adapter.format_field_with_value(fields)
+        text = adapter.format_field_with_value(fields)
+    return text
 
 
 def request_messages(request: lm15.Request) -> list[dict[str, Any]]:
@@ -97,7 +99,8 @@ class ScriptedEngine:
         return check_finish(response, "scripted LM", owner.model)
 
     def stream(self, request: lm15.Request) -> Iterator[Any]:  # lm15's stream events (not exported by DSPy)
-        return lm15.response_to_events(self.complete(request))
+        events: Iterator[Any] = lm15.response_to_events(self.complete(request))
+        return events
 
     def close(self) -> None:
         pass
@@ -120,7 +123,7 @@ class AsyncScriptedEngine:
         pass
 
 
-class ScriptedLM(dspy.LM):
+class ScriptedLM(dspy.LM):  # type: ignore[misc]  # dspy ships no type information (no py.typed)
     """A `dspy.LM` whose answers come from `respond(messages)`, offline and deterministic.
 
     `respond` gets the chat messages (``{"role", "content"}`` dicts, the system message first) and
@@ -144,7 +147,7 @@ class ScriptedLM(dspy.LM):
     def copy(self, **kwargs: Any) -> "ScriptedLM":
         """A copy with its own engine, call counter and history (DSPy's `copy` would share the engine)."""
         engine = ScriptedEngine(self)
-        copied = super().copy(engine=engine, async_engine=AsyncScriptedEngine(engine), **kwargs)
+        copied: ScriptedLM = super().copy(engine=engine, async_engine=AsyncScriptedEngine(engine), **kwargs)
         engine.owner = copied
         copied._lock = threading.Lock()
         return copied

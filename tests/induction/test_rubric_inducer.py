@@ -243,3 +243,14 @@ def test_errors_raised_to_python_callers_name_the_parameter_they_passed():
     message = str(caught.value)
     assert "api_base=, model=; command line: --api-base/--model" in message
     assert "give a log_dir (command line: --log-dir) to make a run resumable" in message
+
+
+def test_freeze_induced_refuses_a_result_without_its_config_with_an_input_error(tmp_path):
+    """The check was an `assert` (gone under ``python -O``, a bare AssertionError otherwise): a judge whose
+    ``detailed_results`` is not one `compile` returned (no induction config) is refused with the package's
+    error, naming what to do, and nothing is written."""
+    judge = TrajectoryJudge()
+    judge.detailed_results = InductionResult(judge=judge, sweep=[], best_index=0, beat_seed=False)
+    with pytest.raises(InputError, match="RubricInducer.compile"):
+        freeze_induced(judge, tmp_path / "p.json", lm_name="scripted-judge")
+    assert not (tmp_path / "p.json").exists()
