@@ -148,7 +148,8 @@ def test_render_command_honours_step_chars(capsys):
     data = str(Path(__file__).resolve().parents[2] / "evals" / "data" / "tau_bench_official" / "gpt-4o-airline.json")
     outputs = {}
     for chars in (40, 400):
-        assert main(["render", "--data", data, "--index", "3", "--render-tokens", "1200", "--step-chars", str(chars)]) == 0
+        assert main(["render", "--data", data, "--index", "3", "--render-tokens", "1200",
+                     "--step-chars", str(chars)]) == 0
         outputs[chars] = capsys.readouterr().out
     assert outputs[40] != outputs[400]
     kept = {chars: sum(line.startswith("[") and "elided" not in line for line in text.splitlines())
