@@ -3,7 +3,6 @@ load, the canary recheck, and `rubricforge certify` / `show` end to end against 
 
 from __future__ import annotations
 
-import re
 import warnings
 
 import dspy
@@ -15,27 +14,13 @@ from rubricforge_dspy import metrics
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.judge.loading import load_judge
-from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.program.drift import UncertifiedJudgeWarning
-from rubricforge_dspy.program.store import data_fingerprint, data_ids, freeze, read_program
+from rubricforge_dspy.program.store import data_fingerprint, read_program
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from rubricforge_dspy.trust.certificate import CertificateError, compute_certificate, recheck
 from rubricforge_dspy.trust.certify import certify_program
-from tests.support.helpers import make_dataset
+from tests.support.certificate import frozen_program, held_out, lenient_verdict
 from tests.support.records import write_labeled_jsonl
-
-
-def _flight(text: str) -> int:
-    return int(re.search(r"HAT(\d{3})", text).group(1))
-
-
-def lenient_verdict(text: str) -> dict:
-    """Passes every success (score 0.8); passes the failures of flights 3 mod 4 (score 0.7)."""
-    if "payment method not found" not in text:
-        return {"reason": "booked", "passed": True, "score": 0.8}
-    if _flight(text) % 4 == 3:
-        return {"reason": "claims booked", "passed": True, "score": 0.7}
-    return {"reason": "tool error", "passed": False, "score": 0.1}
 
 
 def _records(labels, passed, scores, tasks=None, **extra):
@@ -46,14 +31,7 @@ def _records(labels, passed, scores, tasks=None, **extra):
 
 @pytest.fixture
 def program(tmp_path):
-    train = make_dataset(8)  # tasks t0..t7
-    path = tmp_path / "judge.json"
-    freeze(TrajectoryJudge(), path, data_fingerprint=data_fingerprint(train), seen=data_ids(train))
-    return path, train
-
-
-def held_out():
-    return [t for t in make_dataset(24) if int(t.task_id[1:]) >= 8]  # t8..t23: 8 passed, 8 failed
+    return frozen_program(tmp_path)
 
 
 def test_statistics_match_independent_references():

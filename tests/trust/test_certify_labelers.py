@@ -11,11 +11,11 @@ from sklearn.metrics import cohen_kappa_score
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
-from tests.trust.test_certificate import held_out, lenient_verdict, program  # noqa: F401 (a fixture)
+from tests.support.certificate import frozen_program, held_out, lenient_verdict
 
 
-def test_certify_prints_the_judge_beside_each_labeler(program, tmp_path, capsys):  # noqa: F811
-    path, _ = program
+def test_certify_prints_the_judge_beside_each_labeler(tmp_path, capsys):
+    path, _ = frozen_program(tmp_path)
     items = held_out()
     data = tmp_path / "held_out.jsonl"
     from tests.support.records import write_labeled_jsonl
