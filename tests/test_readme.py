@@ -247,6 +247,30 @@ def test_the_readme_python_block_runs(workdir, env):
     assert (workdir / "artifacts" / "readme" / "mine.json").is_file()
 
 
+def readme_test_command() -> str:
+    """The test command of the README's first bash block (``./install.sh && python3 -m pytest ...  # ...``)."""
+    first = re.search(r"```bash\n(.*?)```", readme_text(), flags=re.S)[1]
+    [line] = [line for line in first.splitlines() if "-m pytest" in line]
+    return line.split("  #")[0].split("&&", 1)[1].strip()
+
+
+def test_ci_runs_the_readme_test_command_as_written_in_two_orders(tmp_path):
+    """`.ci/run` runs the README's test command word for word, twice, the tests in two orders (pytest-randomly's
+    seeds, given outside the command): the first pass records its skips, the second another split's failures."""
+    assert readme_test_command().startswith("python3 -m pytest ")
+    stand_in = 'python3() { printf "%s|%s|%s\\n" "$PYTEST_ADDOPTS" "$*" "${RUBRICFORGE_RECORD_SKIPS:-}"; }'
+    script = f'set -euo pipefail; source "$1"; {stand_in}; readme_tests; readme_tests_reordered'
+    env = {**os.environ, "CI_SEED": "41", "CI_SKIPS": str(tmp_path / "skips")}
+    env.pop("PYTEST_ADDOPTS", None)
+    run = subprocess.run(["bash", "-c", script, "ci", str(ROOT / ".ci" / "run")], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    first, second = (line.split("|") for line in run.stdout.splitlines())
+    command = readme_test_command().removeprefix("python3 ")
+    assert first == ["--randomly-seed=41", command, str(tmp_path / "skips")]
+    assert second == ["--randomly-seed=42", command, ""]
+
+
 def test_readme_outputs_are_git_ignored():
     ignored = subprocess.run(["git", "check-ignore", "-q", "artifacts/readme/x.json"], cwd=ROOT)
     assert ignored.returncode == 0
