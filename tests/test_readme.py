@@ -258,7 +258,7 @@ def test_ci_runs_the_readme_test_command_as_written_in_two_orders(tmp_path):
     """`.ci/run` runs the README's test command word for word, twice, the tests in two orders (pytest-randomly's
     seeds, given outside the command): the first pass records its skips, the second another split's failures."""
     assert readme_test_command().startswith("python3 -m pytest ")
-    stand_in = 'python3() { printf "%s|%s|%s\\n" "$PYTEST_ADDOPTS" "$*" "${RUBRICFORGE_RECORD_SKIPS:-}"; }'
+    stand_in = 'python3() { printf "%s|%s|%s\\n" "${PYTEST_ADDOPTS:-}" "$*" "${RUBRICFORGE_RECORD_SKIPS:-}"; }'
     script = f'set -euo pipefail; source "$1"; {stand_in}; readme_tests; readme_tests_reordered'
     env = {**os.environ, "CI_SEED": "41", "CI_SKIPS": str(tmp_path / "skips")}
     env.pop("PYTEST_ADDOPTS", None)
