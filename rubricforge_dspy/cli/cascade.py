@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.lm.config import lm_name
@@ -178,8 +179,7 @@ def add_cascade_parser(sub) -> None:
                         "per stage")
     f.add_argument("--mlflow-uri", default=None, metavar="URI",
                    help="the MLflow server of an mlflow: stage (default: $MLFLOW_TRACKING_URI)")
-    f.add_argument("--allow-import-stage", action="store_true",
-                   help="load a Python stage (a stage file naming code to import, module:attr); refused otherwise")
+    add_allow_import_argument(f)
     f.add_argument("--name", action="append", default=None,
                    help="stage names, one per --stage (default: floor, judge, judge2...)")
     add_data_arguments(f)

@@ -19,6 +19,7 @@ from rubricforge_dspy.cli.integrations import (
     write_verdicts_to_mlflow,
 )
 from rubricforge_dspy.cli.lm_options import lm_from_args
+from rubricforge_dspy.cli.stage_options import allow_import
 from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
 
@@ -123,12 +124,13 @@ def _judge(args) -> tuple[BaseJudge | None, str | None]:
         from rubricforge_dspy.cli.cascade import use_cascade_label_rule
 
         check_outputs(args.out, args.escalated_out)  # before anything is read, started or paid
-        judge, render = load_judge(cascade, allow_unverified=unverified), None
+        judge, render = load_judge(cascade, allow_unverified=unverified, allow_import=allow_import(args)), None
         use_cascade_label_rule(args, judge.guarantee, f"the cascade {cascade}")  # labels by its fit's rule
     else:
         # The program is loaded once, here (with the override if given); the library gets the judge. A frozen
         # program keeps the render it was induced with (None), but for the sizes the flags give.
-        judge = None if args.program is None else load_judge(args.program, allow_unverified=unverified)
+        judge = None if args.program is None else load_judge(args.program, allow_unverified=unverified,
+                                                             allow_import=allow_import(args))
         render = judge_render(args, preset, lambda: judge.render_config if judge is not None else None)
     check_endpoints(args)
     common = {"on_error": "skip" if args.skip_bad else "raise", "format": args.format,

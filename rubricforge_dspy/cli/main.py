@@ -32,6 +32,7 @@ import errno
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -56,6 +57,7 @@ from rubricforge_dspy.cli.integrations import (
 from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
+from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
     EXIT_BUG,
@@ -68,6 +70,7 @@ from rubricforge_dspy.core.errors import (
     ServerError,
 )
 from rubricforge_dspy.core.files import writable_file
+from rubricforge_dspy.core.progress import requested as progress_requested
 from rubricforge_dspy.lm.config import lm_name
 
 
@@ -284,8 +287,8 @@ def cmd_serve(args) -> int:
             raise InputError("--model (HF id or path) is required with --engine sglang")
         cmd = sglang_launch_command(args.model, host=args.host, port=port, tp=args.tp, dp=args.dp,
                                     revision=args.revision, served_model_name=args.served_model_name)
-    print(" ".join(cmd))
-    if args.dry_run:
+    print(shlex.join(cmd))
+    if args.dry_run:  # print the launch command only: nothing is started
         return 0
     with launch_server(cmd, f"http://{args.host}:{port}/health", timeout=args.health_timeout) as server:
         print(f"endpoint: http://{args.host}:{port}/v1  (export RUBRICFORGE_API_BASE=http://{args.host}:{port}/v1)",
@@ -305,9 +308,12 @@ def _serve_embedded(args) -> int:
 
     from rubricforge_dspy.serve import EmbeddedServer
 
+    server = EmbeddedServer(**({"n_ctx": args.n_ctx} if args.n_ctx else {}), n_threads=args.threads, port=args.port)
+    if args.dry_run:  # print the launch command only: nothing is started
+        print(shlex.join(server.launch_command()))
+        return 0
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the server like Ctrl-C
-    server = EmbeddedServer(**({"n_ctx": args.n_ctx} if args.n_ctx else {}), n_threads=args.threads, port=args.port)
     with server as config:
         print(f"embedded judge LM: {config.describe()}")
         print(f"export RUBRICFORGE_API_BASE={config.api_base}")
@@ -379,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="load a program whose manifest cannot verify it (no program_sha256, or edited since it "
                         "was frozen), with a warning; refused otherwise")
+    add_allow_import_argument(p)
     p.add_argument("--out", required=True,
                    help="the verdict JSONL (one line per item; the same --out again resumes where a run stopped)")
     p.add_argument("--limit", type=int, default=None, help="judge only the first N items of the input")
@@ -473,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="launch an sglang_router (cache_aware) over these worker URLs instead of a worker")
     p.add_argument("--health-timeout", type=float, default=900.0,
                    help="seconds to wait for the server to answer /health before giving up (default 900)")
-    p.add_argument("--dry-run", action="store_true", help="print the launch command only")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the launch command and exit: nothing is started (embedded and sglang)")
     p.set_defaults(func=cmd_serve)
 
     add_certify_parsers(sub)
@@ -529,7 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         apply_mapping(args)  # --map: the mapping becomes the format the data is read with
         write_disagreements(args)  # --disagreements-out: on every command that reads a labels file
-        return args.func(args)
+        with progress_requested():  # long loops report on stderr (core.progress), never on stdout
+            return args.func(args)
     except (InputError, ServerError, AnswerIsNo) as error:
         kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
         _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)

@@ -16,6 +16,7 @@ from rubricforge_dspy.cli.integrations import (
     tag_label_next_in_mlflow,
 )
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.stage_options import add_allow_import_argument, allow_import
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
@@ -83,7 +84,7 @@ def _certify_cascade(args) -> int:
     if args.recheck or args.out_program:
         raise InputError(f"{args.program} is a cascade: its guarantee is its fit's (`rubricforge cascade fit`); "
                          "certify measures it on held-out data without --recheck or --out-program")
-    cascade = load_judge(args.program)
+    cascade = load_judge(args.program, allow_import=allow_import(args))
     use_cascade_label_rule(args, cascade.guarantee, f"the cascade {args.program}")  # labels by its fit's rule
     if _labelers(args):
         print("note: the agreement with each labeler is reported for a program's certificate, not yet for a "
@@ -113,7 +114,8 @@ def cmd_show(args) -> int:
         from rubricforge_dspy.judge.loading import load_judge
         from rubricforge_dspy.trust.cascade import format_fit_report
 
-        cascade = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
+        cascade = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program,
+                             allow_import=allow_import(args))
         print(f"cascade {terminal_safe(args.program)}: " + " -> ".join(terminal_safe(r.name) for r in cascade.rules)
               + " -> a person")
         print(terminal_safe(format_fit_report(terminal_safe_strings(cascade.fit_report),
@@ -149,10 +151,11 @@ def cmd_gate(args) -> int:
         with contextlib.ExitStack() as stack:
             verdicts_dir = args.verdicts_dir or stack.enter_context(tempfile.TemporaryDirectory())
             # judges that call no LM (floor files) start none
-            lm = stack.enter_context(lm_from_args(args)) if needs_lm(args.candidate, args.baseline) else None
+            lm = (stack.enter_context(lm_from_args(args))
+                  if needs_lm(args.candidate, args.baseline, allow_import=allow_import(args)) else None)
             result = gate_programs(args.candidate, args.baseline, trajectories, lm=lm, verdicts_dir=verdicts_dir,
                                    margin=args.margin, alpha=args.alpha, concurrency=args.concurrency,
-                                   require_beats_floor=args.require_beats_floor)
+                                   require_beats_floor=args.require_beats_floor, allow_import=allow_import(args))
     print(result.markdown())
     if not result.may_replace:
         raise AnswerIsNo("the candidate may not replace the baseline (the reasons are above)")
@@ -174,6 +177,7 @@ def add_gate_parser(sub) -> None:
     p.add_argument("--verdicts-dir", default=None, help="keep candidate.jsonl and baseline.jsonl here")
     p.add_argument("--require-beats-floor", action="store_true",
                    help="also require the candidate to get more items right than the symptom floor")
+    add_allow_import_argument(p)
     p.add_argument("--floor-verdicts", default=None,
                    help="with verdict files: the floor's verdict JSONL on the same items "
                         "(`rubricforge floor --verdicts-dir DIR` writes DIR/floor.jsonl)")
@@ -208,7 +212,8 @@ def cmd_label_next(args) -> int:
         with contextlib.ExitStack() as stack:
             out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "v.jsonl")
             lm = stack.enter_context(lm_from_args(args))
-            records = judge_labeled(load_judge(args.program, lm=lm), trajectories, out, lm=lm,
+            records = judge_labeled(load_judge(args.program, lm=lm, allow_import=allow_import(args)), trajectories, out,
+                                    lm=lm,
                                     concurrency=args.concurrency)
         judges = {args.program: {r["id"]: r for r in records}, **judges}
     main_name = next(iter(judges))
@@ -288,6 +293,7 @@ def add_label_next_parser(sub) -> None:
                    help="the audit draw's record (default OUT.audit.json; its decided items go to OUT.audit.jsonl)")
     p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     add_lm_arguments(p, reflection=False)
+    add_allow_import_argument(p)
     p.set_defaults(func=cmd_label_next)
 
 
@@ -305,10 +311,12 @@ def add_certify_parsers(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--resamples", type=int, default=2000, help="task-clustered bootstrap resamples")
     add_lm_arguments(p, reflection=False)
+    add_allow_import_argument(p)
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("show", help="rubric summary and certificate of a frozen program")
     p.add_argument("program", help="a frozen program, floor, hybrid or cascade (.json)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="show a program whose manifest cannot verify it (marked UNVERIFIED) instead of refusing it")
+    add_allow_import_argument(p)
     p.set_defaults(func=cmd_show)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol, Sized
 
 import orjson
 
-from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning
+from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning, RubricForgeWarning
 from rubricforge_dspy.core.files import PathArg, regular_file
 
 if TYPE_CHECKING:
@@ -230,7 +230,9 @@ def _surely_valid_line(record: Any) -> bool:
 def check_line(record: Any, where: str) -> dict[str, Any]:
     """Validate one verdict line against the schema; raises `VerdictLineError` naming `where`
     (``file:line``) and the first problem, with the record's id when it has one. A line the structural
-    check accepts costs microseconds; any other is checked by jsonschema."""
+    check accepts costs microseconds; any other is checked by jsonschema. A line with only ``id`` and
+    ``passed`` takes the defaults of the others first (`fill_defaults`, in place)."""
+    fill_defaults(record)
     if _surely_valid_line(record):
         if record["abstained"] and record["passed"]:
             raise VerdictLineError(f"{where}: an abstained verdict cannot be passed (id {record['id']})")
@@ -250,8 +252,41 @@ def check_line(record: Any, where: str) -> dict[str, Any]:
     return checked
 
 
-def parse_line(raw: bytes, path: Path, number: int) -> dict[str, Any]:
-    """One verdict line of `path` (line `number`), checked (`check_line`); `VerdictLineError` says where and what."""
+class VerdictDefaultsWarning(RubricForgeWarning):
+    """Lines of a verdict file (another tool's) lacked ``score`` or ``abstained``, which took their defaults
+    (`fill_defaults`); said once per file."""
+
+
+def fill_defaults(record: Any) -> tuple[str, ...]:
+    """Complete a line that has only ``id`` and ``passed`` (a verdict file from another tool), in place:
+    ``abstained`` defaults to false, ``score`` to 1.0 for a pass and 0.0 for a fail (the verdict itself, so
+    no contradiction; a recorded stage's confidence is then certain). Returns the fields filled; a line
+    whose ``passed`` is not a boolean is left to the schema's error."""
+    if not isinstance(record, dict) or not isinstance(record.get("passed"), bool):
+        return ()
+    filled = []
+    if "abstained" not in record:
+        record["abstained"] = False
+        filled.append("abstained")
+    if "score" not in record:
+        record["score"] = 1.0 if record["passed"] and not record["abstained"] else 0.0
+        filled.append("score")
+    return tuple(filled)
+
+
+def say_defaults(path: PathArg, filled: dict[str, int]) -> None:
+    """Warn once for a file whose lines took defaults (`fill_defaults`): how many lines, which fields."""
+    if filled:
+        fields = ", ".join(f"{n} without {name!r}" for name, n in sorted(filled.items()))
+        warnings.warn(f"{path}: lines lacked fields a verdict line may omit ({fields}): a missing 'abstained' is "
+                      "false, a missing 'score' is 1.0 for a pass and 0.0 for a fail",
+                      VerdictDefaultsWarning, stacklevel=3)
+
+
+def parse_line(raw: bytes, path: Path, number: int, filled: dict[str, int] | None = None) -> dict[str, Any]:
+    """One verdict line of `path` (line `number`), checked (`check_line`) after its optional fields took their
+    defaults (`fill_defaults`; each field filled is counted in `filled` when given); `VerdictLineError` says
+    where and what."""
     try:
         try:
             record = orjson.loads(raw)
@@ -262,6 +297,9 @@ def parse_line(raw: bytes, path: Path, number: int) -> dict[str, Any]:
                 raise VerdictLineError(f"{path}:{number}: not JSON ({error.msg})") from error
             except RecursionError:  # nested deeper than any JSON parser here follows: not a verdict
                 raise VerdictLineError(f"{path}:{number}: not a verdict line: JSON nested too deeply") from None
+        for name in fill_defaults(record):
+            if filled is not None:
+                filled[name] = filled.get(name, 0) + 1
         return check_line(record, f"{path}:{number}")
     except VerdictLineError as error:
         error.line = number
@@ -271,10 +309,12 @@ def parse_line(raw: bytes, path: Path, number: int) -> dict[str, Any]:
 def read_lines(path: PathArg) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) for each non-blank line of a verdict JSONL, each validated."""
     path = regular_file(path, "verdict file")
+    filled: dict[str, int] = {}
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if raw.strip():
-                yield number, parse_line(raw, path, number)
+                yield number, parse_line(raw, path, number, filled)
+    say_defaults(path, filled)
 
 
 class VerdictIndex(dict[str, dict[str, Any]]):
@@ -304,6 +344,7 @@ def read_verdicts(path: PathArg, *, torn_tail: bool = False) -> VerdictIndex:
     """
     path = regular_file(path, "verdict file")
     index = VerdictIndex(path)
+    filled: dict[str, int] = {}
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if torn_tail and not raw.endswith(b"\n"):
@@ -312,7 +353,7 @@ def read_verdicts(path: PathArg, *, torn_tail: bool = False) -> VerdictIndex:
             index.complete_bytes += len(raw)
             if not raw.strip():
                 continue
-            record = parse_line(raw, path, number)
+            record = parse_line(raw, path, number, filled)
             ident = record["id"]
             if ident in index:
                 error = VerdictLineError(f"{path}:{number}: duplicate id {ident!r} "
@@ -321,6 +362,7 @@ def read_verdicts(path: PathArg, *, torn_tail: bool = False) -> VerdictIndex:
                 raise error
             index[ident] = record
             index.lines[ident] = number
+    say_defaults(path, filled)
     return index
 
 

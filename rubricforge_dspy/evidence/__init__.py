@@ -21,7 +21,7 @@ from rubricforge_dspy._lazy import lazy_exports
 _MODULES = {
     "rubricforge_dspy.evidence.render": ["RenderConfig", "render_trajectory", "render_step", "render_with_overrides",
                                          "forged_markers",
-                                         "RENDER_VERSION"],
+                                         "RENDER_VERSION", "RENDER_WORDS"],
     "rubricforge_dspy.evidence.clip": ["fit", "fit_text", "sanitize"],
     "rubricforge_dspy.evidence.tokens": ["estimate_tokens"],
     "rubricforge_dspy.evidence.symptoms": ["Symptoms", "extract_symptoms", "heuristic_verdict"],

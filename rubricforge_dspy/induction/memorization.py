@@ -8,7 +8,9 @@ text and flags a candidate rubric that uses any of them while the seed rubric do
 Specific tokens (`specific_tokens`):
 - identifiers: words of 5+ characters mixing letters and digits (``ZFA04Y``, ``#W2378156``,
   ``sophia_silva_7557``), and e-mail addresses;
-- codes: all-capital words of 3+ letters (``JFK``, ``SEA``), minus the renderer's own markers;
+- codes: all-capital words of 3+ letters (``JFK``, ``SEA``), minus the renderer's own words
+  (`rubricforge_dspy.evidence.render.RENDER_WORDS`: ``RESULT``, ``CALL``, ``COUNTERS``, ...) and a few
+  generic acronyms (`GENERIC_CODES`);
 - amounts: numbers with a decimal part or a currency sign (``$1,234.50``, ``68.49``);
 - dates: ISO dates and "Month DD" forms (``2024-05-15``, ``May 15``);
 - names: two consecutive capitalized words that occur in a training episode (``Sophia Silva``).
@@ -21,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from rubricforge_dspy.evidence.render import RENDER_WORDS
+
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December|"
            "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec")
 _PATTERNS = (
@@ -31,8 +35,10 @@ _PATTERNS = (
     ("date", re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b(?:{_MONTHS})\s+\d{{1,2}}\b")),
     ("name", re.compile(r"\b[A-Z][a-z]+\s[A-Z][a-z]+\b")),
 )
-# Markers the renderer itself writes into every episode; a rubric may name them.
-RENDER_MARKERS = frozenset({"ERROR", "USER", "AGENT", "TOOL", "JSON", "FINAL", "ANSWER", "OK", "API", "URL"})
+# Acronyms of the trade that name no episode (not the renderer's: those come from `RENDER_WORDS`).
+GENERIC_CODES = frozenset({"AGENT", "JSON", "OK", "API", "URL", "HTTP", "SQL"})
+# Words the renderer itself writes into every episode (one definition, evidence.render); a rubric may name them.
+RENDER_MARKERS = frozenset({word for word in RENDER_WORDS if word.isupper()}) | GENERIC_CODES
 
 
 def specific_tokens(text: str) -> set[tuple[str, str]]:

@@ -41,6 +41,7 @@ from gepa.utils import FileStopper
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.presets import INDUCTION_MAX_CONSECUTIVE_LM_ERRORS, LIBRARY
+from rubricforge_dspy.core.progress import progress
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
@@ -205,10 +206,15 @@ def _feedback(gold, pred, outcome: str) -> str:
     )
 
 
-def make_feedback_metric(fp_weight: float = 1.0) -> Callable[..., dspy.Prediction]:
-    """GEPA feedback metric: (gold, pred, trace, pred_name, pred_trace) -> Prediction(score, feedback)."""
+def make_feedback_metric(fp_weight: float = 1.0,
+                         on_score: Callable[[int], Any] | None = None) -> Callable[..., dspy.Prediction]:
+    """GEPA feedback metric: (gold, pred, trace, pred_name, pred_trace) -> Prediction(score, feedback).
+    `on_score` is called with 1 for each scored judge call (GEPA's budget unit; not for the reflection's
+    feedback calls, which carry a ``pred_name``): the command line's progress."""
 
     def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        if on_score is not None and pred_name is None:
+            on_score(1)
         outcome = verdict_outcome(gold.label, pred)
         score = {"correct": 1.0, "false_fail": 0.0, "abstained": 0.0, "false_pass": 1.0 - fp_weight}[outcome]
         return dspy.Prediction(score=score, feedback=_feedback(gold, pred, outcome))
@@ -339,9 +345,12 @@ def check_induction_data(train: list[Trajectory], val: list[Trajectory], config:
                          "command line: --sample-tasks)")
     if config.budget < len(val):
         raise InputError(f"budget={config.budget} (command line: --budget) is smaller than one validation pass "
-                         f"({len(val)} judge calls): GEPA would spend it all scoring the seed. Use budget >= "
-                         f"{len(val) + 2 * config.minibatch} (one validation pass plus a few minibatches); the "
-                         "paper used 200")
+                         f"({len(val)} judge calls): GEPA would spend it all scoring the seed. Either raise the "
+                         f"budget to >= {len(val) + 2 * config.minibatch} judge calls (one validation pass plus a "
+                         "few minibatches; the paper used 200; each call is one judge LM call on one trajectory), "
+                         "or judge fewer trajectories: sample_tasks= (command line: --sample-tasks N) keeps N "
+                         "tasks, so one validation pass costs about N x the validation share x the trials per "
+                         "task judge calls")
     labels = set(_labels([*train, *val], "induction"))
     if len(labels) < 2:
         raise InputError(f"every labeled trajectory has label {labels.pop()}: agreement would be perfect without "
@@ -364,9 +373,10 @@ def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[d
     """dspy.GEPA's compile of `student` under `judge_lm`, its failures as `JudgeUnavailableError`: the judge
     LM's circuit opened (`student.circuit`), or the reflection LM failed (`resume` says how to go on)."""
     # GEPA's run dir is a private directory (`GEPACheckpoint`): GEPA never reads the user's log dir
-    with checkpoint if checkpoint is not None else nullcontext() as run_dir:
+    with (checkpoint if checkpoint is not None else nullcontext() as run_dir,
+          progress(config.budget, "induce", "judge call") as bar):
         optimizer = dspy.GEPA(
-            metric=make_feedback_metric(config.fp_weight),
+            metric=make_feedback_metric(config.fp_weight, on_score=bar.update),
             max_metric_calls=config.budget,
             reflection_minibatch_size=config.minibatch,
             reflection_lm=reflection_lm,

@@ -163,22 +163,29 @@ def betting_ratio_p_value(losses: ArrayLike, base: ArrayLike, level: float, *, t
         raise ValueError("betting_ratio_p_value needs 0 <= losses <= base <= 1")
     w_rows, b_rows = np.clip(w_rows, 0.0, 1.0), np.clip(b_rows, 0.0, 1.0)
     w_rows = np.minimum(w_rows, b_rows)
-    v, n = w_rows.shape
-    log_k, best = np.zeros(v), np.zeros(v)
+    stakes = betting_ratio_stakes(w_rows, b_rows, tune_delta=tune_delta, c=c)
+    log_k = np.cumsum(np.log1p(stakes * (level * b_rows - w_rows)), axis=1)
+    best = np.maximum(log_k.max(axis=1, initial=0.0), 0.0)
+    p = np.minimum(1.0, np.exp(-best))
+    return float(p[0]) if ws.ndim <= 1 else p
+
+
+def betting_ratio_stakes(losses: _Floats, base: _Floats, *, tune_delta: float = 0.1, c: float = 0.9) -> _Floats:
+    """The stakes ``lambda_t`` of `betting_ratio_p_value` (shape of `losses`: rows, n), from the past observations
+    only and never from the level tested: the capital at any level is ``prod (1 + lambda_t (level B_t - W_t))``."""
+    v, n = losses.shape
+    stakes = np.empty((v, n))
     sum_w, sum_b, squares = np.zeros(v), np.zeros(v), np.zeros(v)
     log_term = math.log(1.0 / check_rate("tune_delta", tune_delta))
     for t in range(1, n + 1):
         variance = (0.25 + squares) / t
-        stake = np.minimum(np.sqrt(2.0 * log_term / (variance * t * math.log1p(t))), c)
-        wt, bt = w_rows[:, t - 1], b_rows[:, t - 1]
-        log_k += np.log1p(stake * (level * bt - wt))
-        best = np.maximum(best, log_k)
+        stakes[:, t - 1] = np.minimum(np.sqrt(2.0 * log_term / (variance * t * math.log1p(t))), c)
+        wt, bt = losses[:, t - 1], base[:, t - 1]
         ratio = (0.5 + sum_w) / (1.0 + sum_b)
         squares += (wt - ratio * bt) ** 2
         sum_w += wt
         sum_b += bt
-    p = np.minimum(1.0, np.exp(-best))
-    return float(p[0]) if ws.ndim <= 1 else p
+    return stakes
 
 
 def group_index(groups: ArrayLike | None, n: int) -> tuple[NDArray[np.int64], int]:

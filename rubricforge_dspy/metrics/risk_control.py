@@ -79,7 +79,6 @@ from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from rubricforge_dspy.metrics.bounds import (
     betting_p_value,
@@ -93,6 +92,14 @@ from rubricforge_dspy.metrics.bounds import (
     task_means,
     tasks_needed,
 )
+from rubricforge_dspy.metrics.risk_grid import (
+    FAIL_LEVELS,
+    PASS_LEVELS,
+    cascade_outcomes,
+    prior_share,
+    stage_pairs,
+    threshold_grid,
+)
 from rubricforge_dspy.metrics.risk_methods import (
     BOUNDS,
     DEFAULT_BOUND,
@@ -103,6 +110,7 @@ from rubricforge_dspy.metrics.risk_methods import (
     P_VALUES,
     SEQUENCE_METHODS,
 )
+from rubricforge_dspy.metrics.risk_order import sequence_order
 
 __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "SEQUENCE_METHODS", "DEFAULT_METHOD",
            "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "P_VALUES", "GridResult", "binomial_p_value",
@@ -110,15 +118,9 @@ __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "SEQUENC
            "risk_upper_bound", "decided_needed", "tasks_needed", "fwer_reject", "stage_pairs", "threshold_grid",
            "prior_share", "cascade_outcomes", "sequence_order", "learn_then_test"]
 
-PASS_LEVELS: tuple[float, ...] = (math.inf, 0.99, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5)
-FAIL_LEVELS: tuple[float, ...] = (-math.inf, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4)
-# a stage's verdict is pass at confidence >= 0.5 (core.verdict.PASS_THRESHOLD; metrics imports nothing above it):
-# every threshold pair straddles it (`stage_pairs`), so no rule reverses a stage's verdict
-VERDICT_SPLIT = 0.5
 
 _Floats = NDArray[np.float64]
 _Bools = NDArray[np.bool_]
-PRIOR_DOUBT = 0.05  # the label-free order's least chance that a stage's surest verdict is wrong
 
 
 def fwer_reject(p_values: Sequence[float] | _Floats, delta: float, method: str = "holm") -> _Bools:
@@ -155,102 +157,6 @@ def fwer_reject(p_values: Sequence[float] | _Floats, delta: float, method: str =
         rejected[order[: stop[0] if stop.size else m]] = True
         return rejected
     raise ValueError(f"method must be one of {FWER_METHODS}, got {method!r}")
-
-
-def stage_pairs(levels: Sequence[float] | None = None, pass_levels: Sequence[float] = PASS_LEVELS,
-                fail_levels: Sequence[float] = FAIL_LEVELS) -> list[tuple[float, float]]:
-    """One stage's distinct ``(t_pass, t_fail)`` pairs (``t_fail < t_pass``), fixed before any label is seen.
-
-    Args:
-        levels: the values the stage's confidence can take, when it takes few (a pass/fail verdict: ``(0, 1)``;
-            a score in steps of 0.1: eleven values); None for a continuous confidence (the floor's probability).
-            With levels, a threshold between two of them changes nothing, so only ``t_pass`` in ``{inf} + levels``
-            and ``t_fail`` in ``{-inf} + levels`` are distinct rules: 4 pairs for a pass/fail verdict.
-        pass_levels, fail_levels: the thresholds of a continuous confidence.
-
-    Every pair straddles the stage's own verdict, ``t_fail < VERDICT_SPLIT <= t_pass`` (0.5,
-    ``core.verdict.PASS_THRESHOLD``): a stage's rule may hand its verdict on but never reverses it (never passes
-    an item at a confidence below 0.5 nor fails one at or above it; a recorded stage keeps a pass line's
-    confidence in [0.5, 1] and a fail line's below 0.5, `judge.recorded.recorded_confidence`, so no pair turns
-    another tool's pass into a fail or back). The default continuous thresholds already do.
-
-    Returns:
-        The pairs, "never decides" ``(inf, -inf)`` first.
-    """
-    if levels is not None:
-        values = sorted({float(v) for v in levels})
-        if not values or any(not 0.0 <= v <= 1.0 for v in values):
-            raise ValueError(f"a stage's confidence levels must be values in [0, 1], got {levels!r}")
-        pass_levels, fail_levels = (math.inf, *reversed(values)), (-math.inf, *values)
-    pairs = [(tp, tf) for tp in pass_levels for tf in fail_levels if tf < VERDICT_SPLIT <= tp]
-    if not pairs:
-        raise ValueError(f"no (t_pass, t_fail) pair with t_fail < {VERDICT_SPLIT} <= t_pass in the levels given")
-    return pairs
-
-
-def threshold_grid(stages: int | Sequence[Sequence[float] | None], pass_levels: Sequence[float] = PASS_LEVELS,
-                   fail_levels: Sequence[float] = FAIL_LEVELS) -> np.ndarray:
-    """The product grid of per-stage ``(t_pass, t_fail)`` pairs (`stage_pairs`), shape ``(vectors, stages, 2)``;
-    the first stage varies slowest.
-
-    Args:
-        stages: the number of stages (each with a continuous confidence), or per stage its confidence levels
-            (None: continuous).
-        pass_levels, fail_levels: the thresholds of a continuous confidence.
-    """
-    per_stage = [None] * stages if isinstance(stages, int) else list(stages)
-    if len(per_stage) < 1:
-        raise ValueError("a cascade has at least one stage")
-    pairs = [np.asarray(stage_pairs(levels, pass_levels, fail_levels), dtype=np.float64) for levels in per_stage]
-    index = np.stack(np.meshgrid(*[np.arange(len(p)) for p in pairs], indexing="ij"), -1).reshape(-1, len(pairs))
-    return np.stack([pairs[k][index[:, k]] for k in range(len(pairs))], axis=1)
-
-
-def prior_share(grid: np.ndarray, stages: int | Sequence[Sequence[float] | None]) -> _Floats:
-    """A label-free guess of each vector's decided share, to order a fixed sequence before any data: a
-    continuous confidence taken as uniform on [0, 1], a discrete one as uniform on its levels."""
-    per_stage = [None] * grid.shape[1] if isinstance(stages, int) else list(stages)
-    undecided = np.ones(grid.shape[0])
-    for k, levels in enumerate(per_stage):
-        tp, tf = grid[:, k, 0], grid[:, k, 1]
-        if levels is None:
-            share = np.clip(1.0 - np.where(np.isfinite(tp), tp, 1.0), 0, 1) + np.clip(np.where(np.isfinite(tf), tf,
-                                                                                                  0.0), 0, 1)
-        else:
-            values = np.asarray(sorted({float(v) for v in levels}))
-            share = ((values[None, :] >= tp[:, None]) | (values[None, :] <= tf[:, None])).mean(axis=1)
-        undecided *= 1.0 - np.clip(share, 0, 1)
-    return 1.0 - undecided
-
-
-def cascade_outcomes(confidences: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What each vector of `grid` does with each item.
-
-    Args:
-        confidences: shape ``(n_stages, n)``; NaN where a stage has no confidence (hands on).
-        grid: shape ``(vectors, n_stages, 2)`` (`threshold_grid`).
-
-    Returns:
-        ``(decided, passed, stage)``, each of shape ``(vectors, n)``: decided by some stage, the verdict,
-        and the index of the deciding stage (-1: escalated).
-    """
-    conf = np.asarray(confidences, dtype=np.float64)
-    if conf.ndim != 2 or conf.shape[0] != grid.shape[1]:
-        raise ValueError(f"confidences must have shape (stages={grid.shape[1]}, n), got {conf.shape}")
-    v, n = grid.shape[0], conf.shape[1]
-    decided = np.zeros((v, n), dtype=bool)
-    passed = np.zeros((v, n), dtype=bool)
-    stage = np.full((v, n), -1, dtype=np.int8)
-    with np.errstate(invalid="ignore"):
-        for k in range(grid.shape[1]):
-            c = conf[k][None, :]
-            says_pass = c >= grid[:, k, 0][:, None]
-            says_fail = c <= grid[:, k, 1][:, None]
-            new = ~decided & (says_pass | says_fail)
-            passed |= new & says_pass
-            stage[new] = k
-            decided |= new
-    return decided, passed, stage
 
 
 @dataclass(frozen=True)
@@ -471,125 +377,6 @@ def _resolved_p_values(kind: str, units: _Units) -> str:
 
 
 
-def _stage_prior_risk(grid: _Floats, k: int, levels: Sequence[float] | None) -> tuple[_Floats, ...]:
-    """Label-free guesses, per vector, of stage k's disagreement, false-pass rate, decided share and decided-failed
-    share (of the items reaching it), taking its confidence as calibrated (an item of confidence c passes with
-    probability c, never surer than ``PRIOR_DOUBT``) and uniform on its levels (or on [0, 1]); the rates are 0
-    where it decides nothing."""
-    values = (np.asarray(sorted({float(v) for v in levels})) if levels is not None
-              else (np.arange(200) + 0.5) / 200.0)
-    tp, tf = grid[:, k, 0][:, None], grid[:, k, 1][:, None]
-    says_pass, says_fail = values[None, :] >= tp, values[None, :] <= tf
-    decided = says_pass | says_fail
-    # never surer than PRIOR_DOUBT: a stage sure of a narrow extreme would otherwise look risk-free and go first
-    chance = np.clip(values, PRIOR_DOUBT, 1.0 - PRIOR_DOUBT)
-    wrong = np.where(says_pass, 1.0 - chance, 0.0) + np.where(says_fail & ~says_pass, chance, 0.0)
-    fails = np.where(decided, 1.0 - chance, 0.0)
-    share, fail_share = decided.mean(axis=1), fails.mean(axis=1)
-    d = wrong.mean(axis=1) / np.maximum(share, 1e-12)
-    f = np.where(says_pass, 1.0 - chance, 0.0).mean(axis=1) / np.maximum(fail_share, 1e-12)
-    return d, f, share, fail_share
-
-
-def _upper(k: _Floats, n: _Floats, scale: float, delta: float) -> _Floats:
-    """One-sided ``1 - delta`` Clopper-Pearson upper bounds of ``k / n`` as if ``scale`` times as many items had
-    been seen at the same rate (fractional counts, the Beta form); 1 where nothing was seen."""
-    a, b = k * scale + 1.0, (n - k) * scale
-    out = np.ones_like(n, dtype=np.float64)
-    ok = (n > 0) & (b > 0)
-    out[ok] = stats.beta.ppf(1.0 - delta, a[ok], b[ok])
-    return out
-
-
-def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | None = None,
-                   order_confidences: ArrayLike | None = None, order_labels: ArrayLike | None = None, *,
-                   n_expected: float | None = None, delta: float = 0.1) -> tuple[NDArray[np.int64], str]:
-    """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level each would
-    need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
-    descending: of vectors that act alike on the ordering data, the wider goes first, and with ordering data the
-    later ones (the same decision and verdict on every ordering item) are left out of the sequence. Nothing here
-    depends on alpha, beta or the calibration data, so the sequence is fixed before the calibration labels are
-    seen and the same at every alpha (which makes the certified set monotone in alpha, module docstring).
-
-    The level a vector would need is the largest over its stages that can decide of ``max(D_k, F_k /
-    FALSE_PASS_RATIO)`` (``F_k`` only for a stage that can pass), where ``D_k`` and ``F_k`` are:
-
-    - with ordering data (`order_confidences`, `order_labels`: labeled items apart from the calibration, e.g.
-      the fit split's out-of-fold confidences), the one-sided ``1 - delta`` Clopper-Pearson upper bounds of stage
-      k's disagreement and false-pass rate there, as if `n_expected` items (the calibration's size) had been seen
-      at the same rates; coverage is the decided share there;
-    - for a stage without ordering data (a row all NaN: an LLM stage not run on them), and for every stage when
-      none is given, label-free guesses (`_stage_prior_risk`: a calibrated confidence, uniform on its levels,
-      stages independent), bounded the same way at the sizes they would decide out of `n_expected`.
-
-    Args:
-        grid: the threshold vectors (`threshold_grid`).
-        levels: per stage, its confidence levels (None: continuous).
-        order_confidences: shape ``(stages, n_order)``, NaN where a stage cannot say; None: label-free order.
-        order_labels: 0/1 per ordering item.
-        n_expected: the calibration's size in items (scales the upper bounds; a size, not a label: default the
-            ordering size, or 100 items label-free).
-        delta: the upper bounds' level.
-
-    Returns:
-        ``(order, source)``: vector indices in testing order, and ``"ordering data"`` or ``"label-free"``.
-    """
-    k_stages = grid.shape[1]
-    stages: Sequence[Sequence[float] | None] = levels if levels is not None else [None] * k_stages
-    can_decide = np.isfinite(grid[:, :, 0]) | np.isfinite(grid[:, :, 1])
-    can_pass = np.isfinite(grid[:, :, 0])
-    n_cal = float(n_expected) if n_expected else None
-    conf: _Floats | None = None
-    if order_confidences is not None:
-        conf = np.atleast_2d(np.asarray(order_confidences, dtype=np.float64))
-        y = np.asarray(order_labels if order_labels is not None else [], dtype=np.float64).astype(bool)
-        if conf.shape != (k_stages, y.size) or y.size == 0:
-            raise ValueError(f"order_confidences needs shape (stages={k_stages}, n) and order_labels n > 0 labels, "
-                             f"got {conf.shape} and {y.size}")
-    has_data = np.zeros(k_stages, dtype=bool) if conf is None else ~np.all(np.isnan(conf), axis=1)
-    need = np.zeros(grid.shape[0])
-    reach = np.ones(grid.shape[0])  # label-free: the share reaching stage k (stages taken as independent)
-    if conf is not None:
-        decided, passed, stage = cascade_outcomes(conf, grid)
-        n_order = float(y.size)
-        scale = n_cal / n_order if n_cal else 1.0
-        reach = 1.0 - decided.mean(axis=1)
-    for k in range(k_stages):
-        if has_data[k]:
-            mine = stage == k
-            n_k = mine.sum(axis=1).astype(np.float64)
-            wrong = (mine & (passed != y)).sum(axis=1).astype(np.float64)
-            failed = (mine & ~y).sum(axis=1).astype(np.float64)
-            fps = (mine & ~y & passed).sum(axis=1).astype(np.float64)
-            up_d, up_f = _upper(wrong, n_k, scale, delta), _upper(fps, failed, scale, delta)
-        else:
-            d, f, share, fail_share = _stage_prior_risk(grid, k, stages[k])
-            size = n_cal or 100.0
-            # label-free, `reach` is the share the stages before leave; with ordering data, the share undecided there
-            n_k, failed_k = size * reach * share, size * reach * fail_share
-            reach = reach * (1.0 - share)
-            up_d, up_f = _upper(d * n_k, n_k, 1.0, delta), _upper(f * failed_k, failed_k, 1.0, delta)
-        risk = np.maximum(up_d, np.where(can_pass[:, k], up_f, 0.0) / FALSE_PASS_RATIO)
-        need = np.maximum(need, np.where(can_decide[:, k], risk, 0.0))
-    coverage = 1.0 - reach
-    source = "label-free" if conf is None else "ordering data"
-    candidates = np.flatnonzero(can_decide.any(axis=1))
-    # ties (vectors that act alike on the ordering data): the wider decision region first, by its label-free share
-    wide = prior_share(grid, stages)[candidates]
-    order = candidates[np.lexsort((candidates, -wide, -coverage[candidates], need[candidates]))]
-    if conf is not None:
-        # a vector that does on every ordering item what one before it does adds no expected evidence, and, narrower
-        # where no ordering item falls, may decide nothing in the calibration and stop the sequence: keep the first
-        signature = np.where(decided, stage.astype(np.float64) * 2 + passed, -1.0)[order]
-        missing = np.flatnonzero(~has_data)
-        if missing.size:
-            signature = np.concatenate([signature, np.nan_to_num(grid[order][:, missing, :].reshape(order.size, -1),
-                                                                 posinf=9.0, neginf=-9.0)], axis=1)
-        _, first = np.unique(signature, axis=0, return_index=True)
-        order = order[np.sort(first)]
-    return order.astype(np.int64), source
-
-
 def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, delta: float,
                     max_false_pass: float | None = None, method: str = DEFAULT_METHOD, *,
                     groups: ArrayLike | None = None, levels: Sequence[Sequence[float] | None] | None = None,
@@ -597,7 +384,7 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                     weights: ArrayLike | None = None, stage_costs: ArrayLike | None = None,
                     p_values: str = "auto", order_fraction: float = 0.2, seed: int = 0,
                     bound: str = DEFAULT_BOUND, order_confidences: ArrayLike | None = None,
-                    order_labels: ArrayLike | None = None) -> GridResult:
+                    order_labels: ArrayLike | None = None, order_groups: ArrayLike | None = None) -> GridResult:
     """Certify a threshold vector of a cascade by Learn-then-Test over the grid (module docstring).
 
     Args:
@@ -623,8 +410,7 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         pass_levels, fail_levels: the thresholds of a continuous confidence (fixed in advance).
         weights: integer multiplicity per item (a resample of tasks: equal within a task), default 1 each.
         stage_costs: cost of running each stage on one item (default 1 each), to break coverage ties.
-        p_values: ``"auto"`` (default: ``"binomial"``, exact, when every task has one trial, else
-            ``"betting"``), ``"binomial"``, ``"hoeffding_bentkus"`` or ``"betting"``.
+        p_values: ``"auto"`` (``"binomial"`` when every task has one trial, else ``"betting"``) or one of those.
         order_fraction, seed: the ordering part of ``"split_fixed_sequence"`` and its random draw; the seed
             also fixes the order in which the betting p-value reads the tasks.
         bound: ``"per_stage"`` (default, `DEFAULT_BOUND`): every stage the vector lets decide has ``D_k <= alpha``
@@ -633,6 +419,7 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         order_confidences, order_labels: the ordering data of ``"ordered_sequence"`` (shape ``(stages, n_order)``
             and n_order labels), apart from the calibration items (e.g. the fit split's out-of-fold
             confidences); a row all NaN: that stage has none (it gets a label-free position).
+        order_groups: each ordering item's task (None: each its own task), read as the calibration's tasks.
 
     Returns:
         A `GridResult` (its counts are those of the testing tasks' trials).
@@ -655,32 +442,12 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         raise ValueError(f"levels needs one entry per stage ({conf.shape[0]}), got {len(stages)}")
     grid = threshold_grid(stages, pass_levels, fail_levels)
     decided, passed, stage = cascade_outcomes(conf, grid)
-    order_units, source = 0, ""
-    if method == "ordered_sequence":
-        order, source = sequence_order(grid, stages, order_confidences, order_labels,
-                                       n_expected=float(units.task_weight[units.index].sum()), delta=delta)
-    elif method == "split_fixed_sequence":
-        w_order, w_test = _split_tasks(units.task_weight, check_rate("order_fraction", order_fraction), seed)
-        first = _tally(decided, passed, stage, y, units.restricted(w_order), grid, alpha, beta, kind, delta, bound)
-        order = np.lexsort((-first["n"], -_gap(first, alpha, beta), first["p"]))  # surest first, then most evidence
-        units, order_units, source = units.restricted(w_test), int(w_order.sum()), "split"
-    elif method == "fail_first_sequence":
-        share = prior_share(grid, stages)
-        fail_only = np.all(~np.isfinite(grid[:, :, 0]), axis=1)
-        order = np.lexsort((share, ~fail_only))
-        order, source = order[share[order] > 0], "fail-first"
+    order, units, order_units, source = _sequence(method, grid, stages, (decided, passed, stage, y), units, (
+        alpha, beta, delta), kind, bound, order_fraction, seed, (order_confidences, order_labels, order_groups))
     tally = _tally(decided, passed, stage, y, units, grid, alpha, beta, kind, delta, bound)
     p = tally["p"]
-    if method in SEQUENCE_METHODS:
-        rejected = np.zeros(p.size, dtype=bool)
-        in_order = fwer_reject(p[order], delta, "fixed_sequence")
-        rejected[order[in_order]] = True
-        stop = int(order[np.flatnonzero(~in_order)[0]]) if (~in_order).any() else -1
-        stop_level = delta
-    else:
-        rejected = fwer_reject(p, delta, method)
-        stop = int(np.lexsort((-tally["n"], p))[0])
-        stop_level = delta / max(p.size, 1)
+    rejected, stop, stop_level = _rejected(method, p, tally["n"], order if method in SEQUENCE_METHODS else None,
+                                           delta)
     item_w = units.task_weight[units.index]
     reaches = [(stage == -1) | (stage >= k) for k in range(conf.shape[0])]
     cost = sum(costs[k] * (reaches[k].astype(np.float64) @ item_w) for k in range(conf.shape[0]))
@@ -690,6 +457,44 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                         n_tasks=int(units.task_weight.sum()), n_trials=int(item_w.sum()),
                         max_trials_per_task=int(units.trials[used].max()) if used.any() else 0,
                         n_order_tasks=order_units, bound=bound, order=source), stop_level)
+
+
+def _sequence(method: str, grid: _Floats, stages: Sequence[Sequence[float] | None],
+              outcomes: tuple[_Bools, _Bools, NDArray[np.int8], _Bools], units: _Units,
+              rates: tuple[float, float | None, float], kind: str, bound: str, order_fraction: float, seed: int,
+              ordering: tuple[ArrayLike | None, ArrayLike | None, ArrayLike | None]
+              ) -> tuple[NDArray[np.int64], _Units, int, str]:
+    """A sequence method's order, the units that test it, the ordering units taken from them and the order's
+    source (Holm and Bonferroni: an empty order)."""
+    (decided, passed, stage, y), (alpha, beta, delta) = outcomes, rates
+    if method == "ordered_sequence":
+        order, source = sequence_order(grid, stages, ordering[0], ordering[1],
+                                       n_expected=float(units.task_weight[units.index].sum()), delta=delta,
+                                       order_groups=ordering[2], n_tasks=int(units.task_weight.sum()),
+                                       p_values=kind, bound=bound, test_false_pass=beta is not None)
+        return order, units, 0, source
+    if method == "split_fixed_sequence":
+        w_order, w_test = _split_tasks(units.task_weight, check_rate("order_fraction", order_fraction), seed)
+        first = _tally(decided, passed, stage, y, units.restricted(w_order), grid, alpha, beta, kind, delta, bound)
+        order = np.lexsort((-first["n"], -_gap(first, alpha, beta), first["p"]))  # surest first, then most evidence
+        return order, units.restricted(w_test), int(w_order.sum()), "split"
+    if method == "fail_first_sequence":
+        share = prior_share(grid, stages)
+        fail_only = np.all(~np.isfinite(grid[:, :, 0]), axis=1)
+        order = np.lexsort((share, ~fail_only))
+        return order[share[order] > 0], units, 0, "fail-first"
+    return np.zeros(0, dtype=np.int64), units, 0, ""
+
+
+def _rejected(method: str, p: _Floats, n_decided: _Floats, order: NDArray[np.int64] | None,
+              delta: float) -> tuple[_Bools, int, float]:
+    """The rejected vectors, the vector where the procedure stopped (-1: none) and the level it was compared with."""
+    if order is not None:
+        rejected = np.zeros(p.size, dtype=bool)
+        in_order = fwer_reject(p[order], delta, "fixed_sequence")
+        rejected[order[in_order]] = True
+        return rejected, int(order[np.flatnonzero(~in_order)[0]]) if (~in_order).any() else -1, delta
+    return fwer_reject(p, delta, method), int(np.lexsort((-n_decided, p))[0]), delta / max(p.size, 1)
 
 
 def _chosen(grid: _Floats, tally: dict[str, Any], p: _Floats, rejected: _Bools, stop: int, cost: _Floats,

@@ -16,6 +16,7 @@ from rubricforge_dspy._lazy import lazy_exports
 _MODULES = {
     "rubricforge_dspy.rewards.trainers": ["as_reward_function", "as_verl_compute_score", "JudgeReward",
                                           "VerlComputeScore", "RewardCounters", "RewardAbstentionWarning",
-                                          "RewardJudgeError", "trajectory_from_messages"],
+                                          "RewardJudgeError", "trajectory_from_messages",
+                                          "trajectory_to_messages"],
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _MODULES)

@@ -56,7 +56,8 @@ from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 
 __all__ = ["as_reward_function", "as_verl_compute_score", "JudgeReward", "VerlComputeScore", "RewardCounters",
-           "RewardAbstentionWarning", "RewardJudgeError", "trajectory_from_messages", "SOURCE_FILE"]
+           "RewardAbstentionWarning", "RewardJudgeError", "trajectory_from_messages", "trajectory_to_messages",
+           "SOURCE_FILE"]
 
 SOURCE_FILE = "<rl rollout>"
 Mode = Literal["graded", "binary"]
@@ -139,6 +140,54 @@ def trajectory_from_messages(prompt: str | Sequence[Mapping[str, Any]],
                                        ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
     return Trajectory(id=f"rollout:{index}:{digest}", task_id=f"rollout:{digest}", domain="rl", agent="policy",
                       steps=tuple(steps), reward=None, label=None, source=Source(SOURCE_FILE, index))
+
+
+def trajectory_to_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """A `Trajectory` as the chat messages TRL (conversational format) and verl (a chat-template ``prompt``)
+    expect: ``{"role", "content"}`` dicts, tool calls as the assistant's OpenAI ``tool_calls`` (consecutive
+    calls in one assistant message, after its text when it has any) and tool results as ``{"role": "tool",
+    "tool_call_id", "name", "content"}``; a failed tool's content is TRL's ``str({"error": ...})``. The inverse
+    of `trajectory_from_messages` up to ids.
+
+    Only the observable steps are read: never ``label``, ``reward`` nor ``hidden`` (gold actions, the user
+    simulator's instruction, evaluator output), so the messages can be a training prompt without leaking the
+    outcome.
+
+    Args:
+        trajectory: the trajectory to convert.
+
+    Returns:
+        The messages, in step order.
+    """
+    messages: list[dict[str, Any]] = []
+    open_calls: list[str] = []  # ids of calls still unanswered, oldest first
+    for number, step in enumerate(trajectory.steps):
+        if step.kind == "tool_call":
+            call_id = step.call_id or f"call_{number}"
+            arguments = step.arguments if isinstance(step.arguments, str) else json.dumps(
+                step.arguments if step.arguments is not None else {}, ensure_ascii=False)
+            call = {"id": call_id, "type": "function", "function": {"name": str(step.tool_name or "unknown"),
+                                                                     "arguments": arguments}}
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and (last.get("tool_calls") or not open_calls):
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            open_calls.append(call_id)
+        elif step.kind == "tool_result":
+            answered: str | None = step.call_id if step.call_id in open_calls else (open_calls[0] if open_calls
+                                                                                       else None)
+            if answered is not None:
+                open_calls.remove(answered)
+            content = str({"error": step.content}) if step.is_error else step.content
+            message = {"role": "tool", "content": content, "name": str(step.tool_name or "unknown")}
+            if answered is not None:
+                message["tool_call_id"] = answered
+            messages.append(message)
+        else:
+            role = "user" if step.kind == "user" else "assistant"
+            messages.append({"role": role, "content": step.content})
+    return messages
 
 
 def _calls_an_lm(judge) -> bool:

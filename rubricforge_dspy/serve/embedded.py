@@ -172,11 +172,16 @@ class EmbeddedServer:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> LMConfig:
+    def launch_command(self) -> list[str]:
+        """The command `start` runs (a free port is chosen now when none was given); starts nothing.
+        Raises `EmbeddedUnavailable` when the server or the weights are not installed."""
         weights = check_embedded()
-        self.identity = served_identity(weights, self.n_ctx, self.seed)
         self.port = self.port or free_port()
-        cmd = embedded_launch_command(weights, self.port, self.model_name, self.n_ctx, self.seed, self.n_threads)
+        return embedded_launch_command(weights, self.port, self.model_name, self.n_ctx, self.seed, self.n_threads)
+
+    def start(self) -> LMConfig:
+        cmd = self.launch_command()
+        self.identity = served_identity(check_embedded(), self.n_ctx, self.seed)
         env = {**os.environ, "RUBRICFORGE_PARENT_PID": str(os.getpid())}
         self.server = launch_server(cmd, f"{self.api_base}/models", timeout=self.startup_timeout,
                                     log_path=self.log_path, env=env)

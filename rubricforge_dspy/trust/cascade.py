@@ -482,7 +482,8 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
                              "--order-data or use --method ordered_sequence")
         order_conf, order_y, how = order_confidences(stages, names, order_trajectories, trajectories, seed=seed,
                                                      num_threads=num_threads, llm_stages=order_llm_stages)
-        order_kwargs = {"order_confidences": order_conf, "order_labels": order_y}
+        order_kwargs = {"order_confidences": order_conf, "order_labels": order_y,
+                        "order_groups": [f"{t.domain}/{t.task_id}" for t in order_trajectories]}
         ordering = {"trajectories": int(order_y.size), "stages": how}
         for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
             part = getattr(stage, "llm", stage)

@@ -9,7 +9,11 @@ abstention is a fail verdict, as everywhere. Recorded::
     margin                    -- judge minus floor for each (for the false-pass rate, negative is better)
     mcnemar {b, c, p_value}   -- exact McNemar on paired correctness: b = items only the judge got
                                  right, c = items only the floor got right (`metrics.compare_paired`)
-    beats_floor               -- b > c: the judge gets more of these items right than the floor
+    false_pass_worse          -- the judge's false-pass rate is higher than the floor's (compared first: a
+                                 judge that passes more failed items than counting tool errors does
+                                 never beats the floor, whatever its accuracy)
+    beats_floor               -- not false_pass_worse and b > c: the judge gets more of these items right
+                                 than the floor
     significant               -- beats_floor and p_value < alpha
     floor_gives_away          -- the floor's kappa says the observable features give the outcome away
                                  (`core.judge_names.floor_gives_away`): then no margin says anything
@@ -33,8 +37,8 @@ from rubricforge_dspy.core.judge_names import FLOOR_GIVEAWAY_RULE, floor_gives_a
 if TYPE_CHECKING:
     from rubricforge_dspy.core.trajectory import Trajectory
 
-__all__ = ["FloorMarginError", "floor_margin", "floor_margin_of_records", "floor_verdicts", "margin_lines",
-           "PROGRAM_FLOOR", "CROSS_VALIDATED_FLOOR"]
+__all__ = ["FloorMarginError", "false_pass_worse", "floor_margin", "floor_margin_of_records", "floor_verdicts",
+           "margin_lines", "PROGRAM_FLOOR", "CROSS_VALIDATED_FLOOR"]
 
 PROGRAM_FLOOR = "the symptom floor fit on the program's training split"
 CROSS_VALIDATED_FLOOR = "the symptom floor cross-validated by task on these items; the program holds no floor"
@@ -57,6 +61,19 @@ def _stats(y: np.ndarray, passed: np.ndarray, scores: np.ndarray | None) -> dict
     return {k: _value(v) for k, v in out.items()}
 
 
+def _worse(judge_rate: float | None, floor_rate: float | None) -> bool:
+    return judge_rate is not None and floor_rate is not None and judge_rate > floor_rate
+
+
+def false_pass_worse(margin: Mapping[str, Any] | None) -> bool:
+    """True when the margin's judge passes a larger share of the failed items than the floor (from the
+    recorded rates, so a certificate written before the flag answers too)."""
+    if not margin:
+        return False
+    judge, floor = margin.get("judge") or {}, margin.get("floor") or {}
+    return _worse(judge.get("false_pass_rate"), floor.get("false_pass_rate"))
+
+
 def floor_margin(labels: ArrayLike, judge_passed: ArrayLike, floor_passed: ArrayLike,
                  judge_scores: ArrayLike | None = None, floor_scores: ArrayLike | None = None, *,
                  source: str, alpha: float = 0.05) -> dict[str, Any]:
@@ -72,9 +89,11 @@ def floor_margin(labels: ArrayLike, judge_passed: ArrayLike, floor_passed: Array
     cmp = metrics.compare_paired(y, j, f)
     margin = {k: (None if (mine := judge[k]) is None or (its := floor[k]) is None else round(mine - its, 4))
               for k in judge}
-    beats = cmp["b"] > cmp["c"]
+    worse = _worse(judge["false_pass_rate"], floor["false_pass_rate"])
+    beats = cmp["b"] > cmp["c"] and not worse
     return {"source": source, "n": int(len(y)), "negatives": int((y == 0).sum()), "judge": judge, "floor": floor,
-            "margin": margin, "mcnemar": {"b": cmp["b"], "c": cmp["c"], "p_value": _value(cmp["p_value"])},
+            "margin": margin, "false_pass_worse": worse,
+            "mcnemar": {"b": cmp["b"], "c": cmp["c"], "p_value": _value(cmp["p_value"])},
             "beats_floor": bool(beats), "significant": bool(beats and cmp["p_value"] < alpha), "alpha": round(alpha, 6),
             "floor_gives_away": floor_gives_away(floor["kappa"])}
 
@@ -131,9 +150,21 @@ def margin_lines(margin: Mapping[str, Any] | None) -> list[str]:
         return "n/a" if x is None else (f"{x:+.3f}" if signed else f"{x:.3f}")
 
     b, c = mc["b"], mc["c"]
-    verdict = ("beats the floor" if margin["beats_floor"] else "ties with the floor" if b == c
-               else "does NOT beat the floor") + (
-        f" (significant, p < {margin['alpha']})" if margin["significant"] else "")
+    judge_fp, floor_fp = margin["judge"]["false_pass_rate"], margin["floor"]["false_pass_rate"]
+    negatives = margin.get("negatives")
+
+    def passes(rate: float) -> str:
+        return f" ({round(rate * negatives)}/{negatives} failed items passed)" if negatives else ""
+
+    if false_pass_worse(margin):  # the false-pass rate first: what a gate lets through
+        verdict = (f"does NOT beat the floor: its false-pass rate {judge_fp:.3f}{passes(judge_fp)} is WORSE than "
+                   f"the floor's {floor_fp:.3f}{passes(floor_fp)}, whatever its accuracy")
+    else:
+        on_fp = ("" if judge_fp is None or floor_fp is None
+                 else f"false-pass rate {judge_fp:.3f}, no worse than the floor's {floor_fp:.3f}; ")
+        verdict = on_fp + (("beats the floor" if b > c else "ties with the floor" if b == c
+                            else "does NOT beat the floor") + " on accuracy") + (
+            f" (significant, p < {margin['alpha']})" if margin["significant"] and b > c else "")
     kappa = (margin.get("floor") or {}).get("kappa")  # from the kappa: certificates written before the flag too
     warning = ([f"  WARNING: the floor reaches kappa {kappa:.3f} on these items ({FLOOR_GIVEAWAY_RULE}): the "
                 "observable features give the outcome away (e.g. episodes that end at success), so this margin "

@@ -168,11 +168,23 @@ class GateResult:
         return self.mcnemar_c > self.mcnemar_b and self.mcnemar_p < self.false_pass.alpha
 
     @property
+    def false_passes_worse_than_floor(self) -> bool:
+        """The candidate passes a larger share of the failed items than the symptom floor (compared first)."""
+        from rubricforge_dspy.trust.floor_margin import false_pass_worse
+
+        return false_pass_worse(self.floor)
+
+    @property
     def beats_floor(self) -> bool | None:
-        return None if self.floor is None else bool(self.floor["beats_floor"])
+        if self.floor is None:
+            return None
+        return bool(self.floor["beats_floor"]) and not self.false_passes_worse_than_floor
 
     @property
     def may_replace(self) -> bool:
+        """With `require_beats_floor`, a candidate whose false-pass rate is worse than the floor's (compared
+        first), or that gets no more items right, never replaces the baseline; without it the floor is
+        reported (a worse false-pass rate in words beside the decision), not required."""
         floor_ok = not self.require_beats_floor or bool(self.beats_floor)
         return self.false_pass.shown and not self.less_accurate and floor_ok
 
@@ -194,7 +206,14 @@ class GateResult:
                            f"(upper bound {fp.upper:+.3f} >= margin)")
         if self.less_accurate:
             reasons.append("it is significantly less accurate (McNemar)")
-        if self.require_beats_floor and not self.beats_floor:
+        rates = self.floor or {}
+        worse_than_floor = "" if not self.false_passes_worse_than_floor else (
+            f"its false-pass rate ({rates['judge']['false_pass_rate']:.3f}) is worse than the symptom floor's "
+            f"({rates['floor']['false_pass_rate']:.3f}): it passes more failed items than counting tool errors "
+            "and turns does")
+        if worse_than_floor and self.require_beats_floor:
+            reasons.append("it does not beat the symptom floor: " + worse_than_floor)
+        elif self.require_beats_floor and not self.beats_floor:
             reasons.append("it does not beat the symptom floor (no more items right than the floor)")
         lines = [
             f"## Promotion gate: {self.names[0]} (candidate) vs {self.names[1]} (baseline)",
@@ -219,6 +238,9 @@ class GateResult:
             lines += [f"- Candidate vs symptom floor{required}: " + margin_lines(self.floor)[0].split(": ", 1)[1],
                       *("  " + line.strip() for line in margin_lines(self.floor)[1:])]
         lines += ["", decision + (" Because " + "; and ".join(reasons) + "." if reasons else "")]
+        if worse_than_floor and not self.require_beats_floor:
+            lines += ["", f"**WARNING: {worse_than_floor}** (the floor is not required: --require-beats-floor "
+                      "makes this refuse the candidate)."]
         return "\n".join(lines)
 
 
@@ -267,9 +289,10 @@ def gate_verdict_files(candidate_path: PathArg, baseline_path: PathArg, margin: 
 def gate_programs(candidate_program: PathArg, baseline_program: PathArg, trajectories: list[Trajectory], *,
                   lm: dspy.BaseLM | None, verdicts_dir: PathArg,
                   margin: float = 0.05, alpha: float = 0.05, concurrency: int = 4,
-                  require_beats_floor: bool = False) -> GateResult:
+                  require_beats_floor: bool = False, allow_import: bool = False) -> GateResult:
     """Judge `trajectories` with both frozen programs on `lm` (verdicts kept in `verdicts_dir`), then gate;
-    the candidate's margin over the symptom floor is always reported (required with `require_beats_floor`)."""
+    the candidate's margin over the symptom floor is always reported (required with `require_beats_floor`).
+    `allow_import`: load a cascade's Python stage by importing its module (`judge.loading.load_judge`)."""
     from pathlib import Path
 
     from rubricforge_dspy.judge.loading import load_judge
@@ -279,25 +302,28 @@ def gate_programs(candidate_program: PathArg, baseline_program: PathArg, traject
         raise GateInputError("no labeled trajectories to gate on")
     records: list[list[dict[str, Any]]] = []
     for name, program in (("candidate", candidate_program), ("baseline", baseline_program)):
-        judge = load_judge(program, check_certificate=False)
+        judge = load_judge(program, check_certificate=False, allow_import=allow_import)
         records.append(judge_labeled(judge, trajectories, Path(verdicts_dir) / f"{name}.jsonl", lm=lm,
                                      concurrency=concurrency))
     paired = pair(records[0], records[1], (str(candidate_program), str(baseline_program)))
-    floor = _program_floor(candidate_program, trajectories, records[0], alpha, require_beats_floor)
+    floor = _program_floor(candidate_program, trajectories, records[0], alpha, require_beats_floor, allow_import)
     return decide(paired, margin, alpha, names=(str(candidate_program), str(baseline_program)), floor=floor,
                   require_beats_floor=require_beats_floor)
 
 
 def _program_floor(program: PathArg, trajectories: list[Trajectory], candidate: list[dict[str, Any]], alpha: float,
-                   required: bool) -> dict[str, Any] | None:
+                   required: bool, allow_import: bool = False) -> dict[str, Any] | None:
     """The candidate's margin over the floor (its own, else cross-validated on the gate's data); None when no
     floor can be fit and none is required."""
+    from rubricforge_dspy.judge.cascade import is_cascade_file
     from rubricforge_dspy.judge.floor import FloorError
     from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
     from rubricforge_dspy.trust.floor_margin import floor_verdicts
 
-    # a floor file (or another stage document) has no manifest: the floor is cross-validated on the gate's data
-    manifest = {} if _stage_file(program) else read_program(program).get(MANIFEST_KEY) or {}
+    # a floor file (or another stage document) has no manifest, and a cascade's holds no floor of its own: the
+    # floor is cross-validated on the gate's data
+    stage = is_cascade_file(program) or _stage_file(program, allow_import)
+    manifest = {} if stage else read_program(program).get(MANIFEST_KEY) or {}
     try:
         records, source = floor_verdicts(trajectories, manifest.get("floor"))
     except FloorError as error:
@@ -307,7 +333,7 @@ def _program_floor(program: PathArg, trajectories: list[Trajectory], candidate: 
     return _floor(candidate, records, source, alpha)
 
 
-def _stage_file(path: PathArg) -> bool:
+def _stage_file(path: PathArg, allow_import: bool = False) -> bool:
     """Whether `path` holds a judge that is not a frozen program (a floor file, a recorded stage): `load_judge`
     reads it, and it carries no program manifest."""
     from pathlib import Path
@@ -317,14 +343,16 @@ def _stage_file(path: PathArg) -> bool:
     if Path(path).suffix != ".json":
         return False
     try:
-        judge = load_judge(path, check_certificate=False)
+        judge = load_judge(path, check_certificate=False, allow_import=allow_import)
     except InputError:
         return False
     return getattr(judge, "manifest", None) is None
 
 
-def needs_lm(*programs: PathArg) -> bool:
-    """Whether judging with any of `programs` calls an LM (a floor file calls none)."""
+def needs_lm(*programs: PathArg, allow_import: bool = False) -> bool:
+    """Whether judging with any of `programs` calls an LM (a floor file calls none); `allow_import` as in
+    `gate_programs`."""
     from rubricforge_dspy.judge.loading import load_judge
 
-    return any(load_judge(program, check_certificate=False).predictors() for program in programs)
+    return any(load_judge(program, check_certificate=False, allow_import=allow_import).predictors()
+               for program in programs)

@@ -255,10 +255,12 @@ def test_judge_lm_is_not_mutated_and_dspy_settings_lm_is_used(tmp_path):
         judge_stream(TrajectoryJudge(), make_dataset(1), tmp_path / "w.jsonl", progress=False)
 
 
-def test_progress_bar_and_summary_format(tmp_path, capsys):
+def test_progress_bar_and_summary_format(tmp_path, capsys, monkeypatch):
+    # stderr is no terminal here: progress is a line every RUBRICFORGE_PROGRESS_SECONDS (0: every verdict)
+    monkeypatch.setenv("RUBRICFORGE_PROGRESS_SECONDS", "0")
     summary = judge_stream(TrajectoryJudge(), make_dataset(3), tmp_path / "v.jsonl", lm=scripted_lm(),
                            progress=True)
-    assert "verdict" in capsys.readouterr().err
+    assert "judging: 3/3 verdicts" in capsys.readouterr().err
     text = summary.format()
     assert "judged 3" in text and "verdicts/s" in text and summary.throughput > 0
     assert isinstance(summary, BatchSummary) and summary.to_dict()["judged"] == 3

@@ -189,7 +189,7 @@ def test_induction_refuses_a_budget_below_one_validation_pass_and_one_class_labe
     lm = ScriptedLM(scripted_judge)
     with pytest.raises(ValueError,
                        match=r"budget=2 \(command line: --budget\) is smaller than one validation pass "
-                             r".*Use budget >="):
+                             r".*raise the budget to >= \d+ judge calls.*command line: --sample-tasks N"):
         induce(split.train, split.val, judge_lm=lm, reflection_lm=lm, config=InductionConfig(budget=2))
     one_class = [t for t in make_dataset(24) if t.label == 1]
     split = split_by_task(one_class, seed=0)

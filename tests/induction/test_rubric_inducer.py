@@ -215,7 +215,8 @@ def test_errors_raised_to_python_callers_name_the_parameter_they_passed():
         RubricInducer(reflection_lm=make_reflection_lm([]), budget=2).compile(TrajectoryJudge(), trainset=train,
                                                                              valset=val)
     assert f"budget=2 (command line: --budget) is smaller than one validation pass ({len(val)} judge calls)" \
-        in str(caught.value) and f"Use budget >= {len(val) + 2 * 4}" in str(caught.value)
+        in str(caught.value) and f"raise the budget to >= {len(val) + 2 * 4} judge calls" in str(caught.value)
+    assert "sample_tasks= (command line: --sample-tasks N)" in str(caught.value)
 
     one_class = examples([t for t in make_dataset(40) if t.label == 1])
     with dspy.context(lm=judge_lm), pytest.raises(InputError, match=r"label_threshold=; command line: "

@@ -86,7 +86,8 @@ def test_verdicts_read_from_a_platform_are_written_beside_the_stage_and_pinned(t
 
 def test_a_callable_stage_fits_saves_and_reloads_by_import_path_only_when_allowed(tmp_path):
     ts = [make_trajectory(i, success=i % 3 != 0, task=f"t{i}") for i in range(90)]
-    cascade = fit_cascade([no_tool_error_passes], ts, alpha=0.1, delta=0.1, method="bonferroni")
+    cascade = fit_cascade([no_tool_error_passes], ts, alpha=0.1, delta=0.1, method="bonferroni",
+                          bound="pooled")  # the stage kind is under test, not the per-stage power
     assert isinstance(cascade.stages[0], CallableJudge)
     path = tmp_path / "c.json"
     cascade.save(path)
@@ -247,3 +248,24 @@ def test_a_recorded_stage_costs_one_judge_verdict_per_item_and_makes_no_lm_call(
     recorded = RecordedJudge.from_file(write(tmp_path / "v.jsonl", {"id": ts[0].id, "passed": True, "score": 1.0,
                                                                      "abstained": False}))
     assert recorded.predictors() == [] and recorded.cost_per_item == 1.0 and stage_cost(recorded) == 1.0
+
+
+def test_a_verdict_file_with_only_id_and_passed_works_as_a_stage_and_in_the_report(tmp_path):
+    """Another tool's verdict file needs only id and passed: abstained defaults to false and score to the
+    verdict (1.0 / 0.0), said once per file; the recorded stage decides with it and `report` reads it."""
+    from rubricforge_dspy.core.verdict import VerdictDefaultsWarning
+    from rubricforge_dspy.report import write_report
+
+    ts = items(4)
+    path = write(tmp_path / "other_tool.jsonl", *({"id": t.id, "passed": t.label == 1} for t in ts))
+    with pytest.warns(VerdictDefaultsWarning, match="4 without 'abstained', 4 without 'score'") as said:
+        recorded = RecordedJudge.from_file(path)
+    assert len([w for w in said if issubclass(w.category, VerdictDefaultsWarning)]) == 1
+    result = Cascade([recorded], [StageRule("recorded", 0.5, 0.4)]).batch(ts)
+    assert result.stages == ["recorded"] * 4 and [v.passed for v in result] == [t.label == 1 for t in ts]
+    labeled = write(tmp_path / "tool.jsonl", *({"id": t.id, "passed": i != 1, "label": t.label, "task_id": t.task_id}
+                                              for i, t in enumerate(items(20))))
+    with pytest.warns(VerdictDefaultsWarning):
+        text = write_report([labeled], tmp_path / "r.md", figures=False, n_resamples=200).read_text()
+    # 10 failed items, 9 of them passed (all but item 1); 11 of 20 right
+    assert "| **tool** (reference) | 0.900 [" in text and "| 20 | 0.550 [" in text

@@ -228,3 +228,21 @@ def test_new_certificates_record_the_render_version():
     records = [{"id": str(i), "task_id": str(i), "label": i % 2, "passed": True, "score": 0.9} for i in range(4)]
     assert certificate_for(records, lm=None, data_fingerprint="d", rubric_sha256="r",
                            resamples=50)["render_version"] == RENDER_VERSION
+
+
+def test_certify_reports_progress_on_stderr_never_on_stdout(program, tmp_path, capsys, monkeypatch):
+    """Off a terminal, `certify` writes a progress line every RUBRICFORGE_PROGRESS_SECONDS (0: every verdict)
+    with items done and the total; stdout (parsed) holds none of it."""
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
+
+    path, _ = program
+    data = write_labeled_jsonl(tmp_path / "held_out.jsonl", held_out())
+    monkeypatch.setenv("RUBRICFORGE_PROGRESS_SECONDS", "0")
+    with FakeOpenAI(responder=lambda body, n: lenient_verdict(user_text(body))) as fake:
+        assert main(["certify", str(path), "--data", str(data), "--resamples", "200",
+                     "--api-base", fake.api_base, "--model", fake.model]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.startswith("judging: ")]
+    assert lines[0].startswith("judging: 1/16 verdicts") and "left" in lines[0]
+    assert lines[-1].startswith("judging: 16/16 verdicts") and lines[-1].endswith("(done)")
+    assert "judging:" not in captured.out

@@ -225,3 +225,59 @@ def test_floor_refuses_unlabeled_traces_unless_labels_are_given(tmp_path, capsys
                  "--resamples", "50"])
     assert len(trajectories) >= 4 and code == 0
     assert json.loads(capsys.readouterr().out)["n"] == len(trajectories)
+
+
+# -- the false-pass rate is compared first (issue 41 item 7) ------------------------------------------
+
+def _passes_everything(n_failed: int = 7, n_passed: int = 7):
+    """A judge that passes every item and a floor that fails every item: equal accuracy (b == c), but the
+    judge passes all the failed items and the floor none."""
+    labels = [0] * n_failed + [1] * n_passed
+    judge = [{"id": f"i{i}", "label": y, "passed": True, "score": 0.9, "abstained": False}
+             for i, y in enumerate(labels)]
+    floor = [{"id": f"i{i}", "label": y, "passed": False, "score": 0.1, "abstained": False}
+             for i, y in enumerate(labels)]
+    return judge, floor
+
+
+def test_a_judge_passing_every_failed_item_is_worse_than_a_floor_passing_none_in_words():
+    from rubricforge_dspy.trust.floor_margin import margin_lines
+
+    margin = floor_margin_of_records(*_passes_everything(), source=PROGRAM_FLOOR)
+    assert margin["mcnemar"]["b"] == margin["mcnemar"]["c"] == 7  # a tie on accuracy
+    assert margin["false_pass_worse"] and not margin["beats_floor"]
+    headline = margin_lines(margin)[0]
+    assert "ties" not in headline and "does NOT beat the floor" in headline
+    assert "false-pass rate 1.000 (7/7 failed items passed) is WORSE than the floor's 0.000 (0/7" in headline
+    # a certificate written before the flag existed says so too (from its recorded rates)
+    old = {k: v for k, v in margin.items() if k != "false_pass_worse"} | {"beats_floor": False}
+    assert margin_lines(old)[0] == headline  # `show` and `certify` print a certificate's floor through margin_lines
+
+
+def test_the_false_pass_rate_is_named_first_when_it_is_no_worse():
+    from rubricforge_dspy.trust.floor_margin import margin_lines
+
+    judge, floor = _passes_everything()
+    margin = floor_margin_of_records(floor, judge, source=PROGRAM_FLOOR)  # swapped: the judge fails everything
+    assert not margin["false_pass_worse"]
+    assert margin_lines(margin)[0].endswith(
+        "false-pass rate 0.000, no worse than the floor's 1.000; ties with the floor on accuracy")
+
+
+def test_the_gate_refuses_a_candidate_that_passes_more_failed_items_than_the_floor(tmp_path, capsys):
+    judge, floor = _passes_everything()
+    baseline = [dict(r, passed=r["label"] == 1) for r in judge]
+    paths = {}
+    for name, records in (("candidate", judge), ("baseline", baseline), ("floor", floor)):
+        paths[name] = tmp_path / f"{name}.jsonl"
+        paths[name].write_text("".join(json.dumps(r) + "\n" for r in records))
+    flags = ["gate", "--candidate-verdicts", str(paths["candidate"]), "--baseline-verdicts", str(paths["baseline"]),
+             "--floor-verdicts", str(paths["floor"])]
+    main(flags)  # the floor not required: the comparison is reported in words beside the decision
+    out = capsys.readouterr().out
+    assert "WARNING: its false-pass rate (1.000) is worse than the symptom floor's (0.000)" in out
+    assert main([*flags, "--require-beats-floor"]) == 4
+    out = capsys.readouterr().out
+    assert "FAIL: keep the baseline" in out
+    assert ("it does not beat the symptom floor: its false-pass rate (1.000) is worse than the symptom floor's "
+            "(0.000)") in out

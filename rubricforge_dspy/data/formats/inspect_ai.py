@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import (
     FULL_REWARD,
     LabelRule,
@@ -68,7 +69,7 @@ ZIP_ZSTANDARD = 93  # APPNOTE 4.4.5: Zstandard; zipfile.ZIP_ZSTANDARD from Pytho
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # a zip member's local file header (APPNOTE 4.3.7), 30 bytes
 
 
-class ZipMemberError(ValueError):
+class ZipMemberError(InputError):
     """A zip member this reader cannot decompress or whose bytes do not check out."""
 
 
