@@ -119,7 +119,7 @@ def _accepts_features(stage: BaseJudge) -> bool:
 
 def _reads_ids(stage: BaseJudge) -> bool:
     """A stage that looks trajectories up by id (a recorded stage, a hybrid over one: ``needs_trajectory``)."""
-    return bool(getattr(stage, "needs_trajectory", False))
+    return bool(stage.needs_trajectory)
 
 
 def _sha256(path: Path) -> str:

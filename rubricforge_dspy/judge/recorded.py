@@ -561,7 +561,7 @@ def import_path_of(stage: BaseJudge) -> str:
 
 def save_python_stage(stage: BaseJudge, path: Path) -> None:
     """Write `stage` as a Python stage JSON (its import path, `import_path_of`); `ProgramError` says why not."""
-    levels = getattr(stage, "confidence_levels", None)
+    levels = stage.confidence_levels
     document = {"kind": PYTHON_STAGE_KIND, "version": VERSION, "import": import_path_of(stage),
                 "wraps": "callable" if isinstance(stage, CallableJudge) else "judge",
                 "confidence_levels": None if levels is None else [float(v) for v in levels]}
