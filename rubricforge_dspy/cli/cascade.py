@@ -130,7 +130,7 @@ def cmd_cascade_fit(args) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
     from rubricforge_dspy.data.label_journal import exchangeable_labels
-    from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report, stage_names
+    from rubricforge_dspy.trust.cascade import FitOptions, fit_cascade, format_fit_report, stage_names
 
     _check(args)
     writable_file(args.out, "cascade")
@@ -151,10 +151,11 @@ def cmd_cascade_fit(args) -> int:
             for stage in stages:
                 if stage.predictors():
                     stage.set_lm(lm)
-        cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
-                              names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
-                              one_per_task=args.one_per_task, label_rule=args.label_threshold, labels=args.labels,
-                              bound=args.bound.replace("-", "_"), order_trajectories=order)
+        cascade = fit_cascade(stages, trajectories, FitOptions(
+            args.alpha, args.delta, args.max_false_pass, args.method, names=args.name, seed=args.seed,
+            num_threads=args.concurrency, p_values=args.p_values, one_per_task=args.one_per_task,
+            label_rule=args.label_threshold, labels=args.labels, bound=args.bound.replace("-", "_"),
+            order_trajectories=order))
     assert cascade.fit_report is not None  # fit_cascade records its report
     cascade.fit_report["labels_selected"] = selection.to_dict()
     cascade.save(args.out)

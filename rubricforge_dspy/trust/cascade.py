@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -58,16 +58,14 @@ from rubricforge_dspy.judge.recorded import as_stage
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.metrics.intervals import proportion_ci
 from rubricforge_dspy.metrics.risk_control import (
-    DEFAULT_BOUND,
     DEFAULT_METHOD,
-    FAIL_LEVELS,
-    PASS_LEVELS,
     GridResult,
     cascade_outcomes,
     decided_needed,
     learn_then_test,
     stage_pairs,
 )
+from rubricforge_dspy.trust.cascade_options import FitOptions
 from rubricforge_dspy.trust.cascade_summary import cascade_summary, measure_cascade
 from rubricforge_dspy.trust.cascade_text import (
     format_cascade_summary,
@@ -76,13 +74,9 @@ from rubricforge_dspy.trust.cascade_text import (
     refusal_message,
 )
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "order_confidences", "judge_verdicts_line", "stage_cost", "cascade_summary",
-           "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM", "REFERENCES",
+__all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "FitOptions", "fit_cascade",
+           "calibration_units", "stage_names", "order_confidences", "judge_verdicts_line", "stage_cost",
+           "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM", "REFERENCES",
            "label_rule_record"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, for the population of a random task and "
@@ -277,14 +271,9 @@ def label_rule_record(trajectories: Sequence[Trajectory], label_rule: LabelRule 
     return {"rules": rules, "source": "each format's own rule", "labels": labels}
 
 
-def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory], alpha: float, delta: float,
-                max_false_pass: float | None = None, method: str = DEFAULT_METHOD, *,
-                names: Sequence[str] | None = None, pass_levels: Sequence[float] = PASS_LEVELS,
-                fail_levels: Sequence[float] = FAIL_LEVELS, stage_costs: Sequence[float] | None = None,
-                one_per_task: bool = False, seed: int = 0, p_values: str = "auto",
-                num_threads: int | None = None, label_rule: LabelRule | str | float | dict[str, Any] | None = None,
-                labels: str | None = None, bound: str = DEFAULT_BOUND,
-                order_trajectories: Sequence[Trajectory] | None = None, order_llm_stages: bool = True) -> Cascade:
+def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory], alpha: float | FitOptions,
+                delta: float | None = None, max_false_pass: float | None = None, method: str = DEFAULT_METHOD,
+                **options: Any) -> Cascade:
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
     Args:
@@ -292,33 +281,10 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
             `BaseJudge`, or a callable returning a `Verdict`, `judge.recorded.as_stage`), with
             their LMs attached or configured; none fit on `trajectories`.
         trajectories: labeled calibration trajectories (whole tasks; every trial is used).
-        alpha: bound on disagreement among decided items.
-        delta: the guarantee holds with probability at least ``1 - delta``.
-        max_false_pass: beta, the bound on the false-pass rate among decided failed items (None: ``alpha / 2``
-            per stage with the per-stage bound, not bounded with the pooled one).
-        method: ``"ordered_sequence"`` (default, `metrics.risk_methods.DEFAULT_METHOD`), ``"holm"``,
-            ``"bonferroni"``, ``"split_fixed_sequence"`` or ``"fail_first_sequence"``
-            (`metrics.risk_control.learn_then_test`).
-        names: stage names (default `stage_names`).
-        pass_levels, fail_levels: the thresholds of a stage with a continuous confidence; a stage whose
-            ``confidence_levels`` are set gets one threshold per level instead.
-        stage_costs: cost per item of each stage (default: 0 for a floor, 1 otherwise), to break ties.
-        one_per_task: keep one drawn trial per task (the rest counted as dropped); default: every trial.
-        seed: the order of the tasks (betting p-values), the ordering share of the split, the drawn trial.
-        p_values: ``"auto"`` (exact binomial with one trial per task, else betting), ``"binomial"``,
-            ``"betting"`` or ``"hoeffding_bentkus"``.
-        num_threads: threads of each stage's batch.
-        label_rule: the rule that made the labels from rewards (``--label-threshold``), stored in the guarantee
-            (`label_rule_record`; a dict is taken as such a record); None: each format's own, as the trajectories
-            record it.
-        labels: the label file joined onto the trajectories (``--labels``), recorded with the rule.
-        bound: ``"per_stage"`` (default: every deciding stage's disagreement and false-pass rate bounded) or
-            ``"pooled"`` (over everything decided).
-        order_trajectories: labeled trajectories apart from the calibration (the fit split: the tasks the floor
-            was fit on), whose out-of-fold confidences order the ``"ordered_sequence"`` (`order_confidences`); no
-            task may be in both. None: a label-free order fixed in advance.
-        order_llm_stages: run the LLM stages on the ordering data (default; one call per ordering item); False:
-            they get a label-free position in the order.
+        alpha: the `FitOptions` (what is certified and how); or, the compatible form, alpha itself with
+            `delta`, `max_false_pass`, `method` and the other options as keywords (`FitOptions`'s fields).
+        delta, max_false_pass, method: `FitOptions`'s fields, when `alpha` is a number.
+        **options: `FitOptions`'s other fields, when `alpha` is a number.
 
     Returns:
         The `Cascade` (stages certified to decide nothing dropped); ``cascade.fit_report`` is the `FitReport` as
@@ -328,58 +294,85 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         CascadeCalibrationError: nothing can be certified (with the labels it would need).
         CascadeStageError: a stage's LM failed on calibration items.
         UnlabeledError: a trajectory has no label.
+        InputError: no stage, one name per stage not given, bad options (`FitOptions`).
     """
+    if isinstance(alpha, FitOptions):
+        if delta is not None or max_false_pass is not None or method != DEFAULT_METHOD or options:
+            raise InputError("fit_cascade takes FitOptions or alpha, delta and keywords, not both")
+        spec = alpha
+    else:
+        spec = FitOptions.of(alpha=alpha, delta=delta, max_false_pass=max_false_pass, method=method, **options)
     trajectories = require_labels(list(trajectories), "the cascade fit")
-    rule_record = (dict(label_rule) if isinstance(label_rule, dict)
-                   else label_rule_record(trajectories, label_rule, None if labels is None else str(labels)))
+    rule_record = (dict(spec.label_rule) if isinstance(spec.label_rule, dict)
+                   else label_rule_record(trajectories, spec.label_rule, None if spec.labels is None
+                                          else str(spec.labels)))
     if not stages:
         raise InputError("a cascade needs at least one stage")
     stages = [as_stage(stage) for stage in stages]  # a callable returning a Verdict is a stage too
-    names = list(names) if names is not None else stage_names(stages)
+    names = list(spec.names) if spec.names is not None else stage_names(stages)
     if len(names) != len(stages):
         raise InputError(f"one name per stage: {len(names)} names for {len(stages)} stages")
-    units = calibration_units(trajectories, one_per_task, seed)
-    items = [trajectories[i] for i in units]
+    items = [trajectories[i] for i in calibration_units(trajectories, spec.one_per_task, spec.seed)]
     if not items:
-        raise CascadeCalibrationError(f"no calibration data: certifying needs at least {decided_needed(alpha, delta)} "
-                                      "decided labels", decided_needed(alpha, delta))
+        raise CascadeCalibrationError(f"no calibration data: certifying needs at least "
+                                      f"{decided_needed(spec.alpha, spec.delta)} decided labels",
+                                      decided_needed(spec.alpha, spec.delta))
     y = np.array([t.label for t in items], dtype=np.int64)
-    groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=object)
+    groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=str)
     levels = [stage_levels(stage) for stage in stages]
-    ordering: dict[str, Any] = {}
-    order_kwargs: dict[str, Any] = {}
-    if order_trajectories is not None:
-        if method != "ordered_sequence":
-            raise InputError(f"ordering data orders the 'ordered_sequence' method, not {method!r}: drop "
-                             "--order-data or use --method ordered_sequence")
-        order_conf, order_y, how = order_confidences(stages, names, order_trajectories, trajectories, seed=seed,
-                                                     num_threads=num_threads, llm_stages=order_llm_stages)
-        order_kwargs = {"order_confidences": order_conf, "order_labels": order_y,
-                        "order_groups": [f"{t.domain}/{t.task_id}" for t in order_trajectories]}
-        ordering = {"trajectories": int(order_y.size), "stages": how}
-        for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
-            part = getattr(stage, "llm", stage)
-            if hasattr(part, "reset_counts"):
-                part.reset_counts()
-    conf, calls, unparsed = _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads)
-    costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
-    result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, groups=groups.astype(str),
-                             levels=levels, pass_levels=pass_levels, fail_levels=fail_levels, stage_costs=costs,
-                             p_values=p_values, seed=seed, bound=bound, **order_kwargs)
+    ordering, order_kwargs = _ordering(stages, names, trajectories, spec)
+    conf, calls, unparsed = _confidences(stages, names, items, levels, spec.pass_levels, spec.fail_levels,
+                                         spec.num_threads)
+    costs = spec.stage_costs if spec.stage_costs is not None else [stage_cost(s) for s in stages]
+    result = learn_then_test(conf, y, spec.alpha, spec.delta, spec.max_false_pass, spec.method, groups=groups,
+                             levels=levels, pass_levels=spec.pass_levels, fail_levels=spec.fail_levels,
+                             stage_costs=costs, p_values=spec.p_values, seed=spec.seed, bound=spec.bound,
+                             **order_kwargs)
     tasks = len({f"{t.domain}/{t.task_id}" for t in trajectories})
     if not result.certified:
         raise CascadeCalibrationError(*refusal_message(result, len(items), tasks, names))
+    return _fitted(stages, names, (conf, y, calls, unparsed), result, spec, rule_record,
+                   {"trajectories": len(trajectories), "tasks": tasks, "ordering_data": ordering or None,
+                    "trials_used": len(items)})
+
+
+def _ordering(stages: Sequence[BaseJudge], names: Sequence[str], trajectories: Sequence[Trajectory],
+              spec: FitOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ordering data's record for the report and the keywords it gives `learn_then_test` (none without it)."""
+    if spec.order_trajectories is None:
+        return {}, {}
+    if spec.method != "ordered_sequence":
+        raise InputError(f"ordering data orders the 'ordered_sequence' method, not {spec.method!r}: drop "
+                         "--order-data or use --method ordered_sequence")
+    order_conf, order_y, how = order_confidences(stages, names, spec.order_trajectories, trajectories, seed=spec.seed,
+                                                 num_threads=spec.num_threads, llm_stages=spec.order_llm_stages)
+    for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
+        part = getattr(stage, "llm", stage)
+        if hasattr(part, "reset_counts"):
+            part.reset_counts()
+    return ({"trajectories": int(order_y.size), "stages": how},
+            {"order_confidences": order_conf, "order_labels": order_y,
+             "order_groups": [f"{t.domain}/{t.task_id}" for t in spec.order_trajectories]})
+
+
+def _fitted(stages: Sequence[BaseJudge], names: Sequence[str],
+            seen: tuple[np.ndarray, np.ndarray, Sequence[int], Sequence[int]], result: GridResult, spec: FitOptions,
+            rule_record: dict[str, Any], counts: dict[str, Any]) -> Cascade:
+    """The certified cascade: the stages that decide something, their rules, the guarantee and the fit report."""
+    conf, y, calls, unparsed = seen
     rows, escalated = _stage_rows(names, conf, y, result, calls, unparsed)
-    guarantee = _guarantee(result, result.max_false_pass, method, pass_levels, fail_levels, levels, one_per_task,
-                           rule_record)
+    levels = [stage_levels(stage) for stage in stages]
+    guarantee = _guarantee(result, result.max_false_pass, spec.method, spec.pass_levels, spec.fail_levels, levels,
+                           spec.one_per_task, rule_record)
     kept = [k for k, row in enumerate(rows) if row["decided"] > 0 or _decides_something(result.thresholds[k])]
     dropped = [{"name": names[k], "reason": DROPPED_WHY} for k in range(len(stages)) if k not in kept]
+    used = int(counts["trials_used"])
     report = FitReport(result.to_dict(), rows, {
-        "calibration_units": int(result.n_tasks + result.n_order_tasks), "trajectories": len(trajectories),
-        "trials_used": len(items), "tasks": tasks, "tested_tasks": result.n_tasks,
-        "ordering_tasks": result.n_order_tasks, "dropped_trials": len(trajectories) - len(items),
-        "order": result.order, "ordering_data": ordering or None},
-        escalated, guarantee, dropped, _judge_verdicts(stages, rows, kept, len(items)))
+        "calibration_units": int(result.n_tasks + result.n_order_tasks), "trajectories": counts["trajectories"],
+        "trials_used": used, "tasks": counts["tasks"], "tested_tasks": result.n_tasks,
+        "ordering_tasks": result.n_order_tasks, "dropped_trials": counts["trajectories"] - used,
+        "order": result.order, "ordering_data": counts["ordering_data"]},
+        escalated, guarantee, dropped, _judge_verdicts(stages, rows, kept, used))
     rules = [StageRule(names[k], *result.thresholds[k]) for k in kept]
     return Cascade([stages[k] for k in kept], rules, guarantee, report.to_dict())
 
