@@ -516,8 +516,8 @@ def order_kwargs(fit_items) -> dict:
     never sees (issue 39 item 2: the fit share); {} when it does not take them."""
     import dataclasses
 
-    return {"order_trajectories": fit_items} if "order_trajectories" in {f.name for f in dataclasses.fields(FitOptions)} \
-        else {}
+    known = {f.name for f in dataclasses.fields(FitOptions)}
+    return {"order_trajectories": fit_items} if "order_trajectories" in known else {}
 
 
 def hybrid_part(data: dict, seeds: int, recorded: RecordedJudge | None = None) -> dict:
