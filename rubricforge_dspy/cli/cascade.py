@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rubricforge_dspy.cli.data_options import add_data_arguments, load_data
@@ -98,18 +97,14 @@ def _check(args) -> None:
 
 
 def load_stage(spec: str, args) -> BaseJudge:
-    """The stage a ``--stage`` value names: a verdict JSONL (``.jsonl``) or a platform's verdicts
-    (``mlflow:``/``inspect:``) as a recorded stage (`judge.recorded.RecordedJudge`), else a saved judge
-    (`load_judge`). Every verdict line is checked here, before any work (exit 2 naming the file and line)."""
-    from rubricforge_dspy.integrations.recorded import is_platform_stage, platform_stage
-    from rubricforge_dspy.judge.loading import load_judge
-    from rubricforge_dspy.judge.recorded import RecordedJudge
+    """The stage a ``--stage`` value names (`judge.loading.stage_from_spec`: a registered stage kind's prefix or
+    suffix, e.g. a verdict JSONL or ``mlflow:``/``inspect:`` as a recorded stage, else a saved judge). Every
+    verdict line is checked here, before any work (exit 2 naming the file and line)."""
+    import rubricforge_dspy.integrations.recorded  # noqa: F401  (registers the mlflow: and inspect: stage kinds)
+    from rubricforge_dspy.judge.loading import stage_from_spec
 
-    if is_platform_stage(spec) and not Path(spec).exists():
-        return platform_stage(spec, args.mlflow_uri)
-    if spec.endswith(".jsonl"):
-        return RecordedJudge.from_file(spec)
-    return load_judge(spec, allow_unverified=args.allow_unverified_program, allow_import=args.allow_import_stage)
+    return stage_from_spec(spec, mlflow_uri=args.mlflow_uri, allow_unverified=args.allow_unverified_program,
+                           allow_import=args.allow_import_stage)
 
 
 def _missing_notes(names, stages) -> list[str]:
