@@ -26,6 +26,7 @@ import orjson
 from rubricforge_dspy.apply.job import checked_output, job_path, replace_file
 from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.apply.writer import Spilled
+from rubricforge_dspy.core.cascade import format_judge_verdicts, format_token_spend, token_spend
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -33,7 +34,6 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts
 from rubricforge_dspy.judge.fingerprint import Fingerprint, digest, judge_parts
-from rubricforge_dspy.report.cascade import format_judge_verdicts, format_token_spend, token_spend
 
 if TYPE_CHECKING:
     import dspy

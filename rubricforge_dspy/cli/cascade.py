@@ -80,7 +80,7 @@ def use_cascade_label_rule(args, guarantee: dict | None, what: str) -> None:
     """Read labels against a cascade by the rule it was certified with: ``args.label_threshold`` becomes the
     cascade's rule when none was given (said in one line on stderr); another rule is refused
     (`report.cascade.LabelRuleMismatchError`, exit 2, naming both)."""
-    from rubricforge_dspy.report.cascade import cascade_label_rule
+    from rubricforge_dspy.core.cascade import cascade_label_rule
 
     args.label_threshold, note = cascade_label_rule(guarantee, args.label_threshold, what)
     if note:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from rubricforge_dspy.core.cascade import format_judge_verdicts, format_token_spend
 from rubricforge_dspy.metrics.risk_control import SEQUENCE_METHODS, GridResult, decided_needed, tasks_needed
-from rubricforge_dspy.report.cascade import format_judge_verdicts, format_token_spend
 
 __all__ = ["format_fit_report", "format_cascade_summary", "judge_verdicts_line", "refusal_message"]
 

@@ -165,7 +165,7 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
     length giveaway verdict, the folds' sizes, and the floor refit on all the data (its coefficients say
     which symptoms carry the signal). ``floor_gives_away`` flags a floor whose held-out kappa says the
     observable features give the outcome away (`core.judge_names.floor_gives_away`)."""
-    from rubricforge_dspy.report.notes import clean
+    from rubricforge_dspy.core.jsonsafe import clean
 
     items = _table(trajectories, "the floor report")
     if not len(items):
