@@ -13,7 +13,7 @@ no rule given -> the cascade's; the same rule -> as given; another rule -> refus
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import LabelRule, parse_label_rule
@@ -25,7 +25,7 @@ ESCALATED = "escalated"
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens")
 
 
-def token_spend(tokens: Mapping[str, int] | None, lm_items: int, n: int, unreported: int = 0) -> dict:
+def token_spend(tokens: Mapping[str, int] | None, lm_items: int, n: int, unreported: int = 0) -> dict[str, Any]:
     """The LM tokens a cascade spent, and an estimate of what judging all `n` items with the LLM would cost.
 
     Args:
@@ -52,7 +52,7 @@ def token_spend(tokens: Mapping[str, int] | None, lm_items: int, n: int, unrepor
     return {"tokens": tokens, "lm_items": lm_items, "unreported": unreported, "estimate_judging_everything": estimate}
 
 
-def format_token_spend(spend: Mapping | None, lm_calls: int) -> str:
+def format_token_spend(spend: Mapping[str, Any] | None, lm_calls: int) -> str:
     """One line: the tokens spent and the estimate of judging everything with the last stage."""
     if not spend or lm_calls == 0:
         return "LM tokens: 0 (no LM call)"
@@ -82,7 +82,7 @@ def format_judge_verdicts(needed: int, n: int) -> str:
     return f"judge verdicts needed: {needed} of {n} ({(n - needed) / n:.0%} saved)"
 
 
-def line_judge_verdicts(lines: Iterable[Mapping], stages: Sequence[str], judge_stages: Iterable[str]) -> int:
+def line_judge_verdicts(lines: Iterable[Mapping[str, Any]], stages: Sequence[str], judge_stages: Iterable[str]) -> int:
     """The judge verdicts a cascade's verdict lines needed: per line, the judge stages (`judge_stages`, names in
     `stages`' order) at or before the stage that settled it (``stage``; an escalated line went through every
     stage; a failed line stopped at the stage that failed).
@@ -107,10 +107,10 @@ def line_judge_verdicts(lines: Iterable[Mapping], stages: Sequence[str], judge_s
     return needed
 
 
-def line_tokens(lines: Iterable[Mapping]) -> tuple[dict, dict, int, int]:
+def line_tokens(lines: Iterable[Mapping[str, Any]]) -> tuple[dict[str, dict[str, int]], dict[str, int], int, int]:
     """Tokens from cascade verdict lines (``lm_tokens``: stage -> prompt/completion tokens of its LM call on the
     item): per stage, in total, the LM-judged items that reported usage and those that did not."""
-    by_stage: dict[str, dict] = {}
+    by_stage: dict[str, dict[str, int]] = {}
     total = dict.fromkeys(TOKEN_KEYS, 0)
     items = unreported = 0
     for line in lines:
@@ -132,7 +132,7 @@ class LabelRuleMismatchError(InputError):
     """Labels asked for under another rule than the one a cascade was certified with (exit 2)."""
 
 
-def cascade_label_rule(guarantee: Mapping | None, given: LabelRule | str | float | None,
+def cascade_label_rule(guarantee: Mapping[str, Any] | None, given: LabelRule | str | float | None,
                        what: str = "the cascade") -> tuple[LabelRule | str | float | None, str | None]:
     """The label rule to read labels with against a cascade, and a line saying so.
 

@@ -101,13 +101,12 @@ class Verdicts(list[Verdict]):
     def errors(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for verdict in self:
-            if verdict.abstained:
-                assert verdict.error_kind is not None  # Verdict refuses an abstention without its error kind
+            if verdict.abstained and verdict.error_kind is not None:  # (Verdict refuses an abstention without one)
                 counts[verdict.error_kind] = counts.get(verdict.error_kind, 0) + 1
         return counts
 
 
-class BaseJudge(dspy.Module):
+class BaseJudge(dspy.Module):  # type: ignore[misc]  # (dspy is untyped: its classes are Any to mypy)
     """The contract every judge implements (see the module docstring). Subclasses define ``forward``,
     ``aforward``, ``render``, ``rubric``, ``rubric_sha256``, ``operating_point``, ``save`` and ``load``.
 

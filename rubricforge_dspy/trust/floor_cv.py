@@ -92,7 +92,7 @@ def grouped_folds(trajectories: Items, n_splits: int = DEFAULT_FOLDS,
                          "label more trajectories")
     splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "the least populated class has fewer members than n_splits"
+        warnings.filterwarnings("ignore", message="The least populated class in y has only", category=UserWarning)
         folds = [(train, test) for train, test in splitter.split(np.zeros(len(y)), y, groups)]
     return [(train, test) for train, test in folds if len(test) and len(train)]
 
