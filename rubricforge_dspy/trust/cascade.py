@@ -65,8 +65,8 @@ from rubricforge_dspy.metrics.risk_control import (
     learn_then_test,
     stage_pairs,
 )
+from rubricforge_dspy.trust.cascade_measure import cascade_summary, measure_cascade
 from rubricforge_dspy.trust.cascade_options import FitOptions
-from rubricforge_dspy.trust.cascade_summary import cascade_summary, measure_cascade
 from rubricforge_dspy.trust.cascade_text import (
     format_cascade_summary,
     format_fit_report,
