@@ -113,3 +113,27 @@ def test_a_command_naming_a_skipped_kind_exits_2(plugins, halves, tmp_path, caps
                      "--alpha", "0.05", "--out", str(tmp_path / "c.json")])
     assert code == 2
     assert "'exits'" in capsys.readouterr().err
+
+
+def test_the_stage_attributes_are_declared_on_the_contract(halves):
+    from rubricforge_dspy.judge.contract import BaseJudge
+    from rubricforge_dspy.judge.module import TrajectoryJudge
+    from rubricforge_dspy.trust.cascade import stage_cost, stage_levels, stage_names
+
+    assert (BaseJudge.stage_name, BaseJudge.cost_per_item, BaseJudge.confidence_levels, BaseJudge.kind) == \
+        ("judge", 1.0, None, None)
+    floor, judge = load_judge(halves / "floor.json"), TrajectoryJudge()
+    assert (floor.stage_name, floor.cost_per_item, floor.calls_lm, floor.gives_judge_verdicts) == \
+        ("floor", 0.0, False, False)
+    assert (judge.calls_lm, judge.gives_judge_verdicts) == (True, True)
+    toy = InlineAnswers({})
+    assert stage_names([floor, toy, judge]) == ["floor", "toy", "judge"]
+    assert [stage_cost(s) for s in (floor, toy, judge)] == [0.0, 1.0, 1.0] and stage_levels(toy) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("bad", [{"alpha": float("nan")}, {"delta": 1.0}, {"max_false_pass": -0.1}])
+def test_fit_options_refuse_a_bound_outside_0_1(bad):
+    from rubricforge_dspy.core.errors import InputError
+
+    with pytest.raises(InputError, match=next(iter(bad))):
+        FitOptions(**{"alpha": 0.1, "delta": 0.1, **bad})
