@@ -364,8 +364,8 @@ class JobRun:
             while handed_on is not None and left:  # this item, and any the verdict cache handed on before it
                 handed_on(left.pop(0))
 
-        tracker_of = (lambda item: item.usage) if self.cascade is not None else None
-        fast = self.calls.run(stage, self._jobs(stage, items, left), collect, stage.circuit.raise_if_open, tracker_of)
+        fast = self.calls.run(stage, self._jobs(stage, items, left), collect, stage.circuit.raise_if_open,
+                              lambda item: item.usage)
         if self.cascade is None:
             self.summary.fast_path = bool(fast)
         if handed_on is not None:
@@ -389,8 +389,7 @@ class JobRun:
                     left.append(item)
                 continue
             item.text_hash = text_hash
-            if run is not None:
-                item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
+            item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
             yield item, inputs
 
     def _called(self, stage: Stage, item: RunItem, verdict: Verdict, left: list[RunItem]) -> None:
@@ -401,14 +400,14 @@ class JobRun:
         summary.lm_calls += verdict.attempts
         summary.retries += max(0, verdict.attempts - 1)
         item.calls += verdict.attempts
+        usage = item.usage.totals() if item.usage is not None else None
+        item.usage = None
+        if usage:  # the LM reported its usage: the item's line records it (`_tokens`)
+            item.tokens[stage.name or ""] = {key: int(usage.get(key) or 0)
+                                             for key in ("prompt_tokens", "completion_tokens")}
         if run is not None:
             item.lm_stages += 1
             run.lm_asked += 1
-            usage = item.usage.totals() if item.usage is not None else None
-            item.usage = None
-            if usage:
-                item.tokens[_named(stage)] = {key: int(usage.get(key) or 0)
-                                           for key in ("prompt_tokens", "completion_tokens")}
         settled = self._settle(stage, item, verdict)
         # (a calibrated verdict is not cached: the cache keeps the LM's answer, and a stage decides on its calibration)
         if (self.cache is not None and item.text_hash is not None and not verdict.abstained
