@@ -101,7 +101,7 @@ from rubricforge_dspy.metrics.risk_control import (
     learn_then_test,
     threshold_grid,
 )
-from rubricforge_dspy.trust.cascade import CascadeCalibrationError, fit_cascade
+from rubricforge_dspy.trust.cascade import CascadeCalibrationError, FitOptions, fit_cascade
 from rubricforge_dspy.trust.floor_cv import cross_validate
 from rubricforge_dspy.trust.hybrid_cv import fit_hybrid_stack
 
@@ -514,10 +514,10 @@ def hybrid_criteria(summary: dict) -> dict:
 def order_kwargs(fit_items) -> dict:
     """``order_trajectories=`` for `fit_cascade` when the library orders its sequence from data the calibration
     never sees (issue 39 item 2: the fit share); {} when it does not take them."""
-    import inspect
+    import dataclasses
 
-    return {"order_trajectories": fit_items} if "order_trajectories" in inspect.signature(fit_cascade).parameters \
-        else {}
+    known = {f.name for f in dataclasses.fields(FitOptions)}
+    return {"order_trajectories": fit_items} if "order_trajectories" in known else {}
 
 
 def hybrid_part(data: dict, seeds: int, recorded: RecordedJudge | None = None) -> dict:
@@ -541,9 +541,9 @@ def hybrid_part(data: dict, seeds: int, recorded: RecordedJudge | None = None) -
                 name, costs, beta = variant
                 stages = [floor, hybrid if name == "floor_hybrid_person" else judge]
                 try:
-                    cascade = fit_cascade(stages, cal_items, HYBRID_ALPHA, DELTA, beta, seed=seed,
-                                          stage_costs=(0.0, 1.0) if costs == "judge_costs_1" else None,
-                                          **order_kwargs(fit_items))
+                    cascade = fit_cascade(stages, cal_items, FitOptions(
+                        HYBRID_ALPHA, DELTA, beta, seed=seed,
+                        stage_costs=(0.0, 1.0) if costs == "judge_costs_1" else None, **order_kwargs(fit_items)))
                     run = judged_seed(cascade, judge, test_items, cascade.fit_report)
                 except CascadeCalibrationError as error:
                     run = {**judged_seed(None, judge, test_items, None), "refusal": str(error)}

@@ -26,6 +26,7 @@ import orjson
 from rubricforge_dspy.apply.job import BatchOutputError, checked_output, job_path, replace_file
 from rubricforge_dspy.apply.summary import BatchSummary
 from rubricforge_dspy.apply.writer import Spilled
+from rubricforge_dspy.core.cascade import format_judge_verdicts, format_token_spend, token_spend
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -33,8 +34,6 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.jsonl import to_record, write_records
 from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts
 from rubricforge_dspy.judge.fingerprint import Fingerprint, digest, judge_parts
-from rubricforge_dspy.judge.floor import FloorJudge
-from rubricforge_dspy.report.cascade import format_judge_verdicts, format_token_spend, token_spend
 
 if TYPE_CHECKING:
     import dspy
@@ -53,10 +52,7 @@ def gives_judge_verdicts(stage: Any) -> bool:
     for when that tool judged, and again for every new item), a hybrid over either, a Python stage
     (`judge.recorded.CallableJudge`); not a floor (free). A stage that declares ``cost_per_item`` is one when
     that cost is above 0 (the fit's tie-break, `trust.cascade.stage_cost`, reads the same attribute)."""
-    declared = getattr(stage, "cost_per_item", None)
-    if declared is not None:
-        return float(declared) > 0
-    return not isinstance(stage, FloorJudge)
+    return bool(stage.gives_judge_verdicts)
 
 
 class CascadeItem(Protocol):

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
@@ -83,7 +82,7 @@ def use_cascade_label_rule(spec: DataSpec, guarantee: dict[str, Any] | None, wha
     """Read labels against a cascade by the rule it was certified with: the returned spec's ``label_rule`` is the
     cascade's rule when none was given (said in one line on stderr); another rule is refused
     (`report.cascade.LabelRuleMismatchError`, exit 2, naming both)."""
-    from rubricforge_dspy.report.cascade import cascade_label_rule
+    from rubricforge_dspy.core.cascade import cascade_label_rule
 
     rule, note = cascade_label_rule(guarantee, spec.label_rule, what)
     if note:
@@ -103,18 +102,14 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def load_stage(spec: str, args: argparse.Namespace) -> BaseJudge:
-    """The stage a ``--stage`` value names: a verdict JSONL (``.jsonl``) or a platform's verdicts
-    (``mlflow:``/``inspect:``) as a recorded stage (`judge.recorded.RecordedJudge`), else a saved judge
-    (`load_judge`). Every verdict line is checked here, before any work (exit 2 naming the file and line)."""
-    from rubricforge_dspy.integrations.recorded import is_platform_stage, platform_stage
-    from rubricforge_dspy.judge.loading import load_judge
-    from rubricforge_dspy.judge.recorded import RecordedJudge
+    """The stage a ``--stage`` value names (`judge.loading.stage_from_spec`: a registered stage kind's prefix or
+    suffix, e.g. a verdict JSONL or ``mlflow:``/``inspect:`` as a recorded stage, else a saved judge). Every
+    verdict line is checked here, before any work (exit 2 naming the file and line)."""
+    import rubricforge_dspy.integrations.recorded  # noqa: F401  (registers the mlflow: and inspect: stage kinds)
+    from rubricforge_dspy.judge.loading import stage_from_spec
 
-    if is_platform_stage(spec) and not Path(spec).exists():
-        return platform_stage(spec, args.mlflow_uri)
-    if spec.endswith(".jsonl"):
-        return RecordedJudge.from_file(spec)
-    return load_judge(spec, allow_unverified=args.allow_unverified_program, allow_import=args.allow_import_stage)
+    return stage_from_spec(spec, mlflow_uri=args.mlflow_uri, allow_unverified=args.allow_unverified_program,
+                           allow_import=args.allow_import_stage)
 
 
 def _missing_notes(names: list[str], stages: list[BaseJudge]) -> list[str]:
@@ -135,7 +130,7 @@ def cmd_cascade_fit(args: argparse.Namespace) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
     from rubricforge_dspy.data.label_journal import exchangeable_labels
-    from rubricforge_dspy.trust.cascade import fit_cascade, format_fit_report, stage_names
+    from rubricforge_dspy.trust.cascade import FitOptions, fit_cascade, format_fit_report, stage_names
 
     _check(args)
     writable_file(args.out, "cascade")
@@ -158,10 +153,11 @@ def cmd_cascade_fit(args: argparse.Namespace) -> int:
             for stage in stages:
                 if stage.predictors():
                     stage.set_lm(lm)
-        cascade = fit_cascade(stages, trajectories, args.alpha, args.delta, args.max_false_pass, args.method,
-                              names=args.name, seed=args.seed, num_threads=args.concurrency, p_values=args.p_values,
-                              one_per_task=args.one_per_task, label_rule=data.label_rule, labels=data.labels_path,
-                              bound=args.bound.replace("-", "_"), order_trajectories=order)
+        cascade = fit_cascade(stages, trajectories, FitOptions(
+            args.alpha, args.delta, args.max_false_pass, args.method, names=args.name, seed=args.seed,
+            num_threads=args.concurrency, p_values=args.p_values, one_per_task=args.one_per_task,
+            label_rule=data.label_rule, labels=data.labels_path, bound=args.bound.replace("-", "_"),
+            order_trajectories=order))
     assert cascade.fit_report is not None  # fit_cascade records its report
     cascade.fit_report["labels_selected"] = selection.to_dict()
     cascade.save(args.out)

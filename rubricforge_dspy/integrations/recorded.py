@@ -37,6 +37,7 @@ from typing import Any, Iterator
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.verdict import PASS_THRESHOLD
 from rubricforge_dspy.judge.recorded import RecordedJudge
+from rubricforge_dspy.judge.stage_kinds import register_stage_kind
 
 __all__ = ["MLFLOW_PREFIX", "INSPECT_PREFIX", "is_platform_stage", "platform_stage", "mlflow_recorded",
            "inspect_recorded"]
@@ -75,6 +76,17 @@ def platform_stage(spec: str, mlflow_uri: str | None = None) -> RecordedJudge:
         raise InputError(f"--stage {spec}: an Inspect stage is inspect:<log.eval>:<scorer name>")
     return inspect_recorded(log, scorer)
 
+
+
+def _platform_stage(spec: str, *, mlflow_uri: str | None = None, **_: Any) -> RecordedJudge:
+    return platform_stage(spec, mlflow_uri)
+
+
+# the platforms' stage kinds (`judge.stage_kinds`): a ``--stage mlflow:...`` / ``inspect:...`` value
+register_stage_kind("rubricforge.mlflow_assessments", prefix=MLFLOW_PREFIX, from_spec=_platform_stage,
+                    description="an MLflow experiment's assessments of one name, as a recorded stage")
+register_stage_kind("rubricforge.inspect_scores", prefix=INSPECT_PREFIX, from_spec=_platform_stage,
+                    description="an Inspect log's scores of one scorer, as a recorded stage")
 
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -88,12 +88,15 @@ _LOADING: ContextVar[tuple[Path, ...]] = ContextVar("rubricforge_cascades_loadin
 
 
 def _save_stage(stage: BaseJudge, path: Path) -> None:
-    """Save one stage: a stage of this package's classes saves itself (`_save_without_lm`); any other judge (a
-    user's `BaseJudge`, a `judge.recorded.CallableJudge`) is saved by its import path
-    (`judge.recorded.save_python_stage`), or refused with the reason (`ProgramError`)."""
+    """Save one stage: a stage of this package's classes, or of a registered stage kind (its ``kind``,
+    `judge.stage_kinds`), saves itself (`_save_without_lm`); any other judge (a user's `BaseJudge`, a
+    `judge.recorded.CallableJudge`) is saved by its import path (`judge.recorded.save_python_stage`), or refused
+    with the reason (`ProgramError`)."""
     from rubricforge_dspy.judge.recorded import CallableJudge, save_python_stage
+    from rubricforge_dspy.judge.stage_kinds import stage_kind
 
-    if type(stage).__module__.startswith("rubricforge_dspy.") and not isinstance(stage, CallableJudge):
+    own = type(stage).__module__.startswith("rubricforge_dspy.") and not isinstance(stage, CallableJudge)
+    if own or (stage.kind is not None and stage_kind(stage.kind) is not None):
         _save_without_lm(stage, path)
     else:
         save_python_stage(stage, path)
@@ -119,7 +122,7 @@ def _accepts_features(stage: BaseJudge) -> bool:
 
 def _reads_ids(stage: BaseJudge) -> bool:
     """A stage that looks trajectories up by id (a recorded stage, a hybrid over one: ``needs_trajectory``)."""
-    return bool(getattr(stage, "needs_trajectory", False))
+    return bool(stage.needs_trajectory)
 
 
 def _sha256(path: Path) -> str:

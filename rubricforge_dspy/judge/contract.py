@@ -101,15 +101,49 @@ class Verdicts(list[Verdict]):
     def errors(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for verdict in self:
-            if verdict.abstained:
-                assert verdict.error_kind is not None  # Verdict refuses an abstention without its error kind
+            if verdict.abstained and verdict.error_kind is not None:  # (Verdict refuses an abstention without one)
                 counts[verdict.error_kind] = counts.get(verdict.error_kind, 0) + 1
         return counts
 
 
-class BaseJudge(dspy.Module):
+class BaseJudge(dspy.Module):  # type: ignore[misc]  # (dspy is untyped: its classes are Any to mypy)
     """The contract every judge implements (see the module docstring). Subclasses define ``forward``,
-    ``aforward``, ``render``, ``rubric``, ``rubric_sha256``, ``operating_point``, ``save`` and ``load``."""
+    ``aforward``, ``render``, ``rubric``, ``rubric_sha256``, ``operating_point``, ``save`` and ``load``.
+
+    A judge is also a cascade stage; what the cascade reads of a stage is declared here, with defaults (a
+    subclass overrides what differs; the cascade never probes for an attribute):
+
+    Attributes:
+        stage_name: the stage's default name in a cascade (`trust.cascade.stage_names`): ``"judge"``; a floor's
+            own name, ``"recorded"``, ``"hybrid"``.
+        cost_per_item: what one item costs, the fit's tie-break (`trust.cascade.stage_cost`): 1.0, one judge
+            verdict (an LM call, or another tool's recorded verdict); 0.0 for a free stage (a floor). A stage
+            whose cost is above 0 gives judge verdicts a user pays for (`gives_judge_verdicts`).
+        confidence_levels: the values the stage's confidence can take, sorted (shape the cascade's grid,
+            `trust.cascade.stage_levels`); None: continuous.
+        needs_trajectory: True when the stage must be given the `Trajectory` itself (it looks items up by id,
+            or reads the steps), never its rendered text.
+        kind: the registered stage kind (`judge.stage_kinds.register_stage_kind`) whose loader reads the file
+            ``save`` writes (its top-level ``"kind"``); None: the package's program, floor and cascade files,
+            or a Python stage saved by its import path.
+    """
+
+    stage_name: str = "judge"
+    cost_per_item: float = 1.0
+    confidence_levels: tuple[float, ...] | None = None
+    needs_trajectory: bool = False
+    kind: str | None = None
+
+    @property
+    def calls_lm(self) -> bool:
+        """Whether the stage calls an LM (it has a predictor); a floor, a recorded or Python stage does not."""
+        return bool(self.predictors())
+
+    @property
+    def gives_judge_verdicts(self) -> bool:
+        """Whether each item the stage runs on costs a judge verdict a user pays for (``cost_per_item > 0``: an
+        LLM, recorded or Python stage, a hybrid over one; not a floor)."""
+        return float(self.cost_per_item) > 0
 
     # -- identity
     @property

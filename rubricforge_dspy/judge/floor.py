@@ -259,6 +259,17 @@ class FloorJudge(BaseJudge):
         self.floor = floor
         self.manifest: dict[str, Any] | None = None
 
+    cost_per_item: float = 0.0  # free: no LM call, no judge verdict
+
+    @property
+    def stage_name(self) -> str:  # type: ignore[override]  # (a class attribute on the contract)
+        """The floor's own name (``floor``)."""
+        return self.floor.name
+
+    @property
+    def calls_lm(self) -> bool:
+        return False
+
     @property
     def rubric(self) -> str:
         return ""

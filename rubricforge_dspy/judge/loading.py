@@ -7,7 +7,8 @@ as a `HybridJudge`; a floor file (`judge.floor`, ``"kind": "rubricforge.symptom_
 (``"kind": "rubricforge.recorded_judge"``) as a `RecordedJudge`, a hybrid over one
 (``"rubricforge.recorded_hybrid"``) as a `HybridJudge`, both once their verdict file's sha256 is the recorded
 one; a Python stage (``"rubricforge.python_stage"``) by importing what it names, only with ``allow_import``
-(`judge.recorded`). The endpoint is never read
+(`judge.recorded`); a stage of any other registered kind (`judge.stage_kinds`) by its kind's ``load``. The
+endpoint is never read
 from the file: the LM is attached here, with ``set_lm``, or configured with `dspy.configure`. (Not
 `dspy.load`, which loads DSPy's pickled whole programs and refuses these JSON files.)
 
@@ -30,42 +31,93 @@ from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, Sym
 from rubricforge_dspy.judge.hybrid import HYBRID_KEY, RECORDED_HYBRID_KIND, HybridJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.recorded import PYTHON_STAGE_KIND, RECORDED_KIND, RecordedJudge, load_python_stage
+from rubricforge_dspy.judge.stage_kinds import register_stage_kind, spec_kind, stage_kind
 from rubricforge_dspy.program.store import ProgramError, read_json_document
 
 if TYPE_CHECKING:
     import dspy
 
-__all__ = ["load_judge", "load"]
+__all__ = ["load_judge", "load", "stage_from_spec"]
 
 
-_STAGE_KINDS = (FLOOR_KIND, RECORDED_KIND, RECORDED_HYBRID_KIND, PYTHON_STAGE_KIND)
+def _floor(data: dict[str, Any], path: Path, **_: Any) -> BaseJudge:
+    try:
+        return FloorJudge(SymptomFloor.from_dict(data, str(path)))
+    except FloorError as error:
+        raise ProgramError(f"{path}: malformed floor: {error}") from error
+
+
+def _recorded_hybrid(data: dict[str, Any], path: Path, *, allow_unverified: bool = False, **_: Any) -> BaseJudge:
+    try:
+        return HybridJudge.from_recorded_document(data, path, allow_unverified)
+    except FloorError as error:
+        raise ProgramError(f"{path}: malformed hybrid stack: {error}") from error
+
+
+# The package's own stage kinds (`judge.stage_kinds`); the platforms' are registered by `integrations.recorded`.
+register_stage_kind(FLOOR_KIND, load=_floor, description="a symptom floor (features, no LM)")
+register_stage_kind(RECORDED_KIND, suffix=".jsonl",
+                    load=lambda data, path, *, allow_unverified=False, **_: RecordedJudge.from_document(
+                        data, path, allow_unverified),
+                    from_spec=lambda spec, **_: RecordedJudge.from_file(spec),
+                    description="another tool's verdicts, recorded in a verdict JSONL")
+register_stage_kind(RECORDED_HYBRID_KIND, load=_recorded_hybrid, description="a hybrid stack over a recorded stage")
+register_stage_kind(PYTHON_STAGE_KIND, load=lambda data, path, *, allow_import=False, **_: load_python_stage(
+    data, path, allow_import), description="a Python callable or judge, imported by name (only when allowed)")
 
 
 def _stage_document(path: Path) -> dict[str, Any] | None:
-    """The stage document `path` holds (a floor, a recorded stage, a hybrid over one, a Python stage), or None
-    when it is not one (a program is read by `read_program`)."""
+    """The stage document `path` holds (a JSON document whose ``"kind"`` is a registered stage kind with a
+    ``load``), or None when it is not one (a program is read by `read_program`).
+
+    Raises:
+        StageKindError: its kind is a third-party kind whose entry point was skipped.
+    """
     if path.suffix != ".json":
         return None
     try:  # (a FIFO, a device, a file too large or nested too deeply: refused before it is read or parsed)
         data = read_json_document(path, "program")
     except InputError:
         return None  # read_program says what is wrong with it
-    return data if isinstance(data, dict) and data.get("kind") in _STAGE_KINDS else None
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        return None
+    kind = stage_kind(data["kind"])
+    return data if kind is not None and kind.load is not None else None
 
 
 def _stage(data: dict[str, Any], path: Path, allow_unverified: bool, allow_import: bool) -> BaseJudge:
-    kind = data["kind"]
-    try:
-        if kind == FLOOR_KIND:
-            return FloorJudge(SymptomFloor.from_dict(data, str(path)))
-        if kind == RECORDED_KIND:
-            return RecordedJudge.from_document(data, path, allow_unverified)
-        if kind == RECORDED_HYBRID_KIND:
-            return HybridJudge.from_recorded_document(data, path, allow_unverified)
-    except FloorError as error:
-        raise ProgramError(f"{path}: malformed {'floor' if kind == FLOOR_KIND else 'hybrid stack'}: {error}") \
-            from error
-    return load_python_stage(data, path, allow_import)
+    kind = stage_kind(data["kind"])
+    if kind is None or kind.load is None:  # (`_stage_document` checked it)
+        raise ProgramError(f"{path}: no stage kind {data['kind']!r} reads this file")
+    stage = kind.load(data, path, allow_unverified=allow_unverified, allow_import=allow_import)
+    if not isinstance(stage, BaseJudge):
+        raise ProgramError(f"{path}: stage kind {kind.name!r} ({kind.origin}) gave {type(stage).__name__}, "
+                           "not a judge (judge.contract.BaseJudge)")
+    return stage
+
+
+def stage_from_spec(spec: str, *, allow_unverified: bool = False, allow_import: bool = False,
+                    **options: Any) -> BaseJudge:
+    """The stage a ``--stage`` value names: a value with a registered kind's prefix (``mlflow:``, ``inspect:``;
+    not an existing file) or suffix (``.jsonl``: a verdict file, a recorded stage) by that kind's
+    ``from_spec``; else a saved judge (`load_judge`: a program, a floor, a stage file of any registered kind).
+
+    Args:
+        spec: the ``--stage`` value.
+        allow_unverified, allow_import: as `load_judge` (also given to a kind's ``from_spec``).
+        **options: given to a kind's ``from_spec`` (``mlflow_uri``).
+
+    Raises:
+        StageKindError: the value names a third-party kind that was skipped. As `load_judge` otherwise.
+    """
+    kind = spec_kind(spec)
+    if kind is not None and kind.from_spec is not None and (kind.suffix or not Path(spec).exists()):
+        stage = kind.from_spec(spec, allow_unverified=allow_unverified, allow_import=allow_import, **options)
+        if not isinstance(stage, BaseJudge):
+            raise ProgramError(f"--stage {spec}: stage kind {kind.name!r} ({kind.origin}) gave "
+                               f"{type(stage).__name__}, not a judge (judge.contract.BaseJudge)")
+        return stage
+    return load_judge(spec, allow_unverified=allow_unverified, allow_import=allow_import)
 
 
 def load_judge(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: bool = True,

@@ -54,6 +54,7 @@ from typing import Any, Iterable, Literal, Protocol
 
 import dspy
 
+from rubricforge_dspy.core.cascade import ESCALATED
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -85,7 +86,6 @@ class MetricJudge(Protocol):
 __all__ = ["JudgeMetric", "as_metric", "UNATTRIBUTED", "LabelAgreement", "AgreementResult", "label_agreement"]
 
 logger = logging.getLogger(__name__)
-ESCALATED = "escalated"  # `judge.cascade.ESCALATED` (this module does not import the cascade)
 
 UNATTRIBUTED = "unattributed"
 

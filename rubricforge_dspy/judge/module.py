@@ -47,7 +47,7 @@ FORMAT_KINDS = ("parse", "truncated", "invalid")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-class TrajectoryVerdictSignature(dspy.Signature):
+class TrajectoryVerdictSignature(dspy.Signature):  # type: ignore[misc]  # (dspy is untyped)
     __doc__ = SEED_RUBRIC
 
     trajectory: str = dspy.InputField(desc="The agent episode: observable events only, numbered in order.")
@@ -79,7 +79,7 @@ def __getattr__(name: str) -> type[TrajectoryVerdictSignature]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class VerdictFormatError(AdapterParseError, RubricForgeError):
+class VerdictFormatError(AdapterParseError, RubricForgeError):  # type: ignore[misc]  # (dspy is untyped)
     """The LM answered, but not with a verdict: ``kind`` is ``parse`` (not strict JSON), ``truncated``
     (cut at max_tokens) or ``invalid`` (JSON with a wrong-typed or non-finite field)."""
 
@@ -100,7 +100,7 @@ def _response_format(adapter_type: type[dspy.JSONAdapter], signature: type[dspy.
                                 supports_response_format=supported, supports_schema=schema_ok)
 
 
-class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):
+class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):  # type: ignore[misc]  # (dspy is untyped)
     """DSPy's JSON adapter, minus the repair: the answer must be one JSON object (optionally inside a
     single ```json fence). Anything `json_repair` would have had to guess at is a parse failure.
 

@@ -77,6 +77,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import dspy
 import orjson
 
+from rubricforge_dspy.core.cascade import ESCALATED
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -102,7 +103,7 @@ PYTHON_STAGE_KIND = "rubricforge.python_stage"
 VERSION = 1
 # The error kind of a recorded stage's hand-on (no line for the id, or an abstained line): not an LM error
 # (`lm.errors.LM_ERROR_KINDS`), so a cascade hands the item on instead of recording an LM failure.
-HANDED_ON = "escalated"
+HANDED_ON = ESCALATED
 _COUNT_LOCK = threading.Lock()  # module-level: a lock on the module would not survive dspy's deepcopy
 # the largest confidence a fail line can have: strictly below PASS_THRESHOLD, so no t_pass >= 0.5 passes it
 _BELOW_PASS = math.nextafter(PASS_THRESHOLD, 0.0)
@@ -579,7 +580,7 @@ def import_path_of(stage: BaseJudge) -> str:
 
 def save_python_stage(stage: BaseJudge, path: Path) -> None:
     """Write `stage` as a Python stage JSON (its import path, `import_path_of`); `ProgramError` says why not."""
-    levels = getattr(stage, "confidence_levels", None)
+    levels = stage.confidence_levels
     document = {"kind": PYTHON_STAGE_KIND, "version": VERSION, "import": import_path_of(stage),
                 "wraps": "callable" if isinstance(stage, CallableJudge) else "judge",
                 "confidence_levels": None if levels is None else [float(v) for v in levels]}

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from rubricforge_dspy.core.cascade import ESCALATED
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.terminal import check_name, terminal_safe
 from rubricforge_dspy.core.verdict import Verdict
@@ -17,7 +18,6 @@ from rubricforge_dspy.judge.contract import (
 
 __all__ = ["ESCALATED", "StageRule", "CascadeVerdicts", "stage_confidence"]
 
-ESCALATED = "escalated"
 
 
 def stage_confidence(verdict: Verdict | Mapping[str, Any] | Any) -> float | None:

@@ -72,7 +72,7 @@ def fit_demo_cascade(sample: Sequence[Trajectory], fractions: Sequence[float], s
     model, which the lead says)."""
     from rubricforge_dspy.judge.floor import FloorError, FloorJudge, SymptomFloor
     from rubricforge_dspy.judge.loading import load_judge
-    from rubricforge_dspy.trust.cascade import CascadeCalibrationError, fit_cascade
+    from rubricforge_dspy.trust.cascade import CascadeCalibrationError, FitOptions, fit_cascade
 
     run_dir = Path(run_dir)
     split = split_by_task(list(sample), fractions, seed)
@@ -85,8 +85,9 @@ def fit_demo_cascade(sample: Sequence[Trajectory], fractions: Sequence[float], s
     else:
         judge = load_judge(program, lm=judge_lm, check_certificate=False)
         try:
-            cascade = fit_cascade([floor, judge], calibration, DEMO_ALPHA, DEMO_DELTA, DEMO_MAX_FALSE_PASS,
-                                  DEMO_METHOD, order_trajectories=list(split.train), order_llm_stages=False)
+            cascade = fit_cascade([floor, judge], calibration, FitOptions(
+                DEMO_ALPHA, DEMO_DELTA, DEMO_MAX_FALSE_PASS, DEMO_METHOD, order_trajectories=list(split.train),
+                order_llm_stages=False))
         except CascadeCalibrationError as error:
             result = {"certified": False, "n": len(calibration), "reason": str(error),
                       "needed_decided": error.needed_decided, "needed_labels": error.needed_labels}

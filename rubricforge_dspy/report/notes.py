@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 import warnings
-from typing import Any, Iterator, overload
+from typing import Any, Iterator
 
-import numpy as np
+from rubricforge_dspy.core.jsonsafe import clean
 
 __all__ = ["collect", "clean", "split_excluded"]
 
@@ -29,26 +28,6 @@ def collect(notes: list[str], label: str) -> Iterator[None]:
             notes.append(msg)
 
 
-@overload
-def clean(x: dict[Any, Any]) -> dict[str, Any]: ...
-@overload
-def clean(x: list[Any] | tuple[Any, ...]) -> list[Any]: ...
-@overload
-def clean(x: Any) -> Any: ...
-def clean(x: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, nan/inf to None."""
-    if isinstance(x, dict):
-        return {str(k): clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [clean(v) for v in x]
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    return x
 
 
 def split_excluded(notes: list[str]) -> tuple[list[str], list[dict[str, Any]]]:

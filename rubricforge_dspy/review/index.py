@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
+from rubricforge_dspy.core.cascade import ESCALATED
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory
@@ -44,7 +45,6 @@ from rubricforge_dspy.evidence.render import lookalike_fold
 
 __all__ = ["VerdictFileIndex", "DataIndex", "ItemSummary", "ESCALATED", "lookalike_groups"]
 
-ESCALATED = "escalated"
 _ID_AT_START = re.compile(rb'\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)"')  # `match` anchors it
 
 

@@ -180,10 +180,7 @@ def audit(judge: BaseJudge, labeled: Sequence[Trajectory], *, baseline_false_pas
     with dspy.context(**({"lm": lm} if lm is not None else {})):
         verdicts = [judge_verdict(judge, t) for t in labeled]
         used_lm = resolve_lm(judge, lm)
-    y_true: list[int] = []
-    for t in labeled:
-        assert t.label is not None  # require_labels above
-        y_true.append(t.label)
+    y_true = [int(t.label) for t in labeled if t.label is not None]  # every one labeled (require_labels above)
     y_pred = [int(bool(v.passed) and not v.abstained) for v in verdicts]
     n_failed = y_true.count(0)
     false_pass_ids = [t.id for t, y, p in zip(labeled, y_true, y_pred, strict=True) if y == 0 and p == 1]

@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from rubricforge_dspy.core.errors import InputError, ServerError
-from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.terminal import check_name, is_name
 from rubricforge_dspy.core.trajectory import (
     ANY_POSITIVE_REWARD,
@@ -53,35 +52,32 @@ from rubricforge_dspy.core.trajectory import (
     parse_label_rule,
     require_labels,
 )
-from rubricforge_dspy.judge.cascade import ESCALATED, Cascade, CascadeVerdicts, StageRule, stage_confidence
+from rubricforge_dspy.judge.cascade import Cascade, StageRule, stage_confidence
 from rubricforge_dspy.judge.contract import BaseJudge
 from rubricforge_dspy.judge.floor import FloorError, FloorJudge
 from rubricforge_dspy.judge.recorded import as_stage
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 from rubricforge_dspy.metrics.intervals import proportion_ci
 from rubricforge_dspy.metrics.risk_control import (
-    DEFAULT_BOUND,
     DEFAULT_METHOD,
-    FAIL_LEVELS,
-    PASS_LEVELS,
-    SEQUENCE_METHODS,
     GridResult,
     cascade_outcomes,
     decided_needed,
     learn_then_test,
     stage_pairs,
-    tasks_needed,
 )
-from rubricforge_dspy.report.cascade import format_token_spend
+from rubricforge_dspy.trust.cascade_measure import cascade_summary, measure_cascade
+from rubricforge_dspy.trust.cascade_options import FitOptions
+from rubricforge_dspy.trust.cascade_text import (
+    format_cascade_summary,
+    format_fit_report,
+    judge_verdicts_line,
+    refusal_message,
+)
 
-if TYPE_CHECKING:
-    import dspy
-
-    from rubricforge_dspy.core.verdict import Verdict
-
-__all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "fit_cascade", "calibration_units",
-           "stage_names", "order_confidences", "judge_verdicts_line", "stage_cost", "cascade_summary",
-           "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM", "REFERENCES",
+__all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "FitOptions", "fit_cascade",
+           "calibration_units", "stage_names", "order_confidences", "judge_verdicts_line", "stage_cost",
+           "cascade_summary", "measure_cascade", "format_fit_report", "format_cascade_summary", "THEOREM", "REFERENCES",
            "label_rule_record"]
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, for the population of a random task and "
@@ -98,6 +94,7 @@ REFERENCES = ("Angelopoulos, Bates, Candes, Jordan, Lei 2021, Learn then Test, a
               "Jung, Brahman, Choi, ICLR 2025, Trust or Escalate",
               "Bates, Angelopoulos, Lei, Malik, Jordan 2021, Distribution-free risk-controlling prediction sets",
               "Berger 1982, Multiparameter hypothesis testing and acceptance sampling (intersection-union)")
+
 
 
 DROPPED_WHY = ("certified to decide nothing (its thresholds never pass and never fail): judging would pay for it "
@@ -183,7 +180,7 @@ def stage_names(stages: Sequence[BaseJudge]) -> list[str]:
     names: list[str] = []
     seen: dict[str, int] = {}
     for stage in stages:
-        base = stage.floor.name if isinstance(stage, FloorJudge) else getattr(stage, "stage_name", None) or "judge"
+        base = stage.stage_name or "judge"
         base = base if is_name(base) else "judge"  # a Python stage named `<lambda>`...
         seen[base] = seen.get(base, 0) + 1
         names.append(base if seen[base] == 1 else f"{base}{seen[base]}")
@@ -211,130 +208,6 @@ def _stage_confidences(stage: BaseJudge, name: str, items: list[Trajectory],
                                 f"({', '.join(kinds)}; first: {failed[0].error}); fix the server and fit again")
     conf = np.array([np.nan if (c := stage_confidence(v)) is None else c for v in verdicts], dtype=np.float64)
     return conf, sum(v.abstained for v in verdicts)
-
-
-def _failed_test(result: GridResult, names: Sequence[str]) -> dict[str, Any]:
-    """The test that stopped the refusal's vector: the one with the largest p-value (it is above the level)."""
-    tests: list[dict[str, Any]] = []
-    n = max(result.n_trials, 1)
-    if result.bound == "per_stage":
-        for name, row in zip(names, result.stages, strict=False):
-            if row.get("p_disagreement") is not None:
-                tests.append({"what": f"stage {name}'s disagreement", "p": row["p_disagreement"], "bound": result.alpha,
-                              "rate": row["errors"] / row["decided"] if row["decided"] else 0.0,
-                              "share": row["decided"] / n, "count": row["decided"]})
-            if row.get("p_false_pass") is not None:
-                tests.append({"what": f"stage {name}'s false-pass rate", "p": row["p_false_pass"],
-                              "bound": result.max_false_pass,
-                              "rate": row["false_passes"] / row["failed_decided"] if row["failed_decided"] else 0.0,
-                              "share": row["failed_decided"] / n, "count": row["failed_decided"]})
-    if not tests:  # pooled (or a vector with no stage tested)
-        tests.append({"what": "the disagreement", "p": result.p_value, "bound": result.alpha,
-                      "rate": result.disagreement or 0.0, "share": result.coverage, "count": result.n_decided})
-        if result.max_false_pass is not None:
-            tests.append({"what": "the false-pass rate", "p": result.p_value, "bound": result.max_false_pass,
-                          "rate": result.false_pass or 0.0, "share": result.n_failed_decided / n,
-                          "count": result.n_failed_decided})
-            # pooled p_L = max(p_D, p_F): the one whose rate is nearer its bound failed
-            tests.sort(key=lambda t: (t["bound"] - t["rate"]) * t["share"])
-            return tests[0]
-    return max(tests, key=lambda t: t["p"])
-
-
-def _tasks_for(test: dict[str, Any], result: GridResult) -> int | None:
-    """About how many tested tasks the failed test would need at its observed rate and share (None: none
-    suffice); never fewer than were tested, since these did not suffice: when the estimate says otherwise, the
-    observed p-value is extrapolated (``p`` falls about geometrically in the tasks: ``n log(level) / log(p)``)."""
-    level, tested = result.level, max(result.n_tasks, 1)
-    if test["rate"] >= test["bound"] or test["share"] <= 0:
-        return None
-    estimate: int | None
-    if result.p_values == "binomial":
-        decided = decided_needed(test["bound"], level, test["rate"])
-        estimate = math.ceil(decided / test["share"]) if decided is not None else None
-    else:
-        estimate = tasks_needed(test["bound"], level, test["share"], test["rate"])
-    if estimate is not None and estimate > tested:
-        return estimate
-    p = float(test["p"])
-    if 0.0 < p < 1.0:
-        return max(math.ceil(tested * math.log(level) / math.log(p)), tested + 1)
-    return None
-
-
-def _refusal(result: GridResult, n_items: int, tasks: int, names: Sequence[str] | None = None
-             ) -> CascadeCalibrationError:
-    """Why nothing was certified: the vector where the procedure stopped (a sequence: the first not rejected;
-    Holm and Bonferroni: the smallest p-value), each of its tests' p-values against the level it needed, and
-    the tasks the test that failed would need; what more labels of this kind of data can and cannot buy."""
-    names = list(names) if names is not None else [f"stage {k + 1}" for k in range(len(result.thresholds))]
-    sequence = result.method in SEQUENCE_METHODS
-    level = result.level or (result.delta if sequence else result.delta / result.n_tested)
-    beta = result.max_false_pass
-    if result.bound == "per_stage":
-        bound = f"per stage: disagreement <= {result.alpha} and false-pass <= {beta:.3g}" if beta is not None else \
-            f"per stage: disagreement <= {result.alpha}"
-    else:
-        bound = f"disagreement <= {result.alpha}" + (f" and false-pass <= {beta}" if beta is not None else "")
-    used = (f"{result.n_trials} trials of {result.n_tasks} tasks tested"
-            + (f", {result.n_order_tasks} more tasks ordered the grid (split fixed sequence: "
-               f"{result.n_order_tasks / max(result.n_order_tasks + result.n_tasks, 1):.0%} of the tasks)"
-               if result.n_order_tasks else "")
-            + f"; {n_items} calibration trajectories of {tasks} tasks given")
-    where = ("the sequence stopped at its first vector not certified" if sequence
-             else "the vector with the smallest p-value")
-    vector = "; ".join(f"{name}: " + _threshold_text({"t_pass": tp if math.isfinite(tp) else None,
-                                                      "t_fail": tf if math.isfinite(tf) else None})
-                       for name, (tp, tf) in zip(names, result.thresholds, strict=False))
-    parts: list[str] = []
-    if result.bound == "per_stage" and result.stages:
-        for name, row in zip(names, result.stages, strict=False):
-            if not row.get("tested"):
-                continue
-            bits = [f"decided {row['decided']} with {row['errors']} disagreement(s): p = "
-                    f"{_p_text(row['p_disagreement'])} (needs <= {level:.3g})"]
-            if row.get("p_false_pass") is not None:
-                bits.append(f"{row['false_passes']} false pass(es) of {row['failed_decided']} failed: p = "
-                            f"{_p_text(row['p_false_pass'])} (needs <= {level:.3g})")
-            parts.append(f"{name} " + ", ".join(bits))
-    else:
-        parts.append(f"decides {result.n_decided} trials with {result.errors} disagreement(s)"
-                     + (f" and {result.false_passes} false pass(es) of {result.n_failed_decided} failed"
-                        if beta is not None else "") + f": p = {_p_text(result.p_value)} (needs <= {level:.3g})")
-    failed = _failed_test(result, names)
-    seen = (f"{where} ({vector}): " + "; ".join(parts) + f" (level: delta {result.delta}"
-            + ("" if sequence else f" over {result.n_tested} vectors") + f", {result.method}, {result.p_values} "
-            f"p-values)")
-    need_tasks = _tasks_for(failed, result)
-    trials = max(result.n_trials / max(result.n_tasks, 1), 1.0)
-    needed = labels = None
-    if failed["rate"] >= failed["bound"]:
-        advice = (f"{failed['what']} is {failed['rate']:.3f} >= its bound {failed['bound']:.3g} on these items: no "
-                  "number of labels suffices for this vector: raise the bound, or use stronger stages")
-    elif need_tasks is None:
-        advice = (f"{failed['what']} failed (p = {_p_text(failed['p'])}); no number of tasks suffices at its share "
-                  f"{failed['share']:.2f} and rate {failed['rate']:.3f}: raise the bound or use stronger stages")
-    else:
-        labels = math.ceil(need_tasks * trials)
-        needed = math.ceil(need_tasks * trials * failed["share"])
-        total = (math.ceil(need_tasks * (result.n_order_tasks + result.n_tasks) / max(result.n_tasks, 1))
-                 if result.n_order_tasks else need_tasks)
-        advice = (f"{failed['what']} failed (p = {_p_text(failed['p'])} > {level:.3g}); certifying it needs about "
-                  f"{need_tasks} labeled tasks in the test (more than the {result.n_tasks} tested)"
-                  + (f", about {total} with the ordering share" if total != need_tasks else "")
-                  + f", at its share {failed['share']:.2f} and rate {failed['rate']:.3f}"
-                  + (": more trials of the same tasks cannot replace tasks (the task is the unit)"
-                     if result.p_values != "binomial" else ""))
-    if result.order == "label-free":
-        advice += ("; the sequence's order was label-free (no ordering data): give the fit split's labeled "
-                   "trajectories to order it (--order-data), or test every vector with --method holm")
-    return CascadeCalibrationError(
-        f"cascade fit refused: no threshold vector is certified for {bound} with probability >= "
-        f"{1 - result.delta:.2f} ({used}); {seen}; {advice}", needed, labels)
-
-
-def _p_text(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.3g}"
 
 
 def _stage_rows(names: Sequence[str], conf: np.ndarray, y: np.ndarray, result: GridResult, calls: Sequence[int],
@@ -366,19 +239,12 @@ def _stage_rows(names: Sequence[str], conf: np.ndarray, y: np.ndarray, result: G
     return rows, int((~decided[0]).sum())
 
 
-def judge_verdicts_line(needed: int, total: int) -> str:
-    """The cost a user pays for another tool's (or an LLM's) verdicts: ``judge verdicts needed: 101 of 188 (46%
-    saved)`` (the same wording in the fit report and the cascade summaries)."""
-    saved = 1.0 - needed / total if total else 0.0
-    return f"judge verdicts needed: {needed} of {total} ({saved:.0%} saved)"
-
-
 def _judge_verdicts(stages: Sequence[BaseJudge], rows: Sequence[dict[str, Any]], kept: Sequence[int],
                     n: int) -> dict[str, Any] | None:
     """Verdicts of the judge stages (every stage but a floor: an LLM, a recorded or external tool's verdicts, a
     hybrid over one) the certified cascade needs on the calibration trajectories, against judging every one with
     the last such stage; None when no stage is a judge."""
-    judges = [k for k in kept if not isinstance(stages[k], FloorJudge)]
+    judges = [k for k in kept if stages[k].gives_judge_verdicts]
     if not judges:
         return None
     needed = sum(int(rows[k]["reached"]) for k in judges)
@@ -407,14 +273,9 @@ def label_rule_record(trajectories: Sequence[Trajectory], label_rule: LabelRule 
     return {"rules": rules, "source": "each format's own rule", "labels": labels}
 
 
-def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory], alpha: float, delta: float,
-                max_false_pass: float | None = None, method: str = DEFAULT_METHOD, *,
-                names: Sequence[str] | None = None, pass_levels: Sequence[float] = PASS_LEVELS,
-                fail_levels: Sequence[float] = FAIL_LEVELS, stage_costs: Sequence[float] | None = None,
-                one_per_task: bool = False, seed: int = 0, p_values: str = "auto",
-                num_threads: int | None = None, label_rule: LabelRule | str | float | dict[str, Any] | None = None,
-                labels: str | None = None, bound: str = DEFAULT_BOUND,
-                order_trajectories: Sequence[Trajectory] | None = None, order_llm_stages: bool = True) -> Cascade:
+def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory], alpha: float | FitOptions,
+                delta: float | None = None, max_false_pass: float | None = None, method: str = DEFAULT_METHOD,
+                **options: Any) -> Cascade:
     """Fit a cascade's thresholds by Learn-then-Test (see the module docstring for the guarantee).
 
     Args:
@@ -422,33 +283,10 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
             `BaseJudge`, or a callable returning a `Verdict`, `judge.recorded.as_stage`), with
             their LMs attached or configured; none fit on `trajectories`.
         trajectories: labeled calibration trajectories (whole tasks; every trial is used).
-        alpha: bound on disagreement among decided items.
-        delta: the guarantee holds with probability at least ``1 - delta``.
-        max_false_pass: beta, the bound on the false-pass rate among decided failed items (None: ``alpha / 2``
-            per stage with the per-stage bound, not bounded with the pooled one).
-        method: ``"ordered_sequence"`` (default, `metrics.risk_methods.DEFAULT_METHOD`), ``"holm"``,
-            ``"bonferroni"``, ``"split_fixed_sequence"`` or ``"fail_first_sequence"``
-            (`metrics.risk_control.learn_then_test`).
-        names: stage names (default `stage_names`).
-        pass_levels, fail_levels: the thresholds of a stage with a continuous confidence; a stage whose
-            ``confidence_levels`` are set gets one threshold per level instead.
-        stage_costs: cost per item of each stage (default: 0 for a floor, 1 otherwise), to break ties.
-        one_per_task: keep one drawn trial per task (the rest counted as dropped); default: every trial.
-        seed: the order of the tasks (betting p-values), the ordering share of the split, the drawn trial.
-        p_values: ``"auto"`` (exact binomial with one trial per task, else betting), ``"binomial"``,
-            ``"betting"`` or ``"hoeffding_bentkus"``.
-        num_threads: threads of each stage's batch.
-        label_rule: the rule that made the labels from rewards (``--label-threshold``), stored in the guarantee
-            (`label_rule_record`; a dict is taken as such a record); None: each format's own, as the trajectories
-            record it.
-        labels: the label file joined onto the trajectories (``--labels``), recorded with the rule.
-        bound: ``"per_stage"`` (default: every deciding stage's disagreement and false-pass rate bounded) or
-            ``"pooled"`` (over everything decided).
-        order_trajectories: labeled trajectories apart from the calibration (the fit split: the tasks the floor
-            was fit on), whose out-of-fold confidences order the ``"ordered_sequence"`` (`order_confidences`); no
-            task may be in both. None: a label-free order fixed in advance.
-        order_llm_stages: run the LLM stages on the ordering data (default; one call per ordering item); False:
-            they get a label-free position in the order.
+        alpha: the `FitOptions` (what is certified and how); or, the compatible form, alpha itself with
+            `delta`, `max_false_pass`, `method` and the other options as keywords (`FitOptions`'s fields).
+        delta, max_false_pass, method: `FitOptions`'s fields, when `alpha` is a number.
+        **options: `FitOptions`'s other fields, when `alpha` is a number.
 
     Returns:
         The `Cascade` (stages certified to decide nothing dropped); ``cascade.fit_report`` is the `FitReport` as
@@ -458,60 +296,87 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
         CascadeCalibrationError: nothing can be certified (with the labels it would need).
         CascadeStageError: a stage's LM failed on calibration items.
         UnlabeledError: a trajectory has no label.
+        InputError: no stage, one name per stage not given, bad options (`FitOptions`).
     """
+    if isinstance(alpha, FitOptions):
+        if delta is not None or max_false_pass is not None or method != DEFAULT_METHOD or options:
+            raise InputError("fit_cascade takes FitOptions or alpha, delta and keywords, not both")
+        spec = alpha
+    else:
+        spec = FitOptions.of(alpha=alpha, delta=delta, max_false_pass=max_false_pass, method=method, **options)
     trajectories = require_labels(list(trajectories), "the cascade fit")
-    rule_record = (dict(label_rule) if isinstance(label_rule, dict)
-                   else label_rule_record(trajectories, label_rule, None if labels is None else str(labels)))
+    rule_record = (dict(spec.label_rule) if isinstance(spec.label_rule, dict)
+                   else label_rule_record(trajectories, spec.label_rule, None if spec.labels is None
+                                          else str(spec.labels)))
     if not stages:
         raise InputError("a cascade needs at least one stage")
     stages = [as_stage(stage) for stage in stages]  # a callable returning a Verdict is a stage too
-    names = list(names) if names is not None else stage_names(stages)
+    names = list(spec.names) if spec.names is not None else stage_names(stages)
     for name in names:  # before any work: a name is stored and makes a file name (`<out>.<name>.json`)
         check_name(name)
     if len(names) != len(stages):
         raise InputError(f"one name per stage: {len(names)} names for {len(stages)} stages")
-    units = calibration_units(trajectories, one_per_task, seed)
-    items = [trajectories[i] for i in units]
+    items = [trajectories[i] for i in calibration_units(trajectories, spec.one_per_task, spec.seed)]
     if not items:
-        raise CascadeCalibrationError(f"no calibration data: certifying needs at least {decided_needed(alpha, delta)} "
-                                      "decided labels", decided_needed(alpha, delta))
+        raise CascadeCalibrationError(f"no calibration data: certifying needs at least "
+                                      f"{decided_needed(spec.alpha, spec.delta)} decided labels",
+                                      decided_needed(spec.alpha, spec.delta))
     y = np.array([t.label for t in items], dtype=np.int64)
-    groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=object)
+    groups = np.array([f"{t.domain}/{t.task_id}" for t in items], dtype=str)
     levels = [stage_levels(stage) for stage in stages]
-    ordering: dict[str, Any] = {}
-    order_kwargs: dict[str, Any] = {}
-    if order_trajectories is not None:
-        if method != "ordered_sequence":
-            raise InputError(f"ordering data orders the 'ordered_sequence' method, not {method!r}: drop "
-                             "--order-data or use --method ordered_sequence")
-        order_conf, order_y, how = order_confidences(stages, names, order_trajectories, trajectories, seed=seed,
-                                                     num_threads=num_threads, llm_stages=order_llm_stages)
-        order_kwargs = {"order_confidences": order_conf, "order_labels": order_y,
-                        "order_groups": [f"{t.domain}/{t.task_id}" for t in order_trajectories]}
-        ordering = {"trajectories": int(order_y.size), "stages": how}
-        for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
-            part = getattr(stage, "llm", stage)
-            if hasattr(part, "reset_counts"):
-                part.reset_counts()
-    conf, calls, unparsed = _confidences(stages, names, items, levels, pass_levels, fail_levels, num_threads)
-    costs = stage_costs if stage_costs is not None else [stage_cost(s) for s in stages]
-    result = learn_then_test(conf, y, alpha, delta, max_false_pass, method, groups=groups.astype(str),
-                             levels=levels, pass_levels=pass_levels, fail_levels=fail_levels, stage_costs=costs,
-                             p_values=p_values, seed=seed, bound=bound, **order_kwargs)
+    ordering, order_kwargs = _ordering(stages, names, trajectories, spec)
+    conf, calls, unparsed = _confidences(stages, names, items, levels, spec.pass_levels, spec.fail_levels,
+                                         spec.num_threads)
+    costs = spec.stage_costs if spec.stage_costs is not None else [stage_cost(s) for s in stages]
+    result = learn_then_test(conf, y, spec.alpha, spec.delta, spec.max_false_pass, spec.method, groups=groups,
+                             levels=levels, pass_levels=spec.pass_levels, fail_levels=spec.fail_levels,
+                             stage_costs=costs, p_values=spec.p_values, seed=spec.seed, bound=spec.bound,
+                             **order_kwargs)
     tasks = len({f"{t.domain}/{t.task_id}" for t in trajectories})
     if not result.certified:
-        raise _refusal(result, len(items), tasks, names)
+        raise CascadeCalibrationError(*refusal_message(result, len(items), tasks, names))
+    return _fitted(stages, names, (conf, y, calls, unparsed), result, spec, rule_record,
+                   {"trajectories": len(trajectories), "tasks": tasks, "ordering_data": ordering or None,
+                    "trials_used": len(items)})
+
+
+def _ordering(stages: Sequence[BaseJudge], names: Sequence[str], trajectories: Sequence[Trajectory],
+              spec: FitOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ordering data's record for the report and the keywords it gives `learn_then_test` (none without it)."""
+    if spec.order_trajectories is None:
+        return {}, {}
+    if spec.method != "ordered_sequence":
+        raise InputError(f"ordering data orders the 'ordered_sequence' method, not {spec.method!r}: drop "
+                         "--order-data or use --method ordered_sequence")
+    order_conf, order_y, how = order_confidences(stages, names, spec.order_trajectories, trajectories, seed=spec.seed,
+                                                 num_threads=spec.num_threads, llm_stages=spec.order_llm_stages)
+    for stage in stages:  # a recorded stage's missing-verdict counts are the calibration's, reported after the fit
+        part = getattr(stage, "llm", stage)
+        if hasattr(part, "reset_counts"):
+            part.reset_counts()
+    return ({"trajectories": int(order_y.size), "stages": how},
+            {"order_confidences": order_conf, "order_labels": order_y,
+             "order_groups": [f"{t.domain}/{t.task_id}" for t in spec.order_trajectories]})
+
+
+def _fitted(stages: Sequence[BaseJudge], names: Sequence[str],
+            seen: tuple[np.ndarray, np.ndarray, Sequence[int], Sequence[int]], result: GridResult, spec: FitOptions,
+            rule_record: dict[str, Any], counts: dict[str, Any]) -> Cascade:
+    """The certified cascade: the stages that decide something, their rules, the guarantee and the fit report."""
+    conf, y, calls, unparsed = seen
     rows, escalated = _stage_rows(names, conf, y, result, calls, unparsed)
-    guarantee = _guarantee(result, result.max_false_pass, method, pass_levels, fail_levels, levels, one_per_task,
-                           rule_record)
+    levels = [stage_levels(stage) for stage in stages]
+    guarantee = _guarantee(result, result.max_false_pass, spec.method, spec.pass_levels, spec.fail_levels, levels,
+                           spec.one_per_task, rule_record)
     kept = [k for k, row in enumerate(rows) if row["decided"] > 0 or _decides_something(result.thresholds[k])]
     dropped = [{"name": names[k], "reason": DROPPED_WHY} for k in range(len(stages)) if k not in kept]
+    used = int(counts["trials_used"])
     report = FitReport(result.to_dict(), rows, {
-        "calibration_units": int(result.n_tasks + result.n_order_tasks), "trajectories": len(trajectories),
-        "trials_used": len(items), "tasks": tasks, "tested_tasks": result.n_tasks,
-        "ordering_tasks": result.n_order_tasks, "dropped_trials": len(trajectories) - len(items),
-        "order": result.order, "ordering_data": ordering or None},
-        escalated, guarantee, dropped, _judge_verdicts(stages, rows, kept, len(items)))
+        "calibration_units": int(result.n_tasks + result.n_order_tasks), "trajectories": counts["trajectories"],
+        "trials_used": used, "tasks": counts["tasks"], "tested_tasks": result.n_tasks,
+        "ordering_tasks": result.n_order_tasks, "dropped_trials": counts["trajectories"] - used,
+        "order": result.order, "ordering_data": counts["ordering_data"]},
+        escalated, guarantee, dropped, _judge_verdicts(stages, rows, kept, used))
     rules = [StageRule(names[k], *result.thresholds[k]) for k in kept]
     return Cascade([stages[k] for k in kept], rules, guarantee, report.to_dict())
 
@@ -556,13 +421,13 @@ def order_confidences(stages: Sequence[BaseJudge], names: Sequence[str], order_t
                 how.append(f"{name}: out-of-fold probabilities (features refit per task-grouped fold)")
             except FloorError as error:
                 how.append(f"{name}: label-free position (no out-of-fold fit: {error})")
-        elif not llm_stages and _makes_lm_calls(stage):
+        elif not llm_stages and stage.calls_lm:
             how.append(f"{name}: label-free position (an LLM stage not run on the ordering data)")
         else:
             conf[k], _ = _stage_confidences(stage, name, order, num_threads)
             none = int(np.isnan(conf[k]).sum())
             how.append(f"{name}: its verdicts on the ordering items"
-                       + (f" ({len(order)} LM calls)" if _makes_lm_calls(stage) else "")
+                       + (f" ({len(order)} LM calls)" if stage.calls_lm else "")
                        + (f" ({none} of {len(order)} without one: handed on"
                           + ("; a label-free position" if none == len(order) else "") + ")" if none else ""))
     return conf, y, how
@@ -606,10 +471,7 @@ def _guarantee(result: GridResult, max_false_pass: float | None, method: str, pa
 def stage_cost(stage: BaseJudge) -> float:
     """A stage's cost per item (the fit's tie-break): its ``cost_per_item`` when it declares one (a recorded
     stage, and a hybrid over one: 1, the judge's call it stands for), 0 for a floor, else 1 (one LM call)."""
-    declared = getattr(stage, "cost_per_item", None)
-    if declared is not None:
-        return float(declared)
-    return 0.0 if isinstance(stage, FloorJudge) else 1.0
+    return float(stage.cost_per_item)
 
 
 def _decides_something(thresholds: tuple[float, float]) -> bool:
@@ -618,249 +480,7 @@ def _decides_something(thresholds: tuple[float, float]) -> bool:
 
 def stage_levels(stage: BaseJudge) -> tuple[float, ...] | None:
     """The values a stage's confidence can take (`BaseJudge.confidence_levels`), None when continuous."""
-    levels = getattr(stage, "confidence_levels", None)
+    levels = stage.confidence_levels
     return None if levels is None else tuple(sorted({float(v) for v in levels}))
 
 
-def _rates(verdicts: Sequence[Verdict], labels: Sequence[int], mask: np.ndarray) -> dict[str, Any]:
-    y = np.asarray(labels, dtype=bool)
-    passed = np.array([v.passed for v in verdicts], dtype=bool)
-    n, errors = int(mask.sum()), int((mask & (passed != y)).sum())
-    failed, false_passes = int((mask & ~y).sum()), int((mask & passed & ~y).sum())
-    return {"disagreement": errors / n if n else None,
-            "disagreement_ci95": list(proportion_ci(errors, n)) if n else None,
-            "false_pass": false_passes / failed if failed else None,
-            "false_pass_ci95": list(proportion_ci(false_passes, failed)) if failed else None}
-
-
-def _makes_lm_calls(stage: BaseJudge) -> bool:
-    """A stage with a predictor calls an LM; a floor (or a cascade of floors) does not."""
-    return bool(stage.predictors()) if hasattr(stage, "predictors") else not isinstance(stage, FloorJudge)
-
-
-def cascade_summary(cascade: Cascade, verdicts: CascadeVerdicts, labels: Sequence[int] | None = None,
-                    spend: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cascade's batch did, for reports, certificates and the demo: per stage the items decided, their
-    share, the judge verdicts and LM calls it needed (a floor needs none; a recorded or Python stage needs a
-    judge verdict per item and makes no LM call), and with `labels` (held-out, 0/1, same order) the
-    realized disagreement and false-pass rate with exact 95% intervals; the escalated items (for a
-    person); the judge verdicts needed against judging every item with the judge (``judge_verdicts``,
-    ``judge_stages``: what a user pays, another tool's recorded verdicts included,
-    `apply.cascade_job.gives_judge_verdicts`); and the LM calls (and, with `spend`, tokens) against judging
-    everything with the last stage: ``lm_calls_saved`` and ``lm_calls_judging_everything`` are None when no
-    stage of the cascade makes LM calls (nothing to save against; a stage the fit dropped is not in the cascade).
-
-    Args:
-        cascade: the cascade that judged.
-        verdicts: its `CascadeVerdicts` (``cascade.batch(...)``).
-        labels: the items' labels, to report realized risks (never used to decide anything).
-        spend: the tokens spent and the estimate of judging everything (`report.cascade.token_spend`; a
-            cascade run's ``token_spend()``), reported as ``token_spend``.
-
-    Returns:
-        A JSON-safe dict.
-    """
-    n = len(verdicts)
-    if labels is not None and len(labels) != n:
-        raise InputError(f"one label per verdict: {len(labels)} labels for {n} verdicts")
-    stages = np.array(verdicts.stages, dtype=object)
-    produced = np.array([not v.abstained for v in verdicts], dtype=bool)
-    from rubricforge_dspy.apply.cascade_job import gives_judge_verdicts
-
-    rows: list[dict[str, Any]] = []
-    lm_calls = judge_verdicts = 0
-    has_lm = any(_makes_lm_calls(stage) for stage in cascade.stages)
-    judge_stages = [rule.name for stage, rule in zip(cascade.stages, cascade.rules, strict=True)
-                    if gives_judge_verdicts(stage)]
-    for stage, rule in zip(cascade.stages, cascade.rules, strict=True):
-        ran = int(verdicts.stage_calls.get(rule.name, 0))
-        calls = ran if _makes_lm_calls(stage) else 0
-        needed = ran if rule.name in judge_stages else 0
-        lm_calls += calls
-        judge_verdicts += needed
-        mine = (stages == rule.name) & produced
-        rows.append({"name": rule.name, **rule.to_dict(), "decided": int(mine.sum()),
-                     "share": float(mine.sum()) / n if n else 0.0, "lm_calls": calls, "judge_verdicts": needed,
-                     "lm": _makes_lm_calls(stage), "judge": rule.name in judge_stages,
-                     **(_rates(verdicts, labels, mine) if labels is not None else {})})
-    decided = (stages != ESCALATED) & produced
-    return {"n": n, "stages": rows, "escalated": int((stages == ESCALATED).sum()),
-            "failed": int((~produced & (stages != ESCALATED)).sum()), "judge_verdicts": judge_verdicts,
-            "judge_stages": judge_stages, "lm_calls": lm_calls, "lm_stages": [
-                rule.name for stage, rule in zip(cascade.stages, cascade.rules, strict=True) if _makes_lm_calls(stage)],
-            "lm_calls_judging_everything": n if has_lm else None, "lm_calls_saved": n - lm_calls if has_lm else None,
-            "coverage": float(decided.sum()) / n if n else 0.0,
-            **({"overall": _rates(verdicts, labels, decided)} if labels is not None else {}),
-            "token_spend": spend, "guarantee": cascade.guarantee}
-
-
-def _interval(ci: Sequence[float] | None) -> str:
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
-
-
-def _rate(value: float | None, ci: Sequence[float] | None) -> str:
-    return "n/a (none decided)" if value is None else f"{value:.3f} {_interval(ci)}"
-
-
-def _threshold_text(row: dict[str, Any]) -> str:
-    t_pass = "never" if row.get("t_pass") is None else f">= {row['t_pass']}"
-    t_fail = "never" if row.get("t_fail") is None else f"<= {row['t_fail']}"
-    return f"pass {t_pass}, fail {t_fail}"
-
-
-def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None = None) -> str:
-    """A fitted cascade's report (``cascade.fit_report``) as `rubricforge cascade fit` prints it: the
-    guarantee (alpha, delta, method), then per stage kept its thresholds, its decided share of all calibration
-    trajectories and the realized disagreement (D) and false-pass rate (FP) with exact 95% intervals
-    (descriptive; the guarantee is the bound), the escalated share, and each stage the fit dropped."""
-    guarantee = guarantee or report.get("guarantee") or {}
-    units = report.get("units", {})
-    bound = f" and false-pass <= {guarantee['max_false_pass']:.3g}" if guarantee.get("max_false_pass") is not None \
-        else ""
-    per_stage = guarantee.get("bound") == "per_stage"
-    among = "for every stage, among the items it decides" if per_stage else "among decided items"
-    lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} {among}, with probability "
-             f">= {1 - guarantee.get('delta', 0):.2f} (alpha {guarantee.get('alpha')}, delta {guarantee.get('delta')}; "
-             f"{guarantee.get('method')}, "
-             f"{guarantee.get('p_values', 'binomial')} p-values, "
-             f"{guarantee.get('grid', {}).get('vectors')} distinct threshold vectors)"]
-    if guarantee.get("method_why"):
-        lines.append(f"method: {guarantee['method']}: {guarantee['method_why']}"
-                     + (f" (order: {guarantee['order']})" if guarantee.get("order") else ""))
-    if guarantee.get("bound_why"):
-        lines.append(f"bound: {guarantee['bound']}: {guarantee['bound_why']}")
-    ordering = units.get("ordering_data")
-    if isinstance(ordering, dict):
-        lines.append(f"ordering data: {ordering.get('trajectories')} labeled trajectories apart from the calibration; "
-                     + "; ".join(map(str, ordering.get("stages", []))))
-    rule = guarantee.get("label_rule")
-    if isinstance(rule, dict) and rule.get("rules"):
-        lines.append(f"labels: {'; '.join(map(str, rule['rules']))} ({rule.get('source')}"
-                     + (f"; joined from {rule['labels']}" if rule.get("labels") else "")
-                     + "): labels read against this cascade are read by this rule")
-    if "trials_used" in units:
-        lines.append(f"calibration: {units['trials_used']} trajectories of {units.get('tasks')} tasks used"
-                     + (f" ({units.get('tested_tasks')} tasks tested, {units['ordering_tasks']} ordered the grid)"
-                        if units.get("ordering_tasks") else "")
-                     + (f"; {units['dropped_trials']} trial(s) dropped (one per task kept)"
-                        if units.get("dropped_trials") else "; none dropped"))
-    else:  # a cascade fit before every trial counted
-        lines.append(f"calibration: {units.get('calibration_units')} units ({units.get('tasks')} tasks, one trial "
-                     f"each; {units.get('dropped_trials', 0)} further trial(s) not used)")
-    n = max(units.get("trials_used") or units.get("calibration_units") or 0, 1)
-    dropped = {row["name"]: row for row in report.get("dropped", [])}
-    lines.append(f"per stage, on the {n} calibration trajectories (share of all of them; disagreement D and "
-                 "false-pass FP realized, with exact 95% intervals: descriptive, the certificate is the bound):")
-    calls: dict[str, int] = {}
-    for row in report.get("stages", []):
-        calls[row["name"]] = row["calls"]
-        if row["name"] in dropped:  # not in the cascade: said below, never as a stage that decides
-            continue
-        among = ""
-        if "failures_among_passes" in row:
-            among = (f" ({row.get('false_passes')} of {row.get('failed_decided')} failed decided); failures among its "
-                     f"{row.get('decided_pass')} passes "
-                     + ("n/a (none passed)" if row["failures_among_passes"] is None else
-                        f"{row['failures_among_passes']:.3f} {_interval(row['failures_among_passes_ci95'])}"))
-        lines.append(f"  {row['name']}: {_threshold_text(row)}; decided {row['decided']} ({row['decided'] / n:.0%} of "
-                     f"all; {row['reached']} reached it): D {_rate(row['disagreement'], row['disagreement_ci95'])}, "
-                     f"FP {_rate(row['false_pass'], row['false_pass_ci95'])}{among}; {row['calls']} run(s) in the fit")
-    lines.append(f"  escalated to a person: {report.get('escalated')} ({report.get('escalated', 0) / n:.0%} of all)")
-    for name, row in dropped.items():
-        ran = f" (it ran on {calls[name]} in the fit)" if name in calls else ""
-        lines.append(f"  dropped stage {name}{ran}: {row['reason']}; not in the cascade")
-    if per_stage:
-        lines.append("  bounded per stage: D and FP (false passes over the failed items it decides); the share of a "
-                     "stage's passes that are failures is shown, not bounded (it moves with how many failures reach "
-                     "the stage)")
-    verdicts = report.get("judge_verdicts")
-    if isinstance(verdicts, dict) and verdicts.get("line"):
-        lines.append(f"  {verdicts['line']} (on the calibration trajectories; stages that count: "
-                     f"{', '.join(verdicts.get('stages', []))})")
-    return "\n".join(lines)
-
-
-def format_cascade_summary(summary: dict[str, Any]) -> str:
-    """`cascade_summary` as text: coverage per stage, realized risks with exact 95% intervals (when labels
-    were given), the escalated items, the judge verdicts needed against judging every item with the judge
-    (``judge verdicts needed: 101 of 188 (46% saved)``: recorded and Python stages' verdicts count, they are
-    what a user pays another tool for), and the LM calls this process made against judging everything with
-    the last stage (the calls saved only when a stage makes LM calls; a cascade whose judge stage is recorded
-    says it makes none, never that its cost is 0)."""
-    from rubricforge_dspy.report.cascade import format_judge_verdicts
-
-    n = summary["n"]
-    lines = [f"cascade on {n} item(s): {summary['coverage']:.0%} decided, {summary['escalated']} escalated to a person"
-             + (f", {summary['failed']} failed (no verdict)" if summary.get("failed") else "")]
-    for row in summary["stages"]:
-        risk = ""
-        if "disagreement" in row:
-            risk = (f"; disagreement {_rate(row['disagreement'], row['disagreement_ci95'])}, "
-                    f"false-pass {_rate(row['false_pass'], row['false_pass_ci95'])}")
-        if row.get("lm", row["lm_calls"] > 0):
-            cost = f"{row['lm_calls']} LM call(s)"
-        elif row.get("judge"):
-            cost = f"{row['judge_verdicts']} judge verdict(s), recorded or computed: no LM call"
-        else:
-            cost = "no LM call"
-        lines.append(f"  {row['name']}: decided {row['decided']} ({row['share']:.0%}), {cost}" + risk)
-    overall = summary.get("overall")
-    if overall:
-        lines.append(f"  all decided: disagreement {_rate(overall['disagreement'], overall['disagreement_ci95'])}, "
-                     f"false-pass {_rate(overall['false_pass'], overall['false_pass_ci95'])}")
-    judges = summary.get("judge_stages")
-    if judges:
-        lines.append(f"  {format_judge_verdicts(summary['judge_verdicts'], n)}, by the judge stage(s) "
-                     f"{', '.join(judges)}")
-    recorded = [name for name in judges or [] if name not in summary.get("lm_stages", [])]
-    if summary.get("lm_calls_saved") is None and recorded:
-        lines.append(f"  LM calls: none made by this process ({', '.join(recorded)}: verdicts recorded by another tool "
-                     "or computed, paid for where they were made, counted above)")
-    elif summary.get("lm_calls_saved") is None:
-        lines.append("  LM calls: 0 (no stage of the cascade makes LM calls)")
-    else:
-        lines.append(f"  LM calls: {summary['lm_calls']}, against {summary['lm_calls_judging_everything']} judging "
-                     f"everything with the last stage ({summary['lm_calls_saved']} saved)")
-    if summary.get("token_spend") is not None and (summary.get("lm_calls_saved") is not None or not recorded):
-        lines.append("  " + format_token_spend(summary["token_spend"], summary["lm_calls"]))
-    guarantee = summary.get("guarantee")
-    if guarantee:
-        bound = (f" and false-pass <= {guarantee['max_false_pass']}" if guarantee.get("max_false_pass") is not None
-                 else "")
-        lines.append(f"  certified at fit: disagreement <= {guarantee['alpha']}{bound} with probability >= "
-                     f"{1 - guarantee['delta']:.2f} (the rates above are realized on these items, not the bound)")
-    else:
-        lines.append("  no certificate: hand-set thresholds (fit them with `rubricforge cascade fit`)")
-    return "\n".join(lines)
-
-
-def measure_cascade(cascade: Cascade, trajectories: Sequence[Trajectory], verdicts_out: PathArg, *,
-                    lm: dspy.BaseLM | None = None, concurrency: int = 4,
-                    cascade_file: PathArg | None = None) -> dict[str, Any]:
-    """Judge labeled held-out `trajectories` with `cascade` (`apply.cascade.run_cascade`: the verdict lines into
-    `verdicts_out`, the escalated ones into its labeling queue beside it) and return `cascade_summary` with the
-    labels: coverage per stage, realized risks with exact intervals, LM calls and tokens against judging
-    everything. The labels are read after judging, never shown to a stage; nothing is written into the cascade
-    (its guarantee is its fit's). `cascade_file`: the file it was loaded from (in the job's fingerprint).
-
-    Raises:
-        UnlabeledError: a trajectory has no label. InputError: `verdicts_out` exists (a measurement is of one
-        whole run: it is never resumed).
-    """
-    from pathlib import Path
-
-    from rubricforge_dspy.apply.cascade import run_cascade
-
-    trajectories = require_labels(list(trajectories), "measuring a cascade")
-    if Path(verdicts_out).exists():
-        raise InputError(f"{verdicts_out} exists: certify measures a cascade in one whole run; give a new "
-                         "--verdicts-out or remove it")
-    run = run_cascade(cascade, trajectories, verdicts_out, lm=lm, concurrency=concurrency, cascade_file=cascade_file)
-    labels: list[int] = []
-    for t in trajectories:
-        assert t.label is not None  # require_labels above
-        labels.append(t.label)
-    if run.verdicts is None:  # only a complete run keeps its verdicts; an incomplete one raised above
-        raise InputError(f"{verdicts_out}: the cascade run did not complete ({run.outcome}); nothing to measure")
-    summary = cascade_summary(cascade, run.verdicts, labels, run.token_spend())
-    return {**summary, "verdicts": str(verdicts_out), "escalated_queue": run.escalated_path}

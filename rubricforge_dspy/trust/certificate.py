@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
+from sklearn.exceptions import UndefinedMetricWarning
 
 from rubricforge_dspy import metrics
 from rubricforge_dspy.core.errors import InputError
@@ -82,17 +83,15 @@ def compute_certificate(records: Iterable[Mapping[str, Any]], *, confidence: flo
     negatives = counts["fp"] + counts["tn"]
 
     def clustered(statistic: Callable[..., float], *arrays: np.ndarray) -> dict[str, Any]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings():  # a statistic undefined on the data or on some resamples: reported as None
+            warnings.filterwarnings("ignore", category=UndefinedMetricWarning)
             value = statistic(*arrays)
             ci = metrics.bootstrap_ci(statistic, *arrays, clusters=tasks, n_resamples=resamples,
                                       confidence=confidence, seed=seed)
         return {"value": _value(value), "interval": _interval(ci), "method": "task-clustered percentile bootstrap",
                 "resamples": resamples, "seed": seed}
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fp_ci = metrics.proportion_ci(counts["fp"], negatives, alpha=alpha, method="exact")
+    fp_ci = metrics.proportion_ci(counts["fp"], negatives, alpha=alpha, method="exact")
     recorded = [r for r in rows if "contradiction" in r]
     abstained = sum(bool(r.get("abstained")) for r in rows)
     return {

@@ -92,7 +92,7 @@ def grouped_folds(trajectories: Items, n_splits: int = DEFAULT_FOLDS,
                          "label more trajectories")
     splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "the least populated class has fewer members than n_splits"
+        warnings.filterwarnings("ignore", message="The least populated class in y has only", category=UserWarning)
         folds = [(train, test) for train, test in splitter.split(np.zeros(len(y)), y, groups)]
     return [(train, test) for train, test in folds if len(test) and len(train)]
 
@@ -165,7 +165,7 @@ def floor_report(trajectories: Items, *, n_splits: int = DEFAULT_FOLDS, seed: in
     length giveaway verdict, the folds' sizes, and the floor refit on all the data (its coefficients say
     which symptoms carry the signal). ``floor_gives_away`` flags a floor whose held-out kappa says the
     observable features give the outcome away (`core.judge_names.floor_gives_away`)."""
-    from rubricforge_dspy.report.notes import clean
+    from rubricforge_dspy.core.jsonsafe import clean
 
     items = _table(trajectories, "the floor report")
     if not len(items):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.exceptions import UndefinedMetricWarning
 
 from rubricforge_dspy import metrics
 from rubricforge_dspy.core.errors import InputError
@@ -53,8 +54,8 @@ def _value(x: float | None) -> float | None:
 
 
 def _stats(y: np.ndarray, passed: np.ndarray, scores: np.ndarray | None) -> dict[str, float | None]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings():  # kappa, AUC or the false-pass rate undefined on one class: reported as None
+        warnings.filterwarnings("ignore", category=UndefinedMetricWarning)
         out = {"accuracy": metrics.accuracy(y, passed), "kappa": metrics.cohens_kappa(y, passed),
                "false_pass_rate": metrics.false_pass_rate(y, passed) if (y == 0).any() else math.nan,
                "auc": metrics.roc_auc(y, scores) if scores is not None else math.nan}

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from rubricforge_dspy.core.cascade import ESCALATED
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -74,7 +75,7 @@ def score_item(trajectory: Trajectory, main: Mapping[str, Any] | None, judges: M
         split = tuple(sorted(name for name, r in ablations.items() if _passed(r) != _passed(main)))
         signals["criteria_split"] = round(len(split) / len(ablations), 4)
     records = ([main] if main is not None else []) + list(judges.values())
-    escalated = any(r.get("stage") == "escalated" or r.get("error_kind") == "escalated" for r in records)
+    escalated = any(r.get("stage") == ESCALATED or r.get("error_kind") == ESCALATED for r in records)
     return Candidate(trajectory, round(sum(signals.values()), 4), signals, split, votes, escalated)
 
 
@@ -223,7 +224,7 @@ def draw_audit(items: Iterable[tuple[str, str, bool]], size: int = AUDIT_SIZE, s
 
 def decided(record: Mapping[str, Any]) -> bool:
     """True when a verdict line is a decision (not an escalation, not an abstention)."""
-    return not (record.get("abstained") or record.get("stage") == "escalated" or record.get("escalated") is True)
+    return not (record.get("abstained") or record.get("stage") == ESCALATED or record.get("escalated") is True)
 
 
 def write_audit(draw: AuditDraw, path: PathArg) -> None:

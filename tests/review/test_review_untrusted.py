@@ -190,9 +190,11 @@ def test_the_sink_banner_holds_the_id_as_an_escape(tmp_path):
     server.start()
     try:
         with client(server) as c:
-            c.post("/label", data={"index": "0", "choice": "pass", "csrf": server.app.state.guard.csrf})
-            # the sender runs in the background: wait (an explicit signal, generous timeout) until it recorded the
-            # failed send, then read the page that shows it
+            posted = c.post("/label", data={"index": "0", "choice": "pass", "csrf": server.app.state.guard.csrf})
+            # the page answers once the line is in the file and queued for the sender (so the wait below cannot
+            # pass before the line was queued); the sender runs in the background: wait for its record of the
+            # failed send (an explicit signal, a generous bound, no sleep), then read the page that shows it
+            assert posted.status_code == 303, posted.text
             assert server.state.wait_for_sink(timeout=120), "the background sender never finished the label"
             assert server.state.sink.failed == 1 and server.state.sink.failed_ids == ["a\u202eb"]
             banner = re.search(r'<div class="sink-error" id="sink-error"[^>]*>(.*?)</div>', c.get("/").text, re.S)[1]
