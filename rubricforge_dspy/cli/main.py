@@ -75,6 +75,7 @@ from rubricforge_dspy.core.errors import (
 )
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.progress import requested as progress_requested
+from rubricforge_dspy.core.terminal import terminal_safe
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.formats import LoadReport, plugins
 from rubricforge_dspy.data.spec import DataSpec
@@ -537,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     code = _run(argv)
     lingering = plugins.lingering_threads()
     for thread, wheres in lingering:
-        print(f"warning: format plugin {' or '.join(wheres)} left a thread running ({thread.name!r}): still running "
+        print(f"warning: format plugin {terminal_safe(' or '.join(wheres))} left a thread running "
+              f"({terminal_safe(repr(thread.name))}): still running "
               "when the command ended; exiting without waiting for it", file=sys.stderr)
     if lingering and argv is None:
         for stream in (sys.stdout, sys.stderr):
