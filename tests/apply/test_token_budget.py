@@ -1,0 +1,192 @@
+"""`--token-budget` (issue 40 item 4): a run stops before its cap would be crossed (`BudgetExhausted`, exit 5),
+keeps what it judged, and a re-run with a larger cap judges only the rest; the cap holds under concurrency
+(each call reserves its worst case first); tokens per item and per stage in the summary. Offline with a
+scripted LM (its usage: `fake_server.estimate_tokens`), and against the fake OpenAI server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from rubricforge_dspy.apply.budget import Reservation, TokenBudget, prompt_bound
+from rubricforge_dspy.apply.stream import judge_stream
+from rubricforge_dspy.apply.writer import judge_inputs
+from rubricforge_dspy.cli.main import main
+from rubricforge_dspy.core.errors import EXIT_BUDGET, BudgetExhausted, InputError
+from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.testing.fake_server import FakeOpenAI
+from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
+from tests.support.batch import assert_one_line_per_id, by_text, fake_lm, read_lines, verdict_of, write_generic_jsonl
+from tests.support.helpers import make_dataset
+
+MAX_TOKENS = 200
+
+
+def scripted(max_tokens: int | None = MAX_TOKENS, asked: list[str] | None = None) -> ScriptedLM:
+    """A scripted judge LM; `asked` collects the user text of every request (the run's copies included)."""
+    def respond(messages):
+        text = last_user_text(messages)
+        if asked is not None:
+            asked.append(text)
+        return verdict_of(text)
+
+    return ScriptedLM(respond, model="scripted-judge", max_tokens=max_tokens)
+
+
+def one_call_bound(data) -> int:
+    judge = TrajectoryJudge()
+    return max(prompt_bound(judge, judge_inputs(judge, t)) for t in data) + MAX_TOKENS
+
+
+def test_a_small_cap_stops_before_it_keeps_lines_and_a_larger_cap_judges_only_the_rest(tmp_path):
+    data = make_dataset(12)
+    out = tmp_path / "v.jsonl"
+    asked: list[str] = []
+    lm = scripted(asked=asked)
+    cap = 3 * one_call_bound(data)  # room for 3 worst cases: fewer than 12 calls fit
+    with pytest.raises(BudgetExhausted) as stopped:
+        judge_stream(TrajectoryJudge(), data, out, lm=lm, concurrency=2, max_retries=0, progress=False,
+                     token_budget=cap)
+    summary = stopped.value.summary
+    budget = summary.token_budget
+    assert budget["stopped"] and budget["cap"] == cap and 0 < budget["spent"] <= cap
+    assert budget["spent"] == summary.tokens["prompt_tokens"] + summary.tokens["completion_tokens"]
+    kept = read_lines(out)
+    assert 0 < len(kept) < 12 and len(kept) == summary.judged == budget["calls"]
+    assert "re-run the same command with a larger --token-budget" in str(stopped.value)
+    first_calls = len(asked)
+
+    again = scripted(asked=asked)
+    done = judge_stream(TrajectoryJudge(), data, out, lm=again, max_retries=0, progress=False,
+                        token_budget=100 * cap)
+    assert done.resumed == len(kept) and done.judged == 12 - len(kept)
+    assert first_calls == len(kept) and len(asked) == 12 == len(set(asked))  # nothing judged twice
+    assert not done.token_budget["stopped"] and done.token_budget["spent"] <= 100 * cap
+    assert_one_line_per_id(out, [t.id for t in data])
+
+
+def test_the_cap_is_never_crossed_under_concurrency(tmp_path):
+    data = make_dataset(40)
+    bound = one_call_bound(data)
+    for k, cap in enumerate((bound, 2 * bound + 7, 5 * bound, 9 * bound)):
+        out = tmp_path / f"v{k}.jsonl"
+        with pytest.raises(BudgetExhausted) as stopped:
+            judge_stream(TrajectoryJudge(), data, out, lm=scripted(), concurrency=8, max_retries=0, progress=False,
+                         token_budget=cap)
+        summary = stopped.value.summary
+        used = summary.tokens["prompt_tokens"] + summary.tokens["completion_tokens"]
+        assert used <= cap and summary.token_budget["spent"] == used
+        assert len(read_lines(out)) == summary.judged >= 1
+
+
+def test_a_budget_shared_by_threads_never_admits_more_than_its_cap():
+    budget = TokenBudget(10_000)
+    admitted: list[int] = []
+    lock = threading.Lock()
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(200):
+            size = rng.randint(1, 400)
+            try:
+                reservation = budget.reserve(size)
+            except BudgetExhausted:
+                continue
+            with lock:
+                admitted.append(size)
+            budget.settle(reservation, None)  # no usage reported: the whole reservation is spent
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert budget.reserved == 0 and budget.spent == sum(admitted) <= 10_000
+    assert budget.stopped and budget.unreported == len(admitted)
+
+
+def test_settle_spends_what_the_lm_reported_and_refuses_a_bad_cap():
+    budget = TokenBudget(100)
+    reservation = budget.reserve(60)
+    with pytest.raises(BudgetExhausted, match="60 reserved"):
+        budget.reserve(41)
+    budget.settle(reservation, {"prompt_tokens": 20, "completion_tokens": 5})
+    assert (budget.spent, budget.reserved, budget.left) == (25, 0, 75)
+    budget.release(budget.reserve(75))
+    assert budget.reserved == 0 and isinstance(budget.reserve(75), Reservation)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(InputError):
+            TokenBudget(bad)
+
+
+def test_a_budget_needs_a_cap_on_each_answer(tmp_path):
+    with pytest.raises(InputError, match="max_tokens"):
+        judge_stream(TrajectoryJudge(), make_dataset(2), tmp_path / "v.jsonl", lm=scripted(None), progress=False,
+                     token_budget=10**6)
+
+
+def test_tokens_per_item_and_per_stage_in_the_summary(tmp_path):
+    data = make_dataset(6)
+    summary = judge_stream(TrajectoryJudge(), data, tmp_path / "v.jsonl", lm=scripted(), progress=False)
+    per_item, stage = summary.tokens_per_item, summary.stage_tokens["judge"]
+    total = summary.tokens["prompt_tokens"] + summary.tokens["completion_tokens"]
+    assert per_item["items"] == 6 and per_item["mean"] == pytest.approx(total / 6, abs=0.1)
+    assert per_item["p50"] <= per_item["p95"] <= per_item["max"]
+    assert (stage["prompt_tokens"], stage["completion_tokens"], stage["calls"]) == (
+        summary.tokens["prompt_tokens"], summary.tokens["completion_tokens"], 6)
+    assert summary.to_dict()["tokens_per_item"] == per_item and "tokens per item (6 LM-judged)" in summary.format()
+
+
+# -- against the fake OpenAI server (it reports usage) ---------------------------------------------------------
+
+def test_fake_server_stop_and_resume_with_nothing_judged_twice(tmp_path):
+    data = make_dataset(10)
+    out = tmp_path / "v.jsonl"
+    with FakeOpenAI(by_text) as fake:
+        lm = fake_lm(fake)
+        lm.kwargs["max_tokens"] = MAX_TOKENS
+        cap = 4 * one_call_bound(data)
+        with pytest.raises(BudgetExhausted) as stopped:
+            judge_stream(TrajectoryJudge(), data, out, lm=lm, concurrency=3, max_retries=0, progress=False,
+                         token_budget=cap)
+        first = fake.n_requests
+        spent = fake.usage["prompt_tokens"] + fake.usage["completion_tokens"]
+        assert 0 < first < 10 and spent <= cap and stopped.value.summary.token_budget["spent"] == spent
+        assert len(read_lines(out)) == first
+        judge_stream(TrajectoryJudge(), data, out, lm=lm, max_retries=0, progress=False, token_budget=50 * cap)
+        assert fake.n_requests == 10  # the re-run asked only for the items the first did not judge
+    assert_one_line_per_id(out, [t.id for t in data])
+
+
+def test_cli_exit_5_keeps_lines_and_a_larger_budget_finishes(tmp_path, capsys):
+    data = tmp_path / "data.jsonl"
+    ids = write_generic_jsonl(data, 8)
+    out = tmp_path / "v.jsonl"
+    with FakeOpenAI(by_text) as fake:
+        base = ["judge", "--data", str(data), "--out", str(out), "--api-base", fake.url + "/v1",
+                "--model", "fake-judge", "--max-tokens", str(MAX_TOKENS), "--no-cache"]
+        # the server preset renders up to 22,000 tokens: a call's worst case is ~16,000 (three attempts)
+        assert main([*base, "--token-budget", "40000"]) == EXIT_BUDGET == 5
+        err = capsys.readouterr().err
+        assert "stopped: stopped before the token budget of 40,000 would be crossed" in err
+        first = fake.n_requests
+        assert 0 < first < 8 and len(read_lines(out)) == first
+        assert fake.usage["prompt_tokens"] + fake.usage["completion_tokens"] <= 40000
+        assert main([*base, "--token-budget", "10000000"]) == 0
+        assert fake.n_requests == 8
+    assert_one_line_per_id(out, ids)
+
+
+def test_cli_refuses_a_budget_with_the_batch_api_and_a_bad_number(tmp_path, capsys):
+    data = tmp_path / "data.jsonl"
+    write_generic_jsonl(data, 2)
+    with FakeOpenAI(by_text) as fake:
+        assert main(["judge", "--data", str(data), "--out", str(tmp_path / "v.jsonl"), "--api-base",
+                     fake.url + "/v1", "--model", "fake-judge", "--batch-api", "--token-budget", "1000"]) == 2
+        assert fake.n_requests == 0
+    assert "--token-budget is enforced by local runs only" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["judge", "--data", str(data), "--out", str(tmp_path / "v.jsonl"), "--token-budget", "0"])
+    assert exited.value.code == 2
