@@ -539,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     2 bad input (`InputError`: ``error: <message>``) or an environment that refuses (an `OSError` in
     `ENVIRONMENT_ERRNOS`: a full disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or
     server that cannot be used (`ServerError`), 4 the answer is no (`AnswerIsNo`: `gate`, `certify
-    --recheck`), 5 stopped at the token budget (`BudgetExhausted`: ``stopped: <message>``), 130 Ctrl-C; any other exception is a bug: its traceback is printed and the exit code is
+    --recheck`), 5 stopped at the token budget (`BudgetExhausted`: ``stopped: <message>``), 130 Ctrl-C; any
+    other exception is a bug: its traceback is printed and the exit code is
     1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
     (`_quiet_dspy_call_errors`)."""
     try:

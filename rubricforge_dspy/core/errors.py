@@ -36,7 +36,8 @@ import errno
 import os
 
 __all__ = ["RubricForgeError", "InputError", "MissingFileError", "OutputExistsError", "MissingExtraError",
-           "ServerError", "AnswerIsNo", "BudgetExhausted", "RubricForgeWarning", "RubricForgeDeprecationWarning", "missing_file",
+           "ServerError", "AnswerIsNo", "BudgetExhausted", "RubricForgeWarning", "RubricForgeDeprecationWarning",
+           "missing_file",
            "EXIT_INPUT", "EXIT_SERVER",
            "EXIT_BUG", "EXIT_NO", "EXIT_BUDGET", "EXIT_INTERRUPTED", "ENVIRONMENT_ERRNOS"]
 
