@@ -34,8 +34,8 @@ from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarni
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, PassRule, Verdict
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, EvidenceRecord, PassRule, Verdict
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory, render_with_evidence
 from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.operating_point import Calibration, from_manifest
 from rubricforge_dspy.lm.copies import resolve_lm
@@ -328,22 +328,51 @@ class TrajectoryJudge(BaseJudge):
             return render_trajectory(trajectory, config or self.render_config)
         return trajectory
 
+    def reading_of(self, trajectory: Trajectory) -> tuple[dict[str, Any], EvidenceRecord | None]:
+        """`inputs_of` and what of `trajectory` they show (`render_with_evidence`'s record), from one render;
+        the record is None when a subclass renders its own way (then nobody knows what it showed).
+
+        Args:
+            trajectory: the `Trajectory` to judge.
+
+        Returns:
+            ``({"trajectory": text}, record)``.
+        """
+        if type(self).render is not TrajectoryJudge.render or type(self).inputs_of is not TrajectoryJudge.inputs_of:
+            return self.inputs_of(trajectory), None
+        text, evidence = render_with_evidence(trajectory, self.render_config)
+        return {"trajectory": text}, evidence
+
+    def _read(self, trajectory: Trajectory | str) -> tuple[str, EvidenceRecord | None]:
+        trajectory = trajectory_input(trajectory)
+        if isinstance(trajectory, Trajectory) and type(self).render is TrajectoryJudge.render:
+            return render_with_evidence(trajectory, self.render_config)
+        return self.render(trajectory), None
+
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
-        """Judge one trajectory (see the class docstring); raises on anything that is not a verdict."""
-        text = self.render(trajectory)
+        """Judge one trajectory (see the class docstring); raises on anything that is not a verdict. Given a
+        `Trajectory`, the prediction's ``evidence`` says what its render showed (`core.verdict.EvidenceRecord`);
+        given text, it is None (unknown)."""
+        text, evidence = self._read(trajectory)
         self._check_certificate()
         with self._strict():
             raw = self.judge(trajectory=text)
-        return self._prediction(raw)
+        return self._with_evidence(self._prediction(raw), evidence)
 
     async def aforward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """The async `forward` (``await judge.acall(trajectory=...)``), through ``dspy.Predict.acall``: the
         same adapter, truncation watch and verdict checks."""
-        text = self.render(trajectory)
+        text, evidence = self._read(trajectory)
         self._check_certificate()
         with self._strict():
             raw = await self.judge.acall(trajectory=text)
-        return self._prediction(raw)
+        return self._with_evidence(self._prediction(raw), evidence)
+
+    @staticmethod
+    def _with_evidence(prediction: dspy.Prediction, evidence: EvidenceRecord | None) -> dspy.Prediction:
+        if evidence is not None:
+            prediction.evidence = evidence
+        return prediction
 
     @contextmanager
     def _strict(self) -> Iterator[None]:

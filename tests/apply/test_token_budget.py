@@ -154,7 +154,9 @@ def test_fake_server_stop_and_resume_with_nothing_judged_twice(tmp_path):
         first = fake.n_requests
         spent = fake.usage["prompt_tokens"] + fake.usage["completion_tokens"]
         assert 0 < first < 10 and spent <= cap and stopped.value.summary.token_budget["spent"] == spent
-        assert len(read_lines(out)) == first
+        lines = read_lines(out)
+        assert len(lines) == first  # each line's tokens are what its call reported: they add up to the spend
+        assert sum(line["tokens"]["prompt"] + line["tokens"]["completion"] for line in lines) == spent
         judge_stream(TrajectoryJudge(), data, out, lm=lm, max_retries=0, progress=False, token_budget=50 * cap)
         assert fake.n_requests == 10  # the re-run asked only for the items the first did not judge
     assert_one_line_per_id(out, [t.id for t in data])
