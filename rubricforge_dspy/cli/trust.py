@@ -16,7 +16,7 @@ from rubricforge_dspy.cli.integrations import (
     spool_from_mlflow,
     tag_label_next_in_mlflow,
 )
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, add_token_budget_argument, lm_from_args
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument, allow_import
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
@@ -37,6 +37,11 @@ def cmd_certify(args: argparse.Namespace) -> int:
     from rubricforge_dspy.trust.certificate import format_certificate
     from rubricforge_dspy.trust.certify import certify_program, recheck_program
 
+    if args.token_budget is not None and (args.recheck or is_cascade_file(args.program)):
+        raise InputError("--token-budget goes with certifying a program (not --recheck, not a cascade, yet)")
+    if args.token_budget is not None and args.verdicts_out is None:
+        raise InputError("--token-budget needs --verdicts-out: a run stopped at the budget keeps its verdicts there, "
+                         "and the same command with a larger budget resumes from them")
     if is_cascade_file(args.program):
         return _certify_cascade(args)
     if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
@@ -58,7 +63,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
         certificate = certify_program(args.program, trajectories, lm=lm, out_program=args.out_program,
                                       verdicts_out=args.verdicts_out, concurrency=args.concurrency,
                                       confidence=1.0 - args.alpha, seed=args.seed,
-                                      resamples=args.resamples, where=where, labelers=labelers)
+                                      resamples=args.resamples, where=where, labelers=labelers,
+                                      token_budget=args.token_budget)
     print("\n".join(format_certificate(certificate)))
     if "labelers" in certificate:
         from rubricforge_dspy.trust.certify import format_judge_vs_labelers
@@ -316,6 +322,7 @@ def add_certify_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--alpha", type=float, default=0.05, help="test level; intervals are (1 - alpha)")
     p.add_argument("--verdicts-out", default=None, help="keep the verdict JSONL here (default: a temp file)")
     p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
+    add_token_budget_argument(p)
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--resamples", type=int, default=2000, help="task-clustered bootstrap resamples")
     add_lm_arguments(p, reflection=False)

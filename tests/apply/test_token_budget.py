@@ -16,7 +16,7 @@ from rubricforge_dspy.apply.writer import judge_inputs
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.errors import EXIT_BUDGET, BudgetExhausted, InputError
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.testing.fake_server import FakeOpenAI
+from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text
 from tests.support.batch import assert_one_line_per_id, by_text, fake_lm, read_lines, verdict_of, write_generic_jsonl
 from tests.support.helpers import make_dataset
@@ -192,3 +192,29 @@ def test_cli_refuses_a_budget_with_the_batch_api_and_a_bad_number(tmp_path, caps
     with pytest.raises(SystemExit) as exited:
         main(["judge", "--data", str(data), "--out", str(tmp_path / "v.jsonl"), "--token-budget", "0"])
     assert exited.value.code == 2
+
+
+def test_certify_stops_at_the_budget_keeps_its_verdicts_and_a_larger_budget_certifies(tmp_path, capsys):
+    from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
+    from tests.support.certify_data import frozen_program, held_out, lenient_verdict
+    from tests.support.records import write_labeled_jsonl
+
+    path, _ = frozen_program(tmp_path)
+    items = held_out()
+    data = tmp_path / "held_out.jsonl"
+    write_labeled_jsonl(data, items)
+    verdicts = tmp_path / "verdicts.jsonl"
+    with FakeOpenAI(responder=lambda body, n: lenient_verdict(user_text(body))) as fake:
+        base = ["certify", str(path), "--data", str(data), "--resamples", "200", "--api-base", fake.api_base,
+                "--model", fake.model, "--max-tokens", str(MAX_TOKENS)]
+        assert main([*base, "--token-budget", "1000"]) == 2  # no --verdicts-out: refused before any call
+        assert "--token-budget needs --verdicts-out" in capsys.readouterr().err and fake.n_requests == 0
+        with_out = [*base, "--verdicts-out", str(verdicts)]
+        bound = max(prompt_bound(TrajectoryJudge(), judge_inputs(TrajectoryJudge(), t)) for t in items)
+        assert main([*with_out, "--token-budget", str(6 * (bound + MAX_TOKENS))]) == EXIT_BUDGET
+        first = fake.n_requests
+        assert 0 < first < len(items) and len(read_lines(verdicts)) == first
+        assert "certificate" not in (read_program(path)[MANIFEST_KEY] or {})
+        assert main([*with_out, "--token-budget", "100000000"]) == 0
+        assert fake.n_requests == len(items)  # the re-run judged only the rest
+    assert "certificate" in read_program(path)[MANIFEST_KEY]
