@@ -218,3 +218,26 @@ def test_certify_stops_at_the_budget_keeps_its_verdicts_and_a_larger_budget_cert
         assert main([*with_out, "--token-budget", "100000000"]) == 0
         assert fake.n_requests == len(items)  # the re-run judged only the rest
     assert "certificate" in read_program(path)[MANIFEST_KEY]
+
+
+def test_judge_cascade_stops_at_the_budget_and_a_larger_one_asks_only_for_the_rest(halves, tmp_path, capsys):
+    from rubricforge_dspy.judge.cascade import StageRule
+    from tests.support.cascade import REWARD_ABOVE_0, lines_of, save_cascade
+
+    cascade = save_cascade(halves, tmp_path, StageRule("judge", 0.8, 0.2))
+    out = tmp_path / "v.jsonl"
+    with FakeOpenAI(lambda body, n: {"reason": "The agent bought the item.", "passed": True, "score": 0.9}) as fake:
+        base = ["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0,
+                "--limit", "60", "--out", str(out), "--concurrency", "2", "--no-cache", "--max-tokens",
+                str(MAX_TOKENS), "--api-base", fake.url + "/v1", "--model", "fake-judge"]
+        assert main([*base, "--token-budget", "60000"]) == EXIT_BUDGET
+        assert "stopped: stopped before the token budget of 60,000" in capsys.readouterr().err
+        first = fake.n_requests
+        spent = fake.usage["prompt_tokens"] + fake.usage["completion_tokens"]
+        kept = lines_of(out)
+        assert 0 < first and spent <= 60000 and len([x for x in kept if x["stage"] == "judge"]) == first
+        assert main([*base, "--token-budget", "100000000"]) == 0
+        asked_again = fake.n_requests - first
+    lines = lines_of(out)
+    assert len(lines) == 60 == len({x["id"] for x in lines})
+    assert first + asked_again == len([x for x in lines if x["stage"] == "judge"])  # no item asked twice
