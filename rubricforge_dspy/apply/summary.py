@@ -91,6 +91,23 @@ class BatchSummary:
             self.abstained[kind] += 1
             self.errors.setdefault(kind, verdict.error)
 
+    def cost_lines(self) -> list[str]:
+        """The run's tokens per item, per stage (when a cascade has several) and its token budget, a line each."""
+        lines = []
+        per_item = self.tokens_per_item
+        if per_item is not None:
+            lines.append(f"tokens per item ({per_item['items']} LM-judged): mean {per_item['mean']:,} "
+                         f"p50 {per_item['p50']:,} p95 {per_item['p95']:,} max {per_item['max']:,}")
+        if len(self.stage_tokens) > 1:
+            lines.append("tokens by stage: " + ", ".join(
+                f"{name} {row['prompt_tokens'] + row['completion_tokens']:,} ({row['calls']} call(s))"
+                for name, row in self.stage_tokens.items()))
+        if self.token_budget is not None:
+            budget = self.token_budget
+            lines.append(f"token budget: spent {budget['spent']:,} of {budget['cap']:,} (left {budget['left']:,})"
+                         + ("; stopped before the cap" if budget["stopped"] else ""))
+        return lines
+
     @property
     def n_abstained(self) -> int:
         return sum(self.abstained.values())
@@ -127,14 +144,7 @@ class BatchSummary:
         if self.tokens:
             lines.append(f"tokens: prompt {self.tokens.get('prompt_tokens', 0):,} "
                          f"completion {self.tokens.get('completion_tokens', 0):,}")
-        per_item = self.tokens_per_item
-        if per_item is not None:
-            lines.append(f"tokens per item ({per_item['items']} LM-judged): mean {per_item['mean']:,} "
-                         f"p50 {per_item['p50']:,} p95 {per_item['p95']:,} max {per_item['max']:,}")
-        if self.token_budget is not None:
-            budget = self.token_budget
-            lines.append(f"token budget: spent {budget['spent']:,} of {budget['cap']:,} (left {budget['left']:,})"
-                         + ("; stopped before the cap" if budget["stopped"] else ""))
+        lines.extend(self.cost_lines())
         for kind, error in sorted(self.errors.items()):
             lines.append(f"  e.g. {kind}: {str(error)[:200]}")
         lines.append(f"{self.wall_time:.1f}s, {self.throughput:.2f} verdicts/s -> {self.out_path}")

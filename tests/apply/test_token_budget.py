@@ -238,6 +238,8 @@ def test_judge_cascade_stops_at_the_budget_and_a_larger_one_asks_only_for_the_re
         assert 0 < first and spent <= 60000 and len([x for x in kept if x["stage"] == "judge"]) == first
         assert main([*base, "--token-budget", "100000000"]) == 0
         asked_again = fake.n_requests - first
+    printed = "".join(capsys.readouterr())
+    assert "token budget: spent" in printed and "of 100,000,000" in printed and "tokens per item (" in printed
     lines = lines_of(out)
     assert len(lines) == 60 == len({x["id"] for x in lines})
     assert first + asked_again == len([x for x in lines if x["stage"] == "judge"])  # no item asked twice
