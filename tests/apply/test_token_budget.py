@@ -243,3 +243,29 @@ def test_judge_cascade_stops_at_the_budget_and_a_larger_one_asks_only_for_the_re
     lines = lines_of(out)
     assert len(lines) == 60 == len({x["id"] for x in lines})
     assert first + asked_again == len([x for x in lines if x["stage"] == "judge"])  # no item asked twice
+
+
+def test_label_next_stops_at_the_budget_and_a_larger_budget_ranks_with_nothing_judged_twice(tmp_path, capsys):
+    from tests.support.certify_data import frozen_program, held_out, lenient_verdict
+    from tests.support.records import write_labeled_jsonl
+
+    path, _ = frozen_program(tmp_path)
+    items = held_out()
+    data = tmp_path / "pool.jsonl"
+    write_labeled_jsonl(data, items)
+    verdicts = tmp_path / "verdicts.jsonl"
+    with FakeOpenAI(responder=lambda body, n: lenient_verdict(user_text(body))) as fake:
+        base = ["label-next", "--program", str(path), "--data", str(data), "-k", "3", "--api-base", fake.api_base,
+                "--model", fake.model, "--max-tokens", str(MAX_TOKENS)]
+        assert main([*base, "--out", str(tmp_path / "a.jsonl"), "--token-budget", "1000"]) == 2
+        assert "--token-budget needs --verdicts-out" in capsys.readouterr().err and fake.n_requests == 0
+        bound = max(prompt_bound(TrajectoryJudge(), judge_inputs(TrajectoryJudge(), t)) for t in items)
+        with_out = [*base, "--verdicts-out", str(verdicts)]
+        assert main([*with_out, "--out", str(tmp_path / "b.jsonl"), "--token-budget",
+                     str(6 * (bound + MAX_TOKENS))]) == EXIT_BUDGET
+        first = fake.n_requests
+        assert 0 < first < len(items) and len(read_lines(verdicts)) == first
+        assert not (tmp_path / "b.jsonl").exists()
+        assert main([*with_out, "--out", str(tmp_path / "c.jsonl"), "--token-budget", "100000000"]) == 0
+        assert fake.n_requests == len(items)
+    assert len(read_lines(tmp_path / "c.jsonl")) == 3
