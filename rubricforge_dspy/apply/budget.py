@@ -96,6 +96,10 @@ class TokenBudget:
         return self.refused is not None
 
     def _stopped(self, tokens: int) -> str:
+        if self.calls == 0 and self.spent == 0 and self.reserved == 0:
+            return (f"the token budget of {self.cap:,} cannot pay for one call: a call may take up to {tokens:,} "
+                    "tokens (its prompt's bound plus --max-tokens, for every attempt); give a budget of at least "
+                    "that, or a smaller --max-tokens or --max-retries")
         return (f"stopped before the token budget of {self.cap:,} would be crossed: {self.spent:,} spent and "
                 f"{self.reserved:,} reserved by the calls in flight, and the next call may take up to {tokens:,} "
                 "(its prompt's bound plus --max-tokens, for every attempt)")

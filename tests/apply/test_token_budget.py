@@ -121,6 +121,18 @@ def test_settle_spends_what_the_lm_reported_and_refuses_a_bad_cap():
             TokenBudget(bad)
 
 
+def test_a_cap_too_small_for_one_call_says_the_smallest_that_fits_and_writes_nothing(tmp_path):
+    data = make_dataset(3)
+    out = tmp_path / "v.jsonl"
+    asked: list[str] = []
+    with pytest.raises(BudgetExhausted, match="cannot pay for one call: a call may take up to") as stopped:
+        judge_stream(TrajectoryJudge(), data, out, lm=scripted(asked=asked), max_retries=0, progress=False,
+                     token_budget=50)
+    assert asked == [] and stopped.value.summary.judged == 0 and (not out.exists() or read_lines(out) == [])
+    smallest = stopped.value.summary.token_budget["refused_reservation"]
+    assert smallest == one_call_bound(data[:1])
+
+
 def test_a_budget_needs_a_cap_on_each_answer(tmp_path):
     with pytest.raises(InputError, match="max_tokens"):
         judge_stream(TrajectoryJudge(), make_dataset(2), tmp_path / "v.jsonl", lm=scripted(None), progress=False,
