@@ -81,6 +81,16 @@ class JobOptions:
         """`on_duplicate`, "raise" when unset."""
         return self.on_duplicate or "raise"
 
+    def refuse_budget(self, where: str) -> None:
+        """Refuse a `token_budget` for a back end that cannot enforce it (`where`: which one).
+
+        Raises:
+            InputError: `token_budget` is set.
+        """
+        if self.token_budget is not None:
+            raise InputError(f"{where} cannot enforce a token budget (its calls in flight cannot be stopped "
+                             "before the cap): judge locally (judge_stream, run_judge_file) or drop token_budget")
+
     def check(self, limit: bool = True) -> None:
         """Refuse a bad option before any work.
 

@@ -281,3 +281,17 @@ def test_label_next_stops_at_the_budget_and_a_larger_budget_ranks_with_nothing_j
         assert main([*with_out, "--out", str(tmp_path / "c.jsonl"), "--token-budget", "100000000"]) == 0
         assert fake.n_requests == len(items)
     assert len(read_lines(tmp_path / "c.jsonl")) == 3
+
+
+def test_the_batch_api_and_ray_entry_points_refuse_a_budget_before_any_request(tmp_path):
+    from rubricforge_dspy.apply.openai_batch import run_batch_api
+    from rubricforge_dspy.apply.options import JobOptions
+
+    data = tmp_path / "data.jsonl"
+    write_generic_jsonl(data, 2)
+    with FakeOpenAI(by_text) as fake:
+        with pytest.raises(InputError, match="Batch API run .* cannot enforce a token budget"):
+            run_batch_api(TrajectoryJudge(), data, tmp_path / "v.jsonl", lm=fake_lm(fake), token_budget=10**6)
+        assert fake.n_requests == 0
+    with pytest.raises(InputError, match="Ray run"):
+        JobOptions(token_budget=10**6).refuse_budget("a Ray run (judge_dataset)")
