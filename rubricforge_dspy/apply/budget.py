@@ -52,6 +52,7 @@ class TokenBudget:
         self.reserved = 0
         self.calls = 0
         self.unreported = 0  # calls whose LM reported no usage (their whole reservation was spent)
+        self.overruns = 0  # calls that spent more than they reserved (a judge's bound that is wrong)
         self.refused: int | None = None  # the reservation that did not fit, once one did not
         self._lock = threading.Lock()
 
@@ -78,7 +79,9 @@ class TokenBudget:
                 self.unreported += 1
                 self.spent += reservation.tokens
             else:
-                self.spent += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+                used = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+                self.spent += used
+                self.overruns += used > reservation.tokens
 
     def release(self, reservation: Reservation) -> None:
         """Give back `reservation` of a call that was never sent (abandoned before it started)."""
@@ -107,7 +110,8 @@ class TokenBudget:
     def to_dict(self) -> dict[str, Any]:
         """The budget in a run's summary."""
         return {"cap": self.cap, "spent": self.spent, "left": self.left, "calls": self.calls,
-                "unreported_calls": self.unreported, "stopped": self.stopped, "refused_reservation": self.refused}
+                "unreported_calls": self.unreported, "overruns": self.overruns, "stopped": self.stopped,
+                "refused_reservation": self.refused}
 
 
 def prompt_bound(judge: Any, inputs: dict[str, Any]) -> int:

@@ -434,8 +434,8 @@ class JobRun:
         judge's own `token_bound` (a judge of several calls per item), else its prompt's bound plus the answer's
         cap (`apply.budget.prompt_bound`)."""
         cap = _max_tokens(stage.lm)
-        own = getattr(stage.judge, "token_bound", None)
-        one = int(own(inputs, cap)) if callable(own) else prompt_bound(stage.judge, inputs) + cap
+        own = stage.judge.token_bound(inputs, cap) if hasattr(stage.judge, "token_bound") else None
+        one = int(own) if own is not None else prompt_bound(stage.judge, inputs) + cap
         return one * (self.options.max_retries + 1)
 
     def _called(self, stage: Stage, item: RunItem, verdict: Verdict, left: list[RunItem]) -> None:

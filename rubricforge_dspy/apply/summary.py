@@ -106,6 +106,9 @@ class BatchSummary:
             budget = self.token_budget
             lines.append(f"token budget: spent {budget['spent']:,} of {budget['cap']:,} (left {budget['left']:,})"
                          + ("; stopped before the cap" if budget["stopped"] else ""))
+            if budget.get("overruns"):
+                lines.append(f"warning: {budget['overruns']} call(s) spent more tokens than they reserved: the "
+                             "judge's bound (token_bound) is wrong and the cap may have been crossed")
         return lines
 
     @property

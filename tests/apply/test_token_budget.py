@@ -113,7 +113,11 @@ def test_settle_spends_what_the_lm_reported_and_refuses_a_bad_cap():
     with pytest.raises(BudgetExhausted, match="60 reserved"):
         budget.reserve(41)
     budget.settle(reservation, {"prompt_tokens": 20, "completion_tokens": 5})
-    assert (budget.spent, budget.reserved, budget.left) == (25, 0, 75)
+    assert (budget.spent, budget.reserved, budget.left, budget.overruns) == (25, 0, 75, 0)
+    budget.settle(budget.reserve(10), {"prompt_tokens": 11, "completion_tokens": 0})  # a wrong bound: counted
+    assert (budget.spent, budget.overruns) == (36, 1)
+    budget = TokenBudget(100)
+    budget.settle(budget.reserve(25), {"prompt_tokens": 20, "completion_tokens": 5})
     budget.release(budget.reserve(75))
     assert budget.reserved == 0 and isinstance(budget.reserve(75), Reservation)
     for bad in (0, -3, 2.5, True):
