@@ -185,7 +185,8 @@ def _wait(policy: RetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
 def as_verdict(prediction: Any) -> Verdict:
     """The `Verdict` in a judge's prediction (a `TrajectoryJudge`'s, or any module returning
     ``passed``, ``score`` and ``reason``); the contradiction rule applies either way. A prediction's
-    ``evidence`` (a `core.verdict.EvidenceRecord`: what the judge read) goes with the verdict to its line."""
+    ``evidence`` (a `core.verdict.EvidenceRecord` or its ``to_dict()``: what the judge read) goes with the
+    verdict to its line (a segment or explorer judge fills it from what its calls really sent)."""
     if isinstance(prediction, Verdict):
         return prediction
     if getattr(prediction, "abstained", False):
@@ -198,7 +199,14 @@ def as_verdict(prediction: Any) -> Verdict:
         verdict = Verdict.from_answer(bool(prediction.passed), float(prediction.score),
                                       getattr(prediction, "reason", ""))
     evidence = getattr(prediction, "evidence", None)
-    if evidence is not None and not isinstance(evidence, EvidenceRecord):
-        raise RubricForgeError(f"a prediction's evidence is an EvidenceRecord (core.verdict), got "
-                               f"{type(evidence).__name__}")
-    return verdict if evidence is None else replace(verdict, evidence=evidence)
+    if evidence is None:
+        return verdict
+    if isinstance(evidence, dict):
+        try:
+            evidence = EvidenceRecord.from_dict(evidence)
+        except (KeyError, TypeError, ValueError) as error:
+            raise RubricForgeError(f"a prediction's evidence is not an evidence record: {error}") from error
+    if not isinstance(evidence, EvidenceRecord):
+        raise RubricForgeError(f"a prediction's evidence is an EvidenceRecord (core.verdict) or its to_dict(), "
+                               f"got {type(evidence).__name__}")
+    return replace(verdict, evidence=evidence)

@@ -226,11 +226,11 @@ class DirectCall:
     async def acall(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """Judge one trajectory; raises as ``judge.acall`` does (see the module docstring)."""
         judge = self.judge
-        text = judge.render(trajectory)
+        text, evidence = judge._read(trajectory)
         content = self.request.body_for(text) if text and not text[-1].isspace() else None
         if content is None:
             with dspy.context(lm=self.lm, disable_history=True, trace=None):
-                return await judge.acall(trajectory=text)
+                return judge._with_evidence(await judge.acall(trajectory=text), evidence)
         judge._check_certificate()
         signature = judge.judge.signature
         try:
@@ -243,7 +243,8 @@ class DirectCall:
         if usage and tracker is not None:
             tracker.add_usage(self.lm.model, usage)
         completion = "".join(getattr(part, "text", "") or "" for part in response.message.parts or ())
-        return judge._prediction(dspy.Prediction(**judge.adapter.parse(signature, completion)))
+        return judge._with_evidence(judge._prediction(dspy.Prediction(**judge.adapter.parse(signature, completion))),
+                                    evidence)
 
 
 def _raise_if_cut(watch: CompletionWatch, cause: BaseException | None = None) -> None:
@@ -351,8 +352,8 @@ class TrajectoryJudge(BaseJudge):
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """Judge one trajectory (see the class docstring); raises on anything that is not a verdict. Given a
-        `Trajectory`, the prediction's ``evidence`` says what its render showed (`core.verdict.EvidenceRecord`);
-        given text, it is None (unknown)."""
+        `Trajectory`, the prediction's ``evidence`` says what its render showed (`core.verdict.EvidenceRecord`
+        as JSON); given text, the prediction has none (unknown)."""
         text, evidence = self._read(trajectory)
         self._check_certificate()
         with self._strict():
@@ -370,8 +371,10 @@ class TrajectoryJudge(BaseJudge):
 
     @staticmethod
     def _with_evidence(prediction: dspy.Prediction, evidence: EvidenceRecord | None) -> dspy.Prediction:
+        """`prediction` with ``evidence``: the record as JSON (`EvidenceRecord.to_dict`; a prediction stays
+        JSON), which `judge.execution.as_verdict` takes to the verdict and its line."""
         if evidence is not None:
-            prediction.evidence = evidence
+            prediction.evidence = evidence.to_dict()
         return prediction
 
     @contextmanager
