@@ -149,6 +149,11 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
               "on_trajectory": tally.add, "limit": spec.limit, "cache": False if args.no_cache else True}
     if cascade is not None:
         common.update(escalated_out=args.escalated_out, cascade_file=cascade)
+    if args.token_budget is not None:
+        if args.batch_api or args.ray is not None:
+            raise InputError("--token-budget is enforced by local runs only: a Ray or Batch API run cannot stop its "
+                             "calls in flight before the cap; drop --ray/--batch-api or --token-budget")
+        common["token_budget"] = args.token_budget
     if args.batch_api:
         summary = _judge_batch_api(args, spec, judge, render, common)
     elif args.ray is not None:

@@ -22,6 +22,7 @@ joined by id) and --label-threshold (default: each format's own rule); see docs/
 Exit codes: 0 done; 2 bad input or environment (a file, a flag, a full disk, a path that cannot be
 written: one line says which and what to do); 3 a judge LM or server that cannot be used; 4 the answer
 is no (gate: the candidate may not replace the baseline; certify --recheck: the judge got worse);
+5 stopped before --token-budget would be crossed (what was judged is kept: re-run with a larger budget);
 1 a bug (its traceback is printed); 130 interrupted.
 """
 
@@ -58,17 +59,19 @@ from rubricforge_dspy.cli.integrations import (
     spool_from_mlflow,
 )
 from rubricforge_dspy.cli.judge import cmd_judge
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, add_token_budget_argument, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
+    EXIT_BUDGET,
     EXIT_BUG,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_NO,
     EXIT_SERVER,
     AnswerIsNo,
+    BudgetExhausted,
     InputError,
     RubricForgeDeprecationWarning,
     ServerError,
@@ -409,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-consecutive-errors", type=int, default=JUDGING_MAX_CONSECUTIVE_LM_ERRORS,
                    help="stop (exit 3, output resumable) after this many calls in a row fail with LM/network "
                         "errors; 0 never stops")
+    add_token_budget_argument(p)
     p.add_argument("--batch-api", action="store_true",
                    help="judge through the endpoint's OpenAI Batch API (/v1/files + /v1/batches): submit, poll, "
                         "ingest; re-running after a kill resumes the persisted batch (docs/SERVING.md)")
@@ -527,6 +531,7 @@ _EXITS: tuple[tuple[type[BaseException], int, str], ...] = (
     (InputError, EXIT_INPUT, "error: {error}"),
     (ServerError, EXIT_SERVER, "error: {kind}: {error}"),
     (AnswerIsNo, EXIT_NO, "no: {error}"),
+    (BudgetExhausted, EXIT_BUDGET, "stopped: {error}"),
 )
 
 
@@ -556,7 +561,8 @@ def _run(argv: list[str] | None = None) -> int:
     2 bad input (`InputError`: ``error: <message>``) or an environment that refuses (an `OSError` in
     `ENVIRONMENT_ERRNOS`: a full disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or
     server that cannot be used (`ServerError`), 4 the answer is no (`AnswerIsNo`: `gate`, `certify
-    --recheck`), 130 Ctrl-C; any other exception is a bug: its traceback is printed and the exit code is
+    --recheck`), 5 stopped at the token budget (`BudgetExhausted`: ``stopped: <message>``), 130 Ctrl-C; any
+    other exception is a bug: its traceback is printed and the exit code is
     1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
     (`_quiet_dspy_call_errors`)."""
     try:
@@ -576,9 +582,10 @@ def _run(argv: list[str] | None = None) -> int:
         with progress_requested():  # long loops report on stderr (core.progress), never on stdout
             code: int = args.func(args)
             return code
-    except (InputError, ServerError, AnswerIsNo) as error:
+    except (InputError, ServerError, AnswerIsNo, BudgetExhausted) as error:
         kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
-        _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)
+        _report(error, line.format(error=error, kind=type(error).__name__),
+                args.verbose and kind not in (AnswerIsNo, BudgetExhausted))
         return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -32,7 +32,7 @@ from scipy import stats
 from sklearn.exceptions import UndefinedMetricWarning
 
 from rubricforge_dspy import metrics
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.judge.fingerprint import lm_fingerprint
@@ -67,6 +67,64 @@ def _interval(ci: Iterable[float]) -> list[float | None]:
 
 def _value(x: float) -> float | None:
     return None if math.isnan(x) else round(float(x), 4)
+
+
+class EvidenceMismatchWarning(RubricForgeWarning):
+    """A certificate (or a judge compared with another) was earned on verdicts made on complete evidence and is
+    applied to verdicts made on cut evidence, or the reverse (`evidence_mismatch`): its rates need not hold."""
+
+
+# Two sets of verdicts read "the same evidence" when their shares judged on cut evidence differ by at most this
+# much and both or neither have any: a heuristic threshold for a warning, not a test.
+EVIDENCE_SHARE_TOLERANCE = 0.10
+
+
+def evidence_shares(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the judge read for `records` (verdict lines' ``evidence``): how many on complete evidence, on cut
+    evidence, unknown, and the share cut among those known (None when no line says)."""
+    complete = cut = unknown = 0
+    for record in records:
+        found = record.get("evidence")
+        if not isinstance(found, Mapping):
+            unknown += 1
+        elif found.get("complete"):
+            complete += 1
+        else:
+            cut += 1
+    known = complete + cut
+    return {"complete": complete, "cut": cut, "unknown": unknown,
+            "cut_share": round(cut / known, 4) if known else None}
+
+
+def evidence_mismatch(earned: Mapping[str, Any] | None, applied: Mapping[str, Any], *,
+                      earned_on: str = "the certificate", applied_to: str = "these verdicts") -> str | None:
+    """Why the evidence `earned` (`evidence_shares` of the verdicts a certificate was measured on) does not
+    match `applied` (those of the verdicts it is applied to), or None when it matches or either is unknown:
+    one set has verdicts on cut evidence and the other none, or their cut shares differ by more than
+    `EVIDENCE_SHARE_TOLERANCE`."""
+    if not earned or earned.get("cut_share") is None or applied.get("cut_share") is None:
+        return None
+    was, now = float(earned["cut_share"]), float(applied["cut_share"])
+    if (was > 0) == (now > 0) and abs(was - now) <= EVIDENCE_SHARE_TOLERANCE:
+        return None
+    def kind(share: float) -> str:
+        return "complete evidence" if share == 0 else "cut evidence" if share == 1 else f"{share:.0%} cut evidence"
+
+    said = earned_on[:1].upper() + earned_on[1:]
+    return (f"{said} rests on {kind(was)} (share judged on cut evidence {was:.2f}); {applied_to} on "
+            f"{kind(now)} (share {now:.2f}): an error in an elided or clipped step cannot be seen, so rates measured "
+            "on one need not hold on the other; measure on verdicts read the same way (the same render budget or "
+            "--read mode)")
+
+
+def warn_evidence_mismatch(earned: Mapping[str, Any] | None, records: Iterable[Mapping[str, Any]], **words: str) -> \
+        str | None:
+    """Warn (`EvidenceMismatchWarning`) when `evidence_mismatch` finds one between `earned` and `records`'
+    shares; returns the message (None: no warning)."""
+    message = evidence_mismatch(earned, evidence_shares(records), **words)
+    if message is not None:
+        warnings.warn(message, EvidenceMismatchWarning, stacklevel=3)
+    return message
 
 
 def compute_certificate(records: Iterable[Mapping[str, Any]], *, confidence: float = 0.95,
@@ -109,6 +167,7 @@ def compute_certificate(records: Iterable[Mapping[str, Any]], *, confidence: flo
         "contradictions": ({"k": sum(bool(r["contradiction"]) for r in recorded), "n": len(recorded)}
                            if recorded else None),
         "confidence": confidence,
+        "evidence": evidence_shares(rows),
     }
 
 
@@ -184,6 +243,7 @@ def recheck(certificate: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
     """Test H0 "the false-pass rate is at most the certified one" on canary verdicts with the one-sided
     exact binomial test (``scipy.stats.binomtest(k, n, p=certified, alternative="greater")``)."""
     rows = _labeled([dict(r) for r in records], where)
+    warn_evidence_mismatch(certificate.get("evidence"), rows, applied_to=f"the {where} verdicts")
     failed = [r for r in rows if r["label"] == 0]
     if not failed:
         raise CertificateError(f"{where}: no failed (label 0) items; a false-pass recheck needs some")

@@ -280,6 +280,7 @@ def gate_verdict_files(candidate_path: PathArg, baseline_path: PathArg, margin: 
     candidate = list(read_verdicts(candidate_path).values())
     baseline = list(read_verdicts(baseline_path).values())
     paired = pair(candidate, baseline, (str(candidate_path), str(baseline_path)))
+    _compare_evidence(candidate, baseline, (str(candidate_path), str(baseline_path)))
     floor_records = list(read_verdicts(floor_path).values()) if floor_path is not None else None
     floor = _floor(candidate, floor_records, f"the floor verdicts in {floor_path}", alpha)
     return decide(paired, margin, alpha, names=(str(candidate_path), str(baseline_path)), floor=floor,
@@ -300,15 +301,33 @@ def gate_programs(candidate_program: PathArg, baseline_program: PathArg, traject
 
     if not trajectories:
         raise GateInputError("no labeled trajectories to gate on")
+    from rubricforge_dspy.trust.certificate import CERTIFICATE_KEY, warn_evidence_mismatch
+
     records: list[list[dict[str, Any]]] = []
     for name, program in (("candidate", candidate_program), ("baseline", baseline_program)):
         judge = load_judge(program, check_certificate=False, allow_import=allow_import)
         records.append(judge_labeled(judge, trajectories, Path(verdicts_dir) / f"{name}.jsonl", lm=lm,
                                      concurrency=concurrency))
+        certificate = (getattr(judge, "manifest", None) or {}).get(CERTIFICATE_KEY)
+        if isinstance(certificate, Mapping):  # the program's certificate, applied to the gate's verdicts
+            warn_evidence_mismatch(certificate.get("evidence"), records[-1], earned_on=f"the {name}'s certificate",
+                                   applied_to=f"its verdicts on the gate's data ({program})")
     paired = pair(records[0], records[1], (str(candidate_program), str(baseline_program)))
+    _compare_evidence(records[0], records[1], (str(candidate_program), str(baseline_program)))
     floor = _program_floor(candidate_program, trajectories, records[0], alpha, require_beats_floor, allow_import)
     return decide(paired, margin, alpha, names=(str(candidate_program), str(baseline_program)), floor=floor,
                   require_beats_floor=require_beats_floor)
+
+
+def _compare_evidence(candidate: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]],
+                      names: tuple[str, str]) -> str | None:
+    """Warn (`trust.certificate.EvidenceMismatchWarning`) when the two judges read the items differently: one
+    on complete evidence, the other on cut (their false-pass rates then measure different things)."""
+    from rubricforge_dspy.trust.certificate import evidence_shares, warn_evidence_mismatch
+
+    return warn_evidence_mismatch(evidence_shares(baseline), candidate,
+                                  earned_on=f"the baseline's verdicts ({names[1]})",
+                                  applied_to=f"the candidate's verdicts ({names[0]})")
 
 
 def _program_floor(program: PathArg, trajectories: list[Trajectory], candidate: list[dict[str, Any]], alpha: float,
