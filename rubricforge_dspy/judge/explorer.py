@@ -29,7 +29,7 @@ it drops the oldest steps of its transcript when the context overflows. This loo
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import dspy
 
@@ -76,8 +76,8 @@ class ExploreStepSignature(dspy.Signature):
         desc="outline (argument 'a-b' or empty), read_step (argument: a step number), search (argument: text), "
              "symptoms, final_answer, or verdict (then passed, score and reason are the answer)")
     argument: str = dspy.OutputField(desc="the action's argument, or empty")
-    passed: Optional[bool] = dspy.OutputField(desc="with verdict: true when the episode meets the rubric; else null")
-    score: Optional[float] = dspy.OutputField(desc="with verdict: probability in [0, 1] that it does; else null")
+    passed: bool = dspy.OutputField(desc="with verdict: true when the episode meets the rubric; else false (ignored)")
+    score: float = dspy.OutputField(desc="with verdict: probability in [0, 1] that it does; else 0 (ignored)")
     reason: str = dspy.OutputField(desc="with verdict: one or two sentences citing the decisive steps as [n]; "
                                         "else empty")
 
@@ -157,8 +157,8 @@ class ExplorerJudge(BaseJudge):
     Args:
         rubric: the explorer predictor's instruction.
         max_iters: calls before the judge gives up (an abstention), the verdict call included.
-        max_prompt_tokens: estimated prompt tokens over all calls before it gives up (default: four times
-            the render budget).
+        max_prompt_tokens: estimated prompt tokens over all calls before it gives up (default: 16 times
+            the render budget; the transcript is sent again with each call).
         render_config: ``max_tokens`` sizes the default token cap; each tool result is clipped to an eighth
             of it.
         adapter: the adapter (default `StrictJSONAdapter`).
@@ -175,7 +175,7 @@ class ExplorerJudge(BaseJudge):
         if max_iters < 1:
             raise InputError(f"max_iters must be >= 1, got {max_iters}")
         self.max_iters = max_iters
-        self.max_prompt_tokens = max_prompt_tokens or 4 * self.render_config.max_tokens
+        self.max_prompt_tokens = max_prompt_tokens or 16 * self.render_config.max_tokens
         if self.max_prompt_tokens < 64:
             raise InputError(f"max_prompt_tokens must be >= 64, got {self.max_prompt_tokens}")
         self.explore = dspy.Predict(ExploreStepSignature.with_instructions(rubric))
