@@ -27,8 +27,8 @@ from rubricforge_dspy.evidence.render import (
     HEADER,
     _clean_step,
     _fence,
-    _part,
     _Part,
+    _part,
     _pieces,
     _step_part,
     quote_nonce,
@@ -96,7 +96,8 @@ class QuotedSteps:
         if index is None:
             return f"{label} (none)"
         part = _part(None, label, None, self.fence, cleaned=self.cleaned[index][0])
-        return part.text(part.body if part.fixed + part.cost <= max_tokens else part.cut(max(1, max_tokens - part.fixed)))
+        whole = part.fixed + part.cost <= max_tokens
+        return part.text(part.body if whole else part.cut(max(1, max_tokens - part.fixed)))
 
     def task_index(self) -> int | None:
         return next((i for i, s in enumerate(self.trajectory.steps) if s.kind == "user"), None)

@@ -228,7 +228,8 @@ class ExplorerJudge(BaseJudge):
         """Judge one trajectory (module docstring); raises on anything that is not a verdict, a cap included."""
         tools = _Tools(require_trajectory(trajectory, "explorer"), self._observation_tokens())
         self._check_certificate()
-        record, entries, used = self._record(tools), [], 0
+        record, used = self._record(tools), 0
+        entries: list[str] = []
         for iteration in range(self.max_iters + 1):
             transcript = "\n".join(entries) or "(nothing yet)"
             used = self._budget_check(record, transcript, used, iteration)
@@ -243,7 +244,8 @@ class ExplorerJudge(BaseJudge):
         """The async `forward`, through ``dspy.Predict.acall``: the same loop, caps and checks."""
         tools = _Tools(require_trajectory(trajectory, "explorer"), self._observation_tokens())
         self._check_certificate()
-        record, entries, used = self._record(tools), [], 0
+        record, used = self._record(tools), 0
+        entries: list[str] = []
         for iteration in range(self.max_iters + 1):
             transcript = "\n".join(entries) or "(nothing yet)"
             used = self._budget_check(record, transcript, used, iteration)

@@ -30,8 +30,6 @@ from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.clip import fit
 from rubricforge_dspy.evidence.render import EVENTS_LABEL, RenderConfig, neutralize, quote_nonce, render_trajectory
 from rubricforge_dspy.evidence.tokens import estimate_tokens
-from rubricforge_dspy.judge.contract import BaseJudge, verdict_prediction
-from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
 from rubricforge_dspy.judge._reading import (
     QuotedSteps,
     ReadLedger,
@@ -42,6 +40,8 @@ from rubricforge_dspy.judge._reading import (
     strict_call,
     write_document,
 )
+from rubricforge_dspy.judge.contract import BaseJudge, verdict_prediction
+from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
 
 __all__ = ["SEGMENTS_KIND", "SegmentsJudge", "plan_windows", "WindowFindingsSignature", "SegmentVerdictSignature"]
 

@@ -132,7 +132,8 @@ def test_save_and_load_as_json(tmp_path):
 def test_against_the_fake_openai_server_every_step_reaches_a_request():
     from rubricforge_dspy.lm.config import LMConfig
     from rubricforge_dspy.lm.engine import make_lm
-    from rubricforge_dspy.testing.fake_server import FakeOpenAI, system_text as body_system
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI
+    from rubricforge_dspy.testing.fake_server import system_text as body_system
 
     def answer(body, n):
         if "overview" in body_system(body):
