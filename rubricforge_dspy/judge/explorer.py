@@ -167,6 +167,7 @@ class ExplorerJudge(BaseJudge):
     kind = EXPLORER_KIND
     read_mode = "explore"
     calls_lm = True
+    needs_trajectory = True  # a cascade gives it the Trajectory (judge.cascade), never one render of it
 
     def __init__(self, rubric: str = SEED_RUBRIC, max_iters: int = 16, max_prompt_tokens: int | None = None,
                  render_config: RenderConfig | None = None, adapter: dspy.Adapter | None = None):

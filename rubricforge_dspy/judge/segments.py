@@ -112,6 +112,7 @@ class SegmentsJudge(BaseJudge):
     kind = SEGMENTS_KIND
     read_mode = "segments"
     calls_lm = True
+    needs_trajectory = True  # a cascade gives it the Trajectory (judge.cascade), never one render of it
 
     def __init__(self, rubric: str = SEED_RUBRIC, render_config: RenderConfig | None = None, overlap: int = 1,
                  adapter: dspy.Adapter | None = None):

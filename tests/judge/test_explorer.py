@@ -163,3 +163,17 @@ def test_against_the_fake_openai_server_with_a_scripted_sequence():
     assert marker(41) in bodies[2] and marker(41) not in bodies[1] and marker(77) in bodies[3]
     assert not any(HIDDEN_MARK in body for body in bodies)
     assert prediction.evidence["steps_read"] == [41] and prediction.passed is False
+
+
+def test_async_call_runs_the_same_loop():
+    import asyncio
+
+    actions = [act("read_step", "3"), act("verdict", passed=True, score=0.8, reason="ok [3]")]
+    seen_sync: list[str] = []
+    seen_async: list[str] = []
+    judge = ExplorerJudge(render_config=BUDGET)
+    with dspy.context(lm=ScriptedLM(scripted(actions, seen_sync))):
+        sync = judge(trajectory=long_trajectory(10))
+    with dspy.context(lm=ScriptedLM(scripted(actions, seen_async))):
+        done = asyncio.run(judge.acall(trajectory=long_trajectory(10)))
+    assert seen_sync == seen_async and done.evidence == sync.evidence == {**sync.evidence, "steps_read": [3]}

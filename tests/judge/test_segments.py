@@ -149,3 +149,75 @@ def test_against_the_fake_openai_server_every_step_reaches_a_request():
     assert not any(HIDDEN_MARK in body for body in bodies)
     assert prediction.evidence["complete"] is True and prediction.evidence["steps_read"] == list(range(1, 101))
     assert prediction.calls == len(bodies) and prediction.passed is True
+
+
+def cheap_first_stage(trajectory):
+    """A cheap stage that decides the short episodes and hands the long ones on (score 0.5)."""
+    from rubricforge_dspy.core.verdict import Verdict
+
+    return Verdict.from_answer(True, 0.99, "short") if len(trajectory.steps) < 50 else \
+        Verdict.from_answer(True, 0.5, "unsure")
+
+
+def test_as_a_cascade_stage_only_what_the_cheaper_stage_left_pays_for_it():
+    from rubricforge_dspy.judge.cascade import Cascade
+    from rubricforge_dspy.judge.recorded import CallableJudge
+
+    seen: list[str] = []
+    segments = SegmentsJudge(render_config=BUDGET)
+    cascade = Cascade([CallableJudge(cheap_first_stage, import_path="tests.judge.test_segments:cheap_first_stage"),
+                       segments], [(0.9, 0.1), (0.5, 0.49)])
+    with dspy.context(lm=ScriptedLM(responder(seen))):
+        verdicts = cascade.batch([long_trajectory(20), long_trajectory(100)], num_threads=1)
+    assert [v.passed for v in verdicts] == [True, False] and verdicts.stages == ["stage0", "stage1"]
+    assert verdicts.stage_calls == {"stage0": 2, "stage1": 1}
+    assert any(marker(99) in s for s in seen) and not any("long-20" in s for s in seen)
+
+
+def test_async_call_reads_the_same_windows():
+    import asyncio
+
+    seen_sync: list[str] = []
+    seen_async: list[str] = []
+    judge = SegmentsJudge(render_config=BUDGET)
+    with dspy.context(lm=ScriptedLM(responder(seen_sync))):
+        sync = judge(trajectory=long_trajectory(40))
+    with dspy.context(lm=ScriptedLM(responder(seen_async))):
+        done = asyncio.run(judge.acall(trajectory=long_trajectory(40)))
+    assert seen_sync == seen_async and done.evidence == sync.evidence
+
+
+def test_a_public_coding_agent_trajectory_every_step_reaches_a_request():
+    """The longest shipped public coding-agent episode (OpenHands on Multi-SWE-bench, 66 steps, 17 KB): under
+    a small budget, each step's whole rendered line is in some request sent to the fake server."""
+    from pathlib import Path
+
+    from rubricforge_dspy.data import load_trajectories
+    from rubricforge_dspy.judge._reading import QuotedSteps
+    from rubricforge_dspy.lm.config import LMConfig
+    from rubricforge_dspy.lm.engine import make_lm
+    from rubricforge_dspy.testing.fake_server import FakeOpenAI
+    from rubricforge_dspy.testing.fake_server import system_text as body_system
+
+    path = Path(__file__).resolve().parents[2] / "evals/data/openhands/multi_swe_bench_output.jsonl"
+    episode = max(load_trajectories(path), key=lambda t: len(t.steps))
+    assert len(episode.steps) >= 60
+
+    def answer(body, n):
+        if "overview" in body_system(body):
+            return json.dumps({"passed": False, "score": 0.3, "reason": "x"})
+        return json.dumps({"findings": "none"})
+
+    with FakeOpenAI(answer) as server:
+        judge = SegmentsJudge(render_config=RenderConfig(max_tokens=1200))
+        judge.set_lm(make_lm(LMConfig(model=server.model, api_base=server.api_base, num_retries=0, timeout=10)))
+        prediction = judge(trajectory=episode)
+        sent = ["\n".join(str(m.get("content") or "") for m in body["messages"]) for body in server.chat_bodies]
+    quoted = QuotedSteps(episode)
+    capacity_line = [quoted.line(i, None)[0] for i in range(len(quoted))]
+    whole = [i for i in range(len(quoted)) if any(capacity_line[i] in text for text in sent)]
+    clipped = [i for i in range(len(quoted)) if i not in whole]
+    assert all(any(f"\n[{i + 1}] " in text for text in sent) for i in clipped)  # its clipped line was sent
+    assert prediction.evidence["whole"] == len(whole) and prediction.evidence["clipped"] == len(clipped)
+    assert prediction.evidence["steps_read"] == list(range(1, len(episode.steps) + 1))
+    assert prediction.evidence["complete"] == (prediction.evidence["clipped"] == 0)
