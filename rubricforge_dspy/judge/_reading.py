@@ -48,6 +48,10 @@ class ReadingLimitError(VerdictFormatError):
 
     def __init__(self, message: str, signature: type[dspy.Signature] | None = None):
         super().__init__("truncated", signature, "", message)
+        self.limit = message
+
+    def __str__(self) -> str:
+        return self.limit
 
 
 def require_trajectory(trajectory: Any, judge: str) -> Trajectory:

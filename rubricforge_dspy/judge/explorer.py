@@ -37,8 +37,8 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.evidence.clip import fit
-from rubricforge_dspy.evidence.render import STEP_LABELS, RenderConfig, safe_name
+from rubricforge_dspy.evidence.clip import fit, sanitize
+from rubricforge_dspy.evidence.render import STEP_LABELS, RenderConfig, neutralize, safe_name
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.judge._reading import (
@@ -63,6 +63,12 @@ ACTIONS = ("outline", "read_step", "search", "symptoms", "final_answer", "verdic
 MAX_QUERY_CHARS = 200
 MAX_HITS = 20
 SNIPPET_CHARS = 160
+
+
+def _clean(text: str) -> str:
+    """Text that quotes the trajectory (a symptom's snippet, an argument the LM copied from it) as the renderer
+    writes quoted text: control characters removed, DSPy's field markers broken up (`evidence.render.neutralize`)."""
+    return neutralize(sanitize(text)[0])[0]
 
 
 class ExploreStepSignature(dspy.Signature):
@@ -137,8 +143,8 @@ class _Tools:
         return fit("\n".join(hits), self.max_tokens) if hits else "no step holds that text"
 
     def symptoms(self, argument: str) -> str:
-        lines = extract_symptoms(self.quoted.trajectory).lines()
-        return fit("\n".join(self.quote(line) for line in lines), self.max_tokens) if lines else "none seen"
+        lines = [self.quote(_clean(line)) for line in extract_symptoms(self.quoted.trajectory).lines()]
+        return fit("\n".join(lines), self.max_tokens) if lines else "none seen"
 
     def final_answer(self, argument: str) -> str:
         return self.quoted.labeled("FINAL ANSWER:", self.quoted.final_index(), self.max_tokens)
@@ -213,16 +219,24 @@ class ExplorerJudge(BaseJudge):
         if iteration >= self.max_iters:
             raise ReadingLimitError(f"the explorer judge made {self.max_iters} calls without a verdict "
                                     "(max_iters): no verdict", self.explore.signature)
-        cost = estimate_tokens(self.rubric) + estimate_tokens(record) + estimate_tokens(transcript)
+        cost = self._framing_tokens() + estimate_tokens(record) + estimate_tokens(transcript)
         if used + cost > self.max_prompt_tokens:
             raise ReadingLimitError(f"the explorer judge would pass its prompt-token cap ({used + cost} > "
                                     f"{self.max_prompt_tokens} estimated tokens) without a verdict: no verdict",
                                     self.explore.signature)
         return used + cost
 
+    def _framing_tokens(self) -> int:
+        """Estimated tokens of what every call sends besides the record and transcript: the instruction and
+        the fields' names and descriptions (DSPy's adapter adds a little more; counted as 64)."""
+        signature = self.explore.signature
+        fields = " ".join(f"{name} {field.json_schema_extra.get('desc', '')}"
+                          for name, field in signature.fields.items())
+        return estimate_tokens(signature.instructions) + estimate_tokens(fields) + 64
+
     @staticmethod
     def _entry(iteration: int, answer: dspy.Prediction, result: str) -> str:
-        argument = str(answer.argument or "")[:MAX_QUERY_CHARS].replace("\n", " ")
+        argument = _clean(str(answer.argument or "")[:MAX_QUERY_CHARS]).replace("\n", " ")
         return f"#{iteration} {answer.action}({argument!r}) ->\n{result}"
 
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
