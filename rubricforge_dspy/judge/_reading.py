@@ -79,6 +79,14 @@ class QuotedSteps:
     def __len__(self) -> int:
         return len(self.parts)
 
+    def sha256(self) -> str:
+        """sha256 of every step's whole line and the header: the identity of what a reader of this
+        trajectory can be shown (its verdict cache key, with the judge's own fingerprint)."""
+        digest = hashlib.sha256(self.header.encode("utf-8", "surrogatepass"))
+        for part in self.parts:
+            digest.update(b"\x00" + part.text().encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
+
     def cost(self, index: int) -> int:
         """Estimated tokens of step `index` (0-based) shown whole, with its line break."""
         part = self.parts[index]

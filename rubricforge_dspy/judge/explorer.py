@@ -200,8 +200,10 @@ class ExplorerJudge(BaseJudge):
         return instructions_sha256([self.explore])
 
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
-        """``{"trajectory": trajectory}``: this judge reads the steps through its tools."""
-        return {"trajectory": trajectory}
+        """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
+        ``read_sha256`` (the sha256 of every step as quoted) makes the verdict cache's key
+        (`judge.cache.input_sha256`) differ between trajectories, as a render's text does for a plain judge."""
+        return {"trajectory": trajectory, "read_sha256": QuotedSteps(trajectory).sha256()}
 
     def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The record the first call sees (the tools show the rest)."""
@@ -239,8 +241,9 @@ class ExplorerJudge(BaseJudge):
         argument = _clean(str(answer.argument or "")[:MAX_QUERY_CHARS]).replace("\n", " ")
         return f"#{iteration} {answer.action}({argument!r}) ->\n{result}"
 
-    def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
-        """Judge one trajectory (module docstring); raises on anything that is not a verdict, a cap included."""
+    def forward(self, trajectory: Trajectory | str, read_sha256: str | None = None) -> dspy.Prediction:
+        """Judge one trajectory (module docstring); raises on anything that is not a verdict, a cap included.
+        ``read_sha256`` (from `inputs_of`, for the verdict cache's key) is not read."""
         tools = _Tools(require_trajectory(trajectory, "explorer"), self._observation_tokens())
         self._check_certificate()
         record, used = self._record(tools), 0
@@ -255,7 +258,7 @@ class ExplorerJudge(BaseJudge):
             entries.append(self._entry(iteration + 1, answer, tools.run(answer.action, answer.argument)))
         raise ReadingLimitError("the explorer judge stopped without a verdict", self.explore.signature)
 
-    async def aforward(self, trajectory: Trajectory | str) -> dspy.Prediction:
+    async def aforward(self, trajectory: Trajectory | str, read_sha256: str | None = None) -> dspy.Prediction:
         """The async `forward`, through ``dspy.Predict.acall``: the same loop, caps and checks."""
         tools = _Tools(require_trajectory(trajectory, "explorer"), self._observation_tokens())
         self._check_certificate()

@@ -140,8 +140,10 @@ class SegmentsJudge(BaseJudge):
 
     # -- what is read
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
-        """``{"trajectory": trajectory}``: this judge reads the steps, not one render."""
-        return {"trajectory": trajectory}
+        """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
+        ``read_sha256`` (the sha256 of every step as quoted) makes the verdict cache's key
+        (`judge.cache.input_sha256`) differ between trajectories, as a render's text does for a plain judge."""
+        return {"trajectory": trajectory, "read_sha256": QuotedSteps(trajectory).sha256()}
 
     def windows(self, trajectory: Trajectory) -> tuple[list[str], list[str], ReadLedger, list[int]]:
         """The window prompts (``excerpt``s) for `trajectory`, their ``WINDOW`` lines, the ledger of what
@@ -192,8 +194,9 @@ class SegmentsJudge(BaseJudge):
         return render_trajectory(trajectory, config)
 
     # -- the calls
-    def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
-        """Judge one trajectory (module docstring); raises on anything that is not a verdict."""
+    def forward(self, trajectory: Trajectory | str, read_sha256: str | None = None) -> dspy.Prediction:
+        """Judge one trajectory (module docstring); raises on anything that is not a verdict.
+        ``read_sha256`` (from `inputs_of`, for the verdict cache's key) is not read."""
         episode = require_trajectory(trajectory, "segments")
         texts, labels, ledger, sizes = self.windows(episode)
         self._check_certificate()
@@ -206,7 +209,7 @@ class SegmentsJudge(BaseJudge):
             raw = self.verdict(overview=overview, findings=found)
         return self._prediction(raw, ledger.record(sizes), len(texts) + 1)
 
-    async def aforward(self, trajectory: Trajectory | str) -> dspy.Prediction:
+    async def aforward(self, trajectory: Trajectory | str, read_sha256: str | None = None) -> dspy.Prediction:
         """The async `forward` (``await judge.acall(trajectory=...)``): the same calls through ``acall``."""
         episode = require_trajectory(trajectory, "segments")
         texts, labels, ledger, sizes = self.windows(episode)

@@ -221,3 +221,20 @@ def test_a_public_coding_agent_trajectory_every_step_reaches_a_request():
     assert prediction.evidence["whole"] == len(whole) and prediction.evidence["clipped"] == len(clipped)
     assert prediction.evidence["steps_read"] == list(range(1, len(episode.steps) + 1))
     assert prediction.evidence["complete"] == (prediction.evidence["clipped"] == 0)
+
+
+@pytest.mark.parametrize("make", [lambda: SegmentsJudge(render_config=BUDGET),
+                                  lambda: __import__("rubricforge_dspy.judge.explorer", fromlist=["x"]).ExplorerJudge(
+                                      render_config=BUDGET)], ids=["segments", "explorer"])
+def test_the_verdict_cache_key_differs_between_trajectories(make):
+    from rubricforge_dspy.judge.cache import input_sha256
+
+    judge = make()
+    one, other = long_trajectory(20), long_trajectory(21)
+    assert input_sha256(judge.inputs_of(one)) != input_sha256(judge.inputs_of(other))
+    assert input_sha256(judge.inputs_of(one)) == input_sha256(judge.inputs_of(long_trajectory(20)))
+    seen: list[str] = []
+    respond = responder(seen, {"passed": True, "score": 0.9, "reason": "ok"}) if isinstance(judge, SegmentsJudge) \
+        else (lambda m: {"action": "verdict", "argument": "", "passed": True, "score": 0.9, "reason": "ok"})
+    with dspy.context(lm=ScriptedLM(respond)):
+        assert judge(**judge.inputs_of(one)).passed is True  # judge(**inputs_of(t)) is judge(trajectory=t)
