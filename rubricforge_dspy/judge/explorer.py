@@ -199,6 +199,11 @@ class ExplorerJudge(BaseJudge):
     def rubric_sha256(self) -> str:
         return instructions_sha256([self.explore])
 
+    def reading_settings(self) -> dict[str, Any]:
+        """What, besides the predictor, the render and the adapter, decides what this judge reads: its caps.
+        (To be part of its fingerprint: docs/LONG_EPISODES.md, "Wiring".)"""
+        return {"read": self.read_mode, "max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens}
+
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
         ``read_sha256`` (the sha256 of every step as quoted) makes the verdict cache's key

@@ -138,6 +138,11 @@ class SegmentsJudge(BaseJudge):
         """sha256 of both predictors' instructions (and demos): GEPA may evolve them apart."""
         return instructions_sha256([self.window, self.verdict])
 
+    def reading_settings(self) -> dict[str, Any]:
+        """What, besides the predictors, the render and the adapter, decides what this judge reads: the
+        window overlap. (To be part of its fingerprint: docs/LONG_EPISODES.md, "Wiring".)"""
+        return {"read": self.read_mode, "overlap": self.overlap}
+
     # -- what is read
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
