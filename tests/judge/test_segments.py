@@ -11,7 +11,7 @@ import pytest
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.evidence.tokens import estimate_tokens
-from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
 from rubricforge_dspy.judge.module import VerdictFormatError
 from rubricforge_dspy.judge.segments import SEGMENTS_KIND, SegmentsJudge, plan_windows
 from rubricforge_dspy.program.store import ProgramError
@@ -238,3 +238,18 @@ def test_the_verdict_cache_key_differs_between_trajectories(make):
         else (lambda m: {"action": "verdict", "argument": "", "passed": True, "score": 0.9, "reason": "ok"})
     with dspy.context(lm=ScriptedLM(respond)):
         assert judge(**judge.inputs_of(one)).passed is True  # judge(**inputs_of(t)) is judge(trajectory=t)
+
+
+def test_batch_counts_a_failed_item_as_an_abstention_and_judges_the_rest():
+    def respond(messages):
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        if "steps=25 " in text:  # every call about the 25-step episode fails
+            raise ConnectionError("server went away")
+        return responder([])(messages)
+
+    with dspy.context(lm=ScriptedLM(respond)):
+        verdicts = SegmentsJudge(render_config=BUDGET).batch(
+            [long_trajectory(20), long_trajectory(25), long_trajectory(30)], num_threads=1,
+            policy=RetryPolicy(max_retries=0))
+    assert verdicts.n_abstained == 1 and verdicts[1].abstained and not verdicts[0].abstained
+    assert sum(verdicts.errors.values()) == 1
