@@ -29,7 +29,9 @@ Measured per verdict, from the chat requests the server really received (one ite
   the renderer's quoting) is in some request, ``clipped`` when only its head is, ``unseen`` otherwise;
 - for ``budget``, the render's own accounting (above) and whether its elided count equals the steps unseen;
   for ``segments``/``explore``, the judge's own ``evidence`` dict (the verdict line's field);
-- whether each step the symptom floor flags (`evidence.symptoms`, tool errors) reaches the LM;
+- whether each step the symptom floor flags (`evidence.symptoms`, tool errors) reaches the LM: its line
+  (whole or clipped), and separately the floor's own note on it (``step N: the call to ... returned an
+  ERROR (snippet)``, which only the explorer's ``symptoms`` tool sends);
 - wall time of the item (context only: a 2-core VM shared with other work; never a target).
 
 Results are aggregated by episode length bucket (`BUCKETS`, steps). No shipped trajectory has 100 or more
@@ -183,13 +185,45 @@ def make_judge(mode: str, rubric: str, render):
     return ExplorerJudge(rubric, render_config=render)
 
 
-def judge_one(judge, mode: str, trajectory, server) -> dict[str, Any]:
+class FakeLog:
+    """The requests the fake server received, and its usage counts."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def mark(self) -> tuple[int, dict[str, int]]:
+        return len(self.server.chat_bodies), dict(self.server.usage)
+
+    def since(self, mark) -> tuple[list[dict], dict[str, int]]:
+        first, usage = mark
+        return self.server.chat_bodies[first:], {k: self.server.usage[k] - usage[k] for k in usage}
+
+
+class HistoryLog:
+    """The requests a `dspy.LM` sent (its ``history``: messages and the usage the server reported)."""
+
+    def __init__(self, lm):
+        self.lm = lm
+
+    def mark(self) -> int:
+        return len(self.lm.history)
+
+    def since(self, mark) -> tuple[list[dict], dict[str, int]]:
+        entries = self.lm.history[mark:]
+        usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        for entry in entries:
+            for key in usage:
+                usage[key] += int((entry.get("usage") or {}).get(key) or 0)
+        return [{"messages": e.get("messages") or []} for e in entries], usage
+
+
+def judge_one(judge, mode: str, trajectory, log) -> dict[str, Any]:
     from rubricforge_dspy.evidence.symptoms import extract_symptoms
     from rubricforge_dspy.evidence.tokens import estimate_tokens
     from rubricforge_dspy.judge._reading import QuotedSteps
     from rubricforge_dspy.judge.execution import judge_verdict
 
-    first, usage = len(server.chat_bodies), dict(server.usage)
+    mark = log.mark()
     started = time.perf_counter()
     if mode == "budget":
         verdict, prediction = judge_verdict(judge, judge.render(trajectory)), None
@@ -199,7 +233,7 @@ def judge_one(judge, mode: str, trajectory, server) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - counted, never a verdict
             prediction, verdict = None, error
     wall = time.perf_counter() - started
-    bodies = server.chat_bodies[first:]
+    bodies, served = log.since(mark)
     texts = [request_text(b) for b in bodies]
     quoted = QuotedSteps(trajectory)
     reach = step_reach(quoted, texts)
@@ -209,11 +243,13 @@ def judge_one(judge, mode: str, trajectory, server) -> dict[str, Any]:
         "chars": sum(quoted.body_chars(i) for i in range(len(quoted))),
         "requests": len(bodies), "prompt_chars": sum(len(t) for t in texts),
         "prompt_tokens_est": sum(estimate_tokens(t) for t in texts),
-        "prompt_tokens_served": server.usage["prompt_tokens"] - usage["prompt_tokens"],
-        "completion_tokens_served": server.usage["completion_tokens"] - usage["completion_tokens"],
+        "prompt_tokens_served": served["prompt_tokens"],
+        "completion_tokens_served": served["completion_tokens"],
         "reach": {k: reach.count(k) for k in ("whole", "clipped", "unseen")},
         "symptom_steps": symptom_steps,
         "symptom_steps_reaching_lm": [n for n in symptom_steps if reach[n - 1] != "unseen"],
+        # the floor's own line about the step (the explorer's `symptoms` tool sends these; a render does not)
+        "symptom_notes_reaching_lm": [n for n in symptom_steps if any(f"step {n}: the call to" in t for t in texts)],
         "wall_s": round(wall, 3),
     }
     if mode == "budget":
@@ -226,6 +262,10 @@ def judge_one(judge, mode: str, trajectory, server) -> dict[str, Any]:
         row["evidence"] = {k: v for k, v in prediction.evidence.items() if k != "steps_read"}
         row["evidence"]["steps_read"] = prediction.evidence["steps_read"]
         row["calls_reported"] = prediction.calls
+        # the judge's own account (the verdict line's evidence) against what the requests really held
+        evidence = prediction.evidence
+        row["evidence_matches_requests"] = (evidence["whole"], evidence["clipped"], evidence["elided"]) == \
+            (reach.count("whole"), reach.count("clipped"), reach.count("unseen")) and prediction.calls == len(bodies)
     return row
 
 
@@ -250,6 +290,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "share_unseen": round(sum(r["reach"]["unseen"] for r in group) / steps, 3),
             "symptom_steps": sum(len(r["symptom_steps"]) for r in group),
             "symptom_steps_reaching_lm": sum(len(r["symptom_steps_reaching_lm"]) for r in group),
+            "symptom_notes_reaching_lm": sum(len(r["symptom_notes_reaching_lm"]) for r in group),
             "abstained": sum(r["verdict"] == "abstained" for r in group),
             "wall_s_per_verdict": round(statistics.mean(r["wall_s"] for r in group), 3),
         }
@@ -280,7 +321,7 @@ def run(files: list[str]) -> dict[str, Any]:
                 started = time.perf_counter()
                 rows = []
                 for name, trajectory in episodes:
-                    row = judge_one(judge, mode, trajectory, server)
+                    row = judge_one(judge, mode, trajectory, FakeLog(server))
                     rows.append({"file": name, "id": trajectory.id, **row})
                     print(f"{preset_name:8} {mode:8} {name[:40]:40} steps={row['steps']:3} "
                           f"requests={row['requests']:2} tokens={row['prompt_tokens_est']:6} "
@@ -294,12 +335,79 @@ def run(files: list[str]) -> dict[str, Any]:
     return result
 
 
+def run_smollm2(files: list[str], items: int) -> dict[str, Any]:
+    """The `items` shortest episodes judged by the embedded SmolLM2-135M (llama.cpp, CPU) in the ``budget`` and
+    ``segments`` modes at the embedded preset: real requests and the token counts its server reports; its
+    verdicts are meaningless (a 135M plumbing model) and its abstentions are counted, not hidden."""
+    from rubricforge_dspy.core.presets import EMBEDDED
+    from rubricforge_dspy.data.formats import load_trajectories
+    from rubricforge_dspy.evidence.render import RenderConfig
+    from rubricforge_dspy.judge.loading import load_judge
+    from rubricforge_dspy.lm.engine import make_lm
+    from rubricforge_dspy.serve.embedded import EmbeddedServer
+
+    rubric = load_judge(PROGRAM, check_certificate=False).rubric
+    episodes = sorted(((name, t) for name in files for t in load_trajectories(DATA / name)),
+                      key=lambda item: len(item[1].steps))[:items]
+    render = RenderConfig.of(EMBEDDED)
+    out: dict[str, Any] = {"lm": "SmolLM2-135M-Instruct Q4_1 on llama.cpp (embedded), CPU: token counts are its "
+                                 "server's; verdicts meaningless", "render_tokens": EMBEDDED.render_tokens,
+                           "modes": {}}
+    server = EmbeddedServer()
+    with server as config:
+        lm = make_lm(config)
+        out["model"] = config.model
+        for mode in ("budget", "segments"):
+            judge = make_judge(mode, rubric, render)
+            judge.set_lm(lm)
+            started = time.perf_counter()
+            rows = []
+            for name, trajectory in episodes:
+                row = judge_one(judge, mode, trajectory, HistoryLog(lm))
+                rows.append({"file": name, "id": trajectory.id, **row})
+                print(f"smollm2  {mode:8} {name[:40]:40} steps={row['steps']:3} requests={row['requests']:2} "
+                      f"served={row['prompt_tokens_served']:6} {row['verdict']}", file=sys.stderr)
+            out["modes"][mode] = {"wall_s": round(time.perf_counter() - started, 2), "items": rows}
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    """The Markdown table docs/LONG_EPISODES.md and evals/RESULTS.md quote, from a result JSON."""
+    lines = ["| preset (render tokens) | mode | steps (items) | LM calls / verdict | prompt tokens / verdict (max) "
+             "| steps whole / clipped / unseen | floor's error steps: line reaching the LM (floor's note) "
+             "| abstained |",
+             "|---|---|---|---|---|---|---|---|"]
+    for preset, block in result["presets"].items():
+        for mode, data in block["modes"].items():
+            for bucket, row in data["by_bucket"].items():
+                if not row["items"]:
+                    continue
+                lines.append(
+                    f"| {preset} ({block['render_tokens']:,}) | {mode} | {bucket} ({row['items']}) "
+                    f"| {row['requests_per_verdict']:g} "
+                    f"| {row['prompt_tokens_est_per_verdict']:,} ({row['prompt_tokens_est_max']:,}) "
+                    f"| {row['share_whole']:.0%} / {row['share_clipped']:.0%} / {row['share_unseen']:.0%} "
+                    f"| {row['symptom_steps_reaching_lm']} of {row['symptom_steps']} "
+                    f"({row['symptom_notes_reaching_lm']}) "
+                    f"| {row['abstained']} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(ROOT / "evals" / "results" / "long_episodes.json"))
+    parser.add_argument("--smollm2", type=int, default=0, metavar="N",
+                        help="also judge the N shortest episodes with the embedded SmolLM2-135M (budget and "
+                             "segments modes; needs ./install.sh's llama.cpp server; default 0: skip)")
+    parser.add_argument("--table", metavar="JSON", help="print the Markdown table of a result JSON and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return 0
     started = time.time()
     measured = run(FILES)
+    if args.smollm2:
+        measured["smollm2"] = run_smollm2(FILES, args.smollm2)
     result = {
         "benchmark": "issue 40: steps read and prompt tokens per verdict, by read mode and episode length",
         "command": "PYTHONPATH=. python -m evals.bench_long_episodes",
