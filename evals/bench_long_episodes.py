@@ -410,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         measured["smollm2"] = run_smollm2(FILES, args.smollm2)
     result = {
         "benchmark": "issue 40: steps read and prompt tokens per verdict, by read mode and episode length",
-        "command": "PYTHONPATH=. python -m evals.bench_long_episodes",
+        "command": "PYTHONPATH=. python -m evals.bench_long_episodes"
+                   + (f" --smollm2 {args.smollm2}" if args.smollm2 else ""),
         "lm": "simulated: the fake OpenAI-compatible server on 127.0.0.1 (rubricforge_dspy.testing.fake_server) "
               "answering with a scripted judge; the explorer's actions are a scripted tool-calling policy "
               "(evals/bench_long_episodes.py:_policy). Verdicts are simulated; request and token counts are of "
