@@ -60,6 +60,7 @@ from rubricforge_dspy.cli.integrations import (
 from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
+from rubricforge_dspy.cli.read_options import add_read_argument
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
@@ -207,6 +208,10 @@ def cmd_induce(args: argparse.Namespace) -> int:
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 
     require_input(args)
+    if args.read != "budget":  # before anything is read or paid
+        raise InputError(f"induce --read {args.read} is not wired yet: the induction evolves the budgeted judge's "
+                         "rubric only (docs/LONG_EPISODES.md, Wiring item 7); induce with --read budget and judge "
+                         f"with `judge --read {args.read} --program` the induced program")
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
     spec = spool_from_mlflow(args, data_spec(args), args.out)
     trajectories, _ = _load(spec, "induce", need_labels=True)
@@ -403,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the verdict JSONL (one line per item; the same --out again resumes where a run stopped)")
     p.add_argument("--limit", type=int, default=None, help="judge only the first N items of the input")
     add_preset_arguments(p)
+    add_read_argument(p)
     p.add_argument("--no-cache", action="store_true",
                    help="no verdict cache at all (DSPy's own response cache is always off for judging)")
     p.add_argument("--max-consecutive-errors", type=int, default=JUDGING_MAX_CONSECUTIVE_LM_ERRORS,
@@ -443,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
     add_preset_arguments(p, induction=True)
+    add_read_argument(p)
     p.add_argument("--sample-tasks", type=int, default=None,
                    help="use one trial of N seeded-random tasks (quick runs on slow LMs)")
     add_lm_arguments(p)

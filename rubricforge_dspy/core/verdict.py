@@ -60,6 +60,9 @@ class Verdict:
     # How it was obtained, not what was said: the LM calls `judge.execution.judge_verdict` made (None when
     # the verdict did not come from it). Not compared, not in `to_dict` (a verdict line records it apart).
     attempts: int | None = field(default=None, compare=False, repr=False)
+    # What the judge read (a long-episode judge's evidence record: `judge._reading.EVIDENCE_KEYS`; None when the
+    # judge did not say). Not compared, not in `to_dict`: `verdict_line` writes it under ``evidence``.
+    evidence: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.score, (int, float)) or not math.isfinite(self.score) or not 0.0 <= self.score <= 1.0:
@@ -99,9 +102,9 @@ class Verdict:
         return replace(self, score_calibrated=float(score_calibrated), passed=bool(passed))
 
     def to_dict(self) -> dict[str, Any]:
-        """What was said, as JSON (without ``attempts``)."""
+        """What was said, as JSON (without ``attempts`` and ``evidence``, how it was obtained)."""
         data = asdict(self)
-        del data["attempts"]
+        del data["attempts"], data["evidence"]
         return data
 
     @property
@@ -114,7 +117,8 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Verdict":
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data and name != "attempts"})
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__
+                      if name in data and name not in ("attempts", "evidence")})
 
 
 @dataclass(frozen=True)
@@ -426,7 +430,7 @@ def verdict_line(trajectory: VerdictSubject, verdict: Verdict, *, cached: bool =
     `trajectory` may be any `VerdictSubject` (the fields read, ``steps`` for its length only)."""
     label = getattr(trajectory, "label", None)
     reward = getattr(trajectory, "reward", None)
-    return {
+    line = {
         "id": trajectory.id, "task_id": trajectory.task_id, "domain": trajectory.domain,
         "agent": trajectory.agent, "n_steps": len(trajectory.steps),
         **verdict.to_dict(),
@@ -435,3 +439,6 @@ def verdict_line(trajectory: VerdictSubject, verdict: Verdict, *, cached: bool =
         "reward": None if label is None or reward is None else float(reward),
         "program_sha256": program_sha256, "judge_fingerprint": judge_fingerprint, "model": model,
     }
+    if verdict.evidence is not None:  # what the judge read (a segments or explorer judge's record)
+        line["evidence"] = dict(verdict.evidence)
+    return line

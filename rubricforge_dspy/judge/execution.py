@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -189,7 +190,11 @@ def as_verdict(prediction: Any) -> Verdict:
     if getattr(prediction, "abstained", False):
         return Verdict.abstention(str(getattr(prediction, "error", "") or "abstained"),
                                   getattr(prediction, "error_kind", None) or "other")
-    said = [name for name in Verdict.__dataclass_fields__ if name != "attempts"]  # what a verdict says
+    said = [name for name in Verdict.__dataclass_fields__ if name not in ("attempts", "evidence")]  # what it says
     if all(hasattr(prediction, name) for name in said):  # a BaseJudge's own Prediction
-        return Verdict.from_dict({name: getattr(prediction, name) for name in said})
-    return Verdict.from_answer(bool(prediction.passed), float(prediction.score), getattr(prediction, "reason", ""))
+        verdict = Verdict.from_dict({name: getattr(prediction, name) for name in said})
+    else:
+        verdict = Verdict.from_answer(bool(prediction.passed), float(prediction.score),
+                                      getattr(prediction, "reason", ""))
+    evidence = getattr(prediction, "evidence", None)  # what a long-episode judge read (judge._reading)
+    return replace(verdict, evidence=dict(evidence)) if isinstance(evidence, Mapping) else verdict
