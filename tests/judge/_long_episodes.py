@@ -29,3 +29,26 @@ def long_trajectory(n: int = 100, words: int = 40, label: int = 1) -> Trajectory
     return Trajectory(id=f"long-{n}", task_id="t1", domain="swe", agent="a", steps=tuple(steps),
                       reward=float(label), label=label, source=Source("synthetic", 0),
                       hidden={"gold_patch": HIDDEN_MARK, "note": json.dumps({"label": HIDDEN_MARK})})
+
+
+def long_record(pairs: int = 49, index: int = 0) -> dict:
+    """A generic-JSONL record (OpenAI chat messages, docs/FORMAT.md) of ``2 * pairs + 2`` steps (100 by default):
+    the task, `pairs` tool calls and results, a final answer; step ``n`` holds ``marker(n)``."""
+    messages: list[dict] = [{"role": "user", "content": f"{marker(1)} please fix the failing test in the parser"}]
+    number = 2
+    for k in range(pairs):
+        call = f"c{k}"
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call, "type": "function",
+             "function": {"name": "bash", "arguments": json.dumps({"cmd": f"echo {marker(number)}"})}}]})
+        messages.append({"role": "tool", "tool_call_id": call,
+                         "content": f"{marker(number + 1)} " + "the command printed some ordinary output lines " * 5})
+        number += 2
+    messages.append({"role": "assistant", "content": f"{marker(number)} I fixed the parser and all tests pass"})
+    return {"id": f"long-{index}", "task_id": f"t{index}", "messages": messages, "reward": 1.0}
+
+
+def write_long_jsonl(path, items: int = 1, pairs: int = 49):
+    """`items` records of `long_record` written to `path` (JSONL); returns `path`."""
+    path.write_text("".join(json.dumps(long_record(pairs, i)) + "\n" for i in range(items)), encoding="utf-8")
+    return path
