@@ -71,7 +71,7 @@ def _clean(text: str) -> str:
     return neutralize(sanitize(text)[0])[0]
 
 
-class ExploreStepSignature(dspy.Signature):
+class ExploreStepSignature(dspy.Signature):  # type: ignore[misc]  # (dspy is untyped)
     """(the rubric: set by ExplorerJudge)"""
 
     record: str = dspy.InputField(desc="what is known of the episode before any tool: the quote note, its "

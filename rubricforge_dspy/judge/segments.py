@@ -50,7 +50,7 @@ FORMAT_VERSION = 1
 WINDOW_LABEL = "WINDOW: steps {a}-{b} of {n} (window {i} of {k}); the task and final answer are repeated in each"
 
 
-class WindowFindingsSignature(dspy.Signature):
+class WindowFindingsSignature(dspy.Signature):  # type: ignore[misc]  # (dspy is untyped)
     """(the rubric: set by SegmentsJudge)"""
 
     excerpt: str = dspy.InputField(desc="a window of consecutive steps of one agent episode, with its task and "
@@ -60,7 +60,7 @@ class WindowFindingsSignature(dspy.Signature):
                                           "numbers as [n]; 'none' when the window shows nothing relevant")
 
 
-class SegmentVerdictSignature(dspy.Signature):
+class SegmentVerdictSignature(dspy.Signature):  # type: ignore[misc]  # (dspy is untyped)
     """(the rubric: set by SegmentsJudge)"""
 
     overview: str = dspy.InputField(desc="the episode's head and tail, as rendered for the judge")
