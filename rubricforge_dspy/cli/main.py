@@ -60,7 +60,7 @@ from rubricforge_dspy.cli.integrations import (
 from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
-from rubricforge_dspy.cli.read_options import add_read_argument
+from rubricforge_dspy.cli.read_options import add_read_argument, reading_judge
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
@@ -209,9 +209,10 @@ def cmd_induce(args: argparse.Namespace) -> int:
 
     require_input(args)
     if args.read != "budget":  # before anything is read or paid
-        raise InputError(f"induce --read {args.read} is not wired yet: the induction evolves the budgeted judge's "
-                         "rubric only (docs/LONG_EPISODES.md, Wiring item 7); induce with --read budget and judge "
-                         f"with `judge --read {args.read} --program` the induced program")
+        for flag, given in (("--hybrid", args.hybrid), ("--max-false-pass", args.max_false_pass is not None)):
+            if given:
+                raise InputError(f"induce --read {args.read} does not take {flag}: the {args.read} judge has no "
+                                 "operating point (calibration, pass threshold, hybrid stack) yet")
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
     spec = spool_from_mlflow(args, data_spec(args), args.out)
     trajectories, _ = _load(spec, "induce", need_labels=True)
@@ -224,10 +225,16 @@ def cmd_induce(args: argparse.Namespace) -> int:
     render = render_from_args(args, preset, init.render_config if args.init else None)
     print(f"preset {preset.name}: render {render.max_tokens} tokens, {preset.num_threads} GEPA "
           f"threads, budget {preset.budget}", file=sys.stderr)
+    if args.read != "budget":
+        init = reading_judge(init, args.read, render, args.init or "the seed rubric")
+    elif getattr(init, "read_mode", "budget") != "budget":
+        raise InputError(f"{args.init} is a {init.read_mode} judge: induce it with --read {init.read_mode}")
     config = InductionConfig(budget=preset.budget, minibatch=args.minibatch or preset.minibatch, seed=args.seed,
                              fp_weight=args.fp_weight, num_threads=preset.num_threads,
                              max_false_pass=args.max_false_pass,
                              calibration=None if args.calibration == "none" else args.calibration)
+    if args.read != "budget":
+        return _induce_reading(args, split, init, config)
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
@@ -237,6 +244,26 @@ def cmd_induce(args: argparse.Namespace) -> int:
         print(notes, file=sys.stderr)
     print(job.format_sweep())
     print(f"frozen: {args.out}")
+    return 0
+
+
+def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any) -> int:
+    """`induce --read segments|explore`: GEPA evolves the long-episode judge's instruction (every predictor), the
+    best is frozen in its own format (`load_judge` loads it). No operating point, hybrid stack or certificate
+    (`rubricforge certify` reads budgeted programs): said on stderr."""
+    from rubricforge_dspy.induction.inducer import induce
+    from rubricforge_dspy.pipeline.induce_job import InduceJobResult
+
+    with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
+        result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
+                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.certify:
+        print(f"not certified: certifying a {args.read} judge is not supported yet (the test split is left "
+              "unused); measure it with `rubricforge judge --program` on labeled data", file=sys.stderr)
+    print(InduceJobResult(split=split, induction=result, program=Path(args.out)).format_sweep())
+    print(f"frozen: {args.out} (a {args.read} judge)")
     return 0
 
 

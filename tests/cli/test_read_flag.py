@@ -95,3 +95,56 @@ def test_read_with_a_cascade_is_refused(tmp_path, capsys, mode):
     code = main(["judge", "--data", str(data), "--out", str(tmp_path / "v.jsonl"), "--cascade", str(cascade),
                  "--read", mode, "--api-base", "http://127.0.0.1:9/v1", *SERVER])
     assert code == 2 and "goes with --program, not a cascade" in capsys.readouterr().err
+
+
+@pytest.fixture
+def reading_lms(monkeypatch):
+    """`rubricforge induce`'s LMs: the long-episode judge's scripted LM and the scripted reflection LM."""
+    from contextlib import contextmanager
+
+    import rubricforge_dspy.cli.main as cli
+    from rubricforge_dspy.testing.scripted import ScriptedLM
+    from tests.induction.test_induce_reading_judges import reading_answers
+    from tests.support.induction import make_reflection_lm
+
+    @contextmanager
+    def fake_lms(args, reflection=False, reflection_max_tokens=None):
+        lms = (ScriptedLM(reading_answers, model="scripted-judge"), make_reflection_lm([]))
+        yield lms if reflection else lms[0]
+
+    monkeypatch.setattr(cli, "lm_from_args", fake_lms)
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("segments", "SegmentsJudge"), ("explore", "ExplorerJudge")])
+def test_induce_read_evolves_the_reading_judge_and_freezes_one_load_judge_reads(tmp_path, capsys, reading_lms, mode,
+                                                                                kind):
+    from rubricforge_dspy.core.rubric import SEED_RUBRIC
+    from rubricforge_dspy.data.export import convert_trajectories
+    from rubricforge_dspy.judge.loading import load_judge
+    from tests.support.helpers import make_dataset
+    from tests.support.induction import ERROR_CRITERION
+
+    data, out = tmp_path / "data.jsonl", tmp_path / "programs" / "reader.json"
+    convert_trajectories(make_dataset(30), data)
+    code = main(["induce", "--data", str(data), "--out", str(out), "--budget", "80", "--minibatch", "3",
+                 "--preset", "embedded", "--read", mode])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-2000:]
+    assert "<- best" in captured.out and f"frozen: {out} (a {mode} judge)" in captured.out
+    assert "not certified: certifying a" in captured.err
+    judge = load_judge(out)
+    assert type(judge).__name__ == kind and judge.read_mode == mode
+    assert judge.rubric != SEED_RUBRIC and all(ERROR_CRITERION in p.signature.instructions for p in judge.predictors())
+    assert judge.manifest["induction"]["budget"] == 80
+
+
+def test_induce_read_refuses_the_operating_point_flags_before_any_call(tmp_path, capsys, reading_lms):
+    from rubricforge_dspy.data.export import convert_trajectories
+    from tests.support.helpers import make_dataset
+
+    data = tmp_path / "data.jsonl"
+    convert_trajectories(make_dataset(30), data)
+    for flag in (["--hybrid"], ["--max-false-pass", "0.1"]):
+        code = main(["induce", "--data", str(data), "--out", str(tmp_path / "p.json"), "--read", "segments", *flag])
+        assert code == 2 and f"does not take {flag[0]}" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
