@@ -226,7 +226,7 @@ def cmd_induce(args: argparse.Namespace) -> int:
     print(f"preset {preset.name}: render {render.max_tokens} tokens, {preset.num_threads} GEPA "
           f"threads, budget {preset.budget}", file=sys.stderr)
     if args.read != "budget":
-        init = reading_judge(init, args.read, render, args.init or "the seed rubric")
+        init = reading_judge(init, args.read, render, args.init or "the seed rubric") or init
     elif getattr(init, "read_mode", "budget") != "budget":
         raise InputError(f"{args.init} is a {init.read_mode} judge: induce it with --read {init.read_mode}")
     config = InductionConfig(budget=preset.budget, minibatch=args.minibatch or preset.minibatch, seed=args.seed,
