@@ -125,6 +125,9 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     from rubricforge_dspy.judge.loading import load_judge
 
     cascade = _cascade_path(args)
+    if args.read != "budget" and (args.batch_api or args.ray is not None):
+        raise InputError(f"--read {args.read} runs here only (not with --batch-api or --ray): its judge makes several "
+                         "dependent LM calls per item, which one batch request per item cannot carry")
     if cascade is not None and args.read != "budget":
         raise InputError(f"--read {args.read} goes with --program, not a cascade: a cascade's stages read as they "
                          "were saved (save a segments or explorer judge as a stage of the cascade instead)")

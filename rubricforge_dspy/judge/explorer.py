@@ -201,7 +201,7 @@ class ExplorerJudge(BaseJudge):
 
     def reading_settings(self) -> dict[str, Any]:
         """What, besides the predictor, the render and the adapter, decides what this judge reads: its caps.
-        (To be part of its fingerprint: docs/LONG_EPISODES.md, "Wiring".)"""
+        Part of its fingerprint (`judge.fingerprint.judge_parts`): a verdict read otherwise is not reused."""
         return {"read": self.read_mode, "max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens}
 
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:

@@ -140,7 +140,8 @@ class SegmentsJudge(BaseJudge):
 
     def reading_settings(self) -> dict[str, Any]:
         """What, besides the predictors, the render and the adapter, decides what this judge reads: the
-        window overlap. (To be part of its fingerprint: docs/LONG_EPISODES.md, "Wiring".)"""
+        window overlap. Part of its fingerprint (`judge.fingerprint.judge_parts`): a verdict read otherwise is not
+        reused."""
         return {"read": self.read_mode, "overlap": self.overlap}
 
     # -- what is read

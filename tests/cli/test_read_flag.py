@@ -148,3 +148,10 @@ def test_induce_read_refuses_the_operating_point_flags_before_any_call(tmp_path,
         code = main(["induce", "--data", str(data), "--out", str(tmp_path / "p.json"), "--read", "segments", *flag])
         assert code == 2 and f"does not take {flag[0]}" in capsys.readouterr().err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_read_with_the_batch_api_is_refused(tmp_path, capsys):
+    data = write_long_jsonl(tmp_path / "long.jsonl")
+    code = main(["judge", "--data", str(data), "--out", str(tmp_path / "v.jsonl"), "--read", "segments",
+                 "--batch-api", "--api-base", "http://127.0.0.1:9/v1", *SERVER])
+    assert code == 2 and "not with --batch-api or --ray" in capsys.readouterr().err
