@@ -20,11 +20,11 @@ from rubricforge_dspy.apply.options import (
     JobOptions,
 )
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
-from rubricforge_dspy.apply.writer import Spilled, VerdictWriter, judge_inputs
+from rubricforge_dspy.apply.writer import Spilled, VerdictWriter, judge_reading
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.progress import is_requested, progress
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
-from rubricforge_dspy.core.verdict import Verdict, verdict_line
+from rubricforge_dspy.core.verdict import EvidenceRecord, Verdict, token_usage, verdict_line
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
 from rubricforge_dspy.judge.execution import count_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
@@ -59,7 +59,8 @@ class RunItem:
     """One trajectory on its way through the stages (one stage for a plain judge): its place in the input, its
     cache key, the LLM stages run on it and their tokens, the confidence it was last handed on with."""
 
-    __slots__ = ("index", "trajectory", "text_hash", "lm_stages", "tokens", "last", "usage", "cached")
+    __slots__ = ("index", "trajectory", "text_hash", "lm_stages", "tokens", "last", "usage", "cached", "evidence",
+                 "calls")
 
     def __init__(self, index: int, trajectory: Trajectory | Spilled) -> None:
         self.index, self.trajectory = index, trajectory
@@ -69,6 +70,8 @@ class RunItem:
         self.last: tuple[str, float] | None = None
         self.usage: UsageTotals | None = None
         self.cached = False
+        self.evidence: EvidenceRecord | None = None  # what the last LM stage asked was shown (`judge_reading`)
+        self.calls = 0  # the LM calls made for it (attempts, every stage)
 
 
 @dataclass
@@ -361,8 +364,8 @@ class JobRun:
             while handed_on is not None and left:  # this item, and any the verdict cache handed on before it
                 handed_on(left.pop(0))
 
-        tracker_of = (lambda item: item.usage) if self.cascade is not None else None
-        fast = self.calls.run(stage, self._jobs(stage, items, left), collect, stage.circuit.raise_if_open, tracker_of)
+        fast = self.calls.run(stage, self._jobs(stage, items, left), collect, stage.circuit.raise_if_open,
+                              lambda item: item.usage)
         if self.cascade is None:
             self.summary.fast_path = bool(fast)
         if handed_on is not None:
@@ -377,7 +380,7 @@ class JobRun:
         for item in items:
             if run is not None:
                 run.stage_calls[_named(stage)] = run.stage_calls.get(_named(stage), 0) + 1
-            inputs = judge_inputs(stage.judge, item.trajectory)
+            inputs, item.evidence = judge_reading(stage.judge, item.trajectory)
             text_hash = input_sha256(inputs) if cache is not None else None
             hit = cache.get(stage.fingerprint, text_hash) if cache is not None and text_hash is not None else None
             if hit is not None:
@@ -386,8 +389,7 @@ class JobRun:
                     left.append(item)
                 continue
             item.text_hash = text_hash
-            if run is not None:
-                item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
+            item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
             yield item, inputs
 
     def _called(self, stage: Stage, item: RunItem, verdict: Verdict, left: list[RunItem]) -> None:
@@ -397,14 +399,15 @@ class JobRun:
             raise RubricForgeError("a call's verdict has its attempts (`judge.execution`)")
         summary.lm_calls += verdict.attempts
         summary.retries += max(0, verdict.attempts - 1)
+        item.calls += verdict.attempts
+        usage = item.usage.totals() if item.usage is not None else None
+        item.usage = None
+        if usage:  # the LM reported its usage: the item's line records it (`_tokens`)
+            item.tokens[stage.name or ""] = {key: int(usage.get(key) or 0)
+                                             for key in ("prompt_tokens", "completion_tokens")}
         if run is not None:
             item.lm_stages += 1
             run.lm_asked += 1
-            usage = item.usage.totals() if item.usage is not None else None
-            item.usage = None
-            if usage:
-                item.tokens[_named(stage)] = {key: int(usage.get(key) or 0)
-                                           for key in ("prompt_tokens", "completion_tokens")}
         settled = self._settle(stage, item, verdict)
         # (a calibrated verdict is not cached: the cache keeps the LM's answer, and a stage decides on its calibration)
         if (self.cache is not None and item.text_hash is not None and not verdict.abstained
@@ -428,10 +431,22 @@ class JobRun:
         cascade.count(run, item, final, name)
         return True
 
+    @staticmethod
+    def _tokens(item: RunItem, cached: bool) -> dict[str, Any] | None:
+        """The line's ``tokens`` (`core.verdict.token_usage`): the usage the LM reported for the item's calls,
+        summed over its stages; zero and ``cached`` for a verdict replayed from the verdict cache; None when
+        no usage was tracked (the floor alone, or a run that does not track it)."""
+        if not item.tokens:
+            return token_usage(0, 0, 0, cached=True) if cached else None
+        return token_usage(sum(t.get("prompt_tokens", 0) for t in item.tokens.values()),
+                           sum(t.get("completion_tokens", 0) for t in item.tokens.values()), item.calls,
+                           cached=cached)
+
     def _write(self, item: RunItem, verdict: Verdict, cached: bool, attempts: int,
                extra: dict[str, Any] | None = None) -> None:
         # A `Spilled` item stands in for its trajectory: it has every field the line reads (`VerdictSubject`).
         line = verdict_line(item.trajectory, verdict, cached=cached, attempts=attempts,
+                            evidence=verdict.evidence or item.evidence, tokens=self._tokens(item, cached),
                             **self.line)
         if extra:
             line.update(extra)

@@ -20,10 +20,11 @@ import orjson
 from rubricforge_dspy.apply.job import DoneIndex, ResumeState, check_owned
 from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.core.verdict import EvidenceRecord
 from rubricforge_dspy.evidence.render import render_trajectory
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 
-__all__ = ["VerdictWriter", "Spill", "Spilled", "judge_inputs"]
+__all__ = ["VerdictWriter", "Spill", "Spilled", "judge_inputs", "judge_reading"]
 
 
 class VerdictWriter:
@@ -94,17 +95,32 @@ def judge_inputs(judge: Any, trajectory: Trajectory | Spilled) -> dict[str, Any]
     return {"trajectory": render(trajectory) if render is not None else render_trajectory(trajectory)}
 
 
+def judge_reading(judge: Any, trajectory: Trajectory | Spilled) -> tuple[dict[str, Any], EvidenceRecord | None]:
+    """`judge_inputs` and, when the judge says it (`TrajectoryJudge.reading_of`: its render's record), what of
+    the trajectory those inputs show (`core.verdict.EvidenceRecord`, the verdict line's ``evidence``); None:
+    unknown. One render gives both."""
+    if isinstance(trajectory, Spilled):
+        return judge_inputs(judge, trajectory), trajectory.evidence
+    reading_of = getattr(judge, "reading_of", None)
+    if reading_of is not None:
+        reading: tuple[dict[str, Any], EvidenceRecord | None] = reading_of(trajectory)
+        return reading
+    return judge_inputs(judge, trajectory), None
+
+
 class Spilled:
     """One item of the judging pass, as the checking pass spilled it (`Spill`): what the verdict line
     says of the trajectory and the judge's inputs (None for an id already done: it is skipped).
     ``steps`` is a range of the trajectory's step count (the verdict line reads its length only)."""
 
-    __slots__ = ("id", "task_id", "domain", "agent", "steps", "label", "reward", "inputs")
+    __slots__ = ("id", "task_id", "domain", "agent", "steps", "label", "reward", "inputs", "evidence")
 
     def __init__(self, id: str, task_id: str, domain: str, agent: str, n_steps: int, label: int | None,
-                 reward: float | None, inputs: dict[str, Any] | None) -> None:
+                 reward: float | None, inputs: dict[str, Any] | None,
+                 evidence: dict[str, Any] | None = None) -> None:
         self.id, self.task_id, self.domain, self.agent = id, task_id, domain, agent
         self.steps, self.label, self.reward, self.inputs = range(n_steps), label, reward, inputs
+        self.evidence = None if evidence is None else EvidenceRecord.from_dict(evidence)
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
@@ -144,13 +160,14 @@ class Spill:
         if not self.usable:
             return False
         done = trajectory.id in self.done
-        inputs = None if done else judge_inputs(self.judge, trajectory)
+        inputs, evidence = (None, None) if done else judge_reading(self.judge, trajectory)
         if inputs is not None and not all(map(_plain, inputs.values())):
             self.remove()
             return False
         try:
             line = orjson.dumps([trajectory.id, trajectory.task_id, trajectory.domain, trajectory.agent,
-                                 len(trajectory.steps), trajectory.label, trajectory.reward, inputs])
+                                 len(trajectory.steps), trajectory.label, trajectory.reward, inputs,
+                                 None if evidence is None else evidence.to_dict()])
         except orjson.JSONEncodeError:  # e.g. a label or reward of a type JSON does not hold
             self.remove()
             return False

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
-from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.terminal import check_name
 from rubricforge_dspy.data.spec import DataSpec
@@ -158,7 +158,8 @@ def cmd_cascade_fit(args: argparse.Namespace) -> int:
             num_threads=args.concurrency, p_values=args.p_values, one_per_task=args.one_per_task,
             label_rule=data.label_rule, labels=data.labels_path, bound=args.bound.replace("-", "_"),
             order_trajectories=order))
-    assert cascade.fit_report is not None  # fit_cascade records its report
+    if cascade.fit_report is None:  # fit_cascade records its report: a cascade without one is a bug here
+        raise RubricForgeError("cascade fit: the fitted cascade carries no fit report")
     cascade.fit_report["labels_selected"] = selection.to_dict()
     cascade.save(args.out)
     print(format_fit_report(cascade.fit_report, cascade.guarantee))

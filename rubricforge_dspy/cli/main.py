@@ -76,8 +76,9 @@ from rubricforge_dspy.core.errors import (
 )
 from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.progress import requested as progress_requested
+from rubricforge_dspy.core.terminal import terminal_safe
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.data.formats import LoadReport
+from rubricforge_dspy.data.formats import LoadReport, plugins
 from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
 
@@ -564,6 +565,27 @@ _EXITS: tuple[tuple[type[BaseException], int, str], ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command (`_run`). A non-daemon thread a format plugin started and left running would keep the
+    process alive after the command ended: it is named in a warning on stderr, and when this is the process's
+    command (`argv` None: ``rubricforge ...``, ``python -m rubricforge_dspy``) the process exits with the
+    command's code without waiting for it (`os._exit`, after flushing stdout and stderr)."""
+    code = _run(argv)
+    lingering = plugins.lingering_threads()
+    for thread, wheres in lingering:
+        print(f"warning: format plugin {terminal_safe(' or '.join(wheres))} left a thread running "
+              f"({terminal_safe(repr(thread.name))}): still running "
+              "when the command ended; exiting without waiting for it", file=sys.stderr)
+    if lingering and argv is None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+                pass
+        os._exit(code)
+    return code
+
+
+def _run(argv: list[str] | None = None) -> int:
     """Run one command. Exit codes (`rubricforge_dspy.core.errors`, mapped here only: `_EXITS`): 0 done,
     2 bad input (`InputError`: ``error: <message>``) or an environment that refuses (an `OSError` in
     `ENVIRONMENT_ERRNOS`: a full disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or

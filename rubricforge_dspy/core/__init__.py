@@ -54,12 +54,15 @@ from rubricforge_dspy.core.trajectory import (
 )
 from rubricforge_dspy.core.verdict import (
     PASS_THRESHOLD,
+    EvidenceRecord,
     PassRule,
     Verdict,
     VerdictIndex,
     VerdictLineError,
     check_line,
+    line_evidence,
     read_verdicts,
+    token_usage,
     verdict_line,
 )
 
@@ -68,6 +71,7 @@ __all__ = [
     "Trajectory", "Step", "Source", "STEP_KINDS", "LabelRule", "ANY_POSITIVE_REWARD", "FULL_REWARD",
     "parse_label_rule", "label_from_reward", "labeled_only", "require_labels",
     "Verdict", "VerdictIndex", "PASS_THRESHOLD", "PassRule", "read_verdicts", "check_line", "verdict_line",
+    "EvidenceRecord", "line_evidence", "token_usage",
     # rubric text and criteria
     "SEED_RUBRIC", "rubric_sha256", "Criterion", "parse_criteria", "attribute_reason", "without_criterion",
     "rubric_problems",

@@ -44,6 +44,104 @@ RETRYABLE_KINDS = frozenset({"timeout", "connection", "http_5xx", "rate_limit"})
 SCHEMA_NAME = "verdict.schema.json"
 
 
+READ_MODES = ("budget", "segments", "explore")
+"""How a judge read its episode: ``budget`` (one render fitted to a token budget, `evidence.render`),
+``segments`` (windows that together cover every step), ``explore`` (a tool-using judge reading the steps it
+chose)."""
+
+
+@dataclass(frozen=True)
+class EvidenceRecord:
+    """What a judge really read of one episode: the verdict line's ``evidence`` field (one definition).
+
+    Attributes:
+        steps: the steps in the episode.
+        whole: steps shown whole (every character of their text).
+        clipped: steps shown, but cut (a ``[... N chars elided ...]`` marker or a JSON trim).
+        elided: steps not shown at all (the render's ``[... N steps elided ...]`` markers add up to it).
+        chars_cut: characters of the steps' text that the judge did not see (clipped or elided).
+        complete: nothing was cut: the judge read the whole episode.
+        read: the read mode (`READ_MODES`).
+        steps_read: the 1-based step numbers read, when the mode records them (``explore``); None otherwise.
+    """
+
+    steps: int
+    whole: int
+    clipped: int
+    elided: int
+    chars_cut: int
+    complete: bool
+    read: str = "budget"
+    steps_read: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        counts = (self.steps, self.whole, self.clipped, self.elided, self.chars_cut)
+        if any(type(n) is not int or n < 0 for n in counts):
+            raise ValueError(f"evidence counts are integers >= 0, got {counts}")
+        if self.read not in READ_MODES:
+            raise ValueError(f"evidence read mode must be one of {READ_MODES}, got {self.read!r}")
+        if self.read != "explore" and self.whole + self.clipped + self.elided != self.steps:
+            raise ValueError(f"whole + clipped + elided must equal steps, got {self.whole} + {self.clipped} + "
+                             f"{self.elided} != {self.steps}")
+        if self.complete != (self.clipped == 0 and self.elided == 0 and self.chars_cut == 0):
+            raise ValueError("evidence is complete exactly when nothing was clipped, elided or cut")
+        if self.steps_read is not None and any(type(i) is not int or not 1 <= i <= self.steps
+                                               for i in self.steps_read):
+            raise ValueError(f"steps_read are step numbers in [1, {self.steps}]")
+
+    @classmethod
+    def whole_episode(cls, steps: int, read: str = "budget") -> "EvidenceRecord":
+        """The record of an episode read entirely."""
+        return cls(steps=steps, whole=steps, clipped=0, elided=0, chars_cut=0, complete=True, read=read)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The line's ``evidence`` object (``steps_read`` only when recorded)."""
+        data: dict[str, Any] = {"steps": self.steps, "whole": self.whole, "clipped": self.clipped,
+                                "elided": self.elided, "chars_cut": self.chars_cut, "complete": self.complete,
+                                "read": self.read}
+        if self.steps_read is not None:
+            data["steps_read"] = list(self.steps_read)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "EvidenceRecord":
+        """The record of a line's ``evidence`` object (`to_dict`)."""
+        steps_read = data.get("steps_read")
+        return cls(steps=data["steps"], whole=data["whole"], clipped=data["clipped"], elided=data["elided"],
+                   chars_cut=data["chars_cut"], complete=data["complete"], read=data.get("read", "budget"),
+                   steps_read=None if steps_read is None else tuple(steps_read))
+
+    def describe(self) -> str:
+        """One line for a person, e.g. ``"read 16 of 103 steps; 87 elided"`` or ``"read all 12 steps"``."""
+        if self.complete:
+            return f"read all {self.steps} steps" + (f" ({self.read})" if self.read != "budget" else "")
+        shown = len(set(self.steps_read)) if self.steps_read is not None else self.whole + self.clipped
+        parts = [f"{n} {what}" for n, what in ((self.elided, "elided"), (self.clipped, "clipped")) if n]
+        if self.chars_cut:
+            parts.append(f"{self.chars_cut:,} characters cut")
+        return f"read {shown} of {self.steps} steps; " + ", ".join(parts)
+
+
+def token_usage(prompt: int, completion: int, calls: int, *, cached: bool = False) -> dict[str, Any]:
+    """The verdict line's ``tokens`` field (one definition): the prompt and completion tokens the LM reported
+    for this item's calls, and how many calls; ``cached``: the verdict was replayed from the verdict cache, so
+    nothing was spent again (the counts are then 0)."""
+    counts = (prompt, completion, calls)
+    if any(type(n) is not int or n < 0 for n in counts):
+        raise ValueError(f"token counts are integers >= 0, got {counts}")
+    usage: dict[str, Any] = {"prompt": prompt, "completion": completion, "calls": calls}
+    if cached:
+        usage["cached"] = True
+    return usage
+
+
+def line_evidence(record: Mapping[str, Any]) -> EvidenceRecord | None:
+    """The evidence a verdict line records, or None for a line without it (an older line, another tool's, a
+    stage that reads no text): such a line's evidence is unknown."""
+    data = record.get("evidence")
+    return EvidenceRecord.from_dict(data) if isinstance(data, Mapping) else None
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What the judge said: ``passed`` (after the contradiction rule), ``score`` in [0, 1], a one-line
@@ -60,9 +158,8 @@ class Verdict:
     # How it was obtained, not what was said: the LM calls `judge.execution.judge_verdict` made (None when
     # the verdict did not come from it). Not compared, not in `to_dict` (a verdict line records it apart).
     attempts: int | None = field(default=None, compare=False, repr=False)
-    # What the judge read (a long-episode judge's evidence record: `judge._reading.EVIDENCE_KEYS`; None when the
-    # judge did not say). Not compared, not in `to_dict`: `verdict_line` writes it under ``evidence``.
-    evidence: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # What the judge read to say it (`EvidenceRecord`; None when the judge does not say): recorded on the line.
+    evidence: EvidenceRecord | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.score, (int, float)) or not math.isfinite(self.score) or not 0.0 <= self.score <= 1.0:
@@ -102,7 +199,7 @@ class Verdict:
         return replace(self, score_calibrated=float(score_calibrated), passed=bool(passed))
 
     def to_dict(self) -> dict[str, Any]:
-        """What was said, as JSON (without ``attempts`` and ``evidence``, how it was obtained)."""
+        """What was said, as JSON (without ``attempts`` and ``evidence``: the line records them apart)."""
         data = asdict(self)
         del data["attempts"], data["evidence"]
         return data
@@ -228,7 +325,32 @@ def _surely_valid_line(record: Any) -> bool:
     if label is not None and (type(label) is not int or label not in (0, 1)):
         return False
     kind = record.get("error_kind")
-    return kind is None or (type(kind) is str and kind in _KINDS_OR_NONE)
+    if kind is not None and (type(kind) is not str or kind not in _KINDS_OR_NONE):
+        return False
+    return ("evidence" not in record or _surely_valid_evidence(record["evidence"])) \
+        and ("tokens" not in record or _surely_valid_tokens(record["tokens"]))
+
+
+_EVIDENCE_COUNTS = ("steps", "whole", "clipped", "elided", "chars_cut")
+_EVIDENCE_KEYS = frozenset((*_EVIDENCE_COUNTS, "complete", "read", "steps_read"))
+_TOKEN_COUNTS = ("prompt", "completion", "calls")
+
+
+def _surely_valid_evidence(evidence: Any) -> bool:
+    if type(evidence) is not dict or not evidence.keys() <= _EVIDENCE_KEYS:
+        return False
+    if any(type(evidence.get(key)) is not int or evidence[key] < 0 for key in _EVIDENCE_COUNTS):
+        return False
+    if type(evidence.get("complete")) is not bool or evidence.get("read") not in READ_MODES:
+        return False
+    steps_read = evidence.get("steps_read")
+    return steps_read is None or (type(steps_read) is list and all(type(i) is int and i >= 1 for i in steps_read))
+
+
+def _surely_valid_tokens(tokens: Any) -> bool:
+    if type(tokens) is not dict or any(type(tokens.get(key)) is not int or tokens[key] < 0 for key in _TOKEN_COUNTS):
+        return False
+    return "cached" not in tokens or type(tokens["cached"]) is bool
 
 
 def check_line(record: Any, where: str) -> dict[str, Any]:
@@ -422,15 +544,25 @@ class VerdictSubject(Protocol):
 
 def verdict_line(trajectory: VerdictSubject, verdict: Verdict, *, cached: bool = False, attempts: int = 0,
                  judge_fingerprint: str | None = None, program_sha256: str | None = None,
-                 model: str | None = None) -> dict[str, Any]:
+                 model: str | None = None, evidence: EvidenceRecord | None = None,
+                 tokens: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The verdict line for `trajectory` (a `Trajectory`): what was judged, the verdict, how it was
     obtained, and the ground truth for evaluation (never shown to the judge): ``label`` and ``reward``
     are null for an unlabeled trajectory (``label=None``).
 
-    `trajectory` may be any `VerdictSubject` (the fields read, ``steps`` for its length only)."""
+    `trajectory` may be any `VerdictSubject` (the fields read, ``steps`` for its length only).
+    `evidence`: what the judge read (default: ``verdict.evidence``); written as the line's ``evidence`` when
+    known, absent otherwise (evidence unknown). `tokens`: this item's LM usage (`token_usage`), written as
+    the line's ``tokens`` when given."""
     label = getattr(trajectory, "label", None)
     reward = getattr(trajectory, "reward", None)
-    line = {
+    evidence = evidence if evidence is not None else verdict.evidence
+    extra: dict[str, Any] = {}
+    if evidence is not None:
+        extra["evidence"] = evidence.to_dict()
+    if tokens is not None:
+        extra["tokens"] = dict(tokens)
+    return {
         "id": trajectory.id, "task_id": trajectory.task_id, "domain": trajectory.domain,
         "agent": trajectory.agent, "n_steps": len(trajectory.steps),
         **verdict.to_dict(),
@@ -438,7 +570,5 @@ def verdict_line(trajectory: VerdictSubject, verdict: Verdict, *, cached: bool =
         "label": None if label is None else int(label),
         "reward": None if label is None or reward is None else float(reward),
         "program_sha256": program_sha256, "judge_fingerprint": judge_fingerprint, "model": model,
+        **extra,
     }
-    if verdict.evidence is not None:  # what the judge read (a segments or explorer judge's record)
-        line["evidence"] = dict(verdict.evidence)
-    return line

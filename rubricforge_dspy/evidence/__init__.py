@@ -19,7 +19,8 @@ Names are imported lazily, so rendering does not import numpy.
 from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
-    "rubricforge_dspy.evidence.render": ["RenderConfig", "render_trajectory", "render_step", "render_with_overrides",
+    "rubricforge_dspy.evidence.render": ["RenderConfig", "render_trajectory", "render_with_evidence", "render_step",
+                                         "render_with_overrides",
                                          "forged_markers",
                                          "RENDER_VERSION", "RENDER_WORDS"],
     "rubricforge_dspy.evidence.clip": ["fit", "fit_text", "sanitize"],

@@ -58,6 +58,7 @@ from rubricforge_dspy._lazy import renamed_constants
 from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarning
 from rubricforge_dspy.core.presets import LIBRARY, Preset
 from rubricforge_dspy.core.trajectory import Step, Trajectory
+from rubricforge_dspy.core.verdict import EvidenceRecord
 from rubricforge_dspy.evidence._lookalikes import lookalikes
 from rubricforge_dspy.evidence.clip import ITEMS_MARKER, KEYS_MARKER, STRING_MARKER, TEXT_MARKER, as_json, fit, sanitize
 from rubricforge_dspy.evidence.tokens import estimate_tokens
@@ -65,7 +66,7 @@ from rubricforge_dspy.evidence.tokens import estimate_tokens
 __all__ = ["DEFAULT_MAX_STEP_CHARS", "DEFAULT_RENDER_TOKENS", "ELISION", "HEADER", "RENDER_VERSION", "RENDER_WORDS",
            "RenderConfig",
            "estimate_tokens", "forged_markers", "lookalike_fold", "neutralize", "quote_nonce", "render_counters",
-           "render_step", "render_trajectory", "render_with_overrides", "safe_name"]
+           "render_step", "render_trajectory", "render_with_evidence", "render_with_overrides", "safe_name"]
 
 RENDER_VERSION = 3  # 1: flattened whitespace, fixed per-step clip, characters / 4; 2: no quoting of content
 DEFAULT_RENDER_TOKENS = LIBRARY.render_tokens  # estimated tokens of a whole render (the library's, core.presets)
@@ -433,6 +434,12 @@ def render_counters(trajectory: Trajectory) -> str:
 
 
 def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None) -> str:
+    """The judge-readable text of `trajectory` (`render_with_evidence`'s text; see there)."""
+    return render_with_evidence(trajectory, config)[0]
+
+
+def render_with_evidence(trajectory: Trajectory,
+                         config: RenderConfig | None = None) -> tuple[str, EvidenceRecord]:
     """The judge-readable text of `trajectory`: the quote header, counters, numbered steps, final answer
     (module docstring), every piece of agent-written text quoted.
 
@@ -443,7 +450,11 @@ def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None
 
     Returns:
         The text, whose token estimate (`evidence.tokens.estimate_tokens`) fits ``config.max_tokens``:
-        long steps are clipped and, when that is not enough, steps in the middle are elided with a marker.
+        long steps are clipped and, when that is not enough, steps in the middle are elided with a marker;
+        and the `EvidenceRecord` of what the text shows (read ``"budget"``): steps shown whole, clipped
+        and elided (the elision markers' counts add up to ``elided``), and the characters cut (a clipped
+        step's: the count in its ``[... N chars elided ...]`` markers, or what a JSON trim made it shorter
+        by; an elided step's: all of them).
     """
     config = config or RenderConfig()
     cleaned = [_clean_step(step) for step in trajectory.steps]
@@ -459,13 +470,13 @@ def render_trajectory(trajectory: Trajectory, config: RenderConfig | None = None
     header_tokens = estimate_tokens(header)
     budget = config.max_tokens - header_tokens - 1
     for _ in range(8):  # the estimate of the joined text is at most the sum of the parts; re-fit if not
-        lines, tokens = _fit_lines(steps, footer, budget, config.max_step_chars)
+        lines, tokens, evidence = _fit_lines(steps, footer, budget, config.max_step_chars)
         text = "\n".join([header, *lines])
         over = header_tokens + len(lines) + tokens - config.max_tokens  # = estimate_tokens(text) - max_tokens
         if over <= 0:
-            return text
+            return text, evidence
         budget -= over
-    return text
+    return text, evidence
 
 
 def _floor(part: _Part, max_chars: int) -> int:
@@ -475,11 +486,24 @@ def _floor(part: _Part, max_chars: int) -> int:
     return min(part.cost, estimate_tokens(part.body[:max_chars]) + 16)
 
 
-def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -> tuple[list[str], int]:
-    """The lines of the render's events within `budget`, and their estimated tokens (summed)."""
+_CHARS_ELIDED = re.compile(re.escape(TEXT_MARKER).replace(r"\{n\}", r"(\d+)"))
+
+
+def _chars_cut(body: str, shown: str) -> int:
+    """Characters of `body` that its cut `shown` does not show: the counts of its ``[... N chars elided ...]``
+    markers, or (a JSON trim, which writes the value anew) how much shorter it is, at least 1."""
+    marked = sum(int(n) for n in _CHARS_ELIDED.findall(shown)) - sum(int(n) for n in _CHARS_ELIDED.findall(body))
+    return marked if marked > 0 else max(1, len(body) - len(shown))
+
+
+def _fit_lines(steps: list[_Part], footer: _Part, budget: int,
+               max_chars: int) -> tuple[list[str], int, EvidenceRecord]:
+    """The lines of the render's events within `budget`, their estimated tokens (summed), and the record of
+    what they show of the steps (the footer repeats the final answer: it is not a step)."""
     parts = [*steps, footer]
     if sum(p.fixed + p.cost for p in parts) <= budget:
-        return [p.text() for p in parts], sum(p.tokens(p.body, p.cost) for p in parts)
+        return ([p.text() for p in parts], sum(p.tokens(p.body, p.cost) for p in parts),
+                EvidenceRecord.whole_episode(len(steps)))
     # a long step's guaranteed share never exceeds a quarter of the budget: first and last steps always fit
     floors = [min(_floor(p, max_chars), max(1, budget // 4)) for p in parts]
     keep = list(range(len(parts)))
@@ -490,17 +514,26 @@ def _fit_lines(steps: list[_Part], footer: _Part, budget: int, max_chars: int) -
     kept = [parts[i] for i in keep]
     shares = _water_fill([p.cost for p in kept], [floors[i] for i in keep], budget - sum(p.fixed for p in kept))
     lines, tokens = [], 0
-    for p, share in zip(kept, shares, strict=True):
+    clipped = chars_cut = 0
+    for index, p, share in zip(keep, kept, shares, strict=True):
         whole = share >= p.cost
         body = p.body if whole else p.cut(share)
         lines.append(p.text(body))
         tokens += p.tokens(body, p.cost if whole else None)
+        if not whole and index < len(steps) and body != p.body:
+            clipped += 1
+            chars_cut += _chars_cut(p.body, body)
     shown = [-1, *keep[:-1], len(steps)]  # the kept steps between sentinels; the footer is not a step
     for n in range(len(shown) - 2, -1, -1):
         if shown[n + 1] - shown[n] > 1:
             lines.insert(n, ELISION.format(n=shown[n + 1] - shown[n] - 1))
             tokens += estimate_tokens(lines[n])
-    return lines, tokens
+    kept_steps = set(keep[:-1])
+    elided = len(steps) - len(kept_steps)
+    chars_cut += sum(len(p.body) for i, p in enumerate(steps) if i not in kept_steps)
+    evidence = EvidenceRecord(steps=len(steps), whole=len(kept_steps) - clipped, clipped=clipped, elided=elided,
+                              chars_cut=chars_cut, complete=clipped == 0 and elided == 0 and chars_cut == 0)
+    return lines, tokens, evidence
 
 
 def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int]:

@@ -50,7 +50,7 @@ import orjson
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, Verdict
+from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, EvidenceRecord, Verdict
 from rubricforge_dspy.evidence.features import feature_values
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.contract import (
@@ -189,10 +189,23 @@ class Cascade(BaseJudge):
 
     def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
         """``{"trajectory": text}`` plus ``features`` when a stage reads them (the floor, a hybrid)."""
-        inputs: dict[str, Any] = {"trajectory": self.render(trajectory)}
+        return self.reading_of(trajectory)[0]
+
+    def reading_of(self, trajectory: Trajectory) -> tuple[dict[str, Any], EvidenceRecord | None]:
+        """`inputs_of` and what its text shows of `trajectory` (the first LLM stage's `reading_of`; None
+        when that stage does not say)."""
+        stage = self._text_stage()
+        reading_of = getattr(stage, "reading_of", None)
+        evidence: EvidenceRecord | None = None
+        if reading_of is not None:
+            stage_inputs, evidence = reading_of(trajectory)
+            text = stage_inputs["trajectory"]
+        else:
+            text = self.render(trajectory)
+        inputs: dict[str, Any] = {"trajectory": text}
         if any(_accepts_features(s) for s in self.stages):
             inputs["features"] = feature_values(trajectory)
-        return inputs
+        return inputs, evidence
 
     # -- one trajectory
     def _stage_inputs(self, stage: BaseJudge, item: Trajectory | str,

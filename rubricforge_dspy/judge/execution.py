@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 import tenacity
 
-from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.core.errors import RubricForgeError
+from rubricforge_dspy.core.verdict import EvidenceRecord, Verdict
 from rubricforge_dspy.lm.circuit import LMCircuit
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS, error_kind, is_transient, retry_after
 
@@ -184,17 +184,29 @@ def _wait(policy: RetryPolicy) -> Callable[[tenacity.RetryCallState], float]:
 
 def as_verdict(prediction: Any) -> Verdict:
     """The `Verdict` in a judge's prediction (a `TrajectoryJudge`'s, or any module returning
-    ``passed``, ``score`` and ``reason``); the contradiction rule applies either way."""
+    ``passed``, ``score`` and ``reason``); the contradiction rule applies either way. A prediction's
+    ``evidence`` (a `core.verdict.EvidenceRecord` or its ``to_dict()``: what the judge read) goes with the
+    verdict to its line (a segment or explorer judge fills it from what its calls really sent)."""
     if isinstance(prediction, Verdict):
         return prediction
     if getattr(prediction, "abstained", False):
         return Verdict.abstention(str(getattr(prediction, "error", "") or "abstained"),
                                   getattr(prediction, "error_kind", None) or "other")
-    said = [name for name in Verdict.__dataclass_fields__ if name not in ("attempts", "evidence")]  # what it says
+    said = [name for name in Verdict.__dataclass_fields__ if name not in ("attempts", "evidence")]
     if all(hasattr(prediction, name) for name in said):  # a BaseJudge's own Prediction
         verdict = Verdict.from_dict({name: getattr(prediction, name) for name in said})
     else:
         verdict = Verdict.from_answer(bool(prediction.passed), float(prediction.score),
                                       getattr(prediction, "reason", ""))
-    evidence = getattr(prediction, "evidence", None)  # what a long-episode judge read (judge._reading)
-    return replace(verdict, evidence=dict(evidence)) if isinstance(evidence, Mapping) else verdict
+    evidence = getattr(prediction, "evidence", None)
+    if evidence is None:
+        return verdict
+    if isinstance(evidence, dict):
+        try:
+            evidence = EvidenceRecord.from_dict(evidence)
+        except (KeyError, TypeError, ValueError) as error:
+            raise RubricForgeError(f"a prediction's evidence is not an evidence record: {error}") from error
+    if not isinstance(evidence, EvidenceRecord):
+        raise RubricForgeError(f"a prediction's evidence is an EvidenceRecord (core.verdict) or its to_dict(), "
+                               f"got {type(evidence).__name__}")
+    return replace(verdict, evidence=evidence)

@@ -34,8 +34,8 @@ from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarni
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, PassRule, Verdict
-from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
+from rubricforge_dspy.core.verdict import REASON_MAX_CHARS, EvidenceRecord, PassRule, Verdict
+from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory, render_with_evidence
 from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.operating_point import Calibration, from_manifest
 from rubricforge_dspy.lm.copies import resolve_lm
@@ -226,11 +226,11 @@ class DirectCall:
     async def acall(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """Judge one trajectory; raises as ``judge.acall`` does (see the module docstring)."""
         judge = self.judge
-        text = judge.render(trajectory)
+        text, evidence = judge._read(trajectory)
         content = self.request.body_for(text) if text and not text[-1].isspace() else None
         if content is None:
             with dspy.context(lm=self.lm, disable_history=True, trace=None):
-                return await judge.acall(trajectory=text)
+                return judge._with_evidence(await judge.acall(trajectory=text), evidence)
         judge._check_certificate()
         signature = judge.judge.signature
         try:
@@ -243,7 +243,8 @@ class DirectCall:
         if usage and tracker is not None:
             tracker.add_usage(self.lm.model, usage)
         completion = "".join(getattr(part, "text", "") or "" for part in response.message.parts or ())
-        return judge._prediction(dspy.Prediction(**judge.adapter.parse(signature, completion)))
+        return judge._with_evidence(judge._prediction(dspy.Prediction(**judge.adapter.parse(signature, completion))),
+                                    evidence)
 
 
 def _raise_if_cut(watch: CompletionWatch, cause: BaseException | None = None) -> None:
@@ -328,22 +329,53 @@ class TrajectoryJudge(BaseJudge):
             return render_trajectory(trajectory, config or self.render_config)
         return trajectory
 
+    def reading_of(self, trajectory: Trajectory) -> tuple[dict[str, Any], EvidenceRecord | None]:
+        """`inputs_of` and what of `trajectory` they show (`render_with_evidence`'s record), from one render;
+        the record is None when a subclass renders its own way (then nobody knows what it showed).
+
+        Args:
+            trajectory: the `Trajectory` to judge.
+
+        Returns:
+            ``({"trajectory": text}, record)``.
+        """
+        if type(self).render is not TrajectoryJudge.render or type(self).inputs_of is not TrajectoryJudge.inputs_of:
+            return self.inputs_of(trajectory), None
+        text, evidence = render_with_evidence(trajectory, self.render_config)
+        return {"trajectory": text}, evidence
+
+    def _read(self, trajectory: Trajectory | str) -> tuple[str, EvidenceRecord | None]:
+        trajectory = trajectory_input(trajectory)
+        if isinstance(trajectory, Trajectory) and type(self).render is TrajectoryJudge.render:
+            return render_with_evidence(trajectory, self.render_config)
+        return self.render(trajectory), None
+
     def forward(self, trajectory: Trajectory | str) -> dspy.Prediction:
-        """Judge one trajectory (see the class docstring); raises on anything that is not a verdict."""
-        text = self.render(trajectory)
+        """Judge one trajectory (see the class docstring); raises on anything that is not a verdict. Given a
+        `Trajectory`, the prediction's ``evidence`` says what its render showed (`core.verdict.EvidenceRecord`
+        as JSON); given text, the prediction has none (unknown)."""
+        text, evidence = self._read(trajectory)
         self._check_certificate()
         with self._strict():
             raw = self.judge(trajectory=text)
-        return self._prediction(raw)
+        return self._with_evidence(self._prediction(raw), evidence)
 
     async def aforward(self, trajectory: Trajectory | str) -> dspy.Prediction:
         """The async `forward` (``await judge.acall(trajectory=...)``), through ``dspy.Predict.acall``: the
         same adapter, truncation watch and verdict checks."""
-        text = self.render(trajectory)
+        text, evidence = self._read(trajectory)
         self._check_certificate()
         with self._strict():
             raw = await self.judge.acall(trajectory=text)
-        return self._prediction(raw)
+        return self._with_evidence(self._prediction(raw), evidence)
+
+    @staticmethod
+    def _with_evidence(prediction: dspy.Prediction, evidence: EvidenceRecord | None) -> dspy.Prediction:
+        """`prediction` with ``evidence``: the record as JSON (`EvidenceRecord.to_dict`; a prediction stays
+        JSON), which `judge.execution.as_verdict` takes to the verdict and its line."""
+        if evidence is not None:
+            prediction.evidence = evidence.to_dict()
+        return prediction
 
     @contextmanager
     def _strict(self) -> Iterator[None]:

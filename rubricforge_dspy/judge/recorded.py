@@ -87,7 +87,7 @@ from rubricforge_dspy.core.verdict import (
     Verdict,
     VerdictLineError,
     check_line,
-    read_verdicts,
+    read_lines,
 )
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
@@ -167,6 +167,16 @@ def recorded_verdict(line: Mapping[str, Any], where: str) -> Verdict:
                        score_calibrated=None if calibrated is None and confidence == score else confidence)
     except (TypeError, ValueError) as error:
         raise VerdictLineError(f"{where}: not a verdict: {error} (id {line['id']})") from None
+
+
+def _duplicate(path: Path, number: int, ident: str) -> VerdictLineError:
+    """The error of a repeated id on line `number`, naming the line of its first occurrence (read again: the
+    stream keeps no line numbers)."""
+    first = next((line for line, record in read_lines(path) if record["id"] == ident), None)
+    error = VerdictLineError(f"{path}:{number}: duplicate id {ident!r}"
+                             + (f" (first on line {first})" if first else ""))
+    error.line = number
+    return error
 
 
 def _confidence(verdict: Verdict) -> float | None:
@@ -261,16 +271,24 @@ class RecordedJudge(_TrajectoryStage):
     @classmethod
     def from_file(cls, path: PathArg, *, confidence_levels: Sequence[float] | str | None = "auto",
                   sha256: str | None = None) -> "RecordedJudge":
-        """Read a verdict JSONL (`core.verdict.read_verdicts`: every line checked, ids unique); warns
+        """Read a verdict JSONL as a stream (`core.verdict.read_lines`: every line checked, ids unique); warns
         (`RecordedContradictionWarning`) with the share of lines whose score contradicts their verdict.
+
+        Only the compact `Verdict` of each id is kept (its reason cut at `REASON_MAX_CHARS`), never the file's
+        lines: the memory grows with the number of ids, not with the size of the file (a line's other fields
+        are read and dropped).
 
         Raises:
             VerdictLineError: a line that is not a verdict, or a repeated id (file and line named).
             InputError: a missing file, a FIFO or a device.
         """
-        index = read_verdicts(path)
-        verdicts = {ident: recorded_verdict(line, f"{index.path}:{index.lines[ident]}")
-                    for ident, line in index.items()}
+        where = regular_file(path, "verdict file")
+        verdicts: dict[str, Verdict] = {}
+        for number, line in read_lines(where):
+            ident = line["id"]
+            if ident in verdicts:
+                raise _duplicate(where, number, ident)
+            verdicts[ident] = recorded_verdict(line, f"{where}:{number}")
         return cls(verdicts, str(path), path=path, sha256=sha256,
                    confidence_levels=confidence_levels)._warn_contradictions()
 

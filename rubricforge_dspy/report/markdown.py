@@ -218,6 +218,32 @@ def contradictions_section(report: dict[str, Any]) -> list[str]:
             "it is resolved to a fail. Verdict files without the `contradiction` field count none.", ""]
 
 
+def evidence_section(report: dict[str, Any]) -> list[str]:
+    """What each judge read (issue 40): its verdicts on complete evidence, on cut evidence and unknown, with
+    the share judged on cut evidence and the disagreement and false-pass rates of each."""
+    rows_in = report.get("evidence")
+    if not rows_in:
+        return []
+    conf = int(round(100 * report["settings"]["confidence"]))
+    rows = []
+    for r in rows_in:
+        for kind in ("complete", "cut", "unknown"):
+            k = r[kind]
+            if not k["n"]:
+                continue
+            rows.append([judge_name(r, _kind(report)), kind, k["n"], f"{100 * k['share']:.1f}%",
+                         f"{num(k['disagreement_rate'])} {ci(*k['disagreement_ci'])}",
+                         f"{k['false_passes']}/{k['n_failed']}",
+                         f"{num(k['false_pass_rate'])} {ci(*k['false_pass_ci'])}"])
+    cut = ", ".join(f"{cell(r['judge'])} {100 * r['cut']['share']:.1f}%" for r in rows_in)
+    return ["## Evidence read", "", f"Share of verdicts judged on cut evidence: {cut}.", "",
+            *table(["judge", "evidence", "items", "share", f"disagreement [{conf}% exact CI]", "false passes",
+                    f"false-pass rate [{conf}% exact CI]"], rows), "",
+            "`complete`: the judge read every step whole; `cut`: steps were clipped or elided to fit its budget "
+            "(the verdict line's `evidence`); `unknown`: the line does not say (an older line, another tool's). "
+            "An error in an elided middle step cannot be seen: compare the false-pass rates.", ""]
+
+
 def ranking_section(report: dict[str, Any], links: dict[str, str] | None) -> list[str]:
     induced = report["meta"]["induced"]
     conf = int(round(100 * report["settings"]["confidence"]))
@@ -277,6 +303,7 @@ def render_markdown(report: dict[str, Any], figure_links: dict[str, str] | None 
     out += error_decomposition_section(report, figure_links)
     out += calibration_section(report, figure_links)
     out += contradictions_section(report)
+    out += evidence_section(report)
     out += ranking_section(report, figure_links)
     out += ablation_section(report) + [""]
     out += false_pass_gap_section(report) + [""]

@@ -64,6 +64,8 @@ class Predictions:
     reason: Sequence[str]  # whitespace-collapsed, "" when absent (a LineFields, read back when indexed)
     error: Sequence[str | None]
     escalated: np.ndarray | None = None  # bool: escalated by a cascade (neither a pass nor a fail)
+    # int8 per item: 1 the judge read the whole episode, 0 its evidence was cut, -1 unknown (no ``evidence``)
+    evidence: np.ndarray | None = None
 
     @property
     def verdict(self) -> np.ndarray:
@@ -141,6 +143,7 @@ class VerdictColumns:
     categories: dict[str, np.ndarray]  # object arrays of str, then None
     models: tuple[str, ...] = ()  # the lines' judge models (``model``), distinct, in file order
     escalated: np.ndarray | None = None  # bool: a cascade's escalation (an abstention of kind "escalated")
+    evidence: np.ndarray | None = None  # int8: 1 complete evidence, 0 cut, -1 unknown (`evidence_code`)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -175,7 +178,7 @@ def read_columns(path: Path) -> VerdictColumns:
     row: dict[str, int] = {}
     lines, steps, codes = array("q"), array("q"), {f: array("i") for f in CATEGORICAL}
     flags = {f: bytearray() for f in ("passed", "abstained", "contradiction", "escalated")}
-    label = array("b")
+    label, evidence = array("b"), array("b")
     floats = {f: array("d") for f in ("score", "score_calibrated", "reward")}
     index: dict[str, dict[str, int]] = {f: {} for f in CATEGORICAL}
     models: dict[str, None] = {}
@@ -199,6 +202,7 @@ def read_columns(path: Path) -> VerdictColumns:
             value = r.get("label")
             label.append(-1 if value is None else int(value))
             steps.append(r.get("n_steps", -1))
+            evidence.append(evidence_code(r))
             if r.get("model"):
                 models.setdefault(str(r["model"]), None)
             for field in CATEGORICAL:
@@ -222,7 +226,14 @@ def read_columns(path: Path) -> VerdictColumns:
         n_steps=np.frombuffer(steps, dtype=np.int64).copy(),
         codes={f: np.frombuffer(codes[f], dtype=np.int32).copy() for f in CATEGORICAL},
         categories={f: np.array([*index[f], None], dtype=object) for f in CATEGORICAL}, models=tuple(models),
-        escalated=flag("escalated"))
+        escalated=flag("escalated"), evidence=np.frombuffer(evidence, dtype=np.int8).copy())
+
+
+def evidence_code(record: dict[str, Any]) -> int:
+    """1 when a verdict line says its judge read the whole episode (``evidence.complete``), 0 when what it
+    read was cut, -1 when the line does not say (an older line, another tool's: evidence unknown)."""
+    found = record.get("evidence")
+    return -1 if not isinstance(found, dict) else int(bool(found.get("complete")))
 
 
 class LineFields(Sequence[Any]):

@@ -213,6 +213,7 @@ def align(judge: str, columns: VerdictColumns, reference: VerdictColumns, items:
         reason=LineFields(path, lines, items.ids, "reason", collapse_whitespace),
         error=LineFields(path, lines, items.ids, "error"),
         escalated=None if columns.escalated is None else columns.escalated[rows],
+        evidence=None if columns.evidence is None else columns.evidence[rows],
     )
 
 
@@ -330,7 +331,8 @@ def _take(predictions: Predictions, keep: np.ndarray, ids: tuple[str, ...]) -> P
                 if isinstance(reason, LineFields) else [reason[int(k)] for k in np.flatnonzero(keep)]),
         error=(LineFields(error.path, error.lines[keep], ids, "error") if isinstance(error, LineFields)
                else [error[int(k)] for k in np.flatnonzero(keep)]),
-        escalated=None if predictions.escalated is None else predictions.escalated[keep])
+        escalated=None if predictions.escalated is None else predictions.escalated[keep],
+        evidence=None if predictions.evidence is None else predictions.evidence[keep])
 
 
 def decided_run(run: Run) -> tuple[Run, int]:

@@ -121,3 +121,39 @@ def ranking_table(run: Run, *, n_resamples: int, seed: int, confidence: float,
         rows.append({"judge": judge, "induced": judge == run.induced, "spearman": g["spearman"],
                      "kendall": g["kendall"], "mae": g["mae"], "vs_induced": cmp})
     return rows
+
+
+_EVIDENCE_KINDS = (("complete", 1), ("cut", 0), ("unknown", -1))
+
+
+def evidence_table(run: Run, *, confidence: float) -> list[dict[str, Any]] | None:
+    """Per judge, its verdicts split by what the judge read (the verdict line's ``evidence``, issue 40): on
+    the whole episode (``complete``), on a cut one (``cut``: steps clipped or elided), or not said
+    (``unknown``: an older line, another tool's). For each kind: the items, the share of all items, the
+    disagreement rate with the labels and the false-pass rate (passes among the labeled failures), each
+    with its exact (Clopper-Pearson) interval. None when no judge's line says what it read."""
+    if all(p.evidence is None or not (p.evidence >= 0).any() for p in run.predictions.values()):
+        return None
+    y = run.items.label
+    alpha = 1.0 - confidence
+    rows = []
+    for judge in run.judges:
+        p = run.predictions[judge]
+        codes = p.evidence if p.evidence is not None else np.full(len(y), -1, dtype=np.int8)
+        row: dict[str, Any] = {"judge": judge, "n": len(y)}
+        for kind, code in _EVIDENCE_KINDS:
+            member = codes == code
+            n, failed = int(member.sum()), member & (y == 0)
+            disagree = int((p.verdict[member] != y[member]).sum())
+            false_passes, n_failed = int(p.passed[failed].sum()), int(failed.sum())
+            row[kind] = {
+                "n": n, "share": n / len(y) if len(y) else float("nan"),
+                "disagreements": disagree, "disagreement_rate": disagree / n if n else float("nan"),
+                "disagreement_ci": list(M.proportion_ci(disagree, n, alpha)) if n else [float("nan")] * 2,
+                "n_failed": n_failed, "false_passes": false_passes,
+                "false_pass_rate": false_passes / n_failed if n_failed else float("nan"),
+                "false_pass_ci": list(M.proportion_ci(false_passes, n_failed, alpha)) if n_failed
+                else [float("nan")] * 2,
+            }
+        rows.append(row)
+    return rows

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from rubricforge_dspy.core.criteria import attribute_reason
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
-from rubricforge_dspy.core.verdict import PassRule
+from rubricforge_dspy.core.verdict import PassRule, line_evidence
 from rubricforge_dspy.data.label_journal import JournalLine
 from rubricforge_dspy.data.labels import read_label_file
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
@@ -398,6 +398,7 @@ class ReviewState:
                 "lookalikes": [(other, ids[other]) for other in self.lookalikes.get(index, ())],
                 "reading": reading, "steps": len(trajectory.steps) if trajectory is not None else None,
                 "evidence": render_trajectory(trajectory, reading.render) if trajectory is not None else None,
+                "read": evidence_read(record),
                 "problem": problem, "explain": self.rule.explain(record), "rule": self.rule.to_dict(),
                 "criterion": found.label if found else None, "symptoms": symptoms.lines() if symptoms else [],
                 "symptom_names": symptom_names(symptoms) if symptoms else [],
@@ -478,3 +479,15 @@ class ReviewState:
                         "command": f"rubricforge cascade fit --stage STAGE... --data CALIBRATION {data} --labels "
                                    f"{labels} --alpha ALPHA --out cascade.json"})
         return out
+
+
+def evidence_read(record: dict[str, Any]) -> str:
+    """What the verdict line says its judge read (``evidence``), for a person: ``"read 16 of 103 steps; 87
+    elided, 2 clipped, ..."`` or ``"read all 12 steps"``; a line without it says so (evidence unknown)."""
+    try:
+        evidence = line_evidence(record)
+    except (KeyError, TypeError, ValueError):
+        return "evidence unknown: the verdict line's evidence field does not add up"
+    if evidence is None:
+        return "evidence unknown: the verdict line does not say what the judge read"
+    return evidence.describe()

@@ -23,7 +23,7 @@ from tests.support.helpers import make_dataset, make_trajectory
 
 LINE_FIELDS = {"id", "task_id", "domain", "agent", "n_steps", "passed", "score", "reason", "abstained", "error",
                "error_kind", "contradiction", "cached", "attempts", "label", "reward", "program_sha256",
-               "judge_fingerprint", "model", "score_calibrated"}
+               "judge_fingerprint", "model", "score_calibrated", "evidence", "tokens"}
 
 
 def scripted_lm() -> ScriptedLM:

@@ -39,20 +39,31 @@ def test_show_escapes_a_programs_criteria_model_and_date(tmp_path, capsys):
     assert "2026\\x1b]8;;https://example.invalid\\x07" in out and "p\\x1b[2J" in out
 
 
-def test_show_escapes_a_cascades_stage_names_and_fit_report(tmp_path, capsys):
-    """A stage named with an escape sequence (a cascade file anyone can write), and its fit report's method."""
+def _forged_cascade(tmp_path, name: str, method: str):
+    """A cascade file as anyone can write it: a stage name and a fit report's method forged, its digest recomputed."""
     path = tmp_path / "cascade.json"
     floor = FloorJudge(SymptomFloor.fit(dataset(40)))
-    Cascade([floor], [StageRule(f"floor{CLEAR}", 0.9, 0.1)]).save(path)
+    Cascade([floor], [StageRule("floor", 0.9, 0.1)]).save(path)
     state = json.loads(path.read_text())
+    state["judge"]["stages"][0]["name"] = name
     state[MANIFEST_KEY]["fit"] = {"units": {}, "stages": [], "escalated": 0}
-    state[MANIFEST_KEY]["guarantee"] = {"alpha": 0.1, "method": f"ltt{FORGED}"}
+    state[MANIFEST_KEY]["guarantee"] = {"alpha": 0.1, "method": method}
     state[MANIFEST_KEY][PROGRAM_SHA_KEY] = program_sha256(state)
     path.write_text(json.dumps(state))
-    assert main(["show", str(path)]) == 0
+    return path
+
+
+def test_show_escapes_a_cascades_fit_report_and_refuses_a_forged_stage_name_escaped(tmp_path, capsys):
+    """A fit report's method with CR/LF is shown escaped; a stage named with an escape sequence is refused on
+    load (exit 2), the refusal naming it escaped: nothing raw reaches the terminal either way."""
+    assert main(["show", str(_forged_cascade(tmp_path, "floor", f"ltt{FORGED}"))]) == 0
     out = capsys.readouterr().out
     assert_clean(out)
-    assert "floor\\x1b[2J\\x1b[H -> a person" in out and "ltt\\r\\ncertificate: certified" in out
+    assert "floor -> a person" in out and "ltt\\r\\ncertificate: certified" in out
+    assert main(["show", str(_forged_cascade(tmp_path, f"floor{CLEAR}", "ltt"))]) == 2
+    captured = capsys.readouterr()
+    assert_clean(captured.out + captured.err)
+    assert "floor\\x1b[2J\\x1b[H" in captured.err and "is not allowed" in captured.err
 
 
 def test_terminal_safe_escapes_only_what_drives_a_terminal():

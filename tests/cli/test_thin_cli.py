@@ -23,12 +23,12 @@ AIRLINE = BUNDLED / "tau_bench_official" / "gpt-4o-airline.json"
 
 def test_no_command_returns_an_error_s_exit_code_itself():
     """Every ``return`` in cli/ gives 0, a variable or a call: never a literal 1, 2, 3 or 4, nor an EXIT_
-    constant, outside `main` (the one place that maps errors to codes)."""
+    constant, outside `main` and `_run` (its body: the one place that maps errors to codes)."""
     found = []
     for path in sorted(CLI.glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
-            if path.name == "main.py" and function.name in {"main", "_bug"}:
+            if path.name == "main.py" and function.name in {"main", "_run", "_bug"}:
                 continue
             for node in ast.walk(function):
                 value = node.value if isinstance(node, ast.Return) else None

@@ -205,13 +205,14 @@ def test_a_named_built_in_format_never_imports_a_plugin(site, tmp_path):
     assert not (site / "imported-rf_broken_never").exists()
 
 
-def run_cli(site: Path, *args: str, bound: str = "1", **popen):
+def run_cli(site: Path, *args: str, bound: str = "1", timeout: float = 120, **popen):
     env = {**os.environ, PLUGIN_TIMEOUT_ENV: bound,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(site), os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", "rubricforge_dspy.cli", *args]
     if popen:
         return subprocess.Popen(command, env=env, text=True, **popen)
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=site.parent)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=site.parent)
 
 
 CLI_BODIES = {**IMPORT_BODIES, "raises KeyboardInterrupt": "raise KeyboardInterrupt"}
@@ -263,3 +264,67 @@ def test_the_users_ctrl_c_stops_a_command_waiting_on_a_hung_plugin(tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+TWO_HANGING = {
+    "import": ("wait_for_release()\nraise RuntimeError('released')", "FORMAT"),
+    "sniff": (SNIFFERS, "HANGING"),
+}
+
+
+@pytest.mark.parametrize("where", TWO_HANGING)
+def test_two_hanging_plugins_cost_one_bound_not_two(site, tmp_path, monkeypatch, where):
+    """Detection is bounded in total: the plugins' imports (and their sniffers) run side by side under one
+    bound, so two plugins that hang cost about one bound, not one each (a bound check, not a speed target:
+    the margin is half a bound)."""
+    monkeypatch.setenv(PLUGIN_TIMEOUT_ENV, "1")
+    body, attr = TWO_HANGING[where]
+    install(site, "rf_broken_one", body, {"one": f"rf_broken_one:{attr}"})
+    (site / "rf_broken_two.py").write_text((site / "rf_broken_one.py").read_text(encoding="utf-8")
+                                           .replace("imported-rf_broken_one", "imported-rf_broken_two"),
+                                           encoding="utf-8")
+    entries = site / "rf_broken-0.1.dist-info" / "entry_points.txt"
+    if where == "sniff":
+        (site / "rf_broken_two.py").write_text((site / "rf_broken_two.py").read_text(encoding="utf-8")
+                                               .replace('"slow_sniff"', '"slow_sniff_two"'), encoding="utf-8")
+    entries.write_text(entries.read_text(encoding="utf-8") + f"two = rf_broken_two:{attr}\n", encoding="utf-8")
+    data = write_array(tmp_path / "d.json", "a")  # a document: the plugins' sniffers are asked first
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.monotonic()
+        assert detect_format(data) not in ("slow_sniff", "slow_sniff_two")
+        took = time.monotonic() - start
+    assert len(skipped(caught)) == 2 and all("did not finish" in s for s in skipped(caught)), skipped(caught)
+    assert took < 1.5, f"two hanging plugins took {took:.2f} s with a 1 s bound: {skipped(caught)}"
+
+
+NON_DAEMON = '''
+import threading
+from rubricforge_dspy.data.formats import Format
+
+
+def _read(path, rule):
+    return iter(())
+
+
+def _never(value):
+    return False
+
+
+threading.Thread(target=wait_for_release, args=(600.0,), name="rf plugin worker", daemon=False).start()
+FORMAT = Format(name="threaded", read=_read, sniff=_never, priority=1)
+'''
+
+
+def test_a_plugin_that_starts_a_non_daemon_thread_does_not_keep_the_command_alive(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    install(site, "rf_broken_thread", NON_DAEMON, {"threaded": "rf_broken_thread:FORMAT"})
+    data = str(write_jsonl(tmp_path / "d.jsonl"))
+    try:
+        done = run_cli(site, "stats", "--data", data, timeout=60)  # the thread waits 600 s for its release
+        assert done.returncode == 0 and "trajectories: 1" in done.stdout, done.stderr
+        assert "entry point 'threaded' = 'rf_broken_thread:FORMAT'" in done.stderr, done.stderr
+        assert "rf plugin worker" in done.stderr and "still running" in done.stderr, done.stderr
+    finally:
+        (site / "release").touch()

@@ -114,9 +114,9 @@ def test_the_render_adds_up_its_token_estimate_exactly(monkeypatch):
     fit_lines = render._fit_lines
 
     def counted(*args):
-        lines, tokens = fit_lines(*args)
+        lines, tokens, evidence = fit_lines(*args)
         sums.append((lines, tokens))
-        return lines, tokens
+        return lines, tokens, evidence
 
     monkeypatch.setattr(render, "_fit_lines", counted)
     trajectories = _synthetic_trajectories() + list(load_trajectories(SHIPPED[5]))

@@ -33,7 +33,9 @@ def test_a_recorded_stage_costs_judge_verdicts_in_judge_report_and_certify(halve
     other_tool_verdicts(halves / "cal.jsonl", verdicts)
     cascade = tmp_path / "cascade.json"
     assert main(["cascade", "fit", "--stage", str(halves / "floor.json"), "--stage", str(verdicts),
-                 "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.05", "--out", str(cascade)]) == 0
+                 "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.05",
+                 "--bound", "pooled", "--method", "split_fixed_sequence",  # costs are tested, not power
+                 "--out", str(cascade)]) == 0
     capsys.readouterr()
 
     judged = tmp_path / "v.jsonl"
@@ -119,6 +121,7 @@ def test_the_risk_coverage_figure_draws_the_certified_alpha_and_false_pass_bound
     cascade = tmp_path / "cascade.json"
     assert main(["cascade", "fit", "--stage", str(halves / "floor.json"), "--stage", str(verdicts),
                  "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.07", "--max-false-pass", "0.2",
+                 "--bound", "pooled", "--method", "split_fixed_sequence",
                  "--out", str(cascade)]) == 0
     judged = tmp_path / "v.jsonl"
     assert main(["judge", "--cascade", str(cascade), "--data", str(halves / "cal.jsonl"), *REWARD_ABOVE_0,

@@ -46,12 +46,12 @@ def journal_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-STAGE_A = "tool\u202ea"  # a stage name with a bidi override: every page shows it escaped
+STAGE_A = "tool-a"  # stage names are checked where a cascade is made (core.terminal.check_name)
 
 
 def write_cascade_run(directory: Path) -> tuple[Path, Path, Path]:
     """A real cascade run over four items: two recorded stages (another tool's verdict files, no LM) with
-    hand-set thresholds (``tool\\u202ea``: fail <= 0.1, pass >= 0.9; ``tool-b``: fail <= 0.2, pass >= 0.8), saved
+    hand-set thresholds (``tool-a``: fail <= 0.1, pass >= 0.9; ``tool-b``: fail <= 0.2, pass >= 0.8), saved
     as ``cascade.json`` and run by ``rubricforge judge --cascade`` into ``v.jsonl`` (with its ``v.jsonl.job.json``).
     ``i1`` is decided by the first stage, ``i2`` by the second, ``i0`` (0.5 / 0.5) and ``i3`` (0.3 / 0.6) are
     escalated by ``tool-b``. Returns (data, verdicts, cascade file)."""

@@ -31,6 +31,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -117,13 +118,29 @@ def load_plugins() -> tuple[Format, ...]:
     _PLUGINS["loaded"] = True  # first: a plugin whose import asks the registry does not discover again
     added = []
     installed = set()
+    entries = []
     for entry in plugins.installed_entry_points():
         where = plugins.entry_where(entry)
         installed.add(where)
-        if where in _BROKEN:
-            continue
+        if where not in _BROKEN:
+            entries.append((entry, where))
+    # One bound in all: the first entry point of each module side by side, then the others of those modules
+    # (imported by then, or skipped at once as still being imported: a hung module is never waited for twice).
+    modules = [entry.value.split(":")[0].strip() for entry, _ in entries]
+    first = [index for index, module in enumerate(modules) if modules.index(module) == index]
+    rest = [index for index in range(len(entries)) if index not in first]
+    loaded: list[tuple[Any, BaseException | None]] = [(None, None)] * len(entries)
+    for wave in (first, rest):
+        for index, answer in zip(wave, plugins.side_by_side([partial(plugins.load_format, entries[index][0])
+                                                              for index in wave]), strict=True):
+            loaded[index] = answer
+    for (entry, where), (result, error) in zip(entries, loaded, strict=True):
         try:
-            fmt = plugins.load_format(entry)
+            if error is not None:
+                raise error
+            if result is None:
+                raise plugins.PluginError(f"{where}: loading it gave nothing")
+            fmt = result
             held = _FORMATS.get(fmt.name)
             if held is not None and held.origin == fmt.origin:
                 continue  # this plugin's format, registered by an earlier call
@@ -160,19 +177,37 @@ def _broken(name: str) -> Exception | None:
     return next((error for names, error in _BROKEN.values() if name in names), None)
 
 
-def _sniffed(fmt: Format, sniff: Callable[[Any], bool], value: Any) -> bool:
-    """``sniff(value)``; a plugin's sniffer that raised or hung (a `PluginError`) answers False and its plugin is
-    skipped (`_skip`). Any other format's error propagates."""
-    if _FORMATS.get(fmt.name) is not fmt:
-        return False  # skipped earlier in this detection
-    try:
-        return sniff(value)
-    except plugins.PluginError as exc:
+def _any_record(sniff_record: Callable[[Any], bool], lines: Any) -> bool:
+    return any(sniff_record(obj) for obj in lines)
+
+
+def _asker(ordered: list[Format], question: Callable[[Format], Callable[[], bool] | None]) -> Callable[[Format], bool]:
+    """``ask(fmt)``: the answer of `fmt` to `question` (None: it has no such sniffer, so False). A built-in
+    format is asked when its turn comes; the first time a plugin's turn comes, every plugin in `ordered` is
+    asked side by side (`plugins.side_by_side`: one bound in all, however many hang), and each answer is
+    used in its turn. A plugin that raised or hung answers False and is skipped (`_skip`)."""
+    answers: dict[str, tuple[bool | None, BaseException | None]] = {}
+
+    def ask(fmt: Format) -> bool:
+        call = question(fmt)
+        if call is None or _FORMATS.get(fmt.name) is not fmt:
+            return False  # no such sniffer, or skipped earlier in this detection
         where = _PLUGIN_OF.get(fmt.name)
         if where is None:
-            raise
-        _skip(where, {fmt.name}, exc)
-        return False
+            return call()
+        if not answers:
+            asked = [other for other in ordered if other.name in _PLUGIN_OF and _FORMATS.get(other.name) is other
+                     and question(other) is not None]
+            calls: list[Callable[[], bool]] = [question(other) or (lambda: False) for other in asked]
+            answers.update(zip([other.name for other in asked], plugins.side_by_side(calls), strict=True))
+        answer, error = answers.get(fmt.name) or plugins.side_by_side([call])[0]
+        if isinstance(error, plugins.PluginError):
+            _skip(where, {fmt.name}, error)
+            return False
+        if error is not None:
+            raise error
+        return bool(answer)
+    return ask
 
 
 def _registered(discover: bool = True) -> dict[str, Format]:
@@ -247,17 +282,21 @@ def detect(path: Path, *, discover: bool = True) -> str:
     claimants = [fmt for fmt in ordered if path.suffix in fmt.binary_extensions]
     if claimants:  # a binary form (a zip): only the formats that read it may look
         sample = FileSample(path, "")
+        ask = _asker(claimants, lambda fmt: None if fmt.sniff is None else partial(fmt.sniff, sample))
         for fmt in claimants:
-            if fmt.sniff is not None and _sniffed(fmt, fmt.sniff, sample):
+            if ask(fmt):
                 return fmt.name
         described = " or ".join(fmt.description or f"a {fmt.name} file" for fmt in claimants)
         raise TrajectoryFormatError(str(path), None, f"a {path.suffix} file that is not {described}")
     sample = FileSample.of(path)
+    ask = _asker(ordered, lambda fmt: None if fmt.sniff_record is None else partial(_any_record, fmt.sniff_record,
+                                                                                     sample.lines))
     for fmt in ordered:
-        if fmt.sniff_record is not None and any(_sniffed(fmt, fmt.sniff_record, obj) for obj in sample.lines):
+        if ask(fmt):
             return fmt.name
+    ask = _asker(ordered, lambda fmt: None if fmt.sniff is None else partial(fmt.sniff, sample))
     for fmt in ordered:
-        if fmt.sniff is not None and _sniffed(fmt, fmt.sniff, sample):
+        if ask(fmt):
             return fmt.name
     hint = _ARRAY_HINT if sample.is_array else ""
     raise TrajectoryFormatError(str(path), None,

@@ -260,7 +260,7 @@ def iter_json_lines(path: Path, cap: int | None = None) -> Iterator[tuple[int, A
                                       f"(set {RECORD_CAP_ENV} to a larger number of MiB to read it)")
             elif raw.count(b"[") + raw.count(b"{") > MAX_STREAM_DEPTH and not NestingDepth().feed(raw):
                 yield index, TrajectoryFormatError(
-                    str(path), index, f"JSON nested more than {MAX_STREAM_DEPTH} levels deep (deeper than any "
+                    str(path), index, f"JSON nested too deeply (more than {MAX_STREAM_DEPTH} levels, deeper than any "
                                       "trajectory): not read")
             elif raw.strip():
                 yield index, line_value(path, index, raw)

@@ -40,13 +40,20 @@ held, so importing that module (or a module inside it) again would block too: a 
 skipped at once (`PluginError` "still being imported"), never waited for a second time. Other modules'
 imports are not blocked. An abandoned thread that finishes later may not register a format (`register_format`
 refuses it).
+
+Bounded in total. The registry imports every plugin side by side (`side_by_side`), and when a detection
+reaches the plugins' sniffers it asks them all side by side too, so a detection takes at most about one bound
+however many plugins hang (one after the other, two hanging plugins took two bounds). A non-daemon thread a
+plugin starts (which would keep the process alive after the command printed its output) is remembered
+(`lingering_threads`): the command line ends with a warning naming the plugin and exits without waiting for it.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, TypeVar
@@ -62,6 +69,7 @@ PLUGIN_TIMEOUT_ENV = "RUBRICFORGE_PLUGIN_TIMEOUT"  # overrides PLUGIN_TIMEOUT (s
 
 _T = TypeVar("_T")
 _HUNG_MODULES: set[str] = set()  # modules whose import did not finish: their import lock is still held
+_PLUGIN_THREADS: dict[threading.Thread, set[str]] = {}  # a non-daemon thread a plugin started -> its plugin(s)
 
 
 class PluginError(InputError):
@@ -147,10 +155,15 @@ def call_bounded(call: Callable[[], _T], what: str, where: str, *, hint: str = "
     box: dict[str, Any] = {}
 
     def run() -> None:
+        before = set(threading.enumerate())
         try:
             box["result"] = call()
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt raised by a plugin: contained
             box["error"] = exc
+        finally:  # the threads it started that would keep the process alive (calls side by side: each may be named)
+            for started in set(threading.enumerate()) - before:
+                if not started.daemon:
+                    _PLUGIN_THREADS.setdefault(started, set()).add(where)
 
     thread = threading.Thread(target=run, name=f"rubricforge format plugin: {what}", daemon=True)
     thread.start()
@@ -168,6 +181,45 @@ def call_bounded(call: Callable[[], _T], what: str, where: str, *, hint: str = "
         raise PluginError(f"{where}: {what} raised {type(error).__name__}: {error}{hint}") from error
     result: _T = box["result"]
     return result
+
+
+def side_by_side(calls: Sequence[Callable[[], _T]]) -> list[tuple[_T | None, BaseException | None]]:
+    """Every call run at once, each in a daemon thread, and waited for together: ``(result, None)`` or
+    ``(None, exception)`` per call, in order. Each call bounds itself (`call_bounded`), so the whole takes
+    about one `plugin_timeout`, however many plugins hang (a call still running a second past that is a
+    `PluginError`). The caller's wait is interrupted by the user's Ctrl-C as usual."""
+    if len(calls) == 1:  # nothing to overlap: the caller's thread
+        try:
+            return [(calls[0](), None)]
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, as the threaded calls' are
+            return [(None, exc)]
+    deadline = time.monotonic() + plugin_timeout() + 1.0
+    boxes: list[dict[str, Any]] = [{} for _ in calls]
+
+    def run(call: Callable[[], _T], box: dict[str, Any]) -> None:
+        try:
+            box["result"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    threads = [threading.Thread(target=run, args=(call, box), name="rubricforge format plugins", daemon=True)
+               for call, box in zip(calls, boxes, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [(box.get("result"), box.get("error") if "result" in box or "error" in box
+             else PluginError(f"a plugin call did not finish within {plugin_timeout():g} s"))
+            for box in boxes]
+
+
+def lingering_threads() -> list[tuple[threading.Thread, tuple[str, ...]]]:
+    """The non-daemon threads a plugin's code started that are still running, each with the plugin(s) it may
+    belong to (`entry_where`; two when their calls ran side by side). Such a thread would keep the process
+    alive after its command ended: the command line warns and exits without waiting for it
+    (`rubricforge_dspy.cli.main.main`)."""
+    return [(thread, tuple(sorted(wheres))) for thread, wheres in list(_PLUGIN_THREADS.items())
+            if thread.is_alive() and not thread.daemon]
 
 
 def _distribution(entry: EntryPoint) -> str | None:
