@@ -82,7 +82,7 @@ def test_a_cascade_floor_then_segments_fits_runs_saves_and_loads(tmp_path):
     assert decided_by_segments and all(v.passed == (t.label == 1) for v, s, t in
                                        zip(verdicts, verdicts.stages, items, strict=True) if s == names[1])
     # the deciding stage's evidence is the cascade verdict's: a segments verdict says it read every step
-    assert all(v.evidence["read"] == "segments" and v.evidence["steps_read"] == list(range(1, v.evidence["steps"] + 1))
+    assert all(v.evidence.read == "segments" and v.evidence.steps_read == tuple(range(1, v.evidence.steps + 1))
                for v in decided_by_segments)
     assert all(v.evidence is None for v, s in zip(verdicts, verdicts.stages, strict=True) if s == names[0])
     path = tmp_path / "cascade.json"
