@@ -147,3 +147,14 @@ def test_the_verdict_line_records_what_the_judge_read():
     assert verdict == Verdict.from_answer(False, 0.2, "[41] failed")  # evidence is not what the verdict says
     assert "evidence" not in verdict.to_dict()
     assert "evidence" not in verdict_line(trajectory, Verdict.from_answer(True, 0.9, "ok"))  # a judge that did not say
+
+
+def test_a_saved_reading_judge_is_a_stage_spec(tmp_path):
+    """`cascade fit --stage FILE` names a saved segments or explorer judge by its file (`stage_from_spec`)."""
+    from rubricforge_dspy.judge.loading import stage_from_spec
+
+    for judge in (SegmentsJudge(render_config=BUDGET), ExplorerJudge(render_config=BUDGET)):
+        path = tmp_path / f"{judge.read_mode}.json"
+        judge.save(path)
+        stage = stage_from_spec(str(path))
+        assert type(stage) is type(judge) and stage.needs_trajectory and stage.calls_lm
