@@ -61,6 +61,7 @@ from rubricforge_dspy.cli.integrations import (
 from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, add_token_budget_argument, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
+from rubricforge_dspy.cli.read_options import add_read_argument, reading_judge
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
@@ -211,6 +212,11 @@ def cmd_induce(args: argparse.Namespace) -> int:
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 
     require_input(args)
+    if args.read != "budget":  # before anything is read or paid
+        for flag, given in (("--hybrid", args.hybrid), ("--max-false-pass", args.max_false_pass is not None)):
+            if given:
+                raise InputError(f"induce --read {args.read} does not take {flag}: the {args.read} judge has no "
+                                 "operating point (calibration, pass threshold, hybrid stack) yet")
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
     spec = spool_from_mlflow(args, data_spec(args), args.out)
     trajectories, _ = _load(spec, "induce", need_labels=True)
@@ -223,10 +229,16 @@ def cmd_induce(args: argparse.Namespace) -> int:
     render = render_from_args(args, preset, init.render_config if args.init else None)
     print(f"preset {preset.name}: render {render.max_tokens} tokens, {preset.num_threads} GEPA "
           f"threads, budget {preset.budget}", file=sys.stderr)
+    if args.read != "budget":
+        init = reading_judge(init, args.read, render, args.init or "the seed rubric") or init
+    elif getattr(init, "read_mode", "budget") != "budget":
+        raise InputError(f"{args.init} is a {init.read_mode} judge: induce it with --read {init.read_mode}")
     config = InductionConfig(budget=preset.budget, minibatch=args.minibatch or preset.minibatch, seed=args.seed,
                              fp_weight=args.fp_weight, num_threads=preset.num_threads,
                              max_false_pass=args.max_false_pass,
                              calibration=None if args.calibration == "none" else args.calibration)
+    if args.read != "budget":
+        return _induce_reading(args, split, init, config)
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
@@ -236,6 +248,26 @@ def cmd_induce(args: argparse.Namespace) -> int:
         print(notes, file=sys.stderr)
     print(job.format_sweep())
     print(f"frozen: {args.out}")
+    return 0
+
+
+def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any) -> int:
+    """`induce --read segments|explore`: GEPA evolves the long-episode judge's instruction (every predictor), the
+    best is frozen in its own format (`load_judge` loads it). No operating point, hybrid stack or certificate
+    (`rubricforge certify` reads budgeted programs): said on stderr."""
+    from rubricforge_dspy.induction.inducer import induce
+    from rubricforge_dspy.pipeline.induce_job import InduceJobResult
+
+    with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
+        result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
+                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.certify:
+        print(f"not certified: certifying a {args.read} judge is not supported yet (the test split is left "
+              "unused); measure it with `rubricforge judge --program` on labeled data", file=sys.stderr)
+    print(InduceJobResult(split=split, induction=result, program=Path(args.out)).format_sweep())
+    print(f"frozen: {args.out} (a {args.read} judge)")
     return 0
 
 
@@ -407,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the verdict JSONL (one line per item; the same --out again resumes where a run stopped)")
     p.add_argument("--limit", type=int, default=None, help="judge only the first N items of the input")
     add_preset_arguments(p)
+    add_read_argument(p)
     p.add_argument("--no-cache", action="store_true",
                    help="no verdict cache at all (DSPy's own response cache is always off for judging)")
     p.add_argument("--max-consecutive-errors", type=int, default=JUDGING_MAX_CONSECUTIVE_LM_ERRORS,
@@ -448,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
     add_preset_arguments(p, induction=True)
+    add_read_argument(p)
     p.add_argument("--sample-tasks", type=int, default=None,
                    help="use one trial of N seeded-random tasks (quick runs on slow LMs)")
     add_lm_arguments(p)
