@@ -8,7 +8,8 @@ Modules:
 
 - :mod:`.options`: `JobOptions`, how a job runs (one frozen record for the local, Ray and Batch API back ends);
 - :mod:`.stream`: `judge_stream` (concurrent, bounded memory, cache, retries) and `run_judge_file`;
-- :mod:`.summary`: `BatchSummary`, what a run did, and `UsageTotals`;
+- :mod:`.summary`: `BatchSummary`, what a run did (tokens per item and per stage), and `UsageTotals`;
+- :mod:`.budget`: `TokenBudget`, a run's hard token cap (each call reserves its worst case first);
 - :mod:`.executors`: how the calls are made (one event loop for the fast path, or worker threads);
 - :mod:`.writer`: the crash-safe verdict writer and the checking pass's spill;
 - :mod:`.job`: the job a verdict file belongs to, and resuming it after any kill;
@@ -27,6 +28,7 @@ _MODULES = {
     "rubricforge_dspy.apply.options": ["JobOptions"],
     "rubricforge_dspy.apply.stream": ["judge_stream", "run_judge_file", "DuplicateIdError"],
     "rubricforge_dspy.apply.summary": ["BatchSummary", "UsageTotals"],
+    "rubricforge_dspy.apply.budget": ["TokenBudget"],
     "rubricforge_dspy.apply.job": ["read_done", "ResumeState", "BatchOutputError"],
     "rubricforge_dspy.apply.cascade": ["run_cascade", "CascadeRun"],
     "rubricforge_dspy.apply.openai_batch": ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed"],

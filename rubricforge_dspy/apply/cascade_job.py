@@ -176,6 +176,7 @@ class CascadeRun(BatchSummary):
                 lines.append(f"  tokens of this run's LM calls: prompt {tokens['prompt_tokens']:,}, completion "
                              f"{tokens['completion_tokens']:,}")
             lines.append("  " + format_token_spend(self.token_spend(), self.lm_asked))
+            lines.extend("  " + line for line in self.cost_lines())
         elif self.judge_stages:  # recorded or Python stages: verdicts paid for elsewhere, none asked of an LM here
             lines.append(f"  LM calls: none made by this run ({', '.join(self.judge_stages)}: verdicts recorded by "
                          "another tool or computed, not asked of an LM here)")

@@ -281,6 +281,7 @@ def run_batch_api(judge: BaseJudge, data_path: PathArg | Iterable[PathArg], out_
         ServerError: the Batch API cannot be reached.
     """
     options = job_options(options, overrides, _BATCH_OPTIONS)
+    options.refuse_budget("a Batch API run (run_batch_api)")
     if on_status is None and options.progress:
         def on_status(line: str) -> None:
             logger.info("%s", line)

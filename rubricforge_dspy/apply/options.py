@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from rubricforge_dspy.apply.budget import TokenBudget
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.judge.cache import VerdictCache
@@ -51,6 +52,10 @@ class JobOptions:
             abstained for an LM or network error (after their retries; the circuit breaker,
             `rubricforge_dspy.lm.circuit`); None never stops. Format failures (parse, truncated, invalid)
             do not count; cache hits neither count nor reset.
+        token_budget: the most tokens (prompt plus completion) the run's LM calls may spend, or a `TokenBudget`
+            shared by several runs; each call reserves its worst case first (`apply.budget`), and the run stops
+            with `BudgetExhausted` before the cap would be crossed, keeping what it wrote. The local back end
+            only: a Ray or Batch API run refuses it. None: no cap.
     """
 
     concurrency: int = 4
@@ -64,6 +69,7 @@ class JobOptions:
     on_duplicate: str | None = None
     fsync_every: int = DEFAULT_FSYNC_EVERY
     max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS
+    token_budget: int | TokenBudget | None = None
 
     @property
     def policy(self) -> RetryPolicy:
@@ -74,6 +80,16 @@ class JobOptions:
     def duplicates(self) -> str:
         """`on_duplicate`, "raise" when unset."""
         return self.on_duplicate or "raise"
+
+    def refuse_budget(self, where: str) -> None:
+        """Refuse a `token_budget` for a back end that cannot enforce it (`where`: which one).
+
+        Raises:
+            InputError: `token_budget` is set.
+        """
+        if self.token_budget is not None:
+            raise InputError(f"{where} cannot enforce a token budget (its calls in flight cannot be stopped "
+                             "before the cap): judge locally (judge_stream, run_judge_file) or drop token_budget")
 
     def check(self, limit: bool = True) -> None:
         """Refuse a bad option before any work.
@@ -91,6 +107,8 @@ class JobOptions:
             raise InputError(f"limit must be at least 1 (or None for every item), got {self.limit!r}")
         if self.concurrency < 1:
             raise InputError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.token_budget is not None and not isinstance(self.token_budget, TokenBudget):
+            TokenBudget(self.token_budget)  # refuses a cap that is not a whole number >= 1
 
 
 _FIELDS = frozenset(f.name for f in fields(JobOptions))

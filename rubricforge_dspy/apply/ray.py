@@ -317,6 +317,7 @@ def judge_dataset(ds: "ray.data.Dataset", program: PathArg | BaseJudge | None = 
     """
     ray = ray_module()
     options = job_options(options, overrides, _RAY_OPTIONS)
+    options.refuse_budget("a Ray run (judge_dataset)")
     batch_size = _checked_sizes(ray, options.concurrency, workers, batch_size)
     judge, configs, job_judge, job_lm = _job_judge(program, processor, render_config, lm_config, api_bases,
                                                    options.timeout)

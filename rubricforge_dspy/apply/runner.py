@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sized, TypeGuard
 
+from rubricforge_dspy.apply.budget import Reservation, TokenBudget, prompt_bound
 from rubricforge_dspy.apply.executors import EventLoopExecutor, ThreadExecutor
 from rubricforge_dspy.apply.job import ResumeState, claim_job, read_done
 from rubricforge_dspy.apply.options import (
@@ -21,7 +22,7 @@ from rubricforge_dspy.apply.options import (
 )
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import Spilled, VerdictWriter, judge_reading
-from rubricforge_dspy.core.errors import InputError, RubricForgeError
+from rubricforge_dspy.core.errors import BudgetExhausted, InputError, RubricForgeError
 from rubricforge_dspy.core.progress import is_requested, progress
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import EvidenceRecord, Verdict, token_usage, verdict_line
@@ -60,7 +61,7 @@ class RunItem:
     cache key, the LLM stages run on it and their tokens, the confidence it was last handed on with."""
 
     __slots__ = ("index", "trajectory", "text_hash", "lm_stages", "tokens", "last", "usage", "cached", "evidence",
-                 "calls")
+                 "calls", "reserved")
 
     def __init__(self, index: int, trajectory: Trajectory | Spilled) -> None:
         self.index, self.trajectory = index, trajectory
@@ -72,6 +73,7 @@ class RunItem:
         self.cached = False
         self.evidence: EvidenceRecord | None = None  # what the last LM stage asked was shown (`judge_reading`)
         self.calls = 0  # the LM calls made for it (attempts, every stage)
+        self.reserved: Reservation | None = None  # its call's reservation of the run's token budget
 
 
 @dataclass
@@ -231,8 +233,25 @@ class JobRun:
             self.summary = self.cascade_run = cascade.summary(**fields)
         self.tracker = UsageTotals()
         self.calls: StageCalls = calls if calls is not None else LocalCalls(options, self.tracker)
+        self.budget = self._budget()
         self.items = 0  # this run's items (not resumed)
         self._shown: tuple[int, int, int] | None = None  # the counts the progress bar shows
+
+    def _budget(self) -> TokenBudget | None:
+        """The run's token budget (`JobOptions.token_budget`), checked before any call: the local back end only,
+        and every LLM stage's LM caps its answers (``max_tokens``: a call's worst case needs it)."""
+        cap = self.options.token_budget
+        if cap is None:
+            return None
+        if not isinstance(self.calls, LocalCalls):
+            raise InputError("a token budget (--token-budget) is enforced by the local back end only: a Ray or Batch "
+                             "API run cannot stop its calls in flight before the cap; run without --ray/--batch-api "
+                             "or without --token-budget")
+        for stage in self.stages:
+            if stage.lm is not None and not _max_tokens(stage.lm):
+                raise InputError(f"a token budget (--token-budget) needs a cap on each answer: the LM "
+                                 f"{lm_name(stage.lm)!r} has no max_tokens (pass --max-tokens N)")
+        return cap if isinstance(cap, TokenBudget) else TokenBudget(cap)
 
     def _stage(self, k: int, name: str, judge: Any, lm: dspy.BaseLM | None) -> Stage:
         """Stage `k` of a cascade: an LLM stage on the run's LM (its calls cached under its own fingerprint), or a
@@ -265,6 +284,20 @@ class JobRun:
                 raise
             run.outcome = "LM failure"
             raise JudgeUnavailableError(f"{error} {cascade.kept(run)}") from error
+        except BudgetExhausted as error:
+            if run is not None:
+                run.outcome = "token budget"
+            summary, budget = self.summary, self.budget
+            if budget is None:
+                raise
+            stopped = BudgetExhausted(
+                f"{error}. Spent {budget.spent:,} of {budget.cap:,} tokens ({budget.left:,} left) once the calls "
+                f"in flight finished; {summary.judged} verdict line(s) of this run are in {self.out_path} "
+                f"({summary.resumed} "
+                f"resumed from an earlier run); re-run the same command with a larger --token-budget to judge the "
+                "rest (nothing is judged twice)")
+            stopped.summary = summary  # type: ignore[attr-defined]
+            raise stopped from error
         except BaseException:
             if run is not None:
                 run.outcome = "interrupted"
@@ -282,6 +315,8 @@ class JobRun:
             if self.owns_cache and self.cache is not None:
                 self.cache.close()
             self.summary.tokens = self.tracker.totals()
+            if self.budget is not None:
+                self.summary.token_budget = self.budget.to_dict()
             self.summary.wall_time = time.perf_counter() - started
             if self.cascade is not None and self.cascade_run is not None:
                 self.cascade.close(self.cascade_run, self.items)
@@ -389,8 +424,19 @@ class JobRun:
                     left.append(item)
                 continue
             item.text_hash = text_hash
+            if self.budget is not None:  # its worst case, before it is sent (raises when it would cross the cap)
+                item.reserved = self.budget.reserve(self._bound(stage, inputs))
             item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
             yield item, inputs
+
+    def _bound(self, stage: Stage, inputs: dict[str, Any]) -> int:
+        """The most tokens one item's call(s) of `stage` may spend, every attempt of the retry policy included: the
+        judge's own `token_bound` (a judge of several calls per item), else its prompt's bound plus the answer's
+        cap (`apply.budget.prompt_bound`)."""
+        cap = _max_tokens(stage.lm)
+        own = stage.judge.token_bound(inputs, cap) if hasattr(stage.judge, "token_bound") else None
+        one = int(own) if own is not None else prompt_bound(stage.judge, inputs) + cap
+        return one * (self.options.max_retries + 1)
 
     def _called(self, stage: Stage, item: RunItem, verdict: Verdict, left: list[RunItem]) -> None:
         """Account one finished call of `stage` and settle its item (or keep it for the next stage)."""
@@ -402,9 +448,13 @@ class JobRun:
         item.calls += verdict.attempts
         usage = item.usage.totals() if item.usage is not None else None
         item.usage = None
+        if item.reserved is not None and self.budget is not None:
+            self.budget.settle(item.reserved, usage)
+            item.reserved = None
         if usage:  # the LM reported its usage: the item's line records it (`_tokens`)
             item.tokens[stage.name or ""] = {key: int(usage.get(key) or 0)
                                              for key in ("prompt_tokens", "completion_tokens")}
+        summary.count_stage(stage.name or "judge", usage, verdict.attempts)
         if run is not None:
             item.lm_stages += 1
             run.lm_asked += 1
@@ -452,6 +502,8 @@ class JobRun:
             line.update(extra)
         self.writer.write(line)
         self.summary.count(verdict, cached)
+        if item.tokens:
+            self.summary.count_item_tokens(item.tokens)
         if self.bar is not None:
             self.bar.update(1)
             summary = self.summary
@@ -478,6 +530,13 @@ def distinct(trajectories: Iterable[Trajectory | Spilled], limit: int | None, on
         yield trajectory
         if limit is not None and len(seen) >= limit:
             return  # never pull one more: the input stream (and a label join on it) stops at the limit
+
+
+def _max_tokens(lm: Any) -> int:
+    """The cap on one answer of `lm` (its ``max_tokens``; 0 when it has none)."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    value = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0
+    return int(value)
 
 
 def _named(stage: Stage) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from rubricforge_dspy.core.errors import RubricForgeError
 from rubricforge_dspy.core.verdict import Verdict
@@ -44,6 +47,36 @@ class BatchSummary:
     retried: int = 0  # abstentions for LM errors left by an earlier run, asked again
     fast_path: bool = False  # judged through `TrajectoryJudge.direct_call` on one event loop
     errors: dict[str, str | None] = field(default_factory=dict)  # one example error message per abstention kind
+    token_budget: dict[str, Any] | None = None  # `apply.budget.TokenBudget.to_dict` of a run with a budget
+    stage_tokens: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> prompt/completion/calls
+    item_totals: array[int] = field(default_factory=lambda: array("q"))  # each LM-judged line's tokens
+
+    def count_stage(self, stage: str, usage: dict[str, int] | None, attempts: int | None) -> None:
+        """Count one finished LM call of `stage` (a plain judge's one stage is "judge") and its reported usage."""
+        row = self.stage_tokens.setdefault(stage, {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0,
+                                                   "unreported": 0})
+        row["calls"] += attempts or 0
+        if usage is None:
+            row["unreported"] += 1
+            return
+        row["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+        row["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+
+    def count_item_tokens(self, tokens: dict[str, dict[str, int]]) -> None:
+        """Count one written line's tokens (stage -> prompt/completion of its LM calls), for `tokens_per_item`."""
+        self.item_totals.append(sum(int(t.get("prompt_tokens", 0)) + int(t.get("completion_tokens", 0))
+                                    for t in tokens.values()))
+
+    @property
+    def tokens_per_item(self) -> dict[str, float | int] | None:
+        """Tokens (prompt plus completion) per LM-judged line of this run: ``items``, ``mean``, ``p50``, ``p95``,
+        ``max``; None when no line's LM reported usage."""
+        if not self.item_totals:
+            return None
+        values = np.frombuffer(self.item_totals, dtype=np.int64)
+        return {"items": int(values.size), "mean": round(float(values.mean()), 1),
+                "p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
+                "max": int(values.max())}
 
     def count(self, verdict: Verdict, cached: bool) -> None:
         """Count one written verdict line (the one tally of online and Batch API judging)."""
@@ -57,6 +90,26 @@ class BatchSummary:
                 raise RubricForgeError("an abstention has its kind (`Verdict.__post_init__`)")
             self.abstained[kind] += 1
             self.errors.setdefault(kind, verdict.error)
+
+    def cost_lines(self) -> list[str]:
+        """The run's tokens per item, per stage (when a cascade has several) and its token budget, a line each."""
+        lines = []
+        per_item = self.tokens_per_item
+        if per_item is not None:
+            lines.append(f"tokens per item ({per_item['items']} LM-judged): mean {per_item['mean']:,} "
+                         f"p50 {per_item['p50']:,} p95 {per_item['p95']:,} max {per_item['max']:,}")
+        if len(self.stage_tokens) > 1:
+            lines.append("tokens by stage: " + ", ".join(
+                f"{name} {row['prompt_tokens'] + row['completion_tokens']:,} ({row['calls']} call(s))"
+                for name, row in self.stage_tokens.items()))
+        if self.token_budget is not None:
+            budget = self.token_budget
+            lines.append(f"token budget: spent {budget['spent']:,} of {budget['cap']:,} (left {budget['left']:,})"
+                         + ("; stopped before the cap" if budget["stopped"] else ""))
+            if budget.get("overruns"):
+                lines.append(f"warning: {budget['overruns']} call(s) spent more tokens than they reserved: the "
+                             "judge's bound (token_bound) is wrong and the cap may have been crossed")
+        return lines
 
     @property
     def n_abstained(self) -> int:
@@ -77,6 +130,8 @@ class BatchSummary:
             "throughput": round(self.throughput, 3), "program_sha256": self.program_sha256,
             "judge_fingerprint": self.judge_fingerprint, "model": self.model,
             "contradictions": self.contradictions, "retried": self.retried, "errors": dict(self.errors),
+            "tokens_per_item": self.tokens_per_item, "stage_tokens": self.stage_tokens,
+            "token_budget": self.token_budget,
         }
 
     def format(self) -> str:
@@ -92,6 +147,7 @@ class BatchSummary:
         if self.tokens:
             lines.append(f"tokens: prompt {self.tokens.get('prompt_tokens', 0):,} "
                          f"completion {self.tokens.get('completion_tokens', 0):,}")
+        lines.extend(self.cost_lines())
         for kind, error in sorted(self.errors.items()):
             lines.append(f"  e.g. {kind}: {str(error)[:200]}")
         lines.append(f"{self.wall_time:.1f}s, {self.throughput:.2f} verdicts/s -> {self.out_path}")

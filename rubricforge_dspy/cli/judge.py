@@ -20,6 +20,7 @@ from rubricforge_dspy.cli.integrations import (
     write_verdicts_to_mlflow,
 )
 from rubricforge_dspy.cli.lm_options import lm_from_args
+from rubricforge_dspy.cli.read_options import reading_judge
 from rubricforge_dspy.cli.stage_options import allow_import
 from rubricforge_dspy.core.errors import ENVIRONMENT_ERRNOS, InputError
 from rubricforge_dspy.lm.config import lm_name
@@ -124,6 +125,12 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     from rubricforge_dspy.judge.loading import load_judge
 
     cascade = _cascade_path(args)
+    if args.read != "budget" and (args.batch_api or args.ray is not None):
+        raise InputError(f"--read {args.read} runs here only (not with --batch-api or --ray): its judge makes several "
+                         "dependent LM calls per item, which one batch request per item cannot carry")
+    if cascade is not None and args.read != "budget":
+        raise InputError(f"--read {args.read} goes with --program, not a cascade: a cascade's stages read as they "
+                         "were saved (save a segments or explorer judge as a stage of the cascade instead)")
     report, tally = LoadReport(), LabelTally()
     preset = resolve(args)
     unverified = args.allow_unverified_program
@@ -143,12 +150,20 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
         judge = None if args.program is None else load_judge(args.program, allow_unverified=unverified,
                                                              allow_import=allow_import(args))
         render = judge_render(args, preset, lambda: judge.render_config if judge is not None else None)
+        if args.read != "budget":  # a segments or explorer judge from the program's rubric and render
+            judge = reading_judge(judge, args.read, render, args.program or "the seed rubric")
+            render = None  # the reading judge was made with it (an explorer's caps are sized from it)
     check_endpoints(args)
     join = LabelJoin(spec.labels_path, spec.label_rule) if spec.labels_path is not None else None
     common = {**spec.read_options(), "labels": join, "load_report": report,
               "on_trajectory": tally.add, "limit": spec.limit, "cache": False if args.no_cache else True}
     if cascade is not None:
         common.update(escalated_out=args.escalated_out, cascade_file=cascade)
+    if args.token_budget is not None:
+        if args.batch_api or args.ray is not None:
+            raise InputError("--token-budget is enforced by local runs only: a Ray or Batch API run cannot stop its "
+                             "calls in flight before the cap; drop --ray/--batch-api or --token-budget")
+        common["token_budget"] = args.token_budget
     if args.batch_api:
         summary = _judge_batch_api(args, spec, judge, render, common)
     elif args.ray is not None:
@@ -162,9 +177,11 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     else:
         with _lm(args, judge) as lm:
             if cascade is None:
+                reads = ("the program's" if render is None else str(render.max_tokens)) + " tokens"
+                if args.read != "budget" and judge is not None:  # the reading judge holds the render
+                    reads = f"--read {args.read}, {judge.render_config.max_tokens} tokens per call"
                 print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, render "
-                      f"{'the program' + chr(39) + 's' if render is None else render.max_tokens} tokens",
-                      file=sys.stderr)
+                      f"{reads}", file=sys.stderr)
             elif lm is not None:
                 print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
             summary = run_judge_file(judge, list(spec.paths), args.out, lm=lm, render_config=render,

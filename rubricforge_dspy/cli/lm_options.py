@@ -137,3 +137,22 @@ def lm_from_args(args: argparse.Namespace, reflection: bool = False,
         return
     with open_lms(*lm_configs(args, reflection_max_tokens=reflection_max_tokens)) as lms:
         yield lms
+
+
+def add_token_budget_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--token-budget N``: the most tokens a run's LM calls may spend (`apply.budget.TokenBudget`)."""
+    parser.add_argument("--token-budget", type=_positive_tokens, default=None, metavar="N",
+                        help="the most tokens (prompt + completion, as the LM reports them) this run's LM calls may "
+                             "spend: each call reserves its worst case (its prompt's bound + --max-tokens) first, and "
+                             "the run stops before the cap would be crossed (exit 5), keeping what it judged; re-run "
+                             "with a larger budget to judge the rest. Local runs only (not --ray/--batch-api)")
+
+
+def _positive_tokens(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of tokens, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 token, got {value}")
+    return value

@@ -22,6 +22,7 @@ joined by id) and --label-threshold (default: each format's own rule); see docs/
 Exit codes: 0 done; 2 bad input or environment (a file, a flag, a full disk, a path that cannot be
 written: one line says which and what to do); 3 a judge LM or server that cannot be used; 4 the answer
 is no (gate: the candidate may not replace the baseline; certify --recheck: the judge got worse);
+5 stopped before --token-budget would be crossed (what was judged is kept: re-run with a larger budget);
 1 a bug (its traceback is printed); 130 interrupted.
 """
 
@@ -58,17 +59,20 @@ from rubricforge_dspy.cli.integrations import (
     spool_from_mlflow,
 )
 from rubricforge_dspy.cli.judge import cmd_judge
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, add_token_budget_argument, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
+from rubricforge_dspy.cli.read_options import add_read_argument, reading_judge
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
+    EXIT_BUDGET,
     EXIT_BUG,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_NO,
     EXIT_SERVER,
     AnswerIsNo,
+    BudgetExhausted,
     InputError,
     RubricForgeDeprecationWarning,
     ServerError,
@@ -208,6 +212,11 @@ def cmd_induce(args: argparse.Namespace) -> int:
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 
     require_input(args)
+    if args.read != "budget":  # before anything is read or paid
+        for flag, given in (("--hybrid", args.hybrid), ("--max-false-pass", args.max_false_pass is not None)):
+            if given:
+                raise InputError(f"induce --read {args.read} does not take {flag}: the {args.read} judge has no "
+                                 "operating point (calibration, pass threshold, hybrid stack) yet")
     writable_file(args.out, "program (--out)")  # before anything is paid: not after the search
     spec = spool_from_mlflow(args, data_spec(args), args.out)
     trajectories, _ = _load(spec, "induce", need_labels=True)
@@ -220,10 +229,16 @@ def cmd_induce(args: argparse.Namespace) -> int:
     render = render_from_args(args, preset, init.render_config if args.init else None)
     print(f"preset {preset.name}: render {render.max_tokens} tokens, {preset.num_threads} GEPA "
           f"threads, budget {preset.budget}", file=sys.stderr)
+    if args.read != "budget":
+        init = reading_judge(init, args.read, render, args.init or "the seed rubric") or init
+    elif getattr(init, "read_mode", "budget") != "budget":
+        raise InputError(f"{args.init} is a {init.read_mode} judge: induce it with --read {init.read_mode}")
     config = InductionConfig(budget=preset.budget, minibatch=args.minibatch or preset.minibatch, seed=args.seed,
                              fp_weight=args.fp_weight, num_threads=preset.num_threads,
                              max_false_pass=args.max_false_pass,
                              calibration=None if args.calibration == "none" else args.calibration)
+    if args.read != "budget":
+        return _induce_reading(args, split, init, config)
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
@@ -233,6 +248,26 @@ def cmd_induce(args: argparse.Namespace) -> int:
         print(notes, file=sys.stderr)
     print(job.format_sweep())
     print(f"frozen: {args.out}")
+    return 0
+
+
+def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any) -> int:
+    """`induce --read segments|explore`: GEPA evolves the long-episode judge's instruction (every predictor), the
+    best is frozen in its own format (`load_judge` loads it). No operating point, hybrid stack or certificate
+    (`rubricforge certify` reads budgeted programs): said on stderr."""
+    from rubricforge_dspy.induction.inducer import induce
+    from rubricforge_dspy.pipeline.induce_job import InduceJobResult
+
+    with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
+        result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
+                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.certify:
+        print(f"not certified: certifying a {args.read} judge is not supported yet (the test split is left "
+              "unused); measure it with `rubricforge judge --program` on labeled data", file=sys.stderr)
+    print(InduceJobResult(split=split, induction=result, program=Path(args.out)).format_sweep())
+    print(f"frozen: {args.out} (a {args.read} judge)")
     return 0
 
 
@@ -404,11 +439,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the verdict JSONL (one line per item; the same --out again resumes where a run stopped)")
     p.add_argument("--limit", type=int, default=None, help="judge only the first N items of the input")
     add_preset_arguments(p)
+    add_read_argument(p)
     p.add_argument("--no-cache", action="store_true",
                    help="no verdict cache at all (DSPy's own response cache is always off for judging)")
     p.add_argument("--max-consecutive-errors", type=int, default=JUDGING_MAX_CONSECUTIVE_LM_ERRORS,
                    help="stop (exit 3, output resumable) after this many calls in a row fail with LM/network "
                         "errors; 0 never stops")
+    add_token_budget_argument(p)
     p.add_argument("--batch-api", action="store_true",
                    help="judge through the endpoint's OpenAI Batch API (/v1/files + /v1/batches): submit, poll, "
                         "ingest; re-running after a kill resumes the persisted batch (docs/SERVING.md)")
@@ -444,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
     add_preset_arguments(p, induction=True)
+    add_read_argument(p)
     p.add_argument("--sample-tasks", type=int, default=None,
                    help="use one trial of N seeded-random tasks (quick runs on slow LMs)")
     add_lm_arguments(p)
@@ -527,6 +565,7 @@ _EXITS: tuple[tuple[type[BaseException], int, str], ...] = (
     (InputError, EXIT_INPUT, "error: {error}"),
     (ServerError, EXIT_SERVER, "error: {kind}: {error}"),
     (AnswerIsNo, EXIT_NO, "no: {error}"),
+    (BudgetExhausted, EXIT_BUDGET, "stopped: {error}"),
 )
 
 
@@ -556,7 +595,8 @@ def _run(argv: list[str] | None = None) -> int:
     2 bad input (`InputError`: ``error: <message>``) or an environment that refuses (an `OSError` in
     `ENVIRONMENT_ERRNOS`: a full disk, a read-only file: ``error: <file>: <what> ...``), 3 a judge LM or
     server that cannot be used (`ServerError`), 4 the answer is no (`AnswerIsNo`: `gate`, `certify
-    --recheck`), 130 Ctrl-C; any other exception is a bug: its traceback is printed and the exit code is
+    --recheck`), 5 stopped at the token budget (`BudgetExhausted`: ``stopped: <message>``), 130 Ctrl-C; any
+    other exception is a bug: its traceback is printed and the exit code is
     1. With -v the traceback of an expected error is printed too, and so are DSPy's per-call error logs
     (`_quiet_dspy_call_errors`)."""
     try:
@@ -576,9 +616,10 @@ def _run(argv: list[str] | None = None) -> int:
         with progress_requested():  # long loops report on stderr (core.progress), never on stdout
             code: int = args.func(args)
             return code
-    except (InputError, ServerError, AnswerIsNo) as error:
+    except (InputError, ServerError, AnswerIsNo, BudgetExhausted) as error:
         kind, code, line = next(entry for entry in _EXITS if isinstance(error, entry[0]))
-        _report(error, line.format(error=error, kind=type(error).__name__), args.verbose and kind is not AnswerIsNo)
+        _report(error, line.format(error=error, kind=type(error).__name__),
+                args.verbose and kind not in (AnswerIsNo, BudgetExhausted))
         return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -16,7 +16,7 @@ from rubricforge_dspy.cli.integrations import (
     spool_from_mlflow,
     tag_label_next_in_mlflow,
 )
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, add_token_budget_argument, lm_from_args
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument, allow_import
 from rubricforge_dspy.core.errors import AnswerIsNo, InputError
 from rubricforge_dspy.core.files import writable_file
@@ -37,6 +37,9 @@ def cmd_certify(args: argparse.Namespace) -> int:
     from rubricforge_dspy.trust.certificate import format_certificate
     from rubricforge_dspy.trust.certify import certify_program, recheck_program
 
+    if args.token_budget is not None and (args.recheck or is_cascade_file(args.program)):
+        raise InputError("--token-budget goes with certifying a program (not --recheck, not a cascade, yet)")
+    _budget_needs_verdicts_out(args, "the program")
     if is_cascade_file(args.program):
         return _certify_cascade(args)
     if not args.recheck:  # the certificate is written into this program: refuse it before anything is paid
@@ -58,7 +61,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
         certificate = certify_program(args.program, trajectories, lm=lm, out_program=args.out_program,
                                       verdicts_out=args.verdicts_out, concurrency=args.concurrency,
                                       confidence=1.0 - args.alpha, seed=args.seed,
-                                      resamples=args.resamples, where=where, labelers=labelers)
+                                      resamples=args.resamples, where=where, labelers=labelers,
+                                      token_budget=args.token_budget)
     print("\n".join(format_certificate(certificate)))
     if "labelers" in certificate:
         from rubricforge_dspy.trust.certify import format_judge_vs_labelers
@@ -66,6 +70,18 @@ def cmd_certify(args: argparse.Namespace) -> int:
         print("\n".join(format_judge_vs_labelers(certificate["labelers"])))
     print(f"written to: {args.out_program or args.program}")
     return 0
+
+
+def _budget_needs_verdicts_out(args: argparse.Namespace, judged: str) -> None:
+    """Refuse ``--token-budget`` without ``--verdicts-out`` (where a run stopped at the budget keeps what it
+    judged, for the re-run to resume) or without a program judged now."""
+    if args.token_budget is None:
+        return
+    if not getattr(args, "program", None):
+        raise InputError(f"--token-budget caps the LM calls of judging {judged}: give {judged} or drop the budget")
+    if args.verdicts_out is None:
+        raise InputError("--token-budget needs --verdicts-out: a run stopped at the budget keeps its verdicts there, "
+                         "and the same command with a larger budget resumes from them")
 
 
 def _labelers(spec: DataSpec) -> dict[str, dict[str, int | None]] | None:
@@ -204,6 +220,7 @@ def cmd_label_next(args: argparse.Namespace) -> int:
 
     if not args.program and not args.verdicts:
         raise InputError("give --program (judged now) and/or --verdicts files")
+    _budget_needs_verdicts_out(args, "--program")
     require_input(args)
     if args.audit and not Path(args.out).exists():  # an existing --out is refused by its writer, saying so
         _audit_paths(args)  # refused now, not after judging
@@ -220,8 +237,7 @@ def cmd_label_next(args: argparse.Namespace) -> int:
             out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "v.jsonl")
             lm = stack.enter_context(lm_from_args(args))
             records = judge_labeled(load_judge(args.program, lm=lm, allow_import=allow_import(args)), trajectories, out,
-                                    lm=lm,
-                                    concurrency=args.concurrency)
+                                    lm=lm, concurrency=args.concurrency, token_budget=args.token_budget)
         judges = {args.program: {r["id"]: r for r in records}, **judges}
     main_name = next(iter(judges))
     ids = {t.id for t in trajectories}
@@ -291,6 +307,7 @@ def add_label_next_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
     p.add_argument("--criterion-verdicts", nargs="+", default=None,
                    help="verdict files of criterion ablations (rubric minus one criterion), named after it")
     p.add_argument("-k", type=int, default=20, help="how many to pick (default 20)")
+    add_token_budget_argument(p)
     p.add_argument("--out", required=True, help="new JSONL file, generic format, label and reward null")
     p.add_argument("--verdicts-out", default=None, help="keep the program's verdicts here")
     p.add_argument("--audit", type=int, default=50, metavar="N",
@@ -316,6 +333,7 @@ def add_certify_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--alpha", type=float, default=0.05, help="test level; intervals are (1 - alpha)")
     p.add_argument("--verdicts-out", default=None, help="keep the verdict JSONL here (default: a temp file)")
     p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
+    add_token_budget_argument(p)
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--resamples", type=int, default=2000, help="task-clustered bootstrap resamples")
     add_lm_arguments(p, reflection=False)

@@ -17,6 +17,9 @@
 - A question the command answers "no" to (`rubricforge gate`: the candidate may not replace the baseline;
   `rubricforge certify --recheck`: the judge got worse) raises `AnswerIsNo` once the answer is printed:
   ``no: <message>`` and exit **4** (`EXIT_NO`): never 1, which is a bug's.
+- A run stopped before its token budget would be crossed (`--token-budget`) raises `BudgetExhausted` once what
+  it judged is written: ``stopped: <message>`` and exit **5** (`EXIT_BUDGET`); a re-run with a larger budget
+  resumes and judges only the rest.
 
 A `RubricForgeError` that is neither (a judge's answer that is not a verdict, a cut completion) is
 handled inside the library; reaching the command line it, too, is a bug.
@@ -33,14 +36,16 @@ import errno
 import os
 
 __all__ = ["RubricForgeError", "InputError", "MissingFileError", "OutputExistsError", "MissingExtraError",
-           "ServerError", "AnswerIsNo", "RubricForgeWarning", "RubricForgeDeprecationWarning", "missing_file",
+           "ServerError", "AnswerIsNo", "BudgetExhausted", "RubricForgeWarning", "RubricForgeDeprecationWarning",
+           "missing_file",
            "EXIT_INPUT", "EXIT_SERVER",
-           "EXIT_BUG", "EXIT_NO", "EXIT_INTERRUPTED", "ENVIRONMENT_ERRNOS"]
+           "EXIT_BUG", "EXIT_NO", "EXIT_BUDGET", "EXIT_INTERRUPTED", "ENVIRONMENT_ERRNOS"]
 
 EXIT_BUG = 1          # an unexpected exception: a bug (traceback printed)
 EXIT_INPUT = 2        # InputError, or an OSError of the environment (ENVIRONMENT_ERRNOS)
 EXIT_SERVER = 3       # ServerError
 EXIT_NO = 4           # the answer is no: `gate` refuses the candidate, `certify --recheck` finds it worse
+EXIT_BUDGET = 5       # BudgetExhausted: a run stopped before its --token-budget would be crossed (resumable)
 EXIT_INTERRUPTED = 130  # KeyboardInterrupt (128 + SIGINT)
 
 # OSError numbers that say the environment refused (disk, permissions, paths), not that the code is wrong.
@@ -89,6 +94,12 @@ class AnswerIsNo(RubricForgeError):
     the baseline), `rubricforge certify --recheck` (the judge got significantly worse). Not a failure: the
     run worked and its answer is printed; the message says the answer in one line. The command line exits 4
     (`EXIT_NO`), which a CI step reads as "do not deploy"."""
+
+
+class BudgetExhausted(RubricForgeError):
+    """A run stopped before its token budget (`apply.budget.TokenBudget`) would be crossed: every verdict made is
+    written, nothing is lost, and a re-run with a larger budget resumes. The command line exits 5
+    (`EXIT_BUDGET`)."""
 
 
 class RubricForgeWarning(UserWarning):

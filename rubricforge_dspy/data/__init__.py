@@ -15,6 +15,8 @@ Modules:
   JMESPath field paths (`load_mapping`, ``load_trajectories(path, mapping=...)``, `register_mapping`);
 - :mod:`.labels`: read a label file and join it onto trajectories by id (`join_labels`, a `Joined` list
   with ``.report``);
+- :mod:`.label_ratings`: several labelers' labels, read and resolved to one per id (`LabelReading`,
+  `resolve_ratings`; re-exported by :mod:`.labels`);
 - :mod:`.examples`: the data as ``dspy.Example``s (`load_examples`, `to_examples`; imports DSPy);
 - :mod:`.label_checks`: loud checks on the labels a command is about to use (`LabelTally`);
 - :mod:`.stats`: counts of an input in one streaming pass (`DataStats`, `rubricforge stats`);

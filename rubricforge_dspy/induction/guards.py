@@ -21,11 +21,16 @@ from dspy.utils.exceptions import AdapterParseError
 
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.induction.memorization import Memorized
+from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.segments import SegmentsJudge
 from rubricforge_dspy.lm.circuit import LMCircuit
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError
 
-__all__ = ["CircuitJudge", "GuardedProposer"]
+__all__ = ["CircuitJudge", "CircuitSegmentsJudge", "CircuitExplorerJudge", "GuardedProposer", "ReadingJudge",
+           "reading_copy"]
+
+ReadingJudge = SegmentsJudge | ExplorerJudge  # the long-episode judges induction evolves (docs/LONG_EPISODES.md)
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +44,50 @@ class CircuitJudge(TrajectoryJudge):
         if self.circuit is None:
             return super().forward(trajectory)
         return self.circuit.call(super().forward, trajectory)
+
+
+class CircuitSegmentsJudge(SegmentsJudge):
+    """The segments judge with the circuit breaker on LM errors, as `CircuitJudge`."""
+
+    circuit: LMCircuit | None = None
+
+    def forward(self, trajectory: Trajectory | str, read_sha256: str | None = None) -> dspy.Prediction:
+        if self.circuit is None:
+            return super().forward(trajectory, read_sha256)
+        return self.circuit.call(super().forward, trajectory, read_sha256)
+
+
+class CircuitExplorerJudge(ExplorerJudge):
+    """The explorer judge with the circuit breaker on LM errors, as `CircuitJudge`."""
+
+    circuit: LMCircuit | None = None
+
+    def forward(self, trajectory: Trajectory | str, read_sha256: str | None = None) -> dspy.Prediction:
+        if self.circuit is None:
+            return super().forward(trajectory, read_sha256)
+        return self.circuit.call(super().forward, trajectory, read_sha256)
+
+
+def reading_copy(judge: ReadingJudge, circuit: bool = False) -> ReadingJudge:
+    """A new judge reading as `judge` does (its settings, and every predictor's instruction and demos: GEPA may
+    have evolved them apart), without its LM or manifest: a `SegmentsJudge` or an `ExplorerJudge`, or with
+    `circuit` the `CircuitSegmentsJudge`/`CircuitExplorerJudge` GEPA evaluates."""
+    copy: ReadingJudge
+    if isinstance(judge, SegmentsJudge):
+        make_segments = CircuitSegmentsJudge if circuit else SegmentsJudge
+        copy = make_segments(judge.rubric, render_config=judge.render_config, overlap=judge.overlap,
+                             adapter=judge.adapter)
+    else:
+        make_explorer = CircuitExplorerJudge if circuit else ExplorerJudge
+        copy = make_explorer(judge.rubric, max_iters=judge.max_iters, max_prompt_tokens=judge.max_prompt_tokens,
+                             render_config=judge.render_config, adapter=judge.adapter)
+    for (mine_name, mine), (theirs_name, theirs) in zip(copy.named_predictors(), judge.named_predictors(),
+                                                        strict=True):
+        if mine_name != theirs_name:
+            raise TypeError(f"predictor {mine_name!r} copied from {theirs_name!r}")  # a bug, not input
+        mine.signature = theirs.signature
+        mine.demos = list(theirs.demos)
+    return copy
 
 
 class GuardedProposer(InstructionProposer):  # type: ignore[misc]  # dspy ships no type information (no py.typed)

@@ -10,6 +10,7 @@ The names of `search` are re-exported here.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.examples import to_examples
+from rubricforge_dspy.evidence.render import RENDER_VERSION
+from rubricforge_dspy.induction.guards import ReadingJudge, reading_copy
 from rubricforge_dspy.induction.search import (  # noqa: F401 - re-exported: the induction API lived here
     MIN_VAL_ITEMS,
     REFLECTION_PROMPT,
@@ -34,14 +37,17 @@ from rubricforge_dspy.induction.search import (  # noqa: F401 - re-exported: the
     verdict_outcome,
 )
 from rubricforge_dspy.induction.teleprompter import RubricInducer
+from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.segments import SegmentsJudge
+from rubricforge_dspy.lm.fingerprint import package_version
 from rubricforge_dspy.program.store import CERTIFICATE_KEY, data_fingerprint, data_ids, freeze
 
 __all__ = ["induce", "freeze_induced", "InductionConfig", "InductionResult", "REFLECTION_PROMPT",
            "make_feedback_metric", "rendered_examples", "validation_metrics", "verdict_outcome"]
 
 
-def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str | None = None,
+def freeze_induced(judge: TrajectoryJudge | ReadingJudge, out_path: str | Path, *, lm_name: str | None = None,
                    parent_rubric_sha256: str | None = None) -> dict[str, Any]:
     """Freeze a judge `RubricInducer.compile` returned at `out_path`, with the induction's manifest
     (settings, sweep, operating point, validation metrics, the data it saw), from ``judge.detailed_results``,
@@ -74,8 +80,8 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
                          f"(sha256 {str(certificate.get('rubric_sha256'))[:12]}) than the judge's "
                          f"({rubric_sha256(judge.rubric)[:12]}): the rubric changed after compile; freeze the "
                          "compiled judge as returned, or certify the changed one (`rubricforge certify`)")
-    return freeze(
-        judge, out_path, lm=lm_name, data_fingerprint=data_fingerprint([*details.train, *details.val]),
+    fields: dict[str, Any] = dict(
+        lm=lm_name, data_fingerprint=data_fingerprint([*details.train, *details.val]),
         seen=data_ids([*details.train, *details.val]),
         metrics={"val_score": details.sweep[best]["val_score"],
                  "seed_val_agreement": details.sweep[0]["val_agreement"], **details.val_metrics},
@@ -90,6 +96,27 @@ def freeze_induced(judge: TrajectoryJudge, out_path: str | Path, *, lm_name: str
                "sweep": details.sweep, **details.operating_point,
                **({CERTIFICATE_KEY: certificate} if certificate else {})},
     )
+    if isinstance(judge, (SegmentsJudge, ExplorerJudge)):
+        return _freeze_reader(judge, out_path, **fields)
+    return freeze(judge, out_path, **fields)
+
+
+def _freeze_reader(judge: ReadingJudge, out_path: str | Path, *, lm: str | None, data_fingerprint: str,
+                   seen: dict[str, Any], metrics: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Save a long-episode judge (its own JSON document, `judge.save`) with the induction's manifest: the fields a
+    program's manifest has (`program.store.build_manifest`) but the single signature, and how it reads."""
+    manifest = {
+        "rubric": judge.rubric, "rubric_sha256": judge.rubric_sha256, "read": judge.read_mode,
+        "reading": judge.reading_settings(),
+        "render": {"max_tokens": judge.render_config.max_tokens, "max_step_chars": judge.render_config.max_step_chars,
+                   "version": RENDER_VERSION},
+        "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"), "dspy": package_version("dspy")},
+        "induced_with_lm": lm, "data_fingerprint": data_fingerprint, "data_seen": seen,
+        "created_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(), "metrics": metrics, **extra,
+    }
+    judge.manifest = manifest
+    judge.save(out_path)
+    return manifest
 
 
 def induce(
@@ -99,7 +126,7 @@ def induce(
     judge_lm: dspy.LM,
     reflection_lm: dspy.LM,
     config: InductionConfig = InductionConfig(),
-    init: TrajectoryJudge | None = None,
+    init: TrajectoryJudge | ReadingJudge | None = None,
     log_dir: str | Path | None = None,
     out_path: str | Path | None = None,
     lm_name: str | None = None,
@@ -117,7 +144,8 @@ def induce(
         reflection_lm: the LM GEPA proposes new rubrics with.
         config: budget, minibatch, seed, false-pass weight and the other settings (`InductionConfig`).
         init: the judge to start from (its rubric, render configuration and adapter); default a
-            `TrajectoryJudge` with `SEED_RUBRIC`.
+            `TrajectoryJudge` with `SEED_RUBRIC`. A `SegmentsJudge` or an `ExplorerJudge` is evolved as such
+            (every predictor, no operating point) and frozen in its own format (`load_judge` loads it).
         log_dir: GEPA's checkpoint directory, stamped with the data and settings of this run.
         out_path: when given, the best judge is frozen there (`freeze_induced`) with the induction's manifest.
         lm_name: the judge LM's name, recorded in the manifest as ``induced_with_lm``.
@@ -133,7 +161,11 @@ def induce(
         JudgeUnavailableError: the judge LM failed too many times in a row, or the reflection LM failed.
     """
     seed = init if init is not None else TrajectoryJudge()
-    student = TrajectoryJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
+    student: TrajectoryJudge | ReadingJudge
+    if isinstance(seed, (SegmentsJudge, ExplorerJudge)):
+        student = reading_copy(seed)
+    else:
+        student = TrajectoryJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
     student.set_lm(judge_lm)
     inducer = RubricInducer.from_config(config, reflection_lm=reflection_lm, log_dir=log_dir)
     judge = inducer.compile(student, trainset=to_examples(train), valset=to_examples(val))

@@ -49,11 +49,13 @@ from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
-from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer
+from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer, ReadingJudge, reading_copy
 from rubricforge_dspy.induction.memorization import Memorized
 from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
+from rubricforge_dspy.judge.segments import SegmentsJudge
 from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.lm.copies import sized_lm
@@ -121,7 +123,7 @@ class InductionResult:
     rejected by the memorization guard, LM errors, the operating point, and with a testset its metrics and
     certificate."""
 
-    judge: TrajectoryJudge
+    judge: TrajectoryJudge | ReadingJudge
     sweep: list[dict[str, Any]]
     best_index: int
     beat_seed: bool
@@ -167,6 +169,22 @@ def rendered_examples(trajectories: list[Trajectory], render_config: RenderConfi
         ).with_inputs("trajectory")
         for t, label in zip(trajectories, _labels(trajectories, "GEPA's examples"), strict=True)
     ]
+
+
+def trajectory_examples(trajectories: list[Trajectory]) -> list[dspy.Example]:
+    """Labeled examples for GEPA over a long-episode judge (`judge.segments`, `judge.explorer`), which reads the
+    steps itself: the program input `trajectory` is the `Trajectory` (its observable steps are all such a judge
+    reads: never the label, reward or hidden fields)."""
+    return [
+        dspy.Example(trajectory=t, label=label, id=t.id, evidence=extract_symptoms(t).lines()).with_inputs("trajectory")
+        for t, label in zip(trajectories, _labels(trajectories, "GEPA's examples"), strict=True)
+    ]
+
+
+def _whole_text(trajectory: Trajectory, config: RenderConfig) -> str:
+    """Every step of `trajectory` as rendered, nothing elided (what the memorization guard compares candidate
+    rubrics with, for a judge that reads the whole episode)."""
+    return render_trajectory(trajectory, dataclasses.replace(config, max_tokens=10**9))
 
 
 def verdict_outcome(label: int, pred: Any) -> str:
@@ -236,14 +254,17 @@ def sweep_table(detailed: Any) -> list[dict[str, Any]]:
     """One row per accepted candidate (seed first, then children in acceptance order)."""
     rows = []
     for index, candidate in enumerate(detailed.candidates):
-        rubric = candidate.judge.signature.instructions
+        rubric = candidate.rubric
+        # a long-episode judge's identity is every predictor's instruction (GEPA may evolve them apart)
+        reading = isinstance(candidate, (SegmentsJudge, ExplorerJudge))
+        digest = candidate.rubric_sha256 if reading else rubric_sha256(rubric)
         rows.append({
             "candidate": index,
             "parents": [p for p in (detailed.parents[index] or []) if p is not None],
             "val_score": round(float(detailed.val_aggregate_scores[index]), 6),
             "val_agreement": round(_agreement(detailed.val_subscores[index]), 6),
             "discovered_at_metric_call": int(detailed.discovery_eval_counts[index]),
-            "rubric_sha256": rubric_sha256(rubric),
+            "rubric_sha256": digest,
             "rubric_chars": len(rubric),
         })
     return rows
@@ -372,9 +393,9 @@ def check_induction_data(train: list[Trajectory], val: list[Trajectory], config:
 
 
 
-def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[dspy.Example], *,
+def _compile(student: CircuitJudge | ReadingJudge, trainset: list[dspy.Example], valset: list[dspy.Example], *,
              judge_lm: dspy.BaseLM, reflection_lm: dspy.BaseLM, config: InductionConfig, proposer: GuardedProposer,
-             checkpoint: GEPACheckpoint | None, resume: str) -> TrajectoryJudge:
+             checkpoint: GEPACheckpoint | None, resume: str) -> TrajectoryJudge | ReadingJudge:
     """dspy.GEPA's compile of `student` under `judge_lm`, its failures as `JudgeUnavailableError`: the judge
     LM's circuit opened (`student.circuit`), or the reflection LM failed (`resume` says how to go on)."""
     # GEPA's run dir is a private directory (`GEPACheckpoint`): GEPA never reads the user's log dir
@@ -393,12 +414,15 @@ def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[d
             log_dir=run_dir,
             track_stats=True,
             seed=config.seed,
+            # a long-episode judge's predictors (window reader and verdict) all carry the rubric: one proposal each
+            component_selector="round_robin" if isinstance(student, TrajectoryJudge) else "all",
             gepa_kwargs={"callbacks": [checkpoint], "stop_callbacks": [FileStopper(checkpoint.stop_file())]}
             if checkpoint is not None else None,
         )
         try:
             with dspy.context(lm=judge_lm):
-                compiled: TrajectoryJudge = optimizer.compile(student, trainset=trainset, valset=valset)
+                compiled: TrajectoryJudge | ReadingJudge = optimizer.compile(student, trainset=trainset,
+                                                                             valset=valset)
                 return compiled
         except CircuitOpen as abort:  # raised by `student.circuit`, its last error an outage exception
             last = student.circuit.last if student.circuit is not None else None
@@ -410,7 +434,8 @@ def _compile(student: CircuitJudge, trainset: list[dspy.Example], valset: list[d
                 f"--reflection-api-base/--reflection-model); {resume}.") from error
 
 
-def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: TrajectoryJudge, judge_lm: dspy.BaseLM,
+def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: TrajectoryJudge | ReadingJudge,
+               judge_lm: dspy.BaseLM,
                reflection_lm: dspy.BaseLM, config: InductionConfig,
                log_dir: str | Path | None = None) -> InductionResult:
     """GEPA over `seed`'s rubric on labeled `train`, selection and operating point on `val`.
@@ -429,11 +454,21 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     circuit = LMCircuit(config.max_consecutive_lm_errors, describe_lm(judge_lm),
                         advice=f"Check the judge LM's endpoint and model (api_base=, model=; command line: "
                                f"--api-base/--model) and that the server is up; {resume}.")
-    student = CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
+    student: CircuitJudge | ReadingJudge
+    if isinstance(seed, (SegmentsJudge, ExplorerJudge)):  # reads the Trajectory itself: GEPA's input is it
+        if config.max_false_pass is not None:
+            raise InputError(f"max_false_pass (--max-false-pass) needs an operating point, which the {seed.read_mode} "
+                             "judge does not have yet: induce it without a false-pass cap")
+        student = reading_copy(seed, circuit=True)
+        trainset, valset = trajectory_examples(train), trajectory_examples(val)
+        texts = [_whole_text(t, student.render_config) for t in train]
+    else:
+        student = CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
+        trainset = rendered_examples(train, student.render_config)
+        valset = rendered_examples(val, student.render_config)
+        texts = [ex.trajectory for ex in trainset]
     student.circuit = circuit
-    trainset = rendered_examples(train, student.render_config)
-    valset = rendered_examples(val, student.render_config)
-    guard = Memorized([ex.trajectory for ex in trainset], allowed=[seed.rubric, SEED_RUBRIC, REFLECTION_PROMPT])
+    guard = Memorized(texts, allowed=[seed.rubric, SEED_RUBRIC, REFLECTION_PROMPT])
 
     checkpoint = None
     if log_dir is not None:  # refuses a log dir or a checkpoint that is not this run's, unpickling nothing
@@ -453,16 +488,26 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         row["val_false_pass_rate"] = None if rate is None else round(rate, 6)
     best_index, selection, reason = select_candidate(sweep, config)
     best = detailed.candidates[best_index]
-    judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config,
-                            adapter=seed.adapter)
+    judge: TrajectoryJudge | ReadingJudge
+    if isinstance(best, (SegmentsJudge, ExplorerJudge)):
+        judge = reading_copy(best)
+        judge.adapter = seed.adapter
+    else:
+        judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config,
+                                adapter=seed.adapter)
     if guard.rejected:
         logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
 
     with dspy.context(lm=judge_lm):
         raw = [judge_verdict(judge, t) for t in val]
-    operating = fit_operating_point(judge, raw, val, config)
-    verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
-                if judge.calibration is not None else v for v in raw]
+    if isinstance(judge, TrajectoryJudge):
+        operating = fit_operating_point(judge, raw, val, config)
+        verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
+                    if judge.calibration is not None else v for v in raw]
+    else:
+        operating = {"notes": [f"no calibration: the {judge.read_mode} judge has no operating point yet (its raw "
+                               "score decides)"] if config.calibration is not None else []}
+        verdicts = raw
     notes = [*selection, *operating.pop("notes")]
     one_class_val = len({t.label for t in val}) < 2
     for note in notes:
@@ -473,7 +518,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     return InductionResult(
         judge=judge, sweep=sweep, best_index=best_index, beat_seed=best_index != 0, rejected=list(guard.rejected),
         lm_errors=circuit.total, notes=notes, val_verdicts=raw,
-        candidates=[c.judge.signature.instructions for c in detailed.candidates], selection=reason,
+        candidates=[c.rubric for c in detailed.candidates], selection=reason,
         operating_point=operating, val_metrics=validation_metrics(verdicts, val),
         metric_calls=detailed.total_metric_calls, reflection_failures=len(proposer.failures),
         reflection_lm=getattr(reflection_lm, "model", None), config=config, train=list(train), val=list(val),

@@ -31,6 +31,7 @@ from rubricforge_dspy.core.presets import LIBRARY
 from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import split_by_task
+from rubricforge_dspy.induction.guards import ReadingJudge
 from rubricforge_dspy.induction.search import (
     InductionConfig,
     InductionResult,
@@ -39,7 +40,9 @@ from rubricforge_dspy.induction.search import (
     validation_metrics,
 )
 from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.segments import SegmentsJudge
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.program.store import data_fingerprint
 
@@ -187,15 +190,17 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
         """An inducer with the settings of `config` (an `InductionConfig`)."""
         return cls(reflection_lm=reflection_lm, log_dir=log_dir, **dataclasses.asdict(config), **options)
 
-    def compile(self, student: TrajectoryJudge, *, trainset: list[dspy.Example], teacher: None = None,
+    def compile(self, student: TrajectoryJudge | ReadingJudge, *, trainset: list[dspy.Example], teacher: None = None,
                 valset: list[dspy.Example] | None = None, testset: list[dspy.Example] | None = None,
-                **kwargs: Any) -> TrajectoryJudge:
+                **kwargs: Any) -> TrajectoryJudge | ReadingJudge:
         """Evolve `student`'s rubric on `trainset`, choose on `valset`, fit the operating point there.
 
         Args:
             student: the judge to start from: its rubric is GEPA's seed candidate, its render and adapter
                 are kept (a loaded program recompiles from its own rubric). Its LM (``student.set_lm``),
-                else ``dspy.settings.lm``, is the judge LM.
+                else ``dspy.settings.lm``, is the judge LM. A long-episode judge (`judge.segments.SegmentsJudge`,
+                `judge.explorer.ExplorerJudge`) is evolved too: GEPA is given the `Trajectory` (it reads the
+                steps itself), proposes for every predictor, and no operating point is fit (it has none yet).
             trainset: labeled examples GEPA reflects on
                 (``dspy.Example(trajectory=<Trajectory>, label=0|1).with_inputs("trajectory")``).
             teacher: not used (DSPy's `Teleprompter` signature); must be None.
@@ -208,10 +213,11 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
             **kwargs: none are accepted.
 
         Returns:
-            A new `TrajectoryJudge` with the chosen rubric and operating point, the student's LM and
-            render, and ``detailed_results``: an `InductionResult` (candidates, sweep, ``best_index`` and
-            ``selection`` (why), ``operating_point``, ``val_metrics``, rejected candidates, LM errors,
-            notes, GEPA's own result as ``gepa``, and the test metrics and certificate).
+            A new judge of the student's kind (`TrajectoryJudge`, or the long-episode judge) with the chosen
+            rubric and operating point, the student's LM and render, and ``detailed_results``: an
+            `InductionResult` (candidates, sweep, ``best_index`` and ``selection`` (why), ``operating_point``,
+            ``val_metrics``, rejected candidates, LM errors, notes, GEPA's own result as ``gepa``, and the test
+            metrics and certificate).
 
         Raises:
             InputError: a bad example (named by set, index and id), no judge LM, data that cannot work
@@ -221,9 +227,9 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
         if teacher is not None or kwargs:
             raise InputError(f"RubricInducer.compile takes no teacher or {sorted(kwargs)}: the judge LM is the "
                              "student's (student.set_lm) or dspy.settings.lm")
-        if not isinstance(student, TrajectoryJudge):
-            raise InputError(f"student must be a TrajectoryJudge (e.g. TrajectoryJudge() or a loaded program), "
-                             f"got {type(student).__name__}")
+        if not isinstance(student, (TrajectoryJudge, SegmentsJudge, ExplorerJudge)):
+            raise InputError(f"student must be a TrajectoryJudge (e.g. TrajectoryJudge() or a loaded program), a "
+                             f"SegmentsJudge or an ExplorerJudge, got {type(student).__name__}")
         train = examples_to_trajectories(trainset, "trainset")
         val = examples_to_trajectories(valset, "valset") if valset is not None else None
         test = examples_to_trajectories(testset, "testset") if testset is not None else []
@@ -253,7 +259,7 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
         judge.detailed_results = result
         return judge
 
-    def _measure(self, judge: TrajectoryJudge, test: list[Trajectory], judge_lm: dspy.BaseLM,
+    def _measure(self, judge: TrajectoryJudge | ReadingJudge, test: list[Trajectory], judge_lm: dspy.BaseLM,
                  result: InductionResult) -> None:
         """The returned judge's verdicts on the testset, its metrics and (with `certify`) its certificate."""
         with dspy.context(lm=judge_lm):

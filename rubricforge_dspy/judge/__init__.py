@@ -20,7 +20,8 @@ Modules:
 - :mod:`.cascade`: `Cascade`, judges in order (the free floor first), each deciding only past its
   certified thresholds, the rest escalated to a person (`trust.cascade.fit_cascade` fits it);
 - :mod:`.recorded`: any judge as a stage: `RecordedJudge` (another tool's verdicts, looked up by id, frozen
-  by the file's sha256) and `CallableJudge` (a callable returning a Verdict, saved by import path);
+  by the file's sha256; its lines' rules in :mod:`.recorded_lines`) and `CallableJudge` (a callable returning a
+  Verdict, saved by import path);
 - :mod:`.baselines`: the baseline judges of the evaluation protocol;
 - :mod:`.metric`: `as_metric`: the judge as a DSPy metric (a reward proxy).
 

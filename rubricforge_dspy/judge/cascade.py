@@ -219,7 +219,7 @@ class Cascade(BaseJudge):
         name = self.rules[k].name
         reason = " ".join(f"[{name}] {verdict.reason}".split())[:REASON_MAX_CHARS]
         return Verdict(passed=passed, score=verdict.score, reason=reason, score_calibrated=confidence,
-                       attempts=verdict.attempts)
+                       attempts=verdict.attempts, evidence=verdict.evidence)  # what the deciding stage read
 
     def _escalated(self, handed: list[str], last: tuple[str, float] | None = None) -> Verdict:
         """The escalation: an abstention of kind ``"escalated"`` whose ``score_calibrated`` is the confidence of

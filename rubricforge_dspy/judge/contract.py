@@ -134,6 +134,14 @@ class BaseJudge(dspy.Module):  # type: ignore[misc]  # (dspy is untyped: its cla
     needs_trajectory: bool = False
     kind: str | None = None
 
+    def token_bound(self, inputs: dict[str, Any], max_tokens: int) -> int | None:
+        """The most tokens (prompt plus completion) one attempt at judging `inputs` may spend, for a run's token
+        budget (`apply.budget`); None (the default): one LM call per predictor, bounded by the runner
+        (`apply.budget.prompt_bound` plus `max_tokens`). A judge that makes several calls per item (a segment
+        or explorer judge) returns its own bound: a call spending more than its reservation is counted as an
+        overrun in the run's summary."""
+        return None
+
     @property
     def calls_lm(self) -> bool:
         """Whether the stage calls an LM (it has a predictor); a floor, a recorded or Python stage does not."""

@@ -71,6 +71,8 @@ def judge_parts(judge: dspy.Module, lm: dspy.BaseLM | None) -> dict[str, Any]:
         "lm": lm_settings(lm),
         "render": _render_parts(render),
         "operating_point": judge.operating_point() if hasattr(judge, "operating_point") else None,
+        # how a long-episode judge reads (windows, overlap, caps): a verdict read otherwise is not reused
+        "reading": judge.reading_settings() if hasattr(judge, "reading_settings") else None,
         "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"), "dspy": package_version("dspy")},
     }
 

@@ -27,10 +27,12 @@ from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarni
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.judge.cascade import is_cascade_file, read_cascade
 from rubricforge_dspy.judge.contract import BaseJudge
+from rubricforge_dspy.judge.explorer import EXPLORER_KIND, ExplorerJudge
 from rubricforge_dspy.judge.floor import FLOOR_KIND, FloorError, FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.hybrid import HYBRID_KEY, RECORDED_HYBRID_KIND, HybridJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.recorded import PYTHON_STAGE_KIND, RECORDED_KIND, RecordedJudge, load_python_stage
+from rubricforge_dspy.judge.segments import SEGMENTS_KIND, SegmentsJudge
 from rubricforge_dspy.judge.stage_kinds import register_stage_kind, spec_kind, stage_kind
 from rubricforge_dspy.program.store import ProgramError, read_json_document
 
@@ -64,6 +66,10 @@ register_stage_kind(RECORDED_KIND, suffix=".jsonl",
 register_stage_kind(RECORDED_HYBRID_KIND, load=_recorded_hybrid, description="a hybrid stack over a recorded stage")
 register_stage_kind(PYTHON_STAGE_KIND, load=lambda data, path, *, allow_import=False, **_: load_python_stage(
     data, path, allow_import), description="a Python callable or judge, imported by name (only when allowed)")
+register_stage_kind(SEGMENTS_KIND, load=lambda data, path, **_: SegmentsJudge.from_file(path),
+                    description="an LLM judge reading a long episode in windows (every step read; --read segments)")
+register_stage_kind(EXPLORER_KIND, load=lambda data, path, **_: ExplorerJudge.from_file(path),
+                    description="an LLM judge exploring the episode with read-only tools (--read explore)")
 
 
 def _stage_document(path: Path) -> dict[str, Any] | None:

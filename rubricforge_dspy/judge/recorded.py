@@ -64,9 +64,7 @@ inside another, anything in ``__main__``) cannot be saved: `import_path_of` says
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import math
 import os
 import sys
 import threading
@@ -77,127 +75,36 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import dspy
 import orjson
 
-from rubricforge_dspy.core.cascade import ESCALATED
-from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg, regular_file
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import (
-    PASS_THRESHOLD,
-    REASON_MAX_CHARS,
-    Verdict,
-    VerdictLineError,
-    check_line,
-    read_lines,
-)
+from rubricforge_dspy.core.verdict import Verdict, VerdictLineError, check_line, read_lines
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.contract import BaseJudge, JudgeT, trajectory_input, verdict_prediction
 from rubricforge_dspy.judge.fingerprint import digest
+from rubricforge_dspy.judge.recorded_lines import (
+    HANDED_ON,
+    RecordedContradictionWarning,
+    checked_levels,
+    confidence_levels_of,
+    duplicate_id_error,
+    file_sha256,
+    recorded_confidence,
+    recorded_contradiction,
+    recorded_verdict,
+)
 from rubricforge_dspy.program.store import OVERRIDE_HINT, ProgramError, UnverifiedProgramWarning
 
 __all__ = ["RECORDED_KIND", "PYTHON_STAGE_KIND", "HANDED_ON", "RecordedJudge", "CallableJudge", "as_stage",
            "import_path_of", "resolve_import", "load_python_stage", "save_python_stage", "recorded_verdict",
            "recorded_confidence", "recorded_contradiction", "RecordedContradictionWarning", "file_sha256"]
+# HANDED_ON, recorded_verdict, recorded_confidence, recorded_contradiction, RecordedContradictionWarning and
+# file_sha256 are defined in judge.recorded_lines (the verdict lines' rules) and re-exported here.
 
 RECORDED_KIND = "rubricforge.recorded_judge"
 PYTHON_STAGE_KIND = "rubricforge.python_stage"
 VERSION = 1
-# The error kind of a recorded stage's hand-on (no line for the id, or an abstained line): not an LM error
-# (`lm.errors.LM_ERROR_KINDS`), so a cascade hands the item on instead of recording an LM failure.
-HANDED_ON = ESCALATED
 _COUNT_LOCK = threading.Lock()  # module-level: a lock on the module would not survive dspy's deepcopy
-# the largest confidence a fail line can have: strictly below PASS_THRESHOLD, so no t_pass >= 0.5 passes it
-_BELOW_PASS = math.nextafter(PASS_THRESHOLD, 0.0)
-
-
-class RecordedContradictionWarning(RubricForgeWarning):
-    """Some lines of a recorded stage's verdicts have a score that contradicts their verdict: the stage hands
-    those items on (`RecordedJudge.contradiction_note` says how many)."""
-
-
-def recorded_contradiction(passed: bool, score: float, score_calibrated: float | None = None,
-                           declared: bool = False) -> bool:
-    """Whether a recorded verdict line contradicts itself: it says so (`declared`, its ``contradiction``
-    field), or it has no calibrated score and ``passed`` is not ``score >= PASS_THRESHOLD`` (the rule of
-    `core.verdict`, `Verdict.from_answer`). A line with a calibrated score may have been decided on it at
-    another threshold (a false-pass cap): only its own flag counts then."""
-    if declared:
-        return True
-    return score_calibrated is None and bool(passed) != (float(score) >= PASS_THRESHOLD)
-
-
-def recorded_confidence(passed: bool, score: float, score_calibrated: float | None = None) -> float:
-    """A recorded stage's confidence that the item passed, from the tool's verdict and score: the score
-    (``score_calibrated``, else ``score``) kept on its verdict's side of PASS_THRESHOLD: a pass's confidence is
-    ``max(score, 0.5)`` in [0.5, 1], a fail's ``min(score, 0.5-)`` in [0, 0.5). Non-decreasing in the score
-    within a verdict, the score itself wherever it agrees with the verdict, so every threshold pair with
-    ``t_fail < 0.5 <= t_pass`` keeps the verdict or hands it on, never reverses it."""
-    value = float(score_calibrated if score_calibrated is not None else score)
-    return max(value, PASS_THRESHOLD) if passed else min(value, _BELOW_PASS)
-
-
-def file_sha256(path: PathArg) -> str:
-    """sha256 of a file's bytes, read in chunks."""
-    digest_ = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest_.update(chunk)
-    return digest_.hexdigest()
-
-
-def recorded_verdict(line: Mapping[str, Any], where: str) -> Verdict:
-    """The `Verdict` a verdict line records, as a stage reads it: a produced verdict with the tool's
-    ``passed`` and ``score``, its ``score_calibrated`` the stage's confidence (`recorded_confidence`; left
-    None when that is the score itself); a line whose score contradicts its verdict
-    (`recorded_contradiction`) as a contradiction (resolved to a fail, as `core.verdict`'s rule does; a stage
-    hands it on); an abstained line as a hand-on (kind `HANDED_ON`, the recorded error in the message: another
-    tool's failure is never this stage's LM error). Raises `VerdictLineError` naming `where` for a line that is
-    not a verdict."""
-    line = check_line(line, where)
-    if line["abstained"]:
-        kind, error = line.get("error_kind"), line.get("error")
-        return Verdict.abstention(f"recorded abstention ({kind or 'no kind'}): {error or 'no error given'}", HANDED_ON)
-    try:
-        passed, score = bool(line["passed"]), float(line["score"])
-        calibrated = None if line.get("score_calibrated") is None else float(line["score_calibrated"])
-        reason = " ".join(str(line.get("reason") or "").split())[:REASON_MAX_CHARS]
-        if recorded_contradiction(passed, score, calibrated, bool(line.get("contradiction", False))):
-            return Verdict(passed=False, score=score, reason=reason, contradiction=True, score_calibrated=calibrated)
-        confidence = recorded_confidence(passed, score, calibrated)
-        return Verdict(passed=passed, score=score, reason=reason,
-                       score_calibrated=None if calibrated is None and confidence == score else confidence)
-    except (TypeError, ValueError) as error:
-        raise VerdictLineError(f"{where}: not a verdict: {error} (id {line['id']})") from None
-
-
-def _duplicate(path: Path, number: int, ident: str) -> VerdictLineError:
-    """The error of a repeated id on line `number`, naming the line of its first occurrence (read again: the
-    stream keeps no line numbers)."""
-    first = next((line for line, record in read_lines(path) if record["id"] == ident), None)
-    error = VerdictLineError(f"{path}:{number}: duplicate id {ident!r}"
-                             + (f" (first on line {first})" if first else ""))
-    error.line = number
-    return error
-
-
-def _confidence(verdict: Verdict) -> float | None:
-    if verdict.abstained or verdict.contradiction:
-        return None
-    return float(verdict.score_calibrated if verdict.score_calibrated is not None else verdict.score)
-
-
-def _levels(verdicts: Iterable[Verdict]) -> tuple[float, ...] | None:
-    """(0.0, 1.0) when every produced confidence is 0 or 1 (a pass/fail tool), else None (continuous)."""
-    seen = {c for c in map(_confidence, verdicts) if c is not None}
-    return (0.0, 1.0) if seen <= {0.0, 1.0} else None
-
-
-def _checked_levels(levels: Any, where: str) -> tuple[float, ...] | None:
-    if levels is None:
-        return None
-    if not isinstance(levels, (list, tuple)) or not levels or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in levels):
-        raise ProgramError(f"{where}: confidence_levels must be null or a list of numbers in [0, 1], got {levels!r}")
-    return tuple(sorted({float(v) for v in levels}))
 
 
 class _TrajectoryStage(BaseJudge):
@@ -236,8 +143,8 @@ class RecordedJudge(_TrajectoryStage):
         self.path = None if path is None else Path(path)
         self.sha256 = sha256 if sha256 is not None or self.path is None else file_sha256(self.path)
         self.lines = None if lines is None else dict(lines)
-        self.confidence_levels = _levels(self.verdicts.values()) if confidence_levels == "auto" \
-            else _checked_levels(confidence_levels, source)
+        self.confidence_levels = confidence_levels_of(self.verdicts.values()) if confidence_levels == "auto" \
+            else checked_levels(confidence_levels, source)
         self.manifest = None
         self.stage_name = "recorded"
         self.contradiction_ids = sorted(ident for ident, v in self.verdicts.items() if v.contradiction)
@@ -287,7 +194,7 @@ class RecordedJudge(_TrajectoryStage):
         for number, line in read_lines(where):
             ident = line["id"]
             if ident in verdicts:
-                raise _duplicate(where, number, ident)
+                raise duplicate_id_error(where, number, ident)
             verdicts[ident] = recorded_verdict(line, f"{where}:{number}")
         return cls(verdicts, str(path), path=path, sha256=sha256,
                    confidence_levels=confidence_levels)._warn_contradictions()
@@ -423,7 +330,7 @@ class RecordedJudge(_TrajectoryStage):
                                    f"verdicts, or {OVERRIDE_HINT}")
             warnings.warn(f"{path}: {problem}; loaded anyway because unverified programs were allowed",
                           UnverifiedProgramWarning, stacklevel=3)
-        levels = _checked_levels(data.get("confidence_levels"), str(path))
+        levels = checked_levels(data.get("confidence_levels"), str(path))
         return cls.from_file(target, confidence_levels=levels, sha256=actual)
 
     def load(self: JudgeT, path: PathArg, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False,
@@ -606,7 +513,7 @@ def load_python_stage(data: Mapping[str, Any], path: Path, allow_import: bool = 
         value = resolve_import(target)
     except InputError as error:
         raise ProgramError(f"{path}: {error}") from None
-    levels = _checked_levels(data.get("confidence_levels"), str(path))
+    levels = checked_levels(data.get("confidence_levels"), str(path))
     if isinstance(value, BaseJudge):
         return value
     if callable(value) and not isinstance(value, type):

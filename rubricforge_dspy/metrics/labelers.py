@@ -113,9 +113,7 @@ def labeler_agreement(ratings: Any, *, confidence: float = 0.95, resamples: int 
     Raises:
         ValueError: an item is not a mapping, or a bad confidence / resample count.
     """
-    import warnings
-
-    from rubricforge_dspy.metrics.intervals import percentile_interval, resample_weights  # noqa: I001
+    from rubricforge_dspy.metrics.intervals import resample_weights
 
     all_items = list(ratings)
     rated = _multiply_rated(all_items)
@@ -146,17 +144,40 @@ def labeler_agreement(ratings: Any, *, confidence: float = 0.95, resamples: int 
     agree = (counts.max(axis=1) == m_u).astype(np.float64)
     point = np.ones((1, n))
     weights = np.concatenate([point, *resample_weights(n, resamples, seed)])  # row 0: the data as they are
+    alpha = _alpha_from_coincidences((weights @ coincidences.reshape(n, k * k)).reshape(-1, k, k))
+    return {
+        "items": n, "single": len(all_items) - n, "labelers": labelers,
+        "raw_agreement": _bootstrap_stat(_ratio(weights @ agree, weights.sum(axis=1)), confidence, "raw agreement"),
+        "alpha": _bootstrap_stat(alpha, confidence, "Krippendorff's alpha"),
+        "pairs": _pair_agreements(matrix, labelers, k, weights, confidence),
+        "interval": interval_info,
+    }
 
-    def stat(values: np.ndarray, what: str) -> dict[str, float]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=UserWarning)  # nan replicates are reported as nan bounds
-            low, high = percentile_interval(values[1:], confidence, what)
-        return {"value": float(values[0]), "low": low, "high": high}
 
-    def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+def _bootstrap_stat(values: np.ndarray, confidence: float, what: str) -> dict[str, float]:
+    """``{"value", "low", "high"}`` from a statistic's values, one per weights row: row 0 the data as they are,
+    the rest the bootstrap replicates (percentile interval)."""
+    import warnings
 
+    from rubricforge_dspy.metrics.intervals import percentile_interval
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)  # nan replicates are reported as nan bounds
+        low, high = percentile_interval(values[1:], confidence, what)
+    return {"value": float(values[0]), "low": low, "high": high}
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """``numerator / denominator`` elementwise, nan where the denominator is not positive."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+
+
+def _pair_agreements(matrix: np.ndarray, labelers: list[Any], k: int, weights: np.ndarray,
+                     confidence: float) -> list[dict[str, Any]]:
+    """One record per pair of labelers sharing items (``a``, ``b``, ``n``, ``agreement``, ``kappa``), each
+    statistic with its bootstrap interval over the rows of `weights` (item x labeler codes in `matrix`, -1: none)."""
+    n = matrix.shape[0]
     pairs = []
     for a in range(len(labelers)):
         for b in range(a + 1, len(labelers)):
@@ -169,18 +190,12 @@ def labeler_agreement(ratings: Any, *, confidence: float = 0.95, resamples: int 
             same = (matrix[:, a] == matrix[:, b]) & shared
             pairs.append({
                 "a": labelers[a], "b": labelers[b], "n": int(shared.sum()),
-                "agreement": stat(ratio(weights @ same.astype(float), weights @ shared.astype(float)),
-                                  f"agreement {labelers[a]}/{labelers[b]}"),
-                "kappa": stat(_kappa_from_confusion(confusion), f"kappa {labelers[a]}/{labelers[b]}"),
+                "agreement": _bootstrap_stat(_ratio(weights @ same.astype(float), weights @ shared.astype(float)),
+                                             confidence, f"agreement {labelers[a]}/{labelers[b]}"),
+                "kappa": _bootstrap_stat(_kappa_from_confusion(confusion), confidence,
+                                         f"kappa {labelers[a]}/{labelers[b]}"),
             })
-    alpha = _alpha_from_coincidences((weights @ coincidences.reshape(n, k * k)).reshape(-1, k, k))
-    return {
-        "items": n, "single": len(all_items) - n, "labelers": labelers,
-        "raw_agreement": stat(ratio(weights @ agree, weights.sum(axis=1)), "raw agreement"),
-        "alpha": stat(alpha, "Krippendorff's alpha"),
-        "pairs": pairs,
-        "interval": interval_info,
-    }
+    return pairs
 
 
 def format_labeler_agreement(agreement: dict[str, Any], rater_word: str = "labelers") -> list[str]:

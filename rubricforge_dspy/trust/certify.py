@@ -43,15 +43,17 @@ def _verdict_path(verdicts_out: PathArg | None) -> Iterator[Path]:
 
 
 def judge_labeled(judge: BaseJudge, trajectories: list[Trajectory], out_path: PathArg, *, lm: dspy.BaseLM | None,
-                  concurrency: int = 4) -> list[dict[str, Any]]:
+                  concurrency: int = 4, token_budget: int | None = None) -> list[dict[str, Any]]:
     """Judge `trajectories` into `out_path` (resumable) and return their verdict lines, in input order.
     Every trajectory must end up with exactly one line; lines of other ids in the file are refused.
 
     No cache answers (a certificate or a drift check must measure the LM as it answers now): no verdict
-    cache, and batch judging always runs with DSPy's response cache off."""
+    cache, and batch judging always runs with DSPy's response cache off. `token_budget`: the run's token cap
+    (`apply.budget`; `BudgetExhausted` once what was judged is written to `out_path`)."""
     from rubricforge_dspy.apply.stream import judge_stream
 
-    judge_stream(judge, trajectories, out_path, concurrency=concurrency, lm=lm, cache=None, progress=False)
+    judge_stream(judge, trajectories, out_path, concurrency=concurrency, lm=lm, cache=None, progress=False,
+                 token_budget=token_budget)
     by_id = read_verdicts(out_path)
     wanted = [t.id for t in trajectories]
     foreign = sorted(set(by_id) - set(wanted))
@@ -95,7 +97,8 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
                     out_program: PathArg | None = None, verdicts_out: PathArg | None = None,
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
                     resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data",
-                    labelers: Mapping[str, Mapping[str, int | None]] | None = None) -> dict[str, Any]:
+                    labelers: Mapping[str, Mapping[str, int | None]] | None = None,
+                    token_budget: int | None = None) -> dict[str, Any]:
     """Judge held-out `trajectories` with the program at `program_path` on `lm` and write the certificate
     into the manifest of `out_program` (default: the program itself).
 
@@ -113,6 +116,8 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
         labelers: each item's labels by labeler (`LabelFile.ratings`, a labels file with a labeler column): the
             certificate then records, under ``labelers``, the labelers' agreement with each other (the human
             ceiling) and the judge's with each labeler (`judge_vs_labelers`).
+        token_budget: the most tokens the judging may spend (`apply.budget`); give `verdicts_out` with it, so
+            that a run stopped at the budget (`BudgetExhausted`) keeps its verdicts for the re-run.
 
     Returns:
         The certificate written into the manifest (`trust.certificate.compute_certificate`'s numbers,
@@ -133,7 +138,7 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
                    fingerprint, where)
     judge = load_judge(program_path, check_certificate=False)
     with _verdict_path(verdicts_out) as path:
-        records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency)
+        records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency, token_budget=token_budget)
     certificate = certificate_for(records, lm=lm, data_fingerprint=fingerprint,
                                   rubric_sha256=manifest.get("rubric_sha256"), confidence=confidence,
                                   seed=seed, resamples=resamples, where=where,

@@ -13,8 +13,9 @@ Each format module declares one `Format` record (``FORMAT = Format(...)``: name,
 label rule, priority, extensions); the registry (``_registry``) holds them, and the names (`FORMATS`), the
 readers, the default label rules and `detect_format` are derived from it. `register_format` adds a format
 of your own the same way the built-ins are added (docs/FORMAT.md, "A new format"). The private modules
-the readers share: ``_json_stream`` (whole-text and ijson streaming JSON readers), ``_steps`` (step
-builders), ``_tool_errors`` (tool-error rules), ``_records`` (counts, id sets, redaction).
+the readers share: ``_json_stream`` (whole-text and ijson streaming JSON readers), ``_json_lines`` (the
+JSON Lines reader), ``_steps`` (step builders), ``_tool_errors`` (tool-error rules), ``_records`` (counts, id
+sets, redaction).
 
 In: files, directories or lists of them. Out: `Trajectory` records (`rubricforge_dspy.core`) in a
 `Trajectories` list whose ``.report`` is the `LoadReport`.

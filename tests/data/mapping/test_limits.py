@@ -272,7 +272,7 @@ def test_a_json_line_nests_at_most_as_deep_as_the_streaming_guard_allows(tmp_pat
     report = LoadReport()
     ids = [t.id for t in iter_mapped(data, mapping, on_error="skip", report=report)]
     assert ids == (["r1", "deep"] if loads else ["r1"])
-    assert loads or "nested more than 512 levels" in report.skipped[0][2]
+    assert loads or "nested too deeply (more than 512 levels" in report.skipped[0][2]
 
 
 # --- globs ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,211 @@
+"""What the long-episode judges (`judge.segments`, `judge.explorer`) share: the quoted step lines of the
+renderer, the strict call, the evidence record, and their JSON files.
+
+Step text is quoted exactly as `evidence.render` quotes it (one nonce for the whole trajectory, the
+renderer's `HEADER` naming it): a window or a tool's answer is a slice of the same record, never
+instructions. Nothing here reads a trajectory's ``reward``, ``label`` or ``hidden``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from rubricforge_dspy.core.errors import InputError
+from rubricforge_dspy.core.files import PathArg
+from rubricforge_dspy.core.rubric import rubric_sha256
+from rubricforge_dspy.core.trajectory import Trajectory
+from rubricforge_dspy.evidence.render import (
+    COUNTERS_LABEL,
+    HEADER,
+    _clean_step,
+    _fence,
+    _Part,
+    _part,
+    _pieces,
+    _step_part,
+    quote_nonce,
+    render_counters,
+)
+from rubricforge_dspy.judge.contract import trajectory_input
+from rubricforge_dspy.judge.module import VerdictFormatError, _raise_if_cut, _truncated
+from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
+from rubricforge_dspy.program.store import ProgramError, read_json_document
+
+EVIDENCE_KEYS = ("steps", "whole", "clipped", "elided", "chars_cut", "complete", "read", "steps_read")
+
+
+class ReadingLimitError(VerdictFormatError):
+    """A long-episode judge stopped before it gave a verdict (its iteration or token cap): the execution
+    layer records an abstention (kind ``truncated``: the answer was cut short), never a verdict."""
+
+    def __init__(self, message: str, signature: type[dspy.Signature] | None = None):
+        super().__init__("truncated", signature, "", message)
+        self.limit = message
+
+    def __str__(self) -> str:
+        return self.limit
+
+
+def require_trajectory(trajectory: Any, judge: str) -> Trajectory:
+    """The `Trajectory` a long-episode judge reads (its steps, not a render); `InputError` otherwise."""
+    trajectory = trajectory_input(trajectory)
+    if not isinstance(trajectory, Trajectory):
+        raise InputError(f"the {judge} judge reads a Trajectory's steps, not rendered text: pass the Trajectory "
+                         "(rubricforge_dspy.data loaders give them)")
+    return trajectory
+
+
+class QuotedSteps:
+    """The steps of one trajectory as the renderer writes them: numbered lines, content quoted between
+    the tags of one nonce (`evidence.render.quote_nonce` of every piece of the trajectory)."""
+
+    def __init__(self, trajectory: Trajectory):
+        self.trajectory = trajectory
+        self.cleaned = [_clean_step(step) for step in trajectory.steps]
+        self.nonce = quote_nonce(_pieces(trajectory.steps, self.cleaned))
+        self.fence = _fence(self.nonce)
+        self.parts: list[_Part] = [_step_part(i, step, self.fence, c)
+                                   for i, (step, c) in enumerate(zip(trajectory.steps, self.cleaned, strict=True), 1)]
+        self.header = f"{HEADER.format(q=self.nonce)}\n{COUNTERS_LABEL} {render_counters(trajectory)}"
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def sha256(self) -> str:
+        """sha256 of every step's whole line and the header: the identity of what a reader of this
+        trajectory can be shown (its verdict cache key, with the judge's own fingerprint)."""
+        digest = hashlib.sha256(self.header.encode("utf-8", "surrogatepass"))
+        for part in self.parts:
+            digest.update(b"\x00" + part.text().encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
+
+    def cost(self, index: int) -> int:
+        """Estimated tokens of step `index` (0-based) shown whole, with its line break."""
+        part = self.parts[index]
+        return part.fixed + part.cost
+
+    def line(self, index: int, max_tokens: int | None = None) -> tuple[str, int]:
+        """Step `index`'s line within `max_tokens` (None: whole) and the characters of its body cut (0: whole)."""
+        part = self.parts[index]
+        if max_tokens is None or part.fixed + part.cost <= max_tokens:
+            return part.text(), 0
+        body = part.cut(max(1, max_tokens - part.fixed))
+        return part.text(body), max(1, len(part.body) - len(body))
+
+    def body_chars(self, index: int) -> int:
+        return len(self.parts[index].body)
+
+    def labeled(self, label: str, index: int | None, max_tokens: int) -> str:
+        """A context line (``TASK:``, ``FINAL ANSWER:``) quoting step `index`'s content (None: ``(none)``)."""
+        if index is None:
+            return f"{label} (none)"
+        part = _part(None, label, None, self.fence, cleaned=self.cleaned[index][0])
+        whole = part.fixed + part.cost <= max_tokens
+        return part.text(part.body if whole else part.cut(max(1, max_tokens - part.fixed)))
+
+    def task_index(self) -> int | None:
+        return next((i for i, s in enumerate(self.trajectory.steps) if s.kind == "user"), None)
+
+    def final_index(self) -> int | None:
+        steps = self.trajectory.steps
+        return next((i for i in range(len(steps) - 1, -1, -1) if steps[i].kind == "final_answer"), None)
+
+
+@dataclass
+class ReadLedger:
+    """What a judge's calls really showed of each step: whole in some call, or only clipped (and how many
+    characters of it no call showed)."""
+
+    n_steps: int
+    read: str
+
+    def __post_init__(self) -> None:
+        self.whole: set[int] = set()
+        self.cut: dict[int, int] = {}  # step (1-based) -> fewest characters cut in any call that showed it
+
+    def shown(self, number: int, chars_cut: int) -> None:
+        if chars_cut == 0:
+            self.whole.add(number)
+            self.cut.pop(number, None)
+        elif number not in self.whole:
+            self.cut[number] = min(chars_cut, self.cut.get(number, chars_cut))
+
+    def record(self, body_chars: list[int]) -> dict[str, Any]:
+        """The ``evidence`` dict (keys `EVIDENCE_KEYS`); an unread step's characters are all cut."""
+        read = sorted(self.whole | set(self.cut))
+        unread = [n for n in range(1, self.n_steps + 1) if n not in self.whole and n not in self.cut]
+        chars_cut = sum(self.cut.values()) + sum(body_chars[n - 1] for n in unread)
+        return {"steps": self.n_steps, "whole": len(self.whole), "clipped": len(self.cut), "elided": len(unread),
+                "chars_cut": chars_cut, "complete": len(self.whole) == self.n_steps, "read": self.read,
+                "steps_read": read}
+
+
+@contextmanager
+def strict_call(adapter: dspy.Adapter, signature: type[dspy.Signature]) -> Iterator[None]:
+    """`TrajectoryJudge`'s strict call: the judge's adapter, a completion cut at max_tokens raised as
+    `VerdictFormatError` ("truncated"); an LM error propagates as is."""
+    try:
+        with dspy.context(adapter=adapter), watch_completions() as watch:
+            try:
+                yield
+            except AdapterParseError as error:
+                _raise_if_cut(watch, error)
+                raise
+            _raise_if_cut(watch)
+    except TruncatedCompletionError as error:
+        raise _truncated(signature, error) from error
+
+
+def instructions_sha256(predictors: list[dspy.Predict]) -> str:
+    """`core.rubric.rubric_sha256` of every predictor's instruction (and demos, when any), in order."""
+    parts = []
+    for predictor in predictors:
+        parts.append(predictor.signature.instructions)
+        if predictor.demos:
+            parts.append("#demos " + json.dumps([dict(d) for d in predictor.demos], sort_keys=True, default=str))
+    return rubric_sha256("\n#predictor\n".join(parts))
+
+
+def _digest(document: dict[str, Any]) -> str:
+    body = {k: v for k, v in document.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def write_document(document: dict[str, Any], path: PathArg) -> None:
+    """Write a judge document as JSON with its ``sha256`` (never a pickle)."""
+    path = Path(path)
+    if path.suffix != ".json":
+        raise ProgramError(f"{path}: a judge is saved as a .json file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**document, "sha256": _digest(document)}, indent=2, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+
+
+def read_document(path: PathArg, kind: str) -> dict[str, Any]:
+    """The verified JSON document of a `kind` judge at `path`; `ProgramError` naming the file otherwise."""
+    data = read_json_document(Path(path), "program")
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        raise ProgramError(f"{path}: not a {kind} file (its 'kind' is "
+                           f"{data.get('kind') if isinstance(data, dict) else type(data).__name__!r})")
+    if data.get("sha256") != _digest(data):
+        raise ProgramError(f"{path}: its sha256 does not match its content: edited after it was saved")
+    return data
+
+
+def load_predictor_state(predictor: dspy.Predict, state: Any, path: PathArg, name: str) -> None:
+    """Load a saved predictor's state (its instruction and demos; never an LM) into `predictor`."""
+    try:
+        fields = state["signature"]["fields"]
+        if len(fields) != len(predictor.signature.fields):
+            raise ValueError(f"{len(fields)} signature fields, the judge has {len(predictor.signature.fields)}")
+        predictor.load_state({**state, "lm": None})
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        raise ProgramError(f"{path}: malformed predictor {name!r}: {type(error).__name__}: {error}") from error
