@@ -119,3 +119,25 @@ def test_a_slow_answer_holds_only_its_own_slot(halves, tmp_path, monkeypatch):
     assert held == [True]  # every other item was asked while the first answer was held
     lines = _lines(out)
     assert len(lines) == 40 and len({x["id"] for x in lines}) == 40 and run.lm_asked == len(asked) == reaching
+
+
+def test_a_cascade_line_says_what_its_llm_stage_read_and_a_floor_line_does_not(halves, tmp_path):
+    """The verdict line's ``evidence`` (the LLM stage's render) and ``tokens`` (its calls) on the items an LLM
+    stage was asked about; a line the floor settled reads features, not text: no evidence, no tokens."""
+    from rubricforge_dspy.evidence.render import RenderConfig, render_with_evidence
+
+    out = tmp_path / "v.jsonl"
+    data = _data(halves)
+    run_cascade(_cascade(halves), data, out, lm=_counted([]), concurrency=2)
+    lines = {x["id"]: x for x in _lines(out)}
+    judged = [x for x in lines.values() if x["lm_stages_run"]]
+    floor_only = [x for x in lines.values() if not x["lm_stages_run"]]
+    assert judged and floor_only
+    for trajectory in data:
+        line = lines[trajectory.id]
+        if line["lm_stages_run"]:
+            assert line["evidence"] == render_with_evidence(trajectory, RenderConfig())[1].to_dict()
+            assert line["tokens"]["prompt"] == line["lm_tokens"]["judge"]["prompt_tokens"] > 0
+            assert line["tokens"]["calls"] == 1
+        else:
+            assert "evidence" not in line and "tokens" not in line
