@@ -36,7 +36,17 @@ def test_a_cascade_of_floors_resolves_no_lm_and_resumes_under_another_configured
 
 def test_judge_cascade_of_floors_needs_no_api_base_and_claims_no_lm_calls_saved(halves, tmp_path, capsys,
                                                                                  monkeypatch):
+    import importlib
+    import pkgutil
+
+    import rubricforge_dspy.cli
     import rubricforge_dspy.cli.lm_options as lm_options
+
+    # every command module imported (and bound to the real lm_from_args) before the patch: one first imported under
+    # it would keep the refusal after this test
+    for module in pkgutil.iter_modules(rubricforge_dspy.cli.__path__, "rubricforge_dspy.cli."):
+        if not module.name.endswith("__main__"):  # that one runs the command line
+            importlib.import_module(module.name)
 
     def refuse(*args, **kwargs):
         raise AssertionError("a cascade of floors must not open an LM (nor start the embedded server)")
