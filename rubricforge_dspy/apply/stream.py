@@ -209,24 +209,13 @@ def run_judge_file(program: PathArg | BaseJudge | None = None,
     """
     if data_path is None or out_path is None:
         raise InputError("run_judge_file needs data_path and out_path")
-    from rubricforge_dspy.data.spec import DataSpec
-
-    if isinstance(data_path, DataSpec):
-        data_path, on_error, format, label_threshold, labels = _from_spec(
-            data_path, options, overrides, on_error=on_error, format=format, label_threshold=label_threshold,
-            labels=labels)
     from rubricforge_dspy.data.formats import LoadReport
-    from rubricforge_dspy.data.labels import LabelJoin
 
-    options = _file_options(options, overrides, on_error)
-    judge = judge_from(program)
-    if render_config is not None:
-        judge.render_config = render_config
-    paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
-    join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
+    judge, options, paths, join, reading = _resolve_arguments(
+        program, data_path, options, overrides, render_config, on_error=on_error, format=format,
+        label_threshold=label_threshold, labels=labels)
     out_path = Path(out_path)
     report = load_report if load_report is not None else LoadReport()
-    reading: dict[str, Any] = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
     if escalated_out is not None and not is_cascade(judge):
         raise InputError("an escalated-items queue (--escalated-out) goes with a cascade")
     with output_lock(out_path):  # taken before anything else: a second run is refused at once
@@ -236,6 +225,31 @@ def run_judge_file(program: PathArg | BaseJudge | None = None,
                                                      escalated_out, cascade_file))
     summary.skipped = len(report.skipped)
     return summary
+
+
+def _resolve_arguments(program: PathArg | BaseJudge | None, data_path: PathArg | Iterable[PathArg] | DataSpec,
+                       options: JobOptions | None, overrides: dict[str, Any], render_config: RenderConfig | None, *,
+                       on_error: str, format: str, label_threshold: float | str | LabelRule | None,
+                       labels: str | Path | LabelJoin | None
+                       ) -> tuple[BaseJudge, JobOptions, list[PathArg], LabelJoin | None, dict[str, Any]]:
+    """`run_judge_file`'s arguments resolved, in this order: a `DataSpec`'s reading (`_from_spec`), the job
+    options, the judge (with `render_config` set on it), the input paths, the label join (its file read now) and
+    the reading options. Returns ``(judge, options, paths, join, reading)``."""
+    from rubricforge_dspy.data.labels import LabelJoin
+    from rubricforge_dspy.data.spec import DataSpec
+
+    if isinstance(data_path, DataSpec):
+        data_path, on_error, format, label_threshold, labels = _from_spec(
+            data_path, options, overrides, on_error=on_error, format=format, label_threshold=label_threshold,
+            labels=labels)
+    options = _file_options(options, overrides, on_error)
+    judge = judge_from(program)
+    if render_config is not None:
+        judge.render_config = render_config
+    paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
+    join = LabelJoin(labels, label_threshold) if isinstance(labels, (str, os.PathLike)) else labels
+    reading: dict[str, Any] = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
+    return judge, options, paths, join, reading
 
 
 def _from_spec(spec: DataSpec, options: JobOptions | None, overrides: dict[str, Any], **given: Any

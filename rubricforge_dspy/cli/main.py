@@ -33,7 +33,6 @@ import errno
 import json
 import logging
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -42,19 +41,18 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rubricforge_dspy.cli.data_commands import cmd_convert, cmd_render, cmd_stats
 from rubricforge_dspy.cli.data_options import (
     DATA_GROUP,
     add_data_arguments,
     add_label_arguments,
     data_spec,
     load_data,
-    stream_data,
     write_disagreements,
 )
 from rubricforge_dspy.cli.integrations import (
     add_mlflow_sink_arguments,
     add_mlflow_source_arguments,
-    reads_from_mlflow,
     require_input,
     spool_from_mlflow,
 )
@@ -62,6 +60,7 @@ from rubricforge_dspy.cli.judge import cmd_judge
 from rubricforge_dspy.cli.lm_options import add_lm_arguments, add_token_budget_argument, lm_from_args
 from rubricforge_dspy.cli.ray_options import add_ray_arguments
 from rubricforge_dspy.cli.read_options import add_read_argument, reading_judge
+from rubricforge_dspy.cli.serve import cmd_serve
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import (
     ENVIRONMENT_ERRNOS,
@@ -98,110 +97,6 @@ def _load(spec: DataSpec, command: str, need_labels: bool = False,
           warn: bool = True) -> tuple[list[Trajectory], LoadReport]:
     data = load_data(spec, need_labels=need_labels, warn=warn, command=command)
     return data.trajectories, data.report
-
-
-def _json_nan_as_null(value: Any) -> Any:
-    """`value` with every float nan as None (JSON has no NaN; an undefined statistic is null)."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: _json_nan_as_null(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_nan_as_null(v) for v in value]
-    return value
-
-
-@reads_from_mlflow
-def cmd_stats(args: argparse.Namespace, spec: DataSpec) -> int:
-    """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
-    (each record is checked as every loading command checks it, but no step is built)."""
-    from rubricforge_dspy.data.stats import DataStats
-
-    data = stream_data(spec, counts=True)
-    stats = DataStats()
-    for counts in data.trajectories:
-        stats.add(counts)
-    labelers = None
-    if spec.labels_path is not None:
-        from rubricforge_dspy.data.labels import read_label_file
-        from rubricforge_dspy.data.stats import format_labeler_report, labeler_report
-
-        labelers = labeler_report(read_label_file(spec.labels_path))
-    if args.json:
-        print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
-                          "warnings": data.tally.warnings(), "labels": data.to_dict(),
-                          "labelers": _json_nan_as_null(labelers)}, indent=2))
-    else:
-        print(stats.format(data.report))
-        if labelers is not None:
-            print("\n".join(format_labeler_report(labelers)))
-    return 0
-
-
-@reads_from_mlflow
-def cmd_convert(args: argparse.Namespace, spec: DataSpec) -> int:
-    from rubricforge_dspy.data.export import convert_trajectories
-
-    data = stream_data(spec)  # written as read: bounded memory for a file of any length
-    n = convert_trajectories(data.trajectories, args.out)
-    print(f"wrote {n} trajectories ({data.tally.labeled} labeled, {data.tally.unlabeled} unlabeled) -> {args.out}")
-    return 0
-
-
-def cmd_render(args: argparse.Namespace) -> int:
-    """Print the text `judge` sends for the chosen item(s): the render is resolved as `judge` resolves it
-    (``--preset``, ``--render-tokens``/``--max-tokens``, ``--step-chars``, ``--api-base`` or
-    ``RUBRICFORGE_API_BASE``, ``--program``'s own render); which one it used goes to stderr."""
-    from rubricforge_dspy.cli.presets import judge_render, resolve
-    from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
-
-    spec = data_spec(args)
-    if args.all:
-        trajectories, _ = _load(spec, "render", warn=False)
-    elif spec.session_key is not None:  # one session: grouped from the whole input (labels joined per session)
-        grouped, _ = _load(spec, "render", warn=False)
-        chosen_one, count = (grouped[args.index] if 0 <= args.index < len(grouped) else None), len(grouped)
-    else:  # one record: those before it are skipped without being parsed (data.formats.trajectory_at)
-        from rubricforge_dspy.data.formats import trajectory_at
-        from rubricforge_dspy.data.scan import require_trajectories
-
-        chosen_one, count = trajectory_at(list(spec.paths), max(args.index, 0), **spec.read_options())
-        require_trajectories(count, list(spec.paths))
-        if spec.labels_path is not None and chosen_one is not None:
-            from rubricforge_dspy.data.labels import LabelJoin
-
-            chosen_one = LabelJoin(spec.labels_path, spec.label_rule).apply(chosen_one)
-    preset = resolve(args)
-    program = None
-    if args.program is not None:
-        from rubricforge_dspy.judge.loading import load_judge
-
-        program = load_judge(args.program, check_certificate=False, allow_unverified=args.allow_unverified_program)
-
-    def program_render() -> RenderConfig | None:
-        own: RenderConfig | None = program.render_config if program is not None else None  # only with --program
-        return own
-
-    config = judge_render(args, preset, program_render)
-    if program is None:
-        source = f"preset {preset.name}"
-    elif config is None:
-        config, source = program.render_config, f"{args.program}'s own render"
-    else:
-        source = f"{args.program}'s render with the sizes given"
-    config = config or RenderConfig()  # a judge without a render of its own: render_trajectory's default
-    print(f"render: {source}: {config.max_tokens} tokens, step chars {config.max_step_chars}", file=sys.stderr)
-    if args.all:
-        chosen = list(enumerate(trajectories))
-    else:
-        if args.index < 0 or chosen_one is None:
-            raise InputError(f"--index {args.index} out of range (0..{count - 1})")
-        chosen = [(args.index, chosen_one)]
-    for i, t in chosen:
-        if args.all:
-            print(f"===== {i}: {t.id} =====")
-        print(render_trajectory(t, config))
-    return 0
 
 
 def cmd_induce(args: argparse.Namespace) -> int:
@@ -317,63 +212,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\ndemo output: {out}\nreport: {run_dir / 'report.md'}\nfrozen judge: {program}\n")
     if embedded:
         print(SMALL_MODEL_NOTE)
-    return 0
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    """Launch a judge server and print its endpoint; Ctrl-C (or SIGTERM) stops it."""
-    import time
-
-    from rubricforge_dspy.serve import launch_server, sglang_launch_command, sglang_router_command
-
-    if args.engine == "embedded":
-        return _serve_embedded(args)
-    port = args.port or 30000
-    if args.router_workers:
-        cmd = sglang_router_command(args.router_workers, host=args.host, port=port)
-    else:
-        if not args.model:
-            raise InputError("--model (HF id or path) is required with --engine sglang")
-        cmd = sglang_launch_command(args.model, host=args.host, port=port, tp=args.tp, dp=args.dp,
-                                    revision=args.revision, served_model_name=args.served_model_name)
-    print(shlex.join(cmd))
-    if args.dry_run:  # print the launch command only: nothing is started
-        return 0
-    with launch_server(cmd, f"http://{args.host}:{port}/health", timeout=args.health_timeout) as server:
-        print(f"endpoint: http://{args.host}:{port}/v1  (export RUBRICFORGE_API_BASE=http://{args.host}:{port}/v1)",
-              flush=True)
-        while server.running:
-            time.sleep(1.0)
-    return 0
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-def _serve_embedded(args: argparse.Namespace) -> int:
-    """`rubricforge serve` (embedded): run the embedded judge server until Ctrl-C or SIGTERM, printing its endpoint."""
-    import time
-
-    from rubricforge_dspy.serve import EmbeddedServer
-
-    server = EmbeddedServer(**({"n_ctx": args.n_ctx} if args.n_ctx else {}), n_threads=args.threads, port=args.port)
-    if args.dry_run:  # print the launch command only: nothing is started
-        print(shlex.join(server.launch_command()))
-        return 0
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the server like Ctrl-C
-    with server as config:
-        print(f"embedded judge LM: {config.describe()}")
-        print(f"export RUBRICFORGE_API_BASE={config.api_base}")
-        print(f"export RUBRICFORGE_MODEL={config.model}")
-        print(f"export RUBRICFORGE_STRUCTURED_OUTPUT={config.structured_output}")
-        print("Ctrl-C stops the server.", flush=True)
-        try:
-            while server.server is not None and server.server.running:
-                time.sleep(1.0)
-        except KeyboardInterrupt:
-            pass
     return 0
 
 

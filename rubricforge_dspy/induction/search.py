@@ -434,6 +434,42 @@ def _compile(student: CircuitJudge | ReadingJudge, trainset: list[dspy.Example],
                 f"--reflection-api-base/--reflection-model); {resume}.") from error
 
 
+def _student(seed: TrajectoryJudge | ReadingJudge, train: list[Trajectory], val: list[Trajectory],
+             config: InductionConfig
+             ) -> tuple[CircuitJudge | ReadingJudge, list[dspy.Example], list[dspy.Example], list[str]]:
+    """The judge GEPA evolves from `seed`, its train and validation examples, and the training texts the
+    memorization guard compares against: ``(student, trainset, valset, texts)``. A reading judge (segments,
+    explorer) reads the Trajectory itself, so GEPA's input is it; it has no operating point yet, so a
+    false-pass cap is refused (`InputError`)."""
+    student: CircuitJudge | ReadingJudge
+    if isinstance(seed, (SegmentsJudge, ExplorerJudge)):  # reads the Trajectory itself: GEPA's input is it
+        if config.max_false_pass is not None:
+            raise InputError(f"max_false_pass (--max-false-pass) needs an operating point, which the {seed.read_mode} "
+                             "judge does not have yet: induce it without a false-pass cap")
+        student = reading_copy(seed, circuit=True)
+        trainset, valset = trajectory_examples(train), trajectory_examples(val)
+        texts = [_whole_text(t, student.render_config) for t in train]
+    else:
+        student = CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
+        trainset = rendered_examples(train, student.render_config)
+        valset = rendered_examples(val, student.render_config)
+        texts = [ex.trajectory for ex in trainset]
+    return student, trainset, valset, texts
+
+
+def _frozen_judge(best: Any, seed: TrajectoryJudge | ReadingJudge,
+                  student: CircuitJudge | ReadingJudge) -> TrajectoryJudge | ReadingJudge:
+    """The judge frozen from GEPA's best candidate `best`, with `seed`'s adapter and `student`'s render."""
+    judge: TrajectoryJudge | ReadingJudge
+    if isinstance(best, (SegmentsJudge, ExplorerJudge)):
+        judge = reading_copy(best)
+        judge.adapter = seed.adapter
+    else:
+        judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config,
+                                adapter=seed.adapter)
+    return judge
+
+
 def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: TrajectoryJudge | ReadingJudge,
                judge_lm: dspy.BaseLM,
                reflection_lm: dspy.BaseLM, config: InductionConfig,
@@ -454,19 +490,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     circuit = LMCircuit(config.max_consecutive_lm_errors, describe_lm(judge_lm),
                         advice=f"Check the judge LM's endpoint and model (api_base=, model=; command line: "
                                f"--api-base/--model) and that the server is up; {resume}.")
-    student: CircuitJudge | ReadingJudge
-    if isinstance(seed, (SegmentsJudge, ExplorerJudge)):  # reads the Trajectory itself: GEPA's input is it
-        if config.max_false_pass is not None:
-            raise InputError(f"max_false_pass (--max-false-pass) needs an operating point, which the {seed.read_mode} "
-                             "judge does not have yet: induce it without a false-pass cap")
-        student = reading_copy(seed, circuit=True)
-        trainset, valset = trajectory_examples(train), trajectory_examples(val)
-        texts = [_whole_text(t, student.render_config) for t in train]
-    else:
-        student = CircuitJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
-        trainset = rendered_examples(train, student.render_config)
-        valset = rendered_examples(val, student.render_config)
-        texts = [ex.trajectory for ex in trainset]
+    student, trainset, valset, texts = _student(seed, train, val, config)
     student.circuit = circuit
     guard = Memorized(texts, allowed=[seed.rubric, SEED_RUBRIC, REFLECTION_PROMPT])
 
@@ -488,13 +512,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         row["val_false_pass_rate"] = None if rate is None else round(rate, 6)
     best_index, selection, reason = select_candidate(sweep, config)
     best = detailed.candidates[best_index]
-    judge: TrajectoryJudge | ReadingJudge
-    if isinstance(best, (SegmentsJudge, ExplorerJudge)):
-        judge = reading_copy(best)
-        judge.adapter = seed.adapter
-    else:
-        judge = TrajectoryJudge(best.judge.signature.instructions, render_config=student.render_config,
-                                adapter=seed.adapter)
+    judge = _frozen_judge(best, seed, student)
     if guard.rejected:
         logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
 
