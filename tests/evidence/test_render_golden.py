@@ -106,7 +106,7 @@ def test_adversarial_synthetic_renders_are_byte_identical_to_the_golden_digest()
 
 def test_the_render_adds_up_its_token_estimate_exactly(monkeypatch):
     """The renderer no longer estimates its whole text to check it fits: it adds up its lines' estimates
-    (`_Part.tokens`) and one per line break. That sum must be `estimate_tokens` of the text it returns,
+    (`RenderPart.tokens`) and one per line break. That sum must be `estimate_tokens` of the text it returns,
     for every render (both presets, tight budgets, adversarial text), or a render could overflow."""
     from rubricforge_dspy.evidence import render
 
