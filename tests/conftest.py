@@ -47,6 +47,18 @@ def _private_config_dir(tmp_path_factory):
 
 
 @pytest.fixture
+def format_registry_as_before():
+    """A command given ``--map`` registers its mapping as a format in this process (as it does in its own):
+    afterwards the formats the test added are unregistered, so later tests see only the ones they expect."""
+    from rubricforge_dspy.data.formats import format_names, unregister_format
+
+    before = set(format_names())
+    yield
+    for name in set(format_names()) - before:
+        unregister_format(name)
+
+
+@pytest.fixture
 def scripted_cli(monkeypatch):
     """`rubricforge` commands whose LMs are the scripted judge and reflection LMs ."""
     import rubricforge_dspy.cli.main as cli

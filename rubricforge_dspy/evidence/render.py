@@ -283,7 +283,7 @@ def render_with_overrides(base: RenderConfig, max_tokens: int | None = None,
 
 
 @dataclass
-class _Part:
+class RenderPart:
     """One rendered line: a fixed prefix, a quoted body that may be cut, and a note on removed characters."""
 
     prefix: str
@@ -335,7 +335,7 @@ class _Part:
         return self.head + _SEP_TOKENS[sep] + _tag_tokens(self.fence) + body_tokens
 
 
-# How the token estimate of a line is added up from its pieces (`_Part.tokens`), exactly: `estimate_tokens`
+# How the token estimate of a line is added up from its pieces (`RenderPart.tokens`), exactly: `estimate_tokens`
 # counts letter runs, spaces (one merges into the letter after it), other ASCII and non-ASCII bytes, so
 # the estimate of ``a + b`` is the sum of theirs unless ``a`` ends with a letter or a space and ``b``
 # starts with a letter. In a quoted line every piece meets a quote tag ("<" or ">") or ends in the
@@ -372,44 +372,47 @@ def _clean(content: str) -> tuple[str, int]:
     return neutralize(body)[0], removed
 
 
-def _clean_step(step: Step) -> tuple[tuple[str, int], tuple[str, int] | None]:
+def clean_step(step: Step) -> tuple[tuple[str, int], tuple[str, int] | None]:
     """The step's content and (when it has any) arguments cleaned (`_clean`): done once per render."""
     arguments = None if step.arguments is None else _clean(_format_arguments(step.arguments))
     return _clean(step.content), arguments
 
 
-def _part(number: int | None, label: str, content: str | None, fence: tuple[str, str], *, open: str = " ",
-          close: str = "", quoted: bool = True, cleaned: tuple[str, int] | None = None) -> _Part:
+def make_part(number: int | None, label: str, content: str | None, fence: tuple[str, str], *, open: str = " ",
+          close: str = "", quoted: bool = True, cleaned: tuple[str, int] | None = None) -> RenderPart:
+    """One line: ``[number] label`` then `content` cleaned (or `cleaned`, already cleaned), quoted in `fence`."""
     body, removed = _clean(str(content)) if cleaned is None else cleaned
     note = CONTROL_NOTE.format(n=removed) if removed else ""
     prefix = f"[{number}] {label}" if number is not None else label
-    return _Part(prefix, body, note, open, close, fence, quoted)
+    return RenderPart(prefix, body, note, open, close, fence, quoted)
 
 
-def _fence(nonce: str) -> tuple[str, str]:
+def quote_fence(nonce: str) -> tuple[str, str]:
+    """The opening and closing quote tags named `nonce`."""
     return f"<{nonce}>", f"</{nonce}>"
 
 
-def _step_part(number: int, step: Step, fence: tuple[str, str],
-               cleaned: tuple[tuple[str, int], tuple[str, int] | None] | None = None) -> _Part:
-    content, arguments = _clean_step(step) if cleaned is None else cleaned
+def step_part(number: int, step: Step, fence: tuple[str, str],
+               cleaned: tuple[tuple[str, int], tuple[str, int] | None] | None = None) -> RenderPart:
+    """The line of step `number` (`cleaned`: its `clean_step` result when the caller has it)."""
+    content, arguments = clean_step(step) if cleaned is None else cleaned
     if step.kind == "tool_call":
         call = STEP_LABELS["tool_call"]
-        return _part(number, f"{call} {safe_name(step.tool_name)}(", None, fence, open="", close=")",
+        return make_part(number, f"{call} {safe_name(step.tool_name)}(", None, fence, open="", close=")",
                      cleaned=("", 0) if arguments is None else arguments)
     if step.kind == "tool_result":
         status = ERROR_MARK if step.is_error else ""
         name = f" {safe_name(step.tool_name)}" if step.tool_name else ""
-        return _part(number, f"{STEP_LABELS['tool_result']}{name}{status}:", None, fence, cleaned=content)
-    return _part(number, f"{STEP_LABELS[step.kind]}:", None, fence, cleaned=content)
+        return make_part(number, f"{STEP_LABELS['tool_result']}{name}{status}:", None, fence, cleaned=content)
+    return make_part(number, f"{STEP_LABELS[step.kind]}:", None, fence, cleaned=content)
 
 
-def _pieces(steps: Sequence[Step],
+def shown_pieces(steps: Sequence[Step],
             cleaned: list[tuple[tuple[str, int], tuple[str, int] | None]] | None = None) -> list[str]:
     """Every text of `steps` the render shows, as it shows it (sanitized, neutralized, names made safe);
-    `cleaned`: the steps' `_clean_step` results when the caller has them."""
+    `cleaned`: the steps' `clean_step` results when the caller has them."""
     out = []
-    for step, (content, arguments) in zip(steps, cleaned or map(_clean_step, steps), strict=True):
+    for step, (content, arguments) in zip(steps, cleaned or map(clean_step, steps), strict=True):
         out.append(content[0])
         if arguments is not None:
             out.append(arguments[0])
@@ -421,8 +424,8 @@ def _pieces(steps: Sequence[Step],
 def render_step(number: int, step: Step, max_tokens: int | None = None) -> str:
     """One step, e.g. ``[4] TOOL RESULT book_reservation (ERROR): <q>...</q>``; its content quoted (a
     nonce of this step alone) and cut to `max_tokens` estimated tokens when given."""
-    cleaned = _clean_step(step)
-    part = _step_part(number, step, _fence(quote_nonce(_pieces([step], [cleaned]))), cleaned)
+    cleaned = clean_step(step)
+    part = step_part(number, step, quote_fence(quote_nonce(shown_pieces([step], [cleaned]))), cleaned)
     return part.text(part.body if max_tokens is None else part.cut(max_tokens - part.fixed))
 
 
@@ -457,14 +460,14 @@ def render_with_evidence(trajectory: Trajectory,
         by; an elided step's: all of them).
     """
     config = config or RenderConfig()
-    cleaned = [_clean_step(step) for step in trajectory.steps]
-    nonce = quote_nonce(_pieces(trajectory.steps, cleaned))
-    fence = _fence(nonce)
-    steps = [_step_part(i, step, fence, c)
+    cleaned = [clean_step(step) for step in trajectory.steps]
+    nonce = quote_nonce(shown_pieces(trajectory.steps, cleaned))
+    fence = quote_fence(nonce)
+    steps = [step_part(i, step, fence, c)
              for i, (step, c) in enumerate(zip(trajectory.steps, cleaned, strict=True), 1)]
     final = next((i for i in range(len(trajectory.steps) - 1, -1, -1) if trajectory.steps[i].kind == "final_answer"),
                  None)
-    footer = _part(None, FOOTER_LABEL, NO_ANSWER, fence, quoted=final is not None,
+    footer = make_part(None, FOOTER_LABEL, NO_ANSWER, fence, quoted=final is not None,
                    cleaned=None if final is None else cleaned[final][0])
     header = f"{HEADER.format(q=nonce)}\n{COUNTERS_LABEL} {render_counters(trajectory)}\n{EVENTS_LABEL}"
     header_tokens = estimate_tokens(header)
@@ -479,7 +482,7 @@ def render_with_evidence(trajectory: Trajectory,
     return text, evidence
 
 
-def _floor(part: _Part, max_chars: int) -> int:
+def _floor(part: RenderPart, max_chars: int) -> int:
     """Estimated tokens a long body keeps at least: what its first `max_chars` characters cost, plus a marker."""
     if len(part.body) <= max_chars:
         return part.cost
@@ -496,7 +499,7 @@ def _chars_cut(body: str, shown: str) -> int:
     return marked if marked > 0 else max(1, len(body) - len(shown))
 
 
-def _fit_lines(steps: list[_Part], footer: _Part, budget: int,
+def _fit_lines(steps: list[RenderPart], footer: RenderPart, budget: int,
                max_chars: int) -> tuple[list[str], int, EvidenceRecord]:
     """The lines of the render's events within `budget`, their estimated tokens (summed), and the record of
     what they show of the steps (the footer repeats the final answer: it is not a step)."""
@@ -551,7 +554,7 @@ def _water_fill(costs: list[int], floors: list[int], available: int) -> list[int
     return [min(c, max(f, low)) for c, f in zip(costs, floors, strict=True)]
 
 
-def _head_and_tail(steps: list[_Part], floors: list[int], budget: int) -> tuple[list[int], int]:
+def _head_and_tail(steps: list[RenderPart], floors: list[int], budget: int) -> tuple[list[int], int]:
     """Indices of the steps kept (a head, then the tail) at their floor sizes, and the budget left for
     them after the elision marker. The oldest tail step may get less than its floor (`floors` is
     updated) when at least `MIN_SHARE` tokens are left for it."""

@@ -25,17 +25,17 @@ from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.render import (
     COUNTERS_LABEL,
     HEADER,
-    _clean_step,
-    _fence,
-    _Part,
-    _part,
-    _pieces,
-    _step_part,
+    RenderPart,
+    clean_step,
+    make_part,
+    quote_fence,
     quote_nonce,
     render_counters,
+    shown_pieces,
+    step_part,
 )
 from rubricforge_dspy.judge.contract import trajectory_input
-from rubricforge_dspy.judge.module import VerdictFormatError, _raise_if_cut, _truncated
+from rubricforge_dspy.judge.module import VerdictFormatError, raise_if_cut, truncated_error
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
 from rubricforge_dspy.program.store import ProgramError, read_json_document
 
@@ -69,10 +69,10 @@ class QuotedSteps:
 
     def __init__(self, trajectory: Trajectory):
         self.trajectory = trajectory
-        self.cleaned = [_clean_step(step) for step in trajectory.steps]
-        self.nonce = quote_nonce(_pieces(trajectory.steps, self.cleaned))
-        self.fence = _fence(self.nonce)
-        self.parts: list[_Part] = [_step_part(i, step, self.fence, c)
+        self.cleaned = [clean_step(step) for step in trajectory.steps]
+        self.nonce = quote_nonce(shown_pieces(trajectory.steps, self.cleaned))
+        self.fence = quote_fence(self.nonce)
+        self.parts: list[RenderPart] = [step_part(i, step, self.fence, c)
                                    for i, (step, c) in enumerate(zip(trajectory.steps, self.cleaned, strict=True), 1)]
         self.header = f"{HEADER.format(q=self.nonce)}\n{COUNTERS_LABEL} {render_counters(trajectory)}"
 
@@ -107,7 +107,7 @@ class QuotedSteps:
         """A context line (``TASK:``, ``FINAL ANSWER:``) quoting step `index`'s content (None: ``(none)``)."""
         if index is None:
             return f"{label} (none)"
-        part = _part(None, label, None, self.fence, cleaned=self.cleaned[index][0])
+        part = make_part(None, label, None, self.fence, cleaned=self.cleaned[index][0])
         whole = part.fixed + part.cost <= max_tokens
         return part.text(part.body if whole else part.cut(max(1, max_tokens - part.fixed)))
 
@@ -157,11 +157,11 @@ def strict_call(adapter: dspy.Adapter, signature: type[dspy.Signature]) -> Itera
             try:
                 yield
             except AdapterParseError as error:
-                _raise_if_cut(watch, error)
+                raise_if_cut(watch, error)
                 raise
-            _raise_if_cut(watch)
+            raise_if_cut(watch)
     except TruncatedCompletionError as error:
-        raise _truncated(signature, error) from error
+        raise truncated_error(signature, error) from error
 
 
 def instructions_sha256(predictors: list[dspy.Predict]) -> str:

@@ -116,9 +116,9 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):  # type: ignor
             try:
                 values: list[dict[str, Any]] = super().__call__(lm, lm_kwargs, signature, demos, inputs)
             except AdapterParseError as error:
-                _raise_if_cut(watch, error)
+                raise_if_cut(watch, error)
                 raise
-        _raise_if_cut(watch)
+        raise_if_cut(watch)
         return values
 
     async def acall(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature],
@@ -127,9 +127,9 @@ class StrictJSONAdapter(PlannedResponseFormat, dspy.JSONAdapter):  # type: ignor
             try:
                 values: list[dict[str, Any]] = await super().acall(lm, lm_kwargs, signature, demos, inputs)
             except AdapterParseError as error:
-                _raise_if_cut(watch, error)
+                raise_if_cut(watch, error)
                 raise
-        _raise_if_cut(watch)
+        raise_if_cut(watch)
         return values
 
     def plan_response_format(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature]) -> None:
@@ -201,7 +201,8 @@ def _plain_fields(signature: type[dspy.Signature], value: dict[str, Any]) -> dic
     return out
 
 
-def _truncated(signature: type[dspy.Signature] | None, error: TruncatedCompletionError) -> VerdictFormatError:
+def truncated_error(signature: type[dspy.Signature] | None, error: TruncatedCompletionError) -> VerdictFormatError:
+    """The `VerdictFormatError` ("truncated") for an answer cut at max_tokens."""
     return VerdictFormatError("truncated", signature, error.partial,
                               f"the answer was cut at max_tokens (finish reason 'length'): {error}")
 
@@ -238,7 +239,7 @@ class DirectCall:
             with error_boundary(self.lm.model, provider=getattr(self.lm, "_provider_name", None), unexpected=True):
                 response, usage = await self.engine.apost(content, self.model)
         except TruncatedCompletionError as error:
-            raise _truncated(signature, error) from error
+            raise truncated_error(signature, error) from error
         tracker = dspy.settings.usage_tracker
         if usage and tracker is not None:
             tracker.add_usage(self.lm.model, usage)
@@ -247,7 +248,8 @@ class DirectCall:
                                     evidence)
 
 
-def _raise_if_cut(watch: CompletionWatch, cause: BaseException | None = None) -> None:
+def raise_if_cut(watch: CompletionWatch, cause: BaseException | None = None) -> None:
+    """Raise the cut completion `watch` saw, if any (from `cause`)."""
     cut = watch.cut()
     if cut is not None:
         raise cut from cause
@@ -388,11 +390,11 @@ class TrajectoryJudge(BaseJudge):
                 try:
                     yield
                 except AdapterParseError as error:
-                    _raise_if_cut(watch, error)
+                    raise_if_cut(watch, error)
                     raise
-                _raise_if_cut(watch)
+                raise_if_cut(watch)
         except TruncatedCompletionError as error:
-            raise _truncated(signature, error) from error
+            raise truncated_error(signature, error) from error
 
     def direct_call(self) -> "DirectCall | None":
         """This judge's batch fast path with its own LM, or None where there is none (see `DirectCall`).

@@ -104,8 +104,7 @@ def reading_lms(monkeypatch):
 
     import rubricforge_dspy.cli.main as cli
     from rubricforge_dspy.testing.scripted import ScriptedLM
-    from tests.induction.test_induce_reading_judges import reading_answers
-    from tests.support.induction import make_reflection_lm
+    from tests.support.induction import make_reflection_lm, reading_answers
 
     @contextmanager
     def fake_lms(args, reflection=False, reflection_max_tokens=None):

@@ -152,6 +152,7 @@ def test_traces_of_one_session_that_disagree_on_the_task_are_refused():
     assert one.id == "s" and one.task_id == "task-1"
 
 
+@pytest.mark.usefixtures("format_registry_as_before")
 def test_a_mapping_groups_by_the_session_id_it_maps_into_hidden(tmp_path, capsys):
     """A declarative mapping gives the session through ``hidden: {session_id: ..., started_at: ...}``: the same
     grouping, labels per session (each turn carries the conversation's outcome)."""

@@ -22,7 +22,7 @@ from rubricforge_dspy.core.verdict import (
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence import render
 from rubricforge_dspy.evidence.render import ELISION, RenderConfig, render_trajectory, render_with_evidence
-from tests.evidence.test_render_golden import SHIPPED, _synthetic_trajectories
+from tests.support.render_corpus import SHIPPED, synthetic_trajectories
 
 _ELISION_LINE = re.compile(re.escape(ELISION).replace(r"\{n\}", r"(\d+)") + r"\Z")
 _STEP_LINE = re.compile(r"\[(\d+)\] ")
@@ -38,7 +38,7 @@ def test_the_record_counts_what_the_render_showed(monkeypatch):
         return out
 
     monkeypatch.setattr(render, "_fit_lines", recorded)
-    trajectories = _synthetic_trajectories() + [t for path in SHIPPED[2:6] for t in load_trajectories(path)]
+    trajectories = synthetic_trajectories() + [t for path in SHIPPED[2:6] for t in load_trajectories(path)]
     seen = {"elided": 0, "clipped": 0, "complete": 0}
     for config in (RenderConfig.of(SERVER), RenderConfig.of(EMBEDDED), RenderConfig(max_tokens=300, max_step_chars=40)):
         for trajectory in trajectories:

@@ -3,7 +3,8 @@
 
 EXPECTED_* were computed by running this module's `_digest` on the code as it was at commit 86a59ce
 (before the render speed-ups of issue 20 part I), i.e. `python3 -c "from tests.evidence.test_render_golden import
-_digest, SHIPPED; print(_digest(SHIPPED))"` (and the same for `_synthetic_trajectories()`). A deliberate
+_digest; from tests.support.render_corpus import SHIPPED; print(_digest(SHIPPED))"` (and the same for
+`synthetic_trajectories()`; the corpus lives in tests/support/render_corpus.py). A deliberate
 change of the render's text must bump `RENDER_VERSION` and recompute them.
 
 EXPECTED_SHIPPED was recomputed once, deliberately, for issue #26 item 5 (look-alike closing tags): the
@@ -16,63 +17,19 @@ chosen quote tag renders differently.
 from __future__ import annotations
 
 import hashlib
-import random
 from pathlib import Path
 
 import pytest
 
 from rubricforge_dspy.core.presets import EMBEDDED, SERVER
-from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.evidence.clip import fit, sanitize
 from rubricforge_dspy.evidence.render import RenderConfig, render_step, render_trajectory
 from rubricforge_dspy.evidence.tokens import estimate_tokens
+from tests.support.render_corpus import SHIPPED, synthetic_trajectories
 
-ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = [ROOT / p for p in (
-    "evals/data/tau_bench_official/gpt-4o-airline.json",
-    "evals/data/react_webshop/react_webshop_davinci002_500.jsonl",
-    "evals/data/openhands/multi_swe_bench_output.jsonl",
-    "evals/data/mini_swe/github_issue.traj.json",
-    "evals/data/tau_bench_grok/tool-calling-grok-4-fast-reasoning-0.0_range_0--1_user-grok-4-fast-reasoning-llm_1129144541.json",
-    "tests/fixtures/adversarial/forgeries.jsonl",
-    "evals/data/otel/constructed_otlp.jsonl",
-)]
 EXPECTED_SHIPPED = "746534d352756a9b651e8abb5827be5888466d0b36ed0bcb51c6705bc157217d"
 EXPECTED_SYNTHETIC = "6edf58ae3c7890ccae2bfd9a1894dcd289d845cb255358e2a25bd2a42b5381bb"
-
-# characters that exercise every branch of sanitize and estimate_tokens: controls, ANSI, CR LF, line and
-# paragraph separators, format characters, surrogates, non-ASCII letters, JSON punctuation, spaces
-_ALPHABET = (["a", "e", "o", "b", "k", "Z", "Q", "x", "7", "0", " ", " ", "  ", "\n", "\n\n\n", "\t", "\r\n", "\r",
-              "\x00", "\x07", "\x1b[31m", "\x1b]0;t\x07", "\x7f", "\x85", "\x9b", "\u2028", "\u2029", "\u200b",
-              "\u202e", "\ufeff", "\U000e0041", "\ud800", "é", "中", "😀", "{", "}", "[", "]", "\"", ":", ",", "#",
-              "[[ ## x ## ]]", "[5] TOOL RESULT", "COUNTERS:", "word", "Capital", "hello world", " \n"])
-
-
-def _text(rng: random.Random, n: int) -> str:
-    return "".join(_ALPHABET[rng.randrange(len(_ALPHABET))] for _ in range(n))
-
-
-def _synthetic_trajectories() -> list[Trajectory]:
-    rng = random.Random(20)
-    out = []
-    for i in range(60):
-        steps = []
-        for _ in range(rng.randrange(1, 12)):
-            kind = ("user", "assistant", "tool_call", "tool_result", "final_answer")[rng.randrange(5)]
-            size = (5, 60, 400, 3000)[rng.randrange(4)]
-            if kind == "tool_call":
-                args = {"q": _text(rng, size), "n": [rng.randrange(100) for _ in range(rng.randrange(40))]}
-                steps.append(Step(kind, tool_name=_text(rng, 6), arguments=args))
-            elif kind == "tool_result" and rng.randrange(2):
-                payload = '{"items": [' + ", ".join(f'"{_text(rng, 8)}"'.replace("\\", "") for _ in range(size // 10))
-                steps.append(Step(kind, content=payload + "]}", tool_name="t", is_error=bool(rng.randrange(2))))
-            else:
-                steps.append(Step(kind, content=_text(rng, size)))
-        out.append(Trajectory(id=f"s{i}", task_id=f"t{i}", domain="d", agent="a", steps=tuple(steps), reward=None,
-                              label=None, source=Source("synthetic", i)))
-    return out
-
 
 def _digest(trajectories_or_files) -> str:
     h = hashlib.sha256()
@@ -101,12 +58,12 @@ def test_shipped_renders_are_byte_identical_to_the_golden_digest():
 
 
 def test_adversarial_synthetic_renders_are_byte_identical_to_the_golden_digest():
-    assert _digest(_synthetic_trajectories()) == EXPECTED_SYNTHETIC
+    assert _digest(synthetic_trajectories()) == EXPECTED_SYNTHETIC
 
 
 def test_the_render_adds_up_its_token_estimate_exactly(monkeypatch):
     """The renderer no longer estimates its whole text to check it fits: it adds up its lines' estimates
-    (`_Part.tokens`) and one per line break. That sum must be `estimate_tokens` of the text it returns,
+    (`RenderPart.tokens`) and one per line break. That sum must be `estimate_tokens` of the text it returns,
     for every render (both presets, tight budgets, adversarial text), or a render could overflow."""
     from rubricforge_dspy.evidence import render
 
@@ -119,7 +76,7 @@ def test_the_render_adds_up_its_token_estimate_exactly(monkeypatch):
         return lines, tokens, evidence
 
     monkeypatch.setattr(render, "_fit_lines", counted)
-    trajectories = _synthetic_trajectories() + list(load_trajectories(SHIPPED[5]))
+    trajectories = synthetic_trajectories() + list(load_trajectories(SHIPPED[5]))
     for config in (RenderConfig.of(SERVER), RenderConfig.of(EMBEDDED), RenderConfig(max_tokens=300, max_step_chars=40)):
         for trajectory in trajectories:
             sums.clear()

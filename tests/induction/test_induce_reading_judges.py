@@ -3,8 +3,6 @@ no operating point is fit, the frozen judge loads with `load_judge` and keeps re
 
 from __future__ import annotations
 
-import re
-
 import dspy
 import pytest
 
@@ -17,27 +15,11 @@ from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.loading import load_judge
 from rubricforge_dspy.judge.segments import SegmentsJudge
-from rubricforge_dspy.testing.scripted import ScriptedLM, last_user_text, system_text
+from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.helpers import make_dataset
-from tests.support.induction import ERROR_CRITERION, make_reflection_lm
+from tests.support.induction import ERROR_CRITERION, make_reflection_lm, reading_answers
 
 RENDER = RenderConfig(max_tokens=600)
-
-
-def reading_answers(messages):
-    """A long-episode judge's LM whose verdict depends on its rubric: it fails an episode with tool errors only
-    when its instruction has a criterion on the tool_errors counter (as `tests.support.induction.scripted_judge`).
-    A window reader notes the counter; an explorer answers its verdict at once."""
-    rubric, text = system_text(messages), last_user_text(messages)
-    errors = int(re.search(r"tool_errors=(\d+)", text).group(1))
-    fail = "tool_errors counter" in rubric and errors > 0
-    verdict = {"reason": "a tool call returned an error" if fail else "the agent says it is done",
-               "passed": not fail, "score": 0.1 if fail else 0.9}
-    if "transcript" in rubric:  # the explorer's input field
-        return {"action": "verdict", "argument": "", **verdict}
-    if "overview" in rubric:
-        return verdict
-    return {"findings": f"tool_errors={errors}"}
 
 
 @pytest.mark.parametrize("make", [lambda: SegmentsJudge(render_config=RENDER, overlap=2),

@@ -11,6 +11,9 @@ import pytest
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.pipeline.map_check import PREDICT_MIN_CLASS, check_mapping
 
+# `map check --map` and `check_mapping` register the mapping as a format in this process: undo it after each test
+pytestmark = pytest.mark.usefixtures("format_registry_as_before")
+
 TOOLS = ("search", "click", "read_file", "run_tests")
 
 

@@ -1,5 +1,5 @@
-"""Scripted LMs for offline GEPA induction: a judge whose verdicts depend on its rubric, and a reflection LM
-that proposes the criterion the judge needs."""
+"""Scripted LMs for offline GEPA induction: judges (a whole-render judge, the long-episode readers) whose
+verdicts depend on their rubric, and a reflection LM that proposes the criterion the judge needs."""
 
 from __future__ import annotations
 
@@ -18,6 +18,22 @@ def scripted_judge(messages):
     if "tool_errors counter" in rubric and errors > 0:
         return {"reason": "A tool call returned an error.", "passed": False, "score": 0.1}
     return {"reason": "The agent says the task is done.", "passed": True, "score": 0.9}
+
+
+def reading_answers(messages):
+    """A long-episode judge's LM whose verdict depends on its rubric: it fails an episode with tool errors only
+    when its instruction has a criterion on the tool_errors counter (as `scripted_judge`).
+    A window reader notes the counter; an explorer answers its verdict at once."""
+    rubric, text = system_text(messages), last_user_text(messages)
+    errors = int(re.search(r"tool_errors=(\d+)", text).group(1))
+    fail = "tool_errors counter" in rubric and errors > 0
+    verdict = {"reason": "a tool call returned an error" if fail else "the agent says it is done",
+               "passed": not fail, "score": 0.1 if fail else 0.9}
+    if "transcript" in rubric:  # the explorer's input field
+        return {"action": "verdict", "argument": "", **verdict}
+    if "overview" in rubric:
+        return verdict
+    return {"findings": f"tool_errors={errors}"}
 
 
 def make_reflection_lm(seen_prompts):
