@@ -44,7 +44,7 @@ import tenacity
 from rubricforge_dspy.apply.job import checked_input, claim_job, output_lock, read_done, replace_file
 from rubricforge_dspy.apply.options import JobOptions, job_options
 from rubricforge_dspy.apply.summary import BatchSummary
-from rubricforge_dspy.apply.writer import VerdictWriter
+from rubricforge_dspy.apply.writer import VerdictWriter, judge_reading
 from rubricforge_dspy.core.errors import InputError, RubricForgeError, ServerError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -391,7 +391,9 @@ class _BatchRun:
     def _write(self, trajectory: Trajectory, verdict: Verdict, cached: bool, inputs: dict[str, Any]) -> None:
         if self.writer is None:
             raise RubricForgeError("`run` opens the writer before any line")
-        self.writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1, **self.line))
+        evidence = judge_reading(self.online_judge, trajectory)[1]  # what the request showed (one render, as sent)
+        self.writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1,
+                                       evidence=evidence, **self.line))
         self.summary.count(verdict, cached)
         if not verdict.abstained and self.cache is not None and not cached:
             self.cache.put(self.fingerprint, input_sha256(inputs), verdict)

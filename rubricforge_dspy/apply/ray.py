@@ -84,7 +84,7 @@ from rubricforge_dspy.apply.options import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, Jo
 from rubricforge_dspy.apply.ray_data import column, job_line, ray_module, row_trajectory, trajectory_dataset
 from rubricforge_dspy.apply.ray_sglang import JudgeAnswer, JudgePrompt, sglang_processor
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
-from rubricforge_dspy.apply.writer import VerdictWriter
+from rubricforge_dspy.apply.writer import VerdictWriter, judge_reading
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
@@ -191,7 +191,8 @@ class _JudgeWorker:
             self.stop = threading.Event()
 
     def _line(self, trajectory: Trajectory, verdict: Verdict) -> dict[str, Any]:
-        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, **self.job["line"])
+        evidence = judge_reading(self.judges[0], trajectory)[1]  # every copy renders alike (one render, as sent)
+        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, evidence=evidence, **self.job["line"])
 
     def _judge(self, trajectory: Trajectory) -> tuple[dict[str, Any], dict[str, int] | None]:
         with self.turn_lock:

@@ -78,6 +78,9 @@ def test_batch_api_verdicts_and_requests_are_those_of_online_judging(tmp_path):
         assert {f: batch[key][f] for f in COMPARED} == {f: verdict[f] for f in COMPARED}, key
     kinds = {v["error_kind"] for v in online.values()}
     assert len(kinds) >= 3  # the scripted replies really exercised several outcomes
+    # what the judge read is on every line, the same from the Batch API as online (issue 40: every LM stage's line)
+    assert all(v.get("evidence") is not None for v in batch.values())
+    assert {key: v["evidence"] for key, v in batch.items()} == {key: v["evidence"] for key, v in online.items()}
     jobs = [json.loads((tmp_path / d / "v.jsonl.job.json").read_text()) for d in ("online", "batch")]
     for job in jobs:  # the two fake servers listen on different ports; all else is the same job
         job["judge_parts"]["lm"].pop("api_base")
