@@ -88,7 +88,7 @@ from rubricforge_dspy.apply.writer import VerdictWriter, judge_reading
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import Verdict, verdict_line
+from rubricforge_dspy.core.verdict import Verdict, token_usage, verdict_line
 from rubricforge_dspy.judge.execution import count_verdict, judge_verdict
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.judge.loading import judge_from
@@ -190,9 +190,12 @@ class _JudgeWorker:
             self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rubricforge-ray-judge")
             self.stop = threading.Event()
 
-    def _line(self, trajectory: Trajectory, verdict: Verdict) -> dict[str, Any]:
+    def _line(self, trajectory: Trajectory, verdict: Verdict, totals: dict[str, int] | None) -> dict[str, Any]:
         evidence = judge_reading(self.judges[0], trajectory)[1]  # every copy renders alike (one render, as sent)
-        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, evidence=evidence, **self.job["line"])
+        tokens = None if totals is None else token_usage(totals["prompt_tokens"], totals["completion_tokens"],
+                                                         max(verdict.attempts or 0, 1))
+        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, evidence=evidence, tokens=tokens,
+                            **self.job["line"])
 
     def _judge(self, trajectory: Trajectory) -> tuple[dict[str, Any], dict[str, int] | None]:
         with self.turn_lock:
@@ -201,7 +204,8 @@ class _JudgeWorker:
         usage = UsageTotals(self.tracker)  # this call's tokens (its line's, on a cascade's stage)
         with dspy.context(usage_tracker=usage, disable_history=True, trace=None):
             verdict = judge_verdict(judge, inputs.pop("trajectory"), self.policy, self.stop, self.circuit, **inputs)
-        return self._line(trajectory, verdict), usage.totals()
+        totals = usage.totals()
+        return self._line(trajectory, verdict, totals), totals
 
     def _drive(self, loop: EventLoopExecutor, trajectories: list[Trajectory]
                ) -> list[tuple[dict[str, Any], dict[str, int] | None]]:
@@ -211,7 +215,8 @@ class _JudgeWorker:
         usage = {t.id: UsageTotals(self.tracker) for t in trajectories}
 
         def collect(trajectory: Trajectory, verdict: Verdict) -> None:
-            records.append((self._line(trajectory, verdict), usage[trajectory.id].totals()))
+            totals = usage[trajectory.id].totals()
+            records.append((self._line(trajectory, verdict, totals), totals))
             count_verdict(self.circuit, verdict)
 
         self.circuit.raise_if_open()

@@ -290,6 +290,11 @@ def test_the_fast_path_writes_the_lines_the_thread_path_writes(cluster, tmp_path
     assert retried["attempts"] == 2 and not retried["abstained"]  # a 503, retried on its endpoint, then answered
     assert fast.retries == threads.retries == 1 and fast.lm_calls == threads.lm_calls == 17
     assert min(served) > 0  # both endpoints, both runs
+    # every line says what its judge read (the fast path's TrajectoryJudge renders with a record; the own-forward
+    # judge renders its own way: unknown), and the fast path's answered lines carry the tokens the server reported
+    assert all(r["evidence"]["read"] == "budget" for r in fast_lines.values())
+    with_tokens = [r["tokens"] for r in fast_lines.values() if "tokens" in r]
+    assert with_tokens and all(t["prompt"] > 0 and t["calls"] >= 1 for t in with_tokens)
     assert dict(fast.abstained) == dict(threads.abstained) and fast.contradictions == threads.contradictions == 1
     # No actor left a session for the garbage collector: no "Unclosed client session" from aiohttp, nor an
     # error closing it, in the logs of the actors once they have ended.
