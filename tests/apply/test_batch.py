@@ -251,7 +251,7 @@ def test_judge_lm_is_not_mutated_and_dspy_settings_lm_is_used(tmp_path):
         summary = judge_stream(judge, make_dataset(3), tmp_path / "v.jsonl", progress=False, timeout=3.0)
     assert summary.judged == 3 and summary.model == "scripted-judge"
     assert judge.judge.lm is None and "timeout" not in lm.kwargs
-    with pytest.raises(ValueError, match="no LM"):
+    with dspy.context(lm=None), pytest.raises(ValueError, match="no LM"):  # whatever LM another test left set
         judge_stream(TrajectoryJudge(), make_dataset(1), tmp_path / "w.jsonl", progress=False)
 
 
