@@ -260,7 +260,9 @@ def test_ci_runs_the_readme_test_command_as_written_in_two_orders(tmp_path):
     assert readme_test_command().startswith("python3 -m pytest ")
     stand_in = 'python3() { printf "%s|%s|%s\\n" "${PYTEST_ADDOPTS:-}" "$*" "${RUBRICFORGE_RECORD_SKIPS:-}"; }'
     script = f'set -euo pipefail; source "$1"; {stand_in}; readme_tests; readme_tests_reordered'
-    env = {**os.environ, "CI_SEED": "41", "CI_SKIPS": str(tmp_path / "skips")}
+    # the caller's environment may ask to record skips (CI's own first pass runs this test): the second pass never does
+    env = {**os.environ, "CI_SEED": "41", "CI_SKIPS": str(tmp_path / "skips"),
+           "RUBRICFORGE_RECORD_SKIPS": str(tmp_path / "outer-skips")}
     env.pop("PYTEST_ADDOPTS", None)
     run = subprocess.run(["bash", "-c", script, "ci", str(ROOT / ".ci" / "run")], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
