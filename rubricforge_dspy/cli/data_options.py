@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory, labeled_only, parse_label_rule
-from rubricforge_dspy.data.label_checks import LabelTally
+from rubricforge_dspy.data.label_checks import LabelTally, no_labels_error
 from rubricforge_dspy.data.scan import require_trajectories
 from rubricforge_dspy.data.sessions import SESSION_ID
 from rubricforge_dspy.data.spec import DataSpec
@@ -380,15 +380,6 @@ def spool_sessions(spec: DataSpec, beside: str | Path, *, to_mlflow: str | None 
     n = convert_trajectories(group_by_session(traces, key), spool)
     print(f"{n} session trajectory(ies) -> {spool}", file=sys.stderr)
     return spec.replace(paths=(str(spool),), format="jsonl", mapping=None, session_key=None)
-
-
-def no_labels_error(command: str | None, seen: int, first: Trajectory | None) -> InputError:
-    """The error of a command that needs labels when none of the `seen` trajectories has one (`first` named)."""
-    return InputError(f"all {seen} trajectories have no label"
-                      + (f" (first: {first.id} from {first.source.file})" if first else "")
-                      + f"; {command or 'this command'} needs labels: join them by id "
-                      "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
-                      "as generic JSONL with a reward per record (docs/FORMAT.md)")
 
 
 def warn_left_out(left_out: int, labeled: int) -> None:

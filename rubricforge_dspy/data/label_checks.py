@@ -17,12 +17,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats._records import TrajectoryCounts
 
-__all__ = ["LabelTally"]
+__all__ = ["LabelTally", "no_labels_error"]
 
 ZERO_RULE = "reward > 0"
 
@@ -93,3 +94,12 @@ class LabelTally:
         return {"labeled": self.labeled, "unlabeled": self.unlabeled, "positives": self.positives,
                 "negatives": self.negatives, "graded_rewards": self.graded,
                 "label_rules": dict(self.rules), "warnings": self.warnings()}
+
+
+def no_labels_error(command: str | None, seen: int, first: Trajectory | None) -> InputError:
+    """The error of a command that needs labels when none of the `seen` trajectories has one (`first` named)."""
+    return InputError(f"all {seen} trajectories have no label"
+                      + (f" (first: {first.id} from {first.source.file})" if first else "")
+                      + f"; {command or 'this command'} needs labels: join them by id "
+                      "with --labels FILE (CSV id,label / JSONL / SWE-bench results.json), or write the data "
+                      "as generic JSONL with a reward per record (docs/FORMAT.md)")

@@ -1,4 +1,5 @@
-"""`rubricforge floor`'s one streaming pass: the `FeatureTable` gives the numbers of the Trajectory-list path."""
+"""`rubricforge floor`'s one streaming pass (`pipeline.floor_job.read_floor_data`): the `FeatureTable` gives the
+numbers of the Trajectory-list path."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rubricforge_dspy.cli.floor import cmd_floor, load_labeled, load_table
+from rubricforge_dspy.cli.data_options import data_spec, load_data
+from rubricforge_dspy.cli.floor import cmd_floor
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.features import FEATURES, FeatureTable, feature_matrix
 from rubricforge_dspy.evidence.symptoms import heuristic_verdict
 from rubricforge_dspy.judge.floor import SymptomFloor
+from rubricforge_dspy.pipeline.floor_job import read_floor_data
 from rubricforge_dspy.trust.floor_cv import cross_validate, floor_report, write_cv_verdicts
 from tests.support.helpers import bundled_missing, make_dataset
 
@@ -67,11 +70,12 @@ def test_an_unlabeled_item_in_a_table_is_refused():
 
 @pytest.mark.slow
 def test_floor_output_is_identical_through_the_table_and_the_list(shipped, tmp_path, capsys):
-    trajectories, dropped_list = load_labeled(_args())
+    loaded = load_data(_args(), need_labels=True)
+    trajectories = loaded.trajectories
     capsys.readouterr()
-    table, dropped_table = load_table(_args())
-    capsys.readouterr()
-    assert dropped_table == dropped_list
+    read = read_floor_data(data_spec(_args()))
+    table = read.table
+    assert read.left_out == loaded.left_out and len(read.report.skipped) == len(loaded.report.skipped)
     by_list = floor_report(trajectories, n_resamples=200)
     by_table = floor_report(table, n_resamples=200)
     assert json.dumps(by_table, sort_keys=True) == json.dumps(by_list, sort_keys=True)
@@ -101,8 +105,7 @@ def _deep_size(value, seen=None) -> int:
 
 
 def test_the_table_holds_no_trajectory_and_a_few_hundred_bytes_per_item(shipped, capsys):
-    table, _ = load_table(_args())
-    capsys.readouterr()
+    table = read_floor_data(data_spec(_args())).table
     fields = [getattr(table, name) for name in table.__dataclass_fields__]
     assert not any(isinstance(v, Trajectory) for f in fields if isinstance(f, tuple) for v in f)
     per_item = sum(_deep_size(f) for f in fields) / len(table)
