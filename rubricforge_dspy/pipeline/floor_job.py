@@ -99,6 +99,8 @@ class FloorOptions:
     def __post_init__(self) -> None:
         if self.judge_verdicts and self.judge:
             raise InputError("give --judge-verdicts or --judge, not both")
+        if self.judge:
+            self.job.check()  # a bad concurrency or duplicate policy: refused before any work
         if self.job.limit is not None:
             raise InputError("the floor judges every labeled item: a job limit is not taken (JobOptions.limit)")
         if self.judge and self.verdicts_out is None:
@@ -214,7 +216,8 @@ def read_floor_data(spec: DataSpec, *, keep_trajectories: bool = False) -> Floor
             trajectory = joiner.apply(trajectory)
         tally.add(trajectory)
         seen += 1
-        first = first or trajectory
+        if first is None:
+            first = trajectory
         if trajectory.label is None:
             continue
         builder.add(trajectory)

@@ -223,3 +223,15 @@ def test_the_job_gives_what_the_in_memory_batch_gives(small, program, tmp_path):
     again = run_floor_job(spec, FloorOptions(judge=str(program), save_floor=str(save)), lm=lm)  # resumed
     assert again.judge_run is not None and again.judge_run.lm_calls == 0 and again.judge_run.resumed == N
     assert again.report == report
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_judge_that_produces_no_verdict_exits_3_and_keeps_its_lines(small, program, tmp_path, capsys):
+    hybrid = tmp_path / "hybrid.json"
+    with FakeOpenAI(lambda body, n: "this is not a verdict") as fake:  # every answer unparsable
+        assert _floor(small, program, fake, save=hybrid) == 3
+        assert fake.n_requests >= N
+    err = capsys.readouterr().err
+    assert "no verdict was produced" in err and "Traceback" not in err and not hybrid.exists()
+    lines = lines_of(judge_verdicts_path(hybrid))
+    assert len(lines) == N and all(x["abstained"] and x["error_kind"] not in LM_ERROR_KINDS for x in lines)
