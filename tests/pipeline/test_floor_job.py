@@ -224,6 +224,15 @@ def test_the_job_gives_what_the_in_memory_batch_gives(small, program, tmp_path):
     assert again.judge_run is not None and again.judge_run.lm_calls == 0 and again.judge_run.resumed == N
     assert again.report == report
 
+    # the verdict cache beside the file answers a run whose verdict file is gone
+    out = result.judge_out
+    assert out is not None and (out.parent / ".rubricforge_cache").is_dir()
+    for side in (out, Path(f"{out}.job.json"), Path(f"{out}.ids")):
+        side.unlink(missing_ok=True)
+    cached = run_floor_job(spec, FloorOptions(judge=str(program), save_floor=str(save)), lm=lm)
+    assert cached.judge_run is not None and cached.judge_run.lm_calls == 0 and cached.judge_run.cached == N
+    assert cached.report == report
+
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_judge_that_produces_no_verdict_exits_3_and_keeps_its_lines(small, program, tmp_path, capsys):
