@@ -51,7 +51,7 @@ from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
 from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer, ReadingJudge, reading_copy
 from rubricforge_dspy.induction.memorization import Memorized
-from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.batching import judge_batch
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
@@ -516,8 +516,8 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     if guard.rejected:
         logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
 
-    with dspy.context(lm=judge_lm):
-        raw = [judge_verdict(judge, t) for t in val]
+    with dspy.context(lm=judge_lm):  # the in-memory batch engine, `config.num_threads` calls at once
+        raw = judge_batch(judge, val, window=max(1, config.num_threads))
     if isinstance(judge, TrajectoryJudge):
         operating = fit_operating_point(judge, raw, val, config)
         verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)

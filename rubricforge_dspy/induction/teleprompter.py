@@ -39,7 +39,7 @@ from rubricforge_dspy.induction.search import (
     run_search,
     validation_metrics,
 )
-from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.batching import judge_batch
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.segments import SegmentsJudge
@@ -262,8 +262,8 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
     def _measure(self, judge: TrajectoryJudge | ReadingJudge, test: list[Trajectory], judge_lm: dspy.BaseLM,
                  result: InductionResult) -> None:
         """The returned judge's verdicts on the testset, its metrics and (with `certify`) its certificate."""
-        with dspy.context(lm=judge_lm):
-            verdicts = [judge_verdict(judge, t) for t in test]
+        with dspy.context(lm=judge_lm):  # the in-memory batch engine, `config.num_threads` calls at once
+            verdicts = judge_batch(judge, test, window=max(1, self.config.num_threads))
         result.test_verdicts = verdicts
         result.test_metrics = {key.replace("val_", "test_"): value
                                for key, value in validation_metrics(verdicts, test).items()}

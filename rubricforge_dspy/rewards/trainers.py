@@ -41,7 +41,6 @@ import json
 import threading
 import warnings
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
@@ -52,7 +51,8 @@ from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import steps_of
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.batching import judge_batch
+from rubricforge_dspy.judge.execution import RetryPolicy
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 
 __all__ = ["as_reward_function", "as_verl_compute_score", "JudgeReward", "VerlComputeScore", "RewardCounters",
@@ -197,7 +197,8 @@ def _calls_an_lm(judge: Any) -> bool:
 
 
 class _Rewarder:
-    """Judges rollouts concurrently and keeps the counters; the shared part of the TRL and verl callables."""
+    """Judges rollouts concurrently (the in-memory batch engine, `judge.batching.judge_batch`: at most
+    ``max_concurrency`` calls at once) and keeps the counters; the shared part of the TRL and verl callables."""
 
     def __init__(self, judge: dspy.Module, *, abstain_value: float | None, mode: Mode, max_concurrency: int,
                  lm: dspy.BaseLM | None, retry: RetryPolicy, max_consecutive_abstentions: int | None, name: str):
@@ -245,20 +246,19 @@ class _Rewarder:
     def rewards(self, items: Sequence[tuple[Any, Any]]) -> list[tuple[float | None, Verdict | None]]:
         """``(reward, verdict)`` per ``(prompt, completion)``, in order (verdict None: malformed input)."""
         lm = self._judge_lm()
-
-        def one(index: int, prompt: Any, completion: Any) -> Verdict | None:
+        trajectories: list[Trajectory | None] = []
+        for index, (prompt, completion) in enumerate(items):
             try:
-                trajectory = trajectory_from_messages(prompt, completion, index=index)
+                trajectories.append(trajectory_from_messages(prompt, completion, index=index))
             except ValueError:
-                return None
-            with dspy.context(**({"lm": lm} if lm is not None else {}), trace=None):
-                return judge_verdict(self.judge, trajectory, self.retry)
-
-        if len(items) == 1 or self.max_concurrency == 1:
-            verdicts = [one(i, p, c) for i, (p, c) in enumerate(items)]
-        else:
-            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
-                verdicts = list(pool.map(lambda args: one(*args), [(i, p, c) for i, (p, c) in enumerate(items)]))
+                trajectories.append(None)  # malformed: no call, counted as such by `_count`
+        readable = [(i, t) for i, t in enumerate(trajectories) if t is not None]
+        verdicts: list[Verdict | None] = [None] * len(items)
+        with dspy.context(**({"lm": lm} if lm is not None else {})):  # (the engine carries it to every call)
+            judged = judge_batch(self.judge, [t for _, t in readable],
+                                 window=max(1, min(self.max_concurrency, len(readable))), policy=self.retry)
+        for (index, _), verdict in zip(readable, judged, strict=True):
+            verdicts[index] = verdict
         return self._count(verdicts)
 
     def _count(self, verdicts: list[Verdict | None]) -> list[tuple[float | None, Verdict | None]]:
