@@ -34,7 +34,6 @@ from typing import Any, Literal
 import dspy
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.clip import fit, sanitize
@@ -43,22 +42,18 @@ from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.judge._reading import (
     QuotedSteps,
+    ReadingJudgeBase,
     ReadingLimitError,
     ReadLedger,
-    instructions_sha256,
-    load_predictor_state,
-    read_document,
     require_trajectory,
     strict_call,
-    write_document,
 )
-from rubricforge_dspy.judge.contract import BaseJudge, verdict_prediction
+from rubricforge_dspy.judge.contract import verdict_prediction
 from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
 
 __all__ = ["EXPLORER_KIND", "ExplorerJudge", "ExploreStepSignature", "ACTIONS", "ReadingLimitError"]
 
 EXPLORER_KIND = "rubricforge.explorer_judge"
-FORMAT_VERSION = 1
 ACTIONS = ("outline", "read_step", "search", "symptoms", "final_answer", "verdict")
 MAX_QUERY_CHARS = 200
 MAX_HITS = 20
@@ -157,7 +152,7 @@ class _Tools:
         return result
 
 
-class ExplorerJudge(BaseJudge):
+class ExplorerJudge(ReadingJudgeBase):
     """Judge a long trajectory by exploring it with read-only tools (see the module docstring).
 
     Args:
@@ -172,8 +167,8 @@ class ExplorerJudge(BaseJudge):
 
     kind = EXPLORER_KIND
     read_mode = "explore"
-    calls_lm = True
-    needs_trajectory = True  # a cascade gives it the Trajectory (judge.cascade), never one render of it
+    judge_name = "explorer"
+    predictor_names = ("explore",)
 
     def __init__(self, rubric: str = SEED_RUBRIC, max_iters: int = 16, max_prompt_tokens: int | None = None,
                  render_config: RenderConfig | None = None, adapter: dspy.Adapter | None = None):
@@ -195,20 +190,15 @@ class ExplorerJudge(BaseJudge):
         instructions: str = self.explore.signature.instructions
         return instructions
 
-    @property
-    def rubric_sha256(self) -> str:
-        return instructions_sha256([self.explore])
+    def _document_settings(self) -> dict[str, Any]:
+        """Its caps (in the saved document and the fingerprint's `reading_settings`)."""
+        return {"max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens}
 
-    def reading_settings(self) -> dict[str, Any]:
-        """What, besides the predictor, the render and the adapter, decides what this judge reads: its caps.
-        Part of its fingerprint (`judge.fingerprint.judge_parts`): a verdict read otherwise is not reused."""
-        return {"read": self.read_mode, "max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens}
-
-    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
-        """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
-        ``read_sha256`` (the sha256 of every step as quoted) makes the verdict cache's key
-        (`judge.cache.input_sha256`) differ between trajectories, as a render's text does for a plain judge."""
-        return {"trajectory": trajectory, "read_sha256": QuotedSteps(trajectory).sha256()}
+    def _parse_settings(self, data: dict[str, Any]) -> dict[str, Any]:
+        max_iters, max_prompt_tokens = int(data["max_iters"]), int(data["max_prompt_tokens"])
+        if max_iters < 1 or max_prompt_tokens < 64:
+            raise ValueError("max_iters must be >= 1 and max_prompt_tokens >= 64")
+        return {"max_iters": max_iters, "max_prompt_tokens": max_prompt_tokens}
 
     def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The record the first call sees (the tools show the rest)."""
@@ -285,49 +275,3 @@ class ExplorerJudge(BaseJudge):
         prediction.evidence = tools.ledger.record([tools.quoted.body_chars(i) for i in range(len(tools.steps))])
         prediction.calls = calls
         return prediction
-
-    # -- files
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document `save` writes (its ``kind`` is `EXPLORER_KIND`); no LM, no pickle."""
-        return {"kind": EXPLORER_KIND, "format": FORMAT_VERSION, "rubric_sha256": self.rubric_sha256,
-                "render": {"max_tokens": self.render_config.max_tokens,
-                           "max_step_chars": self.render_config.max_step_chars},
-                "max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens,
-                "predictors": {"explore": {**self.explore.dump_state(), "lm": None}}, "manifest": self.manifest}
-
-    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
-        """Save as JSON (`to_dict` with its sha256); a pickle is refused."""
-        if save_program:
-            raise InputError("ExplorerJudge saves as JSON only; pickled programs are not supported")
-        write_document(self.to_dict(), path)
-
-    @classmethod
-    def from_file(cls, path: PathArg) -> "ExplorerJudge":
-        """The judge saved at `path` (verified by its sha256). Raises `ProgramError` naming the file."""
-        return cls().load(path)
-
-    def load(self, path: PathArg, allow_pickle: bool = False, **ignored: Any) -> "ExplorerJudge":
-        """Load a saved explorer judge into this one (JSON only; never a pickle, never an LM).
-
-        Raises:
-            InputError: a pickle was asked for.
-            ProgramError: naming the file: unreadable, not an explorer judge, edited, or malformed.
-        """
-        from rubricforge_dspy.program.store import ProgramError
-
-        if allow_pickle or str(path).endswith(".pkl"):
-            raise InputError(f"{path}: ExplorerJudge loads JSON only, never pickles")
-        data = read_document(path, EXPLORER_KIND)
-        try:
-            render = RenderConfig(max_tokens=int(data["render"]["max_tokens"]),
-                                  max_step_chars=int(data["render"]["max_step_chars"]))
-            max_iters, max_prompt_tokens = int(data["max_iters"]), int(data["max_prompt_tokens"])
-            if max_iters < 1 or max_prompt_tokens < 64:
-                raise ValueError("max_iters must be >= 1 and max_prompt_tokens >= 64")
-            state = data["predictors"]["explore"]
-        except (KeyError, TypeError, ValueError, InputError) as error:
-            raise ProgramError(f"{path}: malformed explorer judge: {error}") from error
-        load_predictor_state(self.explore, state, path, "explore")
-        self.render_config, self.max_iters, self.max_prompt_tokens = render, max_iters, max_prompt_tokens
-        self.manifest = data.get("manifest")
-        return self
