@@ -167,6 +167,54 @@ def strict_call(adapter: dspy.Adapter, signature: type[dspy.Signature]) -> Itera
         raise truncated_error(signature, error) from error
 
 
+# Bytes of chat template (roles, special tokens) and of the structured-output schema a request adds to the messages
+# the adapter formats: `apply.budget.PROMPT_OVERHEAD`'s value, the run budget's own allowance.
+CALL_OVERHEAD = 2048
+
+
+def answer_cap(lm: Any) -> int:
+    """The cap on one answer of `lm` (its ``max_tokens`` or ``max_completion_tokens``; 0 when it has none)."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    return int(kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0)
+
+
+def call_bound(adapter: dspy.Adapter, predictor: dspy.Predict, inputs: dict[str, Any], max_tokens: int) -> int:
+    """The most tokens one call of `predictor` on `inputs` may use: its prompt's bound (the UTF-8 bytes of the
+    messages `adapter` formats, demos included, plus `CALL_OVERHEAD`: a byte-level BPE tokenizer never makes
+    more tokens than bytes) plus `max_tokens` for the answer."""
+    messages = adapter.format(predictor.signature, list(predictor.demos or []), inputs)
+    size = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in messages)
+    return size + CALL_OVERHEAD + max_tokens
+
+
+class CallUsage:
+    """A DSPy usage tracker (``dspy.context(usage_tracker=...)``) around one call: it sums the tokens the LM
+    reported and hands every usage on to the tracker it stands in for (the run's), so nothing is lost."""
+
+    def __init__(self, parent: Any = None):
+        self.parent = parent
+        self.tokens = 0
+        self.reported = False
+
+    def add_usage(self, lm: str, usage: Any) -> None:
+        if usage:
+            entry = usage if isinstance(usage, dict) else (usage.model_dump() if hasattr(usage, "model_dump")
+                                                           else dict(usage))
+            if "prompt_tokens" in entry or "completion_tokens" in entry:
+                self.tokens += int(entry.get("prompt_tokens") or 0) + int(entry.get("completion_tokens") or 0)
+                self.reported = True
+        if self.parent is not None:
+            self.parent.add_usage(lm, usage)
+
+
+@contextmanager
+def counted_call() -> Iterator[CallUsage]:
+    """Count the usage the LM reports for the calls inside (`CallUsage`), passing it on to the current tracker."""
+    usage = CallUsage(dspy.settings.usage_tracker)
+    with dspy.context(usage_tracker=usage):
+        yield usage
+
+
 def instructions_sha256(predictors: list[dspy.Predict]) -> str:
     """`core.rubric.rubric_sha256` of every predictor's instruction (and demos, when any), in order."""
     parts = []

@@ -16,9 +16,16 @@ and their results, and answers an ``action`` with an ``argument``:
 The tools only read the `Trajectory`'s steps (never ``reward``, ``label`` or ``hidden``); nothing in it is
 executed; every text from it is quoted between the renderer's nonce tags (`judge._reading.QuotedSteps`).
 An ``action`` the LM gets wrong (an unknown step, an empty search) is answered with an error line and
-costs an iteration. Hitting ``max_iters`` or ``max_prompt_tokens`` (estimated prompt tokens over all
-calls) without a verdict raises `ReadingLimitError`: the execution layer records an abstention, never a
-verdict. The prediction carries ``evidence`` (``read="explore"``, ``steps_read`` = the steps
+costs an iteration. Hitting ``max_iters`` or the token cap ``max_prompt_tokens`` without a verdict raises
+`ReadingLimitError`: the execution layer records an abstention (kind ``truncated``), never a verdict.
+
+The token cap is a hard bound on the tokens the judge's requests use, prompts and answers, as the LM reports
+them. Before each call the judge reserves the call's worst case (`judge._reading.call_bound`: the UTF-8
+bytes of the messages the adapter formats, plus a chat-template allowance, plus the LM's ``max_tokens``;
+a byte-level BPE tokenizer never makes more tokens than bytes), as `apply.budget` does for a run, and makes
+the call only if the tokens used so far plus that reservation stay within the cap; after it, the tokens the
+LM reported are used (the whole reservation when it reported none). An LM without ``max_tokens`` is refused
+(`InputError`): its answers cannot be bounded. The prediction carries ``evidence`` (``read="explore"``, ``steps_read`` = the steps
 ``read_step`` returned, ``complete`` when every step was read whole) and ``calls``.
 
 Not `dspy.ReAct`: ReAct turns an answer it cannot parse into the end of the loop (a logged warning) and
@@ -39,17 +46,20 @@ from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.clip import fit, sanitize
 from rubricforge_dspy.evidence.render import STEP_LABELS, RenderConfig, neutralize, safe_name
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.judge._reading import (
     QuotedSteps,
     ReadingJudgeBase,
     ReadingLimitError,
     ReadLedger,
+    answer_cap,
+    call_bound,
+    counted_call,
     require_trajectory,
     strict_call,
 )
 from rubricforge_dspy.judge.contract import verdict_prediction
 from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
+from rubricforge_dspy.lm.copies import resolve_lm
 
 __all__ = ["EXPLORER_KIND", "ExplorerJudge", "ExploreStepSignature", "ACTIONS", "ReadingLimitError"]
 
@@ -158,8 +168,9 @@ class ExplorerJudge(ReadingJudgeBase):
     Args:
         rubric: the explorer predictor's instruction.
         max_iters: calls before the judge gives up (an abstention), the verdict call included.
-        max_prompt_tokens: estimated prompt tokens over all calls before it gives up (default: 16 times
-            the render budget; the transcript is sent again with each call).
+        max_prompt_tokens: the token cap: the most tokens (prompts and answers) all its calls may use; a call
+            that could pass it is not made (module docstring). Default: 16 times the render budget (the
+            transcript is sent again with each call). The name is kept for saved files.
         render_config: ``max_tokens`` sizes the default token cap; each tool result is clipped to an eighth
             of it.
         adapter: the adapter (default `StrictJSONAdapter`).
@@ -212,24 +223,28 @@ class ExplorerJudge(ReadingJudgeBase):
         return (f"{tools.quoted.header}\nThe episode has {len(tools.steps)} steps, numbered 1 to "
                 f"{len(tools.steps)}. Read-only tools: {', '.join(ACTIONS[:-1])}; end with verdict.")
 
-    def _budget_check(self, record: str, transcript: str, used: int, iteration: int) -> int:
+    def _reserve(self, record: str, transcript: str, used: int, iteration: int) -> int:
+        """The tokens the next call may use (`judge._reading.call_bound`: its prompt's bound plus the LM's
+        ``max_tokens``), once it is sure to stay within the caps; `ReadingLimitError` (no verdict) otherwise."""
         if iteration >= self.max_iters:
             raise ReadingLimitError(f"the explorer judge made {self.max_iters} calls without a verdict "
                                     "(max_iters): no verdict", self.explore.signature)
-        cost = self._framing_tokens() + estimate_tokens(record) + estimate_tokens(transcript)
-        if used + cost > self.max_prompt_tokens:
-            raise ReadingLimitError(f"the explorer judge would pass its prompt-token cap ({used + cost} > "
-                                    f"{self.max_prompt_tokens} estimated tokens) without a verdict: no verdict",
+        cap = answer_cap(resolve_lm(self))
+        if cap <= 0:
+            raise InputError("the explorer judge's token cap (max_prompt_tokens) needs the LM's answers capped: give "
+                             "the LM a max_tokens (command line: --max-tokens)")
+        bound = call_bound(self.adapter, self.explore, {"record": record, "transcript": transcript}, cap)
+        if used + bound > self.max_prompt_tokens:
+            raise ReadingLimitError(f"the explorer judge would pass its token cap without a verdict: {used:,} tokens "
+                                    f"used, and the next call may take up to {bound:,} (its prompt's bound plus "
+                                    f"max_tokens) of max_prompt_tokens {self.max_prompt_tokens:,}: no verdict",
                                     self.explore.signature)
-        return used + cost
+        return bound
 
-    def _framing_tokens(self) -> int:
-        """Estimated tokens of what every call sends besides the record and transcript: the instruction and
-        the fields' names and descriptions (DSPy's adapter adds a little more; counted as 64)."""
-        signature = self.explore.signature
-        fields = " ".join(f"{name} {field.json_schema_extra.get('desc', '')}"
-                          for name, field in signature.fields.items())
-        return estimate_tokens(signature.instructions) + estimate_tokens(fields) + 64
+    def token_bound(self, inputs: dict[str, Any], max_tokens: int) -> int:
+        """The most tokens judging one item may use: the token cap (`max_prompt_tokens`), which bounds every
+        call's prompt and answer (`apply.budget` reserves it for the item)."""
+        return int(self.max_prompt_tokens)
 
     @staticmethod
     def _entry(iteration: int, answer: dspy.Prediction, result: str) -> str:
@@ -245,9 +260,10 @@ class ExplorerJudge(ReadingJudgeBase):
         entries: list[str] = []
         for iteration in range(self.max_iters + 1):
             transcript = "\n".join(entries) or "(nothing yet)"
-            used = self._budget_check(record, transcript, used, iteration)
-            with strict_call(self.adapter, self.explore.signature):
+            bound = self._reserve(record, transcript, used, iteration)
+            with strict_call(self.adapter, self.explore.signature), counted_call() as usage:
                 answer = self.explore(record=record, transcript=transcript)
+            used += usage.tokens if usage.reported else bound  # an LM that reports nothing spent its bound
             if answer.action == "verdict":
                 return self._prediction(answer, tools, iteration + 1)
             entries.append(self._entry(iteration + 1, answer, tools.run(answer.action, answer.argument)))
@@ -261,9 +277,10 @@ class ExplorerJudge(ReadingJudgeBase):
         entries: list[str] = []
         for iteration in range(self.max_iters + 1):
             transcript = "\n".join(entries) or "(nothing yet)"
-            used = self._budget_check(record, transcript, used, iteration)
-            with strict_call(self.adapter, self.explore.signature):
+            bound = self._reserve(record, transcript, used, iteration)
+            with strict_call(self.adapter, self.explore.signature), counted_call() as usage:
                 answer = await self.explore.acall(record=record, transcript=transcript)
+            used += usage.tokens if usage.reported else bound  # an LM that reports nothing spent its bound
             if answer.action == "verdict":
                 return self._prediction(answer, tools, iteration + 1)
             entries.append(self._entry(iteration + 1, answer, tools.run(answer.action, answer.argument)))
