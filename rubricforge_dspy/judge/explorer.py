@@ -25,8 +25,10 @@ bytes of the messages the adapter formats, plus a chat-template allowance, plus 
 a byte-level BPE tokenizer never makes more tokens than bytes), as `apply.budget` does for a run, and makes
 the call only if the tokens used so far plus that reservation stay within the cap; after it, the tokens the
 LM reported are used (the whole reservation when it reported none). An LM without ``max_tokens`` is refused
-(`InputError`): its answers cannot be bounded. The prediction carries ``evidence`` (``read="explore"``, ``steps_read`` = the steps
-``read_step`` returned, ``complete`` when every step was read whole) and ``calls``.
+(`InputError`): its answers cannot be bounded.
+
+The prediction carries ``evidence`` (``read="explore"``, ``steps_read`` = the steps ``read_step`` returned,
+``complete`` when every step was read whole) and ``calls``.
 
 Not `dspy.ReAct`: ReAct turns an answer it cannot parse into the end of the loop (a logged warning) and
 still extracts an answer at its iteration cap, so a cap or a malformed answer would become a verdict; and

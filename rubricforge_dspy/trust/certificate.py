@@ -314,6 +314,21 @@ def reading_lines(certificate: Mapping[str, Any]) -> list[str]:
             f"{evidence.get('cut')}, unknown {evidence.get('unknown')}"]
 
 
+def _json_document(path: PathArg) -> Any:
+    """The parsed JSON of a ``.json`` judge file (`program.store.read_json_document`), or None when `path` is not
+    one or cannot be read (its own reader then says what is wrong with it)."""
+    from pathlib import Path
+
+    from rubricforge_dspy.program.store import read_json_document
+
+    if Path(path).suffix != ".json":
+        return None
+    try:
+        return read_json_document(Path(path), "program")
+    except InputError:
+        return None
+
+
 def floor_file(path: PathArg) -> SymptomFloor | None:
     """The `SymptomFloor` a floor file (``rubricforge floor --save-floor``) holds, or None when `path` is not
     one (a program, a cascade: read by their own readers, which say what is wrong with them).
@@ -321,17 +336,9 @@ def floor_file(path: PathArg) -> SymptomFloor | None:
     Raises:
         InputError: the file says it is a floor but is not a valid one (`judge.floor.FloorError`).
     """
-    from pathlib import Path
-
     from rubricforge_dspy.judge.floor import FLOOR_KIND, SymptomFloor
-    from rubricforge_dspy.program.store import read_json_document
 
-    if Path(path).suffix != ".json":
-        return None
-    try:
-        data = read_json_document(Path(path), "program")
-    except InputError:
-        return None
+    data = _json_document(path)
     if not isinstance(data, dict) or data.get("kind") != FLOOR_KIND:
         return None
     return SymptomFloor.from_dict(data, str(path))
@@ -363,17 +370,9 @@ def reading_document(path: PathArg) -> dict[str, Any] | None:
     Raises:
         ProgramError: the file is a sealed judge document but was edited after it was saved.
     """
-    from pathlib import Path
+    from rubricforge_dspy.program.store import is_judge_document, read_judge_document
 
-    from rubricforge_dspy.program.store import is_judge_document, read_judge_document, read_json_document
-
-    if Path(path).suffix != ".json":
-        return None
-    try:
-        data = read_json_document(Path(path), "program")
-    except InputError:
-        return None
-    return read_judge_document(path) if is_judge_document(data) else None
+    return read_judge_document(path) if is_judge_document(_json_document(path)) else None
 
 
 def describe_reading_judge(path: PathArg, document: Mapping[str, Any]) -> str:
@@ -383,7 +382,8 @@ def describe_reading_judge(path: PathArg, document: Mapping[str, Any]) -> str:
 
     manifest = terminal_safe_strings(dict(document.get("manifest") or {}))
     settings = {k: v for k, v in (manifest.get("reading") or {}).items() if k != "read"}
-    reading = f"{manifest.get('read')}" + (f" ({', '.join(f'{k} {v}' for k, v in settings.items())})" if settings else "")
+    listed = ", ".join(f"{k} {v}" for k, v in settings.items())
+    reading = f"{manifest.get('read')}" + (f" ({listed})" if listed else "")
     render = document.get("render") or {}
     lines = [f"judge: {terminal_safe(path)}",
              f"kind: {terminal_safe(str(document.get('kind')))} (integrity: sha256 {str(document.get('sha256'))[:12]}, "
