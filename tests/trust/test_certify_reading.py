@@ -166,3 +166,15 @@ def test_gate_a_segments_candidate_against_an_explorer_baseline(tmp_path):
     assert result.floor is not None and result.floor["n"] == len(held_out())  # the candidate's manifest was read
     lines = [json.loads(x) for x in (tmp_path / "gate" / "candidate.jsonl").read_text().splitlines()]
     assert len(lines) == len(held_out()) and all(x["evidence"]["read"] == "segments" for x in lines)
+
+
+def test_certify_refuses_a_judge_that_calls_no_lm_before_any_call(tmp_path):
+    from rubricforge_dspy.judge.floor import FloorJudge, SymptomFloor
+    from rubricforge_dspy.trust.certificate import CertificateError
+
+    path = tmp_path / "floor.json"
+    FloorJudge(SymptomFloor.fit(make_dataset(12))).save(path)
+    lm = scripted()
+    with pytest.raises(CertificateError, match="calls no LM"):
+        certify_program(path, held_out(), lm=lm, resamples=100)
+    assert lm.calls == 0
