@@ -106,11 +106,10 @@ def reading_of(judge: BaseJudge) -> dict[str, Any]:
 
 def _certifiable(program_path: PathArg, judge: BaseJudge) -> dict[str, Any]:
     """The manifest the certificate of the judge at `program_path` goes into (`program.store.read_manifest`: a
-    frozen program's, or a segments or explorer judge's own, empty when it was saved without one).
+    frozen program's, or a segments or explorer judge's own: its `base_manifest` when it was saved without one).
 
     Raises:
-        CertificateError: the judge calls no LM (a floor: `rubricforge floor --data` cross-validates it), or its
-            file has no manifest to hold a certificate (a program never frozen, a Python or recorded stage).
+        CertificateError: the judge calls no LM (a floor, a recorded stage), or its file has no manifest.
     """
     if not judge.calls_lm:
         raise CertificateError(f"{program_path}: a {type(judge).__name__} calls no LM, so there is no LM to certify it "
