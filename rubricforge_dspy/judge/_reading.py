@@ -246,7 +246,7 @@ class ReadingJudgeBase(BaseJudge):
     never an LM or a pickle), which `load_judge` reads and `rubricforge certify` certifies.
 
     A subclass sets `kind`, `read_mode`, `judge_name` and `predictor_names`, and gives its reading settings
-    (`reading_settings`, `_document_settings`, `_load_settings`).
+    (`_document_settings` for `reading_settings` and the saved document, `_parse_settings` to load them).
     """
 
     kind: str  # the document's "kind" (a registered stage kind)
