@@ -149,7 +149,7 @@ def cmd_induce(args: argparse.Namespace) -> int:
 def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any) -> int:
     """`induce --read segments|explore`: GEPA evolves the long-episode judge's instruction (every predictor), the
     best is frozen in its own format (`load_judge` loads it). No operating point, hybrid stack or certificate
-    (`rubricforge certify` reads budgeted programs): said on stderr."""
+    (`rubricforge certify` certifies it afterwards): said on stderr."""
     from rubricforge_dspy.induction.inducer import induce
     from rubricforge_dspy.pipeline.induce_job import InduceJobResult
 
@@ -159,8 +159,8 @@ def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.certify:
-        print(f"not certified: certifying a {args.read} judge is not supported yet (the test split is left "
-              "unused); measure it with `rubricforge judge --program` on labeled data", file=sys.stderr)
+        print(f"not certified: induce does not certify a {args.read} judge yet (the test split is left unused); "
+              f"certify it with `rubricforge certify {args.out} --data HELD_OUT`", file=sys.stderr)
     print(InduceJobResult(split=split, induction=result, program=Path(args.out)).format_sweep())
     print(f"frozen: {args.out} (a {args.read} judge)")
     return 0

@@ -324,7 +324,7 @@ def add_label_next_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
 
 def add_certify_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("certify", help="judge held-out labeled data and write a certificate into the program")
-    p.add_argument("program", help="frozen program (.json)")
+    p.add_argument("program", help="frozen program, saved segments or explorer judge, or cascade (.json)")
     add_data_arguments(p)
     p.add_argument("--out-program", default=None, help="write the certified program here (default: in place)")
     p.add_argument("--recheck", action="store_true",
@@ -341,7 +341,7 @@ def add_certify_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("show", help="rubric summary and certificate of a frozen program")
-    p.add_argument("program", help="a frozen program, floor, hybrid or cascade (.json)")
+    p.add_argument("program", help="a frozen program, floor, hybrid, segments or explorer judge, or cascade (.json)")
     p.add_argument("--allow-unverified-program", action="store_true",
                    help="show a program whose manifest cannot verify it (marked UNVERIFIED) instead of refusing it")
     add_allow_import_argument(p)

@@ -14,7 +14,10 @@ repaired or truncated verdict is an `AdapterParseError` that GEPA records as a f
 counted by a circuit breaker: after `InductionConfig.max_consecutive_lm_errors` consecutive failures
 the run stops at once with `JudgeUnavailableError` naming the endpoint and the cause; no program is
 written, and the log directory keeps GEPA's last checkpoint (taken before the failing iteration), so
-re-running with the same ``--log-dir`` resumes.
+re-running with the same ``--log-dir`` resumes. The chosen rubric's validation pass after GEPA (the verdicts
+its operating point is fitted on) runs through the in-memory batch engine (`judge.batching.judge_batch`) with
+the same circuit: a server that dies then stops the run too, never a validation made of abstentions. GEPA's own
+evaluations run on DSPy's executor (``dspy.GEPA(num_threads=...)``), left as DSPy has it.
 
 Memorization guard. Candidate rubrics that contain identifiers, names, amounts, dates or codes of
 the training episodes (and not of the seed rubric) are rejected before GEPA evaluates them
@@ -51,7 +54,7 @@ from rubricforge_dspy.evidence.symptoms import extract_symptoms
 from rubricforge_dspy.induction.checkpoint import GEPACheckpoint
 from rubricforge_dspy.induction.guards import CircuitJudge, GuardedProposer, ReadingJudge, reading_copy
 from rubricforge_dspy.induction.memorization import Memorized
-from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.batching import judge_batch
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.operating_point import NOTHING_PASSES
@@ -516,8 +519,9 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
     if guard.rejected:
         logger.warning("%d candidate rubric(s) rejected for memorizing training episodes", len(guard.rejected))
 
-    with dspy.context(lm=judge_lm):
-        raw = [judge_verdict(judge, t) for t in val]
+    lm_errors = circuit.total  # GEPA's: the calls it scored as failures
+    with dspy.context(lm=judge_lm):  # the batch engine, `config.num_threads` calls at once; a dead server stops it
+        raw = judge_batch(judge, val, window=max(1, config.num_threads), circuit=circuit)
     if isinstance(judge, TrajectoryJudge):
         operating = fit_operating_point(judge, raw, val, config)
         verdicts = [v.with_operating_point(judge.calibration.apply(v.score), judge.threshold)
@@ -535,7 +539,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
             logger.warning(note)
     return InductionResult(
         judge=judge, sweep=sweep, best_index=best_index, beat_seed=best_index != 0, rejected=list(guard.rejected),
-        lm_errors=circuit.total, notes=notes, val_verdicts=raw,
+        lm_errors=lm_errors, notes=notes, val_verdicts=raw,
         candidates=[c.rubric for c in detailed.candidates], selection=reason,
         operating_point=operating, val_metrics=validation_metrics(verdicts, val),
         metric_calls=detailed.total_metric_calls, reflection_failures=len(proposer.failures),

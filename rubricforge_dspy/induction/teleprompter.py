@@ -39,10 +39,12 @@ from rubricforge_dspy.induction.search import (
     run_search,
     validation_metrics,
 )
-from rubricforge_dspy.judge.execution import judge_verdict
+from rubricforge_dspy.judge.batching import judge_batch
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.segments import SegmentsJudge
+from rubricforge_dspy.lm.circuit import LMCircuit
+from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.program.store import data_fingerprint
 
@@ -261,9 +263,14 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
 
     def _measure(self, judge: TrajectoryJudge | ReadingJudge, test: list[Trajectory], judge_lm: dspy.BaseLM,
                  result: InductionResult) -> None:
-        """The returned judge's verdicts on the testset, its metrics and (with `certify`) its certificate."""
-        with dspy.context(lm=judge_lm):
-            verdicts = [judge_verdict(judge, t) for t in test]
+        """The returned judge's verdicts on the testset (the batch engine, with a dead-server circuit: a dead server
+        raises `JudgeUnavailableError` rather than certify abstentions), its metrics and (with `certify`) its
+        certificate."""
+        circuit = LMCircuit(self.config.max_consecutive_lm_errors, lm_name(judge_lm), counted=" after retries",
+                            advice="Stopped before the testset's certificate: check the judge LM's endpoint and "
+                                   "compile again.")
+        with dspy.context(lm=judge_lm):  # the batch engine, `config.num_threads` calls at once; a dead server stops it
+            verdicts = judge_batch(judge, test, window=max(1, self.config.num_threads), circuit=circuit)
         result.test_verdicts = verdicts
         result.test_metrics = {key.replace("val_", "test_"): value
                                for key, value in validation_metrics(verdicts, test).items()}

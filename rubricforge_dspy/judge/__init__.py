@@ -11,6 +11,9 @@ Modules:
 - :mod:`.loading`: `load_judge`: a saved judge file -> the judge it describes (plain, hybrid or floor);
 - :mod:`.execution`: `judge_verdict` / `ajudge_verdict`: one strict call -> one recorded `Verdict` with
   its attempts, transient errors retried;
+- :mod:`.batching`: `judge_batch` / `ajudge_batch`: the one in-memory batch engine (a bounded window of calls,
+  results in input order, failures counted, the dead-server circuit) behind ``batch``/``abatch``, the
+  cascade's stages, the rewards and the induction's loops;
 - :mod:`.fingerprint`: sha256 digests of everything that changes a judge's answer;
 - :mod:`.cache`: the verdict cache (disk and memory back ends), keyed by that fingerprint;
 - :mod:`.operating_point`: calibrated scores and the Neyman-Pearson pass threshold;
@@ -36,6 +39,7 @@ _MODULES = {
                                       "StrictJSONAdapter", "VerdictFormatError", "verdict_from_fields"],
     "rubricforge_dspy.judge.loading": ["load_judge"],
     "rubricforge_dspy.judge.execution": ["judge_verdict", "ajudge_verdict", "as_verdict", "RetryPolicy"],
+    "rubricforge_dspy.judge.batching": ["judge_batch", "ajudge_batch"],
     "rubricforge_dspy.judge.fingerprint": ["judge_fingerprint"],
     "rubricforge_dspy.judge.cache": ["VerdictCache", "open_cache"],
     "rubricforge_dspy.judge.operating_point": ["Calibration", "CalibrationError", "Threshold",

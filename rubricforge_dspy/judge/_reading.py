@@ -1,5 +1,5 @@
 """What the long-episode judges (`judge.segments`, `judge.explorer`) share: the quoted step lines of the
-renderer, the strict call, the evidence record, and their JSON files.
+renderer, the strict call, the evidence record, and their base class `ReadingJudgeBase` (identity, inputs, JSON files).
 
 Step text is quoted exactly as `evidence.render` quotes it (one nonce for the whole trajectory, the
 renderer's `HEADER` naming it): a window or a tool's answer is a slice of the same record, never
@@ -12,8 +12,8 @@ import hashlib
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Iterator, TypeVar
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
@@ -25,6 +25,8 @@ from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.render import (
     COUNTERS_LABEL,
     HEADER,
+    RENDER_VERSION,
+    RenderConfig,
     RenderPart,
     clean_step,
     make_part,
@@ -34,10 +36,11 @@ from rubricforge_dspy.evidence.render import (
     shown_pieces,
     step_part,
 )
-from rubricforge_dspy.judge.contract import trajectory_input
+from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input
 from rubricforge_dspy.judge.module import VerdictFormatError, raise_if_cut, truncated_error
+from rubricforge_dspy.lm.fingerprint import package_version
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
-from rubricforge_dspy.program.store import ProgramError, read_json_document
+from rubricforge_dspy.program.store import ProgramError, read_judge_document, write_judge_document
 
 EVIDENCE_KEYS = ("steps", "whole", "clipped", "elided", "chars_cut", "complete", "read", "steps_read")
 
@@ -164,6 +167,54 @@ def strict_call(adapter: dspy.Adapter, signature: type[dspy.Signature]) -> Itera
         raise truncated_error(signature, error) from error
 
 
+# Bytes of chat template (roles, special tokens) and of the structured-output schema a request adds to the messages
+# the adapter formats: `apply.budget.PROMPT_OVERHEAD`'s value, the run budget's own allowance.
+CALL_OVERHEAD = 2048
+
+
+def answer_cap(lm: Any) -> int:
+    """The cap on one answer of `lm` (its ``max_tokens`` or ``max_completion_tokens``; 0 when it has none)."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    return int(kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0)
+
+
+def call_bound(adapter: dspy.Adapter, predictor: dspy.Predict, inputs: dict[str, Any], max_tokens: int) -> int:
+    """The most tokens one call of `predictor` on `inputs` may use: its prompt's bound (the UTF-8 bytes of the
+    messages `adapter` formats, demos included, plus `CALL_OVERHEAD`: a byte-level BPE tokenizer never makes
+    more tokens than bytes) plus `max_tokens` for the answer."""
+    messages = adapter.format(predictor.signature, list(predictor.demos or []), inputs)
+    size = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in messages)
+    return size + CALL_OVERHEAD + max_tokens
+
+
+class CallUsage:
+    """A DSPy usage tracker (``dspy.context(usage_tracker=...)``) around one call: it sums the tokens the LM
+    reported and hands every usage on to the tracker it stands in for (the run's), so nothing is lost."""
+
+    def __init__(self, parent: Any = None):
+        self.parent = parent
+        self.tokens = 0
+        self.reported = False
+
+    def add_usage(self, lm: str, usage: Any) -> None:
+        if usage:
+            entry = usage if isinstance(usage, dict) else (usage.model_dump() if hasattr(usage, "model_dump")
+                                                           else dict(usage))
+            if "prompt_tokens" in entry or "completion_tokens" in entry:
+                self.tokens += int(entry.get("prompt_tokens") or 0) + int(entry.get("completion_tokens") or 0)
+                self.reported = True
+        if self.parent is not None:
+            self.parent.add_usage(lm, usage)
+
+
+@contextmanager
+def counted_call() -> Iterator[CallUsage]:
+    """Count the usage the LM reports for the calls inside (`CallUsage`), passing it on to the current tracker."""
+    usage = CallUsage(dspy.settings.usage_tracker)
+    with dspy.context(usage_tracker=usage):
+        yield usage
+
+
 def instructions_sha256(predictors: list[dspy.Predict]) -> str:
     """`core.rubric.rubric_sha256` of every predictor's instruction (and demos, when any), in order."""
     parts = []
@@ -172,32 +223,6 @@ def instructions_sha256(predictors: list[dspy.Predict]) -> str:
         if predictor.demos:
             parts.append("#demos " + json.dumps([dict(d) for d in predictor.demos], sort_keys=True, default=str))
     return rubric_sha256("\n#predictor\n".join(parts))
-
-
-def _digest(document: dict[str, Any]) -> str:
-    body = {k: v for k, v in document.items() if k != "sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-
-def write_document(document: dict[str, Any], path: PathArg) -> None:
-    """Write a judge document as JSON with its ``sha256`` (never a pickle)."""
-    path = Path(path)
-    if path.suffix != ".json":
-        raise ProgramError(f"{path}: a judge is saved as a .json file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**document, "sha256": _digest(document)}, indent=2, ensure_ascii=False) + "\n",
-                    encoding="utf-8")
-
-
-def read_document(path: PathArg, kind: str) -> dict[str, Any]:
-    """The verified JSON document of a `kind` judge at `path`; `ProgramError` naming the file otherwise."""
-    data = read_json_document(Path(path), "program")
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        raise ProgramError(f"{path}: not a {kind} file (its 'kind' is "
-                           f"{data.get('kind') if isinstance(data, dict) else type(data).__name__!r})")
-    if data.get("sha256") != _digest(data):
-        raise ProgramError(f"{path}: its sha256 does not match its content: edited after it was saved")
-    return data
 
 
 def load_predictor_state(predictor: dspy.Predict, state: Any, path: PathArg, name: str) -> None:
@@ -209,3 +234,124 @@ def load_predictor_state(predictor: dspy.Predict, state: Any, path: PathArg, nam
         predictor.load_state({**state, "lm": None})
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
         raise ProgramError(f"{path}: malformed predictor {name!r}: {type(error).__name__}: {error}") from error
+
+
+ReaderT = TypeVar("ReaderT", bound="ReadingJudgeBase")
+
+
+class ReadingJudgeBase(BaseJudge):
+    """What the long-episode judges share: they read a `Trajectory`'s steps (never one render), their rubric
+    is the instruction of every predictor, and they save as a sealed JSON document of their own kind
+    (`program.store.write_judge_document`: their predictors' state, render, reading settings and manifest,
+    never an LM or a pickle), which `load_judge` reads and `rubricforge certify` certifies.
+
+    A subclass sets `kind`, `read_mode`, `judge_name` and `predictor_names`, and gives its reading settings
+    (`_document_settings` for `reading_settings` and the saved document, `_parse_settings` to load them).
+    """
+
+    kind: str  # the document's "kind" (a registered stage kind)
+    read_mode: str  # the --read mode ("segments", "explore")
+    judge_name: ClassVar[str]  # in messages: "segments", "explorer"
+    predictor_names: ClassVar[tuple[str, ...]]  # its predictors' attributes, in order
+    format_version: ClassVar[int] = 1
+    calls_lm = True
+    needs_trajectory = True  # a cascade gives it the Trajectory (judge.cascade), never one render of it
+
+    render_config: RenderConfig
+    manifest: dict[str, Any] | None
+
+    def _predictors(self) -> list[dspy.Predict]:
+        return [getattr(self, name) for name in self.predictor_names]
+
+    @property
+    def rubric_sha256(self) -> str:
+        """sha256 of every predictor's instruction (and demos): GEPA may evolve them apart."""
+        return instructions_sha256(self._predictors())
+
+    def reading_settings(self) -> dict[str, Any]:
+        """What, besides the predictors, the render and the adapter, decides what this judge reads. Part of its
+        fingerprint (`judge.fingerprint.judge_parts`): a verdict read otherwise is not reused."""
+        return {"read": self.read_mode, **self._document_settings()}
+
+    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
+        """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
+        ``read_sha256`` (the sha256 of every step as quoted) makes the verdict cache's key
+        (`judge.cache.input_sha256`) differ between trajectories, as a render's text does for a plain judge."""
+        return {"trajectory": trajectory, "read_sha256": QuotedSteps(trajectory).sha256()}
+
+    # -- the settings a subclass adds to its document
+    def _document_settings(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _parse_settings(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The reading settings of a saved document (`_document_settings`' keys) as the attributes to set;
+        raise KeyError, TypeError or ValueError on a malformed one."""
+        raise NotImplementedError
+
+    # -- files
+    def base_manifest(self) -> dict[str, Any]:
+        """The manifest a judge saved without one gets: its rubric (and hash), how it reads, its render, the
+        versions and the date (what `induce` records besides the induction's own fields)."""
+        return {"rubric": self.rubric, "rubric_sha256": self.rubric_sha256, "read": self.read_mode,
+                "reading": self.reading_settings(),
+                "render": {"max_tokens": self.render_config.max_tokens,
+                           "max_step_chars": self.render_config.max_step_chars, "version": RENDER_VERSION},
+                "versions": {"rubricforge_dspy": package_version("rubricforge-dspy"),
+                             "dspy": package_version("dspy")},
+                "created_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document `save` writes (its ``kind`` is the judge's); no LM, no pickle."""
+        return {"kind": self.kind, "format": self.format_version, "rubric_sha256": self.rubric_sha256,
+                "render": {"max_tokens": self.render_config.max_tokens,
+                           "max_step_chars": self.render_config.max_step_chars},
+                **self._document_settings(),
+                "predictors": {name: {**getattr(self, name).dump_state(), "lm": None}
+                               for name in self.predictor_names},
+                "manifest": self.manifest}
+
+    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
+        """Save as JSON (`to_dict` with its sha256); a pickle is refused. A judge without a manifest gets
+        `base_manifest`; one whose rubric changed since gets the new rubric and hash in it.
+
+        Raises:
+            InputError: `save_program` was asked for.
+            ProgramError: `path` is not a ``.json`` file.
+        """
+        if save_program:
+            raise InputError(f"{type(self).__name__} saves as JSON only; pickled programs are not supported")
+        manifest = self.manifest or self.base_manifest()
+        if manifest.get("rubric_sha256") != self.rubric_sha256:
+            manifest = {**manifest, "rubric": self.rubric, "rubric_sha256": self.rubric_sha256}
+        self.manifest = manifest
+        write_judge_document(self.to_dict(), path)
+
+    @classmethod
+    def from_file(cls: type[ReaderT], path: PathArg) -> ReaderT:
+        """The judge saved at `path` (verified by its sha256). Raises `ProgramError` naming the file."""
+        return cls().load(path)
+
+    def load(self: ReaderT, path: PathArg, allow_pickle: bool = False, **ignored: Any) -> ReaderT:
+        """Load a saved judge of this kind into this one (JSON only; never a pickle, never an LM).
+
+        Raises:
+            InputError: a pickle was asked for.
+            ProgramError: naming the file: unreadable, not a judge of this kind, edited, or malformed.
+        """
+        if allow_pickle or str(path).endswith(".pkl"):
+            raise InputError(f"{path}: {type(self).__name__} loads JSON only, never pickles")
+        data = read_judge_document(path, self.kind)
+        try:
+            render = RenderConfig(max_tokens=int(data["render"]["max_tokens"]),
+                                  max_step_chars=int(data["render"]["max_step_chars"]))
+            predictors = data["predictors"]
+            states = [predictors[name] for name in self.predictor_names]
+            settings = self._parse_settings(data)
+        except (KeyError, TypeError, ValueError, InputError) as error:
+            raise ProgramError(f"{path}: malformed {self.judge_name} judge: {error}") from error
+        for name, state in zip(self.predictor_names, states, strict=True):
+            load_predictor_state(getattr(self, name), state, path, name)
+        for attribute, value in settings.items():
+            setattr(self, attribute, value)
+        self.render_config, self.manifest = render, data.get("manifest")
+        return self

@@ -13,7 +13,9 @@ The thresholds come from `trust.cascade.fit_cascade` (Learn-then-Test, `metrics.
 states the guarantee; this module only applies them.
 
 ``batch`` runs stage by stage: a later stage sees only what the earlier ones left, so a trajectory the
-floor decides costs no LM call. Each verdict names its deciding stage: the Prediction's ``stage`` (name)
+floor decides costs no LM call. Each stage judges its items through its own ``batch`` (``abatch``), which for
+every `BaseJudge` is the in-memory batch engine (`judge.batching`: a bounded window of calls, failures
+counted, the stage's dead-server circuit). Each verdict names its deciding stage: the Prediction's ``stage`` (name)
 and ``stage_index`` (None when escalated); ``batch`` returns `CascadeVerdicts`, whose ``stages`` list
 holds the same names (``"escalated"`` for an escalation).
 

@@ -24,11 +24,8 @@ then ``judge.set_lm(lm)`` warns only if `lm` is not the certified LM, and only w
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 import dspy
@@ -37,8 +34,9 @@ from rubricforge_dspy.core.errors import InputError, RubricForgeDeprecationWarni
 from rubricforge_dspy.core.presets import JUDGING_MAX_CONSECUTIVE_LM_ERRORS
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.core.verdict import PassRule, Verdict
+from rubricforge_dspy.judge.batching import ajudge_batch, judge_batch
 from rubricforge_dspy.judge.cache import input_sha256
-from rubricforge_dspy.judge.execution import RetryPolicy, ajudge_verdict, judge_verdict
+from rubricforge_dspy.judge.execution import RetryPolicy
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.judge.metric import as_metric
 from rubricforge_dspy.lm.circuit import LMCircuit
@@ -257,7 +255,8 @@ class BaseJudge(dspy.Module):  # type: ignore[misc]  # (dspy is untyped: its cla
               policy: RetryPolicy = RetryPolicy(),
               max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS,
               **ignored: Any) -> Verdicts:
-        """Judge many trajectories on threads; every failure is a counted abstention.
+        """Judge many trajectories on threads (`judge.batching.judge_batch`: a bounded window of calls, DSPy's
+        context carried into every worker, no DSPy history kept); every failure is a counted abstention.
 
         Unlike `dspy.Module.batch`, which turns a failed call into ``None``, each item goes through
         `judge_verdict` (transient errors retried per `policy`, anything else recorded as an abstention
@@ -283,27 +282,15 @@ class BaseJudge(dspy.Module):  # type: ignore[misc]  # (dspy is untyped: its cla
             raise InputError("judge.batch records failures as abstained verdicts in its result; "
                              "return_failed_examples is not supported")
         items = [trajectory_input(item) for item in examples]
-        circuit = self._circuit(max_consecutive_lm_errors)
         threads = num_threads or getattr(dspy.settings, "num_threads", None) or 8
-        stop = threading.Event()
-
-        def one(item: Trajectory | str) -> Verdict:
-            return judge_verdict(self, item, policy, stop, circuit)
-
-        with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="rubricforge-judge") as pool:
-            futures = [pool.submit(contextvars.copy_context().run, one, item) for item in items]
-            try:
-                return Verdicts(future.result() for future in futures)
-            except BaseException:
-                stop.set()
-                for future in futures:
-                    future.cancel()
-                raise
+        return Verdicts(judge_batch(self, items, window=max(1, threads), policy=policy,
+                                    circuit=self._circuit(max_consecutive_lm_errors)))
 
     async def abatch(self, examples: Iterable[Any], concurrency: int = 32, *,
                      policy: RetryPolicy = RetryPolicy(),
                      max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS) -> Verdicts:
-        """The async `batch`: at most `concurrency` ``acall``s at once, through `ajudge_verdict`.
+        """The async `batch` (`judge.batching.ajudge_batch`): at most `concurrency` ``acall``s at once, on the
+        running event loop, through `ajudge_verdict`.
 
         Args:
             examples: as for `batch`.
@@ -319,23 +306,8 @@ class BaseJudge(dspy.Module):  # type: ignore[misc]  # (dspy is untyped: its cla
             JudgeUnavailableError: the circuit opened (the calls in flight are cancelled).
         """
         items = [trajectory_input(item) for item in examples]
-        circuit = self._circuit(max_consecutive_lm_errors)
-        gate = asyncio.Semaphore(max(1, concurrency))
-        stop = asyncio.Event()
-
-        async def one(item: Trajectory | str) -> Verdict:
-            async with gate:
-                return await ajudge_verdict(self, item, policy, stop, circuit)
-
-        tasks = [asyncio.ensure_future(one(item)) for item in items]
-        try:
-            return Verdicts(await asyncio.gather(*tasks))
-        except BaseException:
-            stop.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return Verdicts(await ajudge_batch(self, items, window=max(1, concurrency), policy=policy,
+                                           circuit=self._circuit(max_consecutive_lm_errors)))
 
     def _circuit(self, limit: int | None) -> LMCircuit:
         return LMCircuit(limit, lm_name(resolve_lm(self)), counted=" after retries",

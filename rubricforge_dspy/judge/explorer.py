@@ -16,10 +16,19 @@ and their results, and answers an ``action`` with an ``argument``:
 The tools only read the `Trajectory`'s steps (never ``reward``, ``label`` or ``hidden``); nothing in it is
 executed; every text from it is quoted between the renderer's nonce tags (`judge._reading.QuotedSteps`).
 An ``action`` the LM gets wrong (an unknown step, an empty search) is answered with an error line and
-costs an iteration. Hitting ``max_iters`` or ``max_prompt_tokens`` (estimated prompt tokens over all
-calls) without a verdict raises `ReadingLimitError`: the execution layer records an abstention, never a
-verdict. The prediction carries ``evidence`` (``read="explore"``, ``steps_read`` = the steps
-``read_step`` returned, ``complete`` when every step was read whole) and ``calls``.
+costs an iteration. Hitting ``max_iters`` or the token cap ``max_prompt_tokens`` without a verdict raises
+`ReadingLimitError`: the execution layer records an abstention (kind ``truncated``), never a verdict.
+
+The token cap is a hard bound on the tokens the judge's requests use, prompts and answers, as the LM reports
+them. Before each call the judge reserves the call's worst case (`judge._reading.call_bound`: the UTF-8
+bytes of the messages the adapter formats, plus a chat-template allowance, plus the LM's ``max_tokens``;
+a byte-level BPE tokenizer never makes more tokens than bytes), as `apply.budget` does for a run, and makes
+the call only if the tokens used so far plus that reservation stay within the cap; after it, the tokens the
+LM reported are used (the whole reservation when it reported none). An LM without ``max_tokens`` is refused
+(`InputError`): its answers cannot be bounded.
+
+The prediction carries ``evidence`` (``read="explore"``, ``steps_read`` = the steps ``read_step`` returned,
+``complete`` when every step was read whole) and ``calls``.
 
 Not `dspy.ReAct`: ReAct turns an answer it cannot parse into the end of the loop (a logged warning) and
 still extracts an answer at its iteration cap, so a cap or a malformed answer would become a verdict; and
@@ -34,31 +43,29 @@ from typing import Any, Literal
 import dspy
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.clip import fit, sanitize
 from rubricforge_dspy.evidence.render import STEP_LABELS, RenderConfig, neutralize, safe_name
 from rubricforge_dspy.evidence.symptoms import extract_symptoms
-from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.judge._reading import (
     QuotedSteps,
+    ReadingJudgeBase,
     ReadingLimitError,
     ReadLedger,
-    instructions_sha256,
-    load_predictor_state,
-    read_document,
+    answer_cap,
+    call_bound,
+    counted_call,
     require_trajectory,
     strict_call,
-    write_document,
 )
-from rubricforge_dspy.judge.contract import BaseJudge, verdict_prediction
+from rubricforge_dspy.judge.contract import verdict_prediction
 from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
+from rubricforge_dspy.lm.copies import resolve_lm
 
 __all__ = ["EXPLORER_KIND", "ExplorerJudge", "ExploreStepSignature", "ACTIONS", "ReadingLimitError"]
 
 EXPLORER_KIND = "rubricforge.explorer_judge"
-FORMAT_VERSION = 1
 ACTIONS = ("outline", "read_step", "search", "symptoms", "final_answer", "verdict")
 MAX_QUERY_CHARS = 200
 MAX_HITS = 20
@@ -157,14 +164,15 @@ class _Tools:
         return result
 
 
-class ExplorerJudge(BaseJudge):
+class ExplorerJudge(ReadingJudgeBase):
     """Judge a long trajectory by exploring it with read-only tools (see the module docstring).
 
     Args:
         rubric: the explorer predictor's instruction.
         max_iters: calls before the judge gives up (an abstention), the verdict call included.
-        max_prompt_tokens: estimated prompt tokens over all calls before it gives up (default: 16 times
-            the render budget; the transcript is sent again with each call).
+        max_prompt_tokens: the token cap: the most tokens (prompts and answers) all its calls may use; a call
+            that could pass it is not made (module docstring). Default: 16 times the render budget (the
+            transcript is sent again with each call). The name is kept for saved files.
         render_config: ``max_tokens`` sizes the default token cap; each tool result is clipped to an eighth
             of it.
         adapter: the adapter (default `StrictJSONAdapter`).
@@ -172,8 +180,8 @@ class ExplorerJudge(BaseJudge):
 
     kind = EXPLORER_KIND
     read_mode = "explore"
-    calls_lm = True
-    needs_trajectory = True  # a cascade gives it the Trajectory (judge.cascade), never one render of it
+    judge_name = "explorer"
+    predictor_names = ("explore",)
 
     def __init__(self, rubric: str = SEED_RUBRIC, max_iters: int = 16, max_prompt_tokens: int | None = None,
                  render_config: RenderConfig | None = None, adapter: dspy.Adapter | None = None):
@@ -195,20 +203,15 @@ class ExplorerJudge(BaseJudge):
         instructions: str = self.explore.signature.instructions
         return instructions
 
-    @property
-    def rubric_sha256(self) -> str:
-        return instructions_sha256([self.explore])
+    def _document_settings(self) -> dict[str, Any]:
+        """Its caps (in the saved document and the fingerprint's `reading_settings`)."""
+        return {"max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens}
 
-    def reading_settings(self) -> dict[str, Any]:
-        """What, besides the predictor, the render and the adapter, decides what this judge reads: its caps.
-        Part of its fingerprint (`judge.fingerprint.judge_parts`): a verdict read otherwise is not reused."""
-        return {"read": self.read_mode, "max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens}
-
-    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
-        """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
-        ``read_sha256`` (the sha256 of every step as quoted) makes the verdict cache's key
-        (`judge.cache.input_sha256`) differ between trajectories, as a render's text does for a plain judge."""
-        return {"trajectory": trajectory, "read_sha256": QuotedSteps(trajectory).sha256()}
+    def _parse_settings(self, data: dict[str, Any]) -> dict[str, Any]:
+        max_iters, max_prompt_tokens = int(data["max_iters"]), int(data["max_prompt_tokens"])
+        if max_iters < 1 or max_prompt_tokens < 64:
+            raise ValueError("max_iters must be >= 1 and max_prompt_tokens >= 64")
+        return {"max_iters": max_iters, "max_prompt_tokens": max_prompt_tokens}
 
     def render(self, trajectory: Trajectory | str, config: RenderConfig | None = None) -> str:
         """The record the first call sees (the tools show the rest)."""
@@ -222,24 +225,28 @@ class ExplorerJudge(BaseJudge):
         return (f"{tools.quoted.header}\nThe episode has {len(tools.steps)} steps, numbered 1 to "
                 f"{len(tools.steps)}. Read-only tools: {', '.join(ACTIONS[:-1])}; end with verdict.")
 
-    def _budget_check(self, record: str, transcript: str, used: int, iteration: int) -> int:
+    def _reserve(self, record: str, transcript: str, used: int, iteration: int) -> int:
+        """The tokens the next call may use (`judge._reading.call_bound`: its prompt's bound plus the LM's
+        ``max_tokens``), once it is sure to stay within the caps; `ReadingLimitError` (no verdict) otherwise."""
         if iteration >= self.max_iters:
             raise ReadingLimitError(f"the explorer judge made {self.max_iters} calls without a verdict "
                                     "(max_iters): no verdict", self.explore.signature)
-        cost = self._framing_tokens() + estimate_tokens(record) + estimate_tokens(transcript)
-        if used + cost > self.max_prompt_tokens:
-            raise ReadingLimitError(f"the explorer judge would pass its prompt-token cap ({used + cost} > "
-                                    f"{self.max_prompt_tokens} estimated tokens) without a verdict: no verdict",
+        cap = answer_cap(resolve_lm(self))
+        if cap <= 0:
+            raise InputError("the explorer judge's token cap (max_prompt_tokens) needs the LM's answers capped: give "
+                             "the LM a max_tokens (command line: --max-tokens)")
+        bound = call_bound(self.adapter, self.explore, {"record": record, "transcript": transcript}, cap)
+        if used + bound > self.max_prompt_tokens:
+            raise ReadingLimitError(f"the explorer judge would pass its token cap without a verdict: {used:,} tokens "
+                                    f"used, and the next call may take up to {bound:,} (its prompt's bound plus "
+                                    f"max_tokens) of max_prompt_tokens {self.max_prompt_tokens:,}: no verdict",
                                     self.explore.signature)
-        return used + cost
+        return bound
 
-    def _framing_tokens(self) -> int:
-        """Estimated tokens of what every call sends besides the record and transcript: the instruction and
-        the fields' names and descriptions (DSPy's adapter adds a little more; counted as 64)."""
-        signature = self.explore.signature
-        fields = " ".join(f"{name} {field.json_schema_extra.get('desc', '')}"
-                          for name, field in signature.fields.items())
-        return estimate_tokens(signature.instructions) + estimate_tokens(fields) + 64
+    def token_bound(self, inputs: dict[str, Any], max_tokens: int) -> int:
+        """The most tokens judging one item may use: the token cap (`max_prompt_tokens`), which bounds every
+        call's prompt and answer (`apply.budget` reserves it for the item)."""
+        return int(self.max_prompt_tokens)
 
     @staticmethod
     def _entry(iteration: int, answer: dspy.Prediction, result: str) -> str:
@@ -255,9 +262,10 @@ class ExplorerJudge(BaseJudge):
         entries: list[str] = []
         for iteration in range(self.max_iters + 1):
             transcript = "\n".join(entries) or "(nothing yet)"
-            used = self._budget_check(record, transcript, used, iteration)
-            with strict_call(self.adapter, self.explore.signature):
+            bound = self._reserve(record, transcript, used, iteration)
+            with strict_call(self.adapter, self.explore.signature), counted_call() as usage:
                 answer = self.explore(record=record, transcript=transcript)
+            used += usage.tokens if usage.reported else bound  # an LM that reports nothing spent its bound
             if answer.action == "verdict":
                 return self._prediction(answer, tools, iteration + 1)
             entries.append(self._entry(iteration + 1, answer, tools.run(answer.action, answer.argument)))
@@ -271,9 +279,10 @@ class ExplorerJudge(BaseJudge):
         entries: list[str] = []
         for iteration in range(self.max_iters + 1):
             transcript = "\n".join(entries) or "(nothing yet)"
-            used = self._budget_check(record, transcript, used, iteration)
-            with strict_call(self.adapter, self.explore.signature):
+            bound = self._reserve(record, transcript, used, iteration)
+            with strict_call(self.adapter, self.explore.signature), counted_call() as usage:
                 answer = await self.explore.acall(record=record, transcript=transcript)
+            used += usage.tokens if usage.reported else bound  # an LM that reports nothing spent its bound
             if answer.action == "verdict":
                 return self._prediction(answer, tools, iteration + 1)
             entries.append(self._entry(iteration + 1, answer, tools.run(answer.action, answer.argument)))
@@ -285,49 +294,3 @@ class ExplorerJudge(BaseJudge):
         prediction.evidence = tools.ledger.record([tools.quoted.body_chars(i) for i in range(len(tools.steps))])
         prediction.calls = calls
         return prediction
-
-    # -- files
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document `save` writes (its ``kind`` is `EXPLORER_KIND`); no LM, no pickle."""
-        return {"kind": EXPLORER_KIND, "format": FORMAT_VERSION, "rubric_sha256": self.rubric_sha256,
-                "render": {"max_tokens": self.render_config.max_tokens,
-                           "max_step_chars": self.render_config.max_step_chars},
-                "max_iters": self.max_iters, "max_prompt_tokens": self.max_prompt_tokens,
-                "predictors": {"explore": {**self.explore.dump_state(), "lm": None}}, "manifest": self.manifest}
-
-    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
-        """Save as JSON (`to_dict` with its sha256); a pickle is refused."""
-        if save_program:
-            raise InputError("ExplorerJudge saves as JSON only; pickled programs are not supported")
-        write_document(self.to_dict(), path)
-
-    @classmethod
-    def from_file(cls, path: PathArg) -> "ExplorerJudge":
-        """The judge saved at `path` (verified by its sha256). Raises `ProgramError` naming the file."""
-        return cls().load(path)
-
-    def load(self, path: PathArg, allow_pickle: bool = False, **ignored: Any) -> "ExplorerJudge":
-        """Load a saved explorer judge into this one (JSON only; never a pickle, never an LM).
-
-        Raises:
-            InputError: a pickle was asked for.
-            ProgramError: naming the file: unreadable, not an explorer judge, edited, or malformed.
-        """
-        from rubricforge_dspy.program.store import ProgramError
-
-        if allow_pickle or str(path).endswith(".pkl"):
-            raise InputError(f"{path}: ExplorerJudge loads JSON only, never pickles")
-        data = read_document(path, EXPLORER_KIND)
-        try:
-            render = RenderConfig(max_tokens=int(data["render"]["max_tokens"]),
-                                  max_step_chars=int(data["render"]["max_step_chars"]))
-            max_iters, max_prompt_tokens = int(data["max_iters"]), int(data["max_prompt_tokens"])
-            if max_iters < 1 or max_prompt_tokens < 64:
-                raise ValueError("max_iters must be >= 1 and max_prompt_tokens >= 64")
-            state = data["predictors"]["explore"]
-        except (KeyError, TypeError, ValueError, InputError) as error:
-            raise ProgramError(f"{path}: malformed explorer judge: {error}") from error
-        load_predictor_state(self.explore, state, path, "explore")
-        self.render_config, self.max_iters, self.max_prompt_tokens = render, max_iters, max_prompt_tokens
-        self.manifest = data.get("manifest")
-        return self

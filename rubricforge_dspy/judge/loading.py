@@ -136,8 +136,9 @@ def load_judge(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: 
         lm: a `dspy.LM` to attach (``judge.set_lm(lm)``); without one the judge uses the LM set later
             with ``set_lm``, or whatever `dspy.configure` sets.
         check_certificate: when the judge first runs with an LM (once per LM), warn
-            `UncertifiedJudgeWarning` if the program has no certificate or that LM is not the one it was
-            certified with (`program.drift.check_drift`). Loading itself never warns.
+            `UncertifiedJudgeWarning` if the program (or the segments or explorer judge) has no certificate or
+            that LM is not the one it was certified with (`program.drift.check_drift`). Loading itself never
+            warns.
         allow_unverified: load a program whose manifest cannot verify it (no ``program_sha256``, or
             content that no longer matches it), or a recorded stage whose verdict file changed, warning
             `UnverifiedProgramWarning`; refused otherwise.
@@ -164,6 +165,8 @@ def load_judge(path: PathArg, lm: dspy.BaseLM | None = None, check_certificate: 
         stage = _stage(document, Path(path), allow_unverified, allow_import)
         if lm is not None and stage.predictors():
             stage.set_lm(lm)
+        if check_certificate and isinstance(stage, (SegmentsJudge, ExplorerJudge)):  # certified as a program is
+            stage.check_certificate_on_first_run(str(path))
         return stage
     judge = TrajectoryJudge()
     judge.load(path, allow_unverified=allow_unverified)

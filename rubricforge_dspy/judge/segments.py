@@ -24,7 +24,6 @@ from typing import Any
 import dspy
 
 from rubricforge_dspy.core.errors import InputError
-from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.rubric import SEED_RUBRIC
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.evidence.clip import fit
@@ -32,21 +31,17 @@ from rubricforge_dspy.evidence.render import EVENTS_LABEL, RenderConfig, neutral
 from rubricforge_dspy.evidence.tokens import estimate_tokens
 from rubricforge_dspy.judge._reading import (
     QuotedSteps,
+    ReadingJudgeBase,
     ReadLedger,
-    instructions_sha256,
-    load_predictor_state,
-    read_document,
     require_trajectory,
     strict_call,
-    write_document,
 )
-from rubricforge_dspy.judge.contract import BaseJudge, verdict_prediction
+from rubricforge_dspy.judge.contract import verdict_prediction
 from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
 
 __all__ = ["SEGMENTS_KIND", "SegmentsJudge", "plan_windows", "WindowFindingsSignature", "SegmentVerdictSignature"]
 
 SEGMENTS_KIND = "rubricforge.segments_judge"
-FORMAT_VERSION = 1
 WINDOW_LABEL = "WINDOW: steps {a}-{b} of {n} (window {i} of {k}); the task and final answer are repeated in each"
 
 
@@ -99,7 +94,7 @@ def plan_windows(costs: list[int], capacity: int, overlap: int) -> list[tuple[in
     return windows
 
 
-class SegmentsJudge(BaseJudge):
+class SegmentsJudge(ReadingJudgeBase):
     """Judge a long trajectory in windows (see the module docstring).
 
     Args:
@@ -111,8 +106,8 @@ class SegmentsJudge(BaseJudge):
 
     kind = SEGMENTS_KIND
     read_mode = "segments"
-    calls_lm = True
-    needs_trajectory = True  # a cascade gives it the Trajectory (judge.cascade), never one render of it
+    judge_name = "segments"
+    predictor_names = ("window", "verdict")
 
     def __init__(self, rubric: str = SEED_RUBRIC, render_config: RenderConfig | None = None, overlap: int = 1,
                  adapter: dspy.Adapter | None = None):
@@ -133,24 +128,17 @@ class SegmentsJudge(BaseJudge):
         instructions: str = self.verdict.signature.instructions
         return instructions
 
-    @property
-    def rubric_sha256(self) -> str:
-        """sha256 of both predictors' instructions (and demos): GEPA may evolve them apart."""
-        return instructions_sha256([self.window, self.verdict])
+    def _document_settings(self) -> dict[str, Any]:
+        """The window overlap (in the saved document and the fingerprint's `reading_settings`)."""
+        return {"overlap": self.overlap}
 
-    def reading_settings(self) -> dict[str, Any]:
-        """What, besides the predictors, the render and the adapter, decides what this judge reads: the
-        window overlap. Part of its fingerprint (`judge.fingerprint.judge_parts`): a verdict read otherwise is not
-        reused."""
-        return {"read": self.read_mode, "overlap": self.overlap}
+    def _parse_settings(self, data: dict[str, Any]) -> dict[str, Any]:
+        overlap = int(data["overlap"])
+        if overlap < 0:
+            raise ValueError(f"overlap must be >= 0, got {overlap}")
+        return {"overlap": overlap}
 
     # -- what is read
-    def inputs_of(self, trajectory: Trajectory) -> dict[str, Any]:
-        """``{"trajectory": trajectory, "read_sha256": ...}``: this judge reads the steps, not one render;
-        ``read_sha256`` (the sha256 of every step as quoted) makes the verdict cache's key
-        (`judge.cache.input_sha256`) differ between trajectories, as a render's text does for a plain judge."""
-        return {"trajectory": trajectory, "read_sha256": QuotedSteps(trajectory).sha256()}
-
     def windows(self, trajectory: Trajectory) -> tuple[list[str], list[str], ReadLedger, list[int]]:
         """The window prompts (``excerpt``s) for `trajectory`, their ``WINDOW`` lines, the ledger of what
         they show, and the steps' body sizes (for the ledger's record)."""
@@ -238,54 +226,3 @@ class SegmentsJudge(BaseJudge):
     def estimated_calls(self, trajectory: Trajectory) -> int:
         """The LM calls judging `trajectory` makes (its windows and the verdict): the stage's cost per item."""
         return len(self.windows(trajectory)[0]) + 1
-
-    # -- files
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document `save` writes (its ``kind`` is `SEGMENTS_KIND`); no LM, no pickle."""
-        return {"kind": SEGMENTS_KIND, "format": FORMAT_VERSION, "rubric_sha256": self.rubric_sha256,
-                "render": {"max_tokens": self.render_config.max_tokens,
-                           "max_step_chars": self.render_config.max_step_chars},
-                "overlap": self.overlap,
-                "predictors": {"window": {**self.window.dump_state(), "lm": None},
-                               "verdict": {**self.verdict.dump_state(), "lm": None}},
-                "manifest": self.manifest}
-
-    def save(self, path: PathArg, save_program: bool = False, modules_to_serialize: list[Any] | None = None) -> None:
-        """Save as JSON (`to_dict` with its sha256); a pickle is refused.
-
-        Raises:
-            InputError: `save_program` was asked for.
-            ProgramError: `path` is not a ``.json`` file.
-        """
-        if save_program:
-            raise InputError("SegmentsJudge saves as JSON only; pickled programs are not supported")
-        write_document(self.to_dict(), path)
-
-    @classmethod
-    def from_file(cls, path: PathArg) -> "SegmentsJudge":
-        """The judge saved at `path` (verified by its sha256). Raises `ProgramError` naming the file."""
-        return cls().load(path)
-
-    def load(self, path: PathArg, allow_pickle: bool = False, **ignored: Any) -> "SegmentsJudge":
-        """Load a saved segments judge into this one (JSON only; never a pickle, never an LM).
-
-        Raises:
-            InputError: a pickle was asked for.
-            ProgramError: naming the file: unreadable, not a segments judge, edited, or malformed.
-        """
-        from rubricforge_dspy.program.store import ProgramError
-
-        if allow_pickle or str(path).endswith(".pkl"):
-            raise InputError(f"{path}: SegmentsJudge loads JSON only, never pickles")
-        data = read_document(path, SEGMENTS_KIND)
-        try:
-            render = RenderConfig(max_tokens=int(data["render"]["max_tokens"]),
-                                  max_step_chars=int(data["render"]["max_step_chars"]))
-            overlap = int(data["overlap"])
-            predictors = data["predictors"]
-        except (KeyError, TypeError, ValueError, InputError) as error:
-            raise ProgramError(f"{path}: malformed segments judge: {error}") from error
-        load_predictor_state(self.window, predictors.get("window"), path, "window")
-        load_predictor_state(self.verdict, predictors.get("verdict"), path, "verdict")
-        self.render_config, self.overlap, self.manifest = render, overlap, data.get("manifest")
-        return self

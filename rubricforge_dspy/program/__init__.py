@@ -7,7 +7,8 @@ runs when it first runs with an LM.
 
 Modules:
 
-- :mod:`.store`: write (`freeze`), read (`read_program`) and update the program file and its manifest;
+- :mod:`.store`: write (`freeze`), read (`read_program`) and update the program file and its manifest, and the
+  sealed documents of the segments and explorer judges (`read_manifest` reads either's manifest);
 - :mod:`.drift`: the certificate drift check and `UncertifiedJudgeWarning` (imports DSPy).
 
 Names are imported lazily: reading a program file does not import DSPy.
@@ -16,7 +17,8 @@ Names are imported lazily: reading a program file does not import DSPy.
 from rubricforge_dspy._lazy import lazy_exports
 
 _MODULES = {
-    "rubricforge_dspy.program.store": ["freeze", "save_judge", "read_program", "update_manifest", "build_manifest",
+    "rubricforge_dspy.program.store": ["freeze", "save_judge", "read_program", "read_manifest", "update_manifest",
+                                       "build_manifest",
                                        "data_fingerprint", "ProgramError", "MANIFEST_KEY", "CERTIFICATE_KEY",
                                        "FORMAT_VERSION", "program_sha256", "UnverifiedProgramWarning",
                                        "MAX_PROGRAM_BYTES"],

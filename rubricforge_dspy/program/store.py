@@ -289,12 +289,88 @@ def read_program(path: PathArg, allow_unverified: bool = False) -> dict[str, Any
     return state
 
 
+# -- sealed judge documents: a judge saved in a format of its own (``"kind"``), its content pinned by ``"sha256"``
+
+DOCUMENT_SHA_KEY = "sha256"
+DOCUMENT_MANIFEST_KEY = "manifest"
+
+
+def _document_digest(document: dict[str, Any]) -> str:
+    body = {k: v for k, v in document.items() if k != DOCUMENT_SHA_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def is_judge_document(data: Any) -> bool:
+    """Whether parsed JSON `data` is a sealed judge document (a ``"kind"``, a ``"sha256"``, no program's
+    ``"judge"`` state): the segments and explorer judges' files (`write_judge_document`)."""
+    return (isinstance(data, dict) and isinstance(data.get("kind"), str) and DOCUMENT_SHA_KEY in data
+            and "judge" not in data)
+
+
+def write_judge_document(document: dict[str, Any], path: PathArg) -> None:
+    """Write a judge's own JSON document (its ``"kind"``, its state, its ``"manifest"``) with a ``"sha256"`` of
+    the rest (never a pickle), atomically.
+
+    Raises:
+        ProgramError: `path` is not a ``.json`` file.
+    """
+    path = Path(path)
+    if path.suffix != ".json":
+        raise ProgramError(f"{path}: a judge is saved as a .json file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {k: v for k, v in document.items() if k != DOCUMENT_SHA_KEY}
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps({**body, DOCUMENT_SHA_KEY: _document_digest(body)}, indent=2, ensure_ascii=False)
+                         + "\n", encoding="utf-8")
+    temporary.replace(path)
+
+
+def read_judge_document(path: PathArg, kind: str | None = None) -> dict[str, Any]:
+    """The verified JSON document of a judge at `path` (of `kind`, when given); `ProgramError` naming the file
+    otherwise: unreadable, not a sealed judge document (or of another kind), or edited after it was saved."""
+    data = read_json_document(Path(path), "program")
+    found = data.get("kind") if isinstance(data, dict) else type(data).__name__
+    if not is_judge_document(data) or (kind is not None and found != kind):
+        raise ProgramError(f"{path}: not a {kind or 'sealed judge'} file (its 'kind' is {found!r})")
+    document: dict[str, Any] = data
+    if document.get(DOCUMENT_SHA_KEY) != _document_digest(document):
+        raise ProgramError(f"{path}: its sha256 does not match its content: edited after it was saved")
+    manifest = document.get(DOCUMENT_MANIFEST_KEY)
+    if manifest is not None and not isinstance(manifest, dict):
+        raise ProgramError(f"{path}: its '{DOCUMENT_MANIFEST_KEY}' is {type(manifest).__name__}, not an object")
+    return document
+
+
+def read_manifest(path: PathArg, allow_unverified: bool = False) -> dict[str, Any] | None:
+    """The manifest of a saved judge, verified: a frozen program's (`read_program`) or a sealed judge
+    document's ``"manifest"`` (`read_judge_document`: a segments or explorer judge); None when it has none.
+
+    Raises:
+        ProgramError: naming the file, as `read_program` or `read_judge_document`.
+    """
+    if Path(path).suffix == ".json" and is_judge_document(read_json_document(Path(path), "program")):
+        document_manifest: dict[str, Any] | None = read_judge_document(path).get(DOCUMENT_MANIFEST_KEY)
+        return document_manifest
+    program_manifest: dict[str, Any] | None = read_program(path, allow_unverified=allow_unverified).get(MANIFEST_KEY)
+    return program_manifest
+
+
 def update_manifest(path: PathArg, fields: dict[str, Any], out_path: PathArg | None = None,
                     allow_unverified: bool = False) -> dict[str, Any]:
     """Set `fields` in the manifest of the program at `path` (verified first; see `read_program` for
     `allow_unverified`) and write it to `out_path` (default: in place, atomically) with a fresh
-    ``program_sha256``; the program stays loadable. Returns the manifest."""
+    ``program_sha256``; the program stays loadable. Returns the manifest.
+
+    A sealed judge document (a segments or explorer judge, `read_judge_document`) is updated the same way: its
+    ``"manifest"`` (created when it has none) gets `fields`, its ``"sha256"`` is recomputed."""
     path = Path(path)
+    if path.suffix == ".json" and is_judge_document(read_json_document(path, "program")):
+        document = read_judge_document(path)
+        updated: dict[str, Any] = {**(document.get(DOCUMENT_MANIFEST_KEY) or {}), **fields}
+        target = Path(out_path) if out_path is not None else path
+        write_judge_document({**document, DOCUMENT_MANIFEST_KEY: orjson.loads(orjson.dumps(updated))}, target)
+        written: dict[str, Any] = read_judge_document(target)[DOCUMENT_MANIFEST_KEY]
+        return written
     state = read_program(path, allow_unverified=allow_unverified)
     if state.get(MANIFEST_KEY) is None:
         raise ProgramError(f"{path}: no RubricForge manifest to update; freeze the program first")

@@ -41,7 +41,6 @@ import json
 import threading
 import warnings
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
@@ -52,7 +51,10 @@ from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats._steps import parse_arguments
 from rubricforge_dspy.data.formats.jsonl import steps_of
-from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
+from rubricforge_dspy.judge.batching import judge_batch
+from rubricforge_dspy.judge.execution import RetryPolicy
+from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
+from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 
 __all__ = ["as_reward_function", "as_verl_compute_score", "JudgeReward", "VerlComputeScore", "RewardCounters",
@@ -197,7 +199,8 @@ def _calls_an_lm(judge: Any) -> bool:
 
 
 class _Rewarder:
-    """Judges rollouts concurrently and keeps the counters; the shared part of the TRL and verl callables."""
+    """Judges rollouts concurrently (the in-memory batch engine, `judge.batching.judge_batch`: at most
+    ``max_concurrency`` calls at once) and keeps the counters; the shared part of the TRL and verl callables."""
 
     def __init__(self, judge: dspy.Module, *, abstain_value: float | None, mode: Mode, max_concurrency: int,
                  lm: dspy.BaseLM | None, retry: RetryPolicy, max_consecutive_abstentions: int | None, name: str):
@@ -245,23 +248,35 @@ class _Rewarder:
     def rewards(self, items: Sequence[tuple[Any, Any]]) -> list[tuple[float | None, Verdict | None]]:
         """``(reward, verdict)`` per ``(prompt, completion)``, in order (verdict None: malformed input)."""
         lm = self._judge_lm()
-
-        def one(index: int, prompt: Any, completion: Any) -> Verdict | None:
+        trajectories: list[Trajectory | None] = []
+        for index, (prompt, completion) in enumerate(items):
             try:
-                trajectory = trajectory_from_messages(prompt, completion, index=index)
+                trajectories.append(trajectory_from_messages(prompt, completion, index=index))
             except ValueError:
-                return None
-            with dspy.context(**({"lm": lm} if lm is not None else {}), trace=None):
-                return judge_verdict(self.judge, trajectory, self.retry)
-
-        if len(items) == 1 or self.max_concurrency == 1:
-            verdicts = [one(i, p, c) for i, (p, c) in enumerate(items)]
-        else:
-            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
-                verdicts = list(pool.map(lambda args: one(*args), [(i, p, c) for i, (p, c) in enumerate(items)]))
+                trajectories.append(None)  # malformed: no call, counted as such by `_count`
+        readable = [(i, t) for i, t in enumerate(trajectories) if t is not None]
+        verdicts: list[Verdict | None] = [None] * len(items)
+        finished: dict[int, Verdict] = {}
+        limit = self.max_consecutive_abstentions
+        circuit = None if limit is None or lm is None else LMCircuit(
+            limit, lm_name(lm), counted=" after retries", advice="Stopped rather than handing the trainer non-rewards.")
+        try:
+            with dspy.context(**({"lm": lm} if lm is not None else {})):  # (the engine carries it to every call)
+                judged = judge_batch(self.judge, [t for _, t in readable],
+                                     window=max(1, min(self.max_concurrency, len(readable))), policy=self.retry,
+                                     circuit=circuit, on_verdict=lambda k, verdict: finished.__setitem__(k, verdict))
+        except JudgeUnavailableError as error:  # the judge server is down: count what was recorded, then stop
+            made: list[Verdict | None] = [finished[k] for k in sorted(finished)]
+            self._count(made, raise_after=False)
+            raise RewardJudgeError(f"the judge abstained on the last {limit} completions in a row ({error}): is "
+                                   "the judge LM server up? Stopping rather than handing the trainer non-rewards"
+                                   ) from error
+        for (index, _), verdict in zip(readable, judged, strict=True):
+            verdicts[index] = verdict
         return self._count(verdicts)
 
-    def _count(self, verdicts: list[Verdict | None]) -> list[tuple[float | None, Verdict | None]]:
+    def _count(self, verdicts: list[Verdict | None],
+               raise_after: bool = True) -> list[tuple[float | None, Verdict | None]]:
         out = []
         kinds: Counter[str | None] = Counter()
         with self._lock:
@@ -289,7 +304,7 @@ class _Rewarder:
                           f"{self.abstain_value!r} (abstain_value). Totals: {self.counters.abstained} of "
                           f"{self.counters.items}", RewardAbstentionWarning, stacklevel=3)
         limit = self.max_consecutive_abstentions
-        if limit is not None and consecutive >= limit:
+        if raise_after and limit is not None and consecutive >= limit:
             raise RewardJudgeError(f"the judge abstained on the last {consecutive} completions in a row "
                                    f"({dict(kinds)}): is the judge LM server up? Stopping rather than handing the "
                                    "trainer non-rewards")
@@ -388,7 +403,8 @@ def as_reward_function(judge: dspy.Module, *, abstain_value: float | None = None
             floors) needs none: no LM is resolved.
         retry: the retry policy of transient LM errors (`judge.execution.RetryPolicy`).
         max_consecutive_abstentions: raise `RewardJudgeError` after this many abstentions in a row (None:
-            never).
+            never); within one trainer call, the batch stops as soon as this many calls in a row failed with an
+            LM error (the engine's dead-server circuit), instead of calling the judge for every completion first.
         name: the function's ``__name__`` (TRL's log key).
 
     Returns:
@@ -421,7 +437,8 @@ def as_verl_compute_score(judge: dspy.Module, *, abstain_value: float, mode: Mod
         lm: the judge's LM (default: the judge's own, else ``dspy.settings.lm``; none for a judge that makes
             no LM call).
         retry: the retry policy of transient LM errors.
-        max_consecutive_abstentions: raise `RewardJudgeError` after this many abstentions in a row.
+        max_consecutive_abstentions: raise `RewardJudgeError` after this many abstentions in a row (within a
+            batched call, as soon as this many calls in a row failed with an LM error).
         name: the function's ``__name__``.
 
     Returns:

@@ -41,7 +41,6 @@ from rubricforge_dspy.core.rubric import rubric_sha256
 from rubricforge_dspy.core.trajectory import STEP_KINDS, Source, Step, Trajectory, TrajectoryFormatError, require_labels
 from rubricforge_dspy.evidence.render import RenderConfig, render_trajectory
 from rubricforge_dspy.judge.contract import BaseJudge
-from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.lm.copies import resolve_lm
 from rubricforge_dspy.metrics.agreement import accuracy
 from rubricforge_dspy.metrics.intervals import proportion_ci
@@ -178,7 +177,7 @@ def audit(judge: BaseJudge, labeled: Sequence[Trajectory], *, baseline_false_pas
         baseline, source = baseline_from_manifest(judge)
 
     with dspy.context(**({"lm": lm} if lm is not None else {})):
-        verdicts = [judge_verdict(judge, t) for t in labeled]
+        verdicts = list(judge.batch(labeled))  # the one in-memory engine: a bounded window, the dead-server circuit
         used_lm = resolve_lm(judge, lm)
     y_true = [int(t.label) for t in labeled if t.label is not None]  # every one labeled (require_labels above)
     y_pred = [int(bool(v.passed) and not v.abstained) for v in verdicts]

@@ -13,6 +13,9 @@ The certificate is plain JSON in the program's manifest (key ``"certificate"``):
     confidence, data_fingerprint, lm_fingerprint {sha256, parts}, rubric_sha256, date
     floor                                 -- the judge's margin over the symptom floor on the same items
                                              (`rubricforge_dspy.trust.floor_margin`), or absent
+    evidence      {complete, cut, unknown, cut_share}  -- what the judge read for the verdicts (`evidence_shares`)
+    read          {mode, render_tokens, ...}           -- how it read: "budget" (one render), "segments" or
+                                             "explore", with their settings (overlap, caps); absent before
     render_version                        -- `render.RENDER_VERSION` of the text the judge read
 
 Everything is computed from verdict lines (`rubricforge_dspy.core.verdict`), so a certificate can be
@@ -173,15 +176,18 @@ def compute_certificate(records: Iterable[Mapping[str, Any]], *, confidence: flo
 
 def certificate_for(records: Iterable[Mapping[str, Any]], *, lm: dspy.BaseLM | None, data_fingerprint: str,
                     rubric_sha256: str | None, floor: tuple[Sequence[Mapping[str, Any]], str] | None = None,
-                    **options: Any) -> dict[str, Any]:
+                    reading: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any]:
     """`compute_certificate` plus what binds it: data fingerprint, LM fingerprint, rubric hash, date; and,
     with `floor` (the floor's verdict lines on the same items, and where the floor came from), the
-    judge's margin over it."""
+    judge's margin over it; with `reading` (``{"mode": "budget" | "segments" | "explore", ...}``,
+    `trust.certify.reading_of`), how the judge read the episodes, under ``read``."""
     from rubricforge_dspy.trust.floor_margin import floor_margin_of_records
 
     records = [dict(r) for r in records]
     fingerprint = lm_fingerprint(lm)
     extra: dict[str, Any] = {}
+    if reading is not None:
+        extra["read"] = dict(reading)
     if floor is not None:
         extra["floor"] = floor_margin_of_records(records, floor[0], source=floor[1],
                                                  alpha=round(1.0 - options.get("confidence", 0.95), 6))
@@ -289,8 +295,38 @@ def format_certificate(certificate: Mapping[str, Any] | None) -> list[str]:
         f"  LM {lm.get('model')} @ {lm.get('api_base')} (temperature {lm.get('temperature')}, max_tokens "
         f"{lm.get('max_tokens')}); LM fingerprint {c['lm_fingerprint']['sha256'][:12]}, data "
         f"{str(c['data_fingerprint'])[:12]}",
+        *reading_lines(c),
         *("  " + line for line in margin_lines(c.get("floor"))),
     ]
+
+
+def reading_lines(certificate: Mapping[str, Any]) -> list[str]:
+    """How the certified judge read (``read``) and the evidence its verdicts rested on (``evidence``), as one
+    line (none when the certificate records neither)."""
+    read, evidence = certificate.get("read") or {}, certificate.get("evidence") or {}
+    if not read and not evidence:
+        return []
+    settings = ", ".join(f"{k} {v}" for k, v in read.items() if k != "mode")
+    mode = f"read: {read.get('mode', 'unrecorded')}" + (f" ({settings})" if settings else "")
+    if not evidence:
+        return [f"  {mode}"]
+    return [f"  {mode}; verdicts on complete evidence {evidence.get('complete')}, on cut evidence "
+            f"{evidence.get('cut')}, unknown {evidence.get('unknown')}"]
+
+
+def _json_document(path: PathArg) -> Any:
+    """The parsed JSON of a ``.json`` judge file (`program.store.read_json_document`), or None when `path` is not
+    one or cannot be read (its own reader then says what is wrong with it)."""
+    from pathlib import Path
+
+    from rubricforge_dspy.program.store import read_json_document
+
+    if Path(path).suffix != ".json":
+        return None
+    try:
+        return read_json_document(Path(path), "program")
+    except InputError:
+        return None
 
 
 def floor_file(path: PathArg) -> SymptomFloor | None:
@@ -300,17 +336,9 @@ def floor_file(path: PathArg) -> SymptomFloor | None:
     Raises:
         InputError: the file says it is a floor but is not a valid one (`judge.floor.FloorError`).
     """
-    from pathlib import Path
-
     from rubricforge_dspy.judge.floor import FLOOR_KIND, SymptomFloor
-    from rubricforge_dspy.program.store import read_json_document
 
-    if Path(path).suffix != ".json":
-        return None
-    try:
-        data = read_json_document(Path(path), "program")
-    except InputError:
-        return None
+    data = _json_document(path)
     if not isinstance(data, dict) or data.get("kind") != FLOOR_KIND:
         return None
     return SymptomFloor.from_dict(data, str(path))
@@ -335,6 +363,38 @@ def describe_floor(path: PathArg, floor: SymptomFloor) -> str:
     ])
 
 
+def reading_document(path: PathArg) -> dict[str, Any] | None:
+    """The verified document of a saved segments or explorer judge at `path` (`program.store.read_judge_document`),
+    or None when `path` is not a sealed judge document (a program, a floor, a cascade: read by their own readers).
+
+    Raises:
+        ProgramError: the file is a sealed judge document but was edited after it was saved.
+    """
+    from rubricforge_dspy.program.store import is_judge_document, read_judge_document
+
+    return read_judge_document(path) if is_judge_document(_json_document(path)) else None
+
+
+def describe_reading_judge(path: PathArg, document: Mapping[str, Any]) -> str:
+    """What `rubricforge show` prints of a saved segments or explorer judge: its kind, how it reads, its rubric
+    hash, where it was induced, and its certificate (`format_certificate`); every text from the file escaped."""
+    from rubricforge_dspy.core.terminal import terminal_safe, terminal_safe_strings
+
+    manifest = terminal_safe_strings(dict(document.get("manifest") or {}))
+    settings = {k: v for k, v in (manifest.get("reading") or {}).items() if k != "read"}
+    listed = ", ".join(f"{k} {v}" for k, v in settings.items())
+    reading = f"{manifest.get('read')}" + (f" ({listed})" if listed else "")
+    render = document.get("render") or {}
+    lines = [f"judge: {terminal_safe(path)}",
+             f"kind: {terminal_safe(str(document.get('kind')))} (integrity: sha256 {str(document.get('sha256'))[:12]}, "
+             "verified)",
+             f"reads: {reading}; {render.get('max_tokens')} tokens a call",
+             f"rubric: sha256 {str(document.get('rubric_sha256'))[:12]}",
+             f"induced with: {manifest.get('induced_with_lm')} on data {str(manifest.get('data_fingerprint'))[:12]} "
+             f"({manifest.get('created_at')})"]
+    return "\n".join([*lines, *format_certificate(manifest.get(CERTIFICATE_KEY))])
+
+
 def describe_program(path: PathArg, *, allow_unverified: bool = False) -> str:
     """What `rubricforge show` prints of a frozen program (or of a floor file: `describe_floor`): its integrity,
     the rubric (sha256, length, criteria), where it was induced, its calibration, hybrid stack and symptom floor,
@@ -355,6 +415,9 @@ def describe_program(path: PathArg, *, allow_unverified: bool = False) -> str:
     floor = floor_file(path)
     if floor is not None:
         return describe_floor(path, floor)
+    document = reading_document(path)
+    if document is not None:
+        return describe_reading_judge(path, document)
     state = read_program(path, allow_unverified=allow_unverified)
     manifest = state.get(MANIFEST_KEY) or {}
     verified = bool(manifest.get("program_sha256")) and manifest.get("program_sha256") == program_sha256(state)

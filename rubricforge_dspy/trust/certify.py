@@ -16,7 +16,7 @@ from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
 from rubricforge_dspy.core.verdict import read_verdicts
 from rubricforge_dspy.judge.loading import load_judge
-from rubricforge_dspy.program.store import MANIFEST_KEY, data_fingerprint, read_program, update_manifest
+from rubricforge_dspy.program.store import data_fingerprint, read_manifest, update_manifest
 from rubricforge_dspy.trust.certificate import (
     BOOTSTRAP_RESAMPLES,
     CERTIFICATE_KEY,
@@ -93,6 +93,36 @@ def floor_of(trajectories: list[Trajectory], manifest: dict[str, Any], where: st
         return None
 
 
+def reading_of(judge: BaseJudge) -> dict[str, Any]:
+    """How `judge` reads an episode, for its certificate: ``{"mode": "budget" | "segments" | "explore", ...}``
+    with the reading settings of a long-episode judge (`reading_settings`: the overlap, the caps) and its
+    render budget."""
+    settings = judge.reading_settings() if hasattr(judge, "reading_settings") else {}
+    mode = settings.get("read") or getattr(judge, "read_mode", None) or "budget"
+    render = getattr(judge, "render_config", None)
+    return {**{k: v for k, v in settings.items() if k != "read"}, "mode": mode,
+            **({"render_tokens": render.max_tokens} if render is not None else {})}
+
+
+def _certifiable(program_path: PathArg, judge: BaseJudge) -> dict[str, Any]:
+    """The manifest the certificate of the judge at `program_path` goes into (`program.store.read_manifest`: a
+    frozen program's, or a segments or explorer judge's own: its `base_manifest` when it was saved without one).
+
+    Raises:
+        CertificateError: the judge calls no LM (a floor, a recorded stage), or its file has no manifest.
+    """
+    if not judge.calls_lm:
+        raise CertificateError(f"{program_path}: a {type(judge).__name__} calls no LM, so there is no LM to certify it "
+                               "with; a symptom floor is cross-validated by `rubricforge floor --data`, a cascade is "
+                               "measured by `rubricforge certify CASCADE.json`")
+    manifest = read_manifest(program_path)
+    if manifest is None and hasattr(judge, "base_manifest"):  # a segments or explorer judge saved without one
+        manifest = judge.base_manifest()
+    if manifest is None:
+        raise CertificateError(f"{program_path}: no RubricForge manifest; freeze the program first")
+    return manifest
+
+
 def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm: dspy.BaseLM | None,
                     out_program: PathArg | None = None, verdicts_out: PathArg | None = None,
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
@@ -102,8 +132,13 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
     """Judge held-out `trajectories` with the program at `program_path` on `lm` and write the certificate
     into the manifest of `out_program` (default: the program itself).
 
+    Any judge `load_judge` loads that calls an LM and whose file holds a manifest can be certified: a frozen
+    program (a budgeted `TrajectoryJudge`, a hybrid stack) or a saved segments or explorer judge (its own
+    document's manifest). The certificate records how the judge read (``read``: its mode and settings) beside
+    the evidence shares of its verdicts (``evidence``: complete vs cut).
+
     Args:
-        program_path: a frozen program with a RubricForge manifest.
+        program_path: a frozen program with a RubricForge manifest, or a saved segments or explorer judge.
         trajectories: labeled items of both classes the program never trained or selected on.
         lm: the LM the certificate is bound to (the one the judge will run on).
         out_program: where to write the certified program (default: `program_path` itself).
@@ -125,29 +160,27 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
         over the symptom floor).
 
     Raises:
-        CertificateError: the program has no manifest; no trajectories, or one class only; the data is
-            the program's own or overlaps its training/validation ids or tasks.
+        CertificateError: the program has no manifest, or calls no LM; no trajectories, or one class only; the
+            data is the program's own or overlaps its training/validation ids or tasks.
         ProgramError: `program_path` is not a readable program.
     """
-    manifest = read_program(program_path).get(MANIFEST_KEY)
-    if manifest is None:
-        raise CertificateError(f"{program_path}: no RubricForge manifest; freeze the program first")
+    judge = load_judge(program_path, check_certificate=False)
+    manifest = _certifiable(program_path, judge)
     _check_labels(trajectories, where)
     fingerprint = data_fingerprint(trajectories)
     check_held_out(manifest, [t.id for t in trajectories], [f"{t.domain}/{t.task_id}" for t in trajectories],
                    fingerprint, where)
-    judge = load_judge(program_path, check_certificate=False)
     with _verdict_path(verdicts_out) as path:
         records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency, token_budget=token_budget)
     certificate = certificate_for(records, lm=lm, data_fingerprint=fingerprint,
-                                  rubric_sha256=manifest.get("rubric_sha256"), confidence=confidence,
-                                  seed=seed, resamples=resamples, where=where,
-                                  floor=floor_of(trajectories, manifest, where))
+                                  rubric_sha256=manifest.get("rubric_sha256") or judge.rubric_sha256,
+                                  confidence=confidence, seed=seed, resamples=resamples, where=where,
+                                  floor=floor_of(trajectories, manifest, where), reading=reading_of(judge))
     if labelers:
         certificate["labelers"] = judge_vs_labelers(records, labelers, confidence=confidence, seed=seed)
     if verdicts_out is not None:
         certificate["verdicts"] = str(verdicts_out)
-    update_manifest(program_path, {CERTIFICATE_KEY: certificate}, out_path=out_program)
+    update_manifest(program_path, {**manifest, CERTIFICATE_KEY: certificate}, out_path=out_program)
     return certificate
 
 
@@ -212,7 +245,7 @@ def recheck_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
                     verdicts_out: PathArg | None = None, alpha: float = 0.05,
                     concurrency: int = 4, where: str = "canary") -> Recheck:
     """Re-judge the labeled canary `trajectories` and test their false-pass rate against the certificate."""
-    manifest = read_program(program_path).get(MANIFEST_KEY) or {}
+    manifest = read_manifest(program_path) or {}
     certificate = manifest.get(CERTIFICATE_KEY)
     if not certificate:
         raise CertificateError(f"{program_path}: no certificate to recheck against; run `rubricforge certify` first")

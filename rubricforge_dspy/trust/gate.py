@@ -336,13 +336,13 @@ def _program_floor(program: PathArg, trajectories: list[Trajectory], candidate: 
     floor can be fit and none is required."""
     from rubricforge_dspy.judge.cascade import is_cascade_file
     from rubricforge_dspy.judge.floor import FloorError
-    from rubricforge_dspy.program.store import MANIFEST_KEY, read_program
+    from rubricforge_dspy.program.store import read_manifest
     from rubricforge_dspy.trust.floor_margin import floor_verdicts
 
     # a floor file (or another stage document) has no manifest, and a cascade's holds no floor of its own: the
-    # floor is cross-validated on the gate's data
+    # floor is cross-validated on the gate's data (a segments or explorer judge's manifest: `read_manifest`)
     stage = is_cascade_file(program) or _stage_file(program, allow_import)
-    manifest = {} if stage else read_program(program).get(MANIFEST_KEY) or {}
+    manifest = {} if stage else read_manifest(program) or {}
     try:
         records, source = floor_verdicts(trajectories, manifest.get("floor"))
     except FloorError as error:

@@ -130,7 +130,8 @@ def test_induce_read_evolves_the_reading_judge_and_freezes_one_load_judge_reads(
     captured = capsys.readouterr()
     assert code == 0, captured.err[-2000:]
     assert "<- best" in captured.out and f"frozen: {out} (a {mode} judge)" in captured.out
-    assert "not certified: certifying a" in captured.err
+    assert f"not certified: induce does not certify a {mode} judge yet" in captured.err
+    assert f"rubricforge certify {out} --data HELD_OUT" in captured.err
     judge = load_judge(out)
     assert type(judge).__name__ == kind and judge.read_mode == mode
     assert judge.rubric != SEED_RUBRIC and all(ERROR_CRITERION in p.signature.instructions for p in judge.predictors())

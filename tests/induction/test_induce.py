@@ -310,3 +310,36 @@ def test_a_crafted_gepa_state_is_refused_by_the_command_line(tmp_path, capsys):
                  "--api-base", "http://127.0.0.1:9/v1", "--model", "m"])
     assert code == 2 and not pwned.exists()
     assert str(log) in capsys.readouterr().err  # refused (exit 2, named), never unpickled
+
+
+def test_a_judge_server_dying_after_gepa_stops_induction_instead_of_validating_on_abstentions(tmp_path, monkeypatch):
+    """The chosen rubric's validation pass (its verdicts fit the operating point) ran with no dead-server circuit:
+    a judge server gone after GEPA turned every validation verdict into an abstention and the program was written
+    anyway. It runs through the batch engine with the run's circuit: the run stops (exit 3), nothing is written."""
+    import threading
+
+    from rubricforge_dspy.induction import search
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+
+    split = split_by_task(make_dataset(40), seed=0)
+    assert len(split.val) > 3  # more validation items than the circuit's limit (3)
+    dead = threading.Event()
+
+    def judge_answer(messages):
+        if dead.is_set():
+            raise ConnectionError("connection refused")
+        return scripted_judge(messages)
+
+    frozen = search._frozen_judge
+
+    def frozen_then_dead(*args, **kwargs):
+        dead.set()  # GEPA is over: the judge server dies before the chosen rubric's validation pass
+        return frozen(*args, **kwargs)
+
+    monkeypatch.setattr(search, "_frozen_judge", frozen_then_dead)
+    out = tmp_path / "induced.json"
+    with pytest.raises(JudgeUnavailableError, match="consecutive"):
+        induce(split.train, split.val, judge_lm=ScriptedLM(judge_answer, model="scripted-judge"),
+               reflection_lm=make_reflection_lm([]), config=InductionConfig(budget=60, minibatch=3, seed=0),
+               out_path=out, lm_name="scripted-judge")
+    assert dead.is_set() and not out.exists()

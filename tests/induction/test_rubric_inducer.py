@@ -254,3 +254,43 @@ def test_freeze_induced_refuses_a_result_without_its_config_with_an_input_error(
     with pytest.raises(InputError, match="RubricInducer.compile"):
         freeze_induced(judge, tmp_path / "p.json", lm_name="scripted-judge")
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_judge_server_dying_before_the_testset_pass_stops_compile_instead_of_certifying_abstentions(monkeypatch):
+    """The testset pass (its verdicts make the certificate) ran with no dead-server circuit: a judge server gone
+    after the search turned every test verdict into an abstention and a certificate was computed from them. It
+    runs through the batch engine with a circuit: compile stops with `JudgeUnavailableError`."""
+    import threading
+
+    from rubricforge_dspy.induction import teleprompter
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+    from rubricforge_dspy.trust.certificate import certificate_for
+
+    split = split_by_task(make_dataset(40), seed=0)
+    dead = threading.Event()
+
+    def judge_answer(messages):
+        if dead.is_set():
+            raise ConnectionError("connection refused")
+        return scripted_judge(messages)
+
+    search = teleprompter.run_search
+
+    def search_then_dead(*args, **kwargs):
+        result = search(*args, **kwargs)
+        dead.set()  # the search is over: the judge server dies before the testset pass
+        return result
+
+    monkeypatch.setattr(teleprompter, "run_search", search_then_dead)
+    certified: list[object] = []
+
+    def certify(*args, **kwargs):
+        certified.append(args)
+        return certificate_for(*args, **kwargs)
+
+    inducer = RubricInducer(reflection_lm=make_reflection_lm([]), budget=60, minibatch=3, certify=certify)
+    with dspy.context(lm=ScriptedLM(judge_answer, model="scripted-judge")), \
+            pytest.raises(JudgeUnavailableError, match="consecutive"):
+        inducer.compile(TrajectoryJudge(), trainset=to_examples(split.train), valset=to_examples(split.val),
+                        testset=to_examples(split.test))
+    assert dead.is_set() and certified == []

@@ -4,19 +4,22 @@ the same loop against the fake OpenAI server."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import dspy
 import pytest
+from dspy import lm15
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import Source, Step, Trajectory
 from rubricforge_dspy.evidence.render import RenderConfig
+from rubricforge_dspy.judge._reading import CALL_OVERHEAD
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.explorer import EXPLORER_KIND, ExplorerJudge, ReadingLimitError
 from rubricforge_dspy.judge.module import VerdictFormatError
 from rubricforge_dspy.program.store import ProgramError
-from rubricforge_dspy.testing.scripted import ScriptedLM
+from rubricforge_dspy.testing.scripted import ScriptedEngine, ScriptedLM, request_messages
 from tests.judge._long_episodes import ERROR_STEP, HIDDEN_MARK, long_trajectory, marker
 
 BUDGET = RenderConfig(max_tokens=2000)
@@ -77,10 +80,76 @@ def test_the_iteration_cap_is_an_abstention_never_a_verdict():
 def test_the_token_cap_stops_before_it_is_passed():
     seen: list[str] = []
     lm = ScriptedLM(scripted([act("read_step", str(n)) for n in range(1, 100)], seen))
-    judge = ExplorerJudge(render_config=BUDGET, max_iters=100, max_prompt_tokens=3000)
-    with dspy.context(lm=lm), pytest.raises(ReadingLimitError, match="prompt-token cap"):
+    judge = ExplorerJudge(render_config=BUDGET, max_iters=100, max_prompt_tokens=30_000)
+    with dspy.context(lm=lm), pytest.raises(ReadingLimitError, match="would pass its token cap"):
         judge(trajectory=long_trajectory(100))
     assert 1 <= lm.calls < 99
+
+
+@pytest.fixture
+def worst_case_usage(monkeypatch):
+    """Scripted LMs report the most tokens a byte-level tokenizer could: one a byte of every message, and the whole
+    ``max_tokens`` for each answer (a stand-in for text that tokenizes badly and a verbose model)."""
+    complete = ScriptedEngine.complete
+
+    def worst(self, request):
+        response = complete(self, request)
+        prompt = sum(len(m["content"].encode("utf-8")) for m in request_messages(request))
+        answer = self.owner.kwargs["max_tokens"]
+        return dataclasses.replace(response, usage=lm15.Usage(input_tokens=prompt, output_tokens=answer,
+                                                               total_tokens=prompt + answer))
+
+    monkeypatch.setattr(ScriptedEngine, "complete", worst)
+
+
+@pytest.mark.parametrize("cap", [16_000, 20_000, 30_000, 47_000])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["forward", "aforward"])
+def test_the_tokens_its_requests_use_never_pass_the_cap(cap, asynchronous, worst_case_usage):
+    """The LM reports one token a byte of its prompt and a whole max_tokens answer: the reported total (prompts and
+    answers, over every call) stays within the cap, the judge stops at it without a verdict, and the calls it made
+    are those that fit. (The old cap, checked on the estimate of each prompt alone, let this total pass it.)"""
+    import asyncio
+
+    from dspy.utils.usage_tracker import track_usage
+
+    seen: list[str] = []
+    lm = ScriptedLM(max_tokens=300, respond=scripted([act("read_step", str(n)) for n in range(1, 200)], seen))
+    judge = ExplorerJudge(render_config=RenderConfig(max_tokens=900), max_iters=200, max_prompt_tokens=cap)
+    with dspy.context(lm=lm), track_usage() as usage, pytest.raises(ReadingLimitError, match="token cap"):
+        if asynchronous:
+            asyncio.run(judge.acall(trajectory=long_trajectory(100)))
+        else:
+            judge(trajectory=long_trajectory(100))
+    total = usage.get_total_tokens()[lm.model]
+    spent = total["prompt_tokens"] + total["completion_tokens"]
+    assert len(seen) >= 2 and spent <= cap
+    # it stopped for want of room for one more call, not long before: what is left is less than two calls' worst case
+    # (a prompt's bytes, the chat-template allowance, the answer's max_tokens)
+    assert cap - spent < 2 * (len(seen[-1].encode("utf-8")) + CALL_OVERHEAD + 300)
+
+
+def test_a_cap_hit_is_an_abstention_of_its_kind_and_every_token_is_still_reported(worst_case_usage):
+    from dspy.utils.usage_tracker import track_usage
+
+    lm = ScriptedLM(max_tokens=300, respond=scripted([act("read_step", str(n)) for n in range(1, 200)], []))
+    judge = ExplorerJudge(render_config=RenderConfig(max_tokens=900), max_iters=200, max_prompt_tokens=12_000)
+    with dspy.context(lm=lm), track_usage() as usage:
+        verdict = judge_verdict(judge, long_trajectory(100))
+    assert verdict.abstained and verdict.error_kind == "truncated" and verdict.passed is False
+    total = usage.get_total_tokens()[lm.model]
+    assert 0 < total["prompt_tokens"] + total["completion_tokens"] <= 12_000  # the outer tracker saw every call
+
+
+def test_an_lm_without_max_tokens_is_refused_before_any_call():
+    lm = ScriptedLM(scripted([act("outline")], []), max_tokens=None)
+    with dspy.context(lm=lm), pytest.raises(InputError, match="needs the LM's answers capped"):
+        ExplorerJudge(render_config=BUDGET)(trajectory=long_trajectory(10))
+    assert lm.calls == 0
+
+
+def test_its_token_bound_for_a_run_budget_is_its_cap():
+    judge = ExplorerJudge(render_config=BUDGET, max_prompt_tokens=12_345)
+    assert judge.token_bound(judge.inputs_of(long_trajectory(10)), 256) == 12_345
 
 
 def test_bad_tool_arguments_are_answered_not_executed():

@@ -117,6 +117,24 @@ def test_a_dead_judge_stops_the_run_instead_of_feeding_non_rewards():
             trl_call(reward, [PROMPT] * 3, [completion(True)] * 3)
 
 
+def test_a_dead_judge_stops_a_large_batch_after_the_limit_not_after_every_completion():
+    """The limit was checked only after the whole trainer call: a dead server got one call (and its retries)
+    per completion of the batch first. The batch runs through the engine's dead-server circuit: it stops after
+    `max_consecutive_abstentions` failed calls, plus at most the other calls already in flight."""
+    lm = ScriptedLM(lambda messages: (_ for _ in ()).throw(ConnectionError("judge server down")))
+    reward = as_reward_function(TrajectoryJudge(), lm=lm, max_consecutive_abstentions=3, max_concurrency=2,
+                                retry=RetryPolicy(max_retries=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RewardAbstentionWarning)
+        with pytest.raises(RewardJudgeError, match="abstained on the last 3"):
+            trl_call(reward, [PROMPT] * 40, [completion(True)] * 40)
+    copies = reward._lm_copy
+    calls = copies[1].calls - copies[0].calls  # the one-attempt copy counts from where it was copied
+    assert 3 <= calls <= 3 + 2 - 1
+    # the verdicts recorded before the circuit opened are counted (abstentions); the call that opened it gave none
+    assert reward.counters.items == reward.counters.abstained <= 2 and reward.counters.judged == 0
+
+
 def test_no_judge_lm_is_a_clear_error():
     with dspy.context(lm=None), pytest.raises(InputError, match="no judge LM"):
         as_reward_function(TrajectoryJudge())(prompts=["a"], completions=["b"])

@@ -217,3 +217,20 @@ def test_audit_runs_under_the_configured_lm_when_none_is_given():
     with dspy.context(lm=lm):
         report = audit(TrajectoryJudge(), make_dataset(4), baseline_false_pass_rate=0.0)
     assert lm.calls == 4 and report.judge_lm == "careful"
+
+
+def test_a_dead_judge_server_stops_the_audit_instead_of_reporting_on_abstentions():
+    """The audit judges through the one in-memory engine (`BaseJudge.batch`): a server that refuses every call
+    opens the dead-server circuit, so no drift report is computed from a batch of abstentions."""
+    from rubricforge_dspy.lm.circuit import JudgeUnavailableError
+
+    calls = []
+
+    def refused(messages):
+        calls.append(1)
+        raise ConnectionError("connection refused")
+
+    data = make_dataset(60)
+    with pytest.raises(JudgeUnavailableError):
+        audit(TrajectoryJudge(), data, baseline_false_pass_rate=0.1, lm=ScriptedLM(refused, model="dead"))
+    assert len(calls) < len(data)  # stopped early: not one refused call per item
