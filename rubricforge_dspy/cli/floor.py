@@ -79,15 +79,16 @@ def _print(args: argparse.Namespace, result: FloorJobResult) -> None:
         extra.append(f"{dropped['labels_not_in_data']} label(s) for ids not in the data ignored")
     judged = report.get("judge") or {}
     if judged.get("missing"):
-        extra.append(f"{judged['missing']} labeled item(s) have no verdict in {judged['source']}: left out of the "
-                     "hybrid's fit, and fails in its rows")
+        extra.append(f"{judged['missing']} labeled item(s) have no verdict in {terminal_safe(judged['source'])}: left "
+                     "out of the hybrid's fit, and fails in its rows")
     if result.judge_out is not None:
         extra.append(f"the judge's verdicts are in {terminal_safe(str(result.judge_out))} (a run again asks the LM "
                      "only for the items not in it)")
     for line in extra:
         print(f"note: {line}")
     if args.save_floor:
-        print(f"{'hybrid stage' if result.hybrid is not None else 'floor'} written to: {args.save_floor}")
+        what = "hybrid stage" if result.hybrid is not None else "floor"
+        print(f"{what} written to: {terminal_safe(args.save_floor)}")
 
 
 def add_floor_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
