@@ -114,8 +114,8 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     (None: a program).
 
     Every path (local, Ray, Batch API; a program or a cascade) runs through the one job runner
-    (`apply.stream.run_judge_file`, or `apply.ray.judge_dataset` for a plain judge on Ray), reading the input as a
-    stream (by path: never loaded whole)."""
+    (`apply.stream.run_judge_file`, with the Ray or Batch API back end's calls), reading the input as a stream (by
+    path: never loaded whole)."""
     from rubricforge_dspy.apply.stream import run_judge_file
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
@@ -167,8 +167,7 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     if args.batch_api:
         summary = _judge_batch_api(args, spec, judge, render, common)
     elif args.ray is not None:
-        summary = run_ray_judge(args, spec, preset, render, report, join, tally, judge=judge, common=common)
-        summary.skipped = len(report.skipped)
+        summary = run_ray_judge(args, spec, preset, judge, render, common)
     elif (judged := _all_judged_already(args, spec)) is not None:
         # nothing left to judge: said so without starting the embedded llama.cpp server (or calling an endpoint)
         print(f"nothing to do: all {judged} item(s) were judged already in {args.out} (no LM started)",
