@@ -232,10 +232,11 @@ def _all_judged_already(args: argparse.Namespace, spec: DataSpec) -> int | None:
 
 def _judge_batch_api(args: argparse.Namespace, spec: DataSpec, judge: BaseJudge | None,
                      render: RenderConfig | None, common: dict[str, Any]) -> Any:
-    """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
-    raises `BatchJobFailed` (a `ServerError`: exit 3). A cascade runs through the one runner, each LLM stage's
-    calls in one batch per chunk (`apply.openai_batch.BatchCalls`), a floor locally."""
-    from rubricforge_dspy.apply.openai_batch import BatchCalls, run_batch_api
+    """`judge --batch-api`: the one job runner (`apply.stream.run_judge_file`) with each LLM stage's calls in one
+    batch (`apply.openai_batch.BatchCalls`; a cascade's floors locally, a batch per chunk); a plain judge's pending
+    batch is recorded beside ``--out`` and its summary is a `BatchApiSummary`. A batch that failed, expired or was
+    cancelled raises `BatchJobFailed` (a `ServerError`: exit 3)."""
+    from rubricforge_dspy.apply.openai_batch import BatchCalls
     from rubricforge_dspy.apply.stream import run_judge_file
     from rubricforge_dspy.judge.cascade import Cascade
     from rubricforge_dspy.judge.loading import judge_from
@@ -244,16 +245,12 @@ def _judge_batch_api(args: argparse.Namespace, spec: DataSpec, judge: BaseJudge 
         print(line, file=sys.stderr, flush=True)
 
     judge = judge_from(judge)
-    if isinstance(judge, Cascade):
-        with _lm(args, judge) as lm:
-            if lm is not None:
-                print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint (the cascade's LLM stages)",
-                      file=sys.stderr)
-            calls = BatchCalls(poll_interval=args.poll_interval, on_status=status)
-            return run_judge_file(judge, list(spec.paths), args.out, lm=lm, calls=calls, **common)
-    if render is not None:
-        judge.render_config = render
-    with lm_from_args(args) as lm:
-        print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
-        return run_batch_api(judge, list(spec.paths), args.out, lm=lm, poll_interval=args.poll_interval,
-                             on_status=status, **common)
+    cascade = isinstance(judge, Cascade)
+    with _lm(args, judge) as lm:
+        if lm is not None:
+            print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint"
+                  + (" (the cascade's LLM stages)" if cascade else ""), file=sys.stderr)
+        calls = BatchCalls(poll_interval=args.poll_interval, on_status=status, out_path=None if cascade else args.out)
+        summary = run_judge_file(judge, list(spec.paths), args.out, lm=lm, calls=calls, render_config=render,
+                                 **common)
+    return summary if cascade else calls.summary_of(summary)
