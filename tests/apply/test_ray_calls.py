@@ -106,3 +106,43 @@ def test_a_plain_ray_run_stopped_by_a_dead_server_resumes_asking_only_for_the_re
     ids = [line["id"] for line in _lines(out)]
     assert len(ids) == len(set(ids)) == N and done <= set(ids)
     assert summary.resumed == len(done) and summary.judged == N - len(done)
+
+
+class _ScriptedProcessor:
+    """What `sglang_processor` builds, with a scripted engine in place of SGLang (no GPU): the judge's own preprocess
+    step (`JudgePrompt`), an engine step answering by the episode, and the strict postprocess step (`JudgeAnswer`)."""
+
+    def __init__(self, judge, lm):
+        from rubricforge_dspy.apply.ray import JudgeAnswer, JudgePrompt
+        from rubricforge_dspy.apply.ray_data import job_line
+
+        self.rubricforge_job = {"judge": judge, "lm": lm}
+        self.prompt, self.answer = JudgePrompt(judge, max_tokens=64), JudgeAnswer(judge, 64, job_line(judge, lm))
+
+    def __call__(self, ds):
+        return ds.map(self.prompt).map(_engine).map(self.answer)
+
+
+def _engine(row):
+    passed = "HAT001" in row["messages"][-1]["content"]
+    text = json.dumps({"reason": "scripted", "passed": passed, "score": 0.9 if passed else 0.1})
+    return {**row, "generated_text": text, "num_generated_tokens": 12}
+
+
+@pytest.mark.slow
+def test_the_in_ray_processor_runs_through_the_job_runner(cluster, tmp_path):
+    from rubricforge_dspy.apply.ray_sglang import SGLANG_ENDPOINT
+    from rubricforge_dspy.judge.module import TrajectoryJudge
+    from tests.support.helpers import make_dataset
+
+    judge = TrajectoryJudge()
+    processor = _ScriptedProcessor(judge, make_lm(LMConfig(model="m@r", api_base=SGLANG_ENDPOINT, max_tokens=64)))
+    trajectories = make_dataset(8)
+    out = tmp_path / "v.jsonl"
+    summary = judge_dataset(trajectory_dataset(trajectories), None, out=out, processor=processor)
+    lines = {line["id"]: line for line in _lines(out)}
+    assert sorted(lines) == sorted(t.id for t in trajectories) and summary.judged == 8 and summary.lm_calls == 8
+    assert [lines[t.id]["passed"] for t in trajectories] == [t.id.startswith("synthetic:t1:") for t in trajectories]
+    assert all(line["judge_fingerprint"] == summary.judge_fingerprint for line in lines.values())
+    again = judge_dataset(trajectory_dataset(trajectories), None, out=out, processor=processor)
+    assert (again.judged, again.resumed) == (0, 8)
