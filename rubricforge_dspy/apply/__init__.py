@@ -16,8 +16,9 @@ Modules:
 - :mod:`.cascade`: a certified cascade over a file, stage by stage (`run_cascade`; the labeling queue of
   what it escalated; each line written as it is settled, resumable, tokens per line), and
   :mod:`.cascade_job`, one run of it;
-- :mod:`.openai_batch`: the same through the OpenAI Batch API (`run_batch_api`);
-- :mod:`.ray`: the same on a Ray cluster (`judge_dataset`; the ``[ray]`` extra).
+- :mod:`.openai_batch`: the same through the OpenAI Batch API (`BatchCalls`, the runner's back end; `run_batch_api`);
+- :mod:`.ray`: the same on a Ray cluster (`RayCalls`, the runner's back end; `judge_dataset` for a Ray Dataset; the
+  ``[ray]`` extra).
 
 Names are imported lazily.
 """

@@ -1,6 +1,11 @@
-"""Judge a trajectory file through the OpenAI Batch API (``/v1/files`` + ``/v1/batches``).
+"""Judge a trajectory file through the OpenAI Batch API (``/v1/files`` + ``/v1/batches``): `BatchCalls`, the Batch API
+back end of the one job runner, and `run_batch_api`, a plain judge's run with it.
 
-`run_batch_api` writes one batch input line per trajectory not yet in ``OUT``::
+Every run through the Batch API, a plain program or a cascade, is a run of the one job runner
+(`apply.stream.run_judge_file` with ``calls=BatchCalls(...)``): the input checked (and a plain judge's items
+spilled) before anything is submitted, the labels joined, the verdict cache, resume, the circuit-free tally and
+the writer (`apply.writer.VerdictWriter`: evidence and tokens on every line) of a local run, the same
+``OUT.job.json``. Only an LLM stage's calls go to the Batch API: one batch input line per item asked::
 
     {"custom_id": "r0", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
 
@@ -8,52 +13,42 @@ The body is the exact request online judging sends, byte for byte: the judge is 
 LM inside `lm.engine.capture_request`, where its `ChatCompletionsEngine` raises the body it would post
 (`RequestCaptured`) instead of posting it, the one capture the fast path uses too; each line is written
 with `lm.engine.encode_body`'s encoder. Results come back through an engine that replays each answer (or
-its HTTP status) into the judge, so parsing, truncation
-(finish reason ``length``), contradictions and error kinds follow the one online code path
-(`execution.judge_verdict`). Verdict lines, ``OUT.job.json`` (ownership and fingerprint) and the
-verdict cache are those of `rubricforge_dspy.apply.stream` (the lines written by `writer.VerdictWriter`).
+its HTTP status) into the judge, so parsing, truncation (finish reason ``length``), contradictions, error kinds
+and the answer's ``usage`` (the line's ``tokens``) follow the one online code path (`execution.judge_verdict`).
 
-Resume: ``OUT.batch.json`` holds the batch id, its input file id and the request -> trajectory id
-map; it is written (atomically) right after the batch is created and before any poll, so re-running
-the same command after a kill resumes polling that batch instead of submitting another. A batch that
-fails, expires or is cancelled as a whole raises `BatchJobFailed` (after keeping whatever results it
-has); the state file is removed so the next run submits the rest again.
-
-A cascade goes through the one job runner (`apply.stream.run_judge_file` with ``calls=BatchCalls(...)``): each
-LLM stage's calls of a chunk are one batch (the same request lines, the same replay), a stage without an LM runs
-locally, and the runner writes, caches and resumes as for any run. Its pending batch is not recorded: a run
-killed while a stage's batch is pending submits that stage's requests again (the lines and the cache keep
-everything answered before).
+Resume: for a plain judge's run (`run_batch_api`, ``BatchCalls(out_path=OUT)``), ``OUT.batch.json`` holds the
+batch id, its input file id and the request -> trajectory id map; it is written (atomically) right after the
+batch is created and before any poll, so re-running the same command after a kill resumes polling that batch
+instead of submitting another. A batch that fails, expires or is cancelled as a whole raises `BatchJobFailed`
+(after keeping whatever results it has); the state file is removed so the next run submits the rest again. A
+cascade's stages record no pending batch: a run killed while a stage's batch is pending submits that stage's
+requests again (the lines and the cache keep everything answered before).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import httpx
 import orjson
 import tenacity
 
-from rubricforge_dspy.apply.job import checked_input, claim_job, output_lock, read_done, replace_file
+from rubricforge_dspy.apply.job import replace_file
 from rubricforge_dspy.apply.options import JobOptions, job_options
 from rubricforge_dspy.apply.summary import BatchSummary
-from rubricforge_dspy.apply.writer import VerdictWriter, judge_reading
-from rubricforge_dspy.core.errors import InputError, RubricForgeError, ServerError
+from rubricforge_dspy.core.errors import InputError, ServerError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import Verdict, verdict_line
-from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
+from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.judge.execution import RetryPolicy, judge_verdict
-from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.lm.config import LMConfig
-from rubricforge_dspy.lm.copies import one_attempt_lm, resolve_lm
 from rubricforge_dspy.lm.engine import ChatCompletionsEngine, RequestCaptured, capture_request, http_error
 from rubricforge_dspy.lm.errors import is_transient
 from rubricforge_dspy.lm.truncation import check_finish
@@ -252,6 +247,10 @@ def run_batch_api(judge: BaseJudge, data_path: PathArg | Iterable[PathArg], out_
                   on_status: Callable[[str], None] | None = None, **overrides: Any) -> BatchApiSummary:
     """Judge `data_path` into `out_path` through the Batch API of `lm`'s endpoint; resumable (see module).
 
+    A run of the one job runner (`apply.stream.run_judge_file` with ``calls=BatchCalls(..., out_path=out_path)``):
+    the input checked and spilled once before anything is submitted, the labels joined, the verdict cache, resume,
+    the writer and the tally of a local run; the pending batch recorded in ``OUT.batch.json``.
+
     Args:
         judge: the judge (`judge.loading.judge_from` resolves a program argument to one).
         data_path: a trajectory file or directory, or a list of them.
@@ -280,224 +279,132 @@ def run_batch_api(judge: BaseJudge, data_path: PathArg | Iterable[PathArg], out_
             belongs to another judge configuration.
         ServerError: the Batch API cannot be reached.
     """
+    from rubricforge_dspy.apply.stream import run_judge_file
+
     options = job_options(options, overrides, _BATCH_OPTIONS)
     options.refuse_budget("a Batch API run (run_batch_api)")
     if on_status is None and options.progress:
         def on_status(line: str) -> None:
             logger.info("%s", line)
-    reading = {"format": format, "label_threshold": label_threshold, "on_error": on_error}
-    with output_lock(out_path):
-        run = _BatchRun(judge, data_path, Path(out_path), options, lm, reading, labels, load_report, on_trajectory)
-        return run.run(poll_interval, max_poll_interval, on_status)
-
-
-class _BatchRun:
-    """One run of `run_batch_api` with the output's lock held: the judge on the online LM (whose requests are
-    captured) and on the replaying engine, the job claimed, the cache and the tally."""
-
-    def __init__(self, judge: BaseJudge, data_path: PathArg | Iterable[PathArg], out_path: Path, options: JobOptions,
-                 lm: dspy.BaseLM | None, reading: dict[str, Any], labels: LabelJoin | None,
-                 load_report: LoadReport | None, on_trajectory: Callable[[Trajectory], Any] | None) -> None:
-        self.started = time.perf_counter()
-        self.data_path, self.out_path, self.options, self.reading = data_path, out_path, options, reading
-        self.labels, self.load_report, self.on_trajectory = labels, load_report, on_trajectory
-        base_lm = resolve_lm(judge, lm)
-        config, self.api_base = _endpoint_config(base_lm)
-        if base_lm is None:
-            raise InputError("no LM to judge with: pass lm=..., call judge.set_lm(...), or dspy.configure(lm=...)")
-        self.config = config
-        online = one_attempt_lm(base_lm)
-        self.engine = _ReplayEngine(config)
-        self.replay_judge = judge.deepcopy()
-        self.replay_judge.set_lm(online.copy(engine=self.engine))
-        self.online_judge = judge.deepcopy()
-        self.online_judge.set_lm(online)
-        fingerprint = judge_fingerprint(self.online_judge, online)  # the same job as online judging
-        self.fingerprint = fingerprint.sha256
-        self.line: dict[str, Any] = {"judge_fingerprint": fingerprint.sha256,
-                                     "program_sha256": getattr(judge, "rubric_sha256", None), "model": config.model}
-        paths = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
-        # The whole input is checked (one streaming pass, ids only) before anything is submitted.
-        scan, self.data = checked_input(paths, limit=options.limit, labels=labels, **reading)
-        self.done = read_done(out_path)
-        claim_job(out_path, fingerprint, self.data, self.done)
-        self.cache: VerdictCache | None = open_cache(options.cache, out_path)
-        self.summary = BatchApiSummary(out_path=str(out_path), repaired_bytes=self.done.repaired_bytes,
-                                       retried=self.done.retried, program_sha256=self.line["program_sha256"],
-                                       judge_fingerprint=self.fingerprint, model=config.model)
-        self.writer: VerdictWriter | None = None
-
-    def run(self, poll_interval: float, max_poll_interval: float, on_status: Callable[[str], None] | None
-            ) -> BatchApiSummary:
-        """Submit (or resume) the batch, wait for it, write its verdicts; the summary."""
-        summary, state_file = self.summary, state_path(self.out_path)
-        client = BatchClient(self.api_base, self.config.api_key)
-        try:
-            state: dict[str, Any] | None = json.loads(state_file.read_text()) if state_file.exists() else None
-            if state is not None and state.get("judge_fingerprint") != self.fingerprint:
-                raise BatchJobFailed(f"{state_file}: a pending batch of another judge configuration; delete it "
-                                     "(and cancel batch " + str(state.get("batch_id")) + ") or use another --out")
-            self.writer = VerdictWriter(self.out_path, self.options.fsync_every, self.done, self.fingerprint)
-            if state is None:
-                state = self._submit(client, state_file)
-                if state is None:  # nothing left to ask
-                    return summary
-            else:
-                summary.resumed_batch = True
-            summary.batch_id, summary.submitted = state["batch_id"], len(state["requests"])
-            batch = poll(client, state["batch_id"], poll_interval, max_poll_interval, on_status)
-            summary.batch_status = batch.get("status")
-            failed_whole = summary.batch_status != "completed"  # failed, expired, cancelled
-            self._collect(_results(client, batch), state["requests"], failed_whole)
-            state_file.unlink(missing_ok=True)
-            if failed_whole:
-                errors = (batch.get("errors") or {}).get("data") or []
-                raise BatchJobFailed(
-                    f"batch {summary.batch_id} ended {summary.batch_status!r}"
-                    f"{': ' + json.dumps(errors)[:300] if errors else ''}; kept {summary.judged} verdicts in "
-                    f"{self.out_path}. Re-run the same command to submit the rest in a new batch.")
-        finally:
-            client.close()
-            if self.writer is not None:
-                self.writer.close()
-            if self.cache is not None and not isinstance(self.options.cache, VerdictCache):
-                self.cache.close()
-            summary.wall_time = time.perf_counter() - self.started
-        return summary
-
-    def _trajectories(self, observe: bool) -> Iterator[Trajectory]:
-        """The input again; `observe`: the one pass of this run that feeds the label join and the
-        `on_trajectory` watcher (and the load report), so nothing is counted twice."""
-        from rubricforge_dspy.data.formats import iter_trajectories
-        from rubricforge_dspy.data.labels import LabelJoin
-
-        seen: set[str] = set()
-        labels, limit = self.labels, self.options.limit
-        report = self.load_report if observe else None
-        joiner = labels if observe or labels is None else LabelJoin(labels.file, labels.rule)  # same labels, uncounted
-        for t in iter_trajectories(self.data_path, report=report, **self.reading):
-            if t.id in seen:
-                self.summary.duplicates += 1
-                continue
-            if limit is not None and len(seen) >= limit:
-                return
-            seen.add(t.id)
-            if joiner is not None:
-                t = joiner.apply(t)
-            if observe and self.on_trajectory is not None:
-                self.on_trajectory(t)
-            yield t
-
-    def _write(self, trajectory: Trajectory, verdict: Verdict, cached: bool, inputs: dict[str, Any]) -> None:
-        if self.writer is None:
-            raise RubricForgeError("`run` opens the writer before any line")
-        evidence = judge_reading(self.online_judge, trajectory)[1]  # what the request showed (one render, as sent)
-        self.writer.write(verdict_line(trajectory, verdict, cached=cached, attempts=0 if cached else 1,
-                                       evidence=evidence, **self.line))
-        self.summary.count(verdict, cached)
-        if not verdict.abstained and self.cache is not None and not cached:
-            self.cache.put(self.fingerprint, input_sha256(inputs), verdict)
-
-    def _submit(self, client: BatchClient, state_file: Path) -> dict[str, Any] | None:
-        """Write the batch input (cache hits written as verdicts instead), upload it, create the batch and
-        record its state (atomically, before any poll); None when nothing is left to ask."""
-        lines: list[bytes] = []
-        requests: dict[str, str] = {}  # custom_id -> trajectory id
-        for trajectory in self._trajectories(observe=True):
-            if trajectory.id in self.done.ids:
-                self.summary.resumed += 1
-                continue
-            inputs = self.online_judge.inputs_of(trajectory)
-            hit = self.cache.get(self.fingerprint, input_sha256(inputs)) if self.cache else None
-            if hit is not None:
-                self._write(trajectory, hit, True, inputs)
-                continue
-            custom_id = f"r{len(requests)}"
-            requests[custom_id] = trajectory.id
-            lines.append(orjson.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT,
-                                       "body": batch_request(self.online_judge, inputs)}))
-        if not requests:
-            return None
-        input_path = self.out_path.with_name(self.out_path.name + ".batch_input.jsonl")
-        input_path.write_bytes(b"\n".join(lines) + b"\n")
-        uploaded = client.upload(input_path.read_bytes(), input_path.name)
-        batch = client.create(uploaded["id"], {"rubricforge_out": self.out_path.name})
-        state = {"batch_id": batch["id"], "input_file_id": uploaded["id"], "requests": requests,
-                 "judge_fingerprint": self.fingerprint, "data_fingerprint": self.data}
-        _write_json_atomic(state_file, state)
-        return state
-
-    def _collect(self, results: dict[str, Reply | str], requests: dict[str, str], failed_whole: bool) -> None:
-        """Write the verdict of each request the batch answered (replayed into the judge), in input order."""
-        wanted = {tid: cid for cid, tid in requests.items()}
-        for trajectory in self._trajectories(observe=self.summary.resumed_batch):
-            custom_id = wanted.get(trajectory.id)
-            if custom_id is None or trajectory.id in self.done.ids:
-                continue
-            result = results.get(custom_id)
-            inputs = self.replay_judge.inputs_of(trajectory)
-            if result is None:
-                if failed_whole:
-                    continue  # never answered: submitted again by the next run
-                result = "batch request missing from the output and error files"
-            if isinstance(result, str):
-                verdict = Verdict.abstention(result, "other")
-                self.summary.request_errors += 1
-            else:
-                verdict = self._replay(result, inputs)
-                self.summary.request_errors += result[0] != 200
-            self.summary.lm_calls += 1
-            self._write(trajectory, verdict, False, inputs)
-
-    def _replay(self, result: Reply, inputs: dict[str, Any]) -> Verdict:
-        """The verdict of the batch's answer `result`, through the judge's one online code path."""
-        return _replayed(self.replay_judge, self.engine, result, inputs, None)
+    calls = BatchCalls(poll_interval, max_poll_interval, on_status, out_path=out_path)
+    summary = run_judge_file(judge, data_path, out_path, options, lm=lm, format=format,
+                             label_threshold=label_threshold, on_error=on_error, load_report=load_report,
+                             labels=labels, on_trajectory=on_trajectory, calls=calls)
+    return calls.summary_of(summary)
 
 
 class BatchCalls:
-    """The Batch API's calls of one stage of the job runner (`apply.stream`; a cascade's LLM stage): the items
-    of a chunk as one batch of the requests online judging sends (`batch_request`), polled until it ends, each
-    answer replayed into the stage's judge (`_ReplayEngine`, `execution.judge_verdict`) in the order the items
-    came. A batch that fails, expires or is cancelled raises `BatchJobFailed` once the answers it has are kept.
+    """The Batch API's calls of one stage of the job runner (`apply.runner.StageCalls`; a plain judge's one stage
+    or a cascade's LLM stage): the items as one batch of the requests online judging sends (`batch_request`),
+    polled until it ends, each answer replayed into the stage's judge (`_ReplayEngine`, `execution.judge_verdict`;
+    the answer's ``usage`` on the item's tracker: the line's ``tokens``) in the order the items came. A batch that
+    fails, expires or is cancelled raises `BatchJobFailed` once the answers it has are kept.
+
+    With `out_path` (a plain judge's run, `run_batch_api`), the batch input is written beside it
+    (``OUT.batch_input.jsonl``) and the pending batch recorded in ``OUT.batch.json`` (atomically, before any
+    poll): a run killed while it is pending resumes polling it (its ids that are still to judge), and asks the
+    rest in a new batch; the file is removed once the batch's answers are collected. Without it (a cascade's
+    stages), a run killed while a batch is pending asks those requests again.
 
     Args:
         poll_interval: the first wait between polls, in seconds; it doubles up to `max_poll_interval`.
         max_poll_interval: see `poll_interval`.
         on_status: called with each poll's status line.
+        out_path: the run's verdict file (see above), or None.
+
+    Attributes:
+        batch_id, batch_status: the last batch's id and final status; submitted: the requests of this run's
+            batches; request_errors: answers that were an error (abstained); resumed_batch: a pending batch was
+            resumed.
     """
 
     def __init__(self, poll_interval: float = 2.0, max_poll_interval: float = 60.0,
-                 on_status: Callable[[str], None] | None = None) -> None:
+                 on_status: Callable[[str], None] | None = None, *, out_path: PathArg | None = None) -> None:
         self.poll_interval, self.max_poll_interval, self.on_status = poll_interval, max_poll_interval, on_status
+        self.out_path = None if out_path is None else Path(out_path)
+        self.batch_id: str | None = None
+        self.batch_status: str | None = None
+        self.submitted = self.request_errors = 0
+        self.resumed_batch = False
+
+    def summary_of(self, summary: BatchSummary) -> BatchApiSummary:
+        """The run's `BatchSummary` with this back end's batches (`BatchApiSummary`)."""
+        fields = {f.name: getattr(summary, f.name) for f in dataclasses.fields(BatchSummary)}
+        return BatchApiSummary(**fields, batch_id=self.batch_id, batch_status=self.batch_status,
+                               submitted=self.submitted, request_errors=self.request_errors,
+                               resumed_batch=self.resumed_batch)
 
     def run(self, stage: Stage, jobs: Jobs, collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
             tracker_of: Callable[[RunItem], UsageTotals | None] | None = None) -> bool:
-        """Submit the ``(item, inputs)`` of `jobs` as one batch and `collect(item, verdict)` each answer
-        (`apply.runner.LocalCalls.run`'s contract; the circuit is not consulted: the provider schedules).
+        """Submit the ``(item, inputs)`` of `jobs` as one batch (a pending batch of `out_path` first) and
+        `collect(item, verdict)` each answer (`apply.runner.LocalCalls.run`'s contract; the circuit is not
+        consulted: the provider schedules).
 
         Raises:
             InputError: the stage's LM has no OpenAI-compatible endpoint.
-            BatchJobFailed: the batch did not complete (its answers are collected first).
+            BatchJobFailed: a batch did not complete (its answers are collected first), or a pending batch belongs
+                to another judge configuration.
             ServerError: the Batch API cannot be reached.
         """
         config, api_base = _endpoint_config(stage.lm)
-        requests: dict[str, tuple[RunItem, dict[str, Any]]] = {}
-        lines: list[bytes] = []
-        for item, inputs in jobs:
-            custom_id = f"r{len(requests)}"
-            requests[custom_id] = (item, inputs)
-            lines.append(orjson.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT,
-                                       "body": batch_request(stage.judge, inputs)}))
-        if not requests:
+        todo = {item.trajectory.id: (item, inputs) for item, inputs in jobs}
+        state_file = None if self.out_path is None else state_path(self.out_path)
+        mine: dict[str, tuple[RunItem, dict[str, Any]]] = {}  # the pending batch's requests still to judge
+        pending: str | None = None
+        if state_file is not None and state_file.exists():
+            state = json.loads(state_file.read_text())
+            if state.get("judge_fingerprint") != stage.fingerprint:
+                raise BatchJobFailed(f"{state_file}: a pending batch of another judge configuration; delete it "
+                                     "(and cancel batch " + str(state.get("batch_id")) + ") or use another --out")
+            pending = str(state["batch_id"])
+            mine = {cid: todo.pop(tid) for cid, tid in state["requests"].items() if tid in todo}
+            if not mine:
+                state_file.unlink()  # every one of its ids is judged already: nothing to wait for
+        if not mine and not todo:
             return False
         client = BatchClient(api_base, config.api_key)
         try:
-            uploaded = client.upload(b"\n".join(lines) + b"\n", f"rubricforge-stage-{stage.index}.jsonl")
-            created = client.create(uploaded["id"], {"rubricforge_stage": str(stage.name)})
-            batch = poll(client, created["id"], self.poll_interval, self.max_poll_interval, self.on_status)
-            results = _results(client, batch)
+            if mine and pending is not None:  # resume polling it
+                self.resumed_batch = True
+                self._finish(client, stage, config, pending, mine, collect, tracker_of)
+            if todo:
+                requests = {f"r{k}": job for k, job in enumerate(todo.values())}
+                batch_id = self._submit(client, stage, requests)
+                self._finish(client, stage, config, batch_id, requests, collect, tracker_of)
         finally:
             client.close()
+        return False
+
+    def _submit(self, client: BatchClient, stage: Stage, requests: dict[str, tuple[RunItem, dict[str, Any]]]) -> str:
+        """Upload the requests, create the batch and (with `out_path`) record it before any poll; its id."""
+        lines = [orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT,
+                               "body": batch_request(stage.judge, inputs)}) for cid, (_, inputs) in requests.items()]
+        data = b"\n".join(lines) + b"\n"
+        name = f"rubricforge-stage-{stage.index}.jsonl"
+        if self.out_path is not None:
+            input_path = self.out_path.with_name(self.out_path.name + ".batch_input.jsonl")
+            input_path.write_bytes(data)
+            name = input_path.name
+        uploaded = client.upload(data, name)
+        metadata = ({"rubricforge_out": self.out_path.name} if self.out_path is not None
+                    else {"rubricforge_stage": str(stage.name)})
+        batch = client.create(uploaded["id"], metadata)
+        if self.out_path is not None:
+            _write_json_atomic(state_path(self.out_path), {
+                "batch_id": batch["id"], "input_file_id": uploaded["id"], "judge_fingerprint": stage.fingerprint,
+                "requests": {cid: item.trajectory.id for cid, (item, _) in requests.items()}})
+        batch_id: str = batch["id"]
+        return batch_id
+
+    def _finish(self, client: BatchClient, stage: Stage, config: LMConfig, batch_id: str,
+                requests: dict[str, tuple[RunItem, dict[str, Any]]], collect: Callable[[RunItem, Verdict], None],
+                tracker_of: Callable[[RunItem], UsageTotals | None] | None) -> None:
+        """Poll the batch until it ends, replay and `collect` the answer of each of `requests` in their order, and
+        forget the batch (`OUT.batch.json`); `BatchJobFailed` when it did not complete."""
+        batch = poll(client, batch_id, self.poll_interval, self.max_poll_interval, self.on_status)
+        results = _results(client, batch)
+        self.batch_id, self.batch_status = batch_id, batch.get("status")
+        self.submitted += len(requests)
         failed_whole = batch.get("status") != "completed"
         engine = _ReplayEngine(config)
         replay = stage.judge.deepcopy()
@@ -510,16 +417,20 @@ class BatchCalls:
                 result = "batch request missing from the output and error files"
             if isinstance(result, str):
                 verdict = replace(Verdict.abstention(result, "other"), attempts=1)
+                self.request_errors += 1
             else:
                 tracker = tracker_of(item) if tracker_of is not None else None
                 verdict = _replayed(replay, engine, result, inputs, tracker)
+                self.request_errors += result[0] != 200
             collect(item, verdict)
+        if self.out_path is not None:
+            state_path(self.out_path).unlink(missing_ok=True)
         if failed_whole:
             errors = (batch.get("errors") or {}).get("data") or []
-            raise BatchJobFailed(f"batch {batch.get('id')} (stage {stage.name!r}) ended {batch.get('status')!r}"
+            where = "" if stage.name is None else f" (stage {stage.name!r})"
+            raise BatchJobFailed(f"batch {batch_id}{where} ended {batch.get('status')!r}"
                                  f"{': ' + json.dumps(errors)[:300] if errors else ''}; the answers it has are kept. "
-                                 "Re-run the same command to ask the rest again.")
-        return False
+                                 "Re-run the same command to ask the rest in a new batch.")
 
 
 def _endpoint_config(lm: dspy.BaseLM | None) -> tuple[LMConfig, str]:

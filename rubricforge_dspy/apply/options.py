@@ -3,7 +3,7 @@
 The public entry points (`judge_stream`, `run_judge_file`, `run_batch_api`, `apply.ray.judge_dataset`) take
 an ``options`` record, or its fields as keyword arguments (``judge_stream(..., concurrency=8)``), and hand
 the back end one `JobOptions`. Each back end reads the fields it uses: the Batch API has no concurrency
-(the provider schedules), Ray keeps no verdict cache (its driver resumes from the output).
+(the provider schedules); every back end is a run of the one job runner, with its verdict cache.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class JobOptions:
         timeout: per-call LM timeout in seconds (None keeps the LM's own). The job owns retries: its copy
             of the LM makes one attempt per call, with DSPy's response cache off.
         cache: None/False (no cache), True (``.rubricforge_cache/`` next to the output), a directory, or a
-            `VerdictCache`; keyed by the judge's fingerprint, abstentions never cached (not on Ray).
+            `VerdictCache`; keyed by the judge's fingerprint, abstentions never cached.
         progress: show progress (a bar; the Batch API's status while polling).
         limit: consider only the first `limit` distinct input ids (resumed ones included), so re-running
             with the same limit resumes the same slice.

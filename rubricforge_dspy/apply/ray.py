@@ -1,53 +1,45 @@
-"""Judge a Ray Dataset of trajectories: for the user who outgrew one machine (``pip install rubricforge-dspy[ray]``).
+"""Judging on Ray (``pip install rubricforge-dspy[ray]``): `RayCalls`, the Ray back end of the one job runner, and
+`judge_dataset`, a user's own Ray Dataset judged into a verdict file through that runner.
 
 This module imports without the extra; its functions raise `MissingExtraError` (exit 2 on the command line)
 when Ray Data is not installed.
 
     import ray
-    from rubricforge_dspy.apply.ray import judge_dataset, trajectory_dataset
+    from rubricforge_dspy.apply.ray import RayCalls
+    from rubricforge_dspy.apply.stream import run_judge_file
     from rubricforge_dspy.lm.config import LMConfig
 
     ray.init()                                   # or ray.init("auto") on a cluster
-    ds = trajectory_dataset(load_trajectories("episodes.jsonl"))
-    summary = judge_dataset(ds, "programs/airline.json", out="verdicts.jsonl",
-                            lm_config=LMConfig(model="qwen2.5-7b@rev", api_base="http://gpu-0:30000/v1"),
-                            api_bases=["http://gpu-0:30000/v1", "http://gpu-1:30000/v1"], workers=4)
+    config = LMConfig(model="qwen2.5-7b@rev", api_base="http://gpu-0:30000/v1")
+    calls = RayCalls(config, ["http://gpu-0:30000/v1", "http://gpu-1:30000/v1"], workers=4)
+    summary = run_judge_file("programs/airline.json", "episodes.jsonl", "verdicts.jsonl", lm=calls.job_lm(),
+                             calls=calls)
 
-The same judge as the local path, called the same way: each Ray worker (an actor of a
-``map_batches`` pool) holds a copy of the judge on a one-attempt LM per endpoint and, like
-`rubricforge judge`, takes the fast path when the judge offers one (`TrajectoryJudge.direct_call`: a plain
-judge on an LM built by `lm.make_lm`): one event loop per actor, kept across batches (the local path's
-`apply.executors.EventLoopExecutor`), ``concurrency`` calls in flight through
-`rubricforge_dspy.judge.execution.ajudge_verdict`; any other judge is called through `judge_verdict` from
-``concurrency`` threads. Either way the render, the strict parse, the truncation rule, the retries of
-transient errors and the abstentions are those of `rubricforge judge`, and each verdict line is
-`core.verdict.verdict_line`'s (``summary.fast_path`` says whether every line came from the fast path).
+Every run on Ray, a plain program or a cascade, is a run of the one job runner (`apply.runner.JobRun`, through
+`apply.stream.run_judge_file` or `run_job`): the driver holds the output's lock, claims the job, resumes, keeps
+the verdict cache, the circuit breaker and the tally, and writes every line (`apply.writer.VerdictWriter`, the
+local path's writer: evidence and tokens on every line). Only an LLM stage's calls go to Ray: `RayCalls` sends
+each item's judge inputs (what the runner rendered, or the checking pass spilled) to an actor pool of
+``map_batches`` (`_JudgeWorker`). Each worker holds a copy of the stage's judge on a one-attempt LM per
+endpoint and, like `rubricforge judge`, takes the fast path when the judge offers one
+(`TrajectoryJudge.direct_call`: one event loop per actor, kept across batches, ``concurrency`` calls in flight
+through `judge.execution.ajudge_verdict`); any other judge is called through `judge_verdict` from
+``concurrency`` threads. Either way the render, the strict parse, the truncation rule, the retries of transient
+errors and the abstentions are those of `rubricforge judge` (``summary.fast_path`` says whether every verdict
+came from the fast path). A stage without an LM runs on the driver.
 
-Exactly once (one verdict line per id, across worker failures and re-runs). The design, the simplest
-that is exactly-once:
+Exactly once (one verdict line per id, across worker failures and re-runs): workers write nothing, they return
+verdicts; the driver collects each id once (`RayCalls.redelivered` counts the ids of a block Ray executed twice
+after a worker died, never written twice) and the runner writes it. A kill of the driver leaves complete lines
+plus at most one torn line, which the next run repairs (`apply.job.read_done`); what was not written is asked
+again, nothing else.
 
-1. The DRIVER is the only writer. It holds the output's lock (`apply.job.output_lock`) for the whole
-   run, reads the ids already written (`apply.job.read_done`: a torn last line repaired, abstentions for
-   LM errors asked again) and checks the job (`claim_output`: same judge fingerprint, same data).
-2. Anti-join: the dataset is filtered on the driver's done ids before any LM call, so a re-run judges
-   only what is missing.
-3. Workers write nothing: they return verdict lines (an ``id`` and a ``line`` column). The driver
-   appends each line through the batch writer of the local path (`apply.writer.VerdictWriter`: one unbuffered
-   write per line), skipping an id it has already written in this run: when Ray re-executes a block
-   after a worker died (actor restart, task retry), the block's ids come back a second time and are
-   counted in ``summary.duplicates``, never written twice.
-4. A kill of the driver leaves complete lines plus at most one torn line, which the next run repairs;
-   anything not yet written is judged again. A line is never written for an id that is already there.
+A dead server stops the run as locally: each worker keeps a circuit (`lm.circuit.LMCircuit`), the driver keeps
+the stage's, and once one opens the run raises `JudgeUnavailableError` (exit 3); every line written so far is
+kept.
 
-A dead server stops the run as locally: each worker keeps a circuit (`lm.circuit.LMCircuit`), and once
-it opens, the run raises `JudgeUnavailableError` (exit 3); every line written so far is kept.
-
-A cascade on Ray goes through the one job runner (`apply.stream.run_judge_file` with ``calls=RayCalls(...)``):
-each LLM stage's calls of a chunk are judged by the same actor pool (`_JudgeWorker`), the driver settles, writes,
-caches (the runner's verdict cache) and resumes as for a local run; a stage without an LM runs on the driver.
-
-There is no verdict cache on the plain path (the cache is a local directory; a re-run resumes from the
-output instead), and the input is held in Ray's object store (spilled to disk by Ray when large).
+The items go to Ray ``window`` at a time (default 10,000): the driver holds one window's judge inputs, each
+window is one Ray Dataset judged by the actor pool.
 
 Two engines:
 
@@ -58,8 +50,9 @@ Two engines:
   processor). Its preprocess step (`JudgePrompt`) builds the chat messages with the judge's own adapter
   (`StrictJSONAdapter.format`), exactly the messages the HTTP path sends; its postprocess step
   (`JudgeAnswer`) parses with the strict adapter, and an answer cut at ``max_tokens`` is an abstention
-  (``truncated``). Pass the processor as ``judge_dataset(..., processor=...)``. The run on GPUs is
-  documented in docs/SERVING.md.
+  (``truncated``). Pass the processor as ``RayCalls(processor=...)`` or ``judge_dataset(..., processor=...)``;
+  its rows carry the `Trajectory` records (a run from `judge_stream`, `run_job` or `judge_dataset`, whose items
+  are not spilled). The run on GPUs is documented in docs/SERVING.md.
 """
 
 from __future__ import annotations
@@ -67,30 +60,28 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import dspy
 import orjson
 
 from rubricforge_dspy._dspy_compat import engine_specs
 from rubricforge_dspy.apply.executors import EventLoopExecutor
-from rubricforge_dspy.apply.job import ResumeState, claim_job, output_lock, read_done
+from rubricforge_dspy.apply.job import output_lock
 from rubricforge_dspy.apply.options import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, JobOptions, job_options
-from rubricforge_dspy.apply.ray_data import column, job_line, ray_module, row_trajectory, trajectory_dataset
+from rubricforge_dspy.apply.ray_data import column, ray_module, row_trajectory, trajectory_dataset
 from rubricforge_dspy.apply.ray_sglang import JudgeAnswer, JudgePrompt, sglang_processor
+from rubricforge_dspy.apply.runner import LocalCalls
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
-from rubricforge_dspy.apply.writer import VerdictWriter, judge_reading
+from rubricforge_dspy.apply.writer import plain_value
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory
-from rubricforge_dspy.core.verdict import Verdict, token_usage, verdict_line
+from rubricforge_dspy.core.verdict import EvidenceRecord, Verdict
 from rubricforge_dspy.judge.execution import count_verdict, judge_verdict
-from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.judge.loading import judge_from
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import LMConfig
@@ -107,7 +98,7 @@ if TYPE_CHECKING:
     from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine
 
 __all__ = ["judge_dataset", "RayCalls", "trajectory_dataset", "sglang_processor", "JudgePrompt", "JudgeAnswer",
-           "pool_config", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
+           "pool_config", "encode_inputs", "WINDOW", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
 
 
 # -- the LM pool --------------------------------------------------------------------------------------
@@ -144,13 +135,14 @@ def pool_config(lm_config: LMConfig, api_bases: list[str] | None) -> tuple[LMCon
 # -- the HTTP engine: a worker of the actor pool ----------------------------------------------------
 
 class _JudgeWorker:
-    """One Ray actor: a judge copy per endpoint, lines returned for each batch Ray hands it.
+    """One Ray actor: a judge copy per endpoint, a verdict returned for each row of each batch Ray hands it (rows
+    ``{"id", "inputs"}``: the item's judge inputs as JSON, `encode_inputs`).
 
     The fast path, when every copy offers one (`TrajectoryJudge.direct_call`: a plain judge on an LM built by
     `lm.make_lm`): the local path's event loop (`apply.executors.EventLoopExecutor`), made once per actor and kept
     across batches, keeps `threads` calls in flight through `ajudge_verdict`, the endpoints dealt
     round-robin item by item. Otherwise `threads` threads call `judge_verdict`. Either way the same retry
-    policy, the same per-worker circuit breaker, the same verdict lines.
+    policy, the same per-worker circuit breaker, the same verdicts.
 
     Every call ends by closing the copies' connection pools (`close_connections`), whether the batch
     succeeded or raised: Ray Data never tells an actor that the job has ended (its last batch is not
@@ -158,7 +150,7 @@ class _JudgeWorker:
     that opened it, and nothing is left for ``__del__`` (which may run on any thread, or never). The next
     batch opens new connections: one connect per call in flight, small next to the judge calls."""
 
-    def __init__(self, judge: Any, configs: list[LMConfig], options: JobOptions, job: dict[str, Any]) -> None:
+    def __init__(self, judge: Any, configs: list[LMConfig], options: JobOptions, where: str = "the output") -> None:
         threads, policy = options.concurrency, options.policy
         self.judges: list[Any] = []
         self.lms: list[dspy.BaseLM] = []
@@ -172,11 +164,11 @@ class _JudgeWorker:
         ray = ray_module()
         actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
         first = int(actor[-6:], 16) if actor else 0  # workers start apart
-        self.policy, self.job = policy, job
+        self.policy = policy
         self.tracker = UsageTotals()
         names = ", ".join(redact_url(c.api_base or "") for c in configs)  # `pool_config` sets every one
         self.circuit = LMCircuit(options.max_consecutive_lm_errors, names, counted=" after retries",
-                                 advice=f"Stopped; {job['out']} keeps every verdict written so far: fix the "
+                                 advice=f"Stopped; {where} keeps every verdict written so far: fix the "
                                         "server and re-run the same command to resume.")
         self.loop: EventLoopExecutor | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -190,60 +182,50 @@ class _JudgeWorker:
             self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rubricforge-ray-judge")
             self.stop = threading.Event()
 
-    def _line(self, trajectory: Trajectory, verdict: Verdict, totals: dict[str, int] | None) -> dict[str, Any]:
-        evidence = judge_reading(self.judges[0], trajectory)[1]  # every copy renders alike (one render, as sent)
-        tokens = None if totals is None else token_usage(totals["prompt_tokens"], totals["completion_tokens"],
-                                                         max(verdict.attempts or 0, 1))
-        return verdict_line(trajectory, verdict, attempts=verdict.attempts or 0, evidence=evidence, tokens=tokens,
-                            **self.job["line"])
-
-    def _judge(self, trajectory: Trajectory) -> tuple[dict[str, Any], dict[str, int] | None]:
+    def _judge(self, inputs: dict[str, Any]) -> tuple[Verdict, dict[str, int] | None]:
         with self.turn_lock:
             judge = self.judges[next(self.turn) % len(self.judges)]
-        inputs = dict(judge.inputs_of(trajectory))
-        usage = UsageTotals(self.tracker)  # this call's tokens (its line's, on a cascade's stage)
+        inputs = dict(inputs)
+        usage = UsageTotals(self.tracker)  # this call's tokens (its line's)
         with dspy.context(usage_tracker=usage, disable_history=True, trace=None):
             verdict = judge_verdict(judge, inputs.pop("trajectory"), self.policy, self.stop, self.circuit, **inputs)
-        totals = usage.totals()
-        return self._line(trajectory, verdict, totals), totals
+        return verdict, usage.totals()
 
-    def _drive(self, loop: EventLoopExecutor, trajectories: list[Trajectory]
-               ) -> list[tuple[dict[str, Any], dict[str, int] | None]]:
+    def _drive(self, loop: EventLoopExecutor, rows: list[tuple[str, dict[str, Any]]]
+               ) -> dict[str, tuple[Verdict, dict[str, int] | None]]:
         """The batch on the actor's event loop; the circuit counts each verdict as `judge_verdict` would."""
-        records: list[tuple[dict[str, Any], dict[str, int] | None]] = []
-        inputs_of = self.judges[0].inputs_of  # every copy renders alike: they differ by endpoint only
-        usage = {t.id: UsageTotals(self.tracker) for t in trajectories}
+        records: dict[str, tuple[Verdict, dict[str, int] | None]] = {}
+        usage = {ident: UsageTotals(self.tracker) for ident, _ in rows}
 
-        def collect(trajectory: Trajectory, verdict: Verdict) -> None:
-            totals = usage[trajectory.id].totals()
-            records.append((self._line(trajectory, verdict, totals), totals))
+        def collect(ident: str, verdict: Verdict) -> None:
+            records[ident] = (verdict, usage[ident].totals())
             count_verdict(self.circuit, verdict)
 
         self.circuit.raise_if_open()
-        loop.drive(((t, inputs_of(t)) for t in trajectories), collect, self.circuit.raise_if_open,
-                        lambda t: usage[t.id])
+        loop.drive(iter(rows), collect, self.circuit.raise_if_open, lambda ident: usage[ident])
         return records
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:  # a Ray batch: columns of numpy arrays
         try:
-            trajectories = [row_trajectory({"id": i, "trajectory": t})
-                            for i, t in zip(column(batch, "id"), column(batch, "trajectory"), strict=True)]
+            rows = [(str(ident), orjson.loads(raw)) for ident, raw in
+                    zip(column(batch, "id"), column(batch, "inputs"), strict=True)]
             if self.loop is not None:
-                records = self._drive(self.loop, trajectories)
+                records = self._drive(self.loop, rows)
             else:
                 if self.pool is None:
                     raise RubricForgeError("off the fast path, a worker has its threads (`__init__`)")
-                futures = [self.pool.submit(self._judge, t) for t in trajectories]
+                futures = {ident: self.pool.submit(self._judge, inputs) for ident, inputs in rows}
                 try:
-                    records = [future.result() for future in futures]
+                    records = {ident: future.result() for ident, future in futures.items()}
                 except JudgeUnavailableError:
                     self.stop.set()  # no more retries; the calls not started raise at once (the circuit is open)
-                    wait(futures)  # the calls in flight end before their connections are closed
+                    wait(futures.values())  # the calls in flight end before their connections are closed
                     raise
         finally:
             self.close_connections()
-        return {"id": [r["id"] for r, _ in records], "line": [orjson.dumps(r) for r, _ in records],
-                "fast": [self.loop is not None] * len(records), "usage": [orjson.dumps(u) for _, u in records]}
+        return {"id": list(records), "verdict": [orjson.dumps(_verdict_record(v)) for v, _ in records.values()],
+                "fast": [self.loop is not None] * len(records),
+                "usage": [orjson.dumps(u) for _, u in records.values()]}
 
     def close_connections(self) -> None:
         """Close every connection pool the judge copies hold: on the fast path the async engines' pools
@@ -269,163 +251,186 @@ async def _close_pools(engines: list[AsyncChatCompletionsEngine]) -> None:
         await engine.aclose()
 
 
-# -- the driver ---------------------------------------------------------------------------------------
+def _verdict_record(verdict: Verdict) -> dict[str, Any]:
+    """What a worker returns of a verdict: what was said, its attempts and what the judge read."""
+    return {**verdict.to_dict(), "attempts": verdict.attempts or 0,
+            "evidence": None if verdict.evidence is None else verdict.evidence.to_dict()}
 
-_RAY_OPTIONS = JobOptions(concurrency=16, progress=False)  # a worker keeps more calls in flight than a process
+
+def _verdict_of(record: dict[str, Any]) -> Verdict:
+    """The `Verdict` a worker returned (`_verdict_record`), or a verdict line's (the SGLang processor's)."""
+    evidence = record.get("evidence")
+    return replace(Verdict.from_dict(record), attempts=int(record.get("attempts") or 0),
+                   evidence=EvidenceRecord.from_dict(evidence) if isinstance(evidence, dict) else None)
 
 
-def judge_dataset(ds: "ray.data.Dataset", program: PathArg | BaseJudge | None = None, options: JobOptions | None = None,
-                  *, out: PathArg, lm_config: LMConfig | None = None, api_bases: list[str] | None = None,
-                  processor: Any = None, workers: int = 2, batch_size: int | None = None,
-                  render_config: RenderConfig | None = None, data: str | None = None, total: int | None = None,
-                  **overrides: Any) -> BatchSummary:
-    """Judge the Ray Dataset `ds` into the verdict file `out`: one line per id, exactly once (see the
-    module docstring for how), resumable by running the same call again.
-
-    Args:
-        ds: rows ``{"id", "trajectory"}`` (`trajectory_dataset`); ids must be unique.
-        program: a frozen program path, a judge (`BaseJudge`), or None for the seed judge; with a
-            `processor`, the processor's own judge is used instead (give the program to `sglang_processor`).
-        options: how the job runs (`JobOptions`; default ``JobOptions(concurrency=16, progress=False)``).
-            Its ``concurrency`` is the judge calls in flight per worker (on its event loop, or threads off
-            the fast path); ``max_consecutive_lm_errors`` counts per worker; ``cache`` and ``limit`` are
-            not used (a re-run resumes from `out`; limit the dataset instead).
-        out: the verdict JSONL (the local path's format and job file, ``OUT.job.json``).
-        lm_config: the judge LM (model, structured output, max_tokens, ...); its ``api_base`` is used when
-            `api_bases` is not given. Not needed with a `processor`.
-        api_bases: OpenAI-compatible endpoints used round-robin (e.g. one SGLang server per GPU node), or
-            one: a single server or the SGLang Model Gateway.
-        processor: instead of HTTP endpoints, a `sglang_processor` (SGLang engines inside Ray).
-        workers: Ray actors judging at once (HTTP engine).
-        batch_size: rows per call of a worker (the unit re-done after a worker dies); None: twice
-            the concurrency, at least 32, so a worker keeps its calls in flight through most of a
-            batch (a batch smaller than the concurrency would cap the calls in flight at its size).
-        render_config: overrides the judge's render (a program keeps the one it was induced with).
-        data: the input's fingerprint, recorded in ``OUT.job.json`` (a later run on other data is refused).
-        total: the rows of `ds`, when the caller knows them (the command line has counted its input); it
-            sizes the progress bar and gives ``resumed`` as the rows not judged by this run. None: `ds` is
-            never counted (`Dataset.count` runs the whole read for e.g. a JSON dataset), and ``resumed`` is
-            the ids `out` held before this run (with `data` given, `out` belongs to this input, so they are
-            the same).
-        **overrides: `JobOptions` fields, replacing those of `options` (``concurrency=8``).
-
-    Returns:
-        The `BatchSummary` (judged, passed, abstained by kind, resumed, LM calls, retries;
-        ``duplicates``: lines that came back twice from re-executed blocks or repeated input ids, written
-        once).
+def encode_inputs(inputs: dict[str, Any]) -> bytes:
+    """An item's judge inputs as the JSON a Ray worker reads (a rendered text, features of builtin scalars).
 
     Raises:
-        MissingExtraError: Ray Data is not installed (``pip install 'rubricforge-dspy[ray]'``).
-        InputError: no endpoint, bad sizes, or a judge the chosen engine cannot run.
-        BatchOutputError: `out` belongs to another judge configuration or other data.
-        OutputLockedError: another process writes `out`.
-        JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
+        InputError: the judge reads more than plain data (e.g. a `Trajectory` object): judge it locally.
     """
-    ray = ray_module()
-    options = job_options(options, overrides, _RAY_OPTIONS)
-    options.refuse_budget("a Ray run (judge_dataset)")
-    batch_size = _checked_sizes(ray, options.concurrency, workers, batch_size)
-    judge, configs, job_judge, job_lm = _job_judge(program, processor, render_config, lm_config, api_bases,
-                                                   options.timeout)
-    line = job_line(job_judge, job_lm)
-    out_path = Path(out)
-    started = time.perf_counter()
-    with output_lock(out_path):
-        fingerprint = judge_fingerprint(job_judge, job_lm)
-        done = read_done(out_path)
-        claim_job(out_path, fingerprint, data, done)
-        summary = BatchSummary(out_path=str(out_path), repaired_bytes=done.repaired_bytes, retried=done.retried,
-                               program_sha256=line["program_sha256"], judge_fingerprint=fingerprint.sha256,
-                               model=line["model"])
-        done_ids = frozenset(done.ids)
-        todo = ds.filter(lambda row: row["id"] not in done_ids, num_cpus=0.25)  # the anti-join: what is missing
-        if processor is not None:
-            judged = processor(todo)
+    if not all(map(plain_value, inputs.values())):
+        raise InputError("this judge reads more than text and features (its inputs are not plain data): judge it "
+                         "locally (without --ray)")
+    return orjson.dumps(inputs)
+
+
+# -- the driver: Ray's calls of a stage of the job runner ----------------------------------------------
+
+_RAY_OPTIONS = JobOptions(concurrency=16, progress=False)  # a worker keeps more calls in flight than a process
+WINDOW = 10_000  # items sent to Ray at once (one Ray Dataset); the driver holds their inputs
+
+
+class RayCalls:
+    """Ray's calls of one stage of the job runner (`apply.runner.StageCalls`; a plain judge's one stage or a
+    cascade's LLM stage): the items' judge inputs as a Ray Dataset, `window` at a time, judged by an actor pool
+    (`_JudgeWorker`: the stage's judge on a one-attempt LM per endpoint, round-robin, the fast path where there is
+    one), or by an in-Ray SGLang `processor`; the verdicts returned to the driver, which settles, writes and caches
+    each item once (an id that comes back from a re-executed block is dropped and counted in `redelivered`). A stage
+    without an LM runs on the driver.
+
+    Args:
+        lm_config: the judge LM (its ``api_base`` is used when `api_bases` is not given); None with a `processor`.
+        api_bases: the endpoints, round-robin (`pool_config`).
+        options: `JobOptions` of the workers: ``concurrency`` per worker, ``timeout``, retries,
+            ``max_consecutive_lm_errors`` per worker (default ``JobOptions(concurrency=16)``).
+        workers: Ray actors judging at once.
+        batch_size: rows per call of a worker (the unit re-done after a worker dies); None: twice the
+            concurrency, at least 32, so a worker keeps its calls in flight through most of a batch.
+        processor: instead of HTTP endpoints, a `sglang_processor` (its rows carry `Trajectory` records).
+        window: items sent to Ray at once (default 10,000).
+
+    Raises:
+        MissingExtraError: Ray Data is not installed. InputError: no endpoint, one given twice, or bad sizes.
+    """
+
+    def __init__(self, lm_config: LMConfig | None = None, api_bases: list[str] | None = None,
+                 options: JobOptions | None = None, workers: int = 2, batch_size: int | None = None, *,
+                 processor: Any = None, window: int = WINDOW):
+        self.ray = ray_module()
+        self.options = job_options(options, {}, _RAY_OPTIONS)
+        self.processor = processor
+        if processor is None:
+            if lm_config is None:
+                raise InputError("judging on Ray needs lm_config (the judge LM), or a processor")
+            self.pool, self.configs = pool_config(lm_config, api_bases)
+        self.workers, self.batch_size, self.window = workers, batch_size, window
+        if window < 1:
+            raise InputError(f"window must be >= 1, got {window}")
+        self.size = _checked_sizes(self.options.concurrency, workers, batch_size)
+        self.redelivered = 0  # verdicts of an id already collected (a block Ray executed twice): dropped
+
+    def job_lm(self) -> dspy.BaseLM:
+        """The LM the job is fingerprinted with: the pool's configuration (with one endpoint, the same job as
+        ``rubricforge judge`` on it, so a job started locally resumes on Ray and back), or the processor's."""
+        if self.processor is not None:
+            lm: dspy.BaseLM = self.processor.rubricforge_job["lm"]
+            return lm
+        return make_lm(self.pool)
+
+    def run(self, stage: Stage, jobs: Jobs, collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
+            tracker_of: Callable[[RunItem], UsageTotals | None] | None = None) -> bool:
+        """Judge the ``(item, inputs)`` of `jobs` on Ray and `collect(item, verdict)` each, with its tokens on
+        `tracker_of(item)`, then `check()` (the stage's circuit) after each batch that comes back
+        (`apply.runner.LocalCalls.run`'s contract). True when every verdict came from the workers' fast path.
+
+        Raises:
+            InputError: Ray is not initialized; the judge's inputs are not plain data; with a processor, an item
+                that is spilled (a plain judge's under `run_judge_file`) rather than a `Trajectory`.
+            JudgeUnavailableError: a worker's circuit or the stage's opened (the verdicts already back are
+                collected first).
+        """
+        if stage.lm is None and self.processor is None:  # no LM call: judged on the driver
+            return LocalCalls(self.options, UsageTotals()).run(stage, jobs, collect, check, tracker_of)
+        if not self.ray.is_initialized():
+            raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
+        fast, seen = True, 0
+        while window := list(itertools.islice(jobs, self.window)):
+            got, on_fast_path = self._window(stage, window, collect, check, tracker_of)
+            seen += got
+            fast = fast and on_fast_path
+        return bool(seen) and fast
+
+    def _window(self, stage: Stage, window: list[tuple[RunItem, dict[str, Any]]],
+                collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
+                tracker_of: Callable[[RunItem], UsageTotals | None] | None) -> tuple[int, bool]:
+        """One window of items as one Ray Dataset; ``(verdicts collected, all on the fast path)``."""
+        ray = self.ray
+        items: dict[str, RunItem] = {}
+        rows: list[dict[str, Any]] = []
+        for item, inputs in window:
+            ident = item.trajectory.id
+            items[ident] = item
+            if self.processor is None:
+                rows.append({"id": ident, "inputs": encode_inputs(inputs)})
+            elif isinstance(item.trajectory, Trajectory):
+                rows.append({"id": ident, "trajectory": item.trajectory})
+            else:  # a `Spilled` item: its rendered inputs only
+                raise InputError("the in-Ray SGLang processor reads Trajectory records, but these items come spilled "
+                                 "(rendered inputs, run_judge_file): run it with judge_dataset or run_job")
+        dataset = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // self.size)))
+        if self.processor is not None:
+            judged = self.processor(dataset)
         else:
-            worker_options = replace(options, cache=None)  # what a worker reads (shipped to it by Ray)
-            judged = todo.map_batches(
-                _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0.5,
-                fn_constructor_kwargs={"judge": judge, "configs": configs, "options": worker_options,
-                                       "job": {"out": str(out_path), "line": line}})
-        _drain(judged, out_path, done, fingerprint.sha256, summary, options.fsync_every, options.progress, total)
-        # the rows whose id was written already (ids are unique)
-        summary.resumed = len(done_ids) if total is None else total - summary.judged
-        summary.wall_time = time.perf_counter() - started
-    return summary
+            judge = stage.judge.deepcopy()
+            judge.set_lm(None)  # each worker puts its own one-attempt LM per endpoint on its copy
+            judged = dataset.map_batches(
+                _JudgeWorker, batch_size=self.size, compute=ray.data.ActorPoolStrategy(size=self.workers),
+                num_cpus=0.5, fn_constructor_kwargs={"judge": judge, "configs": self.configs,
+                                                     "options": replace(self.options, cache=None),
+                                                     "where": "the output" if stage.name is None
+                                                     else f"the output of stage {stage.name!r}"})
+        model = str(getattr(stage.lm, "model", "") or "")
+        return self.collect_batches(judged.iter_batches(batch_size=None, batch_format="numpy"), items, collect,
+                                    check, tracker_of, model)
+
+    def collect_batches(self, batches: Iterable[Any], items: dict[str, RunItem],
+                        collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
+                        tracker_of: Callable[[RunItem], UsageTotals | None] | None, model: str = ""
+                        ) -> tuple[int, bool]:
+        """Collect the verdicts of the batches Ray returns (columns ``id`` and ``verdict``, or a processor's
+        ``line``; ``usage`` and ``fast`` when the workers say), each id of `items` once, `check()` after each
+        batch; ``(verdicts collected, all on the fast path)``."""
+        seen: set[str] = set()
+        fast = 0
+        try:
+            for batch in batches:
+                ids = column(batch, "id")
+                records = column(batch, "verdict") if "verdict" in batch else column(batch, "line")
+                flags = column(batch, "fast") if "fast" in batch else [False] * len(ids)
+                used = column(batch, "usage") if "usage" in batch else [b"null"] * len(ids)
+                for ident, raw, usage, on_fast_path in zip(ids, records, used, flags, strict=True):
+                    if ident in seen or ident not in items:
+                        self.redelivered += 1  # a block Ray executed twice: its verdicts are in already
+                        continue
+                    seen.add(ident)
+                    fast += bool(on_fast_path)
+                    item = items[ident]
+                    tracker = tracker_of(item) if tracker_of is not None else None
+                    reported = orjson.loads(usage)
+                    if reported and tracker is not None:
+                        tracker.add_usage(model, reported)
+                    collect(item, _verdict_of(orjson.loads(raw)))
+                check()
+        except Exception as error:
+            cause = _circuit_cause(error)
+            if cause is not None and not isinstance(error, JudgeUnavailableError):
+                raise JudgeUnavailableError(cause) from error
+            raise
+        return len(seen), bool(seen) and fast == len(seen)
 
 
-def _checked_sizes(ray: ModuleType, concurrency: int, workers: int, batch_size: int | None) -> int:
-    """The batch size (default: twice the concurrency, at least 32), once the sizes and Ray are checked."""
+def _checked_sizes(concurrency: int, workers: int, batch_size: int | None) -> int:
+    """The batch size (default: twice the concurrency, at least 32), once the sizes are checked."""
     if batch_size is None and concurrency >= 1:
         batch_size = max(32, 2 * concurrency)
     for name, value in (("workers", workers), ("concurrency", concurrency), ("batch_size", batch_size)):
         if value is not None and value < 1:  # None: no batch size, for a concurrency below 1 (raised)
             raise InputError(f"{name} must be >= 1, got {value}")
-    if not ray.is_initialized():
-        raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
     if batch_size is None:
         raise RubricForgeError("a concurrency of at least 1 sets the batch size")
     return batch_size
-
-
-def _job_judge(program: PathArg | BaseJudge | None, processor: Any, render_config: RenderConfig | None,
-               lm_config: LMConfig | None, api_bases: list[str] | None, timeout: float | None
-               ) -> tuple[Any, list[LMConfig], Any, dspy.BaseLM | None]:
-    """``(judge, configs, job_judge, job_lm)``: the judge the HTTP workers copy (None with a processor), one
-    LM configuration per endpoint, and the judge and LM the job is fingerprinted with."""
-    if processor is not None:
-        return None, [], processor.rubricforge_job["judge"], processor.rubricforge_job["lm"]
-    judge = judge_from(program)
-    if render_config is not None:
-        judge.render_config = render_config
-    if lm_config is None:
-        raise InputError("judge_dataset needs lm_config (the judge LM), or a processor")
-    pool, configs = pool_config(lm_config, api_bases)
-    return judge, configs, judge, (one_attempt_lm(make_lm(pool), timeout) if judge.predictors() else None)
-
-
-def _drain(judged: ray.data.Dataset, out: Path, done: ResumeState, fingerprint: str, summary: BatchSummary,
-           fsync_every: int, progress: bool, total: int | None) -> None:
-    """Write the lines the workers return, each id once, as they come (the driver is the one writer, through
-    the local path's writer, which also keeps the done index current)."""
-    written: set[str] = set()
-    fast = 0  # lines judged on the workers' fast path
-    done_ids = frozenset(done.ids)
-    writer = VerdictWriter(out, fsync_every, done, fingerprint)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=None if total is None else total - len(done_ids), unit="verdict", desc="judging on Ray",
-                   dynamic_ncols=True)
-    try:
-        for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
-            ids = column(batch, "id")
-            flags = column(batch, "fast") if "fast" in batch else [False] * len(ids)
-            for ident, raw, on_fast_path in zip(ids, column(batch, "line"), flags, strict=True):
-                if ident in written or ident in done_ids:
-                    summary.duplicates += 1
-                    continue
-                fast += bool(on_fast_path)
-                record = orjson.loads(raw)
-                writer.write(record)
-                written.add(ident)
-                attempts = int(record.get("attempts") or 0)
-                summary.lm_calls += attempts
-                summary.retries += max(0, attempts - 1)
-                summary.count(Verdict.from_dict(record), cached=False)
-                if bar is not None:
-                    bar.update(1)
-    except Exception as error:
-        cause = _circuit_cause(error)
-        if cause is not None:
-            raise JudgeUnavailableError(cause) from error
-        raise
-    finally:
-        summary.fast_path = bool(written) and fast == len(written)
-        writer.close()
-        if bar is not None:
-            bar.close()
 
 
 def _circuit_cause(error: BaseException) -> str | None:
@@ -443,92 +448,84 @@ def _circuit_cause(error: BaseException) -> str | None:
     return None
 
 
-class RayCalls:
-    """Ray's calls of one stage of the job runner (`apply.stream`; a cascade's LLM stage): the chunk's items
-    as a Ray Dataset, judged by the actor pool `judge_dataset` uses (`_JudgeWorker`: the stage's judge on a
-    one-attempt LM per endpoint, round-robin, the fast path where there is one), the lines returned to the
-    driver, which settles, writes and caches each item once (an id that comes back from a re-executed block is
-    dropped). A stage without an LM runs locally (the runner's). The workers judge `Trajectory` records: a plain
-    judge's items, which `run_judge_file` spills as rendered inputs, are refused (`InputError`); a plain judge
-    runs on Ray through `judge_dataset`.
+# -- a user's own Ray Dataset ---------------------------------------------------------------------------
+
+class _Rows:
+    """The trajectories of a Ray Dataset's rows, read lazily on the driver, with their count when known (it sizes
+    the progress bar)."""
+
+    def __init__(self, ds: ray.data.Dataset, total: int | None) -> None:
+        self.ds, self.total = ds, total
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return (row_trajectory(row) for row in self.ds.iter_rows())
+
+    def __len__(self) -> int:
+        if self.total is None:
+            raise TypeError("the dataset's rows are not counted")  # pragma: no cover - `rows` checks first
+        return self.total
+
+
+def judge_dataset(ds: ray.data.Dataset, program: PathArg | BaseJudge | None = None, options: JobOptions | None = None,
+                  *, out: PathArg, lm_config: LMConfig | None = None, api_bases: list[str] | None = None,
+                  processor: Any = None, workers: int = 2, batch_size: int | None = None,
+                  render_config: RenderConfig | None = None, data: str | None = None, total: int | None = None,
+                  **overrides: Any) -> BatchSummary:
+    """Judge the Ray Dataset `ds` into the verdict file `out` through the one job runner (`apply.stream.run_job`
+    with ``calls=RayCalls(...)``): one line per id, exactly once, resumable by running the same call again, the
+    lines and the job file of a local run (a job started locally resumes on Ray and back with one endpoint).
+
+    The rows are read on the driver (`Dataset.iter_rows`), and each LLM call's inputs go back to the actor pool
+    (`RayCalls`); to judge files, call `apply.stream.run_judge_file` with ``calls=RayCalls(...)`` instead (what
+    ``rubricforge judge --ray`` does: the input checked and spilled once).
 
     Args:
-        lm_config: the judge LM (its ``api_base`` is used when `api_bases` is not given).
-        api_bases: the endpoints, round-robin (`pool_config`).
-        options: `JobOptions` of the workers: ``concurrency`` per worker, ``timeout``, retries,
-            ``max_consecutive_lm_errors`` per worker.
-        workers: Ray actors judging at once.
-        batch_size: rows per call of a worker (default: twice the concurrency, at least 32).
+        ds: rows ``{"id", "trajectory"}`` (`trajectory_dataset`); a repeated id raises `DuplicateIdError`.
+        program: a frozen program path, a judge (`BaseJudge`), or None for the seed judge; with a
+            `processor`, the processor's own judge is used instead (give the program to `sglang_processor`).
+        options: how the job runs (`JobOptions`; default ``JobOptions(concurrency=16, progress=False)``).
+            Its ``concurrency`` is the judge calls in flight per worker (on its event loop, or threads off
+            the fast path); ``max_consecutive_lm_errors`` counts per worker and for the run; ``cache`` is the
+            verdict cache (default none); ``limit`` the first ids of `ds`.
+        out: the verdict JSONL (the local path's format and job file, ``OUT.job.json``).
+        lm_config: the judge LM (model, structured output, max_tokens, ...); its ``api_base`` is used when
+            `api_bases` is not given. Not needed with a `processor`.
+        api_bases: OpenAI-compatible endpoints used round-robin (e.g. one SGLang server per GPU node), or
+            one: a single server or the SGLang Model Gateway.
+        processor: instead of HTTP endpoints, a `sglang_processor` (SGLang engines inside Ray).
+        workers: Ray actors judging at once (HTTP engine).
+        batch_size: rows per call of a worker (the unit re-done after a worker dies); None: twice
+            the concurrency, at least 32.
+        render_config: overrides the judge's render (a program keeps the one it was induced with).
+        data: the input's fingerprint, recorded in ``OUT.job.json`` (a later run on other data is refused).
+        total: the rows of `ds`, when the caller knows them: it sizes the progress bar (`ds` is never counted).
+        **overrides: `JobOptions` fields, replacing those of `options` (``concurrency=8``).
+
+    Returns:
+        The `BatchSummary` (judged, passed, abstained by kind, resumed, LM calls, retries, tokens).
 
     Raises:
-        MissingExtraError: Ray Data is not installed. InputError: no endpoint, or one given twice.
+        MissingExtraError: Ray Data is not installed (``pip install 'rubricforge-dspy[ray]'``).
+        InputError: no endpoint, bad sizes, Ray not initialized, or a judge the chosen engine cannot run.
+        BatchOutputError: `out` belongs to another judge configuration or other data.
+        OutputLockedError: another process writes `out`.
+        JudgeUnavailableError: a worker's circuit opened (every line written so far is kept).
     """
+    from rubricforge_dspy.apply.stream import run_job
 
-    def __init__(self, lm_config: LMConfig, api_bases: list[str] | None = None, options: JobOptions | None = None,
-                 workers: int = 2, batch_size: int | None = None):
-        self.ray = ray_module()
-        self.options = job_options(options, {}, _RAY_OPTIONS)
-        self.pool, self.configs = pool_config(lm_config, api_bases)
-        self.workers, self.batch_size = workers, batch_size
-
-    def job_lm(self) -> dspy.BaseLM:
-        """The LM the job is fingerprinted with (the pool's configuration, as `judge_dataset`'s)."""
-        return make_lm(self.pool)
-
-    def run(self, stage: Stage, jobs: Jobs, collect: Callable[[RunItem, Verdict], None], check: Callable[[], None],
-            tracker_of: Callable[[RunItem], UsageTotals | None] | None = None) -> bool:
-        """Judge the ``(item, inputs)`` of `jobs` on Ray and `collect(item, verdict)` each, with its tokens on
-        `tracker_of(item)` (`apply.runner.LocalCalls.run`'s contract). True when every line came from the
-        workers' fast path.
-
-        Raises:
-            InputError: an item is spilled (`apply.writer.Spilled`: a plain judge's under `run_judge_file`), not
-                a `Trajectory` the workers can judge; refused before anything reaches Ray.
-            JudgeUnavailableError: a worker's circuit opened (the lines already back are collected first).
-        """
-        ray, options = self.ray, self.options
-        items: dict[str, RunItem] = {}
-        trajectories: dict[str, Trajectory] = {}  # what the workers judge: the records themselves
-        for item, _inputs in jobs:
-            trajectory = item.trajectory
-            if not isinstance(trajectory, Trajectory):  # a `Spilled` item: its rendered inputs only
-                raise InputError("calls=RayCalls(...) judges Trajectory records on the workers, but a plain judge's "
-                                 "items come spilled (rendered inputs): run a plain judge on Ray with judge_dataset "
-                                 "(rubricforge judge --ray), and pass calls=RayCalls(...) with a cascade")
-            if trajectory.id not in items:
-                items[trajectory.id], trajectories[trajectory.id] = item, trajectory
-        if not items:
-            return False
-        batch_size = _checked_sizes(ray, options.concurrency, self.workers, self.batch_size)
-        judge = stage.judge.deepcopy()
-        judge.set_lm(None)  # each worker puts its own one-attempt LM per endpoint on its copy
-        dataset = trajectory_dataset(trajectories.values())
-        judged = dataset.map_batches(
-            _JudgeWorker, batch_size=batch_size, compute=ray.data.ActorPoolStrategy(size=self.workers), num_cpus=0.5,
-            fn_constructor_kwargs={"judge": judge, "configs": self.configs, "options": replace(options, cache=None),
-                                   "job": {"out": f"stage {stage.name!r}",
-                                           "line": {"judge_fingerprint": None, "program_sha256": None,
-                                                    "model": None}}})
-        seen: set[str] = set()
-        fast = 0
-        try:
-            for batch in judged.iter_batches(batch_size=None, batch_format="numpy"):
-                flags = column(batch, "fast")
-                for ident, raw, used, on_fast_path in zip(column(batch, "id"), column(batch, "line"),
-                                                          column(batch, "usage"), flags, strict=True):
-                    if ident in seen or ident not in items:
-                        continue  # a block Ray executed twice
-                    seen.add(ident)
-                    fast += bool(on_fast_path)
-                    line, item = orjson.loads(raw), items[ident]
-                    usage = orjson.loads(used)
-                    tracker = tracker_of(item) if tracker_of is not None else None
-                    if usage and tracker is not None:
-                        tracker.add_usage(str(self.pool.model), usage)
-                    collect(item, replace(Verdict.from_dict(line), attempts=int(line.get("attempts") or 0)))
-        except Exception as error:
-            cause = _circuit_cause(error)
-            if cause is not None:
-                raise JudgeUnavailableError(cause) from error
-            raise
-        return bool(seen) and fast == len(seen)
+    ray = ray_module()
+    options = job_options(options, overrides, _RAY_OPTIONS)
+    options.refuse_budget("a Ray run (judge_dataset)")
+    options.check()
+    calls = RayCalls(lm_config, api_bases, options, workers, batch_size, processor=processor)
+    if not ray.is_initialized():
+        raise InputError("Ray is not initialized: call ray.init() (or ray.init('auto') on a cluster) first")
+    if processor is not None:
+        judge = processor.rubricforge_job["judge"]
+    else:
+        judge = judge_from(program)
+        if render_config is not None:
+            judge.render_config = render_config
+    rows: Iterable[Trajectory] = _Rows(ds, total) if total is not None else iter(_Rows(ds, None))
+    with output_lock(out):
+        return run_job(judge, rows, Path(out), options, lm=calls.job_lm(), data=data, calls=calls)

@@ -71,7 +71,7 @@ from rubricforge_dspy.apply.runner import (  # noqa: F401 - re-exported (__all__
 )
 
 __all__ = ["judge_stream", "run_judge_file", "DuplicateIdError", "BatchSummary", "UsageTotals", "JobOptions",
-           "LocalCalls", "Stage", "CASCADE_CHUNK", "run_job",
+           "LocalCalls", "Stage", "CASCADE_CHUNK", "run_job", "judged_already",
            "DEFAULT_FSYNC_EVERY", "DEFAULT_MAX_CONSECUTIVE_LM_ERRORS"]
 
 logger = logging.getLogger(__name__)
@@ -317,6 +317,37 @@ def _judge_locked(judge: Any, out_path: Path, options: JobOptions, *, paths: lis
     finally:
         if spill is not None:
             spill.remove()
+
+
+def judged_already(spec: DataSpec, out_path: PathArg) -> int | None:
+    """How many items a run of `spec` into `out_path` would judge when `out_path` already holds a verdict for every one
+    of them, from the same input (its job file's data fingerprint; `apply.job.checked_input`, the pass judging makes
+    anyway): then no LM need start. None when something is left (abstentions for LM errors are asked again), when the
+    output or its job file is missing, or when the input is another (the judging run then says what is wrong).
+    Nothing is written or locked: the run that judges repairs and locks."""
+    import json
+
+    from rubricforge_dspy.apply.job import job_path
+    from rubricforge_dspy.data.labels import LabelJoin
+
+    out = Path(out_path)
+    if not spec.paths or not out.is_file() or not job_path(out).is_file():
+        return None
+    try:
+        job = json.loads(job_path(out).read_text(encoding="utf-8"))
+        done = read_done(out, repair=False).ids  # read only
+        if not done:
+            return None
+        ids: list[str] = []
+        labels = spec.labels_path
+        join = LabelJoin(labels, spec.label_rule) if labels is not None else None  # its own: counts nothing twice
+        _, data = checked_input(list(spec.paths), **spec.read_options(), limit=spec.limit, labels=join,
+                                each=lambda trajectory: ids.append(trajectory.id))
+    except (InputError, OSError, ValueError):
+        return None  # the judging run reads it again and reports the problem
+    if not isinstance(job, dict) or job.get("data_fingerprint") != data or not ids or not set(ids) <= done:
+        return None
+    return len(ids)
 
 
 def _file_options(options: JobOptions | None, overrides: dict[str, Any], on_error: str) -> JobOptions:

@@ -24,7 +24,7 @@ from rubricforge_dspy.core.verdict import EvidenceRecord
 from rubricforge_dspy.evidence.render import render_trajectory
 from rubricforge_dspy.lm.errors import LM_ERROR_KINDS
 
-__all__ = ["VerdictWriter", "Spill", "Spilled", "judge_inputs", "judge_reading"]
+__all__ = ["VerdictWriter", "Spill", "Spilled", "judge_inputs", "judge_reading", "plain_value"]
 
 
 class VerdictWriter:
@@ -126,7 +126,7 @@ class Spilled:
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
-def _plain(value: object) -> bool:
+def plain_value(value: object) -> bool:
     """True for what comes back from JSON as it went in, type for type: a string (a rendered text), or a
     dict of strings to builtin scalars (features). Not a `Trajectory` (orjson would write a dataclass as a
     dict) nor a numpy number."""
@@ -161,7 +161,7 @@ class Spill:
             return False
         done = trajectory.id in self.done
         inputs, evidence = (None, None) if done else judge_reading(self.judge, trajectory)
-        if inputs is not None and not all(map(_plain, inputs.values())):
+        if inputs is not None and not all(map(plain_value, inputs.values())):
             self.remove()
             return False
         try:

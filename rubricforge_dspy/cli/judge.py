@@ -114,9 +114,9 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     (None: a program).
 
     Every path (local, Ray, Batch API; a program or a cascade) runs through the one job runner
-    (`apply.stream.run_judge_file`, or `apply.ray.judge_dataset` for a plain judge on Ray), reading the input as a
-    stream (by path: never loaded whole)."""
-    from rubricforge_dspy.apply.stream import run_judge_file
+    (`apply.stream.run_judge_file`, with the Ray or Batch API back end's calls), reading the input as a stream (by
+    path: never loaded whole)."""
+    from rubricforge_dspy.apply.stream import judged_already, run_judge_file
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
     from rubricforge_dspy.data.formats import LoadReport
@@ -167,9 +167,8 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     if args.batch_api:
         summary = _judge_batch_api(args, spec, judge, render, common)
     elif args.ray is not None:
-        summary = run_ray_judge(args, spec, preset, render, report, join, tally, judge=judge, common=common)
-        summary.skipped = len(report.skipped)
-    elif (judged := _all_judged_already(args, spec)) is not None:
+        summary = run_ray_judge(args, spec, preset, judge, render, common)
+    elif (judged := judged_already(spec, args.out)) is not None:
         # nothing left to judge: said so without starting the embedded llama.cpp server (or calling an endpoint)
         print(f"nothing to do: all {judged} item(s) were judged already in {args.out} (no LM started)",
               file=sys.stderr)
@@ -201,42 +200,13 @@ def _lm(args: argparse.Namespace, judge: BaseJudge | None) -> AbstractContextMan
     return lm_from_args(args)
 
 
-def _all_judged_already(args: argparse.Namespace, spec: DataSpec) -> int | None:
-    """How many items this run would judge when ``--out`` already holds a verdict for every one of them, from the
-    same input (its job file's data fingerprint; `apply.job.checked_input`, the pass judging makes anyway): then
-    no LM need start. None when something is left (abstentions for LM errors are asked again), when the output or
-    its job file is missing, or when the input is another (the judging run then says what is wrong)."""
-    import json
-
-    from rubricforge_dspy.apply.job import checked_input, job_path, read_done
-    from rubricforge_dspy.data.labels import LabelJoin
-
-    out = Path(args.out)
-    if not spec.paths or not out.is_file() or not job_path(out).is_file():
-        return None
-    try:
-        job = json.loads(job_path(out).read_text(encoding="utf-8"))
-        done = read_done(out, repair=False).ids  # read only: the run that judges repairs and locks
-        if not done:
-            return None
-        ids: list[str] = []
-        labels = spec.labels_path
-        join = LabelJoin(labels, spec.label_rule) if labels is not None else None  # its own: counts nothing twice
-        _, data = checked_input(list(spec.paths), **spec.read_options(), limit=spec.limit, labels=join,
-                                each=lambda trajectory: ids.append(trajectory.id))
-    except (InputError, OSError, ValueError):
-        return None  # the judging run reads it again and reports the problem
-    if not isinstance(job, dict) or job.get("data_fingerprint") != data or not ids or not set(ids) <= done:
-        return None
-    return len(ids)
-
-
 def _judge_batch_api(args: argparse.Namespace, spec: DataSpec, judge: BaseJudge | None,
                      render: RenderConfig | None, common: dict[str, Any]) -> Any:
-    """`judge --batch-api`: the `BatchSummary` of the batch; a batch that failed, expired or was cancelled
-    raises `BatchJobFailed` (a `ServerError`: exit 3). A cascade runs through the one runner, each LLM stage's
-    calls in one batch per chunk (`apply.openai_batch.BatchCalls`), a floor locally."""
-    from rubricforge_dspy.apply.openai_batch import BatchCalls, run_batch_api
+    """`judge --batch-api`: the one job runner (`apply.stream.run_judge_file`) with each LLM stage's calls in one
+    batch (`apply.openai_batch.BatchCalls`; a cascade's floors locally, a batch per chunk); a plain judge's pending
+    batch is recorded beside ``--out`` and its summary is a `BatchApiSummary`. A batch that failed, expired or was
+    cancelled raises `BatchJobFailed` (a `ServerError`: exit 3)."""
+    from rubricforge_dspy.apply.openai_batch import BatchCalls
     from rubricforge_dspy.apply.stream import run_judge_file
     from rubricforge_dspy.judge.cascade import Cascade
     from rubricforge_dspy.judge.loading import judge_from
@@ -245,16 +215,12 @@ def _judge_batch_api(args: argparse.Namespace, spec: DataSpec, judge: BaseJudge 
         print(line, file=sys.stderr, flush=True)
 
     judge = judge_from(judge)
-    if isinstance(judge, Cascade):
-        with _lm(args, judge) as lm:
-            if lm is not None:
-                print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint (the cascade's LLM stages)",
-                      file=sys.stderr)
-            calls = BatchCalls(poll_interval=args.poll_interval, on_status=status)
-            return run_judge_file(judge, list(spec.paths), args.out, lm=lm, calls=calls, **common)
-    if render is not None:
-        judge.render_config = render
-    with lm_from_args(args) as lm:
-        print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint", file=sys.stderr)
-        return run_batch_api(judge, list(spec.paths), args.out, lm=lm, poll_interval=args.poll_interval,
-                             on_status=status, **common)
+    cascade = isinstance(judge, Cascade)
+    with _lm(args, judge) as lm:
+        if lm is not None:
+            print(f"judge LM: {lm_name(lm)} through the Batch API of its endpoint"
+                  + (" (the cascade's LLM stages)" if cascade else ""), file=sys.stderr)
+        calls = BatchCalls(poll_interval=args.poll_interval, on_status=status, out_path=None if cascade else args.out)
+        summary = run_judge_file(judge, list(spec.paths), args.out, lm=lm, calls=calls, render_config=render,
+                                 **common)
+    return summary if cascade else calls.summary_of(summary)

@@ -3,15 +3,14 @@
 ADDRESS is optional: absent, a local Ray instance is started (``ray.init()``); ``auto`` joins the cluster
 this node belongs to; ``ray://head:10001`` connects through Ray Client. ``--api-base`` may be repeated:
 the endpoints are used round-robin. Every other judge option keeps its meaning (``--concurrency`` is
-the calls in flight per Ray worker; the verdict cache is not used for a program on Ray: a re-run resumes from the
-output instead). With ``--cascade`` the run goes through the one job runner (verdict cache included), each LLM
-stage's calls on Ray, a stage without an LM on the driver.
+the calls in flight per Ray worker). A program or a cascade runs through the one job runner (the input checked and
+spilled once, the verdict cache, resume, the writer), each LLM stage's calls on Ray, a stage without an LM on the
+driver.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from typing import TYPE_CHECKING
 
@@ -20,15 +19,9 @@ from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.spec import DataSpec
 
 if TYPE_CHECKING:
-    import os
-    from collections.abc import Iterator
     from typing import Any
 
     from rubricforge_dspy.core.presets import Preset
-    from rubricforge_dspy.core.trajectory import Trajectory
-    from rubricforge_dspy.data.formats import LoadReport
-    from rubricforge_dspy.data.label_checks import LabelTally
-    from rubricforge_dspy.data.labels import LabelJoin
     from rubricforge_dspy.evidence.render import RenderConfig
     from rubricforge_dspy.judge.cascade import Cascade
     from rubricforge_dspy.judge.contract import BaseJudge
@@ -67,73 +60,23 @@ def _ray() -> Any:
     return ray
 
 
-def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset: Preset, render: RenderConfig | None,
-                  report: LoadReport, join: LabelJoin | None, tally: LabelTally, judge: BaseJudge | None = None,
-                  common: dict[str, Any] | None = None) -> Any:
-    """Judge ``spec``'s data into ``args.out`` on Ray; the `BatchSummary`. The whole input is checked (ids,
-    records) before the first LM call, as locally (`apply.job.checked_input`). A cascade (`judge`, with the
-    `run_judge_file` arguments `common`) goes through the one job runner, its LLM stages' calls on Ray
-    (`apply.ray.RayCalls`)."""
-    from rubricforge_dspy.judge.cascade import Cascade
-
-    ray = _ray()
-    if isinstance(judge, Cascade):
-        return _run_ray_cascade(ray, args, spec, preset, judge, common or {})
-    from rubricforge_dspy.apply import ray as on_ray
-    from rubricforge_dspy.apply.job import checked_input, output_lock
-    from rubricforge_dspy.cli.lm_options import lm_config
-    from rubricforge_dspy.data.formats import iter_trajectories
-
-    if args.ray_workers < 1:
-        raise InputError(f"--ray-workers must be >= 1, got {args.ray_workers}")
-    config = lm_config(args, "judge")
-    bases = api_bases(args) or ([config.api_base] if config.api_base else [])
-    paths: list[str | os.PathLike[str]] = list(spec.paths)
-    with output_lock(args.out):
-        scan, data = checked_input(paths, **spec.read_options(), limit=spec.limit, labels=join)
-        stream = iter_trajectories(paths, **spec.read_options(), report=report)
-        if spec.limit is not None:
-            stream = itertools.islice(stream, spec.limit)
-        if join is not None:
-            stream = (join.apply(t) for t in stream)
-        stream = _tallied(stream, tally)
-        _start(ray, args)
-        print(f"judge LM: {config.describe()} x {len(bases)} endpoint(s) on Ray "
-              f"({ray.cluster_resources().get('CPU', 0):g} CPUs): {args.ray_workers} workers x "
-              f"concurrency {preset.concurrency}", file=sys.stderr)
-        dataset = on_ray.trajectory_dataset(stream)
-        return on_ray.judge_dataset(dataset, judge, out=args.out, lm_config=config, api_bases=bases,
-                                    workers=args.ray_workers, concurrency=preset.concurrency,
-                                    render_config=render, data=data, timeout=config.timeout,
-                                    max_consecutive_lm_errors=args.max_consecutive_errors or None,
-                                    total=scan.selected)
-
-
-def _tallied(stream: Iterator[Trajectory], tally: LabelTally) -> Iterator[Trajectory]:
-    for trajectory in stream:
-        tally.add(trajectory)
-        yield trajectory
-
-
-def _start(ray: Any, args: argparse.Namespace) -> None:
-    if not ray.is_initialized():
-        ray.init(address=None if args.ray == LOCAL else args.ray, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
-
-
-def _run_ray_cascade(ray: Any, args: argparse.Namespace, spec: DataSpec, preset: Preset, cascade: Cascade,
-                     common: dict[str, Any]) -> Any:
-    """`judge --cascade --ray`: `run_judge_file` with each LLM stage's calls on Ray; the `CascadeRun`."""
+def run_ray_judge(args: argparse.Namespace, spec: DataSpec, preset: Preset, judge: BaseJudge | Cascade | None,
+                  render: RenderConfig | None, common: dict[str, Any]) -> Any:
+    """Judge ``spec``'s data into ``args.out`` on Ray, a plain program or a cascade (`judge`), through the one job
+    runner (`apply.stream.run_judge_file` with ``calls=RayCalls(...)``, the `run_judge_file` arguments `common`):
+    the input checked, labels joined and tallied before the first LM call, each LLM stage's calls on Ray
+    (`apply.ray.RayCalls`), a stage without an LM on the driver; the `BatchSummary` (a `CascadeRun`)."""
     from rubricforge_dspy.apply.options import JobOptions
     from rubricforge_dspy.apply.ray import RayCalls
     from rubricforge_dspy.apply.stream import run_judge_file
     from rubricforge_dspy.cli.lm_options import lm_config
 
+    ray = _ray()
     if args.ray_workers < 1:
         raise InputError(f"--ray-workers must be >= 1, got {args.ray_workers}")
     limit = args.max_consecutive_errors or None
     calls = lm = None
-    if cascade.predictors():  # a cascade of floors makes no LM call: it runs on the driver
+    if judge is None or judge.predictors():  # a cascade of floors makes no LM call: it runs on the driver
         config = lm_config(args, "judge")
         bases = api_bases(args) or ([config.api_base] if config.api_base else [])
         calls = RayCalls(config, bases, JobOptions(concurrency=preset.concurrency, timeout=config.timeout,
@@ -141,7 +84,21 @@ def _run_ray_cascade(ray: Any, args: argparse.Namespace, spec: DataSpec, preset:
                          workers=args.ray_workers)
         lm = calls.job_lm()
         _start(ray, args)
-        print(f"judge LM: {config.describe()} x {len(bases)} endpoint(s) on Ray (the cascade's LLM stages): "
-              f"{args.ray_workers} workers x concurrency {preset.concurrency}", file=sys.stderr)
-    return run_judge_file(cascade, list(spec.paths), args.out, lm=lm, calls=calls, concurrency=preset.concurrency,
-                          max_consecutive_lm_errors=limit, **common)
+        stages = " (the cascade's LLM stages)" if _is_cascade(judge) else ""
+        print(f"judge LM: {config.describe()} x {len(bases)} endpoint(s) on Ray{stages} "
+              f"({ray.cluster_resources().get('CPU', 0):g} CPUs): {args.ray_workers} workers x "
+              f"concurrency {preset.concurrency}", file=sys.stderr)
+    return run_judge_file(judge, list(spec.paths), args.out, lm=lm, calls=calls, render_config=render,
+                          concurrency=preset.concurrency, max_consecutive_lm_errors=limit, **common)
+
+
+def _is_cascade(judge: object) -> bool:
+    from rubricforge_dspy.judge.cascade import Cascade
+
+    return isinstance(judge, Cascade)
+
+
+def _start(ray: Any, args: argparse.Namespace) -> None:
+    if not ray.is_initialized():
+        ray.init(address=None if args.ray == LOCAL else args.ray, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)

@@ -17,12 +17,13 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rubricforge-dspy[ray]'")
 pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'rubricforge-dspy[ray]'")
 
-from rubricforge_dspy.apply.job import ResumeState  # noqa: E402
 from rubricforge_dspy.apply.options import JobOptions  # noqa: E402
 from rubricforge_dspy.apply.ray import (  # noqa: E402
     JudgeAnswer,
     JudgePrompt,
+    RayCalls,
     _JudgeWorker,
+    encode_inputs,
     judge_dataset,
     pool_config,
     trajectory_dataset,
@@ -103,31 +104,36 @@ def test_a_pool_of_endpoints_is_one_job_whatever_their_order():
 
 
 class _Redelivered:
-    """What the driver reads when Ray re-executes a block after a worker died: the block's lines again."""
+    """What the driver reads when Ray re-executes a block after a worker died: the block's verdicts again."""
 
     def __init__(self, batches):
         self.batches = batches
 
-    def iter_batches(self, batch_size=None, batch_format="numpy"):
+    def __iter__(self):
         yield from self.batches
 
 
-def test_the_driver_writes_an_id_once_when_a_block_comes_back(tmp_path):
-    from rubricforge_dspy.apply.ray import _drain
-    from rubricforge_dspy.apply.stream import BatchSummary
-    from rubricforge_dspy.core.verdict import Verdict, verdict_line
+def test_the_driver_collects_an_id_once_when_a_block_comes_back():
+    import orjson
 
-    lines = {t.id: json.dumps(verdict_line(t, Verdict.from_answer(True, 0.9, "ok"), attempts=1)).encode()
-             for t in make_dataset(6)}
-    ids = list(lines)
-    block = lambda chosen: {"id": chosen, "line": [lines[i] for i in chosen]}  # noqa: E731
-    out = tmp_path / "verdicts.jsonl"
-    summary = BatchSummary(out_path=str(out))
-    # ids[0] was written by an earlier run; the block holding ids[1:4] is delivered twice.
-    _drain(_Redelivered([block(ids[1:4]), block(ids[4:]), block(ids[1:4]), block(ids[:1])]), out,
-           ResumeState(ids=set(ids[:1])), None, summary, fsync_every=0, progress=False, total=6)
-    assert sorted(read_verdicts(out)) == sorted(ids[1:])  # read_verdicts refuses a repeated id
-    assert (summary.judged, summary.duplicates, summary.lm_calls, summary.passed) == (5, 4, 5, 5)
+    from rubricforge_dspy.apply.runner import RunItem
+    from rubricforge_dspy.core.verdict import Verdict
+
+    trajectories = make_dataset(6)
+    items = {t.id: RunItem(k, t) for k, t in enumerate(trajectories)}
+    record = orjson.dumps({**Verdict.from_answer(True, 0.9, "ok").to_dict(), "attempts": 1})
+    block = lambda chosen: {"id": chosen, "verdict": [record] * len(chosen)}  # noqa: E731
+    ids = list(items)
+    calls = RayCalls.__new__(RayCalls)  # its collecting only: no Ray needed
+    calls.redelivered = 0
+    collected, checks = [], []
+    # the block holding ids[0:3] is delivered twice, and a verdict for an id not asked comes back
+    got, fast = calls.collect_batches(_Redelivered([block(ids[0:3]), block(ids[3:]), block(ids[0:3]),
+                                                    block(["not-asked"])]), items,
+                                      lambda item, verdict: collected.append((item.trajectory.id, verdict.attempts)),
+                                      lambda: checks.append(1), None)
+    assert sorted(collected) == sorted((i, 1) for i in ids)  # each id once, with its attempts
+    assert (got, fast, calls.redelivered, len(checks)) == (6, False, 4, 4)
 
 
 # -- a worker's connections ---------------------------------------------------------------------------
@@ -148,7 +154,8 @@ def _connections_to(port: int) -> int:
 
 
 def _batch(trajectories) -> dict:
-    return {"id": [t.id for t in trajectories], "trajectory": trajectories}
+    return {"id": [t.id for t in trajectories],
+            "inputs": [encode_inputs(TrajectoryJudge().inputs_of(t)) for t in trajectories]}
 
 
 @pytest.mark.parametrize("judge_class", [TrajectoryJudge, OwnForward], ids=["fast_path", "threads"])
@@ -156,10 +163,9 @@ def test_a_worker_closes_its_connections_when_a_batch_ends_and_when_it_fails(jud
     """Ray Data never tells a worker that the job ended, and a worker's ``__del__`` may run on any thread
     or never: each batch closes the keep-alive connections it opened, whether it succeeded or raised."""
     trajectories = make_dataset(6)
-    dead_lines = {"out": "verdicts.jsonl", "line": JOB_LINE}
     with FakeOpenAI(keep_alive=True) as server:  # keeps each connection until the client closes it
         worker = _JudgeWorker(judge_class(), [_config(server)],
-                              JobOptions(concurrency=3, max_retries=0, max_consecutive_lm_errors=None), job=dead_lines)
+                              JobOptions(concurrency=3, max_retries=0, max_consecutive_lm_errors=None))
         for _ in range(2):  # a worker judges many batches: each opens and closes its connections
             lines = worker(_batch(trajectories))
             assert len(lines["id"]) == 6 and lines["fast"] == [judge_class is TrajectoryJudge] * 6
@@ -168,7 +174,7 @@ def test_a_worker_closes_its_connections_when_a_batch_ends_and_when_it_fails(jud
     assert served == 12
     with FakeOpenAI(responder=lambda body, n: "http_500", keep_alive=True) as dead:
         worker = _JudgeWorker(judge_class(), [_config(dead)],
-                              JobOptions(concurrency=3, max_retries=0, max_consecutive_lm_errors=2), job=dead_lines)
+                              JobOptions(concurrency=3, max_retries=0, max_consecutive_lm_errors=2))
         with pytest.raises(JudgeUnavailableError, match="consecutive"):
             worker(_batch(trajectories))
         assert dead.n_requests >= 2 and _connections_to(dead.port) == 0
