@@ -1,7 +1,9 @@
 """The command line's MLflow options and what they do: ``--from-mlflow URI --experiment NAME [--filter F]
 [--label-name NAME]`` reads trajectories (and their HUMAN labels) from an MLflow server instead of
-``--data``; ``--to-mlflow URI [--assessment-name NAME]`` writes the verdicts back as assessments;
-label-next's picks are tagged there. MLflow is imported only when one of the flags is used (it is an
+``--data``, each assessment's source a labeler, resolved by ``--label-resolve`` (with ``--label-values`` and
+``--adjudicator``, as for a labels file; their agreement and disagreements said on stderr,
+``--disagreements-out`` lists them); ``--to-mlflow URI [--assessment-name NAME]`` writes the verdicts back as
+assessments; label-next's picks are tagged there. MLflow is imported only when one of the flags is used (it is an
 optional extra), so the other commands do not pay for it.
 """
 
@@ -14,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rubricforge_dspy.cli.data_options import data_spec
+from rubricforge_dspy.cli.data_options import data_spec, label_reading, write_disagreement_lines
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.spec import DataSpec
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
            "load_from_mlflow", "spool_from_mlflow", "reads_from_mlflow", "write_verdicts_to_mlflow",
-           "tag_label_next_in_mlflow", "tag_escalated_in_mlflow"]
+           "mlflow_label_reading", "tag_label_next_in_mlflow", "tag_escalated_in_mlflow"]
 
 SPOOL_SUFFIX = ".from-mlflow.jsonl"
 SHOWN = 20  # judges' own traces listed one per line
@@ -98,6 +100,33 @@ def _mlflow() -> Any:
     return integration
 
 
+def mlflow_label_reading(args: argparse.Namespace) -> Any:
+    """How ``--from-mlflow`` reads its HUMAN assessments: the `LabelReading` of ``--label-values``,
+    ``--label-resolve`` and ``--adjudicator`` (`data_options.label_reading`), None for the default (0/1 words,
+    ``first``) or when a ``--labels`` file is given (the flags then read that file)."""
+    if getattr(args, "labels", None):
+        return None
+    return label_reading(args)
+
+
+def say_labelers(args: argparse.Namespace, report: Any, stream: IO[str]) -> None:
+    """What ``--from-mlflow`` found among its HUMAN labels, as a labels file with a labeler column is reported:
+    with several sources on a trace, their agreement and disagreements (`data.stats.format_labeler_report`);
+    ``--disagreements-out FILE`` lists every disagreement as JSONL."""
+    labels = report.labels
+    if labels is None:
+        return
+    if report.several_labelers():
+        from rubricforge_dspy.data.stats import format_labeler_report, labeler_report
+
+        agreement = labeler_report(labels)
+        if agreement is not None:  # None only without ratings, which several labelers rule out
+            print("\n".join(format_labeler_report(agreement)), file=stream)
+    out = getattr(args, "disagreements_out", None)
+    if out and getattr(args, "labels", None) is None:
+        write_disagreement_lines(labels, out, stream)
+
+
 def load_from_mlflow(args: argparse.Namespace, stream: IO[str] | None = None) -> list[Trajectory]:
     """The trajectories ``--from-mlflow`` names, with the load's counts printed (labeled, unlabeled,
     skipped with reasons, non-human assessments ignored as labels).
@@ -112,8 +141,9 @@ def load_from_mlflow(args: argparse.Namespace, stream: IO[str] | None = None) ->
     trajectories = list(integration.load_mlflow_traces(
         args.from_mlflow, args.experiment, filter_string=args.mlflow_filter, label_name=args.label_name,
         page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
-        report=report))
+        report=report, reading=mlflow_label_reading(args)))
     print(report.summary(), file=stream)
+    say_labelers(args, report, stream)
     for trace_id, why in report.judge_calls[1:SHOWN]:  # the first is named in the summary
         print(f"  left out trace {trace_id}: {why}", file=stream)
     for trace_id, problem in report.skipped:
@@ -157,8 +187,9 @@ def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Pa
     n = convert_trajectories(integration.load_mlflow_traces(
         args.from_mlflow, args.experiment, filter_string=args.mlflow_filter, label_name=args.label_name,
         page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
-        report=report), spool)
+        report=report, reading=mlflow_label_reading(args)), spool)
     print(f"{report.summary()} -> {spool}", file=stream)
+    say_labelers(args, report, stream)
     for trace_id, why in report.judge_calls[1:SHOWN]:  # the first is named in the summary
         print(f"  left out trace {trace_id}: {why}", file=stream)
     for trace_id, problem in report.skipped:
