@@ -195,9 +195,11 @@ def add_labeler_arguments(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--label-resolve", default="first", choices=RESOLVE_RULES,
                         help="which label an id gets when its labelers disagree: first (first labeled row), majority "
                              "(a tie gives no label), unanimous (a disagreement gives no label), adjudicated (the "
-                             "--adjudicator's row wins; a disagreement without it gives no label); default first")
+                             "--adjudicator's row wins; a disagreement without it gives no label); default first. "
+                             "With --from-mlflow: each HUMAN assessment's source is a labeler (first: the earliest)")
     parser.add_argument("--adjudicator", default=None, metavar="NAME",
-                        help="with --label-resolve adjudicated: the labeler whose label wins")
+                        help="with --label-resolve adjudicated: the labeler whose label wins (--from-mlflow: a "
+                             "source id)")
     parser.add_argument("--disagreements-out", default=None, metavar="FILE",
                         help="write the ids where labelers disagree, with each labeler's label, as JSONL here")
 

@@ -45,7 +45,7 @@ def add_mlflow_source_arguments(parser: argparse.ArgumentParser) -> None:
                        help="an MLflow trace search filter, e.g. \"tag.split = 'test'\"")
     group.add_argument("--label-name", default="label",
                        help="the HUMAN feedback assessment that holds the label (default: label); other sources "
-                            "(LLM judges, code) are never labels")
+                            "(LLM judges, code) are never labels; several people's are resolved by --label-resolve")
     group.add_argument("--mlflow-page-size", type=int, default=100, metavar="N",
                        help="traces per request (default 100)")
 

@@ -103,7 +103,8 @@ def test_from_mlflow_takes_label_resolve_and_lists_the_disagreements(store, tmp_
            "majority (the label most sources gave; a tie gives no label)" in err
     # their agreement, as `stats --labels` reports a labels file's, and each disagreement with what the rule did
     assert "labelers:" in err and "2 disagreement(s):" in err
-    assert f"{traces[1]}: alice=1, bob=0 -> no label" in err and f"{traces[2]}: alice=0, bob=0, carol=1 -> label 0" in err
+    assert f"{traces[1]}: alice=1, bob=0 -> no label" in err
+    assert f"{traces[2]}: alice=0, bob=0, carol=1 -> label 0" in err
     rows = {row["id"]: row for row in map(json.loads, listed.read_text().splitlines())}
     assert rows == {traces[1]: {"id": traces[1], "labels": {"alice": 1, "bob": 0}, "resolved": None},
                     traces[2]: {"id": traces[2], "labels": {"alice": 0, "bob": 0, "carol": 1}, "resolved": 0}}
