@@ -13,8 +13,8 @@ from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascad
 from rubricforge_dspy.program.store import freeze
 from rubricforge_dspy.report.judges import EMBEDDED_CAVEAT_TITLE
 from rubricforge_dspy.testing.scripted import ScriptedLM
-from tests.report.test_report_definitions import problems
 from tests.support.cascade import REWARD_ABOVE_0, save_cascade
+from tests.support.report_rules import problems
 
 UNSURE = {"reason": "Cannot tell from the pages.", "passed": True, "score": 0.5}
 

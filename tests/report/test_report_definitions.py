@@ -5,7 +5,6 @@ writes, from plain verdict files, and the committed demo report the README links
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -14,53 +13,10 @@ import pytest
 from rubricforge_dspy.pipeline.protocol import JUDGES
 from rubricforge_dspy.report import compute_report, load_run, render_markdown
 from rubricforge_dspy.report.judges import EMBEDDED_CAVEAT_TITLE, UNDEFINED
+from tests.support.report_rules import DEFINITION, problems
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_REPORT = ROOT / "artifacts" / "demo" / "report.md"
-DEFINITION = re.compile(r"^- `(?P<name>[^`]+)`: (?P<text>.+)$")
-
-
-def row_name(first_cell: str) -> str:
-    """A table row's judge as the report names it: bold and the ``(induced)``/``(reference)`` mark removed."""
-    name = first_cell.strip().replace("**", "")
-    return re.sub(r" \((induced|reference)\)$", "", name)
-
-
-def problems(markdown: str, *, embedded: bool) -> list[str]:
-    """Every way the report breaks the rule: the caveat missing or after a table; a judge row of any table
-    (a table whose first column is ``judge``) not defined in a line before that table, or defined as unknown."""
-    lines = markdown.splitlines()
-    tables = [i for i, line in enumerate(lines)
-              if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))]
-    out = []
-    if not tables:
-        return ["no table at all"]
-    first_table = tables[0]
-    if embedded:
-        if EMBEDDED_CAVEAT_TITLE not in lines:
-            out.append("no caveat")
-        elif lines.index(EMBEDDED_CAVEAT_TITLE) > first_table:
-            out.append("the caveat comes after the first table")
-    defined: dict[str, tuple[int, str]] = {}
-    for i, line in enumerate(lines):
-        match = DEFINITION.match(line)
-        if match and match["name"] not in defined:
-            defined[match["name"]] = (i, match["text"])
-    for start in tables:
-        header = [c.strip() for c in lines[start].strip("|").split("|")]
-        if header[0] != "judge":
-            continue
-        i = start + 2
-        while i < len(lines) and lines[i].startswith("|"):
-            name = row_name(lines[i].strip("|").split("|")[0])
-            if name not in defined:
-                out.append(f"{name}: no definition (table at line {start + 1})")
-            elif defined[name][0] > start:
-                out.append(f"{name}: defined at line {defined[name][0] + 1}, after its table at line {start + 1}")
-            elif defined[name][1] == UNDEFINED:
-                out.append(f"{name}: defined as unknown")
-            i += 1
-    return out
 
 
 def _run_dir(tmp_path: Path, judges: list[str], *, embedded: bool, split: bool = True) -> Path:
