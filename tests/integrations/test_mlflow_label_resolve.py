@@ -127,3 +127,17 @@ def test_adjudicated_from_the_command_line_and_file_only_flags_refused(store, tm
                  "--out", str(tmp_path / "never.jsonl")]) == 2
     assert "--labeler-column name a labels file's columns" in capsys.readouterr().err
     assert not (tmp_path / "never.jsonl").exists()
+
+
+def test_stats_from_mlflow_reports_the_sources_agreement_as_for_a_labels_file(store, capsys, monkeypatch):
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    uri, traces = store
+    assert main(["stats", "--from-mlflow", uri, "--experiment", EXPERIMENT, "--label-resolve", "unanimous",
+                 "--json"]) == 0
+    labelers = json.loads(capsys.readouterr().out)["labelers"]  # where `stats --labels FILE --json` puts a file's
+    assert labelers["resolve"] == "unanimous" and sorted(labelers["unresolved"]) == sorted([traces[1], traces[2]])
+    assert {row["id"]: row["resolved"] for row in labelers["disagreements"]} == {traces[1]: None, traces[2]: None}
+    assert labelers["agreement"]["items"] == 3  # the traces labeled by at least two sources
+    assert main(["stats", "--from-mlflow", uri, "--experiment", EXPERIMENT]) == 0
+    printed = capsys.readouterr().out
+    assert "labelers:" in printed and f"{traces[1]}: alice=1, bob=0 -> label 1" in printed  # first: alice's
