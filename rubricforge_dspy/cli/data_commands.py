@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from rubricforge_dspy.cli.data_options import data_spec, load_data, stream_data
-from rubricforge_dspy.cli.integrations import reads_from_mlflow
+from rubricforge_dspy.cli.integrations import labelers_of, reads_from_mlflow, say_labelers
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.spec import DataSpec
 
@@ -31,10 +31,11 @@ def _json_nan_as_null(value: Any) -> Any:
 
 
 @reads_from_mlflow
-def cmd_stats(args: argparse.Namespace, spec: DataSpec) -> int:
+def cmd_stats(args: argparse.Namespace, spec: DataSpec, mlflow_labels: Any = None) -> int:
     """Counts of the input, read as a stream: memory holds per-task counters, never the trajectories
-    (each record is checked as every loading command checks it, but no step is built)."""
-    from rubricforge_dspy.data.stats import DataStats
+    (each record is checked as every loading command checks it, but no step is built). The labelers' agreement
+    of a labels file with a labeler column, or of ``--from-mlflow``'s HUMAN sources (`mlflow_labels`)."""
+    from rubricforge_dspy.data.stats import DataStats, format_labeler_report, labeler_report
 
     data = stream_data(spec, counts=True)
     stats = DataStats()
@@ -43,9 +44,10 @@ def cmd_stats(args: argparse.Namespace, spec: DataSpec) -> int:
     labelers = None
     if spec.labels_path is not None:
         from rubricforge_dspy.data.labels import read_label_file
-        from rubricforge_dspy.data.stats import format_labeler_report, labeler_report
 
         labelers = labeler_report(read_label_file(spec.labels_path))
+    elif mlflow_labels is not None:
+        labelers = labelers_of(mlflow_labels)
     if args.json:
         print(json.dumps({**stats.to_dict(data.report), "label_rules": dict(data.report.label_rules),
                           "warnings": data.tally.warnings(), "labels": data.to_dict(),
@@ -58,8 +60,10 @@ def cmd_stats(args: argparse.Namespace, spec: DataSpec) -> int:
 
 
 @reads_from_mlflow
-def cmd_convert(args: argparse.Namespace, spec: DataSpec) -> int:
+def cmd_convert(args: argparse.Namespace, spec: DataSpec, mlflow_labels: Any = None) -> int:
     from rubricforge_dspy.data.export import convert_trajectories
+
+    say_labelers(mlflow_labels, sys.stderr)  # --from-mlflow: several people's agreement, as every pull says it
 
     data = stream_data(spec)  # written as read: bounded memory for a file of any length
     n = convert_trajectories(data.trajectories, args.out)

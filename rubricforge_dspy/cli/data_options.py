@@ -21,7 +21,7 @@ from rubricforge_dspy.data.spec import DataSpec
 
 if TYPE_CHECKING:
     from rubricforge_dspy.data.formats import LoadReport, TrajectoryCounts
-    from rubricforge_dspy.data.labels import JoinReport, LabelReading
+    from rubricforge_dspy.data.labels import JoinReport, LabelFile, LabelReading
 
 __all__ = ["DATA_GROUP", "format_arg", "add_format_arguments", "data_spec", "as_spec", "label_reading",
            "add_data_arguments", "load_data",
@@ -109,7 +109,8 @@ def data_spec(args: argparse.Namespace) -> DataSpec:
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}: nothing would be judged")
     spec = DataSpec(paths=_paths(data), format=data_format, mapping=mapping, label_rule=rule, labels=labels or None,
-                    labels_key=key, labels_rule=labels_rule, label_reading=reading,
+                    labels_key=key, labels_rule=labels_rule,
+                    label_reading=reading if labels else None,  # else --from-mlflow's (`mlflow_label_reading`)
                     limit=limit,
                     on_error="skip" if getattr(args, "skip_bad", False) else "raise",
                     session_key=getattr(args, "session_key", None))
@@ -194,16 +195,25 @@ def add_labeler_arguments(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--label-resolve", default="first", choices=RESOLVE_RULES,
                         help="which label an id gets when its labelers disagree: first (first labeled row), majority "
                              "(a tie gives no label), unanimous (a disagreement gives no label), adjudicated (the "
-                             "--adjudicator's row wins; a disagreement without it gives no label); default first")
+                             "--adjudicator's row wins; a disagreement without it gives no label); default first. "
+                             "With --from-mlflow: each HUMAN assessment's source is a labeler (first: the earliest)")
     parser.add_argument("--adjudicator", default=None, metavar="NAME",
-                        help="with --label-resolve adjudicated: the labeler whose label wins")
+                        help="with --label-resolve adjudicated: the labeler whose label wins (--from-mlflow: a "
+                             "source id)")
     parser.add_argument("--disagreements-out", default=None, metavar="FILE",
                         help="write the ids where labelers disagree, with each labeler's label, as JSONL here")
 
 
+# the label-reading flags that say nothing about MLflow's HUMAN assessments (their value is the label, their
+# source id the labeler)
+_FILE_ONLY = ("--label-column", "--labeler-column")
+
+
 def label_reading(args: argparse.Namespace) -> LabelReading | None:
-    """The `LabelReading` the label flags of `add_labeler_arguments` say (None when none is given); refused
-    without ``--labels``."""
+    """The `LabelReading` the label flags of `add_labeler_arguments` say (None when none is given): a labels file's
+    (``--labels``), or else ``--from-mlflow``'s HUMAN assessments' (``--label-values``, ``--label-resolve``,
+    ``--adjudicator``; the same rule, `integrations.mlflow.trace_label`); refused with neither, and the file-only
+    flags (``--label-column``, ``--labeler-column``) refused with ``--from-mlflow`` alone."""
     flags = {"--label-column": getattr(args, "label_column", None),
              "--label-values": getattr(args, "label_values", None),
              "--labeler-column": getattr(args, "labeler_column", None),
@@ -215,7 +225,14 @@ def label_reading(args: argparse.Namespace) -> LabelReading | None:
     if not given:
         return None
     if not getattr(args, "labels", None):
-        raise InputError(f"{', '.join(given)} say how to read a labels file: give the file with --labels FILE")
+        if getattr(args, "from_mlflow", None) is None:
+            raise InputError(f"{', '.join(given)} say how to read a labels file (or --from-mlflow's HUMAN "
+                             "assessments): give the file with --labels FILE")
+        misplaced = [name for name in _FILE_ONLY if name in given]
+        if misplaced:
+            raise InputError(f"{', '.join(misplaced)} name a labels file's columns; --from-mlflow reads each HUMAN "
+                             "assessment's value as the label and its source id as the labeler: drop them (or give "
+                             "the file with --labels FILE)")
     from rubricforge_dspy.data.labels import LabelReading
 
     return LabelReading(column=flags["--label-column"] or "label", values=flags["--label-values"],
@@ -229,11 +246,16 @@ def write_disagreements(spec: DataSpec, out: str | None, stream: IO[str] | None 
     labels = spec.labels_path
     if not out or labels is None:
         return
-    import json
-
     from rubricforge_dspy.data.labels import read_label_file
 
-    read = read_label_file(labels)
+    write_disagreement_lines(read_label_file(labels), out, stream)
+
+
+def write_disagreement_lines(read: LabelFile, out: str, stream: IO[str] | None = None) -> None:
+    """`read`'s disagreements (a labels file's, or ``--from-mlflow``'s HUMAN assessments') as JSONL in `out`
+    (``{"id", "labels": {labeler: label}, "resolved"}``), said on stderr."""
+    import json
+
     with open(out, "w", encoding="utf-8") as handle:
         for rid in read.disagreements:
             handle.write(json.dumps({"id": rid, "labels": read.ratings[rid],

@@ -1,7 +1,9 @@
 """The command line's MLflow options and what they do: ``--from-mlflow URI --experiment NAME [--filter F]
 [--label-name NAME]`` reads trajectories (and their HUMAN labels) from an MLflow server instead of
-``--data``; ``--to-mlflow URI [--assessment-name NAME]`` writes the verdicts back as assessments;
-label-next's picks are tagged there. MLflow is imported only when one of the flags is used (it is an
+``--data``, each assessment's source a labeler, resolved by ``--label-resolve`` (with ``--label-values`` and
+``--adjudicator``, as for a labels file; their agreement and disagreements said on stderr,
+``--disagreements-out`` lists them); ``--to-mlflow URI [--assessment-name NAME]`` writes the verdicts back as
+assessments; label-next's picks are tagged there. MLflow is imported only when one of the flags is used (it is an
 optional extra), so the other commands do not pay for it.
 """
 
@@ -14,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rubricforge_dspy.cli.data_options import data_spec
+from rubricforge_dspy.cli.data_options import data_spec, label_reading, write_disagreement_lines
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.data.spec import DataSpec
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_mlflow_source_arguments", "add_mlflow_sink_arguments", "from_mlflow_requested", "require_input",
            "load_from_mlflow", "spool_from_mlflow", "reads_from_mlflow", "write_verdicts_to_mlflow",
+           "mlflow_label_reading", "pull_from_mlflow", "labelers_of", "say_labelers",
            "tag_label_next_in_mlflow", "tag_escalated_in_mlflow"]
 
 SPOOL_SUFFIX = ".from-mlflow.jsonl"
@@ -43,7 +46,7 @@ def add_mlflow_source_arguments(parser: argparse.ArgumentParser) -> None:
                        help="an MLflow trace search filter, e.g. \"tag.split = 'test'\"")
     group.add_argument("--label-name", default="label",
                        help="the HUMAN feedback assessment that holds the label (default: label); other sources "
-                            "(LLM judges, code) are never labels")
+                            "(LLM judges, code) are never labels; several people's are resolved by --label-resolve")
     group.add_argument("--mlflow-page-size", type=int, default=100, metavar="N",
                        help="traces per request (default 100)")
 
@@ -98,6 +101,42 @@ def _mlflow() -> Any:
     return integration
 
 
+def mlflow_label_reading(args: argparse.Namespace) -> Any:
+    """How ``--from-mlflow`` reads its HUMAN assessments: the `LabelReading` of ``--label-values``,
+    ``--label-resolve`` and ``--adjudicator`` (`data_options.label_reading`), None for the default (0/1 words,
+    ``first``) or when a ``--labels`` file is given (the flags then read that file)."""
+    if getattr(args, "labels", None):
+        return None
+    return label_reading(args)
+
+
+def labelers_of(labels: Any) -> dict[str, Any] | None:
+    """``--from-mlflow``'s HUMAN labels as `data.stats.labeler_report` reports a labels file's (agreement, rule,
+    disagreements), None unless some trace holds the labels of several sources."""
+    if labels is None or not any(len(r) > 1 for r in labels.ratings.values()):
+        return None
+    from rubricforge_dspy.data.stats import labeler_report
+
+    return labeler_report(labels)
+
+
+def say_labelers(labels: Any, stream: IO[str]) -> None:
+    """With several sources on a trace: their agreement and disagreements on `stream`, in the lines ``stats
+    --labels`` prints for a labels file (`data.stats.format_labeler_report`)."""
+    report = labelers_of(labels)
+    if report is not None:
+        from rubricforge_dspy.data.stats import format_labeler_report
+
+        print("\n".join(format_labeler_report(report)), file=stream)
+
+
+def _list_disagreements(args: argparse.Namespace, labels: Any, stream: IO[str]) -> None:
+    """``--disagreements-out FILE`` with ``--from-mlflow`` (no ``--labels``): the sources' disagreements as JSONL."""
+    out = getattr(args, "disagreements_out", None)
+    if labels is not None and out and getattr(args, "labels", None) is None:
+        write_disagreement_lines(labels, out, stream)
+
+
 def load_from_mlflow(args: argparse.Namespace, stream: IO[str] | None = None) -> list[Trajectory]:
     """The trajectories ``--from-mlflow`` names, with the load's counts printed (labeled, unlabeled,
     skipped with reasons, non-human assessments ignored as labels).
@@ -112,8 +151,10 @@ def load_from_mlflow(args: argparse.Namespace, stream: IO[str] | None = None) ->
     trajectories = list(integration.load_mlflow_traces(
         args.from_mlflow, args.experiment, filter_string=args.mlflow_filter, label_name=args.label_name,
         page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
-        report=report))
+        report=report, reading=mlflow_label_reading(args)))
     print(report.summary(), file=stream)
+    say_labelers(report.labels, stream)
+    _list_disagreements(args, report.labels, stream)
     for trace_id, why in report.judge_calls[1:SHOWN]:  # the first is named in the summary
         print(f"  left out trace {trace_id}: {why}", file=stream)
     for trace_id, problem in report.skipped:
@@ -126,6 +167,15 @@ def load_from_mlflow(args: argparse.Namespace, stream: IO[str] | None = None) ->
 
 def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Path,
                       stream: IO[str] | None = None) -> DataSpec:
+    """`pull_from_mlflow`, and the HUMAN sources' agreement and disagreements said on `stream` (`say_labelers`)."""
+    spool, report = pull_from_mlflow(args, spec, beside, stream)
+    if report is not None:
+        say_labelers(report.labels, stream or sys.stderr)
+    return spool
+
+
+def pull_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Path,
+                     stream: IO[str] | None = None) -> tuple[DataSpec, Any]:
     """``--from-mlflow``: stream the experiment's traces, with their HUMAN labels, one page at a time into the
     generic JSONL file ``<beside>.from-mlflow.jsonl`` (replaced on each run); the returned spec reads it.
 
@@ -140,13 +190,15 @@ def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Pa
         stream: where the load's counts are printed (stderr).
 
     Returns:
-        A new spec reading the spool file, or ``spec`` itself without ``--from-mlflow``.
+        A new spec reading the spool file and the load's `MlflowLoadReport` (its ``labels``: every source's label
+        and the disagreements, also written to ``--disagreements-out``), or ``(spec, None)`` without
+        ``--from-mlflow``.
 
     Raises:
         InputError: bad flags, an unknown experiment, a bad label, no trace at all; ServerError: MLflow unreachable.
     """
     if not from_mlflow_requested(args):
-        return spec
+        return spec, None
     from rubricforge_dspy.data.export import convert_trajectories
 
     stream = stream or sys.stderr
@@ -157,8 +209,9 @@ def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Pa
     n = convert_trajectories(integration.load_mlflow_traces(
         args.from_mlflow, args.experiment, filter_string=args.mlflow_filter, label_name=args.label_name,
         page_size=args.mlflow_page_size, on_error="skip" if getattr(args, "skip_bad", False) else "raise",
-        report=report), spool)
+        report=report, reading=mlflow_label_reading(args)), spool)
     print(f"{report.summary()} -> {spool}", file=stream)
+    _list_disagreements(args, report.labels, stream)
     for trace_id, why in report.judge_calls[1:SHOWN]:  # the first is named in the summary
         print(f"  left out trace {trace_id}: {why}", file=stream)
     for trace_id, problem in report.skipped:
@@ -167,22 +220,25 @@ def spool_from_mlflow(args: argparse.Namespace, spec: DataSpec, beside: str | Pa
         spool.unlink(missing_ok=True)
         raise InputError(f"--from-mlflow {args.from_mlflow} --experiment {args.experiment!r}: no traces "
                          f"{'match the filter' if args.mlflow_filter else 'in it'}")
-    return spec.replace(paths=(str(spool),), format="jsonl", mapping=None)
+    return spec.replace(paths=(str(spool),), format="jsonl", mapping=None), report
 
 
-def reads_from_mlflow(command: Callable[[argparse.Namespace, DataSpec], int]) -> Callable[[argparse.Namespace], int]:
+def reads_from_mlflow(command: Callable[..., int]) -> Callable[[argparse.Namespace], int]:
     """A command that reads trajectories and writes no file to name a spool after (``stats``, ``convert``)
     takes ``--from-mlflow`` too: the input is checked (`require_input`), and the experiment's traces are
-    spooled (`spool_from_mlflow`) into a temporary directory that is removed when the command ends."""
+    spooled (`pull_from_mlflow`) into a temporary directory that is removed when the command ends. The command
+    is called ``command(args, spec, mlflow_labels)``: the HUMAN labels as a `LabelFile` (None without
+    ``--from-mlflow``), for it to report their agreement (`labelers_of`) as it reports a labels file's."""
 
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
         require_input(args)
         spec = data_spec(args)
         if not from_mlflow_requested(args):
-            return command(args, spec)
+            return command(args, spec, None)
         with tempfile.TemporaryDirectory(prefix="rubricforge-mlflow-") as tmp:
-            return command(args, spool_from_mlflow(args, spec, Path(tmp) / "traces"))
+            spool, report = pull_from_mlflow(args, spec, Path(tmp) / "traces")
+            return command(args, spool, report.labels)
 
     return run
 

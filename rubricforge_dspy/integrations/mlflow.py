@@ -5,9 +5,14 @@
 - `load_mlflow_traces`: pulls an experiment's traces page by page through `MlflowClient.search_traces`
   (constant memory) and maps each through the ``otel`` loader's MLflow span mapping
   (`data.formats.otel.to_span`, `data.formats.spans.build_trajectory`): the trajectory id is the trace
-  id. The label is the trace's valid *feedback* assessment named ``label_name`` whose source is
-  ``HUMAN``; LLM_JUDGE and CODE assessments are never labels. A trace without one is unlabeled
-  (counted in the `MlflowLoadReport`, still usable for judging and label-next). Assessments,
+  id. The label is read from the trace's valid *feedback* assessments named ``label_name`` whose source is
+  ``HUMAN``; LLM_JUDGE and CODE assessments are never labels. Each source id is a labeler (its latest valid
+  feedback counts), and the trace's label is resolved among them by the rule of a labels file with a labeler
+  column (`trace_label`: `data.labels.resolve_ratings`, ``--label-resolve first|majority|unanimous|adjudicated``,
+  ``--label-values`` for text values; the one path `integrations.mlflow_labels.read_mlflow_labels` takes too):
+  the report's ``labels`` holds every labeler's label, the traces where they disagree and those the rule left
+  without a label. A trace without a label is unlabeled (counted in the `MlflowLoadReport`, still usable for
+  judging and label-next). Assessments,
   expectations and tags never reach the steps: only spans are mapped. The trace's session (metadata
   ``mlflow.trace.session``) is kept as ``hidden["session_id"]``: ``--session-key`` (`data.sessions`)
   judges a session's traces as one trajectory whose id is the session id.
@@ -37,7 +42,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeVar
 
 from rubricforge_dspy.core.errors import InputError, ServerError
@@ -45,6 +50,7 @@ from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.otel import mlflow_session, to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
+from rubricforge_dspy.data.labels import LabelFile, LabelReading, resolve_ratings
 from rubricforge_dspy.data.sessions import SESSION_ID
 from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
 from rubricforge_dspy.judge.execution import judge_verdict
@@ -63,7 +69,8 @@ except ImportError as _missing:  # pragma: no cover - exercised only without the
                       ) from _missing
 
 __all__ = ["MlflowLoadReport", "WriteBackReport", "load_mlflow_traces", "log_verdicts_to_mlflow", "scorer",
-           "tag_for_labeling", "trace_to_trajectory", "judge_call", "LABEL_NEXT_TAG", "FORMAT", "SCORER_NAME"]
+           "tag_for_labeling", "trace_to_trajectory", "judge_call", "trace_label", "LABEL_NEXT_TAG", "FORMAT",
+           "SCORER_NAME"]
 
 FORMAT = "mlflow"
 _T = TypeVar("_T")
@@ -91,6 +98,13 @@ class MlflowLoadReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (trace id, problem)
     not_human: int = 0  # LLM_JUDGE/CODE assessments named label_name, ignored as labels
     judge_calls: list[tuple[str, str]] = field(default_factory=list)  # (trace id, why): a judge's own call
+    # the HUMAN labels as a labels file with a labeler column (`trace_label`): ratings per trace (labeler = source
+    # id), the rule, disagreements, the traces it left without a label; `data.stats.labeler_report` reads it
+    labels: LabelFile | None = None
+
+    def several_labelers(self) -> bool:
+        """Some trace holds HUMAN labels of more than one source (their agreement can be measured)."""
+        return self.labels is not None and any(len(r) > 1 for r in self.labels.ratings.values())
 
     def summary(self) -> str:
         text = (f"loaded {self.loaded} MLflow traces ({self.labeled} labeled, {self.unlabeled} unlabeled), "
@@ -98,7 +112,24 @@ class MlflowLoadReport:
         if self.judge_calls:
             text += (f", left out {len(self.judge_calls)} trace(s) of a judge's own calls (not agent traces, e.g. "
                      f"{self.judge_calls[0][0]}: {self.judge_calls[0][1]})")
+        if self.labels is not None and (self.several_labelers() or self.labels.disagreements):
+            sources = len({who for r in self.labels.ratings.values() for who in r})
+            rule = self.labels.resolve
+            text += (f"; HUMAN labels from {sources} sources: {len(self.labels.disagreements)} trace(s) where they "
+                     f"disagree, {len(self.labels.unresolved)} left unlabeled by --label-resolve {rule}")
+            if self.labels.disagreements and rule in RESOLVED_BY:
+                text += f" ({RESOLVED_BY[rule]})"
         return text
+
+
+# what a rule did with a disagreement, said beside the count (`MlflowLoadReport.summary`)
+RESOLVED_BY = {
+    "first": "each took the label of its earliest feedback; --label-resolve majority, unanimous or adjudicated "
+             "--adjudicator NAME to decide otherwise",
+    "majority": "the label most sources gave; a tie gives no label",
+    "unanimous": "a disagreement gives no label",
+    "adjudicated": "the adjudicator's label; without it a disagreement gives no label",
+}
 
 
 @dataclass
@@ -159,20 +190,53 @@ def label_value(value: Any, where: str) -> int:
                      "pass/fail, yes/no, correct/incorrect")
 
 
-def human_label(info: Any, label_name: str, where: str) -> tuple[int | None, int]:
-    """``(label or None, non-human assessments of that name)`` from a trace's assessments.
+def assessment_reading(reading: LabelReading | None) -> LabelReading:
+    """How HUMAN feedback values are read: `reading` with its column set to ``value`` (an assessment's value is its
+    label; the labeler is its source id), default the 0/1 words and the rule ``first``."""
+    if reading is None:
+        return LabelReading(column="value")
+    if reading.column != "value":
+        reading = replace(reading, column="value")
+    return reading
+
+
+def trace_label(labels: LabelFile, info: Any, label_name: str, reading: LabelReading, where: str) -> tuple[int | None,
+                                                                                                        int]:
+    """Resolve one trace's label from its HUMAN feedback named `label_name` into `labels` and return ``(label or
+    None, the non-human assessments of that name)``.
+
+    Each source id is a labeler; only valid feedback counts (an overridden one is history) and of several valid
+    ones of one source the latest. Values are read by ``reading.values`` when given (``{"value": ..., "labeler":
+    ...}`` is the row: the word map reads ``value``, an expression may read both), else as 0/1 words
+    (`label_value`). The sources are ordered by the time of their feedback (``first`` is the earliest) and the
+    label resolved by ``reading.resolve`` (`data.labels.resolve_ratings`, which files the trace's ``ratings``,
+    a disagreement and an unresolved trace in `labels`). One path for `load_mlflow_traces` (``--from-mlflow``)
+    and `integrations.mlflow_labels.read_mlflow_labels`.
 
     Raises:
-        InputError: two valid HUMAN labels that disagree, or a value that is not a 0/1 label.
+        InputError: a value that is not a label (the message names the trace and the assessment).
     """
     assessments = list(getattr(info, "assessments", None) or [])
     not_human = sum(a.name == label_name and a.source.source_type != AssessmentSourceType.HUMAN for a in assessments)
-    labels = {label_value(a.feedback.value, f"{where}, assessment {a.assessment_id}")
-              for a in assessments if is_human_feedback(a, label_name)}
-    if len(labels) > 1:
-        raise InputError(f"{where}: its HUMAN assessments named {label_name!r} disagree (pass and fail); keep one "
-                         "(mlflow.override_feedback marks the other invalid)")
-    return (labels.pop() if labels else None), not_human
+    latest: dict[str, Any] = {}
+    for a in assessments:
+        if is_human_feedback(a, label_name):
+            who = str(a.source.source_id)
+            if who not in latest or (a.create_time_ms or 0) >= (latest[who].create_time_ms or 0):
+                latest[who] = a
+    trace_id = str(info.trace_id)
+    rows: list[tuple[str, str, int | None, bool, int | str]] = []
+    for who, a in sorted(latest.items(), key=lambda item: (item[1].create_time_ms or 0, item[0])):
+        at = f"{where}, assessment {a.assessment_id}"
+        label: int | None
+        if reading.values is None:
+            label, skipped = label_value(a.feedback.value, at), False
+        else:
+            label, skipped = reading.label_of({"value": a.feedback.value, "labeler": who}, at)
+        rows.append((trace_id, who, label, skipped, f"trace {trace_id}, assessment {a.assessment_id}"))
+    resolve_ratings(labels, rows, reading)
+    entry = labels.entries.get(trace_id)
+    return (entry.label if entry is not None else None), not_human
 
 
 def _attribute(raw: Any) -> Any:
@@ -243,7 +307,8 @@ def trace_to_trajectory(trace: Any, *, label: int | None = None, index: int = 0,
 
 def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str | None = None,
                        label_name: str = "label", page_size: int = 100, on_error: str = "raise",
-                       report: MlflowLoadReport | None = None) -> Iterator[Trajectory]:
+                       report: MlflowLoadReport | None = None,
+                       reading: LabelReading | None = None) -> Iterator[Trajectory]:
     """Yield the traces of an MLflow experiment as trajectories, labeled from HUMAN feedback.
 
     A generator: one page of `page_size` traces is held at a time. Labeled trajectories carry
@@ -258,14 +323,18 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
         on_error: ``"raise"`` at the first trace that cannot be mapped, or ``"skip"`` it and list it in
             `report.skipped`. A trace that is a judge's own call (`judge_call`) is neither: it is left out
             and listed in `report.judge_calls` either way.
-        report: a `MlflowLoadReport` to fill in (counts, skipped traces, judges' own calls).
+        report: a `MlflowLoadReport` to fill in (counts, skipped traces, judges' own calls, and ``labels``: every
+            source's label, the disagreements and the traces left unlabeled by the rule).
+        reading: how HUMAN feedback values become labels and which label a trace gets when its sources disagree
+            (``--label-values``, ``--label-resolve``, ``--adjudicator``; `trace_label`); default: 0/1 words, the
+            earliest source's label (``first``), the disagreement counted in ``report.labels``.
 
     Yields:
         `Trajectory` records, ids = MLflow trace ids.
 
     Raises:
-        InputError: no such experiment, a bad `page_size`/`on_error`, a label value that is not 0/1,
-            disagreeing human labels; `TrajectoryFormatError` (an `InputError`) for an unmappable trace
+        InputError: no such experiment, a bad `page_size`/`on_error`, a label value that is not a label (by
+            `reading`); `TrajectoryFormatError` (an `InputError`) for an unmappable trace
             under ``on_error="raise"``.
         ServerError: the MLflow server cannot be reached or refuses the search (a bad filter included).
     """
@@ -274,9 +343,11 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
     if on_error not in ("raise", "skip"):
         raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     report = report if report is not None else MlflowLoadReport()
+    reading = assessment_reading(reading)
     client = MlflowClient(tracking_uri)
     report.experiment_id = experiment_id_of(client, tracking_uri, experiment)
     source = _where(tracking_uri, experiment)
+    report.labels = LabelFile(source, FORMAT, {})
     token, index = None, 0
     while True:
         try:
@@ -293,11 +364,9 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
             if why is not None:  # a judge's own call, not an agent's: counted, never an episode
                 report.judge_calls.append((trace_id, why))
                 continue
-            label, not_human = human_label(trace.info, label_name, f"{source}, trace {trace_id}")
-            report.not_human += not_human
             try:
                 hidden = {"experiment_id": report.experiment_id, "label_name": label_name}
-                trajectory = trace_to_trajectory(trace, label=label, index=index, source=source, hidden=hidden)
+                trajectory = trace_to_trajectory(trace, index=index, source=source, hidden=hidden)
             except TrajectoryFormatError as exc:
                 if on_error == "raise":
                     raise
@@ -305,6 +374,12 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
                 continue
             finally:
                 index += 1
+            # the labels of a loaded trace only: a skipped one's are neither counted nor listed
+            label, not_human = trace_label(report.labels, trace.info, label_name, reading,
+                                           f"{source}, trace {trace_id}")
+            report.not_human += not_human
+            if label is not None:  # as `trace_to_trajectory(label=...)` sets it: reward 1.0/0.0
+                trajectory = replace(trajectory, reward=float(label), label=label)
             report.loaded += 1
             if label is None:
                 report.unlabeled += 1

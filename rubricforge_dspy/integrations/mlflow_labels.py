@@ -35,8 +35,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubricforge_dspy.core.errors import InputError, ServerError
-from rubricforge_dspy.data.labels import LabelFile, LabelReading, resolve_ratings
-from rubricforge_dspy.integrations.mlflow import as_server_error, experiment_id_of, is_human_feedback, label_value
+from rubricforge_dspy.data.labels import LabelFile, LabelReading
+from rubricforge_dspy.integrations.mlflow import (
+    as_server_error,
+    assessment_reading,
+    experiment_id_of,
+    is_human_feedback,
+    trace_label,
+)
 from rubricforge_dspy.integrations.mlflow_http import bounded_http
 
 try:
@@ -169,9 +175,11 @@ def read_mlflow_labels(tracking_uri: str, experiment: str, *, label_name: str = 
     `LabelFile` keyed by trace id: ``ratings`` (each labeler's label), the label the ``reading.resolve`` rule gives
     (``entries``), the traces it leaves without one (``unresolved``) and those where the labelers disagree.
 
-    Only valid feedback counts (an overridden one is history); when one source has several valid ones on a trace,
-    the latest counts. Values are read by ``reading.values`` when given (``{"value": ..., "labeler": ...}`` is the
-    row: the word map reads ``value``, an expression may read both), else as 0/1 words (`integrations.mlflow`).
+    Each trace is read by `integrations.mlflow.trace_label`, the path ``--from-mlflow`` (`load_mlflow_traces`)
+    takes: only valid feedback counts (an overridden one is history); when one source has several valid ones on a
+    trace, the latest counts; ``first`` is the source whose feedback came earliest. Values are read by
+    ``reading.values`` when given (``{"value": ..., "labeler": ...}`` is the row: the word map reads ``value``, an
+    expression may read both), else as 0/1 words (`integrations.mlflow.label_value`).
 
     Args:
         tracking_uri: the MLflow tracking server or store URI.
@@ -182,15 +190,11 @@ def read_mlflow_labels(tracking_uri: str, experiment: str, *, label_name: str = 
     Raises:
         InputError: no such experiment, a value that is not a label; ServerError: MLflow cannot be reached.
     """
-    reading = reading or LabelReading(column="value")
-    if reading.column == "label":  # the labels-file default: an assessment's value is its label
-        from dataclasses import replace
-
-        reading = replace(reading, column="value")
+    reading = assessment_reading(reading)
     client = MlflowClient(tracking_uri)
     where = f"MLflow {tracking_uri}, experiment {experiment}"
     out = LabelFile(where, "mlflow", {})
-    rows: list[tuple[str, str, int | None, bool, int | str]] = []
+    out.resolve = reading.resolve
     with bounded_http():
         experiment_id = experiment_id_of(client, tracking_uri, experiment)
         token = None
@@ -201,22 +205,8 @@ def read_mlflow_labels(tracking_uri: str, experiment: str, *, label_name: str = 
             except MlflowException as exc:
                 raise as_server_error(tracking_uri, exc) from exc
             for trace in page:
-                trace_id = trace.info.trace_id
-                latest: dict[str, Any] = {}
-                for a in trace.info.assessments or []:
-                    if is_human_feedback(a, label_name):
-                        who = str(a.source.source_id)
-                        if who not in latest or (a.create_time_ms or 0) >= (latest[who].create_time_ms or 0):
-                            latest[who] = a
-                for who, a in latest.items():
-                    at = f"{where}, trace {trace_id}, assessment {a.assessment_id}"
-                    label: int | None
-                    if reading.values is None:
-                        label, skipped = label_value(a.feedback.value, at), False
-                    else:
-                        label, skipped = reading.label_of({"value": a.feedback.value, "labeler": who}, at)
-                    rows.append((trace_id, who, label, skipped, f"trace {trace_id}, assessment {a.assessment_id}"))
+                trace_label(out, trace.info, label_name, reading, f"{where}, trace {trace.info.trace_id}")
             token = page.token
             if not token:
                 break
-    return resolve_ratings(out, rows, reading)
+    return out

@@ -139,7 +139,9 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
     config = protocol_config(preset)
     note = sizes_note(sample, config)
     logger.debug("demo: %d tasks, preset %s; %s", len(sample), preset.name, note or "sizes leave nothing out")
-    notes = " ".join(text for text in (note, SMALL_MODEL_NOTE if embedded else "") if text)
+    # the embedded model's caveat is the report's opening (run.json's ``embedded``: `report.judges.caveat_section`),
+    # not a note among the facts
+    notes = note
     clock = PhaseClock()
     with sizes_explained(note) if note else nullcontext():
         run_dir = run_protocol(sample, out, judge_lm=judge_lm, reflection_lm=reflection_lm,
@@ -152,16 +154,18 @@ def run_demo(sample: list[Trajectory], out: str | Path, *, judge_lm: dspy.LM, re
         fit_demo_cascade(sample, config.fractions, config.induction.seed, program, judge_lm, run_dir, embedded)
     with clock.phase("report"):
         write_report(run_dir, run_dir / "report.md")
-    _record_phases(run_dir, clock)  # every phase, the demo's own too, and the report again with them
+    _record_phases(run_dir, clock, embedded)  # every phase, the demo's own too, and the report again with them
     write_report(run_dir, run_dir / "report.md")
     return run_dir, program
 
 
-def _record_phases(run_dir: Path, clock: PhaseClock) -> None:
-    """run.json's ``phases`` (and their totals): the protocol's and the demo's."""
+def _record_phases(run_dir: Path, clock: PhaseClock, embedded: bool) -> None:
+    """run.json's ``phases`` (and their totals): the protocol's and the demo's; and ``embedded`` (the judge LM is
+    the embedded model: the report opens with what it can and cannot tell)."""
     path = run_dir / "run.json"
     run = json.loads(path.read_text(encoding="utf-8"))
     run["phases"], run["phases_total"] = clock.phases, clock.totals()
+    run["embedded"] = embedded
     path.write_text(json.dumps(run, indent=2, default=str), encoding="utf-8")
 
 

@@ -57,6 +57,8 @@ def compute_report(run: Run, *, n_resamples: int = 10_000, seed: int = 0, confid
             "beat_seed": meta.get("beat_seed"), "rubric": run.rubric,
             # where the run's time went (run.json: wall and CPU seconds per phase, the process tree's CPU)
             "phases": meta.get("phases"), "phases_total": meta.get("phases_total"), "config": meta.get("config"),
+            # the judge LM was the embedded CPU model (the demo's run.json): the report opens with what it can tell
+            "embedded": bool(meta.get("embedded")),
         },
         "settings": {**boot, "baseline": BASELINE, "reason_chars": REASON_CHARS, "rate_intervals": "exact",
                      "bootstrap": "task-clustered" if clusters else "items", "ece_bins": n_bins,

@@ -7,6 +7,7 @@ from typing import Any
 
 from rubricforge_dspy.report.cascade import cascade_markdown, cascade_title, fit_lead_lines
 from rubricforge_dspy.report.cells import cell, ci, figure, judge_name, num, pval, split_table, table
+from rubricforge_dspy.report.judges import caveat_section, definitions_section
 from rubricforge_dspy.report.markdown_comparisons import (
     ablation_section,
     disagreements_section,
@@ -285,13 +286,17 @@ def phases_section(report: dict[str, Any]) -> list[str]:
 
 def render_markdown(report: dict[str, Any], figure_links: dict[str, str] | None = None) -> str:
     """The report as markdown. ``figure_links`` maps figure names (see ``figures.FIGURES``) to
-    relative paths; figures are embedded only when given."""
+    relative paths; figures are embedded only when given. Before any table: what the embedded model can and
+    cannot tell (a run judged by it: `report.judges.caveat_section`), and every judge row defined in one line
+    (`report.judges.definitions_section`)."""
     meta = report["meta"]
     title = cascade_title(report["cascade"]) if report.get("cascade") else meta.get("dataset") or meta["run"]
     out = [f"# Judge report: {title}", ""]
+    out += caveat_section(report)  # what the embedded model can and cannot tell: first, before any table
     if report.get("cascade_fit"):
         out += fit_lead_lines(report["cascade_fit"])
     out += [*_facts(report), ""]
+    out += definitions_section(report)  # every judge row in one line, before the first table lists it
     out += induced_section(report)
     out += cascade_markdown(report.get("cascade"), figure_links)
     out += floor_section(report)

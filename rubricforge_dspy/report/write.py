@@ -40,6 +40,8 @@ def write_report(run_dir: str | Path | Sequence[str | Path], out_path: str | Pat
     fit = read_cascade_fit(run_dir)  # a run's cascade fit (the demo's): the report leads with it
     if fit is not None:
         report["cascade_fit"] = fit
+        # a demo run's fit records that its LLM stage is the embedded model (runs before run.json said so)
+        report["meta"]["embedded"] = bool(report["meta"].get("embedded") or fit.get("embedded"))
     found = cascade_lines(paths)
     if found is not None:
         report["cascade"] = cascade_section(*found)

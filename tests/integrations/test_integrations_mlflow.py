@@ -268,20 +268,22 @@ def test_scorer_metadata_shows_the_raw_and_calibrated_score_and_the_pass_thresho
 
 
 @pytest.mark.slow
-def test_bad_or_disagreeing_human_labels_stop_the_load_naming_the_trace(tmp_path):
+def test_a_bad_human_label_stops_the_load_naming_the_trace_and_a_changed_mind_counts_once(tmp_path):
     uri = local_store(tmp_path, "labels")
     unsure = run_agent(1, fail=False)
     mlflow.flush_trace_async_logging()
     human(unsure, "maybe")
     with pytest.raises(InputError, match=f"{unsure}.*'maybe' is not a 0/1 label"):
         list(rf_mlflow.load_mlflow_traces(uri, "labels"))
-    local_store(tmp_path, "disagree")  # a second experiment in the same store, its artifacts in tmp too
-    torn = run_agent(2, fail=True)
+    local_store(tmp_path, "changed")  # a second experiment in the same store, its artifacts in tmp too
+    changed = run_agent(2, fail=True)
     mlflow.flush_trace_async_logging()
-    human(torn, True)
-    human(torn, 0)
-    with pytest.raises(InputError, match=f"{torn}.*disagree"):
-        list(rf_mlflow.load_mlflow_traces(uri, "disagree"))
+    human(changed, True)
+    human(changed, 0)  # the same person again, without overriding: the latest valid feedback of a source counts
+    report = rf_mlflow.MlflowLoadReport()
+    [trajectory] = rf_mlflow.load_mlflow_traces(uri, "changed", report=report)
+    assert trajectory.label == 0 and not report.labels.disagreements  # one labeler: nothing to disagree with
+    # two people who disagree are resolved by --label-resolve: tests/integrations/test_mlflow_label_resolve.py
 
 
 # -- the loop does not break on its own output (issue #26, item 7) ----------------------------------------

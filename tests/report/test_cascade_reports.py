@@ -11,8 +11,10 @@ from rubricforge_dspy.data.formats import load_trajectories
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.pipeline.demo_cascade import cascade_lead, fit_demo_cascade
 from rubricforge_dspy.program.store import freeze
+from rubricforge_dspy.report.judges import EMBEDDED_CAVEAT_TITLE
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.cascade import REWARD_ABOVE_0, save_cascade
+from tests.support.report_rules import problems
 
 UNSURE = {"reason": "Cannot tell from the pages.", "passed": True, "score": 0.5}
 
@@ -82,8 +84,11 @@ def test_demo_report_leads_with_the_cascade_or_its_refusal(tmp_path, monkeypatch
     out = tmp_path / "demo-out"
     assert main(["demo", "--out", str(out), "--tasks", "20", "--budget", "40", "--preset", "embedded"]) == 0
     report = (out / "report.md").read_text().split("\n")
-    first_section = next(line for line in report if line.startswith("## "))
-    assert first_section == "## Trust or escalate: what a certified cascade would do here"
+    sections = [line for line in report if line.startswith("## ")]
+    # what the embedded model can and cannot tell opens the report (issue 41 item 7), then the cascade
+    assert sections[:2] == [EMBEDDED_CAVEAT_TITLE, "## Trust or escalate: what a certified cascade would do here"]
+    assert json.loads((out / "run.json").read_text())["embedded"] is True  # the demo says whose verdicts these are
+    assert problems("\n".join(report), embedded=True) == []  # every judge row defined before its first table
     fit = json.loads((out / "cascade_fit.json").read_text())
     text = "\n".join(report)
     if fit["certified"]:

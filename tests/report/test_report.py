@@ -671,8 +671,10 @@ def test_report_of_a_run_leads_with_its_cascade_fit(tmp_path):
     root = build_run(tmp_path / "RUN", n=30, ablation=False)
     (root / "cascade_fit.json").write_text(json.dumps(REFUSED))
     text = report_main(root, tmp_path / "out" / "report.md").read_text()
-    first = next(line for line in text.splitlines() if line.startswith("## "))
-    assert first == "## Trust or escalate: what a certified cascade would do here"
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    # an embedded fit: what that model can and cannot tell opens the report, then the cascade (issue 41 item 7)
+    assert sections[:2] == ["## Read this first: what the embedded 135M model can and cannot tell",
+                            "## Trust or escalate: what a certified cascade would do here"]
     assert "**Nothing certified.**" in text and "about 30 labeled tasks" in text and "135M" in text
     assert json.loads((tmp_path / "out" / "report.json").read_text())["cascade_fit"]["needed_labels"] == 30
     # the same from its predictions/ folder; and verdict files carry no fit
