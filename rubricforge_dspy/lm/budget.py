@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 import dspy
 
+from rubricforge_dspy._dspy_compat import relay_adapter_call
 from rubricforge_dspy.core.errors import BudgetExhausted, InputError
 from rubricforge_dspy.lm.config import lm_name
 
@@ -66,6 +67,7 @@ class TokenBudget:
         self.overruns = 0  # calls that spent more than they reserved (a judge's bound that is wrong)
         self.refused: int | None = None  # the reservation that did not fit, once one did not
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified when a reservation is settled or released
 
     def reserve(self, tokens: int) -> Reservation:
         """Reserve `tokens` for one call before it is sent.
@@ -93,11 +95,19 @@ class TokenBudget:
                 used = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
                 self.spent += used
                 self.overruns += used > reservation.tokens
+            self._settled.notify_all()
 
     def release(self, reservation: Reservation) -> None:
         """Give back `reservation` of a call that was never sent (abandoned before it started)."""
         with self._lock:
             self.reserved -= reservation.tokens
+            self._settled.notify_all()
+
+    def wait_settled(self, timeout: float | None = None) -> bool:
+        """Wait until no call is in flight (every reservation settled or released); False when `timeout` (seconds)
+        passed first."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self.reserved == 0, timeout)
 
     @property
     def left(self) -> int:
@@ -315,7 +325,7 @@ class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type infor
         reservation = self._reserve(prompt, messages, kwargs)
         usage = CallUsage(dspy.settings.usage_tracker)
         try:
-            with dspy.context(usage_tracker=usage):
+            with dspy.context(usage_tracker=usage), relay_adapter_call(self, self.lm, messages):
                 outputs = self.lm(prompt, messages=messages, **kwargs)
         except BaseException:
             self._settle(reservation, usage, answered=False)
@@ -327,7 +337,7 @@ class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type infor
         reservation = self._reserve(prompt, messages, kwargs)
         usage = CallUsage(dspy.settings.usage_tracker)
         try:
-            with dspy.context(usage_tracker=usage):
+            with dspy.context(usage_tracker=usage), relay_adapter_call(self, self.lm, messages):
                 outputs = await self.lm.acall(prompt, messages=messages, **kwargs)
         except BaseException:
             self._settle(reservation, usage, answered=False)
@@ -375,13 +385,18 @@ def spending(report: dict[str, Any], other: str = "other calls") -> str:
     return line
 
 
+IN_FLIGHT_WAIT = 600.0  # seconds `stops_at_budget` waits for the calls in flight before it says what was spent
+
+
 @contextmanager
 def stops_at_budget(budget: TokenBudget | None, lms: list[Any], advice: str) -> Iterator[None]:
     """Turn a `BudgetStop` raised inside into `BudgetExhausted`: its reason, what was spent by each LM of `lms`
-    (`budget_report`), and `advice` (what was kept, how to go on)."""
+    (`budget_report`, once the calls in flight finished: at most `IN_FLIGHT_WAIT` seconds), and `advice` (what was
+    kept, how to go on)."""
     try:
         yield
     except BudgetStop as stop:
         if budget is None:
             raise
+        budget.wait_settled(IN_FLIGHT_WAIT)  # DSPy's and GEPA's worker threads finish the calls they started
         raise BudgetExhausted(f"{stop}. {spending(budget_report(budget, lms))}. {advice}") from None

@@ -30,9 +30,8 @@ from rubricforge_dspy.trust.certificate import (
 if TYPE_CHECKING:
     import dspy
 
-    from rubricforge_dspy.lm.budget import TokenBudget
-
     from rubricforge_dspy.judge.contract import BaseJudge
+    from rubricforge_dspy.lm.budget import TokenBudget
 
 
 @contextmanager

@@ -10,11 +10,11 @@ import dataclasses
 import dspy
 import pytest
 
+from rubricforge_dspy.apply.budget import prompt_bound
 from rubricforge_dspy.apply.stream import judge_stream
 from rubricforge_dspy.core.errors import BudgetExhausted
 from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.segments import SegmentsJudge
-from rubricforge_dspy.lm.budget import prompt_bound
 from rubricforge_dspy.testing.scripted import system_text
 from tests.judge._long_episodes import long_trajectory
 from tests.support.budget import WorstCaseLM
