@@ -49,11 +49,12 @@ def relay_adapter_call(outer: Any, inner: Any, messages: Any) -> AbstractContext
     """Within the returned context, `inner`'s ``messages=`` call is marked as its adapter's exactly when `outer`'s
     was (DSPy's adapter marked the call to `outer` with these `messages`): a wrapper LM calling `inner` warns
     about ``messages=`` when a call to `outer` would, and only then."""
-    from dspy.clients import _deprecation
+    import dspy.clients._deprecation
 
-    origin = _deprecation._adapter_call.get()
+    deprecation = dspy.clients._deprecation
+    origin = deprecation._adapter_call.get()
     if origin is not None and origin[0] is outer and origin[1] is messages:
-        relayed: AbstractContextManager[Any] = _deprecation.adapter_message_call(inner, messages)
+        relayed: AbstractContextManager[Any] = deprecation.adapter_message_call(inner, messages)
         return relayed
     return nullcontext()
 

@@ -14,20 +14,31 @@ from rubricforge_dspy.apply.budget import TokenBudget
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.errors import EXIT_BUDGET, BudgetExhausted, InputError
 from rubricforge_dspy.data.examples import to_examples
+from rubricforge_dspy.data.split import split_by_task
+from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.inducer import InductionConfig, induce
 from rubricforge_dspy.induction.teleprompter import RubricInducer
+from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.judge.segments import SegmentsJudge
 from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 from rubricforge_dspy.program.store import read_program
 from rubricforge_dspy.testing.fake_server import FakeOpenAI
 from rubricforge_dspy.testing.scripted import ScriptedLM
 from tests.support.budget import WorstCaseLM
 from tests.support.helpers import make_dataset
-from tests.support.induction import ERROR_CRITERION, make_reflection_lm, scripted_judge, scripted_lms
+from tests.support.induction import (
+    ERROR_CRITERION,
+    make_reflection_lm,
+    reading_answers,
+    scripted_judge,
+    scripted_lms,
+)
 from tests.support.induction_http import is_reflection, reflection_reply, rubric_judge
 from tests.support.records import jsonl_record, write_lines
 
 JUDGE_TOKENS, REFLECTION_TOKENS = 200, 1000
+RENDER = RenderConfig(max_tokens=600)
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +187,35 @@ def test_rubricforge_induce_stops_at_its_token_budget_with_exit_5_against_a_serv
         assert 0 < spent <= cap, err
         assert "stopped: stopped before the token budget" in err and "judge LM " in err and "no program written" in err
         assert "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("make", [lambda: SegmentsJudge(render_config=RENDER, overlap=2),
+                                  lambda: ExplorerJudge(max_iters=4, render_config=RENDER)],
+                         ids=["segments", "explorer"])
+def test_a_reading_judges_induction_is_under_the_budget_call_by_call(make):
+    """A segments or explorer judge makes several calls per item: each is reserved (and counted) on its own."""
+    split = split_by_task(make_dataset(24), seed=0)
+    config = InductionConfig(budget=80, minibatch=3, seed=0)
+
+    def lms():
+        return (WorstCaseLM(reading_answers, model="worst-judge", max_tokens=JUDGE_TOKENS, num_retries=0),
+                WorstCaseLM(make_reflection_lm([]).respond, model="worst-reflection", max_tokens=REFLECTION_TOKENS,
+                            num_retries=0))
+
+    judge_lm, reflection_lm = lms()
+    free = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config, init=make())
+    judge_lm, reflection_lm = lms()
+    capped = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
+                    init=make(), token_budget=10**9)
+    assert capped.judge.rubric_sha256 == free.judge.rubric_sha256 and capped.sweep == free.sweep
+    report = capped.token_budget
+    assert report["by_lm"]["judge"]["calls"] == len(judge_lm.prompt_bytes) > capped.metric_calls  # several per item
+    total = report["spent"]
+    assert total == spent_by(judge_lm, JUDGE_TOKENS) + spent_by(reflection_lm, REFLECTION_TOKENS)
+
+    for cap in (total // 10, total // 2):
+        judge_lm, reflection_lm = lms()
+        with pytest.raises(BudgetExhausted):
+            induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
+                   init=make(), token_budget=cap)
+        assert 0 < spent_by(judge_lm, JUDGE_TOKENS) + spent_by(reflection_lm, REFLECTION_TOKENS) <= cap
