@@ -263,10 +263,22 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
                                "certify=rubricforge_dspy.trust.certificate.certificate_for)")
         check_induction_data(train, val, self.config)
 
+        result = self._search(student, train, val, test, judge_lm)
+        judge = result.judge
+        for mine, theirs in zip(judge.predictors(), student.predictors(), strict=True):
+            mine.lm = theirs.lm
+        judge.detailed_results = result
+        return judge
+
+    def _search(self, student: TrajectoryJudge | ReadingJudge, train: list[Trajectory], val: list[Trajectory],
+                test: list[Trajectory], judge_lm: dspy.BaseLM) -> InductionResult:
+        """`run_search`, then the testset's pass, every LM call under `token_budget` when there is one: the judge and
+        reflection LMs wrapped in `BudgetedLM` (an LM without max_tokens is refused before any call), a refused call
+        turned into `BudgetExhausted` saying what each LM spent (`stops_at_budget`), the spending on the result."""
         budget = (self.token_budget if isinstance(self.token_budget, TokenBudget) or self.token_budget is None
                   else TokenBudget(self.token_budget))
         reflection_lm = self.reflection_lm
-        if budget is not None:  # before any LM call: an LM without max_tokens is refused here
+        if budget is not None:
             judge_lm = BudgetedLM(judge_lm, budget, "judge")
             reflection_lm = BudgetedLM(reflection_lm, budget, "reflection")
         resume = (" with the same log_dir (command line: --log-dir), GEPA resumes from its last checkpoint"
@@ -276,15 +288,11 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
                              f"a larger token budget (command line: --token-budget){resume}"):
             result = run_search(train, val, seed=student, judge_lm=judge_lm, reflection_lm=reflection_lm,
                                 config=self.config, log_dir=self.log_dir)
-            judge = result.judge
-            if test:  # (before the student's LMs are set on the judge: the test pass calls the budgeted LM)
-                self._measure(judge, test, judge_lm, result)
-        for mine, theirs in zip(judge.predictors(), student.predictors(), strict=True):
-            mine.lm = theirs.lm
+            if test:  # (the judge has no LM of its own yet: the test pass calls the budgeted one)
+                self._measure(result.judge, test, judge_lm, result)
         if budget is not None:
             result.token_budget = budget_report(budget, [judge_lm, reflection_lm])
-        judge.detailed_results = result
-        return judge
+        return result
 
     def _measure(self, judge: TrajectoryJudge | ReadingJudge, test: list[Trajectory], judge_lm: dspy.BaseLM,
                  result: InductionResult) -> None:
