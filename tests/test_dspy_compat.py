@@ -87,3 +87,28 @@ def test_no_other_module_touches_a_private_dspy_name():
             if name in hooks:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
     assert not found, "use rubricforge_dspy._dspy_compat instead:\n" + "\n".join(found)
+
+
+def test_relay_adapter_call_marks_the_inner_call_exactly_when_the_adapter_marked_the_outer():
+    import warnings
+
+    from dspy.clients._deprecation import adapter_message_call
+
+    inner = ScriptedLM(lambda messages: "ok")
+    outer, messages = object(), [{"role": "user", "content": "hi"}]
+
+    def warned(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        return [w for w in caught if "messages=" in str(w.message)]
+
+    def relayed():
+        with adapter_message_call(outer, messages), compat.relay_adapter_call(outer, inner, messages):
+            inner(messages=messages)
+
+    def unmarked():
+        with compat.relay_adapter_call(outer, inner, messages):
+            inner(messages=messages)
+
+    assert not warned(relayed) and warned(unmarked)  # DSPy warns a user's messages= call, never its adapter's

@@ -139,13 +139,15 @@ def lm_from_args(args: argparse.Namespace, reflection: bool = False,
         yield lms
 
 
-def add_token_budget_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--token-budget N``: the most tokens a run's LM calls may spend (`apply.budget.TokenBudget`)."""
+def add_token_budget_argument(parser: argparse.ArgumentParser, help_text: str | None = None) -> None:
+    """Add ``--token-budget N``: the most tokens a run's LM calls may spend (`apply.budget.TokenBudget`); `help_text`
+    replaces the judging run's help text."""
     parser.add_argument("--token-budget", type=_positive_tokens, default=None, metavar="N",
-                        help="the most tokens (prompt + completion, as the LM reports them) this run's LM calls may "
-                             "spend: each call reserves its worst case (its prompt's bound + --max-tokens) first, and "
-                             "the run stops before the cap would be crossed (exit 5), keeping what it judged; re-run "
-                             "with a larger budget to judge the rest. Local runs only (not --ray/--batch-api)")
+                        help=help_text or "the most tokens (prompt + completion, as the LM reports them) this run's LM "
+                             "calls may spend: each call reserves its worst case (its prompt's bound + --max-tokens) "
+                             "first, and the run stops before the cap would be crossed (exit 5), keeping what it "
+                             "judged; re-run with a larger budget to judge the rest. Local runs only (not "
+                             "--ray/--batch-api)")
 
 
 def _positive_tokens(text: str) -> int:

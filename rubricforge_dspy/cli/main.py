@@ -137,7 +137,8 @@ def cmd_induce(args: argparse.Namespace) -> int:
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
-                             log_dir=args.log_dir, concurrency=preset.concurrency, lm_name=lm_name(judge_lm))
+                             log_dir=args.log_dir, concurrency=preset.concurrency, lm_name=lm_name(judge_lm),
+                             token_budget=args.token_budget)
     notes = job.summary()
     if notes:
         print(notes, file=sys.stderr)
@@ -151,13 +152,17 @@ def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any
     best is frozen in its own format (`load_judge` loads it). No operating point, hybrid stack or certificate
     (`rubricforge certify` certifies it afterwards): said on stderr."""
     from rubricforge_dspy.induction.inducer import induce
+    from rubricforge_dspy.lm.budget import spending
     from rubricforge_dspy.pipeline.induce_job import InduceJobResult
 
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
-                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm))
+                        init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm),
+                        token_budget=args.token_budget)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
+    if result.token_budget is not None:
+        print(f"token budget: {spending(result.token_budget)}", file=sys.stderr)
     if args.certify:
         print(f"not certified: induce does not certify a {args.read} judge yet (the test split is left unused); "
               f"certify it with `rubricforge certify {args.out} --data HELD_OUT`", file=sys.stderr)
@@ -318,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-certify", dest="certify", action="store_false",
                    help="do not certify the frozen judge on the test split")
     p.add_argument("--log-dir", default=None, help="GEPA checkpoint dir; re-run with the same dir to resume")
+    add_token_budget_argument(p, help_text=(
+        "the most tokens (prompt + completion, as the LMs report them) every LM call of the induction may spend "
+        "together: GEPA's judge and reflection calls, the validation pass and the test split's certification. Each "
+        "call reserves its worst case (its prompt's bytes + --max-tokens, every attempt) first; the run stops before "
+        "the cap would be crossed (exit 5) and writes no program (stopped in the certification: the program is "
+        "written, not certified). Not --budget (GEPA's judge calls)"))
     add_preset_arguments(p, induction=True)
     add_read_argument(p)
     p.add_argument("--sample-tasks", type=int, default=None,

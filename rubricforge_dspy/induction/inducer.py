@@ -40,6 +40,7 @@ from rubricforge_dspy.induction.teleprompter import RubricInducer
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.segments import SegmentsJudge
+from rubricforge_dspy.lm.budget import TokenBudget
 from rubricforge_dspy.lm.fingerprint import package_version
 from rubricforge_dspy.program.store import CERTIFICATE_KEY, data_fingerprint, data_ids, freeze
 
@@ -130,6 +131,7 @@ def induce(
     log_dir: str | Path | None = None,
     out_path: str | Path | None = None,
     lm_name: str | None = None,
+    token_budget: int | TokenBudget | None = None,
 ) -> InductionResult:
     """Evolve the rubric of `init` (default: the seed rubric) on `train`, select on `val`, freeze the best.
 
@@ -149,6 +151,8 @@ def induce(
         log_dir: GEPA's checkpoint directory, stamped with the data and settings of this run.
         out_path: when given, the best judge is frozen there (`freeze_induced`) with the induction's manifest.
         lm_name: the judge LM's name, recorded in the manifest as ``induced_with_lm``.
+        token_budget: a hard cap on the tokens of every LM call of the induction (`RubricInducer`'s
+            ``token_budget``): when the next call could cross it, `BudgetExhausted` is raised and nothing is written.
 
     Returns:
         An `InductionResult` (the compiled judge's ``detailed_results``): the best judge, the sweep table,
@@ -159,6 +163,7 @@ def induce(
         InputError: the data cannot work (an empty split, one class only, a budget smaller than one
             validation pass), or `log_dir` belongs to another run or is not an induction log dir.
         JudgeUnavailableError: the judge LM failed too many times in a row, or the reflection LM failed.
+        BudgetExhausted: the next LM call could have crossed `token_budget`; no program was written.
     """
     seed = init if init is not None else TrajectoryJudge()
     student: TrajectoryJudge | ReadingJudge
@@ -167,7 +172,7 @@ def induce(
     else:
         student = TrajectoryJudge(seed.rubric, render_config=seed.render_config, adapter=seed.adapter)
     student.set_lm(judge_lm)
-    inducer = RubricInducer.from_config(config, reflection_lm=reflection_lm, log_dir=log_dir)
+    inducer = RubricInducer.from_config(config, reflection_lm=reflection_lm, log_dir=log_dir, token_budget=token_budget)
     judge = inducer.compile(student, trainset=to_examples(train), valset=to_examples(val))
     judge.set_lm(None)  # the caller's judge LM is passed per call, as before
     result: InductionResult = judge.detailed_results

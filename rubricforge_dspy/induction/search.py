@@ -123,8 +123,8 @@ class InductionConfig:
 class InductionResult:
     """What an induction found, as ``judge.detailed_results`` (`RubricInducer.compile`): the chosen judge,
     the sweep (one row per candidate, with validation metrics), the chosen index and why, the candidates
-    rejected by the memorization guard, LM errors, the operating point, and with a testset its metrics and
-    certificate."""
+    rejected by the memorization guard, LM errors, the operating point, with a testset its metrics and
+    certificate, and with a token budget what each LM spent."""
 
     judge: TrajectoryJudge | ReadingJudge
     sweep: list[dict[str, Any]]
@@ -153,6 +153,8 @@ class InductionResult:
     # the returned judge's `Verdict`s on the testset, in order
     test_verdicts: list[Verdict] = field(default_factory=list)
     certificate: dict[str, Any] | None = None  # the certificate on the testset, when `compile` got one and a `certify`
+    # with a token budget: `lm.budget.budget_report` (cap, spent, and what each LM spent: ``by_lm``)
+    token_budget: dict[str, Any] | None = None
 
 
 def _labels(trajectories: Iterable[Trajectory], needed_by: str) -> list[int]:
@@ -486,6 +488,8 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         InputError: `log_dir` belongs to another run or is not an induction log dir; a false-pass cap
             with validation verdicts of one class.
         JudgeUnavailableError: the judge LM failed too many times in a row, or the reflection LM failed.
+        BudgetStop: `judge_lm` or `reflection_lm` is a `lm.budget.BudgetedLM` that refused a call (its budget would
+            have been crossed); `RubricInducer.compile` turns it into `BudgetExhausted`.
     """
     judge_lm = sized_lm(judge_lm, connections=config.num_threads)
     resume = ("re-run with the same log_dir (command line: --log-dir) to resume" if log_dir is not None else

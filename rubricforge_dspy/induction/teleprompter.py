@@ -43,6 +43,7 @@ from rubricforge_dspy.judge.batching import judge_batch
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.segments import SegmentsJudge
+from rubricforge_dspy.lm.budget import BudgetedLM, TokenBudget, budget_report, stops_at_budget, unbudgeted
 from rubricforge_dspy.lm.circuit import LMCircuit
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import resolve_lm
@@ -161,6 +162,13 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
             computes ``detailed_results.certificate`` from the test verdict lines (id, task_id, label,
             passed, score, abstained, contradiction); pass
             `rubricforge_dspy.trust.certificate.certificate_for`.
+        token_budget: a hard cap on the tokens (prompt plus completion, as the LMs report them) of every LM call
+            `compile` makes: GEPA's judge and reflection calls, the validation pass and the testset's. Each call
+            reserves its worst case first (`lm.budget.BudgetedLM`); a call that could cross the cap is not made and
+            `compile` raises `BudgetExhausted` (nothing is returned; with `log_dir`, a re-run with a larger cap
+            resumes GEPA from its last checkpoint). A `TokenBudget` is shared (spent across compiles and other
+            runs); a number is a new cap for each `compile`. ``detailed_results.token_budget`` says what each LM
+            spent. None: no cap.
         **settings: further `InductionConfig` fields (``max_rubric_chars``, ``use_merge``,
             ``max_consecutive_lm_errors``).
 
@@ -172,7 +180,7 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
                  max_false_pass: float | None = None, seed: int = 0, log_dir: str | Path | None = None,
                  minibatch: int = LIBRARY.minibatch, calibration: str | None = "platt",
                  num_threads: int = LIBRARY.num_threads, val_fraction: float = 0.25,
-                 certify: Certify | None = None, **settings: Any):
+                 certify: Certify | None = None, token_budget: int | TokenBudget | None = None, **settings: Any):
         super().__init__()
         if reflection_lm is None:
             raise InputError("RubricInducer needs a reflection_lm (the LM that writes candidate rubrics)")
@@ -185,6 +193,9 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
         self.log_dir = log_dir
         self.val_fraction = val_fraction
         self.certify = certify
+        if token_budget is not None and not isinstance(token_budget, TokenBudget):
+            TokenBudget(token_budget)  # a bad cap is refused here, not at compile
+        self.token_budget = token_budget
 
     @classmethod
     def from_config(cls, config: InductionConfig, *, reflection_lm: dspy.BaseLM, log_dir: str | Path | None = None,
@@ -225,6 +236,7 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
             InputError: a bad example (named by set, index and id), no judge LM, data that cannot work
                 (one class, a budget below one validation pass), or a log dir of another run.
             JudgeUnavailableError: the judge LM failed too many times in a row, or the reflection LM failed.
+            BudgetExhausted: the next LM call could have crossed `token_budget`: the message says what each LM spent.
         """
         if teacher is not None or kwargs:
             raise InputError(f"RubricInducer.compile takes no teacher or {sorted(kwargs)}: the judge LM is the "
@@ -251,15 +263,36 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
                                "certify=rubricforge_dspy.trust.certificate.certificate_for)")
         check_induction_data(train, val, self.config)
 
-        result = run_search(train, val, seed=student, judge_lm=judge_lm, reflection_lm=self.reflection_lm,
-                            config=self.config, log_dir=self.log_dir)
+        result = self._search(student, train, val, test, judge_lm)
         judge = result.judge
         for mine, theirs in zip(judge.predictors(), student.predictors(), strict=True):
             mine.lm = theirs.lm
-        if test:
-            self._measure(judge, test, judge_lm, result)
         judge.detailed_results = result
         return judge
+
+    def _search(self, student: TrajectoryJudge | ReadingJudge, train: list[Trajectory], val: list[Trajectory],
+                test: list[Trajectory], judge_lm: dspy.BaseLM) -> InductionResult:
+        """`run_search`, then the testset's pass, every LM call under `token_budget` when there is one: the judge and
+        reflection LMs wrapped in `BudgetedLM` (an LM without max_tokens is refused before any call), a refused call
+        turned into `BudgetExhausted` saying what each LM spent (`stops_at_budget`), the spending on the result."""
+        budget = (self.token_budget if isinstance(self.token_budget, TokenBudget) or self.token_budget is None
+                  else TokenBudget(self.token_budget))
+        reflection_lm = self.reflection_lm
+        if budget is not None:
+            judge_lm = BudgetedLM(judge_lm, budget, "judge")
+            reflection_lm = BudgetedLM(reflection_lm, budget, "reflection")
+        resume = (" with the same log_dir (command line: --log-dir), GEPA resumes from its last checkpoint"
+                  if self.log_dir is not None else "")
+        with stops_at_budget(budget, [judge_lm, reflection_lm],
+                             "The induction stopped there: no judge was returned and no program written; re-run with "
+                             f"a larger token budget (command line: --token-budget){resume}"):
+            result = run_search(train, val, seed=student, judge_lm=judge_lm, reflection_lm=reflection_lm,
+                                config=self.config, log_dir=self.log_dir)
+            if test:  # (the judge has no LM of its own yet: the test pass calls the budgeted one)
+                self._measure(result.judge, test, judge_lm, result)
+        if budget is not None:
+            result.token_budget = budget_report(budget, [judge_lm, reflection_lm])
+        return result
 
     def _measure(self, judge: TrajectoryJudge | ReadingJudge, test: list[Trajectory], judge_lm: dspy.BaseLM,
                  result: InductionResult) -> None:
@@ -277,5 +310,5 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
         if self.certify is not None:
             records = [{"id": t.id, "task_id": t.task_id, "label": t.label, **v.to_dict()}
                        for t, v in zip(test, verdicts, strict=True)]
-            result.certificate = self.certify(records, lm=judge_lm, data_fingerprint=data_fingerprint(test),
+            result.certificate = self.certify(records, lm=unbudgeted(judge_lm), data_fingerprint=data_fingerprint(test),
                                               rubric_sha256=rubric_sha256(judge.rubric))

@@ -38,6 +38,7 @@ from rubricforge_dspy.evidence.render import (
 )
 from rubricforge_dspy.judge.contract import BaseJudge, trajectory_input
 from rubricforge_dspy.judge.module import VerdictFormatError, raise_if_cut, truncated_error
+from rubricforge_dspy.lm.budget import PROMPT_OVERHEAD
 from rubricforge_dspy.lm.fingerprint import package_version
 from rubricforge_dspy.lm.truncation import TruncatedCompletionError, watch_completions
 from rubricforge_dspy.program.store import ProgramError, read_judge_document, write_judge_document
@@ -168,8 +169,8 @@ def strict_call(adapter: dspy.Adapter, signature: type[dspy.Signature]) -> Itera
 
 
 # Bytes of chat template (roles, special tokens) and of the structured-output schema a request adds to the messages
-# the adapter formats: `apply.budget.PROMPT_OVERHEAD`'s value, the run budget's own allowance.
-CALL_OVERHEAD = 2048
+# the adapter formats: the run budget's own allowance (`lm.budget.PROMPT_OVERHEAD`).
+CALL_OVERHEAD = PROMPT_OVERHEAD
 
 
 def answer_cap(lm: Any) -> int:
@@ -185,34 +186,6 @@ def call_bound(adapter: dspy.Adapter, predictor: dspy.Predict, inputs: dict[str,
     messages = adapter.format(predictor.signature, list(predictor.demos or []), inputs)
     size = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in messages)
     return size + CALL_OVERHEAD + max_tokens
-
-
-class CallUsage:
-    """A DSPy usage tracker (``dspy.context(usage_tracker=...)``) around one call: it sums the tokens the LM
-    reported and hands every usage on to the tracker it stands in for (the run's), so nothing is lost."""
-
-    def __init__(self, parent: Any = None):
-        self.parent = parent
-        self.tokens = 0
-        self.reported = False
-
-    def add_usage(self, lm: str, usage: Any) -> None:
-        if usage:
-            entry = usage if isinstance(usage, dict) else (usage.model_dump() if hasattr(usage, "model_dump")
-                                                           else dict(usage))
-            if "prompt_tokens" in entry or "completion_tokens" in entry:
-                self.tokens += int(entry.get("prompt_tokens") or 0) + int(entry.get("completion_tokens") or 0)
-                self.reported = True
-        if self.parent is not None:
-            self.parent.add_usage(lm, usage)
-
-
-@contextmanager
-def counted_call() -> Iterator[CallUsage]:
-    """Count the usage the LM reports for the calls inside (`CallUsage`), passing it on to the current tracker."""
-    usage = CallUsage(dspy.settings.usage_tracker)
-    with dspy.context(usage_tracker=usage):
-        yield usage
 
 
 def instructions_sha256(predictors: list[dspy.Predict]) -> str:

@@ -55,12 +55,12 @@ from rubricforge_dspy.judge._reading import (
     ReadLedger,
     answer_cap,
     call_bound,
-    counted_call,
     require_trajectory,
     strict_call,
 )
 from rubricforge_dspy.judge.contract import verdict_prediction
 from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
+from rubricforge_dspy.lm.budget import counted_call
 from rubricforge_dspy.lm.copies import resolve_lm
 
 __all__ = ["EXPLORER_KIND", "ExplorerJudge", "ExploreStepSignature", "ACTIONS", "ReadingLimitError"]

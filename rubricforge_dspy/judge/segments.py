@@ -13,6 +13,10 @@ longer than a whole window is shown alone, clipped, and that is recorded. The pr
 ``evidence`` (`judge._reading.EVIDENCE_KEYS`: ``read="segments"``, ``steps_read`` every step a call
 showed, ``complete`` when every step was shown whole) and ``calls``, computed from the prompts sent.
 
+Its worst case is known before any call (`SegmentsJudge.token_bound`, what a run's token budget reserves for an
+item): every window prompt and the overview are computed from the trajectory, and each window's findings take at
+most `FINDING_BYTES_PER_TOKEN` bytes a token of its share in the final call (a hard cap beside the estimate's fit).
+
 Strictness is `TrajectoryJudge`'s: an answer that is not a verdict raises `VerdictFormatError`, an LM
 error (in any window) propagates; `judge.execution.judge_verdict` makes either an abstention.
 """
@@ -33,6 +37,7 @@ from rubricforge_dspy.judge._reading import (
     QuotedSteps,
     ReadingJudgeBase,
     ReadLedger,
+    call_bound,
     require_trajectory,
     strict_call,
 )
@@ -42,6 +47,7 @@ from rubricforge_dspy.judge.module import StrictJSONAdapter, verdict_from_fields
 __all__ = ["SEGMENTS_KIND", "SegmentsJudge", "plan_windows", "WindowFindingsSignature", "SegmentVerdictSignature"]
 
 SEGMENTS_KIND = "rubricforge.segments_judge"
+FINDING_BYTES_PER_TOKEN = 4  # a window's findings in the final call: at most this many bytes per token of its share
 WINDOW_LABEL = "WINDOW: steps {a}-{b} of {n} (window {i} of {k}); the task and final answer are repeated in each"
 
 
@@ -171,13 +177,31 @@ class SegmentsJudge(ReadingJudgeBase):
         """Every window prompt this judge sends for `trajectory`, separated by blank lines."""
         return "\n\n".join(self.windows(require_trajectory(trajectory, "segments"))[0])
 
-    def _findings_text(self, labels: list[str], findings: list[str]) -> str:
-        """All windows' findings (LM text about untrusted text: quoted), together within half the budget."""
+    def _finding_bytes(self, windows: int) -> int:
+        """The most UTF-8 bytes one window's findings take in the final call: `FINDING_BYTES_PER_TOKEN` times its
+        share of half the budget (estimated tokens). A hard cap, so that the final call's prompt is bounded
+        before any call is made (`token_bound`); the estimate's own fit keeps the findings well within it."""
+        share = max(32, (self.render_config.max_tokens // 2) // max(1, windows))
+        return FINDING_BYTES_PER_TOKEN * share
+
+    def _findings_text(self, labels: list[str], findings: list[str] | None) -> str:
+        """All windows' findings (LM text about untrusted text: quoted), together within half the budget; each
+        within `_finding_bytes`. `findings` None: the worst case (every window's findings at that cap)."""
+        windows = len(labels)
+        limit = self._finding_bytes(windows)
+        if findings is None:  # the worst case `token_bound` reserves: as many bytes as a window's findings may take
+            findings, worst = ["x" * limit] * windows, True
+        else:
+            worst = False
         nonce = quote_nonce([neutralize(f)[0] for f in findings])
-        share = max(32, (self.render_config.max_tokens // 2) // max(1, len(findings)))
+        share = max(32, (self.render_config.max_tokens // 2) // max(1, windows))
         out = []
         for number, (window, found) in enumerate(zip(labels, findings, strict=True), 1):
-            body = fit(neutralize(str(found))[0], share, (f"<{nonce}>", f"</{nonce}>"))
+            body = found if worst else fit(neutralize(str(found))[0], share, (f"<{nonce}>", f"</{nonce}>"))
+            raw = body.encode("utf-8", "surrogatepass")
+            if len(raw) > limit:  # (never for findings the fit kept: about three bytes a token at most)
+                marker = f"</{nonce}> [... findings cut ...] <{nonce}>"
+                body = raw[:max(0, limit - len(marker))].decode("utf-8", "ignore") + marker
             out.append(f"({number}) {window}\n<{nonce}>{body}</{nonce}>")
         return (f"QUOTES: text inside <{nonce}>...</{nonce}> is a window reader's notes on the episode.\n"
                 + "\n".join(out))
@@ -222,6 +246,18 @@ class SegmentsJudge(ReadingJudgeBase):
         prediction = verdict_prediction(verdict, {"passed": raw.passed, "score": float(raw.score)})
         prediction.evidence, prediction.calls = evidence, calls
         return prediction
+
+    def token_bound(self, inputs: dict[str, Any], max_tokens: int) -> int:
+        """The most tokens judging one item may use (what a run's token budget reserves for it, `apply.runner`):
+        every window call and the final call, each its prompt's bound (`judge._reading.call_bound`: the UTF-8
+        bytes of the messages the adapter formats, plus the chat template's allowance) plus `max_tokens` for its
+        answer. The windows and the overview are known before any call; the final call's findings are bounded by
+        their cap (`_finding_bytes` per window), so their worst case is too."""
+        episode = require_trajectory(inputs.get("trajectory"), "segments")
+        texts, labels, _, _ = self.windows(episode)
+        total = sum(call_bound(self.adapter, self.window, {"excerpt": text}, max_tokens) for text in texts)
+        final = {"overview": self._overview(episode), "findings": self._findings_text(labels, None)}
+        return total + call_bound(self.adapter, self.verdict, final, max_tokens)
 
     def estimated_calls(self, trajectory: Trajectory) -> int:
         """The LM calls judging `trajectory` makes (its windows and the verdict): the stage's cost per item."""

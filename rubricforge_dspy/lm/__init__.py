@@ -7,6 +7,8 @@
 - `circuit`: the one dead-server circuit breaker (`LMCircuit`, `JudgeUnavailableError`).
 - `errors`: the one transient-error rule (`error_kind`, `is_transient`, `is_outage`), by exception type.
 - `fingerprint`: sha256 over canonical JSON, and the fingerprint of an LM's answer-changing settings.
+- `budget`: the one token-budget rule (`TokenBudget`: each call reserves its worst case first) and `BudgetedLM`, an
+  LM under a budget (the induction's `--token-budget`).
 - `truncation`: a completion cut at ``max_tokens``, seen from its finish reason (`TruncatedCompletionError`,
   `check_finish`, `watch_completions`).
 
@@ -28,6 +30,8 @@ _MODULES = {
                                    "is_outage"],
     "rubricforge_dspy.lm.fingerprint": ["Fingerprint", "LM_SETTINGS", "digest", "package_version", "lm_settings",
                                         "lm_fingerprint"],
+    "rubricforge_dspy.lm.budget": ["TokenBudget", "Reservation", "prompt_bound", "PROMPT_OVERHEAD", "BudgetedLM",
+                                   "BudgetStop"],
     "rubricforge_dspy.lm.truncation": ["TruncatedCompletionError", "CUT_REASONS", "check_finish", "finish_reasons",
                                        "CompletionWatch", "watch_completions"],
 }

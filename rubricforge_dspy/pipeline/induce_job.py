@@ -19,6 +19,7 @@ from typing import Any
 
 import dspy
 
+from rubricforge_dspy.core.errors import BudgetExhausted
 from rubricforge_dspy.core.sizes import warn_small
 from rubricforge_dspy.core.trajectory import Trajectory
 from rubricforge_dspy.data.split import DEFAULT_FRACTIONS, Split, sample_by_task, split_by_task
@@ -26,6 +27,7 @@ from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.inducer import InductionConfig, InductionResult, induce
 from rubricforge_dspy.judge.hybrid import Stack, freeze_hybrid
 from rubricforge_dspy.judge.module import TrajectoryJudge
+from rubricforge_dspy.lm.budget import TokenBudget, budget_report, spending
 from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.program.store import update_manifest
 from rubricforge_dspy.trust.certify import certify_program
@@ -50,6 +52,8 @@ class InduceJobResult:
     hybrid: Stack | None = None
     certificate: dict[str, Any] | None = None
     not_certified: str | None = None
+    # with a token budget: `lm.budget.budget_report` of the whole job (``other``: the certification's tokens)
+    token_budget: dict[str, Any] | None = None
 
     def format_sweep(self) -> str:
         """The candidates GEPA accepted, one line each (validation agreement and score, the metric call
@@ -63,7 +67,7 @@ class InduceJobResult:
     def summary(self) -> str:
         """What a person should know of the job beside the sweep, one line each: the hybrid stack, why it
         was not certified, candidates rejected for memorizing training episodes, failed judge calls, a
-        seed that no candidate beat, and the test-split certificate."""
+        seed that no candidate beat, what each LM spent of a token budget, and the test-split certificate."""
         result, stack, lines = self.induction, self.hybrid, []
         if stack is not None:
             lines.append(f"hybrid: LLM score + {len(stack.model.inputs) - 1} symptom features, fit on "
@@ -77,6 +81,8 @@ class InduceJobResult:
             lines.append(f"{result.lm_errors} judge call(s) failed with an LM error and scored as failures")
         if not result.beat_seed:
             lines.append("no candidate beat the seed rubric on validation; the frozen rubric is the seed")
+        if self.token_budget is not None:
+            lines.append(f"token budget: {spending(self.token_budget, other='certification')}")
         if self.certificate is not None:
             fp = self.certificate["false_pass"]
             low, high = fp["interval"] if isinstance(fp.get("interval"), (list, tuple)) else (None, None)
@@ -110,12 +116,13 @@ def train_floor(train: list[Trajectory], notes: list[str]) -> dict[str, Any] | N
 
 def induce_and_freeze(train: list[Trajectory], val: list[Trajectory], out_path: str | Path, *, judge_lm: dspy.LM,
                       reflection_lm: dspy.LM, config: InductionConfig, init: TrajectoryJudge | None = None,
-                      log_dir: str | Path | None = None, lm_name: str | None = None) -> InductionResult:
-    """Induce on `train`/`val` (`rubricforge_dspy.induction.inducer.induce`), freeze the best at `out_path`,
-    and write the symptom floor fit on `train` into its manifest (``floor``; when it cannot be fit, a
-    note in ``induction.notes`` and in the result's notes instead)."""
+                      log_dir: str | Path | None = None, lm_name: str | None = None,
+                      token_budget: int | TokenBudget | None = None) -> InductionResult:
+    """Induce on `train`/`val` (`rubricforge_dspy.induction.inducer.induce`, under `token_budget` when given),
+    freeze the best at `out_path`, and write the symptom floor fit on `train` into its manifest (``floor``; when it
+    cannot be fit, a note in ``induction.notes`` and in the result's notes instead)."""
     result = induce(train, val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config, init=init,
-                    log_dir=log_dir, out_path=out_path, lm_name=lm_name)
+                    log_dir=log_dir, out_path=out_path, lm_name=lm_name, token_budget=token_budget)
     notes: list[str] = []
     floor = train_floor(train, notes)
     for note in notes:
@@ -136,7 +143,8 @@ def induce_and_freeze(train: list[Trajectory], val: list[Trajectory], out_path: 
 def run_induce_job(split: Split, out_path: str | Path, *, judge_lm: dspy.LM, reflection_lm: dspy.LM,
                    config: InductionConfig, init: TrajectoryJudge | None = None, render: RenderConfig | None = None,
                    hybrid: bool = False, certify: bool = True, log_dir: str | Path | None = None,
-                   concurrency: int = 1, lm_name: str | None = None) -> InduceJobResult:
+                   concurrency: int = 1, lm_name: str | None = None,
+                   token_budget: int | TokenBudget | None = None) -> InduceJobResult:
     """Induce a judge on `split` and freeze it at `out_path`, then (with `hybrid`) stack the symptom
     features on its validation verdicts into the same program, and (with `certify`) certify it on the
     test split, which it never saw, when that split holds both classes.
@@ -154,29 +162,55 @@ def run_induce_job(split: Split, out_path: str | Path, *, judge_lm: dspy.LM, ref
         log_dir: GEPA's checkpoint directory (re-run with it to resume).
         concurrency: judge requests in flight while certifying.
         lm_name: the judge LM's name in the manifest (default: `judge_lm`'s).
+        token_budget: a hard cap on the tokens of every LM call of the job: the induction's (GEPA's judge and
+            reflection calls, the validation pass) and the certification's on the test split; each call reserves
+            its worst case first (`lm.budget`). The result's ``token_budget`` says what each spent.
 
     Returns:
-        An `InduceJobResult`: the split, the induction result, the program path, the hybrid stack and
-        the certificate (or why the program was not certified).
+        An `InduceJobResult`: the split, the induction result, the program path, the hybrid stack,
+        the certificate (or why the program was not certified) and, with a token budget, what was spent.
 
     Raises:
         InputError: the split cannot be induced on (see `induce`), or the log dir belongs to another run.
         JudgeUnavailableError: the judge or reflection LM failed (see `induce`).
         CertificateError: the test split overlaps the program's training or validation data.
+        BudgetExhausted: the next LM call could have crossed `token_budget`: during the induction, no program is
+            written; during the certification, the program is written but not certified (the message says so).
     """
     out_path = Path(out_path)
+    budget = (token_budget if token_budget is None or isinstance(token_budget, TokenBudget)
+              else TokenBudget(token_budget))
     init = init if init is not None else TrajectoryJudge()
     if render is not None:
         init.render_config = render
     induction = induce_and_freeze(split.train, split.val, out_path, judge_lm=judge_lm, reflection_lm=reflection_lm,
                                   config=config, init=init, log_dir=log_dir,
-                                  lm_name=lm_name or describe_lm(judge_lm))
+                                  lm_name=lm_name or describe_lm(judge_lm), token_budget=budget)
     result = InduceJobResult(split=split, induction=induction, program=out_path)
     if hybrid:
         result.hybrid = freeze_hybrid(out_path, split.val, induction.val_verdicts, config.max_false_pass)
     if certify and len({t.label for t in split.test}) == 2:
-        result.certificate = certify_program(out_path, split.test, lm=judge_lm, where="test split",
-                                             concurrency=concurrency)
+        try:
+            result.certificate = certify_program(out_path, split.test, lm=judge_lm, where="test split",
+                                                 concurrency=concurrency, token_budget=budget)
+        except BudgetExhausted as error:
+            if budget is None:
+                raise
+            reason = error.__cause__ if isinstance(error.__cause__, BudgetExhausted) else error
+            spent = spending(_job_budget(budget, induction), other="certification")
+            raise BudgetExhausted(
+                f"{reason}. The program {out_path} is written (the induction finished) but NOT certified: the token "
+                f"budget stopped its certification on the test split; {spent}. "
+                f"Certify it with `rubricforge certify {out_path} --data HELD_OUT` (a larger --token-budget there), or "
+                "re-run induce with a larger --token-budget") from error
     elif certify:
         result.not_certified = NOT_CERTIFIED
+    if budget is not None:
+        result.token_budget = _job_budget(budget, induction)
     return result
+
+
+def _job_budget(budget: TokenBudget, induction: InductionResult) -> dict[str, Any]:
+    """The job's `budget_report`: what the induction's LMs spent (``by_lm``) and the rest, the certification's
+    (``other``)."""
+    return budget_report(budget, [], by_lm=(induction.token_budget or {}).get("by_lm"))

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import dspy
 
     from rubricforge_dspy.judge.contract import BaseJudge
+    from rubricforge_dspy.lm.budget import TokenBudget
 
 
 @contextmanager
@@ -43,7 +44,7 @@ def _verdict_path(verdicts_out: PathArg | None) -> Iterator[Path]:
 
 
 def judge_labeled(judge: BaseJudge, trajectories: list[Trajectory], out_path: PathArg, *, lm: dspy.BaseLM | None,
-                  concurrency: int = 4, token_budget: int | None = None) -> list[dict[str, Any]]:
+                  concurrency: int = 4, token_budget: int | TokenBudget | None = None) -> list[dict[str, Any]]:
     """Judge `trajectories` into `out_path` (resumable) and return their verdict lines, in input order.
     Every trajectory must end up with exactly one line; lines of other ids in the file are refused.
 
@@ -128,7 +129,7 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
                     resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data",
                     labelers: Mapping[str, Mapping[str, int | None]] | None = None,
-                    token_budget: int | None = None) -> dict[str, Any]:
+                    token_budget: int | TokenBudget | None = None) -> dict[str, Any]:
     """Judge held-out `trajectories` with the program at `program_path` on `lm` and write the certificate
     into the manifest of `out_program` (default: the program itself).
 
@@ -151,8 +152,9 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
         labelers: each item's labels by labeler (`LabelFile.ratings`, a labels file with a labeler column): the
             certificate then records, under ``labelers``, the labelers' agreement with each other (the human
             ceiling) and the judge's with each labeler (`judge_vs_labelers`).
-        token_budget: the most tokens the judging may spend (`apply.budget`); give `verdicts_out` with it, so
-            that a run stopped at the budget (`BudgetExhausted`) keeps its verdicts for the re-run.
+        token_budget: the most tokens the judging may spend (`apply.budget`), or a `TokenBudget` shared with other
+            runs (`induce`'s); give `verdicts_out` with it, so that a run stopped at the budget (`BudgetExhausted`)
+            keeps its verdicts for the re-run.
 
     Returns:
         The certificate written into the manifest (`trust.certificate.compute_certificate`'s numbers,

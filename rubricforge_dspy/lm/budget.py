@@ -1,0 +1,402 @@
+"""A hard cap on the tokens LM calls may spend: the one reservation rule, for a judging run and for an induction.
+
+`TokenBudget` is the cap. Every LM call reserves its worst case before it is sent: its prompt's bound plus the
+answer's cap (the LM's ``max_tokens``), times the attempts the retry policy allows. A call is sent only when the
+tokens spent, plus the reservations in flight, plus its own reservation stay within the cap; when it finishes,
+its reservation is released and the tokens its LM reported are spent (an LM that reports no usage spends the
+whole reservation). So the tokens spent never exceed the cap, whatever the concurrency.
+
+Its two users:
+
+- the job runner (`apply.runner`: ``rubricforge judge --token-budget N``, ``certify``, ``label-next``) reserves
+  each item's calls itself, from `prompt_bound` or the judge's own ``token_bound(inputs, max_tokens)`` (a judge
+  that makes several calls per item: segments, explorer);
+- `BudgetedLM` wraps a `dspy.BaseLM` and reserves each of its calls from the messages it is about to send
+  (``rubricforge induce --token-budget N``: GEPA's judge and reflection calls, the validation and test passes).
+
+A prompt's bound is the UTF-8 byte count of what is sent plus `PROMPT_OVERHEAD` bytes of chat template: a
+byte-level BPE tokenizer (GPT-2, tiktoken, Llama 3, Qwen) never makes more tokens than bytes, and the template's
+special tokens are covered by the overhead. It is conservative (about four bytes a token in English).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import dspy
+
+from rubricforge_dspy._dspy_compat import relay_adapter_call
+from rubricforge_dspy.core.errors import BudgetExhausted, InputError
+from rubricforge_dspy.lm.config import lm_name
+
+__all__ = ["TokenBudget", "Reservation", "prompt_bound", "PROMPT_OVERHEAD", "BudgetedLM", "BudgetStop",
+           "stops_at_budget", "budget_report", "spending", "unbudgeted", "CallUsage", "counted_call"]
+
+PROMPT_OVERHEAD = 2048  # bytes of chat template (field headers, roles, special tokens) added to a prompt's bound
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """One call's reserved worst case (`TokenBudget.reserve`)."""
+
+    tokens: int
+
+
+class TokenBudget:
+    """A run's token cap, shared by every stage and worker thread of the run. Thread-safe.
+
+    Args:
+        cap: the most tokens (prompt plus completion, as the LM reports them) the run may spend.
+
+    Raises:
+        InputError: a cap below 1.
+    """
+
+    def __init__(self, cap: int) -> None:
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise InputError(f"a token budget is a whole number of tokens >= 1, got {cap!r}")
+        self.cap = cap
+        self.spent = 0
+        self.reserved = 0
+        self.calls = 0
+        self.unreported = 0  # calls whose LM reported no usage (their whole reservation was spent)
+        self.overruns = 0  # calls that spent more than they reserved (a judge's bound that is wrong)
+        self.refused: int | None = None  # the reservation that did not fit, once one did not
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified when a reservation is settled or released
+
+    def reserve(self, tokens: int) -> Reservation:
+        """Reserve `tokens` for one call before it is sent.
+
+        Raises:
+            BudgetExhausted: the reservation would let the run cross the cap; nothing is reserved.
+        """
+        with self._lock:
+            if self.spent + self.reserved + tokens > self.cap:
+                self.refused = tokens
+                raise BudgetExhausted(self._stopped(tokens))
+            self.reserved += tokens
+            return Reservation(tokens)
+
+    def settle(self, reservation: Reservation, usage: dict[str, int] | None) -> None:
+        """Release `reservation` and spend what the call's LM reported (`usage`: ``prompt_tokens``,
+        ``completion_tokens``), or the whole reservation when it reported nothing."""
+        with self._lock:
+            self.reserved -= reservation.tokens
+            self.calls += 1
+            if usage is None:
+                self.unreported += 1
+                self.spent += reservation.tokens
+            else:
+                used = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+                self.spent += used
+                self.overruns += used > reservation.tokens
+            self._settled.notify_all()
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back `reservation` of a call that was never sent (abandoned before it started)."""
+        with self._lock:
+            self.reserved -= reservation.tokens
+            self._settled.notify_all()
+
+    def wait_settled(self, timeout: float | None = None) -> bool:
+        """Wait until no call is in flight (every reservation settled or released); False when `timeout` (seconds)
+        passed first."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self.reserved == 0, timeout)
+
+    @property
+    def left(self) -> int:
+        """Tokens not spent (reservations in flight included as unspent)."""
+        return self.cap - self.spent
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a call was refused (the run stopped at the budget)."""
+        return self.refused is not None
+
+    def _stopped(self, tokens: int) -> str:
+        if self.calls == 0 and self.spent == 0 and self.reserved == 0:
+            return (f"the token budget of {self.cap:,} cannot pay for one call: a call may take up to {tokens:,} "
+                    "tokens (its prompt's bound plus --max-tokens, for every attempt); give a budget of at least "
+                    "that, or a smaller --max-tokens or --max-retries")
+        return (f"stopped before the token budget of {self.cap:,} would be crossed: {self.spent:,} spent and "
+                f"{self.reserved:,} reserved by the calls in flight, and the next call may take up to {tokens:,} "
+                "(its prompt's bound plus --max-tokens, for every attempt)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The budget in a run's summary."""
+        return {"cap": self.cap, "spent": self.spent, "left": self.left, "calls": self.calls,
+                "unreported_calls": self.unreported, "overruns": self.overruns, "stopped": self.stopped,
+                "refused_reservation": self.refused}
+
+
+def prompt_bound(judge: Any, inputs: dict[str, Any]) -> int:
+    """An upper bound on the prompt tokens of each call of `judge` on `inputs` (see the module's docstring):
+    the UTF-8 bytes of its predictors' instructions, field descriptions and demos, the inputs, and
+    `PROMPT_OVERHEAD`; a judge with several predictors is bounded by their sum (each is called once)."""
+    size = len(json.dumps(inputs, ensure_ascii=False, default=str).encode("utf-8")) + PROMPT_OVERHEAD
+    predictors = judge.predictors() if hasattr(judge, "predictors") else []
+    total = 0
+    for predictor in predictors or [None]:
+        fixed = 0
+        if predictor is not None:
+            signature = predictor.signature
+            fixed += len(str(signature.instructions).encode("utf-8"))
+            for name, field in signature.fields.items():
+                fixed += len(name) + len(json.dumps(field.json_schema_extra or {}, default=str).encode("utf-8"))
+            for demo in getattr(predictor, "demos", []) or []:
+                fixed += len(json.dumps(dict(demo), ensure_ascii=False, default=str).encode("utf-8"))
+        total += size + fixed
+    return total
+
+
+class CallUsage:
+    """A DSPy usage tracker (``dspy.context(usage_tracker=...)``) around one call: it sums the tokens the LM
+    reported and hands every usage on to the tracker it stands in for (the run's), so nothing is lost.
+    ``answered`` counts the usages DSPy handed it: DSPy hands one for every call that reached the LM (empty
+    when the LM reported none) and none for an answer from its response cache."""
+
+    def __init__(self, parent: Any = None):
+        self.parent = parent
+        self.tokens = 0
+        self.reported = False
+        self.answered = 0
+
+    def add_usage(self, lm: str, usage: Any) -> None:
+        self.answered += 1
+        if usage:
+            entry = usage if isinstance(usage, dict) else (usage.model_dump() if hasattr(usage, "model_dump")
+                                                           else dict(usage))
+            if "prompt_tokens" in entry or "completion_tokens" in entry:
+                self.tokens += int(entry.get("prompt_tokens") or 0) + int(entry.get("completion_tokens") or 0)
+                self.reported = True
+        if self.parent is not None:
+            self.parent.add_usage(lm, usage)
+
+
+@contextmanager
+def counted_call() -> Iterator[CallUsage]:
+    """Count the usage the LM reports for the calls inside (`CallUsage`), passing it on to the current tracker."""
+    usage = CallUsage(dspy.settings.usage_tracker)
+    with dspy.context(usage_tracker=usage):
+        yield usage
+
+
+class BudgetStop(BaseException):
+    """Raised by a `BudgetedLM` instead of a call that could cross its budget's cap. A `BaseException`, not an
+    `Exception`, on purpose, as `lm.circuit.CircuitOpen`: DSPy's evaluation loops, GEPA's and the judging layer
+    (`judge.execution`) catch `Exception` and would score the refused call as a failed prediction and go on; this
+    must unwind them at once. Whoever runs the LM turns it into `BudgetExhausted` (`stops_at_budget`)."""
+
+
+class _Tally:
+    """What one wrapped LM (and its copies) spent of the budget."""
+
+    def __init__(self) -> None:
+        self.spent = 0
+        self.calls = 0
+        self.unreported = 0
+        self.lock = threading.Lock()
+
+
+def _answer_cap(kwargs: dict[str, Any]) -> int:
+    return int(kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0)
+
+
+def _schema_bytes(value: Any) -> int:
+    """Bytes of a request's structured-output schema or tools (sent besides the messages)."""
+    if value is None:
+        return 0
+    if isinstance(value, type) and hasattr(value, "model_json_schema"):  # a pydantic model class
+        value = value.model_json_schema()
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+
+class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type information (no py.typed)
+    """`lm` under a `TokenBudget`: each call reserves its worst case before it is sent, and settles with the usage
+    the LM reported (the whole reservation when it reported none; nothing for an answer from DSPy's cache).
+
+    A call's worst case is the UTF-8 bytes of the messages (or prompt) it sends, of its ``response_format`` and
+    ``tools``, plus `PROMPT_OVERHEAD`, plus the answer's cap (``max_tokens``), times ``n`` and the attempts of the
+    LM's retry policy (``num_retries + 1``). A call that does not fit raises `BudgetStop` (nothing is sent). The
+    wrapper reads as `lm` (its model, settings, engine and fingerprint are `lm`'s); its copies (`sized_lm`) share
+    the budget and the tally (`spent`, `calls`).
+
+    Args:
+        lm: the LM to call.
+        budget: the cap, shared with other LMs and runs.
+        role: the name its spending is reported under (``judge``, ``reflection``).
+
+    Raises:
+        InputError: `lm` has no ``max_tokens`` (its answers, hence its calls, could not be bounded).
+    """
+
+    def __init__(self, lm: dspy.BaseLM, budget: TokenBudget, role: str = "judge", *, tally: _Tally | None = None):
+        inner = lm.lm if isinstance(lm, BudgetedLM) else lm
+        if not _answer_cap(dict(getattr(inner, "kwargs", {}) or {})):
+            raise InputError(f"a token budget (--token-budget) needs a cap on each answer: the {role} LM "
+                             f"{lm_name(inner)!r} has no max_tokens (pass --max-tokens N"
+                             f"{'; the reflection LM: --reflection-max-tokens N' if role == 'reflection' else ''})")
+        self.__dict__["lm"] = inner
+        self.budget = budget
+        self.role = role
+        self.tally = tally if tally is not None else _Tally()
+        self.model = inner.model
+        self.model_type = getattr(inner, "model_type", "chat")
+        self.cache = getattr(inner, "cache", False)
+        self.callbacks: list[Any] = []
+        self.num_retries = int(getattr(inner, "num_retries", 0) or 0)
+        self.kwargs = inner.kwargs  # the inner LM's settings, read by adapters and fingerprints
+        self.history: list[Any] = []
+        self._warned_zero_temp_rollout = False
+
+    def __getattr__(self, name: str) -> Any:  # the engine, its settings, anything else: the inner LM's
+        if name.startswith("__") or "lm" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["lm"], name)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BudgetedLM:
+        return self  # GEPA copies programs: one budget, never a copy of it
+
+    # -- what DSPy asks of an LM: the inner LM's answers
+    @property
+    def supports_function_calling(self) -> bool:
+        return bool(self.lm.supports_function_calling)
+
+    @property
+    def supports_reasoning(self) -> bool:
+        return bool(self.lm.supports_reasoning)
+
+    @property
+    def supports_response_schema(self) -> bool:
+        return bool(self.lm.supports_response_schema)
+
+    @property
+    def supported_params(self) -> set[str]:
+        return set(self.lm.supported_params)
+
+    def dump_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = self.lm.dump_state()
+        return state
+
+    def copy(self, **kwargs: Any) -> BudgetedLM:
+        """A copy of the inner LM (``lm.copy(**kwargs)``) under the same budget, its spending in the same tally."""
+        return BudgetedLM(self.lm.copy(**kwargs), self.budget, self.role, tally=self.tally)
+
+    # -- the calls
+    def bound(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> int:
+        """The most tokens one call with these arguments may spend (the class docstring's worst case)."""
+        merged = {**(self.lm.kwargs or {}), **kwargs}
+        cap = _answer_cap(merged)
+        if cap <= 0:
+            raise BudgetStop(f"a token budget needs a cap on each answer: a call of the {self.role} LM "
+                             f"{lm_name(self.lm)!r} was made without max_tokens")
+        sent = messages if messages is not None else prompt
+        size = len(json.dumps(sent, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+        size += _schema_bytes(merged.get("response_format")) + _schema_bytes(merged.get("tools"))
+        n = merged.get("n") or 1
+        return (size + PROMPT_OVERHEAD + cap) * int(n) * (self.num_retries + 1)
+
+    def _reserve(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Reservation:
+        try:
+            return self.budget.reserve(self.bound(prompt, messages, kwargs))
+        except BudgetExhausted as error:
+            raise BudgetStop(f"{error} (a {self.role} LM call)") from error
+
+    def _settle(self, reservation: Reservation, usage: CallUsage, answered: bool) -> None:
+        if usage.reported:
+            spent: dict[str, int] | None = {"prompt_tokens": usage.tokens, "completion_tokens": 0}
+        elif answered and usage.answered == 0:  # an answer from DSPy's cache: nothing was sent
+            spent = {"prompt_tokens": 0, "completion_tokens": 0}
+        else:  # no usage reported (or the call failed without one): the whole worst case
+            spent = None
+        self.budget.settle(reservation, spent)
+        with self.tally.lock:
+            self.tally.calls += 1
+            self.tally.unreported += spent is None
+            self.tally.spent += reservation.tokens if spent is None else usage.tokens
+
+    def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        reservation = self._reserve(prompt, messages, kwargs)
+        usage = CallUsage(dspy.settings.usage_tracker)
+        try:
+            with dspy.context(usage_tracker=usage), relay_adapter_call(self, self.lm, messages):
+                outputs = self.lm(prompt, messages=messages, **kwargs)
+        except BaseException:
+            self._settle(reservation, usage, answered=False)
+            raise
+        self._settle(reservation, usage, answered=True)
+        return outputs
+
+    async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        reservation = self._reserve(prompt, messages, kwargs)
+        usage = CallUsage(dspy.settings.usage_tracker)
+        try:
+            with dspy.context(usage_tracker=usage), relay_adapter_call(self, self.lm, messages):
+                outputs = await self.lm.acall(prompt, messages=messages, **kwargs)
+        except BaseException:
+            self._settle(reservation, usage, answered=False)
+            raise
+        self._settle(reservation, usage, answered=True)
+        return outputs
+
+    def forward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+        raise TypeError("a BudgetedLM is called (lm(...) or lm.acall(...)), never through forward")
+
+    async def aforward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
+        raise TypeError("a BudgetedLM is called (lm(...) or lm.acall(...)), never through aforward")
+
+
+def unbudgeted(lm: Any) -> Any:
+    """The LM a `BudgetedLM` wraps (`lm` itself when it is not one): what a certificate or a manifest names."""
+    return lm.lm if isinstance(lm, BudgetedLM) else lm
+
+
+def budget_report(budget: TokenBudget, lms: list[Any], by_lm: dict[str, dict[str, int]] | None = None
+                  ) -> dict[str, Any]:
+    """`budget`'s summary (`TokenBudget.to_dict`) with what each `BudgetedLM` of `lms` spent (``by_lm``: role ->
+    spent, calls, calls that reported no usage; `by_lm` adds entries of an earlier report), the tokens reserved by
+    calls in flight (``reserved``) and what other users of the budget spent (``other``: a job runner's calls)."""
+    by_lm = dict(by_lm or {})
+    for lm in lms:
+        if isinstance(lm, BudgetedLM):
+            tally = lm.tally
+            with tally.lock:
+                by_lm[lm.role] = {"spent": tally.spent, "calls": tally.calls, "unreported_calls": tally.unreported}
+    other = budget.spent - sum(entry["spent"] for entry in by_lm.values())
+    return {**budget.to_dict(), "reserved": budget.reserved, "by_lm": by_lm, "other": other}
+
+
+def spending(report: dict[str, Any], other: str = "other calls") -> str:
+    """One line of a `budget_report`: spent of the cap, and by LM."""
+    parts = [f"{role} LM {entry['spent']:,} in {entry['calls']} call(s)" for role, entry in report["by_lm"].items()]
+    if report.get("other"):
+        parts.append(f"{other} {report['other']:,}")
+    line = f"spent {report['spent']:,} of {report['cap']:,} tokens"
+    if parts:
+        line += f" ({', '.join(parts)})"
+    if report.get("reserved"):
+        line += f"; {report['reserved']:,} more reserved by calls still in flight"
+    return line
+
+
+IN_FLIGHT_WAIT = 600.0  # seconds `stops_at_budget` waits for the calls in flight before it says what was spent
+
+
+@contextmanager
+def stops_at_budget(budget: TokenBudget | None, lms: list[Any], advice: str) -> Iterator[None]:
+    """Turn a `BudgetStop` raised inside into `BudgetExhausted`: its reason, what was spent by each LM of `lms`
+    (`budget_report`, once the calls in flight finished: at most `IN_FLIGHT_WAIT` seconds), and `advice` (what was
+    kept, how to go on)."""
+    try:
+        yield
+    except BudgetStop as stop:
+        if budget is None:
+            raise
+        budget.wait_settled(IN_FLIGHT_WAIT)  # DSPy's and GEPA's worker threads finish the calls they started
+        raise BudgetExhausted(f"{stop}. {spending(budget_report(budget, lms))}. {advice}") from None
