@@ -50,9 +50,14 @@ from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import Verdict
 from rubricforge_dspy.data.formats.otel import mlflow_session, to_span
 from rubricforge_dspy.data.formats.spans import build_trajectory
-from rubricforge_dspy.data.labels import LabelFile, LabelReading, resolve_ratings
+from rubricforge_dspy.data.labels import LabelFile, LabelReading
 from rubricforge_dspy.data.sessions import SESSION_ID
 from rubricforge_dspy.integrations._judging import ProgramFacts, criterion_name, judge_with_facts
+from rubricforge_dspy.integrations.mlflow_assessments import (  # re-exported: one path for labels
+    RESOLVED_BY,
+    assessment_reading,
+    trace_label,
+)
 from rubricforge_dspy.judge.execution import judge_verdict
 from rubricforge_dspy.judge.module import TrajectoryVerdictSignature
 
@@ -81,8 +86,6 @@ SCORER_NAME = "rubricforge_scorer"  # the scorer's default name; the write-back'
 # What DSPy's MLflow callback records as the ``signature`` attribute of the judge's Predict span.
 JUDGE_SIGNATURE = TrajectoryVerdictSignature.signature
 _log = logging.getLogger(__name__)
-_TRUE = {"true", "yes", "pass", "passed", "correct", "c", "1", "success", "good"}
-_FALSE = {"false", "no", "fail", "failed", "incorrect", "i", "0", "failure", "bad"}
 
 
 @dataclass
@@ -120,16 +123,6 @@ class MlflowLoadReport:
             if self.labels.disagreements and rule in RESOLVED_BY:
                 text += f" ({RESOLVED_BY[rule]})"
         return text
-
-
-# what a rule did with a disagreement, said beside the count (`MlflowLoadReport.summary`)
-RESOLVED_BY = {
-    "first": "each took the label of its earliest feedback; --label-resolve majority, unanimous or adjudicated "
-             "--adjudicator NAME to decide otherwise",
-    "majority": "the label most sources gave; a tie gives no label",
-    "unanimous": "a disagreement gives no label",
-    "adjudicated": "the adjudicator's label; without it a disagreement gives no label",
-}
 
 
 @dataclass
@@ -171,72 +164,6 @@ def experiment_id_of(client: MlflowClient, tracking_uri: str, experiment: str) -
                          "with `mlflow experiments search`)")
     experiment_id: str = found.experiment_id
     return experiment_id
-
-
-def is_human_feedback(assessment: Any, name: str) -> bool:
-    return (assessment.name == name and getattr(assessment, "feedback", None) is not None
-            and assessment.valid is not False and assessment.source.source_type == AssessmentSourceType.HUMAN)
-
-
-def label_value(value: Any, where: str) -> int:
-    """A human feedback value as a 0/1 label: a bool, 0/1, or a word (pass/fail, yes/no, correct/incorrect)."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return int(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return int(value.strip().lower() in _TRUE)
-    raise InputError(f"{where}: label value {value!r} is not a 0/1 label; give the assessment a bool, 0/1, or "
-                     "pass/fail, yes/no, correct/incorrect")
-
-
-def assessment_reading(reading: LabelReading | None) -> LabelReading:
-    """How HUMAN feedback values are read: `reading` with its column set to ``value`` (an assessment's value is its
-    label; the labeler is its source id), default the 0/1 words and the rule ``first``."""
-    if reading is None:
-        return LabelReading(column="value")
-    if reading.column != "value":
-        reading = replace(reading, column="value")
-    return reading
-
-
-def trace_label(labels: LabelFile, info: Any, label_name: str, reading: LabelReading, where: str) -> tuple[int | None,
-                                                                                                        int]:
-    """Resolve one trace's label from its HUMAN feedback named `label_name` into `labels` and return ``(label or
-    None, the non-human assessments of that name)``.
-
-    Each source id is a labeler; only valid feedback counts (an overridden one is history) and of several valid
-    ones of one source the latest. Values are read by ``reading.values`` when given (``{"value": ..., "labeler":
-    ...}`` is the row: the word map reads ``value``, an expression may read both), else as 0/1 words
-    (`label_value`). The sources are ordered by the time of their feedback (``first`` is the earliest) and the
-    label resolved by ``reading.resolve`` (`data.labels.resolve_ratings`, which files the trace's ``ratings``,
-    a disagreement and an unresolved trace in `labels`). One path for `load_mlflow_traces` (``--from-mlflow``)
-    and `integrations.mlflow_labels.read_mlflow_labels`.
-
-    Raises:
-        InputError: a value that is not a label (the message names the trace and the assessment).
-    """
-    assessments = list(getattr(info, "assessments", None) or [])
-    not_human = sum(a.name == label_name and a.source.source_type != AssessmentSourceType.HUMAN for a in assessments)
-    latest: dict[str, Any] = {}
-    for a in assessments:
-        if is_human_feedback(a, label_name):
-            who = str(a.source.source_id)
-            if who not in latest or (a.create_time_ms or 0) >= (latest[who].create_time_ms or 0):
-                latest[who] = a
-    trace_id = str(info.trace_id)
-    rows: list[tuple[str, str, int | None, bool, int | str]] = []
-    for who, a in sorted(latest.items(), key=lambda item: (item[1].create_time_ms or 0, item[0])):
-        at = f"{where}, assessment {a.assessment_id}"
-        label: int | None
-        if reading.values is None:
-            label, skipped = label_value(a.feedback.value, at), False
-        else:
-            label, skipped = reading.label_of({"value": a.feedback.value, "labeler": who}, at)
-        rows.append((trace_id, who, label, skipped, f"trace {trace_id}, assessment {a.assessment_id}"))
-    resolve_ratings(labels, rows, reading)
-    entry = labels.entries.get(trace_id)
-    return (entry.label if entry is not None else None), not_human
 
 
 def _attribute(raw: Any) -> Any:
@@ -359,36 +286,44 @@ def load_mlflow_traces(tracking_uri: str, experiment: str, *, filter_string: str
             raise as_server_error(tracking_uri, exc) from exc
         report.pages += 1
         for trace in page:
-            trace_id = trace.info.trace_id
             why = judge_call(trace)
             if why is not None:  # a judge's own call, not an agent's: counted, never an episode
-                report.judge_calls.append((trace_id, why))
+                report.judge_calls.append((trace.info.trace_id, why))
                 continue
-            try:
-                hidden = {"experiment_id": report.experiment_id, "label_name": label_name}
-                trajectory = trace_to_trajectory(trace, index=index, source=source, hidden=hidden)
-            except TrajectoryFormatError as exc:
-                if on_error == "raise":
-                    raise
-                report.skipped.append((trace_id, exc.problem))
-                continue
-            finally:
-                index += 1
-            # the labels of a loaded trace only: a skipped one's are neither counted nor listed
-            label, not_human = trace_label(report.labels, trace.info, label_name, reading,
-                                           f"{source}, trace {trace_id}")
-            report.not_human += not_human
-            if label is not None:  # as `trace_to_trajectory(label=...)` sets it: reward 1.0/0.0
-                trajectory = replace(trajectory, reward=float(label), label=label)
-            report.loaded += 1
-            if label is None:
-                report.unlabeled += 1
-            else:
-                report.labeled += 1
-            yield trajectory
+            index += 1
+            trajectory = _loaded(trace, index - 1, source, label_name, reading, on_error, report)
+            if trajectory is not None:
+                yield trajectory
         token = page.token
         if not token:
             return
+
+
+def _loaded(trace: Any, index: int, source: str, label_name: str, reading: LabelReading, on_error: str,
+            report: MlflowLoadReport) -> Trajectory | None:
+    """One agent trace of `load_mlflow_traces` as a trajectory labeled from its HUMAN feedback, counted in
+    `report`; None when it cannot be mapped under ``on_error="skip"`` (listed in ``report.skipped``)."""
+    trace_id = trace.info.trace_id
+    try:
+        hidden = {"experiment_id": report.experiment_id, "label_name": label_name}
+        trajectory = trace_to_trajectory(trace, index=index, source=source, hidden=hidden)
+    except TrajectoryFormatError as exc:
+        if on_error == "raise":
+            raise
+        report.skipped.append((trace_id, exc.problem))
+        return None
+    # the labels of a loaded trace only: a skipped one's are neither counted nor listed
+    labels = report.labels if report.labels is not None else LabelFile(source, FORMAT, {})
+    label, not_human = trace_label(labels, trace.info, label_name, reading, f"{source}, trace {trace_id}")
+    report.not_human += not_human
+    if label is not None:  # as `trace_to_trajectory(label=...)` sets it: reward 1.0/0.0
+        trajectory = replace(trajectory, reward=float(label), label=label)
+    report.loaded += 1
+    if label is None:
+        report.unlabeled += 1
+    else:
+        report.labeled += 1
+    return trajectory
 
 
 def _verdict_items(verdicts: Any) -> Iterator[tuple[str, Verdict, str | None]]:

@@ -36,13 +36,8 @@ from typing import Any
 
 from rubricforge_dspy.core.errors import InputError, ServerError
 from rubricforge_dspy.data.labels import LabelFile, LabelReading
-from rubricforge_dspy.integrations.mlflow import (
-    as_server_error,
-    assessment_reading,
-    experiment_id_of,
-    is_human_feedback,
-    trace_label,
-)
+from rubricforge_dspy.integrations.mlflow import as_server_error, experiment_id_of
+from rubricforge_dspy.integrations.mlflow_assessments import assessment_reading, is_human_feedback, trace_label
 from rubricforge_dspy.integrations.mlflow_http import bounded_http
 
 try:
@@ -179,7 +174,7 @@ def read_mlflow_labels(tracking_uri: str, experiment: str, *, label_name: str = 
     takes: only valid feedback counts (an overridden one is history); when one source has several valid ones on a
     trace, the latest counts; ``first`` is the source whose feedback came earliest. Values are read by
     ``reading.values`` when given (``{"value": ..., "labeler": ...}`` is the row: the word map reads ``value``, an
-    expression may read both), else as 0/1 words (`integrations.mlflow.label_value`).
+    expression may read both), else as 0/1 words (`integrations.mlflow_assessments.label_value`).
 
     Args:
         tracking_uri: the MLflow tracking server or store URI.
