@@ -238,9 +238,10 @@ class JobRun:
         self.calls: StageCalls = calls if calls is not None else LocalCalls(options, self.tracker)
         # the price each line's ``tokens.usd`` is computed at (None: unknown, said in the summary); a run without an
         # LM stage (floors only) spends nothing
-        self.price: Price | None = price_of(model, options.price) if any(s.lm is not None for s in self.stages) else None
+        calls_lm = any(stage.lm is not None for stage in self.stages)
+        self.price: Price | None = price_of(model, options.price) if calls_lm else None
         self.summary.price = None if self.price is None else {"model": model, **self.price.to_dict()}
-        self.summary.priced_model = model if any(s.lm is not None for s in self.stages) else None
+        self.summary.priced_model = model if calls_lm else None
         self.budget = self._budget()
         self.cost_budget = self._cost_budget()
         self.items = 0  # this run's items (not resumed)
@@ -504,7 +505,7 @@ class JobRun:
         summary.lm_calls += verdict.attempts
         summary.retries += max(0, verdict.attempts - 1)
         requests = requests_made(verdict, item.usage.answers if item.usage is not None else 0)
-        summary.lm_requests += requests
+        summary.requests_sent += requests
         item.calls += requests
         usage = item.usage.totals() if item.usage is not None else None
         item.usage = None

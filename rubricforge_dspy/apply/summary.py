@@ -24,7 +24,7 @@ class BatchSummary:
     abstained: abstentions by error kind; cached: lines served by the verdict cache; resumed: input
     ids skipped because the output already had them; duplicates: input ids seen twice (skipped);
     skipped: records the loader skipped (run_judge_file only); lm_calls/retries: judge calls made (attempts of the
-    retry policy) and how many were retries; lm_requests: the HTTP requests they sent (a segment judge's windows each
+    retry policy) and how many were retries; requests_sent: the HTTP requests they sent (a segment judge's windows each
     count; `core.verdict.token_usage`'s ``calls``); tokens: prompt/completion tokens reported by the LM, or None.
     price: the judge LM's price (`apply.pricing.Price.to_dict` and its model), None when unknown (`priced_model`:
     the model a price was looked for, None for a run without an LM); cost: `cost`. evidence: what this run's lines
@@ -55,7 +55,7 @@ class BatchSummary:
     token_budget: dict[str, Any] | None = None  # `apply.budget.TokenBudget.to_dict` of a run with a budget
     stage_tokens: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> prompt/completion/calls
     item_totals: array[int] = field(default_factory=lambda: array("q"))  # each LM-judged line's tokens
-    lm_requests: int = 0
+    requests_sent: int = 0
     price: dict[str, Any] | None = None
     priced_model: str | None = None
     cost_budget: dict[str, Any] | None = None  # `apply.pricing.CostBudget.to_dict` of a run with a cost budget
@@ -168,8 +168,8 @@ class BatchSummary:
             lines.append(f"cost unknown: no price for {cost['unknown']} (give --price IN,OUT: USD per million prompt "
                          "and completion tokens)")
         elif cost is not None and self.price is not None:
-            per_item = "" if cost["per_item"] is None else f", ${cost['per_item']:,.6g} per item"
-            lines.append(f"cost: ${cost['usd']:,.6g} ({cost['items']} LM-judged item(s){per_item}) at "
+            mean = "" if cost["per_item"] is None else f", ${cost['per_item']:,.6g} per item"
+            lines.append(f"cost: ${cost['usd']:,.6g} ({cost['items']} LM-judged item(s){mean}) at "
                          f"${self.price['prompt_per_million']:g} / ${self.price['completion_per_million']:g} per "
                          f"million prompt / completion tokens ({self.price['source']})")
         if self.token_budget is not None:
@@ -209,7 +209,7 @@ class BatchSummary:
             "judge_fingerprint": self.judge_fingerprint, "model": self.model,
             "contradictions": self.contradictions, "retried": self.retried, "errors": dict(self.errors),
             "tokens_per_item": self.tokens_per_item, "stage_tokens": self.stage_tokens,
-            "token_budget": self.token_budget, "lm_requests": self.lm_requests, "price": self.price,
+            "token_budget": self.token_budget, "requests_sent": self.requests_sent, "price": self.price,
             "cost": self.cost, "cost_budget": self.cost_budget, "evidence": self.evidence,
             "certified_evidence": self.certified_evidence, "evidence_warnings": self.evidence_warnings(),
         }
@@ -223,7 +223,7 @@ class BatchSummary:
             f"cached {self.cached} | resumed {self.resumed} (re-asked {self.retried} failed calls) | "
             f"duplicates {self.duplicates} | "
             f"loader skipped {self.skipped} | LM calls {self.lm_calls} (retries {self.retries}; HTTP requests "
-            f"{self.lm_requests})",
+            f"{self.requests_sent})",
         ]
         if self.tokens:
             lines.append(f"tokens: prompt {self.tokens.get('prompt_tokens', 0):,} "

@@ -44,7 +44,7 @@ def test_calls_are_the_requests_the_server_counted_a_retried_500_and_every_windo
         served = fake.n_requests
     (line,) = read_lines(tmp_path / "a.jsonl")
     assert served == 2 and line["attempts"] == 2 and line["tokens"]["calls"] == served
-    assert summary.lm_requests == served
+    assert summary.requests_sent == served
     # a segment judge: its windows and its verdict are requests, and so is a window the server answered with a 500
     long = tmp_path / "long.jsonl"
     write_long_episodes(long, 1, 30)
@@ -55,7 +55,7 @@ def test_calls_are_the_requests_the_server_counted_a_retried_500_and_every_windo
         served = fake.n_requests
     (line,) = read_lines(tmp_path / "b.jsonl")
     assert not line["abstained"] and line["attempts"] == 2  # the 500 failed the first attempt, the second passed
-    assert served > 10 and line["tokens"]["calls"] == served == summary.lm_requests
+    assert served > 10 and line["tokens"]["calls"] == served == summary.requests_sent
     assert summary.stage_tokens["judge"]["calls"] == served
     assert line["tokens"]["prompt"] == fake.usage["prompt_tokens"]
 
