@@ -124,7 +124,9 @@ class EvidenceRecord:
 
 def token_usage(prompt: int, completion: int, calls: int, *, cached: bool = False,
                 usd: float | None = None) -> dict[str, Any]:
-    """The verdict line's ``tokens`` field (one definition): what this item's LM requests cost.
+    """The verdict line's ``tokens`` field (one definition): the prompt and completion tokens the LM reported for
+    this item, the HTTP requests sent for it (``calls``), their cost in US dollars when a price is known (``usd``),
+    and ``cached`` for a verdict replayed from the verdict cache.
 
     Args:
         prompt: the prompt tokens the LM reported, summed over the item's requests (every stage, every call of a
