@@ -60,9 +60,9 @@ class JobOptions:
         price: the judge LM's price (`apply.pricing.Price`: USD per million prompt and completion tokens, e.g.
             ``Price.parse("0.15,0.60")``); None: litellm's model cost map's, when it knows the model. Each line's
             ``tokens.usd`` and the summary's cost are computed at it; with no price they are unknown, and said so.
-        cost_budget: the most USD the run's LM calls may spend (or a `CostBudget` shared by several runs), enforced
-            as `token_budget` is (each call's worst case in tokens times the price, reserved first; `BudgetExhausted`
-            before the cap); needs a price. The local back end only. None: no cap.
+        cost_budget: the most USD the run's LM calls may spend (or a `CostBudget` shared by several runs, which costs
+            calls at its own price), enforced as `token_budget` is (each call's worst case in tokens times the price,
+            reserved first; `BudgetExhausted` before the cap); needs a price. The local back end only. None: no cap.
     """
 
     concurrency: int = 4
