@@ -80,6 +80,8 @@ def test_judge_cascade_warns_for_its_certified_llm_stage(tmp_path, capsys):
         Cascade([load_judge(program, check_certificate=False)], [StageRule("judge", 0.5, 0.4)]).save(cascade)
         assert main(["judge", "--cascade", str(cascade), "--allow-unverified-program", "--data", str(long), "--out",
                      str(tmp_path / "v.jsonl"), "--api-base", fake.api_base, "--model", fake.model,
-                     "--no-cache"]) == 0
+                     "--no-cache", "--price", "1,4"]) == 0
     err = capsys.readouterr().err
+    usd = sum(line["tokens"]["usd"] for line in read_lines(tmp_path / "v.jsonl"))
+    assert f"cost: ${usd:,.6g} (2 LM-judged item(s)" in err  # a cascade's summary costs its LLM stage too
     assert "warning: stage 'judge' was certified on 100% complete evidence; 100% of this run's verdicts (2 of 2)" in err
