@@ -10,6 +10,8 @@ Modules:
 - :mod:`.stream`: `judge_stream` (concurrent, bounded memory, cache, retries) and `run_judge_file`;
 - :mod:`.summary`: `BatchSummary`, what a run did (tokens per item and per stage), and `UsageTotals`;
 - :mod:`.budget`: `TokenBudget`, a run's hard token cap (each call reserves its worst case first);
+- :mod:`.pricing`: `Price`, a model's USD per million tokens (``--price`` or litellm's offline cost map), and
+  `CostBudget`, a run's hard cap in US dollars (the token budget counted in picodollars);
 - :mod:`.executors`: how the calls are made (one event loop for the fast path, or worker threads);
 - :mod:`.writer`: the crash-safe verdict writer and the checking pass's spill;
 - :mod:`.job`: the job a verdict file belongs to, and resuming it after any kill;
@@ -30,6 +32,7 @@ _MODULES = {
     "rubricforge_dspy.apply.stream": ["judge_stream", "run_judge_file", "DuplicateIdError"],
     "rubricforge_dspy.apply.summary": ["BatchSummary", "UsageTotals"],
     "rubricforge_dspy.apply.budget": ["TokenBudget"],
+    "rubricforge_dspy.apply.pricing": ["Price", "CostBudget", "price_of"],
     "rubricforge_dspy.apply.job": ["read_done", "ResumeState", "BatchOutputError"],
     "rubricforge_dspy.apply.cascade": ["run_cascade", "CascadeRun"],
     "rubricforge_dspy.apply.openai_batch": ["run_batch_api", "BatchClient", "BatchApiSummary", "BatchJobFailed"],

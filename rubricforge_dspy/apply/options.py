@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from rubricforge_dspy.apply.budget import TokenBudget
+from rubricforge_dspy.apply.pricing import CostBudget, Price
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.judge.cache import VerdictCache
@@ -56,6 +57,12 @@ class JobOptions:
             shared by several runs; each call reserves its worst case first (`apply.budget`), and the run stops
             with `BudgetExhausted` before the cap would be crossed, keeping what it wrote. The local back end
             only: a Ray or Batch API run refuses it. None: no cap.
+        price: the judge LM's price (`apply.pricing.Price`: USD per million prompt and completion tokens, e.g.
+            ``Price.parse("0.15,0.60")``); None: litellm's model cost map's, when it knows the model. Each line's
+            ``tokens.usd`` and the summary's cost are computed at it; with no price they are unknown, and said so.
+        cost_budget: the most USD the run's LM calls may spend (or a `CostBudget` shared by several runs, which costs
+            calls at its own price), enforced as `token_budget` is (each call's worst case in tokens times the price,
+            reserved first; `BudgetExhausted` before the cap); needs a price. The local back end only. None: no cap.
     """
 
     concurrency: int = 4
@@ -70,6 +77,8 @@ class JobOptions:
     fsync_every: int = DEFAULT_FSYNC_EVERY
     max_consecutive_lm_errors: int | None = DEFAULT_MAX_CONSECUTIVE_LM_ERRORS
     token_budget: int | TokenBudget | None = None
+    price: Price | None = None
+    cost_budget: float | CostBudget | None = None
 
     @property
     def policy(self) -> RetryPolicy:
@@ -85,8 +94,11 @@ class JobOptions:
         """Refuse a `token_budget` for a back end that cannot enforce it (`where`: which one).
 
         Raises:
-            InputError: `token_budget` is set.
+            InputError: `token_budget` or `cost_budget` is set.
         """
+        if self.cost_budget is not None:
+            raise InputError(f"{where} cannot enforce a cost budget (its calls in flight cannot be stopped before the "
+                             "cap): judge locally (judge_stream, run_judge_file) or drop cost_budget")
         if self.token_budget is not None:
             raise InputError(f"{where} cannot enforce a token budget (its calls in flight cannot be stopped "
                              "before the cap): judge locally (judge_stream, run_judge_file) or drop token_budget")
@@ -99,7 +111,7 @@ class JobOptions:
                 the command line does).
 
         Raises:
-            InputError: a bad `on_duplicate`, `limit` or `concurrency`.
+            InputError: a bad `on_duplicate`, `limit`, `concurrency`, `token_budget`, `cost_budget` or `price`.
         """
         if self.duplicates not in ("raise", "skip"):
             raise InputError(f"on_duplicate must be 'raise' or 'skip', got {self.on_duplicate!r}")
@@ -109,6 +121,10 @@ class JobOptions:
             raise InputError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.token_budget is not None and not isinstance(self.token_budget, TokenBudget):
             TokenBudget(self.token_budget)  # refuses a cap that is not a whole number >= 1
+        if self.cost_budget is not None and not isinstance(self.cost_budget, CostBudget):
+            CostBudget(self.cost_budget, Price(0.0, 0.0))  # refuses a cap that is not a number > 0
+        if self.price is not None and not isinstance(self.price, Price):
+            raise InputError(f"price is an apply.pricing.Price (e.g. Price.parse('0.15,0.60')), got {self.price!r}")
 
 
 _FIELDS = frozenset(f.name for f in fields(JobOptions))

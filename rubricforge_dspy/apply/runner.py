@@ -10,7 +10,7 @@ import itertools
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sized, TypeGuard
 
@@ -20,6 +20,7 @@ from rubricforge_dspy.apply.job import ResumeState, claim_job, read_done
 from rubricforge_dspy.apply.options import (
     JobOptions,
 )
+from rubricforge_dspy.apply.pricing import CostBudget, Price, price_of
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import Spilled, VerdictWriter, judge_reading
 from rubricforge_dspy.core.errors import BudgetExhausted, InputError, RubricForgeError
@@ -27,7 +28,7 @@ from rubricforge_dspy.core.progress import is_requested, progress
 from rubricforge_dspy.core.trajectory import Trajectory, TrajectoryFormatError
 from rubricforge_dspy.core.verdict import EvidenceRecord, Verdict, token_usage, verdict_line
 from rubricforge_dspy.judge.cache import VerdictCache, input_sha256, open_cache
-from rubricforge_dspy.judge.execution import count_verdict
+from rubricforge_dspy.judge.execution import count_verdict, requests_made
 from rubricforge_dspy.judge.fingerprint import judge_fingerprint
 from rubricforge_dspy.lm.circuit import JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.config import lm_name
@@ -61,7 +62,7 @@ class RunItem:
     cache key, the LLM stages run on it and their tokens, the confidence it was last handed on with."""
 
     __slots__ = ("index", "trajectory", "text_hash", "lm_stages", "tokens", "last", "usage", "cached", "evidence",
-                 "calls", "reserved")
+                 "calls", "reserved", "cost_reserved")
 
     def __init__(self, index: int, trajectory: Trajectory | Spilled) -> None:
         self.index, self.trajectory = index, trajectory
@@ -72,8 +73,9 @@ class RunItem:
         self.usage: UsageTotals | None = None
         self.cached = False
         self.evidence: EvidenceRecord | None = None  # what the last LM stage asked was shown (`judge_reading`)
-        self.calls = 0  # the LM calls made for it (attempts, every stage)
+        self.calls = 0  # the HTTP requests sent for it (every stage, every call, retries: `token_usage`'s calls)
         self.reserved: Reservation | None = None  # its call's reservation of the run's token budget
+        self.cost_reserved: Reservation | None = None  # ... and of its cost budget
 
 
 @dataclass
@@ -231,9 +233,17 @@ class JobRun:
             self.summary = BatchSummary(**fields)
         else:
             self.summary = self.cascade_run = cascade.summary(**fields)
+        self.summary.certified_evidence = certified_evidence(judge, None if cascade is None else cascade.names)
         self.tracker = UsageTotals()
         self.calls: StageCalls = calls if calls is not None else LocalCalls(options, self.tracker)
+        # the price each line's ``tokens.usd`` is computed at (None: unknown, said in the summary); a run without an
+        # LM stage (floors only) spends nothing
+        calls_lm = any(stage.lm is not None for stage in self.stages)
+        self.price: Price | None = price_of(model, options.price) if calls_lm else None
+        self.summary.price = None if self.price is None else {"model": model, **self.price.to_dict()}
+        self.summary.priced_model = model if calls_lm else None
         self.budget = self._budget()
+        self.cost_budget = self._cost_budget()
         self.items = 0  # this run's items (not resumed)
         self._shown: tuple[int, int, int] | None = None  # the counts the progress bar shows
 
@@ -252,6 +262,29 @@ class JobRun:
                 raise InputError(f"a token budget (--token-budget) needs a cap on each answer: the LM "
                                  f"{lm_name(stage.lm)!r} has no max_tokens (pass --max-tokens N)")
         return cap if isinstance(cap, TokenBudget) else TokenBudget(cap)
+
+    def _cost_budget(self) -> CostBudget | None:
+        """The run's cost budget (`JobOptions.cost_budget`), checked before any call as the token budget is, and it
+        needs the judge LM's price (``--price IN,OUT`` when litellm's cost map does not know the model)."""
+        cap = self.options.cost_budget
+        if cap is None:
+            return None
+        if not isinstance(self.calls, LocalCalls):
+            raise InputError("a cost budget (--cost-budget) is enforced by the local back end only: a Ray or Batch "
+                             "API run cannot stop its calls in flight before the cap; run without --ray/--batch-api "
+                             "or without --cost-budget")
+        lms = [stage.lm for stage in self.stages if stage.lm is not None]
+        for lm in lms:
+            if not _max_tokens(lm):
+                raise InputError(f"a cost budget (--cost-budget) needs a cap on each answer: the LM {lm_name(lm)!r} "
+                                 "has no max_tokens (pass --max-tokens N)")
+        if lms and self.price is None:
+            raise InputError(f"a cost budget (--cost-budget) needs the judge LM's price: no price for "
+                             f"{self.summary.priced_model or lm_name(lms[0])!r} in litellm's model cost map (give "
+                             "--price IN,OUT: USD per million prompt and completion tokens)")
+        if isinstance(cap, CostBudget):
+            return cap
+        return CostBudget(cap, self.price if self.price is not None else Price(0.0, 0.0))
 
     def _stage(self, k: int, name: str, judge: Any, lm: dspy.BaseLM | None) -> Stage:
         """Stage `k` of a cascade: an LLM stage on the run's LM (its calls cached under its own fingerprint), or a
@@ -285,16 +318,23 @@ class JobRun:
             run.outcome = "LM failure"
             raise JudgeUnavailableError(f"{error} {cascade.kept(run)}") from error
         except BudgetExhausted as error:
+            summary, budget, cost = self.summary, self.budget, self.cost_budget
+            by_cost = cost is not None and cost.stopped
             if run is not None:
-                run.outcome = "token budget"
-            summary, budget = self.summary, self.budget
-            if budget is None:
+                run.outcome = "cost budget" if by_cost else "token budget"
+            if by_cost and cost is not None:
+                spent = f"Spent ${cost.spent:,.6g} of ${cost.cap:,.6g} (${cost.left:,.6g} left)"
+                flag = "--cost-budget"
+            elif budget is not None:
+                spent = f"Spent {budget.spent:,} of {budget.cap:,} tokens ({budget.left:,} left)"
+                flag = "--token-budget"
+            else:
                 raise
             stopped = BudgetExhausted(
-                f"{error}. Spent {budget.spent:,} of {budget.cap:,} tokens ({budget.left:,} left) once the calls "
+                f"{error}. {spent} once the calls "
                 f"in flight finished; {summary.judged} verdict line(s) of this run are in {self.out_path} "
                 f"({summary.resumed} "
-                f"resumed from an earlier run); re-run the same command with a larger --token-budget to judge the "
+                f"resumed from an earlier run); re-run the same command with a larger {flag} to judge the "
                 "rest (nothing is judged twice)")
             stopped.summary = summary  # type: ignore[attr-defined]
             raise stopped from error
@@ -317,6 +357,8 @@ class JobRun:
             self.summary.tokens = self.tracker.totals()
             if self.budget is not None:
                 self.summary.token_budget = self.budget.to_dict()
+            if self.cost_budget is not None:
+                self.summary.cost_budget = self.cost_budget.to_dict()
             self.summary.wall_time = time.perf_counter() - started
             if self.cascade is not None and self.cascade_run is not None:
                 self.cascade.close(self.cascade_run, self.items)
@@ -424,19 +466,36 @@ class JobRun:
                     left.append(item)
                 continue
             item.text_hash = text_hash
-            if self.budget is not None:  # its worst case, before it is sent (raises when it would cross the cap)
-                item.reserved = self.budget.reserve(self._bound(stage, inputs))
+            if self.budget is not None or self.cost_budget is not None:
+                self._reserve(stage, item, inputs)  # its worst case, before it is sent (raises: it would cross a cap)
             item.usage = UsageTotals(self.tracker)  # this call's tokens, for its line (and the run's)
             yield item, inputs
 
-    def _bound(self, stage: Stage, inputs: dict[str, Any]) -> int:
-        """The most tokens one item's call(s) of `stage` may spend, every attempt of the retry policy included: the
-        judge's own `token_bound` (a judge of several calls per item), else its prompt's bound plus the answer's
-        cap (`apply.budget.prompt_bound`)."""
+    def _reserve(self, stage: Stage, item: RunItem, inputs: dict[str, Any]) -> None:
+        """Reserve the worst case of the item's call(s) of `stage` on the token budget and the cost budget (in tokens
+        times the price); when the second refuses, the first is given back."""
+        prompt, completion, either = self._bound(stage, inputs)
+        if self.budget is not None:
+            item.reserved = self.budget.reserve(prompt + completion + either)
+        if self.cost_budget is not None:
+            try:
+                item.cost_reserved = self.cost_budget.reserve(prompt, completion, either)
+            except BudgetExhausted:
+                if item.reserved is not None and self.budget is not None:
+                    self.budget.release(item.reserved)
+                    item.reserved = None
+                raise
+
+    def _bound(self, stage: Stage, inputs: dict[str, Any]) -> tuple[int, int, int]:
+        """The most tokens one item's call(s) of `stage` may spend, every attempt of the retry policy included, as
+        (prompt, completion, either): its prompt's bound and the answer's cap (`apply.budget.prompt_bound`), or the
+        judge's own `token_bound` (a judge of several calls per item: `either`, not split)."""
         cap = _max_tokens(stage.lm)
+        attempts = self.options.max_retries + 1
         own = stage.judge.token_bound(inputs, cap) if hasattr(stage.judge, "token_bound") else None
-        one = int(own) if own is not None else prompt_bound(stage.judge, inputs) + cap
-        return one * (self.options.max_retries + 1)
+        if own is not None:
+            return 0, 0, int(own) * attempts
+        return prompt_bound(stage.judge, inputs) * attempts, cap * attempts, 0
 
     def _called(self, stage: Stage, item: RunItem, verdict: Verdict, left: list[RunItem]) -> None:
         """Account one finished call of `stage` and settle its item (or keep it for the next stage)."""
@@ -445,16 +504,21 @@ class JobRun:
             raise RubricForgeError("a call's verdict has its attempts (`judge.execution`)")
         summary.lm_calls += verdict.attempts
         summary.retries += max(0, verdict.attempts - 1)
-        item.calls += verdict.attempts
+        requests = requests_made(verdict, item.usage.answers if item.usage is not None else 0)
+        summary.requests_sent += requests
+        item.calls += requests
         usage = item.usage.totals() if item.usage is not None else None
         item.usage = None
         if item.reserved is not None and self.budget is not None:
             self.budget.settle(item.reserved, usage)
             item.reserved = None
+        if item.cost_reserved is not None and self.cost_budget is not None:
+            self.cost_budget.settle(item.cost_reserved, usage)
+            item.cost_reserved = None
         if usage:  # the LM reported its usage: the item's line records it (`_tokens`)
             item.tokens[stage.name or ""] = {key: int(usage.get(key) or 0)
                                              for key in ("prompt_tokens", "completion_tokens")}
-        summary.count_stage(stage.name or "judge", usage, verdict.attempts)
+        summary.count_stage(stage.name or "judge", usage, requests)
         if run is not None:
             item.lm_stages += 1
             run.lm_asked += 1
@@ -462,7 +526,11 @@ class JobRun:
         # (a calibrated verdict is not cached: the cache keeps the LM's answer, and a stage decides on its calibration)
         if (self.cache is not None and item.text_hash is not None and not verdict.abstained
                 and (self.cascade is None or verdict.score_calibrated is None)):
-            self.cache.put(stage.fingerprint, item.text_hash, verdict)
+            # with what the judge read: a replay's line says it too (`judge.cache`)
+            evidence = verdict.evidence or item.evidence
+            self.cache.put(stage.fingerprint, item.text_hash,
+                           verdict if verdict.evidence is not None or evidence is None
+                           else replace(verdict, evidence=evidence))
         count_verdict(stage.circuit, verdict)
         if not settled:
             left.append(item)
@@ -481,29 +549,32 @@ class JobRun:
         cascade.count(run, item, final, name)
         return True
 
-    @staticmethod
-    def _tokens(item: RunItem, cached: bool) -> dict[str, Any] | None:
+    def _tokens(self, item: RunItem, cached: bool) -> dict[str, Any] | None:
         """The line's ``tokens`` (`core.verdict.token_usage`): the usage the LM reported for the item's calls,
-        summed over its stages; zero and ``cached`` for a verdict replayed from the verdict cache; None when
-        no usage was tracked (the floor alone, or a run that does not track it)."""
+        summed over its stages, the HTTP requests sent for it, and their cost at the run's price (``usd``, when a
+        price is known); zero and ``cached`` for a verdict replayed from the verdict cache; None when no usage was
+        tracked (the floor alone, or a run that does not track it)."""
+        price = self.price
         if not item.tokens:
-            return token_usage(0, 0, 0, cached=True) if cached else None
-        return token_usage(sum(t.get("prompt_tokens", 0) for t in item.tokens.values()),
-                           sum(t.get("completion_tokens", 0) for t in item.tokens.values()), item.calls,
-                           cached=cached)
+            return token_usage(0, 0, 0, cached=True, usd=None if price is None else 0.0) if cached else None
+        prompt = sum(t.get("prompt_tokens", 0) for t in item.tokens.values())
+        completion = sum(t.get("completion_tokens", 0) for t in item.tokens.values())
+        return token_usage(prompt, completion, item.calls, cached=cached,
+                           usd=None if price is None else price.usd(prompt, completion))
 
     def _write(self, item: RunItem, verdict: Verdict, cached: bool, attempts: int,
                extra: dict[str, Any] | None = None) -> None:
         # A `Spilled` item stands in for its trajectory: it has every field the line reads (`VerdictSubject`).
+        tokens = self._tokens(item, cached)
         line = verdict_line(item.trajectory, verdict, cached=cached, attempts=attempts,
-                            evidence=verdict.evidence or item.evidence, tokens=self._tokens(item, cached),
-                            **self.line)
+                            evidence=verdict.evidence or item.evidence, tokens=tokens, **self.line)
         if extra:
             line.update(extra)
         self.writer.write(line)
         self.summary.count(verdict, cached)
+        self.summary.count_evidence(line.get("evidence"))
         if item.tokens:
-            self.summary.count_item_tokens(item.tokens)
+            self.summary.count_item_tokens(item.tokens, None if tokens is None else tokens.get("usd"))
         if self.bar is not None:
             self.bar.update(1)
             summary = self.summary
@@ -530,6 +601,24 @@ def distinct(trajectories: Iterable[Trajectory | Spilled], limit: int | None, on
         yield trajectory
         if limit is not None and len(seen) >= limit:
             return  # never pull one more: the input stream (and a label join on it) stops at the limit
+
+
+def certified_evidence(judge: Any, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The evidence shares (`core.verdict.evidence_shares`) each certificate of `judge` was earned on: a program's
+    (``"the program"``), or each stage's of a cascade (`names`: its stages' names), when the certificate records
+    them; a run's summary compares them with what its own lines read (`BatchSummary.evidence_warnings`)."""
+    from rubricforge_dspy.program.store import CERTIFICATE_KEY
+
+    parts = [("the program", judge)] if names is None else [(f"stage {name!r}", stage)
+                                                            for name, stage in zip(names, judge.stages, strict=True)]
+    found: dict[str, dict[str, Any]] = {}
+    for name, one in parts:
+        manifest = getattr(one, "manifest", None)
+        certificate = manifest.get(CERTIFICATE_KEY) if isinstance(manifest, dict) else None
+        evidence = certificate.get("evidence") if isinstance(certificate, dict) else None
+        if isinstance(evidence, dict):
+            found[name] = dict(evidence)
+    return found
 
 
 def _max_tokens(lm: Any) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from rubricforge_dspy.core.errors import RubricForgeError
-from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.core.verdict import Verdict, evidence_differs, shares_of
 
 __all__ = ["BatchSummary", "UsageTotals"]
 
@@ -23,8 +23,13 @@ class BatchSummary:
     judged: verdict lines written by this run (LM verdicts and cache hits); passed: of those, passes;
     abstained: abstentions by error kind; cached: lines served by the verdict cache; resumed: input
     ids skipped because the output already had them; duplicates: input ids seen twice (skipped);
-    skipped: records the loader skipped (run_judge_file only); lm_calls/retries: judge calls made
-    and how many were retries; tokens: prompt/completion tokens reported by the LM, or None.
+    skipped: records the loader skipped (run_judge_file only); lm_calls/retries: judge calls made (attempts of the
+    retry policy) and how many were retries; requests_sent: the HTTP requests they sent (a segment judge's windows each
+    count; `core.verdict.token_usage`'s ``calls``); tokens: prompt/completion tokens reported by the LM, or None.
+    price: the judge LM's price (`apply.pricing.Price.to_dict` and its model), None when unknown (`priced_model`:
+    the model a price was looked for, None for a run without an LM); cost: `cost`. evidence: what this run's lines
+    say their judge read (`evidence`); certified_evidence: the evidence shares each certificate of the judge was
+    earned on (its program's, or each certified stage's), compared with this run's at the end (`evidence_warnings`).
     """
 
     out_path: str
@@ -50,22 +55,78 @@ class BatchSummary:
     token_budget: dict[str, Any] | None = None  # `apply.budget.TokenBudget.to_dict` of a run with a budget
     stage_tokens: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> prompt/completion/calls
     item_totals: array[int] = field(default_factory=lambda: array("q"))  # each LM-judged line's tokens
+    requests_sent: int = 0
+    price: dict[str, Any] | None = None
+    priced_model: str | None = None
+    cost_budget: dict[str, Any] | None = None  # `apply.pricing.CostBudget.to_dict` of a run with a cost budget
+    usd_total: float = 0.0  # the LM-judged lines' ``tokens.usd``, summed
+    usd_items: int = 0
+    evidence_counts: list[int] = field(default_factory=lambda: [0, 0, 0])  # lines on complete, cut, unknown evidence
+    certified_evidence: dict[str, dict[str, Any]] = field(default_factory=dict)  # certificate's name -> its shares
 
     def count_stage(self, stage: str, usage: dict[str, int] | None, attempts: int | None) -> None:
-        """Count one finished LM call of `stage` (a plain judge's one stage is "judge") and its reported usage."""
+        """Count one finished LM call of `stage` (a plain judge's one stage is "judge"), the HTTP requests it sent
+        (`attempts`) and its reported usage."""
         row = self.stage_tokens.setdefault(stage, {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0,
                                                    "unreported": 0})
-        row["calls"] += attempts or 0
+        row["calls"] += attempts or 0  # the requests sent (`core.verdict.token_usage`'s calls)
         if usage is None:
             row["unreported"] += 1
             return
         row["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
         row["completion_tokens"] += int(usage.get("completion_tokens") or 0)
 
-    def count_item_tokens(self, tokens: dict[str, dict[str, int]]) -> None:
-        """Count one written line's tokens (stage -> prompt/completion of its LM calls), for `tokens_per_item`."""
+    def count_item_tokens(self, tokens: dict[str, dict[str, int]], usd: float | None = None) -> None:
+        """Count one written line's tokens (stage -> prompt/completion of its LM calls), for `tokens_per_item`, and
+        its cost (`usd`: the line's ``tokens.usd``; None when no price is known), for `cost`."""
         self.item_totals.append(sum(int(t.get("prompt_tokens", 0)) + int(t.get("completion_tokens", 0))
                                     for t in tokens.values()))
+        if usd is not None:
+            self.usd_total += usd
+            self.usd_items += 1
+
+    def count_evidence(self, evidence: Any) -> None:
+        """Count one written line's ``evidence`` (complete, cut, or unknown when the line has none), for
+        `evidence`."""
+        k = 2 if not isinstance(evidence, dict) else 0 if evidence.get("complete") else 1
+        self.evidence_counts[k] += 1
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        """This run's lines by what their judge read (`core.verdict.evidence_shares`' record)."""
+        return shares_of(*self.evidence_counts)
+
+    @property
+    def cost(self) -> dict[str, Any] | None:
+        """What this run's LM calls cost (``usd``: the LM-judged lines' ``tokens.usd`` summed; ``per_item``: their
+        mean; ``items``: how many), or ``{"unknown": MODEL}`` when no price is known for the model; None when no
+        line's LM reported usage (nothing to cost)."""
+        if not self.item_totals:
+            return None
+        if self.price is None:
+            return {"unknown": self.priced_model or self.model}
+        return {"usd": round(self.usd_total, 9), "items": self.usd_items,
+                "per_item": round(self.usd_total / self.usd_items, 9) if self.usd_items else None}
+
+    def evidence_warnings(self) -> list[str]:
+        """A sentence for each certificate of the judge earned on other evidence than this run's lines read (complete
+        against cut: `core.verdict.evidence_differs`): its rates need not hold on this run's verdicts."""
+        now = self.evidence
+        words = []
+        for name, earned in self.certified_evidence.items():
+            differs = evidence_differs(earned, now)
+            if differs is None:
+                continue
+            was, share = differs
+            if share > was:
+                words.append(f"warning: {name} was certified on {1 - was:.0%} complete evidence; {share:.0%} of this "
+                             f"run's verdicts ({now['cut']} of {now['cut'] + now['complete']}) were judged on cut "
+                             "evidence (steps clipped or elided): the certificate does not cover them")
+            else:
+                words.append(f"warning: {name} was certified on {was:.0%} cut evidence; {1 - share:.0%} of this run's "
+                             f"verdicts ({now['complete']} of {now['cut'] + now['complete']}) were judged on complete "
+                             "evidence: the certificate's rates were measured on cut reading and need not hold on them")
+        return words
 
     @property
     def tokens_per_item(self) -> dict[str, float | int] | None:
@@ -102,6 +163,15 @@ class BatchSummary:
             lines.append("tokens by stage: " + ", ".join(
                 f"{name} {row['prompt_tokens'] + row['completion_tokens']:,} ({row['calls']} call(s))"
                 for name, row in self.stage_tokens.items()))
+        cost = self.cost
+        if cost is not None and "unknown" in cost:
+            lines.append(f"cost unknown: no price for {cost['unknown']} (give --price IN,OUT: USD per million prompt "
+                         "and completion tokens)")
+        elif cost is not None and self.price is not None:
+            mean = "" if cost["per_item"] is None else f", ${cost['per_item']:,.6g} per item"
+            lines.append(f"cost: ${cost['usd']:,.6g} ({cost['items']} LM-judged item(s){mean}) at "
+                         f"${self.price['prompt_per_million']:g} / ${self.price['completion_per_million']:g} per "
+                         f"million prompt / completion tokens ({self.price['source']})")
         if self.token_budget is not None:
             budget = self.token_budget
             lines.append(f"token budget: spent {budget['spent']:,} of {budget['cap']:,} (left {budget['left']:,})"
@@ -109,6 +179,14 @@ class BatchSummary:
             if budget.get("overruns"):
                 lines.append(f"warning: {budget['overruns']} call(s) spent more tokens than they reserved: the "
                              "judge's bound (token_bound) is wrong and the cap may have been crossed")
+        if self.cost_budget is not None:
+            budget = self.cost_budget
+            lines.append(f"cost budget: spent ${budget['spent_usd']:,.6g} of ${budget['cap_usd']:,.6g} (left "
+                         f"${budget['left_usd']:,.6g})" + ("; stopped before the cap" if budget["stopped"] else ""))
+            if budget.get("overruns"):
+                lines.append(f"warning: {budget['overruns']} call(s) cost more than they reserved: the judge's bound "
+                             "(token_bound) is wrong and the cap may have been crossed")
+        lines.extend(self.evidence_warnings())
         return lines
 
     @property
@@ -131,7 +209,9 @@ class BatchSummary:
             "judge_fingerprint": self.judge_fingerprint, "model": self.model,
             "contradictions": self.contradictions, "retried": self.retried, "errors": dict(self.errors),
             "tokens_per_item": self.tokens_per_item, "stage_tokens": self.stage_tokens,
-            "token_budget": self.token_budget,
+            "token_budget": self.token_budget, "requests_sent": self.requests_sent, "price": self.price,
+            "cost": self.cost, "cost_budget": self.cost_budget, "evidence": self.evidence,
+            "certified_evidence": self.certified_evidence, "evidence_warnings": self.evidence_warnings(),
         }
 
     def format(self) -> str:
@@ -142,7 +222,8 @@ class BatchSummary:
             f"abstained {abstained}, passed/score contradictions {self.contradictions} (counted as fails)",
             f"cached {self.cached} | resumed {self.resumed} (re-asked {self.retried} failed calls) | "
             f"duplicates {self.duplicates} | "
-            f"loader skipped {self.skipped} | LM calls {self.lm_calls} (retries {self.retries})",
+            f"loader skipped {self.skipped} | LM calls {self.lm_calls} (retries {self.retries}; HTTP requests "
+            f"{self.requests_sent})",
         ]
         if self.tokens:
             lines.append(f"tokens: prompt {self.tokens.get('prompt_tokens', 0):,} "
@@ -156,7 +237,8 @@ class BatchSummary:
 
 class UsageTotals:
     """A DSPy usage tracker (`dspy.context(usage_tracker=...)`) that keeps running sums only,
-    so memory does not grow with the number of calls. Thread-safe.
+    so memory does not grow with the number of calls. Thread-safe. ``answers``: the usages added (DSPy adds one
+    per answered request; a back end that adds an item's summed usage at once, as Ray's driver does, adds one).
 
     Args:
         parent: another `UsageTotals` every usage is also added to (a call's own tracker, under the run's).
@@ -167,6 +249,7 @@ class UsageTotals:
         self._lock = threading.Lock()
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.answers = 0  # the answers whose usage was reported (one per answered request)
         self.seen = False
 
     def add_usage(self, lm: str, usage: Any) -> None:  # OpenAI's usage: a mapping, a pydantic model or None
@@ -177,6 +260,7 @@ class UsageTotals:
         with self._lock:
             self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self.completion_tokens += int(usage.get("completion_tokens") or 0)
+            self.answers += 1
             self.seen = True
         if self.parent is not None:
             self.parent.add_usage(lm, usage)

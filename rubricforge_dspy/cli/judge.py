@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rubricforge_dspy.cli.cost_options import cost_options
 from rubricforge_dspy.cli.data_options import data_spec, spool_sessions
 from rubricforge_dspy.cli.integrations import (
     require_input,
@@ -164,6 +165,10 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
             raise InputError("--token-budget is enforced by local runs only: a Ray or Batch API run cannot stop its "
                              "calls in flight before the cap; drop --ray/--batch-api or --token-budget")
         common["token_budget"] = args.token_budget
+    if args.cost_budget is not None and (args.batch_api or args.ray is not None):
+        raise InputError("--cost-budget is enforced by local runs only: a Ray or Batch API run cannot stop its "
+                         "calls in flight before the cap; drop --ray/--batch-api or --cost-budget")
+    common.update(cost_options(args))  # --price, --cost-budget
     if args.batch_api:
         summary = _judge_batch_api(args, spec, judge, render, common)
     elif args.ray is not None:

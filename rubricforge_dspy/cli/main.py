@@ -41,6 +41,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rubricforge_dspy.cli.cost_options import add_cost_arguments
 from rubricforge_dspy.cli.data_commands import cmd_convert, cmd_render, cmd_stats
 from rubricforge_dspy.cli.data_options import (
     DATA_GROUP,
@@ -289,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop (exit 3, output resumable) after this many calls in a row fail with LM/network "
                         "errors; 0 never stops")
     add_token_budget_argument(p)
+    add_cost_arguments(p)
     p.add_argument("--batch-api", action="store_true",
                    help="judge through the endpoint's OpenAI Batch API (/v1/files + /v1/batches): submit, poll, "
                         "ingest; re-running after a kill resumes the persisted batch (docs/SERVING.md)")

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol, Sized
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sized
 
 import orjson
 
@@ -122,16 +122,35 @@ class EvidenceRecord:
         return f"read {shown} of {self.steps} steps; " + ", ".join(parts)
 
 
-def token_usage(prompt: int, completion: int, calls: int, *, cached: bool = False) -> dict[str, Any]:
-    """The verdict line's ``tokens`` field (one definition): the prompt and completion tokens the LM reported
-    for this item's calls, and how many calls; ``cached``: the verdict was replayed from the verdict cache, so
-    nothing was spent again (the counts are then 0)."""
+def token_usage(prompt: int, completion: int, calls: int, *, cached: bool = False,
+                usd: float | None = None) -> dict[str, Any]:
+    """The verdict line's ``tokens`` field (one definition): the prompt and completion tokens the LM reported for
+    this item, the HTTP requests sent for it (``calls``), their cost in US dollars when a price is known (``usd``),
+    and ``cached`` for a verdict replayed from the verdict cache.
+
+    Args:
+        prompt: the prompt tokens the LM reported, summed over the item's requests (every stage, every call of a
+            segment or explorer judge, every retried attempt that was answered).
+        completion: the completion tokens, summed likewise.
+        calls: the HTTP requests sent to the LM for this item: each request it answered, plus each request that
+            got no answer (a timeout, a reset connection, an HTTP error; a retried attempt included). So a judge
+            that makes 32 calls per item (a segment judge's windows and its verdict) counts 32, and an answer
+            that came after an HTTP 500 counts 2: what the server counted. How often the retry policy tried is
+            the line's own ``attempts``.
+        cached: the verdict was replayed from the verdict cache, so nothing was spent again (the counts are 0).
+        usd: the cost in US dollars at the run's price (`apply.pricing`), when a price is known; absent
+            otherwise (never a quiet 0: an unknown price is said in the run's summary).
+    """
     counts = (prompt, completion, calls)
     if any(type(n) is not int or n < 0 for n in counts):
         raise ValueError(f"token counts are integers >= 0, got {counts}")
     usage: dict[str, Any] = {"prompt": prompt, "completion": completion, "calls": calls}
     if cached:
         usage["cached"] = True
+    if usd is not None:
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd < 0:
+            raise ValueError(f"a cost in USD is a finite number >= 0, got {usd!r}")
+        usage["usd"] = float(usd)
     return usage
 
 
@@ -140,6 +159,47 @@ def line_evidence(record: Mapping[str, Any]) -> EvidenceRecord | None:
     stage that reads no text): such a line's evidence is unknown."""
     data = record.get("evidence")
     return EvidenceRecord.from_dict(data) if isinstance(data, Mapping) else None
+
+
+# Two sets of verdicts read "the same evidence" when their shares judged on cut evidence differ by at most this
+# much and both or neither have any: a heuristic threshold for a warning, not a test.
+EVIDENCE_SHARE_TOLERANCE = 0.10
+
+
+def evidence_shares(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the judge read for `records` (verdict lines' ``evidence``): how many on complete evidence, on cut
+    evidence, unknown, and the share cut among those known (None when no line says). A certificate records these
+    (`trust.certificate`), and a judging run's summary counts them (`apply.summary.BatchSummary`)."""
+    complete = cut = unknown = 0
+    for record in records:
+        found = record.get("evidence")
+        if not isinstance(found, Mapping):
+            unknown += 1
+        elif found.get("complete"):
+            complete += 1
+        else:
+            cut += 1
+    return shares_of(complete, cut, unknown)
+
+
+def shares_of(complete: int, cut: int, unknown: int) -> dict[str, Any]:
+    """`evidence_shares`' record from its counts."""
+    known = complete + cut
+    return {"complete": complete, "cut": cut, "unknown": unknown,
+            "cut_share": round(cut / known, 4) if known else None}
+
+
+def evidence_differs(earned: Mapping[str, Any] | None, applied: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The cut shares (earned, applied) when verdicts read as `earned` says (`evidence_shares`: a certificate's)
+    are applied to verdicts read as `applied` says, and the two differ: one set has verdicts on cut evidence and the
+    other none, or their cut shares differ by more than `EVIDENCE_SHARE_TOLERANCE`. None when they match or either
+    is unknown (the one rule of `trust.certificate.evidence_mismatch` and a judging run's summary)."""
+    if not earned or not applied or earned.get("cut_share") is None or applied.get("cut_share") is None:
+        return None
+    was, now = float(earned["cut_share"]), float(applied["cut_share"])
+    if (was > 0) == (now > 0) and abs(was - now) <= EVIDENCE_SHARE_TOLERANCE:
+        return None
+    return was, now
 
 
 @dataclass(frozen=True)
@@ -349,6 +409,9 @@ def _surely_valid_evidence(evidence: Any) -> bool:
 
 def _surely_valid_tokens(tokens: Any) -> bool:
     if type(tokens) is not dict or any(type(tokens.get(key)) is not int or tokens[key] < 0 for key in _TOKEN_COUNTS):
+        return False
+    usd = tokens.get("usd", 0.0)
+    if (type(usd) is not float and type(usd) is not int) or not 0 <= usd < math.inf:
         return False
     return "cached" not in tokens or type(tokens["cached"]) is bool
 

@@ -6,7 +6,9 @@ texts and types, the demos, the adapter, the LM settings that change an answer (
 temperature, max_tokens, seed, structured-output dialect, max string length), the render
 configuration and the package versions: change any of them and the cache misses.
 
-Value: a produced `Verdict` (``passed``, ``score``, ``reason``, ``contradiction``). Abstentions are
+Value: a produced `Verdict` (``passed``, ``score``, ``reason``, ``contradiction``) and what the judge read to say it
+(its ``evidence``, `core.verdict.EvidenceRecord`, when known: a replayed verdict's line says what the judge read,
+as the first line did; an explorer's reading is not recomputable, so it is stored). Abstentions are
 never stored, so a later run asks again. Two back ends, one API (`VerdictCache`): one SQLite file
 (stdlib `sqlite3`, never pickles) inside a directory, by default ``<output dir>/.rubricforge_cache/``
 (batch judging); or memory, for one process (`VerdictCache.in_memory()`: the judge as a DSPy metric,
@@ -39,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 from rubricforge_dspy.core.errors import RubricForgeError, RubricForgeWarning
 from rubricforge_dspy.core.files import PathArg
-from rubricforge_dspy.core.verdict import Verdict
+from rubricforge_dspy.core.verdict import EvidenceRecord, Verdict
 from rubricforge_dspy.lm.fingerprint import digest
 
 CACHE_DIRNAME = ".rubricforge_cache"
@@ -55,6 +57,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     contradiction INTEGER NOT NULL,
     created_at TEXT NOT NULL,
     digest TEXT,
+    evidence TEXT,
     PRIMARY KEY (judge_fingerprint, text_sha256)
 )
 """
@@ -76,11 +79,19 @@ def text_sha256(text: str) -> str:
 
 def row_digest(fingerprint: str, text_hash: str, verdict: Verdict) -> str:
     """sha256 of a cache row: its key (judge fingerprint, text hash) and the verdict content it answers
-    with (``passed``, ``score``, ``reason``, ``contradiction``). A row edited, or moved to another key,
-    no longer matches."""
-    payload = json.dumps([fingerprint, text_hash, bool(verdict.passed), repr(float(verdict.score)),
-                          verdict.reason, bool(verdict.contradiction)], ensure_ascii=False)
+    with (``passed``, ``score``, ``reason``, ``contradiction``, and its ``evidence`` when it has one: a row without
+    evidence digests as before evidence was stored). A row edited, or moved to another key, no longer matches."""
+    content: list[Any] = [fingerprint, text_hash, bool(verdict.passed), repr(float(verdict.score)), verdict.reason,
+                          bool(verdict.contradiction)]
+    if verdict.evidence is not None:
+        content.append(_evidence_text(verdict.evidence))
+    payload = json.dumps(content, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _evidence_text(evidence: EvidenceRecord) -> str:
+    """The stored text of a verdict's evidence (canonical JSON of `EvidenceRecord.to_dict`)."""
+    return json.dumps(evidence.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
 class _DiskStore:
@@ -99,6 +110,8 @@ class _DiskStore:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(verdicts)")}
             if "digest" not in columns:
                 self._db.execute("ALTER TABLE verdicts ADD COLUMN digest TEXT")
+            if "evidence" not in columns:
+                self._db.execute("ALTER TABLE verdicts ADD COLUMN evidence TEXT")
             self._db.commit()
         except BaseException:
             self._db.close()
@@ -106,16 +119,17 @@ class _DiskStore:
 
     def load(self, fingerprint: str, text_hash: str) -> Verdict | None:
         row = self._db.execute(
-            "SELECT passed, score, reason, contradiction, digest FROM verdicts "
+            "SELECT passed, score, reason, contradiction, digest, evidence FROM verdicts "
             "WHERE judge_fingerprint=? AND text_sha256=?",
             (fingerprint, text_hash),
         ).fetchone()
         if row is None or row[4] is None:  # no row, or a row written before digests: a miss
             return None
         try:
+            evidence = None if row[5] is None else EvidenceRecord.from_dict(json.loads(row[5]))
             verdict = Verdict(passed=bool(row[0]), score=float(row[1]), reason=str(row[2]),
-                              contradiction=bool(row[3]))
-        except (TypeError, ValueError) as error:
+                              contradiction=bool(row[3]), evidence=evidence)
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
             raise _Rejected(f"unreadable row ({error})") from None
         if row[4] != row_digest(fingerprint, text_hash, verdict):
             raise _Rejected("digest mismatch")
@@ -124,10 +138,11 @@ class _DiskStore:
     def save(self, fingerprint: str, text_hash: str, verdict: Verdict) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO verdicts (judge_fingerprint, text_sha256, passed, score, reason, contradiction, "
-            "created_at, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, digest, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (fingerprint, text_hash, int(verdict.passed), float(verdict.score), verdict.reason,
              int(verdict.contradiction), datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             row_digest(fingerprint, text_hash, verdict)),
+             row_digest(fingerprint, text_hash, verdict),
+             None if verdict.evidence is None else _evidence_text(verdict.evidence)),
         )
         self._db.commit()
 
@@ -175,9 +190,10 @@ class _MemoryStore:
 
 def _stored(verdict: Verdict) -> Verdict:
     """What either back end keeps of a produced verdict: the LM's answer (``passed``, ``score``,
-    ``reason``, ``contradiction``), exactly the SQLite row, so both answer a hit alike."""
+    ``reason``, ``contradiction``) and what the judge read (``evidence``), exactly the SQLite row, so both answer a
+    hit alike."""
     return Verdict(passed=verdict.passed, score=verdict.score, reason=verdict.reason,
-                   contradiction=verdict.contradiction)
+                   contradiction=verdict.contradiction, evidence=verdict.evidence)
 
 
 class VerdictCache:

@@ -129,6 +129,24 @@ async def ajudge_verdict(judge: dspy.Module, trajectory: Trajectory | str, polic
     return _counted(replace(verdict, attempts=int(retrying.statistics.get("attempt_number", 1))), circuit)
 
 
+def requests_made(verdict: Verdict, answered: int) -> int:
+    """The HTTP requests one `judge_verdict` call sent (the verdict line's ``tokens.calls``,
+    `core.verdict.token_usage`): the `answered` ones (each answer whose usage the LM reported: a usage tracker's
+    count), plus one for each attempt that ended without an answer (a retry follows only an LM error, and the
+    verdict's own last attempt when it is an abstention for one). An LM that reports no usage (`answered` 0)
+    counts one request per attempt.
+
+    Args:
+        verdict: the call's verdict, with its ``attempts``.
+        answered: the answers reported for this call (a segment judge's windows and verdict, each attempt's).
+    """
+    attempts = verdict.attempts or 0
+    if not answered:
+        return attempts
+    unanswered = max(0, attempts - 1) + (verdict.abstained and verdict.error_kind in LM_ERROR_KINDS)
+    return answered + unanswered
+
+
 def count_verdict(circuit: LMCircuit, verdict: Verdict) -> None:
     """Count `verdict` on `circuit`, the one rule of every batch path: an abstention for an LM error
     (`LM_ERROR_KINDS`, after retries) is a failure; any other verdict, abstentions for the answer included,

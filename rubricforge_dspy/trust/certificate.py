@@ -37,6 +37,9 @@ from sklearn.exceptions import UndefinedMetricWarning
 from rubricforge_dspy import metrics
 from rubricforge_dspy.core.errors import InputError, RubricForgeWarning
 from rubricforge_dspy.core.files import PathArg
+from rubricforge_dspy.core.verdict import EVIDENCE_SHARE_TOLERANCE as EVIDENCE_SHARE_TOLERANCE  # re-exported
+from rubricforge_dspy.core.verdict import evidence_differs
+from rubricforge_dspy.core.verdict import evidence_shares as evidence_shares  # re-exported (its home: core.verdict)
 from rubricforge_dspy.evidence.render import RENDER_VERSION
 from rubricforge_dspy.judge.fingerprint import lm_fingerprint
 from rubricforge_dspy.program.store import CERTIFICATE_KEY as CERTIFICATE_KEY  # re-exported for trust callers
@@ -77,39 +80,17 @@ class EvidenceMismatchWarning(RubricForgeWarning):
     applied to verdicts made on cut evidence, or the reverse (`evidence_mismatch`): its rates need not hold."""
 
 
-# Two sets of verdicts read "the same evidence" when their shares judged on cut evidence differ by at most this
-# much and both or neither have any: a heuristic threshold for a warning, not a test.
-EVIDENCE_SHARE_TOLERANCE = 0.10
-
-
-def evidence_shares(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """What the judge read for `records` (verdict lines' ``evidence``): how many on complete evidence, on cut
-    evidence, unknown, and the share cut among those known (None when no line says)."""
-    complete = cut = unknown = 0
-    for record in records:
-        found = record.get("evidence")
-        if not isinstance(found, Mapping):
-            unknown += 1
-        elif found.get("complete"):
-            complete += 1
-        else:
-            cut += 1
-    known = complete + cut
-    return {"complete": complete, "cut": cut, "unknown": unknown,
-            "cut_share": round(cut / known, 4) if known else None}
-
-
 def evidence_mismatch(earned: Mapping[str, Any] | None, applied: Mapping[str, Any], *,
                       earned_on: str = "the certificate", applied_to: str = "these verdicts") -> str | None:
     """Why the evidence `earned` (`evidence_shares` of the verdicts a certificate was measured on) does not
     match `applied` (those of the verdicts it is applied to), or None when it matches or either is unknown:
     one set has verdicts on cut evidence and the other none, or their cut shares differ by more than
-    `EVIDENCE_SHARE_TOLERANCE`."""
-    if not earned or earned.get("cut_share") is None or applied.get("cut_share") is None:
+    `EVIDENCE_SHARE_TOLERANCE` (the rule: `core.verdict.evidence_differs`)."""
+    differs = evidence_differs(earned, applied)
+    if differs is None:
         return None
-    was, now = float(earned["cut_share"]), float(applied["cut_share"])
-    if (was > 0) == (now > 0) and abs(was - now) <= EVIDENCE_SHARE_TOLERANCE:
-        return None
+    was, now = differs
+
     def kind(share: float) -> str:
         return "complete evidence" if share == 0 else "cut evidence" if share == 1 else f"{share:.0%} cut evidence"
 
