@@ -108,6 +108,8 @@ def cmd_induce(args: argparse.Namespace) -> int:
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 
     require_input(args)
+    if args.token_budget is not None and args.cost_budget is not None:
+        raise InputError("induce takes --token-budget or --cost-budget, not both: give the one cap to stop at")
     if args.read != "budget":  # before anything is read or paid
         for flag, given in (("--hybrid", args.hybrid), ("--max-false-pass", args.max_false_pass is not None)):
             if given:
@@ -139,10 +141,11 @@ def cmd_induce(args: argparse.Namespace) -> int:
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
                              log_dir=args.log_dir, concurrency=preset.concurrency, lm_name=lm_name(judge_lm),
-                             token_budget=args.token_budget)
+                             token_budget=_induce_budget(args, judge_lm))
     notes = job.summary()
     if notes:
         print(notes, file=sys.stderr)
+    print(_induce_cost(args, lm_name(judge_lm), job.token_budget), file=sys.stderr)
     print(job.format_sweep())
     print(f"frozen: {args.out}")
     return 0
@@ -159,17 +162,51 @@ def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                         init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm),
-                        token_budget=args.token_budget)
+                        token_budget=_induce_budget(args, judge_lm))
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if result.token_budget is not None:
-        print(f"token budget: {spending(result.token_budget)}", file=sys.stderr)
+        kind = "cost budget" if "cap_usd" in result.token_budget else "token budget"
+        print(f"{kind}: {spending(result.token_budget)}", file=sys.stderr)
+    print(_induce_cost(args, lm_name(judge_lm), result.token_budget), file=sys.stderr)
     if args.certify:
         print(f"not certified: induce does not certify a {args.read} judge yet (the test split is left unused); "
               f"certify it with `rubricforge certify {args.out} --data HELD_OUT`", file=sys.stderr)
     print(InduceJobResult(split=split, induction=result, program=Path(args.out)).format_sweep())
     print(f"frozen: {args.out} (a {args.read} judge)")
     return 0
+
+
+def _induce_budget(args: argparse.Namespace, judge_lm: Any) -> Any:
+    """The induction's cap: ``--token-budget N`` (tokens) or ``--cost-budget USD`` (`lm.pricing.CostBudget` at the
+    judge LM's price: ``--price``, else litellm's cost map's; the reflection LM, when another model, at the map's),
+    refused before any LM call when no price is known."""
+    if args.cost_budget is None:
+        return args.token_budget
+    from rubricforge_dspy.lm.pricing import CostBudget, price_of
+
+    model = lm_name(judge_lm)
+    price = price_of(model, args.price)
+    if price is None:
+        raise InputError(f"--cost-budget needs the judge LM's price: no price for {model!r} in litellm's model cost "
+                         "map (give --price IN,OUT: USD per million prompt and completion tokens)")
+    return CostBudget(args.cost_budget, price, model=model)
+
+
+def _induce_cost(args: argparse.Namespace, model: str, report: dict[str, Any] | None) -> str:
+    """The induction's cost line: under ``--cost-budget``, the US dollars its LM calls spent (total, and the mean
+    per judge call: an item judged once); else why it is not given (no price, or no budget counting the tokens)."""
+    from rubricforge_dspy.lm.pricing import price_of
+
+    if report is not None and "cap_usd" in report:
+        judge = report["by_lm"].get("judge") or {}
+        calls = judge.get("calls") or 0
+        mean = f", ${judge.get('usd', 0.0) / calls:,.6g} per judge call ({calls})" if calls else ""
+        return f"cost: ${report['spent_usd']:,.6g} (the job's LM calls{mean})"
+    if price_of(model, args.price) is None:
+        return f"cost unknown: no price for {model} (give --price IN,OUT: USD per million prompt and completion tokens)"
+    return ("cost not counted: induce counts its LM calls' tokens under a budget only (give --cost-budget USD to "
+            "cap and count them)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -331,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
         "call reserves its worst case (its prompt's bytes + --max-tokens, every attempt) first; the run stops before "
         "the cap would be crossed (exit 5) and writes no program (stopped in the certification: the program is "
         "written, not certified). Not --budget (GEPA's judge calls)"))
+    add_cost_arguments(p)
     add_preset_arguments(p, induction=True)
     add_read_argument(p)
     p.add_argument("--sample-tasks", type=int, default=None,

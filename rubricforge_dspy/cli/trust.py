@@ -9,6 +9,7 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
+from rubricforge_dspy.cli.cost_options import add_cost_arguments, cost_options
 from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
 from rubricforge_dspy.cli.integrations import (
     add_mlflow_source_arguments,
@@ -37,8 +38,10 @@ def cmd_certify(args: argparse.Namespace) -> int:
     from rubricforge_dspy.trust.certificate import format_certificate
     from rubricforge_dspy.trust.certify import certify_program, recheck_program
 
-    if args.token_budget is not None and (args.recheck or is_cascade_file(args.program)):
-        raise InputError("--token-budget goes with certifying a program (not --recheck, not a cascade, yet)")
+    for flag, given in (("--token-budget", args.token_budget), ("--cost-budget", args.cost_budget),
+                        ("--price", args.price)):
+        if given is not None and (args.recheck or is_cascade_file(args.program)):
+            raise InputError(f"{flag} goes with certifying a program (not --recheck, not a cascade, yet)")
     _budget_needs_verdicts_out(args, "the program")
     if is_cascade_file(args.program):
         return _certify_cascade(args)
@@ -62,7 +65,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
                                       verdicts_out=args.verdicts_out, concurrency=args.concurrency,
                                       confidence=1.0 - args.alpha, seed=args.seed,
                                       resamples=args.resamples, where=where, labelers=labelers,
-                                      token_budget=args.token_budget)
+                                      token_budget=args.token_budget, on_summary=_say_cost, **cost_options(args))
     print("\n".join(format_certificate(certificate)))
     if "labelers" in certificate:
         from rubricforge_dspy.trust.certify import format_judge_vs_labelers
@@ -73,15 +76,25 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
 
 def _budget_needs_verdicts_out(args: argparse.Namespace, judged: str) -> None:
-    """Refuse ``--token-budget`` without ``--verdicts-out`` (where a run stopped at the budget keeps what it
-    judged, for the re-run to resume) or without a program judged now."""
-    if args.token_budget is None:
-        return
-    if not getattr(args, "program", None):
-        raise InputError(f"--token-budget caps the LM calls of judging {judged}: give {judged} or drop the budget")
-    if args.verdicts_out is None:
-        raise InputError("--token-budget needs --verdicts-out: a run stopped at the budget keeps its verdicts there, "
-                         "and the same command with a larger budget resumes from them")
+    """Refuse ``--token-budget`` or ``--cost-budget`` without ``--verdicts-out`` (where a run stopped at the budget
+    keeps what it judged, for the re-run to resume) or without a program judged now (``--price`` too: it prices the
+    calls of judging it)."""
+    for flag, given in (("--token-budget", args.token_budget), ("--cost-budget", args.cost_budget),
+                        ("--price", args.price)):
+        if given is None:
+            continue
+        if not getattr(args, "program", None):
+            raise InputError(f"{flag} goes with the LM calls of judging {judged}: give {judged} or drop {flag}")
+        if args.verdicts_out is None and flag != "--price":
+            raise InputError(f"{flag} needs --verdicts-out: a run stopped at the budget keeps its verdicts there, "
+                             "and the same command with a larger budget resumes from them")
+
+
+def _say_cost(summary: Any) -> None:
+    """The judging run's tokens per item, cost (or that it is unknown) and budget, on stderr
+    (`apply.summary.BatchSummary.cost_lines`)."""
+    for line in summary.cost_lines():
+        print(line, file=sys.stderr)
 
 
 def _labelers(spec: DataSpec) -> dict[str, dict[str, int | None]] | None:
@@ -237,7 +250,8 @@ def cmd_label_next(args: argparse.Namespace) -> int:
             out = args.verdicts_out or str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "v.jsonl")
             lm = stack.enter_context(lm_from_args(args))
             records = judge_labeled(load_judge(args.program, lm=lm, allow_import=allow_import(args)), trajectories, out,
-                                    lm=lm, concurrency=args.concurrency, token_budget=args.token_budget)
+                                    lm=lm, concurrency=args.concurrency, token_budget=args.token_budget,
+                                    on_summary=_say_cost, **cost_options(args))
         judges = {args.program: {r["id"]: r for r in records}, **judges}
     main_name = next(iter(judges))
     ids = {t.id for t in trajectories}
@@ -308,6 +322,7 @@ def add_label_next_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
                    help="verdict files of criterion ablations (rubric minus one criterion), named after it")
     p.add_argument("-k", type=int, default=20, help="how many to pick (default 20)")
     add_token_budget_argument(p)
+    add_cost_arguments(p)
     p.add_argument("--out", required=True, help="new JSONL file, generic format, label and reward null")
     p.add_argument("--verdicts-out", default=None, help="keep the program's verdicts here")
     p.add_argument("--audit", type=int, default=50, metavar="N",
@@ -334,6 +349,7 @@ def add_certify_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--verdicts-out", default=None, help="keep the verdict JSONL here (default: a temp file)")
     p.add_argument("--concurrency", type=int, default=4, help="judge requests in flight (default 4)")
     add_token_budget_argument(p)
+    add_cost_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--resamples", type=int, default=2000, help="task-clustered bootstrap resamples")
     add_lm_arguments(p, reflection=False)

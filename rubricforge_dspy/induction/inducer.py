@@ -42,6 +42,7 @@ from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.segments import SegmentsJudge
 from rubricforge_dspy.lm.budget import TokenBudget
 from rubricforge_dspy.lm.fingerprint import package_version
+from rubricforge_dspy.lm.pricing import CostBudget
 from rubricforge_dspy.program.store import CERTIFICATE_KEY, data_fingerprint, data_ids, freeze
 
 __all__ = ["induce", "freeze_induced", "InductionConfig", "InductionResult", "REFLECTION_PROMPT",
@@ -131,7 +132,7 @@ def induce(
     log_dir: str | Path | None = None,
     out_path: str | Path | None = None,
     lm_name: str | None = None,
-    token_budget: int | TokenBudget | None = None,
+    token_budget: int | TokenBudget | CostBudget | None = None,
 ) -> InductionResult:
     """Evolve the rubric of `init` (default: the seed rubric) on `train`, select on `val`, freeze the best.
 

@@ -47,6 +47,7 @@ from rubricforge_dspy.lm.budget import BudgetedLM, TokenBudget, budget_report, s
 from rubricforge_dspy.lm.circuit import LMCircuit
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import resolve_lm
+from rubricforge_dspy.lm.pricing import CostBudget
 from rubricforge_dspy.program.store import data_fingerprint
 
 __all__ = ["RubricInducer", "examples_to_trajectories"]
@@ -167,8 +168,9 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
             reserves its worst case first (`lm.budget.BudgetedLM`); a call that could cross the cap is not made and
             `compile` raises `BudgetExhausted` (nothing is returned; with `log_dir`, a re-run with a larger cap
             resumes GEPA from its last checkpoint). A `TokenBudget` is shared (spent across compiles and other
-            runs); a number is a new cap for each `compile`. ``detailed_results.token_budget`` says what each LM
-            spent. None: no cap.
+            runs); a number is a new cap for each `compile`. A `lm.pricing.CostBudget` caps the US dollars instead
+            (each call's worst case costed at its LM's price, `CostBudget.price_for`). ``detailed_results.token_budget``
+            says what each LM spent. None: no cap.
         **settings: further `InductionConfig` fields (``max_rubric_chars``, ``use_merge``,
             ``max_consecutive_lm_errors``).
 
@@ -180,7 +182,8 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
                  max_false_pass: float | None = None, seed: int = 0, log_dir: str | Path | None = None,
                  minibatch: int = LIBRARY.minibatch, calibration: str | None = "platt",
                  num_threads: int = LIBRARY.num_threads, val_fraction: float = 0.25,
-                 certify: Certify | None = None, token_budget: int | TokenBudget | None = None, **settings: Any):
+                 certify: Certify | None = None, token_budget: int | TokenBudget | CostBudget | None = None,
+                 **settings: Any):
         super().__init__()
         if reflection_lm is None:
             raise InputError("RubricInducer needs a reflection_lm (the LM that writes candidate rubrics)")
@@ -193,7 +196,7 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
         self.log_dir = log_dir
         self.val_fraction = val_fraction
         self.certify = certify
-        if token_budget is not None and not isinstance(token_budget, TokenBudget):
+        if token_budget is not None and not isinstance(token_budget, (TokenBudget, CostBudget)):
             TokenBudget(token_budget)  # a bad cap is refused here, not at compile
         self.token_budget = token_budget
 
@@ -275,8 +278,9 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
         """`run_search`, then the testset's pass, every LM call under `token_budget` when there is one: the judge and
         reflection LMs wrapped in `BudgetedLM` (an LM without max_tokens is refused before any call), a refused call
         turned into `BudgetExhausted` saying what each LM spent (`stops_at_budget`), the spending on the result."""
-        budget = (self.token_budget if isinstance(self.token_budget, TokenBudget) or self.token_budget is None
-                  else TokenBudget(self.token_budget))
+        budget = (self.token_budget if isinstance(self.token_budget, (TokenBudget, CostBudget))
+                  or self.token_budget is None else TokenBudget(self.token_budget))
+        flag = "--cost-budget" if isinstance(budget, CostBudget) else "--token-budget"
         reflection_lm = self.reflection_lm
         if budget is not None:
             judge_lm = BudgetedLM(judge_lm, budget, "judge")
@@ -285,7 +289,7 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
                   if self.log_dir is not None else "")
         with stops_at_budget(budget, [judge_lm, reflection_lm],
                              "The induction stopped there: no judge was returned and no program written; re-run with "
-                             f"a larger token budget (command line: --token-budget){resume}"):
+                             f"a larger {flag[2:].replace('-', ' ')} (command line: {flag}){resume}"):
             result = run_search(train, val, seed=student, judge_lm=judge_lm, reflection_lm=reflection_lm,
                                 config=self.config, log_dir=self.log_dir)
             if test:  # (the judge has no LM of its own yet: the test pass calls the budgeted one)

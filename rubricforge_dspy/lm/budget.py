@@ -14,6 +14,9 @@ Its two users:
 - `BudgetedLM` wraps a `dspy.BaseLM` and reserves each of its calls from the messages it is about to send
   (``rubricforge induce --token-budget N``: GEPA's judge and reflection calls, the validation and test passes).
 
+A cap in US dollars (`lm.pricing.CostBudget`, ``--cost-budget USD``) is this token budget counted in picodollars:
+the same reservation in tokens, times the LM's price; `BudgetedLM` takes either.
+
 A prompt's bound is the UTF-8 byte count of what is sent plus `PROMPT_OVERHEAD` bytes of chat template: a
 byte-level BPE tokenizer (GPT-2, tiktoken, Llama 3, Qwen) never makes more tokens than bytes, and the template's
 special tokens are covered by the overhead. It is conservative (about four bytes a token in English).
@@ -25,7 +28,7 @@ import json
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import dspy
 
@@ -33,10 +36,17 @@ from rubricforge_dspy._dspy_compat import relay_adapter_call
 from rubricforge_dspy.core.errors import BudgetExhausted, InputError
 from rubricforge_dspy.lm.config import lm_name
 
+if TYPE_CHECKING:
+    from rubricforge_dspy.lm.pricing import CostBudget, Price
+
 __all__ = ["TokenBudget", "Reservation", "prompt_bound", "PROMPT_OVERHEAD", "BudgetedLM", "BudgetStop",
            "stops_at_budget", "budget_report", "spending", "unbudgeted", "CallUsage", "counted_call"]
 
+PICO_PER_USD = 10**12  # a cost budget counts picodollars (`lm.pricing`)
 PROMPT_OVERHEAD = 2048  # bytes of chat template (field headers, roles, special tokens) added to a prompt's bound
+
+# the budget a `BudgetedLM` reserves on: tokens, or US dollars (`lm.pricing.CostBudget`: picodollars at a price)
+AnyBudget = Union["TokenBudget", "CostBudget"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,8 @@ class CallUsage:
     def __init__(self, parent: Any = None):
         self.parent = parent
         self.tokens = 0
+        self.prompt = 0  # of `tokens`, the prompt's (a price tells them apart)
+        self.completion = 0
         self.reported = False
         self.answered = 0
 
@@ -173,7 +185,10 @@ class CallUsage:
             entry = usage if isinstance(usage, dict) else (usage.model_dump() if hasattr(usage, "model_dump")
                                                            else dict(usage))
             if "prompt_tokens" in entry or "completion_tokens" in entry:
-                self.tokens += int(entry.get("prompt_tokens") or 0) + int(entry.get("completion_tokens") or 0)
+                prompt, completion = int(entry.get("prompt_tokens") or 0), int(entry.get("completion_tokens") or 0)
+                self.prompt += prompt
+                self.completion += completion
+                self.tokens += prompt + completion
                 self.reported = True
         if self.parent is not None:
             self.parent.add_usage(lm, usage)
@@ -198,7 +213,8 @@ class _Tally:
     """What one wrapped LM (and its copies) spent of the budget."""
 
     def __init__(self) -> None:
-        self.spent = 0
+        self.spent = 0  # tokens (a call that reported none: its whole worst case)
+        self.usd = 0.0  # under a cost budget: what those tokens cost
         self.calls = 0
         self.unreported = 0
         self.lock = threading.Lock()
@@ -218,8 +234,10 @@ def _schema_bytes(value: Any) -> int:
 
 
 class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type information (no py.typed)
-    """`lm` under a `TokenBudget`: each call reserves its worst case before it is sent, and settles with the usage
-    the LM reported (the whole reservation when it reported none; nothing for an answer from DSPy's cache).
+    """`lm` under a `TokenBudget` or a `lm.pricing.CostBudget`: each call reserves its worst case before it is sent,
+    and settles with the usage the LM reported (the whole reservation when it reported none; nothing for an answer
+    from DSPy's cache). Under a cost budget the tokens are costed at the LM's price (`CostBudget.price_for` its
+    model, found when the wrapper is made: an LM without a price is refused before any call).
 
     A call's worst case is the UTF-8 bytes of the messages (or prompt) it sends, of its ``response_format`` and
     ``tools``, plus `PROMPT_OVERHEAD`, plus the answer's cap (``max_tokens``), times ``n`` and the attempts of the
@@ -229,21 +247,25 @@ class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type infor
 
     Args:
         lm: the LM to call.
-        budget: the cap, shared with other LMs and runs.
+        budget: the cap (tokens, or US dollars), shared with other LMs and runs.
         role: the name its spending is reported under (``judge``, ``reflection``).
 
     Raises:
-        InputError: `lm` has no ``max_tokens`` (its answers, hence its calls, could not be bounded).
+        InputError: `lm` has no ``max_tokens`` (its answers, hence its calls, could not be bounded); under a cost
+            budget, no price is known for its model.
     """
 
-    def __init__(self, lm: dspy.BaseLM, budget: TokenBudget, role: str = "judge", *, tally: _Tally | None = None):
+    def __init__(self, lm: dspy.BaseLM, budget: AnyBudget, role: str = "judge", *, tally: _Tally | None = None):
         inner = lm.lm if isinstance(lm, BudgetedLM) else lm
+        flag = "--token-budget" if isinstance(budget, TokenBudget) else "--cost-budget"
         if not _answer_cap(dict(getattr(inner, "kwargs", {}) or {})):
-            raise InputError(f"a token budget (--token-budget) needs a cap on each answer: the {role} LM "
+            raise InputError(f"a {flag[2:].replace('-', ' ')} ({flag}) needs a cap on each answer: the {role} LM "
                              f"{lm_name(inner)!r} has no max_tokens (pass --max-tokens N"
                              f"{'; the reflection LM: --reflection-max-tokens N' if role == 'reflection' else ''})")
         self.__dict__["lm"] = inner
         self.budget = budget
+        # the price its tokens are costed at under a cost budget (None: a token budget)
+        self.price: Price | None = None if isinstance(budget, TokenBudget) else budget.price_for(lm_name(inner))
         self.role = role
         self.tally = tally if tally is not None else _Tally()
         self.model = inner.model
@@ -291,6 +313,10 @@ class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type infor
     # -- the calls
     def bound(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> int:
         """The most tokens one call with these arguments may spend (the class docstring's worst case)."""
+        return sum(self.bounds(prompt, messages, kwargs))
+
+    def bounds(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> tuple[int, int]:
+        """`bound` split into its prompt tokens and its completion tokens (a price tells them apart)."""
         merged = {**(self.lm.kwargs or {}), **kwargs}
         cap = _answer_cap(merged)
         if cap <= 0:
@@ -299,50 +325,61 @@ class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type infor
         sent = messages if messages is not None else prompt
         size = len(json.dumps(sent, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
         size += _schema_bytes(merged.get("response_format")) + _schema_bytes(merged.get("tools"))
-        n = merged.get("n") or 1
-        return (size + PROMPT_OVERHEAD + cap) * int(n) * (self.num_retries + 1)
+        times = int(merged.get("n") or 1) * (self.num_retries + 1)
+        return (size + PROMPT_OVERHEAD) * times, cap * times
 
-    def _reserve(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Reservation:
+    def _reserve(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> tuple[Reservation, int]:
+        """The call's reservation on the budget and its worst case in tokens."""
+        bound = self.bounds(prompt, messages, kwargs)
         try:
-            return self.budget.reserve(self.bound(prompt, messages, kwargs))
+            if isinstance(self.budget, TokenBudget):
+                return self.budget.reserve(sum(bound)), sum(bound)
+            return self.budget.reserve(*bound, price=self.price), sum(bound)
         except BudgetExhausted as error:
             raise BudgetStop(f"{error} (a {self.role} LM call)") from error
 
-    def _settle(self, reservation: Reservation, usage: CallUsage, answered: bool) -> None:
+    def _settle(self, reserved: tuple[Reservation, int], usage: CallUsage, answered: bool) -> None:
+        reservation, worst = reserved
         if usage.reported:
-            spent: dict[str, int] | None = {"prompt_tokens": usage.tokens, "completion_tokens": 0}
+            spent: dict[str, int] | None = {"prompt_tokens": usage.prompt, "completion_tokens": usage.completion}
         elif answered and usage.answered == 0:  # an answer from DSPy's cache: nothing was sent
             spent = {"prompt_tokens": 0, "completion_tokens": 0}
         else:  # no usage reported (or the call failed without one): the whole worst case
             spent = None
-        self.budget.settle(reservation, spent)
+        if isinstance(self.budget, TokenBudget):
+            self.budget.settle(reservation, spent)
+        else:
+            self.budget.settle(reservation, spent, price=self.price)
         with self.tally.lock:
             self.tally.calls += 1
             self.tally.unreported += spent is None
-            self.tally.spent += reservation.tokens if spent is None else usage.tokens
+            self.tally.spent += worst if spent is None else usage.tokens
+            if self.price is not None:  # what the budget was charged: the reservation when nothing was reported
+                self.tally.usd += (reservation.tokens / PICO_PER_USD if spent is None
+                                   else self.price.usd(spent["prompt_tokens"], spent["completion_tokens"]))
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        reservation = self._reserve(prompt, messages, kwargs)
+        reserved = self._reserve(prompt, messages, kwargs)
         usage = CallUsage(dspy.settings.usage_tracker)
         try:
             with dspy.context(usage_tracker=usage), relay_adapter_call(self, self.lm, messages):
                 outputs = self.lm(prompt, messages=messages, **kwargs)
         except BaseException:
-            self._settle(reservation, usage, answered=False)
+            self._settle(reserved, usage, answered=False)
             raise
-        self._settle(reservation, usage, answered=True)
+        self._settle(reserved, usage, answered=True)
         return outputs
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        reservation = self._reserve(prompt, messages, kwargs)
+        reserved = self._reserve(prompt, messages, kwargs)
         usage = CallUsage(dspy.settings.usage_tracker)
         try:
             with dspy.context(usage_tracker=usage), relay_adapter_call(self, self.lm, messages):
                 outputs = await self.lm.acall(prompt, messages=messages, **kwargs)
         except BaseException:
-            self._settle(reservation, usage, answered=False)
+            self._settle(reserved, usage, answered=False)
             raise
-        self._settle(reservation, usage, answered=True)
+        self._settle(reserved, usage, answered=True)
         return outputs
 
     def forward(self, prompt: Any = None, messages: Any = None, **kwargs: Any) -> Any:
@@ -357,23 +394,39 @@ def unbudgeted(lm: Any) -> Any:
     return lm.lm if isinstance(lm, BudgetedLM) else lm
 
 
-def budget_report(budget: TokenBudget, lms: list[Any], by_lm: dict[str, dict[str, int]] | None = None
+def budget_report(budget: AnyBudget, lms: list[Any], by_lm: dict[str, dict[str, Any]] | None = None
                   ) -> dict[str, Any]:
-    """`budget`'s summary (`TokenBudget.to_dict`) with what each `BudgetedLM` of `lms` spent (``by_lm``: role ->
-    spent, calls, calls that reported no usage; `by_lm` adds entries of an earlier report), the tokens reserved by
-    calls in flight (``reserved``) and what other users of the budget spent (``other``: a job runner's calls)."""
+    """`budget`'s summary (`TokenBudget.to_dict`, or `CostBudget.to_dict` in USD) with what each `BudgetedLM` of
+    `lms` spent (``by_lm``: role -> spent tokens, calls, calls that reported no usage, and under a cost budget
+    ``usd``; `by_lm` adds entries of an earlier report), what calls in flight reserved (``reserved``, in the
+    budget's unit) and what other users of the budget spent (``other``: a job runner's calls, in its unit)."""
     by_lm = dict(by_lm or {})
     for lm in lms:
         if isinstance(lm, BudgetedLM):
             tally = lm.tally
             with tally.lock:
-                by_lm[lm.role] = {"spent": tally.spent, "calls": tally.calls, "unreported_calls": tally.unreported}
-    other = budget.spent - sum(entry["spent"] for entry in by_lm.values())
-    return {**budget.to_dict(), "reserved": budget.reserved, "by_lm": by_lm, "other": other}
+                by_lm[lm.role] = {"spent": tally.spent, "calls": tally.calls, "unreported_calls": tally.unreported,
+                                  **({} if lm.price is None else {"usd": round(tally.usd, 9)})}
+    if isinstance(budget, TokenBudget):
+        other: float = budget.spent - sum(entry["spent"] for entry in by_lm.values())
+        return {**budget.to_dict(), "reserved": budget.reserved, "by_lm": by_lm, "other": other}
+    other = round(budget.spent - sum(entry.get("usd", 0.0) for entry in by_lm.values()), 9)
+    return {**budget.to_dict(), "reserved": round(budget.reserved, 9), "by_lm": by_lm, "other": max(0.0, other)}
 
 
 def spending(report: dict[str, Any], other: str = "other calls") -> str:
-    """One line of a `budget_report`: spent of the cap, and by LM."""
+    """One line of a `budget_report`: spent of the cap, and by LM (in US dollars for a cost budget)."""
+    if "cap_usd" in report:
+        parts = [f"{role} LM ${entry.get('usd', 0.0):,.6g} ({entry['spent']:,} tokens) in {entry['calls']} call(s)"
+                 for role, entry in report["by_lm"].items()]
+        if report.get("other"):
+            parts.append(f"{other} ${report['other']:,.6g}")
+        line = f"spent ${report['spent_usd']:,.6g} of ${report['cap_usd']:,.6g}"
+        if parts:
+            line += f" ({', '.join(parts)})"
+        if report.get("reserved"):
+            line += f"; ${report['reserved']:,.6g} more reserved by calls still in flight"
+        return line
     parts = [f"{role} LM {entry['spent']:,} in {entry['calls']} call(s)" for role, entry in report["by_lm"].items()]
     if report.get("other"):
         parts.append(f"{other} {report['other']:,}")
@@ -389,7 +442,7 @@ IN_FLIGHT_WAIT = 600.0  # seconds `stops_at_budget` waits for the calls in fligh
 
 
 @contextmanager
-def stops_at_budget(budget: TokenBudget | None, lms: list[Any], advice: str) -> Iterator[None]:
+def stops_at_budget(budget: AnyBudget | None, lms: list[Any], advice: str) -> Iterator[None]:
     """Turn a `BudgetStop` raised inside into `BudgetExhausted`: its reason, what was spent by each LM of `lms`
     (`budget_report`, once the calls in flight finished: at most `IN_FLIGHT_WAIT` seconds), and `advice` (what was
     kept, how to go on)."""

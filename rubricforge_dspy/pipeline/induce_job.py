@@ -29,6 +29,7 @@ from rubricforge_dspy.judge.hybrid import Stack, freeze_hybrid
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.lm.budget import TokenBudget, budget_report, spending
 from rubricforge_dspy.lm.config import lm_name as describe_lm
+from rubricforge_dspy.lm.pricing import CostBudget
 from rubricforge_dspy.program.store import update_manifest
 from rubricforge_dspy.trust.certify import certify_program
 
@@ -82,7 +83,8 @@ class InduceJobResult:
         if not result.beat_seed:
             lines.append("no candidate beat the seed rubric on validation; the frozen rubric is the seed")
         if self.token_budget is not None:
-            lines.append(f"token budget: {spending(self.token_budget, other='certification')}")
+            kind = "cost budget" if "cap_usd" in self.token_budget else "token budget"
+            lines.append(f"{kind}: {spending(self.token_budget, other='certification')}")
         if self.certificate is not None:
             fp = self.certificate["false_pass"]
             low, high = fp["interval"] if isinstance(fp.get("interval"), (list, tuple)) else (None, None)
@@ -117,7 +119,7 @@ def train_floor(train: list[Trajectory], notes: list[str]) -> dict[str, Any] | N
 def induce_and_freeze(train: list[Trajectory], val: list[Trajectory], out_path: str | Path, *, judge_lm: dspy.LM,
                       reflection_lm: dspy.LM, config: InductionConfig, init: TrajectoryJudge | None = None,
                       log_dir: str | Path | None = None, lm_name: str | None = None,
-                      token_budget: int | TokenBudget | None = None) -> InductionResult:
+                      token_budget: int | TokenBudget | CostBudget | None = None) -> InductionResult:
     """Induce on `train`/`val` (`rubricforge_dspy.induction.inducer.induce`, under `token_budget` when given),
     freeze the best at `out_path`, and write the symptom floor fit on `train` into its manifest (``floor``; when it
     cannot be fit, a note in ``induction.notes`` and in the result's notes instead)."""
@@ -144,7 +146,7 @@ def run_induce_job(split: Split, out_path: str | Path, *, judge_lm: dspy.LM, ref
                    config: InductionConfig, init: TrajectoryJudge | None = None, render: RenderConfig | None = None,
                    hybrid: bool = False, certify: bool = True, log_dir: str | Path | None = None,
                    concurrency: int = 1, lm_name: str | None = None,
-                   token_budget: int | TokenBudget | None = None) -> InduceJobResult:
+                   token_budget: int | TokenBudget | CostBudget | None = None) -> InduceJobResult:
     """Induce a judge on `split` and freeze it at `out_path`, then (with `hybrid`) stack the symptom
     features on its validation verdicts into the same program, and (with `certify`) certify it on the
     test split, which it never saw, when that split holds both classes.
@@ -164,7 +166,8 @@ def run_induce_job(split: Split, out_path: str | Path, *, judge_lm: dspy.LM, ref
         lm_name: the judge LM's name in the manifest (default: `judge_lm`'s).
         token_budget: a hard cap on the tokens of every LM call of the job: the induction's (GEPA's judge and
             reflection calls, the validation pass) and the certification's on the test split; each call reserves
-            its worst case first (`lm.budget`). The result's ``token_budget`` says what each spent.
+            its worst case first (`lm.budget`); a `lm.pricing.CostBudget` caps their US dollars instead. The
+            result's ``token_budget`` says what each spent.
 
     Returns:
         An `InduceJobResult`: the split, the induction result, the program path, the hybrid stack,
@@ -178,8 +181,9 @@ def run_induce_job(split: Split, out_path: str | Path, *, judge_lm: dspy.LM, ref
             written; during the certification, the program is written but not certified (the message says so).
     """
     out_path = Path(out_path)
-    budget = (token_budget if token_budget is None or isinstance(token_budget, TokenBudget)
+    budget = (token_budget if token_budget is None or isinstance(token_budget, (TokenBudget, CostBudget))
               else TokenBudget(token_budget))
+    flag = "--cost-budget" if isinstance(budget, CostBudget) else "--token-budget"
     init = init if init is not None else TrajectoryJudge()
     if render is not None:
         init.render_config = render
@@ -191,18 +195,21 @@ def run_induce_job(split: Split, out_path: str | Path, *, judge_lm: dspy.LM, ref
         result.hybrid = freeze_hybrid(out_path, split.val, induction.val_verdicts, config.max_false_pass)
     if certify and len({t.label for t in split.test}) == 2:
         try:
-            result.certificate = certify_program(out_path, split.test, lm=judge_lm, where="test split",
-                                                 concurrency=concurrency, token_budget=budget)
+            result.certificate = certify_program(
+                out_path, split.test, lm=judge_lm, where="test split", concurrency=concurrency,
+                token_budget=budget if isinstance(budget, TokenBudget) else None,
+                cost_budget=budget if isinstance(budget, CostBudget) else None,
+                price=budget.price if isinstance(budget, CostBudget) else None)
         except BudgetExhausted as error:
             if budget is None:
                 raise
             reason = error.__cause__ if isinstance(error.__cause__, BudgetExhausted) else error
             spent = spending(_job_budget(budget, induction), other="certification")
             raise BudgetExhausted(
-                f"{reason}. The program {out_path} is written (the induction finished) but NOT certified: the token "
-                f"budget stopped its certification on the test split; {spent}. "
-                f"Certify it with `rubricforge certify {out_path} --data HELD_OUT` (a larger --token-budget there), or "
-                "re-run induce with a larger --token-budget") from error
+                f"{reason}. The program {out_path} is written (the induction finished) but NOT certified: the "
+                f"{flag[2:].replace('-', ' ')} stopped its certification on the test split; {spent}. "
+                f"Certify it with `rubricforge certify {out_path} --data HELD_OUT` (a larger {flag} there), or "
+                f"re-run induce with a larger {flag}") from error
     elif certify:
         result.not_certified = NOT_CERTIFIED
     if budget is not None:
@@ -210,7 +217,7 @@ def run_induce_job(split: Split, out_path: str | Path, *, judge_lm: dspy.LM, ref
     return result
 
 
-def _job_budget(budget: TokenBudget, induction: InductionResult) -> dict[str, Any]:
+def _job_budget(budget: TokenBudget | CostBudget, induction: InductionResult) -> dict[str, Any]:
     """The job's `budget_report`: what the induction's LMs spent (``by_lm``) and the rest, the certification's
     (``other``)."""
     return budget_report(budget, [], by_lm=(induction.token_budget or {}).get("by_lm"))

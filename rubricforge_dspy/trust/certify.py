@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from rubricforge_dspy.core.files import PathArg
 from rubricforge_dspy.core.trajectory import Trajectory, require_labels
@@ -30,8 +30,10 @@ from rubricforge_dspy.trust.certificate import (
 if TYPE_CHECKING:
     import dspy
 
+    from rubricforge_dspy.apply.summary import BatchSummary
     from rubricforge_dspy.judge.contract import BaseJudge
     from rubricforge_dspy.lm.budget import TokenBudget
+    from rubricforge_dspy.lm.pricing import CostBudget, Price
 
 
 @contextmanager
@@ -44,17 +46,23 @@ def _verdict_path(verdicts_out: PathArg | None) -> Iterator[Path]:
 
 
 def judge_labeled(judge: BaseJudge, trajectories: list[Trajectory], out_path: PathArg, *, lm: dspy.BaseLM | None,
-                  concurrency: int = 4, token_budget: int | TokenBudget | None = None) -> list[dict[str, Any]]:
+                  concurrency: int = 4, token_budget: int | TokenBudget | None = None, price: Price | None = None,
+                  cost_budget: float | CostBudget | None = None,
+                  on_summary: Callable[[BatchSummary], None] | None = None) -> list[dict[str, Any]]:
     """Judge `trajectories` into `out_path` (resumable) and return their verdict lines, in input order.
     Every trajectory must end up with exactly one line; lines of other ids in the file are refused.
 
     No cache answers (a certificate or a drift check must measure the LM as it answers now): no verdict
     cache, and batch judging always runs with DSPy's response cache off. `token_budget`: the run's token cap
-    (`apply.budget`; `BudgetExhausted` once what was judged is written to `out_path`)."""
+    (`apply.budget`; `BudgetExhausted` once what was judged is written to `out_path`); `price` and `cost_budget`:
+    the judge LM's price and the run's cap in US dollars (`apply.options.JobOptions`'); `on_summary` is handed the
+    run's `apply.summary.BatchSummary` (its tokens and cost) when it finished."""
     from rubricforge_dspy.apply.stream import judge_stream
 
-    judge_stream(judge, trajectories, out_path, concurrency=concurrency, lm=lm, cache=None, progress=False,
-                 token_budget=token_budget)
+    summary = judge_stream(judge, trajectories, out_path, concurrency=concurrency, lm=lm, cache=None, progress=False,
+                           token_budget=token_budget, price=price, cost_budget=cost_budget)
+    if on_summary is not None:
+        on_summary(summary)
     by_id = read_verdicts(out_path)
     wanted = [t.id for t in trajectories]
     foreign = sorted(set(by_id) - set(wanted))
@@ -129,7 +137,9 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
                     concurrency: int = 4, confidence: float = 0.95, seed: int = 0,
                     resamples: int = BOOTSTRAP_RESAMPLES, where: str = "data",
                     labelers: Mapping[str, Mapping[str, int | None]] | None = None,
-                    token_budget: int | TokenBudget | None = None) -> dict[str, Any]:
+                    token_budget: int | TokenBudget | None = None, price: Price | None = None,
+                    cost_budget: float | CostBudget | None = None,
+                    on_summary: Callable[[BatchSummary], None] | None = None) -> dict[str, Any]:
     """Judge held-out `trajectories` with the program at `program_path` on `lm` and write the certificate
     into the manifest of `out_program` (default: the program itself).
 
@@ -155,6 +165,10 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
         token_budget: the most tokens the judging may spend (`apply.budget`), or a `TokenBudget` shared with other
             runs (`induce`'s); give `verdicts_out` with it, so that a run stopped at the budget (`BudgetExhausted`)
             keeps its verdicts for the re-run.
+        price: the judge LM's price (`apply.pricing.Price`; None: litellm's cost map's, when it knows the model).
+        cost_budget: the most US dollars the judging may spend (or a shared `apply.pricing.CostBudget`), enforced as
+            `token_budget` is; needs a price.
+        on_summary: handed the judging run's `apply.summary.BatchSummary` (tokens, cost) when it finished.
 
     Returns:
         The certificate written into the manifest (`trust.certificate.compute_certificate`'s numbers,
@@ -173,7 +187,8 @@ def certify_program(program_path: PathArg, trajectories: list[Trajectory], *, lm
     check_held_out(manifest, [t.id for t in trajectories], [f"{t.domain}/{t.task_id}" for t in trajectories],
                    fingerprint, where)
     with _verdict_path(verdicts_out) as path:
-        records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency, token_budget=token_budget)
+        records = judge_labeled(judge, trajectories, path, lm=lm, concurrency=concurrency, token_budget=token_budget,
+                                price=price, cost_budget=cost_budget, on_summary=on_summary)
     certificate = certificate_for(records, lm=lm, data_fingerprint=fingerprint,
                                   rubric_sha256=manifest.get("rubric_sha256") or judge.rubric_sha256,
                                   confidence=confidence, seed=seed, resamples=resamples, where=where,
