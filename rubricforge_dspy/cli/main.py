@@ -145,7 +145,7 @@ def cmd_induce(args: argparse.Namespace) -> int:
     notes = job.summary()
     if notes:
         print(notes, file=sys.stderr)
-    print(_induce_cost(args, lm_name(judge_lm), job.token_budget), file=sys.stderr)
+    print(_induce_cost(args, getattr(judge_lm, "model", None), job.token_budget), file=sys.stderr)
     print(job.format_sweep())
     print(f"frozen: {args.out}")
     return 0
@@ -168,7 +168,7 @@ def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any
     if result.token_budget is not None:
         kind = "cost budget" if "cap_usd" in result.token_budget else "token budget"
         print(f"{kind}: {spending(result.token_budget)}", file=sys.stderr)
-    print(_induce_cost(args, lm_name(judge_lm), result.token_budget), file=sys.stderr)
+    print(_induce_cost(args, getattr(judge_lm, "model", None), result.token_budget), file=sys.stderr)
     if args.certify:
         print(f"not certified: induce does not certify a {args.read} judge yet (the test split is left unused); "
               f"certify it with `rubricforge certify {args.out} --data HELD_OUT`", file=sys.stderr)
@@ -185,7 +185,7 @@ def _induce_budget(args: argparse.Namespace, judge_lm: Any) -> Any:
         return args.token_budget
     from rubricforge_dspy.lm.pricing import CostBudget, price_of
 
-    model = lm_name(judge_lm)
+    model = getattr(judge_lm, "model", None)  # the name litellm's cost map knows (no endpoint)
     price = price_of(model, args.price)
     if price is None:
         raise InputError(f"--cost-budget needs the judge LM's price: no price for {model!r} in litellm's model cost "
@@ -193,7 +193,7 @@ def _induce_budget(args: argparse.Namespace, judge_lm: Any) -> Any:
     return CostBudget(args.cost_budget, price, model=model)
 
 
-def _induce_cost(args: argparse.Namespace, model: str, report: dict[str, Any] | None) -> str:
+def _induce_cost(args: argparse.Namespace, model: str | None, report: dict[str, Any] | None) -> str:
     """The induction's cost line: under ``--cost-budget``, the US dollars its LM calls spent (total, and the mean
     per judge call: an item judged once); else why it is not given (no price, or no budget counting the tokens)."""
     from rubricforge_dspy.lm.pricing import price_of
