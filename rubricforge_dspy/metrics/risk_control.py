@@ -103,7 +103,9 @@ from rubricforge_dspy.metrics.risk_grid import (
 from rubricforge_dspy.metrics.risk_methods import (
     BOUNDS,
     DEFAULT_BOUND,
+    DEFAULT_FALSE_PASS,
     DEFAULT_METHOD,
+    FALSE_PASS_RATES,
     FALSE_PASS_RATIO,
     FWER_METHODS,
     LTT_METHODS,
@@ -113,7 +115,8 @@ from rubricforge_dspy.metrics.risk_methods import (
 from rubricforge_dspy.metrics.risk_order import sequence_order
 
 __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "SEQUENCE_METHODS", "DEFAULT_METHOD",
-           "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "P_VALUES", "GridResult", "binomial_p_value",
+           "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "FALSE_PASS_RATES",
+           "DEFAULT_FALSE_PASS", "P_VALUES", "GridResult", "binomial_p_value",
            "hoeffding_bentkus_p_value", "betting_p_value", "betting_ratio_p_value", "group_index", "task_means",
            "risk_upper_bound", "decided_needed", "tasks_needed", "fwer_reject", "stage_pairs", "threshold_grid",
            "prior_share", "cascade_outcomes", "sequence_order", "learn_then_test"]
@@ -189,6 +192,8 @@ class GridResult:
         stages: per stage of the vector, its counts and tests: ``decided``, ``errors``, ``failed_decided``,
             ``false_passes``, ``passes``, ``tested`` (it can decide), ``p_disagreement``, ``p_false_pass``
             (None when not tested: a stage that never passes has no false pass), on the testing tasks' trials.
+        false_pass_rate: the false-pass rate ``max_false_pass`` bounds: ``"among_passes"`` (false passes over the
+            passes) or ``"among_failed"`` (over the failed units decided); `false_pass` above is always the latter.
     """
 
     certified: bool
@@ -217,6 +222,7 @@ class GridResult:
     level: float = 0.0
     order: str = ""
     stages: tuple[dict[str, Any], ...] = ()
+    false_pass_rate: str = DEFAULT_FALSE_PASS
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (infinite thresholds as null)."""
@@ -272,11 +278,13 @@ class _Units:
 
 
 def _tally(decided: _Bools, passed: _Bools, stage: NDArray[np.int8], y: _Bools, units: _Units, grid: _Floats,
-           alpha: float, beta: float | None, kind: str, delta: float, bound: str) -> dict[str, Any]:
+           alpha: float, beta: float | None, kind: str, delta: float, bound: str,
+           false_pass: str = DEFAULT_FALSE_PASS) -> dict[str, Any]:
     """Per vector: decided trials, disagreements, decided failed, false passes (weighted by their tasks'
     multiplicity), and the p-value of its null: pooled, ``D > alpha`` (or ``F > beta``: the larger,
     intersection-union); per stage, the largest over the stages that can decide of the p-values of ``D_k >
-    alpha`` and (for a stage that can pass) ``F_k > beta``. Per stage also the counts and the two p-values
+    alpha`` and (for a stage that can pass) ``F_k > beta``, F over the failed items decided or over the passes
+    (`false_pass`). Per stage also the counts and the two p-values
     (``"stage_*"``, shape ``(stages, vectors)``; p NaN where not tested)."""
     item_w = units.task_weight[units.index]
     wrong, fails = decided & (passed != y), decided & ~y
@@ -302,7 +310,8 @@ def _tally(decided: _Bools, passed: _Bools, stage: NDArray[np.int8], y: _Bools, 
             p_d[k, active] = _p_values(kind, mine_wrong[active], mine[active], alpha, units, delta)
         can_pass = np.isfinite(grid[:, k, 0])
         if beta is not None and can_pass.any():
-            p_f[k, can_pass] = _p_values(kind, mine_fp[can_pass], mine_fails[can_pass], beta, units, delta)
+            base = mine_fails if false_pass == "among_failed" else mine & passed
+            p_f[k, can_pass] = _p_values(kind, mine_fp[can_pass], base[can_pass], beta, units, delta)
     tally.update(stage_n=stage_n, stage_errors=stage_err, stage_failed=stage_failed, stage_fp=stage_fp,
                  stage_passes=stage_passes)
     if bound == "per_stage":
@@ -312,7 +321,7 @@ def _tally(decided: _Bools, passed: _Bools, stage: NDArray[np.int8], y: _Bools, 
     else:
         p = _p_values(kind, wrong, decided, alpha, units, delta)
         if beta is not None:
-            pf = _p_values(kind, fp, fails, beta, units, delta)
+            pf = _p_values(kind, fp, fails if false_pass == "among_failed" else decided & passed, beta, units, delta)
             p = np.maximum(p, pf)
             p_f[:] = np.nan
         p_d[:] = np.nan
@@ -384,7 +393,8 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                     weights: ArrayLike | None = None, stage_costs: ArrayLike | None = None,
                     p_values: str = "auto", order_fraction: float = 0.2, seed: int = 0,
                     bound: str = DEFAULT_BOUND, order_confidences: ArrayLike | None = None,
-                    order_labels: ArrayLike | None = None, order_groups: ArrayLike | None = None) -> GridResult:
+                    order_labels: ArrayLike | None = None, order_groups: ArrayLike | None = None,
+                    false_pass: str = DEFAULT_FALSE_PASS) -> GridResult:
     """Certify a threshold vector of a cascade by Learn-then-Test over the grid (module docstring).
 
     Args:
@@ -420,6 +430,9 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
             and n_order labels), apart from the calibration items (e.g. the fit split's out-of-fold
             confidences); a row all NaN: that stage has none (it gets a label-free position).
         order_groups: each ordering item's task (None: each its own task), read as the calibration's tasks.
+        false_pass: the false-pass rate beta bounds (`FALSE_PASS_RATES`): ``"among_passes"``, the share of a stage's
+            passes (pooled: of the cascade's) that are failures, or ``"among_failed"``, the passes among the failed
+            items it decides (module docstring: which is the default and why).
 
     Returns:
         A `GridResult` (its counts are those of the testing tasks' trials).
@@ -433,6 +446,8 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         beta = FALSE_PASS_RATIO * alpha if bound == "per_stage" else None
     if method not in LTT_METHODS:
         raise ValueError(f"method must be one of {LTT_METHODS}, got {method!r}")
+    if false_pass not in FALSE_PASS_RATES:
+        raise ValueError(f"false_pass must be one of {FALSE_PASS_RATES}, got {false_pass!r}")
     if order_confidences is not None and method != "ordered_sequence":
         raise ValueError(f"order_confidences orders the 'ordered_sequence' method, not {method!r}")
     conf, y, units, costs = _checked_inputs(confidences, labels, weights, groups, stage_costs, seed)
@@ -443,8 +458,9 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
     grid = threshold_grid(stages, pass_levels, fail_levels)
     decided, passed, stage = cascade_outcomes(conf, grid)
     order, units, order_units, source = _sequence(method, grid, stages, (decided, passed, stage, y), units, (
-        alpha, beta, delta), kind, bound, order_fraction, seed, (order_confidences, order_labels, order_groups))
-    tally = _tally(decided, passed, stage, y, units, grid, alpha, beta, kind, delta, bound)
+        alpha, beta, delta), kind, (bound, false_pass), order_fraction, seed,
+        (order_confidences, order_labels, order_groups))
+    tally = _tally(decided, passed, stage, y, units, grid, alpha, beta, kind, delta, bound, false_pass)
     p = tally["p"]
     rejected, stop, stop_level = _rejected(method, p, tally["n"], order if method in SEQUENCE_METHODS else None,
                                            delta)
@@ -456,26 +472,29 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                    dict(method=method, p_values=kind, alpha=alpha, delta=delta, max_false_pass=beta,
                         n_tasks=int(units.task_weight.sum()), n_trials=int(item_w.sum()),
                         max_trials_per_task=int(units.trials[used].max()) if used.any() else 0,
-                        n_order_tasks=order_units, bound=bound, order=source), stop_level)
+                        n_order_tasks=order_units, bound=bound, order=source, false_pass_rate=false_pass), stop_level)
 
 
 def _sequence(method: str, grid: _Floats, stages: Sequence[Sequence[float] | None],
               outcomes: tuple[_Bools, _Bools, NDArray[np.int8], _Bools], units: _Units,
-              rates: tuple[float, float | None, float], kind: str, bound: str, order_fraction: float, seed: int,
+              rates: tuple[float, float | None, float], kind: str, bounds: tuple[str, str], order_fraction: float,
+              seed: int,
               ordering: tuple[ArrayLike | None, ArrayLike | None, ArrayLike | None]
               ) -> tuple[NDArray[np.int64], _Units, int, str]:
     """A sequence method's order, the units that test it, the ordering units taken from them and the order's
     source (Holm and Bonferroni: an empty order)."""
-    (decided, passed, stage, y), (alpha, beta, delta) = outcomes, rates
+    (decided, passed, stage, y), (alpha, beta, delta), (bound, false_pass) = outcomes, rates, bounds
     if method == "ordered_sequence":
         order, source = sequence_order(grid, stages, ordering[0], ordering[1],
                                        n_expected=float(units.task_weight[units.index].sum()), delta=delta,
                                        order_groups=ordering[2], n_tasks=int(units.task_weight.sum()),
-                                       p_values=kind, bound=bound, test_false_pass=beta is not None)
+                                       p_values=kind, bound=bound, test_false_pass=beta is not None,
+                                       false_pass=false_pass)
         return order, units, 0, source
     if method == "split_fixed_sequence":
         w_order, w_test = _split_tasks(units.task_weight, check_rate("order_fraction", order_fraction), seed)
-        first = _tally(decided, passed, stage, y, units.restricted(w_order), grid, alpha, beta, kind, delta, bound)
+        first = _tally(decided, passed, stage, y, units.restricted(w_order), grid, alpha, beta, kind, delta, bound,
+                       false_pass)
         order = np.lexsort((-first["n"], -_gap(first, alpha, beta), first["p"]))  # surest first, then most evidence
         return order, units.restricted(w_test), int(w_order.sum()), "split"
     if method == "fail_first_sequence":
