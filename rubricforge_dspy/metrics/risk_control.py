@@ -19,14 +19,17 @@ cost). The null depends on the bound:
 
 - ``bound="per_stage"`` (the default): for every stage ``k`` that ``L`` lets decide (a finite threshold),
   ``H_L = union_k {D_k(L) > alpha or F_k(L) > beta}``, where ``D_k`` is the disagreement among the items stage
-  ``k`` decides and ``F_k`` its false-pass rate (passed, among the failed items stage ``k`` decides; tested
-  only for a stage that can pass: one that never passes has ``F_k = 0``). ``beta = max_false_pass``, or
-  ``FALSE_PASS_RATIO * alpha`` when none is given. ``p_L = max_k max(p_Dk, p_Fk)`` is an intersection-union
+  ``k`` decides and ``F_k`` its false-pass rate (tested only for a stage that can pass: one that never passes has
+  ``F_k = 0``): by default (``false_pass="among_passes"``) the share of its passes that are failures, which its own
+  easy fails cannot dilute; or (``"among_failed"``) its passes among the failed items it decides. ``beta =
+  max_false_pass``, or ``FALSE_PASS_RATIO * alpha`` (alpha) when none is given. ``p_L = max_k max(p_Dk, p_Fk)``
+  is an intersection-union
   test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance sampling",
   Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
   over stages is needed. Rejecting it bounds the pooled rates too: ``D(L) = sum_k w_k D_k(L)`` with ``w_k`` the
   share of the decided items stage ``k`` decides (a mixture), so each ``D_k <= alpha`` gives ``D(L) <= alpha``;
-  likewise ``F(L)`` is a mixture of the ``F_k`` (weights: each stage's share of the decided failed items).
+  likewise the cascade's false-pass rate of the same kind is a mixture of the ``F_k`` (weights: each stage's share
+  of the passes, or of the decided failed items).
 - ``bound="pooled"``: ``H_L = {D(L) > alpha}`` (or ``D(L) > alpha or F(L) > beta`` when `max_false_pass` is
   given), over everything the cascade decides: one stage's over-crediting can hide behind another's easy
   verdicts; kept as an option.
@@ -34,8 +37,8 @@ cost). The null depends on the bound:
 Why the p-values are valid. For one threshold vector and stage ``k``, let a task ``j`` with trials ``i = 1..n_j``
 give ``W_jk`` (its share of trials stage ``k`` decides wrongly) and ``B_jk`` (its share stage ``k`` decides):
 ``Z_jk = W_jk - alpha B_jk``, i.i.d. across tasks, and ``D_k <= alpha`` for the population "a random task, a
-random trial of it" iff ``E[Z_jk] <= 0``. The same over the failed trials with ``beta`` for ``F_k``. With one
-trial per task, given the number ``n_k`` of units stage ``k`` decides, the disagreements are ``Binomial(n_k,
+random trial of it" iff ``E[Z_jk] <= 0``. The same over the passed (or failed) trials with ``beta`` for ``F_k``.
+With one trial per task, given the number ``n_k`` of units stage ``k`` decides, the disagreements are ``Binomial(n_k,
 D_k)`` and ``P(Bin(n_k, alpha) <= errors)`` (`binomial_p_value`) is super-uniform under ``D_k > alpha``; with
 several trials per task the betting p-value (`betting_ratio_p_value`; Waudby-Smith & Ramdas 2024, JRSSB 86(1))
 or Hoeffding-Bentkus (`hoeffding_bentkus_p_value`, on ``Z`` shifted into [0, 1]; Bates, Angelopoulos, Lei, Malik
