@@ -23,9 +23,8 @@ cost). The null depends on the bound:
   ``F_k = 0``): by default (``false_pass="among_passes"``) the share of its passes that are failures, which its own
   easy fails cannot dilute; or (``"among_failed"``) its passes among the failed items it decides. ``beta =
   max_false_pass``, or ``FALSE_PASS_RATIO * alpha`` (alpha) when none is given. ``p_L = max_k max(p_Dk, p_Fk)``
-  is an intersection-union
-  test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance sampling",
-  Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
+  is an intersection-union test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance
+  sampling", Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
   over stages is needed. Rejecting it bounds the pooled rates too: ``D(L) = sum_k w_k D_k(L)`` with ``w_k`` the
   share of the decided items stage ``k`` decides (a mixture), so each ``D_k <= alpha`` gives ``D(L) <= alpha``;
   likewise the cascade's false-pass rate of the same kind is a mixture of the ``F_k`` (weights: each stage's share
