@@ -20,9 +20,9 @@ cost). The null depends on the bound:
 - ``bound="per_stage"`` (the default): for every stage ``k`` that ``L`` lets decide (a finite threshold),
   ``H_L = union_k {D_k(L) > alpha or F_k(L) > beta}``, where ``D_k`` is the disagreement among the items stage
   ``k`` decides and ``F_k`` its false-pass rate (tested only for a stage that can pass: one that never passes has
-  ``F_k = 0``): by default (``false_pass="among_passes"``) the share of its passes that are failures, which its own
-  easy fails cannot dilute; or (``"among_failed"``) its passes among the failed items it decides. ``beta =
-  max_false_pass``, or ``FALSE_PASS_RATIO * alpha`` (alpha) when none is given. ``p_L = max_k max(p_Dk, p_Fk)``
+  ``F_k = 0``): by default (``false_pass="among_failed"``) its passes among the failed items it decides; or
+  (``"among_passes"``) the share of its passes that are failures, which its own easy fails cannot dilute. ``beta =
+  max_false_pass``, or ``FALSE_PASS_RATIO * alpha`` (alpha / 2) when none is given. ``p_L = max_k max(p_Dk, p_Fk)``
   is an intersection-union test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance
   sampling", Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
   over stages is needed. Rejecting it bounds the pooled rates too: ``D(L) = sum_k w_k D_k(L)`` with ``w_k`` the

@@ -17,16 +17,18 @@ P_VALUES = ("binomial", "hoeffding_bentkus", "betting")
 # "pooled": the disagreement (and, when asked, the false-pass rate) over everything the cascade decides
 BOUNDS = ("per_stage", "pooled")
 DEFAULT_BOUND = "per_stage"
-# with the per-stage bound and no max_false_pass given, beta = FALSE_PASS_RATIO * alpha. 1: a stage's passes are held
-# to the same standard as its verdicts (at most alpha of what it passes is a failure). Measured (docs/CASCADE.md,
-# "Power on small multi-agent sets"; evals/results/cascade_table.json): at 1/2 with the rate among the failed items
-# decided, no vector that passes can be certified on MINT ALFWorld with 54 calibration tasks by any valid test of
-# task means (0 of 20 seeds); evals/results/cascade_false_pass_default.json checks the cascade's false-pass rate
-# against the judge alone's at this default.
-FALSE_PASS_RATIO = 1.0
+# with the per-stage bound and no max_false_pass given, beta = FALSE_PASS_RATIO * alpha ("false-pass rate first").
+# Measured (evals/measure_false_pass_default.py -> evals/results/cascade_false_pass_default.json; floor -> hybrid
+# -> person at alpha 0.2, 5 splits per shipped set, simulated judge): beta = alpha and alpha / 2 both keep the
+# cascade's false-pass rate far under the judge alone's on the same items; alpha / 2 costs coverage. Kept at 1/2: the
+# real judge of issue 39 has a false-pass rate about half its disagreement (0.066 against 0.118), the ratio the
+# acceptance compares against.
+FALSE_PASS_RATIO = 0.5
 # which false-pass rate a stage's bound is on: "among_failed", the false passes over the failed items it decides, or
-# "among_passes", the share of its passes that are failures
-FALSE_PASS_RATES = ("among_passes", "among_failed")
-# "among_passes" by default: a stage's own easy fails never dilute it (they are not among its passes), and its
-# denominator, the passes, is what a user reads as credit (docs/CASCADE.md)
-DEFAULT_FALSE_PASS = "among_passes"
+# "among_passes", the share of its passes that are failures. "among_failed" by default: it does not move with how
+# many failures reach the stage, and the cascade's false-pass rate over its failed items is a mixture of it. Measured
+# against "among_passes" (docs/CASCADE.md, "Power on small multi-agent sets"): "among_passes" with beta = alpha
+# certifies MINT ALFWorld's floor at alpha 0.1 from 54 tasks where no valid test can bound "among_failed", but on
+# WebShop it let the cascade pass more of the failures it decided than the judge alone (0.371 against 0.242).
+FALSE_PASS_RATES = ("among_failed", "among_passes")
+DEFAULT_FALSE_PASS = "among_failed"

@@ -82,9 +82,9 @@ __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "FitOpti
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, for the population of a random task and "
            "a random trial of it: with the per-stage bound (the default), for every stage that decides, the "
-           "disagreement among the items it decides is at most alpha and its false-pass rate (by default the "
-           "share of its passes that are failures; or passed among the failed items it decides) is at most "
-           "max_false_pass (default alpha), so the same holds for "
+           "disagreement among the items it decides is at most alpha and its false-pass rate (by default passed "
+           "among the failed items it decides; or the share of its passes that are failures) is at most "
+           "max_false_pass (default alpha / 2), so the same holds for "
            "everything the cascade decides; with the pooled bound, the disagreement among all decided items is at "
            "most alpha (and the false-pass rate at most max_false_pass when set). Assumes calibration and later "
            "tasks are i.i.d. (trials within a task may be dependent: their losses are averaged per task), the "
@@ -114,12 +114,12 @@ METHOD_WHY = {
 
 BOUND_WHY = {
     "per_stage": "every stage that decides is bounded: its disagreement D <= alpha and its false-pass rate <= beta, "
-                 "so no stage's over-crediting hides behind another's easy verdicts. The default rate is the share "
-                 "of its passes that are failures: its own easy fails never dilute it (they are not among its "
-                 "passes), and it can be certified from few tasks where most items pass; the other choice, false "
-                 "passes over the failed items it decides, does not move with the share of failures reaching the "
-                 "stage but is diluted by its own easy fails. Each is a mixture over stages, so the per-stage bound "
-                 "bounds the cascade's rate of the same kind",
+                 "so no stage's over-crediting hides behind another's easy verdicts. The default rate is FP, false "
+                 "passes over the failed items it decides: it does not move with the share of failures that reach "
+                 "the stage, and the cascade's FP is a mixture of it; the other choice, the share of its passes "
+                 "that are failures, is not diluted by its own easy fails and needs fewer tasks where most items "
+                 "pass, but a stage reached mostly by passes looks clean however it treats failures. Each is a "
+                 "mixture over stages, so the per-stage bound bounds the cascade's rate of the same kind",
     "pooled": "the disagreement (and, when asked, the false-pass rate) over everything the cascade decides: one "
               "stage's over-crediting can hide behind another's easy verdicts",
 }

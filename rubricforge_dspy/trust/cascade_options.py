@@ -28,8 +28,8 @@ class FitOptions:
     Attributes:
         alpha: bound on disagreement among decided items, in (0, 1).
         delta: the guarantee holds with probability at least ``1 - delta``, in (0, 1).
-        max_false_pass: beta, the bound on the false-pass rate (`false_pass`) (None: ``alpha`` per stage with the
-            per-stage bound, `metrics.risk_methods.FALSE_PASS_RATIO`; not bounded with the pooled one).
+        max_false_pass: beta, the bound on the false-pass rate (`false_pass`) (None: ``alpha / 2`` per stage with
+            the per-stage bound, `metrics.risk_methods.FALSE_PASS_RATIO`; not bounded with the pooled one).
         method: ``"ordered_sequence"`` (default, `metrics.risk_methods.DEFAULT_METHOD`), ``"holm"``,
             ``"bonferroni"``, ``"split_fixed_sequence"`` or ``"fail_first_sequence"``
             (`metrics.risk_control.learn_then_test`).
@@ -54,8 +54,8 @@ class FitOptions:
             advance.
         order_llm_stages: run the LLM stages on the ordering data (default; one call per ordering item); False:
             they get a label-free position in the order.
-        false_pass: which false-pass rate beta bounds: ``"among_passes"`` (default: the share of a stage's passes
-            that are failures) or ``"among_failed"`` (passes among the failed items it decides); the fit report
+        false_pass: which false-pass rate beta bounds: ``"among_failed"`` (default: passes among the failed items
+            a stage decides) or ``"among_passes"`` (the share of its passes that are failures); the fit report
             states both (`metrics.risk_control.learn_then_test`).
 
     Raises:

@@ -230,7 +230,7 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
     for name, row in dropped.items():
         ran = f" (it ran on {calls[name]} in the fit)" if name in calls else ""
         lines.append(f"  dropped stage {name}{ran}: {row['reason']}; not in the cascade")
-    if per_stage and guarantee.get("false_pass_rate") == "among_failed":
+    if per_stage and guarantee.get("false_pass_rate") != "among_passes":
         lines.append("  bounded per stage: D and FP (false passes over the failed items it decides); the share of a "
                      "stage's passes that are failures is shown, not bounded (it moves with how many failures reach "
                      "the stage)")

@@ -10,7 +10,6 @@ import pytest
 from rubricforge_dspy.metrics.bounds import RATIO_STAKE_CAP, betting_ratio_p_value
 from rubricforge_dspy.metrics.risk_control import (
     DEFAULT_FALSE_PASS,
-    FALSE_PASS_RATIO,
     cascade_outcomes,
     learn_then_test,
     threshold_grid,
@@ -64,11 +63,11 @@ def _multi_agent_set(rng: np.random.Generator, n_tasks: int, agents: int = 6) ->
     return np.round(conf, 3)[None, :], y.astype(int), np.repeat(np.arange(n_tasks), agents)
 
 
-def test_a_floor_only_cascade_certifies_from_about_fifty_multi_agent_tasks():
-    """The issue's floor-only criterion on simulated data: with 54 tasks of 6 agents and a floor this good, the
-    per-stage default (false passes over the passes, beta = alpha, the stake cap 1) certifies a vector that passes
-    in most calibration draws; the former default (over the failed items decided, beta = alpha / 2, cap 0.9)
-    cannot certify any vector that passes with so few tasks."""
+def test_the_rate_over_the_passes_certifies_a_floor_from_about_fifty_multi_agent_tasks():
+    """The issue's floor-only setting on simulated data: with 54 tasks of 6 agents and a floor this good, the
+    per-stage bound on the share of passes that are failures (beta = alpha, the stake cap 1) certifies a vector
+    that passes in most calibration draws; the default rate over the failed items decided (beta = alpha / 2)
+    certifies none that passes with so few tasks (no valid test of task means can: docs/CASCADE.md)."""
     rng = np.random.default_rng(39)
     certified = passing = old_passing = 0
     draws = 12
@@ -76,12 +75,13 @@ def test_a_floor_only_cascade_certifies_from_about_fifty_multi_agent_tasks():
         conf, y, groups = _multi_agent_set(rng, 54)
         order_conf, order_y, order_groups = _multi_agent_set(rng, 54)
         order = {"order_confidences": order_conf, "order_labels": order_y, "order_groups": order_groups}
-        result = learn_then_test(conf, y, 0.1, 0.1, groups=groups, seed=draw, **order)
+        result = learn_then_test(conf, y, 0.1, 0.1, 0.1, groups=groups, seed=draw, false_pass="among_passes",
+                                 **order)
         certified += result.certified
         passing += result.certified and np.isfinite(result.thresholds[0][0])
-        old = learn_then_test(conf, y, 0.1, 0.1, 0.05, groups=groups, seed=draw, false_pass="among_failed", **order)
+        old = learn_then_test(conf, y, 0.1, 0.1, groups=groups, seed=draw, **order)
         old_passing += old.certified and np.isfinite(old.thresholds[0][0])
-    assert DEFAULT_FALSE_PASS == "among_passes" and FALSE_PASS_RATIO == 1.0
+    assert DEFAULT_FALSE_PASS == "among_failed"
     assert passing >= draws * 2 // 3, (certified, passing)
     assert old_passing == 0
 
@@ -89,7 +89,7 @@ def test_a_floor_only_cascade_certifies_from_about_fifty_multi_agent_tasks():
 def test_false_passes_over_the_passes_are_not_diluted_by_the_stages_easy_fails():
     """A stage that fails many easy failures and passes a few items of which a third are failures: over the failed
     items it decides its false-pass rate is small (the easy fails dilute it) and the bound over the failed items
-    certifies it; over its passes the rate is a third and the default refuses it."""
+    certifies it; over its passes the rate is a third and that bound refuses it."""
     rng = np.random.default_rng(4)
     n = 3000
     easy_fail = rng.random(n) < 0.7
@@ -104,8 +104,9 @@ def test_false_passes_over_the_passes_are_not_diluted_by_the_stages_easy_fails()
     among_passes = (passed[wide] & ~yb).sum() / passed[wide].sum()
     assert among_failed < 0.15 < 0.25 < among_passes
     kwargs = {"method": "holm", "pass_levels": (np.inf, 0.95), "fail_levels": (-np.inf, 0.05)}
-    diluted = learn_then_test(conf, y.astype(int), 0.2, 0.1, 0.2, false_pass="among_failed", **kwargs)
-    strict = learn_then_test(conf, y.astype(int), 0.2, 0.1, 0.2, **kwargs)
+    diluted = learn_then_test(conf, y.astype(int), 0.2, 0.1, 0.2, **kwargs)
+    strict = learn_then_test(conf, y.astype(int), 0.2, 0.1, 0.2, false_pass="among_passes", **kwargs)
+    assert diluted.false_pass_rate == "among_failed"
     assert diluted.certified and np.isfinite(diluted.thresholds[0][0])  # it lets the stage pass
     assert strict.false_pass_rate == "among_passes"
     assert not (strict.certified and np.isfinite(strict.thresholds[0][0]))  # it never lets the stage pass

@@ -39,8 +39,8 @@ def test_the_default_fit_bounds_every_stage_and_reports_both_false_pass_rates(fl
     cascade = fit_cascade([floor, tool], dataset(400, offset=10_000), alpha=0.2, delta=0.1,
                           order_trajectories=dataset(200, offset=40_000))
     report, guarantee = cascade.fit_report, cascade.guarantee
-    assert guarantee["bound"] == "per_stage" and guarantee["max_false_pass"] == pytest.approx(0.2)
-    assert guarantee["false_pass_rate"] == "among_passes"
+    assert guarantee["bound"] == "per_stage" and guarantee["max_false_pass"] == pytest.approx(0.1)
+    assert guarantee["false_pass_rate"] == "among_failed"
     assert guarantee["method"] == "ordered_sequence" and guarantee["order"] == "ordering data"
     assert report["units"]["tested_tasks"] == 400 and report["units"]["ordering_tasks"] == 0
     for row in report["stages"]:
@@ -50,8 +50,8 @@ def test_the_default_fit_bounds_every_stage_and_reports_both_false_pass_rates(fl
                 assert row["p_false_pass"] is not None and row["p_false_pass"] <= 0.1
     text = format_fit_report(report)
     assert "for every stage, among the items it decides" in text and "bound: per_stage:" in text
-    assert "failures among its" in text and "bounded per stage: D and the failures among its passes" in text
-    assert "false-pass (failures among its passes) <= 0.2" in text
+    assert "failures among its" in text and "bounded per stage: D and FP" in text
+    assert "false-pass (passes among its failed items) <= 0.1" in text
     assert "ordering data: 200 labeled trajectories apart from the calibration" in text
     assert "floor: out-of-fold probabilities" in text
     verdicts = report["judge_verdicts"]
@@ -61,15 +61,17 @@ def test_the_default_fit_bounds_every_stage_and_reports_both_false_pass_rates(fl
     assert re.search(r"judge verdicts needed: \d+ of 400 \(\d+% saved\)", text)
 
 
-def test_the_fit_can_bound_the_false_passes_over_the_failed_items_instead(floor):
-    cascade = fit_cascade([floor, tool], dataset(400, offset=10_000), alpha=0.2, delta=0.1, max_false_pass=0.1,
-                          false_pass="among_failed", order_trajectories=dataset(200, offset=40_000))
-    assert cascade.guarantee["false_pass_rate"] == "among_failed"
+def test_the_fit_can_bound_the_failures_among_a_stages_passes_instead(floor):
+    cascade = fit_cascade([floor, tool], dataset(400, offset=10_000), alpha=0.2, delta=0.1, max_false_pass=0.2,
+                          false_pass="among_passes", order_trajectories=dataset(200, offset=40_000))
+    assert cascade.guarantee["false_pass_rate"] == "among_passes"
     for row in cascade.fit_report["stages"]:
         if row["decided"] and row["t_pass"] is not None:
             assert row["p_false_pass"] is not None and row["p_false_pass"] <= 0.1
+            assert row["failures_among_passes_ci95"][0] <= 0.2
     text = format_fit_report(cascade.fit_report)
-    assert "bounded per stage: D and FP" in text and "false-pass (passes among its failed items) <= 0.1" in text
+    assert "bounded per stage: D and the failures among its passes" in text
+    assert "false-pass (failures among its passes) <= 0.2" in text
     with pytest.raises(InputError, match="false_pass must be one of"):
         fit_cascade([floor, tool], dataset(40), alpha=0.2, delta=0.1, false_pass="over_everything")
 
