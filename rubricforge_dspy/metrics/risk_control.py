@@ -22,7 +22,8 @@ cost). The null depends on the bound:
   ``k`` decides and ``F_k`` its false-pass rate (tested only for a stage that can pass: one that never passes has
   ``F_k = 0``): by default (``false_pass="among_failed"``) its passes among the failed items it decides; or
   (``"among_passes"``) the share of its passes that are failures, which its own easy fails cannot dilute. ``beta =
-  max_false_pass``, or ``FALSE_PASS_RATIO * alpha`` (alpha / 2) when none is given. ``p_L = max_k max(p_Dk, p_Fk)``
+  max_false_pass``, or ``FALSE_PASS_RATIOS[false_pass] * alpha`` when none is given (alpha / 2 over the failed
+  items, alpha over the passes). ``p_L = max_k max(p_Dk, p_Fk)``
   is an intersection-union test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance
   sampling", Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
   over stages is needed. Rejecting it bounds the pooled rates too: ``D(L) = sum_k w_k D_k(L)`` with ``w_k`` the
@@ -109,6 +110,7 @@ from rubricforge_dspy.metrics.risk_methods import (
     DEFAULT_METHOD,
     FALSE_PASS_RATES,
     FALSE_PASS_RATIO,
+    FALSE_PASS_RATIOS,
     FWER_METHODS,
     LTT_METHODS,
     P_VALUES,
@@ -117,7 +119,7 @@ from rubricforge_dspy.metrics.risk_methods import (
 from rubricforge_dspy.metrics.risk_order import sequence_order
 
 __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "SEQUENCE_METHODS", "DEFAULT_METHOD",
-           "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "FALSE_PASS_RATES",
+           "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "FALSE_PASS_RATES", "FALSE_PASS_RATIOS",
            "DEFAULT_FALSE_PASS", "P_VALUES", "GridResult", "binomial_p_value",
            "hoeffding_bentkus_p_value", "betting_p_value", "betting_ratio_p_value", "group_index", "task_means",
            "risk_upper_bound", "decided_needed", "tasks_needed", "fwer_reject", "stage_pairs", "threshold_grid",
@@ -405,9 +407,10 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         labels: 0/1 per item (1 = passed).
         alpha: the bound on disagreement among decided items (per stage, or pooled: `bound`).
         delta: the family-wise error level (the guarantee holds with probability >= 1 - delta).
-        max_false_pass: beta, the bound on the false-pass rate among decided failed items. None: under the
-            per-stage bound ``FALSE_PASS_RATIO * alpha`` (so that beta moves with alpha and the certified set
-            stays monotone in alpha); under the pooled bound, not bounded.
+        max_false_pass: beta, the bound on the false-pass rate (`false_pass`). None: under the per-stage bound
+            ``FALSE_PASS_RATIOS[false_pass] * alpha`` (alpha / 2 over the failed items, alpha over the passes; so
+            that beta moves with alpha and the certified set stays monotone in alpha); under the pooled bound, not
+            bounded.
         method: ``"ordered_sequence"`` (the default, `DEFAULT_METHOD`): every calibration task tests a fixed
             sequence at level `delta` each, stopping at the first non-rejection, in the order of `sequence_order`
             (from `order_confidences` / `order_labels` when given, else label-free): it does not depend on alpha,
@@ -445,7 +448,7 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
     if max_false_pass is not None:
         beta: float | None = check_rate("max_false_pass", max_false_pass)
     else:
-        beta = FALSE_PASS_RATIO * alpha if bound == "per_stage" else None
+        beta = FALSE_PASS_RATIOS.get(false_pass, FALSE_PASS_RATIO) * alpha if bound == "per_stage" else None
     if method not in LTT_METHODS:
         raise ValueError(f"method must be one of {LTT_METHODS}, got {method!r}")
     if false_pass not in FALSE_PASS_RATES:

@@ -4,7 +4,7 @@ that the command line can offer them without importing the statistics (numpy, sc
 from __future__ import annotations
 
 __all__ = ["FWER_METHODS", "SEQUENCE_METHODS", "LTT_METHODS", "DEFAULT_METHOD", "P_VALUES", "BOUNDS",
-           "DEFAULT_BOUND", "FALSE_PASS_RATIO", "FALSE_PASS_RATES", "DEFAULT_FALSE_PASS"]
+           "DEFAULT_BOUND", "FALSE_PASS_RATIO", "FALSE_PASS_RATES", "DEFAULT_FALSE_PASS", "FALSE_PASS_RATIOS"]
 
 FWER_METHODS = ("holm", "bonferroni", "fixed_sequence")
 SEQUENCE_METHODS = ("ordered_sequence", "split_fixed_sequence", "fail_first_sequence")
@@ -32,3 +32,6 @@ FALSE_PASS_RATIO = 0.5
 # WebShop it let the cascade pass more of the failures it decided than the judge alone (0.371 against 0.242).
 FALSE_PASS_RATES = ("among_failed", "among_passes")
 DEFAULT_FALSE_PASS = "among_failed"
+# the default beta / alpha per rate: alpha / 2 over the failed items decided (above); alpha over the passes (a stage's
+# passes held to the standard of its verdicts: at most alpha of what it passes is a failure)
+FALSE_PASS_RATIOS = {"among_failed": FALSE_PASS_RATIO, "among_passes": 1.0}

@@ -13,7 +13,12 @@ from scipy import stats
 
 from rubricforge_dspy.metrics.bounds import betting_ratio_stakes, group_index
 from rubricforge_dspy.metrics.risk_grid import cascade_outcomes, prior_share
-from rubricforge_dspy.metrics.risk_methods import DEFAULT_FALSE_PASS, FALSE_PASS_RATES, FALSE_PASS_RATIO
+from rubricforge_dspy.metrics.risk_methods import (
+    DEFAULT_FALSE_PASS,
+    FALSE_PASS_RATES,
+    FALSE_PASS_RATIO,
+    FALSE_PASS_RATIOS,
+)
 
 __all__ = ["sequence_order"]
 
@@ -165,7 +170,7 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
                    n_expected: float | None = None, delta: float = 0.1, order_groups: ArrayLike | None = None,
                    n_tasks: int | None = None, p_values: str = "auto", bound: str = "per_stage",
                    test_false_pass: bool = True, false_pass: str = DEFAULT_FALSE_PASS,
-                   false_pass_ratio: float = FALSE_PASS_RATIO) -> tuple[NDArray[np.int64], str]:
+                   false_pass_ratio: float | None = None) -> tuple[NDArray[np.int64], str]:
     """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level (alpha) each
     would need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
     descending: of vectors that act alike on the ordering data, the wider goes first, and with ordering data the
@@ -179,7 +184,7 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
       calibration, e.g. the fit split's out-of-fold confidences), the smallest alpha at which the p-value the
       calibration will use (`p_values`: the exact binomial on one-trial tasks, else the betting p-value of the task
       means; ``"hoeffding_bentkus"`` is ordered as betting) would reject its null at `delta` (per stage, or pooled:
-      `bound`; the false-pass null at ``FALSE_PASS_RATIO * alpha`` where `test_false_pass`) on a
+      `bound`; the false-pass null at ``false_pass_ratio * alpha`` where `test_false_pass`) on a
       pseudo-calibration: the ordering tasks' task means read as `n_tasks` tasks (a fixed permutation, tiled or
       thinned, `_pseudo_tasks`). A test that needs evidence from many tasks (a task-mean betting test where few
       tasks' trials are decided) gets the level it really needs, not a rate's bound at a trial count;
@@ -202,8 +207,9 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
         test_false_pass: whether the calibration tests the false-pass null.
         false_pass: which false-pass rate it tests (`learn_then_test`'s `false_pass`: ``"among_passes"`` or
             ``"among_failed"``).
-        false_pass_ratio: the calibration's beta as a share of alpha (``FALSE_PASS_RATIO`` by default; a vector's
-            false-pass test needs level ``beta``, so the alpha it needs is that level over this ratio).
+        false_pass_ratio: the calibration's beta as a share of alpha (None: the default of the rate,
+            ``FALSE_PASS_RATIOS[false_pass]``; a vector's false-pass test needs level ``beta``, so the alpha it needs
+            is that level over this ratio). A constant, never ``max_false_pass / alpha``: the order is free of alpha.
 
     Returns:
         ``(order, source)``: vector indices in testing order, and ``"ordering data"`` or ``"label-free"``.
@@ -215,6 +221,8 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
         return order.copy(), source
     if false_pass not in FALSE_PASS_RATES:
         raise ValueError(f"false_pass must be one of {FALSE_PASS_RATES}, got {false_pass!r}")
+    if false_pass_ratio is None:
+        false_pass_ratio = FALSE_PASS_RATIOS[false_pass]
     if not 0.0 < false_pass_ratio:
         raise ValueError(f"false_pass_ratio must be positive, got {false_pass_ratio!r}")
     result = _sequence_order(grid, levels, order_confidences, order_labels, n_expected, delta, order_groups, n_tasks,
