@@ -106,6 +106,9 @@ def test_beta_defaults_to_a_share_of_alpha_only_under_the_per_stage_bound():
     assert learn_then_test(conf, y, 0.2, 0.1, method="holm").max_false_pass == pytest.approx(FALSE_PASS_RATIO * 0.2)
     assert learn_then_test(conf, y, 0.2, 0.1, method="holm", bound="pooled").max_false_pass is None
     assert learn_then_test(conf, y, 0.2, 0.1, 0.07, method="holm").max_false_pass == 0.07
+    # over the passes the default beta is alpha itself (FALSE_PASS_RATIOS), and the result says which rate it bounds
+    over_passes = learn_then_test(conf, y, 0.2, 0.1, method="holm", false_pass="among_passes")
+    assert over_passes.max_false_pass == pytest.approx(0.2) and over_passes.false_pass_rate == "among_passes"
     with pytest.raises(ValueError, match="bound must be one of"):
         learn_then_test(conf, y, 0.2, 0.1, bound="stagewise")
 
