@@ -98,7 +98,7 @@ from rubricforge_dspy.metrics.bounds import RATIO_STAKE_CAP
 from rubricforge_dspy.metrics.risk_control import (
     DEFAULT_FALSE_PASS,
     DEFAULT_METHOD,
-    FALSE_PASS_RATIO,
+    FALSE_PASS_RATIOS,
     LTT_METHODS,
     cascade_outcomes,
     learn_then_test,
@@ -683,7 +683,8 @@ def table_part(args) -> int:
                   "judges": judges_used or "none in this run",
                   "note": "a judge named 'simulated: ...' is the simulator (evals/simulator), not an LM"},
            "library": {"default_method": DEFAULT_METHOD, "methods": list(ct.methods()), **features,
-                       "false_pass": args.false_pass or DEFAULT_FALSE_PASS, "false_pass_ratio": FALSE_PASS_RATIO,
+                       "false_pass": args.false_pass or DEFAULT_FALSE_PASS,
+                       "false_pass_ratio": FALSE_PASS_RATIOS[args.false_pass or DEFAULT_FALSE_PASS],
                        "betting_stake_cap": RATIO_STAKE_CAP},
            "protocol": {"fit_share_of_tasks": ct.FIT_SHARE, "sizes": list(ct.SIZES), "delta": ct.DELTA,
                         "alphas": ct.TABLE_ALPHAS, "draws_per_cell": args.table_draws, "seed": args.seed,
