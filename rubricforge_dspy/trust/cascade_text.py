@@ -174,8 +174,8 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
     (descriptive; the guarantee is the bound), the escalated share, and each stage the fit dropped."""
     guarantee = guarantee or report.get("guarantee") or {}
     units = report.get("units", {})
-    kind = {"among_passes": " (failures among its passes)", "among_failed": " (passes among its failed items)"}.get(
-        str(guarantee.get("false_pass_rate")), "")
+    # the default rate (over the failed items decided) keeps the headline as it was; the other one is named
+    kind = " (failures among its passes)" if guarantee.get("false_pass_rate") == "among_passes" else ""
     bound = f" and false-pass{kind} <= {guarantee['max_false_pass']:.3g}" \
         if guarantee.get("max_false_pass") is not None else ""
     per_stage = guarantee.get("bound") == "per_stage"
