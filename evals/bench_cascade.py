@@ -94,8 +94,11 @@ from rubricforge_dspy.judge.floor import FloorError, FloorJudge, SymptomFloor
 from rubricforge_dspy.judge.hybrid import HybridJudge
 from rubricforge_dspy.judge.recorded import RecordedJudge
 from rubricforge_dspy.metrics import cohens_kappa
+from rubricforge_dspy.metrics.bounds import RATIO_STAKE_CAP
 from rubricforge_dspy.metrics.risk_control import (
+    DEFAULT_FALSE_PASS,
     DEFAULT_METHOD,
+    FALSE_PASS_RATIOS,
     LTT_METHODS,
     cascade_outcomes,
     learn_then_test,
@@ -644,6 +647,7 @@ def table_part(args) -> int:
     from evals.cascade_table import FLOOR_ONLY_SETS
 
     started = time.perf_counter()
+    ct.FALSE_PASS = args.false_pass
     sets, floor_only, skipped, judges_used = [], [], [], {}
     for data in datasets(args.shipped_only):
         if args.only and not any(word in data["name"] for word in args.only):
@@ -678,7 +682,10 @@ def table_part(args) -> int:
            "lm": {"floor": "none: the symptom floor (real, fit on the fit share)",
                   "judges": judges_used or "none in this run",
                   "note": "a judge named 'simulated: ...' is the simulator (evals/simulator), not an LM"},
-           "library": {"default_method": DEFAULT_METHOD, "methods": list(ct.methods()), **features},
+           "library": {"default_method": DEFAULT_METHOD, "methods": list(ct.methods()), **features,
+                       "false_pass": args.false_pass or DEFAULT_FALSE_PASS,
+                       "false_pass_ratio": FALSE_PASS_RATIOS[args.false_pass or DEFAULT_FALSE_PASS],
+                       "betting_stake_cap": RATIO_STAKE_CAP},
            "protocol": {"fit_share_of_tasks": ct.FIT_SHARE, "sizes": list(ct.SIZES), "delta": ct.DELTA,
                         "alphas": ct.TABLE_ALPHAS, "draws_per_cell": args.table_draws, "seed": args.seed,
                         "population": "the tasks outside the fit share (task-uniform: a random task, a random "
@@ -779,6 +786,8 @@ def main(argv=None) -> int:
     parser.add_argument("--table-draws", type=int, default=100, help="calibration draws per table cell")
     parser.add_argument("--table-seeds", type=int, default=20, help="40/40/20 seeds of the floor-only acceptance")
     parser.add_argument("--table-out", default=str(TABLE_OUT))
+    parser.add_argument("--false-pass", choices=("among_failed", "among_passes"), default=None,
+                        help="the false-pass rate the per-stage bound tests in (e) and (f) (default: the library's)")
     args = parser.parse_args(argv)
     if args.quick:
         args.draws, args.seeds, args.no_simulated = min(args.draws, 100), min(args.seeds, 6), True

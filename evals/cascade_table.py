@@ -48,6 +48,9 @@ OLD_DEFAULT = "split_fixed_sequence"  # main's default before issue 39
 FLOOR_ONLY_SETS = ("mint-alfworld-mint-alfworld-6agents", "intercode-bash-intercode-bash-7agents",
                    "tau2-leaderboard-airline-4-agents-pooled")  # issue 39's multi-agent acceptance sets
 FLOOR_ONLY_ALPHA, FLOOR_ONLY_TASKS = 0.10, 50
+# the false-pass rate the per-stage bound tests (`learn_then_test`'s ``false_pass``); None: the library's default.
+# ``python -m evals.bench_cascade --table-only --false-pass among_passes`` sets it (the alternative, measured)
+FALSE_PASS: str | None = None
 
 
 def methods() -> tuple[str, ...]:
@@ -175,6 +178,8 @@ def certify(prep: Prepared, cascade: str, items: np.ndarray, weights: np.ndarray
     features = library_features()
     if features["per_stage"]:
         kwargs["bound"] = bound
+    if FALSE_PASS is not None:
+        kwargs["false_pass"] = FALSE_PASS
     if features["order_data"] and method == "ordered_sequence":  # data the calibration never sees: the fit share
         order = prep.order_items
         judge = prep.judge(cascade)

@@ -1,7 +1,8 @@
-"""Which default beta (max_false_pass) the per-stage bound uses: alpha or alpha / 2, measured (issue 39 item 1).
+"""Which default beta (max_false_pass) and false-pass rate the per-stage bound uses, measured (issue 39 item 1).
 
 floor -> hybrid(judge) -> person at alpha 0.2, delta 0.1, method ordered_sequence ordered on the fit split, per-stage
-bound, beta = alpha or alpha / 2 (and the pooled bound for reference), on the hybrid sets `evals/bench_cascade.py`
+bound, beta = alpha or alpha / 2 over the failed items decided, beta = alpha over the passes (`learn_then_test`'s
+``false_pass``), and the pooled bound for reference, on the hybrid sets `evals/bench_cascade.py`
 part (d) uses, 5 by-task 40/40/20 splits each (its `hybrid_stage`, `judged_seed`, `pooled`). The judge is the
 simulator's (simulated-7b-judge@sim1, evals/simulator), written as verdict lines and read back as a recorded stage.
 Machine: the 2-core VM. Output: evals/results/cascade_false_pass_default.json.
@@ -31,10 +32,14 @@ from evals.bench_cascade import (
     pooled,
     record_verdicts,
 )
+from rubricforge_dspy.metrics.bounds import RATIO_STAKE_CAP
 from rubricforge_dspy.trust.cascade import CascadeCalibrationError, fit_cascade
 
 ALPHA, SEEDS = 0.2, 5
-VARIANTS = (("per_stage", ALPHA), ("per_stage", ALPHA / 2), ("pooled", None))
+# (bound, beta, false-pass rate): the rate over the failed items decided (the default) at alpha and alpha / 2, the
+# share of the passes that are failures at alpha (the alternative; docs/CASCADE.md), and the pooled bound
+VARIANTS = (("per_stage", ALPHA, "among_failed"), ("per_stage", ALPHA / 2, "among_failed"),
+            ("per_stage", ALPHA, "among_passes"), ("pooled", None, "among_failed"))
 OUT = Path(__file__).resolve().parent / "results" / "cascade_false_pass_default.json"
 
 
@@ -51,15 +56,16 @@ def run(data: dict) -> list[dict]:
             fit_items, cal_items, test_items = ([items[i] for i in np.flatnonzero(np.isin(task_of, part))]
                                                 for part in (tasks[:cut1], tasks[cut1:cut2], tasks[cut2:]))
             floor, hybrid = hybrid_stage(judge, fit_items)
-            for bound, beta in VARIANTS:
+            for bound, beta, rate in VARIANTS:
                 try:
                     cascade = fit_cascade([floor, hybrid], cal_items, ALPHA, DELTA, beta, seed=seed, bound=bound,
-                                          stage_costs=(0.0, 1.0), order_trajectories=fit_items)
+                                          stage_costs=(0.0, 1.0), order_trajectories=fit_items, false_pass=rate)
                     result = judged_seed(cascade, judge, test_items, cascade.fit_report)
                 except CascadeCalibrationError as error:
                     result = {**judged_seed(None, judge, test_items, None), "refusal": str(error)[:400]}
-                runs[(bound, beta)].append({"seed": seed, **result})
-    return [{"bound": bound, "max_false_pass": beta, **pooled(seed_runs)} for (bound, beta), seed_runs in runs.items()]
+                runs[(bound, beta, rate)].append({"seed": seed, **result})
+    return [{"bound": bound, "max_false_pass": beta, "false_pass_rate": rate if beta is not None else None,
+             **pooled(seed_runs)} for (bound, beta, rate), seed_runs in runs.items()]
 
 
 def main() -> int:
@@ -75,6 +81,7 @@ def main() -> int:
     OUT.write_text(json.dumps({"alpha": ALPHA, "delta": DELTA, "seeds": SEEDS, "method": "ordered_sequence",
                                "order": "the fit split (floor out-of-fold, the hybrid's in-sample verdicts)",
                                "judge": f"simulated ({SIM_MODEL})", "machine": machine(),
+                               "betting_stake_cap": RATIO_STAKE_CAP,
                                "seconds": round(time.time() - started, 1), "datasets": rows}, indent=1) + "\n")
     print(OUT)
     return 0

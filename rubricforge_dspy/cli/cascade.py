@@ -37,7 +37,14 @@ from rubricforge_dspy.core.files import writable_file
 from rubricforge_dspy.core.terminal import check_name
 from rubricforge_dspy.data.spec import DataSpec
 from rubricforge_dspy.lm.config import lm_name
-from rubricforge_dspy.metrics.risk_methods import DEFAULT_BOUND, DEFAULT_METHOD, LTT_METHODS, P_VALUES
+from rubricforge_dspy.metrics.risk_methods import (
+    DEFAULT_BOUND,
+    DEFAULT_FALSE_PASS,
+    DEFAULT_METHOD,
+    FALSE_PASS_RATES,
+    LTT_METHODS,
+    P_VALUES,
+)
 
 if TYPE_CHECKING:
     from rubricforge_dspy.judge.contract import BaseJudge
@@ -157,7 +164,7 @@ def cmd_cascade_fit(args: argparse.Namespace) -> int:
             args.alpha, args.delta, args.max_false_pass, args.method, names=args.name, seed=args.seed,
             num_threads=args.concurrency, p_values=args.p_values, one_per_task=args.one_per_task,
             label_rule=data.label_rule, labels=data.labels_path, bound=args.bound.replace("-", "_"),
-            order_trajectories=order))
+            false_pass=args.false_pass.replace("-", "_"), order_trajectories=order))
     if cascade.fit_report is None:  # fit_cascade records its report: a cascade without one is a bug here
         raise RubricForgeError("cascade fit: the fitted cascade carries no fit report")
     cascade.fit_report["labels_selected"] = selection.to_dict()
@@ -200,6 +207,12 @@ def add_cascade_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     f.add_argument("--bound", choices=("per-stage", "pooled"), default=DEFAULT_BOUND.replace("_", "-"),
                    help="per-stage (default): every stage that decides has disagreement <= alpha and false-pass rate "
                         "<= --max-false-pass (default alpha / 2); pooled: over everything decided")
+    f.add_argument("--false-pass", choices=tuple(r.replace("_", "-") for r in FALSE_PASS_RATES),
+                   default=DEFAULT_FALSE_PASS.replace("_", "-"),
+                   help="which false-pass rate --max-false-pass bounds per stage: among-failed (default: passes among "
+                        "the failed items a stage decides, beta default alpha / 2) or among-passes (failures among a "
+                        "stage's passes, beta default alpha: more power on small sets, weaker against a stage that "
+                        "passes many failures beside many successes; docs/CASCADE.md)")
     f.add_argument("--order-data", default=None, metavar="FIT.jsonl",
                    help="labeled trajectories the calibration never sees (the fit split; no task in both), read with "
                         "the same data options, that order the tested vectors (--method ordered_sequence)")

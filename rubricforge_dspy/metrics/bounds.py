@@ -13,10 +13,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-__all__ = ["check_rate", "binomial_p_value", "hoeffding_bentkus_p_value", "betting_p_value",
+__all__ = ["RATIO_STAKE_CAP", "check_rate", "binomial_p_value", "hoeffding_bentkus_p_value", "betting_p_value",
            "betting_ratio_p_value", "group_index", "task_means", "risk_upper_bound", "decided_needed", "tasks_needed"]
 
 _Floats = NDArray[np.float64]
+# the cap of `betting_ratio_p_value`'s stakes: each factor 1 + lambda (level B - W) >= 1 - lambda (1 - level) stays
+# >= level > 0 for every lambda <= 1 whatever the level, so 1 is the largest cap free of the level (the p-value stays
+# non-increasing in it). A task where everything decided is wrong then costs a factor `level`, the most a valid
+# bet can lose there; 0.9 (before) grew at most log(1 + 0.9 g) a task against log(1 + g).
+RATIO_STAKE_CAP = 1.0
 
 
 def check_rate(name: str, value: float) -> float:
@@ -128,14 +133,15 @@ def betting_p_value(x: ArrayLike, m: float, *, tune_delta: float = 0.1, c: float
 
 
 def betting_ratio_p_value(losses: ArrayLike, base: ArrayLike, level: float, *, tune_delta: float = 0.1,
-                          c: float = 0.9) -> float | _Floats:
+                          c: float = RATIO_STAKE_CAP) -> float | _Floats:
     """Betting p-value of ``H0: E[W] > level * E[B]`` for i.i.d. pairs ``(W, B)`` with ``0 <= W <= B <= 1``, with
     stakes that do not depend on `level`: the p-value is non-increasing in `level` (monotone in alpha).
 
     The use: ``W`` a task's share of trials decided wrongly, ``B`` its share decided, so ``H0`` is "the disagreement
     among decided trials exceeds `level`" (the task-mean construction of `metrics.risk_control`). The capital
     ``K_t = prod_{i<=t} (1 + lambda_i (level * B_i - W_i))`` bets on ``H0`` being false. Each factor is at least
-    ``1 - c (1 - level) > 0`` (as ``W <= B``) and has mean at most 1 under ``H0``, so ``K`` is a non-negative
+    ``1 - c (1 - level) >= level > 0`` (as ``W <= B`` and ``c <= 1``) and has mean at most 1 under ``H0``, so ``K``
+    is a non-negative
     supermartingale and, by Ville's inequality, ``p = min(1, 1 / max_t K_t)`` is valid (Waudby-Smith & Ramdas
     2024, JRSSB 86(1), sec. 3-4). The stake ``lambda_i = min(c, sqrt(2 log(1/tune_delta) / (s_i^2 i log(1+i))))``
     is their predictable plug-in with the variance ``s_i^2`` of the past ``W - r B`` (``r``: the past ratio
@@ -148,7 +154,8 @@ def betting_ratio_p_value(losses: ArrayLike, base: ArrayLike, level: float, *, t
         base: ``B``, the same shape, ``W <= B`` elementwise.
         level: the rate tested, in (0, 1).
         tune_delta: the level the stakes are tuned for (any fixed value keeps validity).
-        c: the stake's cap, in (0, 1).
+        c: the stake's cap, in (0, 1] (default `RATIO_STAKE_CAP`, 1: the largest cap that keeps every factor
+            positive at every level, so it needs no level; measured against 0.9 in docs/CASCADE.md).
 
     Returns:
         A float (or one p-value per row), in (0, 1].
@@ -161,6 +168,8 @@ def betting_ratio_p_value(losses: ArrayLike, base: ArrayLike, level: float, *, t
     if w_rows.size and (np.isnan(w_rows).any() or np.isnan(b_rows).any() or w_rows.min() < -1e-12
                         or b_rows.max() > 1 + 1e-12 or np.any(w_rows > b_rows + 1e-9)):
         raise ValueError("betting_ratio_p_value needs 0 <= losses <= base <= 1")
+    if not 0.0 < c <= 1.0:
+        raise ValueError(f"the stake cap c must be in (0, 1] (a larger stake can make the capital negative), got {c!r}")
     w_rows, b_rows = np.clip(w_rows, 0.0, 1.0), np.clip(b_rows, 0.0, 1.0)
     w_rows = np.minimum(w_rows, b_rows)
     stakes = betting_ratio_stakes(w_rows, b_rows, tune_delta=tune_delta, c=c)
@@ -170,7 +179,8 @@ def betting_ratio_p_value(losses: ArrayLike, base: ArrayLike, level: float, *, t
     return float(p[0]) if ws.ndim <= 1 else p
 
 
-def betting_ratio_stakes(losses: _Floats, base: _Floats, *, tune_delta: float = 0.1, c: float = 0.9) -> _Floats:
+def betting_ratio_stakes(losses: _Floats, base: _Floats, *, tune_delta: float = 0.1,
+                         c: float = RATIO_STAKE_CAP) -> _Floats:
     """The stakes ``lambda_t`` of `betting_ratio_p_value` (shape of `losses`: rows, n), from the past observations
     only and never from the level tested: the capital at any level is ``prod (1 + lambda_t (level B_t - W_t))``."""
     v, n = losses.shape
@@ -269,7 +279,7 @@ def decided_needed(alpha: float, delta: float, error_rate: float = 0.0, max_n: i
     return None
 
 
-def tasks_needed(alpha: float, level: float, coverage: float, error_rate: float = 0.0, c: float = 0.9,
+def tasks_needed(alpha: float, level: float, coverage: float, error_rate: float = 0.0, c: float = RATIO_STAKE_CAP,
                  max_n: int = 10_000_000) -> int | None:
     """About how many tasks a betting p-value (`betting_ratio_p_value`, stake cap `c`) needs to reach `level` when
     a share `coverage` of each task's trials is decided with disagreement `error_rate`: each task's bet

@@ -19,14 +19,17 @@ cost). The null depends on the bound:
 
 - ``bound="per_stage"`` (the default): for every stage ``k`` that ``L`` lets decide (a finite threshold),
   ``H_L = union_k {D_k(L) > alpha or F_k(L) > beta}``, where ``D_k`` is the disagreement among the items stage
-  ``k`` decides and ``F_k`` its false-pass rate (passed, among the failed items stage ``k`` decides; tested
-  only for a stage that can pass: one that never passes has ``F_k = 0``). ``beta = max_false_pass``, or
-  ``FALSE_PASS_RATIO * alpha`` when none is given. ``p_L = max_k max(p_Dk, p_Fk)`` is an intersection-union
-  test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance sampling",
-  Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
+  ``k`` decides and ``F_k`` its false-pass rate (tested only for a stage that can pass: one that never passes has
+  ``F_k = 0``): by default (``false_pass="among_failed"``) its passes among the failed items it decides; or
+  (``"among_passes"``) the share of its passes that are failures, which its own easy fails cannot dilute. ``beta =
+  max_false_pass``, or ``FALSE_PASS_RATIOS[false_pass] * alpha`` when none is given (alpha / 2 over the failed
+  items, alpha over the passes). ``p_L = max_k max(p_Dk, p_Fk)``
+  is an intersection-union test of the union null (Berger 1982, "Multiparameter hypothesis testing and acceptance
+  sampling", Technometrics 24(4)): if some component null is true, ``P(p_L <= u) <= P(p_that <= u) <= u``. No correction
   over stages is needed. Rejecting it bounds the pooled rates too: ``D(L) = sum_k w_k D_k(L)`` with ``w_k`` the
   share of the decided items stage ``k`` decides (a mixture), so each ``D_k <= alpha`` gives ``D(L) <= alpha``;
-  likewise ``F(L)`` is a mixture of the ``F_k`` (weights: each stage's share of the decided failed items).
+  likewise the cascade's false-pass rate of the same kind is a mixture of the ``F_k`` (weights: each stage's share
+  of the passes, or of the decided failed items).
 - ``bound="pooled"``: ``H_L = {D(L) > alpha}`` (or ``D(L) > alpha or F(L) > beta`` when `max_false_pass` is
   given), over everything the cascade decides: one stage's over-crediting can hide behind another's easy
   verdicts; kept as an option.
@@ -34,8 +37,8 @@ cost). The null depends on the bound:
 Why the p-values are valid. For one threshold vector and stage ``k``, let a task ``j`` with trials ``i = 1..n_j``
 give ``W_jk`` (its share of trials stage ``k`` decides wrongly) and ``B_jk`` (its share stage ``k`` decides):
 ``Z_jk = W_jk - alpha B_jk``, i.i.d. across tasks, and ``D_k <= alpha`` for the population "a random task, a
-random trial of it" iff ``E[Z_jk] <= 0``. The same over the failed trials with ``beta`` for ``F_k``. With one
-trial per task, given the number ``n_k`` of units stage ``k`` decides, the disagreements are ``Binomial(n_k,
+random trial of it" iff ``E[Z_jk] <= 0``. The same over the passed (or failed) trials with ``beta`` for ``F_k``.
+With one trial per task, given the number ``n_k`` of units stage ``k`` decides, the disagreements are ``Binomial(n_k,
 D_k)`` and ``P(Bin(n_k, alpha) <= errors)`` (`binomial_p_value`) is super-uniform under ``D_k > alpha``; with
 several trials per task the betting p-value (`betting_ratio_p_value`; Waudby-Smith & Ramdas 2024, JRSSB 86(1))
 or Hoeffding-Bentkus (`hoeffding_bentkus_p_value`, on ``Z`` shifted into [0, 1]; Bates, Angelopoulos, Lei, Malik
@@ -103,8 +106,11 @@ from rubricforge_dspy.metrics.risk_grid import (
 from rubricforge_dspy.metrics.risk_methods import (
     BOUNDS,
     DEFAULT_BOUND,
+    DEFAULT_FALSE_PASS,
     DEFAULT_METHOD,
+    FALSE_PASS_RATES,
     FALSE_PASS_RATIO,
+    FALSE_PASS_RATIOS,
     FWER_METHODS,
     LTT_METHODS,
     P_VALUES,
@@ -113,7 +119,8 @@ from rubricforge_dspy.metrics.risk_methods import (
 from rubricforge_dspy.metrics.risk_order import sequence_order
 
 __all__ = ["PASS_LEVELS", "FAIL_LEVELS", "FWER_METHODS", "LTT_METHODS", "SEQUENCE_METHODS", "DEFAULT_METHOD",
-           "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "P_VALUES", "GridResult", "binomial_p_value",
+           "BOUNDS", "DEFAULT_BOUND", "FALSE_PASS_RATIO", "FALSE_PASS_RATES", "FALSE_PASS_RATIOS",
+           "DEFAULT_FALSE_PASS", "P_VALUES", "GridResult", "binomial_p_value",
            "hoeffding_bentkus_p_value", "betting_p_value", "betting_ratio_p_value", "group_index", "task_means",
            "risk_upper_bound", "decided_needed", "tasks_needed", "fwer_reject", "stage_pairs", "threshold_grid",
            "prior_share", "cascade_outcomes", "sequence_order", "learn_then_test"]
@@ -189,6 +196,8 @@ class GridResult:
         stages: per stage of the vector, its counts and tests: ``decided``, ``errors``, ``failed_decided``,
             ``false_passes``, ``passes``, ``tested`` (it can decide), ``p_disagreement``, ``p_false_pass``
             (None when not tested: a stage that never passes has no false pass), on the testing tasks' trials.
+        false_pass_rate: the false-pass rate ``max_false_pass`` bounds: ``"among_passes"`` (false passes over the
+            passes) or ``"among_failed"`` (over the failed units decided); `false_pass` above is always the latter.
     """
 
     certified: bool
@@ -217,6 +226,7 @@ class GridResult:
     level: float = 0.0
     order: str = ""
     stages: tuple[dict[str, Any], ...] = ()
+    false_pass_rate: str = DEFAULT_FALSE_PASS
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (infinite thresholds as null)."""
@@ -272,11 +282,13 @@ class _Units:
 
 
 def _tally(decided: _Bools, passed: _Bools, stage: NDArray[np.int8], y: _Bools, units: _Units, grid: _Floats,
-           alpha: float, beta: float | None, kind: str, delta: float, bound: str) -> dict[str, Any]:
+           alpha: float, beta: float | None, kind: str, delta: float, bound: str,
+           false_pass: str = DEFAULT_FALSE_PASS) -> dict[str, Any]:
     """Per vector: decided trials, disagreements, decided failed, false passes (weighted by their tasks'
     multiplicity), and the p-value of its null: pooled, ``D > alpha`` (or ``F > beta``: the larger,
     intersection-union); per stage, the largest over the stages that can decide of the p-values of ``D_k >
-    alpha`` and (for a stage that can pass) ``F_k > beta``. Per stage also the counts and the two p-values
+    alpha`` and (for a stage that can pass) ``F_k > beta``, F over the failed items decided or over the passes
+    (`false_pass`). Per stage also the counts and the two p-values
     (``"stage_*"``, shape ``(stages, vectors)``; p NaN where not tested)."""
     item_w = units.task_weight[units.index]
     wrong, fails = decided & (passed != y), decided & ~y
@@ -302,7 +314,8 @@ def _tally(decided: _Bools, passed: _Bools, stage: NDArray[np.int8], y: _Bools, 
             p_d[k, active] = _p_values(kind, mine_wrong[active], mine[active], alpha, units, delta)
         can_pass = np.isfinite(grid[:, k, 0])
         if beta is not None and can_pass.any():
-            p_f[k, can_pass] = _p_values(kind, mine_fp[can_pass], mine_fails[can_pass], beta, units, delta)
+            base = mine_fails if false_pass == "among_failed" else mine & passed
+            p_f[k, can_pass] = _p_values(kind, mine_fp[can_pass], base[can_pass], beta, units, delta)
     tally.update(stage_n=stage_n, stage_errors=stage_err, stage_failed=stage_failed, stage_fp=stage_fp,
                  stage_passes=stage_passes)
     if bound == "per_stage":
@@ -312,7 +325,7 @@ def _tally(decided: _Bools, passed: _Bools, stage: NDArray[np.int8], y: _Bools, 
     else:
         p = _p_values(kind, wrong, decided, alpha, units, delta)
         if beta is not None:
-            pf = _p_values(kind, fp, fails, beta, units, delta)
+            pf = _p_values(kind, fp, fails if false_pass == "among_failed" else decided & passed, beta, units, delta)
             p = np.maximum(p, pf)
             p_f[:] = np.nan
         p_d[:] = np.nan
@@ -384,7 +397,8 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                     weights: ArrayLike | None = None, stage_costs: ArrayLike | None = None,
                     p_values: str = "auto", order_fraction: float = 0.2, seed: int = 0,
                     bound: str = DEFAULT_BOUND, order_confidences: ArrayLike | None = None,
-                    order_labels: ArrayLike | None = None, order_groups: ArrayLike | None = None) -> GridResult:
+                    order_labels: ArrayLike | None = None, order_groups: ArrayLike | None = None,
+                    false_pass: str = DEFAULT_FALSE_PASS) -> GridResult:
     """Certify a threshold vector of a cascade by Learn-then-Test over the grid (module docstring).
 
     Args:
@@ -393,9 +407,10 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
         labels: 0/1 per item (1 = passed).
         alpha: the bound on disagreement among decided items (per stage, or pooled: `bound`).
         delta: the family-wise error level (the guarantee holds with probability >= 1 - delta).
-        max_false_pass: beta, the bound on the false-pass rate among decided failed items. None: under the
-            per-stage bound ``FALSE_PASS_RATIO * alpha`` (so that beta moves with alpha and the certified set
-            stays monotone in alpha); under the pooled bound, not bounded.
+        max_false_pass: beta, the bound on the false-pass rate (`false_pass`). None: under the per-stage bound
+            ``FALSE_PASS_RATIOS[false_pass] * alpha`` (alpha / 2 over the failed items, alpha over the passes; so
+            that beta moves with alpha and the certified set stays monotone in alpha); under the pooled bound, not
+            bounded.
         method: ``"ordered_sequence"`` (the default, `DEFAULT_METHOD`): every calibration task tests a fixed
             sequence at level `delta` each, stopping at the first non-rejection, in the order of `sequence_order`
             (from `order_confidences` / `order_labels` when given, else label-free): it does not depend on alpha,
@@ -420,6 +435,9 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
             and n_order labels), apart from the calibration items (e.g. the fit split's out-of-fold
             confidences); a row all NaN: that stage has none (it gets a label-free position).
         order_groups: each ordering item's task (None: each its own task), read as the calibration's tasks.
+        false_pass: the false-pass rate beta bounds (`FALSE_PASS_RATES`): ``"among_passes"``, the share of a stage's
+            passes (pooled: of the cascade's) that are failures, or ``"among_failed"``, the passes among the failed
+            items it decides (module docstring: which is the default and why).
 
     Returns:
         A `GridResult` (its counts are those of the testing tasks' trials).
@@ -430,9 +448,11 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
     if max_false_pass is not None:
         beta: float | None = check_rate("max_false_pass", max_false_pass)
     else:
-        beta = FALSE_PASS_RATIO * alpha if bound == "per_stage" else None
+        beta = FALSE_PASS_RATIOS.get(false_pass, FALSE_PASS_RATIO) * alpha if bound == "per_stage" else None
     if method not in LTT_METHODS:
         raise ValueError(f"method must be one of {LTT_METHODS}, got {method!r}")
+    if false_pass not in FALSE_PASS_RATES:
+        raise ValueError(f"false_pass must be one of {FALSE_PASS_RATES}, got {false_pass!r}")
     if order_confidences is not None and method != "ordered_sequence":
         raise ValueError(f"order_confidences orders the 'ordered_sequence' method, not {method!r}")
     conf, y, units, costs = _checked_inputs(confidences, labels, weights, groups, stage_costs, seed)
@@ -443,8 +463,9 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
     grid = threshold_grid(stages, pass_levels, fail_levels)
     decided, passed, stage = cascade_outcomes(conf, grid)
     order, units, order_units, source = _sequence(method, grid, stages, (decided, passed, stage, y), units, (
-        alpha, beta, delta), kind, bound, order_fraction, seed, (order_confidences, order_labels, order_groups))
-    tally = _tally(decided, passed, stage, y, units, grid, alpha, beta, kind, delta, bound)
+        alpha, beta, delta), kind, (bound, false_pass), order_fraction, seed,
+        (order_confidences, order_labels, order_groups))
+    tally = _tally(decided, passed, stage, y, units, grid, alpha, beta, kind, delta, bound, false_pass)
     p = tally["p"]
     rejected, stop, stop_level = _rejected(method, p, tally["n"], order if method in SEQUENCE_METHODS else None,
                                            delta)
@@ -456,26 +477,29 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                    dict(method=method, p_values=kind, alpha=alpha, delta=delta, max_false_pass=beta,
                         n_tasks=int(units.task_weight.sum()), n_trials=int(item_w.sum()),
                         max_trials_per_task=int(units.trials[used].max()) if used.any() else 0,
-                        n_order_tasks=order_units, bound=bound, order=source), stop_level)
+                        n_order_tasks=order_units, bound=bound, order=source, false_pass_rate=false_pass), stop_level)
 
 
 def _sequence(method: str, grid: _Floats, stages: Sequence[Sequence[float] | None],
               outcomes: tuple[_Bools, _Bools, NDArray[np.int8], _Bools], units: _Units,
-              rates: tuple[float, float | None, float], kind: str, bound: str, order_fraction: float, seed: int,
+              rates: tuple[float, float | None, float], kind: str, bounds: tuple[str, str], order_fraction: float,
+              seed: int,
               ordering: tuple[ArrayLike | None, ArrayLike | None, ArrayLike | None]
               ) -> tuple[NDArray[np.int64], _Units, int, str]:
     """A sequence method's order, the units that test it, the ordering units taken from them and the order's
     source (Holm and Bonferroni: an empty order)."""
-    (decided, passed, stage, y), (alpha, beta, delta) = outcomes, rates
+    (decided, passed, stage, y), (alpha, beta, delta), (bound, false_pass) = outcomes, rates, bounds
     if method == "ordered_sequence":
         order, source = sequence_order(grid, stages, ordering[0], ordering[1],
                                        n_expected=float(units.task_weight[units.index].sum()), delta=delta,
                                        order_groups=ordering[2], n_tasks=int(units.task_weight.sum()),
-                                       p_values=kind, bound=bound, test_false_pass=beta is not None)
+                                       p_values=kind, bound=bound, test_false_pass=beta is not None,
+                                       false_pass=false_pass)
         return order, units, 0, source
     if method == "split_fixed_sequence":
         w_order, w_test = _split_tasks(units.task_weight, check_rate("order_fraction", order_fraction), seed)
-        first = _tally(decided, passed, stage, y, units.restricted(w_order), grid, alpha, beta, kind, delta, bound)
+        first = _tally(decided, passed, stage, y, units.restricted(w_order), grid, alpha, beta, kind, delta, bound,
+                       false_pass)
         order = np.lexsort((-first["n"], -_gap(first, alpha, beta), first["p"]))  # surest first, then most evidence
         return order, units.restricted(w_test), int(w_order.sum()), "split"
     if method == "fail_first_sequence":

@@ -13,7 +13,12 @@ from scipy import stats
 
 from rubricforge_dspy.metrics.bounds import betting_ratio_stakes, group_index
 from rubricforge_dspy.metrics.risk_grid import cascade_outcomes, prior_share
-from rubricforge_dspy.metrics.risk_methods import FALSE_PASS_RATIO
+from rubricforge_dspy.metrics.risk_methods import (
+    DEFAULT_FALSE_PASS,
+    FALSE_PASS_RATES,
+    FALSE_PASS_RATIO,
+    FALSE_PASS_RATIOS,
+)
 
 __all__ = ["sequence_order"]
 
@@ -26,9 +31,11 @@ _CACHED = 64  # orders kept (a pure function of its inputs: a benchmark asks for
 _ORDERS: dict[str, tuple[NDArray[np.int64], str]] = {}
 
 
-def _stage_prior_risk(grid: _Floats, k: int, levels: Sequence[float] | None) -> tuple[_Floats, ...]:
-    """Label-free guesses, per vector, of stage k's disagreement, false-pass rate, decided share and decided-failed
-    share (of the items reaching it), taking its confidence as calibrated (an item of confidence c passes with
+def _stage_prior_risk(grid: _Floats, k: int, levels: Sequence[float] | None,
+                      false_pass: str = "among_failed") -> tuple[_Floats, ...]:
+    """Label-free guesses, per vector, of stage k's disagreement, false-pass rate (`false_pass`: among the failed
+    items it decides, or among its passes), decided share and the share its false-pass rate counts over (of the
+    items reaching it), taking its confidence as calibrated (an item of confidence c passes with
     probability c, never surer than ``PRIOR_DOUBT``) and uniform on its levels (or on [0, 1]); the rates are 0
     where it decides nothing."""
     values = (np.asarray(sorted({float(v) for v in levels})) if levels is not None
@@ -39,7 +46,7 @@ def _stage_prior_risk(grid: _Floats, k: int, levels: Sequence[float] | None) -> 
     # never surer than PRIOR_DOUBT: a stage sure of a narrow extreme would otherwise look risk-free and go first
     chance = np.clip(values, PRIOR_DOUBT, 1.0 - PRIOR_DOUBT)
     wrong = np.where(says_pass, 1.0 - chance, 0.0) + np.where(says_fail & ~says_pass, chance, 0.0)
-    fails = np.where(decided, 1.0 - chance, 0.0)
+    fails = np.where(decided, 1.0 - chance, 0.0) if false_pass == "among_failed" else says_pass.astype(np.float64)
     share, fail_share = decided.mean(axis=1), fails.mean(axis=1)
     d = wrong.mean(axis=1) / np.maximum(share, 1e-12)
     f = np.where(says_pass, 1.0 - chance, 0.0).mean(axis=1) / np.maximum(fail_share, 1e-12)
@@ -135,13 +142,15 @@ class _DataLevels:
                                   self.delta) / ratio
         return out
 
-    def need(self, mine: _Bools, decides: _Bools, passes: _Bools, false_pass: bool) -> _Floats:
-        """Per vector, the alpha its test of the items in `mine` would need (D at alpha, F at
-        ``FALSE_PASS_RATIO * alpha`` where `false_pass` and the vector `passes`); 0 where it does not decide."""
+    def need(self, mine: _Bools, decides: _Bools, passes: _Bools, false_pass: str | None,
+             ratio: float = FALSE_PASS_RATIO) -> _Floats:
+        """Per vector, the alpha its test of the items in `mine` would need (D at alpha, and where `false_pass` is
+        not None and the vector `passes`, its false-pass rate, `false_pass` as in `learn_then_test`, at ``ratio *
+        alpha``); 0 where it does not decide."""
         out = self._level(mine & self.wrong, mine, decides)
-        if false_pass:
-            failed = mine & self.fails
-            out = np.maximum(out, self._level(failed & self.passed, failed, passes, FALSE_PASS_RATIO))
+        if false_pass is not None:
+            base = mine & (self.fails if false_pass == "among_failed" else self.passed)
+            out = np.maximum(out, self._level(base & self.passed & self.fails, base, passes, ratio))
         return out
 
 
@@ -160,7 +169,8 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
                    order_confidences: ArrayLike | None = None, order_labels: ArrayLike | None = None, *,
                    n_expected: float | None = None, delta: float = 0.1, order_groups: ArrayLike | None = None,
                    n_tasks: int | None = None, p_values: str = "auto", bound: str = "per_stage",
-                   test_false_pass: bool = True) -> tuple[NDArray[np.int64], str]:
+                   test_false_pass: bool = True, false_pass: str = DEFAULT_FALSE_PASS,
+                   false_pass_ratio: float | None = None) -> tuple[NDArray[np.int64], str]:
     """The order of an ``"ordered_sequence"``: the vectors that can decide something, by the level (alpha) each
     would need, ascending, then by coverage, descending, then by their label-free decided share (`prior_share`),
     descending: of vectors that act alike on the ordering data, the wider goes first, and with ordering data the
@@ -174,7 +184,7 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
       calibration, e.g. the fit split's out-of-fold confidences), the smallest alpha at which the p-value the
       calibration will use (`p_values`: the exact binomial on one-trial tasks, else the betting p-value of the task
       means; ``"hoeffding_bentkus"`` is ordered as betting) would reject its null at `delta` (per stage, or pooled:
-      `bound`; the false-pass null at ``FALSE_PASS_RATIO * alpha`` where `test_false_pass`) on a
+      `bound`; the false-pass null at ``false_pass_ratio * alpha`` where `test_false_pass`) on a
       pseudo-calibration: the ordering tasks' task means read as `n_tasks` tasks (a fixed permutation, tiled or
       thinned, `_pseudo_tasks`). A test that needs evidence from many tasks (a task-mean betting test where few
       tasks' trials are decided) gets the level it really needs, not a rate's bound at a trial count;
@@ -195,17 +205,28 @@ def sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | Non
         p_values: the calibration's p-value kind (``"auto"``: binomial when every ordering task has one trial).
         bound: ``"per_stage"`` or ``"pooled"``, as the calibration tests.
         test_false_pass: whether the calibration tests the false-pass null.
+        false_pass: which false-pass rate it tests (`learn_then_test`'s `false_pass`: ``"among_passes"`` or
+            ``"among_failed"``).
+        false_pass_ratio: the calibration's beta as a share of alpha (None: the default of the rate,
+            ``FALSE_PASS_RATIOS[false_pass]``; a vector's false-pass test needs level ``beta``, so the alpha it needs
+            is that level over this ratio). A constant, never ``max_false_pass / alpha``: the order is free of alpha.
 
     Returns:
         ``(order, source)``: vector indices in testing order, and ``"ordering data"`` or ``"label-free"``.
     """
     key = _cache_key(grid, levels, order_confidences, order_labels, order_groups,
-                     (n_expected, delta, n_tasks, p_values, bound, test_false_pass))
+                     (n_expected, delta, n_tasks, p_values, bound, test_false_pass, false_pass, false_pass_ratio))
     if key in _ORDERS:
         order, source = _ORDERS[key]
         return order.copy(), source
+    if false_pass not in FALSE_PASS_RATES:
+        raise ValueError(f"false_pass must be one of {FALSE_PASS_RATES}, got {false_pass!r}")
+    if false_pass_ratio is None:
+        false_pass_ratio = FALSE_PASS_RATIOS[false_pass]
+    if not 0.0 < false_pass_ratio:
+        raise ValueError(f"false_pass_ratio must be positive, got {false_pass_ratio!r}")
     result = _sequence_order(grid, levels, order_confidences, order_labels, n_expected, delta, order_groups, n_tasks,
-                             p_values, bound, test_false_pass)
+                             p_values, bound, false_pass if test_false_pass else None, false_pass_ratio)
     if len(_ORDERS) >= _CACHED:
         _ORDERS.pop(next(iter(_ORDERS)))
     _ORDERS[key] = (result[0].copy(), result[1])
@@ -227,7 +248,7 @@ def _cache_key(grid: _Floats, levels: object, conf: ArrayLike | None, labels: Ar
 def _sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | None,
                     order_confidences: ArrayLike | None, order_labels: ArrayLike | None, n_expected: float | None,
                     delta: float, order_groups: ArrayLike | None, n_tasks: int | None, p_values: str, bound: str,
-                    test_false_pass: bool) -> tuple[NDArray[np.int64], str]:
+                    false_pass: str | None, ratio: float) -> tuple[NDArray[np.int64], str]:
     k_stages = grid.shape[1]
     stages: Sequence[Sequence[float] | None] = levels if levels is not None else [None] * k_stages
     can_decide = np.isfinite(grid[:, :, 0]) | np.isfinite(grid[:, :, 1])
@@ -243,20 +264,20 @@ def _sequence_order(grid: _Floats, levels: Sequence[Sequence[float] | None] | No
         levels_of = _DataLevels(grid, decided, passed, y, tasks, n_order_tasks, p_values, n_tasks, delta)
         if bound == "pooled":
             need = levels_of.need(decided, np.asarray(can_decide.any(axis=1)), np.asarray(can_pass.any(axis=1)),
-                                  test_false_pass)
+                                  false_pass, ratio)
     for k in range(k_stages):
         if has_data[k]:
             if bound == "pooled":
                 continue
-            risk = levels_of.need(stage == k, can_decide[:, k], can_pass[:, k], test_false_pass)
+            risk = levels_of.need(stage == k, can_decide[:, k], can_pass[:, k], false_pass, ratio)
         else:
-            d, f, share, fail_share = _stage_prior_risk(grid, k, stages[k])
+            d, f, share, fail_share = _stage_prior_risk(grid, k, stages[k], false_pass or "among_failed")
             size = float(n_expected) if n_expected else 100.0
             # label-free, `reach` is the share the stages before leave; with ordering data, the share undecided there
             n_k, failed_k = size * reach * share, size * reach * fail_share
             reach = reach * (1.0 - share)
             up_d, up_f = _upper(d * n_k, n_k, 1.0, delta), _upper(f * failed_k, failed_k, 1.0, delta)
-            risk = np.maximum(up_d, np.where(can_pass[:, k], up_f, 0.0) / FALSE_PASS_RATIO)
+            risk = np.maximum(up_d, np.where(can_pass[:, k], up_f, 0.0) / ratio)
         need = np.maximum(need, np.where(can_decide[:, k], risk, 0.0))
     source = "label-free" if order_confidences is None else "ordering data"
     if order_confidences is None:

@@ -82,8 +82,9 @@ __all__ = ["CascadeCalibrationError", "CascadeStageError", "FitReport", "FitOpti
 
 THEOREM = ("With probability at least 1 - delta over the calibration draw, for the population of a random task and "
            "a random trial of it: with the per-stage bound (the default), for every stage that decides, the "
-           "disagreement among the items it decides is at most alpha and its false-pass rate (passed among the "
-           "failed items it decides) is at most max_false_pass (default alpha / 2), so the same holds for "
+           "disagreement among the items it decides is at most alpha and its false-pass rate (by default passed "
+           "among the failed items it decides; or the share of its passes that are failures) is at most "
+           "max_false_pass (default alpha / 2), so the same holds for "
            "everything the cascade decides; with the pooled bound, the disagreement among all decided items is at "
            "most alpha (and the false-pass rate at most max_false_pass when set). Assumes calibration and later "
            "tasks are i.i.d. (trials within a task may be dependent: their losses are averaged per task), the "
@@ -112,11 +113,13 @@ METHOD_WHY = {
 
 
 BOUND_WHY = {
-    "per_stage": "every stage that decides is bounded: its disagreement D <= alpha and its false-pass rate FP (false "
-                 "passes over the failed items it decides) <= beta, so no stage's over-crediting hides behind "
-                 "another's easy verdicts; FP is the bounded rate because it does not move with the share of "
-                 "failures that reach the stage (the share of its passes that are failures does) and a mixture of "
-                 "per-stage FP <= beta bounds the cascade's FP",
+    "per_stage": "every stage that decides is bounded: its disagreement D <= alpha and its false-pass rate <= beta, "
+                 "so no stage's over-crediting hides behind another's easy verdicts. The default rate is FP, false "
+                 "passes over the failed items it decides: it does not move with the share of failures that reach "
+                 "the stage, and the cascade's FP is a mixture of it; the other choice, the share of its passes "
+                 "that are failures, is not diluted by its own easy fails and needs fewer tasks where most items "
+                 "pass, but a stage reached mostly by passes looks clean however it treats failures. Each is a "
+                 "mixture over stages, so the per-stage bound bounds the cascade's rate of the same kind",
     "pooled": "the disagreement (and, when asked, the false-pass rate) over everything the cascade decides: one "
               "stage's over-crediting can hide behind another's easy verdicts",
 }
@@ -331,7 +334,7 @@ def fit_cascade(stages: Sequence[BaseJudge], trajectories: Sequence[Trajectory],
     result = learn_then_test(conf, y, spec.alpha, spec.delta, spec.max_false_pass, spec.method, groups=groups,
                              levels=levels, pass_levels=spec.pass_levels, fail_levels=spec.fail_levels,
                              stage_costs=costs, p_values=spec.p_values, seed=spec.seed, bound=spec.bound,
-                             **order_kwargs)
+                             false_pass=spec.false_pass, **order_kwargs)
     tasks = len({f"{t.domain}/{t.task_id}" for t in trajectories})
     if not result.certified:
         raise CascadeCalibrationError(*refusal_message(result, len(items), tasks, names))
@@ -458,6 +461,7 @@ def _guarantee(result: GridResult, max_false_pass: float | None, method: str, pa
     return {"alpha": result.alpha, "delta": result.delta, "max_false_pass": max_false_pass, "method": method,
             "method_why": METHOD_WHY.get(method, "chosen by the caller"), "bound": result.bound,
             "bound_why": BOUND_WHY.get(result.bound, ""), "order": result.order,
+            "false_pass_rate": result.false_pass_rate if max_false_pass is not None else None,
             "p_values": result.p_values, "grid": {
                 "pass_levels": [x if math.isfinite(x) else None for x in pass_levels],
                 "fail_levels": [x if math.isfinite(x) else None for x in fail_levels],

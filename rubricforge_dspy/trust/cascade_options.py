@@ -9,7 +9,14 @@ from typing import Any, Sequence
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.core.trajectory import LabelRule, Trajectory
-from rubricforge_dspy.metrics.risk_control import DEFAULT_BOUND, DEFAULT_METHOD, FAIL_LEVELS, PASS_LEVELS
+from rubricforge_dspy.metrics.risk_control import (
+    DEFAULT_BOUND,
+    DEFAULT_FALSE_PASS,
+    DEFAULT_METHOD,
+    FAIL_LEVELS,
+    FALSE_PASS_RATES,
+    PASS_LEVELS,
+)
 
 __all__ = ["FitOptions"]
 
@@ -21,8 +28,8 @@ class FitOptions:
     Attributes:
         alpha: bound on disagreement among decided items, in (0, 1).
         delta: the guarantee holds with probability at least ``1 - delta``, in (0, 1).
-        max_false_pass: beta, the bound on the false-pass rate among decided failed items (None: ``alpha / 2``
-            per stage with the per-stage bound, not bounded with the pooled one).
+        max_false_pass: beta, the bound on the false-pass rate (`false_pass`) (None: ``alpha / 2`` per stage with
+            the per-stage bound, `metrics.risk_methods.FALSE_PASS_RATIO`; not bounded with the pooled one).
         method: ``"ordered_sequence"`` (default, `metrics.risk_methods.DEFAULT_METHOD`), ``"holm"``,
             ``"bonferroni"``, ``"split_fixed_sequence"`` or ``"fail_first_sequence"``
             (`metrics.risk_control.learn_then_test`).
@@ -47,6 +54,9 @@ class FitOptions:
             advance.
         order_llm_stages: run the LLM stages on the ordering data (default; one call per ordering item); False:
             they get a label-free position in the order.
+        false_pass: which false-pass rate beta bounds: ``"among_failed"`` (default: passes among the failed items
+            a stage decides) or ``"among_passes"`` (the share of its passes that are failures); the fit report
+            states both (`metrics.risk_control.learn_then_test`).
 
     Raises:
         InputError: alpha, delta or max_false_pass not a number in (0, 1) (NaN included).
@@ -69,6 +79,7 @@ class FitOptions:
     bound: str = DEFAULT_BOUND
     order_trajectories: Sequence[Trajectory] | None = None
     order_llm_stages: bool = True
+    false_pass: str = DEFAULT_FALSE_PASS
 
     def __post_init__(self) -> None:
         for name in ("alpha", "delta", "max_false_pass"):
@@ -78,6 +89,9 @@ class FitOptions:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or not 0 < value < 1:
                 raise InputError(f"the cascade fit's {name} must be a number in (0, 1), got {value!r}")
+        if self.false_pass not in FALSE_PASS_RATES:
+            raise InputError(f"the cascade fit's false_pass must be one of {', '.join(FALSE_PASS_RATES)}, got "
+                             f"{self.false_pass!r}")
 
     @classmethod
     def of(cls, **options: Any) -> FitOptions:

@@ -25,21 +25,27 @@ def _failed_test(result: GridResult, names: Sequence[str]) -> dict[str, Any]:
                               "rate": row["errors"] / row["decided"] if row["decided"] else 0.0,
                               "share": row["decided"] / n, "count": row["decided"]})
             if row.get("p_false_pass") is not None:
-                tests.append({"what": f"stage {name}'s false-pass rate", "p": row["p_false_pass"],
-                              "bound": result.max_false_pass,
-                              "rate": row["false_passes"] / row["failed_decided"] if row["failed_decided"] else 0.0,
-                              "share": row["failed_decided"] / n, "count": row["failed_decided"]})
+                base = row["passes"] if result.false_pass_rate == "among_passes" else row["failed_decided"]
+                tests.append({"what": f"stage {name}'s false-pass rate ({_rate_words(result)})",
+                              "p": row["p_false_pass"], "bound": result.max_false_pass,
+                              "rate": row["false_passes"] / base if base else 0.0, "share": base / n, "count": base})
     if not tests:  # pooled (or a vector with no stage tested)
         tests.append({"what": "the disagreement", "p": result.p_value, "bound": result.alpha,
                       "rate": result.disagreement or 0.0, "share": result.coverage, "count": result.n_decided})
         if result.max_false_pass is not None:
-            tests.append({"what": "the false-pass rate", "p": result.p_value, "bound": result.max_false_pass,
-                          "rate": result.false_pass or 0.0, "share": result.n_failed_decided / n,
-                          "count": result.n_failed_decided})
+            passes = sum(int(row.get("passes", 0)) for row in result.stages)
+            base = passes if result.false_pass_rate == "among_passes" else result.n_failed_decided
+            tests.append({"what": f"the false-pass rate ({_rate_words(result)})", "p": result.p_value,
+                          "bound": result.max_false_pass, "rate": result.false_passes / base if base else 0.0,
+                          "share": base / n, "count": base})
             # pooled p_L = max(p_D, p_F): the one whose rate is nearer its bound failed
             tests.sort(key=lambda t: (t["bound"] - t["rate"]) * t["share"])
             return tests[0]
     return max(tests, key=lambda t: t["p"])
+
+
+def _rate_words(result: GridResult) -> str:
+    return "failures among its passes" if result.false_pass_rate == "among_passes" else "passes among its failures"
 
 
 def _tasks_for(test: dict[str, Any], result: GridResult) -> int | None:
@@ -95,7 +101,9 @@ def refusal_message(result: GridResult, n_items: int, tasks: int, names: Sequenc
             bits = [f"decided {row['decided']} with {row['errors']} disagreement(s): p = "
                     f"{_p_text(row['p_disagreement'])} (needs <= {level:.3g})"]
             if row.get("p_false_pass") is not None:
-                bits.append(f"{row['false_passes']} false pass(es) of {row['failed_decided']} failed: p = "
+                of = (f"of {row['passes']} passes" if result.false_pass_rate == "among_passes"
+                      else f"of {row['failed_decided']} failed")
+                bits.append(f"{row['false_passes']} false pass(es) {of}: p = "
                             f"{_p_text(row['p_false_pass'])} (needs <= {level:.3g})")
             parts.append(f"{name} " + ", ".join(bits))
     else:
@@ -166,8 +174,10 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
     (descriptive; the guarantee is the bound), the escalated share, and each stage the fit dropped."""
     guarantee = guarantee or report.get("guarantee") or {}
     units = report.get("units", {})
-    bound = f" and false-pass <= {guarantee['max_false_pass']:.3g}" if guarantee.get("max_false_pass") is not None \
-        else ""
+    # the default rate (over the failed items decided) keeps the headline as it was; the other one is named
+    kind = " (failures among its passes)" if guarantee.get("false_pass_rate") == "among_passes" else ""
+    bound = f" and false-pass{kind} <= {guarantee['max_false_pass']:.3g}" \
+        if guarantee.get("max_false_pass") is not None else ""
     per_stage = guarantee.get("bound") == "per_stage"
     among = "for every stage, among the items it decides" if per_stage else "among decided items"
     lines = [f"certified: disagreement <= {guarantee.get('alpha')}{bound} {among}, with probability "
@@ -220,10 +230,14 @@ def format_fit_report(report: dict[str, Any], guarantee: dict[str, Any] | None =
     for name, row in dropped.items():
         ran = f" (it ran on {calls[name]} in the fit)" if name in calls else ""
         lines.append(f"  dropped stage {name}{ran}: {row['reason']}; not in the cascade")
-    if per_stage:
+    if per_stage and guarantee.get("false_pass_rate") != "among_passes":
         lines.append("  bounded per stage: D and FP (false passes over the failed items it decides); the share of a "
                      "stage's passes that are failures is shown, not bounded (it moves with how many failures reach "
                      "the stage)")
+    elif per_stage:
+        lines.append("  bounded per stage: D and the failures among its passes (false passes over its passes: its own "
+                     "easy fails do not dilute it); FP (false passes over the failed items it decides) is shown, not "
+                     "bounded")
     verdicts = report.get("judge_verdicts")
     if isinstance(verdicts, dict) and verdicts.get("line"):
         lines.append(f"  {verdicts['line']} (on the calibration trajectories; stages that count: "

@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from rubricforge_dspy.metrics.risk_control import (
+    DEFAULT_FALSE_PASS,
     FALSE_PASS_RATIO,
     betting_ratio_p_value,
     cascade_outcomes,
@@ -34,8 +35,10 @@ def two_stage_population(n: int, rng: np.random.Generator) -> tuple[np.ndarray, 
     return np.round(np.stack([floor, judge]), 2), y.astype(int)
 
 
-def stage_rates(conf: np.ndarray, y: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Exact per-stage disagreement and false-pass rate of every vector on the population (0 where undefined)."""
+def stage_rates(conf: np.ndarray, y: np.ndarray, grid: np.ndarray,
+                false_pass: str = "among_failed") -> tuple[np.ndarray, np.ndarray]:
+    """Exact per-stage disagreement and false-pass rate (over the failed items decided, or over the passes:
+    `false_pass`) of every vector on the population (0 where undefined)."""
     decided, passed, stage = cascade_outcomes(conf, grid)
     yb = y.astype(bool)
     d = np.zeros((grid.shape[1], grid.shape[0]))
@@ -43,7 +46,7 @@ def stage_rates(conf: np.ndarray, y: np.ndarray, grid: np.ndarray) -> tuple[np.n
     for k in range(grid.shape[1]):
         mine = stage == k
         n = mine.sum(axis=1)
-        failed = (mine & ~yb).sum(axis=1)
+        failed = (mine & (~yb if false_pass == "among_failed" else passed)).sum(axis=1)
         d[k] = np.where(n > 0, (mine & (passed != yb)).sum(axis=1) / np.maximum(n, 1), 0.0)
         f[k] = np.where(failed > 0, (mine & ~yb & passed).sum(axis=1) / np.maximum(failed, 1), 0.0)
     return d, f
@@ -65,24 +68,27 @@ def test_betting_ratio_p_value_is_valid_at_the_null_and_non_increasing_in_the_le
         betting_ratio_p_value(np.array([0.5]), np.array([0.2]), 0.1)
 
 
-def test_every_stage_is_bounded_by_simulation_and_the_pooled_bound_is_not():
-    """300 calibration draws of 300 items from a population whose per-stage rates are known: the per-stage
-    default certifies vectors whose every stage has D_k <= alpha and F_k <= beta in all but ~delta of the draws
-    (and the pooled rates follow); the pooled bound lets the second stage over-credit (F_k > beta) often."""
+@pytest.mark.parametrize(("false_pass", "beta", "draws"), [(DEFAULT_FALSE_PASS, None, 300), ("among_passes", 0.2, 150)])
+def test_every_stage_is_bounded_by_simulation_and_the_pooled_bound_is_not(false_pass, beta, draws):
+    """Calibration draws of 300 items from a population whose per-stage rates are known: the per-stage bound
+    certifies vectors whose every stage has D_k <= alpha and F_k <= beta (F over the failed items decided: the
+    default, or over the passes) in all but ~delta of the draws (and the pooled rates follow); the pooled bound lets
+    the second stage over-credit (F_k > beta, over the failed items it decides) often."""
     rng = np.random.default_rng(11)
     conf, y = two_stage_population(20_000, rng)
     levels = [None, None]
     grid = threshold_grid(levels, COARSE_PASS, COARSE_FAIL)
-    d, f = stage_rates(conf, y, grid)
+    d, f = stage_rates(conf, y, grid, false_pass)
     index = {tuple(map(tuple, g)): i for i, g in enumerate(grid)}
-    alpha, delta, draws = 0.2, 0.1, 300
-    beta = FALSE_PASS_RATIO * alpha
+    alpha, delta = 0.2, 0.1
+    beta = FALSE_PASS_RATIO * alpha if beta is None else beta
     counts = {"per_stage": [0, 0], "pooled": [0, 0]}
     for draw in range(draws):
         pick = rng.integers(0, y.size, size=300)
         for bound, tally in counts.items():
-            result = learn_then_test(conf[:, pick], y[pick], alpha, delta, method="holm", bound=bound, seed=draw,
-                                     pass_levels=COARSE_PASS, fail_levels=COARSE_FAIL)
+            result = learn_then_test(conf[:, pick], y[pick], alpha, delta, beta if bound == "per_stage" else None,
+                                     method="holm", bound=bound, seed=draw, pass_levels=COARSE_PASS,
+                                     fail_levels=COARSE_FAIL, false_pass=false_pass)
             if result.certified:
                 i = index[result.thresholds]
                 tally[0] += 1
@@ -90,7 +96,8 @@ def test_every_stage_is_bounded_by_simulation_and_the_pooled_bound_is_not():
     assert counts["per_stage"][0] >= draws // 3, counts
     low = stats.binomtest(counts["per_stage"][1], draws).proportion_ci(0.95, "exact").low
     assert low <= delta, counts
-    assert counts["pooled"][1] > 3 * delta * draws, counts  # the pooled bound hides an over-crediting stage
+    if false_pass == "among_failed":
+        assert counts["pooled"][1] > 3 * delta * draws, counts  # the pooled bound hides an over-crediting stage
 
 
 def test_beta_defaults_to_a_share_of_alpha_only_under_the_per_stage_bound():
@@ -99,6 +106,9 @@ def test_beta_defaults_to_a_share_of_alpha_only_under_the_per_stage_bound():
     assert learn_then_test(conf, y, 0.2, 0.1, method="holm").max_false_pass == pytest.approx(FALSE_PASS_RATIO * 0.2)
     assert learn_then_test(conf, y, 0.2, 0.1, method="holm", bound="pooled").max_false_pass is None
     assert learn_then_test(conf, y, 0.2, 0.1, 0.07, method="holm").max_false_pass == 0.07
+    # over the passes the default beta is alpha itself (FALSE_PASS_RATIOS), and the result says which rate it bounds
+    over_passes = learn_then_test(conf, y, 0.2, 0.1, method="holm", false_pass="among_passes")
+    assert over_passes.max_false_pass == pytest.approx(0.2) and over_passes.false_pass_rate == "among_passes"
     with pytest.raises(ValueError, match="bound must be one of"):
         learn_then_test(conf, y, 0.2, 0.1, bound="stagewise")
 
@@ -152,6 +162,7 @@ def _random_problem(rng: np.random.Generator) -> dict:
     {"method": "ordered_sequence", "ordering": True},
     {"method": "ordered_sequence", "ordering": True, "bound": "pooled"},
     {"method": "ordered_sequence", "max_false_pass": 0.1},
+    {"method": "ordered_sequence", "ordering": True, "false_pass": "among_failed"},
     {"method": "holm"},
     {"method": "holm", "bound": "pooled"},
 ])

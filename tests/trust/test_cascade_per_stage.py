@@ -40,6 +40,7 @@ def test_the_default_fit_bounds_every_stage_and_reports_both_false_pass_rates(fl
                           order_trajectories=dataset(200, offset=40_000))
     report, guarantee = cascade.fit_report, cascade.guarantee
     assert guarantee["bound"] == "per_stage" and guarantee["max_false_pass"] == pytest.approx(0.1)
+    assert guarantee["false_pass_rate"] == "among_failed"
     assert guarantee["method"] == "ordered_sequence" and guarantee["order"] == "ordering data"
     assert report["units"]["tested_tasks"] == 400 and report["units"]["ordering_tasks"] == 0
     for row in report["stages"]:
@@ -50,6 +51,7 @@ def test_the_default_fit_bounds_every_stage_and_reports_both_false_pass_rates(fl
     text = format_fit_report(report)
     assert "for every stage, among the items it decides" in text and "bound: per_stage:" in text
     assert "failures among its" in text and "bounded per stage: D and FP" in text
+    assert "false-pass <= 0.1 for every stage" in text
     assert "ordering data: 200 labeled trajectories apart from the calibration" in text
     assert "floor: out-of-fold probabilities" in text
     verdicts = report["judge_verdicts"]
@@ -57,6 +59,21 @@ def test_the_default_fit_bounds_every_stage_and_reports_both_false_pass_rates(fl
     assert verdicts["needed"] == judge["reached"] < 400
     assert judge_verdicts_line(verdicts["needed"], 400) in text
     assert re.search(r"judge verdicts needed: \d+ of 400 \(\d+% saved\)", text)
+
+
+def test_the_fit_can_bound_the_failures_among_a_stages_passes_instead(floor):
+    cascade = fit_cascade([floor, tool], dataset(400, offset=10_000), alpha=0.2, delta=0.1, max_false_pass=0.2,
+                          false_pass="among_passes", order_trajectories=dataset(200, offset=40_000))
+    assert cascade.guarantee["false_pass_rate"] == "among_passes"
+    for row in cascade.fit_report["stages"]:
+        if row["decided"] and row["t_pass"] is not None:
+            assert row["p_false_pass"] is not None and row["p_false_pass"] <= 0.1
+            assert row["failures_among_passes_ci95"][0] <= 0.2
+    text = format_fit_report(cascade.fit_report)
+    assert "bounded per stage: D and the failures among its passes" in text
+    assert "false-pass (failures among its passes) <= 0.2" in text
+    with pytest.raises(InputError, match="false_pass must be one of"):
+        fit_cascade([floor, tool], dataset(40), alpha=0.2, delta=0.1, false_pass="over_everything")
 
 
 def test_judge_verdicts_line_wording():
