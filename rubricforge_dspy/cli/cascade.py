@@ -29,8 +29,9 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
+from rubricforge_dspy.cli.cost_options import add_cost_arguments, budget_cost_line, lm_budget, one_budget
 from rubricforge_dspy.cli.data_options import add_data_arguments, data_spec, load_data
-from rubricforge_dspy.cli.lm_options import add_lm_arguments, lm_from_args
+from rubricforge_dspy.cli.lm_options import add_lm_arguments, add_token_budget_argument, lm_from_args
 from rubricforge_dspy.cli.stage_options import add_allow_import_argument
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
 from rubricforge_dspy.core.files import writable_file
@@ -79,7 +80,8 @@ example:
   rubricforge judge --cascade cascade.json --data runs.jsonl --out preds.jsonl
 
 exit codes: 0 saved; 2 bad input, or nothing certified (the message says what was used and
-about how many labeled tasks the requested alpha needs); 3 an LLM stage's LM failed.
+about how many labeled tasks the requested alpha needs); 3 an LLM stage's LM failed; 5 stopped before
+--token-budget or --cost-budget would be crossed (no cascade written).
 docs/CASCADE.md has the theorem, its assumptions and the benchmark."""
 
 __all__ = ["add_cascade_parser", "cmd_cascade_fit", "load_stage", "use_cascade_label_rule"]
@@ -106,6 +108,15 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError(f"--out {args.out}: a cascade is a .json file")
     for name in args.name or ():  # before any work: a name is stored, printed and makes a file name
         check_name(name, "--name")
+
+
+def _budget_needs_an_llm_stage(args: argparse.Namespace, needs_lm: bool) -> None:
+    """Refuse ``--token-budget``, ``--cost-budget`` or ``--price`` when no stage calls an LM (nothing to cap)."""
+    for flag, given in (("--token-budget", args.token_budget), ("--cost-budget", args.cost_budget),
+                        ("--price", args.price)):
+        if given is not None and not needs_lm:
+            raise InputError(f"{flag} caps and prices the LM calls of the fit's LLM stages, and no --stage calls an "
+                             f"LM (floors and recorded verdicts are free): drop {flag}")
 
 
 def load_stage(spec: str, args: argparse.Namespace) -> BaseJudge:
@@ -137,9 +148,11 @@ def cmd_cascade_fit(args: argparse.Namespace) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
     from rubricforge_dspy.data.label_journal import exchangeable_labels
+    from rubricforge_dspy.lm.budget import BudgetedLM, budget_report, spending, stops_at_budget
     from rubricforge_dspy.trust.cascade import FitOptions, fit_cascade, format_fit_report, stage_names
 
     _check(args)
+    one_budget(args, "cascade fit")
     writable_file(args.out, "cascade")
     stages = [load_stage(stage, args) for stage in args.stage]
     data = data_spec(args)
@@ -154,22 +167,39 @@ def cmd_cascade_fit(args: argparse.Namespace) -> int:
         order = load_data(data.replace(paths=args.order_data), need_labels=True,
                           command="cascade fit --order-data").trajectories
     needs_lm = any(stage.predictors() for stage in stages)
+    _budget_needs_an_llm_stage(args, needs_lm)
+    spent: dict[str, Any] | None = None
     with (lm_from_args(args) if needs_lm else contextlib.nullcontext()) as lm:
+        budget = lm_budget(args, lm) if lm is not None else None
+        judge_lm = lm if budget is None else BudgetedLM(lm, budget, "judge")  # refused here without max_tokens
         if lm is not None:
             print(f"judge LM: {lm_name(lm)} (for the LLM stages)", file=sys.stderr)
             for stage in stages:
                 if stage.predictors():
-                    stage.set_lm(lm)
-        cascade = fit_cascade(stages, trajectories, FitOptions(
-            args.alpha, args.delta, args.max_false_pass, args.method, names=args.name, seed=args.seed,
-            num_threads=args.concurrency, p_values=args.p_values, one_per_task=args.one_per_task,
-            label_rule=data.label_rule, labels=data.labels_path, bound=args.bound.replace("-", "_"),
-            false_pass=args.false_pass.replace("-", "_"), order_trajectories=order))
+                    stage.set_lm(judge_lm)
+        flag = "--cost-budget" if args.cost_budget is not None else "--token-budget"
+        with stops_at_budget(budget, [judge_lm],
+                             "The fit stopped there: no cascade was written, and the fit keeps no verdicts (its "
+                             f"stages' confidences live in memory): the same command with a larger {flag} judges "
+                             "the calibration items again"):
+            cascade = fit_cascade(stages, trajectories, FitOptions(
+                args.alpha, args.delta, args.max_false_pass, args.method, names=args.name, seed=args.seed,
+                num_threads=args.concurrency, p_values=args.p_values, one_per_task=args.one_per_task,
+                label_rule=data.label_rule, labels=data.labels_path, bound=args.bound.replace("-", "_"),
+                false_pass=args.false_pass.replace("-", "_"), order_trajectories=order))
+        if budget is not None:
+            spent = budget_report(budget, [judge_lm])
     if cascade.fit_report is None:  # fit_cascade records its report: a cascade without one is a bug here
         raise RubricForgeError("cascade fit: the fitted cascade carries no fit report")
     cascade.fit_report["labels_selected"] = selection.to_dict()
+    if spent is not None:  # what the fit's LM calls spent of the cap, kept with the fit's other counts
+        cascade.fit_report["budget"] = spent
     cascade.save(args.out)
     print(format_fit_report(cascade.fit_report, cascade.guarantee))
+    if spent is not None:
+        print(f"{'cost' if 'cap_usd' in spent else 'token'} budget: {spending(spent)}", file=sys.stderr)
+    if lm is not None:
+        print(budget_cost_line(args, lm, spent, "the fit's LM calls"), file=sys.stderr)
     names = args.name if args.name is not None else stage_names(stages)
     for note in _missing_notes(names, stages):
         print(note)
@@ -223,6 +253,12 @@ def add_cascade_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     f.add_argument("--seed", type=int, default=0,
                    help="the order of the tasks, the split's ordering share, the trial kept with --one-per-task")
     f.add_argument("--concurrency", type=int, default=4, help="threads of each stage's calibration batch")
+    add_token_budget_argument(f, help_text=(
+        "the most tokens (prompt + completion, as the LM reports them) the fit's LM calls may spend: every call of "
+        "its LLM stages on the calibration and --order-data items reserves its worst case (its prompt's bytes + "
+        "--max-tokens, every attempt) first; the fit stops before the cap would be crossed (exit 5) and writes no "
+        "cascade. The fit keeps no verdicts: a re-run judges the items again"))
+    add_cost_arguments(f)
     f.add_argument("--allow-unverified-program", action="store_true",
                    help="load a stage whose manifest cannot verify it, with a warning; refused otherwise")
     f.add_argument("--out", required=True, help="the cascade .json (its stages are saved beside it)")

@@ -1,5 +1,6 @@
 """``--price IN,OUT`` and ``--cost-budget USD``: what a run's LM calls cost and a hard cap in US dollars
-(`apply.pricing`), for `judge` (and `judge --cascade`)."""
+(`lm.pricing`), for `judge` (and `judge --cascade`), `certify` and `label-next` (the job runner's), and for `induce`
+and `cascade fit`, whose LM calls are reserved by a `lm.budget.BudgetedLM` (`lm_budget`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from rubricforge_dspy.apply.pricing import Price
+from rubricforge_dspy.core.errors import InputError
 
-__all__ = ["add_cost_arguments", "cost_options"]
+if TYPE_CHECKING:
+    from rubricforge_dspy.lm.budget import TokenBudget
+    from rubricforge_dspy.lm.pricing import CostBudget, Price
+
+__all__ = ["add_cost_arguments", "cost_options", "one_budget", "lm_budget", "budget_cost_line"]
 
 
 def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +42,55 @@ def cost_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def one_budget(args: argparse.Namespace, command: str) -> None:
+    """Refuse ``--token-budget`` with ``--cost-budget`` where one `BudgetedLM` reserves every call (one cap)."""
+    if getattr(args, "token_budget", None) is not None and getattr(args, "cost_budget", None) is not None:
+        raise InputError(f"{command} takes --token-budget or --cost-budget, not both: give the one cap to stop at")
+
+
+def lm_budget(args: argparse.Namespace, judge_lm: Any) -> TokenBudget | CostBudget | None:
+    """The cap a `BudgetedLM` reserves on: ``--token-budget N`` (a `lm.budget.TokenBudget`), or ``--cost-budget USD`` (a
+    `lm.pricing.CostBudget` at the judge LM's price: ``--price``, else litellm's cost map's; another LM, an
+    induction's reflection LM of another model, at the map's); None without either.
+
+    Raises:
+        InputError: ``--cost-budget`` and no price is known for the judge LM's model (before any call).
+    """
+    if args.cost_budget is None:
+        if args.token_budget is None:
+            return None
+        from rubricforge_dspy.lm.budget import TokenBudget
+
+        return TokenBudget(args.token_budget)
+    from rubricforge_dspy.lm.pricing import CostBudget, price_of
+
+    model = getattr(judge_lm, "model", None)  # the name litellm's cost map knows (no endpoint)
+    price = price_of(model, args.price)
+    if price is None:
+        raise InputError(f"--cost-budget needs the judge LM's price: no price for {model!r} in litellm's model cost "
+                         "map (give --price IN,OUT: USD per million prompt and completion tokens)")
+    return CostBudget(args.cost_budget, price, model=model)
+
+
+def budget_cost_line(args: argparse.Namespace, judge_lm: Any, report: dict[str, Any] | None, what: str) -> str:
+    """The cost line of a run whose LM calls a `BudgetedLM` reserved (`report`: its `lm.budget.budget_report`):
+    under ``--cost-budget``, the US dollars spent (total, and the mean per judge call: an item judged once); else
+    why it is not given (no price known, or no cost budget counting the dollars)."""
+    from rubricforge_dspy.lm.pricing import price_of
+
+    if report is not None and "cap_usd" in report:
+        judge = report["by_lm"].get("judge") or {}
+        calls = judge.get("calls") or 0
+        mean = f", ${judge.get('usd', 0.0) / calls:,.6g} per judge call ({calls})" if calls else ""
+        return f"cost: ${report['spent_usd']:,.6g} ({what}{mean})"
+    model = getattr(judge_lm, "model", None)
+    if price_of(model, args.price) is None:
+        return f"cost unknown: no price for {model} (give --price IN,OUT: USD per million prompt and completion tokens)"
+    return f"cost not counted: {what} are costed under --cost-budget USD only (give it to cap and count them)"
+
+
 def _price(text: str) -> Price:
-    from rubricforge_dspy.apply.pricing import Price
-    from rubricforge_dspy.core.errors import InputError
+    from rubricforge_dspy.lm.pricing import Price
 
     try:
         return Price.parse(text)

@@ -41,7 +41,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rubricforge_dspy.cli.cost_options import add_cost_arguments
+from rubricforge_dspy.cli.cost_options import add_cost_arguments, budget_cost_line, lm_budget, one_budget
 from rubricforge_dspy.cli.data_commands import cmd_convert, cmd_render, cmd_stats
 from rubricforge_dspy.cli.data_options import (
     DATA_GROUP,
@@ -108,8 +108,7 @@ def cmd_induce(args: argparse.Namespace) -> int:
     from rubricforge_dspy.pipeline.induce_job import induction_split, run_induce_job
 
     require_input(args)
-    if args.token_budget is not None and args.cost_budget is not None:
-        raise InputError("induce takes --token-budget or --cost-budget, not both: give the one cap to stop at")
+    one_budget(args, "induce")
     if args.read != "budget":  # before anything is read or paid
         for flag, given in (("--hybrid", args.hybrid), ("--max-false-pass", args.max_false_pass is not None)):
             if given:
@@ -141,11 +140,11 @@ def cmd_induce(args: argparse.Namespace) -> int:
         job = run_induce_job(split, args.out, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                              init=init, render=render, hybrid=args.hybrid, certify=args.certify,
                              log_dir=args.log_dir, concurrency=preset.concurrency, lm_name=lm_name(judge_lm),
-                             token_budget=_induce_budget(args, judge_lm))
+                             token_budget=lm_budget(args, judge_lm))
     notes = job.summary()
     if notes:
         print(notes, file=sys.stderr)
-    print(_induce_cost(args, getattr(judge_lm, "model", None), job.token_budget), file=sys.stderr)
+    print(budget_cost_line(args, judge_lm, job.token_budget, "the job's LM calls"), file=sys.stderr)
     print(job.format_sweep())
     print(f"frozen: {args.out}")
     return 0
@@ -162,51 +161,19 @@ def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):
         result = induce(split.train, split.val, judge_lm=judge_lm, reflection_lm=reflection_lm, config=config,
                         init=init, log_dir=args.log_dir, out_path=args.out, lm_name=lm_name(judge_lm),
-                        token_budget=_induce_budget(args, judge_lm))
+                        token_budget=lm_budget(args, judge_lm))
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if result.token_budget is not None:
         kind = "cost budget" if "cap_usd" in result.token_budget else "token budget"
         print(f"{kind}: {spending(result.token_budget)}", file=sys.stderr)
-    print(_induce_cost(args, getattr(judge_lm, "model", None), result.token_budget), file=sys.stderr)
+    print(budget_cost_line(args, judge_lm, result.token_budget, "the job's LM calls"), file=sys.stderr)
     if args.certify:
         print(f"not certified: induce does not certify a {args.read} judge yet (the test split is left unused); "
               f"certify it with `rubricforge certify {args.out} --data HELD_OUT`", file=sys.stderr)
     print(InduceJobResult(split=split, induction=result, program=Path(args.out)).format_sweep())
     print(f"frozen: {args.out} (a {args.read} judge)")
     return 0
-
-
-def _induce_budget(args: argparse.Namespace, judge_lm: Any) -> Any:
-    """The induction's cap: ``--token-budget N`` (tokens) or ``--cost-budget USD`` (`lm.pricing.CostBudget` at the
-    judge LM's price: ``--price``, else litellm's cost map's; the reflection LM, when another model, at the map's),
-    refused before any LM call when no price is known."""
-    if args.cost_budget is None:
-        return args.token_budget
-    from rubricforge_dspy.lm.pricing import CostBudget, price_of
-
-    model = getattr(judge_lm, "model", None)  # the name litellm's cost map knows (no endpoint)
-    price = price_of(model, args.price)
-    if price is None:
-        raise InputError(f"--cost-budget needs the judge LM's price: no price for {model!r} in litellm's model cost "
-                         "map (give --price IN,OUT: USD per million prompt and completion tokens)")
-    return CostBudget(args.cost_budget, price, model=model)
-
-
-def _induce_cost(args: argparse.Namespace, model: str | None, report: dict[str, Any] | None) -> str:
-    """The induction's cost line: under ``--cost-budget``, the US dollars its LM calls spent (total, and the mean
-    per judge call: an item judged once); else why it is not given (no price, or no budget counting the tokens)."""
-    from rubricforge_dspy.lm.pricing import price_of
-
-    if report is not None and "cap_usd" in report:
-        judge = report["by_lm"].get("judge") or {}
-        calls = judge.get("calls") or 0
-        mean = f", ${judge.get('usd', 0.0) / calls:,.6g} per judge call ({calls})" if calls else ""
-        return f"cost: ${report['spent_usd']:,.6g} (the job's LM calls{mean})"
-    if price_of(model, args.price) is None:
-        return f"cost unknown: no price for {model} (give --price IN,OUT: USD per million prompt and completion tokens)"
-    return ("cost not counted: induce counts its LM calls' tokens under a budget only (give --cost-budget USD to "
-            "cap and count them)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
