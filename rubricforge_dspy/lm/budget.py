@@ -265,7 +265,8 @@ class BudgetedLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type infor
         self.__dict__["lm"] = inner
         self.budget = budget
         # the price its tokens are costed at under a cost budget (None: a token budget)
-        self.price: Price | None = None if isinstance(budget, TokenBudget) else budget.price_for(getattr(inner, "model", None))
+        self.price: Price | None = (None if isinstance(budget, TokenBudget)
+                                    else budget.price_for(getattr(inner, "model", None)))
         self.role = role
         self.tally = tally if tally is not None else _Tally()
         self.model = inner.model

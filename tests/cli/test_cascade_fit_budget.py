@@ -28,7 +28,8 @@ def fit(halves, tmp_path):
 
     def argv(fake: FakeOpenAI, *extra: str) -> list[str]:
         return ["cascade", "fit", "--stage", str(halves / "floor.json"), "--stage", str(judge), "--data",
-                str(halves / "cal.jsonl"), "--order-data", str(halves / "train.jsonl"), *REWARD_ABOVE_0, "--alpha", "0.2", "--delta", "0.1", "--out", str(out),
+                str(halves / "cal.jsonl"), "--order-data", str(halves / "train.jsonl"), *REWARD_ABOVE_0,
+                "--alpha", "0.2", "--delta", "0.1", "--out", str(out),
                 "--concurrency", "2", "--api-base", fake.api_base, "--model", fake.model, "--max-tokens",
                 str(MAX_TOKENS), *extra]
     return argv, out

@@ -1,8 +1,8 @@
 """`certify` and `label-next` take ``--price IN,OUT`` and ``--cost-budget USD`` as `judge` does: the judging run's
 calls are costed at the price and each reserves its worst case in dollars first (`lm.pricing.CostBudget`, through
 the job runner); a run stops before the cap (exit 5) keeping its verdicts in ``--verdicts-out``, and the same
-command with a larger budget judges only the rest. Without a price, ``--max-tokens`` or ``--verdicts-out`` the budget
-(when the LM config sets none) is refused before any call; the summary says the cost, or that it is unknown. Against the fake OpenAI server."""
+command with a larger budget judges only the rest. Without a price or ``--verdicts-out`` the budget is refused before
+any call; the summary says the cost, or that it is unknown. Against the fake OpenAI server."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_certify_stops_at_the_cost_budget_keeps_its_verdicts_and_a_larger_budget
         err = capsys.readouterr().err
     assert "certificate" in read_program(path)[MANIFEST_KEY]
     rest = len(items) - first
-    assert f"cost: $" in err and f"({rest} LM-judged item(s), $" in err and "per item) at $2 / $7 per million" in err
+    assert "cost: $" in err and f"({rest} LM-judged item(s), $" in err and "per item) at $2 / $7 per million" in err
     assert "cost budget: spent $" in err and "of $100" in err
 
 
