@@ -22,7 +22,8 @@ joined by id) and --label-threshold (default: each format's own rule); see docs/
 Exit codes: 0 done; 2 bad input or environment (a file, a flag, a full disk, a path that cannot be
 written: one line says which and what to do); 3 a judge LM or server that cannot be used; 4 the answer
 is no (gate: the candidate may not replace the baseline; certify --recheck: the judge got worse);
-5 stopped before --token-budget would be crossed (what was judged is kept: re-run with a larger budget);
+5 stopped before --token-budget or --cost-budget would be crossed (judge, certify, label-next: what was judged is
+kept, re-run with a larger budget; induce, cascade fit: nothing is written);
 1 a bug (its traceback is printed); 130 interrupted.
 """
 
