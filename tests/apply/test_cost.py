@@ -22,8 +22,8 @@ from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.segments import SegmentsJudge
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, system_text
-from tests.apply.test_evidence_on_lines import write_long_episodes
 from tests.support.batch import assert_one_line_per_id, by_text, fake_lm, read_lines, write_generic_jsonl
+from tests.support.long_episodes import write_long_episodes
 
 MAX_TOKENS = 200
 

@@ -11,9 +11,9 @@ from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.testing.fake_server import FakeOpenAI, user_text
 from rubricforge_dspy.trust.certificate import CERTIFICATE_KEY
 from rubricforge_dspy.trust.certify import certify_program
-from tests.apply.test_evidence_on_lines import write_long_episodes
 from tests.support.batch import fake_lm, read_lines
 from tests.support.certify_data import frozen_program, held_out, lenient_verdict
+from tests.support.long_episodes import write_long_episodes
 from tests.support.records import write_labeled_jsonl
 
 
