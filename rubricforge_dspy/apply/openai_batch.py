@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     import dspy
     from dspy import lm15
 
-    from rubricforge_dspy.apply.runner import Jobs, RunItem, Stage
+    from rubricforge_dspy.apply.stage_calls import Jobs, RunItem, Stage
     from rubricforge_dspy.apply.summary import UsageTotals
     from rubricforge_dspy.core.trajectory import LabelRule
     from rubricforge_dspy.data.formats import LoadReport

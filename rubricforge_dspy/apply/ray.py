@@ -74,7 +74,7 @@ from rubricforge_dspy.apply.job import output_lock
 from rubricforge_dspy.apply.options import DEFAULT_MAX_CONSECUTIVE_LM_ERRORS, JobOptions, job_options
 from rubricforge_dspy.apply.ray_data import column, ray_module, row_trajectory, trajectory_dataset
 from rubricforge_dspy.apply.ray_sglang import JudgeAnswer, JudgePrompt, sglang_processor
-from rubricforge_dspy.apply.runner import LocalCalls
+from rubricforge_dspy.apply.stage_calls import LocalCalls
 from rubricforge_dspy.apply.summary import BatchSummary, UsageTotals
 from rubricforge_dspy.apply.writer import plain_value
 from rubricforge_dspy.core.errors import InputError, RubricForgeError
@@ -92,7 +92,7 @@ from rubricforge_dspy.lm.secrets import redact_url
 if TYPE_CHECKING:
     import ray
 
-    from rubricforge_dspy.apply.runner import Jobs, RunItem, Stage
+    from rubricforge_dspy.apply.stage_calls import Jobs, RunItem, Stage
     from rubricforge_dspy.evidence.render import RenderConfig
     from rubricforge_dspy.judge.contract import BaseJudge
     from rubricforge_dspy.lm.engine import AsyncChatCompletionsEngine
