@@ -9,6 +9,7 @@ Modules:
 
 - :mod:`.trajectory`: `Trajectory`, `Step`, `Source`, label rules, `TrajectoryFormatError`;
 - :mod:`.verdict`: `Verdict`, the verdict-line schema and index (`read_verdicts`, `check_line`);
+- :mod:`.evidence_record`: `EvidenceRecord`, what a judge read (a verdict line's ``evidence``), and its shares;
 - :mod:`.rubric`: the generic seed rubric and its hash;
 - :mod:`.criteria`: a rubric's criteria: parse, validate, attribute a judge's reason to one;
 - :mod:`.judge_names`: the floor's judge names and the length give-away rule;
@@ -34,6 +35,7 @@ from rubricforge_dspy.core.errors import (
     RubricForgeWarning,
     ServerError,
 )
+from rubricforge_dspy.core.evidence_record import EvidenceRecord, line_evidence
 from rubricforge_dspy.core.judge_names import FLOOR, HYBRID, LENGTH_ONLY
 from rubricforge_dspy.core.presets import EMBEDDED, LIBRARY, PRESETS, SERVER, Preset, preset_for
 from rubricforge_dspy.core.rubric import SEED_RUBRIC, rubric_sha256
@@ -54,13 +56,11 @@ from rubricforge_dspy.core.trajectory import (
 )
 from rubricforge_dspy.core.verdict import (
     PASS_THRESHOLD,
-    EvidenceRecord,
     PassRule,
     Verdict,
     VerdictIndex,
     VerdictLineError,
     check_line,
-    line_evidence,
     read_verdicts,
     token_usage,
     verdict_line,
