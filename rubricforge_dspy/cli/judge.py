@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from typing import Any
 
+    from rubricforge_dspy.core.presets import Preset
     from rubricforge_dspy.data.formats import LoadReport
     from rubricforge_dspy.data.label_checks import LabelTally
     from rubricforge_dspy.data.labels import LabelJoin
@@ -117,7 +118,7 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
     Every path (local, Ray, Batch API; a program or a cascade) runs through the one job runner
     (`apply.stream.run_judge_file`, with the Ray or Batch API back end's calls), reading the input as a stream (by
     path: never loaded whole)."""
-    from rubricforge_dspy.apply.stream import judged_already, run_judge_file
+    from rubricforge_dspy.apply.stream import judged_already
     from rubricforge_dspy.cli.presets import judge_render, resolve
     from rubricforge_dspy.cli.ray_options import check_endpoints, run_ray_judge
     from rubricforge_dspy.data.formats import LoadReport
@@ -179,20 +180,29 @@ def _judge(args: argparse.Namespace, spec: DataSpec) -> tuple[BaseJudge | None, 
               file=sys.stderr)
         return judge, cascade
     else:
-        with _lm(args, judge) as lm:
-            if cascade is None:
-                reads = ("the program's" if render is None else str(render.max_tokens)) + " tokens"
-                if args.read != "budget" and judge is not None:  # the reading judge holds the render
-                    reads = f"--read {args.read}, {judge.render_config.max_tokens} tokens per call"
-                print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, render "
-                      f"{reads}", file=sys.stderr)
-            elif lm is not None:
-                print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
-            summary = run_judge_file(judge, list(spec.paths), args.out, lm=lm, render_config=render,
-                                     concurrency=preset.concurrency,
-                                     max_consecutive_lm_errors=args.max_consecutive_errors or None, **common)
+        summary = _judge_here(args, spec, judge, render, preset, cascade is not None, common)
     _epilogue(summary, report, join, tally)
     return judge, cascade
+
+
+def _judge_here(args: argparse.Namespace, spec: DataSpec, judge: BaseJudge | None, render: RenderConfig | None,
+                preset: Preset, for_cascade: bool, common: dict[str, Any]) -> Any:
+    """`judge` on this machine: the judge LM started (`_lm`) and named on stderr, then the one job runner
+    (`apply.stream.run_judge_file`) over ``spec``'s input; its `BatchSummary`."""
+    from rubricforge_dspy.apply.stream import run_judge_file
+
+    with _lm(args, judge) as lm:
+        if not for_cascade:
+            reads = ("the program's" if render is None else str(render.max_tokens)) + " tokens"
+            if args.read != "budget" and judge is not None:  # the reading judge holds the render
+                reads = f"--read {args.read}, {judge.render_config.max_tokens} tokens per call"
+            print(f"judge LM: {lm_name(lm)}; preset {preset.name}: concurrency {preset.concurrency}, render "
+                  f"{reads}", file=sys.stderr)
+        elif lm is not None:
+            print(f"judge LM: {lm_name(lm)} (for the cascade's LLM stages)", file=sys.stderr)
+        return run_judge_file(judge, list(spec.paths), args.out, lm=lm, render_config=render,
+                              concurrency=preset.concurrency,
+                              max_consecutive_lm_errors=args.max_consecutive_errors or None, **common)
 
 
 def _lm(args: argparse.Namespace, judge: BaseJudge | None) -> AbstractContextManager[Any]:

@@ -442,19 +442,8 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
     Returns:
         A `GridResult` (its counts are those of the testing tasks' trials).
     """
-    alpha, delta = check_rate("alpha", alpha), check_rate("delta", delta)
-    if bound not in BOUNDS:
-        raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
-    if max_false_pass is not None:
-        beta: float | None = check_rate("max_false_pass", max_false_pass)
-    else:
-        beta = FALSE_PASS_RATIOS.get(false_pass, FALSE_PASS_RATIO) * alpha if bound == "per_stage" else None
-    if method not in LTT_METHODS:
-        raise ValueError(f"method must be one of {LTT_METHODS}, got {method!r}")
-    if false_pass not in FALSE_PASS_RATES:
-        raise ValueError(f"false_pass must be one of {FALSE_PASS_RATES}, got {false_pass!r}")
-    if order_confidences is not None and method != "ordered_sequence":
-        raise ValueError(f"order_confidences orders the 'ordered_sequence' method, not {method!r}")
+    alpha, delta, beta = _checked_options(alpha, delta, max_false_pass, method, bound, false_pass,
+                                          order_confidences is not None)
     conf, y, units, costs = _checked_inputs(confidences, labels, weights, groups, stage_costs, seed)
     kind = _resolved_p_values(p_values, units)
     stages: Sequence[Sequence[float] | None] = levels if levels is not None else [None] * conf.shape[0]
@@ -478,6 +467,27 @@ def learn_then_test(confidences: ArrayLike, labels: ArrayLike, alpha: float, del
                         n_tasks=int(units.task_weight.sum()), n_trials=int(item_w.sum()),
                         max_trials_per_task=int(units.trials[used].max()) if used.any() else 0,
                         n_order_tasks=order_units, bound=bound, order=source, false_pass_rate=false_pass), stop_level)
+
+
+def _checked_options(alpha: float, delta: float, max_false_pass: float | None, method: str, bound: str,
+                     false_pass: str, ordered: bool) -> tuple[float, float, float | None]:
+    """`learn_then_test`'s rates and names checked (a `ValueError` naming the bad one): ``(alpha, delta, beta)``,
+    beta being `max_false_pass` or, when None, its default under the per-stage bound (None under the pooled one).
+    `ordered`: ordering data was given (only the ``"ordered_sequence"`` method reads it)."""
+    alpha, delta = check_rate("alpha", alpha), check_rate("delta", delta)
+    if bound not in BOUNDS:
+        raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
+    if max_false_pass is not None:
+        beta: float | None = check_rate("max_false_pass", max_false_pass)
+    else:
+        beta = FALSE_PASS_RATIOS.get(false_pass, FALSE_PASS_RATIO) * alpha if bound == "per_stage" else None
+    if method not in LTT_METHODS:
+        raise ValueError(f"method must be one of {LTT_METHODS}, got {method!r}")
+    if false_pass not in FALSE_PASS_RATES:
+        raise ValueError(f"false_pass must be one of {FALSE_PASS_RATES}, got {false_pass!r}")
+    if ordered and method != "ordered_sequence":
+        raise ValueError(f"order_confidences orders the 'ordered_sequence' method, not {method!r}")
+    return alpha, delta, beta
 
 
 def _sequence(method: str, grid: _Floats, stages: Sequence[Sequence[float] | None],
