@@ -35,8 +35,9 @@ class JudgeUnavailableError(ServerError):
 class CircuitOpen(BaseException):
     """Raised by `LMCircuit.call` when the circuit is open. A `BaseException`, not an `Exception`, on
     purpose, like KeyboardInterrupt: GEPA's evaluation loops catch `Exception` (and would score the call
-    as a failure and go on), and this must unwind them at once. Hence the one exception class of the
-    package outside `RubricForgeError`; whoever runs GEPA turns it into `JudgeUnavailableError`."""
+    as a failure and go on), and this must unwind them at once. Hence one of the two exception classes of the
+    package outside `RubricForgeError` (the other: `lm.budget.BudgetStop`); whoever runs GEPA turns it into
+    `JudgeUnavailableError`."""
 
 
 class LMCircuit:
