@@ -134,6 +134,11 @@ def refusal_message(result: GridResult, n_items: int, tasks: int, names: Sequenc
                   + f", at its share {failed['share']:.2f} and rate {failed['rate']:.3f}"
                   + (": more trials of the same tasks cannot replace tasks (the task is the unit)"
                      if result.p_values != "binomial" else ""))
+    if result.bound == "per_stage" and beta is not None and result.false_pass_rate != "among_passes":
+        advice += ("; on a small calibration set a stage that passes anything may be out of reach of this false-pass "
+                   "bound (docs/CASCADE.md, \"Power on small multi-agent sets\"): --false-pass among-passes bounds the "
+                   "failures among a stage's passes instead (more power; weaker against a stage that passes many "
+                   "failures beside many successes)")
     if result.order == "label-free":
         advice += ("; the sequence's order was label-free (no ordering data): give the fit split's labeled "
                    "trajectories to order it (--order-data), or test every vector with --method holm")

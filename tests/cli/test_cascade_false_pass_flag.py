@@ -35,3 +35,16 @@ def test_an_unknown_false_pass_rate_is_refused(halves, tmp_path, capsys):
     with pytest.raises(SystemExit) as stopped:
         fit(halves, tmp_path / "c.json", "--false-pass", "among-everything")
     assert stopped.value.code == 2 and "among-passes" in capsys.readouterr().err
+
+
+def test_a_refusal_under_the_default_rate_names_the_other_rate(halves, tmp_path, capsys):
+    """A per-stage refusal with the default false-pass rate (among the failed items) says that the rate over the
+    passes exists; one under that rate does not repeat it."""
+    code = fit(halves, tmp_path / "c.json", "--alpha", "0.01")
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert code != 0 and "cascade fit refused" in text
+    assert "--false-pass among-passes" in text
+    code = fit(halves, tmp_path / "d.json", "--alpha", "0.01", "--false-pass", "among-passes")
+    printed = capsys.readouterr()
+    assert code != 0 and "--false-pass among-passes bounds" not in printed.out + printed.err
