@@ -14,7 +14,7 @@ changes one breaks that test, naming the hook, rather than a judge or a loader s
   (`json_response_format`) and overridden to reuse it (`PlannedResponseFormat`);
 - ``dspy.clients._deprecation._adapter_call`` / ``adapter_message_call``: the mark by which DSPy 3.4 tells its
   adapters' ``lm(messages=...)`` calls from a user's (which warn), passed on by a wrapper LM to the LM it calls
-  (`relay_adapter_call`, for `lm.budget.BudgetedLM`).
+  (`relay_adapter_call`, for `lm.budgeted.BudgetedLM`).
 
 Root-level and free of package imports (like `rubricforge_dspy._lazy`), so every stage may use it; DSPy
 is imported only inside the functions that need it.

@@ -2,7 +2,7 @@
 --cost-budget USD`).
 
 They have one definition, in `rubricforge_dspy.lm.pricing`, shared with the induction's budgeted LMs
-(`lm.budget.BudgetedLM`: ``induce --cost-budget``); this module re-exports them for the job runner (`apply.runner`)
+(`lm.budgeted.BudgetedLM`: ``induce --cost-budget``); this module re-exports them for the job runner (`apply.runner`)
 and the names judging code has always imported from here.
 """
 

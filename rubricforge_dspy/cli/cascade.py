@@ -148,7 +148,7 @@ def cmd_cascade_fit(args: argparse.Namespace) -> int:
     """Exit 0 with the cascade saved; 2 when the calibration set cannot certify anything (with the labels
     needed) or for bad input; 3 when an LLM stage's LM fails."""
     from rubricforge_dspy.data.label_journal import exchangeable_labels
-    from rubricforge_dspy.lm.budget import BudgetedLM, budget_report, spending, stops_at_budget
+    from rubricforge_dspy.lm.budgeted import BudgetedLM, budget_report, spending, stops_at_budget
     from rubricforge_dspy.trust.cascade import FitOptions, fit_cascade, format_fit_report, stage_names
 
     _check(args)

@@ -1,6 +1,6 @@
 """``--price IN,OUT`` and ``--cost-budget USD``: what a run's LM calls cost and a hard cap in US dollars
 (`lm.pricing`), for `judge` (and `judge --cascade`), `certify` and `label-next` (the job runner's), and for `induce`
-and `cascade fit`, whose LM calls are reserved by a `lm.budget.BudgetedLM` (`lm_budget`)."""
+and `cascade fit`, whose LM calls are reserved by a `lm.budgeted.BudgetedLM` (`lm_budget`)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def lm_budget(args: argparse.Namespace, judge_lm: Any) -> TokenBudget | CostBudg
 
 
 def budget_cost_line(args: argparse.Namespace, judge_lm: Any, report: dict[str, Any] | None, what: str) -> str:
-    """The cost line of a run whose LM calls a `BudgetedLM` reserved (`report`: its `lm.budget.budget_report`):
+    """The cost line of a run whose LM calls a `BudgetedLM` reserved (`report`: its `lm.budgeted.budget_report`):
     under ``--cost-budget``, the US dollars spent (total, and the mean per judge call: an item judged once); else
     why it is not given (no price known, or no cost budget counting the dollars)."""
     from rubricforge_dspy.lm.pricing import price_of

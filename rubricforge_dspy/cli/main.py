@@ -156,7 +156,7 @@ def _induce_reading(args: argparse.Namespace, split: Any, init: Any, config: Any
     best is frozen in its own format (`load_judge` loads it). No operating point, hybrid stack or certificate
     (`rubricforge certify` certifies it afterwards): said on stderr."""
     from rubricforge_dspy.induction.inducer import induce
-    from rubricforge_dspy.lm.budget import spending
+    from rubricforge_dspy.lm.budgeted import spending
     from rubricforge_dspy.pipeline.induce_job import InduceJobResult
 
     with lm_from_args(args, reflection=True) as (judge_lm, reflection_lm):

@@ -153,7 +153,7 @@ class InductionResult:
     # the returned judge's `Verdict`s on the testset, in order
     test_verdicts: list[Verdict] = field(default_factory=list)
     certificate: dict[str, Any] | None = None  # the certificate on the testset, when `compile` got one and a `certify`
-    # with a token budget: `lm.budget.budget_report` (cap, spent, and what each LM spent: ``by_lm``)
+    # with a token budget: `lm.budgeted.budget_report` (cap, spent, and what each LM spent: ``by_lm``)
     token_budget: dict[str, Any] | None = None
 
 
@@ -488,7 +488,7 @@ def run_search(train: list[Trajectory], val: list[Trajectory], *, seed: Trajecto
         InputError: `log_dir` belongs to another run or is not an induction log dir; a false-pass cap
             with validation verdicts of one class.
         JudgeUnavailableError: the judge LM failed too many times in a row, or the reflection LM failed.
-        BudgetStop: `judge_lm` or `reflection_lm` is a `lm.budget.BudgetedLM` that refused a call (its budget would
+        BudgetStop: `judge_lm` or `reflection_lm` is a `lm.budgeted.BudgetedLM` that refused a call (its budget would
             have been crossed); `RubricInducer.compile` turns it into `BudgetExhausted`.
     """
     judge_lm = sized_lm(judge_lm, connections=config.num_threads)

@@ -43,7 +43,8 @@ from rubricforge_dspy.judge.batching import judge_batch
 from rubricforge_dspy.judge.explorer import ExplorerJudge
 from rubricforge_dspy.judge.module import TrajectoryJudge
 from rubricforge_dspy.judge.segments import SegmentsJudge
-from rubricforge_dspy.lm.budget import BudgetedLM, TokenBudget, budget_report, stops_at_budget, unbudgeted
+from rubricforge_dspy.lm.budget import TokenBudget
+from rubricforge_dspy.lm.budgeted import BudgetedLM, budget_report, stops_at_budget, unbudgeted
 from rubricforge_dspy.lm.circuit import LMCircuit
 from rubricforge_dspy.lm.config import lm_name
 from rubricforge_dspy.lm.copies import resolve_lm
@@ -165,7 +166,7 @@ class RubricInducer(Teleprompter):  # type: ignore[misc]  # dspy ships no type i
             `rubricforge_dspy.trust.certificate.certificate_for`.
         token_budget: a hard cap on the tokens (prompt plus completion, as the LMs report them) of every LM call
             `compile` makes: GEPA's judge and reflection calls, the validation pass and the testset's. Each call
-            reserves its worst case first (`lm.budget.BudgetedLM`); a call that could cross the cap is not made and
+            reserves its worst case first (`lm.budgeted.BudgetedLM`); a call that could cross the cap is not made and
             `compile` raises `BudgetExhausted` (nothing is returned; with `log_dir`, a re-run with a larger cap
             resumes GEPA from its last checkpoint). A `TokenBudget` is shared (spent across compiles and other
             runs); a number is a new cap for each `compile`. A `lm.pricing.CostBudget` caps the US dollars instead

@@ -7,8 +7,9 @@
 - `circuit`: the one dead-server circuit breaker (`LMCircuit`, `JudgeUnavailableError`).
 - `errors`: the one transient-error rule (`error_kind`, `is_transient`, `is_outage`), by exception type.
 - `fingerprint`: sha256 over canonical JSON, and the fingerprint of an LM's answer-changing settings.
-- `budget`: the one token-budget rule (`TokenBudget`: each call reserves its worst case first) and `BudgetedLM`, an
-  LM under a budget (the induction's and the cascade fit's `--token-budget` / `--cost-budget`).
+- `budget`: the one token-budget rule (`TokenBudget`: each call reserves its worst case first).
+- `budgeted`: `BudgetedLM`, an LM under a token or cost budget (the induction's and the cascade fit's
+  `--token-budget` / `--cost-budget`), and `BudgetStop`.
 - `pricing`: `Price` (a model's USD per million tokens: ``--price`` or litellm's offline cost map) and `CostBudget`,
   a hard cap in US dollars (the token budget counted in picodollars; `apply.pricing` re-exports them).
 - `truncation`: a completion cut at ``max_tokens``, seen from its finish reason (`TruncatedCompletionError`,
@@ -32,8 +33,8 @@ _MODULES = {
                                    "is_outage"],
     "rubricforge_dspy.lm.fingerprint": ["Fingerprint", "LM_SETTINGS", "digest", "package_version", "lm_settings",
                                         "lm_fingerprint"],
-    "rubricforge_dspy.lm.budget": ["TokenBudget", "Reservation", "prompt_bound", "PROMPT_OVERHEAD", "BudgetedLM",
-                                   "BudgetStop"],
+    "rubricforge_dspy.lm.budget": ["TokenBudget", "Reservation", "prompt_bound", "PROMPT_OVERHEAD"],
+    "rubricforge_dspy.lm.budgeted": ["BudgetedLM", "BudgetStop"],
     "rubricforge_dspy.lm.pricing": ["Price", "CostBudget", "price_of", "map_price"],
     "rubricforge_dspy.lm.truncation": ["TruncatedCompletionError", "CUT_REASONS", "check_finish", "finish_reasons",
                                        "CompletionWatch", "watch_completions"],

@@ -36,7 +36,7 @@ class CircuitOpen(BaseException):
     """Raised by `LMCircuit.call` when the circuit is open. A `BaseException`, not an `Exception`, on
     purpose, like KeyboardInterrupt: GEPA's evaluation loops catch `Exception` (and would score the call
     as a failure and go on), and this must unwind them at once. Hence one of the two exception classes of the
-    package outside `RubricForgeError` (the other: `lm.budget.BudgetStop`); whoever runs GEPA turns it into
+    package outside `RubricForgeError` (the other: `lm.budgeted.BudgetStop`); whoever runs GEPA turns it into
     `JudgeUnavailableError`."""
 
 

@@ -27,7 +27,8 @@ from rubricforge_dspy.evidence.render import RenderConfig
 from rubricforge_dspy.induction.inducer import InductionConfig, InductionResult, induce
 from rubricforge_dspy.judge.hybrid import Stack, freeze_hybrid
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.lm.budget import TokenBudget, budget_report, spending
+from rubricforge_dspy.lm.budget import TokenBudget
+from rubricforge_dspy.lm.budgeted import budget_report, spending
 from rubricforge_dspy.lm.config import lm_name as describe_lm
 from rubricforge_dspy.lm.pricing import CostBudget
 from rubricforge_dspy.program.store import update_manifest
@@ -53,7 +54,7 @@ class InduceJobResult:
     hybrid: Stack | None = None
     certificate: dict[str, Any] | None = None
     not_certified: str | None = None
-    # with a token budget: `lm.budget.budget_report` of the whole job (``other``: the certification's tokens)
+    # with a token budget: `lm.budgeted.budget_report` of the whole job (``other``: the certification's tokens)
     token_budget: dict[str, Any] | None = None
 
     def format_sweep(self) -> str:

@@ -1,5 +1,5 @@
 """`cascade fit --token-budget N` and `--cost-budget USD`: every LM call the fit's LLM stages make on the calibration
-items is reserved before it is sent (`lm.budget.BudgetedLM` around the judge LM, the one reservation rule); the fit
+items is reserved before it is sent (`lm.budgeted.BudgetedLM` around the judge LM, the one reservation rule); the fit
 stops before the cap (exit 5), writes no cascade and says what it spent; a budget large enough fits and records
 its spending in the fit report. Refusals come before any request. Against the fake OpenAI server on 127.0.0.1, the
 LLM stage a frozen seed judge after the shipped webshop set's floor."""

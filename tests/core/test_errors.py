@@ -14,7 +14,7 @@ from rubricforge_dspy.cli import main as cli_main
 from rubricforge_dspy.cli.main import main
 from rubricforge_dspy.core.errors import InputError, RubricForgeError, RubricForgeWarning, ServerError
 from rubricforge_dspy.judge.module import TrajectoryVerdictSignature, VerdictFormatError
-from rubricforge_dspy.lm.budget import BudgetStop
+from rubricforge_dspy.lm.budgeted import BudgetStop
 from rubricforge_dspy.lm.circuit import CircuitOpen, JudgeUnavailableError, LMCircuit
 from rubricforge_dspy.lm.errors import error_kind, is_outage, is_transient
 from rubricforge_dspy.serve.process import free_port
@@ -47,7 +47,7 @@ def test_every_exception_and_warning_of_the_package_has_one_root():
                      if name not in warnings and not issubclass(cls, RubricForgeError))
     # CircuitOpen and BudgetStop alone are BaseExceptions on purpose: they must escape GEPA's `except Exception`
     # (a dead server, a spent budget), and whoever runs the LM turns them into a RubricForgeError.
-    assert outside == ["rubricforge_dspy.lm.budget.BudgetStop", "rubricforge_dspy.lm.circuit.CircuitOpen"]
+    assert outside == ["rubricforge_dspy.lm.budgeted.BudgetStop", "rubricforge_dspy.lm.circuit.CircuitOpen"]
     assert not issubclass(CircuitOpen, Exception) and not issubclass(BudgetStop, Exception)
 
 

@@ -1,6 +1,6 @@
 """`induce --token-budget N`: a hard cap on every LM call of an induction (GEPA's judge and reflection calls, the
 validation pass, the testset's pass and the job's certification), each call's worst case reserved first
-(`lm.budget.BudgetedLM`, the one reservation rule of `lm.budget`). The run stops with `BudgetExhausted` (exit 5)
+(`lm.budgeted.BudgetedLM`, the one reservation rule of `lm.budget`). The run stops with `BudgetExhausted` (exit 5)
 before the cap would be crossed, writes no program (or, stopped in the certification, an uncertified one, and says
 so), and says what each LM spent; a budget large enough changes nothing. Offline with scripted LMs that report the
 worst usage a byte-level tokenizer could (`tests.support.budget.WorstCaseLM`), and through the command line against

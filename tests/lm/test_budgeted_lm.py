@@ -1,4 +1,4 @@
-"""`lm.budget.BudgetedLM`: an LM under a `TokenBudget` reserves each call's worst case before it is sent (the bytes
+"""`lm.budgeted.BudgetedLM`: an LM under a `TokenBudget` reserves each call's worst case before it is sent (the bytes
 it sends, the template's allowance, ``max_tokens``, every attempt), settles with the usage the LM reported (the
 whole reservation when it reported none, or when the call failed without a report), refuses a call that could
 cross the cap with `BudgetStop` (nothing sent), and reads as the LM it wraps (fingerprint, copies, settings)."""
@@ -16,14 +16,8 @@ from dspy import lm15
 
 from rubricforge_dspy.core.errors import BudgetExhausted, InputError
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.lm.budget import (
-    PROMPT_OVERHEAD,
-    BudgetedLM,
-    BudgetStop,
-    TokenBudget,
-    budget_report,
-    stops_at_budget,
-)
+from rubricforge_dspy.lm.budget import PROMPT_OVERHEAD, TokenBudget
+from rubricforge_dspy.lm.budgeted import BudgetedLM, BudgetStop, budget_report, stops_at_budget
 from rubricforge_dspy.lm.copies import sized_lm
 from rubricforge_dspy.lm.fingerprint import lm_fingerprint
 from rubricforge_dspy.testing.scripted import ScriptedEngine, ScriptedLM

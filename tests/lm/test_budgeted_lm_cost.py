@@ -12,7 +12,7 @@ import pytest
 
 from rubricforge_dspy.core.errors import InputError
 from rubricforge_dspy.judge.module import TrajectoryJudge
-from rubricforge_dspy.lm.budget import BudgetedLM, BudgetStop, budget_report, spending
+from rubricforge_dspy.lm.budgeted import BudgetedLM, BudgetStop, budget_report, spending
 from rubricforge_dspy.lm.pricing import CostBudget, Price, map_price
 from tests.support.budget import WorstCaseLM
 

@@ -14,6 +14,7 @@ EXTRAS = ("ray", "mlflow", "inspect_ai")  # what the [ray], [mlflow] and [inspec
 # The modules that import their platform when imported: module -> (the platform's import name, the extra).
 IMPORTS_ITS_EXTRA = {"rubricforge_dspy.integrations.mlflow": ("mlflow", "mlflow"),
                      "rubricforge_dspy.integrations.mlflow_labels": ("mlflow", "mlflow"),
+                     "rubricforge_dspy.integrations.mlflow_assessments": ("mlflow", "mlflow"),
                      "rubricforge_dspy.integrations.inspect": ("inspect_ai", "inspect")}
 
 
