@@ -97,7 +97,9 @@ def test_a_plain_ray_run_stopped_by_a_dead_server_resumes_asking_only_for_the_re
                            max_retries=0, max_consecutive_lm_errors=2)
         first = _lines(out) if out.exists() else []
         done = {line["id"] for line in first if not (line["abstained"] and line["error_kind"] in LM_ERROR_KINDS)}
-        assert 0 < len(done) < N  # what the first batches answered was written before the server died
+        # Ray may hand the actor several batches at once, so which batch comes back first (and opens the circuit)
+        # is Ray's scheduling: how many answered lines precede the stop is not fixed, only that it stopped short
+        assert len(done) < N
         fake.responder = lambda body, n: ok  # the server is fixed; the same command again
         asked = fake.n_requests
         calls = RayCalls(_config(fake), options=JobOptions(concurrency=2), workers=1)
